@@ -1,0 +1,106 @@
+#include "common/buf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int buf_reserve(struct buf *b, size_t extra) {
+  if (extra > ((size_t)-1) / 2 - b->len) return -ENOMEM;
+  size_t need = b->len + extra + 1;
+  if (need <= b->cap) return 0;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < need) cap *= 2;
+  char *p = realloc(b->data, cap);
+  if (p == NULL) return -ENOMEM;
+  b->data = p;
+  b->cap = cap;
+  return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t len) {
+  int rv = buf_reserve(b, len);
+  if (rv != 0) return rv;
+  if (len > 0) memcpy(b->data + b->len, data, len);
+  b->len += len;
+  b->data[b->len] = '\0';
+  return 0;
+}
+
+int buf_puts(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
+
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) return -EINVAL;
+  int rv = buf_reserve(b, (size_t)n);
+  if (rv != 0) return rv;
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+  return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rv = buf_vprintf(b, fmt, ap);
+  va_end(ap);
+  return rv;
+}
+
+int buf_json_escape(struct buf *b, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  int rv = buf_reserve(b, len);
+  if (rv != 0) return rv;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[7];
+    size_t n = 0;
+    if (c == '"' || c == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)c;
+      n = 2;
+    } else if (c == '\n') {
+      memcpy(esc, "\\n", 2);
+      n = 2;
+    } else if (c == '\r') {
+      memcpy(esc, "\\r", 2);
+      n = 2;
+    } else if (c == '\t') {
+      memcpy(esc, "\\t", 2);
+      n = 2;
+    } else if (c < 0x20 || c == 0x7f) {
+      esc[0] = '\\';
+      esc[1] = 'u';
+      esc[2] = '0';
+      esc[3] = '0';
+      esc[4] = hex[c >> 4];
+      esc[5] = hex[c & 15];
+      n = 6;
+    }
+    rv = n ? buf_append(b, esc, n) : buf_append(b, &s[i], 1);
+    if (rv != 0) return rv;
+  }
+  return 0;
+}
+
+void buf_reset(struct buf *b) {
+  b->len = 0;
+  if (b->data) b->data[0] = '\0';
+}
+
+void buf_free(struct buf *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+char *buf_steal(struct buf *b, size_t *len) {
+  char *p = b->data;
+  if (len) *len = b->len;
+  b->data = NULL;
+  b->len = b->cap = 0;
+  return p;
+}

@@ -1,0 +1,131 @@
+#include "common/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+
+enum kind { K_STR, K_INT, K_BOOL, K_LISTEN };
+
+/* One row per variable: the table is the single place that names a variable, its default and its bounds. */
+struct var {
+  const char *name;
+  enum kind kind;
+  size_t offset;
+  size_t size; /* string capacity */
+  const char *def;
+  int64_t min, max;
+};
+
+#define S(f, name, def) {name, K_STR, offsetof(struct vts_config, f), sizeof(((struct vts_config *)0)->f), def, 0, 0}
+#define I(f, name, def, lo, hi) {name, K_INT, offsetof(struct vts_config, f), 0, def, lo, hi}
+#define B(f, name, def) {name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0}
+
+static const struct var vars[] = {
+    {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0},
+    S(jobs_url, "VTS_JOBS_URL", "tcp://127.0.0.1:7400"),
+    S(keys_file, "VTS_KEYS_FILE", "keys.db"),
+    S(state_dir, "VTS_STATE_DIR", "state"),
+    S(redis_url, "VTS_REDIS_URL", ""),
+    B(rate_limit_fail_closed, "VTS_RATE_LIMIT_FAIL_CLOSED", "false"),
+    I(rate_limit, "VTS_RATE_LIMIT", "60", 1, 1000000000),
+    I(rate_window_s, "VTS_RATE_WINDOW_S", "60", 1, 86400),
+    I(monthly_quota, "VTS_MONTHLY_QUOTA", "10000", 1, 1000000000000),
+    I(cache_ttl_s, "VTS_CACHE_TTL_S", "86400", 0, 31536000),
+    I(negative_ttl_s, "VTS_NEGATIVE_TTL_S", "600", 0, 31536000),
+    I(cache_max_mb, "VTS_CACHE_MAX_MB", "256", 0, 1048576),
+    I(job_timeout_ms, "VTS_JOB_TIMEOUT_MS", "30000", 100, 3600000),
+    I(speech_timeout_ms, "VTS_SPEECH_TIMEOUT_MS", "600000", 1000, 86400000),
+    I(speech_max_concurrent, "VTS_SPEECH_MAX_CONCURRENT", "1", 1, 1024),
+    I(speech_max_seconds, "VTS_SPEECH_MAX_SECONDS", "3600", 1, 86400),
+    S(upstream_url, "VTS_UPSTREAM_URL", "https://www.youtube.com"),
+    S(upstream_proxy, "VTS_UPSTREAM_PROXY", ""),
+    S(innertube_clients, "VTS_INNERTUBE_CLIENTS", "VISIONOS:1.02,ANDROID:20.10.38"),
+    B(speech_fallback, "VTS_SPEECH_FALLBACK", "false"),
+    S(speech_engine, "VTS_SPEECH_ENGINE", "pocketsphinx"),
+    S(speech_url, "VTS_SPEECH_URL", ""),
+    S(speech_api_key, "VTS_SPEECH_API_KEY", ""),
+    S(env, "VTS_ENV", "development"),
+    S(metrics_listen, "VTS_METRICS_LISTEN", "127.0.0.1:9464"),
+    I(header_timeout_ms, "VTS_HEADER_TIMEOUT_MS", "10000", 100, 600000),
+    I(idle_timeout_ms, "VTS_IDLE_TIMEOUT_MS", "60000", 100, 3600000),
+    I(max_conns, "VTS_MAX_CONNS", "16384", 1, 1000000),
+    I(drain_timeout_ms, "VTS_DRAIN_TIMEOUT_MS", "10000", 0, 600000),
+    S(log_level, "VTS_LOG_LEVEL", "info"),
+    I(workers, "VTS_WORKERS", "0", 0, 256),
+};
+
+static int parse_listen(struct vts_config *cfg, const char *v) {
+  const char *colon = strrchr(v, ':');
+  if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof(cfg->listen_host)) return -EINVAL;
+  int64_t port;
+  if (util_parse_i64(colon + 1, 0, 65535, &port) != 0) return -EINVAL;
+  memcpy(cfg->listen_host, v, (size_t)(colon - v));
+  cfg->listen_host[colon - v] = '\0';
+  cfg->listen_port = (int)port;
+  return 0;
+}
+
+int config_load(struct vts_config *cfg, char *err, size_t errlen) {
+  memset(cfg, 0, sizeof(*cfg));
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const struct var *v = &vars[i];
+    const char *val = getenv(v->name);
+    if (val == NULL) val = v->def;
+    char *field = (char *)cfg + v->offset;
+    int rv = 0;
+    switch (v->kind) {
+      case K_STR:
+        if (strlen(val) >= v->size) rv = -EINVAL;
+        else memcpy(field, val, strlen(val) + 1);
+        break;
+      case K_INT:
+        rv = util_parse_i64(val, v->min, v->max, (int64_t *)(void *)field);
+        break;
+      case K_BOOL:
+        if (strcmp(val, "true") == 0 || strcmp(val, "1") == 0) *(bool *)field = true;
+        else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0) *(bool *)field = false;
+        else rv = -EINVAL;
+        break;
+      case K_LISTEN:
+        rv = parse_listen(cfg, val);
+        break;
+    }
+    if (rv != 0) {
+      const char *what = v->kind == K_BOOL   ? "true or false"
+                         : v->kind == K_LISTEN ? "HOST:PORT"
+                         : v->kind == K_STR    ? "a shorter string"
+                                               : "an integer in range";
+      if (v->kind == K_INT)
+        snprintf(err, errlen, "%s: invalid value \"%.64s\": expected an integer from %lld to %lld", v->name, val,
+                 (long long)v->min, (long long)v->max);
+      else
+        snprintf(err, errlen, "%s: invalid value \"%.64s\": expected %s", v->name, val, what);
+      return -EINVAL;
+    }
+  }
+  if (strcmp(cfg->speech_engine, "pocketsphinx") != 0 && strcmp(cfg->speech_engine, "openai") != 0) {
+    snprintf(err, errlen, "VTS_SPEECH_ENGINE: invalid value \"%.64s\": expected pocketsphinx or openai",
+             cfg->speech_engine);
+    return -EINVAL;
+  }
+  if (strcmp(cfg->log_level, "debug") != 0 && strcmp(cfg->log_level, "info") != 0 &&
+      strcmp(cfg->log_level, "warn") != 0 && strcmp(cfg->log_level, "error") != 0) {
+    snprintf(err, errlen, "VTS_LOG_LEVEL: invalid value \"%.64s\": expected debug, info, warn or error",
+             cfg->log_level);
+    return -EINVAL;
+  }
+  if (cfg->redis_url[0] != '\0' && strncmp(cfg->redis_url, "redis://", 8) != 0) {
+    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://host:port[/db]");
+    return -EINVAL;
+  }
+  if (strncmp(cfg->upstream_url, "https://", 8) != 0 && strncmp(cfg->upstream_url, "http://", 7) != 0) {
+    snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");
+    return -EINVAL;
+  }
+  return 0;
+}

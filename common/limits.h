@@ -1,0 +1,38 @@
+/*
+ * Every limit of vts, declared once, with the answer it produces when exceeded.
+ * Values that operators may change are defaults of config.h; the rest are fixed here.
+ */
+#ifndef VTS_LIMITS_H
+#define VTS_LIMITS_H
+
+/* HTTP front (gateway/http.c). */
+#define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)  /* method + URL: 414 */
+#define VTS_MAX_HEADER_BYTES (16 * 1024)       /* all header names and values: 431 */
+#define VTS_MAX_HEADER_COUNT 64                /* 431 */
+#define VTS_MAX_BODY_BYTES 0                   /* GET carries no body: Content-Length > 0 is 413 */
+#define VTS_HEADER_TIMEOUT_MS_DEFAULT 10000    /* headers not complete in time: 408 and close */
+#define VTS_IDLE_TIMEOUT_MS_DEFAULT 60000      /* idle keep-alive: close */
+#define VTS_MAX_CONNS_PER_WORKER_DEFAULT 16384 /* excess refused at accept */
+#define VTS_MAX_PIPELINED_REQUESTS 32          /* requests parsed ahead of their responses: reading pauses */
+#define VTS_DRAIN_TIMEOUT_MS_DEFAULT 10000     /* SIGTERM: in-flight requests get this long */
+#define VTS_MAX_REQUEST_ID_BYTES 64            /* longer or odd X-Request-Id is replaced by our own */
+#define VTS_MAX_API_KEY_BYTES 256              /* longer x-api-key: 401 */
+
+/* Query parameters (gateway/query.c). */
+#define VTS_VIDEO_ID_LEN 11
+#define VTS_MAX_LANGUAGE_BYTES 12              /* "abc-abcdefgh": longer is 400 invalid_language */
+#define VTS_MAX_VIDEO_URL_BYTES 2048           /* longer is 400 invalid_video_url */
+
+/* Gateway <-> fetcher messages (proto/). */
+#define VTS_MAX_MESSAGE_BYTES (8 * 1024 * 1024) /* larger messages are refused: 500 */
+
+/* Fetcher (fetcher/). */
+#define VTS_MAX_UPSTREAM_BODY_BYTES (8 * 1024 * 1024) /* larger player/caption bodies: 502 */
+#define VTS_MAX_WATCH_PAGE_BYTES (4 * 1024 * 1024)    /* larger watch page: 502 */
+#define VTS_MAX_SEGMENTS 100000                       /* more caption cues: 502 */
+#define VTS_MAX_TRANSCRIPT_BYTES (6 * 1024 * 1024)    /* larger serialised transcript: 500 */
+#define VTS_MAX_JSON_DEPTH 64                         /* deeper upstream JSON: 502 */
+#define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
+#define VTS_FETCHER_ADDRESS_SPACE_BYTES (1024UL * 1024 * 1024) /* setrlimit(RLIMIT_AS) */
+
+#endif

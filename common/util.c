@@ -1,0 +1,85 @@
+#include "common/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+uint64_t util_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int64_t util_wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec;
+}
+
+void util_rfc3339(char *out, size_t outlen, int64_t wall_ms) {
+  time_t t = (time_t)(wall_ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char base[24];
+  strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out, outlen, "%s.%03dZ", base, (int)(wall_ms % 1000));
+}
+
+void util_http_date(char *out, size_t outlen, time_t t) {
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, outlen, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+int util_random_hex(char *out, size_t nbytes) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char raw[64];
+  if (nbytes > sizeof(raw)) return -EINVAL;
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t n = getrandom(raw + got, nbytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < nbytes; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[2 * nbytes] = '\0';
+  return 0;
+}
+
+void util_sha256_hex(const void *data, size_t len, char out[65]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char md[32];
+  unsigned int mdlen = 0;
+  EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+  for (unsigned int i = 0; i < 32; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[64] = '\0';
+}
+
+int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
+  if (s == NULL || *s == '\0') return -EINVAL;
+  if (min >= 0 && (*s == '-' || *s == '+')) return -EINVAL;
+  for (const char *p = (*s == '-') ? s + 1 : s; *p; p++) {
+    if (*p < '0' || *p > '9') return -EINVAL;
+  }
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0') return -EINVAL;
+  if (v < min || v > max) return -EINVAL;
+  *out = (int64_t)v;
+  return 0;
+}

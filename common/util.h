@@ -1,0 +1,27 @@
+/* Small helpers: clocks, time formatting, randomness, digests, strict number parsing. */
+#ifndef VTS_UTIL_H
+#define VTS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Monotonic milliseconds, for deadlines and durations. */
+uint64_t util_now_ms(void);
+/* Wall-clock seconds since the epoch. */
+int64_t util_wall_s(void);
+/* Formats t as RFC 3339 UTC with milliseconds ("2026-11-22T02:29:28.123Z") into out (at least 32 bytes). */
+void util_rfc3339(char *out, size_t outlen, int64_t wall_ms);
+/* Formats t as an IMF-fixdate for the HTTP Date header into out (at least 30 bytes). */
+void util_http_date(char *out, size_t outlen, time_t t);
+/* Fills out with 2*nbytes lowercase hex characters of random bytes and a NUL. Returns 0, or -errno. */
+int util_random_hex(char *out, size_t nbytes);
+/* SHA-256 of data as 64 lowercase hex characters and a NUL into out (65 bytes). */
+void util_sha256_hex(const void *data, size_t len, char out[65]);
+/*
+ * Parses a whole decimal string into [min, max]. Returns 0, or -EINVAL for anything else (empty, sign where min >= 0,
+ * trailing bytes, overflow).
+ */
+int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One command on a fresh Debian 12 machine: installs what is missing, builds, creates a demo API key (printed once)
+# and runs the service in the foreground on :8080 with embedded defaults (memory rate limiter, no Redis).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/deploy/deps.sh"
+vts_install_packages "${VTS_BUILD_PACKAGES[@]}"
+
+build="${VTS_BUILD_DIR:-$root/build}"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+
+run="${VTS_RUN_DIR:-$root/.run}"
+mkdir -p "$run/state"
+export VTS_KEYS_FILE="${VTS_KEYS_FILE:-$run/keys.db}"
+export VTS_STATE_DIR="${VTS_STATE_DIR:-$run/state}"
+if ! "$build/bin/vts-keys" -f "$VTS_KEYS_FILE" list 2>/dev/null | grep -q '^demo'; then
+  key=$("$build/bin/vts-keys" -f "$VTS_KEYS_FILE" create demo)
+  echo "demo API key (shown once): $key"
+  echo "try: curl -H 'x-api-key: $key' 'http://127.0.0.1:8080/v1/video/transcript?video_id=dQw4w9WgXcQ'"
+fi
+
+# Fetchers run beside the gateway; the gateway's master supervises only its own children.
+"$build/bin/vts-fetcher" --workers "${VTS_FETCHERS:-2}" &
+fetchers=$!
+trap 'kill -TERM $fetchers 2>/dev/null; wait $fetchers 2>/dev/null' EXIT
+"$build/bin/vts-gateway"

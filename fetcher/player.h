@@ -1,0 +1,59 @@
+/*
+ * The player reply of POST /youtubei/v1/player: playability, caption tracks, the default track and audio formats.
+ * Upstream JSON is hostile: size and depth are bounded (limits.h) and a malformed reply is an error, not a crash.
+ */
+#ifndef VTS_PLAYER_H
+#define VTS_PLAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum playability {
+  PLAY_OK = 0,
+  PLAY_LOGIN_REQUIRED,    /* age-restricted, private, members-only: 404 */
+  PLAY_BOT_CHECK,         /* "confirm you're not a bot" (LOGIN_REQUIRED with that reason): 502 */
+  PLAY_UNAVAILABLE,       /* ERROR, removed, unavailable: 404 */
+  PLAY_UNPLAYABLE,        /* UNPLAYABLE: 404 */
+  PLAY_LIVE_OFFLINE,      /* LIVE_STREAM_OFFLINE: 404 */
+  PLAY_OTHER,             /* any other non-OK status: 404 */
+};
+
+struct caption_track {
+  char *base_url;  /* owned; the timedtext URL of the track */
+  char lang[16];   /* languageCode */
+  int is_asr;      /* kind == "asr" */
+  int po_token;    /* the baseUrl carries exp=xpe: the track needs a PO token we do not have */
+};
+
+struct audio_format {
+  char *url;            /* owned; direct URL */
+  int itag;
+  int64_t content_length; /* bytes, -1 when absent */
+  int64_t bitrate;
+  int64_t duration_ms;  /* approxDurationMs, -1 when absent */
+  char mime[64];
+  int is_default;       /* audioTrack.audioIsDefault, or no audioTrack at all */
+};
+
+struct player_info {
+  enum playability playability;
+  char reason[128]; /* the upstream reason, for logs only, never sent to clients */
+  struct caption_track *tracks;
+  size_t ntracks;
+  int default_track; /* index into tracks from audioTracks[].defaultCaptionTrackIndex, -1 when none */
+  struct audio_format *audio;
+  size_t naudio;
+};
+
+/* Parses a player reply. Returns 0, or -EPROTO for a body that is not a player reply (too big, too deep, invalid). */
+int player_parse(const char *json, size_t len, struct player_info *out);
+void player_info_free(struct player_info *pi);
+
+/*
+ * Chooses a track: the requested language exactly, manual before asr; then the same base language ("pt" for
+ * "pt-BR", and "pt-BR" for "pt"); then the default track; then the first manual track; then the first.
+ * lang "" means no preference: the default track. Tracks that need a PO token are skipped. Returns an index or -1.
+ */
+int player_choose_track(const struct player_info *pi, const char *lang);
+
+#endif

@@ -1,0 +1,15 @@
+/* The public transcript body of SPEC 2.1, serialised once (yajl_gen, UTF-8 validated) in the fetcher. */
+#ifndef VTS_TRANSCRIPT_H
+#define VTS_TRANSCRIPT_H
+
+#include "common/buf.h"
+#include "fetcher/captions.h"
+
+/*
+ * Appends {"language":..,"source":..,"text":..,"segments":[{"text":..,"start":..,"duration":..}]} to out; text is
+ * the segments joined by single spaces. source is "captions" or "speech". Returns 0, -EILSEQ for invalid UTF-8,
+ * -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or -ENOMEM.
+ */
+int transcript_serialize(const struct segment_list *sl, const char *lang, const char *source, struct buf *out);
+
+#endif

@@ -1,0 +1,165 @@
+#include "proto/proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/limits.h"
+
+struct reader {
+  const unsigned char *p;
+  size_t left;
+};
+
+static int put_u8(struct buf *b, uint8_t v) { return buf_append(b, &v, 1); }
+
+static int put_be(struct buf *b, uint64_t v, int bytes) {
+  unsigned char tmp[8];
+  for (int i = 0; i < bytes; i++) tmp[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+  return buf_append(b, tmp, (size_t)bytes);
+}
+
+static int put_str(struct buf *b, const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n > max) return -EINVAL;
+  int rv = put_be(b, n, 2);
+  return rv ? rv : buf_append(b, s, n);
+}
+
+static int put_header(struct buf *b, enum proto_type type) {
+  int rv = buf_append(b, "VT", 2);
+  if (rv == 0) rv = put_u8(b, PROTO_VERSION);
+  if (rv == 0) rv = put_u8(b, (uint8_t)type);
+  return rv;
+}
+
+static int get_be(struct reader *r, int bytes, uint64_t *v) {
+  if (r->left < (size_t)bytes) return -EPROTO;
+  uint64_t x = 0;
+  for (int i = 0; i < bytes; i++) x = (x << 8) | r->p[i];
+  r->p += bytes;
+  r->left -= (size_t)bytes;
+  *v = x;
+  return 0;
+}
+
+/* Reads a string into out (cap bytes with the NUL); a NUL inside or a longer string is a protocol error. */
+static int get_str(struct reader *r, char *out, size_t cap) {
+  uint64_t n;
+  if (get_be(r, 2, &n) != 0 || n >= cap || r->left < n) return -EPROTO;
+  if (memchr(r->p, '\0', n) != NULL) return -EPROTO;
+  memcpy(out, r->p, n);
+  out[n] = '\0';
+  r->p += n;
+  r->left -= n;
+  return 0;
+}
+
+static int open_reader(struct reader *r, const void *data, size_t len, enum proto_type want) {
+  if (proto_peek_type(data, len) != (int)want) return -EPROTO;
+  r->p = (const unsigned char *)data + 4;
+  r->left = len - 4;
+  return 0;
+}
+
+static int valid_video_id(const char *id) {
+  if (strlen(id) != VTS_VIDEO_ID_LEN) return 0;
+  for (const char *c = id; *c; c++) {
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+          *c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+int proto_encode_job(struct buf *out, const struct proto_job *job) {
+  if (!valid_video_id(job->video_id)) return -EINVAL;
+  if (job->kind != PROTO_KIND_CAPTIONS && job->kind != PROTO_KIND_SPEECH) return -EINVAL;
+  int rv = put_header(out, PROTO_JOB);
+  if (rv == 0) rv = put_be(out, job->job_id, 8);
+  if (rv == 0) rv = put_u8(out, job->kind);
+  if (rv == 0) rv = put_be(out, job->deadline_ms, 4);
+  if (rv == 0) rv = put_str(out, job->video_id, VTS_VIDEO_ID_LEN);
+  if (rv == 0) rv = put_str(out, job->lang, PROTO_MAX_LANG);
+  if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
+  return rv;
+}
+
+int proto_encode_result(struct buf *out, const struct proto_result *res) {
+  if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH)
+    return -EINVAL;
+  if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
+  int rv = put_header(out, PROTO_RESULT);
+  if (rv == 0) rv = put_be(out, res->job_id, 8);
+  if (rv == 0) rv = put_u8(out, res->outcome);
+  if (rv == 0) rv = put_u8(out, res->source);
+  if (rv == 0) rv = put_be(out, res->fetch_ms, 4);
+  if (rv == 0) rv = put_str(out, res->lang, PROTO_MAX_LANG);
+  if (rv == 0) rv = put_str(out, res->detail, sizeof(res->detail) - 1);
+  if (rv == 0) rv = put_be(out, res->body_len, 4);
+  if (rv == 0 && res->body_len > 0) rv = buf_append(out, res->body, res->body_len);
+  return rv;
+}
+
+int proto_encode_ready(struct buf *out) { return put_header(out, PROTO_READY); }
+
+int proto_peek_type(const void *data, size_t len) {
+  const unsigned char *p = data;
+  if (len < 4 || len > VTS_MAX_MESSAGE_BYTES || p[0] != 'V' || p[1] != 'T' || p[2] != PROTO_VERSION) return -EPROTO;
+  if (p[3] < PROTO_JOB || p[3] > PROTO_READY) return -EPROTO;
+  if (p[3] == PROTO_READY && len != 4) return -EPROTO;
+  return p[3];
+}
+
+int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
+  struct reader r;
+  uint64_t v;
+  memset(job, 0, sizeof(*job));
+  if (open_reader(&r, data, len, PROTO_JOB) != 0) return -EPROTO;
+  if (get_be(&r, 8, &v) != 0) return -EPROTO;
+  job->job_id = v;
+  if (get_be(&r, 1, &v) != 0 || (v != PROTO_KIND_CAPTIONS && v != PROTO_KIND_SPEECH)) return -EPROTO;
+  job->kind = (uint8_t)v;
+  if (get_be(&r, 4, &v) != 0) return -EPROTO;
+  job->deadline_ms = (uint32_t)v;
+  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0 || !valid_video_id(job->video_id)) return -EPROTO;
+  if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
+  if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
+  return r.left == 0 ? 0 : -EPROTO;
+}
+
+int proto_decode_result(const void *data, size_t len, struct proto_result *res) {
+  struct reader r;
+  uint64_t v;
+  memset(res, 0, sizeof(*res));
+  if (open_reader(&r, data, len, PROTO_RESULT) != 0) return -EPROTO;
+  if (get_be(&r, 8, &v) != 0) return -EPROTO;
+  res->job_id = v;
+  if (get_be(&r, 1, &v) != 0 || v < PROTO_OK || v > PROTO_NO_CAPTIONS) return -EPROTO;
+  res->outcome = (uint8_t)v;
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_SPEECH) return -EPROTO;
+  res->source = (uint8_t)v;
+  if (get_be(&r, 4, &v) != 0) return -EPROTO;
+  res->fetch_ms = (uint32_t)v;
+  if (get_str(&r, res->lang, sizeof(res->lang)) != 0) return -EPROTO;
+  if (get_str(&r, res->detail, sizeof(res->detail)) != 0) return -EPROTO;
+  if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
+  res->body = v ? (const char *)r.p : NULL;
+  res->body_len = (uint32_t)v;
+  /* A successful result must carry a body; a failure's body is ignored by the gateway. */
+  if (res->outcome == PROTO_OK && res->body_len == 0) return -EPROTO;
+  return 0;
+}
+
+int proto_outcome_status(uint8_t outcome) {
+  switch (outcome) {
+    case PROTO_OK:
+      return 200;
+    case PROTO_NOT_AVAILABLE:
+    case PROTO_NO_CAPTIONS:
+      return 404;
+    case PROTO_UPSTREAM_FAILED:
+      return 502;
+    default:
+      return 500;
+  }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds (warnings as errors, and an ASan+UBSan build), runs every test.
+# Exits non-zero on any failure. A second run reinstalls nothing and builds incrementally.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+. "$root/deploy/deps.sh"
+vts_install_packages "${VTS_BUILD_PACKAGES[@]}" "${VTS_TEST_PACKAGES[@]}" || { echo "package install failed"; exit 1; }
+
+failed=()
+stage() { # name, command...
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  if "$@"; then echo "=== $name: ok ($((SECONDS - t0)) s)"; else echo "=== $name: FAILED"; failed+=("$name"); fi
+}
+
+build_tree() { # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S "$root" -B "$dir" -DVTS_WERROR=ON "$@" >/dev/null && cmake --build "$dir" -j"$(nproc)"
+}
+
+npm_tools() {
+  [ -f tests/contract/package.json ] || return 0
+  (cd tests/contract && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] ||
+     npm ci --no-audit --no-fund --loglevel=error; })
+}
+
+stage "build (release, -Werror)" build_tree build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+stage "build (ASan+UBSan)" build_tree build-asan -DCMAKE_BUILD_TYPE=Debug -DVTS_SANITIZE=ON
+stage "npm test tools" npm_tools
+stage "unit tests (release)" ctest --test-dir build --output-on-failure
+stage "unit tests (ASan+UBSan)" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure
+if compgen -G "tests/integration/test_*.py" >/dev/null; then
+  stage "integration tests (ASan+UBSan binaries)" env VTS_BUILD_DIR="$root/build-asan" \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "all stages passed"

@@ -1,0 +1,135 @@
+/* Unit tests of the gateway<->fetcher messages: round trips and every malformed shape rejected. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "proto/proto.h"
+
+static struct proto_job sample_job(void) {
+  struct proto_job j;
+  memset(&j, 0, sizeof(j));
+  j.job_id = 0x0102030405060708ULL;
+  j.kind = PROTO_KIND_CAPTIONS;
+  j.deadline_ms = 30000;
+  memcpy(j.video_id, "abcDEF12_-x", 12);
+  memcpy(j.lang, "pt-BR", 6);
+  memcpy(j.request_id, "req-1", 6);
+  return j;
+}
+
+static void test_job_round_trips_every_field(void **state) {
+  (void)state;
+  struct proto_job in = sample_job(), out;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  assert_int_equal(proto_peek_type(b.data, b.len), PROTO_JOB);
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), 0);
+  assert_true(out.job_id == in.job_id);
+  assert_int_equal(out.kind, PROTO_KIND_CAPTIONS);
+  assert_int_equal(out.deadline_ms, 30000);
+  assert_string_equal(out.video_id, "abcDEF12_-x");
+  assert_string_equal(out.lang, "pt-BR");
+  assert_string_equal(out.request_id, "req-1");
+  buf_free(&b);
+}
+
+static void test_result_round_trips_body_bytes(void **state) {
+  (void)state;
+  struct proto_result in, out;
+  memset(&in, 0, sizeof(in));
+  in.job_id = 7;
+  in.outcome = PROTO_OK;
+  in.source = PROTO_SOURCE_CAPTIONS;
+  in.fetch_ms = 12;
+  memcpy(in.lang, "en", 3);
+  memcpy(in.detail, "ok", 3);
+  in.body = "{\"a\":\"\0b\"}";
+  in.body_len = 10;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_result(&b, &in), 0);
+  assert_int_equal(proto_decode_result(b.data, b.len, &out), 0);
+  assert_int_equal(out.outcome, PROTO_OK);
+  assert_int_equal(out.source, PROTO_SOURCE_CAPTIONS);
+  assert_int_equal(out.body_len, 10);
+  assert_memory_equal(out.body, in.body, 10);
+  assert_string_equal(out.lang, "en");
+  buf_free(&b);
+}
+
+static void test_every_truncation_of_a_job_is_rejected(void **state) {
+  (void)state;
+  struct proto_job in = sample_job(), out;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_job(b.data, n, &out), -EPROTO);
+  buf_free(&b);
+}
+
+static void test_wrong_magic_version_and_trailing_bytes_are_rejected(void **state) {
+  (void)state;
+  struct proto_job in = sample_job(), out;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  b.data[2] = PROTO_VERSION + 1;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  b.data[2] = PROTO_VERSION;
+  b.data[0] = 'X';
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  b.data[0] = 'V';
+  buf_append(&b, "!", 1);
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  buf_free(&b);
+}
+
+static void test_invalid_video_id_is_refused_on_both_sides(void **state) {
+  (void)state;
+  struct proto_job in = sample_job(), out;
+  struct buf b = BUF_INIT;
+  memcpy(in.video_id, "short", 6);
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  in = sample_job();
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  /* The id's bytes sit after magic(2) version(1) type(1) id(8) kind(1) deadline(4) length(2). */
+  b.data[19] = '/';
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  buf_free(&b);
+}
+
+static void test_ok_result_without_body_is_rejected(void **state) {
+  (void)state;
+  struct proto_result in, out;
+  memset(&in, 0, sizeof(in));
+  in.outcome = PROTO_OK;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_result(&b, &in), 0);
+  assert_int_equal(proto_decode_result(b.data, b.len, &out), -EPROTO);
+  buf_free(&b);
+}
+
+static void test_outcomes_map_to_the_architecture_statuses(void **state) {
+  (void)state;
+  assert_int_equal(proto_outcome_status(PROTO_OK), 200);
+  assert_int_equal(proto_outcome_status(PROTO_NOT_AVAILABLE), 404);
+  assert_int_equal(proto_outcome_status(PROTO_NO_CAPTIONS), 404);
+  assert_int_equal(proto_outcome_status(PROTO_UPSTREAM_FAILED), 502);
+  assert_int_equal(proto_outcome_status(PROTO_INTERNAL), 500);
+  assert_int_equal(proto_outcome_status(99), 500);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_job_round_trips_every_field),
+      cmocka_unit_test(test_result_round_trips_body_bytes),
+      cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
+      cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
+      cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),
+      cmocka_unit_test(test_ok_result_without_body_is_rejected),
+      cmocka_unit_test(test_outcomes_map_to_the_architecture_statuses),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
