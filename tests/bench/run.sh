@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# One command: wrk scenarios against vts beside nginx serving the same bytes, in the same run, on 127.0.0.1.
+# Prints requests/s, p50, p99 (medians of RUNS runs), the ratio to nginx, and the gateway workers' RSS.
+#   tests/bench/run.sh [--quick]      (--quick: 1 run of 3 s per scenario)
+# Environment: RUNS (3), DURATION (10s), CONNS (64), THREADS (2), VTS_BUILD_DIR (build).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+RUNS=${RUNS:-3}; DURATION=${DURATION:-10s}; CONNS=${CONNS:-64}; THREADS=${THREADS:-2}
+[ "${1:-}" = "--quick" ] && { RUNS=1; DURATION=3s; }
+build=${VTS_BUILD_DIR:-$root/build}
+. "$root/deploy/deps.sh"
+vts_install_packages "${VTS_BUILD_PACKAGES[@]}" wrk nginx-light python3 curl >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null
+
+work=$(mktemp -d /tmp/vts-bench.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill -QUIT "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+
+# The fake platform, the gateway and one fetcher.
+up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
+python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/upstream.log" 2>&1 &
+pids+=($!)
+key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000000 --quota 1000000000000)
+export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
+  VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=error VTS_METRICS_LISTEN= \
+  VTS_WORKERS=${VTS_WORKERS:-2}
+"$build/bin/vts-gateway" 2>"$work/gateway.log" &
+gw=$!; pids+=($gw)
+"$build/bin/vts-fetcher" --workers 2 2>"$work/fetcher.log" &
+pids+=($!)
+wait_http "http://127.0.0.1:$gw_port/health"
+
+# The bytes nginx serves: exactly what vts answered.
+mkdir -p "$work/www"
+small_id=${BENCH_SMALL_ID:-capJson3xx1}
+long_id=${BENCH_LONG_ID:-capLong1500}
+curl -s "http://127.0.0.1:$gw_port/health" >"$work/www/health"
+curl -s "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$small_id" >"$work/www/unauth"
+curl -s -H "x-api-key: $key" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$small_id" >"$work/www/small"
+curl -s -H "x-api-key: $key" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$long_id" >"$work/www/long"
+cat >"$work/nginx.conf" <<NGINX
+worker_processes ${VTS_WORKERS:-2};
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  default_type application/json;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$ng_port reuseport; root $work/www; }
+}
+NGINX
+nginx -c "$work/nginx.conf"
+wait_http "http://127.0.0.1:$ng_port/health"
+
+# wrk output -> "rps p50_ms p99_ms"
+parse() {
+  awk '
+    function ms(v) { if (v ~ /us$/) return v * 0.001; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /^Requests\/sec:/ { rps = $2 }
+    $1 == "50%" { p50 = ms($2) }
+    $1 == "99%" { p99 = ms($2) }
+    END { printf "%.0f %.3f %.3f\n", rps, p50, p99 }'
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+run_wrk() { # url, header (may be empty)
+  local out
+  if [ -n "$2" ]; then out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "$2" "$1")
+  else out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$1"); fi
+  echo "$out" | grep -q 'Non-2xx' && [ "$3" = "2xx" ] && { echo "unexpected non-2xx answers from $1" >&2; }
+  echo "$out" | parse
+}
+
+scenario() { # name, vts path, nginx file, header, expect
+  local name=$1 path=$2 file=$3 hdr=$4 expect=$5 i vr=() nr=()
+  for i in $(seq "$RUNS"); do
+    vr+=("$(run_wrk "http://127.0.0.1:$gw_port$path" "$hdr" "$expect")")
+    nr+=("$(run_wrk "http://127.0.0.1:$ng_port/$file" "" "2xx")")
+  done
+  local v_rps v_p50 v_p99 n_rps n_p50 n_p99
+  v_rps=$(printf '%s\n' "${vr[@]}" | awk '{print $1}' | median)
+  v_p50=$(printf '%s\n' "${vr[@]}" | awk '{print $2}' | median)
+  v_p99=$(printf '%s\n' "${vr[@]}" | awk '{print $3}' | median)
+  n_rps=$(printf '%s\n' "${nr[@]}" | awk '{print $1}' | median)
+  n_p50=$(printf '%s\n' "${nr[@]}" | awk '{print $2}' | median)
+  n_p99=$(printf '%s\n' "${nr[@]}" | awk '{print $3}' | median)
+  printf '| %-22s | %9s | %7s | %7s | %9s | %7s | %7s | %5.2f |\n' "$name" "$v_rps" "$v_p50" "$v_p99" \
+    "$n_rps" "$n_p50" "$n_p99" "$(awk -v a="$v_rps" -v b="$n_rps" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+}
+
+echo "vts benchmark: $(nproc) cores, $(uname -r), wrk -t$THREADS -c$CONNS -d$DURATION, median of $RUNS runs"
+echo "bodies: health $(wc -c <"$work/www/health") B, 401 $(wc -c <"$work/www/unauth") B, small $(wc -c <"$work/www/small") B, long $(wc -c <"$work/www/long") B"
+echo
+echo "| scenario               | vts rps   | p50 ms  | p99 ms  | nginx rps | p50 ms  | p99 ms  | ratio |"
+echo "|------------------------|-----------|---------|---------|-----------|---------|---------|-------|"
+scenario "GET /health" /health health "" 2xx
+scenario "401 (no key)" "/v1/video/transcript?video_id=$small_id" unauth "" non2xx
+scenario "cache hit, small" "/v1/video/transcript?video_id=$small_id" small "x-api-key: $key" 2xx
+scenario "cache hit, 1500 segs" "/v1/video/transcript?video_id=$long_id" long "x-api-key: $key" 2xx
+echo
+rss=$(for p in $(pgrep -P "$gw"); do awk '/VmRSS/ {print $2}' "/proc/$p/status"; done | paste -sd' ')
+echo "gateway children RSS (KiB): $rss"
