@@ -20,8 +20,9 @@ if ! "$build/bin/vts-keys" -f "$VTS_KEYS_FILE" list 2>/dev/null | grep -q '^demo
   echo "try: curl -H 'x-api-key: $key' 'http://127.0.0.1:8080/v1/video/transcript?video_id=dQw4w9WgXcQ'"
 fi
 
-# Fetchers run beside the gateway; the gateway's master supervises only its own children.
-"$build/bin/vts-fetcher" --workers "${VTS_FETCHERS:-2}" &
-fetchers=$!
-trap 'kill -TERM $fetchers 2>/dev/null; wait $fetchers 2>/dev/null' EXIT
-"$build/bin/vts-gateway"
+# supervisord (Debian's supervisor) runs the gateway and the fetcher pool in the foreground; Ctrl-C stops both,
+# the gateway draining its in-flight requests first.
+vts_install_packages supervisor
+export VTS_RUN_DIR="$run" VTS_BIN="$build/bin" VTS_FETCHERS="${VTS_FETCHERS:-2}"
+echo "serving on ${VTS_LISTEN:-0.0.0.0:8080}; logs in $run/*.log; control: supervisorctl -c $root/deploy/supervisord.conf status"
+exec supervisord -c "$root/deploy/supervisord.conf"
