@@ -1,0 +1,100 @@
+/*
+ * Prometheus metrics of the gateway: one shared-memory region created by the master before fork, in which every
+ * process (each worker, the dispatcher, the master) owns one slot and is its only writer. /metrics sums the slots,
+ * so any worker can answer it and the numbers are those of the whole gateway.
+ */
+#ifndef VTS_METRICS_H
+#define VTS_METRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+#define METRICS_MAX_WORKERS 256
+
+enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_OTHER, MR__COUNT };
+
+/* Statuses the gateway answers; anything else is counted as "other". */
+#define METRICS_STATUSES {200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 502, 503}
+#define METRICS_NSTATUS 14 /* the list above plus "other" */
+#define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
+
+/* Upstream outcomes reported by fetchers, by kind (the result's detail, mapped to a fixed set). */
+enum metrics_upstream {
+  MU_OK = 0,
+  MU_NO_CAPTIONS,
+  MU_NOT_AVAILABLE,
+  MU_HTTP_429,
+  MU_RECAPTCHA,
+  MU_BOT_CHECK,
+  MU_HTTP_5XX,
+  MU_TIMEOUT,
+  MU_CONSENT,
+  MU_PO_TOKEN,
+  MU_MALFORMED,
+  MU_INTERNAL,
+  MU_OTHER,
+  MU__COUNT
+};
+
+struct metrics_worker {
+  _Atomic uint64_t requests[MR__COUNT][METRICS_NSTATUS];
+  _Atomic uint64_t latency_bucket[MR__COUNT][METRICS_NBUCKETS];
+  _Atomic uint64_t latency_sum_us[MR__COUNT];
+  _Atomic uint64_t l1_cache_hits;
+  _Atomic uint64_t ratelimit_store_errors;
+  _Atomic uint64_t ratelimit_fallbacks;
+  _Atomic int64_t connections_open;
+};
+
+struct metrics_dispatcher {
+  _Atomic uint64_t cache_hits;
+  _Atomic uint64_t cache_misses;
+  _Atomic uint64_t coalesced;
+  _Atomic uint64_t jobs_total[3]; /* by kind: 1 captions, 2 speech */
+  _Atomic int64_t jobs_queued;
+  _Atomic int64_t jobs_in_flight;
+  _Atomic int64_t fetchers_connected;
+  _Atomic int64_t fetchers_idle;
+  _Atomic uint64_t fetchers_lost_with_job;
+  _Atomic uint64_t job_deadline_expired;
+  _Atomic uint64_t upstream[MU__COUNT];
+  _Atomic int64_t cache_bytes;
+  _Atomic int64_t cache_entries;
+};
+
+struct metrics_master {
+  _Atomic uint64_t worker_restarts;
+  _Atomic uint64_t dispatcher_restarts;
+};
+
+struct metrics_shm {
+  struct metrics_master master;
+  struct metrics_dispatcher dispatcher;
+  struct metrics_worker workers[METRICS_MAX_WORKERS];
+};
+
+/* Master, before fork: maps the shared region. Returns 0 or -errno. */
+int metrics_init(void);
+/* The shared region (NULL before metrics_init: every recording function is then a no-op). */
+struct metrics_shm *metrics_shared(void);
+/* Selects the slot of this worker process (0-based), after fork. */
+void metrics_set_worker(int index);
+
+/* Worker: one answered request of route with status, taking dur_us. */
+void metrics_request(enum metrics_route route, int status, uint64_t dur_us);
+/* Worker: connection opened (+1) or closed (-1). */
+void metrics_connections(int delta);
+/* Worker: rate-limit store error, and whether the memory limiter took over. */
+void metrics_ratelimit_store_error(int fell_back);
+/* Worker: a transcript served from the worker's own cache. */
+void metrics_l1_hit(void);
+
+/* Dispatcher: an upstream outcome by its result's detail string. */
+void metrics_upstream(const char *detail);
+
+/* Renders every metric in the Prometheus text format (version 0.0.4) into out. Returns 0 or -ENOMEM. */
+int metrics_render(struct buf *out);
+
+#endif

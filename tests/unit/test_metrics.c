@@ -1,0 +1,97 @@
+/* Unit tests of the shared metrics region and its Prometheus text. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gateway/metrics.h"
+
+static int setup(void **state) {
+  (void)state;
+  return metrics_init();
+}
+
+static void test_requests_from_two_worker_processes_are_summed(void **state) {
+  (void)state;
+  for (int w = 0; w < 2; w++) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      metrics_set_worker(w);
+      metrics_request(MR_HEALTH, 200, 300);
+      metrics_request(MR_TRANSCRIPT, 401, 1500);
+      _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+  }
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"/health\",status=\"200\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"/v1/video/transcript\",status=\"401\"} 2\n"));
+  /* 300 us lands in the first bucket (0.5 ms); 1.5 ms in the 2.5 ms bucket. */
+  assert_non_null(strstr(b.data, "vts_http_request_duration_seconds_bucket{route=\"/health\",le=\"0.0005\"} 2\n"));
+  assert_non_null(
+      strstr(b.data, "vts_http_request_duration_seconds_bucket{route=\"/v1/video/transcript\",le=\"0.001\"} 0\n"));
+  assert_non_null(
+      strstr(b.data, "vts_http_request_duration_seconds_bucket{route=\"/v1/video/transcript\",le=\"0.0025\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_http_request_duration_seconds_count{route=\"/health\"} 2\n"));
+  buf_free(&b);
+}
+
+static void test_unlisted_status_counts_as_other(void **state) {
+  (void)state;
+  metrics_set_worker(5);
+  metrics_request(MR_OTHER, 418, 10);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"other\",status=\"other\"} 1\n"));
+  buf_free(&b);
+}
+
+static void test_upstream_details_map_to_fixed_kinds(void **state) {
+  (void)state;
+  metrics_upstream("http_429");
+  metrics_upstream("http_429");
+  metrics_upstream("something new");
+  metrics_upstream(NULL);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"http_429\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"other\"} 2\n"));
+  buf_free(&b);
+}
+
+static void test_every_family_has_help_and_type(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  const char *names[] = {"vts_http_requests_total", "vts_http_request_duration_seconds", "vts_cache_hits_total",
+                         "vts_cache_misses_total", "vts_coalesced_requests_total", "vts_jobs_queued",
+                         "vts_jobs_in_flight", "vts_fetchers_connected", "vts_fetchers_idle",
+                         "vts_upstream_outcomes_total", "vts_ratelimit_store_errors_total",
+                         "vts_ratelimit_fallbacks_total", "vts_worker_restarts_total", "vts_jobs_total"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    char help[128], type[128];
+    snprintf(help, sizeof(help), "# HELP %s ", names[i]);
+    snprintf(type, sizeof(type), "# TYPE %s ", names[i]);
+    if (strstr(b.data, help) == NULL || strstr(b.data, type) == NULL) fail_msg("no HELP/TYPE for %s", names[i]);
+  }
+  buf_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_requests_from_two_worker_processes_are_summed),
+      cmocka_unit_test(test_unlisted_status_counts_as_other),
+      cmocka_unit_test(test_upstream_details_map_to_fixed_kinds),
+      cmocka_unit_test(test_every_family_has_help_and_type),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
