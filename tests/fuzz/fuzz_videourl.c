@@ -1,0 +1,15 @@
+/* Fuzzes video_url parsing: never crashes, and an accepted URL always yields an 11-character id. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/query.h"
+#include "gateway/videourl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char id[12];
+  if (videourl_parse((const char *)data, size, id) == 0 && !query_video_id_valid(id, strlen(id))) abort();
+  return 0;
+}

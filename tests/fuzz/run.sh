@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs libFuzzer targets (clang, ASan+UBSan) from our own seed corpora in tests/fuzz/seeds/TARGET.
+#   tests/fuzz/run.sh TARGET SECONDS     one target, longer by hand (e.g. fuzz_query 600)
+#   tests/fuzz/run.sh all SECONDS        every target (tests/run.sh uses a few seconds each)
+# A crash leaves its input in build-fuzz/crashes/; make it a regression seed in tests/fuzz/seeds/TARGET.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+target=${1:?usage: tests/fuzz/run.sh TARGET|all SECONDS}
+secs=${2:-60}
+build="$root/build-fuzz"
+CC=clang cmake -S "$root" -B "$build" -DVTS_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+mkdir -p "$build/crashes"
+if [ "$target" = all ]; then
+  targets=$(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
+else
+  targets=$target
+fi
+status=0
+for t in $targets; do
+  corpus="$build/corpus-$t"
+  mkdir -p "$corpus"
+  seeds="$root/tests/fuzz/seeds/$t"
+  [ -d "$seeds" ] || seeds=""
+  # Every seed must pass first: they hold the regressions of earlier crashes.
+  if [ -n "$seeds" ]; then "$build/bin/$t" -runs=0 $seeds/* >/dev/null 2>&1 || { echo "$t: a seed fails"; status=1; continue; }; fi
+  if "$build/bin/$t" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+      -artifact_prefix="$build/crashes/$t-" -print_final_stats=1 "$corpus" $seeds >"$build/$t.log" 2>&1; then
+    echo "$t: ok, $(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$build/$t.log" | awk '{print $2}') runs in ${secs}s"
+  else
+    echo "$t: CRASH (see $build/$t.log and $build/crashes/)"; tail -30 "$build/$t.log"; status=1
+  fi
+done
+exit $status
