@@ -45,8 +45,8 @@ int keys_name_valid(const char *s, size_t len) {
   if (len == 0 || len > KEYS_MAX_NAME) return 0;
   for (size_t i = 0; i < len; i++) {
     char c = s[i];
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-             c == '-';
+    int ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     if (!ok) return 0;
   }
   return 1;
@@ -92,17 +92,25 @@ static int parse_limit(const char *s, size_t len, int64_t max, int64_t *out) {
   return util_parse_i64(tmp, 0, max, out);
 }
 
-/* Checks the fields of an entry built in memory (the save path), with the same rules as a loaded line. */
-static int entry_check(const struct key_entry *e, char *why, size_t whylen) {
+/* The name and digest rules, shared by loading (fields of a line) and saving (entries built in memory). */
+static int check_name_digest(const char *name, size_t nlen, const char *digest, size_t dlen, char *why, size_t whylen) {
   unsigned char raw[32];
-  if (!keys_name_valid(e->name, strnlen(e->name, sizeof(e->name)))) {
+  if (!keys_name_valid(name, nlen)) {
     set_err(why, whylen, "name must be 1 to %d characters of A-Z a-z 0-9 _ . -", KEYS_MAX_NAME);
     return -EINVAL;
   }
-  if (digest_decode(e->digest, strnlen(e->digest, sizeof(e->digest)), raw) != 0) {
+  if (digest_decode(digest, dlen, raw) != 0) {
     set_err(why, whylen, "digest must be 64 lowercase hex digits");
     return -EINVAL;
   }
+  return 0;
+}
+
+/* Checks an entry built in memory (the save path) with the rules of a loaded line. */
+static int entry_check(const struct key_entry *e, char *why, size_t whylen) {
+  int rc = check_name_digest(e->name, strnlen(e->name, sizeof(e->name)), e->digest,
+                             strnlen(e->digest, sizeof(e->digest)), why, whylen);
+  if (rc != 0) return rc;
   if (e->active != 0 && e->active != 1) {
     set_err(why, whylen, "status must be active or revoked");
     return -EINVAL;
@@ -137,16 +145,8 @@ static int parse_line(const char *line, size_t len, struct key_entry *e, char *w
   }
 
   memset(e, 0, sizeof(*e));
-  unsigned char raw[32];
-  if (!keys_name_valid(field[0], flen[0])) {
-    set_err(why, whylen, "name must be 1 to %d characters of A-Z a-z 0-9 _ . -", KEYS_MAX_NAME);
-    return -EINVAL;
-  }
+  if (check_name_digest(field[0], flen[0], field[1], flen[1], why, whylen) != 0) return -EINVAL;
   memcpy(e->name, field[0], flen[0]);
-  if (digest_decode(field[1], flen[1], raw) != 0) {
-    set_err(why, whylen, "digest must be 64 lowercase hex digits");
-    return -EINVAL;
-  }
   memcpy(e->digest, field[1], 64);
   if (flen[2] == 6 && memcmp(field[2], "active", 6) == 0) {
     e->active = 1;
@@ -416,8 +416,9 @@ int keystore_save(const char *path, const struct key_entry *entries, size_t n, c
   }
 
   if (rc == 0) {
-    rc = buf_puts(&out, "# vts API keys, managed by vts-keys. SHA-256 digests only, never keys.\n"
-                        "# name\tsha256\tstatus\trate\twindow_s\tquota  (0 = service default)\n");
+    rc = buf_puts(&out,
+                  "# vts API keys, managed by vts-keys. SHA-256 digests only, never keys.\n"
+                  "# name\tsha256\tstatus\trate\twindow_s\tquota  (0 = service default)\n");
   }
   for (size_t i = 0; i < n && rc == 0; i++) {
     const struct key_entry *e = &entries[i];

@@ -31,9 +31,12 @@ static const struct {
   const char *name;
   enum host_kind kind;
 } hosts[] = {
-    {"youtube.com", HOST_YOUTUBE},          {"www.youtube.com", HOST_YOUTUBE},
-    {"m.youtube.com", HOST_YOUTUBE},        {"music.youtube.com", HOST_YOUTUBE},
-    {"youtube-nocookie.com", HOST_NOCOOKIE}, {"www.youtube-nocookie.com", HOST_NOCOOKIE},
+    {"youtube.com", HOST_YOUTUBE},
+    {"www.youtube.com", HOST_YOUTUBE},
+    {"m.youtube.com", HOST_YOUTUBE},
+    {"music.youtube.com", HOST_YOUTUBE},
+    {"youtube-nocookie.com", HOST_NOCOOKIE},
+    {"www.youtube-nocookie.com", HOST_NOCOOKIE},
     {"youtu.be", HOST_SHORT},
 };
 
@@ -152,19 +155,19 @@ int videourl_parse(const char *url, size_t len, char id[12]) {
   if (memchr(path.p, '%', path.len) != NULL) return -EINVAL;
 
   switch (kind) {
-  case HOST_SHORT:
-    return id_after_prefix(path, "/", id);
-  case HOST_NOCOOKIE:
-    if (!span_starts(path, "/embed/")) return -EINVAL;
-    return id_after_prefix(path, "/embed/", id);
-  case HOST_YOUTUBE:
-    if (span_is(path, "/watch")) return id_from_watch_query(query, id);
-    for (size_t i = 0; i < sizeof(id_prefixes) / sizeof(id_prefixes[0]); i++) {
-      if (span_starts(path, id_prefixes[i])) return id_after_prefix(path, id_prefixes[i], id);
-    }
-    return -EINVAL;
-  case HOST_NONE:
-    break;
+    case HOST_SHORT:
+      return id_after_prefix(path, "/", id);
+    case HOST_NOCOOKIE:
+      if (!span_starts(path, "/embed/")) return -EINVAL;
+      return id_after_prefix(path, "/embed/", id);
+    case HOST_YOUTUBE:
+      if (span_is(path, "/watch")) return id_from_watch_query(query, id);
+      for (size_t i = 0; i < sizeof(id_prefixes) / sizeof(id_prefixes[0]); i++) {
+        if (span_starts(path, id_prefixes[i])) return id_after_prefix(path, id_prefixes[i], id);
+      }
+      return -EINVAL;
+    case HOST_NONE:
+      break;
   }
   return -EINVAL;
 }

@@ -72,6 +72,16 @@ static struct keystore *load_text(struct fixture *f, const char *text, char *err
   return keystore_load(f->path, err, errlen);
 }
 
+/* An active entry named name for key, with default limits. */
+static struct key_entry entry_for(const char *name, const char *key) {
+  struct key_entry e;
+  memset(&e, 0, sizeof(e));
+  snprintf(e.name, sizeof(e.name), "%s", name);
+  util_sha256_hex(key, strlen(key), e.digest);
+  e.active = 1;
+  return e;
+}
+
 static void test_missing_file_is_an_empty_store(void **state) {
   struct fixture *f = *state;
   char err[128] = "";
@@ -207,8 +217,7 @@ static void test_malformed_lines_fail_with_line_number(void **state) {
     snprintf(want, sizeof(want), "line 3: %s", cases[i].reason);
     struct keystore *ks = load_text(f, text, err, sizeof(err));
     if (ks != NULL || strcmp(err, want) != 0) {
-      print_error("line \"%s\": expected failure \"%s\", got %s \"%s\"\n", line, want, ks ? "success" : "failure",
-                  err);
+      print_error("line \"%s\": expected failure \"%s\", got %s \"%s\"\n", line, want, ks ? "success" : "failure", err);
       failures++;
     }
     keystore_free(ks);
@@ -294,16 +303,11 @@ static void test_many_keys_are_all_found(void **state) {
 
 static void test_save_round_trips_and_is_private(void **state) {
   struct fixture *f = *state;
-  struct key_entry e[2];
-  memset(e, 0, sizeof(e));
-  snprintf(e[0].name, sizeof(e[0].name), "alice");
-  util_sha256_hex("k1", 2, e[0].digest);
-  e[0].active = 1;
+  struct key_entry e[2] = {entry_for("alice", "k1"), entry_for("bob", "k2")};
   e[0].rate = 7;
   e[0].window_s = 30;
   e[0].quota = VTS_MAX_KEY_QUOTA;
-  snprintf(e[1].name, sizeof(e[1].name), "bob");
-  util_sha256_hex("k2", 2, e[1].digest);
+  e[1].active = 0;
   char err[256] = "";
   mode_t old = umask(0);
   int rc = keystore_save(f->path, e, 2, err, sizeof(err));
@@ -338,12 +342,7 @@ static void test_save_round_trips_and_is_private(void **state) {
 
 static void test_save_refuses_invalid_or_duplicate_entries(void **state) {
   struct fixture *f = *state;
-  struct key_entry e[2];
-  memset(e, 0, sizeof(e));
-  snprintf(e[0].name, sizeof(e[0].name), "alice");
-  util_sha256_hex("k1", 2, e[0].digest);
-  e[0].active = 1;
-  e[1] = e[0];
+  struct key_entry e[2] = {entry_for("alice", "k1"), entry_for("alice", "k1")};
   char err[256] = "";
   assert_int_equal(keystore_save(f->path, e, 2, err, sizeof(err)), -EINVAL);
   assert_string_equal(err, "entry 2: duplicate name");

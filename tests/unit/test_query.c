@@ -126,7 +126,8 @@ static void test_bad_values_get_their_own_code(void **state) {
   expect_error("video_id=" ID "&lang=en_US", API_ERR_INVALID_LANGUAGE);
 }
 
-/* ARCHITECTURE.md order: ambiguous_request, ambiguous_language, invalid_video_id, invalid_video_url, invalid_language. */
+/* ARCHITECTURE.md order: ambiguous_request, ambiguous_language, invalid_video_id, invalid_video_url, invalid_language.
+ */
 static void test_rules_apply_in_the_documented_order(void **state) {
   (void)state;
   expect_error("video_id=bad&video_id=bad&language=x&lang=y", API_ERR_AMBIGUOUS_REQUEST);
@@ -177,12 +178,11 @@ struct lang_case {
 static void test_language_pattern_edges(void **state) {
   (void)state;
   static const struct lang_case cases[] = {
-      {"en", 1},           {"haw", 1},          {"pt-BR", 1},       {"zh-Hans", 1},      {"sr-latn", 1},
-      {"abc-abcdefgh", 1}, {"en-US", 1},        {"en-us", 1},       {"e", 0},            {"engl", 0},
-      {"", 0},             {"EN", 0},           {"En", 0},          {"eN-US", 0},        {"en_US", 0},
-      {"en-", 0},          {"en-U", 0},         {"en-abcdefghi", 0}, {"en-US-x", 0},     {"en--US", 0},
-      {"-en", 0},          {"en-U1", 0},        {"e1", 0},          {"en ", 0},          {"en-US ", 0},
-      {"abc-abcdefghi", 0}, {"abcd-ab", 0},
+      {"en", 1},      {"haw", 1},           {"pt-BR", 1},   {"zh-Hans", 1}, {"sr-latn", 1}, {"abc-abcdefgh", 1},
+      {"en-US", 1},   {"en-us", 1},         {"e", 0},       {"engl", 0},    {"", 0},        {"EN", 0},
+      {"En", 0},      {"eN-US", 0},         {"en_US", 0},   {"en-", 0},     {"en-U", 0},    {"en-abcdefghi", 0},
+      {"en-US-x", 0}, {"en--US", 0},        {"-en", 0},     {"en-U1", 0},   {"e1", 0},      {"en ", 0},
+      {"en-US ", 0},  {"abc-abcdefghi", 0}, {"abcd-ab", 0},
   };
   int failures = 0;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -45,12 +45,9 @@ static void check_cases(const struct url_case *cases, size_t n) {
 static void test_watch_urls_are_accepted_on_every_platform_host(void **state) {
   (void)state;
   static const struct url_case cases[] = {
-      {"https://www.youtube.com/watch?v=" ID, ID},
-      {"https://youtube.com/watch?v=" ID, ID},
-      {"https://m.youtube.com/watch?v=" ID, ID},
-      {"https://music.youtube.com/watch?v=" ID, ID},
-      {"http://www.youtube.com/watch?v=" ID, ID},
-      {"HTTPS://WWW.YOUTUBE.COM/watch?v=" ID, ID},
+      {"https://www.youtube.com/watch?v=" ID, ID}, {"https://youtube.com/watch?v=" ID, ID},
+      {"https://m.youtube.com/watch?v=" ID, ID},   {"https://music.youtube.com/watch?v=" ID, ID},
+      {"http://www.youtube.com/watch?v=" ID, ID},  {"HTTPS://WWW.YOUTUBE.COM/watch?v=" ID, ID},
       {"HtTp://YouTube.Com/watch?v=" ID, ID},
   };
   check_cases(cases, sizeof(cases) / sizeof(cases[0]));
@@ -96,16 +93,11 @@ static void test_path_forms_are_accepted_with_trailing_slash_query_or_fragment(v
 static void test_default_ports_and_one_trailing_host_dot_are_accepted(void **state) {
   (void)state;
   static const struct url_case cases[] = {
-      {"https://www.youtube.com:443/watch?v=" ID, ID},
-      {"http://www.youtube.com:80/watch?v=" ID, ID},
-      {"https://youtube.com./watch?v=" ID, ID},
-      {"https://youtu.be./" ID, ID},
-      {"https://www.youtube.com:80/watch?v=" ID, NULL},
-      {"http://www.youtube.com:443/watch?v=" ID, NULL},
-      {"https://www.youtube.com:8443/watch?v=" ID, NULL},
-      {"https://www.youtube.com:/watch?v=" ID, NULL},
-      {"https://www.youtube.com:0443/watch?v=" ID, NULL},
-      {"https://youtube.com../watch?v=" ID, NULL},
+      {"https://www.youtube.com:443/watch?v=" ID, ID},    {"http://www.youtube.com:80/watch?v=" ID, ID},
+      {"https://youtube.com./watch?v=" ID, ID},           {"https://youtu.be./" ID, ID},
+      {"https://www.youtube.com:80/watch?v=" ID, NULL},   {"http://www.youtube.com:443/watch?v=" ID, NULL},
+      {"https://www.youtube.com:8443/watch?v=" ID, NULL}, {"https://www.youtube.com:/watch?v=" ID, NULL},
+      {"https://www.youtube.com:0443/watch?v=" ID, NULL}, {"https://youtube.com../watch?v=" ID, NULL},
       {"https://.youtube.com/watch?v=" ID, NULL},
   };
   check_cases(cases, sizeof(cases) / sizeof(cases[0]));
@@ -220,7 +212,9 @@ static void test_spaces_controls_and_non_ascii_are_rejected(void **state) {
       {"https://www.youtube.com/watch?v=" ID "\t", NULL},
       {"https://www.youtube.com/watch?v=" ID "\r\n", NULL},
       {"https://www.youtube.com/watch?v=" ID "&q=\xc3\xa9", NULL},
-      {"https://www.yout\xc3\xbc" "be.com/watch?v=" ID, NULL},
+      {"https://www.yout\xc3\xbc"
+       "be.com/watch?v=" ID,
+       NULL},
   };
   check_cases(cases, sizeof(cases) / sizeof(cases[0]));
 }
