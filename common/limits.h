@@ -17,6 +17,11 @@
 #define VTS_DRAIN_TIMEOUT_MS_DEFAULT 10000     /* SIGTERM: in-flight requests get this long */
 #define VTS_MAX_REQUEST_ID_BYTES 64            /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256              /* longer x-api-key: 401 */
+#define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */
+#define VTS_MAX_KEYS 100000                    /* more key file entries: the load fails */
+#define VTS_MAX_KEY_RATE 1000000               /* per-key rate field: larger is a malformed line */
+#define VTS_MAX_KEY_WINDOW_S 86400             /* per-key window field (seconds) */
+#define VTS_MAX_KEY_QUOTA 1000000000000LL      /* per-key monthly quota field */
 
 /* Query parameters (gateway/query.c). */
 #define VTS_VIDEO_ID_LEN 11

@@ -2,9 +2,11 @@
  * API keys. The key file holds SHA-256 digests of keys only, one key a line, with name, status and optional
  * per-key limits. Lookup is by the digest of the presented key.
  *
- * File format (text, one record a line, tab-separated, '#' starts a comment line):
+ * File format (text, one record a line, tab-separated, '#' starts a comment line, empty lines are skipped):
  *   name <TAB> sha256-hex <TAB> active|revoked <TAB> rate <TAB> window_s <TAB> quota
- * rate, window_s and quota are 0 for "use the service default".
+ * name is [A-Za-z0-9_.-]{1,64} and unique; sha256-hex is 64 lowercase hex digits and unique; rate is
+ * 0..VTS_MAX_KEY_RATE, window_s 0..VTS_MAX_KEY_WINDOW_S, quota 0..VTS_MAX_KEY_QUOTA, each 0 for "use the service
+ * default". Any other line makes the whole load fail ("line N: reason"), so a typo never silently drops a key.
  */
 #ifndef VTS_KEYS_H
 #define VTS_KEYS_H
@@ -30,10 +32,23 @@ struct keystore *keystore_load(const char *path, char *err, size_t errlen);
 void keystore_free(struct keystore *ks);
 /*
  * Finds the active entry whose digest is SHA-256(key). Returns a borrowed pointer valid until keystore_free, or NULL
- * for an unknown or revoked key.
+ * for an unknown or revoked key, an empty key, or one longer than VTS_MAX_API_KEY_BYTES. The digests are compared in
+ * constant time.
  */
 const struct key_entry *keystore_lookup(const struct keystore *ks, const char *key, size_t len);
 /* Number of entries (active and revoked). */
 size_t keystore_count(const struct keystore *ks);
+/* The i-th entry in file order (i < keystore_count). Returns a borrowed pointer valid until keystore_free. */
+const struct key_entry *keystore_entry(const struct keystore *ks, size_t i);
+
+/* Whether s matches [A-Za-z0-9_.-]{1,64}. */
+int keys_name_valid(const char *s, size_t len);
+
+/*
+ * Writes entries to path atomically: a temporary file in the same directory with mode 0600, fsync, rename over path,
+ * fsync of the directory. A reader sees the old file or the new one, never a mix. Returns 0, or -errno with a
+ * one-line reason in err. The entries are validated first as keystore_load would (-EINVAL).
+ */
+int keystore_save(const char *path, const struct key_entry *entries, size_t n, char *err, size_t errlen);
 
 #endif

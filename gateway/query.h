@@ -15,7 +15,11 @@ struct transcript_query {
   char lang[16];     /* requested language, "" when none */
 };
 
-/* Parses qs (len bytes, without the '?'). Returns API_OK with q filled, or the first api_error that applies. */
+/*
+ * Parses qs (len bytes, without the '?'; not NUL-terminated; NULL with len 0 is an empty query). Returns API_OK with
+ * q filled (video_url already resolved to its id), or the first api_error that applies with q->video_id and q->lang
+ * empty. Allocates nothing.
+ */
 enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q);
 
 /* Whether s matches ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$ . */

@@ -1,0 +1,236 @@
+"""vts-keys, the key file tool: what it prints, what it stores, its errors and exit codes, concurrent runs, and keys it
+creates or revokes taking effect in a running gateway after SIGHUP."""
+import hashlib
+import os
+import re
+import signal
+import stat
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import BUILD_DIR
+from contract import error_body
+
+KEYS = BUILD_DIR / "bin" / "vts-keys"
+ID = "aB3_-9zZ0xY"
+KEY_RE = re.compile(r"^[A-Za-z0-9_-]{32,256}$")
+RELOAD_TIMEOUT_S = 5.0
+
+
+def run_keys(keys_file, *args, env=None):
+    full_env = {k: v for k, v in os.environ.items() if k != "VTS_KEYS_FILE"}
+    full_env.update(env or {})
+    argv = [str(KEYS)] + (["-f", str(keys_file)] if keys_file is not None else []) + list(args)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, env=full_env)
+
+
+def create(keys_file, name, *opts):
+    r = run_keys(keys_file, "create", name, *opts)
+    assert r.returncode == 0, f"create {name}: exit {r.returncode}, stderr {r.stderr!r}"
+    return r.stdout
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def records(keys_file):
+    """The record lines of the key file as lists of fields."""
+    lines = keys_file.read_text().splitlines()
+    return [line.split("\t") for line in lines if line and not line.startswith("#")]
+
+
+def test_create_prints_only_the_key_and_stores_only_its_digest(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    out = create(keys_file, "alice")
+    assert out.endswith("\n") and out.count("\n") == 1, f"stdout must be the key and one newline: {out!r}"
+    key = out[:-1]
+    assert KEY_RE.match(key), f"key {key!r} is not 32..256 URL-safe characters"
+    text = keys_file.read_text()
+    assert key not in text
+    assert records(keys_file) == [["alice", sha256(key), "active", "0", "0", "0"]]
+    assert stat.S_IMODE(keys_file.stat().st_mode) == 0o600
+
+
+def test_two_creates_give_different_keys(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    a = create(keys_file, "a").strip()
+    b = create(keys_file, "b").strip()
+    assert a != b
+    assert [r[1] for r in records(keys_file)] == [sha256(a), sha256(b)]
+
+
+def test_create_with_limits_and_set_changes_them(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    create(keys_file, "svc.one", "--rate", "5", "--window", "10", "--quota", "1000")
+    assert records(keys_file)[0][2:] == ["active", "5", "10", "1000"]
+    r = run_keys(keys_file, "set", "svc.one", "--quota", "0", "--rate", "7")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    assert records(keys_file)[0][2:] == ["active", "7", "10", "0"]
+
+
+def test_list_shows_names_status_and_limits_never_keys_or_digests(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    k1 = create(keys_file, "alice").strip()
+    k2 = create(keys_file, "bob", "--rate", "5", "--window", "10", "--quota", "100").strip()
+    assert run_keys(keys_file, "revoke", "alice").returncode == 0
+    r = run_keys(keys_file, "list")
+    assert r.returncode == 0, r.stderr
+    for secret in (k1, k2, sha256(k1), sha256(k2), sha256(k1)[:16], sha256(k2)[:16]):
+        assert secret not in r.stdout
+    assert r.stdout.splitlines() == [
+        "NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA",
+        "alice\trevoked\tdefault\tdefault\tdefault",
+        "bob\tactive\t5\t10\t100",
+    ]
+
+
+def test_list_of_a_missing_file_is_empty(tmp_path):
+    r = run_keys(tmp_path / "none.db", "list")
+    assert (r.returncode, r.stdout) == (0, "NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\n")
+
+
+def test_revoke_marks_the_key_revoked_and_keeps_the_name_taken(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    key = create(keys_file, "alice").strip()
+    r = run_keys(keys_file, "revoke", "alice")
+    assert (r.returncode, r.stdout) == (0, "")
+    assert records(keys_file) == [["alice", sha256(key), "revoked", "0", "0", "0"]]
+    r = run_keys(keys_file, "create", "alice")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "already exists" in r.stderr
+
+
+@pytest.mark.parametrize("args,status,message", [
+    ([], 2, "usage"),
+    (["frob"], 2, "unknown command"),
+    (["create"], 2, "missing NAME"),
+    (["create", "bad name"], 2, "NAME must be"),
+    (["create", "x" * 65], 2, "NAME must be"),
+    (["create", "ok", "--rate"], 2, "--rate needs an integer"),
+    (["create", "ok", "--rate", "-1"], 2, "--rate needs an integer"),
+    (["create", "ok", "--window", "86401"], 2, "--window needs an integer"),
+    (["create", "ok", "--bogus", "1"], 2, "unknown option --bogus"),
+    (["create", "ok", "--rate", "1", "--rate", "2"], 2, "--rate given twice"),
+    (["set", "ok"], 2, "set needs at least one of"),
+    (["revoke", "ok", "extra"], 2, "revoke takes only NAME"),
+    (["list", "extra"], 2, "list takes no arguments"),
+    (["revoke", "nobody"], 1, "no key named nobody"),
+    (["set", "nobody", "--rate", "1"], 1, "no key named nobody"),
+])
+def test_bad_invocations_fail_with_a_clear_line_and_exit_code(tmp_path, args, status, message):
+    keys_file = tmp_path / "keys.db"
+    r = run_keys(keys_file, *args)
+    assert r.returncode == status, f"{args}: exit {r.returncode}, stderr {r.stderr!r}"
+    assert message in r.stderr, f"{args}: stderr {r.stderr!r} lacks {message!r}"
+    assert r.stdout == ""
+    assert not keys_file.exists(), "a failed command must not create the key file"
+
+
+def test_malformed_key_file_is_refused_with_its_line_number(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    keys_file.write_text("# keys\nalice\tnot-a-digest\tactive\t0\t0\t0\n")
+    before = keys_file.read_bytes()
+    r = run_keys(keys_file, "create", "bob")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "line 2: digest must be 64 lowercase hex digits" in r.stderr
+    assert keys_file.read_bytes() == before
+    r = run_keys(keys_file, "list")
+    assert r.returncode == 1 and "line 2:" in r.stderr
+
+
+def test_file_defaults_to_env_then_keys_db(tmp_path):
+    env_file = tmp_path / "from-env.db"
+    r = subprocess.run([str(KEYS), "create", "a"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                       env={**os.environ, "VTS_KEYS_FILE": str(env_file)})
+    assert r.returncode == 0, r.stderr
+    assert records(env_file)[0][0] == "a"
+    env = {k: v for k, v in os.environ.items() if k != "VTS_KEYS_FILE"}
+    r = subprocess.run([str(KEYS), "create", "b"], capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert records(tmp_path / "keys.db")[0][0] == "b"
+
+
+def test_concurrent_creates_lose_no_update(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    names = [f"k{i}" for i in range(12)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        outs = list(pool.map(lambda n: run_keys(keys_file, "create", n), names))
+    assert [o.returncode for o in outs] == [0] * len(names), [o.stderr for o in outs]
+    got = {r[0]: r[1] for r in records(keys_file)}
+    assert set(got) == set(names)
+    for name, out in zip(names, outs):
+        assert got[name] == sha256(out.stdout.strip())
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("keys.db", "keys.db.lock"))
+    assert leftovers == [], f"temporary files left behind: {leftovers}"
+
+
+# Against a running gateway. A key is "accepted" when a request with it and no parameters gets past authentication
+# to 400 ambiguous_request (no fetch involved); "refused" is 401 UNAUTHORIZED.
+
+def _gateway_master_pid(gateway):
+    """The master's pid: from the harness when it exposes one, else our child vts-gateway listening on its port."""
+    for attr in ("pid", "master_pid"):
+        if isinstance(getattr(gateway, attr, None), int):
+            return getattr(gateway, attr)
+    for attr in ("proc", "process", "popen"):
+        proc = getattr(gateway, attr, None)
+        if proc is not None and isinstance(getattr(proc, "pid", None), int):
+            return proc.pid
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if int(fields[1]) == me and any(e.startswith(b"VTS_LISTEN=") and e.endswith(b":%d" % gateway.port)
+                                        for e in environ):
+            return int(entry)
+    pytest.fail("cannot find the gateway master's pid to send SIGHUP (harness exposes none)")
+
+
+def _outcome(gateway, key):
+    r = gateway.request("GET", "/v1/video/transcript", headers={"x-api-key": key})
+    return r.status, r.json() if r.body else None
+
+
+def _wait_for(gateway, key, expected, what):
+    """Polls until every worker answers key with expected (several consecutive answers, new connections)."""
+    deadline = time.monotonic() + RELOAD_TIMEOUT_S
+    streak, last = 0, None
+    while time.monotonic() < deadline:
+        last = _outcome(gateway, key)
+        streak = streak + 1 if last == expected else 0
+        if streak >= 8:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{what}: expected {expected} from every worker within {RELOAD_TIMEOUT_S}s, last {last}")
+
+
+ACCEPTED = (400, error_body("ambiguous_request"))
+REFUSED = (401, error_body("UNAUTHORIZED"))
+
+
+def test_created_key_works_after_sighup_and_revoked_key_gets_401(gateway):
+    key = create(gateway.keys_file, "cli-created", "--rate", "1000", "--window", "60").strip()
+    assert _outcome(gateway, "vts_" + "0" * 64) == REFUSED
+    os.kill(_gateway_master_pid(gateway), signal.SIGHUP)
+    _wait_for(gateway, key, ACCEPTED, "key created by vts-keys")
+    # The fixture's own keys survive the reload.
+    assert _outcome(gateway, gateway.key) == ACCEPTED
+    assert _outcome(gateway, gateway.revoked_key) == REFUSED
+
+    r = run_keys(gateway.keys_file, "revoke", "cli-created")
+    assert r.returncode == 0, r.stderr
+    os.kill(_gateway_master_pid(gateway), signal.SIGHUP)
+    _wait_for(gateway, key, REFUSED, "key revoked by vts-keys")
+    assert _outcome(gateway, gateway.key) == ACCEPTED
