@@ -12,7 +12,7 @@
 
 #include "common/limits.h"
 
-/* Times past this (about 31 years) are not caption times; llround would also lose its exactness beyond. */
+/* Times past this (about 31 years) are not caption times, and milliseconds stay exact in a double below it. */
 #define MAX_SECONDS 1e9
 
 struct sink {
@@ -61,7 +61,8 @@ static void put_key(struct writer *w, const char *key) { put_str(w, key, strlen(
  */
 static int format_seconds(double s, char *dst, size_t cap) {
   if (!isfinite(s) || s < 0 || s > MAX_SECONDS) return -EINVAL;
-  long long ms = llround(s * 1000.0);
+  /* Round half up by hand: s is non-negative here, and llround would need libm for one call. */
+  long long ms = (long long)(s * 1000.0 + 0.5);
   int n = snprintf(dst, cap, "%lld.%03lld", ms / 1000, ms % 1000);
   if (n < 0 || (size_t)n >= cap) return -EINVAL;
   while (dst[n - 1] == '0') n--;
