@@ -456,6 +456,7 @@ fail:
   buf_free(&p.subreason);
   if (rv < 0) {
     player_info_free(out);
+    out->playability = PLAY_OTHER; /* never PLAY_OK for a reply that is not one */
     out->default_track = -1;
   }
   return rv;

@@ -43,51 +43,55 @@ static void srv1_text(const char *inner, char *out, size_t cap) {
   segment_list_free(&sl);
 }
 
-static void test_json3_skips_window_and_append_events(void **state) {
-  (void)state;
+struct cue {
+  const char *text;
+  double start;
+  double duration;
+};
+
+/* Parses one of our fixtures and compares every segment with want. */
+static void check_fixture(const char *name, const struct cue *want, size_t n) {
   size_t len;
-  char *body = testdata_read("json3_rollup.json", &len);
-  assert_non_null(body);
+  char *body = testdata_read(name, &len);
+  if (!body) fail_msg("fixture %s not readable (VTS_TEST_DATA)", name);
   struct segment_list sl;
   assert_int_equal(captions_parse(body, len, &sl), 0);
-  assert_int_equal(sl.len, 4);
-  assert_segment(&sl, 0, "hello world it's", 0.12, 4.68);
-  assert_segment(&sl, 1, "a test of json3", 2.8, 3.999);
-  assert_segment(&sl, 2, "no duration", 6.799, 0);
-  assert_segment(&sl, 3, "caf\xC3\xA9 \xE2\x80\x94 na\xC3\xAFve", 8, 1);
+  if (sl.len != n) fail_msg("%s: %zu segments, want %zu", name, sl.len, n);
+  for (size_t i = 0; i < n; i++) assert_segment(&sl, i, want[i].text, want[i].start, want[i].duration);
   segment_list_free(&sl);
   free(body);
+}
+
+static void test_json3_skips_window_and_append_events(void **state) {
+  (void)state;
+  static const struct cue want[] = {
+      {"hello world it's", 0.12, 4.68},
+      {"a test of json3", 2.8, 3.999},
+      {"no duration", 6.799, 0},
+      {"caf\xC3\xA9 \xE2\x80\x94 na\xC3\xAFve", 8, 1},
+  };
+  check_fixture("json3_rollup.json", want, 4);
 }
 
 static void test_srv3_joins_word_spans(void **state) {
   (void)state;
-  size_t len;
-  char *body = testdata_read("srv3_spans.xml", &len);
-  assert_non_null(body);
-  struct segment_list sl;
-  assert_int_equal(captions_parse(body, len, &sl), 0);
-  assert_int_equal(sl.len, 3);
-  assert_segment(&sl, 0, "hello world it's", 0.12, 4.68);
-  assert_segment(&sl, 1, "tom & jerry", 2.8, 3.999);
-  assert_segment(&sl, 2, "plain bold line two", 6.799, 0);
-  segment_list_free(&sl);
-  free(body);
+  static const struct cue want[] = {
+      {"hello world it's", 0.12, 4.68},
+      {"tom & jerry", 2.8, 3.999},
+      {"plain bold line two", 6.799, 0},
+  };
+  check_fixture("srv3_spans.xml", want, 3);
 }
 
 static void test_srv1_decodes_double_escaped_asr_text(void **state) {
   (void)state;
-  size_t len;
-  char *body = testdata_read("srv1_asr.xml", &len);
-  assert_non_null(body);
-  struct segment_list sl;
-  assert_int_equal(captions_parse(body, len, &sl), 0);
-  assert_int_equal(sl.len, 4);
-  assert_segment(&sl, 0, "I'm here & there", 0.08, 2.5);
-  assert_segment(&sl, 1, "this is not the original", 1.54, 4.16);
-  assert_segment(&sl, 2, "\"quoted\" \xE2\x80\x94 \xC3\xA9t\xC3\xA9", 5.7, 3.239);
-  assert_segment(&sl, 3, "no duration", 10, 0);
-  segment_list_free(&sl);
-  free(body);
+  static const struct cue want[] = {
+      {"I'm here & there", 0.08, 2.5},
+      {"this is not the original", 1.54, 4.16},
+      {"\"quoted\" \xE2\x80\x94 \xC3\xA9t\xC3\xA9", 5.7, 3.239},
+      {"no duration", 10, 0},
+  };
+  check_fixture("srv1_asr.xml", want, 4);
 }
 
 static void test_json3_without_events_has_no_segments(void **state) {

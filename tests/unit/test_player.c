@@ -272,6 +272,8 @@ static void test_hostile_replies_are_refused(void **state) {
     struct player_info pi;
     int rv = parse_str(bad[i].s, bad[i].len, &pi);
     if (rv != -EPROTO) fail_msg("case %zu: expected -EPROTO, got %d", i, rv);
+    assert_int_equal(pi.playability, PLAY_OTHER);
+    assert_int_equal(pi.default_track, -1);
     assert_int_equal(pi.ntracks, 0);
     assert_int_equal(pi.naudio, 0);
     player_info_free(&pi);
