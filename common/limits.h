@@ -39,5 +39,6 @@
 #define VTS_MAX_JSON_DEPTH 64                         /* deeper upstream JSON: 502 */
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
 #define VTS_FETCHER_ADDRESS_SPACE_BYTES (1024UL * 1024 * 1024) /* setrlimit(RLIMIT_AS) */
+#define VTS_MAX_XML_DEPTH 16                          /* deeper caption XML: 502 */
 
 #endif

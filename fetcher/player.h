@@ -10,34 +10,35 @@
 
 enum playability {
   PLAY_OK = 0,
-  PLAY_LOGIN_REQUIRED,    /* age-restricted, private, members-only: 404 */
-  PLAY_BOT_CHECK,         /* "confirm you're not a bot" (LOGIN_REQUIRED with that reason): 502 */
-  PLAY_UNAVAILABLE,       /* ERROR, removed, unavailable: 404 */
-  PLAY_UNPLAYABLE,        /* UNPLAYABLE: 404 */
-  PLAY_LIVE_OFFLINE,      /* LIVE_STREAM_OFFLINE: 404 */
-  PLAY_OTHER,             /* any other non-OK status: 404 */
+  PLAY_LOGIN_REQUIRED, /* age-restricted, private, members-only: 404 */
+  PLAY_BOT_CHECK,      /* "confirm you're not a bot" (LOGIN_REQUIRED with that reason): 502 */
+  PLAY_UNAVAILABLE,    /* ERROR, removed, unavailable: 404 */
+  PLAY_UNPLAYABLE,     /* UNPLAYABLE: 404 */
+  PLAY_LIVE_OFFLINE,   /* LIVE_STREAM_OFFLINE: 404 */
+  PLAY_OTHER,          /* any other non-OK status: 404 */
 };
 
 struct caption_track {
-  char *base_url;  /* owned; the timedtext URL of the track */
-  char lang[16];   /* languageCode */
-  int is_asr;      /* kind == "asr" */
-  int po_token;    /* the baseUrl carries exp=xpe: the track needs a PO token we do not have */
+  char *base_url; /* owned; the timedtext URL of the track */
+  char lang[16];  /* languageCode */
+  int is_asr;     /* kind == "asr" */
+  int po_token;   /* the baseUrl carries exp=xpe: the track needs a PO token we do not have */
 };
 
 struct audio_format {
-  char *url;            /* owned; direct URL */
+  char *url; /* owned; direct URL */
   int itag;
   int64_t content_length; /* bytes, -1 when absent */
-  int64_t bitrate;
-  int64_t duration_ms;  /* approxDurationMs, -1 when absent */
+  int64_t bitrate;        /* bits per second, -1 when absent */
+  int64_t duration_ms;    /* approxDurationMs, -1 when absent */
   char mime[64];
-  int is_default;       /* audioTrack.audioIsDefault, or no audioTrack at all */
+  int is_default; /* audioTrack.audioIsDefault, or no audioTrack at all */
 };
 
 struct player_info {
   enum playability playability;
-  char reason[128]; /* the upstream reason, for logs only, never sent to clients */
+  char reason[128];    /* the upstream reason, for logs only, never sent to clients */
+  char subreason[128]; /* errorScreen.playerErrorMessageRenderer.subreason text, for logs only */
   struct caption_track *tracks;
   size_t ntracks;
   int default_track; /* index into tracks from audioTracks[].defaultCaptionTrackIndex, -1 when none */
@@ -45,7 +46,12 @@ struct player_info {
   size_t naudio;
 };
 
-/* Parses a player reply. Returns 0, or -EPROTO for a body that is not a player reply (too big, too deep, invalid). */
+/*
+ * Parses a player reply. Returns 0, or -EPROTO for a body that is not a player reply: not one JSON object, truncated,
+ * too big, too deep, comments, invalid UTF-8, or no playabilityStatus.status. Only what the fields above need is
+ * read; caption tracks without a baseUrl or a plain languageCode, and formats that are not audio with a direct
+ * url, are left out. The caller frees out with player_info_free, also after an error.
+ */
 int player_parse(const char *json, size_t len, struct player_info *out);
 void player_info_free(struct player_info *pi);
 

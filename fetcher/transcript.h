@@ -7,8 +7,10 @@
 
 /*
  * Appends {"language":..,"source":..,"text":..,"segments":[{"text":..,"start":..,"duration":..}]} to out; text is
- * the segments joined by single spaces. source is "captions" or "speech". Returns 0, -EILSEQ for invalid UTF-8,
- * -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or -ENOMEM.
+ * the segments joined by single spaces. source is "captions" or "speech". start and duration are printed rounded
+ * to milliseconds without trailing zeros (1.2, 0, 3.239). Returns 0, -EILSEQ for invalid UTF-8, -EINVAL for a time
+ * that is negative, not finite or absurd, -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or -ENOMEM; on error out is left
+ * as it was.
  */
 int transcript_serialize(const struct segment_list *sl, const char *lang, const char *source, struct buf *out);
 
