@@ -17,6 +17,9 @@
 #define VTS_DRAIN_TIMEOUT_MS_DEFAULT 10000     /* SIGTERM: in-flight requests get this long */
 #define VTS_MAX_REQUEST_ID_BYTES 64            /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256              /* longer x-api-key: 401 */
+#define VTS_LINGER_MS 2000                     /* after a closing answer: unread input is discarded this long */
+#define VTS_LISTEN_BACKLOG 511                 /* pending connections per worker socket */
+#define VTS_MAX_LOGGED_PATH_BYTES 256          /* access log: longer paths are cut */
 
 /* Query parameters (gateway/query.c). */
 #define VTS_VIDEO_ID_LEN 11
