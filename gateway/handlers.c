@@ -66,9 +66,7 @@ static void transcript_free(struct transcript *t) {
   free(t);
 }
 
-static void transcript_error(struct transcript *t, enum api_error e) {
-  http_respond_error(t->req, e, t->rl_headers);
-}
+static void transcript_error(struct transcript *t, enum api_error e) { http_respond_error(t->req, e, t->rl_headers); }
 
 static void on_dispatched(void *arg, const struct proto_result *res) {
   struct transcript *t = arg;

@@ -15,9 +15,9 @@
 
 struct handlers_ctx {
   const struct vts_config *cfg;
-  struct keystore *keys;  /* the current key store; the worker swaps it on reload */
+  struct keystore *keys; /* the current key store; the worker swaps it on reload */
   struct ratelimit *rl;
-  uint64_t started_ms;    /* util_now_ms() when the master started: /health uptime */
+  uint64_t started_ms; /* util_now_ms() when the master started: /health uptime */
 };
 
 /* The http_request_cb of a worker; app is a struct handlers_ctx that outlives every request. */

@@ -70,7 +70,7 @@ struct http_conn {
   unsigned closing : 1;
   unsigned reading : 1;
   unsigned keep_alive : 1;
-  unsigned served : 1;   /* a response went out: idle waits use the idle timeout */
+  unsigned served : 1; /* a response went out: idle waits use the idle timeout */
   unsigned rid_set : 1;
   unsigned char last_byte; /* last byte given to llhttp, for the framing scan across reads */
   enum api_error err;      /* our verdict when we stop llhttp from a callback */
@@ -124,8 +124,8 @@ int http_request_id_valid(const char *s, size_t len) {
   if (len == 0 || len > VTS_MAX_REQUEST_ID_BYTES) return 0;
   for (size_t i = 0; i < len; i++) {
     char c = s[i];
-    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-             c == '-';
+    int ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return 0;
   }
   return 1;
@@ -170,8 +170,10 @@ static void conn_close(struct http_conn *conn) {
   if (conn->closing) return;
   conn->closing = 1;
   struct http_server *srv = conn->srv;
-  if (conn->prev != NULL) conn->prev->next = conn->next;
-  else srv->conns = conn->next;
+  if (conn->prev != NULL)
+    conn->prev->next = conn->next;
+  else
+    srv->conns = conn->next;
   if (conn->next != NULL) conn->next->prev = conn->prev;
   srv->nconns--;
   uv_close((uv_handle_t *)&conn->timer, on_conn_handle_closed);
@@ -196,8 +198,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void conn_read_start(struct http_conn *conn) {
   if (conn->reading || conn->closing) return;
-  if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) == 0) conn->reading = 1;
-  else conn_close(conn);
+  if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) == 0)
+    conn->reading = 1;
+  else
+    conn_close(conn);
 }
 
 static void conn_read_stop(struct http_conn *conn) {
@@ -208,9 +212,7 @@ static void conn_read_stop(struct http_conn *conn) {
 
 static void on_timer(uv_timer_t *t);
 
-static void conn_timer(struct http_conn *conn, int64_t ms) {
-  uv_timer_start(&conn->timer, on_timer, (uint64_t)ms, 0);
-}
+static void conn_timer(struct http_conn *conn, int64_t ms) { uv_timer_start(&conn->timer, on_timer, (uint64_t)ms, 0); }
 
 /* Between requests: wait for the next one for the idle timeout (the header timeout before the first). */
 static void conn_enter_idle(struct http_conn *conn) {
@@ -530,8 +532,7 @@ static void conn_next(struct http_conn *conn) {
     conn_timer(conn, conn->srv->cfg->idle_timeout_ms);
     conn_execute(conn, rest, rest_len);
     free(rest);
-    if (conn->closing || conn->state == CONN_BUSY || conn->state == CONN_WRITING || conn->state == CONN_LINGER)
-      return;
+    if (conn->closing || conn->state == CONN_BUSY || conn->state == CONN_WRITING || conn->state == CONN_LINGER) return;
     if (conn->state == CONN_HEADERS) {
       conn_read_start(conn);
       return;
@@ -561,20 +562,34 @@ static void on_write(uv_write_t *w, int status) {
 
 static const char *reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
@@ -588,8 +603,8 @@ static void access_log(const struct http_conn *conn, int status) {
   snprintf(st, sizeof(st), "%d", status);
   snprintf(dur, sizeof(dur), "%llu", (unsigned long long)(util_now_ms() - req->start_ms));
   const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
-  log_msg(LOG_INFO, "request", "request_id", req->request_id, "method", method, "path", path, "=status", st,
-          "=dur_ms", dur, "key_id", req->key_id, NULL);
+  log_msg(LOG_INFO, "request", "request_id", req->request_id, "method", method, "path", path, "=status", st, "=dur_ms",
+          dur, "key_id", req->key_id, NULL);
 }
 
 int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
@@ -606,8 +621,10 @@ int http_respond(struct http_request *req, int status, const char *extra_headers
   }
   if (conn->srv->draining) conn->keep_alive = 0;
   const char *connection = "";
-  if (!conn->keep_alive) connection = "Connection: close\r\n";
-  else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0) connection = "Connection: keep-alive\r\n";
+  if (!conn->keep_alive)
+    connection = "Connection: close\r\n";
+  else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
+    connection = "Connection: keep-alive\r\n";
   int n = snprintf(conn->head, sizeof(conn->head),
                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nDate: %s\r\n"
                    "X-Request-Id: %s\r\n%s%s\r\n",
@@ -622,7 +639,8 @@ int http_respond(struct http_request *req, int status, const char *extra_headers
   uv_buf_t bufs[2];
   unsigned nbufs = 1;
   bufs[0] = uv_buf_init(conn->head, (unsigned)n);
-  if (req->method != HTTP_HEAD && body_len > 0) bufs[nbufs++] = uv_buf_init((char *)(uintptr_t)body, (unsigned)body_len);
+  if (req->method != HTTP_HEAD && body_len > 0)
+    bufs[nbufs++] = uv_buf_init((char *)(uintptr_t)body, (unsigned)body_len);
   conn->owned_body = owned_body;
   access_log(conn, status);
   conn->state = CONN_WRITING;
@@ -789,8 +807,10 @@ void http_server_drain(struct http_server *srv, void (*done)(void *arg), void *a
   struct http_conn *conn = srv->conns;
   while (conn != NULL) {
     struct http_conn *next = conn->next;
-    if (conn->state == CONN_IDLE) conn_close(conn);
-    else conn->keep_alive = 0;
+    if (conn->state == CONN_IDLE)
+      conn_close(conn);
+    else
+      conn->keep_alive = 0;
     conn = next;
   }
   if (srv->nconns > 0) uv_timer_start(&srv->drain_timer, on_drain_deadline, (uint64_t)srv->cfg->drain_timeout_ms, 0);

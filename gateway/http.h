@@ -22,17 +22,17 @@ enum http_key_state { HTTP_KEY_ABSENT = 0, HTTP_KEY_PRESENT, HTTP_KEY_INVALID };
 
 /* A parsed request, owned by its connection. Fields are valid until the response has been written. */
 struct http_request {
-  int method;                  /* llhttp_method_t */
-  const char *path;            /* the URL without its query; not NUL-terminated */
+  int method;       /* llhttp_method_t */
+  const char *path; /* the URL without its query; not NUL-terminated */
   size_t path_len;
-  const char *query;           /* the bytes after '?', NULL when the URL has none */
+  const char *query; /* the bytes after '?', NULL when the URL has none */
   size_t query_len;
-  const char *api_key;         /* x-api-key value; NULL unless key_state is HTTP_KEY_PRESENT */
+  const char *api_key; /* x-api-key value; NULL unless key_state is HTTP_KEY_PRESENT */
   size_t api_key_len;
   enum http_key_state key_state;
-  const char *request_id;      /* echoed or generated X-Request-Id, NUL-terminated */
-  char key_id[65];             /* name of the authenticated key for the access log, "" when none */
-  uint64_t start_ms;           /* util_now_ms() when the request began */
+  const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
+  char key_id[65];        /* name of the authenticated key for the access log, "" when none */
+  uint64_t start_ms;      /* util_now_ms() when the request began */
 };
 
 struct http_server;

@@ -32,9 +32,9 @@ enum role { ROLE_WORKER, ROLE_DISPATCHER };
 
 struct child {
   enum role role;
-  pid_t pid;            /* 0 when not running */
+  pid_t pid; /* 0 when not running */
   uint64_t started_ms;
-  unsigned fails;       /* consecutive short runs */
+  unsigned fails; /* consecutive short runs */
   int restart_pending;
   uint64_t restart_at_ms;
 };
@@ -116,8 +116,10 @@ static int spawn(struct master *m, struct child *c) {
 
 static void schedule_restart(struct master *m, struct child *c) {
   uint64_t now = util_now_ms();
-  if (now - c->started_ms >= MASTER_HEALTHY_RUN_MS) c->fails = 0;
-  else c->fails++;
+  if (now - c->started_ms >= MASTER_HEALTHY_RUN_MS)
+    c->fails = 0;
+  else
+    c->fails++;
   uint64_t delay = 0;
   if (c->fails > 0) {
     delay = MASTER_BACKOFF_MIN_MS;
@@ -155,9 +157,10 @@ static void begin_stop(struct master *m) {
 }
 
 static void reap(struct master *m) {
-  int status;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
     struct child *c = NULL;
     for (size_t i = 0; i < m->nchildren; i++) {
       if (m->children[i].pid == pid) c = &m->children[i];
@@ -166,8 +169,10 @@ static void reap(struct master *m) {
     c->pid = 0;
     char p[16], code[16];
     snprintf(p, sizeof(p), "%d", (int)pid);
-    if (WIFSIGNALED(status)) snprintf(code, sizeof(code), "%d", WTERMSIG(status));
-    else snprintf(code, sizeof(code), "%d", WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+      snprintf(code, sizeof(code), "%d", WTERMSIG(status));
+    else
+      snprintf(code, sizeof(code), "%d", WEXITSTATUS(status));
     log_msg(m->phase == RUNNING ? LOG_WARN : LOG_INFO, "child exited", "role", role_name(c->role), "=child_pid", p,
             WIFSIGNALED(status) ? "=signal" : "=exit_code", code, NULL);
     if (m->phase != RUNNING) continue;
@@ -193,32 +198,28 @@ static void run_due_restarts(struct master *m) {
   }
 }
 
-/* Moves the stop sequence on: workers gone -> stop the dispatcher; a phase past its deadline -> SIGKILL. */
+/* Whether no child of role is left; past the phase deadline, SIGKILLs the rest once. */
+static int phase_done(struct master *m, enum role role, uint64_t now) {
+  if (alive(m, role) == 0) return 1;
+  if (now >= m->phase_deadline_ms && !m->killed) {
+    log_msg(LOG_WARN, "children did not stop in time: SIGKILL", "role", role_name(role), NULL);
+    signal_children(m, role, SIGKILL);
+    m->killed = 1;
+  }
+  return 0;
+}
+
+/* Moves the stop sequence on: workers gone -> stop the dispatcher. Returns 1 once every child is gone. */
 static int advance_stop(struct master *m) {
   uint64_t now = util_now_ms();
   if (m->phase == STOPPING_WORKERS) {
-    if (alive(m, ROLE_WORKER) > 0) {
-      if (now >= m->phase_deadline_ms && !m->killed) {
-        log_msg(LOG_WARN, "workers did not stop in time: SIGKILL", NULL);
-        signal_children(m, ROLE_WORKER, SIGKILL);
-        m->killed = 1;
-      }
-      return 0;
-    }
+    if (!phase_done(m, ROLE_WORKER, now)) return 0;
     m->phase = STOPPING_DISPATCHER;
     m->killed = 0;
     m->phase_deadline_ms = now + MASTER_STOP_GRACE_MS;
     signal_children(m, ROLE_DISPATCHER, SIGTERM);
   }
-  if (alive(m, ROLE_DISPATCHER) > 0) {
-    if (now >= m->phase_deadline_ms && !m->killed) {
-      log_msg(LOG_WARN, "dispatcher did not stop in time: SIGKILL", NULL);
-      signal_children(m, ROLE_DISPATCHER, SIGKILL);
-      m->killed = 1;
-    }
-    return 0;
-  }
-  return 1;
+  return phase_done(m, ROLE_DISPATCHER, now);
 }
 
 static uint64_t next_wait_ms(const struct master *m) {
@@ -307,8 +308,8 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
   char nw[24], port[16];
   snprintf(nw, sizeof(nw), "%ld", nworkers);
   snprintf(port, sizeof(port), "%d", cfg->listen_port);
-  log_msg(LOG_INFO, "gateway starting", "=workers", nw, "host", cfg->listen_host, "=port", port, "version",
-          VTS_VERSION, NULL);
+  log_msg(LOG_INFO, "gateway starting", "=workers", nw, "host", cfg->listen_host, "=port", port, "version", VTS_VERSION,
+          NULL);
   /* The dispatcher first, so that its socket usually exists when the workers dial it. */
   for (size_t i = m.nchildren; i-- > 0;) {
     if (spawn(&m, &m.children[i]) != 0) schedule_restart(&m, &m.children[i]);
@@ -318,11 +319,15 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     uint64_t wait = next_wait_ms(&m);
     struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
     int sig = sigtimedwait(&set, NULL, &ts);
-    if (sig == SIGTERM || sig == SIGINT) begin_stop(&m);
-    else if (sig == SIGHUP && m.phase == RUNNING) on_sighup(&m);
+    if (sig == SIGTERM || sig == SIGINT)
+      begin_stop(&m);
+    else if (sig == SIGHUP && m.phase == RUNNING)
+      on_sighup(&m);
     reap(&m);
-    if (m.phase == RUNNING) run_due_restarts(&m);
-    else if (advance_stop(&m)) break;
+    if (m.phase == RUNNING)
+      run_due_restarts(&m);
+    else if (advance_stop(&m))
+      break;
   }
   log_msg(LOG_INFO, "gateway stopped", NULL);
   rv = 0;

@@ -34,9 +34,7 @@ struct worker {
   int stopping;
 };
 
-static void keys_stat(const struct worker *w, struct stat *st, int *ok) {
-  *ok = stat(w->cfg->keys_file, st) == 0;
-}
+static void keys_stat(const struct worker *w, struct stat *st, int *ok) { *ok = stat(w->cfg->keys_file, st) == 0; }
 
 static int keys_changed(const struct worker *w, const struct stat *st, int ok) {
   if (ok != w->keys_st_ok) return 1;

@@ -9,7 +9,12 @@ API (shared by every integration test module):
       .key .revoked_key .keys_file .request(method, path, headers=None, timeout=10) -> Response
   Response: .status .headers (dict, lowercase names) .body (bytes) .json()
   fixture gateway                      a started Gateway with 2 workers, stopped at teardown
+  fixture make_gateway                 make_gateway(env=None, workers=2, keys=None) -> started Gateway, stopped at
+                                       teardown (keys: write_keyfile entries replacing the default test keys)
   raw_exchange(port, data, timeout)    bytes the server sent until it closed or the timeout passed
+  read_until_close(sock, timeout)      the same on a socket of your own
+  exchange_in_parts(port, parts)       raw_exchange with each part in its own write, 0.1 s apart
+  parse_responses(data, methods=None)  raw bytes -> [(status, headers, body)]
 After every Gateway.request, tests/integration/contract.py's check_response(method, path, status, headers, body)
 validates the response when that module exists.
 """
@@ -268,30 +273,40 @@ class Gateway:
             self._log = None
 
 
+def read_until_close(sock, timeout=5.0):
+    """Every byte the peer sends on sock until it closes (or resets) the connection or timeout passes."""
+    chunks = []
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def raw_exchange(port, data, timeout=5.0):
     """Sends data on a new connection; returns every byte the server sent until it closed or timeout passed."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    chunks = []
-    try:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            s.settimeout(left)
-            try:
-                chunk = s.recv(65536)
-            except socket.timeout:
-                break
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        s.close()
-    return b"".join(chunks)
+        return read_until_close(s, timeout)
+
+
+def exchange_in_parts(port, parts, pause=0.1, timeout=5.0):
+    """Like raw_exchange, but sends parts as separate writes with a pause between them (separate reads)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        for i, part in enumerate(parts):
+            if i:
+                time.sleep(pause)
+            s.sendall(part)
+        return read_until_close(s, timeout)
 
 
 def parse_responses(data, methods=None):
@@ -334,10 +349,13 @@ def make_gateway(tmp_path):
     """Factory for gateways with a custom environment; every one is stopped at teardown."""
     made = []
 
-    def make(env=None, workers=2, subdir=None):
-        path = tmp_path / (subdir or f"gw{len(made)}")
+    def make(env=None, workers=2, keys=None):
+        """keys: key file entries (see write_keyfile) instead of the default active and revoked test keys."""
+        path = tmp_path / f"gw{len(made)}"
         path.mkdir(parents=True, exist_ok=True)
         gw = Gateway(path, env=env, workers=workers)
+        if keys is not None:
+            write_keyfile(gw.keys_file, keys)
         made.append(gw)
         return gw.start()
 

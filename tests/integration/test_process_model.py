@@ -7,7 +7,8 @@ import subprocess
 import threading
 import time
 
-from conftest import BUILD_DIR, Gateway, free_port, http_request, parse_responses, process_gone, write_keyfile
+from conftest import (BUILD_DIR, free_port, http_request, parse_responses, process_gone, read_until_close,
+                      write_keyfile)
 
 TRANSCRIPT = "/v1/video/transcript?video_id=abcdefghijk"
 
@@ -108,12 +109,7 @@ def test_sigterm_finishes_request_in_progress_then_exits_0(make_gateway):
         assert wait_for(refused, timeout=3), "still accepting after SIGTERM"
         assert gw.proc.poll() is None, "master exited with a request in progress"
         slow.sendall(b"\r\n")
-        data = b""
-        while True:
-            chunk = slow.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = read_until_close(slow, timeout=10)
     finally:
         slow.close()
     [(status, headers, body)] = parse_responses(data)
@@ -154,58 +150,46 @@ def auth_status(gw, key):
     return gw.request("GET", TRANSCRIPT, headers={"x-api-key": key}).status
 
 
-def test_sighup_reloads_keys_without_failing_requests(tmp_path):
-    gw = Gateway(tmp_path, env={"VTS_JOB_TIMEOUT_MS": "200"})
-    write_keyfile(gw.keys_file, keyset(("old-key", "vts_test_key_old", "active", 0, 0, 0)))
-    try:
-        gw.start()
-        assert auth_status(gw, "vts_test_key_old") != 401
-        assert auth_status(gw, "vts_test_key_new") == 401
-        with Load(gw.port, TRANSCRIPT, {"x-api-key": gw.key}) as load:
-            time.sleep(0.3)
-            write_keyfile(gw.keys_file, keyset(("old-key", "vts_test_key_old", "revoked", 0, 0, 0),
-                                               ("new-key", "vts_test_key_new", "active", 0, 0, 0)))
-            gw.proc.send_signal(signal.SIGHUP)
-            time.sleep(0.5)
-            # New connections land on either worker: every worker has the new keys.
-            for _ in range(10):
-                assert auth_status(gw, "vts_test_key_new") != 401
-                assert auth_status(gw, "vts_test_key_old") == 401
-            time.sleep(0.3)
-        statuses = [s for s, _ in load.results]
-        assert len(statuses) >= 10
-        assert all(s != 401 and isinstance(s, int) for s in statuses), statuses
-        assert len(gw.worker_pids()) == 2
-    finally:
-        gw.stop()
-
-
-def test_key_file_change_is_picked_up_without_signal(tmp_path):
-    gw = Gateway(tmp_path, env={"VTS_JOB_TIMEOUT_MS": "200"})
-    try:
-        gw.start()
-        assert auth_status(gw, "vts_test_key_new") == 401
-        write_keyfile(gw.keys_file, keyset(("new-key", "vts_test_key_new", "active", 0, 0, 0)))
-        assert wait_for(lambda: all(auth_status(gw, "vts_test_key_new") != 401 for _ in range(6)), timeout=3.5)
-    finally:
-        gw.stop()
-
-
-def test_broken_key_file_keeps_current_keys(tmp_path):
-    gw = Gateway(tmp_path, env={"VTS_JOB_TIMEOUT_MS": "200"})
-    try:
-        gw.start()
-        assert auth_status(gw, gw.key) != 401
-        tmp = gw.keys_file.with_name("broken.tmp")
-        tmp.write_text("this is\tnot a key file\n")
-        os.replace(tmp, gw.keys_file)
+def test_sighup_reloads_keys_without_failing_requests(make_gateway):
+    gw = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "200"},
+                      keys=keyset(("old-key", "vts_test_key_old", "active", 0, 0, 0)))
+    assert auth_status(gw, "vts_test_key_old") != 401
+    assert auth_status(gw, "vts_test_key_new") == 401
+    with Load(gw.port, TRANSCRIPT, {"x-api-key": gw.key}) as load:
+        time.sleep(0.3)
+        write_keyfile(gw.keys_file, keyset(("old-key", "vts_test_key_old", "revoked", 0, 0, 0),
+                                           ("new-key", "vts_test_key_new", "active", 0, 0, 0)))
         gw.proc.send_signal(signal.SIGHUP)
-        time.sleep(1.5)
-        for _ in range(6):
-            assert auth_status(gw, gw.key) != 401
-        assert "reload failed" in gw.log_text()
-    finally:
-        gw.stop()
+        time.sleep(0.5)
+        # New connections land on either worker: every worker has the new keys.
+        for _ in range(10):
+            assert auth_status(gw, "vts_test_key_new") != 401
+            assert auth_status(gw, "vts_test_key_old") == 401
+        time.sleep(0.3)
+    statuses = [s for s, _ in load.results]
+    assert len(statuses) >= 10
+    assert all(isinstance(s, int) and s != 401 for s in statuses), statuses
+    assert len(gw.worker_pids()) == 2
+
+
+def test_key_file_change_is_picked_up_without_signal(make_gateway):
+    gw = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "200"})
+    assert auth_status(gw, "vts_test_key_new") == 401
+    write_keyfile(gw.keys_file, keyset(("new-key", "vts_test_key_new", "active", 0, 0, 0)))
+    assert wait_for(lambda: all(auth_status(gw, "vts_test_key_new") != 401 for _ in range(6)), timeout=3.5)
+
+
+def test_broken_key_file_keeps_current_keys(make_gateway):
+    gw = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "200"})
+    assert auth_status(gw, gw.key) != 401
+    tmp = gw.keys_file.with_name("broken.tmp")
+    tmp.write_text("this is\tnot a key file\n")
+    os.replace(tmp, gw.keys_file)
+    gw.proc.send_signal(signal.SIGHUP)
+    time.sleep(1.5)
+    for _ in range(6):
+        assert auth_status(gw, gw.key) != 401
+    assert "reload failed" in gw.log_text()
 
 
 def run_gateway_expecting_exit(env, timeout=10):
