@@ -22,6 +22,9 @@
 #define VTS_MAX_KEY_RATE 1000000               /* per-key rate field: larger is a malformed line */
 #define VTS_MAX_KEY_WINDOW_S 86400             /* per-key window field (seconds) */
 #define VTS_MAX_KEY_QUOTA 1000000000000LL      /* per-key monthly quota field */
+#define VTS_LINGER_MS 2000                     /* after a closing answer: unread input is discarded this long */
+#define VTS_LISTEN_BACKLOG 511                 /* pending connections per worker socket */
+#define VTS_MAX_LOGGED_PATH_BYTES 256          /* access log: longer paths are cut */
 
 /* Query parameters (gateway/query.c). */
 #define VTS_VIDEO_ID_LEN 11
