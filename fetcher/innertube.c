@@ -99,17 +99,14 @@ int innertube_clients_parse(const char *spec, struct innertube_client *out, size
   return 0;
 }
 
-/* Copies the string value that follows needle when it is made only of allowed characters and fits. */
-static void find_value(const char *html, size_t len, const char *needle, const char *allowed, char *out,
-                       size_t outlen) {
+#define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+/* Copies the characters from v up to the next '"' when they are all allowed and fit; else leaves out empty. */
+static void copy_quoted(const char *v, const char *end, const char *allowed, char *out, size_t outlen) {
   out[0] = '\0';
-  const char *at = memmem(html, len, needle, strlen(needle));
-  if (at == NULL) return;
-  const char *v = at + strlen(needle);
-  const char *end = html + len;
   size_t n = 0;
   while (v + n < end && v[n] != '"') {
-    if (strchr(allowed, v[n]) == NULL || v[n] == '\0') return;
+    if (v[n] == '\0' || strchr(allowed, v[n]) == NULL) return;
     n++;
   }
   if (v + n >= end || n == 0 || n >= outlen) return;
@@ -117,22 +114,36 @@ static void find_value(const char *html, size_t len, const char *needle, const c
   out[n] = '\0';
 }
 
+/*
+ * The value of the first "key": "value" pair named key. Whitespace around the colon is accepted: the page is
+ * minified today, and might not stay so.
+ */
+static void find_value(const char *html, size_t len, const char *key, const char *allowed, char *out, size_t outlen) {
+  out[0] = '\0';
+  const char *end = html + len;
+  const char *at = memmem(html, len, key, strlen(key));
+  if (at == NULL) return;
+  const char *v = at + strlen(key);
+  while (v < end && (*v == ' ' || *v == ':')) v++;
+  if (v < end && *v == '"') copy_quoted(v + 1, end, allowed, out, outlen);
+}
+
 static int contains(const char *html, size_t len, const char *needle) {
   return memmem(html, len, needle, strlen(needle)) != NULL;
 }
 
-#define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
 void innertube_page_scan(const char *html, size_t len, struct innertube_page *out) {
   memset(out, 0, sizeof(*out));
   out->consent_wall = contains(html, len, "action=\"https://consent.youtube.com");
-  if (out->consent_wall) find_value(html, len, "name=\"v\" value=\"", ALNUM "._+-", out->consent_v,
-                                    sizeof(out->consent_v));
+  /* The wall's hidden field <input type="hidden" name="v" value="..."> is what answers it. */
+  static const char v_field[] = "name=\"v\" value=\"";
+  const char *v = out->consent_wall ? memmem(html, len, v_field, strlen(v_field)) : NULL;
+  if (v != NULL) copy_quoted(v + strlen(v_field), html + len, ALNUM "._+-", out->consent_v, sizeof(out->consent_v));
   out->recaptcha = contains(html, len, "class=\"g-recaptcha\"");
-  find_value(html, len, "\"INNERTUBE_API_KEY\":\"", ALNUM "_-", out->api_key, sizeof(out->api_key));
-  find_value(html, len, "\"VISITOR_DATA\":\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
+  find_value(html, len, "\"INNERTUBE_API_KEY\"", ALNUM "_-", out->api_key, sizeof(out->api_key));
+  find_value(html, len, "\"VISITOR_DATA\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
   if (out->visitor_data[0] == '\0')
-    find_value(html, len, "\"visitorData\":\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
+    find_value(html, len, "\"visitorData\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
 }
 
 int innertube_timedtext_url(const struct upstream *up, const char *base_url, struct buf *out) {

@@ -41,11 +41,19 @@ The scenario is chosen by the video id (11 characters):
 | long1500seg | normal                             | OK                                             | json3, 1,500 cues    |
 | clientRefus | normal                             | 403 for VISIONOS, OK for any other client      | json3                |
 | redirEvil01 | normal                             | 302 to https://evil.example.com/ (everyone)    | -                    |
-| redirLoop01 | normal                             | 302 to itself, forever                         | -                    |
+| redirLoop01 | normal                             | 307 to itself, forever                         | -                    |
 | redirOkxxx1 | normal                             | OK                                             | 302 to www.youtube.com|
 |             |                                    |                                                | /api/timedtext, json3|
 
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
+
+With --captures DIR (the youtube-transcript-api folder of /work/shared/fixtures), four more ids serve the real
+captured pages, read at start and never copied into the project; their player is OK like capJson3xx1:
+
+| realWatch01 | the captured watch page (its INNERTUBE_API_KEY is then the only key accepted for it)     |
+| realConsent | the captured consent wall until CONSENT=YES+<its v> is sent, then the captured watch page |
+| realConsBad | the captured consent wall without v                                                       |
+| realRecapt1 | the captured recaptcha page                                                               |
 
 A player request that carries ?key= must carry the key of the watch page (else 400, as the platform answers a bad
 key). Every request is counted per "METHOD path video"; GET /__stats returns
@@ -60,6 +68,8 @@ and POST /__reset clears it.
 import argparse
 import gzip
 import json
+import os
+import re
 import select
 import sys
 import threading
@@ -194,7 +204,7 @@ def watch_page(video):
     return ("<!DOCTYPE html><html style=\"font-size: 10px;font-family: Roboto, Arial, sans-serif;\" lang=\"en\" "
             "darker-dark-theme><head><title>A fake video - YouTube</title>"
             "<script nonce=\"fakeNonce\">var ytcfg={d:function(){return{}},set:function(){}};</script>"
-            "<script nonce=\"fakeNonce\">ytcfg.set(" + json.dumps(cfg) + "); window.ytcfg.obfuscatedData_ = [];"
+            "<script nonce=\"fakeNonce\">ytcfg.set(" + json.dumps(cfg, separators=(",", ":")) + "); window.ytcfg.obfuscatedData_ = [];"
             "</script></head><body><div id=\"player\"></div><script nonce=\"fakeNonce\">"
             "var ytInitialPlayerResponse = {\"responseContext\":{\"visitorData\":\"" + VISITOR_DATA + "\"},"
             "\"videoDetails\":{\"videoId\":\"" + video + "\"}};</script></body></html>")
@@ -316,6 +326,21 @@ class Stats:
 
 STATS = Stats()
 
+# Pages read from --captures: name -> text, plus the key and consent value they hold.
+CAPTURES = {}
+
+
+def load_captures(folder):
+    def read(name):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            return f.read()
+    CAPTURES["watch"] = read("youtube.html.static")
+    CAPTURES["consent"] = read("youtube_consent_page.html.static")
+    CAPTURES["consent_bad"] = read("youtube_consent_page_invalid.html.static")
+    CAPTURES["recaptcha"] = read("youtube_too_many_requests.html.static")
+    CAPTURES["key"] = re.search(r'"INNERTUBE_API_KEY":"([^"]+)"', CAPTURES["watch"]).group(1)
+    CAPTURES["v"] = re.search(r'name="v" value="([^"]+)"', CAPTURES["consent"]).group(1)
+
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -345,8 +370,8 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status, obj):
         self.send(status, json.dumps(obj, ensure_ascii=False))
 
-    def redirect(self, location):
-        self.send(302, "", "text/html; charset=UTF-8", [("Location", location)])
+    def redirect(self, location, status=302):
+        self.send(status, "", "text/html; charset=UTF-8", [("Location", location)])
 
     def origin(self):
         return "http://" + self.headers.get("Host", "127.0.0.1")
@@ -445,7 +470,7 @@ class Handler(BaseHTTPRequestHandler):
         if "key" in query:
             STATS.add(STATS.player_keys, video, query["key"][0])
             STATS.add(STATS.player_visitor, video, "visitorData" in client)
-            if query["key"][0] != API_KEY:
+            if query["key"][0] != (CAPTURES["key"] if video.startswith("real") and CAPTURES else API_KEY):
                 self.send_json(400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid "
                                                "API key.", "status": "INVALID_ARGUMENT"}})
                 return
@@ -454,7 +479,12 @@ class Handler(BaseHTTPRequestHandler):
     def get_watch(self, video):
         cookie = self.headers.get("Cookie", "")
         STATS.add(STATS.cookies, video, cookie)
-        if video == "consentOk01" and ("CONSENT=YES+" + CONSENT_V) not in cookie:
+        if video.startswith("real") and CAPTURES:
+            consent_done = ("CONSENT=YES+" + CAPTURES["v"]) in cookie
+            page = {"realWatch01": "watch", "realConsent": "watch" if consent_done else "consent",
+                    "realConsBad": "consent_bad", "realRecapt1": "recaptcha"}.get(video, "watch")
+            self.send(200, CAPTURES[page], "text/html; charset=utf-8")
+        elif video == "consentOk01" and ("CONSENT=YES+" + CONSENT_V) not in cookie:
             self.send(200, consent_page(True), "text/html; charset=utf-8")
         elif video == "consentBad1":
             self.send(200, consent_page(False), "text/html; charset=utf-8")
@@ -469,7 +499,7 @@ class Handler(BaseHTTPRequestHandler):
         origin = self.origin()
         one_en = [caption_track(video, "en", "English")]
         if video in ("capJson3xx1", "consentOk01", "capSrv1xxx1", "slowPlayer1", "truncated01", "oversizeCap",
-                     "long1500seg", "redirOkxxx1"):
+                     "long1500seg", "redirOkxxx1", "realWatch01", "realConsent", "realConsBad", "realRecapt1"):
             if video == "slowPlayer1":
                 time.sleep(SLOW_SECONDS)
             self.send_json(200, player_ok(origin, video, one_en))
@@ -520,7 +550,7 @@ class Handler(BaseHTTPRequestHandler):
         elif video == "redirEvil01":
             self.redirect("https://evil.example.com/youtubei/v1/player")
         elif video == "redirLoop01":
-            self.redirect(PLATFORM + "/youtubei/v1/player?prettyPrint=false&loop=1")
+            self.redirect(PLATFORM + "/youtubei/v1/player?prettyPrint=false&loop=1", 307)
         else:
             self.send_json(200, player_error("ERROR", "This video is unavailable"))
 
@@ -557,7 +587,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--captures", help="folder of real captured pages (see the table above)")
     args = parser.parse_args()
+    if args.captures:
+        load_captures(args.captures)
     server = Server((args.host, args.port), Handler)
     print("READY %d" % server.server_address[1], flush=True)
     try:
