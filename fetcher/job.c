@@ -193,6 +193,13 @@ struct loop_state {
   sigset_t signals;
 };
 
+static int loop_stopping(struct loop_state *st) {
+  pthread_mutex_lock(&st->mu);
+  int stopping = st->stopping;
+  pthread_mutex_unlock(&st->mu);
+  return stopping;
+}
+
 static void *signal_thread(void *arg) {
   struct loop_state *st = arg;
   for (;;) {
@@ -281,14 +288,13 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
   for (;;) {
     int nrv = nng_send(st.sock, out.data, out.len, 0);
     if (nrv != 0) {
-      if (!(nrv == NNG_ECLOSED && st.stopping)) log_msg(LOG_ERROR, "send failed", "error", nng_strerror(nrv), NULL);
-      if (nrv != NNG_ECLOSED) rv = -EIO;
+      if (!loop_stopping(&st)) {
+        log_msg(LOG_ERROR, "send failed", "error", nng_strerror(nrv), NULL);
+        rv = -EIO;
+      }
       break;
     }
-    pthread_mutex_lock(&st.mu);
-    int stop_now = st.stopping && last_was_result;
-    pthread_mutex_unlock(&st.mu);
-    if (stop_now) {
+    if (last_was_result && loop_stopping(&st)) {
       /*
        * The dispatcher answers a RESULT with the next job, which proves the result arrived; nng_close could drop a
        * message still queued. Wait a little for that answer; a job in it is refused by closing the connection,
@@ -305,7 +311,8 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
     size_t len = 0;
     nrv = nng_recv(st.sock, &msg, &len, NNG_FLAG_ALLOC);
     if (nrv != 0) {
-      if (!(nrv == NNG_ECLOSED && st.stopping)) {
+      /* A stop closes the socket under a blocked receive, which then fails with ECLOSED or ECONNRESET. */
+      if (!loop_stopping(&st)) {
         log_msg(LOG_ERROR, "receive failed", "error", nng_strerror(nrv), NULL);
         rv = -EIO;
       }
