@@ -23,8 +23,10 @@
 #include "proto/proto.h"
 
 static void usage(void) {
-  fputs("usage: vts-fetcher [--workers N]\n"
-        "       vts-fetcher --once VIDEO_ID [LANG]\n", stderr);
+  fputs(
+      "usage: vts-fetcher [--workers N]\n"
+      "       vts-fetcher --once VIDEO_ID [LANG]\n",
+      stderr);
 }
 
 /* Everything a fetcher process sets up happens here, after any fork. */
@@ -42,8 +44,10 @@ static int serve(void *arg) {
     return 1;
   }
   rv = job_runner_new(cfg, &r, err, sizeof(err));
-  if (rv == 0) rv = job_loop_run(cfg, r);
-  else log_msg(LOG_ERROR, "cannot start", "error", rv == -EINVAL ? err : strerror(-rv), NULL);
+  if (rv == 0)
+    rv = job_loop_run(cfg, r);
+  else
+    log_msg(LOG_ERROR, "cannot start", "error", rv == -EINVAL ? err : strerror(-rv), NULL);
   job_runner_free(r);
   curl_global_cleanup();
   return rv == 0 ? 0 : 1;
@@ -102,14 +106,15 @@ int main(int argc, char **argv) {
   /* Settings that would make every child fail are refused here, once, before anything forks. */
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t nclients;
-  if (innertube_clients_parse(cfg.innertube_clients, clients, VTS_INNERTUBE_MAX_CLIENTS, &nclients, err,
-                              sizeof(err)) != 0 ||
+  if (innertube_clients_parse(cfg.innertube_clients, clients, VTS_INNERTUBE_MAX_CLIENTS, &nclients, err, sizeof(err)) !=
+          0 ||
       upstream_config_check(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;
   }
 
-  if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0) return run_once(&cfg, argv[2], argc == 4 ? argv[3] : "");
+  if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0)
+    return run_once(&cfg, argv[2], argc == 4 ? argv[3] : "");
   if (argc == 3 && strcmp(argv[1], "--workers") == 0) {
     int64_t n;
     if (util_parse_i64(argv[2], 1, VTS_FETCHER_MAX_WORKERS, &n) != 0) {

@@ -20,7 +20,7 @@
 struct client_kind {
   const char *name;
   int needs_page;
-  const char *ua_prefix;    /* user agent: prefix, then the version when ua_versioned, then suffix */
+  const char *ua_prefix; /* user agent: prefix, then the version when ua_versioned, then suffix */
   int ua_versioned;
   const char *ua_suffix;
   const char *context_extra; /* members added to context.client, each followed by a comma */
@@ -34,8 +34,10 @@ static const struct client_kind kinds[] = {
     {"VISIONOS", 0,
      "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 "
      "Safari/605.1.15",
-     0, "", "\"deviceMake\":\"Apple\",\"deviceModel\":\"RealityDevice14,1\",\"osName\":\"visionOS\","
-     "\"osVersion\":\"1.3.21O771\",", NULL},
+     0, "",
+     "\"deviceMake\":\"Apple\",\"deviceModel\":\"RealityDevice14,1\",\"osName\":\"visionOS\","
+     "\"osVersion\":\"1.3.21O771\",",
+     NULL},
     {"ANDROID", 1, "com.google.android.youtube/", 1, " (Linux; U; Android 11) gzip",
      "\"androidSdkVersion\":30,\"osName\":\"Android\",\"osVersion\":\"11\",", "3"},
     {"IOS", 0, "com.google.ios.youtube/", 1, " (iPhone16,2; U; CPU iOS 17_5_1 like Mac OS X;)",
@@ -67,7 +69,8 @@ int innertube_clients_parse(const char *spec, struct innertube_client *out, size
     size_t ver_len = colon ? len - name_len - 1 : 0;
     if (colon == NULL || name_len == 0 || name_len >= sizeof(c->name) || ver_len == 0 ||
         ver_len >= sizeof(c->version) || strspn(colon + 1, "0123456789.") < ver_len) {
-      snprintf(err, errlen, "VTS_INNERTUBE_CLIENTS: invalid value: expected NAME:VERSION[,NAME:VERSION...] "
+      snprintf(err, errlen,
+               "VTS_INNERTUBE_CLIENTS: invalid value: expected NAME:VERSION[,NAME:VERSION...] "
                "with a version of digits and dots");
       return -EINVAL;
     }
@@ -79,15 +82,16 @@ int innertube_clients_parse(const char *spec, struct innertube_client *out, size
     for (size_t k = 0; k < NKINDS; k++)
       if (strcmp(kinds[k].name, c->name) == 0) c->kind = (int)k;
     if (c->kind < 0) {
-      snprintf(err, errlen, "VTS_INNERTUBE_CLIENTS: invalid value: unknown client \"%.31s\" (known: VISIONOS, "
-               "ANDROID, IOS, WEB)", c->name);
+      snprintf(err, errlen,
+               "VTS_INNERTUBE_CLIENTS: invalid value: unknown client \"%.31s\" (known: VISIONOS, "
+               "ANDROID, IOS, WEB)",
+               c->name);
       return -EINVAL;
     }
     /* Trying the same client twice would repeat a request the platform has already refused. */
     for (size_t i = 0; i < count; i++) {
       if (strcmp(out[i].name, c->name) == 0 && strcmp(out[i].version, c->version) == 0) {
-        snprintf(err, errlen, "VTS_INNERTUBE_CLIENTS: invalid value: %.31s:%.31s is listed twice", c->name,
-                 c->version);
+        snprintf(err, errlen, "VTS_INNERTUBE_CLIENTS: invalid value: %.31s:%.31s is listed twice", c->name, c->version);
         return -EINVAL;
       }
     }
@@ -180,13 +184,12 @@ fail:
   return rv;
 }
 
-int innertube_new(const struct vts_config *cfg, struct upstream *up, struct innertube **out, char *err,
-                  size_t errlen) {
+int innertube_new(const struct vts_config *cfg, struct upstream *up, struct innertube **out, char *err, size_t errlen) {
   struct innertube *it = calloc(1, sizeof(*it));
   if (it == NULL) return -ENOMEM;
   it->up = up;
-  int rv = innertube_clients_parse(cfg->innertube_clients, it->clients, VTS_INNERTUBE_MAX_CLIENTS, &it->nclients,
-                                   err, errlen);
+  int rv = innertube_clients_parse(cfg->innertube_clients, it->clients, VTS_INNERTUBE_MAX_CLIENTS, &it->nclients, err,
+                                   errlen);
   if (rv != 0) {
     free(it);
     return rv;
@@ -217,9 +220,22 @@ static void set_result(struct innertube_result *res, uint8_t outcome, const char
   snprintf(res->detail, sizeof(res->detail), "%s", detail);
 }
 
-static void set_http_failure(struct innertube_result *res, long status) {
-  res->outcome = PROTO_UPSTREAM_FAILED;
-  snprintf(res->detail, sizeof(res->detail), "http_%ld", status);
+/*
+ * Performs req into f->resp and accepts only a 200. Otherwise sets res (a transport error or "http_<status>") and
+ * returns the error of upstream_fetch, or -EIO for another status.
+ */
+static int fetch_200(struct flow *f, const struct upstream_request *req, struct innertube_result *res) {
+  int rv = upstream_fetch(f->it->up, req, &f->resp);
+  if (rv != 0) {
+    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, upstream_strerror(rv));
+    return rv;
+  }
+  if (f->resp.status != 200) {
+    res->outcome = PROTO_UPSTREAM_FAILED;
+    snprintf(res->detail, sizeof(res->detail), "http_%ld", f->resp.status);
+    return -EIO;
+  }
+  return 0;
 }
 
 static int get_watch_page(struct flow *f, struct innertube_result *res) {
@@ -236,15 +252,8 @@ static int get_watch_page(struct flow *f, struct innertube_result *res) {
   /* Once for the page, once more after answering a consent wall: never more. */
   for (int attempt = 0; attempt < 2; attempt++) {
     req.cookie = f->cookie[0] ? f->cookie : NULL;
-    int rv = upstream_fetch(f->it->up, &req, &f->resp);
-    if (rv != 0) {
-      set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, upstream_strerror(rv));
-      return rv;
-    }
-    if (f->resp.status != 200) {
-      set_http_failure(res, f->resp.status);
-      return -EIO;
-    }
+    int rv = fetch_200(f, &req, res);
+    if (rv != 0) return rv;
     innertube_page_scan(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &f->page);
     if (!f->page.consent_wall) break;
     if (attempt > 0 || f->page.consent_v[0] == '\0') {
@@ -280,8 +289,10 @@ static void percent_decode(const char *in, char *out, size_t outlen) {
 
 static int build_player_body(const struct flow *f, const struct innertube_client *c, struct buf *body) {
   const struct client_kind *k = &kinds[c->kind];
-  int rv = buf_printf(body, "{\"context\":{\"client\":{\"clientName\":\"%s\",\"clientVersion\":\"%s\",%s"
-                      "\"hl\":\"en\",\"gl\":\"US\",\"utcOffsetMinutes\":0", c->name, c->version, k->context_extra);
+  int rv = buf_printf(body,
+                      "{\"context\":{\"client\":{\"clientName\":\"%s\",\"clientVersion\":\"%s\",%s"
+                      "\"hl\":\"en\",\"gl\":\"US\",\"utcOffsetMinutes\":0",
+                      c->name, c->version, k->context_extra);
   if (rv == 0 && k->needs_page && f->page.visitor_data[0] != '\0') {
     char decoded[sizeof(f->page.visitor_data)];
     percent_decode(f->page.visitor_data, decoded, sizeof(decoded));
@@ -310,15 +321,7 @@ static enum step fetch_track(struct flow *f, const char *user_agent, const struc
       .cookie = f->cookie[0] ? f->cookie : NULL,
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
-  rv = upstream_fetch(f->it->up, &req, &f->resp);
-  if (rv != 0) {
-    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, upstream_strerror(rv));
-    goto done;
-  }
-  if (f->resp.status != 200) {
-    set_http_failure(res, f->resp.status);
-    goto done;
-  }
+  if (fetch_200(f, &req, res) != 0) goto done;
   /* The platform answers an empty 200 to a track it will not serve us (a PO token it wanted, for one). */
   if (f->resp.body.len == 0) {
     set_result(res, PROTO_UPSTREAM_FAILED, "empty_captions");
@@ -346,6 +349,21 @@ done:
   segment_list_free(&segs);
   buf_free(&url);
   return STEP_DONE;
+}
+
+static const char *not_playable_detail(enum playability p) {
+  switch (p) {
+    case PLAY_LOGIN_REQUIRED:
+      return "login_required";
+    case PLAY_UNAVAILABLE:
+      return "unavailable";
+    case PLAY_UNPLAYABLE:
+      return "unplayable";
+    case PLAY_LIVE_OFFLINE:
+      return "live_offline";
+    default:
+      return "not_playable";
+  }
 }
 
 static enum step try_client(struct flow *f, const struct innertube_client *c, struct innertube_result *res) {
@@ -389,15 +407,10 @@ static enum step try_client(struct flow *f, const struct innertube_client *c, st
       .cookie = f->cookie[0] ? f->cookie : NULL,
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
-  rv = upstream_fetch(f->it->up, &req, &f->resp);
+  rv = fetch_200(f, &req, res);
   if (rv != 0) {
-    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, upstream_strerror(rv));
     /* Out of time or memory: no other client can do better in this job. */
     if (rv == -ETIMEDOUT || rv == -ENOMEM) step = STEP_DONE;
-    goto done;
-  }
-  if (f->resp.status != 200) {
-    set_http_failure(res, f->resp.status);
     goto done;
   }
   if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
@@ -405,17 +418,15 @@ static enum step try_client(struct flow *f, const struct innertube_client *c, st
     goto done;
   }
   step = STEP_DONE;
-  switch (pi.playability) {
-    case PLAY_OK: break;
-    case PLAY_BOT_CHECK:
-      set_result(res, PROTO_UPSTREAM_FAILED, "bot_check");
-      step = STEP_NEXT;
-      goto done;
-    case PLAY_LOGIN_REQUIRED: set_result(res, PROTO_NOT_AVAILABLE, "login_required"); goto done;
-    case PLAY_UNAVAILABLE: set_result(res, PROTO_NOT_AVAILABLE, "unavailable"); goto done;
-    case PLAY_UNPLAYABLE: set_result(res, PROTO_NOT_AVAILABLE, "unplayable"); goto done;
-    case PLAY_LIVE_OFFLINE: set_result(res, PROTO_NOT_AVAILABLE, "live_offline"); goto done;
-    default: set_result(res, PROTO_NOT_AVAILABLE, "not_playable"); goto done;
+  /* A bot check is about us, not the video: another client may pass. Any other refusal is the video's. */
+  if (pi.playability == PLAY_BOT_CHECK) {
+    set_result(res, PROTO_UPSTREAM_FAILED, "bot_check");
+    step = STEP_NEXT;
+    goto done;
+  }
+  if (pi.playability != PLAY_OK) {
+    set_result(res, PROTO_NOT_AVAILABLE, not_playable_detail(pi.playability));
+    goto done;
   }
   if (pi.ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, "no_captions");
@@ -433,8 +444,8 @@ done:
   if (step == STEP_NEXT) {
     char client[72];
     snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
-    log_msg(LOG_INFO, "player client refused", "request_id", f->request_id, "client", client, "detail",
-            res->detail, NULL);
+    log_msg(LOG_INFO, "player client refused", "request_id", f->request_id, "client", client, "detail", res->detail,
+            NULL);
   }
   player_info_free(&pi);
   buf_free(&url);

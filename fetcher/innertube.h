@@ -30,11 +30,11 @@ int innertube_clients_parse(const char *spec, struct innertube_client *out, size
 
 /* What a watch page holds for us. */
 struct innertube_page {
-  int consent_wall;        /* the page is the consent wall (a form posting to consent.youtube.com) */
-  char consent_v[128];     /* the wall's "v" field, "" when missing or unusable */
-  int recaptcha;           /* the "unusual traffic" page with a g-recaptcha form */
-  char api_key[128];       /* INNERTUBE_API_KEY, "" when absent */
-  char visitor_data[512];  /* VISITOR_DATA / visitorData, "" when absent */
+  int consent_wall;       /* the page is the consent wall (a form posting to consent.youtube.com) */
+  char consent_v[128];    /* the wall's "v" field, "" when missing or unusable */
+  int recaptcha;          /* the "unusual traffic" page with a g-recaptcha form */
+  char api_key[128];      /* INNERTUBE_API_KEY, "" when absent */
+  char visitor_data[512]; /* VISITOR_DATA / visitorData, "" when absent */
 };
 
 /* Scans a watch page. Values are kept only when made of safe characters (they travel in URLs and JSON). */
@@ -53,10 +53,10 @@ int innertube_new(const struct vts_config *cfg, struct upstream *up, struct inne
 void innertube_free(struct innertube *it);
 
 struct innertube_result {
-  uint8_t outcome;                /* enum proto_outcome */
-  char lang[PROTO_MAX_LANG + 1];  /* language of the returned track ("" unless PROTO_OK) */
-  char detail[64];                /* short reason for logs: "http_429", "recaptcha", "no_captions"... */
-  struct buf body;                /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
+  uint8_t outcome;               /* enum proto_outcome */
+  char lang[PROTO_MAX_LANG + 1]; /* language of the returned track ("" unless PROTO_OK) */
+  char detail[64];               /* short reason for logs: "http_429", "recaptcha", "no_captions"... */
+  struct buf body;               /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
 };
 
 /*

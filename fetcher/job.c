@@ -76,8 +76,10 @@ static void watchdog_arm(const struct proto_job *job, uint64_t limit_ms) {
   gettimeofday(&tv, NULL);
   char ts[40];
   util_rfc3339(ts, sizeof(ts), (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000 + (int64_t)limit_ms);
-  buf_printf(&line, "{\"ts\":\"%s\",\"level\":\"error\",\"component\":\"fetcher\",\"pid\":%d,\"msg\":\"job overran "
-             "its deadline: killed by the watchdog\",\"request_id\":\"", ts, (int)getpid());
+  buf_printf(&line,
+             "{\"ts\":\"%s\",\"level\":\"error\",\"component\":\"fetcher\",\"pid\":%d,\"msg\":\"job overran "
+             "its deadline: killed by the watchdog\",\"request_id\":\"",
+             ts, (int)getpid());
   buf_json_escape(&line, job->request_id, strlen(job->request_id));
   buf_printf(&line, "\",\"job_id\":%llu}\n", (unsigned long long)job->job_id);
   watchdog_line_len = 0;
@@ -178,8 +180,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   snprintf(job_id, sizeof(job_id), "%llu", (unsigned long long)job->job_id);
   snprintf(outcome, sizeof(outcome), "%d", res->outcome);
   snprintf(dur, sizeof(dur), "%u", res->fetch_ms);
-  log_msg(LOG_INFO, "job done", "request_id", job->request_id, "=job_id", job_id, "video_id", job->video_id,
-          "=outcome", outcome, "lang", res->lang, "detail", res->detail, "=dur_ms", dur, NULL);
+  log_msg(LOG_INFO, "job done", "request_id", job->request_id, "=job_id", job_id, "video_id", job->video_id, "=outcome",
+          outcome, "lang", res->lang, "detail", res->detail, "=dur_ms", dur, NULL);
 }
 
 /* Shared between the job loop and its signal thread. */

@@ -15,10 +15,10 @@
 #include "common/util.h"
 
 struct slot {
-  pid_t pid;            /* 0 when not running */
-  uint64_t started_ms;  /* when it was started */
-  uint64_t restart_at;  /* when a dead child is due to start again, 0 when not scheduled */
-  uint64_t backoff_ms;  /* delay before the next restart after a quick death */
+  pid_t pid;           /* 0 when not running */
+  uint64_t started_ms; /* when it was started */
+  uint64_t restart_at; /* when a dead child is due to start again, 0 when not scheduled */
+  uint64_t backoff_ms; /* delay before the next restart after a quick death */
 };
 
 static pid_t spawn(int (*child_main)(void *), void *arg, const sigset_t *old_mask, pid_t parent) {
@@ -43,8 +43,8 @@ static void log_exit(pid_t pid, int status) {
     log_msg(LOG_WARN, "fetcher child killed", "=child_pid", p, "=signal", code, NULL);
   } else {
     snprintf(code, sizeof(code), "%d", WEXITSTATUS(status));
-    log_msg(WEXITSTATUS(status) == 0 ? LOG_INFO : LOG_WARN, "fetcher child exited", "=child_pid", p,
-            "=exit_status", code, NULL);
+    log_msg(WEXITSTATUS(status) == 0 ? LOG_INFO : LOG_WARN, "fetcher child exited", "=child_pid", p, "=exit_status",
+            code, NULL);
   }
 }
 

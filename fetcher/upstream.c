@@ -95,8 +95,10 @@ static int parse_proxies(struct upstream *u, const char *list, char *err, size_t
     if (strncmp(proxy, "http://", 7) != 0 && strncmp(proxy, "https://", 8) != 0 &&
         strncmp(proxy, "socks5://", 9) != 0 && strncmp(proxy, "socks5h://", 10) != 0) {
       /* The value may hold credentials: name the variable, not the value. */
-      snprintf(err, errlen, "VTS_UPSTREAM_PROXY: invalid value: entry %zu is not an http://, https://, socks5:// "
-               "or socks5h:// URL", u->nproxies);
+      snprintf(err, errlen,
+               "VTS_UPSTREAM_PROXY: invalid value: entry %zu is not an http://, https://, socks5:// "
+               "or socks5h:// URL",
+               u->nproxies);
       return -EINVAL;
     }
     p = comma ? comma + 1 : p + n;
@@ -230,29 +232,43 @@ fail:
 
 const char *upstream_strerror(int err) {
   switch (err) {
-    case 0: return "ok";
-    case -ETIMEDOUT: return "timeout";
-    case -EFBIG: return "too_large";
-    case -EPERM: return "bad_redirect";
-    case -ELOOP: return "too_many_redirects";
-    case -EBADMSG: return "truncated";
-    case -ENOMEM: return "no_memory";
-    default: return "transport";
+    case 0:
+      return "ok";
+    case -ETIMEDOUT:
+      return "timeout";
+    case -EFBIG:
+      return "too_large";
+    case -EPERM:
+      return "bad_redirect";
+    case -ELOOP:
+      return "too_many_redirects";
+    case -EBADMSG:
+      return "truncated";
+    case -ENOMEM:
+      return "no_memory";
+    default:
+      return "transport";
   }
 }
 
 static int curl_error(CURLcode c, const struct sink *s) {
   if (s->overflow) return -EFBIG;
   switch (c) {
-    case CURLE_OK: return 0;
-    case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
-    case CURLE_FILESIZE_EXCEEDED: return -EFBIG;
+    case CURLE_OK:
+      return 0;
+    case CURLE_OPERATION_TIMEDOUT:
+      return -ETIMEDOUT;
+    case CURLE_FILESIZE_EXCEEDED:
+      return -EFBIG;
     case CURLE_PARTIAL_FILE:
     case CURLE_BAD_CONTENT_ENCODING:
     case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING: return -EBADMSG;
-    case CURLE_OUT_OF_MEMORY: return -ENOMEM;
-    default: return -EIO;
+    case CURLE_GOT_NOTHING:
+      return -EBADMSG;
+    case CURLE_OUT_OF_MEMORY:
+      return -ENOMEM;
+    default:
+      return -EIO;
   }
 }
 

@@ -20,13 +20,13 @@ enum upstream_method { UPSTREAM_GET = 0, UPSTREAM_POST };
 
 struct upstream_request {
   enum upstream_method method;
-  const char *url;             /* absolute on a platform host, or a path; sent to the configured origin */
-  const char *body;            /* POST only */
+  const char *url;  /* absolute on a platform host, or a path; sent to the configured origin */
+  const char *body; /* POST only */
   size_t body_len;
-  const char *user_agent;      /* NULL: none */
-  const char *const *headers;  /* NULL-terminated list of "Name: value", or NULL */
-  const char *cookie;          /* "NAME=value" added to this request, or NULL */
-  size_t max_bytes;            /* body cap (decoded bytes) */
+  const char *user_agent;     /* NULL: none */
+  const char *const *headers; /* NULL-terminated list of "Name: value", or NULL */
+  const char *cookie;         /* "NAME=value" added to this request, or NULL */
+  size_t max_bytes;           /* body cap (decoded bytes) */
 };
 
 struct upstream_response {

@@ -169,3 +169,24 @@ def test_workers_supervisor_restarts_a_killed_child_and_stops_all(dispatcher, st
     assert harness.wait_exit(proc, 5) == 0
     for k in new_kids:
         assert not os.path.exists("/proc/%d" % k) or open("/proc/%d/stat" % k).read().split()[2] == "Z"
+
+
+def test_proxies_are_rotated_per_job(dispatcher, start_fetcher, upstream):
+    proxies = [harness.FakeUpstream(), harness.FakeUpstream()]
+    try:
+        dispatcher.listen()
+        upstream.reset()
+        start_fetcher(dispatcher, VTS_UPSTREAM_PROXY=",".join(p.url for p in proxies))
+        conn = dispatcher.accept()
+        assert conn.recv() == READY
+        for job_id in (1, 2, 3):
+            conn.reply(encode_job(job_id, "capJson3xx1"))
+            res = decode_result(conn.recv())
+            assert (res["job_id"], res["outcome"]) == (job_id, 1)
+        player = "POST /youtubei/v1/player capJson3xx1"
+        assert proxies[0].stats()["requests"][player] == 2
+        assert proxies[1].stats()["requests"][player] == 1
+        assert upstream.stats()["requests"] == {}, "with proxies set, nothing goes to the upstream directly"
+    finally:
+        for p in proxies:
+            p.close()

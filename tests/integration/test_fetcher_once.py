@@ -154,43 +154,34 @@ def test_consent_wall_is_answered_once_with_its_v_value(upstream):
     assert r.requests() == {WATCH + "consentOk01": 2, PLAYER + "consentOk01": 1, TIMEDTEXT + "consentOk01": 1}
 
 
-def test_consent_wall_without_v_is_upstream_failure(upstream):
-    r = run_once(upstream, "consentBad1", VTS_INNERTUBE_CLIENTS="ANDROID:20.10.38")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "consent")
+# Upstream failures: (behaviour, video, environment, detail, exactly the requests made).
+ANDROID_ONLY = {"VTS_INNERTUBE_CLIENTS": "ANDROID:20.10.38"}
+FAILURES = [
+    ("consent_wall_without_v", "consentBad1", ANDROID_ONLY, "consent", {WATCH: 1}),
+    ("recaptcha_page", "recaptcha01", {}, "recaptcha", {PLAYER: 1, WATCH: 1}),
+    ("http_429", "http429xxx1", {}, "http_429", {PLAYER: 1, WATCH: 1}),
+    ("http_500_from_every_client", "http500xxx1", {}, "http_500", {PLAYER: 2, WATCH: 1}),
+    ("bot_check_from_every_client", "botCheck001", {}, "bot_check", {PLAYER: 2, WATCH: 1}),
+    ("every_track_needs_po_token", "poToken0001", {}, "po_token", {PLAYER: 2, WATCH: 1}),
+    ("slow_player_past_deadline_tries_no_other_client", "slowPlayer1", {"VTS_JOB_TIMEOUT_MS": 700}, "timeout",
+     {PLAYER: 1}),
+    ("truncated_caption_body", "truncated01", {}, "truncated", {PLAYER: 1, TIMEDTEXT: 1}),
+    ("player_reply_past_the_cap", "oversizePl1", {}, "too_large", {PLAYER: 2, WATCH: 1}),
+    ("chunked_caption_body_past_the_cap", "oversizeCap", {}, "too_large", {PLAYER: 1, TIMEDTEXT: 1}),
+    ("malformed_player_json", "malformed01", {}, "bad_player_reply", {PLAYER: 2, WATCH: 1}),
+    ("redirect_to_foreign_host_not_followed", "redirEvil01", {}, "bad_redirect", {PLAYER: 2, WATCH: 1}),
+    ("redirect_loop_stops_after_three_hops", "redirLoop01", {}, "too_many_redirects", {PLAYER: 8, WATCH: 1}),
+]
+
+
+@pytest.mark.parametrize("video,env,detail,requests", [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES])
+def test_upstream_failure_is_reported_with_its_reason(upstream, video, env, detail, requests):
+    r = run_once(upstream, video, **env)
+    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", detail)
     assert r.stdout == ""
-    assert r.requests() == {WATCH + "consentBad1": 1}
-
-
-def test_recaptcha_page_is_upstream_failure(upstream):
-    r = run_once(upstream, "recaptcha01")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "recaptcha")
-    assert r.requests() == {PLAYER + "recaptcha01": 1, WATCH + "recaptcha01": 1}
-
-
-def test_http_429_is_upstream_failure(upstream):
-    r = run_once(upstream, "http429xxx1")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "http_429")
-    assert r.requests() == {PLAYER + "http429xxx1": 1, WATCH + "http429xxx1": 1}
-
-
-def test_http_500_from_every_client_is_upstream_failure(upstream):
-    r = run_once(upstream, "http500xxx1")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "http_500")
-    assert r.stats["clients"]["http500xxx1"] == DEFAULT_CLIENTS
-    assert r.requests() == {PLAYER + "http500xxx1": 2, WATCH + "http500xxx1": 1}
-
-
-def test_bot_check_tries_next_client_then_is_upstream_failure(upstream):
-    r = run_once(upstream, "botCheck001")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "bot_check")
-    assert r.stats["clients"]["botCheck001"] == DEFAULT_CLIENTS
-    assert r.requests() == {PLAYER + "botCheck001": 2, WATCH + "botCheck001": 1}
-
-
-def test_tracks_needing_po_token_try_next_client_then_fail(upstream):
-    r = run_once(upstream, "poToken0001")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "po_token")
-    assert r.requests() == {PLAYER + "poToken0001": 2, WATCH + "poToken0001": 1}
+    assert r.requests() == {kind + video: n for kind, n in requests.items()}
+    if requests.get(PLAYER) == 2:
+        assert r.stats["clients"][video] == DEFAULT_CLIENTS
 
 
 # Not available, no captions.
@@ -223,53 +214,11 @@ def test_slow_player_within_deadline_succeeds(upstream):
     assert r.elapsed >= 1.5
 
 
-def test_slow_player_past_deadline_is_timeout_and_no_other_client(upstream):
-    r = run_once(upstream, "slowPlayer1", VTS_JOB_TIMEOUT_MS=700)
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "timeout")
-    assert r.requests() == {PLAYER + "slowPlayer1": 1}
-
-
 def test_hanging_player_is_cut_at_the_job_deadline(upstream):
     r = run_once(upstream, "hangPlayer1", VTS_JOB_TIMEOUT_MS=1000)
     assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "timeout")
     assert 0.9 <= r.elapsed < 2.9, "took %.2f s for a 1 s deadline" % r.elapsed
     assert r.requests() == {PLAYER + "hangPlayer1": 1}
-
-
-def test_truncated_caption_body_is_upstream_failure(upstream):
-    r = run_once(upstream, "truncated01")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "truncated")
-    assert r.requests() == {PLAYER + "truncated01": 1, TIMEDTEXT + "truncated01": 1}
-
-
-def test_player_reply_past_the_cap_is_refused(upstream):
-    r = run_once(upstream, "oversizePl1")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "too_large")
-    assert r.requests() == {PLAYER + "oversizePl1": 2, WATCH + "oversizePl1": 1}
-
-
-def test_chunked_caption_body_past_the_cap_is_aborted(upstream):
-    r = run_once(upstream, "oversizeCap")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "too_large")
-    assert r.requests() == {PLAYER + "oversizeCap": 1, TIMEDTEXT + "oversizeCap": 1}
-
-
-def test_malformed_player_json_is_upstream_failure(upstream):
-    r = run_once(upstream, "malformed01")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "bad_player_reply")
-    assert r.requests() == {PLAYER + "malformed01": 2, WATCH + "malformed01": 1}
-
-
-def test_redirect_to_foreign_host_is_not_followed(upstream):
-    r = run_once(upstream, "redirEvil01")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "bad_redirect")
-    assert r.requests() == {PLAYER + "redirEvil01": 2, WATCH + "redirEvil01": 1}
-
-
-def test_redirect_loop_stops_after_three_hops(upstream):
-    r = run_once(upstream, "redirLoop01")
-    assert (r.outcome, r.lang, r.detail) == (UPSTREAM_FAILED, "", "too_many_redirects")
-    assert r.requests() == {PLAYER + "redirLoop01": 8, WATCH + "redirLoop01": 1}
 
 
 def test_upstream_not_listening_is_upstream_failure():

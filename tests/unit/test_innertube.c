@@ -32,9 +32,17 @@ static void test_clients_spec_parsed_in_order(void **state) {
 
 static void test_clients_spec_errors_name_the_variable(void **state) {
   (void)state;
-  static const char *const bad[] = {"",      "ANDROID",          "ANDROID:",          ":1.0",
-                                    "FOO:1", "ANDROID:20.x",     "ANDROID:1,",        "ANDROID:1,,IOS:2",
-                                    "WEB:1,WEB:1", "ANDROID:1 ,IOS:2", "A:1,B:2,C:3"};
+  static const char *const bad[] = {"",
+                                    "ANDROID",
+                                    "ANDROID:",
+                                    ":1.0",
+                                    "FOO:1",
+                                    "ANDROID:20.x",
+                                    "ANDROID:1,",
+                                    "ANDROID:1,,IOS:2",
+                                    "WEB:1,WEB:1",
+                                    "ANDROID:1 ,IOS:2",
+                                    "A:1,B:2,C:3"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     struct innertube_client c[2];
     size_t n = 0;
@@ -91,12 +99,16 @@ static void test_page_scan_refuses_unsafe_or_unterminated_values(void **state) {
 static void test_page_scan_recognises_consent_wall_and_its_v(void **state) {
   (void)state;
   struct innertube_page p;
-  scan("<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
-       "value=\"DE\"><input type=\"hidden\" name=\"v\" value=\"cb.20250101-01-p0.en+FX+7\"></form>", &p);
+  scan(
+      "<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
+      "value=\"DE\"><input type=\"hidden\" name=\"v\" value=\"cb.20250101-01-p0.en+FX+7\"></form>",
+      &p);
   assert_true(p.consent_wall);
   assert_string_equal(p.consent_v, "cb.20250101-01-p0.en+FX+7");
-  scan("<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
-       "value=\"DE\"></form>", &p);
+  scan(
+      "<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
+      "value=\"DE\"></form>",
+      &p);
   assert_true(p.consent_wall);
   assert_string_equal(p.consent_v, "");
   scan("<form action=\"https://consent.youtube.com/s\"><input name=\"v\" value=\"x;y\"></form>", &p);
@@ -106,8 +118,7 @@ static void test_page_scan_recognises_consent_wall_and_its_v(void **state) {
 static void test_page_scan_recognises_recaptcha(void **state) {
   (void)state;
   struct innertube_page p;
-  scan("<form action=\"/das_captcha\" method=\"POST\"><div class=\"g-recaptcha\" data-sitekey=\"x\"></div></form>",
-       &p);
+  scan("<form action=\"/das_captcha\" method=\"POST\"><div class=\"g-recaptcha\" data-sitekey=\"x\"></div></form>", &p);
   assert_true(p.recaptcha);
   assert_string_equal(p.api_key, "");
 }
@@ -131,42 +142,38 @@ static char *read_capture(const char *name, size_t *len) {
   return buf_steal(&b, len);
 }
 
-static void test_page_scan_on_real_captures(void **state) {
-  (void)state;
+/* Scans a capture into p; skips the test when the captures are not there. */
+static void scan_capture(const char *name, struct innertube_page *p) {
   size_t len;
-  char *watch = read_capture("youtube.html.static", &len);
-  if (watch == NULL) {
-    print_message("captures not found (VTS_SHARED_FIXTURES): skipped\n");
+  char *html = read_capture(name, &len);
+  if (html == NULL) {
+    print_message("capture %s not found (VTS_SHARED_FIXTURES): skipped\n", name);
     skip();
   }
+  innertube_page_scan(html, len, p);
+  free(html);
+}
+
+static void test_page_scan_on_real_captures(void **state) {
+  (void)state;
   struct innertube_page p;
-  innertube_page_scan(watch, len, &p);
+  scan_capture("youtube.html.static", &p);
   assert_false(p.consent_wall);
   assert_false(p.recaptcha);
   assert_string_equal(p.api_key, "AIzaSyAO_FJ2SlqU8Q4STEHLGCilw_Y9_11qcW8");
   assert_true(strlen(p.visitor_data) > 10);
-  free(watch);
 
-  char *consent = read_capture("youtube_consent_page.html.static", &len);
-  assert_non_null(consent);
-  innertube_page_scan(consent, len, &p);
+  scan_capture("youtube_consent_page.html.static", &p);
   assert_true(p.consent_wall);
   assert_string_equal(p.consent_v, "cb.20210328-17-p0.de+FX+119");
-  free(consent);
 
-  char *invalid = read_capture("youtube_consent_page_invalid.html.static", &len);
-  assert_non_null(invalid);
-  innertube_page_scan(invalid, len, &p);
+  scan_capture("youtube_consent_page_invalid.html.static", &p);
   assert_true(p.consent_wall);
   assert_string_equal(p.consent_v, "");
-  free(invalid);
 
-  char *captcha = read_capture("youtube_too_many_requests.html.static", &len);
-  assert_non_null(captcha);
-  innertube_page_scan(captcha, len, &p);
+  scan_capture("youtube_too_many_requests.html.static", &p);
   assert_true(p.recaptcha);
   assert_string_equal(p.api_key, "");
-  free(captcha);
 }
 
 static struct upstream *make_upstream(const char *url) {
