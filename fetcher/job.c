@@ -314,10 +314,21 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
     nrv = nng_recv(st.sock, &msg, &len, NNG_FLAG_ALLOC);
     if (nrv != 0) {
       /* A stop closes the socket under a blocked receive, which then fails with ECLOSED or ECONNRESET. */
-      if (!loop_stopping(&st)) {
-        log_msg(LOG_ERROR, "receive failed", "error", nng_strerror(nrv), NULL);
-        rv = -EIO;
+      if (loop_stopping(&st)) break;
+      if (nrv == NNG_ECONNRESET) {
+        /*
+         * The dispatcher went away with our request unanswered (nng fails it rather than resending, as we asked).
+         * Its jobs died with the connection, a RESULT included, so we only say we are idle again; the dialer
+         * reconnects on its own and the READY waits for it.
+         */
+        log_msg(LOG_WARN, "dispatcher connection lost: waiting for it", NULL);
+        buf_reset(&out);
+        proto_encode_ready(&out);
+        last_was_result = 0;
+        continue;
       }
+      log_msg(LOG_ERROR, "receive failed", "error", nng_strerror(nrv), NULL);
+      rv = -EIO;
       break;
     }
     struct proto_job job;

@@ -190,3 +190,39 @@ def test_proxies_are_rotated_per_job(dispatcher, start_fetcher, upstream):
     finally:
         for p in proxies:
             p.close()
+
+
+def test_dispatcher_restart_gets_a_new_ready(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.close()
+    dispatcher.lsock.close()
+    time.sleep(0.3)
+    assert proc.poll() is None, "a lost dispatcher must not end the fetcher"
+    restarted = harness.FakeDispatcher(dispatcher.port)
+    try:
+        restarted.listen()
+        conn = restarted.accept(timeout=5)
+        assert conn.recv(timeout=5) == READY
+        conn.reply(encode_job(31, "unavail0001"))
+        res = decode_result(conn.recv())
+        assert (res["job_id"], res["outcome"], res["detail"]) == (31, 2, "unavailable")
+    finally:
+        restarted.close()
+
+
+def test_children_do_not_outlive_a_killed_supervisor(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher, "--workers", "2")
+    for c in (dispatcher.accept(), dispatcher.accept()):
+        assert c.recv() == READY
+    kids = children_of(proc.pid)
+    assert len(kids) == 2
+    proc.kill()
+    proc.wait(timeout=5)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(os.path.exists("/proc/%d" % k) for k in kids):
+        time.sleep(0.05)
+    assert not any(os.path.exists("/proc/%d" % k) for k in kids), "children survived their supervisor"
