@@ -226,3 +226,21 @@ def test_children_do_not_outlive_a_killed_supervisor(dispatcher, start_fetcher):
     while time.monotonic() < deadline and any(os.path.exists("/proc/%d" % k) for k in kids):
         time.sleep(0.05)
     assert not any(os.path.exists("/proc/%d" % k) for k in kids), "children survived their supervisor"
+
+
+def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetcher):
+    # A stopped process cannot honour its deadline; the real-time watchdog fires as soon as it runs again.
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.reply(encode_job(51, "hangPlayer1", deadline_ms=500, request_id="req-watchdog"))
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGSTOP)
+    time.sleep(0.5 + 2.0 + 0.5)  # deadline + VTS_FETCHER_WATCHDOG_GRACE_MS + margin
+    proc.send_signal(signal.SIGCONT)
+    assert harness.wait_exit(proc, 5) == 124
+    assert conn.closed_within(2), "the dispatcher must see the connection drop"
+    last = json.loads(proc.stderr.read().splitlines()[-1])
+    assert last["msg"] == "job overran its deadline: killed by the watchdog"
+    assert (last["request_id"], last["job_id"], last["level"]) == ("req-watchdog", 51, "error")
