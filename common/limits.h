@@ -43,5 +43,15 @@
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
 #define VTS_FETCHER_ADDRESS_SPACE_BYTES (1024UL * 1024 * 1024) /* setrlimit(RLIMIT_AS) */
 #define VTS_MAX_XML_DEPTH 16                          /* deeper caption XML: 502 */
+#define VTS_UPSTREAM_MAX_REDIRECTS 3                   /* more hops, or a hop to another host: 502 */
+#define VTS_UPSTREAM_MAX_PROXIES 16                   /* entries of VTS_UPSTREAM_PROXY: more stops the start */
+#define VTS_INNERTUBE_MAX_CLIENTS 8                   /* entries of VTS_INNERTUBE_CLIENTS: more stops the start */
+#define VTS_FETCHER_WATCHDOG_GRACE_MS 2000            /* past the job deadline plus this the process is killed: 500 */
+#define VTS_FETCHER_CPU_GRACE_S 30                    /* CPU seconds a job may use beyond 2x its deadline: killed, 500 */
+#define VTS_FETCHER_MAX_WORKERS 256                   /* --workers N */
+#define VTS_FETCHER_RESTART_MIN_MS 50                 /* first restart delay of a dead child; doubles per quick death */
+#define VTS_FETCHER_RESTART_MAX_MS 1000               /* a dead child is always restarted within this */
+#define VTS_FETCHER_STABLE_MS 10000                   /* a child that lived this long restarts with the minimum delay */
+#define VTS_FETCHER_STOP_LINGER_MS 500                /* SIGTERM: wait this long for the last RESULT to be taken */
 
 #endif

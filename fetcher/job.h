@@ -1,0 +1,45 @@
+/*
+ * One fetcher process: its resource limits, the runner of one job (deadline, watchdog, captions flow, result), and
+ * the job loop over nng that pulls work from the dispatcher (proto.h):
+ *
+ *   dial VTS_JOBS_URL (req0) -> send READY -> recv JOB -> run it -> send RESULT (also meaning idle) -> recv JOB ...
+ *
+ * Every request the fetcher sends is answered by the dispatcher with the next job, so a process holds one job at a
+ * time and is never pushed one while busy.
+ */
+#ifndef VTS_JOB_H
+#define VTS_JOB_H
+
+#include <stddef.h>
+
+#include "common/config.h"
+#include "proto/proto.h"
+
+/*
+ * Sets the process limits of a fetcher: no core files, and the address space capped at
+ * VTS_FETCHER_ADDRESS_SPACE_BYTES (skipped under AddressSanitizer, which reserves terabytes of shadow memory).
+ * Call once at the start of the process that runs jobs. Returns 0, or -errno.
+ */
+int job_limits_init(void);
+
+struct job_runner;
+
+/* Creates what jobs need (upstream client, platform flow). Returns 0, -EINVAL (err names the variable) or -ENOMEM. */
+int job_runner_new(const struct vts_config *cfg, struct job_runner **out, char *err, size_t errlen);
+void job_runner_free(struct job_runner *r);
+
+/*
+ * Runs one job under its deadline (job->deadline_ms from now; 0 means VTS_JOB_TIMEOUT_MS) and fills res. A watchdog
+ * kills the process when the job overruns its deadline by VTS_FETCHER_WATCHDOG_GRACE_MS. res->body borrows from the
+ * runner and is valid until the next call.
+ */
+void job_runner_run(struct job_runner *r, const struct proto_job *job, struct proto_result *res);
+
+/*
+ * Serves jobs from the dispatcher at cfg->jobs_url until SIGTERM or SIGINT: an idle process stops at once, a busy
+ * one finishes its job and delivers the result first. Blocks both signals in the calling thread (call it before any
+ * other thread exists). Returns 0 after a requested stop, or a negative error when the socket cannot be set up.
+ */
+int job_loop_run(const struct vts_config *cfg, struct job_runner *r);
+
+#endif

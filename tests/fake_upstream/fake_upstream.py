@@ -1,0 +1,606 @@
+#!/usr/bin/env python3
+"""A fake of the video platform for the fetcher's tests (standard library only).
+
+    python3 fake_upstream.py --port N      (0 picks a free port; prints "READY <port>" once listening)
+
+It serves the shapes of the real platform, written from scratch after the captures in /work/shared/fixtures: the
+watch page (with its consent wall and its recaptcha page), POST /youtubei/v1/player, /api/timedtext in json3, srv3
+and srv1, and an audio URL. Caption baseUrls name https://www.youtube.com, as the real ones do, so the fetcher's
+mapping onto VTS_UPSTREAM_URL is exercised by every test.
+
+The scenario is chosen by the video id (11 characters):
+
+| video id    | watch page                         | player (POST /youtubei/v1/player)              | timedtext            |
+|-------------|------------------------------------|------------------------------------------------|----------------------|
+| capJson3xx1 | normal                             | OK, one manual "en" track                      | json3 (gzip if asked)|
+| capSrv3xxx1 | normal                             | OK, one asr "en" track                         | srv3 whatever fmt    |
+| capSrv1xxx1 | normal                             | OK, one manual "en" track                      | srv1 whatever fmt    |
+| multiLang01 | normal                             | OK: en manual, en asr, pt-BR, de; default de   | json3, text per track|
+| consentOk01 | consent wall with v, then normal   | OK like capJson3xx1                            | json3                |
+|             | once CONSENT=YES+<v> is sent       |                                                |                      |
+| consentBad1 | consent wall without v             | 403 for every client                           | -                    |
+| recaptcha01 | recaptcha page                     | 429 for every client                           | -                    |
+| http429xxx1 | 429                                | 429 for every client                           | -                    |
+| http500xxx1 | normal                             | 500 for every client                           | -                    |
+| botCheck001 | normal                             | LOGIN_REQUIRED "Sign in to confirm you're not  | -                    |
+|             |                                    | a bot" for every client                        |                      |
+| ageRestr001 | normal                             | LOGIN_REQUIRED "inappropriate for some users"  | -                    |
+| unavail0001 | normal                             | ERROR "This video is unavailable"              | -                    |
+| unplayable1 | normal                             | UNPLAYABLE                                     | -                    |
+| liveOffline | normal                             | LIVE_STREAM_OFFLINE                            | -                    |
+| noCaptions1 | normal                             | OK, no captions; audio formats whose url is    | -                    |
+|             |                                    | this server's /videoplayback                   |                      |
+| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | -                    |
+| slowPlayer1 | normal                             | OK after SLOW_SECONDS                          | json3                |
+| hangPlayer1 | normal                             | never answers (until the client gives up)      | -                    |
+| truncated01 | normal                             | OK                                             | Content-Length larger|
+|             |                                    |                                                | than the body, closed|
+| oversizePl1 | normal                             | 200 with a body past the 8 MiB cap             | -                    |
+| oversizeCap | normal                             | OK                                             | chunked, past the cap|
+| malformed01 | normal                             | 200 with malformed JSON                        | -                    |
+| long1500seg | normal                             | OK                                             | json3, 1,500 cues    |
+| clientRefus | normal                             | 403 for VISIONOS, OK for any other client      | json3                |
+| redirEvil01 | normal                             | 302 to https://evil.example.com/ (everyone)    | -                    |
+| redirLoop01 | normal                             | 307 to itself, forever                         | -                    |
+| redirOkxxx1 | normal                             | OK                                             | 302 to www.youtube.com|
+|             |                                    |                                                | /api/timedtext, json3|
+
+Any other id of 11 characters behaves as ERROR "This video is unavailable".
+
+With --captures DIR (the youtube-transcript-api folder of /work/shared/fixtures), four more ids serve the real
+captured pages, read at start and never copied into the project; their player is OK like capJson3xx1:
+
+| realWatch01 | the captured watch page (its INNERTUBE_API_KEY is then the only key accepted for it)     |
+| realConsent | the captured consent wall until CONSENT=YES+<its v> is sent, then the captured watch page |
+| realConsBad | the captured consent wall without v                                                       |
+| realRecapt1 | the captured recaptcha page                                                               |
+
+A player request that carries ?key= must carry the key of the watch page (else 400, as the platform answers a bad
+key). Every request is counted per "METHOD path video"; GET /__stats returns
+    {"requests": {"POST /youtubei/v1/player capJson3xx1": 1, ...},
+     "clients": {"clientRefus": ["VISIONOS:1.02", "ANDROID:20.10.38"]},
+     "player_keys": {"consentOk01": ["AIza..."]}, "player_visitor": {"consentOk01": [true]},
+     "timedtext": {"capJson3xx1": [{"v": ["capJson3xx1"], "fmt": ["json3"], ...}]},
+     "cookies": {"consentOk01": ["", "CONSENT=YES+..."]}}
+and POST /__reset clears it.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import re
+import select
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SLOW_SECONDS = 1.5
+HANG_MAX_SECONDS = 60
+OVERSIZE_BYTES = 9 * 1024 * 1024
+API_KEY = "AIzaSyFakeKeyForTests0123456789abcdefgh"
+VISITOR_DATA = "CgtGYWtlVmlzaXRvcijAgICABjIKCgJVUxIEGgAgZA%3D%3D"
+CONSENT_V = "cb.20250115-07-p0.en+FX+412"
+PLATFORM = "https://www.youtube.com"
+
+# Text of each caption track, by (language, kind).
+TRACK_TEXT = {
+    ("en", ""): ["Hello and welcome", "to the fake platform"],
+    ("en", "asr"): ["hello and welcome", "to the fake platform automatic"],
+    ("pt-BR", ""): ["Olá e bem-vindo", "à plataforma falsa"],
+    ("de", ""): ["Hallo und willkommen", "auf der falschen Plattform"],
+}
+
+
+def track_url(video, lang, kind="", fmt="srv3", po_token=False):
+    """A baseUrl in the shape of the real ones: signed parameters, then lang (and kind), then fmt."""
+    params = [
+        ("v", video), ("ei", "q1FakeEi0123456789abc"), ("caps", "asr"), ("opi", "112496729"), ("xoaf", "5"),
+        ("hl", "en"), ("ip", "0.0.0.0"), ("ipbits", "0"), ("expire", "1893456000"),
+        ("sparams", "ip,ipbits,expire,v,ei,caps,opi,xoaf"),
+        ("signature", "0A1B2C3D4E5F60718293A4B5C6D7E8F901234567.89ABCDEF0123456789ABCDEF0123456789ABCDEF"),
+        ("key", "yt8"),
+    ]
+    if po_token:
+        params.append(("exp", "xpe"))
+    if kind:
+        params.append(("kind", kind))
+    params.append(("lang", lang))
+    if fmt:
+        params.append(("fmt", fmt))
+    return PLATFORM + "/api/timedtext?" + urllib.parse.urlencode(params, safe=",")
+
+
+def caption_track(video, lang, name, kind="", po_token=False):
+    track = {
+        "baseUrl": track_url(video, lang, kind, po_token=po_token),
+        "name": {"runs": [{"text": name}]},
+        "vssId": ("a." if kind == "asr" else ".") + lang,
+        "languageCode": lang,
+        "isTranslatable": True,
+        "trackName": "",
+    }
+    if kind:
+        track["kind"] = kind
+    return track
+
+
+def audio_formats(origin, video):
+    def fmt(itag, mime, bitrate, clen, default=True):
+        query = urllib.parse.urlencode({
+            "expire": "1893456000", "ei": "q1FakeEi0123456789abc", "id": "o-Fake" + video, "itag": str(itag),
+            "source": "youtube", "requiressl": "yes", "mime": mime.split(";")[0], "clen": str(clen),
+            "dur": "12.480", "c": "VISIONOS"})
+        f = {
+            "itag": itag, "url": origin + "/videoplayback?" + query, "mimeType": mime, "bitrate": bitrate,
+            "averageBitrate": bitrate - 1000, "contentLength": str(clen), "approxDurationMs": "12480",
+            "lastModified": "1734377919135877", "quality": "tiny", "projectionType": "RECTANGULAR",
+            "audioQuality": "AUDIO_QUALITY_LOW" if bitrate < 100000 else "AUDIO_QUALITY_MEDIUM",
+            "audioSampleRate": "48000" if "opus" in mime else "44100", "audioChannels": 2,
+        }
+        if not default:
+            f["audioTrack"] = {"displayName": "Deutsch", "id": "de.4", "audioIsDefault": False}
+        return f
+
+    video_format = {
+        "itag": 160, "url": origin + "/videoplayback?itag=160&id=o-Fake" + video,
+        "mimeType": "video/mp4; codecs=\"avc1.4d400c\"", "bitrate": 110000, "width": 256, "height": 144,
+        "contentLength": "170000", "approxDurationMs": "12480", "quality": "tiny", "fps": 30,
+    }
+    return [video_format,
+            fmt(140, "audio/mp4; codecs=\"mp4a.40.2\"", 130000, 203000),
+            fmt(249, "audio/webm; codecs=\"opus\"", 56000, 77000),
+            fmt(251, "audio/webm; codecs=\"opus\"", 140000, 190000)]
+
+
+def player_ok(origin, video, tracks=None, default_index=0):
+    reply = {
+        "responseContext": {"visitorData": urllib.parse.unquote(VISITOR_DATA),
+                            "serviceTrackingParams": [{"service": "GFEEDBACK",
+                                                       "params": [{"key": "logged_in", "value": "0"}]}]},
+        "playabilityStatus": {"status": "OK", "playableInEmbed": True,
+                              "contextParams": "Q0FBU0FnZ0FJQUE9"},
+        "streamingData": {"expiresInSeconds": "21540", "adaptiveFormats": audio_formats(origin, video)},
+        "videoDetails": {"videoId": video, "title": "A fake video", "lengthSeconds": "12", "channelId":
+                         "UCfakechannel000000000000", "isOwnerViewing": False, "isCrawlable": True,
+                         "allowRatings": True, "viewCount": "1234", "author": "Fake", "isPrivate": False,
+                         "isUnpluggedCorpus": False, "isLiveContent": False},
+        "playerConfig": {"audioConfig": {"loudnessDb": -1.2, "perceptualLoudnessDb": -15.2}},
+        "trackingParams": "CAEQu2kiEwjFakeFakeFake",
+    }
+    if tracks:
+        reply["captions"] = {"playerCaptionsTracklistRenderer": {
+            "captionTracks": tracks,
+            "audioTracks": [{"captionTrackIndices": list(range(len(tracks))),
+                             "defaultCaptionTrackIndex": default_index, "hasDefaultTrack": True,
+                             "captionsInitialState": "CAPTIONS_INITIAL_STATE_OFF_RECOMMENDED"}],
+            "translationLanguages": [{"languageCode": "fr", "languageName": {"runs": [{"text": "French"}]}},
+                                     {"languageCode": "es", "languageName": {"runs": [{"text": "Spanish"}]}}],
+            "defaultAudioTrackIndex": 0,
+        }}
+    return reply
+
+
+def player_error(status, reason, subreason=None):
+    screen = {"playerErrorMessageRenderer": {"reason": {"runs": [{"text": reason}]},
+                                             "icon": {"iconType": "ERROR_OUTLINE"}}}
+    if subreason:
+        screen["playerErrorMessageRenderer"]["subreason"] = {"runs": [{"text": subreason}]}
+    return {
+        "responseContext": {"visitorData": urllib.parse.unquote(VISITOR_DATA)},
+        "playabilityStatus": {"status": status, "reason": reason, "errorScreen": screen,
+                              "contextParams": "Q0FBU0FnZ0E="},
+        "trackingParams": "CAAQu2kiEwjFakeFakeFake",
+    }
+
+
+def watch_page(video):
+    cfg = {"INNERTUBE_API_KEY": API_KEY, "INNERTUBE_API_VERSION": "v1", "INNERTUBE_CLIENT_NAME": "WEB",
+           "INNERTUBE_CLIENT_VERSION": "2.20250115.01.00", "INNERTUBE_CONTEXT_CLIENT_NAME": 1,
+           "INNERTUBE_CONTEXT_CLIENT_VERSION": "2.20250115.01.00", "INNERTUBE_CONTEXT_HL": "en",
+           "INNERTUBE_CONTEXT_GL": "US", "VISITOR_DATA": VISITOR_DATA, "HL": "en"}
+    return ("<!DOCTYPE html><html style=\"font-size: 10px;font-family: Roboto, Arial, sans-serif;\" lang=\"en\" "
+            "darker-dark-theme><head><title>A fake video - YouTube</title>"
+            "<script nonce=\"fakeNonce\">var ytcfg={d:function(){return{}},set:function(){}};</script>"
+            "<script nonce=\"fakeNonce\">ytcfg.set(" + json.dumps(cfg, separators=(",", ":")) + "); window.ytcfg.obfuscatedData_ = [];"
+            "</script></head><body><div id=\"player\"></div><script nonce=\"fakeNonce\">"
+            "var ytInitialPlayerResponse = {\"responseContext\":{\"visitorData\":\"" + VISITOR_DATA + "\"},"
+            "\"videoDetails\":{\"videoId\":\"" + video + "\"}};</script></body></html>")
+
+
+def consent_page(with_v):
+    inputs = [("gl", "US"), ("m", "0"), ("pc", "yt"), ("continue", PLATFORM + "/watch?v=consentOk01"),
+              ("ca", "r"), ("x", "8")]
+    if with_v:
+        inputs.append(("v", CONSENT_V))
+    inputs += [("t", "ADw3FakeToken:1736900000000"), ("hl", "en"), ("src", "1"), ("uxe", "24020387")]
+    fields = "".join("<input type=\"hidden\" name=\"%s\" value=\"%s\">" % kv for kv in inputs)
+    return ("<!DOCTYPE html><html lang=\"en\"><head><title>Before you continue to YouTube</title></head><body>"
+            "<div class=\"signin\"><a href=\"https://accounts.google.com/ServiceLogin\">Sign in</a></div>"
+            "<div class=\"box\"><p>We use cookies and data to deliver and maintain Google services.</p>"
+            "<form action=\"https://consent.youtube.com/s\" method=\"POST\" style=\"display:inline;\">" + fields +
+            "<input type=\"submit\" value=\"Accept all\" class=\"button\" aria-label=\"Accept the use of cookies\"/>"
+            "</form></div><div class=\"footer\"><form action=\"https://consent.youtube.com/ml\" method=\"get\">"
+            "<select id=\"languageselect\" name=\"hl\"><option value=\"en\">English</option></select></form>"
+            "</div></body></html>")
+
+
+RECAPTCHA_PAGE = (
+    "<html><head><meta http-equiv=\"content-type\" content=\"text/html; charset=utf-8\"/>"
+    "<script src=\"https://www.google.com/recaptcha/api.js\" async defer></script><title>YouTube</title>"
+    "<style>.g-recaptcha { display: inline-block; }</style></head><body><div id=\"captcha-page\">"
+    "<p>Sorry for the interruption. We have been receiving a large volume of requests from your network.</p>"
+    "<p>To continue with your YouTube experience, please fill out the form below.</p>"
+    "<form action=\"/das_captcha?fw=1\" method=\"POST\"><div class=\"g-recaptcha\" "
+    "data-sitekey=\"6LfFakeSiteKey000000000000000000000000000\"></div><br/><input type=\"hidden\" "
+    "name=\"action_recaptcha_verify2\" value=\"1\"/><input type=\"hidden\" name=\"next\" "
+    "value=\"/watch?v=recaptcha01\"/><input type=\"submit\" value=\"Submit\"/></form></div></body></html>")
+
+
+def json3_body(cues):
+    """cues: list of (start_ms, dur_ms, text); a window record first and a line-break append as the platform does."""
+    events = [{"tStartMs": 0, "dDurationMs": cues[-1][0] + cues[-1][1], "id": 1, "wpWinPosId": 1,
+               "wsWinStyleId": 1}]
+    for i, (start, dur, text) in enumerate(cues):
+        words = text.split(" ")
+        segs = [{"utf8": words[0], "acAsrConf": 0}]
+        segs += [{"utf8": " " + w, "tOffsetMs": 200 * (j + 1), "acAsrConf": 0} for j, w in enumerate(words[1:])]
+        events.append({"tStartMs": start, "dDurationMs": dur, "wWinId": 1, "segs": segs})
+        if i + 1 < len(cues):
+            events.append({"tStartMs": start + dur, "dDurationMs": 10, "wWinId": 1, "aAppend": 1,
+                           "segs": [{"utf8": "\n"}]})
+    return json.dumps({"wireMagic": "pb3", "pens": [{}], "wsWinStyles": [{}, {"mhModeHint": 2, "juJustifCode": 0,
+                       "sdScrollDir": 3}], "wpWinPositions": [{}, {"apPoint": 6, "ahHorPos": 20,
+                       "avVerPos": 100, "rcRows": 2, "ccCols": 40}], "events": events}, ensure_ascii=False)
+
+
+def srv3_body(cues):
+    paras = []
+    for start, dur, text in cues:
+        words = text.split(" ")
+        spans = "<s ac=\"0\">%s</s>" % xml_escape(words[0])
+        spans += "".join("<s t=\"%d\" ac=\"0\"> %s</s>" % (200 * (j + 1), xml_escape(w))
+                         for j, w in enumerate(words[1:]))
+        paras.append("<p t=\"%d\" d=\"%d\" w=\"1\">%s</p>" % (start, dur, spans))
+    return ("<?xml version=\"1.0\" encoding=\"utf-8\" ?><timedtext format=\"3\">\n<head>\n"
+            "<ws id=\"0\"/>\n<ws id=\"1\" mh=\"2\" ju=\"0\" sd=\"3\"/>\n<wp id=\"0\"/>\n"
+            "<wp id=\"1\" ap=\"6\" ah=\"20\" av=\"100\" rc=\"2\" cc=\"40\"/>\n</head>\n<body>\n"
+            "<w t=\"0\" id=\"1\" wp=\"1\" ws=\"1\"/>\n" + "\n".join(paras) + "\n</body>\n</timedtext>\n")
+
+
+def srv1_body(cues):
+    # The platform escapes the text once for XML, and the text of many tracks arrives already escaped once.
+    items = "".join("<text start=\"%s\" dur=\"%s\">%s</text>" % (ms_to_s(start), ms_to_s(dur),
+                                                                  xml_escape(xml_escape(text)))
+                    for start, dur, text in cues)
+    return "<?xml version=\"1.0\" encoding=\"utf-8\" ?><transcript>" + items + "</transcript>"
+
+
+def ms_to_s(ms):
+    return ("%.3f" % (ms / 1000)).rstrip("0").rstrip(".")
+
+
+def xml_escape(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;").replace(
+        "\"", "&quot;")
+
+
+def cues_for(video, lang, kind):
+    if video == "long1500seg":
+        return [(i * 2000, 1900, "line %d" % (i + 1)) for i in range(1500)]
+    if video == "capSrv1xxx1":
+        return [(1200, 3400, "It's fish & chips"), (4600, 2000, "<b> is bold")]
+    lines = TRACK_TEXT.get((lang, kind), TRACK_TEXT[("en", "")])
+    return [(120, 2400, lines[0]), (2520, 3000, lines[1])]
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        self.requests = {}
+        self.clients = {}
+        self.player_keys = {}
+        self.player_visitor = {}
+        self.timedtext = {}
+        self.cookies = {}
+
+    def add(self, table, video, value):
+        with self.lock:
+            table.setdefault(video, []).append(value)
+
+    def count(self, key):
+        with self.lock:
+            self.requests[key] = self.requests.get(key, 0) + 1
+
+    def snapshot(self):
+        with self.lock:
+            return {"requests": dict(self.requests), "clients": dict(self.clients),
+                    "player_keys": dict(self.player_keys), "player_visitor": dict(self.player_visitor),
+                    "timedtext": dict(self.timedtext), "cookies": dict(self.cookies)}
+
+
+STATS = Stats()
+
+# Pages read from --captures: name -> text, plus the key and consent value they hold.
+CAPTURES = {}
+
+
+def load_captures(folder):
+    def read(name):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            return f.read()
+    CAPTURES["watch"] = read("youtube.html.static")
+    CAPTURES["consent"] = read("youtube_consent_page.html.static")
+    CAPTURES["consent_bad"] = read("youtube_consent_page_invalid.html.static")
+    CAPTURES["recaptcha"] = read("youtube_too_many_requests.html.static")
+    CAPTURES["key"] = re.search(r'"INNERTUBE_API_KEY":"([^"]+)"', CAPTURES["watch"]).group(1)
+    CAPTURES["v"] = re.search(r'name="v" value="([^"]+)"', CAPTURES["consent"]).group(1)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakePlatform/1.0"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):
+        pass
+
+    # Plumbing.
+
+    def send(self, status, body, content_type="application/json; charset=UTF-8", headers=()):
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in headers:
+            self.send_header(name, value)
+        if "gzip" in self.headers.get("Accept-Encoding", "") and content_type.startswith(("text/xml", "application")):
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_json(self, status, obj):
+        self.send(status, json.dumps(obj, ensure_ascii=False))
+
+    def redirect(self, location, status=302):
+        self.send(status, "", "text/html; charset=UTF-8", [("Location", location)])
+
+    def origin(self):
+        return "http://" + self.headers.get("Host", "127.0.0.1")
+
+    def hang(self):
+        """Answers nothing until the client goes away (or HANG_MAX_SECONDS)."""
+        deadline = time.monotonic() + HANG_MAX_SECONDS
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([self.connection], [], [], 0.2)
+            if readable:
+                try:
+                    if not self.connection.recv(1, 0x02):  # MSG_PEEK: EOF means the client closed
+                        break
+                except OSError:
+                    break
+        self.close_connection = True
+
+    def send_truncated(self, body):
+        body = body.encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body) * 2))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def send_oversize(self, chunked):
+        chunk = b"[" + b"0," * 32767 + b"0]"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(OVERSIZE_BYTES))
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < OVERSIZE_BYTES:
+                part = chunk[:OVERSIZE_BYTES - sent]
+                if chunked:
+                    self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
+                else:
+                    self.wfile.write(part)
+                sent += len(part)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+        self.close_connection = True
+
+    # Routes.
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        video = query.get("v", [""])[0]
+        if url.path == "/__stats":
+            self.send_json(200, STATS.snapshot())
+            return
+        STATS.count("GET %s %s" % (url.path, video))
+        if url.path == "/watch":
+            self.get_watch(video)
+        elif url.path == "/api/timedtext":
+            self.get_timedtext(video, query)
+        elif url.path == "/videoplayback":
+            self.send(404, "", "text/plain")
+        else:
+            self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
+
+    def do_POST(self):
+        url = urllib.parse.urlsplit(self.path)
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length) if length else b""
+        if url.path == "/__reset":
+            STATS.reset()
+            self.send_json(200, {"ok": True})
+            return
+        if url.path != "/youtubei/v1/player":
+            STATS.count("POST %s" % url.path)
+            self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
+            return
+        try:
+            body = json.loads(raw)
+            video = body["videoId"]
+            client = body["context"]["client"]
+            name, version = client["clientName"], client["clientVersion"]
+        except (ValueError, KeyError, TypeError):
+            STATS.count("POST /youtubei/v1/player ?")
+            self.send_json(400, {"error": {"code": 400, "message": "Request contains an invalid argument.",
+                                           "status": "INVALID_ARGUMENT"}})
+            return
+        STATS.count("POST /youtubei/v1/player %s" % video)
+        STATS.add(STATS.clients, video, "%s:%s" % (name, version))
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        if "key" in query:
+            STATS.add(STATS.player_keys, video, query["key"][0])
+            STATS.add(STATS.player_visitor, video, "visitorData" in client)
+            if query["key"][0] != (CAPTURES["key"] if video.startswith("real") and CAPTURES else API_KEY):
+                self.send_json(400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid "
+                                               "API key.", "status": "INVALID_ARGUMENT"}})
+                return
+        self.post_player(video, name)
+
+    def get_watch(self, video):
+        cookie = self.headers.get("Cookie", "")
+        STATS.add(STATS.cookies, video, cookie)
+        if video.startswith("real") and CAPTURES:
+            consent_done = ("CONSENT=YES+" + CAPTURES["v"]) in cookie
+            page = {"realWatch01": "watch", "realConsent": "watch" if consent_done else "consent",
+                    "realConsBad": "consent_bad", "realRecapt1": "recaptcha"}.get(video, "watch")
+            self.send(200, CAPTURES[page], "text/html; charset=utf-8")
+        elif video == "consentOk01" and ("CONSENT=YES+" + CONSENT_V) not in cookie:
+            self.send(200, consent_page(True), "text/html; charset=utf-8")
+        elif video == "consentBad1":
+            self.send(200, consent_page(False), "text/html; charset=utf-8")
+        elif video == "recaptcha01":
+            self.send(200, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+        elif video == "http429xxx1":
+            self.send(429, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+        else:
+            self.send(200, watch_page(video), "text/html; charset=utf-8")
+
+    def post_player(self, video, client_name):
+        origin = self.origin()
+        one_en = [caption_track(video, "en", "English")]
+        if video in ("capJson3xx1", "consentOk01", "capSrv1xxx1", "slowPlayer1", "truncated01", "oversizeCap",
+                     "long1500seg", "redirOkxxx1", "realWatch01", "realConsent", "realConsBad", "realRecapt1"):
+            if video == "slowPlayer1":
+                time.sleep(SLOW_SECONDS)
+            self.send_json(200, player_ok(origin, video, one_en))
+        elif video == "capSrv3xxx1":
+            self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English (auto-generated)",
+                                                                        "asr")]))
+        elif video == "multiLang01":
+            tracks = [caption_track(video, "en", "English"),
+                      caption_track(video, "en", "English (auto-generated)", "asr"),
+                      caption_track(video, "pt-BR", "Portuguese (Brazil)"),
+                      caption_track(video, "de", "German")]
+            self.send_json(200, player_ok(origin, video, tracks, default_index=3))
+        elif video == "clientRefus":
+            if client_name == "VISIONOS":
+                self.send_json(403, {"error": {"code": 403, "message": "The caller does not have permission",
+                                               "status": "PERMISSION_DENIED"}})
+            else:
+                self.send_json(200, player_ok(origin, video, one_en))
+        elif video == "consentBad1":
+            self.send_json(403, {"error": {"code": 403, "status": "PERMISSION_DENIED"}})
+        elif video in ("recaptcha01", "http429xxx1"):
+            self.send(429, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+        elif video == "http500xxx1":
+            self.send_json(500, {"error": {"code": 500, "message": "Internal error encountered.",
+                                           "status": "INTERNAL"}})
+        elif video == "botCheck001":
+            self.send_json(200, player_error("LOGIN_REQUIRED", "Sign in to confirm you\u2019re not a bot",
+                                             "This helps protect our community. Learn more"))
+        elif video == "ageRestr001":
+            self.send_json(200, player_error("LOGIN_REQUIRED", "This video may be inappropriate for some users."))
+        elif video == "unplayable1":
+            self.send_json(200, player_error("UNPLAYABLE", "Video unavailable",
+                                             "The uploader has not made this video available in your country"))
+        elif video == "liveOffline":
+            self.send_json(200, player_error("LIVE_STREAM_OFFLINE", "This live event will begin in a few moments."))
+        elif video == "noCaptions1":
+            self.send_json(200, player_ok(origin, video))
+        elif video == "poToken0001":
+            tracks = [caption_track(video, "en", "English", po_token=True),
+                      caption_track(video, "en", "English (auto-generated)", "asr", po_token=True)]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "hangPlayer1":
+            self.hang()
+        elif video == "oversizePl1":
+            self.send_oversize(chunked=False)
+        elif video == "malformed01":
+            self.send(200, "{\"responseContext\":{},\"playabilityStatus\":{\"status\":\"OK\",}")
+        elif video == "redirEvil01":
+            self.redirect("https://evil.example.com/youtubei/v1/player")
+        elif video == "redirLoop01":
+            self.redirect(PLATFORM + "/youtubei/v1/player?prettyPrint=false&loop=1", 307)
+        else:
+            self.send_json(200, player_error("ERROR", "This video is unavailable"))
+
+    def get_timedtext(self, video, query):
+        STATS.add(STATS.timedtext, video, query)
+        if video == "redirOkxxx1" and "moved" not in query:
+            self.redirect(PLATFORM + "/api/timedtext?moved=1&" + urllib.parse.urlencode(query, doseq=True))
+            return
+        lang = query.get("lang", ["en"])[0]
+        kind = query.get("kind", [""])[0]
+        cues = cues_for(video, lang, kind)
+        if video == "truncated01":
+            self.send_truncated(json3_body(cues))
+        elif video == "oversizeCap":
+            self.send_oversize(chunked=True)
+        elif video == "capSrv3xxx1":
+            self.send(200, srv3_body(cues), "text/xml; charset=UTF-8")
+        elif video == "capSrv1xxx1":
+            self.send(200, srv1_body(cues), "text/xml; charset=UTF-8")
+        elif query.get("fmt", [""])[0] == "json3":
+            self.send(200, json3_body(cues))
+        elif query.get("fmt", [""])[0] == "srv3":
+            self.send(200, srv3_body(cues), "text/xml; charset=UTF-8")
+        else:
+            self.send(200, srv1_body(cues), "text/xml; charset=UTF-8")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--captures", help="folder of real captured pages (see the table above)")
+    args = parser.parse_args()
+    if args.captures:
+        load_captures(args.captures)
+    server = Server((args.host, args.port), Handler)
+    print("READY %d" % server.server_address[1], flush=True)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

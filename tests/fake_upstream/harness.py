@@ -1,0 +1,197 @@
+"""Helpers for the fetcher's integration tests: the fake platform as a subprocess, the fetcher binary, and a fake
+dispatcher that speaks nng's REP protocol over TCP (the SP wire format), so the job loop is tested with no C peer.
+
+SP over TCP (as nng 1.5 implements it): each side sends 8 bytes 00 'S' 'P' 00 <u16 protocol> 00 00 (REQ0 = 0x30,
+REP0 = 0x31), then messages as <u64 big-endian length><payload>. A REQ payload starts with a 4-byte request id whose
+high bit is set; the REP answer carries the same 4 bytes first.
+"""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+PROTO_JOB, PROTO_RESULT, PROTO_READY = 1, 2, 3
+PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
+KIND_CAPTIONS, KIND_SPEECH = 1, 2
+
+
+def fetcher_binary():
+    build = os.environ.get("VTS_BUILD_DIR", os.path.join(ROOT, "build"))
+    path = os.path.join(build, "bin", "vts-fetcher")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError("vts-fetcher not built at %s (set VTS_BUILD_DIR)" % path)
+    return path
+
+
+class FakeUpstream:
+    """fake_upstream.py on a free port of 127.0.0.1."""
+
+    def __init__(self, extra_args=()):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_upstream.py"), "--port", "0",
+                                      *extra_args], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY "):
+            self.proc.kill()
+            raise RuntimeError("fake upstream did not start: %r" % line)
+        self.port = int(line.split()[1])
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stats(self):
+        with urllib.request.urlopen(self.url + "/__stats", timeout=5) as r:
+            return json.load(r)
+
+    def reset(self):
+        req = urllib.request.Request(self.url + "/__reset", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            r.read()
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait(timeout=5)
+        self.proc.stdout.close()
+
+
+def fetcher_env(upstream_url, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k not in ("http_proxy", "https_proxy")}
+    env["VTS_UPSTREAM_URL"] = upstream_url
+    env["VTS_LOG_LEVEL"] = "info"
+    env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "detect_leaks=1")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# proto.h messages.
+
+def _str(s):
+    b = s.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS):
+    return (b"VT\x01" + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) + _str(video_id) +
+            _str(lang) + _str(request_id))
+
+
+def decode_result(msg):
+    assert msg[:4] == b"VT\x01" + bytes([PROTO_RESULT]), "expected a RESULT, got %r" % msg[:16]
+    job_id, outcome, source, fetch_ms = struct.unpack(">QBBI", msg[4:18])
+    off = 18
+    fields = []
+    for _ in range(2):
+        (n,) = struct.unpack(">H", msg[off:off + 2])
+        fields.append(msg[off + 2:off + 2 + n].decode())
+        off += 2 + n
+    (body_len,) = struct.unpack(">I", msg[off:off + 4])
+    body = msg[off + 4:]
+    assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
+    return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
+            "detail": fields[1], "body": body}
+
+
+READY = b"VT\x01" + bytes([PROTO_READY])
+
+
+class SpConn:
+    """One accepted REQ peer."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.last_id = None
+        sock.sendall(b"\x00SP\x00\x00\x31\x00\x00")
+        hello = self._read(8)
+        assert hello == b"\x00SP\x00\x00\x30\x00\x00", "peer is not an SP REQ0 socket: %r" % hello
+
+    def _read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError("connection closed")
+            data += chunk
+        return data
+
+    def recv(self, timeout=10.0):
+        """The body of the next request (its request id is kept for the reply)."""
+        self.sock.settimeout(timeout)
+        (n,) = struct.unpack(">Q", self._read(8))
+        payload = self._read(n)
+        assert len(payload) >= 4 and payload[0] & 0x80, "request without a request id"
+        self.last_id = payload[:4]
+        return payload[4:]
+
+    def reply(self, body):
+        payload = self.last_id + body
+        self.sock.sendall(struct.pack(">Q", len(payload)) + payload)
+
+    def closed_within(self, timeout):
+        """True when the peer closes the connection within timeout seconds without sending anything."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except (socket.timeout, TimeoutError):
+            return False
+        except OSError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+class FakeDispatcher:
+    """A REP0 listener on 127.0.0.1 that hands out jobs by hand."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.url = "tcp://127.0.0.1:%d" % self.port
+        self.lsock = None
+        self.conns = []
+
+    def listen(self):
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", self.port))
+        self.lsock.listen(16)
+
+    def accept(self, timeout=10.0):
+        self.lsock.settimeout(timeout)
+        sock, _ = self.lsock.accept()
+        conn = SpConn(sock)
+        self.conns.append(conn)
+        return conn
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        if self.lsock is not None:
+            self.lsock.close()
+
+
+def wait_exit(proc, timeout):
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def stop_process(proc):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def elapsed_since(t0):
+    return time.monotonic() - t0

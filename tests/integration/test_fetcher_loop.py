@@ -1,0 +1,246 @@
+"""The fetcher's job loop against a fake dispatcher written in Python (nng's REP protocol over TCP, see harness.py):
+READY -> JOB -> RESULT, bad messages, dialing before the dispatcher listens, SIGTERM when idle and when busy, and
+the --workers supervisor restarting a killed child."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
+import harness  # noqa: E402
+from harness import READY, decode_result, encode_job  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    fake = harness.FakeUpstream()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def dispatcher():
+    d = harness.FakeDispatcher()
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def start_fetcher(upstream):
+    procs = []
+
+    def start(dispatcher, *args, **env):
+        proc = subprocess.Popen([harness.fetcher_binary(), *args],
+                                env=harness.fetcher_env(upstream.url, VTS_JOBS_URL=dispatcher.url, **env),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for p in procs:
+        harness.stop_process(p)
+        p.stderr.close()
+
+
+def test_ready_job_result_cycle_returns_transcript(dispatcher, start_fetcher, upstream):
+    dispatcher.listen()
+    start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.reply(encode_job(41, "capJson3xx1", "en", request_id="req-41"))
+    res = decode_result(conn.recv())
+    assert (res["job_id"], res["outcome"], res["source"], res["lang"], res["detail"]) == (41, 1, 1, "en", "ok")
+    body = json.loads(res["body"])
+    assert body["language"] == "en" and body["text"] == "Hello and welcome to the fake platform"
+
+    # The RESULT is also the request for the next job: answering it with a job runs that job.
+    conn.reply(encode_job(42, "ageRestr001", "", request_id="req-42"))
+    res = decode_result(conn.recv())
+    assert (res["job_id"], res["outcome"], res["source"], res["lang"], res["detail"], res["body"]) == \
+        (42, 2, 0, "", "login_required", b"")
+
+
+def test_bad_message_is_ignored_and_ready_sent_again(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.reply(b"VT\x01\x01garbage")
+    assert conn.recv() == READY
+    conn.reply(encode_job(7, "noCaptions1"))
+    res = decode_result(conn.recv())
+    assert (res["job_id"], res["outcome"], res["detail"]) == (7, 5, "no_captions")
+    assert proc.poll() is None
+
+
+def test_speech_job_is_internal_failure_in_a_captions_fetcher(dispatcher, start_fetcher, upstream):
+    dispatcher.listen()
+    start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    upstream.reset()
+    conn.reply(encode_job(9, "noCaptions1", kind=harness.KIND_SPEECH))
+    res = decode_result(conn.recv())
+    assert (res["job_id"], res["outcome"], res["detail"]) == (9, 4, "speech_unsupported")
+    assert upstream.stats()["requests"] == {}
+
+
+def test_fetcher_started_before_dispatcher_keeps_dialing(dispatcher, start_fetcher):
+    proc = start_fetcher(dispatcher)
+    time.sleep(0.6)
+    assert proc.poll() is None, "the fetcher must wait for the dispatcher, not exit"
+    dispatcher.listen()
+    conn = dispatcher.accept(timeout=5)
+    assert conn.recv(timeout=5) == READY
+
+
+def test_sigterm_when_idle_exits_zero_at_once(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert harness.wait_exit(proc, 5) == 0
+    assert time.monotonic() - t0 < 1.5
+    assert conn.closed_within(2)
+
+
+def test_sigterm_when_busy_delivers_the_result_then_exits_zero(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.reply(encode_job(11, "hangPlayer1", deadline_ms=1500))
+    time.sleep(0.4)
+    proc.send_signal(signal.SIGTERM)
+    res = decode_result(conn.recv(timeout=5))
+    assert (res["job_id"], res["outcome"], res["detail"]) == (11, 3, "timeout")
+    # Not answered: the fetcher still leaves on its own after a short wait.
+    assert harness.wait_exit(proc, 5) == 0
+    assert "stop requested" in proc.stderr.read()
+
+
+def test_job_deadline_bounds_the_job(dispatcher, start_fetcher):
+    dispatcher.listen()
+    start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    t0 = time.monotonic()
+    conn.reply(encode_job(12, "hangPlayer1", deadline_ms=800))
+    res = decode_result(conn.recv(timeout=5))
+    elapsed = time.monotonic() - t0
+    assert (res["job_id"], res["outcome"], res["detail"]) == (12, 3, "timeout")
+    assert 0.7 <= elapsed < 2.0, "took %.2f s for an 800 ms deadline" % elapsed
+    assert 700 <= res["fetch_ms"] < 2000
+
+
+def children_of(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def test_workers_supervisor_restarts_a_killed_child_and_stops_all(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher, "--workers", "2")
+    conns = [dispatcher.accept(), dispatcher.accept()]
+    for c in conns:
+        assert c.recv() == READY
+    kids = children_of(proc.pid)
+    assert len(kids) == 2
+    t0 = time.monotonic()
+    os.kill(kids[0], signal.SIGKILL)
+    replacement = dispatcher.accept(timeout=5)
+    assert replacement.recv(timeout=5) == READY
+    assert time.monotonic() - t0 < 1.5, "a dead child must be replaced within 1 s"
+    new_kids = children_of(proc.pid)
+    assert len(new_kids) == 2 and kids[0] not in new_kids and kids[1] in new_kids
+
+    # The new child works.
+    replacement.reply(encode_job(21, "capJson3xx1"))
+    assert decode_result(replacement.recv())["outcome"] == 1
+
+    proc.send_signal(signal.SIGTERM)
+    assert harness.wait_exit(proc, 5) == 0
+    for k in new_kids:
+        assert not os.path.exists("/proc/%d" % k) or open("/proc/%d/stat" % k).read().split()[2] == "Z"
+
+
+def test_proxies_are_rotated_per_job(dispatcher, start_fetcher, upstream):
+    proxies = [harness.FakeUpstream(), harness.FakeUpstream()]
+    try:
+        dispatcher.listen()
+        upstream.reset()
+        start_fetcher(dispatcher, VTS_UPSTREAM_PROXY=",".join(p.url for p in proxies))
+        conn = dispatcher.accept()
+        assert conn.recv() == READY
+        for job_id in (1, 2, 3):
+            conn.reply(encode_job(job_id, "capJson3xx1"))
+            res = decode_result(conn.recv())
+            assert (res["job_id"], res["outcome"]) == (job_id, 1)
+        player = "POST /youtubei/v1/player capJson3xx1"
+        assert proxies[0].stats()["requests"][player] == 2
+        assert proxies[1].stats()["requests"][player] == 1
+        assert upstream.stats()["requests"] == {}, "with proxies set, nothing goes to the upstream directly"
+    finally:
+        for p in proxies:
+            p.close()
+
+
+def test_dispatcher_restart_gets_a_new_ready(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.close()
+    dispatcher.lsock.close()
+    time.sleep(0.3)
+    assert proc.poll() is None, "a lost dispatcher must not end the fetcher"
+    restarted = harness.FakeDispatcher(dispatcher.port)
+    try:
+        restarted.listen()
+        conn = restarted.accept(timeout=5)
+        assert conn.recv(timeout=5) == READY
+        conn.reply(encode_job(31, "unavail0001"))
+        res = decode_result(conn.recv())
+        assert (res["job_id"], res["outcome"], res["detail"]) == (31, 2, "unavailable")
+    finally:
+        restarted.close()
+
+
+def test_children_do_not_outlive_a_killed_supervisor(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher, "--workers", "2")
+    for c in (dispatcher.accept(), dispatcher.accept()):
+        assert c.recv() == READY
+    kids = children_of(proc.pid)
+    assert len(kids) == 2
+    proc.kill()
+    proc.wait(timeout=5)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(os.path.exists("/proc/%d" % k) for k in kids):
+        time.sleep(0.05)
+    assert not any(os.path.exists("/proc/%d" % k) for k in kids), "children survived their supervisor"
+
+
+def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetcher):
+    # A stopped process cannot honour its deadline; the real-time watchdog fires as soon as it runs again.
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.reply(encode_job(51, "hangPlayer1", deadline_ms=500, request_id="req-watchdog"))
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGSTOP)
+    time.sleep(0.5 + 2.0 + 0.5)  # deadline + VTS_FETCHER_WATCHDOG_GRACE_MS + margin
+    proc.send_signal(signal.SIGCONT)
+    assert harness.wait_exit(proc, 5) == 124
+    assert conn.closed_within(2), "the dispatcher must see the connection drop"
+    last = json.loads(proc.stderr.read().splitlines()[-1])
+    assert last["msg"] == "job overran its deadline: killed by the watchdog"
+    assert (last["request_id"], last["job_id"], last["level"]) == ("req-watchdog", 51, "error")

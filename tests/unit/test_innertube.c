@@ -1,0 +1,282 @@
+/*
+ * Unit tests of the platform client's pure parts: VTS_INNERTUBE_CLIENTS, the watch page scan (on our own pages and,
+ * when present, on the real captures), the timedtext URL and the mapping of platform URLs onto the upstream origin.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "common/config.h"
+#include "fetcher/innertube.h"
+#include "fetcher/upstream.h"
+
+static void test_clients_spec_parsed_in_order(void **state) {
+  (void)state;
+  struct innertube_client c[8];
+  size_t n = 0;
+  char err[256];
+  assert_int_equal(innertube_clients_parse("VISIONOS:1.02,ANDROID:20.10.38", c, 8, &n, err, sizeof(err)), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(c[0].name, "VISIONOS");
+  assert_string_equal(c[0].version, "1.02");
+  assert_string_equal(c[1].name, "ANDROID");
+  assert_string_equal(c[1].version, "20.10.38");
+}
+
+static void test_clients_spec_errors_name_the_variable(void **state) {
+  (void)state;
+  static const char *const bad[] = {"",
+                                    "ANDROID",
+                                    "ANDROID:",
+                                    ":1.0",
+                                    "FOO:1",
+                                    "ANDROID:20.x",
+                                    "ANDROID:1,",
+                                    "ANDROID:1,,IOS:2",
+                                    "WEB:1,WEB:1",
+                                    "ANDROID:1 ,IOS:2",
+                                    "A:1,B:2,C:3"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    struct innertube_client c[2];
+    size_t n = 0;
+    char err[256] = "";
+    if (innertube_clients_parse(bad[i], c, 2, &n, err, sizeof(err)) != -EINVAL) fail_msg("accepted \"%s\"", bad[i]);
+    assert_non_null(strstr(err, "VTS_INNERTUBE_CLIENTS"));
+  }
+}
+
+static void test_clients_spec_over_the_limit_refused(void **state) {
+  (void)state;
+  struct innertube_client c[2];
+  size_t n = 0;
+  char err[256];
+  assert_int_equal(innertube_clients_parse("ANDROID:1,IOS:2,WEB:3", c, 2, &n, err, sizeof(err)), -EINVAL);
+  assert_int_equal(innertube_clients_parse("ANDROID:1,ANDROID:2", c, 2, &n, err, sizeof(err)), 0);
+  assert_int_equal(n, 2);
+}
+
+static void scan(const char *html, struct innertube_page *p) { innertube_page_scan(html, strlen(html), p); }
+
+static void test_page_scan_reads_key_and_visitor_data(void **state) {
+  (void)state;
+  struct innertube_page p;
+  scan("<script>ytcfg.set({\"INNERTUBE_API_KEY\":\"AIzaTest_key-1\",\"VISITOR_DATA\":\"Cgt%3D\"});</script>", &p);
+  assert_string_equal(p.api_key, "AIzaTest_key-1");
+  assert_string_equal(p.visitor_data, "Cgt%3D");
+  assert_false(p.consent_wall);
+  assert_false(p.recaptcha);
+  scan("{\"INNERTUBE_API_KEY\" : \"k2\", \"responseContext\":{\"visitorData\":\"V2\"}}", &p);
+  assert_string_equal(p.api_key, "k2");
+  assert_string_equal(p.visitor_data, "V2");
+}
+
+static void test_page_scan_refuses_unsafe_or_unterminated_values(void **state) {
+  (void)state;
+  struct innertube_page p;
+  scan("\"INNERTUBE_API_KEY\":\"bad\\\"key\"", &p);
+  assert_string_equal(p.api_key, "");
+  scan("\"INNERTUBE_API_KEY\":\"a&b=c\"", &p);
+  assert_string_equal(p.api_key, "");
+  scan("\"INNERTUBE_API_KEY\":\"unterminated", &p);
+  assert_string_equal(p.api_key, "");
+  scan("\"INNERTUBE_API_KEY\":\"\"", &p);
+  assert_string_equal(p.api_key, "");
+  char big[400];
+  int head = snprintf(big, sizeof(big), "\"INNERTUBE_API_KEY\":\"");
+  memset(big + head, 'k', 300);
+  memcpy(big + head + 300, "\"", 2);
+  scan(big, &p);
+  assert_string_equal(p.api_key, "");
+}
+
+static void test_page_scan_recognises_consent_wall_and_its_v(void **state) {
+  (void)state;
+  struct innertube_page p;
+  scan(
+      "<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
+      "value=\"DE\"><input type=\"hidden\" name=\"v\" value=\"cb.20250101-01-p0.en+FX+7\"></form>",
+      &p);
+  assert_true(p.consent_wall);
+  assert_string_equal(p.consent_v, "cb.20250101-01-p0.en+FX+7");
+  scan(
+      "<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
+      "value=\"DE\"></form>",
+      &p);
+  assert_true(p.consent_wall);
+  assert_string_equal(p.consent_v, "");
+  scan("<form action=\"https://consent.youtube.com/s\"><input name=\"v\" value=\"x;y\"></form>", &p);
+  assert_string_equal(p.consent_v, "");
+}
+
+static void test_page_scan_recognises_recaptcha(void **state) {
+  (void)state;
+  struct innertube_page p;
+  scan("<form action=\"/das_captcha\" method=\"POST\"><div class=\"g-recaptcha\" data-sitekey=\"x\"></div></form>", &p);
+  assert_true(p.recaptcha);
+  assert_string_equal(p.api_key, "");
+}
+
+static char *read_capture(const char *name, size_t *len) {
+  const char *dir = getenv("VTS_SHARED_FIXTURES");
+  if (dir == NULL) return NULL;
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/youtube-transcript-api/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  struct buf b = BUF_INIT;
+  char chunk[65536];
+  size_t n;
+  for (;;) {
+    n = fread(chunk, 1, sizeof(chunk), f);
+    if (n == 0) break;
+    buf_append(&b, chunk, n);
+  }
+  fclose(f);
+  return buf_steal(&b, len);
+}
+
+/* Scans a capture into p; skips the test when the captures are not there. */
+static void scan_capture(const char *name, struct innertube_page *p) {
+  size_t len;
+  char *html = read_capture(name, &len);
+  if (html == NULL) {
+    print_message("capture %s not found (VTS_SHARED_FIXTURES): skipped\n", name);
+    skip();
+  }
+  innertube_page_scan(html, len, p);
+  free(html);
+}
+
+static void test_page_scan_on_real_captures(void **state) {
+  (void)state;
+  struct innertube_page p;
+  scan_capture("youtube.html.static", &p);
+  assert_false(p.consent_wall);
+  assert_false(p.recaptcha);
+  assert_string_equal(p.api_key, "AIzaSyAO_FJ2SlqU8Q4STEHLGCilw_Y9_11qcW8");
+  assert_true(strlen(p.visitor_data) > 10);
+
+  scan_capture("youtube_consent_page.html.static", &p);
+  assert_true(p.consent_wall);
+  assert_string_equal(p.consent_v, "cb.20210328-17-p0.de+FX+119");
+
+  scan_capture("youtube_consent_page_invalid.html.static", &p);
+  assert_true(p.consent_wall);
+  assert_string_equal(p.consent_v, "");
+
+  scan_capture("youtube_too_many_requests.html.static", &p);
+  assert_true(p.recaptcha);
+  assert_string_equal(p.api_key, "");
+}
+
+static struct upstream *make_upstream(const char *url) {
+  static struct vts_config cfg;
+  char err[256];
+  memset(&cfg, 0, sizeof(cfg));
+  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "%s", url);
+  struct upstream *u = NULL;
+  if (upstream_new(&cfg, &u, err, sizeof(err)) != 0) fail_msg("upstream_new(%s): %s", url, err);
+  return u;
+}
+
+static void assert_timedtext(struct upstream *u, const char *base, int want_rv, const char *want) {
+  struct buf out = BUF_INIT;
+  int rv = innertube_timedtext_url(u, base, &out);
+  if (rv != want_rv) fail_msg("%s: returned %d, expected %d", base, rv, want_rv);
+  if (want != NULL) assert_string_equal(out.data, want);
+  buf_free(&out);
+}
+
+static void test_timedtext_url_moves_to_origin_and_asks_json3(void **state) {
+  (void)state;
+  struct upstream *u = make_upstream("http://127.0.0.1:8999");
+  assert_timedtext(u, "https://www.youtube.com/api/timedtext?v=abc&sig=1&lang=en&fmt=srv3", 0,
+                   "http://127.0.0.1:8999/api/timedtext?v=abc&sig=1&lang=en&fmt=json3");
+  assert_timedtext(u, "https://www.youtube.com/api/timedtext?fmt=srv1&v=abc&fmt=vtt", 0,
+                   "http://127.0.0.1:8999/api/timedtext?v=abc&fmt=json3");
+  assert_timedtext(u, "https://www.youtube.com/api/timedtext?v=abc&format=x&fmtx=1", 0,
+                   "http://127.0.0.1:8999/api/timedtext?v=abc&format=x&fmtx=1&fmt=json3");
+  assert_timedtext(u, "http://127.0.0.1:8999/api/timedtext", 0, "http://127.0.0.1:8999/api/timedtext?fmt=json3");
+  assert_timedtext(u, "/api/timedtext?v=a", 0, "http://127.0.0.1:8999/api/timedtext?v=a&fmt=json3");
+  assert_timedtext(u, "https://evil.example.com/api/timedtext?v=a", -EPERM, NULL);
+  assert_timedtext(u, "https://www.youtube.com.evil.com/api/timedtext?v=a", -EPERM, NULL);
+  assert_timedtext(u, "https://www.youtube.com/api/timedtextx?v=a", -EPERM, NULL);
+  assert_timedtext(u, "https://www.youtube.com/watch?v=a", -EPERM, NULL);
+  assert_timedtext(u, "ftp://www.youtube.com/api/timedtext", -EPERM, NULL);
+  upstream_free(u);
+}
+
+static void assert_mapped(struct upstream *u, const char *url, int want_rv, const char *want) {
+  struct buf out = BUF_INIT;
+  int rv = upstream_map_url(u, url, &out);
+  if (rv != want_rv) fail_msg("%s: returned %d, expected %d", url, rv, want_rv);
+  if (want != NULL) assert_string_equal(out.data, want);
+  buf_free(&out);
+}
+
+static void test_platform_hosts_map_onto_the_configured_origin(void **state) {
+  (void)state;
+  struct upstream *prod = make_upstream("https://www.youtube.com");
+  assert_string_equal(upstream_origin(prod), "https://www.youtube.com");
+  assert_mapped(prod, "/watch?v=x", 0, "https://www.youtube.com/watch?v=x");
+  assert_mapped(prod, "https://WWW.YOUTUBE.COM/a?b=c", 0, "https://www.youtube.com/a?b=c");
+  assert_mapped(prod, "https://consent.youtube.com/m?continue=x", 0, "https://consent.youtube.com/m?continue=x");
+  assert_mapped(prod, "http://consent.youtube.com/m", 0, "https://consent.youtube.com/m");
+  assert_mapped(prod, "https://youtube.com.evil.org/", -EPERM, NULL);
+  assert_mapped(prod, "https://accounts.google.com/ServiceLogin", -EPERM, NULL);
+  assert_mapped(prod, "file:///etc/passwd", -EINVAL, NULL);
+  upstream_free(prod);
+
+  struct upstream *test = make_upstream("http://127.0.0.1:8999/");
+  assert_string_equal(upstream_origin(test), "http://127.0.0.1:8999");
+  assert_mapped(test, "https://consent.youtube.com/s", 0, "http://127.0.0.1:8999/s");
+  assert_mapped(test, "https://www.youtube.com/", 0, "http://127.0.0.1:8999/");
+  upstream_free(test);
+}
+
+static void test_upstream_settings_checked(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  char err[256];
+  static const char *const bad_urls[] = {"http://www.youtube.com", "http://10.0.0.1:80", "https://x/path",
+                                         "ftp://127.0.0.1", "nonsense"};
+  for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+    memset(&cfg, 0, sizeof(cfg));
+    snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "%s", bad_urls[i]);
+    if (upstream_config_check(&cfg, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad_urls[i]);
+    assert_non_null(strstr(err, "VTS_UPSTREAM_URL"));
+  }
+  memset(&cfg, 0, sizeof(cfg));
+  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://localhost:1234");
+  snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "http://p1:3128,socks5h://u:pw@p2:1080");
+  assert_int_equal(upstream_config_check(&cfg, err, sizeof(err)), 0);
+  snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "http://p1:3128,");
+  assert_int_equal(upstream_config_check(&cfg, err, sizeof(err)), -EINVAL);
+  snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "p1:3128");
+  assert_int_equal(upstream_config_check(&cfg, err, sizeof(err)), -EINVAL);
+  assert_null(strstr(err, "p1:3128"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_clients_spec_parsed_in_order),
+      cmocka_unit_test(test_clients_spec_errors_name_the_variable),
+      cmocka_unit_test(test_clients_spec_over_the_limit_refused),
+      cmocka_unit_test(test_page_scan_reads_key_and_visitor_data),
+      cmocka_unit_test(test_page_scan_refuses_unsafe_or_unterminated_values),
+      cmocka_unit_test(test_page_scan_recognises_consent_wall_and_its_v),
+      cmocka_unit_test(test_page_scan_recognises_recaptcha),
+      cmocka_unit_test(test_page_scan_on_real_captures),
+      cmocka_unit_test(test_timedtext_url_moves_to_origin_and_asks_json3),
+      cmocka_unit_test(test_platform_hosts_map_onto_the_configured_origin),
+      cmocka_unit_test(test_upstream_settings_checked),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
