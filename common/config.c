@@ -59,15 +59,19 @@ static const struct var vars[] = {
     I(workers, "VTS_WORKERS", "0", 0, 256),
 };
 
-static int parse_listen(struct vts_config *cfg, const char *v) {
+int config_parse_listen(const char *v, char *host, size_t hostlen, int *port) {
   const char *colon = strrchr(v, ':');
-  if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof(cfg->listen_host)) return -EINVAL;
-  int64_t port;
-  if (util_parse_i64(colon + 1, 0, 65535, &port) != 0) return -EINVAL;
-  memcpy(cfg->listen_host, v, (size_t)(colon - v));
-  cfg->listen_host[colon - v] = '\0';
-  cfg->listen_port = (int)port;
+  if (colon == NULL || colon == v || (size_t)(colon - v) >= hostlen) return -EINVAL;
+  int64_t p;
+  if (util_parse_i64(colon + 1, 0, 65535, &p) != 0) return -EINVAL;
+  memcpy(host, v, (size_t)(colon - v));
+  host[colon - v] = '\0';
+  *port = (int)p;
   return 0;
+}
+
+static int parse_listen(struct vts_config *cfg, const char *v) {
+  return config_parse_listen(v, cfg->listen_host, sizeof(cfg->listen_host), &cfg->listen_port);
 }
 
 int config_load(struct vts_config *cfg, char *err, size_t errlen) {
@@ -117,6 +121,14 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
       strcmp(cfg->log_level, "warn") != 0 && strcmp(cfg->log_level, "error") != 0) {
     snprintf(err, errlen, "VTS_LOG_LEVEL: invalid value \"%.64s\": expected debug, info, warn or error",
              cfg->log_level);
+    return -EINVAL;
+  }
+  char mhost[64];
+  int mport;
+  if (cfg->metrics_listen[0] != '\0' &&
+      config_parse_listen(cfg->metrics_listen, mhost, sizeof(mhost), &mport) != 0) {
+    snprintf(err, errlen, "VTS_METRICS_LISTEN: invalid value \"%.64s\": expected HOST:PORT or empty",
+             cfg->metrics_listen);
     return -EINVAL;
   }
   if (cfg->redis_url[0] != '\0' && strncmp(cfg->redis_url, "redis://", 8) != 0) {

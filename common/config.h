@@ -46,6 +46,9 @@ struct vts_config {
   char log_level[16];                     /* VTS_LOG_LEVEL */
 };
 
+/* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
+int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
+
 /*
  * Fills cfg from the environment with defaults for unset variables. Returns 0, or -EINVAL with a one-line message
  * naming the variable in err.

@@ -1,4 +1,5 @@
 #include "gateway/http.h"
+#include "gateway/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -176,6 +177,7 @@ static void conn_close(struct http_conn *conn) {
     srv->conns = conn->next;
   if (conn->next != NULL) conn->next->prev = conn->prev;
   srv->nconns--;
+  metrics_connections(-1);
   uv_close((uv_handle_t *)&conn->timer, on_conn_handle_closed);
   uv_close((uv_handle_t *)&conn->tcp, on_conn_handle_closed);
   server_check_drained(srv);
@@ -267,6 +269,7 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->req.method = -1;
   conn->req.request_id = "";
   conn->req.start_ms = util_now_ms();
+  conn->req.start_ns = uv_hrtime();
 }
 
 static int on_message_begin(llhttp_t *p) {
@@ -605,10 +608,16 @@ static void access_log(const struct http_conn *conn, int status) {
   const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
   log_msg(LOG_INFO, "request", "request_id", req->request_id, "method", method, "path", path, "=status", st, "=dur_ms",
           dur, "key_id", req->key_id, NULL);
+  metrics_request(metrics_route_of(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
 }
 
 int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
                  char *owned_body) {
+  return http_respond_typed(req, status, "application/json", extra_headers, body, body_len, owned_body);
+}
+
+int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
+                       const char *body, size_t body_len, char *owned_body) {
   struct http_conn *conn = conn_of(req);
   if (conn->closing) {
     free(owned_body);
@@ -626,9 +635,9 @@ int http_respond(struct http_request *req, int status, const char *extra_headers
   else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
     connection = "Connection: keep-alive\r\n";
   int n = snprintf(conn->head, sizeof(conn->head),
-                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nDate: %s\r\n"
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nDate: %s\r\n"
                    "X-Request-Id: %s\r\n%s%s\r\n",
-                   status, reason_phrase(status), body_len, http_date_now(), req->request_id,
+                   status, reason_phrase(status), content_type, body_len, http_date_now(), req->request_id,
                    extra_headers != NULL ? extra_headers : "", connection);
   if (n < 0 || (size_t)n >= sizeof(conn->head)) {
     log_msg(LOG_ERROR, "response head too large", "request_id", req->request_id, NULL);
@@ -703,6 +712,7 @@ static void on_connection(uv_stream_t *server, int status) {
   if (srv->conns != NULL) srv->conns->prev = conn;
   srv->conns = conn;
   srv->nconns++;
+  metrics_connections(1);
   if (uv_accept(server, (uv_stream_t *)&conn->tcp) != 0) {
     conn_close(conn);
     return;

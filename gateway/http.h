@@ -33,6 +33,7 @@ struct http_request {
   const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
   char key_id[65];        /* name of the authenticated key for the access log, "" when none */
   uint64_t start_ms;      /* util_now_ms() when the request began */
+  uint64_t start_ns;      /* uv_hrtime() when the request began, for the latency histogram */
 };
 
 struct http_server;
@@ -67,6 +68,9 @@ size_t http_server_conn_count(const struct http_server *srv);
  */
 int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
                  char *owned_body);
+/* As http_respond, with a Content-Type other than application/json (e.g. the Prometheus text format). */
+int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
+                       const char *body, size_t body_len, char *owned_body);
 /* Answers req with the Error body of e and its status. */
 int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers);
 

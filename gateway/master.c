@@ -1,4 +1,5 @@
 #include "gateway/master.h"
+#include "gateway/metrics.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -89,6 +90,7 @@ static void child_run(struct master *m, struct child *c) {
   log_init(role_name(c->role), m->log_level);
   int status;
   if (c->role == ROLE_WORKER) {
+    metrics_set_worker((int)(c - m->children));
     status = worker_main(m->cfg, m->ipc_url, m->started_ms, m->keys);
   } else {
     keystore_free(m->keys);
@@ -127,6 +129,10 @@ static void schedule_restart(struct master *m, struct child *c) {
     if (delay > MASTER_BACKOFF_MAX_MS) delay = MASTER_BACKOFF_MAX_MS;
   }
   (void)m;
+  struct metrics_shm *ms = metrics_shared();
+  if (ms != NULL)
+    atomic_fetch_add_explicit(c->role == ROLE_WORKER ? &ms->master.worker_restarts : &ms->master.dispatcher_restarts, 1,
+                              memory_order_relaxed);
   c->restart_pending = 1;
   c->restart_at_ms = now + delay;
 }
@@ -278,6 +284,11 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
   rv = ratelimit_shm_init(cfg);
   if (rv != 0) {
     log_msg(LOG_ERROR, "rate-limit shared memory failed", "error", strerror(-rv), NULL);
+    goto fail;
+  }
+  rv = metrics_init();
+  if (rv != 0) {
+    log_msg(LOG_ERROR, "metrics shared memory failed", "error", strerror(-rv), NULL);
     goto fail;
   }
   raise_fd_limit();

@@ -32,6 +32,13 @@ void metrics_set_worker(int index) {
   self = (shm != NULL && index >= 0 && index < METRICS_MAX_WORKERS) ? &shm->workers[index] : NULL;
 }
 
+enum metrics_route metrics_route_of(const char *path, size_t len) {
+  for (int r = 0; r < MR_OTHER; r++) {
+    if (strlen(route_names[r]) == len && memcmp(route_names[r], path, len) == 0) return (enum metrics_route)r;
+  }
+  return MR_OTHER;
+}
+
 static int status_index(int status) {
   for (int i = 0; i < NSTATUS_LISTED; i++)
     if (statuses[i] == status) return i;

@@ -82,6 +82,8 @@ struct metrics_shm *metrics_shared(void);
 /* Selects the slot of this worker process (0-based), after fork. */
 void metrics_set_worker(int index);
 
+/* The route of a request path (len bytes, no query). */
+enum metrics_route metrics_route_of(const char *path, size_t len);
 /* Worker: one answered request of route with status, taking dur_us. */
 void metrics_request(enum metrics_route route, int status, uint64_t dur_us);
 /* Worker: connection opened (+1) or closed (-1). */

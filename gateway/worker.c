@@ -6,13 +6,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <llhttp.h>
 #include <uv.h>
 
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/dispatch_client.h"
 #include "gateway/handlers.h"
 #include "gateway/http.h"
+#include "gateway/metrics.h"
 #include "gateway/ratelimit.h"
 
 /* How often the key file is checked for changes (mtime, size, inode). */
@@ -25,6 +28,8 @@ struct worker {
   const struct vts_config *cfg;
   struct handlers_ctx ctx;
   struct http_server *srv;
+  struct http_server *metrics_srv; /* VTS_METRICS_LISTEN, NULL when disabled or unavailable */
+  struct vts_config metrics_cfg;   /* cfg with the metrics address as its listen address */
   uv_signal_t sigterm;
   uv_signal_t sighup;
   uv_timer_t keys_timer;
@@ -74,6 +79,47 @@ static void on_sighup(uv_signal_t *s, int signum) {
   keys_reload(s->data, "SIGHUP");
 }
 
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* The metrics port answers GET /metrics only, with the sums of every process's slot. */
+static void on_metrics_request(void *app, struct http_request *req) {
+  (void)app;
+  if (req->path_len != 8 || memcmp(req->path, "/metrics", 8) != 0) {
+    http_respond_error(req, API_ERR_NOT_FOUND, NULL);
+    return;
+  }
+  if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
+    http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, "Allow: GET, HEAD\r\n");
+    return;
+  }
+  struct buf b = BUF_INIT;
+  if (metrics_render(&b) != 0) {
+    buf_free(&b);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
+    return;
+  }
+  size_t len = 0;
+  char *body = buf_steal(&b, &len);
+  http_respond_typed(req, 200, METRICS_CONTENT_TYPE, NULL, body, len, body);
+}
+
+/* Metrics are for operators: a metrics port that cannot be opened is logged, and the worker serves on. */
+static void metrics_server_start(struct worker *w) {
+  if (w->cfg->metrics_listen[0] == '\0') return;
+  w->metrics_cfg = *w->cfg;
+  if (config_parse_listen(w->cfg->metrics_listen, w->metrics_cfg.listen_host, sizeof(w->metrics_cfg.listen_host),
+                          &w->metrics_cfg.listen_port) != 0)
+    return;
+  w->metrics_srv = http_server_new(&w->loop, &w->metrics_cfg, on_metrics_request, w);
+  if (w->metrics_srv == NULL) return;
+  int rv = http_server_listen(w->metrics_srv);
+  if (rv != 0) {
+    log_msg(LOG_WARN, "cannot listen for metrics", "address", w->cfg->metrics_listen, "error", uv_strerror(rv), NULL);
+    http_server_free(w->metrics_srv);
+    w->metrics_srv = NULL;
+  }
+}
+
 static void on_exit_grace(uv_timer_t *t) {
   struct worker *w = t->data;
   log_msg(LOG_WARN, "handles still open after drain; stopping the loop", NULL);
@@ -87,6 +133,8 @@ static void on_drained(void *arg) {
   w->ctx.rl = NULL;
   http_server_free(w->srv);
   w->srv = NULL;
+  http_server_free(w->metrics_srv);
+  w->metrics_srv = NULL;
   uv_close((uv_handle_t *)&w->sigterm, NULL);
   uv_close((uv_handle_t *)&w->sighup, NULL);
   uv_close((uv_handle_t *)&w->keys_timer, NULL);
@@ -150,6 +198,8 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
     goto fail;
   }
 
+  metrics_server_start(&w);
+
   uv_signal_init(&w.loop, &w.sigterm);
   uv_signal_init(&w.loop, &w.sighup);
   w.sigterm.data = &w;
@@ -171,6 +221,7 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
 fail:
   /* A start that failed half way: nothing was accepted, so closing is the whole drain. */
   if (w.srv != NULL) http_server_free(w.srv);
+  if (w.metrics_srv != NULL) http_server_free(w.metrics_srv);
   if (dispatch_up) dispatch_client_close();
   if (w.ctx.rl != NULL) ratelimit_free(w.ctx.rl);
   uv_walk(&w.loop, close_any, NULL);

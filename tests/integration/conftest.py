@@ -174,6 +174,8 @@ class Gateway:
         self.keys_file = self.tmp_path / "keys.db"
         self.state_dir = self.tmp_path / "state"
         self.log_path = self.tmp_path / "gateway.log"
+        self.jobs_port = free_port()
+        self.metrics_port = free_port()
         self.proc = None
         self.env = dict(os.environ)
         self.env.update({
@@ -181,8 +183,8 @@ class Gateway:
             "VTS_WORKERS": str(workers),
             "VTS_KEYS_FILE": str(self.keys_file),
             "VTS_STATE_DIR": str(self.state_dir),
-            "VTS_JOBS_URL": f"tcp://127.0.0.1:{free_port()}",
-            "VTS_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
+            "VTS_JOBS_URL": f"tcp://127.0.0.1:{self.jobs_port}",
+            "VTS_METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
             "VTS_ENV": "test",
             "XDG_RUNTIME_DIR": str(self.tmp_path),
         })
