@@ -35,4 +35,12 @@
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
 #define VTS_FETCHER_ADDRESS_SPACE_BYTES (1024UL * 1024 * 1024) /* setrlimit(RLIMIT_AS) */
 
+/* Speech fallback (fetcher/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
+#define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)       /* larger audio download: 404 (too long to transcribe) */
+#define VTS_AUDIO_CHUNK_BYTES (1024L * 1024)           /* bytes per ranged request: unranged ones are throttled */
+#define VTS_MAX_AUDIO_REDIRECTS 3                      /* more redirects of an audio URL: 502 */
+#define VTS_MAX_AUDIO_STREAMS 16                       /* more streams in an audio container: 500 */
+#define VTS_SPEECH_MAX_UPLOAD_BYTES (24L * 1024 * 1024) /* per request to a transcription server (limit 25 MB) */
+#define VTS_SPEECH_MAX_UTTERANCE_S 30                  /* pocketsphinx utterance without a pause is cut here */
+
 #endif
