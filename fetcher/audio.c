@@ -17,8 +17,10 @@ static void set_detail(char *detail, size_t detaillen, const char *what) {
   if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", what);
 }
 
+/* The media type before any parameters ("audio/webm; codecs=\"opus\"") is one the decoder opens. */
 static int mime_is_decodable(const char *mime) {
-  return strncmp(mime, "audio/mp4", 9) == 0 || strncmp(mime, "audio/webm", 10) == 0;
+  size_t n = strcspn(mime, "; ");
+  return (n == 9 && strncmp(mime, "audio/mp4", 9) == 0) || (n == 10 && strncmp(mime, "audio/webm", 10) == 0);
 }
 
 int64_t audio_estimated_bytes(const struct audio_format *af) {

@@ -21,16 +21,18 @@ static void file_path(char *out, size_t len, const char *name) { snprintf(out, l
 static int setup(void **state) {
   (void)state;
   if (!th_have_audio_tools() || th_tmpdir(dir, sizeof(dir)) != 0) return 0;
-  char p[6][128];
+  char p[7][128];
   const char *names[] = {"speech.m4a", "speech_index_at_end.m4a", "speech.webm", "speech.mp3", "speech.wav",
-                         "mp3_in_mp4.m4a"};
-  for (int i = 0; i < 6; i++) file_path(p[i], sizeof(p[i]), names[i]);
+                         "mp3_in_mp4.m4a", "speech_fragmented.m4a"};
+  for (int i = 0; i < 7; i++) file_path(p[i], sizeof(p[i]), names[i]);
   int rv = th_encode(TH_GOFORWARD, p[0], TH_AAC, "-movflags", "+faststart", NULL);
   rv |= th_encode(TH_GOFORWARD, p[1], TH_AAC, NULL);
   rv |= th_encode(TH_GOFORWARD, p[2], TH_OPUS, NULL);
   rv |= th_encode(TH_GOFORWARD, p[3], "-c:a", "libmp3lame", NULL);
   rv |= th_encode(TH_GOFORWARD, p[4], "-c:a", "pcm_s16le", NULL);
   rv |= th_encode(TH_GOFORWARD, p[5], "-c:a", "libmp3lame", "-f", "mp4", NULL);
+  /* The platform's DASH audio: fragmented mp4 with the index in every fragment. */
+  rv |= th_encode(TH_GOFORWARD, p[6], TH_AAC, "-movflags", "+frag_keyframe+empty_moov+default_base_moof", NULL);
   if (rv != 0) {
     fprintf(stderr, "ffmpeg could not make the test audio\n");
     return -1;
@@ -87,6 +89,11 @@ static void test_m4a_aac_decodes_to_16k_mono(void **state) {
 static void test_m4a_with_index_at_end_decodes(void **state) {
   (void)state;
   assert_decodes_to_source_length("speech_index_at_end.m4a");
+}
+
+static void test_fragmented_m4a_decodes(void **state) {
+  (void)state;
+  assert_decodes_to_source_length("speech_fragmented.m4a");
 }
 
 static void test_webm_opus_decodes_to_16k_mono(void **state) {
@@ -235,6 +242,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_m4a_aac_decodes_to_16k_mono),
       cmocka_unit_test(test_m4a_with_index_at_end_decodes),
+      cmocka_unit_test(test_fragmented_m4a_decodes),
       cmocka_unit_test(test_webm_opus_decodes_to_16k_mono),
       cmocka_unit_test(test_output_buffer_is_reused_and_replaced),
       cmocka_unit_test(test_truncated_m4a_is_eproto),

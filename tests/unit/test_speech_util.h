@@ -46,14 +46,15 @@ static inline int th_run(char *const argv[]) {
   return WEXITSTATUS(status);
 }
 
-static inline int th_have_program(const char *name) {
-  char *argv[] = {(char *)name, (char *)"-version", NULL};
+/* Whether name runs; version_flag is its harmless option ("-version" for ffmpeg, "--version" for python3). */
+static inline int th_have_program(const char *name, const char *version_flag) {
+  char *argv[] = {(char *)name, (char *)version_flag, NULL};
   return th_run(argv) == 0;
 }
 
 /* Whether ffmpeg and the pocketsphinx test data are installed; prints why not. */
 static inline int th_have_audio_tools(void) {
-  if (!th_have_program("ffmpeg")) {
+  if (!th_have_program("ffmpeg", "-version")) {
     fprintf(stderr, "SKIP: ffmpeg is not installed\n");
     return 0;
   }
@@ -253,7 +254,7 @@ static inline int th_server_start(struct th_server *s, const char *audio_dir) {
   char *slash = strrchr(script, '/');
   if (slash == NULL) return -1;
   snprintf(slash, sizeof(script) - (size_t)(slash - script), "/../fake_speech/fake_transcribe.py");
-  if (access(script, R_OK) != 0 || !th_have_program("python3")) {
+  if (access(script, R_OK) != 0 || !th_have_program("python3", "--version")) {
     fprintf(stderr, "SKIP: python3 or %s missing\n", script);
     return -1;
   }
