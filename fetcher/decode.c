@@ -123,8 +123,10 @@ static int setup_resampler(struct decoder *d, const AVFrame *f) {
       f->sample_rate > DECODE_MAX_INPUT_RATE)
     return -EPROTO;
   /* An unordered layout ("2 channels") has no mixing matrix: treat it as the default layout of that count. */
-  if (f->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) av_channel_layout_default(&layout, f->ch_layout.nb_channels);
-  else if (av_channel_layout_copy(&layout, &f->ch_layout) < 0) return -ENOMEM;
+  if (f->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
+    av_channel_layout_default(&layout, f->ch_layout.nb_channels);
+  else if (av_channel_layout_copy(&layout, &f->ch_layout) < 0)
+    return -ENOMEM;
 
   if (d->swr != NULL && d->swr_format == f->format && d->swr_rate == f->sample_rate &&
       av_channel_layout_compare(&d->swr_layout, &layout) == 0) {
@@ -138,8 +140,8 @@ static int setup_resampler(struct decoder *d, const AVFrame *f) {
     if (rv != 0) goto fail;
   }
   AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
-  rv = swr_alloc_set_opts2(&d->swr, &mono, AV_SAMPLE_FMT_S16, DECODE_SAMPLE_RATE, &layout, f->format,
-                           f->sample_rate, 0, NULL);
+  rv = swr_alloc_set_opts2(&d->swr, &mono, AV_SAMPLE_FMT_S16, DECODE_SAMPLE_RATE, &layout, f->format, f->sample_rate, 0,
+                           NULL);
   if (rv < 0 || swr_init(d->swr) < 0) {
     rv = -EPROTO;
     goto fail;
@@ -209,8 +211,7 @@ static int open_codec(struct decoder *d) {
   int idx = av_find_best_stream(d->fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
   if (idx == AVERROR_DECODER_NOT_FOUND) return -ENOTSUP;
   if (idx < 0) return -EPROTO;
-  if (codec->id != AV_CODEC_ID_AAC && codec->id != AV_CODEC_ID_OPUS && codec->id != AV_CODEC_ID_VORBIS)
-    return -ENOTSUP;
+  if (codec->id != AV_CODEC_ID_AAC && codec->id != AV_CODEC_ID_OPUS && codec->id != AV_CODEC_ID_VORBIS) return -ENOTSUP;
   d->stream = idx;
   for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
     if ((int)i != idx) d->fmt->streams[i]->discard = AVDISCARD_ALL;

@@ -62,17 +62,25 @@ static int decode_outcome(int rv, char *detail, size_t detaillen) {
     set_detail(detail, detaillen, "audio_too_long");
     return PROTO_NOT_AVAILABLE;
   }
-  set_detail(detail, detaillen, rv == -ENOTSUP ? "audio_format_refused" : rv == -ENOMEM ? "decode_nomem" : "audio_corrupt");
+  set_detail(detail, detaillen,
+             rv == -ENOTSUP  ? "audio_format_refused"
+             : rv == -ENOMEM ? "decode_nomem"
+                             : "audio_corrupt");
   return PROTO_INTERNAL;
 }
 
 static int engine_outcome(int openai, int rv, char *detail, size_t detaillen) {
   if (openai && (rv == -EIO || rv == -ETIMEDOUT || rv == -EPROTO)) return PROTO_UPSTREAM_FAILED;
-  if (rv == -ETIMEDOUT) set_detail(detail, detaillen, "speech_timeout");
-  else if (rv == -ENOENT) set_detail(detail, detaillen, "speech_model_missing");
-  else if (rv == -E2BIG) set_detail(detail, detaillen, "speech_too_many_segments");
-  else if (rv == -EINVAL) set_detail(detail, detaillen, "speech_not_configured");
-  else if (detail != NULL && detaillen > 0 && detail[0] == '\0') set_detail(detail, detaillen, "speech_engine_fault");
+  if (rv == -ETIMEDOUT)
+    set_detail(detail, detaillen, "speech_timeout");
+  else if (rv == -ENOENT)
+    set_detail(detail, detaillen, "speech_model_missing");
+  else if (rv == -E2BIG)
+    set_detail(detail, detaillen, "speech_too_many_segments");
+  else if (rv == -EINVAL)
+    set_detail(detail, detaillen, "speech_not_configured");
+  else if (detail != NULL && detaillen > 0 && detail[0] == '\0')
+    set_detail(detail, detaillen, "speech_engine_fault");
   return PROTO_INTERNAL;
 }
 
@@ -144,8 +152,7 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
   snprintf(recognise_ms, sizeof(recognise_ms), "%llu", (unsigned long long)(util_now_ms() - t_decode));
   snprintf(nseg, sizeof(nseg), "%zu", out->len);
   log_msg(LOG_INFO, "speech transcribed", "engine", cfg->speech_engine, "=itag", itag, "=audio_s", audio_s,
-          "=download_ms", download_ms, "=decode_ms", decode_ms, "=recognise_ms", recognise_ms, "=segments", nseg,
-          NULL);
+          "=download_ms", download_ms, "=decode_ms", decode_ms, "=recognise_ms", recognise_ms, "=segments", nseg, NULL);
   decode_pcm_free(&pcm);
   buf_free(&file);
   return PROTO_OK;

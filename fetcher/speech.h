@@ -25,7 +25,7 @@
 
 /* The audio handed to an engine. */
 struct speech_audio {
-  const int16_t *pcm;   /* 16 kHz mono; always present */
+  const int16_t *pcm; /* 16 kHz mono; always present */
   size_t nsamples;
   const void *original; /* the downloaded file, or NULL; an engine may send it instead of the samples */
   size_t original_len;

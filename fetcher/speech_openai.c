@@ -28,29 +28,34 @@ static const struct {
   const char *name;
   const char *code;
 } languages[] = {
-    {"afrikaans", "af"}, {"albanian", "sq"},   {"amharic", "am"},     {"arabic", "ar"},      {"armenian", "hy"},
-    {"assamese", "as"},  {"azerbaijani", "az"}, {"bashkir", "ba"},    {"basque", "eu"},      {"belarusian", "be"},
-    {"bengali", "bn"},   {"bosnian", "bs"},    {"breton", "br"},      {"bulgarian", "bg"},   {"burmese", "my"},
-    {"cantonese", "yue"}, {"castilian", "es"}, {"catalan", "ca"},     {"chinese", "zh"},     {"croatian", "hr"},
-    {"czech", "cs"},     {"danish", "da"},     {"dutch", "nl"},       {"english", "en"},     {"estonian", "et"},
-    {"faroese", "fo"},   {"finnish", "fi"},    {"flemish", "nl"},     {"french", "fr"},      {"galician", "gl"},
-    {"georgian", "ka"},  {"german", "de"},     {"greek", "el"},       {"gujarati", "gu"},    {"haitian", "ht"},
-    {"haitian creole", "ht"}, {"hausa", "ha"}, {"hawaiian", "haw"},   {"hebrew", "he"},      {"hindi", "hi"},
-    {"hungarian", "hu"}, {"icelandic", "is"},  {"indonesian", "id"},  {"italian", "it"},     {"japanese", "ja"},
-    {"javanese", "jv"},  {"kannada", "kn"},    {"kazakh", "kk"},      {"khmer", "km"},       {"korean", "ko"},
-    {"lao", "lo"},       {"latin", "la"},      {"latvian", "lv"},     {"letzeburgesch", "lb"}, {"lingala", "ln"},
-    {"lithuanian", "lt"}, {"luxembourgish", "lb"}, {"macedonian", "mk"}, {"malagasy", "mg"}, {"malay", "ms"},
-    {"malayalam", "ml"}, {"maltese", "mt"},    {"maori", "mi"},       {"marathi", "mr"},     {"moldavian", "ro"},
-    {"moldovan", "ro"},  {"mongolian", "mn"},  {"myanmar", "my"},     {"nepali", "ne"},      {"norwegian", "no"},
-    {"nynorsk", "nn"},   {"occitan", "oc"},    {"panjabi", "pa"},     {"pashto", "ps"},      {"persian", "fa"},
-    {"polish", "pl"},    {"portuguese", "pt"}, {"punjabi", "pa"},     {"pushto", "ps"},      {"romanian", "ro"},
-    {"russian", "ru"},   {"sanskrit", "sa"},   {"serbian", "sr"},     {"shona", "sn"},       {"sindhi", "sd"},
-    {"sinhala", "si"},   {"sinhalese", "si"},  {"slovak", "sk"},      {"slovenian", "sl"},   {"somali", "so"},
-    {"spanish", "es"},   {"sundanese", "su"},  {"swahili", "sw"},     {"swedish", "sv"},     {"tagalog", "tl"},
-    {"tajik", "tg"},     {"tamil", "ta"},      {"tatar", "tt"},       {"telugu", "te"},      {"thai", "th"},
-    {"tibetan", "bo"},   {"turkish", "tr"},    {"turkmen", "tk"},     {"ukrainian", "uk"},   {"urdu", "ur"},
-    {"uzbek", "uz"},     {"valencian", "ca"},  {"vietnamese", "vi"},  {"welsh", "cy"},       {"yiddish", "yi"},
-    {"yoruba", "yo"},
+    {"afrikaans", "af"},     {"albanian", "sq"},      {"amharic", "am"},     {"arabic", "ar"},
+    {"armenian", "hy"},      {"assamese", "as"},      {"azerbaijani", "az"}, {"bashkir", "ba"},
+    {"basque", "eu"},        {"belarusian", "be"},    {"bengali", "bn"},     {"bosnian", "bs"},
+    {"breton", "br"},        {"bulgarian", "bg"},     {"burmese", "my"},     {"cantonese", "yue"},
+    {"castilian", "es"},     {"catalan", "ca"},       {"chinese", "zh"},     {"croatian", "hr"},
+    {"czech", "cs"},         {"danish", "da"},        {"dutch", "nl"},       {"english", "en"},
+    {"estonian", "et"},      {"faroese", "fo"},       {"finnish", "fi"},     {"flemish", "nl"},
+    {"french", "fr"},        {"galician", "gl"},      {"georgian", "ka"},    {"german", "de"},
+    {"greek", "el"},         {"gujarati", "gu"},      {"haitian", "ht"},     {"haitian creole", "ht"},
+    {"hausa", "ha"},         {"hawaiian", "haw"},     {"hebrew", "he"},      {"hindi", "hi"},
+    {"hungarian", "hu"},     {"icelandic", "is"},     {"indonesian", "id"},  {"italian", "it"},
+    {"japanese", "ja"},      {"javanese", "jv"},      {"kannada", "kn"},     {"kazakh", "kk"},
+    {"khmer", "km"},         {"korean", "ko"},        {"lao", "lo"},         {"latin", "la"},
+    {"latvian", "lv"},       {"letzeburgesch", "lb"}, {"lingala", "ln"},     {"lithuanian", "lt"},
+    {"luxembourgish", "lb"}, {"macedonian", "mk"},    {"malagasy", "mg"},    {"malay", "ms"},
+    {"malayalam", "ml"},     {"maltese", "mt"},       {"maori", "mi"},       {"marathi", "mr"},
+    {"moldavian", "ro"},     {"moldovan", "ro"},      {"mongolian", "mn"},   {"myanmar", "my"},
+    {"nepali", "ne"},        {"norwegian", "no"},     {"nynorsk", "nn"},     {"occitan", "oc"},
+    {"panjabi", "pa"},       {"pashto", "ps"},        {"persian", "fa"},     {"polish", "pl"},
+    {"portuguese", "pt"},    {"punjabi", "pa"},       {"pushto", "ps"},      {"romanian", "ro"},
+    {"russian", "ru"},       {"sanskrit", "sa"},      {"serbian", "sr"},     {"shona", "sn"},
+    {"sindhi", "sd"},        {"sinhala", "si"},       {"sinhalese", "si"},   {"slovak", "sk"},
+    {"slovenian", "sl"},     {"somali", "so"},        {"spanish", "es"},     {"sundanese", "su"},
+    {"swahili", "sw"},       {"swedish", "sv"},       {"tagalog", "tl"},     {"tajik", "tg"},
+    {"tamil", "ta"},         {"tatar", "tt"},         {"telugu", "te"},      {"thai", "th"},
+    {"tibetan", "bo"},       {"turkish", "tr"},       {"turkmen", "tk"},     {"ukrainian", "uk"},
+    {"urdu", "ur"},          {"uzbek", "uz"},         {"valencian", "ca"},   {"vietnamese", "vi"},
+    {"welsh", "cy"},         {"yiddish", "yi"},       {"yoruba", "yo"},
 };
 
 static int is_lower(char c) { return c >= 'a' && c <= 'z'; }
@@ -118,13 +123,17 @@ static void copy_key(char *dst, size_t dstlen, const unsigned char *s, size_t le
   dst[len] = '\0';
 }
 
+/* Ends the parse with err: yajl stops when a callback returns 0. */
+static int stop(struct reply *r, int err) {
+  r->err = err;
+  return 0;
+}
+
 static int at_segment_field(const struct reply *r) { return r->in_segment && r->depth == r->segs_depth + 1; }
 
 static int on_number(struct reply *r, double v) {
-  if (!isfinite(v)) {
-    r->err = -EPROTO;
-    return 0;
-  }
+  /* The reply is an object: a bare value at the top is not verbose_json. */
+  if (!isfinite(v) || r->depth == 0) return stop(r, -EPROTO);
   if (r->depth == 1 && strcmp(r->top_key, "duration") == 0) r->duration = v;
   if (at_segment_field(r)) {
     if (strcmp(r->seg_key, "start") == 0) {
@@ -144,23 +153,19 @@ static int cb_double(void *ctx, double v) { return on_number(ctx, v); }
 static int cb_string(void *ctx, const unsigned char *s, size_t len) {
   struct reply *r = ctx;
   int rv = 0;
-  if (r->depth == 1 && strcmp(r->top_key, "language") == 0) map_language((const char *)s, len, r->language);
-  else if (r->depth == 1 && strcmp(r->top_key, "text") == 0) rv = buf_append(&r->top_text, s, len);
-  else if (at_segment_field(r) && strcmp(r->seg_key, "text") == 0) rv = buf_append(&r->seg_text, s, len);
-  if (rv != 0) {
-    r->err = rv;
-    return 0;
-  }
-  return 1;
+  if (r->depth == 0) return stop(r, -EPROTO);
+  if (r->depth == 1 && strcmp(r->top_key, "language") == 0)
+    map_language((const char *)s, len, r->language);
+  else if (r->depth == 1 && strcmp(r->top_key, "text") == 0)
+    rv = buf_append(&r->top_text, s, len);
+  else if (at_segment_field(r) && strcmp(r->seg_key, "text") == 0)
+    rv = buf_append(&r->seg_text, s, len);
+  return rv != 0 ? stop(r, rv) : 1;
 }
 
 static int cb_scalar(void *ctx) {
   struct reply *r = ctx;
-  if (r->depth == 0) {
-    r->err = -EPROTO;
-    return 0;
-  }
-  return 1;
+  return r->depth == 0 ? stop(r, -EPROTO) : 1;
 }
 static int cb_boolean(void *ctx, int v) {
   (void)v;
@@ -169,16 +174,15 @@ static int cb_boolean(void *ctx, int v) {
 
 static int cb_map_key(void *ctx, const unsigned char *s, size_t len) {
   struct reply *r = ctx;
-  if (r->depth == 1) copy_key(r->top_key, sizeof(r->top_key), s, len);
-  else if (at_segment_field(r)) copy_key(r->seg_key, sizeof(r->seg_key), s, len);
+  if (r->depth == 1)
+    copy_key(r->top_key, sizeof(r->top_key), s, len);
+  else if (at_segment_field(r))
+    copy_key(r->seg_key, sizeof(r->seg_key), s, len);
   return 1;
 }
 
 static int enter(struct reply *r) {
-  if (r->depth >= VTS_MAX_JSON_DEPTH) {
-    r->err = -EPROTO;
-    return 0;
-  }
+  if (r->depth >= VTS_MAX_JSON_DEPTH) return stop(r, -EPROTO);
   r->depth++;
   return 1;
 }
@@ -198,16 +202,10 @@ static int cb_end_map(void *ctx) {
   struct reply *r = ctx;
   if (at_segment_field(r)) {
     r->in_segment = 0;
-    if (!r->has_start || !r->has_end || r->start < 0) {
-      r->err = -EPROTO;
-      return 0;
-    }
+    if (!r->has_start || !r->has_end || r->start < 0) return stop(r, -EPROTO);
     int rv = speech_segment_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
                                    r->offset + r->start, r->end - r->start);
-    if (rv != 0) {
-      r->err = rv;
-      return 0;
-    }
+    if (rv != 0) return stop(r, rv);
   }
   r->depth--;
   return 1;
@@ -215,10 +213,7 @@ static int cb_end_map(void *ctx) {
 
 static int cb_start_array(void *ctx) {
   struct reply *r = ctx;
-  if (r->depth == 0) {
-    r->err = -EPROTO;
-    return 0;
-  }
+  if (r->depth == 0) return stop(r, -EPROTO);
   if (r->depth == 1 && strcmp(r->top_key, "segments") == 0) {
     r->segs_depth = 2;
     r->saw_segments = 1;
@@ -253,15 +248,16 @@ static const yajl_callbacks reply_callbacks = {
  */
 static int parse_reply(const char *body, size_t len, double offset, double part_seconds, struct segment_list *out,
                        char lang[16]) {
-  struct reply r = {.offset = offset, .out = out, .seg_text = BUF_INIT,
-                    .top_text = BUF_INIT, .duration = -1};
+  struct reply r = {.offset = offset, .out = out, .seg_text = BUF_INIT, .top_text = BUF_INIT, .duration = -1};
   yajl_handle h = yajl_alloc(&reply_callbacks, NULL, &r);
   if (h == NULL) return -ENOMEM;
   yajl_status st = yajl_parse(h, (const unsigned char *)(body != NULL ? body : ""), len);
   if (st == yajl_status_ok) st = yajl_complete_parse(h);
   int rv = 0;
-  if (st != yajl_status_ok) rv = r.err != 0 ? r.err : -EPROTO;
-  else if (r.depth != 0) rv = -EPROTO;
+  if (st != yajl_status_ok)
+    rv = r.err != 0 ? r.err : -EPROTO;
+  else if (r.depth != 0)
+    rv = -EPROTO;
   if (rv == 0 && !r.saw_segments && r.top_text.len > 0)
     rv = speech_segment_append(out, r.top_text.data, r.top_text.len, offset,
                                r.duration >= 0 ? r.duration : part_seconds);
@@ -311,7 +307,7 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
   const char *model = getenv("VTS_SPEECH_MODEL");
   if (model == NULL || model[0] == '\0') model = SPEECH_DEFAULT_OPENAI_MODEL;
   const char *ext = strrchr(name, '.');
-  const char *type = ext == NULL ? "application/octet-stream"
+  const char *type = ext == NULL                 ? "application/octet-stream"
                      : strcmp(ext, ".wav") == 0  ? "audio/wav"
                      : strcmp(ext, ".webm") == 0 ? "audio/webm"
                                                  : "audio/mp4";
@@ -420,8 +416,8 @@ int speech_openai_recognise(const struct vts_config *cfg, const struct speech_au
       if (rv == 0)
         rv = post_file(cfg, url.data, wav.data, wav.len, "audio.wav", deadline_ms_abs, &reply, detail, detaillen);
       if (rv == 0)
-        rv = parse_reply(reply.data, reply.len, (double)first / DECODE_SAMPLE_RATE, (double)n / DECODE_SAMPLE_RATE,
-                         out, lang);
+        rv = parse_reply(reply.data, reply.len, (double)first / DECODE_SAMPLE_RATE, (double)n / DECODE_SAMPLE_RATE, out,
+                         lang);
     }
   }
   if (rv == -EPROTO) set_detail(detail, detaillen, "speech_bad_reply");

@@ -22,8 +22,8 @@ static int setup(void **state) {
   (void)state;
   if (!th_have_audio_tools() || th_tmpdir(dir, sizeof(dir)) != 0) return 0;
   char p[7][128];
-  const char *names[] = {"speech.m4a", "speech_index_at_end.m4a", "speech.webm", "speech.mp3", "speech.wav",
-                         "mp3_in_mp4.m4a", "speech_fragmented.m4a"};
+  const char *names[] = {"speech.m4a", "speech_index_at_end.m4a", "speech.webm",          "speech.mp3",
+                         "speech.wav", "mp3_in_mp4.m4a",          "speech_fragmented.m4a"};
   for (int i = 0; i < 7; i++) file_path(p[i], sizeof(p[i]), names[i]);
   int rv = th_encode(TH_GOFORWARD, p[0], TH_AAC, "-movflags", "+faststart", NULL);
   rv |= th_encode(TH_GOFORWARD, p[1], TH_AAC, NULL);
@@ -47,11 +47,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define REQUIRE_AUDIO()                                                \
-  do {                                                                 \
-    if (!ready) skip();                                                \
-  } while (0)
-
 static void load(const char *name, struct buf *out) {
   char p[128];
   file_path(p, sizeof(p), name);
@@ -61,19 +56,20 @@ static void load(const char *name, struct buf *out) {
 static int16_t peak(const struct decode_pcm *pcm) {
   int16_t m = 0;
   for (size_t i = 0; i < pcm->len; i++) {
-    int16_t v = pcm->samples[i] < 0 ? (int16_t)-(pcm->samples[i] + 1) : pcm->samples[i];
+    int16_t v = pcm->samples[i] < 0 ? (int16_t) - (pcm->samples[i] + 1) : pcm->samples[i];
     if (v > m) m = v;
   }
   return m;
 }
 
 static void assert_decodes_to_source_length(const char *name) {
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
   assert_int_equal(decode_audio(file.data, file.len, BIG_CAP, &pcm), 0);
-  if (pcm.len + LENGTH_TOLERANCE_SAMPLES < TH_GOFORWARD_SAMPLES || pcm.len > TH_GOFORWARD_SAMPLES + LENGTH_TOLERANCE_SAMPLES)
+  if (pcm.len + LENGTH_TOLERANCE_SAMPLES < TH_GOFORWARD_SAMPLES ||
+      pcm.len > TH_GOFORWARD_SAMPLES + LENGTH_TOLERANCE_SAMPLES)
     fail_msg("%s: expected %d +- %d samples, got %zu", name, TH_GOFORWARD_SAMPLES, LENGTH_TOLERANCE_SAMPLES, pcm.len);
   /* Speech, not silence: the recording peaks well above the noise floor. */
   assert_true(peak(&pcm) > 2000);
@@ -103,7 +99,7 @@ static void test_webm_opus_decodes_to_16k_mono(void **state) {
 
 static void test_output_buffer_is_reused_and_replaced(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load("speech.webm", &file);
@@ -116,7 +112,7 @@ static void test_output_buffer_is_reused_and_replaced(void **state) {
 }
 
 static void assert_prefix_fails(const char *name, double keep, int expected) {
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
@@ -152,7 +148,7 @@ static void test_empty_input_is_eproto(void **state) {
 
 static void test_garbage_header_is_eproto(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load("speech.m4a", &file);
@@ -177,7 +173,7 @@ static void test_random_bytes_are_refused(void **state) {
 
 /* Every byte of the payload after the index flipped: the decoder reports it, the process survives. */
 static void assert_corrupt_payload_fails(const char *name, size_t from) {
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
@@ -199,7 +195,7 @@ static void test_corrupt_opus_payload_is_eproto(void **state) {
 }
 
 static void assert_refused(const char *name) {
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
@@ -226,7 +222,7 @@ static void test_mp3_codec_inside_mp4_is_refused(void **state) {
 
 static void test_audio_longer_than_cap_is_efbig(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load("speech.webm", &file);

@@ -27,15 +27,14 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define REQUIRE_SERVER()                                               \
-  do {                                                                 \
-    if (!ready) skip();                                                \
-  } while (0)
-
 static struct audio_format fmt(const char *url, int itag, int64_t len, int64_t bitrate, int64_t dur_ms,
                                const char *mime, int is_default) {
-  struct audio_format f = {.url = (char *)url, .itag = itag, .content_length = len, .bitrate = bitrate,
-                           .duration_ms = dur_ms, .is_default = is_default};
+  struct audio_format f = {.url = (char *)url,
+                           .itag = itag,
+                           .content_length = len,
+                           .bitrate = bitrate,
+                           .duration_ms = dur_ms,
+                           .is_default = is_default};
   snprintf(f.mime, sizeof(f.mime), "%s", mime);
   return f;
 }
@@ -149,7 +148,7 @@ static void assert_pattern(const struct buf *b, size_t n) {
 
 static void test_download_is_fetched_in_ranged_chunks(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   /* The fake host refuses unranged requests and ranges over 1 MiB, like the platform's throttle. */
   size_t n = 2 * VTS_AUDIO_CHUNK_BYTES + 12345;
   char path[64];
@@ -163,7 +162,7 @@ static void test_download_is_fetched_in_ranged_chunks(void **state) {
 
 static void test_download_of_exactly_one_chunk(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   char path[64];
   snprintf(path, sizeof(path), "/audio/pattern/%ld", (long)VTS_AUDIO_CHUNK_BYTES);
   struct dl d;
@@ -175,7 +174,7 @@ static void test_download_of_exactly_one_chunk(void **state) {
 
 static void test_server_ignoring_range_still_gives_the_whole_file(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct dl d;
   download("/audio/norange/5000", 10000, &d);
   assert_int_equal(d.rv, 0);
@@ -185,7 +184,7 @@ static void test_server_ignoring_range_still_gives_the_whole_file(void **state) 
 
 static void test_http_error_is_eio_with_its_status(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct dl d;
   download("/audio/status/403", 10000, &d);
   assert_int_equal(d.rv, -EIO);
@@ -196,7 +195,7 @@ static void test_http_error_is_eio_with_its_status(void **state) {
 
 static void test_mismatched_content_range_is_eio(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct dl d;
   download("/audio/badrange/5000", 10000, &d);
   assert_int_equal(d.rv, -EIO);
@@ -207,7 +206,7 @@ static void test_mismatched_content_range_is_eio(void **state) {
 
 static void test_redirect_within_allowed_hosts_is_followed(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   char path[256];
   snprintf(path, sizeof(path), "/audio/redirect?to=http%%3A%%2F%%2F127.0.0.1%%3A%d%%2Faudio%%2Fpattern%%2F3000",
            server.port);
@@ -220,7 +219,7 @@ static void test_redirect_within_allowed_hosts_is_followed(void **state) {
 
 static void test_redirect_to_another_host_is_refused(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   char path[256];
   snprintf(path, sizeof(path), "/audio/redirect?to=http%%3A%%2F%%2Flocalhost%%3A%d%%2Faudio%%2Fpattern%%2F3000",
            server.port);
@@ -234,7 +233,7 @@ static void test_redirect_to_another_host_is_refused(void **state) {
 
 static void test_redirect_loop_is_eio(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct dl d;
   download("/audio/loop", 10000, &d);
   assert_int_equal(d.rv, -EIO);
@@ -250,9 +249,9 @@ static void test_refused_url_is_eperm_before_any_request(void **state) {
   snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "https://www.youtube.com");
   struct buf out = BUF_INIT;
   char detail[64] = "";
-  assert_int_equal(audio_download("https://evil.example/a.m4a", &cfg, NULL, util_now_ms() + 1000, &out, detail,
-                                  sizeof(detail)),
-                   -EPERM);
+  assert_int_equal(
+      audio_download("https://evil.example/a.m4a", &cfg, NULL, util_now_ms() + 1000, &out, detail, sizeof(detail)),
+      -EPERM);
   assert_string_equal(detail, "audio_url_refused");
   assert_int_equal(out.len, 0);
   buf_free(&out);
@@ -260,7 +259,7 @@ static void test_refused_url_is_eperm_before_any_request(void **state) {
 
 static void test_passed_deadline_is_etimedout(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct dl d;
   download("/audio/pattern/100", 0, &d);
   assert_int_equal(d.rv, -ETIMEDOUT);

@@ -30,16 +30,11 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define REQUIRE_SERVER()                                               \
-  do {                                                                 \
-    if (!ready) skip();                                                \
-  } while (0)
-
 /* A configuration pointing at the fake server; scenario is its path prefix ("" for ok). */
 static void make_cfg(struct vts_config *cfg, const char *scenario) {
   memset(cfg, 0, sizeof(*cfg));
-  snprintf(cfg->speech_url, sizeof(cfg->speech_url), "http://127.0.0.1:%d%s%s/", server.port,
-           scenario[0] ? "/" : "", scenario);
+  snprintf(cfg->speech_url, sizeof(cfg->speech_url), "http://127.0.0.1:%d%s%s/", server.port, scenario[0] ? "/" : "",
+           scenario);
   snprintf(cfg->speech_api_key, sizeof(cfg->speech_api_key), "%s", TH_FAKE_SERVER_KEY);
   snprintf(cfg->speech_engine, sizeof(cfg->speech_engine), "openai");
 }
@@ -67,15 +62,15 @@ static void run_scenario(const char *scenario, struct result *r) {
 static void assert_segment(const struct segment_list *sl, size_t i, const char *text, double start, double duration) {
   assert_true(i < sl->len);
   assert_string_equal(sl->items[i].text, text);
-  if (sl->items[i].start < start - EPS || sl->items[i].start > start + EPS ||
-      sl->items[i].duration < duration - EPS || sl->items[i].duration > duration + EPS)
+  if (sl->items[i].start < start - EPS || sl->items[i].start > start + EPS || sl->items[i].duration < duration - EPS ||
+      sl->items[i].duration > duration + EPS)
     fail_msg("segment %zu: expected %.3f+%.3f, got %.3f+%.3f", i, start, duration, sl->items[i].start,
              sl->items[i].duration);
 }
 
 static void test_wav_parts_carry_their_offsets(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   struct speech_audio audio = {.pcm = pcm, .nsamples = sizeof(pcm) / sizeof(pcm[0])};
@@ -96,12 +91,15 @@ static void test_wav_parts_carry_their_offsets(void **state) {
 
 static void test_small_original_file_is_sent_as_is(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   static const char original[] = "not really webm, the fake server only looks at the name";
-  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000, .original = original,
-                               .original_len = sizeof(original), .original_name = "audio.webm"};
+  struct speech_audio audio = {.pcm = pcm,
+                               .nsamples = 16000,
+                               .original = original,
+                               .original_len = sizeof(original),
+                               .original_name = "audio.webm"};
   struct result r;
   run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
   assert_int_equal(r.rv, 0);
@@ -113,12 +111,15 @@ static void test_small_original_file_is_sent_as_is(void **state) {
 
 static void test_large_original_file_is_sent_as_wav_parts(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   static char original[40000];
-  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000, .original = original,
-                               .original_len = sizeof(original), .original_name = "audio.m4a"};
+  struct speech_audio audio = {.pcm = pcm,
+                               .nsamples = 16000,
+                               .original = original,
+                               .original_len = sizeof(original),
+                               .original_name = "audio.m4a"};
   struct result r;
   run(&cfg, &audio, WAV_HEADER + 16000 * 2, util_now_ms() + 10000, &r);
   assert_int_equal(r.rv, 0);
@@ -130,7 +131,7 @@ static void test_large_original_file_is_sent_as_wav_parts(void **state) {
 
 static void test_server_error_is_eio(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct result r;
   run_scenario("500", &r);
   assert_int_equal(r.rv, -EIO);
@@ -140,7 +141,7 @@ static void test_server_error_is_eio(void **state) {
 
 static void test_malformed_reply_is_eproto(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct result r;
   run_scenario("malformed", &r);
   assert_int_equal(r.rv, -EPROTO);
@@ -150,7 +151,7 @@ static void test_malformed_reply_is_eproto(void **state) {
 
 static void test_deeply_nested_reply_is_eproto(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct result r;
   run_scenario("deep", &r);
   assert_int_equal(r.rv, -EPROTO);
@@ -159,7 +160,7 @@ static void test_deeply_nested_reply_is_eproto(void **state) {
 
 static void test_slow_server_times_out_at_the_deadline(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "slow");
   struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
@@ -175,7 +176,7 @@ static void test_slow_server_times_out_at_the_deadline(void **state) {
 
 static void test_wrong_api_key_is_eio(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   snprintf(cfg.speech_api_key, sizeof(cfg.speech_api_key), "wrong-key");
@@ -189,7 +190,7 @@ static void test_wrong_api_key_is_eio(void **state) {
 
 static void test_model_comes_from_vts_speech_model(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct result r;
   /* The fake server accepts only whisper-1, the default. */
   setenv("VTS_SPEECH_MODEL", "large-v3", 1);
@@ -205,7 +206,7 @@ static void test_model_comes_from_vts_speech_model(void **state) {
 
 static void test_text_only_reply_becomes_one_segment(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct result r;
   run_scenario("textonly", &r);
   assert_int_equal(r.rv, 0);
@@ -217,7 +218,7 @@ static void test_text_only_reply_becomes_one_segment(void **state) {
 
 static void test_language_name_is_mapped_to_its_code(void **state) {
   (void)state;
-  REQUIRE_SERVER();
+  TH_SKIP_UNLESS(ready);
   struct result r;
   run_scenario("french", &r);
   assert_int_equal(r.rv, 0);

@@ -106,8 +106,10 @@ static int setup(void **state) {
   recognise_file(webm, &webm_run);
   char gf[128];
   snprintf(gf, sizeof(gf), "%s/goforward.webm", dir);
-  if (th_encode(TH_GOFORWARD, gf, TH_OPUS, NULL) == 0) recognise_file(gf, &goforward_run);
-  else goforward_run.rv = -EIO;
+  if (th_encode(TH_GOFORWARD, gf, TH_OPUS, NULL) == 0)
+    recognise_file(gf, &goforward_run);
+  else
+    goforward_run.rv = -EIO;
   ready = 1;
   return 0;
 }
@@ -120,11 +122,6 @@ static int teardown(void **state) {
   if (dir[0] != '\0') th_tmpdir_remove(dir);
   return 0;
 }
-
-#define REQUIRE_AUDIO()                                                \
-  do {                                                                 \
-    if (!ready) skip();                                                \
-  } while (0)
 
 static void assert_recognised(const struct run *r, const char *ref, const char *what) {
   assert_int_equal(r->rv, 0);
@@ -139,19 +136,19 @@ static void assert_recognised(const struct run *r, const char *ref, const char *
 
 static void test_read_speech_in_m4a_is_recognised_within_40_percent_wer(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   assert_recognised(&m4a_run, reference, "m4a/aac");
 }
 
 static void test_read_speech_in_webm_is_recognised_within_40_percent_wer(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   assert_recognised(&webm_run, reference, "webm/opus");
 }
 
 static void test_short_command_is_recognised(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   assert_recognised(&goforward_run, TH_GOFORWARD_TEXT, "goforward");
 }
 
@@ -161,7 +158,8 @@ static void assert_well_formed(const struct run *r) {
   double prev_end = 0;
   for (size_t i = 0; i < r->segs.len; i++) {
     const struct segment *s = &r->segs.items[i];
-    if (s->start < prev_end - 1e-9) fail_msg("segment %zu starts at %.2f before the previous end %.2f", i, s->start, prev_end);
+    if (s->start < prev_end - 1e-9)
+      fail_msg("segment %zu starts at %.2f before the previous end %.2f", i, s->start, prev_end);
     if (s->duration <= 0) fail_msg("segment %zu has duration %.2f", i, s->duration);
     if (s->start + s->duration > r->seconds + 0.01)
       fail_msg("segment %zu ends at %.2f after the audio's %.2f s", i, s->start + s->duration, r->seconds);
@@ -174,7 +172,7 @@ static void assert_well_formed(const struct run *r) {
 
 static void test_segments_are_ordered_non_overlapping_and_within_audio(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   assert_well_formed(&m4a_run);
   assert_well_formed(&webm_run);
 }
@@ -182,7 +180,7 @@ static void test_segments_are_ordered_non_overlapping_and_within_audio(void **st
 /* Frame times count from the stream start: each sentence's segment must sit between the silences around it. */
 static void test_segments_are_cut_at_the_silences_between_sentences(void **state) {
   (void)state;
-  REQUIRE_AUDIO();
+  TH_SKIP_UNLESS(ready);
   const struct segment_list *sl = &m4a_run.segs;
   assert_true(sl->len >= NSENTENCES);
   for (size_t i = 0; i < sl->len; i++) {
@@ -202,7 +200,8 @@ static void test_silence_gives_no_segments(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = sizeof(silence) / sizeof(silence[0])};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(speech_pocketsphinx_recognise(&audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)), 0);
+  assert_int_equal(speech_pocketsphinx_recognise(&audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)),
+                   0);
   assert_int_equal(segs.len, 0);
   assert_string_equal(lang, "en");
   th_free_segments(&segs);

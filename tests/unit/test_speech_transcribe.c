@@ -59,11 +59,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define REQUIRE_READY()                                                \
-  do {                                                                 \
-    if (!ready) skip();                                                \
-  } while (0)
-
 static void make_cfg(struct vts_config *cfg, const char *engine, const char *scenario) {
   memset(cfg, 0, sizeof(*cfg));
   snprintf(cfg->upstream_url, sizeof(cfg->upstream_url), "http://127.0.0.1:%d", server.port);
@@ -85,10 +80,12 @@ struct outcome {
 static void transcribe(const struct vts_config *cfg, const char *url_path, int64_t len, int64_t dur_ms,
                        struct outcome *o) {
   char url[512];
-  if (strncmp(url_path, "/", 1) == 0) snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", server.port, url_path);
-  else snprintf(url, sizeof(url), "%s", url_path);
-  struct audio_format af = {.url = url, .itag = 140, .content_length = len, .bitrate = 96000, .duration_ms = dur_ms,
-                            .is_default = 1};
+  if (strncmp(url_path, "/", 1) == 0)
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", server.port, url_path);
+  else
+    snprintf(url, sizeof(url), "%s", url_path);
+  struct audio_format af = {
+      .url = url, .itag = 140, .content_length = len, .bitrate = 96000, .duration_ms = dur_ms, .is_default = 1};
   snprintf(af.mime, sizeof(af.mime), "audio/mp4; codecs=\"mp4a.40.2\"");
   if (strstr(url_path, ".webm") != NULL) snprintf(af.mime, sizeof(af.mime), "audio/webm; codecs=\"opus\"");
   struct player_info pi = {.playability = PLAY_OK, .default_track = -1, .audio = &af, .naudio = 1};
@@ -106,7 +103,7 @@ static void assert_failed(const struct outcome *o, int outcome, const char *deta
 
 static void test_pocketsphinx_transcribes_the_chosen_audio(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
@@ -123,7 +120,7 @@ static void test_pocketsphinx_transcribes_the_chosen_audio(void **state) {
 
 static void test_webm_audio_is_transcribed_too(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
@@ -135,7 +132,7 @@ static void test_webm_audio_is_transcribed_too(void **state) {
 
 static void test_openai_engine_receives_the_downloaded_file(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "openai", "");
   struct outcome o;
@@ -182,7 +179,7 @@ static void test_declared_size_over_the_cap_is_not_available(void **state) {
 
 static void test_decoded_duration_over_the_cap_is_not_available(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   cfg.speech_max_seconds = 2;
@@ -194,7 +191,7 @@ static void test_decoded_duration_over_the_cap_is_not_available(void **state) {
 
 static void test_audio_http_error_is_upstream_failed(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
@@ -213,7 +210,7 @@ static void test_audio_on_a_foreign_host_is_upstream_failed(void **state) {
 
 static void test_corrupt_audio_is_internal(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
@@ -223,7 +220,7 @@ static void test_corrupt_audio_is_internal(void **state) {
 
 static void test_silent_audio_is_not_available(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
@@ -233,7 +230,7 @@ static void test_silent_audio_is_not_available(void **state) {
 
 static void test_failing_speech_server_is_upstream_failed(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "openai", "500");
   struct outcome o;
@@ -243,7 +240,7 @@ static void test_failing_speech_server_is_upstream_failed(void **state) {
 
 static void test_malformed_speech_reply_is_upstream_failed(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "openai", "malformed");
   struct outcome o;
@@ -253,7 +250,7 @@ static void test_malformed_speech_reply_is_upstream_failed(void **state) {
 
 static void test_missing_model_is_internal(void **state) {
   (void)state;
-  REQUIRE_READY();
+  TH_SKIP_UNLESS(ready);
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
