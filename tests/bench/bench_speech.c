@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
       "engine=pocketsphinx audio_s=%.1f cpu_s=%.2f wall_s=%.2f rtf_cpu=%.3f rtf_wall=%.3f segments=%zu "
       "peak_rss_mb=%.1f rss_before_recognition_mb=%.1f peak_vm_mb=%.1f\n",
       audio_s, cpu, wall, cpu / audio_s, wall / audio_s, segs.len, (double)peak_rss_kib() / 1024,
-      (double)rss_before / 1024);
+      (double)rss_before / 1024, (double)peak_vm_kib() / 1024);
   th_free_segments(&segs);
   buf_free(&raw);
   return 0;
