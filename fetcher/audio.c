@@ -287,7 +287,13 @@ int audio_download(const char *url, const struct vts_config *cfg, const char *pr
       rv = -EFBIG;
       goto fail;
     }
-    if (total < 0) total = chunk_total;
+    if (off > 0 && chunk_total != total) {
+      /* The resource changed size between two chunks: the bytes we hold are not one file. */
+      set_detail(detail, detaillen, "audio_bad_range");
+      rv = -EIO;
+      goto fail;
+    }
+    total = chunk_total;
     off += got;
     /* With an unknown total, a short chunk is the last one. */
     if ((total >= 0 && off >= total) || (total < 0 && got < want)) break;

@@ -8,7 +8,7 @@
  *                 model en-us.lm.bin are taken from that directory, else from its parent (Debian's layout).
  *   openai        any server with POST /v1/audio/transcriptions (OpenAI, whisper.cpp, faster-whisper servers) at
  *                 VTS_SPEECH_URL, with VTS_SPEECH_API_KEY as a Bearer token and VTS_SPEECH_MODEL as the model
- *                 (default whisper-1). Audio over VTS_SPEECH_MAX_UPLOAD_BYTES is sent in parts.
+ *                 (default whisper-1). Audio over VTS_SPEECH_MAX_UPLOAD_BYTES (common/limits.h) is sent in parts.
  */
 #ifndef VTS_SPEECH_H
 #define VTS_SPEECH_H
