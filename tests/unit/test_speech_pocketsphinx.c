@@ -134,6 +134,16 @@ static void assert_recognised(const struct run *r, const char *ref, const char *
   buf_free(&hyp);
 }
 
+/* The yardstick itself: edit distance over words, normalised by the reference's length. */
+static void test_word_error_rate_counts_edits_per_reference_word(void **state) {
+  (void)state;
+  assert_true(th_wer("go forward ten meters", "Go forward, ten meters.") == 0.0);
+  assert_true(th_wer("go forward ten meters", "go backward ten meters") == 0.25);
+  assert_true(th_wer("go forward ten meters", "go ten meters") == 0.25);
+  assert_true(th_wer("go forward ten meters", "so go forward ten meters now") == 0.5);
+  assert_true(th_wer("go forward", "") == 1.0);
+}
+
 static void test_read_speech_in_m4a_is_recognised_within_40_percent_wer(void **state) {
   (void)state;
   TH_SKIP_UNLESS(ready);
@@ -236,6 +246,7 @@ static void test_missing_model_dir_is_enoent(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_word_error_rate_counts_edits_per_reference_word),
       cmocka_unit_test(test_read_speech_in_m4a_is_recognised_within_40_percent_wer),
       cmocka_unit_test(test_read_speech_in_webm_is_recognised_within_40_percent_wer),
       cmocka_unit_test(test_short_command_is_recognised),

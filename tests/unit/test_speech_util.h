@@ -81,8 +81,9 @@ static inline int th_tmpdir(char *dir, size_t len) {
 static inline void th_tmpdir_remove(const char *dir) {
   DIR *d = opendir(dir);
   if (d == NULL) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
+  for (;;) {
+    struct dirent *e = readdir(d);
+    if (e == NULL) break;
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
@@ -197,9 +198,16 @@ static inline void th_normalise(const char *in, char *out, size_t outlen) {
 #define TH_MAX_WORDS 512
 
 static inline size_t th_split_words(char *s, char *words[TH_MAX_WORDS]) {
+  /* s is normalised: words separated by single spaces. */
   size_t n = 0;
-  char *save = NULL;
-  for (char *w = strtok_r(s, " ", &save); w != NULL && n < TH_MAX_WORDS; w = strtok_r(NULL, " ", &save)) words[n++] = w;
+  char *p = s;
+  while (*p != '\0' && n < TH_MAX_WORDS) {
+    words[n++] = p;
+    char *sp = strchr(p, ' ');
+    if (sp == NULL) break;
+    *sp = '\0';
+    p = sp + 1;
+  }
   return n;
 }
 
