@@ -54,4 +54,12 @@
 #define VTS_FETCHER_STABLE_MS 10000                   /* a child that lived this long restarts with the minimum delay */
 #define VTS_FETCHER_STOP_LINGER_MS 500                /* SIGTERM: wait this long for the last RESULT to be taken */
 
+/* Speech fallback (fetcher/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
+#define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)       /* larger audio download: 404 (too long to transcribe) */
+#define VTS_AUDIO_CHUNK_BYTES (1024L * 1024)           /* bytes per ranged request: unranged ones are throttled */
+#define VTS_MAX_AUDIO_REDIRECTS 3                      /* more redirects of an audio URL: 502 */
+#define VTS_MAX_AUDIO_STREAMS 16                       /* more streams in an audio container: 500 */
+#define VTS_SPEECH_MAX_UPLOAD_BYTES (24L * 1024 * 1024) /* per request to a transcription server (limit 25 MB) */
+#define VTS_SPEECH_MAX_UTTERANCE_S 30                  /* pocketsphinx utterance without a pause is cut here */
+
 #endif

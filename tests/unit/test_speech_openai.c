@@ -1,0 +1,269 @@
+/* The /v1/audio/transcriptions engine against tests/fake_speech/fake_transcribe.py on 127.0.0.1. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "common/config.h"
+#include "common/util.h"
+#include "fetcher/speech.h"
+#include "test_speech_util.h"
+
+#define EPS 1e-6
+#define WAV_HEADER 44
+
+static struct th_server server;
+static int ready;
+static int16_t pcm[16000 * 13 / 10]; /* 1.3 s; the fake server does not listen, it measures */
+
+static int setup(void **state) {
+  (void)state;
+  if (th_server_start(&server, NULL) == 0) ready = 1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  th_server_stop(&server);
+  return 0;
+}
+
+/* A configuration pointing at the fake server; scenario is its path prefix ("" for ok). */
+static void make_cfg(struct vts_config *cfg, const char *scenario) {
+  memset(cfg, 0, sizeof(*cfg));
+  snprintf(cfg->speech_url, sizeof(cfg->speech_url), "http://127.0.0.1:%d%s%s/", server.port, scenario[0] ? "/" : "",
+           scenario);
+  snprintf(cfg->speech_api_key, sizeof(cfg->speech_api_key), "%s", TH_FAKE_SERVER_KEY);
+  snprintf(cfg->speech_engine, sizeof(cfg->speech_engine), "openai");
+}
+
+struct result {
+  int rv;
+  struct segment_list segs;
+  char lang[16];
+  char detail[64];
+};
+
+static void run(const struct vts_config *cfg, const struct speech_audio *audio, size_t max_upload, uint64_t deadline,
+                struct result *r) {
+  memset(r, 0, sizeof(*r));
+  r->rv = speech_openai_recognise(cfg, audio, max_upload, deadline, &r->segs, r->lang, r->detail, sizeof(r->detail));
+}
+
+static void run_scenario(const char *scenario, struct result *r) {
+  struct vts_config cfg;
+  make_cfg(&cfg, scenario);
+  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
+  run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, r);
+}
+
+static void assert_segment(const struct segment_list *sl, size_t i, const char *text, double start, double duration) {
+  assert_true(i < sl->len);
+  assert_string_equal(sl->items[i].text, text);
+  if (sl->items[i].start < start - EPS || sl->items[i].start > start + EPS || sl->items[i].duration < duration - EPS ||
+      sl->items[i].duration > duration + EPS)
+    fail_msg("segment %zu: expected %.3f+%.3f, got %.3f+%.3f", i, start, duration, sl->items[i].start,
+             sl->items[i].duration);
+}
+
+static void test_wav_parts_carry_their_offsets(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct vts_config cfg;
+  make_cfg(&cfg, "");
+  struct speech_audio audio = {.pcm = pcm, .nsamples = sizeof(pcm) / sizeof(pcm[0])};
+  struct result r;
+  /* 8000 samples (0.5 s) per part: parts of 0.5, 0.5 and 0.3 s, each answered as two halves. */
+  run(&cfg, &audio, WAV_HEADER + 8000 * 2, util_now_ms() + 10000, &r);
+  assert_int_equal(r.rv, 0);
+  assert_string_equal(r.lang, "en");
+  assert_int_equal(r.segs.len, 6);
+  assert_segment(&r.segs, 0, "alpha", 0.0, 0.25);
+  assert_segment(&r.segs, 1, "beta", 0.25, 0.25);
+  assert_segment(&r.segs, 2, "alpha", 0.5, 0.25);
+  assert_segment(&r.segs, 3, "beta", 0.75, 0.25);
+  assert_segment(&r.segs, 4, "alpha", 1.0, 0.15);
+  assert_segment(&r.segs, 5, "beta", 1.15, 0.15);
+  th_free_segments(&r.segs);
+}
+
+static void test_small_original_file_is_sent_as_is(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct vts_config cfg;
+  make_cfg(&cfg, "");
+  static const char original[] = "not really webm, the fake server only looks at the name";
+  struct speech_audio audio = {.pcm = pcm,
+                               .nsamples = 16000,
+                               .original = original,
+                               .original_len = sizeof(original),
+                               .original_name = "audio.webm"};
+  struct result r;
+  run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
+  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.segs.len, 2);
+  assert_segment(&r.segs, 0, "hello", 0.0, 1.25);
+  assert_segment(&r.segs, 1, "world", 1.25, 1.25);
+  th_free_segments(&r.segs);
+}
+
+static void test_large_original_file_is_sent_as_wav_parts(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct vts_config cfg;
+  make_cfg(&cfg, "");
+  static char original[40000];
+  struct speech_audio audio = {.pcm = pcm,
+                               .nsamples = 16000,
+                               .original = original,
+                               .original_len = sizeof(original),
+                               .original_name = "audio.m4a"};
+  struct result r;
+  run(&cfg, &audio, WAV_HEADER + 16000 * 2, util_now_ms() + 10000, &r);
+  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.segs.len, 2);
+  assert_segment(&r.segs, 0, "alpha", 0.0, 0.5);
+  assert_segment(&r.segs, 1, "beta", 0.5, 0.5);
+  th_free_segments(&r.segs);
+}
+
+static void test_server_error_is_eio(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct result r;
+  run_scenario("500", &r);
+  assert_int_equal(r.rv, -EIO);
+  assert_string_equal(r.detail, "speech_http_500");
+  th_free_segments(&r.segs);
+}
+
+static void test_malformed_reply_is_eproto(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct result r;
+  run_scenario("malformed", &r);
+  assert_int_equal(r.rv, -EPROTO);
+  assert_string_equal(r.detail, "speech_bad_reply");
+  th_free_segments(&r.segs);
+}
+
+static void test_deeply_nested_reply_is_eproto(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct result r;
+  run_scenario("deep", &r);
+  assert_int_equal(r.rv, -EPROTO);
+  th_free_segments(&r.segs);
+}
+
+static void test_slow_server_times_out_at_the_deadline(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct vts_config cfg;
+  make_cfg(&cfg, "slow");
+  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
+  struct result r;
+  uint64_t t0 = util_now_ms();
+  run(&cfg, &audio, 1024 * 1024, t0 + 500, &r);
+  uint64_t took = util_now_ms() - t0;
+  assert_int_equal(r.rv, -ETIMEDOUT);
+  assert_string_equal(r.detail, "speech_timeout");
+  if (took > 2000) fail_msg("gave up after %llu ms, deadline was 500 ms", (unsigned long long)took);
+  th_free_segments(&r.segs);
+}
+
+static void test_wrong_api_key_is_eio(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct vts_config cfg;
+  make_cfg(&cfg, "");
+  snprintf(cfg.speech_api_key, sizeof(cfg.speech_api_key), "wrong-key");
+  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
+  struct result r;
+  run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
+  assert_int_equal(r.rv, -EIO);
+  assert_string_equal(r.detail, "speech_http_401");
+  th_free_segments(&r.segs);
+}
+
+static void test_model_comes_from_vts_speech_model(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct result r;
+  /* The fake server accepts only whisper-1, the default. */
+  setenv("VTS_SPEECH_MODEL", "large-v3", 1);
+  run_scenario("", &r);
+  unsetenv("VTS_SPEECH_MODEL");
+  assert_int_equal(r.rv, -EIO);
+  assert_string_equal(r.detail, "speech_http_400");
+  th_free_segments(&r.segs);
+  run_scenario("", &r);
+  assert_int_equal(r.rv, 0);
+  th_free_segments(&r.segs);
+}
+
+static void test_text_only_reply_becomes_one_segment(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct result r;
+  run_scenario("textonly", &r);
+  assert_int_equal(r.rv, 0);
+  assert_string_equal(r.lang, "en");
+  assert_int_equal(r.segs.len, 1);
+  assert_segment(&r.segs, 0, "just text", 0.0, 1.0);
+  th_free_segments(&r.segs);
+}
+
+static void test_language_name_is_mapped_to_its_code(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(ready);
+  struct result r;
+  run_scenario("french", &r);
+  assert_int_equal(r.rv, 0);
+  assert_string_equal(r.lang, "fr");
+  th_free_segments(&r.segs);
+}
+
+static void test_unset_url_is_einval(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
+  struct result r;
+  run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
+  assert_int_equal(r.rv, -EINVAL);
+}
+
+static void test_unreachable_server_is_eio(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  /* Port 1 on loopback: nothing listens there. */
+  snprintf(cfg.speech_url, sizeof(cfg.speech_url), "http://127.0.0.1:1");
+  struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
+  struct result r;
+  run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
+  assert_int_equal(r.rv, -EIO);
+  assert_string_equal(r.detail, "speech_unreachable");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_wav_parts_carry_their_offsets),
+      cmocka_unit_test(test_small_original_file_is_sent_as_is),
+      cmocka_unit_test(test_large_original_file_is_sent_as_wav_parts),
+      cmocka_unit_test(test_server_error_is_eio),
+      cmocka_unit_test(test_malformed_reply_is_eproto),
+      cmocka_unit_test(test_deeply_nested_reply_is_eproto),
+      cmocka_unit_test(test_slow_server_times_out_at_the_deadline),
+      cmocka_unit_test(test_wrong_api_key_is_eio),
+      cmocka_unit_test(test_model_comes_from_vts_speech_model),
+      cmocka_unit_test(test_text_only_reply_becomes_one_segment),
+      cmocka_unit_test(test_language_name_is_mapped_to_its_code),
+      cmocka_unit_test(test_unset_url_is_einval),
+      cmocka_unit_test(test_unreachable_server_is_eio),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
