@@ -5,6 +5,7 @@
  *   vts-fetcher --workers N             a supervisor of N such processes
  *   vts-fetcher --once VIDEO_ID [LANG]  one job in this process, no dispatcher: prints
  *                                       "outcome=<n> lang=<l> detail=<d>" on stderr and the body on stdout
+ *   vts-fetcher --once-speech VIDEO_ID  the same for a speech job (the fallback for videos without captions)
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -25,7 +26,8 @@
 static void usage(void) {
   fputs(
       "usage: vts-fetcher [--workers N]\n"
-      "       vts-fetcher --once VIDEO_ID [LANG]\n",
+      "       vts-fetcher --once VIDEO_ID [LANG]\n"
+      "       vts-fetcher --once-speech VIDEO_ID\n",
       stderr);
 }
 
@@ -53,7 +55,7 @@ static int serve(void *arg) {
   return rv == 0 ? 0 : 1;
 }
 
-static int run_once(const struct vts_config *cfg, const char *video_id, const char *lang) {
+static int run_once(const struct vts_config *cfg, const char *video_id, const char *lang, uint8_t kind) {
   struct proto_job job;
   memset(&job, 0, sizeof(job));
   static const char id_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
@@ -67,8 +69,8 @@ static int run_once(const struct vts_config *cfg, const char *video_id, const ch
   }
   memcpy(job.video_id, video_id, VTS_VIDEO_ID_LEN + 1);
   snprintf(job.lang, sizeof(job.lang), "%s", lang);
-  job.kind = PROTO_KIND_CAPTIONS;
-  job.deadline_ms = (uint32_t)cfg->job_timeout_ms;
+  job.kind = kind;
+  job.deadline_ms = (uint32_t)(kind == PROTO_KIND_SPEECH ? cfg->speech_timeout_ms : cfg->job_timeout_ms);
   char hex[17];
   if (util_random_hex(hex, 8) != 0) snprintf(hex, sizeof(hex), "0");
   snprintf(job.request_id, sizeof(job.request_id), "once-%s", hex);
@@ -114,7 +116,8 @@ int main(int argc, char **argv) {
   }
 
   if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0)
-    return run_once(&cfg, argv[2], argc == 4 ? argv[3] : "");
+    return run_once(&cfg, argv[2], argc == 4 ? argv[3] : "", PROTO_KIND_CAPTIONS);
+  if (argc == 3 && strcmp(argv[1], "--once-speech") == 0) return run_once(&cfg, argv[2], "", PROTO_KIND_SPEECH);
   if (argc == 3 && strcmp(argv[1], "--workers") == 0) {
     int64_t n;
     if (util_parse_i64(argv[2], 1, VTS_FETCHER_MAX_WORKERS, &n) != 0) {

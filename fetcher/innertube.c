@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "fetcher/captions.h"
 #include "fetcher/player.h"
+#include "fetcher/speech.h"
 #include "fetcher/transcript.h"
 
 /*
@@ -48,6 +49,7 @@ static const struct client_kind kinds[] = {
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 struct innertube {
+  const struct vts_config *cfg;
   struct upstream *up;
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t nclients;
@@ -187,6 +189,7 @@ fail:
 int innertube_new(const struct vts_config *cfg, struct upstream *up, struct innertube **out, char *err, size_t errlen) {
   struct innertube *it = calloc(1, sizeof(*it));
   if (it == NULL) return -ENOMEM;
+  it->cfg = cfg;
   it->up = up;
   int rv = innertube_clients_parse(cfg->innertube_clients, it->clients, VTS_INNERTUBE_MAX_CLIENTS, &it->nclients, err,
                                    errlen);
@@ -206,6 +209,7 @@ struct flow {
   const char *video_id;
   const char *lang;
   const char *request_id;
+  int speech; /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int page_state; /* 0 not fetched, 1 usable, -1 failed (never fetched again in this job) */
   struct innertube_page page;
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */
@@ -366,6 +370,28 @@ static const char *not_playable_detail(enum playability p) {
   }
 }
 
+/*
+ * A speech job on a playable reply: the audio through the job's proxy (the platform binds audio URLs to the address
+ * that asked for the player reply), recognised into segments, serialised with source "speech".
+ */
+static enum step speech_step(struct flow *f, const struct player_info *pi, struct innertube_result *res) {
+  struct segment_list sl;
+  memset(&sl, 0, sizeof(sl));
+  char lang[16] = "", detail[64] = "";
+  int outcome = speech_transcribe_via(f->it->cfg, pi, upstream_job_proxy(f->it->up), upstream_job_deadline(f->it->up),
+                                      &sl, lang, detail, sizeof(detail));
+  set_result(res, (uint8_t)outcome, detail);
+  if (outcome == PROTO_OK) {
+    int rv = transcript_serialize(&sl, lang, "speech", &res->body);
+    if (rv != 0)
+      set_result(res, PROTO_INTERNAL, rv == -E2BIG ? "transcript_too_large" : "serialize_failed");
+    else
+      snprintf(res->lang, sizeof(res->lang), "%s", lang);
+  }
+  segment_list_free(&sl);
+  return STEP_DONE;
+}
+
 static enum step try_client(struct flow *f, const struct innertube_client *c, struct innertube_result *res) {
   const struct client_kind *k = &kinds[c->kind];
   enum step step = STEP_NEXT;
@@ -428,6 +454,10 @@ static enum step try_client(struct flow *f, const struct innertube_client *c, st
     set_result(res, PROTO_NOT_AVAILABLE, not_playable_detail(pi.playability));
     goto done;
   }
+  if (f->speech) {
+    step = speech_step(f, &pi, res);
+    goto done;
+  }
   if (pi.ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, "no_captions");
     goto done;
@@ -454,23 +484,37 @@ done:
   return step;
 }
 
+static void run_flow(struct flow *f, struct innertube_result *res);
+
 void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *request_id,
                               struct innertube_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = lang, .request_id = request_id};
+  run_flow(&f, res);
+}
+
+void innertube_fetch_speech(struct innertube *it, const char *video_id, const char *request_id,
+                            struct innertube_result *res) {
+  struct flow f = {.it = it, .video_id = video_id, .lang = "", .request_id = request_id, .speech = 1};
+  run_flow(&f, res);
+}
+
+/* The clients in turn, the watch page fetched once for those that need it, until one decides the job. */
+static void run_flow(struct flow *f, struct innertube_result *res) {
+  struct innertube *it = f->it;
   res->lang[0] = '\0';
   buf_reset(&res->body);
   set_result(res, PROTO_INTERNAL, "no_clients");
   for (size_t i = 0; i < it->nclients; i++) {
     const struct innertube_client *c = &it->clients[i];
     if (kinds[c->kind].needs_page) {
-      if (f.page_state == 0) f.page_state = get_watch_page(&f, res) == 0 ? 1 : -1;
-      if (f.page_state < 0) {
+      if (f->page_state == 0) f->page_state = get_watch_page(f, res) == 0 ? 1 : -1;
+      if (f->page_state < 0) {
         /* The page failed for this client; one that does not need it may still get through. */
         if (strcmp(res->detail, "timeout") == 0 || res->outcome == PROTO_INTERNAL) break;
         continue;
       }
     }
-    if (try_client(&f, c, res) == STEP_DONE) break;
+    if (try_client(f, c, res) == STEP_DONE) break;
   }
-  buf_free(&f.resp.body);
+  buf_free(&f->resp.body);
 }

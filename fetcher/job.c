@@ -156,10 +156,9 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   if (!valid_video_id(job->video_id)) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
-  } else if (job->kind != PROTO_KIND_CAPTIONS) {
-    /* Speech jobs are served by fetchers built with the speech fallback; this one has only captions. */
-    out->outcome = PROTO_INTERNAL;
-    snprintf(out->detail, sizeof(out->detail), "speech_unsupported");
+  } else if (job->kind == PROTO_KIND_SPEECH) {
+    upstream_begin_job(r->up, start + budget, job->request_id);
+    innertube_fetch_speech(r->it, job->video_id, job->request_id, out);
   } else {
     upstream_begin_job(r->up, start + budget, job->request_id);
     innertube_fetch_captions(r->it, job->video_id, job->lang, job->request_id, out);
@@ -169,7 +168,9 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
   res->outcome = out->outcome;
-  res->source = out->outcome == PROTO_OK ? PROTO_SOURCE_CAPTIONS : PROTO_SOURCE_NONE;
+  res->source = out->outcome != PROTO_OK          ? PROTO_SOURCE_NONE
+                : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
+                                                 : PROTO_SOURCE_CAPTIONS;
   res->fetch_ms = (uint32_t)(util_now_ms() - start);
   snprintf(res->lang, sizeof(res->lang), "%s", out->outcome == PROTO_OK ? out->lang : "");
   snprintf(res->detail, sizeof(res->detail), "%s", out->detail);

@@ -23,6 +23,7 @@ struct upstream {
   char *proxies[VTS_UPSTREAM_MAX_PROXIES];
   size_t nproxies;
   size_t next_proxy;
+  const char *job_proxy; /* the proxy of the current job, NULL for none */
   uint64_t deadline_ms;
   const char *request_id;
 };
@@ -184,15 +185,21 @@ void upstream_begin_job(struct upstream *u, uint64_t deadline_ms, const char *re
   /* A job must not see the cookies of another (a consent answer, a visitor id): each job starts clean. */
   curl_easy_setopt(u->curl, CURLOPT_COOKIELIST, "ALL");
   if (u->nproxies > 0) {
-    curl_easy_setopt(u->curl, CURLOPT_PROXY, u->proxies[u->next_proxy]);
+    u->job_proxy = u->proxies[u->next_proxy];
+    curl_easy_setopt(u->curl, CURLOPT_PROXY, u->job_proxy);
     u->next_proxy = (u->next_proxy + 1) % u->nproxies;
   } else {
+    u->job_proxy = NULL;
     /* An empty string, not NULL: NULL would let curl read http_proxy from the environment. */
     curl_easy_setopt(u->curl, CURLOPT_PROXY, "");
   }
 }
 
 const char *upstream_origin(const struct upstream *u) { return u->origin; }
+
+const char *upstream_job_proxy(const struct upstream *u) { return u->job_proxy; }
+
+uint64_t upstream_job_deadline(const struct upstream *u) { return u->deadline_ms; }
 
 int upstream_map_url(const struct upstream *u, const char *url, struct buf *out) {
   CURLU *h = curl_url();

@@ -71,6 +71,11 @@ int upstream_map_url(const struct upstream *u, const char *url, struct buf *out)
 /* The configured origin, "scheme://host[:port]" without a trailing slash; borrowed, valid until upstream_free. */
 const char *upstream_origin(const struct upstream *u);
 
+/* The proxy chosen for the current job (borrowed), or NULL when none is configured. */
+const char *upstream_job_proxy(const struct upstream *u);
+/* The current job's deadline (util_now_ms clock). */
+uint64_t upstream_job_deadline(const struct upstream *u);
+
 /* A short stable name for an error of upstream_fetch, for result details and logs ("timeout", "too_large"...). */
 const char *upstream_strerror(int err);
 

@@ -45,6 +45,16 @@ The scenario is chosen by the video id (11 characters):
 | redirOkxxx1 | normal                             | OK                                             | 302 to www.youtube.com|
 |             |                                    |                                                | /api/timedtext, json3|
 
+Speech scenarios (the fallback for videos without captions). With --audio-m4a FILE [--audio-webm FILE]
+--audio-duration-ms N, /videoplayback serves those files (itag 140 the m4a, 249/251 the webm) with Range support,
+and the audio formats of the player reply carry their real sizes and duration:
+
+| noCaptions1 | normal | OK, no captions; audio formats on this server's /videoplayback               |
+| noAudio0001 | normal | OK, no captions, no audio formats                                             |
+| speechLong1 | normal | OK, no captions; audio formats declaring 10 hours                             |
+| audio403xx1 | normal | OK, no captions; /videoplayback answers 403                                   |
+
+Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
 
 With --captures DIR (the youtube-transcript-api folder of /work/shared/fixtures), four more ids serve the real
@@ -127,15 +137,22 @@ def caption_track(video, lang, name, kind="", po_token=False):
     return track
 
 
+AUDIO = {}  # itag -> bytes, from --audio-m4a / --audio-webm
+AUDIO_DURATION_MS = [12480]
+
+
 def audio_formats(origin, video):
     def fmt(itag, mime, bitrate, clen, default=True):
+        if itag in AUDIO:
+            clen = len(AUDIO[itag])
+        dur_ms = AUDIO_DURATION_MS[0] if video != "speechLong1" else 36000000
         query = urllib.parse.urlencode({
             "expire": "1893456000", "ei": "q1FakeEi0123456789abc", "id": "o-Fake" + video, "itag": str(itag),
             "source": "youtube", "requiressl": "yes", "mime": mime.split(";")[0], "clen": str(clen),
-            "dur": "12.480", "c": "VISIONOS"})
+            "dur": "%.3f" % (dur_ms / 1000), "c": "VISIONOS"})
         f = {
             "itag": itag, "url": origin + "/videoplayback?" + query, "mimeType": mime, "bitrate": bitrate,
-            "averageBitrate": bitrate - 1000, "contentLength": str(clen), "approxDurationMs": "12480",
+            "averageBitrate": bitrate - 1000, "contentLength": str(clen), "approxDurationMs": str(dur_ms),
             "lastModified": "1734377919135877", "quality": "tiny", "projectionType": "RECTANGULAR",
             "audioQuality": "AUDIO_QUALITY_LOW" if bitrate < 100000 else "AUDIO_QUALITY_MEDIUM",
             "audioSampleRate": "48000" if "opus" in mime else "44100", "audioChannels": 2,
@@ -438,7 +455,7 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/api/timedtext":
             self.get_timedtext(video, query)
         elif url.path == "/videoplayback":
-            self.send(404, "", "text/plain")
+            self.get_audio(query)
         else:
             self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
 
@@ -535,8 +552,15 @@ class Handler(BaseHTTPRequestHandler):
                                              "The uploader has not made this video available in your country"))
         elif video == "liveOffline":
             self.send_json(200, player_error("LIVE_STREAM_OFFLINE", "This live event will begin in a few moments."))
-        elif video == "noCaptions1":
+        elif video in ("noCaptions1", "speechLong1", "audio403xx1"):
             self.send_json(200, player_ok(origin, video))
+        elif video == "noAudio0001":
+            reply = player_ok(origin, video)
+            reply["streamingData"]["adaptiveFormats"] = [
+                f for f in reply["streamingData"]["adaptiveFormats"] if not f["mimeType"].startswith("audio/")]
+            self.send_json(200, reply)
+        elif video.startswith("bench"):
+            self.send_json(200, player_ok(origin, video, one_en))
         elif video == "poToken0001":
             tracks = [caption_track(video, "en", "English", po_token=True),
                       caption_track(video, "en", "English (auto-generated)", "asr", po_token=True)]
@@ -553,6 +577,39 @@ class Handler(BaseHTTPRequestHandler):
             self.redirect(PLATFORM + "/youtubei/v1/player?prettyPrint=false&loop=1", 307)
         else:
             self.send_json(200, player_error("ERROR", "This video is unavailable"))
+
+    def get_audio(self, query):
+        video = query.get("id", [""])[0].replace("o-Fake", "", 1)
+        STATS.count("GET /videoplayback %s" % video)
+        itag = int(query.get("itag", ["0"])[0] or 0)
+        data = AUDIO.get(itag)
+        if video == "audio403xx1" or data is None:
+            self.send(403 if video == "audio403xx1" else 404, "", "text/plain")
+            return
+        start, end = 0, len(data) - 1
+        m = re.match(r"bytes=(\d+)-(\d*)$", self.headers.get("Range", ""))
+        status = 200
+        if m:
+            start = int(m.group(1))
+            end = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
+            status = 206
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", "bytes */%d" % len(data))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        chunk = data[start:end + 1]
+        self.send_response(status)
+        self.send_header("Content-Type", "audio/mp4" if itag == 140 else "audio/webm")
+        self.send_header("Content-Length", str(len(chunk)))
+        if status == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(chunk)
+        except OSError:
+            pass
 
     def get_timedtext(self, video, query):
         STATS.add(STATS.timedtext, video, query)
@@ -588,7 +645,17 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--captures", help="folder of real captured pages (see the table above)")
+    parser.add_argument("--audio-m4a", help="m4a (AAC) file served for itag 140")
+    parser.add_argument("--audio-webm", help="webm (Opus) file served for itags 249 and 251")
+    parser.add_argument("--audio-duration-ms", type=int, default=12480, help="duration the player reply declares")
     args = parser.parse_args()
+    AUDIO_DURATION_MS[0] = args.audio_duration_ms
+    if args.audio_m4a:
+        with open(args.audio_m4a, "rb") as f:
+            AUDIO[140] = f.read()
+    if args.audio_webm:
+        with open(args.audio_webm, "rb") as f:
+            AUDIO[249] = AUDIO[251] = f.read()
     if args.captures:
         load_captures(args.captures)
     server = Server((args.host, args.port), Handler)
