@@ -78,16 +78,16 @@ def test_bad_message_is_ignored_and_ready_sent_again(dispatcher, start_fetcher):
     assert proc.poll() is None
 
 
-def test_speech_job_is_internal_failure_in_a_captions_fetcher(dispatcher, start_fetcher, upstream):
+def test_speech_job_runs_the_speech_flow_over_the_job_loop(dispatcher, start_fetcher, upstream):
     dispatcher.listen()
     start_fetcher(dispatcher)
     conn = dispatcher.accept()
     assert conn.recv() == READY
     upstream.reset()
-    conn.reply(encode_job(9, "noCaptions1", kind=harness.KIND_SPEECH))
+    conn.reply(encode_job(9, "noAudio0001", kind=harness.KIND_SPEECH))
     res = decode_result(conn.recv())
-    assert (res["job_id"], res["outcome"], res["detail"]) == (9, 4, "speech_unsupported")
-    assert upstream.stats()["requests"] == {}
+    assert (res["job_id"], res["outcome"], res["detail"]) == (9, 2, "no_audio_format")
+    assert upstream.stats()["requests"] == {"POST /youtubei/v1/player noAudio0001": 1}
 
 
 def test_fetcher_started_before_dispatcher_keeps_dialing(dispatcher, start_fetcher):
