@@ -49,6 +49,8 @@ static const struct var vars[] = {
     S(speech_engine, "VTS_SPEECH_ENGINE", "pocketsphinx"),
     S(speech_url, "VTS_SPEECH_URL", ""),
     S(speech_api_key, "VTS_SPEECH_API_KEY", ""),
+    S(speech_model, "VTS_SPEECH_MODEL", "whisper-1"),
+    S(pocketsphinx_model_dir, "VTS_POCKETSPHINX_MODEL_DIR", "/usr/share/pocketsphinx/model/en-us/en-us"),
     S(env, "VTS_ENV", "development"),
     S(metrics_listen, "VTS_METRICS_LISTEN", "127.0.0.1:9464"),
     I(header_timeout_ms, "VTS_HEADER_TIMEOUT_MS", "10000", 100, 600000),
@@ -121,6 +123,11 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
       strcmp(cfg->log_level, "warn") != 0 && strcmp(cfg->log_level, "error") != 0) {
     snprintf(err, errlen, "VTS_LOG_LEVEL: invalid value \"%.64s\": expected debug, info, warn or error",
              cfg->log_level);
+    return -EINVAL;
+  }
+  if (strcmp(cfg->speech_engine, "openai") == 0 && strncmp(cfg->speech_url, "http://", 7) != 0 &&
+      strncmp(cfg->speech_url, "https://", 8) != 0) {
+    snprintf(err, errlen, "VTS_SPEECH_URL: required with VTS_SPEECH_ENGINE=openai: expected an http(s) URL");
     return -EINVAL;
   }
   char mhost[64];

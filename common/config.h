@@ -37,6 +37,8 @@ struct vts_config {
   char speech_engine[32];                 /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];        /* VTS_SPEECH_URL */
   char speech_api_key[CONFIG_STR_MAX];    /* VTS_SPEECH_API_KEY */
+  char speech_model[128];                 /* VTS_SPEECH_MODEL: the openai engine's model */
+  char pocketsphinx_model_dir[CONFIG_STR_MAX]; /* VTS_POCKETSPHINX_MODEL_DIR: the embedded engine's acoustic model */
   char env[64];                           /* VTS_ENV */
   char metrics_listen[128];               /* VTS_METRICS_LISTEN, empty disables */
   int64_t header_timeout_ms;              /* VTS_HEADER_TIMEOUT_MS */

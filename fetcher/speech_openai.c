@@ -304,8 +304,7 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
     set_detail(detail, detaillen, "speech_timeout");
     return -ETIMEDOUT;
   }
-  const char *model = getenv("VTS_SPEECH_MODEL");
-  if (model == NULL || model[0] == '\0') model = SPEECH_DEFAULT_OPENAI_MODEL;
+  const char *model = cfg->speech_model[0] != '\0' ? cfg->speech_model : SPEECH_DEFAULT_OPENAI_MODEL;
   const char *ext = strrchr(name, '.');
   const char *type = ext == NULL                 ? "application/octet-stream"
                      : strcmp(ext, ".wav") == 0  ? "audio/wav"

@@ -37,8 +37,7 @@ static int model_file(const char *dir, const char *name, char *out, size_t outle
   return -ENOENT;
 }
 
-static int decoder_open(ps_decoder_t **ps_out, cmd_ln_t **cfg_out) {
-  const char *dir = getenv("VTS_POCKETSPHINX_MODEL_DIR");
+static int decoder_open(const char *dir, ps_decoder_t **ps_out, cmd_ln_t **cfg_out) {
   if (dir == NULL || dir[0] == '\0') dir = SPEECH_DEFAULT_MODEL_DIR;
   char hmm[PATH_MAX], dict[PATH_MAX], lm[PATH_MAX];
   int n = snprintf(hmm, sizeof(hmm), "%s/mdef", dir);
@@ -119,11 +118,11 @@ static int end_utterance(ps_decoder_t *ps, struct segment_list *out) {
   return collect_utterance(ps, out);
 }
 
-int speech_pocketsphinx_recognise(const struct speech_audio *audio, uint64_t deadline_ms_abs, struct segment_list *out,
+int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs, struct segment_list *out,
                                   char lang[16], char *detail, size_t detaillen) {
   ps_decoder_t *ps = NULL;
   cmd_ln_t *cfg = NULL;
-  int rv = decoder_open(&ps, &cfg);
+  int rv = decoder_open(model_dir, &ps, &cfg);
   if (rv != 0) {
     set_detail(detail, detaillen, rv == -ENOENT ? "speech_model_missing" : "speech_engine_init");
     return rv;

@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
   char lang[16] = "", detail[64] = "";
   double c0 = cpu_seconds();
   uint64_t w0 = util_now_ms();
-  int rv = speech_pocketsphinx_recognise(&audio, w0 + 24ULL * 3600 * 1000, &segs, lang, detail, sizeof(detail));
+  int rv = speech_pocketsphinx_recognise(NULL, &audio, w0 + 24ULL * 3600 * 1000, &segs, lang, detail, sizeof(detail));
   double cpu = cpu_seconds() - c0;
   double wall = (double)(util_now_ms() - w0) / 1000;
   if (rv != 0) {

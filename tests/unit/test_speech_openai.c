@@ -52,12 +52,15 @@ static void run(const struct vts_config *cfg, const struct speech_audio *audio, 
   r->rv = speech_openai_recognise(cfg, audio, max_upload, deadline, &r->segs, r->lang, r->detail, sizeof(r->detail));
 }
 
-static void run_scenario(const char *scenario, struct result *r) {
+static void run_model(const char *scenario, const char *model, struct result *r) {
   struct vts_config cfg;
   make_cfg(&cfg, scenario);
+  snprintf(cfg.speech_model, sizeof(cfg.speech_model), "%s", model);
   struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
   run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, r);
 }
+
+static void run_scenario(const char *scenario, struct result *r) { run_model(scenario, "", r); }
 
 static void assert_segment(const struct segment_list *sl, size_t i, const char *text, double start, double duration) {
   assert_true(i < sl->len);
@@ -193,9 +196,7 @@ static void test_model_comes_from_vts_speech_model(void **state) {
   TH_SKIP_UNLESS(ready);
   struct result r;
   /* The fake server accepts only whisper-1, the default. */
-  setenv("VTS_SPEECH_MODEL", "large-v3", 1);
-  run_scenario("", &r);
-  unsetenv("VTS_SPEECH_MODEL");
+  run_model("", "large-v3", &r);
   assert_int_equal(r.rv, -EIO);
   assert_string_equal(r.detail, "speech_http_400");
   th_free_segments(&r.segs);

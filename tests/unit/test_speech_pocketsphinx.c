@@ -65,7 +65,7 @@ static void recognise_file(const char *path, struct run *r) {
     struct speech_audio audio = {.pcm = pcm.samples, .nsamples = pcm.len};
     char detail[64] = "";
     r->seconds = (double)pcm.len / DECODE_SAMPLE_RATE;
-    r->rv = speech_pocketsphinx_recognise(&audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
+    r->rv = speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
   }
   decode_pcm_free(&pcm);
   buf_free(&file);
@@ -210,7 +210,7 @@ static void test_silence_gives_no_segments(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = sizeof(silence) / sizeof(silence[0])};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(speech_pocketsphinx_recognise(&audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)),
+  assert_int_equal(speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)),
                    0);
   assert_int_equal(segs.len, 0);
   assert_string_equal(lang, "en");
@@ -223,7 +223,7 @@ static void test_passed_deadline_is_etimedout(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = 16000};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(speech_pocketsphinx_recognise(&audio, util_now_ms() - 1, &segs, lang, detail, sizeof(detail)),
+  assert_int_equal(speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() - 1, &segs, lang, detail, sizeof(detail)),
                    -ETIMEDOUT);
   assert_string_equal(detail, "speech_timeout");
   assert_int_equal(segs.len, 0);
@@ -236,9 +236,8 @@ static void test_missing_model_dir_is_enoent(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = 1600};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  setenv("VTS_POCKETSPHINX_MODEL_DIR", "/nonexistent/model", 1);
-  int rv = speech_pocketsphinx_recognise(&audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail));
-  unsetenv("VTS_POCKETSPHINX_MODEL_DIR");
+  int rv = speech_pocketsphinx_recognise("/nonexistent/model", &audio, util_now_ms() + 60000, &segs, lang, detail,
+                                         sizeof(detail));
   assert_int_equal(rv, -ENOENT);
   assert_string_equal(detail, "speech_model_missing");
   th_free_segments(&segs);

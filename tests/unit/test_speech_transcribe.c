@@ -254,9 +254,8 @@ static void test_missing_model_is_internal(void **state) {
   struct vts_config cfg;
   make_cfg(&cfg, "pocketsphinx", "");
   struct outcome o;
-  setenv("VTS_POCKETSPHINX_MODEL_DIR", "/nonexistent/model", 1);
+  snprintf(cfg.pocketsphinx_model_dir, sizeof(cfg.pocketsphinx_model_dir), "/nonexistent/model");
   transcribe(&cfg, "/audio/file/speech.m4a", speech_m4a_len, GOFORWARD_MS, &o);
-  unsetenv("VTS_POCKETSPHINX_MODEL_DIR");
   assert_failed(&o, PROTO_INTERNAL, "speech_model_missing");
 }
 
