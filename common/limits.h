@@ -42,6 +42,7 @@
 #define VTS_REDIS_COMMAND_TIMEOUT_MS 50          /* no reply in time: store down for that request (503 or fallback) */
 #define VTS_REDIS_RECONNECT_MIN_MS 100           /* reconnect backoff starts here and doubles */
 #define VTS_REDIS_RECONNECT_MAX_MS 500           /* ... up to here, so a restarted Redis is back within 1 s */
+#define VTS_REDIS_CONNECT_TIMEOUT_MS 250         /* connection not ready (script loaded) in time: redialled */
 #define VTS_REDIS_STALL_MS 1000                  /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400       /* a month counter outlives its month by this much */
 

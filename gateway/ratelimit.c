@@ -31,7 +31,7 @@ struct ratelimit {
   struct rlredis *redis; /* NULL for the memory provider */
   uv_timer_t snap_timer; /* memory provider: offers a snapshot every VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS */
   bool snap_timer_on;
-  uv_work_t snap_work;   /* the snapshot is written on the threadpool: fsync must not stall the loop */
+  uv_work_t snap_work; /* the snapshot is written on the threadpool: fsync must not stall the loop */
   bool snap_busy;
   bool snap_failed_logged;
   uint64_t snap_gen;
@@ -211,10 +211,18 @@ void ratelimit_free(struct ratelimit *rl) {
 
 static void count(struct ratelimit *rl, const struct rl_decision *d) {
   switch (d->outcome) {
-    case RL_ALLOW: rl->stats.allowed++; break;
-    case RL_LIMITED: rl->stats.limited++; break;
-    case RL_QUOTA: rl->stats.quota_exceeded++; break;
-    case RL_UNAVAILABLE: rl->stats.unavailable++; break;
+    case RL_ALLOW:
+      rl->stats.allowed++;
+      break;
+    case RL_LIMITED:
+      rl->stats.limited++;
+      break;
+    case RL_QUOTA:
+      rl->stats.quota_exceeded++;
+      break;
+    case RL_UNAVAILABLE:
+      rl->stats.unavailable++;
+      break;
   }
 }
 

@@ -20,7 +20,9 @@ static int64_t floor_div(int64_t a, int64_t b) {
 
 int64_t rlcalc_window_index(int64_t now, int64_t window_s) { return floor_div(now, window_s); }
 
-int64_t rlcalc_window_reset(int64_t now, int64_t window_s) { return (rlcalc_window_index(now, window_s) + 1) * window_s; }
+int64_t rlcalc_window_reset(int64_t now, int64_t window_s) {
+  return (rlcalc_window_index(now, window_s) + 1) * window_s;
+}
 
 int64_t rlcalc_retry_after(int64_t now, int64_t reset) { return reset - now >= 1 ? reset - now : 1; }
 
@@ -31,10 +33,10 @@ int64_t rlcalc_retry_after(int64_t now, int64_t reset) { return reset - now >= 1
 static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
   if (m <= 2) y--;
   int64_t era = floor_div(y, 400);
-  int64_t yoe = y - era * 400;                              /* [0, 399] */
+  int64_t yoe = y - era * 400;                                   /* [0, 399] */
   int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1; /* [0, 365] from March 1st */
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;      /* [0, 146096] */
-  return era * DAYS_PER_ERA + doe - 719468;                 /* 719468: days from 0000-03-01 to 1970-01-01 */
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;           /* [0, 146096] */
+  return era * DAYS_PER_ERA + doe - 719468;                      /* 719468: days from 0000-03-01 to 1970-01-01 */
 }
 
 /* The inverse of days_from_civil, for year and month only. */

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <netdb.h>
@@ -43,10 +42,11 @@ struct rlredis {
   uv_loop_t *loop;
   struct rlredis_addr addr;
   redisAsyncContext *ac; /* NULL while disconnected */
+  bool ready;            /* the script is loaded on this connection */
   bool stalled;          /* a command timed out and no reply has come since */
   bool closing;
-  bool down_logged; /* one warning per outage, not one per reconnect attempt */
-  uv_timer_t conn_timer; /* while disconnected: reconnect backoff; while stalled: the stall deadline */
+  bool down_logged;      /* one warning per outage, not one per reconnect attempt */
+  uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uint64_t backoff_ms;
   int refs; /* conn_timer and every live request: the struct is freed with the last */
   char sha[41];
@@ -66,6 +66,90 @@ struct rlreq {
   char keys[2][96];
   char nums[4][24];
 };
+
+/*
+ * Our own libuv binding for hiredis, instead of hiredis/adapters/libuv.h: that adapter drops poll errors, and libuv
+ * reports a refused connect as one (UV_EBADF, after stopping the poll), so a connection attempt to a stopped Redis
+ * would hang forever. Here an error is handed to hiredis as readiness: it then reads the socket error itself and
+ * calls on_connect or on_disconnect. What still slips through is caught by the ready and stall deadlines.
+ */
+struct rlredis_poll {
+  redisAsyncContext *ac; /* NULL once hiredis has let go of the connection */
+  uv_poll_t handle;
+  int events;
+};
+
+static void poll_cb(uv_poll_t *h, int status, int events) {
+  struct rlredis_poll *p = h->data;
+  if (p->ac == NULL) return;
+  if (status < 0) {
+    if ((p->ac->c.flags & REDIS_CONNECTED) == 0) {
+      redisAsyncHandleWrite(p->ac); /* completes the connect: finds the socket error */
+    } else {
+      redisAsyncHandleRead(p->ac); /* reads the error or the end of the stream */
+    }
+    return;
+  }
+  /* Handling a read may free the connection (p->ac becomes NULL); p itself lives until its close callback. */
+  if (p->ac != NULL && (events & UV_READABLE)) redisAsyncHandleRead(p->ac);
+  if (p->ac != NULL && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
+}
+
+static void poll_update(struct rlredis_poll *p, int events) {
+  p->events = events;
+  if (events != 0) {
+    uv_poll_start(&p->handle, events, poll_cb);
+  } else {
+    uv_poll_stop(&p->handle);
+  }
+}
+
+static void poll_add_read(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events | UV_READABLE);
+}
+
+static void poll_del_read(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events & ~UV_READABLE);
+}
+
+static void poll_add_write(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events | UV_WRITABLE);
+}
+
+static void poll_del_write(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events & ~UV_WRITABLE);
+}
+
+static void poll_closed(uv_handle_t *h) { free(h->data); }
+
+static void poll_cleanup(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  p->ac = NULL;
+  uv_close((uv_handle_t *)&p->handle, poll_closed);
+}
+
+static int poll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
+  struct rlredis_poll *p = calloc(1, sizeof(*p));
+  if (p == NULL) return -ENOMEM;
+  int rv = uv_poll_init(loop, &p->handle, ac->c.fd);
+  if (rv != 0) {
+    free(p);
+    return rv;
+  }
+  p->handle.data = p;
+  p->ac = ac;
+  ac->ev.data = p;
+  ac->ev.addRead = poll_add_read;
+  ac->ev.delRead = poll_del_read;
+  ac->ev.addWrite = poll_add_write;
+  ac->ev.delWrite = poll_del_write;
+  ac->ev.cleanup = poll_cleanup;
+  return 0;
+}
 
 static void conn_start(struct rlredis *r);
 static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
@@ -113,6 +197,7 @@ static void schedule_reconnect(struct rlredis *r) {
 static void conn_drop(struct rlredis *r) {
   redisAsyncContext *ac = r->ac;
   r->ac = NULL;
+  r->ready = false;
   r->stalled = false;
   /* Clearing r->ac first tells on_disconnect this is our doing, not an outage to redial. */
   if (ac != NULL) redisAsyncFree(ac);
@@ -122,13 +207,15 @@ static void conn_drop(struct rlredis *r) {
 static void conn_alive(struct rlredis *r) {
   if (!r->stalled) return;
   r->stalled = false;
-  uv_timer_stop(&r->conn_timer);
+  /* Not ready yet: the timer is the ready deadline, which still holds. */
+  if (r->ready) uv_timer_stop(&r->conn_timer);
 }
 
-static void on_stall_timer(uv_timer_t *t) {
+/* The stall or ready deadline passed: the connection is of no use. */
+static void on_deadline_timer(uv_timer_t *t) {
   struct rlredis *r = t->data;
-  if (!r->stalled || r->ac == NULL) return;
-  log_down(r, "no reply (frozen or unreachable server)");
+  if (r->ac == NULL || (r->ready && !r->stalled)) return;
+  log_down(r, r->ready ? "no reply (frozen or unreachable server)" : "connection not ready in time");
   conn_drop(r);
   schedule_reconnect(r);
 }
@@ -136,7 +223,8 @@ static void on_stall_timer(uv_timer_t *t) {
 static void conn_stalled(struct rlredis *r) {
   if (r->stalled || r->ac == NULL || r->closing) return;
   r->stalled = true;
-  uv_timer_start(&r->conn_timer, on_stall_timer, VTS_REDIS_STALL_MS, 0);
+  /* While connecting, the shorter ready deadline already runs. */
+  if (r->ready) uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_STALL_MS, 0);
 }
 
 static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
@@ -150,6 +238,7 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
       /* A wrong database or a refused script makes the connection useless: drop it (hiredis frees it after this
        * callback returns) and try again later. */
       r->ac = NULL;
+      r->ready = false;
       r->stalled = false;
       redisAsyncFree(c);
       schedule_reconnect(r);
@@ -158,6 +247,8 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
   }
   if (rep->type == REDIS_REPLY_STRING) {
     /* SCRIPT LOAD answered: the connection is ready. */
+    r->ready = true;
+    if (!r->stalled) uv_timer_stop(&r->conn_timer);
     r->connects++;
     r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
     if (r->down_logged) log_msg(LOG_INFO, "redis connected", NULL);
@@ -170,6 +261,7 @@ static void on_connect(const redisAsyncContext *c, int status) {
   if (status == REDIS_OK || c != r->ac) return;
   /* hiredis frees the context after this returns, calling back its pending commands with NULL. */
   r->ac = NULL;
+  r->ready = false;
   r->stalled = false;
   log_down(r, c->errstr);
   schedule_reconnect(r);
@@ -180,6 +272,7 @@ static void on_disconnect(const redisAsyncContext *c, int status) {
   struct rlredis *r = c->data;
   if (c != r->ac) return;
   r->ac = NULL;
+  r->ready = false;
   r->stalled = false;
   uv_timer_stop(&r->conn_timer);
   log_down(r, c->errstr[0] != '\0' ? c->errstr : "connection closed");
@@ -194,11 +287,13 @@ static void conn_start(struct rlredis *r) {
     goto fail;
   }
   ac->data = r;
-  if (redisLibuvAttach(ac, r->loop) != REDIS_OK) goto fail;
+  if (poll_attach(ac, r->loop) != 0) goto fail;
   redisAsyncSetConnectCallback(ac, on_connect);
   redisAsyncSetDisconnectCallback(ac, on_disconnect);
   r->ac = ac;
+  r->ready = false;
   r->stalled = false;
+  uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_CONNECT_TIMEOUT_MS, 0);
   /* Pipelined: hiredis sends these once connected, and checks issued meanwhile queue behind them, so the very first
    * EVALSHA already finds the script. */
   if (r->addr.db != 0) redisAsyncCommand(ac, on_setup_reply, r, "SELECT %d", r->addr.db);
@@ -212,8 +307,15 @@ retry:
 }
 
 static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
-  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA", eval ? script : q->r->sha, "2", q->keys[0], q->keys[1],
-                                   q->nums[0], q->nums[1], q->nums[2], q->nums[3]};
+  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA",
+                                   eval ? script : q->r->sha,
+                                   "2",
+                                   q->keys[0],
+                                   q->keys[1],
+                                   q->nums[0],
+                                   q->nums[1],
+                                   q->nums[2],
+                                   q->nums[3]};
   return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, NULL) == REDIS_OK ? 0 : -EIO;
 }
 

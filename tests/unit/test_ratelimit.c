@@ -22,6 +22,7 @@
 #include "gateway/ratelimit_calc.h"
 #include "gateway/ratelimit_memory.h"
 #include "gateway/ratelimit_redis.h"
+#include "tests/unit/test_ratelimit_util.h"
 
 #define T_2025_12_31_235959 INT64_C(1767225599)
 #define T_2026_01_01 INT64_C(1767225600)
@@ -40,6 +41,17 @@ static const char digest_b[] = "fedcba9876543210fedcba9876543210fedcba9876543210
 static struct rl_limits limits(int64_t rate, int64_t window_s, int64_t quota) {
   struct rl_limits l = {rate, window_s, quota};
   return l;
+}
+
+/* A fresh 64-slot table for one test. */
+static int table_setup(void **state) {
+  *state = rlmem_create(64);
+  return *state != NULL ? 0 : -1;
+}
+
+static int table_teardown(void **state) {
+  rlmem_destroy(*state);
+  return 0;
 }
 
 /* A fresh directory under /tmp for one test. */
@@ -104,10 +116,10 @@ static void test_month_index_matches_the_utc_calendar_every_day(void **state) {
     assert_non_null(gmtime_r(&tt, &tm));
     int64_t want = (int64_t)(tm.tm_year - 70) * 12 + tm.tm_mon;
     int64_t got = rlcalc_month_index(t + 43200);
-    if (got != want) fail_msg("day %lld: month index %lld, calendar says %lld", (long long)t, (long long)got,
-                              (long long)want);
-    if (tm.tm_mday == 1 && rlcalc_month_start(want) != t) fail_msg("month %lld starts at %lld", (long long)want,
-                                                                   (long long)t);
+    if (got != want)
+      fail_msg("day %lld: month index %lld, calendar says %lld", (long long)t, (long long)got, (long long)want);
+    if (tm.tm_mday == 1 && rlcalc_month_start(want) != t)
+      fail_msg("month %lld starts at %lld", (long long)want, (long long)t);
   }
 }
 
@@ -128,9 +140,7 @@ static void test_key_overrides_replace_defaults_and_zero_means_default(void **st
 }
 
 static void test_memory_admits_exactly_limit_then_limits_until_reset(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
-  assert_non_null(t);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(5, 60, 1000);
   struct rl_decision d;
   int64_t now = 1000; /* window [960, 1020) */
@@ -158,12 +168,10 @@ static void test_memory_admits_exactly_limit_then_limits_until_reset(void **stat
   assert_int_equal(d.remaining, 4);
   assert_int_equal(d.reset, 1080);
   assert_int_equal(rlmem_quota_used(t, digest_a, now), 6);
-  rlmem_destroy(t);
 }
 
 static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(10, 60, 3);
   struct rl_decision d;
   int64_t now = T_2026_01_01 + 100;
@@ -187,12 +195,10 @@ static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **
   rlmem_check(t, digest_a, &more, now, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 6);
-  rlmem_destroy(t);
 }
 
 static void test_window_refusal_consumes_no_quota(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(2, 60, 10);
   struct rl_decision d;
   int limited = 0;
@@ -202,24 +208,20 @@ static void test_window_refusal_consumes_no_quota(void **state) {
   }
   assert_int_equal(limited, 3);
   assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 2);
-  rlmem_destroy(t);
 }
 
 static void test_quota_checked_before_window_when_both_are_spent(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(2, 60, 2);
   struct rl_decision d;
   rlmem_check(t, digest_a, &l, 1000, &d);
   rlmem_check(t, digest_a, &l, 1000, &d);
   rlmem_check(t, digest_a, &l, 1000, &d);
   assert_int_equal(d.outcome, RL_QUOTA);
-  rlmem_destroy(t);
 }
 
 static void test_quota_resets_at_midnight_utc_on_the_first(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(100, 60, 2);
   struct rl_decision d;
   rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 5, &d);
@@ -231,7 +233,6 @@ static void test_quota_resets_at_midnight_utc_on_the_first(void **state) {
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.quota_remaining, 1);
   assert_int_equal(d.quota_reset, T_2026_03_01);
-  rlmem_destroy(t);
 }
 
 static void test_full_table_refuses_a_new_key(void **state) {
@@ -254,8 +255,7 @@ static void test_full_table_refuses_a_new_key(void **state) {
 }
 
 static void test_mirror_raises_counts_so_a_fallback_continues(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(5, 60, 100);
   struct rl_decision d;
   rlmem_mirror(t, digest_a, &l, 1000, 4, 50);
@@ -266,7 +266,6 @@ static void test_mirror_raises_counts_so_a_fallback_continues(void **state) {
   assert_int_equal(d.quota_remaining, 49);
   rlmem_check(t, digest_a, &l, 1000, &d);
   assert_int_equal(d.outcome, RL_LIMITED);
-  rlmem_destroy(t);
 }
 
 #define HAMMER_PROCS 4
@@ -300,17 +299,14 @@ static int64_t hammer(struct rlmem_table *t, const struct rl_limits *l, int64_t 
 }
 
 static void test_forked_processes_admit_exactly_limit(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(777, 60, 1000000);
   assert_int_equal(hammer(t, &l, 1000), 777);
   assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 777);
-  rlmem_destroy(t);
 }
 
 static void test_forked_processes_admit_exactly_quota(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(100000, 60, 301);
   assert_int_equal(hammer(t, &l, 1000), 301);
   /* Quota refusals gave their window slots back: exactly the admitted ones remain. */
@@ -319,7 +315,6 @@ static void test_forked_processes_admit_exactly_quota(void **state) {
   rlmem_check(t, digest_a, &more, 1000, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 100000 - 302);
-  rlmem_destroy(t);
 }
 
 static void test_snapshot_restores_this_months_usage(void **state) {
@@ -397,8 +392,7 @@ static void test_malformed_snapshot_is_an_error_naming_state_dir(void **state) {
 }
 
 static void test_snapshot_is_due_only_when_usage_changed_and_interval_passed(void **state) {
-  (void)state;
-  struct rlmem_table *t = rlmem_create(64);
+  struct rlmem_table *t = *state;
   struct rl_limits l = limits(100, 60, 100);
   struct rl_decision d;
   uint64_t gen;
@@ -413,7 +407,6 @@ static void test_snapshot_is_due_only_when_usage_changed_and_interval_passed(voi
   assert_true(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, &gen));
   rlmem_snapshot_end(t, gen, true);
   assert_false(rlmem_snapshot_begin(t, now_ms + 10 * VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, &gen));
-  rlmem_destroy(t);
 }
 
 static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
@@ -466,9 +459,14 @@ static void test_redis_url_is_parsed_and_resolved(void **state) {
 
 static void test_bad_redis_url_names_the_variable(void **state) {
   (void)state;
-  static const char *const bad[] = {"http://127.0.0.1:6379", "redis://", "redis://127.0.0.1:0",
-                                    "redis://127.0.0.1:99999", "redis://user:pw@127.0.0.1:6379",
-                                    "redis://127.0.0.1:6379/x", "redis://127.0.0.1:6379/1/2", "redis://[::1"};
+  static const char *const bad[] = {"http://127.0.0.1:6379",
+                                    "redis://",
+                                    "redis://127.0.0.1:0",
+                                    "redis://127.0.0.1:99999",
+                                    "redis://user:pw@127.0.0.1:6379",
+                                    "redis://127.0.0.1:6379/x",
+                                    "redis://127.0.0.1:6379/1/2",
+                                    "redis://[::1"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     struct rlredis_addr a;
     char err[256] = "";
@@ -478,31 +476,6 @@ static void test_bad_redis_url_names_the_variable(void **state) {
 }
 
 /* Public API, memory provider, on a real loop. */
-struct answers {
-  int n;
-  struct rl_decision last;
-  int outcomes[4];
-};
-
-static void on_decision(void *arg, const struct rl_decision *d) {
-  struct answers *a = arg;
-  a->n++;
-  a->last = *d;
-  a->outcomes[d->outcome]++;
-}
-
-static void on_wake(uv_timer_t *t) { (void)t; }
-
-/* Runs the loop for ms: the limiter's own timers do not keep a loop alive, a worker's listening socket does. */
-static void run_for_ms(uv_loop_t *loop, uint64_t ms) {
-  uv_timer_t wake;
-  uv_timer_init(loop, &wake);
-  uv_timer_start(&wake, on_wake, ms, 0);
-  uv_run(loop, UV_RUN_DEFAULT);
-  uv_close((uv_handle_t *)&wake, NULL);
-  uv_run(loop, UV_RUN_NOWAIT);
-}
-
 static void test_memory_provider_limits_and_snapshots_through_the_api(void **state) {
   (void)state;
   char dir[64], err[512] = "";
@@ -574,20 +547,24 @@ int main(void) {
       cmocka_unit_test(test_february_of_a_leap_year_has_29_days),
       cmocka_unit_test(test_month_index_matches_the_utc_calendar_every_day),
       cmocka_unit_test(test_key_overrides_replace_defaults_and_zero_means_default),
-      cmocka_unit_test(test_memory_admits_exactly_limit_then_limits_until_reset),
-      cmocka_unit_test(test_quota_exhaustion_answers_quota_and_takes_no_window_slot),
-      cmocka_unit_test(test_window_refusal_consumes_no_quota),
-      cmocka_unit_test(test_quota_checked_before_window_when_both_are_spent),
-      cmocka_unit_test(test_quota_resets_at_midnight_utc_on_the_first),
+      cmocka_unit_test_setup_teardown(test_memory_admits_exactly_limit_then_limits_until_reset, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_quota_exhaustion_answers_quota_and_takes_no_window_slot, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_window_refusal_consumes_no_quota, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_quota_checked_before_window_when_both_are_spent, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
       cmocka_unit_test(test_full_table_refuses_a_new_key),
-      cmocka_unit_test(test_mirror_raises_counts_so_a_fallback_continues),
-      cmocka_unit_test(test_forked_processes_admit_exactly_limit),
-      cmocka_unit_test(test_forked_processes_admit_exactly_quota),
+      cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_quota, table_setup, table_teardown),
       cmocka_unit_test(test_snapshot_restores_this_months_usage),
       cmocka_unit_test(test_snapshot_of_a_past_month_is_ignored),
       cmocka_unit_test(test_missing_snapshot_is_no_usage),
       cmocka_unit_test(test_malformed_snapshot_is_an_error_naming_state_dir),
-      cmocka_unit_test(test_snapshot_is_due_only_when_usage_changed_and_interval_passed),
+      cmocka_unit_test_setup_teardown(test_snapshot_is_due_only_when_usage_changed_and_interval_passed, table_setup,
+                                      table_teardown),
       cmocka_unit_test(test_unwritable_state_dir_fails_naming_the_variable),
       cmocka_unit_test(test_missing_state_dir_is_created),
       cmocka_unit_test(test_redis_url_is_parsed_and_resolved),
