@@ -162,7 +162,7 @@ static void snap_done(uv_work_t *w, int status) {
 static void on_snap_timer(uv_timer_t *t) {
   struct ratelimit *rl = t->data;
   if (rl->snap_busy || rl->closing) return;
-  if (!rlmem_snapshot_begin(rl_table, util_now_ms(), &rl->snap_gen)) return;
+  if (!rlmem_snapshot_begin(rl_table, util_now_ms(), false, &rl->snap_gen)) return;
   rl->snap_busy = true;
   rl->refs++;
   if (uv_queue_work(rl->loop, &rl->snap_work, snap_work, snap_done) != 0) {
@@ -199,8 +199,21 @@ struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg) {
   return rl;
 }
 
+/*
+ * A worker leaving writes what changed since the last snapshot, synchronously: the master's final
+ * ratelimit_snapshot_now covers a clean shutdown, this also covers a worker stopped on its own.
+ */
+static void snapshot_at_exit(struct ratelimit *rl) {
+  uint64_t gen;
+  if (rl->snap_busy || !rlmem_snapshot_begin(rl_table, util_now_ms(), true, &gen)) return;
+  int rv = rlmem_snapshot_write(rl_table, rl->cfg.state_dir, util_wall_s());
+  rlmem_snapshot_end(rl_table, gen, rv == 0);
+  if (rv != 0) log_msg(LOG_ERROR, "quota snapshot failed", "path", rl->cfg.state_dir, "error", strerror(-rv), NULL);
+}
+
 void ratelimit_free(struct ratelimit *rl) {
   if (rl == NULL) return;
+  if (rl->snap_timer_on) snapshot_at_exit(rl);
   rl->closing = true;
   if (rl->redis != NULL) rlredis_free(rl->redis);
   rl->redis = NULL;

@@ -362,10 +362,10 @@ fail:
 
 static bool process_alive(int64_t pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
 
-bool rlmem_snapshot_begin(struct rlmem_table *t, uint64_t now_ms, uint64_t *gen) {
+bool rlmem_snapshot_begin(struct rlmem_table *t, uint64_t now_ms, bool at_exit, uint64_t *gen) {
   uint64_t g = atomic_load(&t->generation);
   if (g == atomic_load(&t->snapshot_gen)) return false;
-  if (now_ms - atomic_load(&t->snapshot_ms) < VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS) return false;
+  if (!at_exit && now_ms - atomic_load(&t->snapshot_ms) < VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS) return false;
   int64_t writer = atomic_load(&t->snapshot_writer);
   /* A writer that died mid-snapshot (a crashed worker) must not block snapshots forever: take over its claim. */
   if (writer != 0 && process_alive(writer)) return false;

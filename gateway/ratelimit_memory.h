@@ -48,11 +48,12 @@ int rlmem_snapshot_write(struct rlmem_table *t, const char *dir, int64_t now);
  */
 int rlmem_snapshot_restore(struct rlmem_table *t, const char *dir, int64_t now, char *err, size_t errlen);
 /*
- * Claims the right to write a snapshot when one is due: usage changed since the last one and the last one started at
- * least VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS ago (now_ms: monotonic, shared by all processes of the host), and no
- * living process is writing one. On true, *gen is what the caller passes to rlmem_snapshot_end.
+ * Claims the right to write a snapshot when one is due: usage changed since the last one, the last one started at
+ * least VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS ago (now_ms: monotonic, shared by all processes of the host) unless
+ * at_exit is set, and no living process is writing one. On true, *gen is what the caller passes to
+ * rlmem_snapshot_end.
  */
-bool rlmem_snapshot_begin(struct rlmem_table *t, uint64_t now_ms, uint64_t *gen);
+bool rlmem_snapshot_begin(struct rlmem_table *t, uint64_t now_ms, bool at_exit, uint64_t *gen);
 /* Releases the claim; ok says whether the snapshot of generation gen was written. */
 void rlmem_snapshot_end(struct rlmem_table *t, uint64_t gen, bool ok);
 

@@ -397,16 +397,22 @@ static void test_snapshot_is_due_only_when_usage_changed_and_interval_passed(voi
   struct rl_decision d;
   uint64_t gen;
   uint64_t now_ms = 100000;
-  assert_false(rlmem_snapshot_begin(t, now_ms, &gen)); /* nothing changed */
+  assert_false(rlmem_snapshot_begin(t, now_ms, false, &gen)); /* nothing changed */
   rlmem_check(t, digest_a, &l, 1000, &d);
-  assert_true(rlmem_snapshot_begin(t, now_ms, &gen));
-  assert_false(rlmem_snapshot_begin(t, now_ms + 5000, &gen)); /* one writer at a time */
+  assert_true(rlmem_snapshot_begin(t, now_ms, false, &gen));
+  assert_false(rlmem_snapshot_begin(t, now_ms + 5000, false, &gen)); /* one writer at a time */
   rlmem_snapshot_end(t, gen, true);
   rlmem_check(t, digest_a, &l, 1000, &d);
-  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS - 1, &gen));
-  assert_true(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, &gen));
+  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS - 1, false, &gen));
+  assert_true(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, false, &gen));
   rlmem_snapshot_end(t, gen, true);
-  assert_false(rlmem_snapshot_begin(t, now_ms + 10 * VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, &gen));
+  assert_false(rlmem_snapshot_begin(t, now_ms + 10 * VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, false, &gen));
+  /* At exit the interval does not matter, a change still does. */
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS + 1, false, &gen));
+  assert_true(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS + 1, true, &gen));
+  rlmem_snapshot_end(t, gen, true);
+  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS + 2, true, &gen));
 }
 
 static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
@@ -539,6 +545,31 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   remove_tree(dir);
 }
 
+static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
+  (void)state;
+  char dir[64], err[512] = "";
+  make_tmpdir(dir, sizeof(dir));
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 10000};
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
+  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct ratelimit *rl = ratelimit_new(&loop, &cfg);
+  struct key_entry key = {.name = "k", .active = 1};
+  snprintf(key.digest, sizeof(key.digest), "%s", digest_b);
+  struct answers a = {0};
+  for (int i = 0; i < 3; i++) ratelimit_check(rl, &key, on_decision, &a);
+  ratelimit_free(rl); /* well before the first timer tick */
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  struct rlmem_table *t = rlmem_create(64);
+  assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
+  assert_int_equal(rlmem_quota_used(t, digest_b, util_wall_s()), 3);
+  rlmem_destroy(t);
+  ratelimit_shm_free();
+  remove_tree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_window_is_aligned_to_multiples_of_its_length),
@@ -570,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_redis_url_is_parsed_and_resolved),
       cmocka_unit_test(test_bad_redis_url_names_the_variable),
       cmocka_unit_test(test_memory_provider_limits_and_snapshots_through_the_api),
+      cmocka_unit_test(test_worker_exit_writes_the_snapshot_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,8 +189,11 @@ static struct rl_decision check(struct fx *f, uint64_t *ms) {
 /* Checks every 20 ms until Redis admits again, for at most max_ms; returns the last decision, *ms the time taken. */
 static struct rl_decision check_until_allowed(struct fx *f, uint64_t max_ms, uint64_t *ms) {
   uint64_t t0 = util_now_ms();
-  struct rl_decision d;
-  while ((d = check(f, NULL)).outcome != RL_ALLOW && util_now_ms() - t0 < max_ms) run_for_ms(&f->loop, 20);
+  struct rl_decision d = check(f, NULL);
+  while (d.outcome != RL_ALLOW && util_now_ms() - t0 < max_ms) {
+    run_for_ms(&f->loop, 20);
+    d = check(f, NULL);
+  }
   *ms = util_now_ms() - t0;
   return d;
 }
