@@ -481,22 +481,34 @@ static void test_bad_redis_url_names_the_variable(void **state) {
   }
 }
 
+/* The memory provider as a worker sees it: table (state in dir) and a limiter on loop. */
+static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
+  char err[512] = "";
+  snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
+  if (ratelimit_shm_init_err(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  assert_int_equal(uv_loop_init(loop), 0);
+  struct ratelimit *rl = ratelimit_new(loop, cfg);
+  assert_non_null(rl);
+  return rl;
+}
+
+static void stop_limiter(struct ratelimit *rl, uv_loop_t *loop) {
+  ratelimit_free(rl);
+  assert_int_equal(uv_run(loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
 /* Public API, memory provider, on a real loop. */
 static void test_memory_provider_limits_and_snapshots_through_the_api(void **state) {
   (void)state;
-  char dir[64], err[512] = "";
+  char dir[64];
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
-  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
   assert_string_equal(ratelimit_provider(&cfg), "memory");
-  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
   /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
   while (util_wall_s() % 3600 > 3590) sleep(1);
-
   uv_loop_t loop;
-  uv_loop_init(&loop);
-  struct ratelimit *rl = ratelimit_new(&loop, &cfg);
-  assert_non_null(rl);
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
   struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
   struct answers a = {0};
@@ -521,16 +533,11 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   uint64_t deadline = util_now_ms() + 3000;
   while (stat(path, &sb) != 0 && util_now_ms() < deadline) run_for_ms(&loop, 50);
   assert_int_equal(stat(path, &sb), 0);
-
-  ratelimit_free(rl);
-  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  stop_limiter(rl, &loop);
 
   /* A restart (new table, restored from the snapshot) keeps the month's usage. */
   assert_int_equal(ratelimit_snapshot_now(&cfg), 0);
-  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
-  uv_loop_init(&loop);
-  rl = ratelimit_new(&loop, &cfg);
+  rl = start_memory_limiter(&cfg, dir, &loop);
   key.quota = 4;
   key.rate = 100;
   struct answers b = {0};
@@ -538,9 +545,7 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   ratelimit_check(rl, &key, on_decision, &b);
   assert_int_equal(b.outcomes[RL_ALLOW], 1);
   assert_int_equal(b.outcomes[RL_QUOTA], 1);
-  ratelimit_free(rl);
-  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  stop_limiter(rl, &loop);
   ratelimit_shm_free();
   remove_tree(dir);
 }
@@ -550,18 +555,13 @@ static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
   char dir[64], err[512] = "";
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 10000};
-  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
-  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
   uv_loop_t loop;
-  uv_loop_init(&loop);
-  struct ratelimit *rl = ratelimit_new(&loop, &cfg);
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
   struct key_entry key = {.name = "k", .active = 1};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_b);
   struct answers a = {0};
   for (int i = 0; i < 3; i++) ratelimit_check(rl, &key, on_decision, &a);
-  ratelimit_free(rl); /* well before the first timer tick */
-  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  stop_limiter(rl, &loop); /* well before the first timer tick */
   struct rlmem_table *t = rlmem_create(64);
   assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
   assert_int_equal(rlmem_quota_used(t, digest_b, util_wall_s()), 3);
