@@ -62,4 +62,15 @@
 #define VTS_SPEECH_MAX_UPLOAD_BYTES (24L * 1024 * 1024) /* per request to a transcription server (limit 25 MB) */
 #define VTS_SPEECH_MAX_UTTERANCE_S 30                  /* pocketsphinx utterance without a pause is cut here */
 
+/* Rate limit and monthly quota (gateway/ratelimit*.c). */
+#define VTS_RATELIMIT_SLOTS 65536                /* distinct keys in the shared table; one more: 503 rate_limit_unavailable */
+#define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000  /* quota snapshot to VTS_STATE_DIR at most this often */
+#define VTS_RATELIMIT_UNAVAILABLE_RETRY_S 1      /* Retry-After of 503 rate_limit_unavailable */
+#define VTS_REDIS_COMMAND_TIMEOUT_MS 50          /* no reply in time: store down for that request (503 or fallback) */
+#define VTS_REDIS_RECONNECT_MIN_MS 100           /* reconnect backoff starts here and doubles */
+#define VTS_REDIS_RECONNECT_MAX_MS 500           /* ... up to here, so a restarted Redis is back within 1 s */
+#define VTS_REDIS_CONNECT_TIMEOUT_MS 250         /* connection not ready (script loaded) in time: redialled */
+#define VTS_REDIS_STALL_MS 1000                  /* a connection with a timed-out command unanswered this long is redialled */
+#define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400       /* a month counter outlives its month by this much */
+
 #endif

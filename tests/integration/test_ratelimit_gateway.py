@@ -1,0 +1,413 @@
+"""Rate limit and monthly quota through the real gateway, for both providers (memory and a real redis-server that
+the test starts on a free port): exactness across workers, window reset and header values, quota exhaustion and
+its survival across a restart, Redis stopped, frozen and restarted, two gateways sharing one Redis.
+
+The limiter runs before validation and dispatch, so every answer that is not a 429 (or a 503 from the limiter)
+was admitted, whatever happens to the request afterwards (without a fetcher it ends in a 5xx): the tests count
+answers that are not 429. Windows are a few seconds long and bursts start just after a window boundary, so a
+burst never straddles two windows."""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import Gateway, free_port
+
+PATH = "/v1/video/transcript?video_id=Rl0aBcDeF_g"
+PROVIDERS = ["memory", "redis"]
+# Requests that pass the limiter must not wait long for a fetcher that is not there.
+BASE_ENV = {"VTS_JOB_TIMEOUT_MS": "100"}
+# The command timeout is 50 ms; the gateway may run under ASan on a loaded 2-core machine.
+STORE_FAULT_BUDGET_S = 0.25
+
+
+class Redis:
+    """A redis-server of our own on a free port, without persistence; killed at teardown."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.proc = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                if self.command("PING") == b"+PONG":
+                    return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise AssertionError("redis-server did not start on port %d" % self.port)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def freeze(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def command(self, *args):
+        """Sends one command (RESP) and returns the first line of the answer."""
+        req = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            s.sendall(req)
+            buf = b""
+            while b"\r\n" not in buf:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+        return buf.split(b"\r\n", 1)[0]
+
+
+@pytest.fixture
+def redis():
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed: the redis provider cannot be tested")
+    r = Redis()
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def gateways():
+    """Every gateway a test starts, stopped at teardown whatever happened."""
+    started = []
+    yield started
+    for gw in started:
+        try:
+            gw.stop(signal.SIGTERM)
+        except Exception:  # a gateway the test already stopped
+            pass
+
+
+def start_gateway(gateways, tmp_path, provider, redis=None, workers=4, **env):
+    """Starts a gateway with the given VTS_* settings (names without the prefix, lowercase)."""
+    full = dict(BASE_ENV)
+    full["VTS_STATE_DIR"] = str(tmp_path / "state")
+    for name, value in env.items():
+        full["VTS_" + name.upper()] = str(value)
+    if provider == "redis":
+        if redis is None:
+            raise AssertionError("the redis provider needs the redis fixture")
+        full["VTS_REDIS_URL"] = redis.url
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    gw = Gateway(tmp_path, env=full, workers=workers)
+    gateways.append(gw)
+    gw.start()
+    return gw
+
+
+def provider_redis(request, provider):
+    """The redis fixture for the redis provider, None for memory."""
+    return request.getfixturevalue("redis") if provider == "redis" else None
+
+
+def get(gw, key=None):
+    r = gw.request("GET", PATH, headers={"x-api-key": key or gw.key})
+    return r
+
+
+def assert_unavailable_within(gw, budget_s, count):
+    """count requests, each a 503 rate_limit_unavailable with Retry-After 1, each answered within budget_s."""
+    for _ in range(count):
+        t0 = time.monotonic()
+        r = get(gw)
+        took = time.monotonic() - t0
+        assert r.status == 503, r.body
+        assert code_of(r) == "rate_limit_unavailable"
+        assert r.headers["retry-after"] == "1"
+        assert took < budget_s, "503 took %.0f ms, expected under %.0f" % (took * 1000, budget_s * 1000)
+
+
+def code_of(r):
+    try:
+        return r.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def burst(port, key, total, conns):
+    """Sends total requests over conns keep-alive connections at once; returns (status, headers, body) tuples."""
+    results = []
+    lock = threading.Lock()
+    errors = []
+
+    def run(count):
+        out = []
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            for _ in range(count):
+                c.request("GET", PATH, headers={"x-api-key": key})
+                r = c.getresponse()
+                body = r.read()
+                out.append((r.status, {k.lower(): v for k, v in r.getheaders()}, body))
+        except Exception as e:  # reported below: a lost answer would make the count meaningless
+            errors.append(repr(e))
+        finally:
+            c.close()
+        with lock:
+            results.extend(out)
+
+    threads = [threading.Thread(target=run, args=(total // conns + (1 if i < total % conns else 0),))
+               for i in range(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "requests failed: %s" % errors[:3]
+    assert len(results) == total
+    return results
+
+
+def align(window):
+    """Sleeps until just after the next window boundary; returns the reset (end) of the window that then begins."""
+    now = time.time()
+    time.sleep(window - now % window + 0.05)
+    return (int(time.time()) // window + 1) * window
+
+
+def admitted(results):
+    return sum(1 for status, _, _ in results if status != 429)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_exactly_limit_requests_pass_per_window_across_workers(request, tmp_path, gateways, provider):
+    redis = provider_redis(request, provider)
+    limit, window = 25, 6
+    gw = start_gateway(gateways, tmp_path, provider, redis, workers=4, rate_limit=limit, rate_window_s=window,
+                       monthly_quota=100000)
+    reset = align(window)
+    t0 = time.time()
+    results = burst(gw.port, gw.key, 300, 12)
+    took = time.time() - t0
+    assert time.time() < reset, "the burst took %.2f s and crossed the window end: the count means nothing" % took
+    assert admitted(results) == limit, "expected exactly %d admitted, got %d" % (limit, admitted(results))
+    for status, headers, body in results:
+        if status == 429:
+            assert json.loads(body)["error"]["code"] == "rate_limited"
+            assert headers["x-ratelimit-limit"] == str(limit)
+            assert headers["x-ratelimit-remaining"] == "0"
+            assert headers["x-ratelimit-reset"] == str(reset)
+            assert 1 <= int(headers["retry-after"]) <= window
+        else:
+            assert status != 503, body
+            assert headers["x-ratelimit-limit"] == str(limit)
+            assert 0 <= int(headers["x-ratelimit-remaining"]) < limit
+    remaining = sorted(int(h["x-ratelimit-remaining"]) for s, h, _ in results if s != 429)
+    assert remaining == list(range(limit)), "each admitted request saw its own remaining count"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_window_resets_at_the_announced_time_with_exact_headers(request, tmp_path, gateways, provider):
+    redis = provider_redis(request, provider)
+    window = 3
+    gw = start_gateway(gateways, tmp_path, provider, redis, workers=2, rate_limit=2, rate_window_s=window,
+                       monthly_quota=100000)
+    reset = align(window)
+    first, second = get(gw), get(gw)
+    assert (first.status != 429, second.status != 429) == (True, True)
+    assert [first.headers["x-ratelimit-remaining"], second.headers["x-ratelimit-remaining"]] == ["1", "0"]
+    for r in (first, second):
+        assert r.headers["x-ratelimit-limit"] == "2"
+        assert r.headers["x-ratelimit-reset"] == str(reset)
+        assert "retry-after" not in r.headers
+    before = int(time.time())
+    third = get(gw)
+    after = int(time.time())
+    assert third.status == 429
+    assert code_of(third) == "rate_limited"
+    assert third.headers["x-ratelimit-reset"] == str(reset)
+    assert third.headers["x-ratelimit-remaining"] == "0"
+    retry_after = int(third.headers["retry-after"])
+    assert retry_after >= 1
+    assert retry_after in (max(1, reset - before), max(1, reset - after)), (retry_after, reset, before)
+    # Exactly at the reset the next window admits again.
+    time.sleep(max(0.0, reset - time.time()) + 0.05)
+    fourth = get(gw)
+    assert fourth.status != 429
+    assert fourth.headers["x-ratelimit-remaining"] == "1"
+    assert fourth.headers["x-ratelimit-reset"] == str(reset + window)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_quota_exhaustion_answers_quota_exceeded(request, tmp_path, gateways, provider):
+    redis = provider_redis(request, provider)
+    gw = start_gateway(gateways, tmp_path, provider, redis, workers=2, rate_limit=100, rate_window_s=60,
+                       monthly_quota=3)
+    answers = [get(gw) for _ in range(3)]
+    assert [r.status != 429 for r in answers] == [True, True, True]
+    # Remaining is what the key can still do before the reset: the quota binds here.
+    assert [r.headers["x-ratelimit-remaining"] for r in answers] == ["2", "1", "0"]
+    refused = get(gw)
+    assert refused.status == 429
+    assert code_of(refused) == "quota_exceeded"
+    assert refused.headers["x-ratelimit-limit"] == "100"
+    assert refused.headers["x-ratelimit-remaining"] == "0"
+    assert "retry-after" not in refused.headers
+    assert get(gw).status == 429
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_quota_survives_a_gateway_restart(request, tmp_path, gateways, provider):
+    redis = provider_redis(request, provider)
+    gw = start_gateway(gateways, tmp_path, provider, redis, workers=2, rate_limit=100, rate_window_s=60,
+                       monthly_quota=5)
+    assert [get(gw).status != 429 for _ in range(3)] == [True, True, True]
+    # At once: the memory provider's last usage reaches the disk with the shutdown snapshot.
+    gw.stop(signal.SIGTERM)
+    if provider == "memory":
+        snapshot = tmp_path / "state" / "quota.snapshot"
+        assert snapshot.exists(), "no quota snapshot after shutdown"
+    gw.start()
+    assert [get(gw).status != 429 for _ in range(2)] == [True, True]
+    last = get(gw)
+    assert last.status == 429
+    assert code_of(last) == "quota_exceeded"
+
+
+def test_unwritable_state_dir_stops_the_gateway_naming_the_variable(tmp_path):
+    build = os.environ.get("VTS_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    binary = os.path.join(build, "bin", "vts-gateway")
+    if not os.path.exists(binary):
+        pytest.skip("no gateway binary at %s" % binary)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    env = dict(os.environ, VTS_LISTEN="127.0.0.1:%d" % free_port(), VTS_JOBS_URL="tcp://127.0.0.1:%d" % free_port(),
+               VTS_METRICS_LISTEN="", VTS_WORKERS="1", VTS_KEYS_FILE=str(tmp_path / "keys.db"),
+               VTS_STATE_DIR=str(blocker / "state"))
+    env.pop("VTS_REDIS_URL", None)
+    proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the gateway kept running with an unusable VTS_STATE_DIR")
+    assert proc.returncode != 0
+    assert b"VTS_STATE_DIR" in err, err[-500:]
+
+
+def test_redis_stopped_fail_closed_answers_503_fast(tmp_path, gateways, redis):
+    gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=100, rate_window_s=60,
+                       rate_limit_fail_closed="true")
+    assert get(gw).status not in (429, 503)
+    redis.stop()
+    assert_unavailable_within(gw, 0.1, 12)
+
+
+def test_redis_stopped_fail_open_serves_with_the_memory_limiter(tmp_path, gateways, redis):
+    window = 30
+    if time.time() % window > window - 8:
+        align(window)
+    gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=4, rate_window_s=window,
+                       monthly_quota=1000)
+    assert [get(gw).status != 429 for _ in range(2)] == [True, True]
+    redis.stop()
+    # The fallback continues from what Redis counted: two more, then the limit.
+    served = [get(gw) for _ in range(2)]
+    for r in served:
+        assert r.status not in (429, 503), r.body
+    assert [r.headers["x-ratelimit-remaining"] for r in served] == ["1", "0"]
+    limited = get(gw)
+    assert limited.status == 429
+    assert code_of(limited) == "rate_limited"
+
+
+def test_frozen_redis_fail_closed_answers_503_within_the_timeout(tmp_path, gateways, redis):
+    gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=100, rate_window_s=60,
+                       rate_limit_fail_closed="true")
+    assert get(gw).status not in (429, 503)
+    redis.freeze()
+    try:
+        assert_unavailable_within(gw, STORE_FAULT_BUDGET_S, 8)
+    finally:
+        redis.thaw()
+    # Thawed: back to normal.
+    deadline = time.monotonic() + 2
+    while get(gw).status == 503 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert get(gw).status not in (429, 503)
+
+
+def test_frozen_redis_fail_open_serves_within_the_timeout(tmp_path, gateways, redis):
+    gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=100, rate_window_s=60)
+    assert get(gw).status not in (429, 503)
+    redis.freeze()
+    try:
+        for _ in range(8):
+            t0 = time.monotonic()
+            r = get(gw)
+            took = time.monotonic() - t0
+            assert r.status not in (429, 503), r.body
+            assert r.headers["x-ratelimit-limit"] == "100"
+            assert took < STORE_FAULT_BUDGET_S + 0.15, "answer took %.0f ms with Redis frozen" % (took * 1000)
+    finally:
+        redis.thaw()
+
+
+def test_redis_restart_is_back_to_normal_within_one_second(tmp_path, gateways, redis):
+    gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=1000, rate_window_s=60,
+                       rate_limit_fail_closed="true")
+    assert get(gw).status not in (429, 503)
+    redis.stop()
+    assert get(gw).status == 503
+    time.sleep(1.5)  # every worker's reconnect backoff reaches its ceiling
+    redis.start()  # same port, empty data and script cache
+    time.sleep(1.0)
+    statuses = [get(gw).status for _ in range(16)]
+    assert 503 not in statuses, "still unavailable 1 s after the restart: %s" % statuses
+
+
+def test_script_flush_is_recovered_without_a_fault(tmp_path, gateways, redis):
+    gw = start_gateway(gateways, tmp_path, "redis", redis, workers=2, rate_limit=1000, rate_window_s=60,
+                       rate_limit_fail_closed="true")
+    assert get(gw).status not in (429, 503)
+    assert redis.command("SCRIPT", "FLUSH") == b"+OK"
+    statuses = [get(gw).status for _ in range(8)]
+    assert 503 not in statuses and 429 not in statuses, statuses
+
+
+def test_two_gateways_sharing_one_redis_share_one_limit(tmp_path, gateways, redis):
+    limit, window = 10, 6
+    one = start_gateway(gateways, tmp_path / "one", "redis", redis, workers=2, rate_limit=limit,
+                        rate_window_s=window, monthly_quota=100000)
+    two = start_gateway(gateways, tmp_path / "two", "redis", redis, workers=2, rate_limit=limit,
+                        rate_window_s=window, monthly_quota=100000, keys_file=one.keys_file)
+    align(window)
+    statuses = []
+    for _ in range(limit):
+        statuses.append(get(one, one.key).status)
+        statuses.append(get(two, one.key).status)
+    assert sum(1 for s in statuses if s != 429) == limit, statuses
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([os.path.abspath(__file__), "-q"]))

@@ -1,0 +1,607 @@
+/* Rate limit and quota: window and month arithmetic, the shared-memory table, snapshots, the public API. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "gateway/ratelimit.h"
+#include "gateway/ratelimit_calc.h"
+#include "gateway/ratelimit_memory.h"
+#include "gateway/ratelimit_redis.h"
+#include "tests/unit/test_ratelimit_util.h"
+
+#define T_2025_12_31_235959 INT64_C(1767225599)
+#define T_2026_01_01 INT64_C(1767225600)
+#define T_2024_02_01 INT64_C(1706745600)
+#define T_2024_02_29_1200 INT64_C(1709208000)
+#define T_2024_03_01 INT64_C(1709251200)
+#define T_2100_02_28_235959 INT64_C(4107542399)
+#define T_2100_03_01 INT64_C(4107542400)
+#define T_2026_01_31_235959 INT64_C(1769903999)
+#define T_2026_02_01 INT64_C(1769904000)
+#define T_2026_03_01 INT64_C(1772323200)
+
+static const char digest_a[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+static const char digest_b[] = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+static struct rl_limits limits(int64_t rate, int64_t window_s, int64_t quota) {
+  struct rl_limits l = {rate, window_s, quota};
+  return l;
+}
+
+/* A fresh 64-slot table for one test. */
+static int table_setup(void **state) {
+  *state = rlmem_create(64);
+  return *state != NULL ? 0 : -1;
+}
+
+static int table_teardown(void **state) {
+  rlmem_destroy(*state);
+  return 0;
+}
+
+/* A fresh directory under /tmp for one test. */
+static void make_tmpdir(char *out, size_t len) {
+  snprintf(out, len, "/tmp/vts-rl-test-XXXXXX");
+  assert_non_null(mkdtemp(out));
+}
+
+static void remove_tree(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void test_window_is_aligned_to_multiples_of_its_length(void **state) {
+  (void)state;
+  assert_int_equal(rlcalc_window_index(1000, 60), 16);
+  assert_int_equal(rlcalc_window_reset(1000, 60), 1020);
+  assert_int_equal(rlcalc_window_reset(1019, 60), 1020);
+  assert_int_equal(rlcalc_window_reset(1020, 60), 1080);
+  assert_int_equal(rlcalc_window_reset(960, 60), 1020);
+  assert_int_equal(rlcalc_window_reset(T_2026_01_01 + 1, 1), T_2026_01_01 + 2);
+  assert_int_equal(rlcalc_window_reset(T_2026_01_01, 86400), T_2026_01_01 + 86400);
+}
+
+static void test_retry_after_is_whole_seconds_to_reset_at_least_one(void **state) {
+  (void)state;
+  assert_int_equal(rlcalc_retry_after(960, 1020), 60);
+  assert_int_equal(rlcalc_retry_after(1019, 1020), 1);
+  assert_int_equal(rlcalc_retry_after(1020, 1020), 1);
+  assert_int_equal(rlcalc_retry_after(1030, 1020), 1);
+}
+
+static void test_month_rolls_from_december_to_january(void **state) {
+  (void)state;
+  int64_t dec = rlcalc_month_index(T_2025_12_31_235959);
+  assert_int_equal(dec, (2025 - 1970) * 12 + 11);
+  assert_int_equal(rlcalc_month_index(T_2026_01_01), dec + 1);
+  assert_int_equal(rlcalc_month_start(dec + 1), T_2026_01_01);
+  assert_int_equal(rlcalc_month_yyyymm(dec), 202512);
+  assert_int_equal(rlcalc_month_yyyymm(dec + 1), 202601);
+}
+
+static void test_february_of_a_leap_year_has_29_days(void **state) {
+  (void)state;
+  int64_t feb = rlcalc_month_index(T_2024_02_29_1200);
+  assert_int_equal(feb, (2024 - 1970) * 12 + 1);
+  assert_int_equal(rlcalc_month_start(feb), T_2024_02_01);
+  assert_int_equal(rlcalc_month_start(feb + 1), T_2024_03_01);
+  assert_int_equal(rlcalc_month_index(T_2024_03_01 - 1), feb);
+  /* 2100 is not a leap year (divisible by 100, not by 400). */
+  assert_int_equal(rlcalc_month_index(T_2100_02_28_235959) + 1, rlcalc_month_index(T_2100_03_01));
+  assert_int_equal(rlcalc_month_start(rlcalc_month_index(T_2100_03_01)), T_2100_03_01);
+}
+
+/* Every day from 1970 to 2199 against the C library's calendar. */
+static void test_month_index_matches_the_utc_calendar_every_day(void **state) {
+  (void)state;
+  for (int64_t t = 0; t < INT64_C(7258118400); t += 86400) {
+    time_t tt = (time_t)(t + 43200);
+    struct tm tm;
+    assert_non_null(gmtime_r(&tt, &tm));
+    int64_t want = (int64_t)(tm.tm_year - 70) * 12 + tm.tm_mon;
+    int64_t got = rlcalc_month_index(t + 43200);
+    if (got != want)
+      fail_msg("day %lld: month index %lld, calendar says %lld", (long long)t, (long long)got, (long long)want);
+    if (tm.tm_mday == 1 && rlcalc_month_start(want) != t)
+      fail_msg("month %lld starts at %lld", (long long)want, (long long)t);
+  }
+}
+
+static void test_key_overrides_replace_defaults_and_zero_means_default(void **state) {
+  (void)state;
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 10000};
+  struct key_entry key = {.rate = 5, .window_s = 0, .quota = 7};
+  struct rl_limits l;
+  rlcalc_limits(&key, &cfg, &l);
+  assert_int_equal(l.rate, 5);
+  assert_int_equal(l.window_s, 60);
+  assert_int_equal(l.quota, 7);
+  struct key_entry plain = {0};
+  rlcalc_limits(&plain, &cfg, &l);
+  assert_int_equal(l.rate, 60);
+  assert_int_equal(l.window_s, 60);
+  assert_int_equal(l.quota, 10000);
+}
+
+static void test_memory_admits_exactly_limit_then_limits_until_reset(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(5, 60, 1000);
+  struct rl_decision d;
+  int64_t now = 1000; /* window [960, 1020) */
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
+    assert_int_equal(d.outcome, RL_ALLOW);
+    assert_int_equal(d.limit, 5);
+    assert_int_equal(d.remaining, 4 - i);
+    assert_int_equal(d.reset, 1020);
+    assert_int_equal(d.retry_after, 0);
+  }
+  assert_int_equal(rlmem_check(t, digest_a, &l, 1019, &d), 0);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.reset, 1020);
+  assert_int_equal(d.retry_after, 1);
+  assert_int_equal(rlmem_check(t, digest_a, &l, 990, &d), 0);
+  assert_int_equal(d.retry_after, 30);
+  /* Another key has its own window. */
+  assert_int_equal(rlmem_check(t, digest_b, &l, now, &d), 0);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  /* The next window starts exactly at the reset. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, 1020, &d), 0);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 4);
+  assert_int_equal(d.reset, 1080);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 6);
+}
+
+static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(10, 60, 3);
+  struct rl_decision d;
+  int64_t now = T_2026_01_01 + 100;
+  for (int i = 0; i < 3; i++) {
+    rlmem_check(t, digest_a, &l, now, &d);
+    assert_int_equal(d.outcome, RL_ALLOW);
+    assert_int_equal(d.quota_remaining, 2 - i);
+    assert_int_equal(d.remaining, 2 - i); /* the quota binds before the window */
+  }
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  assert_int_equal(d.limit, 10);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.reset, rlcalc_window_reset(now, 60));
+  assert_int_equal(d.retry_after, 0);
+  assert_int_equal(d.quota_limit, 3);
+  assert_int_equal(d.quota_remaining, 0);
+  assert_int_equal(d.quota_reset, T_2026_02_01);
+  /* A larger quota shows the window still holds only the 3 admitted requests. */
+  struct rl_limits more = limits(10, 60, 100);
+  rlmem_check(t, digest_a, &more, now, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 6);
+}
+
+static void test_window_refusal_consumes_no_quota(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(2, 60, 10);
+  struct rl_decision d;
+  int limited = 0;
+  for (int i = 0; i < 5; i++) {
+    rlmem_check(t, digest_a, &l, 1000, &d);
+    if (d.outcome == RL_LIMITED) limited++;
+  }
+  assert_int_equal(limited, 3);
+  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 2);
+}
+
+static void test_quota_checked_before_window_when_both_are_spent(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(2, 60, 2);
+  struct rl_decision d;
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+}
+
+static void test_quota_resets_at_midnight_utc_on_the_first(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(100, 60, 2);
+  struct rl_decision d;
+  rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 5, &d);
+  rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 5, &d);
+  rlmem_check(t, digest_a, &l, T_2026_01_31_235959, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  assert_int_equal(d.quota_reset, T_2026_02_01);
+  rlmem_check(t, digest_a, &l, T_2026_02_01, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.quota_remaining, 1);
+  assert_int_equal(d.quota_reset, T_2026_03_01);
+}
+
+static void test_full_table_refuses_a_new_key(void **state) {
+  (void)state;
+  struct rlmem_table *t = rlmem_create(4);
+  struct rl_limits l = limits(5, 60, 100);
+  struct rl_decision d;
+  char digest[65];
+  for (int i = 0; i < 4; i++) {
+    snprintf(digest, sizeof(digest), "%016x%048d", i + 1, 0);
+    assert_int_equal(rlmem_check(t, digest, &l, 1000, &d), 0);
+  }
+  assert_int_equal(rlmem_check(t, digest_a, &l, 1000, &d), -ENOSPC);
+  /* Known keys still work. */
+  snprintf(digest, sizeof(digest), "%016x%048d", 1, 0);
+  assert_int_equal(rlmem_check(t, digest, &l, 1000, &d), 0);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 3);
+  rlmem_destroy(t);
+}
+
+static void test_mirror_raises_counts_so_a_fallback_continues(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(5, 60, 100);
+  struct rl_decision d;
+  rlmem_mirror(t, digest_a, &l, 1000, 4, 50);
+  rlmem_mirror(t, digest_a, &l, 1000, 2, 10); /* lower counts never lower the table */
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.quota_remaining, 49);
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_int_equal(d.outcome, RL_LIMITED);
+}
+
+#define HAMMER_PROCS 4
+#define HAMMER_TRIES 600
+
+/* Forks HAMMER_PROCS processes that each try HAMMER_TRIES requests of one key at once; returns how many passed. */
+static int64_t hammer(struct rlmem_table *t, const struct rl_limits *l, int64_t now) {
+  _Atomic int64_t *admitted = mmap(NULL, sizeof(*admitted), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(admitted != MAP_FAILED);
+  atomic_store(admitted, 0);
+  pid_t pids[HAMMER_PROCS];
+  for (int p = 0; p < HAMMER_PROCS; p++) {
+    pids[p] = fork();
+    assert_true(pids[p] >= 0);
+    if (pids[p] == 0) {
+      struct rl_decision d;
+      for (int i = 0; i < HAMMER_TRIES; i++) {
+        if (rlmem_check(t, digest_a, l, now, &d) == 0 && d.outcome == RL_ALLOW) atomic_fetch_add(admitted, 1);
+      }
+      _exit(0);
+    }
+  }
+  for (int p = 0; p < HAMMER_PROCS; p++) {
+    int status;
+    assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  int64_t n = atomic_load(admitted);
+  munmap((void *)admitted, sizeof(*admitted));
+  return n;
+}
+
+static void test_forked_processes_admit_exactly_limit(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(777, 60, 1000000);
+  assert_int_equal(hammer(t, &l, 1000), 777);
+  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 777);
+}
+
+static void test_forked_processes_admit_exactly_quota(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(100000, 60, 301);
+  assert_int_equal(hammer(t, &l, 1000), 301);
+  /* Quota refusals gave their window slots back: exactly the admitted ones remain. */
+  struct rl_limits more = limits(100000, 60, 1000000);
+  struct rl_decision d;
+  rlmem_check(t, digest_a, &more, 1000, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 100000 - 302);
+}
+
+static void test_snapshot_restores_this_months_usage(void **state) {
+  (void)state;
+  char dir[64];
+  make_tmpdir(dir, sizeof(dir));
+  struct rlmem_table *t = rlmem_create(64);
+  struct rl_limits l = limits(100, 60, 100);
+  struct rl_decision d;
+  int64_t now = T_2026_01_01 + 3600;
+  for (int i = 0; i < 7; i++) rlmem_check(t, digest_a, &l, now, &d);
+  rlmem_check(t, digest_b, &l, now, &d);
+  assert_int_equal(rlmem_snapshot_write(t, dir, now), 0);
+  rlmem_destroy(t);
+
+  struct rlmem_table *u = rlmem_create(64);
+  char err[256] = "";
+  assert_int_equal(rlmem_snapshot_restore(u, dir, now + 86400, err, sizeof(err)), 0);
+  assert_int_equal(rlmem_quota_used(u, digest_a, now), 7);
+  assert_int_equal(rlmem_quota_used(u, digest_b, now), 1);
+  /* A restored table goes on counting from there. */
+  struct rl_limits small = limits(100, 60, 8);
+  rlmem_check(u, digest_a, &small, now + 86400, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  rlmem_check(u, digest_a, &small, now + 86400, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  rlmem_destroy(u);
+  remove_tree(dir);
+}
+
+static void test_snapshot_of_a_past_month_is_ignored(void **state) {
+  (void)state;
+  char dir[64];
+  make_tmpdir(dir, sizeof(dir));
+  struct rlmem_table *t = rlmem_create(64);
+  struct rl_limits l = limits(100, 60, 100);
+  struct rl_decision d;
+  rlmem_check(t, digest_a, &l, T_2025_12_31_235959, &d);
+  assert_int_equal(rlmem_snapshot_write(t, dir, T_2025_12_31_235959), 0);
+  rlmem_destroy(t);
+  struct rlmem_table *u = rlmem_create(64);
+  char err[256] = "";
+  assert_int_equal(rlmem_snapshot_restore(u, dir, T_2026_01_01, err, sizeof(err)), 0);
+  assert_int_equal(rlmem_quota_used(u, digest_a, T_2026_01_01), 0);
+  rlmem_destroy(u);
+  remove_tree(dir);
+}
+
+static void test_missing_snapshot_is_no_usage(void **state) {
+  (void)state;
+  char dir[64], err[256] = "";
+  make_tmpdir(dir, sizeof(dir));
+  struct rlmem_table *t = rlmem_create(64);
+  assert_int_equal(rlmem_snapshot_restore(t, dir, 1000, err, sizeof(err)), 0);
+  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 0);
+  rlmem_destroy(t);
+  remove_tree(dir);
+}
+
+static void test_malformed_snapshot_is_an_error_naming_state_dir(void **state) {
+  (void)state;
+  char dir[64], path[128], err[256] = "";
+  make_tmpdir(dir, sizeof(dir));
+  snprintf(path, sizeof(path), "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("vts-quota-snapshot 1\n0123456789abcdef 672 12x\n", f);
+  fclose(f);
+  struct rlmem_table *t = rlmem_create(64);
+  assert_int_equal(rlmem_snapshot_restore(t, dir, T_2026_01_01, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "VTS_STATE_DIR"));
+  assert_non_null(strstr(err, "line 2"));
+  rlmem_destroy(t);
+  remove_tree(dir);
+}
+
+static void test_snapshot_is_due_only_when_usage_changed_and_interval_passed(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(100, 60, 100);
+  struct rl_decision d;
+  uint64_t gen;
+  uint64_t now_ms = 100000;
+  assert_false(rlmem_snapshot_begin(t, now_ms, false, &gen)); /* nothing changed */
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_true(rlmem_snapshot_begin(t, now_ms, false, &gen));
+  assert_false(rlmem_snapshot_begin(t, now_ms + 5000, false, &gen)); /* one writer at a time */
+  rlmem_snapshot_end(t, gen, true);
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS - 1, false, &gen));
+  assert_true(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, false, &gen));
+  rlmem_snapshot_end(t, gen, true);
+  assert_false(rlmem_snapshot_begin(t, now_ms + 10 * VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, false, &gen));
+  /* At exit the interval does not matter, a change still does. */
+  rlmem_check(t, digest_a, &l, 1000, &d);
+  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS + 1, false, &gen));
+  assert_true(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS + 1, true, &gen));
+  rlmem_snapshot_end(t, gen, true);
+  assert_false(rlmem_snapshot_begin(t, now_ms + VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS + 2, true, &gen));
+}
+
+static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
+  (void)state;
+  char dir[64], file[128], err[512] = "";
+  make_tmpdir(dir, sizeof(dir));
+  snprintf(file, sizeof(file), "%s/plainfile", dir);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fclose(f);
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/sub", file);
+  assert_true(ratelimit_shm_init_err(&cfg, err, sizeof(err)) < 0);
+  assert_non_null(strstr(err, "VTS_STATE_DIR"));
+  remove_tree(dir);
+}
+
+static void test_missing_state_dir_is_created(void **state) {
+  (void)state;
+  char dir[64], err[512] = "";
+  make_tmpdir(dir, sizeof(dir));
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/a/b", dir);
+  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
+  struct stat st;
+  assert_int_equal(stat(cfg.state_dir, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  ratelimit_shm_free();
+  remove_tree(dir);
+}
+
+static void test_redis_url_is_parsed_and_resolved(void **state) {
+  (void)state;
+  struct rlredis_addr a;
+  char err[256];
+  assert_int_equal(rlredis_resolve("redis://127.0.0.1:6390/2", &a, err, sizeof(err)), 0);
+  assert_string_equal(a.ip, "127.0.0.1");
+  assert_int_equal(a.port, 6390);
+  assert_int_equal(a.db, 2);
+  assert_int_equal(rlredis_resolve("redis://127.0.0.1", &a, err, sizeof(err)), 0);
+  assert_int_equal(a.port, 6379);
+  assert_int_equal(a.db, 0);
+  assert_int_equal(rlredis_resolve("redis://[::1]:7000/", &a, err, sizeof(err)), 0);
+  assert_string_equal(a.ip, "::1");
+  assert_int_equal(a.port, 7000);
+  assert_int_equal(rlredis_resolve("redis://localhost:7001", &a, err, sizeof(err)), 0);
+  assert_int_equal(a.port, 7001);
+  assert_true(strcmp(a.ip, "127.0.0.1") == 0 || strcmp(a.ip, "::1") == 0);
+}
+
+static void test_bad_redis_url_names_the_variable(void **state) {
+  (void)state;
+  static const char *const bad[] = {"http://127.0.0.1:6379",
+                                    "redis://",
+                                    "redis://127.0.0.1:0",
+                                    "redis://127.0.0.1:99999",
+                                    "redis://user:pw@127.0.0.1:6379",
+                                    "redis://127.0.0.1:6379/x",
+                                    "redis://127.0.0.1:6379/1/2",
+                                    "redis://[::1"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    struct rlredis_addr a;
+    char err[256] = "";
+    if (rlredis_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
+    assert_non_null(strstr(err, "VTS_REDIS_URL"));
+  }
+}
+
+/* The memory provider as a worker sees it: table (state in dir) and a limiter on loop. */
+static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
+  char err[512] = "";
+  snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
+  if (ratelimit_shm_init_err(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  assert_int_equal(uv_loop_init(loop), 0);
+  struct ratelimit *rl = ratelimit_new(loop, cfg);
+  assert_non_null(rl);
+  return rl;
+}
+
+static void stop_limiter(struct ratelimit *rl, uv_loop_t *loop) {
+  ratelimit_free(rl);
+  assert_int_equal(uv_run(loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
+/* Public API, memory provider, on a real loop. */
+static void test_memory_provider_limits_and_snapshots_through_the_api(void **state) {
+  (void)state;
+  char dir[64];
+  make_tmpdir(dir, sizeof(dir));
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
+  assert_string_equal(ratelimit_provider(&cfg), "memory");
+  /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
+  while (util_wall_s() % 3600 > 3590) sleep(1);
+  uv_loop_t loop;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};
+  snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
+  struct answers a = {0};
+  for (int i = 0; i < 4; i++) ratelimit_check(rl, &key, on_decision, &a);
+  assert_int_equal(a.n, 4); /* the memory provider answers at once */
+  assert_int_equal(a.outcomes[RL_ALLOW], 3);
+  assert_int_equal(a.outcomes[RL_LIMITED], 1);
+  assert_int_equal(a.last.limit, 3);
+  assert_int_equal(a.last.remaining, 0);
+  assert_int_equal(a.last.reset, rlcalc_window_reset(util_wall_s(), 3600));
+  assert_true(a.last.retry_after >= 1 && a.last.retry_after <= 3600);
+  struct ratelimit_stats st;
+  ratelimit_stats(rl, &st);
+  assert_int_equal(st.checks, 4);
+  assert_int_equal(st.allowed, 3);
+  assert_int_equal(st.limited, 1);
+
+  /* A worker's timer writes the snapshot within a second or so. */
+  char path[128];
+  snprintf(path, sizeof(path), "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
+  struct stat sb;
+  uint64_t deadline = util_now_ms() + 3000;
+  while (stat(path, &sb) != 0 && util_now_ms() < deadline) run_for_ms(&loop, 50);
+  assert_int_equal(stat(path, &sb), 0);
+  stop_limiter(rl, &loop);
+
+  /* A restart (new table, restored from the snapshot) keeps the month's usage. */
+  assert_int_equal(ratelimit_snapshot_now(&cfg), 0);
+  rl = start_memory_limiter(&cfg, dir, &loop);
+  key.quota = 4;
+  key.rate = 100;
+  struct answers b = {0};
+  ratelimit_check(rl, &key, on_decision, &b);
+  ratelimit_check(rl, &key, on_decision, &b);
+  assert_int_equal(b.outcomes[RL_ALLOW], 1);
+  assert_int_equal(b.outcomes[RL_QUOTA], 1);
+  stop_limiter(rl, &loop);
+  ratelimit_shm_free();
+  remove_tree(dir);
+}
+
+static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
+  (void)state;
+  char dir[64], err[512] = "";
+  make_tmpdir(dir, sizeof(dir));
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 10000};
+  uv_loop_t loop;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct key_entry key = {.name = "k", .active = 1};
+  snprintf(key.digest, sizeof(key.digest), "%s", digest_b);
+  struct answers a = {0};
+  for (int i = 0; i < 3; i++) ratelimit_check(rl, &key, on_decision, &a);
+  stop_limiter(rl, &loop); /* well before the first timer tick */
+  struct rlmem_table *t = rlmem_create(64);
+  assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
+  assert_int_equal(rlmem_quota_used(t, digest_b, util_wall_s()), 3);
+  rlmem_destroy(t);
+  ratelimit_shm_free();
+  remove_tree(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_window_is_aligned_to_multiples_of_its_length),
+      cmocka_unit_test(test_retry_after_is_whole_seconds_to_reset_at_least_one),
+      cmocka_unit_test(test_month_rolls_from_december_to_january),
+      cmocka_unit_test(test_february_of_a_leap_year_has_29_days),
+      cmocka_unit_test(test_month_index_matches_the_utc_calendar_every_day),
+      cmocka_unit_test(test_key_overrides_replace_defaults_and_zero_means_default),
+      cmocka_unit_test_setup_teardown(test_memory_admits_exactly_limit_then_limits_until_reset, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_quota_exhaustion_answers_quota_and_takes_no_window_slot, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_window_refusal_consumes_no_quota, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_quota_checked_before_window_when_both_are_spent, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
+      cmocka_unit_test(test_full_table_refuses_a_new_key),
+      cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_quota, table_setup, table_teardown),
+      cmocka_unit_test(test_snapshot_restores_this_months_usage),
+      cmocka_unit_test(test_snapshot_of_a_past_month_is_ignored),
+      cmocka_unit_test(test_missing_snapshot_is_no_usage),
+      cmocka_unit_test(test_malformed_snapshot_is_an_error_naming_state_dir),
+      cmocka_unit_test_setup_teardown(test_snapshot_is_due_only_when_usage_changed_and_interval_passed, table_setup,
+                                      table_teardown),
+      cmocka_unit_test(test_unwritable_state_dir_fails_naming_the_variable),
+      cmocka_unit_test(test_missing_state_dir_is_created),
+      cmocka_unit_test(test_redis_url_is_parsed_and_resolved),
+      cmocka_unit_test(test_bad_redis_url_names_the_variable),
+      cmocka_unit_test(test_memory_provider_limits_and_snapshots_through_the_api),
+      cmocka_unit_test(test_worker_exit_writes_the_snapshot_at_once),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,449 @@
+/*
+ * The redis provider against a real redis-server that each test starts on a free port and kills at teardown: the
+ * script's exactness across processes, NOSCRIPT recovery, fail-closed and fail-open when Redis is stopped or frozen,
+ * reconnection after a restart. Skipped, with a message, when redis-server is not installed.
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "gateway/ratelimit.h"
+#include "gateway/ratelimit_calc.h"
+#include "tests/unit/test_ratelimit_util.h"
+
+#define REDIS_START_TIMEOUT_MS 5000
+/* Scheduling slack on a loaded 2-core machine (and under ASan) on top of the 50 ms command timeout. */
+#define TIMEOUT_MARGIN_MS 100
+/* A hung test must not hang ctest, nor leave a redis-server behind. */
+#define TEST_PROGRAM_DEADLINE_S 180
+
+static volatile pid_t running_redis;
+
+struct fx {
+  pid_t redis;
+  int port;
+  struct vts_config cfg;
+  uv_loop_t loop;
+  struct ratelimit *rl;
+  struct key_entry key;
+};
+
+static int redis_available(void) { return system("redis-server --version >/dev/null 2>&1") == 0; }
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    fail_msg("no free port: %s", strerror(errno));
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* A synchronous connection for the test's own commands (PING, SCRIPT FLUSH). */
+static redisContext *redis_sync(int port) {
+  struct timeval tv = {0, 200000};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (c != NULL && c->err != 0) {
+    redisFree(c);
+    return NULL;
+  }
+  return c;
+}
+
+static void redis_start(struct fx *f) {
+  char port[16];
+  snprintf(port, sizeof(port), "%d", f->port);
+  f->redis = fork();
+  assert_true(f->redis >= 0);
+  if (f->redis == 0) {
+    if (freopen("/dev/null", "w", stdout) == NULL) _exit(126);
+    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+           (char *)NULL);
+    _exit(127);
+  }
+  running_redis = f->redis;
+  uint64_t deadline = util_now_ms() + REDIS_START_TIMEOUT_MS;
+  while (util_now_ms() < deadline) {
+    redisContext *c = redis_sync(f->port);
+    if (c != NULL) {
+      redisReply *r = redisCommand(c, "PING");
+      int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+      freeReplyObject(r);
+      redisFree(c);
+      if (ok) return;
+    }
+    usleep(10000);
+  }
+  fail_msg("redis-server did not start on port %d", f->port);
+}
+
+static void redis_stop(struct fx *f) {
+  if (f->redis <= 0) return;
+  kill(f->redis, SIGCONT);
+  kill(f->redis, SIGTERM);
+  waitpid(f->redis, NULL, 0);
+  f->redis = 0;
+  running_redis = 0;
+}
+
+static void redis_command(struct fx *f, const char *cmd) {
+  redisContext *c = redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, cmd);
+  assert_non_null(r);
+  assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
+static void new_limiter(struct fx *f) {
+  char err[512] = "";
+  if (ratelimit_shm_init_err(&f->cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  f->rl = ratelimit_new(&f->loop, &f->cfg);
+  assert_non_null(f->rl);
+}
+
+static void free_limiter(struct fx *f) {
+  if (f->rl == NULL) return;
+  ratelimit_free(f->rl);
+  f->rl = NULL;
+  assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+/* Sets up Redis, a fresh key of `rate` per hour and the test's fail mode; keeps clear of a window boundary. */
+static void start(struct fx *f, int64_t rate, bool fail_closed) {
+  f->port = free_port();
+  redis_start(f);
+  f->cfg.rate_limit = 60;
+  f->cfg.rate_window_s = 3600;
+  f->cfg.monthly_quota = 1000000;
+  f->cfg.rate_limit_fail_closed = fail_closed;
+  snprintf(f->cfg.redis_url, sizeof(f->cfg.redis_url), "redis://127.0.0.1:%d", f->port);
+  snprintf(f->key.name, sizeof(f->key.name), "test");
+  assert_int_equal(util_random_hex(f->key.digest, 32), 0);
+  f->key.active = 1;
+  f->key.rate = rate;
+  while (util_wall_s() % 3600 > 3590) sleep(1);
+  new_limiter(f);
+}
+
+static int setup(void **state) {
+  if (!redis_available()) {
+    print_message("redis-server is not installed: skipping the redis provider tests\n");
+    *state = NULL;
+    return 0;
+  }
+  struct fx *f = calloc(1, sizeof(*f));
+  *state = f;
+  return f != NULL ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  struct fx *f = *state;
+  if (f == NULL) return 0;
+  free_limiter(f);
+  ratelimit_shm_free();
+  redis_stop(f);
+  free(f);
+  return 0;
+}
+
+#define FX()             \
+  struct fx *f = *state; \
+  if (f == NULL) skip(); \
+  do {                   \
+  } while (0)
+
+/* One check, waited for; *ms is how long the decision took. */
+static struct rl_decision check(struct fx *f, uint64_t *ms) {
+  struct answers a = {0};
+  uint64_t t0 = util_now_ms();
+  ratelimit_check(f->rl, &f->key, on_decision, &a);
+  while (a.n == 0) uv_run(&f->loop, UV_RUN_ONCE);
+  if (ms != NULL) *ms = util_now_ms() - t0;
+  assert_int_equal(a.n, 1);
+  return a.last;
+}
+
+/* Checks every 20 ms until Redis admits again, for at most max_ms; returns the last decision, *ms the time taken. */
+static struct rl_decision check_until_allowed(struct fx *f, uint64_t max_ms, uint64_t *ms) {
+  uint64_t t0 = util_now_ms();
+  struct rl_decision d = check(f, NULL);
+  while (d.outcome != RL_ALLOW && util_now_ms() - t0 < max_ms) {
+    run_for_ms(&f->loop, 20);
+    d = check(f, NULL);
+  }
+  *ms = util_now_ms() - t0;
+  return d;
+}
+
+/* Freezes Redis (SIGSTOP) and checks once: the decision must come when the command timeout expires. */
+static struct rl_decision check_frozen(struct fx *f) {
+  kill(f->redis, SIGSTOP);
+  uint64_t ms;
+  struct rl_decision d = check(f, &ms);
+  if (ms + 5 < VTS_REDIS_COMMAND_TIMEOUT_MS || ms > VTS_REDIS_COMMAND_TIMEOUT_MS + TIMEOUT_MARGIN_MS) {
+    fail_msg("frozen Redis decided after %llu ms, expected about %d", (unsigned long long)ms,
+             VTS_REDIS_COMMAND_TIMEOUT_MS);
+  }
+  return d;
+}
+
+static struct ratelimit_stats stats(struct fx *f) {
+  struct ratelimit_stats st;
+  ratelimit_stats(f->rl, &st);
+  return st;
+}
+
+#define PROCS 4
+#define CHECKS_PER_PROC 30
+
+static void test_script_admits_exactly_limit_across_processes(void **state) {
+  FX();
+  start(f, 37, true);
+  assert_string_equal(ratelimit_provider(&f->cfg), "redis");
+  _Atomic int *counts = mmap(NULL, 4 * sizeof(*counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(counts != MAP_FAILED);
+  pid_t pids[PROCS];
+  for (int p = 0; p < PROCS; p++) {
+    pids[p] = fork();
+    assert_true(pids[p] >= 0);
+    if (pids[p] == 0) {
+      /* A worker: its own loop and connection, sending all its checks at once. */
+      uv_loop_t loop;
+      uv_loop_init(&loop);
+      struct ratelimit *rl = ratelimit_new(&loop, &f->cfg);
+      if (rl == NULL) _exit(1);
+      struct answers a = {0};
+      for (int i = 0; i < CHECKS_PER_PROC; i++) ratelimit_check(rl, &f->key, on_decision, &a);
+      while (a.n < CHECKS_PER_PROC) uv_run(&loop, UV_RUN_ONCE);
+      for (int o = 0; o < 4; o++) atomic_fetch_add(&counts[o], a.outcomes[o]);
+      ratelimit_free(rl);
+      uv_run(&loop, UV_RUN_DEFAULT);
+      _exit(0);
+    }
+  }
+  for (int p = 0; p < PROCS; p++) {
+    int status;
+    assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  assert_int_equal(counts[RL_UNAVAILABLE], 0);
+  assert_int_equal(counts[RL_ALLOW], 37);
+  assert_int_equal(counts[RL_LIMITED], PROCS * CHECKS_PER_PROC - 37);
+  munmap(counts, 4 * sizeof(*counts));
+  /* And this process, a fifth worker, is refused too, with exact headers. */
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  assert_int_equal(d.limit, 37);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.reset, rlcalc_window_reset(util_wall_s(), 3600));
+  assert_int_equal(d.retry_after, rlcalc_retry_after(util_wall_s(), d.reset));
+}
+
+static void test_quota_exhaustion_in_redis_answers_quota(void **state) {
+  FX();
+  start(f, 100, true);
+  f->key.quota = 2;
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.retry_after, 0);
+  assert_int_equal(d.quota_remaining, 0);
+  /* The refused request took no window slot: 100 - 3 remain once the quota is raised. */
+  f->key.quota = 1000;
+  d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 97);
+  assert_int_equal(d.quota_remaining, 997);
+}
+
+static void test_noscript_after_script_flush_is_recovered_with_eval(void **state) {
+  FX();
+  start(f, 10, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  redis_command(f, "SCRIPT FLUSH");
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 8);
+  assert_int_equal(stats(f).redis_noscript, 1);
+  /* EVAL cached the script again: no second NOSCRIPT. */
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  assert_int_equal(stats(f).redis_noscript, 1);
+  assert_int_equal(stats(f).fallbacks, 0);
+}
+
+static void test_stopped_redis_fail_closed_answers_unavailable_at_once(void **state) {
+  FX();
+  start(f, 10, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  redis_stop(f);
+  for (int i = 0; i < 5; i++) {
+    uint64_t ms;
+    struct rl_decision d = check(f, &ms);
+    assert_int_equal(d.outcome, RL_UNAVAILABLE);
+    assert_int_equal(d.retry_after, VTS_RATELIMIT_UNAVAILABLE_RETRY_S);
+    assert_int_equal(d.limit, 10);
+    assert_int_equal(d.remaining, 0);
+    if (ms >= 100) fail_msg("decision took %llu ms with Redis stopped", (unsigned long long)ms);
+  }
+  assert_int_equal(stats(f).fallbacks, 0);
+  assert_int_equal(stats(f).unavailable, 5);
+}
+
+static void test_stopped_redis_fail_open_continues_from_redis_counts(void **state) {
+  FX();
+  start(f, 5, false);
+  for (int i = 0; i < 3; i++) assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  redis_stop(f);
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 1);
+  d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 0);
+  d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  assert_true(d.retry_after >= 1);
+  assert_int_equal(stats(f).fallbacks, 3);
+}
+
+static void test_frozen_redis_is_decided_within_the_command_timeout(void **state) {
+  FX();
+  start(f, 10, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct rl_decision d = check_frozen(f);
+  assert_int_equal(d.outcome, RL_UNAVAILABLE);
+  assert_int_equal(d.retry_after, VTS_RATELIMIT_UNAVAILABLE_RETRY_S);
+  assert_int_equal(stats(f).redis_timeouts, 1);
+  uint64_t ms;
+  /* The connection is known to be stalled: the next request does not wait again. */
+  d = check(f, &ms);
+  assert_int_equal(d.outcome, RL_UNAVAILABLE);
+  if (ms >= VTS_REDIS_COMMAND_TIMEOUT_MS) fail_msg("second request waited %llu ms", (unsigned long long)ms);
+  /* Thawed, the late reply is dropped safely and Redis answers again. */
+  kill(f->redis, SIGCONT);
+  d = check_until_allowed(f, 2000, &ms);
+  assert_int_equal(d.outcome, RL_ALLOW);
+}
+
+static void test_frozen_redis_fail_open_falls_back_within_the_timeout(void **state) {
+  FX();
+  start(f, 10, false);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct rl_decision d = check_frozen(f);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 8);
+  assert_int_equal(stats(f).fallbacks, 1);
+  uint64_t ms;
+  /* A stall of VTS_REDIS_STALL_MS drops and redials the connection; nothing hangs meanwhile. */
+  run_for_ms(&f->loop, VTS_REDIS_STALL_MS + 200);
+  d = check(f, &ms);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  if (ms > VTS_REDIS_COMMAND_TIMEOUT_MS + TIMEOUT_MARGIN_MS) fail_msg("fallback took %llu ms", (unsigned long long)ms);
+}
+
+static void test_reconnects_within_one_second_after_a_restart(void **state) {
+  FX();
+  start(f, 10, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  redis_stop(f);
+  assert_int_equal(check(f, NULL).outcome, RL_UNAVAILABLE);
+  run_for_ms(&f->loop, 1500); /* let the backoff grow to its ceiling */
+  redis_start(f);             /* same port, empty data and script cache */
+  uint64_t ms;
+  struct rl_decision d = check_until_allowed(f, 1500, &ms);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  if (ms > 1000) fail_msg("answers from Redis again after %llu ms", (unsigned long long)ms);
+  assert_int_equal(d.remaining, 9); /* the new server's own count */
+  assert_true(stats(f).redis_connects >= 2);
+}
+
+static void test_check_pending_at_free_is_answered_before_free_returns(void **state) {
+  FX();
+  start(f, 10, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  kill(f->redis, SIGSTOP);
+  struct answers a = {0};
+  ratelimit_check(f->rl, &f->key, on_decision, &a);
+  assert_int_equal(a.n, 0);
+  ratelimit_free(f->rl);
+  f->rl = NULL;
+  assert_int_equal(a.n, 1);
+  assert_int_equal(a.last.outcome, RL_UNAVAILABLE);
+  assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static void test_redis_down_at_start_is_a_fault_not_a_hang(void **state) {
+  FX();
+  f->port = free_port();
+  f->cfg.rate_limit = 5;
+  f->cfg.rate_window_s = 3600;
+  f->cfg.monthly_quota = 100;
+  f->cfg.rate_limit_fail_closed = false;
+  snprintf(f->cfg.redis_url, sizeof(f->cfg.redis_url), "redis://127.0.0.1:%d", f->port);
+  assert_int_equal(util_random_hex(f->key.digest, 32), 0);
+  while (util_wall_s() % 3600 > 3590) sleep(1);
+  new_limiter(f);
+  uint64_t ms;
+  struct rl_decision d = check(f, &ms);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 4);
+  if (ms > VTS_REDIS_COMMAND_TIMEOUT_MS + TIMEOUT_MARGIN_MS) fail_msg("took %llu ms", (unsigned long long)ms);
+  assert_int_equal(stats(f).fallbacks, 1);
+}
+
+static void on_deadline(int sig) {
+  (void)sig;
+  static const char msg[] = "test_ratelimit_redis: deadline passed, giving up\n";
+  if (running_redis > 0) {
+    kill(running_redis, SIGCONT);
+    kill(running_redis, SIGKILL);
+  }
+  (void)!write(2, msg, sizeof(msg) - 1);
+  _exit(1);
+}
+
+int main(void) {
+  /* hiredis writes with write(2): a connection Redis closed must be an error, not a fatal SIGPIPE. */
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGALRM, on_deadline);
+  alarm(TEST_PROGRAM_DEADLINE_S);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_script_admits_exactly_limit_across_processes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_quota_exhaustion_in_redis_answers_quota, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_frozen_redis_is_decided_within_the_command_timeout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_frozen_redis_fail_open_falls_back_within_the_timeout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reconnects_within_one_second_after_a_restart, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_check_pending_at_free_is_answered_before_free_returns, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_redis_down_at_start_is_a_fault_not_a_hang, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
