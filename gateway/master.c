@@ -340,6 +340,8 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     else if (advance_stop(&m))
       break;
   }
+  /* The workers are gone: the last monthly usage they counted is written once more, so a restart loses none. */
+  ratelimit_snapshot_now(cfg);
   log_msg(LOG_INFO, "gateway stopped", NULL);
   rv = 0;
 
