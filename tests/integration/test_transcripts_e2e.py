@@ -163,7 +163,7 @@ def test_hanging_platform_is_502_at_the_deadline_and_the_pool_recovers(stack):
     elapsed = time.monotonic() - t0
     assert r.status == 502, r
     assert 3.5 <= elapsed <= 8, "answered after %.2f s with a 4 s job deadline" % elapsed
-    assert stack.get("benchAfter01").status == 200
+    assert stack.get("benchAfter1").status == 200
 
 
 def test_kill9_of_the_fetcher_holding_a_job_is_500_at_once_and_the_pool_is_whole_again(tmp_path):
@@ -187,7 +187,8 @@ def test_kill9_of_the_fetcher_holding_a_job_is_500_at_once_and_the_pool_is_whole
         t.join(30)
         assert box["r"].status == 500, box["r"]
         assert box["r"].json()["error"]["code"] == "transcript_fetch_failed"
-        assert box["t"] - killed_at < 0.5, "500 came %.3f s after the kill" % (box["t"] - killed_at)
+        print("500 after the kill: %.1f ms" % ((box["t"] - killed_at) * 1000))
+        assert box["t"] - killed_at < 0.1, "500 came %.3f s after the kill" % (box["t"] - killed_at)
         # The pool is whole again: a new process serves the next job.
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
