@@ -41,6 +41,7 @@
 #define VTS_DISPATCH_SEND_TIMEOUT_MS 1000      /* handing a message to nng takes longer: that request is lost */
 #define VTS_DISPATCH_PIPE_TOMBSTONE_MS 10000   /* messages from a closed fetcher connection are refused this long */
 #define VTS_DISPATCH_CLIENT_MARGIN_MS 2000     /* a worker waits this much past the dispatcher's deadlines: 500 */
+#define VTS_DISPATCH_STOP_TIMEOUT_MS 2000      /* nng teardown stuck this long (nng 1.5.2 close race): leave anyway */
 #define VTS_DISPATCH_CONNECT_WAIT_MS 1000      /* a worker without a dispatcher connection this long: 500 */
 #define VTS_DISPATCH_RECONNECT_MIN_MS 20       /* worker redial backoff to a restarted dispatcher, from */
 #define VTS_DISPATCH_RECONNECT_MAX_MS 500      /* ... up to */

@@ -78,10 +78,14 @@ static struct entry *find(struct cache *c, const char *video_id, const char *lan
 }
 
 static void list_unlink(struct cache *c, struct entry *e) {
-  if (e->prev != NULL) e->prev->next = e->next;
-  else c->head = e->next;
-  if (e->next != NULL) e->next->prev = e->prev;
-  else c->tail = e->prev;
+  if (e->prev != NULL)
+    e->prev->next = e->next;
+  else
+    c->head = e->next;
+  if (e->next != NULL)
+    e->next->prev = e->prev;
+  else
+    c->tail = e->prev;
   e->prev = e->next = NULL;
 }
 

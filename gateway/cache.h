@@ -50,8 +50,7 @@ int cache_put(struct cache *c, const char *video_id, const char *lang, const str
  * borrowed, valid until the next call that changes the cache) and *ttl_left_ms (may be NULL). An expired entry is
  * removed and missed. Returns 0, or -ENOENT.
  */
-int cache_get(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
-              uint64_t *ttl_left_ms);
+int cache_get(struct cache *c, const char *video_id, const char *lang, struct proto_result *res, uint64_t *ttl_left_ms);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -66,8 +67,10 @@ static void mark_done(struct pending *p, nng_msg *reply) {
   p->state = P_DONE;
   p->reply = reply;
   p->done_next = NULL;
-  if (client.done_tail != NULL) client.done_tail->done_next = p;
-  else client.done_head = p;
+  if (client.done_tail != NULL)
+    client.done_tail->done_next = p;
+  else
+    client.done_head = p;
   client.done_tail = p;
 }
 
@@ -102,8 +105,10 @@ static void pending_cb(void *arg) {
 }
 
 /*
- * runs on an nng thread. The dispatcher went away: every job it held is lost with it. Failing them now (rather than
- * at their deadline) also stops req0 from re-sending them to the restarted dispatcher behind the client's back.
+ * runs on an nng thread. The dispatcher went away: every job it held is lost with it. nng 1.5.2 already fails a
+ * waiting receive with NNG_ECONNRESET when its pipe closes and re-sending is off; cancelling here as well covers a
+ * job whose send has just completed (its callback, seeing link_lost, does not start a receive that nothing would
+ * answer) and keeps "fail at once, never re-sent" true whatever the resend setting.
  */
 static void pipe_gone_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg) {
   (void)pipe;
@@ -167,8 +172,10 @@ static struct pending *take_done(void) {
   client.done_head = client.done_tail = NULL;
   for (struct pending *p = list; p != NULL; p = p->done_next) {
     if (!p->in_flight) continue;
-    if (p->prev != NULL) p->prev->next = p->next;
-    else client.in_flight = p->next;
+    if (p->prev != NULL)
+      p->prev->next = p->next;
+    else
+      client.in_flight = p->next;
     if (p->next != NULL) p->next->prev = p->prev;
     p->in_flight = false;
   }
@@ -198,7 +205,8 @@ int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const ch
   client.done_head = client.done_tail = NULL;
   client.closing = false;
   /* The dispatcher answers every job by then: queue wait and fetch within the job timeout, then speech. */
-  client.reply_timeout_ms = (uint64_t)cfg->job_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS + VTS_DISPATCH_CLIENT_MARGIN_MS;
+  client.reply_timeout_ms =
+      (uint64_t)cfg->job_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS + VTS_DISPATCH_CLIENT_MARGIN_MS;
   if (cfg->speech_fallback) client.reply_timeout_ms += (uint64_t)cfg->speech_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS;
 
   struct cache_limits lim = {VTS_L1_CACHE_BYTES, VTS_L1_CACHE_TTL_MS, VTS_L1_CACHE_TTL_MS};
@@ -236,6 +244,42 @@ fail:
   return rv;
 }
 
+/* runs on its own thread */
+static void *close_thread(void *arg) {
+  nng_socket s = *(nng_socket *)arg;
+  free(arg);
+  nng_close(s);
+  return NULL;
+}
+
+/*
+ * nng 1.5.2 can hang for good in nng_close (a race in its reaper: nanomsg/nng#1543, fixed in 1.8). The close runs
+ * on a thread of its own and is abandoned after VTS_DISPATCH_STOP_TIMEOUT_MS, so that it never holds a worker's
+ * shutdown.
+ */
+static void close_bounded(nng_socket s) {
+  nng_socket *arg = malloc(sizeof(*arg));
+  pthread_t t;
+  if (arg == NULL) return;
+  *arg = s;
+  if (pthread_create(&t, NULL, close_thread, arg) != 0) {
+    free(arg);
+    return;
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += VTS_DISPATCH_STOP_TIMEOUT_MS / 1000;
+  until.tv_nsec += (VTS_DISPATCH_STOP_TIMEOUT_MS % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+    log_msg(LOG_WARN, "dispatcher link close stuck in nng: abandoned", NULL);
+    pthread_detach(t);
+  }
+}
+
 void dispatch_client_close(void) {
   if (!client.open) return;
   pthread_mutex_lock(&client.lock);
@@ -246,8 +290,8 @@ void dispatch_client_close(void) {
    * callback, which takes the lock and, seeing closing, queues its job as done instead of going on.
    */
   for (struct pending *p = client.in_flight; p != NULL; p = p->next) nng_aio_stop(p->aio);
-  nng_close(client.sock);
   drain(true);
+  close_bounded(client.sock);
   uv_close((uv_handle_t *)&client.async, NULL);
   cache_free(client.l1);
   client.l1 = NULL;

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -53,7 +54,7 @@ struct list {
   size_t n;
 };
 
-#define CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 static void list_init(struct list *l) {
   l->head.prev = l->head.next = &l->head;
@@ -173,8 +174,10 @@ static const char *u64s(char *buf, size_t len, uint64_t v) {
 static void push_event(struct dispatcher *d, struct event *ev) {
   ev->next = NULL;
   pthread_mutex_lock(&d->lock);
-  if (d->ev_tail != NULL) d->ev_tail->next = ev;
-  else d->ev_head = ev;
+  if (d->ev_tail != NULL)
+    d->ev_tail->next = ev;
+  else
+    d->ev_head = ev;
   d->ev_tail = ev;
   pthread_cond_signal(&d->cond);
   pthread_mutex_unlock(&d->lock);
@@ -405,8 +408,8 @@ static void job_finish(struct dispatcher *d, struct job *j, const struct proto_r
   log_msg(res.outcome == PROTO_INTERNAL ? LOG_WARN : LOG_INFO, "job finished", "request_id", j->pj.request_id,
           "=job_id", NUM(j->id), "video_id", j->pj.video_id, "lang", j->pj.lang, "kind",
           j->pj.kind == PROTO_KIND_SPEECH ? "speech" : "captions", "=status", NUM(proto_outcome_status(res.outcome)),
-          "detail", res.detail, "=waiters", NUM(nwaiters), "=queue_ms", NUM(queue_ms), "=fetch_ms",
-          NUM(res.fetch_ms), "=dur_ms", NUM(now - j->created_ms), NULL);
+          "detail", res.detail, "=waiters", NUM(nwaiters), "=queue_ms", NUM(queue_ms), "=fetch_ms", NUM(res.fetch_ms),
+          "=dur_ms", NUM(now - j->created_ms), NULL);
   job_destroy(d, j);
 }
 
@@ -450,8 +453,8 @@ static void handle_worker_request(struct dispatcher *d, struct slot *s, nng_msg 
   uint64_t ttl_left;
   if (cache_get(d->cache, req.video_id, req.lang, &hit, &ttl_left) == 0) {
     d->st.cache_hits++;
-    log_msg(LOG_DEBUG, "cache hit", "request_id", req.request_id, "video_id", req.video_id, "lang", req.lang,
-            "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
+    log_msg(LOG_DEBUG, "cache hit", "request_id", req.request_id, "video_id", req.video_id, "lang", req.lang, "=status",
+            NUM(proto_outcome_status(hit.outcome)), NULL);
     answer_one(d, s, &hit, ttl_left);
     return;
   }
@@ -462,8 +465,8 @@ static void handle_worker_request(struct dispatcher *d, struct slot *s, nng_msg 
     d->st.coalesced++;
     list_append(&j->waiters, &s->waiter);
     s->state = SLOT_HOLDING;
-    log_msg(LOG_DEBUG, "job coalesced", "request_id", req.request_id, "=job_id", NUM(j->id), "video_id",
-            req.video_id, NULL);
+    log_msg(LOG_DEBUG, "job coalesced", "request_id", req.request_id, "=job_id", NUM(j->id), "video_id", req.video_id,
+            NULL);
     return;
   }
   if (d->njobs >= VTS_DISPATCH_MAX_JOBS) {
@@ -480,8 +483,8 @@ static void handle_worker_request(struct dispatcher *d, struct slot *s, nng_msg 
   list_append(&j->waiters, &s->waiter);
   s->state = SLOT_HOLDING;
   job_enqueue(&d->q_captions, j);
-  log_msg(LOG_INFO, "job queued", "request_id", req.request_id, "=job_id", NUM(j->id), "video_id", req.video_id,
-          "lang", req.lang, NULL);
+  log_msg(LOG_INFO, "job queued", "request_id", req.request_id, "=job_id", NUM(j->id), "video_id", req.video_id, "lang",
+          req.lang, NULL);
 }
 
 /* ---- fetchers ---- */
@@ -568,8 +571,7 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
        * replaced, so a dispatcher restart delivers results of the previous one here. It still means "idle".
        */
       d->st.late_results++;
-      log_msg(LOG_INFO, "stale result dropped", "=job_id", NUM(res.job_id), "=fetcher", NUM(nng_pipe_id(pipe)),
-              NULL);
+      log_msg(LOG_INFO, "stale result dropped", "=job_id", NUM(res.job_id), "=fetcher", NUM(nng_pipe_id(pipe)), NULL);
       fetcher_set_idle(d, f, msg);
       return;
     }
@@ -596,7 +598,8 @@ static void handle_fetcher_gone(struct dispatcher *d, nng_pipe pipe) {
 static void assign_jobs(struct dispatcher *d) {
   while (!list_empty(&d->idle)) {
     struct list *q = NULL;
-    if (!list_empty(&d->q_captions)) q = &d->q_captions;
+    if (!list_empty(&d->q_captions))
+      q = &d->q_captions;
     else if (!list_empty(&d->q_speech) && d->speech_running < (uint64_t)d->cfg->speech_max_concurrent)
       q = &d->q_speech;
     if (q == NULL) return;
@@ -629,8 +632,8 @@ static void assign_jobs(struct dispatcher *d) {
     if (rv != 0) {
       /* Not handed to nng, so the fetcher never saw it: the job stays first in line; the fetcher is dropped. */
       nng_msg_free(m);
-      log_msg(LOG_WARN, "cannot send job to fetcher", "=fetcher", NUM(nng_pipe_id(f->pipe)), "error",
-              nng_strerror(rv), NULL);
+      log_msg(LOG_WARN, "cannot send job to fetcher", "=fetcher", NUM(nng_pipe_id(f->pipe)), "error", nng_strerror(rv),
+              NULL);
       fetcher_kill(d, f, "send_failed", true);
       continue;
     }
@@ -640,9 +643,9 @@ static void assign_jobs(struct dispatcher *d) {
     j->fetcher = f;
     j->assigned_ms = now;
     f->job = j;
-    log_msg(LOG_INFO, "job assigned", "request_id", j->pj.request_id, "=job_id", NUM(j->id), "video_id",
-            j->pj.video_id, "kind", j->pj.kind == PROTO_KIND_SPEECH ? "speech" : "captions", "=fetcher",
-            NUM(nng_pipe_id(f->pipe)), "=wait_ms", NUM(now - j->created_ms), "=deadline_ms", NUM(left), NULL);
+    log_msg(LOG_INFO, "job assigned", "request_id", j->pj.request_id, "=job_id", NUM(j->id), "video_id", j->pj.video_id,
+            "kind", j->pj.kind == PROTO_KIND_SPEECH ? "speech" : "captions", "=fetcher", NUM(nng_pipe_id(f->pipe)),
+            "=wait_ms", NUM(now - j->created_ms), "=deadline_ms", NUM(left), NULL);
   }
 }
 
@@ -774,8 +777,10 @@ static void run(struct dispatcher *d) {
 
     while (ev != NULL) {
       struct event *next = ev->next;
-      if (stop) discard_event(ev);
-      else handle_event(d, ev);
+      if (stop)
+        discard_event(ev);
+      else
+        handle_event(d, ev);
       ev = next;
     }
     if (stop) return;
@@ -800,6 +805,23 @@ static void *signal_thread(void *arg) {
     pthread_mutex_unlock(&d->lock);
     return NULL;
   }
+}
+
+/*
+ * nng 1.5.2 can hang for good in nng_close or nng_aio_stop (a race in its reaper: nanomsg/nng#1543, fixed in 1.8).
+ * A stopping dispatcher must not hang with it: past VTS_DISPATCH_STOP_TIMEOUT_MS of teardown the process just ends.
+ */
+static void *stop_watchdog(void *arg) {
+  int status = (int)(intptr_t)arg;
+  struct timespec ts = {VTS_DISPATCH_STOP_TIMEOUT_MS / 1000, (VTS_DISPATCH_STOP_TIMEOUT_MS % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) continue;
+  log_msg(LOG_WARN, "dispatcher teardown stuck in nng: exiting without it", NULL);
+  _exit(status);
+}
+
+static void start_stop_watchdog(int status) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, stop_watchdog, (void *)(intptr_t)status) == 0) pthread_detach(t);
 }
 
 static int open_listener(nng_socket sock, const char *url) {
@@ -922,6 +944,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   log_msg(LOG_INFO, "dispatcher started", "jobs_url", cfg->jobs_url, "worker_url", worker_url, NULL);
   run(d);
   pthread_join(sig_thread, NULL);
+  start_stop_watchdog(0);
   teardown(d);
   log_msg(LOG_INFO, "dispatcher stopped", NULL);
   return 0;
@@ -929,6 +952,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
 fail:
   log_msg(LOG_ERROR, "dispatcher cannot start", "what", what, "url", url, "error",
           rv ? nng_strerror(rv) : "out of memory", NULL);
+  start_stop_watchdog(1);
   teardown(d);
   return 1;
 }
