@@ -1,5 +1,2 @@
 #include <stdio.h>
-int main(void) {
-  fputs("vts-keys: not built yet\n", stderr);
-  return 2;
-}
+int main(void) { fputs("vts-keys: not built yet\n", stderr); return 2; }

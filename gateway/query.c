@@ -3,14 +3,8 @@
 
 #include <string.h>
 
-int query_language_valid(const char *s, size_t len) {
-  (void)s;
-  return len >= 2 && len <= 3;
-}
-int query_video_id_valid(const char *s, size_t len) {
-  (void)s;
-  return len == 11;
-}
+int query_language_valid(const char *s, size_t len) { (void)s; return len >= 2 && len <= 3; }
+int query_video_id_valid(const char *s, size_t len) { (void)s; return len == 11; }
 
 enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q) {
   memset(q, 0, sizeof(*q));

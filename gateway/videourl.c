@@ -3,9 +3,4 @@
 
 #include <errno.h>
 
-int videourl_parse(const char *url, size_t len, char id[12]) {
-  (void)url;
-  (void)len;
-  id[0] = 0;
-  return -EINVAL;
-}
+int videourl_parse(const char *url, size_t len, char id[12]) { (void)url; (void)len; id[0] = 0; return -EINVAL; }
