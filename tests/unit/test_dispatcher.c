@@ -153,6 +153,7 @@ static void dial_wait(nng_socket s, const char *url) {
 struct peer {
   nng_socket s;
   uint32_t last_id; /* request id of the last request sent */
+  nng_pipe pipe;    /* the connection the last message came in on */
 };
 
 struct reply {
@@ -177,8 +178,8 @@ static void *peer_close_thread(void *arg) {
 }
 
 /*
- * nng 1.5.2 can hang for good in nng_close (nanomsg/nng#1543): the test moves on after 2 s, the connection itself
- * being closed before the part that hangs. The socket handle stays allocated for the stuck thread.
+ * nng 1.5.2 can hang for good in nng_close (its reaper waits on a pipe forever, nanomsg/nng#1543): the test moves
+ * on after 1 s, leaving the socket to the stuck thread. No test relies on a close for what it checks.
  */
 static void peer_close(struct peer *p) {
   nng_socket *s = malloc(sizeof(*s));
@@ -187,7 +188,7 @@ static void peer_close(struct peer *p) {
   assert_int_equal(pthread_create(&t, NULL, peer_close_thread, s), 0);
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 2;
+  until.tv_sec += 1; /* a close that works takes milliseconds; a stuck one never ends */
   if (pthread_timedjoin_np(t, NULL, &until) == 0) {
     free(s);
     return;
@@ -213,6 +214,7 @@ static int peer_recv(struct peer *p, int timeout_ms, struct reply *r) {
   int rv = nng_recvmsg(p->s, &r->msg, 0);
   if (rv == NNG_ETIMEDOUT) return -ETIMEDOUT;
   assert_int_equal(rv, 0);
+  p->pipe = nng_msg_get_pipe(r->msg);
   assert_int_equal(nng_msg_header_len(r->msg), 4);
   assert_int_equal(nng_msg_header_trim_u32(r->msg, &r->id), 0);
   return 0;
@@ -510,9 +512,9 @@ static void test_fetcher_lost_with_its_job_fails_it_at_once_and_never_reruns_it(
   fetcher_ready(&f2);
   usleep(50000); /* f2 is surely idle at the dispatcher */
 
+  /* The connection drops (nng_pipe_close does not wait for nng's reaper, unlike nng_close: see peer_close). */
   uint64_t t0 = util_now_ms();
-  peer_close(&g.f);
-  g.has_f = false;
+  assert_int_equal(nng_pipe_close(g.f.pipe), 0);
   assert_int_equal(worker_reply(&g.w, 1000, &r), 0);
   uint64_t took = util_now_ms() - t0;
   assert_int_equal(r.res.outcome, PROTO_INTERNAL);
