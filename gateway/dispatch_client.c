@@ -216,19 +216,30 @@ int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const ch
   client.l1 = cache_new(&lim, NULL);
   if (client.l1 == NULL) goto fail;
 
-  if ((rv = nng_req0_open(&client.sock)) != 0) goto nng_fail;
+  rv = nng_req0_open(&client.sock);
+
+  if (rv != 0) goto nng_fail;
   sock_open = true;
   /* A job must never be re-sent behind the client's back (nng 1.5 re-sends every 60 s by default). */
-  if ((rv = nng_socket_set_ms(client.sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0) goto nng_fail;
-  if ((rv = nng_pipe_notify(client.sock, NNG_PIPE_EV_REM_POST, pipe_gone_cb, NULL)) != 0) goto nng_fail;
-  if ((rv = nng_dialer_create(&dialer, client.sock, url)) != 0) goto nng_fail;
-  if ((rv = nng_dialer_set_size(dialer, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX_BYTES)) != 0) goto nng_fail;
-  if ((rv = nng_dialer_set_ms(dialer, NNG_OPT_RECONNMINT, VTS_DISPATCH_RECONNECT_MIN_MS)) != 0) goto nng_fail;
-  if ((rv = nng_dialer_set_ms(dialer, NNG_OPT_RECONNMAXT, VTS_DISPATCH_RECONNECT_MAX_MS)) != 0) goto nng_fail;
+  rv = nng_socket_set_ms(client.sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+  if (rv != 0) goto nng_fail;
+  rv = nng_pipe_notify(client.sock, NNG_PIPE_EV_REM_POST, pipe_gone_cb, NULL);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_create(&dialer, client.sock, url);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_set_size(dialer, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX_BYTES);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_set_ms(dialer, NNG_OPT_RECONNMINT, VTS_DISPATCH_RECONNECT_MIN_MS);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_set_ms(dialer, NNG_OPT_RECONNMAXT, VTS_DISPATCH_RECONNECT_MAX_MS);
+  if (rv != 0) goto nng_fail;
   /* Non-blocking: the dispatcher may start after us; nng keeps dialing. */
-  if ((rv = nng_dialer_start(dialer, NNG_FLAG_NONBLOCK)) != 0) goto nng_fail;
+  rv = nng_dialer_start(dialer, NNG_FLAG_NONBLOCK);
+  if (rv != 0) goto nng_fail;
 
-  if ((rv = uv_async_init(loop, &client.async, async_cb)) != 0) goto fail;
+  rv = uv_async_init(loop, &client.async, async_cb);
+
+  if (rv != 0) goto fail;
   /* The link alone does not keep the loop running; each job's HTTP connection does. */
   uv_unref((uv_handle_t *)&client.async);
   client.open = true;

@@ -396,7 +396,7 @@ static void job_finish(struct dispatcher *d, struct job *j, const struct proto_r
   encode_reply(&b, &res, ttl);
   size_t nwaiters = j->waiters.n;
   struct link *k;
-  while ((k = list_first(&j->waiters)) != NULL) {
+  for (k = list_first(&j->waiters); k != NULL; k = list_first(&j->waiters)) {
     list_remove(&j->waiters, k);
     send_reply(d, CONTAINER_OF(k, struct slot, waiter), &b);
   }
@@ -656,7 +656,7 @@ static uint64_t expire(struct dispatcher *d, uint64_t now) {
   for (int i = 0; i < 2; i++) {
     /* Each queue is FIFO with one timeout for all its jobs, so its deadlines only grow: the head is the earliest. */
     struct link *k;
-    while ((k = list_first(queues[i])) != NULL) {
+    for (k = list_first(queues[i]); k != NULL; k = list_first(queues[i])) {
       struct job *j = CONTAINER_OF(k, struct job, q);
       if (j->deadline_ms > now) {
         if (j->deadline_ms < wake) wake = j->deadline_ms;
@@ -854,8 +854,8 @@ static void teardown(struct dispatcher *d) {
   }
 
   struct link *k;
-  while ((k = list_first(&d->slots)) != NULL) slot_free(d, CONTAINER_OF(k, struct slot, all));
-  while ((k = list_first(&d->fetchers)) != NULL) {
+  for (k = list_first(&d->slots); k != NULL; k = list_first(&d->slots)) slot_free(d, CONTAINER_OF(k, struct slot, all));
+  for (k = list_first(&d->fetchers); k != NULL; k = list_first(&d->fetchers)) {
     struct fetcher *f = CONTAINER_OF(k, struct fetcher, all);
     if (f->held != NULL) nng_msg_free(f->held);
     list_remove(&d->fetchers, k);
@@ -921,25 +921,34 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
 
   what = "fetcher socket";
   url = cfg->jobs_url;
-  if ((rv = nng_rep0_open_raw(&d->fsock)) != 0) goto fail;
+  rv = nng_rep0_open_raw(&d->fsock);
+  if (rv != 0) goto fail;
   d->fsock_open = true;
-  if ((rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_ADD_POST, fetcher_pipe_cb, d)) != 0) goto fail;
-  if ((rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_REM_POST, fetcher_pipe_cb, d)) != 0) goto fail;
-  if ((rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS)) != 0) goto fail;
-  if ((rv = open_listener(d->fsock, cfg->jobs_url)) != 0) goto fail;
+  rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_ADD_POST, fetcher_pipe_cb, d);
+  if (rv != 0) goto fail;
+  rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_REM_POST, fetcher_pipe_cb, d);
+  if (rv != 0) goto fail;
+  rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS);
+  if (rv != 0) goto fail;
+  rv = open_listener(d->fsock, cfg->jobs_url);
+  if (rv != 0) goto fail;
 
   what = "worker socket";
   url = worker_url;
-  if ((rv = nng_rep0_open(&d->wsock)) != 0) goto fail;
+  rv = nng_rep0_open(&d->wsock);
+  if (rv != 0) goto fail;
   d->wsock_open = true;
-  if ((rv = open_listener(d->wsock, worker_url)) != 0) goto fail;
+  rv = open_listener(d->wsock, worker_url);
+  if (rv != 0) goto fail;
 
   what = "fetcher receive";
-  if ((rv = nng_aio_alloc(&d->faio, fetcher_recv_cb, d)) != 0) goto fail;
+  rv = nng_aio_alloc(&d->faio, fetcher_recv_cb, d);
+  if (rv != 0) goto fail;
   nng_recv_aio(d->fsock, d->faio);
 
   what = "signal thread";
-  if ((rv = pthread_create(&sig_thread, NULL, signal_thread, d)) != 0) goto fail;
+  rv = pthread_create(&sig_thread, NULL, signal_thread, d);
+  if (rv != 0) goto fail;
 
   log_msg(LOG_INFO, "dispatcher started", "jobs_url", cfg->jobs_url, "worker_url", worker_url, NULL);
   run(d);

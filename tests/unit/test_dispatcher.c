@@ -143,8 +143,11 @@ static int kill_leftover(void **state) {
 
 static void dial_wait(nng_socket s, const char *url) {
   uint64_t end = util_now_ms() + 5000;
-  int rv;
-  while ((rv = nng_dial(s, url, NULL, 0)) != 0 && util_now_ms() < end) usleep(10000);
+  int rv = nng_dial(s, url, NULL, 0);
+  while (rv != 0 && util_now_ms() < end) {
+    usleep(10000);
+    rv = nng_dial(s, url, NULL, 0);
+  }
   assert_int_equal(rv, 0);
 }
 
