@@ -127,6 +127,7 @@ static void disp_stop(struct disp *d) {
 static void disp_kill(struct disp *d) {
   kill(d->pid, SIGKILL);
   waitpid(d->pid, NULL, 0);
+  unlink(d->worker_url + strlen("ipc://")); /* a killed listener leaves its socket file */
   d->pid = 0;
   live_pid = 0;
 }
