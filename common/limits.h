@@ -73,4 +73,17 @@
 #define VTS_REDIS_STALL_MS 1000                  /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400       /* a month counter outlives its month by this much */
 
+/* Dispatcher and the workers' link to it (gateway/dispatcher.c, gateway/dispatch_client.c). */
+#define VTS_DISPATCH_MAX_JOBS 10000            /* distinct jobs queued or running; one more is 500 at once */
+#define VTS_DISPATCH_RESULT_GRACE_MS 1000      /* a running job's result may arrive this late; later is 500 */
+#define VTS_DISPATCH_SEND_TIMEOUT_MS 1000      /* handing a message to nng takes longer: that request is lost */
+#define VTS_DISPATCH_PIPE_TOMBSTONE_MS 10000   /* messages from a closed fetcher connection are refused this long */
+#define VTS_DISPATCH_CLIENT_MARGIN_MS 2000     /* a worker waits this much past the dispatcher's deadlines: 500 */
+#define VTS_DISPATCH_STOP_TIMEOUT_MS 2000      /* nng teardown stuck this long (nng 1.5.2 close race): leave anyway */
+#define VTS_DISPATCH_CONNECT_WAIT_MS 1000      /* a worker without a dispatcher connection this long: 500 */
+#define VTS_DISPATCH_RECONNECT_MIN_MS 20       /* worker redial backoff to a restarted dispatcher, from */
+#define VTS_DISPATCH_RECONNECT_MAX_MS 500      /* ... up to */
+#define VTS_L1_CACHE_BYTES (16 * 1024 * 1024)  /* per-worker cache of hot results, bodies and overhead */
+#define VTS_L1_CACHE_TTL_MS 5000               /* an L1 entry lives this long at most, never past its shared entry */
+
 #endif

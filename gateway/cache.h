@@ -1,0 +1,60 @@
+/*
+ * An LRU cache of job results keyed by (video id, requested language), bounded in bytes, with a TTL per entry.
+ * The dispatcher holds the shared cache every worker goes through; each worker holds a small one in front of it.
+ *
+ * What is cached follows ARCHITECTURE.md "Outcomes": a 200 (PROTO_OK) for ok_ttl_ms, a 404 (PROTO_NOT_AVAILABLE,
+ * and PROTO_NO_CAPTIONS stored as PROTO_NOT_AVAILABLE) for negative_ttl_ms, a 5xx never. A TTL of 0 disables that
+ * kind. An entry costs sizeof its record plus its body; the least recently used entries make room for a new one.
+ * Not thread-safe: one owner thread.
+ */
+#ifndef VTS_CACHE_H
+#define VTS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+
+struct cache;
+
+struct cache_limits {
+  size_t max_bytes;         /* bodies plus per-entry overhead; 0 disables the cache */
+  uint64_t ok_ttl_ms;       /* lifetime of a PROTO_OK entry */
+  uint64_t negative_ttl_ms; /* lifetime of a PROTO_NOT_AVAILABLE entry */
+};
+
+/* A monotonic millisecond clock; tests inject their own. */
+typedef uint64_t (*cache_clock_fn)(void);
+
+struct cache_stats {
+  uint64_t entries;
+  uint64_t bytes;
+  uint64_t evictions; /* entries dropped to make room, not by expiry */
+};
+
+/* Creates an empty cache. now_ms may be NULL for util_now_ms. Returns NULL when out of memory. */
+struct cache *cache_new(const struct cache_limits *limits, cache_clock_fn now_ms);
+void cache_free(struct cache *c);
+
+/*
+ * Stores a copy of res (its body, outcome, source and lang) for (video_id, lang), replacing any entry for that key.
+ * The entry lives for the outcome's TTL, shortened to max_ttl_ms (UINT64_MAX for no cap); *ttl_ms (may be NULL)
+ * receives the lifetime given. Returns 0; -EINVAL when the outcome is never cached or its TTL is 0; -E2BIG when the
+ * entry alone exceeds the byte bound; -ENOMEM.
+ */
+int cache_put(struct cache *c, const char *video_id, const char *lang, const struct proto_result *res,
+              uint64_t max_ttl_ms, uint64_t *ttl_ms);
+
+/*
+ * Looks (video_id, lang) up and marks it most recently used. On a hit fills res (job_id 0, detail "cache"; res->body
+ * borrowed, valid until the next call that changes the cache) and *ttl_left_ms (may be NULL). An expired entry is
+ * removed and missed. Returns 0, or -ENOENT.
+ */
+int cache_get(struct cache *c, const char *video_id, const char *lang, struct proto_result *res, uint64_t *ttl_left_ms);
+
+void cache_get_stats(const struct cache *c, struct cache_stats *out);
+
+/* Hash of a (video_id, lang) key, shared with the dispatcher's job table so both agree on key identity. */
+uint64_t cache_key_hash(const char *video_id, const char *lang);
+
+#endif
