@@ -19,6 +19,7 @@
  * the same video would lose answers when the job finishes. A context's send waits in line for its connection instead.
  */
 #include "gateway/dispatcher.h"
+#include "gateway/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -422,6 +423,7 @@ static void job_fail(struct dispatcher *d, struct job *j, const char *detail) {
 /* A fetcher's result for a job it holds: the end of the job, or its second life as a speech job. */
 static void job_result(struct dispatcher *d, struct job *j, const struct proto_result *res) {
   job_detach(d, j);
+  metrics_upstream(res->outcome, res->detail);
   if (res->outcome == PROTO_NO_CAPTIONS && d->cfg->speech_fallback && j->pj.kind == PROTO_KIND_CAPTIONS) {
     uint64_t now = util_now_ms();
     j->pj.kind = PROTO_KIND_SPEECH;
@@ -695,6 +697,8 @@ static uint64_t expire(struct dispatcher *d, uint64_t now) {
   return wake;
 }
 
+static void metrics_publish_dispatcher(const struct dispatcher_stats *st);
+
 static void publish_stats(struct dispatcher *d) {
   struct cache_stats cs;
   cache_get_stats(d->cache, &cs);
@@ -712,6 +716,27 @@ static void publish_stats(struct dispatcher *d) {
   pthread_mutex_lock(&stats_lock);
   stats_published = d->st;
   pthread_mutex_unlock(&stats_lock);
+  metrics_publish_dispatcher(&d->st);
+}
+
+/* Copies the dispatcher's counters into the gateway's shared metrics region, read by /metrics in the workers. */
+static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
+  struct metrics_shm *shm = metrics_shared();
+  if (shm == NULL) return;
+  struct metrics_dispatcher *m = &shm->dispatcher;
+  atomic_store_explicit(&m->cache_hits, st->cache_hits, memory_order_relaxed);
+  atomic_store_explicit(&m->cache_misses, st->cache_misses, memory_order_relaxed);
+  atomic_store_explicit(&m->coalesced, st->coalesced, memory_order_relaxed);
+  atomic_store_explicit(&m->jobs_total[PROTO_KIND_CAPTIONS], st->jobs_created, memory_order_relaxed);
+  atomic_store_explicit(&m->jobs_total[PROTO_KIND_SPEECH], st->speech_jobs, memory_order_relaxed);
+  atomic_store_explicit(&m->jobs_queued, (int64_t)st->jobs_queued, memory_order_relaxed);
+  atomic_store_explicit(&m->jobs_in_flight, (int64_t)st->jobs_in_flight, memory_order_relaxed);
+  atomic_store_explicit(&m->fetchers_connected, (int64_t)st->fetchers_connected, memory_order_relaxed);
+  atomic_store_explicit(&m->fetchers_idle, (int64_t)st->fetchers_idle, memory_order_relaxed);
+  atomic_store_explicit(&m->fetchers_lost_with_job, st->fetcher_lost, memory_order_relaxed);
+  atomic_store_explicit(&m->job_deadline_expired, st->queue_timeouts + st->run_timeouts, memory_order_relaxed);
+  atomic_store_explicit(&m->cache_bytes, (int64_t)st->cache_bytes, memory_order_relaxed);
+  atomic_store_explicit(&m->cache_entries, (int64_t)st->cache_entries, memory_order_relaxed);
 }
 
 static void handle_slot(struct dispatcher *d, struct slot *s) {

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "proto/proto.h"
+
 static struct metrics_shm *shm;
 static struct metrics_worker *self;
 
@@ -68,13 +70,39 @@ void metrics_l1_hit(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
 }
 
-void metrics_upstream(const char *detail) {
-  if (shm == NULL) return;
-  int kind = MU_OTHER;
-  for (int i = 0; i < MU__COUNT; i++) {
-    if (detail != NULL && strcmp(detail, upstream_names[i]) == 0) kind = i;
+/* Fetcher details of replies that were not what the platform normally sends. */
+static const char *const malformed_details[] = {"bad_player_reply", "bad_captions", "bad_utf8", "empty_captions",
+                                                "truncated", "too_large", "no_api_key"};
+
+int metrics_upstream_kind(int outcome, const char *detail) {
+  if (detail == NULL) detail = "";
+  switch (outcome) {
+    case PROTO_OK:
+      return MU_OK;
+    case PROTO_NO_CAPTIONS:
+      return MU_NO_CAPTIONS;
+    case PROTO_NOT_AVAILABLE:
+      return MU_NOT_AVAILABLE;
+    case PROTO_INTERNAL:
+      return MU_INTERNAL;
+    default:
+      break;
   }
-  atomic_fetch_add_explicit(&shm->dispatcher.upstream[kind], 1, memory_order_relaxed);
+  if (strncmp(detail, "http_5", 6) == 0) return MU_HTTP_5XX;
+  if (strstr(detail, "timeout") != NULL) return MU_TIMEOUT;
+  for (int i = MU_HTTP_429; i <= MU_PO_TOKEN; i++) {
+    if (strcmp(detail, upstream_names[i]) == 0) return i;
+  }
+  for (size_t i = 0; i < sizeof(malformed_details) / sizeof(malformed_details[0]); i++) {
+    if (strcmp(detail, malformed_details[i]) == 0) return MU_MALFORMED;
+  }
+  return MU_OTHER;
+}
+
+void metrics_upstream(int outcome, const char *detail) {
+  if (shm == NULL) return;
+  atomic_fetch_add_explicit(&shm->dispatcher.upstream[metrics_upstream_kind(outcome, detail)], 1,
+                            memory_order_relaxed);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)

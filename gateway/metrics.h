@@ -93,8 +93,10 @@ void metrics_ratelimit_store_error(int fell_back);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
 
-/* Dispatcher: an upstream outcome by its result's detail string. */
-void metrics_upstream(const char *detail);
+/* Dispatcher: a finished job by its outcome (enum proto_outcome) and the result's detail string. */
+void metrics_upstream(int outcome, const char *detail);
+/* The kind a job's outcome and detail are counted under (enum metrics_upstream). */
+int metrics_upstream_kind(int outcome, const char *detail);
 
 /* Renders every metric in the Prometheus text format (version 0.0.4) into out. Returns 0 or -ENOMEM. */
 int metrics_render(struct buf *out);

@@ -1,6 +1,8 @@
 """The whole service on 127.0.0.1 for end-to-end tests: the fake platform, a gateway (master, workers, dispatcher)
 and a fetcher pool dialing its dispatcher, each a real process started and stopped by the test."""
+import http.client
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,8 +91,30 @@ class Stack:
     def requests(self):
         return self.upstream.stats()["requests"]
 
+    def metrics(self):
+        """The gateway's /metrics text."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.gateway.metrics_port, timeout=5)
+        try:
+            conn.request("GET", "/metrics")
+            resp = conn.getresponse()
+            assert resp.status == 200
+            return resp.read().decode()
+        finally:
+            conn.close()
+
     def close(self):
         if self.fetchers is not None:
             self.fetchers.stop()
         self.gateway.stop()
         self.upstream.close()
+
+
+def metric(text, name, **labels):
+    """The value of the sample of name with exactly these labels, 0 when absent."""
+    want = ",".join('%s="%s"' % kv for kv in labels.items())
+    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") + r" (\S+)$"
+    for line in text.splitlines():
+        m = re.match(pattern, line)
+        if m:
+            return float(m.group(1))
+    return 0.0

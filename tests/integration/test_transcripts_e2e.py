@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 
-from stack import Stack
+from stack import Stack, metric
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +201,23 @@ def test_kill9_of_the_fetcher_holding_a_job_is_500_at_once_and_the_pool_is_whole
         assert s.requests()["POST /youtubei/v1/player hangPlayer1"] == 1, "the job must not run twice"
     finally:
         s.close()
+
+
+def test_dispatcher_metrics_move_with_cache_jobs_and_outcomes(stack):
+    before = stack.metrics()
+    assert metric(before, "vts_fetchers_connected") == 2
+    assert stack.get("benchMetric").status == 200   # miss: a job
+    assert stack.get("benchMetric").status == 200   # hit (worker or dispatcher cache)
+    assert stack.get("http429xxx1").status == 502
+    time.sleep(0.3)  # the dispatcher publishes its counters after each event
+    after = stack.metrics()
+    assert metric(after, "vts_cache_misses_total") - metric(before, "vts_cache_misses_total") == 2
+    hits = (metric(after, "vts_cache_hits_total") + metric(after, "vts_cache_l1_hits_total")) - \
+        (metric(before, "vts_cache_hits_total") + metric(before, "vts_cache_l1_hits_total"))
+    assert hits == 1
+    assert metric(after, "vts_jobs_total", kind="captions") - metric(before, "vts_jobs_total", kind="captions") == 2
+    assert metric(after, "vts_upstream_outcomes_total", kind="ok") - \
+        metric(before, "vts_upstream_outcomes_total", kind="ok") == 1
+    assert metric(after, "vts_upstream_outcomes_total", kind="http_429") - \
+        metric(before, "vts_upstream_outcomes_total", kind="http_429") == 1
+    assert metric(after, "vts_fetchers_idle") == 2 and metric(after, "vts_jobs_in_flight") == 0

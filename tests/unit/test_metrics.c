@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "gateway/metrics.h"
+#include "proto/proto.h"
 
 static int setup(void **state) {
   (void)state;
@@ -55,12 +56,22 @@ static void test_unlisted_status_counts_as_other(void **state) {
   buf_free(&b);
 }
 
-static void test_upstream_details_map_to_fixed_kinds(void **state) {
+static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   (void)state;
-  metrics_upstream("http_429");
-  metrics_upstream("http_429");
-  metrics_upstream("something new");
-  metrics_upstream(NULL);
+  assert_int_equal(metrics_upstream_kind(PROTO_OK, "ok"), MU_OK);
+  assert_int_equal(metrics_upstream_kind(PROTO_NO_CAPTIONS, "no_captions"), MU_NO_CAPTIONS);
+  assert_int_equal(metrics_upstream_kind(PROTO_NOT_AVAILABLE, "unavailable"), MU_NOT_AVAILABLE);
+  assert_int_equal(metrics_upstream_kind(PROTO_INTERNAL, "no_memory"), MU_INTERNAL);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "http_503"), MU_HTTP_5XX);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "recaptcha"), MU_RECAPTCHA);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "speech_timeout"), MU_TIMEOUT);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "bad_player_reply"), MU_MALFORMED);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "po_token"), MU_PO_TOKEN);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, NULL), MU_OTHER);
+  metrics_upstream(PROTO_UPSTREAM_FAILED, "http_429");
+  metrics_upstream(PROTO_UPSTREAM_FAILED, "http_429");
+  metrics_upstream(PROTO_UPSTREAM_FAILED, "something new");
+  metrics_upstream(PROTO_UPSTREAM_FAILED, NULL);
   struct buf b = BUF_INIT;
   assert_int_equal(metrics_render(&b), 0);
   assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"http_429\"} 2\n"));
@@ -90,7 +101,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_requests_from_two_worker_processes_are_summed),
       cmocka_unit_test(test_unlisted_status_counts_as_other),
-      cmocka_unit_test(test_upstream_details_map_to_fixed_kinds),
+      cmocka_unit_test(test_upstream_outcomes_map_to_fixed_kinds),
       cmocka_unit_test(test_every_family_has_help_and_type),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
