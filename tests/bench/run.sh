@@ -13,6 +13,8 @@ vts_install_packages "${VTS_BUILD_PACKAGES[@]}" wrk nginx-light python3 curl >/d
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null
 
 work=$(mktemp -d /tmp/vts-bench.XXXXXX)
+# nginx workers run as an unprivileged user and must read the bodies.
+chmod 755 "$work"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -21,6 +23,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+[ -n "${BENCH_KEEP_LOGS:-}" ] && trap 'cat "$work"/gateway.log "$work"/fetcher.log >&2; cleanup' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
@@ -29,7 +32,7 @@ wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && 
 up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
 python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/upstream.log" 2>&1 &
 pids+=($!)
-key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000000 --quota 1000000000000)
+key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000 --window 1 --quota 1000000000000)
 export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
   VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=error VTS_METRICS_LISTEN= \
   VTS_WORKERS=${VTS_WORKERS:-2}
@@ -42,11 +45,19 @@ wait_http "http://127.0.0.1:$gw_port/health"
 # The bytes nginx serves: exactly what vts answered.
 mkdir -p "$work/www"
 small_id=${BENCH_SMALL_ID:-capJson3xx1}
-long_id=${BENCH_LONG_ID:-capLong1500}
+long_id=${BENCH_LONG_ID:-long1500seg}
 curl -s "http://127.0.0.1:$gw_port/health" >"$work/www/health"
 curl -s "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$small_id" >"$work/www/unauth"
-curl -s -H "x-api-key: $key" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$small_id" >"$work/www/small"
-curl -s -H "x-api-key: $key" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$long_id" >"$work/www/long"
+# A transcript body only once a fetcher has connected and the answer is a 200 (it is then cached).
+fetch_ok() { # video id, output file
+  for _ in $(seq 100); do
+    curl -fs -H "x-api-key: $key" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$1" >"$2" && return 0
+    sleep 0.1
+  done
+  echo "no 200 for $1" >&2; return 1
+}
+fetch_ok "$small_id" "$work/www/small"
+fetch_ok "$long_id" "$work/www/long"
 cat >"$work/nginx.conf" <<NGINX
 worker_processes ${VTS_WORKERS:-2};
 pid $work/nginx.pid;
@@ -55,6 +66,7 @@ events { worker_connections 4096; }
 http {
   access_log off;
   default_type application/json;
+  open_file_cache max=64 inactive=60s;
   keepalive_requests 1000000;
   server { listen 127.0.0.1:$ng_port reuseport; root $work/www; }
 }
@@ -107,6 +119,26 @@ scenario "GET /health" /health health "" 2xx
 scenario "401 (no key)" "/v1/video/transcript?video_id=$small_id" unauth "" non2xx
 scenario "cache hit, small" "/v1/video/transcript?video_id=$small_id" small "x-api-key: $key" 2xx
 scenario "cache hit, 1500 segs" "/v1/video/transcript?video_id=$long_id" long "x-api-key: $key" 2xx
+
+# The same cache hit with the redis provider: a second gateway sharing nothing but the fake platform.
+if command -v redis-server >/dev/null; then
+  rport=$(free_port); gw2_port=$(free_port); jobs2_port=$(free_port)
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+  pids+=($!)
+  VTS_LISTEN=127.0.0.1:$gw2_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs2_port VTS_REDIS_URL=redis://127.0.0.1:$rport \
+    VTS_STATE_DIR=$work/state2 "$build/bin/vts-gateway" 2>"$work/gateway2.log" &
+  pids+=($!)
+  VTS_JOBS_URL=tcp://127.0.0.1:$jobs2_port "$build/bin/vts-fetcher" --workers 1 2>"$work/fetcher2.log" &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$gw2_port/health"
+  saved=$gw_port; gw_port=$gw2_port
+  fetch_ok "$small_id" "$work/small2" && cmp -s "$work/small2" "$work/www/small"
+  scenario "cache hit, small, redis" "/v1/video/transcript?video_id=$small_id" small "x-api-key: $key" 2xx
+  gw_port=$saved
+fi
 echo
 rss=$(for p in $(pgrep -P "$gw"); do awk '/VmRSS/ {print $2}' "/proc/$p/status"; done | paste -sd' ')
 echo "gateway children RSS (KiB): $rss"
+"$build/bin/bench_ratelimit" 1000000
+python3 "$root/tests/bench/cache_miss.py" "$gw_port" "$up_port" "$key" "${MISSES:-200}"
+"$build/bin/bench_parse" 200 | sed -n 2p | sed "s/^/parse+serialise 1,500 segments: /"

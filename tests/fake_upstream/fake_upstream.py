@@ -81,6 +81,7 @@ import json
 import os
 import re
 import select
+import socket
 import sys
 import threading
 import time
@@ -363,6 +364,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakePlatform/1.0"
     sys_version = ""
+
+    def setup(self):
+        super().setup()
+        # Headers and body leave in separate writes: without this, Nagle waits for the client's delayed ACK (40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, fmt, *args):
         pass
