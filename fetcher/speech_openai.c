@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include <curl/curl.h>
-#include <yajl/yajl_parse.h>
 
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/audio.h"
 #include "fetcher/decode.h"
+#include "fetcher/jsonstream.h"
 #include "fetcher/speech.h"
 
 #define OPENAI_PATH "/v1/audio/transcriptions"
@@ -94,16 +94,15 @@ static void map_language(const char *s, size_t len, char lang[16]) {
   snprintf(lang, 16, "%s", LANG_UNDETERMINED);
 }
 
+/* The verbose_json fields we read, as jsonstream node and field ids. */
+enum { N_SEGMENTS = 2, N_SEGMENT = 3 };
+enum { F_LANGUAGE = 1, F_TEXT, F_DURATION, F_SEGMENTS, F_START, F_END, F_SEG_TEXT };
+
 /*
- * The reply, read with yajl's event parser: the tree parser accepts comments, stops at a NUL and recurses when
- * freeing. Only {"language", "text", "duration", "segments": [{"start", "end", "text"}]} is looked at.
+ * One reply being read: top-level language, text and duration, and each element of segments[] with its start, end
+ * and text. Times are shifted by offset (the part's place in the whole audio).
  */
 struct reply {
-  int depth;
-  int segs_depth; /* depth inside the segments array, 0 when not in it */
-  int in_segment;
-  char top_key[16];
-  char seg_key[16];
   double start, end;
   int has_start, has_end;
   struct buf seg_text;
@@ -111,159 +110,101 @@ struct reply {
   struct buf top_text;
   double duration;
   char language[16];
-  double offset; /* of this part in the whole audio, added to every time */
+  double offset;
   struct segment_list *out;
-  int err;
 };
 
-static void copy_key(char *dst, size_t dstlen, const unsigned char *s, size_t len) {
-  /* A longer key cannot be one we look for; keep it distinguishable from all of them. */
-  if (len >= dstlen) len = 0;
-  memcpy(dst, s, len);
-  dst[len] = '\0';
-}
-
-/* Ends the parse with err: yajl stops when a callback returns 0. */
-static int stop(struct reply *r, int err) {
-  r->err = err;
+static int reply_key(void *ctx, int node, const char *key, size_t len) {
+  (void)ctx;
+  static const struct {
+    int node, field;
+    const char *name;
+  } fields[] = {{JSONSTREAM_ROOT, F_LANGUAGE, "language"}, {JSONSTREAM_ROOT, F_TEXT, "text"},
+                {JSONSTREAM_ROOT, F_DURATION, "duration"}, {JSONSTREAM_ROOT, F_SEGMENTS, "segments"},
+                {N_SEGMENT, F_START, "start"},           {N_SEGMENT, F_END, "end"},
+                {N_SEGMENT, F_SEG_TEXT, "text"}};
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    if (fields[i].node == node && strlen(fields[i].name) == len && memcmp(fields[i].name, key, len) == 0)
+      return fields[i].field;
+  }
   return 0;
 }
 
-static int at_segment_field(const struct reply *r) { return r->in_segment && r->depth == r->segs_depth + 1; }
+static int reply_open(void *ctx, int node, int field, int is_array) {
+  struct reply *r = ctx;
+  if (node == JSONSTREAM_ROOT && field == F_SEGMENTS && is_array) {
+    r->saw_segments = 1;
+    return N_SEGMENTS;
+  }
+  if (node == N_SEGMENTS && field == JSONSTREAM_ITEM && !is_array) {
+    r->has_start = r->has_end = 0;
+    buf_reset(&r->seg_text);
+    return N_SEGMENT;
+  }
+  return JSONSTREAM_SKIP;
+}
 
-static int on_number(struct reply *r, double v) {
-  /* The reply is an object: a bare value at the top is not verbose_json. */
-  if (!isfinite(v) || r->depth == 0) return stop(r, -EPROTO);
-  if (r->depth == 1 && strcmp(r->top_key, "duration") == 0) r->duration = v;
-  if (at_segment_field(r)) {
-    if (strcmp(r->seg_key, "start") == 0) {
+static int reply_close(void *ctx, int node) {
+  struct reply *r = ctx;
+  if (node != N_SEGMENT) return 0;
+  if (!r->has_start || !r->has_end || r->start < 0) return -EPROTO;
+  return speech_segment_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
+                               r->offset + r->start, r->end - r->start);
+}
+
+/* A JSON number as written into a finite double. Returns 0, or -EPROTO. */
+static int number_value(const char *s, size_t len, double *out) {
+  char tmp[64];
+  if (len == 0 || len >= sizeof(tmp)) return -EPROTO;
+  memcpy(tmp, s, len);
+  tmp[len] = '\0';
+  char *end = NULL;
+  double v = strtod(tmp, &end);
+  if (end != tmp + len || !isfinite(v)) return -EPROTO;
+  *out = v;
+  return 0;
+}
+
+static int reply_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct reply *r = ctx;
+  if (kind == JSONSTREAM_STRING) {
+    if (node == JSONSTREAM_ROOT && field == F_LANGUAGE) map_language(s, len, r->language);
+    if (node == JSONSTREAM_ROOT && field == F_TEXT) return buf_append(&r->top_text, s, len);
+    if (node == N_SEGMENT && field == F_SEG_TEXT) return buf_append(&r->seg_text, s, len);
+    return 0;
+  }
+  if (kind != JSONSTREAM_NUMBER) return 0;
+  double v;
+  if (node == JSONSTREAM_ROOT && field == F_DURATION) return number_value(s, len, &r->duration);
+  if (node == N_SEGMENT && (field == F_START || field == F_END)) {
+    if (number_value(s, len, &v) != 0) return -EPROTO;
+    if (field == F_START) {
       r->start = v;
       r->has_start = 1;
-    } else if (strcmp(r->seg_key, "end") == 0) {
+    } else {
       r->end = v;
       r->has_end = 1;
     }
   }
-  return 1;
+  return 0;
 }
 
-static int cb_integer(void *ctx, long long v) { return on_number(ctx, (double)v); }
-static int cb_double(void *ctx, double v) { return on_number(ctx, v); }
-
-static int cb_string(void *ctx, const unsigned char *s, size_t len) {
-  struct reply *r = ctx;
-  int rv = 0;
-  if (r->depth == 0) return stop(r, -EPROTO);
-  if (r->depth == 1 && strcmp(r->top_key, "language") == 0)
-    map_language((const char *)s, len, r->language);
-  else if (r->depth == 1 && strcmp(r->top_key, "text") == 0)
-    rv = buf_append(&r->top_text, s, len);
-  else if (at_segment_field(r) && strcmp(r->seg_key, "text") == 0)
-    rv = buf_append(&r->seg_text, s, len);
-  return rv != 0 ? stop(r, rv) : 1;
-}
-
-static int cb_scalar(void *ctx) {
-  struct reply *r = ctx;
-  return r->depth == 0 ? stop(r, -EPROTO) : 1;
-}
-static int cb_boolean(void *ctx, int v) {
-  (void)v;
-  return cb_scalar(ctx);
-}
-
-static int cb_map_key(void *ctx, const unsigned char *s, size_t len) {
-  struct reply *r = ctx;
-  if (r->depth == 1)
-    copy_key(r->top_key, sizeof(r->top_key), s, len);
-  else if (at_segment_field(r))
-    copy_key(r->seg_key, sizeof(r->seg_key), s, len);
-  return 1;
-}
-
-static int enter(struct reply *r) {
-  if (r->depth >= VTS_MAX_JSON_DEPTH) return stop(r, -EPROTO);
-  r->depth++;
-  return 1;
-}
-
-static int cb_start_map(void *ctx) {
-  struct reply *r = ctx;
-  if (r->segs_depth != 0 && r->depth == r->segs_depth) {
-    r->in_segment = 1;
-    r->has_start = r->has_end = 0;
-    r->seg_key[0] = '\0';
-    buf_reset(&r->seg_text);
-  }
-  return enter(r);
-}
-
-static int cb_end_map(void *ctx) {
-  struct reply *r = ctx;
-  if (at_segment_field(r)) {
-    r->in_segment = 0;
-    if (!r->has_start || !r->has_end || r->start < 0) return stop(r, -EPROTO);
-    int rv = speech_segment_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
-                                   r->offset + r->start, r->end - r->start);
-    if (rv != 0) return stop(r, rv);
-  }
-  r->depth--;
-  return 1;
-}
-
-static int cb_start_array(void *ctx) {
-  struct reply *r = ctx;
-  if (r->depth == 0) return stop(r, -EPROTO);
-  if (r->depth == 1 && strcmp(r->top_key, "segments") == 0) {
-    r->segs_depth = 2;
-    r->saw_segments = 1;
-  }
-  return enter(r);
-}
-
-static int cb_end_array(void *ctx) {
-  struct reply *r = ctx;
-  if (r->depth == r->segs_depth) r->segs_depth = 0;
-  r->depth--;
-  return 1;
-}
-
-static const yajl_callbacks reply_callbacks = {
-    .yajl_null = cb_scalar,
-    .yajl_boolean = cb_boolean,
-    .yajl_integer = cb_integer,
-    .yajl_double = cb_double,
-    .yajl_string = cb_string,
-    .yajl_start_map = cb_start_map,
-    .yajl_map_key = cb_map_key,
-    .yajl_end_map = cb_end_map,
-    .yajl_start_array = cb_start_array,
-    .yajl_end_array = cb_end_array,
-};
+static const struct jsonstream_ops reply_ops = {reply_key, reply_open, reply_close, reply_scalar};
 
 /*
  * Reads one verbose_json reply into out, times shifted by offset; part_seconds is the length of the audio sent, for
- * a reply that has text but no segments (a server that ignored response_format). Returns 0, -EPROTO, -E2BIG or
- * -ENOMEM.
+ * a reply that has text but no segments (a server that ignored response_format). The reply is untrusted: it goes
+ * through the bounded streaming reader (fetcher/jsonstream.h). Returns 0, -EPROTO, -E2BIG or -ENOMEM.
  */
 static int parse_reply(const char *body, size_t len, double offset, double part_seconds, struct segment_list *out,
                        char lang[16]) {
   struct reply r = {.offset = offset, .out = out, .seg_text = BUF_INIT, .top_text = BUF_INIT, .duration = -1};
-  yajl_handle h = yajl_alloc(&reply_callbacks, NULL, &r);
-  if (h == NULL) return -ENOMEM;
-  yajl_status st = yajl_parse(h, (const unsigned char *)(body != NULL ? body : ""), len);
-  if (st == yajl_status_ok) st = yajl_complete_parse(h);
-  int rv = 0;
-  if (st != yajl_status_ok)
-    rv = r.err != 0 ? r.err : -EPROTO;
-  else if (r.depth != 0)
-    rv = -EPROTO;
+  int rv = jsonstream_parse(body != NULL ? body : "", len, 1, &reply_ops, &r);
   if (rv == 0 && !r.saw_segments && r.top_text.len > 0)
     rv = speech_segment_append(out, r.top_text.data, r.top_text.len, offset,
                                r.duration >= 0 ? r.duration : part_seconds);
   if (rv == 0 && r.language[0] != '\0' && (lang[0] == '\0' || strcmp(lang, LANG_UNDETERMINED) == 0))
     snprintf(lang, 16, "%s", r.language);
-  yajl_free(h);
   buf_free(&r.seg_text);
   buf_free(&r.top_text);
   return rv;

@@ -1,13 +1,14 @@
 """Prometheus metrics on VTS_METRICS_LISTEN: the format passes promtool, and each counter moves with its event."""
 import http.client
 import os
-import re
 import shutil
 import signal
 import subprocess
 import time
 
 import pytest
+
+from stack import metric as value
 
 
 def scrape(gw):
@@ -21,17 +22,6 @@ def scrape(gw):
         return body
     finally:
         conn.close()
-
-
-def value(text, name, **labels):
-    """The sample of name with exactly these labels, 0 when absent."""
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") + r" (\S+)$"
-    for line in text.splitlines():
-        m = re.match(pattern, line)
-        if m:
-            return float(m.group(1))
-    return 0.0
 
 
 def test_metrics_text_passes_promtool(gateway):
