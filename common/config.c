@@ -21,9 +21,12 @@ struct var {
   int64_t min, max;
 };
 
-#define S(f, name, def) {name, K_STR, offsetof(struct vts_config, f), sizeof(((struct vts_config *)0)->f), def, 0, 0}
-#define I(f, name, def, lo, hi) {name, K_INT, offsetof(struct vts_config, f), 0, def, lo, hi}
-#define B(f, name, def) {name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0}
+#define S(f, name, def) \
+  { name, K_STR, offsetof(struct vts_config, f), sizeof(((struct vts_config *)0)->f), def, 0, 0 }
+#define I(f, name, def, lo, hi) \
+  { name, K_INT, offsetof(struct vts_config, f), 0, def, lo, hi }
+#define B(f, name, def) \
+  { name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0 }
 
 static const struct var vars[] = {
     {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0},
@@ -86,23 +89,28 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
     int rv = 0;
     switch (v->kind) {
       case K_STR:
-        if (strlen(val) >= v->size) rv = -EINVAL;
-        else memcpy(field, val, strlen(val) + 1);
+        if (strlen(val) >= v->size)
+          rv = -EINVAL;
+        else
+          memcpy(field, val, strlen(val) + 1);
         break;
       case K_INT:
         rv = util_parse_i64(val, v->min, v->max, (int64_t *)(void *)field);
         break;
       case K_BOOL:
-        if (strcmp(val, "true") == 0 || strcmp(val, "1") == 0) *(bool *)field = true;
-        else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0) *(bool *)field = false;
-        else rv = -EINVAL;
+        if (strcmp(val, "true") == 0 || strcmp(val, "1") == 0)
+          *(bool *)field = true;
+        else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0)
+          *(bool *)field = false;
+        else
+          rv = -EINVAL;
         break;
       case K_LISTEN:
         rv = parse_listen(cfg, val);
         break;
     }
     if (rv != 0) {
-      const char *what = v->kind == K_BOOL   ? "true or false"
+      const char *what = v->kind == K_BOOL     ? "true or false"
                          : v->kind == K_LISTEN ? "HOST:PORT"
                          : v->kind == K_STR    ? "a shorter string"
                                                : "an integer in range";
@@ -132,8 +140,7 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
   }
   char mhost[64];
   int mport;
-  if (cfg->metrics_listen[0] != '\0' &&
-      config_parse_listen(cfg->metrics_listen, mhost, sizeof(mhost), &mport) != 0) {
+  if (cfg->metrics_listen[0] != '\0' && config_parse_listen(cfg->metrics_listen, mhost, sizeof(mhost), &mport) != 0) {
     snprintf(err, errlen, "VTS_METRICS_LISTEN: invalid value \"%.64s\": expected HOST:PORT or empty",
              cfg->metrics_listen);
     return -EINVAL;

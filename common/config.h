@@ -12,40 +12,40 @@
 #define CONFIG_STR_MAX 1024
 
 struct vts_config {
-  char listen_host[64];            /* VTS_LISTEN host part */
-  int listen_port;                 /* VTS_LISTEN port part */
-  int64_t workers;                 /* VTS_WORKERS, 0 means one per CPU */
-  char jobs_url[CONFIG_STR_MAX];   /* VTS_JOBS_URL */
-  char keys_file[CONFIG_STR_MAX];  /* VTS_KEYS_FILE */
-  char state_dir[CONFIG_STR_MAX];  /* VTS_STATE_DIR */
-  char redis_url[CONFIG_STR_MAX];  /* VTS_REDIS_URL, empty when unset */
-  bool rate_limit_fail_closed;     /* VTS_RATE_LIMIT_FAIL_CLOSED */
-  int64_t rate_limit;              /* VTS_RATE_LIMIT */
-  int64_t rate_window_s;           /* VTS_RATE_WINDOW_S */
-  int64_t monthly_quota;           /* VTS_MONTHLY_QUOTA */
-  int64_t cache_ttl_s;             /* VTS_CACHE_TTL_S */
-  int64_t negative_ttl_s;          /* VTS_NEGATIVE_TTL_S */
-  int64_t cache_max_mb;            /* VTS_CACHE_MAX_MB */
-  int64_t job_timeout_ms;          /* VTS_JOB_TIMEOUT_MS */
-  int64_t speech_timeout_ms;       /* VTS_SPEECH_TIMEOUT_MS */
-  int64_t speech_max_concurrent;   /* VTS_SPEECH_MAX_CONCURRENT */
-  int64_t speech_max_seconds;      /* VTS_SPEECH_MAX_SECONDS */
-  char upstream_url[CONFIG_STR_MAX];      /* VTS_UPSTREAM_URL */
-  char upstream_proxy[CONFIG_STR_MAX];    /* VTS_UPSTREAM_PROXY, comma-separated, empty when unset */
-  char innertube_clients[CONFIG_STR_MAX]; /* VTS_INNERTUBE_CLIENTS */
-  bool speech_fallback;                   /* VTS_SPEECH_FALLBACK */
-  char speech_engine[32];                 /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
-  char speech_url[CONFIG_STR_MAX];        /* VTS_SPEECH_URL */
-  char speech_api_key[CONFIG_STR_MAX];    /* VTS_SPEECH_API_KEY */
-  char speech_model[128];                 /* VTS_SPEECH_MODEL: the openai engine's model */
+  char listen_host[64];                        /* VTS_LISTEN host part */
+  int listen_port;                             /* VTS_LISTEN port part */
+  int64_t workers;                             /* VTS_WORKERS, 0 means one per CPU */
+  char jobs_url[CONFIG_STR_MAX];               /* VTS_JOBS_URL */
+  char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
+  char state_dir[CONFIG_STR_MAX];              /* VTS_STATE_DIR */
+  char redis_url[CONFIG_STR_MAX];              /* VTS_REDIS_URL, empty when unset */
+  bool rate_limit_fail_closed;                 /* VTS_RATE_LIMIT_FAIL_CLOSED */
+  int64_t rate_limit;                          /* VTS_RATE_LIMIT */
+  int64_t rate_window_s;                       /* VTS_RATE_WINDOW_S */
+  int64_t monthly_quota;                       /* VTS_MONTHLY_QUOTA */
+  int64_t cache_ttl_s;                         /* VTS_CACHE_TTL_S */
+  int64_t negative_ttl_s;                      /* VTS_NEGATIVE_TTL_S */
+  int64_t cache_max_mb;                        /* VTS_CACHE_MAX_MB */
+  int64_t job_timeout_ms;                      /* VTS_JOB_TIMEOUT_MS */
+  int64_t speech_timeout_ms;                   /* VTS_SPEECH_TIMEOUT_MS */
+  int64_t speech_max_concurrent;               /* VTS_SPEECH_MAX_CONCURRENT */
+  int64_t speech_max_seconds;                  /* VTS_SPEECH_MAX_SECONDS */
+  char upstream_url[CONFIG_STR_MAX];           /* VTS_UPSTREAM_URL */
+  char upstream_proxy[CONFIG_STR_MAX];         /* VTS_UPSTREAM_PROXY, comma-separated, empty when unset */
+  char innertube_clients[CONFIG_STR_MAX];      /* VTS_INNERTUBE_CLIENTS */
+  bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
+  char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
+  char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */
+  char speech_api_key[CONFIG_STR_MAX];         /* VTS_SPEECH_API_KEY */
+  char speech_model[128];                      /* VTS_SPEECH_MODEL: the openai engine's model */
   char pocketsphinx_model_dir[CONFIG_STR_MAX]; /* VTS_POCKETSPHINX_MODEL_DIR: the embedded engine's acoustic model */
-  char env[64];                           /* VTS_ENV */
-  char metrics_listen[128];               /* VTS_METRICS_LISTEN, empty disables */
-  int64_t header_timeout_ms;              /* VTS_HEADER_TIMEOUT_MS */
-  int64_t idle_timeout_ms;                /* VTS_IDLE_TIMEOUT_MS */
-  int64_t max_conns;                      /* VTS_MAX_CONNS (per worker) */
-  int64_t drain_timeout_ms;               /* VTS_DRAIN_TIMEOUT_MS */
-  char log_level[16];                     /* VTS_LOG_LEVEL */
+  char env[64];                                /* VTS_ENV */
+  char metrics_listen[128];                    /* VTS_METRICS_LISTEN, empty disables */
+  int64_t header_timeout_ms;                   /* VTS_HEADER_TIMEOUT_MS */
+  int64_t idle_timeout_ms;                     /* VTS_IDLE_TIMEOUT_MS */
+  int64_t max_conns;                           /* VTS_MAX_CONNS (per worker) */
+  int64_t drain_timeout_ms;                    /* VTS_DRAIN_TIMEOUT_MS */
+  char log_level[16];                          /* VTS_LOG_LEVEL */
 };
 
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */

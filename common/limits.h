@@ -6,30 +6,30 @@
 #define VTS_LIMITS_H
 
 /* HTTP front (gateway/http.c). */
-#define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)  /* method + URL: 414 */
-#define VTS_MAX_HEADER_BYTES (16 * 1024)       /* all header names and values: 431 */
-#define VTS_MAX_HEADER_COUNT 64                /* 431 */
-#define VTS_MAX_BODY_BYTES 0                   /* GET carries no body: Content-Length > 0 is 413 */
-#define VTS_HEADER_TIMEOUT_MS_DEFAULT 10000    /* headers not complete in time: 408 and close */
-#define VTS_IDLE_TIMEOUT_MS_DEFAULT 60000      /* idle keep-alive: close */
-#define VTS_MAX_CONNS_PER_WORKER_DEFAULT 16384 /* excess refused at accept */
-#define VTS_MAX_PIPELINED_REQUESTS 32          /* requests parsed ahead of their responses: reading pauses */
-#define VTS_DRAIN_TIMEOUT_MS_DEFAULT 10000     /* SIGTERM: in-flight requests get this long */
-#define VTS_MAX_REQUEST_ID_BYTES 64            /* longer or odd X-Request-Id is replaced by our own */
-#define VTS_MAX_API_KEY_BYTES 256              /* longer x-api-key: 401 */
+#define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
+#define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
+#define VTS_MAX_HEADER_COUNT 64                    /* 431 */
+#define VTS_MAX_BODY_BYTES 0                       /* GET carries no body: Content-Length > 0 is 413 */
+#define VTS_HEADER_TIMEOUT_MS_DEFAULT 10000        /* headers not complete in time: 408 and close */
+#define VTS_IDLE_TIMEOUT_MS_DEFAULT 60000          /* idle keep-alive: close */
+#define VTS_MAX_CONNS_PER_WORKER_DEFAULT 16384     /* excess refused at accept */
+#define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
+#define VTS_DRAIN_TIMEOUT_MS_DEFAULT 10000         /* SIGTERM: in-flight requests get this long */
+#define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
+#define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
 #define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */
-#define VTS_MAX_KEYS 100000                    /* more key file entries: the load fails */
-#define VTS_MAX_KEY_RATE 1000000               /* per-key rate field: larger is a malformed line */
-#define VTS_MAX_KEY_WINDOW_S 86400             /* per-key window field (seconds) */
-#define VTS_MAX_KEY_QUOTA 1000000000000LL      /* per-key monthly quota field */
-#define VTS_LINGER_MS 2000                     /* after a closing answer: unread input is discarded this long */
-#define VTS_LISTEN_BACKLOG 511                 /* pending connections per worker socket */
-#define VTS_MAX_LOGGED_PATH_BYTES 256          /* access log: longer paths are cut */
+#define VTS_MAX_KEYS 100000                        /* more key file entries: the load fails */
+#define VTS_MAX_KEY_RATE 1000000                   /* per-key rate field: larger is a malformed line */
+#define VTS_MAX_KEY_WINDOW_S 86400                 /* per-key window field (seconds) */
+#define VTS_MAX_KEY_QUOTA 1000000000000LL          /* per-key monthly quota field */
+#define VTS_LINGER_MS 2000                         /* after a closing answer: unread input is discarded this long */
+#define VTS_LISTEN_BACKLOG 511                     /* pending connections per worker socket */
+#define VTS_MAX_LOGGED_PATH_BYTES 256              /* access log: longer paths are cut */
 
 /* Query parameters (gateway/query.c). */
 #define VTS_VIDEO_ID_LEN 11
-#define VTS_MAX_LANGUAGE_BYTES 12              /* "abc-abcdefgh": longer is 400 invalid_language */
-#define VTS_MAX_VIDEO_URL_BYTES 2048           /* longer is 400 invalid_video_url */
+#define VTS_MAX_LANGUAGE_BYTES 12    /* "abc-abcdefgh": longer is 400 invalid_language */
+#define VTS_MAX_VIDEO_URL_BYTES 2048 /* longer is 400 invalid_video_url */
 
 /* Gateway <-> fetcher messages (proto/). */
 #define VTS_MAX_MESSAGE_BYTES (8 * 1024 * 1024) /* larger messages are refused: 500 */
@@ -42,48 +42,48 @@
 #define VTS_MAX_JSON_DEPTH 64                         /* deeper upstream JSON: 502 */
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
 #define VTS_FETCHER_ADDRESS_SPACE_BYTES (1024UL * 1024 * 1024) /* setrlimit(RLIMIT_AS) */
-#define VTS_MAX_XML_DEPTH 16                          /* deeper caption XML: 502 */
-#define VTS_UPSTREAM_MAX_REDIRECTS 3                   /* more hops, or a hop to another host: 502 */
-#define VTS_UPSTREAM_MAX_PROXIES 16                   /* entries of VTS_UPSTREAM_PROXY: more stops the start */
-#define VTS_INNERTUBE_MAX_CLIENTS 8                   /* entries of VTS_INNERTUBE_CLIENTS: more stops the start */
-#define VTS_FETCHER_WATCHDOG_GRACE_MS 2000            /* past the job deadline plus this the process is killed: 500 */
-#define VTS_FETCHER_CPU_GRACE_S 30                    /* CPU seconds a job may use beyond 2x its deadline: killed, 500 */
-#define VTS_FETCHER_MAX_WORKERS 256                   /* --workers N */
-#define VTS_FETCHER_RESTART_MIN_MS 50                 /* first restart delay of a dead child; doubles per quick death */
-#define VTS_FETCHER_RESTART_MAX_MS 1000               /* a dead child is always restarted within this */
-#define VTS_FETCHER_STABLE_MS 10000                   /* a child that lived this long restarts with the minimum delay */
-#define VTS_FETCHER_STOP_LINGER_MS 500                /* SIGTERM: wait this long for the last RESULT to be taken */
+#define VTS_MAX_XML_DEPTH 16                                   /* deeper caption XML: 502 */
+#define VTS_UPSTREAM_MAX_REDIRECTS 3                           /* more hops, or a hop to another host: 502 */
+#define VTS_UPSTREAM_MAX_PROXIES 16                            /* entries of VTS_UPSTREAM_PROXY: more stops the start */
+#define VTS_INNERTUBE_MAX_CLIENTS 8        /* entries of VTS_INNERTUBE_CLIENTS: more stops the start */
+#define VTS_FETCHER_WATCHDOG_GRACE_MS 2000 /* past the job deadline plus this the process is killed: 500 */
+#define VTS_FETCHER_CPU_GRACE_S 30         /* CPU seconds a job may use beyond 2x its deadline: killed, 500 */
+#define VTS_FETCHER_MAX_WORKERS 256        /* --workers N */
+#define VTS_FETCHER_RESTART_MIN_MS 50      /* first restart delay of a dead child; doubles per quick death */
+#define VTS_FETCHER_RESTART_MAX_MS 1000    /* a dead child is always restarted within this */
+#define VTS_FETCHER_STABLE_MS 10000        /* a child that lived this long restarts with the minimum delay */
+#define VTS_FETCHER_STOP_LINGER_MS 500     /* SIGTERM: wait this long for the last RESULT to be taken */
 
 /* Speech fallback (fetcher/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
-#define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)       /* larger audio download: 404 (too long to transcribe) */
-#define VTS_AUDIO_CHUNK_BYTES (1024L * 1024)           /* bytes per ranged request: unranged ones are throttled */
-#define VTS_MAX_AUDIO_REDIRECTS 3                      /* more redirects of an audio URL: 502 */
-#define VTS_MAX_AUDIO_STREAMS 16                       /* more streams in an audio container: 500 */
+#define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)        /* larger audio download: 404 (too long to transcribe) */
+#define VTS_AUDIO_CHUNK_BYTES (1024L * 1024)            /* bytes per ranged request: unranged ones are throttled */
+#define VTS_MAX_AUDIO_REDIRECTS 3                       /* more redirects of an audio URL: 502 */
+#define VTS_MAX_AUDIO_STREAMS 16                        /* more streams in an audio container: 500 */
 #define VTS_SPEECH_MAX_UPLOAD_BYTES (24L * 1024 * 1024) /* per request to a transcription server (limit 25 MB) */
-#define VTS_SPEECH_MAX_UTTERANCE_S 30                  /* pocketsphinx utterance without a pause is cut here */
+#define VTS_SPEECH_MAX_UTTERANCE_S 30                   /* pocketsphinx utterance without a pause is cut here */
 
 /* Rate limit and monthly quota (gateway/ratelimit*.c). */
-#define VTS_RATELIMIT_SLOTS 65536                /* distinct keys in the shared table; one more: 503 rate_limit_unavailable */
-#define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000  /* quota snapshot to VTS_STATE_DIR at most this often */
-#define VTS_RATELIMIT_UNAVAILABLE_RETRY_S 1      /* Retry-After of 503 rate_limit_unavailable */
-#define VTS_REDIS_COMMAND_TIMEOUT_MS 50          /* no reply in time: store down for that request (503 or fallback) */
-#define VTS_REDIS_RECONNECT_MIN_MS 100           /* reconnect backoff starts here and doubles */
-#define VTS_REDIS_RECONNECT_MAX_MS 500           /* ... up to here, so a restarted Redis is back within 1 s */
-#define VTS_REDIS_CONNECT_TIMEOUT_MS 250         /* connection not ready (script loaded) in time: redialled */
-#define VTS_REDIS_STALL_MS 1000                  /* a connection with a timed-out command unanswered this long is redialled */
-#define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400       /* a month counter outlives its month by this much */
+#define VTS_RATELIMIT_SLOTS 65536 /* distinct keys in the shared table; one more: 503 rate_limit_unavailable */
+#define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000 /* quota snapshot to VTS_STATE_DIR at most this often */
+#define VTS_RATELIMIT_UNAVAILABLE_RETRY_S 1     /* Retry-After of 503 rate_limit_unavailable */
+#define VTS_REDIS_COMMAND_TIMEOUT_MS 50         /* no reply in time: store down for that request (503 or fallback) */
+#define VTS_REDIS_RECONNECT_MIN_MS 100          /* reconnect backoff starts here and doubles */
+#define VTS_REDIS_RECONNECT_MAX_MS 500          /* ... up to here, so a restarted Redis is back within 1 s */
+#define VTS_REDIS_CONNECT_TIMEOUT_MS 250        /* connection not ready (script loaded) in time: redialled */
+#define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
+#define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
 
 /* Dispatcher and the workers' link to it (gateway/dispatcher.c, gateway/dispatch_client.c). */
-#define VTS_DISPATCH_MAX_JOBS 10000            /* distinct jobs queued or running; one more is 500 at once */
-#define VTS_DISPATCH_RESULT_GRACE_MS 1000      /* a running job's result may arrive this late; later is 500 */
-#define VTS_DISPATCH_SEND_TIMEOUT_MS 1000      /* handing a message to nng takes longer: that request is lost */
-#define VTS_DISPATCH_PIPE_TOMBSTONE_MS 10000   /* messages from a closed fetcher connection are refused this long */
-#define VTS_DISPATCH_CLIENT_MARGIN_MS 2000     /* a worker waits this much past the dispatcher's deadlines: 500 */
-#define VTS_DISPATCH_STOP_TIMEOUT_MS 2000      /* nng teardown stuck this long (nng 1.5.2 close race): leave anyway */
-#define VTS_DISPATCH_CONNECT_WAIT_MS 1000      /* a worker without a dispatcher connection this long: 500 */
-#define VTS_DISPATCH_RECONNECT_MIN_MS 20       /* worker redial backoff to a restarted dispatcher, from */
-#define VTS_DISPATCH_RECONNECT_MAX_MS 500      /* ... up to */
-#define VTS_L1_CACHE_BYTES (16 * 1024 * 1024)  /* per-worker cache of hot results, bodies and overhead */
-#define VTS_L1_CACHE_TTL_MS 5000               /* an L1 entry lives this long at most, never past its shared entry */
+#define VTS_DISPATCH_MAX_JOBS 10000           /* distinct jobs queued or running; one more is 500 at once */
+#define VTS_DISPATCH_RESULT_GRACE_MS 1000     /* a running job's result may arrive this late; later is 500 */
+#define VTS_DISPATCH_SEND_TIMEOUT_MS 1000     /* handing a message to nng takes longer: that request is lost */
+#define VTS_DISPATCH_PIPE_TOMBSTONE_MS 10000  /* messages from a closed fetcher connection are refused this long */
+#define VTS_DISPATCH_CLIENT_MARGIN_MS 2000    /* a worker waits this much past the dispatcher's deadlines: 500 */
+#define VTS_DISPATCH_STOP_TIMEOUT_MS 2000     /* nng teardown stuck this long (nng 1.5.2 close race): leave anyway */
+#define VTS_DISPATCH_CONNECT_WAIT_MS 1000     /* a worker without a dispatcher connection this long: 500 */
+#define VTS_DISPATCH_RECONNECT_MIN_MS 20      /* worker redial backoff to a restarted dispatcher, from */
+#define VTS_DISPATCH_RECONNECT_MAX_MS 500     /* ... up to */
+#define VTS_L1_CACHE_BYTES (16 * 1024 * 1024) /* per-worker cache of hot results, bodies and overhead */
+#define VTS_L1_CACHE_TTL_MS 5000              /* an L1 entry lives this long at most, never past its shared entry */
 
 #endif

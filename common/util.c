@@ -69,6 +69,14 @@ void util_sha256_hex(const void *data, size_t len, char out[65]) {
   out[64] = '\0';
 }
 
+int util_parse_i64_n(const char *s, size_t len, int64_t min, int64_t max, int64_t *out) {
+  char tmp[24];
+  if (len == 0 || len >= sizeof(tmp)) return -EINVAL;
+  memcpy(tmp, s, len);
+  tmp[len] = '\0';
+  return util_parse_i64(tmp, min, max, out);
+}
+
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
   if (s == NULL || *s == '\0') return -EINVAL;
   if (min >= 0 && (*s == '-' || *s == '+')) return -EINVAL;

@@ -209,7 +209,7 @@ struct flow {
   const char *video_id;
   const char *lang;
   const char *request_id;
-  int speech; /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
+  int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int page_state; /* 0 not fetched, 1 usable, -1 failed (never fetched again in this job) */
   struct innertube_page page;
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */

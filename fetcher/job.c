@@ -168,7 +168,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
   res->outcome = out->outcome;
-  res->source = out->outcome != PROTO_OK          ? PROTO_SOURCE_NONE
+  res->source = out->outcome != PROTO_OK         ? PROTO_SOURCE_NONE
                 : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
                                                  : PROTO_SOURCE_CAPTIONS;
   res->fetch_ms = (uint32_t)(util_now_ms() - start);

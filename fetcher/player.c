@@ -186,11 +186,7 @@ static char *dup_token(const char *s, size_t len) {
 
 /* Reads a whole non-negative integer written as a JSON number or a string ("4396078"). Returns 0, or -EINVAL. */
 static int parse_count(const char *s, size_t len, int64_t max, int64_t *v) {
-  char tmp[24];
-  if (len == 0 || len >= sizeof(tmp)) return -EINVAL;
-  memcpy(tmp, s, len);
-  tmp[len] = '\0';
-  return util_parse_i64(tmp, 0, max, v);
+  return util_parse_i64_n(s, len, 0, max, v);
 }
 
 /* Whether text names a bot check: a word "bot" or "robot" (case-insensitive, plural allowed). */

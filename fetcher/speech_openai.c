@@ -119,9 +119,12 @@ static int reply_key(void *ctx, int node, const char *key, size_t len) {
   static const struct {
     int node, field;
     const char *name;
-  } fields[] = {{JSONSTREAM_ROOT, F_LANGUAGE, "language"}, {JSONSTREAM_ROOT, F_TEXT, "text"},
-                {JSONSTREAM_ROOT, F_DURATION, "duration"}, {JSONSTREAM_ROOT, F_SEGMENTS, "segments"},
-                {N_SEGMENT, F_START, "start"},           {N_SEGMENT, F_END, "end"},
+  } fields[] = {{JSONSTREAM_ROOT, F_LANGUAGE, "language"},
+                {JSONSTREAM_ROOT, F_TEXT, "text"},
+                {JSONSTREAM_ROOT, F_DURATION, "duration"},
+                {JSONSTREAM_ROOT, F_SEGMENTS, "segments"},
+                {N_SEGMENT, F_START, "start"},
+                {N_SEGMENT, F_END, "end"},
                 {N_SEGMENT, F_SEG_TEXT, "text"}};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
     if (fields[i].node == node && strlen(fields[i].name) == len && memcmp(fields[i].name, key, len) == 0)

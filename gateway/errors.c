@@ -1,20 +1,21 @@
 #include "gateway/errors.h"
 
-#define ERR(e, st, c, m) [e] = {st, c, m, "{\"error\":{\"code\":\"" c "\",\"message\":\"" m "\"}}", \
-                               sizeof("{\"error\":{\"code\":\"" c "\",\"message\":\"" m "\"}}") - 1}
+#define ERR(e, st, c, m)                                                     \
+  [e] = {st, c, m, "{\"error\":{\"code\":\"" c "\",\"message\":\"" m "\"}}", \
+         sizeof("{\"error\":{\"code\":\"" c "\",\"message\":\"" m "\"}}") - 1}
 
 static const struct api_error_info errors[API_ERR__COUNT] = {
     ERR(API_ERR_UNAUTHORIZED, 401, "UNAUTHORIZED", "A valid x-api-key header is required."),
     ERR(API_ERR_INVALID_VIDEO_ID, 400, "invalid_video_id", "video_id must be 11 characters of A-Z, a-z, 0-9, _ or -."),
     ERR(API_ERR_INVALID_VIDEO_URL, 400, "invalid_video_url", "video_url is not a recognised video URL."),
     ERR(API_ERR_AMBIGUOUS_REQUEST, 400, "ambiguous_request", "Give exactly one of video_id and video_url."),
-    ERR(API_ERR_INVALID_LANGUAGE, 400, "invalid_language",
-        "language must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
+    ERR(API_ERR_INVALID_LANGUAGE, 400, "invalid_language", "language must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
     ERR(API_ERR_AMBIGUOUS_LANGUAGE, 400, "ambiguous_language", "Give at most one of language and lang."),
     ERR(API_ERR_NOT_AVAILABLE, 404, "transcript_not_available", "No accessible transcript was found for this video."),
     ERR(API_ERR_RATE_LIMITED, 429, "rate_limited", "Rate limit exceeded; retry after the time in Retry-After."),
     ERR(API_ERR_QUOTA_EXCEEDED, 429, "quota_exceeded", "The monthly quota of this API key is used up."),
-    ERR(API_ERR_UPSTREAM_FAILED, 502, "upstream_transcript_failed", "The video platform did not return the transcript."),
+    ERR(API_ERR_UPSTREAM_FAILED, 502, "upstream_transcript_failed",
+        "The video platform did not return the transcript."),
     ERR(API_ERR_FETCH_FAILED, 500, "transcript_fetch_failed", "The transcript could not be fetched."),
     ERR(API_ERR_RATE_LIMIT_UNAVAILABLE, 503, "rate_limit_unavailable", "The rate-limit store is unavailable."),
     ERR(API_ERR_NOT_FOUND, 404, "not_found", "No such resource."),

@@ -85,11 +85,7 @@ static size_t digest_slot(const unsigned char d[32], size_t mask) {
 
 /* Parses a decimal field into [0, max]. */
 static int parse_limit(const char *s, size_t len, int64_t max, int64_t *out) {
-  char tmp[24];
-  if (len == 0 || len >= sizeof(tmp)) return -EINVAL;
-  memcpy(tmp, s, len);
-  tmp[len] = '\0';
-  return util_parse_i64(tmp, 0, max, out);
+  return util_parse_i64_n(s, len, 0, max, out);
 }
 
 /* The name and digest rules, shared by loading (fields of a line) and saving (entries built in memory). */

@@ -17,8 +17,8 @@ static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.
 static const char *const route_names[MR__COUNT] = {"/health", "/openapi.json", "/v1/video/transcript", "/metrics",
                                                    "other"};
 static const char *const upstream_names[MU__COUNT] = {
-    "ok",         "no_captions", "not_available", "http_429", "recaptcha", "bot_check", "http_5xx",
-    "timeout",    "consent",     "po_token",      "malformed", "internal", "other"};
+    "ok",      "no_captions", "not_available", "http_429",  "recaptcha", "bot_check", "http_5xx",
+    "timeout", "consent",     "po_token",      "malformed", "internal",  "other"};
 
 int metrics_init(void) {
   void *p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -28,7 +28,9 @@ int metrics_init(void) {
   return 0;
 }
 
-struct metrics_shm *metrics_shared(void) { return shm; }
+struct metrics_shm *metrics_shared(void) {
+  return shm;
+}
 
 void metrics_set_worker(int index) {
   self = (shm != NULL && index >= 0 && index < METRICS_MAX_WORKERS) ? &shm->workers[index] : NULL;
@@ -71,8 +73,8 @@ void metrics_l1_hit(void) {
 }
 
 /* Fetcher details of replies that were not what the platform normally sends. */
-static const char *const malformed_details[] = {"bad_player_reply", "bad_captions", "bad_utf8", "empty_captions",
-                                                "truncated", "too_large", "no_api_key"};
+static const char *const malformed_details[] = {"bad_player_reply", "bad_captions", "bad_utf8",  "empty_captions",
+                                                "truncated",        "too_large",    "no_api_key"};
 
 int metrics_upstream_kind(int outcome, const char *detail) {
   if (detail == NULL) detail = "";
@@ -101,8 +103,7 @@ int metrics_upstream_kind(int outcome, const char *detail) {
 
 void metrics_upstream(int outcome, const char *detail) {
   if (shm == NULL) return;
-  atomic_fetch_add_explicit(&shm->dispatcher.upstream[metrics_upstream_kind(outcome, detail)], 1,
-                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&shm->dispatcher.upstream[metrics_upstream_kind(outcome, detail)], 1, memory_order_relaxed);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -124,12 +125,14 @@ static int render_http(struct buf *out) {
   int rv = family(out, "vts_http_requests_total", "counter", "HTTP requests answered, by route and status.");
   for (int r = 0; rv == 0 && r < MR__COUNT; r++) {
     for (int s = 0; rv == 0 && s <= NSTATUS_LISTED; s++) {
-      uint64_t n = sum_workers(offsetof(struct metrics_worker, requests) + ((size_t)r * METRICS_NSTATUS + (size_t)s) *
-                                                                                sizeof(_Atomic uint64_t));
+      uint64_t n = sum_workers(offsetof(struct metrics_worker, requests) +
+                               ((size_t)r * METRICS_NSTATUS + (size_t)s) * sizeof(_Atomic uint64_t));
       if (n == 0) continue;
       char code[8];
-      if (s < NSTATUS_LISTED) snprintf(code, sizeof(code), "%d", statuses[s]);
-      else memcpy(code, "other", 6);
+      if (s < NSTATUS_LISTED)
+        snprintf(code, sizeof(code), "%d", statuses[s]);
+      else
+        memcpy(code, "other", 6);
       rv = buf_printf(out, "vts_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n", route_names[r], code,
                       (unsigned long long)n);
     }
@@ -142,13 +145,14 @@ static int render_http(struct buf *out) {
       cum += sum_workers(offsetof(struct metrics_worker, latency_bucket) +
                          ((size_t)r * METRICS_NBUCKETS + (size_t)b) * sizeof(_Atomic uint64_t));
       if (b < METRICS_NBUCKETS - 1)
-        rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                        route_names[r], buckets_s[b], (unsigned long long)cum);
+        rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", route_names[r],
+                        buckets_s[b], (unsigned long long)cum);
       else
         rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
                         route_names[r], (unsigned long long)cum);
     }
-    uint64_t sum_us = sum_workers(offsetof(struct metrics_worker, latency_sum_us) + (size_t)r * sizeof(_Atomic uint64_t));
+    uint64_t sum_us =
+        sum_workers(offsetof(struct metrics_worker, latency_sum_us) + (size_t)r * sizeof(_Atomic uint64_t));
     if (rv == 0)
       rv = buf_printf(out,
                       "vts_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
@@ -158,70 +162,59 @@ static int render_http(struct buf *out) {
   return rv;
 }
 
-static int render_one(struct buf *out, const char *name, const char *type, const char *help, long long value) {
-  int rv = family(out, name, type, help);
-  return rv ? rv : buf_printf(out, "%s %lld\n", name, value);
-}
+/* A metric family with one unlabelled sample. */
+struct scalar {
+  const char *name, *type, *help;
+  long long value;
+};
 
 int metrics_render(struct buf *out) {
   if (shm == NULL) return 0;
   const struct metrics_dispatcher *d = &shm->dispatcher;
   int64_t conns = 0;
   for (int w = 0; w < METRICS_MAX_WORKERS; w++) conns += LOAD(shm->workers[w].connections_open);
+  const struct scalar scalars[] = {
+      {"vts_http_connections_open", "gauge", "Client connections open.", (long long)conns},
+      {"vts_cache_hits_total", "counter", "Transcript cache hits (dispatcher cache).", (long long)LOAD(d->cache_hits)},
+      {"vts_cache_l1_hits_total", "counter", "Transcript cache hits in a worker's own cache.",
+       (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_hits))},
+      {"vts_cache_misses_total", "counter", "Transcript cache misses.", (long long)LOAD(d->cache_misses)},
+      {"vts_cache_bytes", "gauge", "Bytes held by the dispatcher cache.", (long long)LOAD(d->cache_bytes)},
+      {"vts_cache_entries", "gauge", "Entries in the dispatcher cache.", (long long)LOAD(d->cache_entries)},
+      {"vts_coalesced_requests_total", "counter", "Requests that joined a job already running.",
+       (long long)LOAD(d->coalesced)},
+      {"vts_jobs_queued", "gauge", "Jobs waiting for an idle fetcher.", (long long)LOAD(d->jobs_queued)},
+      {"vts_jobs_in_flight", "gauge", "Jobs held by fetchers.", (long long)LOAD(d->jobs_in_flight)},
+      {"vts_fetchers_connected", "gauge", "Fetcher processes connected to the dispatcher.",
+       (long long)LOAD(d->fetchers_connected)},
+      {"vts_fetchers_idle", "gauge", "Connected fetchers waiting for a job.", (long long)LOAD(d->fetchers_idle)},
+      {"vts_fetchers_lost_total", "counter", "Fetcher connections that dropped while holding a job.",
+       (long long)LOAD(d->fetchers_lost_with_job)},
+      {"vts_job_deadline_expired_total", "counter", "Jobs failed at their deadline.",
+       (long long)LOAD(d->job_deadline_expired)},
+      {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
+       (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},
+      {"vts_ratelimit_fallbacks_total", "counter",
+       "Requests limited in memory because the store was unavailable (fail-open).",
+       (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_fallbacks))},
+      {"vts_worker_restarts_total", "counter", "HTTP workers restarted by the master.",
+       (long long)LOAD(shm->master.worker_restarts)},
+      {"vts_dispatcher_restarts_total", "counter", "Dispatcher restarts by the master.",
+       (long long)LOAD(shm->master.dispatcher_restarts)},
+  };
   int rv = render_http(out);
-  if (rv == 0)
-    rv = render_one(out, "vts_http_connections_open", "gauge", "Client connections open.", (long long)conns);
-  if (rv == 0)
-    rv = render_one(out, "vts_cache_hits_total", "counter", "Transcript cache hits (dispatcher cache).",
-                    (long long)LOAD(d->cache_hits));
-  if (rv == 0)
-    rv = render_one(out, "vts_cache_l1_hits_total", "counter", "Transcript cache hits in a worker's own cache.",
-                    (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_hits)));
-  if (rv == 0)
-    rv = render_one(out, "vts_cache_misses_total", "counter", "Transcript cache misses.", (long long)LOAD(d->cache_misses));
-  if (rv == 0)
-    rv = render_one(out, "vts_cache_bytes", "gauge", "Bytes held by the dispatcher cache.", (long long)LOAD(d->cache_bytes));
-  if (rv == 0)
-    rv = render_one(out, "vts_cache_entries", "gauge", "Entries in the dispatcher cache.", (long long)LOAD(d->cache_entries));
-  if (rv == 0)
-    rv = render_one(out, "vts_coalesced_requests_total", "counter", "Requests that joined a job already running.",
-                    (long long)LOAD(d->coalesced));
+  for (size_t i = 0; rv == 0 && i < sizeof(scalars) / sizeof(scalars[0]); i++) {
+    rv = family(out, scalars[i].name, scalars[i].type, scalars[i].help);
+    if (rv == 0) rv = buf_printf(out, "%s %lld\n", scalars[i].name, scalars[i].value);
+  }
   if (rv == 0) rv = family(out, "vts_jobs_total", "counter", "Jobs started, by kind.");
   if (rv == 0)
     rv = buf_printf(out, "vts_jobs_total{kind=\"captions\"} %llu\nvts_jobs_total{kind=\"speech\"} %llu\n",
-                    (unsigned long long)LOAD(d->jobs_total[1]), (unsigned long long)LOAD(d->jobs_total[2]));
-  if (rv == 0)
-    rv = render_one(out, "vts_jobs_queued", "gauge", "Jobs waiting for an idle fetcher.", (long long)LOAD(d->jobs_queued));
-  if (rv == 0)
-    rv = render_one(out, "vts_jobs_in_flight", "gauge", "Jobs held by fetchers.", (long long)LOAD(d->jobs_in_flight));
-  if (rv == 0)
-    rv = render_one(out, "vts_fetchers_connected", "gauge", "Fetcher processes connected to the dispatcher.",
-                    (long long)LOAD(d->fetchers_connected));
-  if (rv == 0)
-    rv = render_one(out, "vts_fetchers_idle", "gauge", "Connected fetchers waiting for a job.",
-                    (long long)LOAD(d->fetchers_idle));
-  if (rv == 0)
-    rv = render_one(out, "vts_fetchers_lost_total", "counter", "Fetcher connections that dropped while holding a job.",
-                    (long long)LOAD(d->fetchers_lost_with_job));
-  if (rv == 0)
-    rv = render_one(out, "vts_job_deadline_expired_total", "counter", "Jobs failed at their deadline.",
-                    (long long)LOAD(d->job_deadline_expired));
+                    (unsigned long long)LOAD(d->jobs_total[PROTO_KIND_CAPTIONS]),
+                    (unsigned long long)LOAD(d->jobs_total[PROTO_KIND_SPEECH]));
   if (rv == 0) rv = family(out, "vts_upstream_outcomes_total", "counter", "Fetcher job outcomes, by kind.");
   for (int i = 0; rv == 0 && i < MU__COUNT; i++)
     rv = buf_printf(out, "vts_upstream_outcomes_total{kind=\"%s\"} %llu\n", upstream_names[i],
                     (unsigned long long)LOAD(d->upstream[i]));
-  if (rv == 0)
-    rv = render_one(out, "vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
-                    (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors)));
-  if (rv == 0)
-    rv = render_one(out, "vts_ratelimit_fallbacks_total", "counter",
-                    "Requests limited in memory because the store was unavailable (fail-open).",
-                    (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_fallbacks)));
-  if (rv == 0)
-    rv = render_one(out, "vts_worker_restarts_total", "counter", "HTTP workers restarted by the master.",
-                    (long long)LOAD(shm->master.worker_restarts));
-  if (rv == 0)
-    rv = render_one(out, "vts_dispatcher_restarts_total", "counter", "Dispatcher restarts by the master.",
-                    (long long)LOAD(shm->master.dispatcher_restarts));
   return rv;
 }

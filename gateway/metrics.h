@@ -16,8 +16,9 @@
 enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_OTHER, MR__COUNT };
 
 /* Statuses the gateway answers; anything else is counted as "other". */
-#define METRICS_STATUSES {200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 502, 503}
-#define METRICS_NSTATUS 14 /* the list above plus "other" */
+#define METRICS_STATUSES \
+  { 200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 502, 503 }
+#define METRICS_NSTATUS 14  /* the list above plus "other" */
 #define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
 
 /* Upstream outcomes reported by fetchers, by kind (the result's detail, mapped to a fixed set). */

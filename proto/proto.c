@@ -64,8 +64,7 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
 static int valid_video_id(const char *id) {
   if (strlen(id) != VTS_VIDEO_ID_LEN) return 0;
   for (const char *c = id; *c; c++) {
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-          *c == '-'))
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
       return 0;
   }
   return 1;
@@ -85,8 +84,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
 }
 
 int proto_encode_result(struct buf *out, const struct proto_result *res) {
-  if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH)
-    return -EINVAL;
+  if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
   int rv = put_header(out, PROTO_RESULT);
   if (rv == 0) rv = put_be(out, res->job_id, 8);

@@ -39,19 +39,19 @@ enum proto_outcome {
 enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOURCE_SPEECH = 2 };
 
 struct proto_job {
-  uint64_t job_id;      /* assigned by the dispatcher; 0 in a worker's request */
-  uint8_t kind;         /* enum proto_kind */
-  uint32_t deadline_ms; /* time the job may take, from its receipt */
-  char video_id[12];    /* exactly 11 characters and a NUL */
+  uint64_t job_id;                           /* assigned by the dispatcher; 0 in a worker's request */
+  uint8_t kind;                              /* enum proto_kind */
+  uint32_t deadline_ms;                      /* time the job may take, from its receipt */
+  char video_id[12];                         /* exactly 11 characters and a NUL */
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
 };
 
 struct proto_result {
   uint64_t job_id;
-  uint8_t outcome;  /* enum proto_outcome */
-  uint8_t source;   /* enum proto_source */
-  uint32_t fetch_ms; /* time spent by the fetcher */
+  uint8_t outcome;               /* enum proto_outcome */
+  uint8_t source;                /* enum proto_source */
+  uint32_t fetch_ms;             /* time spent by the fetcher */
   char lang[PROTO_MAX_LANG + 1]; /* language of the returned track */
   char detail[64];  /* a short internal reason for logs and metrics ("recaptcha", "http_429"); never sent to clients */
   const char *body; /* borrowed: points into the decoded message or the caller's memory */

@@ -83,11 +83,20 @@ static void test_every_family_has_help_and_type(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
   assert_int_equal(metrics_render(&b), 0);
-  const char *names[] = {"vts_http_requests_total", "vts_http_request_duration_seconds", "vts_cache_hits_total",
-                         "vts_cache_misses_total", "vts_coalesced_requests_total", "vts_jobs_queued",
-                         "vts_jobs_in_flight", "vts_fetchers_connected", "vts_fetchers_idle",
-                         "vts_upstream_outcomes_total", "vts_ratelimit_store_errors_total",
-                         "vts_ratelimit_fallbacks_total", "vts_worker_restarts_total", "vts_jobs_total"};
+  const char *names[] = {"vts_http_requests_total",
+                         "vts_http_request_duration_seconds",
+                         "vts_cache_hits_total",
+                         "vts_cache_misses_total",
+                         "vts_coalesced_requests_total",
+                         "vts_jobs_queued",
+                         "vts_jobs_in_flight",
+                         "vts_fetchers_connected",
+                         "vts_fetchers_idle",
+                         "vts_upstream_outcomes_total",
+                         "vts_ratelimit_store_errors_total",
+                         "vts_ratelimit_fallbacks_total",
+                         "vts_worker_restarts_total",
+                         "vts_jobs_total"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     char help[128], type[128];
     snprintf(help, sizeof(help), "# HELP %s ", names[i]);
