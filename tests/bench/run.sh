@@ -139,6 +139,7 @@ fi
 echo
 rss=$(for p in $(pgrep -P "$gw"); do awk '/VmRSS/ {print $2}' "/proc/$p/status"; done | paste -sd' ')
 echo "gateway children RSS (KiB): $rss"
+python3 "$root/tests/bench/idle_conns.py" "$gw_port" "$gw" "${IDLE_CONNS:-10000}"
 "$build/bin/bench_ratelimit" 1000000
 python3 "$root/tests/bench/cache_miss.py" "$gw_port" "$up_port" "$key" "${MISSES:-200}"
 "$build/bin/bench_parse" 200 | sed -n 2p | sed "s/^/parse+serialise 1,500 segments: /"
