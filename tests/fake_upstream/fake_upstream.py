@@ -167,10 +167,13 @@ def audio_formats(origin, video):
         "mimeType": "video/mp4; codecs=\"avc1.4d400c\"", "bitrate": 110000, "width": 256, "height": 144,
         "contentLength": "170000", "approxDurationMs": "12480", "quality": "tiny", "fps": 30,
     }
-    return [video_format,
-            fmt(140, "audio/mp4; codecs=\"mp4a.40.2\"", 130000, 203000),
-            fmt(249, "audio/webm; codecs=\"opus\"", 56000, 77000),
-            fmt(251, "audio/webm; codecs=\"opus\"", 140000, 190000)]
+    audio = [fmt(140, "audio/mp4; codecs=\"mp4a.40.2\"", 130000, 203000),
+             fmt(249, "audio/webm; codecs=\"opus\"", 56000, 77000),
+             fmt(251, "audio/webm; codecs=\"opus\"", 140000, 190000)]
+    if AUDIO:
+        # Offer only what /videoplayback can serve, as the platform does.
+        audio = [f for f in audio if f["itag"] in AUDIO]
+    return [video_format] + audio
 
 
 def player_ok(origin, video, tracks=None, default_index=0):
