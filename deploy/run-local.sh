@@ -17,12 +17,14 @@ export VTS_STATE_DIR="${VTS_STATE_DIR:-$run/state}"
 if ! "$build/bin/vts-keys" -f "$VTS_KEYS_FILE" list 2>/dev/null | grep -q '^demo'; then
   key=$("$build/bin/vts-keys" -f "$VTS_KEYS_FILE" create demo)
   echo "demo API key (shown once): $key"
-  echo "try: curl -H 'x-api-key: $key' 'http://127.0.0.1:8080/v1/video/transcript?video_id=dQw4w9WgXcQ'"
+  listen="${VTS_LISTEN:-0.0.0.0:8080}"
+  echo "try: curl -H 'x-api-key: $key' 'http://127.0.0.1:${listen##*:}/v1/video/transcript?video_id=dQw4w9WgXcQ'"
 fi
 
 # supervisord (Debian's supervisor) runs the gateway and the fetcher pool in the foreground; Ctrl-C stops both,
 # the gateway draining its in-flight requests first.
 vts_install_packages supervisor
 export VTS_RUN_DIR="$run" VTS_BIN="$build/bin" VTS_FETCHERS="${VTS_FETCHERS:-2}"
-echo "serving on ${VTS_LISTEN:-0.0.0.0:8080}; logs in $run/*.log; control: supervisorctl -c $root/deploy/supervisord.conf status"
+echo "serving on ${VTS_LISTEN:-0.0.0.0:8080}; logs in $run/*.log"
+echo "control: VTS_RUN_DIR=$run supervisorctl -c $root/deploy/supervisord.conf status"
 exec supervisord -c "$root/deploy/supervisord.conf"
