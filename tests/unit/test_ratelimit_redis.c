@@ -27,14 +27,12 @@
 #include "gateway/ratelimit.h"
 #include "gateway/ratelimit_calc.h"
 #include "tests/unit/test_ratelimit_util.h"
+#include "tests/unit/test_redis_server.h"
 
-#define REDIS_START_TIMEOUT_MS 5000
 /* Scheduling slack on a loaded 2-core machine (and under ASan) on top of the 50 ms command timeout. */
 #define TIMEOUT_MARGIN_MS 100
 /* A hung test must not hang ctest, nor leave a redis-server behind. */
 #define TEST_PROGRAM_DEADLINE_S 180
-
-static volatile pid_t running_redis;
 
 struct fx {
   pid_t redis;
@@ -45,75 +43,14 @@ struct fx {
   struct key_entry key;
 };
 
-static int redis_available(void) { return system("redis-server --version >/dev/null 2>&1") == 0; }
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof(a);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-    fail_msg("no free port: %s", strerror(errno));
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-/* A synchronous connection for the test's own commands (PING, SCRIPT FLUSH). */
-static redisContext *redis_sync(int port) {
-  struct timeval tv = {0, 200000};
-  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  if (c != NULL && c->err != 0) {
-    redisFree(c);
-    return NULL;
-  }
-  return c;
-}
-
-static void redis_start(struct fx *f) {
-  char port[16];
-  snprintf(port, sizeof(port), "%d", f->port);
-  f->redis = fork();
-  assert_true(f->redis >= 0);
-  if (f->redis == 0) {
-    if (freopen("/dev/null", "w", stdout) == NULL) _exit(126);
-    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-           (char *)NULL);
-    _exit(127);
-  }
-  running_redis = f->redis;
-  uint64_t deadline = util_now_ms() + REDIS_START_TIMEOUT_MS;
-  while (util_now_ms() < deadline) {
-    redisContext *c = redis_sync(f->port);
-    if (c != NULL) {
-      redisReply *r = redisCommand(c, "PING");
-      int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-      freeReplyObject(r);
-      redisFree(c);
-      if (ok) return;
-    }
-    usleep(10000);
-  }
-  fail_msg("redis-server did not start on port %d", f->port);
-}
+static void redis_start(struct fx *f) { f->redis = test_redis_start(f->port); }
 
 static void redis_stop(struct fx *f) {
-  if (f->redis <= 0) return;
-  kill(f->redis, SIGCONT);
-  kill(f->redis, SIGTERM);
-  waitpid(f->redis, NULL, 0);
+  test_redis_stop(f->redis);
   f->redis = 0;
-  running_redis = 0;
 }
 
-static void redis_command(struct fx *f, const char *cmd) {
-  redisContext *c = redis_sync(f->port);
-  assert_non_null(c);
-  redisReply *r = redisCommand(c, cmd);
-  assert_non_null(r);
-  assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-  freeReplyObject(r);
-  redisFree(c);
-}
+static void redis_command(struct fx *f, const char *cmd) { test_redis_command(f->port, cmd); }
 
 static void new_limiter(struct fx *f) {
   char err[512] = "";
@@ -133,7 +70,7 @@ static void free_limiter(struct fx *f) {
 
 /* Sets up Redis, a fresh key of `rate` per hour and the test's fail mode; keeps clear of a window boundary. */
 static void start(struct fx *f, int64_t rate, bool fail_closed) {
-  f->port = free_port();
+  f->port = test_free_port();
   redis_start(f);
   f->cfg.rate_limit = 60;
   f->cfg.rate_window_s = 3600;
@@ -149,7 +86,7 @@ static void start(struct fx *f, int64_t rate, bool fail_closed) {
 }
 
 static int setup(void **state) {
-  if (!redis_available()) {
+  if (!test_redis_available()) {
     print_message("redis-server is not installed: skipping the redis provider tests\n");
     *state = NULL;
     return 0;
@@ -400,7 +337,7 @@ static void test_check_pending_at_free_is_answered_before_free_returns(void **st
 
 static void test_redis_down_at_start_is_a_fault_not_a_hang(void **state) {
   FX();
-  f->port = free_port();
+  f->port = test_free_port();
   f->cfg.rate_limit = 5;
   f->cfg.rate_window_s = 3600;
   f->cfg.monthly_quota = 100;
@@ -420,9 +357,9 @@ static void test_redis_down_at_start_is_a_fault_not_a_hang(void **state) {
 static void on_deadline(int sig) {
   (void)sig;
   static const char msg[] = "test_ratelimit_redis: deadline passed, giving up\n";
-  if (running_redis > 0) {
-    kill(running_redis, SIGCONT);
-    kill(running_redis, SIGKILL);
+  if (test_redis_running > 0) {
+    kill(test_redis_running, SIGCONT);
+    kill(test_redis_running, SIGKILL);
   }
   (void)!write(2, msg, sizeof(msg) - 1);
   _exit(1);
