@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One command on a fresh Debian 12 machine: installs what is missing, builds, creates a demo API key (printed once)
 # and runs the service in the foreground on :8080 with embedded defaults (memory rate limiter, no Redis).
+# Launcher variables: VTS_BUILD_DIR (build directory, default build/), VTS_RUN_DIR (key file, state and logs, default
+# .run/), VTS_FETCHERS (fetcher processes, default 2); VTS_BIN is set for deploy/supervisord.conf. Any other VTS_* of
+# README.md "Configuration" passes through to the programs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/deploy/deps.sh"

@@ -246,10 +246,14 @@ static int open_socket(const struct vts_config *cfg, nng_socket *sock) {
   return rv;
 }
 
-/* Encodes the result, or an internal failure when the result itself cannot travel. */
-static void encode_result(struct buf *out, struct proto_result *res) {
+/*
+ * Encodes the result (a RESULT_LAST when the process is stopping), or an internal failure when the result itself
+ * cannot travel.
+ */
+static void encode_result(struct buf *out, struct proto_result *res, int last) {
+  int (*encode)(struct buf *, const struct proto_result *) = last ? proto_encode_result_last : proto_encode_result;
   buf_reset(out);
-  if (proto_encode_result(out, res) == 0 && out->len <= VTS_MAX_MESSAGE_BYTES) return;
+  if (encode(out, res) == 0 && out->len <= VTS_MAX_MESSAGE_BYTES) return;
   buf_reset(out);
   res->outcome = PROTO_INTERNAL;
   res->source = PROTO_SOURCE_NONE;
@@ -257,7 +261,21 @@ static void encode_result(struct buf *out, struct proto_result *res) {
   snprintf(res->detail, sizeof(res->detail), "result_too_large");
   res->body = NULL;
   res->body_len = 0;
-  proto_encode_result(out, res);
+  encode(out, res);
+}
+
+/* Waits a little for the READY that acknowledges a RESULT_LAST; either way the process leaves after it. */
+static void wait_last_ack(nng_socket sock) {
+  nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, VTS_FETCHER_STOP_LINGER_MS);
+  char *ack = NULL;
+  size_t ack_len = 0;
+  int nrv = nng_recv(sock, &ack, &ack_len, NNG_FLAG_ALLOC);
+  if (nrv != 0) {
+    log_msg(LOG_WARN, "last result not acknowledged", "error", nng_strerror(nrv), NULL);
+    return;
+  }
+  if (proto_peek_type(ack, ack_len) != PROTO_READY) log_msg(LOG_WARN, "unexpected answer to the last result", NULL);
+  nng_free(ack, ack_len);
 }
 
 int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
@@ -286,9 +304,20 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
 
   struct buf out = BUF_INIT;
   proto_encode_ready(&out);
-  int last_was_result = 0;
+  struct proto_result res;
+  int have_result = 0; /* res holds a finished job whose result is the next message */
   rv = 0;
   for (;;) {
+    int last = 0;
+    if (have_result) {
+      /*
+       * Decided as late as possible: a stop that came during the job makes this a RESULT_LAST, which the dispatcher
+       * acknowledges instead of answering with a job this process would have to refuse (a 500 for that job).
+       */
+      last = loop_stopping(&st);
+      encode_result(&out, &res, last);
+      have_result = 0;
+    }
     int nrv = nng_send(st.sock, out.data, out.len, 0);
     if (nrv != 0) {
       if (!loop_stopping(&st)) {
@@ -297,18 +326,17 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
       }
       break;
     }
-    if (last_was_result && loop_stopping(&st)) {
-      /*
-       * The dispatcher answers a RESULT with the next job, which proves the result arrived; nng_close could drop a
-       * message still queued. Wait a little for that answer; a job in it is refused by closing the connection,
-       * which the dispatcher sees at once.
-       */
-      nng_socket_set_ms(st.sock, NNG_OPT_RECVTIMEO, VTS_FETCHER_STOP_LINGER_MS);
-      char *ignored = NULL;
-      size_t ignored_len = 0;
-      if (nng_recv(st.sock, &ignored, &ignored_len, NNG_FLAG_ALLOC) == 0) nng_free(ignored, ignored_len);
+    if (last) {
+      /* nng_close could drop a message still queued: the acknowledgement proves the result arrived. */
+      wait_last_ack(st.sock);
       break;
     }
+    /* Sent: the process is idle from here, and a stop closes the socket under the receive below. */
+    pthread_mutex_lock(&st.mu);
+    st.busy = 0;
+    int stopping = st.stopping;
+    pthread_mutex_unlock(&st.mu);
+    if (stopping) break;
 
     char *msg = NULL;
     size_t len = 0;
@@ -325,7 +353,6 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
         log_msg(LOG_WARN, "dispatcher connection lost: waiting for it", NULL);
         buf_reset(&out);
         proto_encode_ready(&out);
-        last_was_result = 0;
         continue;
       }
       log_msg(LOG_ERROR, "receive failed", "error", nng_strerror(nrv), NULL);
@@ -340,7 +367,6 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
       log_msg(LOG_WARN, "bad message from the dispatcher: ignored", NULL);
       buf_reset(&out);
       proto_encode_ready(&out);
-      last_was_result = 0;
       continue;
     }
     pthread_mutex_lock(&st.mu);
@@ -352,13 +378,9 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
       log_msg(LOG_WARN, "job dropped: stopping", "request_id", job.request_id, NULL);
       break;
     }
-    struct proto_result res;
+    /* Busy until the result is sent: a stop meanwhile leaves the socket open for it. */
     job_runner_run(r, &job, &res);
-    encode_result(&out, &res);
-    last_was_result = 1;
-    pthread_mutex_lock(&st.mu);
-    st.busy = 0;
-    pthread_mutex_unlock(&st.mu);
+    have_result = 1;
   }
 
   pthread_mutex_lock(&st.mu);

@@ -12,7 +12,8 @@
  * Fetcher side: a raw rep0 socket. A raw socket hands us each request with its backtrace in the message header, so
  * a request can be held for as long as its fetcher is idle, and answered later (with that fetcher's next job) by
  * sending a message carrying the same header. Each fetcher has at most one request outstanding, so the raw socket's
- * per-connection send queue (64 messages, overflow silently dropped) is never at risk.
+ * per-connection send queue (64 messages, overflow silently dropped) is never at risk. The one request answered at
+ * once is a stopping fetcher's PROTO_RESULT_LAST: with a PROTO_READY, and that fetcher gets no more jobs.
  *
  * Worker side: a cooked rep0 socket with one context per worker request. A raw socket would work the same way, but
  * its 64-message per-connection send queue drops replies beyond that: one worker with a hundred clients waiting on
@@ -536,6 +537,26 @@ static void fetcher_kill(struct dispatcher *d, struct fetcher *f, const char *de
   if (close_pipe) nng_pipe_close(f->pipe);
 }
 
+/*
+ * A stopping fetcher delivered its last result: it is not idle, so it gets no job; the READY answer tells it the
+ * result arrived and it may close. It is forgotten now (its later messages are refused), so its connection dropping
+ * afterwards fails nothing.
+ */
+static void fetcher_leaving(struct dispatcher *d, struct fetcher *f, nng_msg *msg) {
+  struct buf b = BUF_INIT;
+  nng_msg_clear(msg); /* the header, the way back to the fetcher's request, stays */
+  int rv = proto_encode_ready(&b);
+  if (rv == 0) rv = nng_msg_append(msg, b.data, b.len) != 0 ? -ENOMEM : 0;
+  buf_free(&b);
+  if (rv == 0) rv = nng_sendmsg(d->fsock, msg, 0);
+  /* Unanswered, the fetcher still leaves after its own short wait: nothing is lost either way. */
+  if (rv != 0) nng_msg_free(msg);
+  log_msg(LOG_INFO, "fetcher leaving", "=fetcher", NUM(nng_pipe_id(f->pipe)), NULL);
+  fetcher_unidle(d, f);
+  f->state = F_DEAD;
+  f->dead_since_ms = util_now_ms();
+}
+
 static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe) {
   struct fetcher *f = fetcher_get(d, pipe);
   if (f == NULL || f->state == F_DEAD) {
@@ -555,7 +576,8 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
     return;
   }
   struct proto_result res;
-  if (type == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
+  if ((type == PROTO_RESULT || type == PROTO_RESULT_LAST) && proto_decode_result(body, len, &res) == 0) {
+    bool last = type == PROTO_RESULT_LAST;
     if (f->state == F_BUSY && res.job_id == f->job_id) {
       if (f->job != NULL) {
         job_result(d, f->job, &res);
@@ -564,17 +586,25 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
         log_msg(LOG_INFO, "late result dropped", "=job_id", NUM(res.job_id), "=fetcher", NUM(nng_pipe_id(pipe)),
                 "=fetch_ms", NUM(res.fetch_ms), NULL);
       }
-      fetcher_set_idle(d, f, msg); /* after job_result: res.body borrows from msg */
+      /* after job_result: res.body borrows from msg */
+      if (last)
+        fetcher_leaving(d, f, msg);
+      else
+        fetcher_set_idle(d, f, msg);
       return;
     }
     if (f->state != F_BUSY) {
       /*
        * A result for no job of ours: a fetcher's REQ socket re-sends its last request when its connection is
-       * replaced, so a dispatcher restart delivers results of the previous one here. It still means "idle".
+       * replaced, so a dispatcher restart delivers results of the previous one here. It still means "idle" (or,
+       * for a RESULT_LAST, "leaving").
        */
       d->st.late_results++;
       log_msg(LOG_INFO, "stale result dropped", "=job_id", NUM(res.job_id), "=fetcher", NUM(nng_pipe_id(pipe)), NULL);
-      fetcher_set_idle(d, f, msg);
+      if (last)
+        fetcher_leaving(d, f, msg);
+      else
+        fetcher_set_idle(d, f, msg);
       return;
     }
   }

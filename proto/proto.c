@@ -54,8 +54,10 @@ static int get_str(struct reader *r, char *out, size_t cap) {
   return 0;
 }
 
-static int open_reader(struct reader *r, const void *data, size_t len, enum proto_type want) {
-  if (proto_peek_type(data, len) != (int)want) return -EPROTO;
+/* Checks the header for one of two types (pass the same type twice for one) and positions r after it. */
+static int open_reader(struct reader *r, const void *data, size_t len, enum proto_type want, enum proto_type or_want) {
+  int type = proto_peek_type(data, len);
+  if (type != (int)want && type != (int)or_want) return -EPROTO;
   r->p = (const unsigned char *)data + 4;
   r->left = len - 4;
   return 0;
@@ -83,10 +85,10 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   return rv;
 }
 
-int proto_encode_result(struct buf *out, const struct proto_result *res) {
+static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
   if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
-  int rv = put_header(out, PROTO_RESULT);
+  int rv = put_header(out, type);
   if (rv == 0) rv = put_be(out, res->job_id, 8);
   if (rv == 0) rv = put_u8(out, res->outcome);
   if (rv == 0) rv = put_u8(out, res->source);
@@ -98,12 +100,20 @@ int proto_encode_result(struct buf *out, const struct proto_result *res) {
   return rv;
 }
 
+int proto_encode_result(struct buf *out, const struct proto_result *res) {
+  return encode_result(out, res, PROTO_RESULT);
+}
+
+int proto_encode_result_last(struct buf *out, const struct proto_result *res) {
+  return encode_result(out, res, PROTO_RESULT_LAST);
+}
+
 int proto_encode_ready(struct buf *out) { return put_header(out, PROTO_READY); }
 
 int proto_peek_type(const void *data, size_t len) {
   const unsigned char *p = data;
   if (len < 4 || len > VTS_MAX_MESSAGE_BYTES || p[0] != 'V' || p[1] != 'T' || p[2] != PROTO_VERSION) return -EPROTO;
-  if (p[3] < PROTO_JOB || p[3] > PROTO_READY) return -EPROTO;
+  if (p[3] < PROTO_JOB || p[3] > PROTO_RESULT_LAST) return -EPROTO;
   if (p[3] == PROTO_READY && len != 4) return -EPROTO;
   return p[3];
 }
@@ -112,7 +122,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   struct reader r;
   uint64_t v;
   memset(job, 0, sizeof(*job));
-  if (open_reader(&r, data, len, PROTO_JOB) != 0) return -EPROTO;
+  if (open_reader(&r, data, len, PROTO_JOB, PROTO_JOB) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   job->job_id = v;
   if (get_be(&r, 1, &v) != 0 || (v != PROTO_KIND_CAPTIONS && v != PROTO_KIND_SPEECH)) return -EPROTO;
@@ -129,7 +139,7 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   struct reader r;
   uint64_t v;
   memset(res, 0, sizeof(*res));
-  if (open_reader(&r, data, len, PROTO_RESULT) != 0) return -EPROTO;
+  if (open_reader(&r, data, len, PROTO_RESULT, PROTO_RESULT_LAST) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   res->job_id = v;
   if (get_be(&r, 1, &v) != 0 || v < PROTO_OK || v > PROTO_NO_CAPTIONS) return -EPROTO;

@@ -22,7 +22,14 @@
 enum proto_type {
   PROTO_JOB = 1,    /* worker -> dispatcher (a request) and dispatcher -> fetcher (an assignment) */
   PROTO_RESULT = 2, /* fetcher -> dispatcher (a finished job, also meaning "idle") and dispatcher -> worker */
-  PROTO_READY = 3,  /* fetcher -> dispatcher: idle, give me a job */
+  PROTO_READY = 3,  /* fetcher -> dispatcher: idle, give me a job; dispatcher -> fetcher: RESULT_LAST received */
+  /*
+   * fetcher -> dispatcher: the finished job of a fetcher that is stopping. Encoded exactly as a RESULT, but it does
+   * not mean "idle": the dispatcher takes the result, answers at once with a READY (the acknowledgement, so the
+   * fetcher knows the result arrived and may close) and gives that fetcher no more jobs. A job queued meanwhile goes
+   * to another fetcher instead of into a connection about to close.
+   */
+  PROTO_RESULT_LAST = 4,
 };
 
 enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2 };
@@ -62,6 +69,8 @@ struct proto_result {
 int proto_encode_job(struct buf *out, const struct proto_job *job);
 /* Appends an encoded result (the body is copied). Returns 0, -EINVAL or -ENOMEM. */
 int proto_encode_result(struct buf *out, const struct proto_result *res);
+/* The same for a RESULT_LAST (sent by a stopping fetcher). */
+int proto_encode_result_last(struct buf *out, const struct proto_result *res);
 /* Appends an encoded READY. */
 int proto_encode_ready(struct buf *out);
 
@@ -69,7 +78,10 @@ int proto_encode_ready(struct buf *out);
 int proto_peek_type(const void *data, size_t len);
 /* Decodes a job. Returns 0, or -EPROTO. */
 int proto_decode_job(const void *data, size_t len, struct proto_job *job);
-/* Decodes a result; res->body borrows from data, valid while data is. Returns 0, or -EPROTO. */
+/*
+ * Decodes a RESULT or a RESULT_LAST (proto_peek_type tells them apart); res->body borrows from data, valid while
+ * data is. Returns 0, or -EPROTO.
+ */
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */

@@ -32,6 +32,10 @@ The scenario is chosen by the video id (11 characters):
 |             |                                    | this server's /videoplayback                   |                      |
 | poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | -                    |
 | slowPlayer1 | normal                             | OK after SLOW_SECONDS                          | json3                |
+| slow*       | normal                             | any id starting with "slow": as slowPlayer1    | json3                |
+|             |                                    | (distinct slow jobs for drain and stop tests)  |                      |
+| lazy*       | normal                             | any id starting with "lazy": OK after          | json3                |
+|             |                                    | LAZY_SECONDS                                   |                      |
 | hangPlayer1 | normal                             | never answers (until the client gives up)      | -                    |
 | truncated01 | normal                             | OK                                             | Content-Length larger|
 |             |                                    |                                                | than the body, closed|
@@ -89,6 +93,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SLOW_SECONDS = 1.5
+LAZY_SECONDS = 3.0
 HANG_MAX_SECONDS = 60
 OVERSIZE_BYTES = 9 * 1024 * 1024
 API_KEY = "AIzaSyFakeKeyForTests0123456789abcdefgh"
@@ -569,6 +574,9 @@ class Handler(BaseHTTPRequestHandler):
                 f for f in reply["streamingData"]["adaptiveFormats"] if not f["mimeType"].startswith("audio/")]
             self.send_json(200, reply)
         elif video.startswith("bench"):
+            self.send_json(200, player_ok(origin, video, one_en))
+        elif video.startswith(("slow", "lazy")):
+            time.sleep(SLOW_SECONDS if video.startswith("slow") else LAZY_SECONDS)
             self.send_json(200, player_ok(origin, video, one_en))
         elif video == "poToken0001":
             tracks = [caption_track(video, "en", "English", po_token=True),

@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_JOB, PROTO_RESULT, PROTO_READY = 1, 2, 3
+PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
 
@@ -86,8 +86,10 @@ def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-tes
             _str(lang) + _str(request_id))
 
 
-def decode_result(msg):
-    assert msg[:4] == b"VT\x01" + bytes([PROTO_RESULT]), "expected a RESULT, got %r" % msg[:16]
+def decode_result(msg, last=False):
+    """A RESULT, or with last=True the RESULT_LAST of a stopping fetcher (the same fields under type 4)."""
+    want = PROTO_RESULT_LAST if last else PROTO_RESULT
+    assert msg[:4] == b"VT\x01" + bytes([want]), "expected type %d, got %r" % (want, msg[:16])
     job_id, outcome, source, fetch_ms = struct.unpack(">QBBI", msg[4:18])
     off = 18
     fields = []

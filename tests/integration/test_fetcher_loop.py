@@ -1,12 +1,14 @@
 """The fetcher's job loop against a fake dispatcher written in Python (nng's REP protocol over TCP, see harness.py):
-READY -> JOB -> RESULT, bad messages, dialing before the dispatcher listens, SIGTERM when idle and when busy, and
-the --workers supervisor restarting a killed child."""
+READY -> JOB -> RESULT, bad messages, dialing before the dispatcher listens, SIGTERM when idle and when busy (the
+RESULT_LAST and its acknowledgement), and the --workers supervisor restarting a killed child; and a stopping fetcher
+against the real dispatcher, whose queued job goes to another fetcher."""
 
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
 from harness import READY, decode_result, encode_job  # noqa: E402
+from conftest import ACTIVE_KEY, Gateway, http_request, write_keyfile  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,7 @@ def test_sigterm_when_idle_exits_zero_at_once(dispatcher, start_fetcher):
     assert conn.closed_within(2)
 
 
-def test_sigterm_when_busy_delivers_the_result_then_exits_zero(dispatcher, start_fetcher):
+def test_sigterm_when_busy_sends_a_last_result_and_exits_once_acknowledged(dispatcher, start_fetcher):
     dispatcher.listen()
     proc = start_fetcher(dispatcher)
     conn = dispatcher.accept()
@@ -119,11 +122,36 @@ def test_sigterm_when_busy_delivers_the_result_then_exits_zero(dispatcher, start
     conn.reply(encode_job(11, "hangPlayer1", deadline_ms=1500))
     time.sleep(0.4)
     proc.send_signal(signal.SIGTERM)
-    res = decode_result(conn.recv(timeout=5))
+    # A stopping fetcher's result is a RESULT_LAST: "done, and leaving", not "idle".
+    res = decode_result(conn.recv(timeout=5), last=True)
     assert (res["job_id"], res["outcome"], res["detail"]) == (11, 3, "timeout")
-    # Not answered: the fetcher still leaves on its own after a short wait.
+    time.sleep(0.1)
+    assert proc.poll() is None, "the fetcher must wait for the acknowledgement"
+    t0 = time.monotonic()
+    conn.reply(READY)
     assert harness.wait_exit(proc, 5) == 0
-    assert "stop requested" in proc.stderr.read()
+    # The acknowledgement ends the wait at once (unacknowledged, the wait is VTS_FETCHER_STOP_LINGER_MS, 500 ms).
+    assert time.monotonic() - t0 < 0.4
+    err = proc.stderr.read()
+    assert "stop requested: finishing the job" in err
+    assert "not acknowledged" not in err
+
+
+def test_sigterm_when_busy_without_acknowledgement_leaves_after_a_short_wait(dispatcher, start_fetcher):
+    dispatcher.listen()
+    proc = start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    conn.reply(encode_job(13, "hangPlayer1", deadline_ms=800))
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    res = decode_result(conn.recv(timeout=5), last=True)
+    t0 = time.monotonic()
+    assert (res["job_id"], res["outcome"], res["detail"]) == (13, 3, "timeout")
+    assert harness.wait_exit(proc, 5) == 0
+    assert 0.4 <= time.monotonic() - t0 < 1.5
+    assert conn.closed_within(2)
+    assert "last result not acknowledged" in proc.stderr.read()
 
 
 def test_job_deadline_bounds_the_job(dispatcher, start_fetcher):
@@ -244,3 +272,66 @@ def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetche
     last = json.loads(proc.stderr.read().splitlines()[-1])
     assert last["msg"] == "job overran its deadline: killed by the watchdog"
     assert (last["request_id"], last["job_id"], last["level"]) == ("req-watchdog", 51, "error")
+
+
+def _metric(port, name):
+    """A sample without labels from the gateway's /metrics, 0 when absent."""
+    text = http_request(port, "GET", "/metrics", timeout=5).body.decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _wait_metric(port, name, value, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _metric(port, name) == value:
+            return
+        time.sleep(0.05)
+    raise AssertionError("%s never reached %s (last %s)" % (name, value, _metric(port, name)))
+
+
+def test_stopping_fetcher_leaves_the_queued_job_to_another_fetcher(tmp_path, upstream):
+    """Fetcher A runs a 1.5 s job, B a 3 s one, a third job waits. A gets SIGTERM: its result goes through, and the
+    waiting job goes to B when B is free instead of into A's closing connection (which was a 500)."""
+    gw = Gateway(tmp_path, env={"VTS_UPSTREAM_URL": upstream.url, "VTS_LOG_LEVEL": "info"})
+    write_keyfile(gw.keys_file, [("loop", ACTIVE_KEY, "active", 1000, 60, 1000000)])
+    fetchers = []
+    try:
+        gw.start()
+        env = harness.fetcher_env(upstream.url, VTS_JOBS_URL="tcp://127.0.0.1:%d" % gw.jobs_port)
+        for n in (1, 2):
+            # One at a time: the dispatcher gives a job to the fetcher idle the longest, so A gets the first.
+            fetchers.append(subprocess.Popen([harness.fetcher_binary()], env=env, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE, text=True))
+            _wait_metric(gw.metrics_port, "vts_fetchers_idle", n)
+        results = {}
+
+        def get(video):
+            results[video] = gw.request("GET", "/v1/video/transcript?video_id=" + video,
+                                        headers={"x-api-key": ACTIVE_KEY}, timeout=20)
+
+        threads = []
+        for video, in_flight, queued in (("slowStopA01", 1, 0), ("lazyStopB01", 2, 0), ("benchStopC1", 2, 1)):
+            t = threading.Thread(target=get, args=(video,))
+            t.start()
+            threads.append(t)
+            _wait_metric(gw.metrics_port, "vts_jobs_in_flight", in_flight)
+            _wait_metric(gw.metrics_port, "vts_jobs_queued", queued)
+        fetchers[0].send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(timeout=20)
+        for video in ("slowStopA01", "lazyStopB01", "benchStopC1"):
+            assert results[video].status == 200, (video, results[video], gw.log_text()[-3000:])
+            assert results[video].json()["text"] == "Hello and welcome to the fake platform"
+        assert harness.wait_exit(fetchers[0], 5) == 0
+        assert fetchers[1].poll() is None
+        err = fetchers[0].stderr.read()
+        assert "job dropped" not in err and "not acknowledged" not in err, err
+        assert _metric(gw.metrics_port, "vts_fetchers_lost_total") == 0
+    finally:
+        for p in fetchers:
+            harness.stop_process(p)
+            p.stderr.close()
+        gw.stop()

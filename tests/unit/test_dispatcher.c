@@ -236,7 +236,9 @@ static void fetcher_ready(struct peer *f) {
   buf_free(&b);
 }
 
-static void fetcher_result(struct peer *f, uint64_t job_id, uint8_t outcome, uint8_t source, const char *body) {
+/* Sends a RESULT, or a RESULT_LAST (a stopping fetcher's) when last. */
+static void fetcher_result_as(struct peer *f, bool last, uint64_t job_id, uint8_t outcome, uint8_t source,
+                              const char *body) {
   struct proto_result r;
   memset(&r, 0, sizeof(r));
   r.job_id = job_id;
@@ -247,9 +249,27 @@ static void fetcher_result(struct peer *f, uint64_t job_id, uint8_t outcome, uin
   r.body = body;
   r.body_len = body ? (uint32_t)strlen(body) : 0;
   struct buf b = BUF_INIT;
-  assert_int_equal(proto_encode_result(&b, &r), 0);
+  assert_int_equal(last ? proto_encode_result_last(&b, &r) : proto_encode_result(&b, &r), 0);
   peer_send(f, &b);
   buf_free(&b);
+}
+
+static void fetcher_result(struct peer *f, uint64_t job_id, uint8_t outcome, uint8_t source, const char *body) {
+  fetcher_result_as(f, false, job_id, outcome, source, body);
+}
+
+/* The acknowledgement of a RESULT_LAST: a READY answering the fetcher's latest request. */
+static void fetcher_expect_ready(struct peer *f, int timeout_ms) {
+  struct reply r;
+  struct buf ready = BUF_INIT;
+  assert_int_equal(proto_encode_ready(&ready), 0);
+  assert_int_equal(peer_recv(f, timeout_ms, &r), 0);
+  assert_int_equal(r.id, 0x80000000u | f->last_id);
+  assert_int_equal(nng_msg_len(r.msg), ready.len);
+  assert_memory_equal(nng_msg_body(r.msg), ready.data, ready.len);
+  assert_int_equal(proto_peek_type(nng_msg_body(r.msg), nng_msg_len(r.msg)), PROTO_READY);
+  reply_free(&r);
+  buf_free(&ready);
 }
 
 /* A job must reach a fetcher as the answer to its latest request. */
@@ -716,6 +736,72 @@ static void test_result_for_an_unknown_job_on_a_new_connection_means_idle(void *
   rig_down(&g);
 }
 
+static void test_last_result_is_acknowledged_and_the_queued_job_goes_to_another_fetcher(void **state) {
+  (void)state;
+  struct rig g;
+  struct peer f2;
+  struct reply r;
+  struct proto_job job_a, job_b, job_c;
+  rig_up(&g, NULL, true, true);
+  uint32_t wid_a = worker_send(&g.w, VID_A, "en");
+  assert_int_equal(fetcher_job(&g.f, 2000, &job_a), 0);
+  uint32_t wid_b = worker_send(&g.w, VID_B, "en"); /* queued: the only fetcher is busy */
+  fetcher_expect_nothing(&g.f, 50);
+
+  /* The fetcher is stopping: its result is delivered, acknowledged at once, and B is not handed to it. */
+  fetcher_result_as(&g.f, true, job_a.job_id, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
+  fetcher_expect_ready(&g.f, 500);
+  assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
+  assert_int_equal(r.id, wid_a);
+  assert_int_equal(r.res.outcome, PROTO_OK);
+  expect_body(&r.res, BODY_OK);
+  reply_free(&r);
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+
+  /* Another fetcher takes the queued job. */
+  peer_open(&f2, g.d.jobs_url);
+  fetcher_ready(&f2);
+  assert_int_equal(fetcher_job(&f2, 2000, &job_b), 0);
+  assert_string_equal(job_b.video_id, VID_B);
+
+  /* The leaving fetcher is forgotten: asking for work again gets it nothing, even ahead of f2 in line. */
+  fetcher_ready(&g.f);
+  usleep(50000);
+  fetcher_result(&f2, job_b.job_id, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
+  assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
+  assert_int_equal(r.id, wid_b);
+  assert_int_equal(r.res.outcome, PROTO_OK);
+  reply_free(&r);
+  worker_send(&g.w, VID_C, "en");
+  assert_int_equal(fetcher_job(&f2, 2000, &job_c), 0);
+  assert_string_equal(job_c.video_id, VID_C);
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+
+  /* Its connection dropping now fails nothing: f2's job C is still answered with f2's result. */
+  assert_int_equal(nng_pipe_close(g.f.pipe), 0);
+  fetcher_result(&f2, job_c.job_id, PROTO_NOT_AVAILABLE, PROTO_SOURCE_NONE, NULL);
+  assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
+  assert_int_equal(r.res.outcome, PROTO_NOT_AVAILABLE);
+  reply_free(&r);
+
+  peer_close(&f2);
+  rig_down(&g);
+}
+
+static void test_last_result_for_no_job_is_acknowledged_and_gets_no_job(void **state) {
+  (void)state;
+  struct rig g;
+  rig_up(&g, NULL, false, true);
+  peer_open(&g.f, g.d.jobs_url);
+  g.has_f = true;
+  /* A stopping fetcher whose RESULT_LAST reaches a restarted dispatcher. */
+  fetcher_result_as(&g.f, true, 424242, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
+  fetcher_expect_ready(&g.f, 500);
+  worker_send(&g.w, VID_A, "en");
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+  rig_down(&g);
+}
+
 static void test_malformed_worker_request_gets_500(void **state) {
   (void)state;
   struct rig g;
@@ -918,6 +1004,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_captions_go_first_and_speech_respects_its_limit, kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_speaking_garbage_fails_its_job, kill_leftover),
       cmocka_unit_test_teardown(test_result_for_an_unknown_job_on_a_new_connection_means_idle, kill_leftover),
+      cmocka_unit_test_teardown(test_last_result_is_acknowledged_and_the_queued_job_goes_to_another_fetcher,
+                                kill_leftover),
+      cmocka_unit_test_teardown(test_last_result_for_no_job_is_acknowledged_and_gets_no_job, kill_leftover),
       cmocka_unit_test_teardown(test_malformed_worker_request_gets_500, kill_leftover),
       cmocka_unit_test_teardown(test_client_calls_back_once_with_the_result_then_answers_from_l1, kill_leftover),
       cmocka_unit_test_teardown(test_client_fails_in_flight_jobs_at_once_when_the_dispatcher_dies, kill_leftover),

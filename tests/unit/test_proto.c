@@ -61,6 +61,45 @@ static void test_result_round_trips_body_bytes(void **state) {
   buf_free(&b);
 }
 
+static void test_result_last_has_the_result_encoding_under_its_own_type(void **state) {
+  (void)state;
+  struct proto_result in, out;
+  memset(&in, 0, sizeof(in));
+  in.job_id = 9;
+  in.outcome = PROTO_UPSTREAM_FAILED;
+  in.fetch_ms = 1500;
+  memcpy(in.detail, "timeout", 8);
+  struct buf plain = BUF_INIT, last = BUF_INIT;
+  assert_int_equal(proto_encode_result(&plain, &in), 0);
+  assert_int_equal(proto_encode_result_last(&last, &in), 0);
+  assert_int_equal(proto_peek_type(plain.data, plain.len), PROTO_RESULT);
+  assert_int_equal(proto_peek_type(last.data, last.len), PROTO_RESULT_LAST);
+  assert_int_equal(PROTO_RESULT_LAST, 4);
+  /* Same bytes but the type. */
+  assert_int_equal(last.len, plain.len);
+  assert_int_equal((unsigned char)last.data[3], PROTO_RESULT_LAST);
+  assert_memory_equal(last.data, plain.data, 3);
+  assert_memory_equal(last.data + 4, plain.data + 4, plain.len - 4);
+  assert_int_equal(proto_decode_result(last.data, last.len, &out), 0);
+  assert_true(out.job_id == 9);
+  assert_int_equal(out.outcome, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(out.fetch_ms, 1500);
+  assert_string_equal(out.detail, "timeout");
+  assert_int_equal(out.body_len, 0);
+  /* It is not a job, and a type past it is nothing. */
+  struct proto_job job;
+  assert_int_equal(proto_decode_job(last.data, last.len, &job), -EPROTO);
+  last.data[3] = PROTO_RESULT_LAST + 1;
+  assert_int_equal(proto_peek_type(last.data, last.len), -EPROTO);
+  assert_int_equal(proto_decode_result(last.data, last.len, &out), -EPROTO);
+  for (size_t n = 0; n < plain.len; n++) {
+    plain.data[3] = PROTO_RESULT_LAST;
+    assert_int_equal(proto_decode_result(plain.data, n, &out), -EPROTO);
+  }
+  buf_free(&plain);
+  buf_free(&last);
+}
+
 static void test_every_truncation_of_a_job_is_rejected(void **state) {
   (void)state;
   struct proto_job in = sample_job(), out;
@@ -125,6 +164,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_job_round_trips_every_field),
       cmocka_unit_test(test_result_round_trips_body_bytes),
+      cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
       cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),

@@ -1,0 +1,623 @@
+"""The deploy files checked against the binaries' real configuration: every deploy file is parsed (python3-yaml for
+compose.yaml and k8s/*.yaml, a small parser for the Dockerfiles, configparser for supervisord.conf) and its wiring
+compared with common/config.c's variable table, README.md's configuration table, the ports and timeouts the programs
+use and the libraries they link; then each binary is run with each deploy file's environment (ports and paths moved
+to free ones and a temporary directory) to prove the configuration loads and the pair serves a transcript.
+
+No image is built (there is no container engine here): what a container would run is derived from the files."""
+import configparser
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from conftest import ACTIVE_KEY, BUILD_DIR, REPO, Gateway, free_port, http_request, write_keyfile
+
+yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read deploy/compose.yaml and deploy/k8s/*.yaml")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
+import harness  # noqa: E402
+
+DEPLOY = REPO / "deploy"
+# Variables of the launchers (deploy/run-local.sh, deploy/supervisord.conf), not of the programs.
+LAUNCHER_VARS = {"VTS_RUN_DIR", "VTS_BIN", "VTS_FETCHERS", "VTS_BUILD_DIR"}
+COMPILERS = {"build-essential", "gcc", "g++", "cc", "clang", "cmake", "make", "pkg-config", "cpp", "binutils",
+             "libc6-dev", "libc-dev"}
+# The sanitizer runtimes of a build-asan binary are not what an image ships.
+SANITIZER_LIBS = re.compile(r"lib(asan|ubsan|lsan|tsan)\.so")
+
+
+# ---- the programs' own configuration ----
+
+def config_table():
+    """{name: {"kind", "default", "min", "max"}} from the vars[] table of common/config.c."""
+    src = (REPO / "common" / "config.c").read_text()
+    body = src[src.index("static const struct var vars[] = {"):]
+    body = body[:body.index("\n};")]
+    table = {}
+    for m in re.finditer(r'\{"(VTS_\w+)", (K_\w+), [^,]+, [^,]+, "([^"]*)"', body):
+        table[m.group(1)] = {"kind": m.group(2), "default": m.group(3)}
+    for m in re.finditer(r'\b([SB])\(\w+, "(VTS_\w+)", "([^"]*)"\)', body):
+        table[m.group(2)] = {"kind": {"S": "K_STR", "B": "K_BOOL"}[m.group(1)], "default": m.group(3)}
+    for m in re.finditer(r'\bI\(\w+, "(VTS_\w+)", "([^"]*)", (-?\d+), (-?\d+)\)', body):
+        table[m.group(1)] = {"kind": "K_INT", "default": m.group(2), "min": int(m.group(3)), "max": int(m.group(4))}
+    assert len(table) == body.count('"VTS_'), "a row of config.c's table was not understood"
+    return table
+
+
+def c_constant(path, name):
+    m = re.search(r"#define %s \(?(\d+)" % name, (REPO / path).read_text())
+    assert m, "%s not found in %s" % (name, path)
+    return int(m.group(1))
+
+
+def effective(env, name):
+    """The value a program sees: the deploy file's, else config.c's default."""
+    return env.get(name, config_table()[name]["default"])
+
+
+def host_port(value):
+    """HOST:PORT, or a tcp:// URL -> (host, port)."""
+    if "://" in value:
+        u = urlsplit(value)
+        return u.hostname, u.port
+    host, _, port = value.rpartition(":")
+    return host, int(port)
+
+
+# ---- Dockerfiles ----
+
+def parse_dockerfile(path):
+    """[{"base", "name", "instr": [(KEYWORD, args text)]}] per stage, continuation lines joined, comments dropped."""
+    lines, cur = [], ""
+    for raw in Path(path).read_text().splitlines():
+        if not cur and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        if raw.rstrip().endswith("\\"):
+            cur += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(cur + raw)
+        cur = ""
+    stages = []
+    for line in lines:
+        kw, _, args = line.strip().partition(" ")
+        kw, args = kw.upper(), " ".join(args.split())
+        if kw == "FROM":
+            words = args.split()
+            stages.append({"base": words[0], "name": words[2] if len(words) > 2 else None, "instr": []})
+        else:
+            stages[-1]["instr"].append((kw, args))
+    return stages
+
+
+def docker_env(stage):
+    env = {}
+    for kw, args in stage["instr"]:
+        if kw == "ENV":
+            for item in shlex.split(args):
+                k, _, v = item.partition("=")
+                env[k] = v
+    return env
+
+
+def docker_exec_form(stage, kw):
+    vals = [json.loads(args) for k, args in stage["instr"] if k == kw]
+    return vals[-1] if vals else None
+
+
+def docker_one(stage, kw):
+    vals = [args for k, args in stage["instr"] if k == kw]
+    return vals[-1] if vals else None
+
+
+def apt_packages(run):
+    """Packages named by the apt-get install commands of a RUN."""
+    pkgs = []
+    for cmd in re.split(r"&&|;|\|\|", run):
+        words = cmd.split()
+        if "apt-get" in words and "install" in words:
+            pkgs += [w for w in words[words.index("install") + 1:] if not w.startswith("-")]
+    return pkgs
+
+
+def final_stage(name):
+    return parse_dockerfile(DEPLOY / name)[-1]
+
+
+def stage_packages(stage):
+    return [p for kw, args in stage["instr"] if kw == "RUN" for p in apt_packages(args)]
+
+
+def copied_binaries(stage):
+    """Names of the vts binaries the stage copies from the build stage."""
+    out = []
+    for kw, args in stage["instr"]:
+        if kw == "COPY" and args.startswith("--from="):
+            out += [os.path.basename(w) for w in args.split()[1:-1]]
+    return out
+
+
+IMAGES = {"gateway": "Dockerfile.gateway", "fetcher": "Dockerfile.fetcher"}
+
+
+# ---- compose and Kubernetes ----
+
+def compose():
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def compose_service_of(image):
+    for name, svc in compose()["services"].items():
+        if svc.get("build", {}).get("dockerfile", "").endswith(IMAGES[image]):
+            return name, svc
+    raise AssertionError("no compose service builds " + IMAGES[image])
+
+
+def compose_env(image):
+    env = docker_env(final_stage(IMAGES[image]))
+    env.update({k: str(v) for k, v in (compose_service_of(image)[1].get("environment") or {}).items()})
+    return env
+
+
+def k8s_docs():
+    docs = []
+    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+        docs += [(path.name, d) for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def k8s_find(kind, name=None):
+    found = [d for _, d in k8s_docs() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert found, "no %s %s in deploy/k8s" % (kind, name or "")
+    return found
+
+
+def k8s_deployment_of(image):
+    for d in k8s_find("Deployment"):
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            if c["image"].split(":")[0].endswith("vts-" + image):
+                return d, c
+    raise AssertionError("no Deployment runs vts-" + image)
+
+
+def k8s_env(image):
+    env = docker_env(final_stage(IMAGES[image]))
+    env.update({e["name"]: str(e["value"]) for e in k8s_deployment_of(image)[1].get("env", [])})
+    return env
+
+
+def container_port(container, ref):
+    """A container port by name or number."""
+    for p in container.get("ports", []):
+        if ref in (p.get("name"), p["containerPort"]):
+            return p["containerPort"]
+    raise AssertionError("container %s has no port %r" % (container["name"], ref))
+
+
+def duration_s(text):
+    """Compose durations: 1m30s, 40s, 500ms."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)", str(text))
+    assert parts and "".join(a + b for a, b in parts) == str(text), "not a duration: %r" % text
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def supervisord_conf():
+    cp = configparser.RawConfigParser(inline_comment_prefixes=(";",))
+    cp.read(DEPLOY / "supervisord.conf")
+    return cp
+
+
+# ---- names ----
+
+def test_every_vts_variable_of_the_deploy_files_is_read_by_the_programs():
+    table = config_table()
+    # Shell variables the scripts define for each other (deploy/deps.sh's package lists, sourced by run-local.sh).
+    own = set()
+    for path in DEPLOY.glob("*.sh"):
+        own |= set(re.findall(r"^\s*(VTS_[A-Z0-9_]+)=\(", path.read_text(), re.M))
+    for path in sorted(p for p in DEPLOY.rglob("*") if p.is_file()):
+        text = path.read_text()
+        names = set(re.findall(r"\bVTS_[A-Z0-9_]+\b", text))
+        unknown = sorted(n for n in names - set(table) - own - LAUNCHER_VARS)
+        assert not unknown, "%s names variables no program reads: %s" % (path.relative_to(REPO), unknown)
+        # A launcher variable must be explained in the comments of the file that reads it.
+        comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith(("#", ";")))
+        for n in sorted(names & LAUNCHER_VARS):
+            assert n in comments, "%s uses %s without explaining it" % (path.relative_to(REPO), n)
+    # Container environments are the programs' configuration only.
+    for image in IMAGES:
+        for env in (compose_env(image), k8s_env(image)):
+            assert set(env) <= set(table), sorted(set(env) - set(table))
+
+
+def _readme_rows():
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Configuration"):]
+    section = section[:section.index("\n## ", 5)]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and "`VTS_" in cells[0]:
+            rows.append((re.findall(r"`(VTS_[A-Z0-9_]+)`", cells[0]), cells[1]))
+    return rows
+
+
+def test_every_config_variable_is_documented_in_the_readme_with_its_default():
+    table = config_table()
+    documented = {}
+    for names, defaults in _readme_rows():
+        values = [d.strip() for d in defaults.split(", ")] if len(names) > 1 else [defaults]
+        assert len(values) == len(names), "README row %s: %d defaults for %d names" % (names, len(values), len(names))
+        for n, v in zip(names, values):
+            quoted = re.search(r"`([^`]*)`", v)
+            documented[n] = quoted.group(1) if quoted else ("" if v == "unset" else v)
+    assert sorted(set(table) - set(documented)) == [], "config variables missing from README.md"
+    assert sorted(set(documented) - set(table)) == [], "README.md documents variables config.c does not read"
+    wrong = {n: (documented[n], table[n]["default"]) for n in table if documented[n] != table[n]["default"]}
+    assert wrong == {}, "README default differs from config.c (README, config.c): %r" % wrong
+
+
+# ---- ports and addresses ----
+
+def test_gateway_ports_agree_everywhere():
+    stage = final_stage("Dockerfile.gateway")
+    exposed = {int(p.split("/")[0]) for p in docker_one(stage, "EXPOSE").split()}
+    for label, env in (("Dockerfile", docker_env(stage)), ("compose", compose_env("gateway")),
+                       ("k8s", k8s_env("gateway"))):
+        http = host_port(effective(env, "VTS_LISTEN"))
+        jobs = host_port(effective(env, "VTS_JOBS_URL"))
+        metrics = host_port(effective(env, "VTS_METRICS_LISTEN"))
+        # In a container, loopback would be unreachable for probes, the Service and the fetchers.
+        assert http[0] == "0.0.0.0" and jobs[0] == "0.0.0.0", (label, http, jobs)
+        assert {http[1], jobs[1], metrics[1]} <= exposed, (label, exposed)
+        if label == "compose":
+            published = {int(str(p).split(":")[-1].split("/")[0]) for p in compose_service_of("gateway")[1]["ports"]}
+            assert published == {http[1]}, "compose publishes %s; the HTTP port is %d" % (published, http[1])
+        if label == "k8s":
+            dep, c = k8s_deployment_of("gateway")
+            assert metrics[0] == "0.0.0.0", "Prometheus scrapes the pod address"
+            assert container_port(c, "http") == http[1]
+            assert container_port(c, "jobs") == jobs[1]
+            assert container_port(c, "metrics") == metrics[1]
+            svc = _k8s_gateway_service()
+            targets = {p["name"]: container_port(c, p["targetPort"]) for p in svc["spec"]["ports"]}
+            assert targets == {"http": http[1], "jobs": jobs[1], "metrics": metrics[1]}, targets
+
+
+def _k8s_gateway_service():
+    dep, _ = k8s_deployment_of("gateway")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    services = [s for s in k8s_find("Service") if s["spec"].get("selector") and
+                all(labels.get(k) == v for k, v in s["spec"]["selector"].items())]
+    assert len(services) == 1, "exactly one Service must select the gateway pods"
+    return services[0]
+
+
+def test_fetchers_dial_the_gateway_service_on_its_jobs_port():
+    # compose: the service name resolves to the gateway container.
+    gw_name, _ = compose_service_of("gateway")
+    jobs_port = host_port(effective(compose_env("gateway"), "VTS_JOBS_URL"))[1]
+    assert host_port(compose_env("fetcher")["VTS_JOBS_URL"]) == (gw_name, jobs_port)
+    _, fsvc = compose_service_of("fetcher")
+    assert gw_name in fsvc.get("depends_on", [])
+    # Dockerfile default (a plain `docker run` next to a container named gateway).
+    assert host_port(docker_env(final_stage("Dockerfile.fetcher"))["VTS_JOBS_URL"]) == ("gateway", jobs_port)
+
+    # k8s: the Service's port that leads to the gateway container's jobs port.
+    dep, c = k8s_deployment_of("gateway")
+    svc = _k8s_gateway_service()
+    host, port = host_port(k8s_env("fetcher")["VTS_JOBS_URL"])
+    assert host == svc["metadata"]["name"]
+    by_port = {p["port"]: container_port(c, p["targetPort"]) for p in svc["spec"]["ports"]}
+    assert by_port.get(port) == host_port(effective(k8s_env("gateway"), "VTS_JOBS_URL"))[1]
+    # A fetcher serves the one dispatcher it dials: behind a load-balanced Service, a second gateway replica could be
+    # left with no fetcher at all (its cache misses would all end in 500).
+    if svc["spec"].get("clusterIP") != "None":
+        assert dep["spec"].get("replicas", 1) == 1, "fetchers dial one Service: the gateway must be one replica"
+
+
+# ---- stopping ----
+
+def _gateway_stop_budget_s(env):
+    """The longest the master takes to stop: the drain, then the workers' and the dispatcher's grace."""
+    grace = c_constant("gateway/master.c", "MASTER_STOP_GRACE_MS")
+    return (int(effective(env, "VTS_DRAIN_TIMEOUT_MS")) + 2 * grace) / 1000
+
+
+def _fetcher_stop_budget_s(gateway_env, fetcher_env):
+    """The longest a busy fetcher takes to stop: its job's deadline (the dispatcher's, else its own), the watchdog's
+    grace past it, then the wait for the acknowledgement of its last result."""
+    job_ms = max(int(effective(gateway_env, "VTS_JOB_TIMEOUT_MS")), int(effective(fetcher_env, "VTS_JOB_TIMEOUT_MS")))
+    if effective(gateway_env, "VTS_SPEECH_FALLBACK") in ("true", "1"):
+        job_ms = max(job_ms, int(effective(gateway_env, "VTS_SPEECH_TIMEOUT_MS")))
+    return (job_ms + c_constant("common/limits.h", "VTS_FETCHER_WATCHDOG_GRACE_MS") +
+            c_constant("common/limits.h", "VTS_FETCHER_STOP_LINGER_MS")) / 1000
+
+
+def _pre_stop_s(container):
+    cmd = " ".join(container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", []))
+    m = re.search(r"sleep (\d+)", cmd)
+    return int(m.group(1)) if m else 0
+
+
+def test_grace_periods_outlast_the_drain_and_the_job():
+    genv, fenv = compose_env("gateway"), compose_env("fetcher")
+    assert duration_s(compose_service_of("gateway")[1]["stop_grace_period"]) > _gateway_stop_budget_s(genv)
+    assert duration_s(compose_service_of("fetcher")[1]["stop_grace_period"]) > _fetcher_stop_budget_s(genv, fenv)
+
+    genv, fenv = k8s_env("gateway"), k8s_env("fetcher")
+    for image, budget in (("gateway", _gateway_stop_budget_s(genv)), ("fetcher", _fetcher_stop_budget_s(genv, fenv))):
+        dep, c = k8s_deployment_of(image)
+        grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        # The preStop pause runs inside the grace period, before SIGTERM.
+        assert grace > _pre_stop_s(c) + budget, (image, grace, _pre_stop_s(c), budget)
+
+    cp = supervisord_conf()
+    assert int(cp["program:gateway"]["stopwaitsecs"]) > _gateway_stop_budget_s({})
+    assert int(cp["program:fetcher"]["stopwaitsecs"]) > _fetcher_stop_budget_s({}, {})
+    # Everything stops on SIGTERM, the signal both programs drain on.
+    assert cp["program:gateway"]["stopsignal"] == cp["program:fetcher"]["stopsignal"] == "TERM"
+    for image in IMAGES:
+        assert docker_one(final_stage(IMAGES[image]), "STOPSIGNAL") in (None, "SIGTERM")
+
+
+def test_supervisord_stops_the_gateway_before_the_fetchers_and_names_each_fetcher():
+    cp = supervisord_conf()
+    gw, fe = cp["program:gateway"], cp["program:fetcher"]
+    # supervisord's shutdown stops higher priorities first, each group after the previous one has exited.
+    assert int(gw["priority"]) > int(fe["priority"])
+    assert fe["numprocs"] == "%(ENV_VTS_FETCHERS)s"
+    assert "%(process_num)" in fe["process_name"], "numprocs needs a process_name with %(process_num)"
+    assert "%(process_num)" in fe["stdout_logfile"], "one log file per fetcher"
+    assert gw["command"] == "%(ENV_VTS_BIN)s/vts-gateway" and fe["command"] == "%(ENV_VTS_BIN)s/vts-fetcher"
+    for prog in ("vts-gateway", "vts-fetcher"):
+        assert os.access(BUILD_DIR / "bin" / prog, os.X_OK)
+    # The master's children (workers, dispatcher) die with it when supervisord has to kill it.
+    assert gw["killasgroup"] == "true"
+    assert gw["autorestart"] == fe["autorestart"] == "true"
+
+
+# ---- health ----
+
+def test_probes_and_healthcheck_hit_health_on_the_http_port():
+    stage = final_stage("Dockerfile.gateway")
+    http_port = host_port(effective(docker_env(stage), "VTS_LISTEN"))[1]
+    hc = docker_one(stage, "HEALTHCHECK")
+    url = re.search(r"https?://\S+", hc).group(0)
+    assert urlsplit(url).port == http_port and urlsplit(url).path == "/health", hc
+    probe_tool = hc.split(" CMD ", 1)[1].split()[0]
+    assert probe_tool in stage_packages(stage), "the HEALTHCHECK runs %s, which the image must install" % probe_tool
+
+    _, c = k8s_deployment_of("gateway")
+    http_port = host_port(effective(k8s_env("gateway"), "VTS_LISTEN"))[1]
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = c[probe]["httpGet"]
+        assert get["path"] == "/health" and container_port(c, get["port"]) == http_port, (probe, get)
+
+
+# ---- images ----
+
+def test_images_run_as_a_non_root_user_and_k8s_runs_them_as_that_user():
+    for image, name in IMAGES.items():
+        stage = final_stage(name)
+        user = docker_one(stage, "USER")
+        assert user not in (None, "root", "0"), "%s runs as root" % name
+        run = " ".join(args for kw, args in stage["instr"] if kw == "RUN")
+        m = re.search(r"useradd [^&;]*--uid (\d+)[^&;]* %s\b" % re.escape(user), run)
+        assert m, "%s must create its user %s with a fixed uid" % (name, user)
+        dep, c = k8s_deployment_of(image)
+        sc = dict(dep["spec"]["template"]["spec"].get("securityContext", {}), **c.get("securityContext", {}))
+        assert sc.get("runAsNonRoot") is True and sc.get("runAsUser") == int(m.group(1)), (image, sc)
+
+
+def _package_of(lib_path):
+    real = os.path.realpath(lib_path)
+    for cand in (real, real.replace("/usr/lib/", "/lib/", 1), lib_path):
+        out = subprocess.run(["dpkg", "-S", cand], capture_output=True, text=True)
+        if out.returncode == 0:
+            return out.stdout.split(":")[0]
+    raise AssertionError("no Debian package owns " + lib_path)
+
+
+def _installed_closure(pkgs):
+    """The packages pkgs pull in through Depends and Pre-Depends (installed ones, as dpkg knows them)."""
+    seen, todo = set(), list(pkgs)
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", p], capture_output=True, text=True)
+        for alt in out.stdout.split(","):
+            name = alt.split("|")[0].strip().split(" ")[0].split(":")[0]
+            if name:
+                todo.append(name)
+    return seen
+
+
+def _in_base_image(pkg):
+    """debian:*-slim holds the Essential and Priority: required packages."""
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Essential} ${Priority}", pkg], capture_output=True, text=True)
+    return out.returncode == 0 and ("yes" in out.stdout.split() or "required" in out.stdout.split())
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/dpkg-query"), reason="dpkg is needed to map libraries to packages")
+def test_final_stages_install_only_the_runtime_libraries_the_binaries_link():
+    for image, name in IMAGES.items():
+        stage = final_stage(name)
+        pkgs = stage_packages(stage)
+        assert pkgs, name
+        build_only = [p for p in pkgs if p.endswith("-dev") or p in COMPILERS]
+        assert build_only == [], "%s ships build tools: %s" % (name, build_only)
+        assert all(s["base"] == stage["base"] for s in parse_dockerfile(DEPLOY / name)[:1]), "same distribution"
+        provided = _installed_closure(pkgs)
+        for binary in copied_binaries(stage):
+            path = BUILD_DIR / "bin" / binary
+            needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
+                                subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout)
+            ldd = dict(re.findall(r"^\s*(\S+) => (\S+)", subprocess.run(["ldd", str(path)], capture_output=True,
+                                                                         text=True).stdout, re.M))
+            for lib in needed:
+                if SANITIZER_LIBS.match(lib):
+                    continue
+                pkg = _package_of(ldd[lib])
+                assert pkg in provided or _in_base_image(pkg), \
+                    "%s links %s (package %s), which %s does not install" % (binary, lib, pkg, name)
+
+
+def test_writable_paths_exist_in_the_image_owned_by_its_user():
+    """A named volume takes the owner of the image's directory at its mount point; one the image lacks is root's,
+    and the non-root gateway could not write its quota snapshots there."""
+    stage = final_stage("Dockerfile.gateway")
+    user = docker_one(stage, "USER")
+    run = " ".join(args for kw, args in stage["instr"] if kw == "RUN")
+    owned = set()
+    for m in re.finditer(r"install -d -o %s -g \S+ ([^&;]+)" % re.escape(user), run):
+        owned.update(m.group(1).split())
+    home = re.search(r"useradd [^&;]*--home-dir (\S+)[^&;]*--create-home", run)
+    if home:
+        owned.add(home.group(1))
+    state = effective(compose_env("gateway"), "VTS_STATE_DIR")
+    mounts = [v.split(":")[1] for v in compose_service_of("gateway")[1].get("volumes", [])
+              if not v.startswith((".", "/")) and not v.endswith(":ro")]
+    assert state in mounts, "compose keeps VTS_STATE_DIR (%s) in a volume" % state
+    for target in mounts:
+        assert target in owned, "%s is a volume the image must create owned by %s" % (target, user)
+    _, c = k8s_deployment_of("gateway")
+    writable = [m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")]
+    assert effective(k8s_env("gateway"), "VTS_STATE_DIR") in writable
+
+
+def test_k8s_secret_is_mounted_where_vts_keys_file_points():
+    dep, c = k8s_deployment_of("gateway")
+    keys_file = effective(k8s_env("gateway"), "VTS_KEYS_FILE")
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    mount = [m for m in c["volumeMounts"] if keys_file.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert len(mount) == 1, "VTS_KEYS_FILE %s is on no mount" % keys_file
+    assert mount[0].get("readOnly") is True
+    secret_name = volumes[mount[0]["name"]]["secret"]["secretName"]
+    secret = k8s_find("Secret", secret_name)[0]
+    item = keys_file[len(mount[0]["mountPath"].rstrip("/")) + 1:]
+    items = volumes[mount[0]["name"]]["secret"].get("items")
+    keys = {i["path"]: i["key"] for i in items} if items else {k: k for k in secret.get("data", {})}
+    assert item in keys and keys[item] in secret["data"], (item, keys)
+    # compose mounts the host's key file at the same place, read-only.
+    ckeys = effective(compose_env("gateway"), "VTS_KEYS_FILE")
+    assert any(v.split(":")[1:] == [ckeys, "ro"] for v in compose_service_of("gateway")[1]["volumes"])
+
+
+def test_hpa_scales_the_fetcher_deployment_whose_pods_request_cpu():
+    hpas = k8s_find("HorizontalPodAutoscaler")
+    assert len(hpas) == 1
+    ref = hpas[0]["spec"]["scaleTargetRef"]
+    dep, c = k8s_deployment_of("fetcher")
+    assert (ref["apiVersion"], ref["kind"], ref["name"]) == ("apps/v1", "Deployment", dep["metadata"]["name"])
+    assert hpas[0]["spec"]["minReplicas"] <= hpas[0]["spec"]["maxReplicas"]
+    # A CPU utilisation target is a percentage of the pods' CPU request: without one the HPA cannot act.
+    uses_cpu = any(m["resource"]["name"] == "cpu" for m in hpas[0]["spec"]["metrics"] if m["type"] == "Resource")
+    assert not uses_cpu or c["resources"]["requests"]["cpu"]
+    dep_selector = dep["spec"]["selector"]["matchLabels"]
+    assert all(dep["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in dep_selector.items())
+
+
+# ---- what the containers would run ----
+
+def container_argv(image, where):
+    """The argv of the image's container: ENTRYPOINT + CMD, with compose's command or k8s's args replacing CMD."""
+    stage = final_stage(IMAGES[image])
+    entry = docker_exec_form(stage, "ENTRYPOINT") or []
+    cmd = docker_exec_form(stage, "CMD") or []
+    if where == "compose":
+        svc = compose_service_of(image)[1]
+        assert "entrypoint" not in svc
+        cmd = svc.get("command", cmd)
+    elif where == "k8s":
+        c = k8s_deployment_of(image)[1]
+        assert "command" not in c
+        cmd = c.get("args", cmd)
+    return entry + cmd
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    fake = harness.FakeUpstream()
+    yield fake
+    fake.close()
+
+
+def _local_env(deploy_env, gw, upstream_url):
+    """A deploy environment with its addresses moved to free ports of 127.0.0.1 and its paths into the test's dir."""
+    env = dict(deploy_env)
+    env["VTS_LISTEN"] = "127.0.0.1:%d" % gw.port
+    env["VTS_JOBS_URL"] = "tcp://127.0.0.1:%d" % gw.jobs_port
+    env["VTS_METRICS_LISTEN"] = "127.0.0.1:%d" % gw.metrics_port
+    env["VTS_KEYS_FILE"] = str(gw.keys_file)
+    env["VTS_STATE_DIR"] = str(gw.state_dir)
+    if "VTS_REDIS_URL" in env:
+        # Nobody listens there: the gateway falls back to its memory limiter, as with Redis down.
+        env["VTS_REDIS_URL"] = "redis://127.0.0.1:%d/0" % free_port()
+    env["VTS_UPSTREAM_URL"] = upstream_url
+    return env
+
+
+def _metric(port, name):
+    for line in http_request(port, "GET", "/metrics", timeout=5).body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+@pytest.mark.parametrize("where", ["compose", "k8s"])
+def test_each_binary_runs_with_the_deploy_environment_and_the_pair_serves(tmp_path, upstream, where):
+    genv = compose_env("gateway") if where == "compose" else k8s_env("gateway")
+    fenv = compose_env("fetcher") if where == "compose" else k8s_env("fetcher")
+    gw = Gateway(tmp_path, workers=2)
+    gw.env = {k: v for k, v in gw.env.items() if not k.startswith("VTS_") or k == "VTS_WORKERS"}
+    gw.env.update(_local_env(genv, gw, upstream.url))
+    write_keyfile(gw.keys_file, [("deploy", ACTIVE_KEY, "active", 1000, 60, 100000)])
+    argv = container_argv("fetcher", where)
+    assert argv[0] == "/usr/local/bin/vts-fetcher" and container_argv("gateway", where) == ["/usr/local/bin/vts-gateway"]
+    fetcher = None
+    try:
+        gw.start()  # config_load accepted it: /health answers 200
+        r = gw.request("GET", "/health")
+        assert r.status == 200 and r.json()["environment"] == genv.get("VTS_ENV", "development")
+
+        local = {k: v for k, v in os.environ.items() if not k.startswith("VTS_")}
+        local.update(fenv)
+        # The fetcher's address of the gateway is moved with the gateway's own (the wiring is checked above).
+        assert host_port(fenv["VTS_JOBS_URL"])[1] == host_port(genv["VTS_JOBS_URL"])[1]
+        local.update({"VTS_JOBS_URL": "tcp://127.0.0.1:%d" % gw.jobs_port, "VTS_UPSTREAM_URL": upstream.url,
+                      "ASAN_OPTIONS": "detect_leaks=0"})
+        fetcher = subprocess.Popen([str(BUILD_DIR / "bin" / "vts-fetcher"), *argv[1:]], env=local,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        workers = int(argv[argv.index("--workers") + 1]) if "--workers" in argv else 1
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _metric(gw.metrics_port, "vts_fetchers_idle") != workers:
+            assert fetcher.poll() is None, "vts-fetcher %s exited: %s" % (argv[1:], fetcher.stderr.read())
+            time.sleep(0.05)
+        assert _metric(gw.metrics_port, "vts_fetchers_idle") == workers
+        r = gw.request("GET", "/v1/video/transcript?video_id=capJson3xx1", headers={"x-api-key": ACTIVE_KEY})
+        assert r.status == 200, r
+        assert r.json()["text"] == "Hello and welcome to the fake platform"
+
+        fetcher.send_signal(signal.SIGTERM)
+        assert fetcher.wait(timeout=10) == 0
+    finally:
+        if fetcher is not None:
+            if fetcher.poll() is None:
+                os.killpg(fetcher.pid, signal.SIGKILL)
+                fetcher.wait(timeout=5)
+            fetcher.stderr.close()
+        rc = gw.stop()
+    assert rc == 0, gw.log_text()[-2000:]
