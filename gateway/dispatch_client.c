@@ -8,6 +8,7 @@
  * The in-flight list changes only on the loop thread (under the mutex, because the pipe callback walks it).
  */
 #include "gateway/dispatch_client.h"
+#include "gateway/metrics.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -335,6 +336,7 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
     }
     p->hit.body = p->hit_body;
     p->l1_hit = true;
+    metrics_l1_hit();
     pthread_mutex_lock(&client.lock);
     mark_done(p, NULL);
     pthread_mutex_unlock(&client.lock);

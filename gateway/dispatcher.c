@@ -21,6 +21,7 @@
  */
 #include "gateway/dispatcher.h"
 #include "gateway/metrics.h"
+#include "gateway/rcache.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -133,6 +134,7 @@ struct job {
 };
 
 struct dispatcher {
+  struct rcache *rcache; /* the transcript cache in Redis behind d->cache, NULL without VTS_REDIS_URL */
   const struct vts_config *cfg;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -393,6 +395,8 @@ static void job_finish(struct dispatcher *d, struct job *j, const struct proto_r
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
   if (cache_put(d->cache, j->pj.video_id, j->pj.lang, &res, UINT64_MAX, &ttl) != 0) ttl = 0;
+  /* Other gateways sharing Redis see it too; a Redis that cannot take it now costs nothing but the sharing. */
+  if (ttl > 0 && d->rcache != NULL) rcache_put(d->rcache, j->pj.video_id, j->pj.lang, &res, ttl);
 
   struct buf b = BUF_INIT;
   encode_reply(&b, &res, ttl);
@@ -461,9 +465,19 @@ static void handle_worker_request(struct dispatcher *d, struct slot *s, nng_msg 
     answer_one(d, s, &hit, ttl_left);
     return;
   }
-  d->st.cache_misses++;
 
   struct job *j = job_find(d, req.video_id, req.lang);
+  if (j == NULL && d->rcache != NULL && rcache_get(d->rcache, req.video_id, req.lang, &hit, &ttl_left) == 0) {
+    /* Another gateway fetched it: keep it here too for what is left of its lifetime. */
+    d->st.cache_hits++;
+    uint64_t ttl = 0;
+    if (cache_put(d->cache, req.video_id, req.lang, &hit, ttl_left, &ttl) != 0) ttl = 0;
+    log_msg(LOG_DEBUG, "redis cache hit", "request_id", req.request_id, "video_id", req.video_id, "lang", req.lang,
+            NULL);
+    answer_one(d, s, &hit, ttl);
+    return;
+  }
+  d->st.cache_misses++;
   if (j != NULL) {
     d->st.coalesced++;
     list_append(&j->waiters, &s->waiter);
@@ -927,6 +941,8 @@ static void teardown(struct dispatcher *d) {
   d->faio = NULL;
   cache_free(d->cache);
   d->cache = NULL;
+  rcache_free(d->rcache);
+  d->rcache = NULL;
 }
 
 /* The dispatcher's state lives for the whole process: an nng callback can never outlive it. */
@@ -972,6 +988,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
       .negative_ttl_ms = (uint64_t)cfg->negative_ttl_s * 1000,
   };
   d->cache = cache_new(&lim, NULL);
+  d->rcache = rcache_new(cfg);
   if (d->cache == NULL) goto fail;
 
   what = "fetcher socket";

@@ -25,6 +25,7 @@ import http.client
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -366,3 +367,15 @@ def make_gateway(tmp_path):
     finally:
         for gw in made:
             gw.stop()
+
+
+@pytest.fixture
+def redis():
+    """A started redis-server of the test's own (redisserver.Redis); skips when redis-server is not installed."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed: the redis provider cannot be tested")
+    from redisserver import Redis
+    r = Redis()
+    r.start()
+    yield r
+    r.stop()

@@ -1,0 +1,65 @@
+"""A real redis-server for integration tests: started by the test on a free port, without persistence."""
+import signal
+import socket
+import subprocess
+import time
+
+from conftest import free_port
+
+
+class Redis:
+    """A redis-server of our own on a free port, without persistence; killed at teardown."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.proc = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                if self.command("PING") == b"+PONG":
+                    return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise AssertionError("redis-server did not start on port %d" % self.port)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def freeze(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def command(self, *args):
+        """Sends one command (RESP) and returns the first line of the answer."""
+        req = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            s.sendall(req)
+            buf = b""
+            while b"\r\n" not in buf:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+        return buf.split(b"\r\n", 1)[0]

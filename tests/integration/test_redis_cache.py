@@ -1,0 +1,42 @@
+"""The transcript cache in Redis: gateways that share one Redis share transcripts (the second gateway's request
+makes no upstream request), and a stopped Redis costs nothing but the sharing."""
+from stack import Stack
+
+
+def test_two_gateways_sharing_redis_share_transcripts(tmp_path, redis):
+    env = {"VTS_REDIS_URL": redis.url}
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    a = Stack(tmp_path / "a", gateway_env=env, fetchers=1)
+    try:
+        b = Stack(tmp_path / "b", gateway_env=env, fetchers=1)
+        try:
+            a.upstream.reset()
+            first = a.get("capJson3xx1")
+            assert first.status == 200
+            assert a.requests()["POST /youtubei/v1/player capJson3xx1"] == 1
+            second = b.get("capJson3xx1")
+            assert second.status == 200 and second.body == first.body
+            assert "POST /youtubei/v1/player capJson3xx1" not in b.requests(), "gateway b fetched again"
+            # 404s are shared for their shorter lifetime too; 502s never.
+            assert a.get("liveOffline").status == 404
+            assert b.get("liveOffline").status == 404
+            assert "POST /youtubei/v1/player liveOffline" not in b.requests()
+            assert a.get("http500xxx1").status == 502
+            assert b.get("http500xxx1").status == 502
+            assert b.requests()["POST /youtubei/v1/player http500xxx1"] == 2  # b's own job, two clients
+        finally:
+            b.close()
+    finally:
+        a.close()
+
+
+def test_stopped_redis_leaves_transcripts_served(tmp_path, redis):
+    s = Stack(tmp_path, gateway_env={"VTS_REDIS_URL": redis.url}, fetchers=1)
+    try:
+        redis.stop()
+        r = s.get("benchNoRedi")
+        assert r.status == 200
+        assert s.get("benchNoRedi").status == 200
+    finally:
+        s.close()
