@@ -61,6 +61,10 @@ KILL_FETCHER_KILLS = 4
 KILL_WORKER_KILLS = 2
 KILL_HIT_IDS = 8                  # ids asked again and again (cache hits); the rest are fresh (misses)
 KILL_ANSWER_SLACK_S = 1.0         # beyond the job deadline (the dispatcher's result grace)
+# A connection the kernel queued on a killed worker's own SO_REUSEPORT socket (opened from just before the kill
+# until that socket is gone, never answered) is reset: it was a connection on the killed worker, never accepted.
+# (Linux can hand such connections to the surviving workers instead: sysctl net.ipv4.tcp_migrate_req=1.)
+KILL_QUEUE_WINDOW_S = 0.05
 
 # Redis.
 REDIS_PHASE_SECONDS = 2.0
@@ -686,6 +690,11 @@ def check_kill9(work):
                 os.kill(pid, signal.SIGKILL)
                 kills.append({"what": what, "pid": pid, "t": time.monotonic()})
             else:
+                # Never the last worker listening: a replacement must be serving before its sibling is killed.
+                ready_by = time.monotonic() + 2
+                while (sum(1 for s in procs.tcp_sockets(gw.port) if s[0] == "LISTEN") < 2 and
+                       time.monotonic() < ready_by):
+                    time.sleep(0.01)
                 pids = gw.worker_pids()
                 if len(pids) < 2:
                     continue
@@ -693,8 +702,13 @@ def check_kill9(work):
                 held = {p: procs.client_ports_of(p, gw.port) for p in pids}
                 pid = max(pids, key=lambda p: (len(held[p]), rnd.random()))
                 ports = held[pid]
+                t = time.monotonic()
                 os.kill(pid, signal.SIGKILL)
-                kills.append({"what": what, "pid": pid, "t": time.monotonic(), "ports": ports})
+                # Its listening socket lives until the kernel has torn the process down (the sanitizer's large
+                # mappings first): connections queued on it meanwhile are reset, never accepted.
+                while not procs.process_gone(pid) and time.monotonic() - t < 2:
+                    time.sleep(0.001)
+                kills.append({"what": what, "pid": pid, "t": t, "gone": time.monotonic(), "ports": ports})
         for t in clients:
             t.join(KILL_LOAD_SECONDS + 30)
         res.expect(not any(t.is_alive() for t in clients), "a client never finished")
@@ -726,6 +740,10 @@ def check_kill9(work):
             elif st == "connection error":
                 if r["port"] in killed_ports:
                     res.count("conn error (killed worker)")
+                elif r["answered_before"] == 0 and any(
+                        k["t"] - KILL_QUEUE_WINDOW_S <= r["opened"] <= k["gone"] + KILL_QUEUE_WINDOW_S
+                        for k in kills if k["what"] == "worker"):
+                    res.count("conn error (killed worker's accept queue)")
                 else:
                     res.count("conn error (other)")
                     bad.append(("connection error not on a killed worker", r))
@@ -740,6 +758,8 @@ def check_kill9(work):
                                                          " (%d connections)" % len(k["ports"]) if "ports" in k else "")
                                 for k in kills)))
         res.figure("max latency %.3f s (limit %.1f s: job deadline + %.1f s)" % (max_lat, limit, KILL_ANSWER_SLACK_S))
+        res.figure("a killed worker's listening socket lived %s ms after SIGKILL" % "/".join(
+            "%.0f" % ((k["gone"] - k["t"]) * 1000) for k in kills if k["what"] == "worker"))
         for b in bad[:5]:
             res.expect(False, "%r" % (b,))
         if len(bad) > 5:

@@ -92,6 +92,12 @@ def _stat(pid):
     return rest[0], int(rest[1])
 
 
+def process_gone(pid):
+    """True once pid has exited (absent, or a zombie)."""
+    st = _stat(pid)
+    return st is None or st[0] in ("Z", "X")
+
+
 def children_of(ppid):
     out = []
     for entry in Path("/proc").iterdir():
