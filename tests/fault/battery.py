@@ -124,6 +124,23 @@ def status_of(data):
         return None
 
 
+def statuses_of(data):
+    """The statuses of the responses in data, in order; "garbled" ends the tuple when the rest does not parse."""
+    out = []
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        try:
+            status, headers = procs.parse_head(head)
+            n = int(headers["content-length"])
+        except (ValueError, IndexError, KeyError):
+            return tuple(out) + ("garbled",)
+        if not sep or len(rest) < n:
+            return tuple(out) + ("garbled",)
+        out.append(status)
+        data = rest[n:]
+    return tuple(out)
+
+
 def metric(text, name, **labels):
     """The value of the sample of name with exactly these labels in Prometheus text, 0 when absent."""
     want = name + ("{" + ",".join('%s="%s"' % kv for kv in labels.items()) + "}" if labels else "")
@@ -418,8 +435,9 @@ def check_slowloris(work):
 # b. malformed requests
 
 def malformed_cases(n, seed):
-    """n generated requests: (class, bytes, expected statuses, close_write). None in expected means the server
-    may close without an answer. close_write: the client shuts down its write side after the bytes."""
+    """n generated requests: (class, bytes, expected, close_write). expected: the statuses the server may answer
+    with, each a status (one answer, then the close), a tuple (several pipelined answers), or None (closed without
+    an answer). close_write: the client shuts down its write side after the bytes."""
     rnd = random.Random(seed)
     key = "x-api-key: %s\r\n" % KEY
     tr = "/v1/video/transcript"
@@ -514,14 +532,28 @@ def malformed_cases(n, seed):
         v = rnd.choice(["HTTP/2.0", "HTTP/1.2", "HTTX/1.1", "HTTP/11", "HTTP/1.1 x"])
         return "bad version", ("GET /health %s\r\n\r\n" % v).encode(), {400}, True
 
+    def pipelined_then_bad():
+        bad = rnd.choice([b"X-A: a\rb\r\n", b"Transfer-Encoding: chunked\r\n", b"Content-Length: 1\r\n"])
+        expect = 413 if bad.startswith(b"Content-Length") else 400
+        return ("good, then bad, pipelined",
+                b"GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n" + bad + b"\r\nGET /health HTTP/1.1\r\n\r\n",
+                {(200, expect)}, True)
+
+    def pipelined_many():
+        k = rnd.randint(2, 40)
+        return "pipelined, %s" % ("over 32" if k > 32 else "up to 32"), b"GET /nope HTTP/1.1\r\n\r\n" * k, \
+            {(404,) * k}, True
+
     gens = [random_bytes, truncated_line, bad_method, wrong_method, huge_headers, bare_cr, obs_fold,
             transfer_encoding, bad_content_length, dup_content_length, body_on_get, nul_bytes, bad_escape_query,
-            bad_escape_path, overlong_url, unknown_path, bad_version]
+            bad_escape_path, overlong_url, unknown_path, bad_version, pipelined_then_bad, pipelined_many]
     cases = [truncated_timeout() for _ in range(50)]
     while len(cases) < n:
         cases.append(gens[len(cases) % len(gens)]())
     rnd.shuffle(cases)
-    return cases
+    norm = [(cls, data, {e if isinstance(e, tuple) else (() if e is None else (e,)) for e in expected}, cw)
+            for cls, data, expected, cw in cases]
+    return norm
 
 
 async def malformed_one(port, case, sem):
@@ -531,7 +563,7 @@ async def malformed_one(port, case, sem):
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError as e:
-            return cls, "connect error %s" % type(e).__name__, expected, 0.0
+            return cls, ("connect error %s" % type(e).__name__,), expected, 0.0
         try:
             try:
                 writer.write(data)
@@ -544,10 +576,10 @@ async def malformed_one(port, case, sem):
             try:
                 got = await asyncio.wait_for(reader.read(-1), MALFORMED_TIMEOUT_S)
             except asyncio.TimeoutError:
-                return cls, "no close within %.0f s" % MALFORMED_TIMEOUT_S, expected, time.monotonic() - t0
+                return cls, ("no close within %.0f s" % MALFORMED_TIMEOUT_S,), expected, time.monotonic() - t0
             except OSError:
                 pass
-            return cls, status_of(got), expected, time.monotonic() - t0
+            return cls, statuses_of(got), expected, time.monotonic() - t0
         finally:
             writer.close()
 
@@ -571,14 +603,14 @@ def check_malformed(work):
         wrong = {}
         by_class = {}
         for cls, got, expected, dur in outcomes:
-            res.count(str(got) if got is not None else "closed")
+            res.count("/".join(sorted(set(map(str, got)))) if got else "closed")
             by_class.setdefault(cls, {}).setdefault(got, 0)
             by_class[cls][got] += 1
             if got not in expected:
                 wrong.setdefault(cls, []).append(got)
         res.figure("%d requests in %.1f s (%d classes, %d at a time)" % (len(cases), elapsed, len(by_class),
                                                                        MALFORMED_CONCURRENCY))
-        slow = max(d for cls, got, exp, d in outcomes if got == 408) if any(o[1] == 408 for o in outcomes) else 0
+        slow = max([d for cls, got, exp, d in outcomes if got == (408,)] or [0])
         res.figure("408 for heads left incomplete: at most %.2f s (VTS_HEADER_TIMEOUT_MS %d)"
                    % (slow, MALFORMED_HEADER_TIMEOUT_MS))
         for cls, got in sorted(wrong.items()):
