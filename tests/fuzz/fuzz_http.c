@@ -16,7 +16,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -42,6 +41,8 @@
 /* The longest response stream kept for the checks: 32 pipelined answers of the OpenAPI document fit. */
 #define FUZZ_MAX_RESPONSE_BYTES (4 * 1024 * 1024)
 #define FUZZ_KEY "fuzz-key-0123456789"
+/* Client source addresses 127.0.0.2 onwards, each with its own ephemeral ports. */
+#define FUZZ_SOURCE_ADDRESSES 200
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -252,14 +253,45 @@ static void turn(int fd) {
   poll(p, 2, t < 0 || t > 5 ? 5 : t);
 }
 
+/*
+ * A non-blocking client connected to the server. Each connection ends in TIME_WAIT on the client side (it sends
+ * the first FIN), thousands a second: source addresses rotate over 127.0.0.0/8 so that no address runs out of
+ * ports within TIME_WAIT's minute. The connect is waited for with poll, which libFuzzer's timer signal cannot
+ * break the way it interrupts a blocking connect.
+ */
+static int client_connect(void) {
+  static unsigned next_src;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) die("socket failed");
+  int one = 1;
+  setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+  struct sockaddr_in src;
+  memset(&src, 0, sizeof(src));
+  src.sin_family = AF_INET;
+  src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (next_src++ % FUZZ_SOURCE_ADDRESSES));
+  if (bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0) die("cannot bind a client source address");
+  if (connect(fd, (struct sockaddr *)&fz.addr, sizeof(fz.addr)) != 0 && errno != EINPROGRESS) {
+    fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
+    die("the server no longer accepts");
+  }
+  uint64_t deadline = util_now_ms() + FUZZ_INPUT_BOUND_MS;
+  for (;;) {
+    struct pollfd p = {fd, POLLOUT, 0};
+    if (poll(&p, 1, 10) == 1) break;
+    if (util_now_ms() > deadline) die("the server no longer accepts: connect timed out");
+  }
+  int err = 0;
+  socklen_t elen = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+    fprintf(stderr, "fuzz_http: connect: %s\n", strerror(err));
+    die("the server no longer accepts");
+  }
+  return fd;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (fz.srv == NULL) setup();
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket failed");
-  /* Loopback connects complete in the kernel's accept queue: a blocking connect returns at once. */
-  if (connect(fd, (struct sockaddr *)&fz.addr, sizeof(fz.addr)) != 0) die("the server no longer accepts");
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) die("cannot make the client non-blocking");
+  int fd = client_connect();
   fz.resp_len = 0;
 
   size_t split = split_point(data, size);
