@@ -648,9 +648,8 @@ def kill_load_client(stack, idx, stop_at, hit_ids, counter, records):
         rec = {"client": idx, "video": video, "rid": "kill-%d-%d" % (idx, n)}
         try:
             if conn is None:
-                conn_opened = time.monotonic()
+                conn_opened, conn_answered = time.monotonic(), 0
                 conn = Conn(port, timeout)
-                conn_answered = 0
             rec.update(port=conn.local_port, opened=conn_opened, answered_before=conn_answered)
             rec["t0"] = time.monotonic()
             r = stack.transcript(video, conn, {"X-Request-Id": rec["rid"]})
