@@ -396,6 +396,11 @@ static int on_headers_complete(llhttp_t *p) {
     conn->err = API_ERR_BAD_REQUEST;
     return -1;
   }
+  /* llhttp 8.1.0 also takes "HTTP/0.9" and "HTTP/2.0" request lines; we speak HTTP/1.x framing only. */
+  if (p->http_major != 1) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return -1;
+  }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
     conn->err = API_ERR_PAYLOAD_TOO_LARGE;
     return -1;

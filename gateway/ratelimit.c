@@ -13,6 +13,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/metrics.h"
 #include "gateway/ratelimit_calc.h"
 #include "gateway/ratelimit_memory.h"
 #include "gateway/ratelimit_redis.h"
@@ -251,6 +252,8 @@ static void decide_memory(struct ratelimit *rl, const char *digest, const struct
 /* Redis could not answer: never a 429 for that. */
 static void decide_fault(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, struct rl_decision *d) {
   int64_t now = util_wall_s();
+  /* Every request Redis could not decide is one store error; fail-open, it is also one fallback. */
+  metrics_ratelimit_store_error(!rl->cfg.rate_limit_fail_closed);
   if (rl->cfg.rate_limit_fail_closed) {
     rlcalc_decision(d, RL_UNAVAILABLE, lim, now, 0, 0);
     return;

@@ -36,6 +36,7 @@ if compgen -G "tests/integration/test_*.py" >/dev/null; then
     /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
 fi
 
+stage "fault battery" tests/fault/run.sh
 stage "fuzz (libFuzzer, ${VTS_FUZZ_SECONDS:-15} s a target)" tests/fuzz/run.sh all "${VTS_FUZZ_SECONDS:-15}"
 
 if [ ${#failed[@]} -gt 0 ]; then

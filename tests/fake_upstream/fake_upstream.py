@@ -48,6 +48,10 @@ The scenario is chosen by the video id (11 characters):
 | redirLoop01 | normal                             | 307 to itself, forever                         | -                    |
 | redirOkxxx1 | normal                             | OK                                             | 302 to www.youtube.com|
 |             |                                    |                                                | /api/timedtext, json3|
+| dripPlayer1 | normal                             | 200, the body one byte per DRIP_INTERVAL_S     | -                    |
+| resetPlayer | normal                             | 200, half the body, then a TCP reset           | -                    |
+| huge100mb01 | normal                             | 200 chunked, HUGE_BYTES with no length given   | -                    |
+| huge100mbCL | normal                             | 200, Content-Length: HUGE_BYTES, streamed      | -                    |
 
 Speech scenarios (the fallback for videos without captions). With --audio-m4a FILE [--audio-webm FILE]
 --audio-duration-ms N, /videoplayback serves those files (itag 140 the m4a, 249/251 the webm) with Range support,
@@ -76,7 +80,8 @@ key). Every request is counted per "METHOD path video"; GET /__stats returns
      "player_keys": {"consentOk01": ["AIza..."]}, "player_visitor": {"consentOk01": [true]},
      "timedtext": {"capJson3xx1": [{"v": ["capJson3xx1"], "fmt": ["json3"], ...}]},
      "cookies": {"consentOk01": ["", "CONSENT=YES+..."]}}
-and POST /__reset clears it.
+and POST /__reset clears it. The hostile scenarios (dripPlayer1, resetPlayer, huge100mb*) also record the body
+bytes they managed to send, per video, under "sent": {"huge100mb01": [8519680, ...]}.
 """
 
 import argparse
@@ -86,6 +91,7 @@ import os
 import re
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -95,6 +101,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 SLOW_SECONDS = 1.5
 LAZY_SECONDS = 3.0
 HANG_MAX_SECONDS = 60
+DRIP_INTERVAL_S = 0.1
+HUGE_BYTES = 100 * 1000 * 1000
 OVERSIZE_BYTES = 9 * 1024 * 1024
 API_KEY = "AIzaSyFakeKeyForTests0123456789abcdefgh"
 VISITOR_DATA = "CgtGYWtlVmlzaXRvcijAgICABjIKCgJVUxIEGgAgZA%3D%3D"
@@ -334,6 +342,7 @@ class Stats:
         self.player_visitor = {}
         self.timedtext = {}
         self.cookies = {}
+        self.sent = {}
 
     def add(self, table, video, value):
         with self.lock:
@@ -347,7 +356,7 @@ class Stats:
         with self.lock:
             return {"requests": dict(self.requests), "clients": dict(self.clients),
                     "player_keys": dict(self.player_keys), "player_visitor": dict(self.player_visitor),
-                    "timedtext": dict(self.timedtext), "cookies": dict(self.cookies)}
+                    "timedtext": dict(self.timedtext), "cookies": dict(self.cookies), "sent": dict(self.sent)}
 
 
 STATS = Stats()
@@ -428,6 +437,69 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
         self.wfile.flush()
+        self.close_connection = True
+
+    def send_drip(self, video, body):
+        """200 with the whole body announced, then one byte every DRIP_INTERVAL_S until done or the client leaves."""
+        body = body.encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        sent = 0
+        deadline = time.monotonic() + HANG_MAX_SECONDS
+        try:
+            self.wfile.flush()
+            while sent < len(body) and time.monotonic() < deadline:
+                self.wfile.write(body[sent:sent + 1])
+                self.wfile.flush()
+                sent += 1
+                time.sleep(DRIP_INTERVAL_S)
+        except OSError:
+            pass
+        STATS.add(STATS.sent, video, sent)
+        self.close_connection = True
+
+    def send_reset(self, video, body):
+        """200 with the whole body announced, half of it, then a TCP reset (SO_LINGER 0) instead of the rest."""
+        body = body.encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            time.sleep(0.05)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            # Closed here, before the server's own shutdown(SHUT_WR) could send a FIN ahead of the reset.
+            self.connection.close()
+        except OSError:
+            pass
+        STATS.add(STATS.sent, video, len(body) // 2)
+        self.close_connection = True
+
+    def send_huge(self, video, chunked):
+        """HUGE_BYTES of a JSON array, chunked with no length or with Content-Length, until the client leaves."""
+        chunk = b"[" + b"0," * 32767 + b"0]"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(HUGE_BYTES))
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < HUGE_BYTES:
+                part = chunk[:HUGE_BYTES - sent]
+                self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n" if chunked else part)
+                sent += len(part)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+        STATS.add(STATS.sent, video, sent)
         self.close_connection = True
 
     def send_oversize(self, chunked):
@@ -584,6 +656,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, player_ok(origin, video, tracks))
         elif video == "hangPlayer1":
             self.hang()
+        elif video == "dripPlayer1":
+            self.send_drip(video, json.dumps(player_ok(origin, video, one_en)))
+        elif video == "resetPlayer":
+            self.send_reset(video, json.dumps(player_ok(origin, video, one_en)))
+        elif video in ("huge100mb01", "huge100mbCL"):
+            self.send_huge(video, chunked=video == "huge100mb01")
         elif video == "oversizePl1":
             self.send_oversize(chunked=False)
         elif video == "malformed01":
