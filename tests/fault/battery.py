@@ -601,15 +601,20 @@ def check_malformed(work):
         outcomes = asyncio.run(malformed_all(gw.port, cases))
         elapsed = time.monotonic() - t0
         wrong = {}
-        by_class = {}
         for cls, got, expected, dur in outcomes:
             res.count("/".join(sorted(set(map(str, got)))) if got else "closed")
-            by_class.setdefault(cls, {}).setdefault(got, 0)
-            by_class[cls][got] += 1
             if got not in expected:
                 wrong.setdefault(cls, []).append(got)
-        res.figure("%d requests in %.1f s (%d classes, %d at a time)" % (len(cases), elapsed, len(by_class),
-                                                                       MALFORMED_CONCURRENCY))
+        res.figure("%d requests in %.1f s (%d classes, %d at a time)" % (
+            len(cases), elapsed, len({c[0] for c in cases}), MALFORMED_CONCURRENCY))
+        per_class = {}
+        for cls, got, expected, dur in outcomes:
+            label = "/".join(map(str, dict.fromkeys(got))) if got else "closed"
+            per_class.setdefault(cls, {}).setdefault(label, 0)
+            per_class[cls][label] += 1
+        res.figure("per class (answers in order; pipelined ones checked one by one): " + "; ".join(
+            "%s %s" % (cls, ", ".join("%s x%d" % kv for kv in sorted(outs.items())))
+            for cls, outs in sorted(per_class.items())))
         slow = max([d for cls, got, exp, d in outcomes if got == (408,)] or [0])
         res.figure("408 for heads left incomplete: at most %.2f s (VTS_HEADER_TIMEOUT_MS %d)"
                    % (slow, MALFORMED_HEADER_TIMEOUT_MS))
