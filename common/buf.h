@@ -11,7 +11,8 @@ struct buf {
   size_t cap;
 };
 
-#define BUF_INIT {NULL, 0, 0}
+#define BUF_INIT \
+  { NULL, 0, 0 }
 
 /* Makes room for extra more bytes (plus a NUL). Returns 0, or -ENOMEM. */
 int buf_reserve(struct buf *b, size_t extra);

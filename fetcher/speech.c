@@ -133,7 +133,8 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
     rv = speech_openai_recognise(cfg, &audio, VTS_SPEECH_MAX_UPLOAD_BYTES, deadline_ms_abs, out, lang, detail,
                                  detaillen);
   else
-    rv = speech_pocketsphinx_recognise(cfg->pocketsphinx_model_dir, &audio, deadline_ms_abs, out, lang, detail, detaillen);
+    rv = speech_pocketsphinx_recognise(cfg->pocketsphinx_model_dir, &audio, deadline_ms_abs, out, lang, detail,
+                                       detaillen);
   if (rv != 0) {
     outcome = engine_outcome(openai, rv, detail, detaillen);
     goto fail;

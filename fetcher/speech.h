@@ -57,11 +57,12 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
 /*
  * Recognises audio with the embedded pocketsphinx engine. Utterances are cut at the silences its voice activity
  * detector finds (and after VTS_SPEECH_MAX_UTTERANCE_S of uninterrupted speech), and split further at pauses
- * between words; each becomes a segment. model_dir is the acoustic model directory (NULL or "" for the default). Appends to out and sets lang to "en". Returns 0, -ENOENT (model files
- * missing), -ETIMEDOUT (deadline passed), -E2BIG (more than VTS_MAX_SEGMENTS), -ENOMEM, or -EIO (decoder fault).
+ * between words; each becomes a segment. model_dir is the acoustic model directory (NULL or "" for the default).
+ * Appends to out and sets lang to "en". Returns 0, -ENOENT (model files missing), -ETIMEDOUT (deadline passed), -E2BIG
+ * (more than VTS_MAX_SEGMENTS), -ENOMEM, or -EIO (decoder fault).
  */
-int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs, struct segment_list *out,
-                                  char lang[16], char *detail, size_t detaillen);
+int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
+                                  struct segment_list *out, char lang[16], char *detail, size_t detaillen);
 
 /*
  * Recognises audio with a /v1/audio/transcriptions server (multipart: file, model, response_format=verbose_json).

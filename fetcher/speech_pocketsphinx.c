@@ -118,8 +118,8 @@ static int end_utterance(ps_decoder_t *ps, struct segment_list *out) {
   return collect_utterance(ps, out);
 }
 
-int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs, struct segment_list *out,
-                                  char lang[16], char *detail, size_t detaillen) {
+int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
+                                  struct segment_list *out, char lang[16], char *detail, size_t detaillen) {
   ps_decoder_t *ps = NULL;
   cmd_ln_t *cfg = NULL;
   int rv = decoder_open(model_dir, &ps, &cfg);

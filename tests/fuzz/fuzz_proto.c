@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (proto_decode_result(data, size, &res) == 0) {
     /* RESULT and RESULT_LAST share one layout: re-encode with the type the message had. */
     int rv = proto_peek_type(data, size) == PROTO_RESULT_LAST ? proto_encode_result_last(&b, &res)
-                                                                : proto_encode_result(&b, &res);
+                                                              : proto_encode_result(&b, &res);
     if (rv != 0 || b.len != size || memcmp(b.data, data, size) != 0) abort();
   }
   buf_free(&b);

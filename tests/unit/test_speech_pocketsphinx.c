@@ -65,7 +65,8 @@ static void recognise_file(const char *path, struct run *r) {
     struct speech_audio audio = {.pcm = pcm.samples, .nsamples = pcm.len};
     char detail[64] = "";
     r->seconds = (double)pcm.len / DECODE_SAMPLE_RATE;
-    r->rv = speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
+    r->rv =
+        speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
   }
   decode_pcm_free(&pcm);
   buf_free(&file);
@@ -210,8 +211,8 @@ static void test_silence_gives_no_segments(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = sizeof(silence) / sizeof(silence[0])};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)),
-                   0);
+  assert_int_equal(
+      speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)), 0);
   assert_int_equal(segs.len, 0);
   assert_string_equal(lang, "en");
   th_free_segments(&segs);
