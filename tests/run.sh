@@ -8,11 +8,12 @@ cd "$root"
 vts_install_packages "${VTS_BUILD_PACKAGES[@]}" "${VTS_TEST_PACKAGES[@]}" || { echo "package install failed"; exit 1; }
 
 failed=()
+passed=0
 stage() { # name, command...
   local name=$1; shift
   echo "=== $name"
   local t0=$SECONDS
-  if "$@"; then echo "=== $name: ok ($((SECONDS - t0)) s)"; else echo "=== $name: FAILED"; failed+=("$name"); fi
+  if "$@"; then echo "=== $name: ok ($((SECONDS - t0)) s)"; passed=$((passed + 1)); else echo "=== $name: FAILED"; failed+=("$name"); fi
 }
 
 build_tree() { # dir, extra cmake args...
@@ -39,8 +40,7 @@ fi
 stage "fault battery" tests/fault/run.sh
 stage "fuzz (libFuzzer, ${VTS_FUZZ_SECONDS:-15} s a target)" tests/fuzz/run.sh all "${VTS_FUZZ_SECONDS:-15}"
 
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "FAILED stages: ${failed[*]}"
-  exit 1
-fi
-echo "all stages passed"
+[ ${#failed[@]} -gt 0 ] && echo "FAILED stages: ${failed[*]}"
+# The last line is the summary CI reads.
+echo "stages: $passed passed, ${#failed[@]} failed"
+[ ${#failed[@]} -eq 0 ]

@@ -16,6 +16,8 @@ REPO = HERE.parents[1]
 BUILD_DIR = Path(os.environ.get("VTS_BUILD_DIR", str(REPO / "build")))
 sys.path.insert(0, str(REPO / "tests" / "fake_upstream"))
 import harness  # noqa: E402  (the fake platform as a subprocess; standard library only)
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from vtsproc import free_port, write_keyfile, process_gone, children_of, process_name as comm  # noqa: E402,F401
 
 KEY = "vts_fault_key_0001"
 START_TIMEOUT_S = 15.0
@@ -63,56 +65,6 @@ def _stop(proc, sig=signal.SIGTERM, timeout=20):
             rc = None
     _kill_group(proc)
     return rc
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_keyfile(path, entries):
-    """entries: (name, plain_key, status, rate, window_s, quota); the file holds SHA-256 digests only."""
-    import hashlib
-    lines = ["# name\tsha256\tstatus\trate\twindow_s\tquota"]
-    for name, plain, status, rate, window, quota in entries:
-        lines.append("%s\t%s\t%s\t%d\t%d\t%d" % (name, hashlib.sha256(plain.encode()).hexdigest(), status, rate,
-                                                  window, quota))
-    Path(path).write_text("\n".join(lines) + "\n")
-
-
-# ---- /proc ----
-
-def _stat(pid):
-    try:
-        data = Path("/proc/%d/stat" % pid).read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    rest = data[data.rfind(")") + 2:].split()
-    return rest[0], int(rest[1])
-
-
-def process_gone(pid):
-    """True once pid has exited (absent, or a zombie)."""
-    st = _stat(pid)
-    return st is None or st[0] in ("Z", "X")
-
-
-def children_of(ppid):
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            st = _stat(int(entry.name))
-            if st is not None and st[1] == ppid and st[0] not in ("Z", "X"):
-                out.append(int(entry.name))
-    return sorted(out)
-
-
-def comm(pid):
-    try:
-        return Path("/proc/%d/comm" % pid).read_text().strip()
-    except (FileNotFoundError, ProcessLookupError):
-        return ""
 
 
 def rss_kb(pid, field="VmRSS"):

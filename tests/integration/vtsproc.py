@@ -1,0 +1,61 @@
+"""Plain helpers for tests that start the service's processes (no pytest): free ports, the key file, and what
+/proc says about processes. Used by the pytest harness (conftest.py) and by the fault battery (tests/fault)."""
+import hashlib
+import os
+import socket
+from pathlib import Path
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_keyfile(path, entries):
+    """Writes the key file atomically (temporary file + rename), as an operator's tool would.
+
+    entries: iterable of (name, plain_key, status, rate, window, quota); status is "active" or "revoked".
+    """
+    path = Path(path)
+    lines = ["# name\tsha256\tstatus\trate\twindow_s\tquota"]
+    for name, plain, status, rate, window, quota in entries:
+        digest = hashlib.sha256(plain.encode()).hexdigest()
+        lines.append(f"{name}\t{digest}\t{status}\t{int(rate)}\t{int(window)}\t{int(quota)}")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def _proc_stat(pid):
+    """(state, ppid) of a process from /proc, or None when it does not exist."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def process_gone(pid):
+    """True when pid no longer runs (absent, or a zombie waiting for a parent that is not us)."""
+    st = _proc_stat(pid)
+    return st is None or st[0] in ("Z", "X")
+
+
+def children_of(ppid):
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        st = _proc_stat(int(entry.name))
+        if st is not None and st[1] == ppid and st[0] not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def process_name(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
