@@ -479,51 +479,29 @@ class Handler(BaseHTTPRequestHandler):
         STATS.add(STATS.sent, video, len(body) // 2)
         self.close_connection = True
 
-    def send_huge(self, video, chunked):
-        """HUGE_BYTES of a JSON array, chunked with no length or with Content-Length, until the client leaves."""
+    def send_large(self, total, chunked, video=None):
+        """total bytes of a JSON array, chunked with no length or with Content-Length, until the client leaves;
+        with video, the bytes that left are counted in /__stats "sent"."""
         chunk = b"[" + b"0," * 32767 + b"0]"
         self.send_response(200)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
         else:
-            self.send_header("Content-Length", str(HUGE_BYTES))
+            self.send_header("Content-Length", str(total))
         self.end_headers()
         sent = 0
         try:
-            while sent < HUGE_BYTES:
-                part = chunk[:HUGE_BYTES - sent]
+            while sent < total:
+                part = chunk[:total - sent]
                 self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n" if chunked else part)
                 sent += len(part)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:
             pass
-        STATS.add(STATS.sent, video, sent)
-        self.close_connection = True
-
-    def send_oversize(self, chunked):
-        chunk = b"[" + b"0," * 32767 + b"0]"
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        if chunked:
-            self.send_header("Transfer-Encoding", "chunked")
-        else:
-            self.send_header("Content-Length", str(OVERSIZE_BYTES))
-        self.end_headers()
-        sent = 0
-        try:
-            while sent < OVERSIZE_BYTES:
-                part = chunk[:OVERSIZE_BYTES - sent]
-                if chunked:
-                    self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
-                else:
-                    self.wfile.write(part)
-                sent += len(part)
-            if chunked:
-                self.wfile.write(b"0\r\n\r\n")
-        except OSError:
-            pass
+        if video is not None:
+            STATS.add(STATS.sent, video, sent)
         self.close_connection = True
 
     # Routes.
@@ -661,9 +639,9 @@ class Handler(BaseHTTPRequestHandler):
         elif video == "resetPlayer":
             self.send_reset(video, json.dumps(player_ok(origin, video, one_en)))
         elif video in ("huge100mb01", "huge100mbCL"):
-            self.send_huge(video, chunked=video == "huge100mb01")
+            self.send_large(HUGE_BYTES, chunked=video == "huge100mb01", video=video)
         elif video == "oversizePl1":
-            self.send_oversize(chunked=False)
+            self.send_large(OVERSIZE_BYTES, chunked=False)
         elif video == "malformed01":
             self.send(200, "{\"responseContext\":{},\"playabilityStatus\":{\"status\":\"OK\",}")
         elif video == "redirEvil01":
@@ -717,7 +695,7 @@ class Handler(BaseHTTPRequestHandler):
         if video == "truncated01":
             self.send_truncated(json3_body(cues))
         elif video == "oversizeCap":
-            self.send_oversize(chunked=True)
+            self.send_large(OVERSIZE_BYTES, chunked=True)
         elif video == "capSrv3xxx1":
             self.send(200, srv3_body(cues), "text/xml; charset=UTF-8")
         elif video == "capSrv1xxx1":

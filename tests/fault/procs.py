@@ -17,7 +17,8 @@ BUILD_DIR = Path(os.environ.get("VTS_BUILD_DIR", str(REPO / "build")))
 sys.path.insert(0, str(REPO / "tests" / "fake_upstream"))
 import harness  # noqa: E402  (the fake platform as a subprocess; standard library only)
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-from vtsproc import free_port, write_keyfile, process_gone, children_of, process_name as comm  # noqa: E402,F401
+from vtsproc import free_port, write_keyfile, process_gone, children_of, log_records, read_log  # noqa: E402,F401
+from vtsproc import process_name as comm  # noqa: E402
 
 KEY = "vts_fault_key_0001"
 START_TIMEOUT_S = 15.0
@@ -247,19 +248,10 @@ class Gateway:
         return False
 
     def log_text(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     def log_records(self):
-        out = []
-        for line in self.log_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out
+        return log_records(self.log_text())
 
     def metrics(self):
         c = Conn(self.metrics_port, 5)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from vtsproc import children_of, free_port, process_gone, process_name, write_keyfile  # noqa: F401
+from vtsproc import children_of, free_port, log_records, process_gone, process_name, read_log, write_keyfile  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("VTS_BUILD_DIR", str(REPO / "build")))
@@ -180,20 +180,11 @@ class Gateway:
         return [p for p in self.child_pids() if process_name(p) == "vts-dispatcher"]
 
     def log_text(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     def log_records(self):
         """The gateway's JSON log lines, parsed (other lines are skipped)."""
-        out = []
-        for line in self.log_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out
+        return log_records(self.log_text())
 
     def request(self, method, path, headers=None, timeout=10):
         resp = http_request(self.port, method, path, headers, timeout)

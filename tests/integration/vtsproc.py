@@ -1,6 +1,7 @@
 """Plain helpers for tests that start the service's processes (no pytest): free ports, the key file, and what
 /proc says about processes. Used by the pytest harness (conftest.py) and by the fault battery (tests/fault)."""
 import hashlib
+import json
 import os
 import socket
 from pathlib import Path
@@ -59,3 +60,22 @@ def process_name(pid):
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except (FileNotFoundError, ProcessLookupError):
         return ""
+
+
+def read_log(path):
+    """A process's log file as text ("" before it exists)."""
+    try:
+        return Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def log_records(text):
+    """The JSON lines of a log, parsed; other lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out

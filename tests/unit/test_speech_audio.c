@@ -12,21 +12,6 @@
 #include "fetcher/audio.h"
 #include "test_speech_util.h"
 
-static struct th_server server;
-static int ready;
-
-static int setup(void **state) {
-  (void)state;
-  if (th_server_start(&server, NULL) == 0) ready = 1;
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  th_server_stop(&server);
-  return 0;
-}
-
 static struct audio_format fmt(const char *url, int itag, int64_t len, int64_t bitrate, int64_t dur_ms,
                                const char *mime, int is_default) {
   struct audio_format f = {.url = (char *)url,
@@ -131,9 +116,9 @@ struct dl {
 static void download(const char *path, uint64_t timeout_ms, struct dl *d) {
   struct vts_config cfg;
   memset(&cfg, 0, sizeof(cfg));
-  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://127.0.0.1:%d", server.port);
+  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://127.0.0.1:%d", th_shared_server.port);
   char url[512];
-  snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", server.port, path);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_shared_server.port, path);
   d->out = (struct buf)BUF_INIT;
   d->detail[0] = '\0';
   d->rv = audio_download(url, &cfg, NULL, util_now_ms() + timeout_ms, &d->out, d->detail, sizeof(d->detail));
@@ -148,7 +133,7 @@ static void assert_pattern(const struct buf *b, size_t n) {
 
 static void test_download_is_fetched_in_ranged_chunks(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   /* The fake host refuses unranged requests and ranges over 1 MiB, like the platform's throttle. */
   size_t n = 2 * VTS_AUDIO_CHUNK_BYTES + 12345;
   char path[64];
@@ -162,7 +147,7 @@ static void test_download_is_fetched_in_ranged_chunks(void **state) {
 
 static void test_download_of_exactly_one_chunk(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   char path[64];
   snprintf(path, sizeof(path), "/audio/pattern/%ld", (long)VTS_AUDIO_CHUNK_BYTES);
   struct dl d;
@@ -174,7 +159,7 @@ static void test_download_of_exactly_one_chunk(void **state) {
 
 static void test_server_ignoring_range_still_gives_the_whole_file(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/norange/5000", 10000, &d);
   assert_int_equal(d.rv, 0);
@@ -184,7 +169,7 @@ static void test_server_ignoring_range_still_gives_the_whole_file(void **state) 
 
 static void test_http_error_is_eio_with_its_status(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/status/403", 10000, &d);
   assert_int_equal(d.rv, -EIO);
@@ -195,7 +180,7 @@ static void test_http_error_is_eio_with_its_status(void **state) {
 
 static void test_mismatched_content_range_is_eio(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/badrange/5000", 10000, &d);
   assert_int_equal(d.rv, -EIO);
@@ -206,10 +191,10 @@ static void test_mismatched_content_range_is_eio(void **state) {
 
 static void test_redirect_within_allowed_hosts_is_followed(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   char path[256];
   snprintf(path, sizeof(path), "/audio/redirect?to=http%%3A%%2F%%2F127.0.0.1%%3A%d%%2Faudio%%2Fpattern%%2F3000",
-           server.port);
+           th_shared_server.port);
   struct dl d;
   download(path, 10000, &d);
   assert_int_equal(d.rv, 0);
@@ -219,10 +204,10 @@ static void test_redirect_within_allowed_hosts_is_followed(void **state) {
 
 static void test_redirect_to_another_host_is_refused(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   char path[256];
   snprintf(path, sizeof(path), "/audio/redirect?to=http%%3A%%2F%%2Flocalhost%%3A%d%%2Faudio%%2Fpattern%%2F3000",
-           server.port);
+           th_shared_server.port);
   struct dl d;
   download(path, 10000, &d);
   assert_int_equal(d.rv, -EPERM);
@@ -233,7 +218,7 @@ static void test_redirect_to_another_host_is_refused(void **state) {
 
 static void test_redirect_loop_is_eio(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/loop", 10000, &d);
   assert_int_equal(d.rv, -EIO);
@@ -259,7 +244,7 @@ static void test_refused_url_is_eperm_before_any_request(void **state) {
 
 static void test_passed_deadline_is_etimedout(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/pattern/100", 0, &d);
   assert_int_equal(d.rv, -ETIMEDOUT);
@@ -288,5 +273,5 @@ int main(void) {
       cmocka_unit_test(test_refused_url_is_eperm_before_any_request),
       cmocka_unit_test(test_passed_deadline_is_etimedout),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, th_shared_server_setup, th_shared_server_teardown);
 }

@@ -14,27 +14,13 @@
 #define EPS 1e-6
 #define WAV_HEADER 44
 
-static struct th_server server;
-static int ready;
 static int16_t pcm[16000 * 13 / 10]; /* 1.3 s; the fake server does not listen, it measures */
-
-static int setup(void **state) {
-  (void)state;
-  if (th_server_start(&server, NULL) == 0) ready = 1;
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  th_server_stop(&server);
-  return 0;
-}
 
 /* A configuration pointing at the fake server; scenario is its path prefix ("" for ok). */
 static void make_cfg(struct vts_config *cfg, const char *scenario) {
   memset(cfg, 0, sizeof(*cfg));
-  snprintf(cfg->speech_url, sizeof(cfg->speech_url), "http://127.0.0.1:%d%s%s/", server.port, scenario[0] ? "/" : "",
-           scenario);
+  snprintf(cfg->speech_url, sizeof(cfg->speech_url), "http://127.0.0.1:%d%s%s/", th_shared_server.port,
+           scenario[0] ? "/" : "", scenario);
   snprintf(cfg->speech_api_key, sizeof(cfg->speech_api_key), "%s", TH_FAKE_SERVER_KEY);
   snprintf(cfg->speech_engine, sizeof(cfg->speech_engine), "openai");
 }
@@ -73,7 +59,7 @@ static void assert_segment(const struct segment_list *sl, size_t i, const char *
 
 static void test_wav_parts_carry_their_offsets(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   struct speech_audio audio = {.pcm = pcm, .nsamples = sizeof(pcm) / sizeof(pcm[0])};
@@ -94,7 +80,7 @@ static void test_wav_parts_carry_their_offsets(void **state) {
 
 static void test_small_original_file_is_sent_as_is(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   static const char original[] = "not really webm, the fake server only looks at the name";
@@ -114,7 +100,7 @@ static void test_small_original_file_is_sent_as_is(void **state) {
 
 static void test_large_original_file_is_sent_as_wav_parts(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   static char original[40000];
@@ -134,7 +120,7 @@ static void test_large_original_file_is_sent_as_wav_parts(void **state) {
 
 static void test_server_error_is_eio(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("500", &r);
   assert_int_equal(r.rv, -EIO);
@@ -144,7 +130,7 @@ static void test_server_error_is_eio(void **state) {
 
 static void test_malformed_reply_is_eproto(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("malformed", &r);
   assert_int_equal(r.rv, -EPROTO);
@@ -154,7 +140,7 @@ static void test_malformed_reply_is_eproto(void **state) {
 
 static void test_deeply_nested_reply_is_eproto(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("deep", &r);
   assert_int_equal(r.rv, -EPROTO);
@@ -163,7 +149,7 @@ static void test_deeply_nested_reply_is_eproto(void **state) {
 
 static void test_slow_server_times_out_at_the_deadline(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct vts_config cfg;
   make_cfg(&cfg, "slow");
   struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
@@ -179,7 +165,7 @@ static void test_slow_server_times_out_at_the_deadline(void **state) {
 
 static void test_wrong_api_key_is_eio(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct vts_config cfg;
   make_cfg(&cfg, "");
   snprintf(cfg.speech_api_key, sizeof(cfg.speech_api_key), "wrong-key");
@@ -193,7 +179,7 @@ static void test_wrong_api_key_is_eio(void **state) {
 
 static void test_model_comes_from_vts_speech_model(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   /* The fake server accepts only whisper-1, the default. */
   run_model("", "large-v3", &r);
@@ -207,7 +193,7 @@ static void test_model_comes_from_vts_speech_model(void **state) {
 
 static void test_text_only_reply_becomes_one_segment(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("textonly", &r);
   assert_int_equal(r.rv, 0);
@@ -219,7 +205,7 @@ static void test_text_only_reply_becomes_one_segment(void **state) {
 
 static void test_language_name_is_mapped_to_its_code(void **state) {
   (void)state;
-  TH_SKIP_UNLESS(ready);
+  TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("french", &r);
   assert_int_equal(r.rv, 0);
@@ -266,5 +252,5 @@ int main(void) {
       cmocka_unit_test(test_unset_url_is_einval),
       cmocka_unit_test(test_unreachable_server_is_eio),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, th_shared_server_setup, th_shared_server_teardown);
 }

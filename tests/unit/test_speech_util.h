@@ -317,6 +317,27 @@ static inline int th_server_start(struct th_server *s, const char *audio_dir) {
   return 0;
 }
 
+/*
+ * cmocka group fixtures for programs whose tests share one fake server without audio files: th_server_ready tells
+ * whether it started (tests skip otherwise).
+ */
+static struct th_server th_shared_server;
+static int th_server_ready;
+
+static inline void th_server_stop(struct th_server *s);
+
+static inline int th_shared_server_setup(void **state) {
+  (void)state;
+  if (th_server_start(&th_shared_server, NULL) == 0) th_server_ready = 1;
+  return 0;
+}
+
+static inline int th_shared_server_teardown(void **state) {
+  (void)state;
+  th_server_stop(&th_shared_server);
+  return 0;
+}
+
 static inline void th_server_stop(struct th_server *s) {
   if (s->pid <= 0) return;
   close(s->stdin_fd);
