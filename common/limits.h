@@ -5,7 +5,7 @@
 #ifndef VTS_LIMITS_H
 #define VTS_LIMITS_H
 
-/* HTTP front (gateway/http.c). */
+/* HTTP front (gateway/http/http.c). */
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
 #define VTS_MAX_HEADER_COUNT 64                    /* 431 */
@@ -26,7 +26,7 @@
 #define VTS_LISTEN_BACKLOG 511                     /* pending connections per worker socket */
 #define VTS_MAX_LOGGED_PATH_BYTES 256              /* access log: longer paths are cut */
 
-/* Query parameters (gateway/query.c). */
+/* Query parameters (gateway/http/query.c). */
 #define VTS_VIDEO_ID_LEN 11
 #define VTS_MAX_LANGUAGE_BYTES 12    /* "abc-abcdefgh": longer is 400 invalid_language */
 #define VTS_MAX_VIDEO_URL_BYTES 2048 /* longer is 400 invalid_video_url */
@@ -54,7 +54,7 @@
 #define VTS_FETCHER_STABLE_MS 10000        /* a child that lived this long restarts with the minimum delay */
 #define VTS_FETCHER_STOP_LINGER_MS 500     /* SIGTERM: wait this long for the last RESULT to be taken */
 
-/* Speech fallback (fetcher/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
+/* Speech fallback (fetcher/speech/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
 #define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)        /* larger audio download: 404 (too long to transcribe) */
 #define VTS_AUDIO_CHUNK_BYTES (1024L * 1024)            /* bytes per ranged request: unranged ones are throttled */
 #define VTS_MAX_AUDIO_REDIRECTS 3                       /* more redirects of an audio URL: 502 */
@@ -73,7 +73,7 @@
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
 
-/* Dispatcher and the workers' link to it (gateway/dispatcher.c, gateway/dispatch_client.c). */
+/* Dispatcher and the workers' link to it (gateway/dispatcher/dispatcher.c, gateway/http/dispatch_client.c). */
 #define VTS_DISPATCH_MAX_JOBS 10000           /* distinct jobs queued or running; one more is 500 at once */
 #define VTS_DISPATCH_RESULT_GRACE_MS 1000     /* a running job's result may arrive this late; later is 500 */
 #define VTS_DISPATCH_SEND_TIMEOUT_MS 1000     /* handing a message to nng takes longer: that request is lost */

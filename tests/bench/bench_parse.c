@@ -10,8 +10,8 @@
 
 #include "common/buf.h"
 #include "common/util.h"
-#include "fetcher/captions.h"
-#include "fetcher/transcript.h"
+#include "fetcher/captions/captions.h"
+#include "fetcher/captions/transcript.h"
 
 #define SEGMENTS 1500
 #define DEFAULT_ITERATIONS 200

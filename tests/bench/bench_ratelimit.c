@@ -13,7 +13,7 @@
 
 #include "common/config.h"
 #include "common/util.h"
-#include "gateway/ratelimit.h"
+#include "gateway/limits/ratelimit.h"
 
 #define RUNS 5
 #define NKEYS 1000

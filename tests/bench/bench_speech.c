@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "fetcher/decode.h"
-#include "fetcher/speech.h"
+#include "fetcher/speech/decode.h"
+#include "fetcher/speech/speech.h"
 #include "tests/unit/test_speech_util.h"
 
 #define BENCH_PAUSE_S 0.6

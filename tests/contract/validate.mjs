@@ -9,7 +9,7 @@ import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const file = resolve(process.argv[2] ?? resolve(here, "../../gateway/openapi.json"));
+const file = resolve(process.argv[2] ?? resolve(here, "../../gateway/http/openapi.json"));
 const BASE = "https://vts.invalid/openapi.json";
 
 let doc;

@@ -2,8 +2,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "fetcher/captions.h"
-#include "fetcher/transcript.h"
+#include "fetcher/captions/captions.h"
+#include "fetcher/captions/transcript.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * Fuzzes HTTP request handling through the worker's real code: gateway/http.c's server (llhttp callbacks, limits,
+ * Fuzzes HTTP request handling through the worker's real code: gateway/http/http.c's server (llhttp callbacks, limits,
  * keep-alive, pipelining, the response writer) with handlers.c behind it (router, auth, the memory rate limiter,
  * query validation). One server listens on 127.0.0.1 for the whole run; each input is written to a fresh client
  * connection in two parts split at a point derived from the data (so llhttp sees a request across reads), then the
@@ -31,10 +31,10 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/handlers.h"
-#include "gateway/http.h"
-#include "gateway/keys.h"
-#include "gateway/ratelimit.h"
+#include "gateway/http/handlers.h"
+#include "gateway/http/http.h"
+#include "gateway/keys/keys.h"
+#include "gateway/limits/ratelimit.h"
 
 /* Every input is answered and closed well within this; more means the server hangs on it. */
 #define FUZZ_INPUT_BOUND_MS 2000

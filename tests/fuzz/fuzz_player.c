@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "fetcher/player.h"
+#include "fetcher/platform/player.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

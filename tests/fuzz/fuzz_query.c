@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/query.h"
+#include "gateway/http/query.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

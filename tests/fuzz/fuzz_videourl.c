@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/query.h"
-#include "gateway/videourl.h"
+#include "gateway/http/query.h"
+#include "gateway/http/videourl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 API (shared by every integration test module):
   BUILD_DIR, REPO                      paths (BUILD_DIR from VTS_BUILD_DIR, default <repo>/build)
   free_port()                          a TCP port free on 127.0.0.1
-  write_keyfile(path, entries)         key file of gateway/keys.h from (name, plain_key, status, rate, window, quota)
+  write_keyfile(path, entries)         key file of gateway/keys/keys.h from (name, plain_key, status, rate, window, quota)
   Gateway(tmp_path, env=None, workers=2)
       .start() .stop(sig=SIGTERM) -> exit code, .port .url .pid .child_pids() .worker_pids() .log_text()
       .key .revoked_key .keys_file .request(method, path, headers=None, timeout=10) -> Response

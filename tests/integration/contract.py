@@ -1,4 +1,4 @@
-"""Checks real responses against gateway/openapi.json: the document is the contract, so every response the
+"""Checks real responses against gateway/http/openapi.json: the document is the contract, so every response the
 integration suite sees can be validated against the schema and headers the document itself declares.
 
     from contract import check_response
@@ -15,8 +15,8 @@ from pathlib import Path
 import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
-OPENAPI_PATH = ROOT / "gateway" / "openapi.json"
-ERRORS_C = ROOT / "gateway" / "errors.c"
+OPENAPI_PATH = ROOT / "gateway" / "http" / "openapi.json"
+ERRORS_C = ROOT / "gateway" / "http" / "errors.c"
 
 _document = None
 
@@ -42,7 +42,7 @@ def load_document():
 
 
 def error_catalogue():
-    """{code: (status, message)} as gateway/errors.c defines them."""
+    """{code: (status, message)} as gateway/http/errors.c defines them."""
     text = ERRORS_C.read_text(encoding="utf-8")
     text = re.sub(r'"\s*\n\s*"', "", text)  # joined string literals
     found = re.findall(r'ERR\(\s*API_ERR_\w+\s*,\s*(\d+)\s*,\s*"([^"]+)"\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)', text)

@@ -45,7 +45,7 @@ def test_error_code_enum_equals_the_codes_of_errors_c():
     assert len(enum) == len(set(enum)), f"ErrorCode enum repeats a code: {enum}"
     assert set(enum) == set(error_catalogue()), (
         f"only in the document: {sorted(set(enum) - set(error_catalogue()))}, "
-        f"only in gateway/errors.c: {sorted(set(error_catalogue()) - set(enum))}")
+        f"only in gateway/http/errors.c: {sorted(set(error_catalogue()) - set(enum))}")
 
 
 def test_every_transcript_error_code_is_declared_under_its_status():
@@ -71,7 +71,7 @@ def test_openapi_json_is_served_byte_for_byte(gateway):
     expected = OPENAPI_PATH.read_bytes()
     r = gateway.request("GET", "/openapi.json")
     assert r.status == 200, f"GET /openapi.json: {r.status} {r.body[:200]!r}"
-    assert r.body == expected, "GET /openapi.json differs from gateway/openapi.json"
+    assert r.body == expected, "GET /openapi.json differs from gateway/http/openapi.json"
     assert r.headers.get("content-type", "").split(";")[0].strip() == "application/json"
     check_response("GET", "/openapi.json", r.status, r.headers, r.body)
 

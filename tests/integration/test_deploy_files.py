@@ -329,7 +329,7 @@ def test_fetchers_dial_the_gateway_service_on_its_jobs_port():
 
 def _gateway_stop_budget_s(env):
     """The longest the master takes to stop: the drain, then the workers' and the dispatcher's grace."""
-    grace = c_constant("gateway/master.c", "MASTER_STOP_GRACE_MS")
+    grace = c_constant("gateway/master/master.c", "MASTER_STOP_GRACE_MS")
     return (int(effective(env, "VTS_DRAIN_TIMEOUT_MS")) + 2 * grace) / 1000
 
 

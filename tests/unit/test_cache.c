@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
-#include "gateway/cache.h"
+#include "gateway/cache/cache.h"
 
 static uint64_t fake_now;
 static uint64_t fake_clock(void) { return fake_now; }

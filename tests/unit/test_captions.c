@@ -12,7 +12,7 @@
 
 #include "common/limits.h"
 #include "common/buf.h"
-#include "fetcher/captions.h"
+#include "fetcher/captions/captions.h"
 #include "testdata.h"
 
 static void assert_segment(const struct segment_list *sl, size_t i, const char *text, double start, double dur) {

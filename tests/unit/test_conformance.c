@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "fetcher/captions.h"
-#include "fetcher/player.h"
+#include "fetcher/captions/captions.h"
+#include "fetcher/platform/player.h"
 #include "testdata.h"
 
 struct expect {

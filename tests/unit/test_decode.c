@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "fetcher/decode.h"
+#include "fetcher/speech/decode.h"
 #include "test_speech_util.h"
 
 /* AAC and Opus add priming and padding; the decoded length matches the source within 50 ms. */

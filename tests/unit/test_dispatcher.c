@@ -29,8 +29,8 @@
 #include "common/buf.h"
 #include "common/config.h"
 #include "common/util.h"
-#include "gateway/dispatch_client.h"
-#include "gateway/dispatcher.h"
+#include "gateway/http/dispatch_client.h"
+#include "gateway/dispatcher/dispatcher.h"
 
 extern char **environ;
 

@@ -19,7 +19,7 @@
 
 #include "common/config.h"
 #include "common/util.h"
-#include "gateway/http.h"
+#include "gateway/http/http.h"
 
 #define TEST_DEADLINE_MS 3000
 #define TEST_MAX_HELD 4

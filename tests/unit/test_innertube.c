@@ -14,8 +14,8 @@
 #include <errno.h>
 
 #include "common/config.h"
-#include "fetcher/innertube.h"
-#include "fetcher/upstream.h"
+#include "fetcher/platform/innertube.h"
+#include "fetcher/platform/upstream.h"
 
 static void test_clients_spec_parsed_in_order(void **state) {
   (void)state;

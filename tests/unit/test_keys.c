@@ -18,7 +18,7 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "gateway/keys.h"
+#include "gateway/keys/keys.h"
 
 struct fixture {
   char dir[64];

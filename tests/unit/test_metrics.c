@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "gateway/metrics.h"
+#include "gateway/metrics/metrics.h"
 #include "proto/proto.h"
 
 static int setup(void **state) {

@@ -12,7 +12,7 @@
 
 #include "common/buf.h"
 #include "common/limits.h"
-#include "fetcher/player.h"
+#include "fetcher/platform/player.h"
 #include "testdata.h"
 
 static int parse_str(const char *s, size_t len, struct player_info *pi) {

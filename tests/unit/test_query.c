@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "common/limits.h"
-#include "gateway/query.h"
+#include "gateway/http/query.h"
 
 #define ID "aB3_-9zZ0xY"
 

@@ -18,10 +18,10 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "gateway/ratelimit.h"
-#include "gateway/ratelimit_calc.h"
-#include "gateway/ratelimit_memory.h"
-#include "gateway/ratelimit_redis.h"
+#include "gateway/limits/ratelimit.h"
+#include "gateway/limits/ratelimit_calc.h"
+#include "gateway/limits/ratelimit_memory.h"
+#include "gateway/limits/ratelimit_redis.h"
 #include "tests/unit/test_ratelimit_util.h"
 
 #define T_2025_12_31_235959 INT64_C(1767225599)

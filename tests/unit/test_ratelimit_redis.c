@@ -24,8 +24,8 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "gateway/ratelimit.h"
-#include "gateway/ratelimit_calc.h"
+#include "gateway/limits/ratelimit.h"
+#include "gateway/limits/ratelimit_calc.h"
 #include "tests/unit/test_ratelimit_util.h"
 #include "tests/unit/test_redis_server.h"
 

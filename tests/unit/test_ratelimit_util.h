@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "gateway/ratelimit.h"
+#include "gateway/limits/ratelimit.h"
 
 /* The decisions one or more checks produced. */
 struct answers {

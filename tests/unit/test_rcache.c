@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "common/config.h"
-#include "gateway/rcache.h"
+#include "gateway/cache/rcache.h"
 #include "tests/unit/test_redis_server.h"
 
 struct fx {

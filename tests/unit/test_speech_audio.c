@@ -9,7 +9,7 @@
 #include "common/config.h"
 #include "common/limits.h"
 #include "common/util.h"
-#include "fetcher/audio.h"
+#include "fetcher/speech/audio.h"
 #include "test_speech_util.h"
 
 static struct audio_format fmt(const char *url, int itag, int64_t len, int64_t bitrate, int64_t dur_ms,

@@ -1,6 +1,6 @@
 /*
  * The embedded engine on real read speech (pocketsphinx-testdata's LibriVox sentences) encoded at test time the
- * way the platform serves audio (AAC in mp4, Opus in webm), decoded by fetcher/decode.c, then recognised.
+ * way the platform serves audio (AAC in mp4, Opus in webm), decoded by fetcher/speech/decode.c, then recognised.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "common/util.h"
-#include "fetcher/decode.h"
-#include "fetcher/speech.h"
+#include "fetcher/speech/decode.h"
+#include "fetcher/speech/speech.h"
 #include "test_speech_util.h"
 
 #define LIBRIVOX TH_TESTDATA "/librivox"

@@ -12,7 +12,7 @@
 #include "common/config.h"
 #include "common/limits.h"
 #include "common/util.h"
-#include "fetcher/speech.h"
+#include "fetcher/speech/speech.h"
 #include "proto/proto.h"
 #include "test_speech_util.h"
 

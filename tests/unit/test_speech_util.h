@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
-#include "fetcher/captions.h"
+#include "fetcher/captions/captions.h"
 
 #define TH_TESTDATA "/usr/share/pocketsphinx/test/data"
 #define TH_GOFORWARD TH_TESTDATA "/goforward.raw"

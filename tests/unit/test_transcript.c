@@ -14,8 +14,8 @@
 
 #include "common/buf.h"
 #include "common/limits.h"
-#include "fetcher/captions.h"
-#include "fetcher/transcript.h"
+#include "fetcher/captions/captions.h"
+#include "fetcher/captions/transcript.h"
 
 /* A list over caller-owned texts (segment_list_free is not for these). */
 static struct segment_list make_list(struct segment *items, size_t n) {

@@ -13,7 +13,7 @@
 #include <errno.h>
 
 #include "common/limits.h"
-#include "gateway/videourl.h"
+#include "gateway/http/videourl.h"
 
 #define ID "aB3_-9zZ0xY"
 

@@ -1,0 +1,132 @@
+/*
+ * vts-fetcher: fetches transcripts for the dispatcher, one job at a time.
+ *
+ *   vts-fetcher                         one process serving jobs from VTS_JOBS_URL
+ *   vts-fetcher --workers N             a supervisor of N such processes
+ *   vts-fetcher --once VIDEO_ID [LANG]  one job in this process, no dispatcher: prints
+ *                                       "outcome=<n> lang=<l> detail=<d>" on stderr and the body on stdout
+ *   vts-fetcher --once-speech VIDEO_ID  the same for a speech job (the fallback for videos without captions)
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fetcher/platform/innertube.h"
+#include "fetcher/loop/job.h"
+#include "fetcher/loop/pool.h"
+#include "fetcher/platform/upstream.h"
+#include "proto/proto.h"
+
+static void usage(void) {
+  fputs(
+      "usage: vts-fetcher [--workers N]\n"
+      "       vts-fetcher --once VIDEO_ID [LANG]\n"
+      "       vts-fetcher --once-speech VIDEO_ID\n",
+      stderr);
+}
+
+/* Everything a fetcher process sets up happens here, after any fork. */
+static int serve(void *arg) {
+  const struct vts_config *cfg = arg;
+  char err[256];
+  struct job_runner *r = NULL;
+  int rv = job_limits_init();
+  if (rv != 0) {
+    log_msg(LOG_ERROR, "cannot set resource limits", "error", strerror(-rv), NULL);
+    return 1;
+  }
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    log_msg(LOG_ERROR, "cannot initialise libcurl", NULL);
+    return 1;
+  }
+  rv = job_runner_new(cfg, &r, err, sizeof(err));
+  if (rv == 0)
+    rv = job_loop_run(cfg, r);
+  else
+    log_msg(LOG_ERROR, "cannot start", "error", rv == -EINVAL ? err : strerror(-rv), NULL);
+  job_runner_free(r);
+  curl_global_cleanup();
+  return rv == 0 ? 0 : 1;
+}
+
+static int run_once(const struct vts_config *cfg, const char *video_id, const char *lang, uint8_t kind) {
+  struct proto_job job;
+  memset(&job, 0, sizeof(job));
+  static const char id_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+  if (strlen(video_id) != VTS_VIDEO_ID_LEN || strspn(video_id, id_chars) != VTS_VIDEO_ID_LEN) {
+    fputs("vts-fetcher: VIDEO_ID must be 11 characters of A-Z a-z 0-9 _ -\n", stderr);
+    return 2;
+  }
+  if (strlen(lang) > VTS_MAX_LANGUAGE_BYTES || strspn(lang, id_chars) != strlen(lang)) {
+    fputs("vts-fetcher: LANG must be a language code such as en or pt-BR\n", stderr);
+    return 2;
+  }
+  memcpy(job.video_id, video_id, VTS_VIDEO_ID_LEN + 1);
+  snprintf(job.lang, sizeof(job.lang), "%s", lang);
+  job.kind = kind;
+  job.deadline_ms = (uint32_t)(kind == PROTO_KIND_SPEECH ? cfg->speech_timeout_ms : cfg->job_timeout_ms);
+  char hex[17];
+  if (util_random_hex(hex, 8) != 0) snprintf(hex, sizeof(hex), "0");
+  snprintf(job.request_id, sizeof(job.request_id), "once-%s", hex);
+
+  char err[256];
+  struct job_runner *r = NULL;
+  int rv = job_limits_init();
+  if (rv == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) rv = -ENOMEM;
+  if (rv == 0) rv = job_runner_new(cfg, &r, err, sizeof(err));
+  if (rv != 0) {
+    fprintf(stderr, "vts-fetcher: %s\n", rv == -EINVAL ? err : strerror(-rv));
+    return 1;
+  }
+  struct proto_result res;
+  job_runner_run(r, &job, &res);
+  if (res.body_len > 0) fwrite(res.body, 1, res.body_len, stdout);
+  fflush(stdout);
+  fprintf(stderr, "outcome=%d lang=%s detail=%s\n", res.outcome, res.lang, res.detail);
+  job_runner_free(r);
+  curl_global_cleanup();
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static struct vts_config cfg;
+  char err[512];
+  if (config_load(&cfg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vts-fetcher: %s\n", err);
+    return 2;
+  }
+  enum log_level level = LOG_INFO;
+  log_level_parse(cfg.log_level, &level);
+  log_init("fetcher", level);
+
+  /* Settings that would make every child fail are refused here, once, before anything forks. */
+  struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
+  size_t nclients;
+  if (innertube_clients_parse(cfg.innertube_clients, clients, VTS_INNERTUBE_MAX_CLIENTS, &nclients, err, sizeof(err)) !=
+          0 ||
+      upstream_config_check(&cfg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vts-fetcher: %s\n", err);
+    return 2;
+  }
+
+  if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0)
+    return run_once(&cfg, argv[2], argc == 4 ? argv[3] : "", PROTO_KIND_CAPTIONS);
+  if (argc == 3 && strcmp(argv[1], "--once-speech") == 0) return run_once(&cfg, argv[2], "", PROTO_KIND_SPEECH);
+  if (argc == 3 && strcmp(argv[1], "--workers") == 0) {
+    int64_t n;
+    if (util_parse_i64(argv[2], 1, VTS_FETCHER_MAX_WORKERS, &n) != 0) {
+      fprintf(stderr, "vts-fetcher: --workers expects an integer from 1 to %d\n", VTS_FETCHER_MAX_WORKERS);
+      return 2;
+    }
+    return pool_run((int)n, serve, &cfg);
+  }
+  if (argc == 1) return serve(&cfg);
+  usage();
+  return 2;
+}

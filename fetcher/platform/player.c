@@ -1,0 +1,515 @@
+/*
+ * The player reply, read with the bounded streaming JSON reader: a table names the few paths we want, everything
+ * else is skipped unseen. Replies run to 300 KB of mostly irrelevant JSON, so no tree is built.
+ */
+#include "fetcher/platform/player.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/buf.h"
+#include "common/util.h"
+#include "fetcher/platform/jsonstream.h"
+#include "fetcher/captions/textclean.h"
+
+/* Containers we descend into. */
+enum {
+  N_PLAY = JSONSTREAM_ROOT + 1, /* playabilityStatus */
+  N_SCREEN,                     /* .errorScreen */
+  N_PEMR,                       /* .playerErrorMessageRenderer */
+  N_SUBREASON,                  /* .subreason */
+  N_SUBREASON_RUNS,             /* .subreason.runs */
+  N_SUBREASON_RUN,              /* .subreason.runs[] */
+  N_SCREEN_REASON,              /* .reason */
+  N_SCREEN_REASON_RUNS,         /* .reason.runs */
+  N_SCREEN_REASON_RUN,          /* .reason.runs[] */
+  N_CAPTIONS,                   /* captions */
+  N_TRACKLIST,                  /* .playerCaptionsTracklistRenderer */
+  N_TRACKS,                     /* .captionTracks */
+  N_TRACK,                      /* .captionTracks[] */
+  N_AUDIO_TRACKS,               /* .audioTracks */
+  N_AUDIO_TRACK,                /* .audioTracks[] */
+  N_STREAMING,                  /* streamingData */
+  N_FORMATS,                    /* .adaptiveFormats */
+  N_FORMAT,                     /* .adaptiveFormats[] */
+  N_FORMAT_AUDIO,               /* .adaptiveFormats[].audioTrack */
+};
+
+/* Keys we read. */
+enum {
+  F_NONE = 0,
+  F_PLAYABILITY,
+  F_STATUS,
+  F_REASON,
+  F_ERROR_SCREEN,
+  F_PEMR,
+  F_SUBREASON,
+  F_RUNS,
+  F_TEXT,
+  F_SIMPLE_TEXT,
+  F_CAPTIONS,
+  F_TRACKLIST,
+  F_CAPTION_TRACKS,
+  F_AUDIO_TRACKS,
+  F_DEFAULT_AUDIO_TRACK,
+  F_DEFAULT_CAPTION_TRACK,
+  F_BASE_URL,
+  F_LANGUAGE,
+  F_KIND,
+  F_STREAMING,
+  F_ADAPTIVE_FORMATS,
+  F_ITAG,
+  F_URL,
+  F_MIME,
+  F_CONTENT_LENGTH,
+  F_BITRATE,
+  F_DURATION,
+  F_AUDIO_TRACK,
+  F_AUDIO_IS_DEFAULT,
+};
+
+static const struct {
+  int node;
+  const char *key;
+  int field;
+} keys[] = {
+    {JSONSTREAM_ROOT, "playabilityStatus", F_PLAYABILITY},
+    {JSONSTREAM_ROOT, "captions", F_CAPTIONS},
+    {JSONSTREAM_ROOT, "streamingData", F_STREAMING},
+    {N_PLAY, "status", F_STATUS},
+    {N_PLAY, "reason", F_REASON},
+    {N_PLAY, "errorScreen", F_ERROR_SCREEN},
+    {N_SCREEN, "playerErrorMessageRenderer", F_PEMR},
+    {N_PEMR, "subreason", F_SUBREASON},
+    {N_PEMR, "reason", F_REASON},
+    {N_SUBREASON, "runs", F_RUNS},
+    {N_SUBREASON, "simpleText", F_SIMPLE_TEXT},
+    {N_SUBREASON_RUN, "text", F_TEXT},
+    {N_SCREEN_REASON, "runs", F_RUNS},
+    {N_SCREEN_REASON, "simpleText", F_SIMPLE_TEXT},
+    {N_SCREEN_REASON_RUN, "text", F_TEXT},
+    {N_CAPTIONS, "playerCaptionsTracklistRenderer", F_TRACKLIST},
+    {N_TRACKLIST, "captionTracks", F_CAPTION_TRACKS},
+    {N_TRACKLIST, "audioTracks", F_AUDIO_TRACKS},
+    {N_TRACKLIST, "defaultAudioTrackIndex", F_DEFAULT_AUDIO_TRACK},
+    {N_TRACK, "baseUrl", F_BASE_URL},
+    {N_TRACK, "languageCode", F_LANGUAGE},
+    {N_TRACK, "kind", F_KIND},
+    {N_AUDIO_TRACK, "defaultCaptionTrackIndex", F_DEFAULT_CAPTION_TRACK},
+    {N_STREAMING, "adaptiveFormats", F_ADAPTIVE_FORMATS},
+    {N_FORMAT, "itag", F_ITAG},
+    {N_FORMAT, "url", F_URL},
+    {N_FORMAT, "mimeType", F_MIME},
+    {N_FORMAT, "contentLength", F_CONTENT_LENGTH},
+    {N_FORMAT, "bitrate", F_BITRATE},
+    {N_FORMAT, "approxDurationMs", F_DURATION},
+    {N_FORMAT, "audioTrack", F_AUDIO_TRACK},
+    {N_FORMAT_AUDIO, "audioIsDefault", F_AUDIO_IS_DEFAULT},
+};
+
+/* The container a wanted field opens: {parent node, field, is_array, child node}. */
+static const struct {
+  int node;
+  int field;
+  int is_array;
+  int child;
+} children[] = {
+    {JSONSTREAM_ROOT, F_PLAYABILITY, 0, N_PLAY},
+    {N_PLAY, F_ERROR_SCREEN, 0, N_SCREEN},
+    {N_SCREEN, F_PEMR, 0, N_PEMR},
+    {N_PEMR, F_SUBREASON, 0, N_SUBREASON},
+    {N_SUBREASON, F_RUNS, 1, N_SUBREASON_RUNS},
+    {N_SUBREASON_RUNS, JSONSTREAM_ITEM, 0, N_SUBREASON_RUN},
+    {N_PEMR, F_REASON, 0, N_SCREEN_REASON},
+    {N_SCREEN_REASON, F_RUNS, 1, N_SCREEN_REASON_RUNS},
+    {N_SCREEN_REASON_RUNS, JSONSTREAM_ITEM, 0, N_SCREEN_REASON_RUN},
+    {JSONSTREAM_ROOT, F_CAPTIONS, 0, N_CAPTIONS},
+    {N_CAPTIONS, F_TRACKLIST, 0, N_TRACKLIST},
+    {N_TRACKLIST, F_CAPTION_TRACKS, 1, N_TRACKS},
+    {N_TRACKS, JSONSTREAM_ITEM, 0, N_TRACK},
+    {N_TRACKLIST, F_AUDIO_TRACKS, 1, N_AUDIO_TRACKS},
+    {N_AUDIO_TRACKS, JSONSTREAM_ITEM, 0, N_AUDIO_TRACK},
+    {JSONSTREAM_ROOT, F_STREAMING, 0, N_STREAMING},
+    {N_STREAMING, F_ADAPTIVE_FORMATS, 1, N_FORMATS},
+    {N_FORMATS, JSONSTREAM_ITEM, 0, N_FORMAT},
+    {N_FORMAT, F_AUDIO_TRACK, 0, N_FORMAT_AUDIO},
+};
+
+struct parse {
+  struct player_info *out;
+  char status[32];
+  int has_status;
+  struct buf screen_reason; /* errorScreen reason text: the reason when the top-level one is missing */
+  struct buf subreason;
+  int bot_reason;         /* some reason text says "bot" */
+  size_t upstream_tracks; /* captionTracks[] seen, kept or not */
+  int *track_map;         /* upstream caption track index -> index in out->tracks, or -1 */
+  size_t track_map_cap;
+  struct caption_track track; /* the caption track being read */
+  size_t tracks_cap;          /* allocated out->tracks */
+  size_t audio_cap;           /* allocated out->audio */
+  int *audio_default;         /* audioTracks[i].defaultCaptionTrackIndex, -1 when absent */
+  size_t naudio_tracks, audio_default_cap;
+  long long default_audio_track; /* defaultAudioTrackIndex, -1 when absent */
+  struct audio_format format;    /* the adaptive format being read */
+};
+
+/* Grows *items (n used, *cap allocated, each size bytes) to hold one more. Returns 0, or -ENOMEM. */
+static int grow(void **items, size_t n, size_t *cap, size_t size) {
+  if (n < *cap) return 0;
+  size_t ncap = *cap ? *cap * 2 : 8;
+  void *p = realloc(*items, ncap * size);
+  if (!p) return -ENOMEM;
+  *items = p;
+  *cap = ncap;
+  return 0;
+}
+
+/* A URL or language code must be printable ASCII without spaces (and so without NULs from \u0000). */
+static int is_token(const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7F) return 0;
+  }
+  return len > 0;
+}
+
+static char *dup_token(const char *s, size_t len) {
+  if (!is_token(s, len)) return NULL;
+  char *p = malloc(len + 1);
+  if (!p) return NULL;
+  memcpy(p, s, len);
+  p[len] = '\0';
+  return p;
+}
+
+/* Reads a whole non-negative integer written as a JSON number or a string ("4396078"). Returns 0, or -EINVAL. */
+static int parse_count(const char *s, size_t len, int64_t max, int64_t *v) {
+  return util_parse_i64_n(s, len, 0, max, v);
+}
+
+/* Whether text names a bot check: a word "bot" or "robot" (case-insensitive, plural allowed). */
+static int mentions_bot(const char *s, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && !((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z')) i++;
+    size_t w = i;
+    while (i < len && (s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') i++;
+    size_t n = i - w;
+    if (n && (s[i - 1] | 0x20) == 's') n--;
+    if ((n == 3 && !strncasecmp(s + w, "bot", 3)) || (n == 5 && !strncasecmp(s + w, "robot", 5))) return 1;
+  }
+  return 0;
+}
+
+/* Whether the query of url holds the parameter param ("exp=xpe") exactly. */
+static int has_param(const char *url, const char *param) {
+  const char *q = strchr(url, '?');
+  size_t n = strlen(param);
+  while (q) {
+    q++;
+    if (strncmp(q, param, n) == 0 && (q[n] == '&' || q[n] == '\0' || q[n] == '#')) return 1;
+    q = strchr(q, '&');
+  }
+  return 0;
+}
+
+static int player_key(void *ctx, int node, const char *key, size_t len) {
+  (void)ctx;
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    if (keys[i].node == node && strlen(keys[i].key) == len && memcmp(keys[i].key, key, len) == 0) return keys[i].field;
+  }
+  return F_NONE;
+}
+
+static void format_reset(struct audio_format *f) {
+  free(f->url);
+  memset(f, 0, sizeof(*f));
+  f->content_length = -1;
+  f->bitrate = -1;
+  f->duration_ms = -1;
+  f->is_default = 1; /* a format without audioTrack is the only audio there is */
+}
+
+static void track_reset(struct caption_track *t) {
+  free(t->base_url);
+  memset(t, 0, sizeof(*t));
+}
+
+static int player_open(void *ctx, int node, int field, int is_array) {
+  struct parse *p = ctx;
+  int child = JSONSTREAM_SKIP;
+  for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++) {
+    if (children[i].node == node && children[i].field == field && children[i].is_array == is_array) {
+      child = children[i].child;
+      break;
+    }
+  }
+  if (child == N_TRACK) {
+    track_reset(&p->track);
+  } else if (child == N_FORMAT) {
+    format_reset(&p->format);
+  } else if (child == N_FORMAT_AUDIO) {
+    p->format.is_default = 0; /* an audioTrack without audioIsDefault: true is not the default */
+  } else if (child == N_AUDIO_TRACK) {
+    if (grow((void **)&p->audio_default, p->naudio_tracks, &p->audio_default_cap, sizeof(int)) < 0) return -ENOMEM;
+    p->audio_default[p->naudio_tracks++] = -1;
+  }
+  return child;
+}
+
+static int close_track(struct parse *p) {
+  struct player_info *pi = p->out;
+  size_t upstream = p->upstream_tracks++;
+  if (grow((void **)&p->track_map, upstream, &p->track_map_cap, sizeof(int)) < 0) return -ENOMEM;
+  p->track_map[upstream] = -1;
+  if (!p->track.base_url || !p->track.lang[0]) {
+    track_reset(&p->track);
+    return 0;
+  }
+  if (grow((void **)&pi->tracks, pi->ntracks, &p->tracks_cap, sizeof(*pi->tracks)) < 0) return -ENOMEM;
+  p->track.po_token = has_param(p->track.base_url, "exp=xpe");
+  pi->tracks[pi->ntracks] = p->track;
+  memset(&p->track, 0, sizeof(p->track)); /* ownership of base_url moved */
+  p->track_map[upstream] = (int)pi->ntracks;
+  pi->ntracks++;
+  return 0;
+}
+
+static int close_format(struct parse *p) {
+  struct player_info *pi = p->out;
+  if (!p->format.url || strncmp(p->format.mime, "audio/", 6) != 0) {
+    format_reset(&p->format);
+    return 0;
+  }
+  if (grow((void **)&pi->audio, pi->naudio, &p->audio_cap, sizeof(*pi->audio)) < 0) return -ENOMEM;
+  pi->audio[pi->naudio++] = p->format;
+  memset(&p->format, 0, sizeof(p->format)); /* ownership of url moved */
+  return 0;
+}
+
+static int player_close(void *ctx, int node) {
+  struct parse *p = ctx;
+  if (node == N_TRACK) return close_track(p);
+  if (node == N_FORMAT) return close_format(p);
+  return 0;
+}
+
+/* Appends a run of text (bounded: these are for logs). */
+static int add_text(struct buf *b, const char *s, size_t len) {
+  if (b->len + len > 1024) return 0;
+  return buf_append(b, s, len);
+}
+
+static int scalar_track(struct parse *p, int field, const char *s, size_t len) {
+  if (field == F_BASE_URL) {
+    free(p->track.base_url);
+    p->track.base_url = dup_token(s, len); /* NULL for an unusable URL: the track is left out */
+    if (!p->track.base_url && is_token(s, len)) return -ENOMEM;
+  } else if (field == F_LANGUAGE) {
+    p->track.lang[0] = '\0';
+    if (is_token(s, len) && len < sizeof(p->track.lang)) {
+      memcpy(p->track.lang, s, len);
+      p->track.lang[len] = '\0';
+    }
+  } else if (field == F_KIND) {
+    p->track.is_asr = len == 3 && memcmp(s, "asr", 3) == 0;
+  }
+  return 0;
+}
+
+static int scalar_format(struct parse *p, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct audio_format *f = &p->format;
+  int64_t v;
+  if (kind != JSONSTREAM_STRING && kind != JSONSTREAM_NUMBER) return 0;
+  switch (field) {
+    case F_URL:
+      free(f->url);
+      f->url = dup_token(s, len);
+      if (!f->url && is_token(s, len)) return -ENOMEM;
+      break;
+    case F_MIME:
+      f->mime[0] = '\0';
+      if (kind == JSONSTREAM_STRING && len < sizeof(f->mime) && !memchr(s, '\0', len)) {
+        memcpy(f->mime, s, len);
+        f->mime[len] = '\0';
+      }
+      break;
+    case F_ITAG:
+      f->itag = parse_count(s, len, 100000, &v) == 0 ? (int)v : 0;
+      break;
+    case F_CONTENT_LENGTH:
+      f->content_length = parse_count(s, len, INT64_MAX, &v) == 0 ? v : -1;
+      break;
+    case F_BITRATE:
+      f->bitrate = parse_count(s, len, INT64_MAX, &v) == 0 ? v : -1;
+      break;
+    case F_DURATION:
+      f->duration_ms = parse_count(s, len, INT64_MAX, &v) == 0 ? v : -1;
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct parse *p = ctx;
+  int64_t v;
+  switch (node) {
+    case N_PLAY:
+      if (kind != JSONSTREAM_STRING) return 0;
+      if (field == F_STATUS) {
+        p->has_status = 1;
+        p->status[0] = '\0';
+        /* A status too long for the buffer is unknown, and unknown maps to PLAY_OTHER. */
+        if (len < sizeof(p->status)) {
+          memcpy(p->status, s, len);
+          p->status[len] = '\0';
+        }
+      } else if (field == F_REASON) {
+        textclean_copy(p->out->reason, sizeof(p->out->reason), s, len);
+        p->bot_reason |= mentions_bot(s, len);
+      }
+      return 0;
+    case N_SUBREASON:
+    case N_SUBREASON_RUN:
+      return kind == JSONSTREAM_STRING ? add_text(&p->subreason, s, len) : 0;
+    case N_SCREEN_REASON:
+    case N_SCREEN_REASON_RUN:
+      if (kind != JSONSTREAM_STRING) return 0;
+      p->bot_reason |= mentions_bot(s, len);
+      return add_text(&p->screen_reason, s, len);
+    case N_TRACK:
+      return kind == JSONSTREAM_STRING ? scalar_track(p, field, s, len) : 0;
+    case N_TRACKLIST:
+      if (field == F_DEFAULT_AUDIO_TRACK && parse_count(s, len, INT32_MAX, &v) == 0) p->default_audio_track = v;
+      return 0;
+    case N_AUDIO_TRACK:
+      if (field == F_DEFAULT_CAPTION_TRACK && parse_count(s, len, INT32_MAX, &v) == 0)
+        p->audio_default[p->naudio_tracks - 1] = (int)v;
+      return 0;
+    case N_FORMAT:
+      return scalar_format(p, field, kind, s, len);
+    case N_FORMAT_AUDIO:
+      if (field == F_AUDIO_IS_DEFAULT) p->format.is_default = kind == JSONSTREAM_BOOL && len == 4;
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+static const struct jsonstream_ops player_ops = {player_key, player_open, player_close, player_scalar};
+
+static enum playability map_status(const struct parse *p) {
+  static const struct {
+    const char *status;
+    enum playability play;
+  } map[] = {{"OK", PLAY_OK},
+             {"ERROR", PLAY_UNAVAILABLE},
+             {"UNPLAYABLE", PLAY_UNPLAYABLE},
+             {"LIVE_STREAM_OFFLINE", PLAY_LIVE_OFFLINE}};
+  if (strcmp(p->status, "LOGIN_REQUIRED") == 0) return p->bot_reason ? PLAY_BOT_CHECK : PLAY_LOGIN_REQUIRED;
+  for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+    if (strcmp(p->status, map[i].status) == 0) return map[i].play;
+  }
+  return PLAY_OTHER;
+}
+
+/*
+ * The default caption track: that of the default audio track when it names one, else the first audio track that
+ * does. The index counts upstream's captionTracks, some of which we may have left out.
+ */
+static int default_track(const struct parse *p) {
+  int upstream = -1;
+  if (p->default_audio_track >= 0 && (size_t)p->default_audio_track < p->naudio_tracks)
+    upstream = p->audio_default[p->default_audio_track];
+  for (size_t i = 0; upstream < 0 && i < p->naudio_tracks; i++) upstream = p->audio_default[i];
+  if (upstream < 0 || (size_t)upstream >= p->upstream_tracks) return -1;
+  return p->track_map[upstream];
+}
+
+int player_parse(const char *json, size_t len, struct player_info *out) {
+  memset(out, 0, sizeof(*out));
+  out->default_track = -1;
+  struct parse p = {.out = out, .screen_reason = BUF_INIT, .subreason = BUF_INIT, .default_audio_track = -1};
+  format_reset(&p.format);
+  int rv = jsonstream_parse(json, len, 1, &player_ops, &p);
+  if (rv == 0 && !p.has_status) rv = -EPROTO;
+  if (rv < 0) goto fail;
+  out->playability = map_status(&p);
+  if (!out->reason[0] && p.screen_reason.len)
+    textclean_copy(out->reason, sizeof(out->reason), p.screen_reason.data, p.screen_reason.len);
+  if (p.subreason.len) textclean_copy(out->subreason, sizeof(out->subreason), p.subreason.data, p.subreason.len);
+  out->default_track = default_track(&p);
+fail:
+  track_reset(&p.track);
+  free(p.format.url);
+  free(p.track_map);
+  free(p.audio_default);
+  buf_free(&p.screen_reason);
+  buf_free(&p.subreason);
+  if (rv < 0) {
+    player_info_free(out);
+    out->playability = PLAY_OTHER; /* never PLAY_OK for a reply that is not one */
+    out->default_track = -1;
+  }
+  return rv;
+}
+
+void player_info_free(struct player_info *pi) {
+  for (size_t i = 0; i < pi->ntracks; i++) free(pi->tracks[i].base_url);
+  for (size_t i = 0; i < pi->naudio; i++) free(pi->audio[i].url);
+  free(pi->tracks);
+  free(pi->audio);
+  pi->tracks = NULL;
+  pi->ntracks = 0;
+  pi->audio = NULL;
+  pi->naudio = 0;
+}
+
+/* The base language: "pt" of "pt-BR". */
+static size_t base_len(const char *lang) { return strcspn(lang, "-_"); }
+
+static int same_base(const char *a, const char *b) {
+  size_t n = base_len(a);
+  return n == base_len(b) && strncasecmp(a, b, n) == 0;
+}
+
+int player_choose_track(const struct player_info *pi, const char *lang) {
+  int best = -1, best_rank = 4;
+  if (lang && lang[0]) {
+    /*
+     * Ranks, lower is better: exact manual, exact asr, same base language manual, then asr; among the base-language
+     * matches the bare base ("pt" for "pt-BR") comes before a sibling ("pt-PT") through the order of the loop below.
+     */
+    for (size_t i = 0; i < pi->ntracks; i++) {
+      const struct caption_track *t = &pi->tracks[i];
+      if (t->po_token) continue;
+      int rank;
+      if (strcasecmp(t->lang, lang) == 0)
+        rank = t->is_asr ? 1 : 0;
+      else if (same_base(t->lang, lang))
+        rank = t->is_asr ? 3 : 2;
+      else
+        continue;
+      int bare = t->lang[base_len(t->lang)] == '\0';
+      int best_bare = best >= 0 && pi->tracks[best].lang[base_len(pi->tracks[best].lang)] == '\0';
+      if (rank < best_rank || (rank == best_rank && rank >= 2 && bare && !best_bare)) {
+        best = (int)i;
+        best_rank = rank;
+      }
+    }
+    if (best >= 0) return best;
+  }
+  if (pi->default_track >= 0 && (size_t)pi->default_track < pi->ntracks && !pi->tracks[pi->default_track].po_token)
+    return pi->default_track;
+  for (size_t i = 0; i < pi->ntracks; i++) {
+    if (!pi->tracks[i].po_token && !pi->tracks[i].is_asr) return (int)i;
+  }
+  for (size_t i = 0; i < pi->ntracks; i++) {
+    if (!pi->tracks[i].po_token) return (int)i;
+  }
+  return -1;
+}

@@ -1,0 +1,313 @@
+#include "fetcher/speech/audio.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+
+#define AUDIO_PLATFORM_DOMAIN "googlevideo.com"
+
+static void set_detail(char *detail, size_t detaillen, const char *what) {
+  if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", what);
+}
+
+/* The media type before any parameters ("audio/webm; codecs=\"opus\"") is one the decoder opens. */
+static int mime_is_decodable(const char *mime) {
+  size_t n = strcspn(mime, "; ");
+  return (n == 9 && strncmp(mime, "audio/mp4", 9) == 0) || (n == 10 && strncmp(mime, "audio/webm", 10) == 0);
+}
+
+int64_t audio_estimated_bytes(const struct audio_format *af) {
+  if (af->content_length > 0) return af->content_length;
+  /* bitrate is bits per second, so bits / 8 over the duration in ms gives bytes / 1000. */
+  if (af->bitrate > 0 && af->duration_ms > 0 && af->bitrate <= INT64_MAX / af->duration_ms)
+    return af->bitrate * af->duration_ms / 8000;
+  return -1;
+}
+
+static int usable(const struct audio_format *af) {
+  return af->url != NULL && af->url[0] != '\0' && mime_is_decodable(af->mime);
+}
+
+int audio_choose(const struct player_info *pi) {
+  int any_default = 0;
+  for (size_t i = 0; i < pi->naudio; i++) {
+    if (usable(&pi->audio[i]) && pi->audio[i].is_default) any_default = 1;
+  }
+  int best = -ENOENT;
+  int64_t best_size = 0;
+  for (size_t i = 0; i < pi->naudio; i++) {
+    const struct audio_format *af = &pi->audio[i];
+    if (!usable(af) || (any_default && !af->is_default)) continue;
+    /* A format of unknown size sorts after every format of known size. */
+    int64_t size = audio_estimated_bytes(af);
+    if (size < 0) size = INT64_MAX;
+    if (best < 0 || size < best_size) {
+      best = (int)i;
+      best_size = size;
+    }
+  }
+  return best;
+}
+
+/* Copies one part of a parsed URL into out, lowercased. Returns 0, or -EINVAL. */
+static int url_part(CURLU *u, CURLUPart what, char *out, size_t outlen) {
+  char *part = NULL;
+  if (curl_url_get(u, what, &part, 0) != CURLUE_OK) return -EINVAL;
+  size_t n = strlen(part);
+  int rv = -EINVAL;
+  if (n < outlen) {
+    for (size_t i = 0; i <= n; i++) {
+      char c = part[i];
+      out[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    rv = 0;
+  }
+  curl_free(part);
+  return rv;
+}
+
+/* Splits an absolute URL into lowercased scheme and host. Returns 0, or -EINVAL. */
+static int url_scheme_host(const char *url, char *scheme, size_t schemelen, char *host, size_t hostlen) {
+  CURLU *u = curl_url();
+  if (u == NULL) return -ENOMEM;
+  int rv = -EINVAL;
+  if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) goto done;
+  rv = url_part(u, CURLUPART_SCHEME, scheme, schemelen);
+  if (rv == 0) rv = url_part(u, CURLUPART_HOST, host, hostlen);
+done:
+  curl_url_cleanup(u);
+  return rv;
+}
+
+static int host_is_loopback(const char *host) {
+  return strcmp(host, "localhost") == 0 || strcmp(host, "[::1]") == 0 || strncmp(host, "127.", 4) == 0;
+}
+
+/* A proper subdomain of the platform's media domain: "rr1---sn-x.googlevideo.com", never "evilgooglevideo.com". */
+static int host_is_platform_media(const char *host) {
+  size_t n = strlen(host), d = strlen(AUDIO_PLATFORM_DOMAIN);
+  return n > d + 1 && host[n - d - 1] == '.' && strcmp(host + n - d, AUDIO_PLATFORM_DOMAIN) == 0;
+}
+
+int audio_url_allowed(const char *url, const struct vts_config *cfg) {
+  char scheme[16], host[256], up_scheme[16], up_host[256];
+  if (url_scheme_host(url, scheme, sizeof(scheme), host, sizeof(host)) != 0) return -EPERM;
+  int host_ok = host_is_platform_media(host);
+  if (!host_ok && url_scheme_host(cfg->upstream_url, up_scheme, sizeof(up_scheme), up_host, sizeof(up_host)) == 0)
+    host_ok = strcmp(host, up_host) == 0;
+  if (!host_ok) return -EPERM;
+  if (strcmp(scheme, "https") == 0) return 0;
+  if (strcmp(scheme, "http") == 0 && host_is_loopback(host)) return 0;
+  return -EPERM;
+}
+
+size_t audio_sink_write(char *data, size_t size, size_t nmemb, void *userdata) {
+  struct audio_sink *sink = userdata;
+  size_t n = size * nmemb;
+  if (n > sink->cap || sink->buf->len > sink->cap - n) {
+    sink->overflow = 1;
+    return 0;
+  }
+  if (buf_append(sink->buf, data, n) != 0) return 0;
+  return n;
+}
+
+/*
+ * Parses "bytes FIRST-LAST/TOTAL" (TOTAL may be "*", stored as -1). Returns 0, or -EIO for anything else: a range
+ * reply we cannot read is a broken server, not something to guess around.
+ */
+static int parse_content_range(const char *v, int64_t *first, int64_t *last, int64_t *total) {
+  if (strncmp(v, "bytes ", 6) != 0) return -EIO;
+  const char *p = v + 6;
+  char *end = NULL;
+  errno = 0;
+  long long a = strtoll(p, &end, 10);
+  if (errno != 0 || end == p || *end != '-' || a < 0) return -EIO;
+  p = end + 1;
+  long long b = strtoll(p, &end, 10);
+  if (errno != 0 || end == p || *end != '/' || b < a) return -EIO;
+  p = end + 1;
+  long long t = -1;
+  if (strcmp(p, "*") != 0) {
+    t = strtoll(p, &end, 10);
+    if (errno != 0 || end == p || *end != '\0' || t <= b) return -EIO;
+  }
+  *first = a;
+  *last = b;
+  *total = t;
+  return 0;
+}
+
+/* State of one download: the handle is reused across chunks so that the connection is kept alive. */
+struct download {
+  CURL *curl;
+  const struct vts_config *cfg;
+  char *url; /* owned; changes when a redirect is followed */
+  int redirects;
+  uint64_t deadline;
+  struct audio_sink sink;
+  char *detail;
+  size_t detaillen;
+};
+
+static int curl_failure(struct download *d, CURLcode cc) {
+  if (d->sink.overflow) {
+    set_detail(d->detail, d->detaillen, "audio_too_big");
+    return -EFBIG;
+  }
+  if (cc == CURLE_OPERATION_TIMEDOUT) {
+    set_detail(d->detail, d->detaillen, "audio_timeout");
+    return -ETIMEDOUT;
+  }
+  if (cc == CURLE_OUT_OF_MEMORY) return -ENOMEM;
+  set_detail(d->detail, d->detaillen, "audio_network");
+  return -EIO;
+}
+
+/* Takes the Location of a redirect reply after checking it. Returns 0, -EPERM or -EIO. */
+static int follow_redirect(struct download *d) {
+  char *loc = NULL;
+  if (curl_easy_getinfo(d->curl, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || loc == NULL) {
+    set_detail(d->detail, d->detaillen, "audio_bad_redirect");
+    return -EIO;
+  }
+  if (++d->redirects > VTS_MAX_AUDIO_REDIRECTS) {
+    set_detail(d->detail, d->detaillen, "audio_redirect_loop");
+    return -EIO;
+  }
+  if (audio_url_allowed(loc, d->cfg) != 0) {
+    set_detail(d->detail, d->detaillen, "audio_redirect_refused");
+    return -EPERM;
+  }
+  char *copy = strdup(loc);
+  if (copy == NULL) return -ENOMEM;
+  free(d->url);
+  d->url = copy;
+  return 0;
+}
+
+/*
+ * Requests bytes [first, last] and appends what arrives. *got is the number of bytes appended, *total the size of the
+ * whole resource when the reply told it (else -1), *whole is set when the server ignored the range and sent it all.
+ * A redirect is followed and the same range asked again. Returns 0 or a negative errno.
+ */
+static int fetch_range(struct download *d, int64_t first, int64_t last, int64_t *got, int64_t *total, int *whole) {
+  char range[64];
+  snprintf(range, sizeof(range), "%lld-%lld", (long long)first, (long long)last);
+  for (;;) {
+    uint64_t now = util_now_ms();
+    if (now >= d->deadline) {
+      set_detail(d->detail, d->detaillen, "audio_timeout");
+      return -ETIMEDOUT;
+    }
+    size_t before = d->sink.buf->len;
+    curl_easy_setopt(d->curl, CURLOPT_URL, d->url);
+    curl_easy_setopt(d->curl, CURLOPT_RANGE, range);
+    curl_easy_setopt(d->curl, CURLOPT_TIMEOUT_MS, (long)(d->deadline - now));
+    CURLcode cc = curl_easy_perform(d->curl);
+    if (cc != CURLE_OK) return curl_failure(d, cc);
+    long status = 0;
+    curl_easy_getinfo(d->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 300 && status < 400) {
+      /* The redirect's own body is not audio. */
+      d->sink.buf->len = before;
+      int rv = follow_redirect(d);
+      if (rv != 0) return rv;
+      continue;
+    }
+    *got = (int64_t)(d->sink.buf->len - before);
+    *whole = 0;
+    *total = -1;
+    if (status == 200 && first == 0) {
+      *whole = 1;
+      return 0;
+    }
+    if (status != 206) {
+      d->sink.buf->len = before;
+      char what[32];
+      snprintf(what, sizeof(what), "audio_http_%ld", status);
+      set_detail(d->detail, d->detaillen, what);
+      return -EIO;
+    }
+    struct curl_header *h = NULL;
+    int64_t a = 0, b = 0;
+    if (curl_easy_header(d->curl, "Content-Range", 0, CURLH_HEADER, -1, &h) != CURLHE_OK ||
+        parse_content_range(h->value, &a, &b, total) != 0 || a != first || *got != b - a + 1) {
+      set_detail(d->detail, d->detaillen, "audio_bad_range");
+      return -EIO;
+    }
+    return 0;
+  }
+}
+
+int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
+                   struct buf *out, char *detail, size_t detaillen) {
+  struct download d = {.cfg = cfg, .deadline = deadline_ms_abs, .detail = detail, .detaillen = detaillen};
+  size_t start_len = out->len;
+  int rv;
+  if (audio_url_allowed(url, cfg) != 0) {
+    set_detail(detail, detaillen, "audio_url_refused");
+    return -EPERM;
+  }
+  d.url = strdup(url);
+  d.curl = curl_easy_init();
+  if (d.url == NULL || d.curl == NULL) {
+    rv = -ENOMEM;
+    goto fail;
+  }
+  d.sink = (struct audio_sink){.buf = out, .cap = start_len + VTS_MAX_AUDIO_BYTES, .overflow = 0};
+  curl_easy_setopt(d.curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(d.curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  /* Redirects are followed by hand so that every hop passes audio_url_allowed. */
+  curl_easy_setopt(d.curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(d.curl, CURLOPT_CONNECTTIMEOUT_MS, (long)VTS_UPSTREAM_CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(d.curl, CURLOPT_WRITEFUNCTION, audio_sink_write);
+  curl_easy_setopt(d.curl, CURLOPT_WRITEDATA, &d.sink);
+  curl_easy_setopt(d.curl, CURLOPT_PROXY, proxy != NULL ? proxy : "");
+  curl_easy_setopt(d.curl, CURLOPT_USERAGENT, "Mozilla/5.0");
+
+  int64_t off = 0, total = -1;
+  for (;;) {
+    int64_t last = off + VTS_AUDIO_CHUNK_BYTES - 1;
+    if (total >= 0 && last >= total) last = total - 1;
+    int64_t want = last - off + 1, got = 0, chunk_total = -1;
+    int whole = 0;
+    rv = fetch_range(&d, off, last, &got, &chunk_total, &whole);
+    if (rv != 0) goto fail;
+    if (whole) break;
+    if (chunk_total > VTS_MAX_AUDIO_BYTES) {
+      set_detail(detail, detaillen, "audio_too_big");
+      rv = -EFBIG;
+      goto fail;
+    }
+    if (off > 0 && chunk_total != total) {
+      /* The resource changed size between two chunks: the bytes we hold are not one file. */
+      set_detail(detail, detaillen, "audio_bad_range");
+      rv = -EIO;
+      goto fail;
+    }
+    total = chunk_total;
+    off += got;
+    /* With an unknown total, a short chunk is the last one. */
+    if ((total >= 0 && off >= total) || (total < 0 && got < want)) break;
+  }
+  rv = 0;
+  free(d.url);
+  curl_easy_cleanup(d.curl);
+  return rv;
+
+fail:
+  /* The caller gets its buffer back as it was, never a partial file. */
+  out->len = start_len;
+  if (out->data != NULL) out->data[out->len] = '\0';
+  free(d.url);
+  if (d.curl != NULL) curl_easy_cleanup(d.curl);
+  return rv;
+}

@@ -1,0 +1,55 @@
+/*
+ * The audio of a video for the speech fallback: which of the player's audio formats to take, and its download.
+ * Downloads go only to *.googlevideo.com or the configured upstream's host, over HTTPS (plain HTTP only on
+ * loopback, for tests), in ranged chunks of VTS_AUDIO_CHUNK_BYTES, with redirects checked against the same rule.
+ */
+#ifndef VTS_AUDIO_H
+#define VTS_AUDIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/config.h"
+#include "fetcher/platform/player.h"
+
+/*
+ * Chooses the audio format to transcribe: among formats with a direct url and an audio/mp4 or audio/webm mime
+ * (the containers the decoder accepts), those of the default audio track (all of them when no format is marked
+ * default), the smallest by content_length, else by bitrate * duration. Returns an index into pi->audio, or -ENOENT.
+ */
+int audio_choose(const struct player_info *pi);
+
+/* The expected download size of af in bytes: content_length, else bitrate * duration, else -1. */
+int64_t audio_estimated_bytes(const struct audio_format *af);
+
+/*
+ * Checks url against the download policy: the host is a subdomain of googlevideo.com (matched on a dot boundary)
+ * or exactly the host of cfg->upstream_url; the scheme is https, or http to a loopback address.
+ * Returns 0, or -EPERM.
+ */
+int audio_url_allowed(const char *url, const struct vts_config *cfg);
+
+/*
+ * Downloads url into out (appended) in ranged requests, following at most VTS_MAX_AUDIO_REDIRECTS redirects that
+ * pass audio_url_allowed. proxy may be NULL; when the caller fetched the player reply through a proxy it must pass
+ * the same one, since the platform binds audio URLs to the requesting address. Stops at deadline_ms_abs
+ * (util_now_ms clock). On failure a short reason ("audio_http_403") goes to detail.
+ * Returns 0, -EPERM (URL or redirect refused), -EFBIG (more than VTS_MAX_AUDIO_BYTES), -EIO (HTTP or network
+ * failure, bad range reply), -ETIMEDOUT, or -ENOMEM.
+ */
+int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
+                   struct buf *out, char *detail, size_t detaillen);
+
+/*
+ * A libcurl write target (CURLOPT_WRITEFUNCTION with a struct audio_sink as CURLOPT_WRITEDATA) that appends to buf
+ * and stops the transfer once buf would hold more than cap bytes, setting overflow. Shared by the speech engines.
+ */
+struct audio_sink {
+  struct buf *buf;
+  size_t cap;
+  int overflow;
+};
+size_t audio_sink_write(char *data, size_t size, size_t nmemb, void *userdata);
+
+#endif

@@ -1,0 +1,374 @@
+/* A remote speech engine: any server that speaks OpenAI's POST /v1/audio/transcriptions with verbose_json. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "common/buf.h"
+#include "common/limits.h"
+#include "common/util.h"
+#include "fetcher/speech/audio.h"
+#include "fetcher/speech/decode.h"
+#include "fetcher/platform/jsonstream.h"
+#include "fetcher/speech/speech.h"
+
+#define OPENAI_PATH "/v1/audio/transcriptions"
+#define WAV_HEADER_BYTES 44
+#define LANG_UNDETERMINED "und"
+
+static void set_detail(char *detail, size_t detaillen, const char *what) {
+  if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", what);
+}
+
+/* Whisper answers with the language's English name; the transcript carries its ISO 639-1 code. */
+static const struct {
+  const char *name;
+  const char *code;
+} languages[] = {
+    {"afrikaans", "af"},     {"albanian", "sq"},      {"amharic", "am"},     {"arabic", "ar"},
+    {"armenian", "hy"},      {"assamese", "as"},      {"azerbaijani", "az"}, {"bashkir", "ba"},
+    {"basque", "eu"},        {"belarusian", "be"},    {"bengali", "bn"},     {"bosnian", "bs"},
+    {"breton", "br"},        {"bulgarian", "bg"},     {"burmese", "my"},     {"cantonese", "yue"},
+    {"castilian", "es"},     {"catalan", "ca"},       {"chinese", "zh"},     {"croatian", "hr"},
+    {"czech", "cs"},         {"danish", "da"},        {"dutch", "nl"},       {"english", "en"},
+    {"estonian", "et"},      {"faroese", "fo"},       {"finnish", "fi"},     {"flemish", "nl"},
+    {"french", "fr"},        {"galician", "gl"},      {"georgian", "ka"},    {"german", "de"},
+    {"greek", "el"},         {"gujarati", "gu"},      {"haitian", "ht"},     {"haitian creole", "ht"},
+    {"hausa", "ha"},         {"hawaiian", "haw"},     {"hebrew", "he"},      {"hindi", "hi"},
+    {"hungarian", "hu"},     {"icelandic", "is"},     {"indonesian", "id"},  {"italian", "it"},
+    {"japanese", "ja"},      {"javanese", "jv"},      {"kannada", "kn"},     {"kazakh", "kk"},
+    {"khmer", "km"},         {"korean", "ko"},        {"lao", "lo"},         {"latin", "la"},
+    {"latvian", "lv"},       {"letzeburgesch", "lb"}, {"lingala", "ln"},     {"lithuanian", "lt"},
+    {"luxembourgish", "lb"}, {"macedonian", "mk"},    {"malagasy", "mg"},    {"malay", "ms"},
+    {"malayalam", "ml"},     {"maltese", "mt"},       {"maori", "mi"},       {"marathi", "mr"},
+    {"moldavian", "ro"},     {"moldovan", "ro"},      {"mongolian", "mn"},   {"myanmar", "my"},
+    {"nepali", "ne"},        {"norwegian", "no"},     {"nynorsk", "nn"},     {"occitan", "oc"},
+    {"panjabi", "pa"},       {"pashto", "ps"},        {"persian", "fa"},     {"polish", "pl"},
+    {"portuguese", "pt"},    {"punjabi", "pa"},       {"pushto", "ps"},      {"romanian", "ro"},
+    {"russian", "ru"},       {"sanskrit", "sa"},      {"serbian", "sr"},     {"shona", "sn"},
+    {"sindhi", "sd"},        {"sinhala", "si"},       {"sinhalese", "si"},   {"slovak", "sk"},
+    {"slovenian", "sl"},     {"somali", "so"},        {"spanish", "es"},     {"sundanese", "su"},
+    {"swahili", "sw"},       {"swedish", "sv"},       {"tagalog", "tl"},     {"tajik", "tg"},
+    {"tamil", "ta"},         {"tatar", "tt"},         {"telugu", "te"},      {"thai", "th"},
+    {"tibetan", "bo"},       {"turkish", "tr"},       {"turkmen", "tk"},     {"ukrainian", "uk"},
+    {"urdu", "ur"},          {"uzbek", "uz"},         {"valencian", "ca"},   {"vietnamese", "vi"},
+    {"welsh", "cy"},         {"yiddish", "yi"},       {"yoruba", "yo"},
+};
+
+static int is_lower(char c) { return c >= 'a' && c <= 'z'; }
+static int is_alpha(char c) { return is_lower(c) || (c >= 'A' && c <= 'Z'); }
+
+/* A language tag already in the public pattern ^[a-z]{2,3}(-[a-zA-Z]{2,8})?$. */
+static int is_language_code(const char *s, size_t len) {
+  size_t i = 0;
+  while (i < len && is_lower(s[i])) i++;
+  if (i < 2 || i > 3) return 0;
+  if (i == len) return 1;
+  if (s[i] != '-') return 0;
+  size_t r = len - i - 1;
+  if (r < 2 || r > 8) return 0;
+  for (size_t j = i + 1; j < len; j++) {
+    if (!is_alpha(s[j])) return 0;
+  }
+  return 1;
+}
+
+static void map_language(const char *s, size_t len, char lang[16]) {
+  if (is_language_code(s, len)) {
+    snprintf(lang, 16, "%.*s", (int)len, s);
+    return;
+  }
+  char lower[32];
+  if (len >= sizeof(lower)) len = 0;
+  for (size_t i = 0; i < len; i++) lower[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] - 'A' + 'a') : s[i];
+  lower[len] = '\0';
+  for (size_t i = 0; i < sizeof(languages) / sizeof(languages[0]); i++) {
+    if (strcmp(lower, languages[i].name) == 0) {
+      snprintf(lang, 16, "%s", languages[i].code);
+      return;
+    }
+  }
+  snprintf(lang, 16, "%s", LANG_UNDETERMINED);
+}
+
+/* The verbose_json fields we read, as jsonstream node and field ids. */
+enum { N_SEGMENTS = 2, N_SEGMENT = 3 };
+enum { F_LANGUAGE = 1, F_TEXT, F_DURATION, F_SEGMENTS, F_START, F_END, F_SEG_TEXT };
+
+/*
+ * One reply being read: top-level language, text and duration, and each element of segments[] with its start, end
+ * and text. Times are shifted by offset (the part's place in the whole audio).
+ */
+struct reply {
+  double start, end;
+  int has_start, has_end;
+  struct buf seg_text;
+  int saw_segments;
+  struct buf top_text;
+  double duration;
+  char language[16];
+  double offset;
+  struct segment_list *out;
+};
+
+static int reply_key(void *ctx, int node, const char *key, size_t len) {
+  (void)ctx;
+  static const struct {
+    int node, field;
+    const char *name;
+  } fields[] = {{JSONSTREAM_ROOT, F_LANGUAGE, "language"},
+                {JSONSTREAM_ROOT, F_TEXT, "text"},
+                {JSONSTREAM_ROOT, F_DURATION, "duration"},
+                {JSONSTREAM_ROOT, F_SEGMENTS, "segments"},
+                {N_SEGMENT, F_START, "start"},
+                {N_SEGMENT, F_END, "end"},
+                {N_SEGMENT, F_SEG_TEXT, "text"}};
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    if (fields[i].node == node && strlen(fields[i].name) == len && memcmp(fields[i].name, key, len) == 0)
+      return fields[i].field;
+  }
+  return 0;
+}
+
+static int reply_open(void *ctx, int node, int field, int is_array) {
+  struct reply *r = ctx;
+  if (node == JSONSTREAM_ROOT && field == F_SEGMENTS && is_array) {
+    r->saw_segments = 1;
+    return N_SEGMENTS;
+  }
+  if (node == N_SEGMENTS && field == JSONSTREAM_ITEM && !is_array) {
+    r->has_start = r->has_end = 0;
+    buf_reset(&r->seg_text);
+    return N_SEGMENT;
+  }
+  return JSONSTREAM_SKIP;
+}
+
+static int reply_close(void *ctx, int node) {
+  struct reply *r = ctx;
+  if (node != N_SEGMENT) return 0;
+  if (!r->has_start || !r->has_end || r->start < 0) return -EPROTO;
+  return speech_segment_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
+                               r->offset + r->start, r->end - r->start);
+}
+
+/* A JSON number as written into a finite double. Returns 0, or -EPROTO. */
+static int number_value(const char *s, size_t len, double *out) {
+  char tmp[64];
+  if (len == 0 || len >= sizeof(tmp)) return -EPROTO;
+  memcpy(tmp, s, len);
+  tmp[len] = '\0';
+  char *end = NULL;
+  double v = strtod(tmp, &end);
+  if (end != tmp + len || !isfinite(v)) return -EPROTO;
+  *out = v;
+  return 0;
+}
+
+static int reply_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct reply *r = ctx;
+  if (kind == JSONSTREAM_STRING) {
+    if (node == JSONSTREAM_ROOT && field == F_LANGUAGE) map_language(s, len, r->language);
+    if (node == JSONSTREAM_ROOT && field == F_TEXT) return buf_append(&r->top_text, s, len);
+    if (node == N_SEGMENT && field == F_SEG_TEXT) return buf_append(&r->seg_text, s, len);
+    return 0;
+  }
+  if (kind != JSONSTREAM_NUMBER) return 0;
+  double v;
+  if (node == JSONSTREAM_ROOT && field == F_DURATION) return number_value(s, len, &r->duration);
+  if (node == N_SEGMENT && (field == F_START || field == F_END)) {
+    if (number_value(s, len, &v) != 0) return -EPROTO;
+    if (field == F_START) {
+      r->start = v;
+      r->has_start = 1;
+    } else {
+      r->end = v;
+      r->has_end = 1;
+    }
+  }
+  return 0;
+}
+
+static const struct jsonstream_ops reply_ops = {reply_key, reply_open, reply_close, reply_scalar};
+
+/*
+ * Reads one verbose_json reply into out, times shifted by offset; part_seconds is the length of the audio sent, for
+ * a reply that has text but no segments (a server that ignored response_format). The reply is untrusted: it goes
+ * through the bounded streaming reader (fetcher/platform/jsonstream.h). Returns 0, -EPROTO, -E2BIG or -ENOMEM.
+ */
+static int parse_reply(const char *body, size_t len, double offset, double part_seconds, struct segment_list *out,
+                       char lang[16]) {
+  struct reply r = {.offset = offset, .out = out, .seg_text = BUF_INIT, .top_text = BUF_INIT, .duration = -1};
+  int rv = jsonstream_parse(body != NULL ? body : "", len, 1, &reply_ops, &r);
+  if (rv == 0 && !r.saw_segments && r.top_text.len > 0)
+    rv = speech_segment_append(out, r.top_text.data, r.top_text.len, offset,
+                               r.duration >= 0 ? r.duration : part_seconds);
+  if (rv == 0 && r.language[0] != '\0' && (lang[0] == '\0' || strcmp(lang, LANG_UNDETERMINED) == 0))
+    snprintf(lang, 16, "%s", r.language);
+  buf_free(&r.seg_text);
+  buf_free(&r.top_text);
+  return rv;
+}
+
+static void put_le(struct buf *b, uint32_t v, int bytes) {
+  unsigned char c[4];
+  for (int i = 0; i < bytes; i++) c[i] = (unsigned char)(v >> (8 * i));
+  buf_append(b, c, (size_t)bytes);
+}
+
+/* A 16 kHz mono 16-bit PCM WAV file of n samples. Returns 0, or -ENOMEM. */
+static int wav_file(struct buf *b, const int16_t *pcm, size_t n) {
+  uint32_t data_bytes = (uint32_t)(n * 2);
+  buf_reset(b);
+  if (buf_reserve(b, WAV_HEADER_BYTES + data_bytes) != 0) return -ENOMEM;
+  buf_append(b, "RIFF", 4);
+  put_le(b, 36 + data_bytes, 4);
+  buf_append(b, "WAVEfmt ", 8);
+  put_le(b, 16, 4);
+  put_le(b, 1, 2); /* PCM */
+  put_le(b, 1, 2); /* mono */
+  put_le(b, DECODE_SAMPLE_RATE, 4);
+  put_le(b, DECODE_SAMPLE_RATE * 2, 4);
+  put_le(b, 2, 2);
+  put_le(b, 16, 2);
+  buf_append(b, "data", 4);
+  put_le(b, data_bytes, 4);
+  for (size_t i = 0; i < n; i++) put_le(b, (uint16_t)pcm[i], 2);
+  return 0;
+}
+
+/* One request; the reply body lands in reply. Returns 0, -EIO, -ETIMEDOUT or -ENOMEM. */
+static int post_file(const struct vts_config *cfg, const char *url, const void *file, size_t len, const char *name,
+                     uint64_t deadline_ms_abs, struct buf *reply, char *detail, size_t detaillen) {
+  uint64_t now = util_now_ms();
+  if (now >= deadline_ms_abs) {
+    set_detail(detail, detaillen, "speech_timeout");
+    return -ETIMEDOUT;
+  }
+  const char *model = cfg->speech_model[0] != '\0' ? cfg->speech_model : SPEECH_DEFAULT_OPENAI_MODEL;
+  const char *ext = strrchr(name, '.');
+  const char *type = ext == NULL                 ? "application/octet-stream"
+                     : strcmp(ext, ".wav") == 0  ? "audio/wav"
+                     : strcmp(ext, ".webm") == 0 ? "audio/webm"
+                                                 : "audio/mp4";
+  struct audio_sink sink = {.buf = reply, .cap = VTS_MAX_UPSTREAM_BODY_BYTES};
+  struct curl_slist *headers = NULL;
+  curl_mime *mime = NULL;
+  int rv = -ENOMEM;
+  CURL *curl = curl_easy_init();
+  if (curl == NULL) goto done;
+  mime = curl_mime_init(curl);
+  if (mime == NULL) goto done;
+  curl_mimepart *part = curl_mime_addpart(mime);
+  if (part == NULL || curl_mime_name(part, "file") != CURLE_OK || curl_mime_data(part, file, len) != CURLE_OK ||
+      curl_mime_filename(part, name) != CURLE_OK || curl_mime_type(part, type) != CURLE_OK)
+    goto done;
+  part = curl_mime_addpart(mime);
+  if (part == NULL || curl_mime_name(part, "model") != CURLE_OK ||
+      curl_mime_data(part, model, CURL_ZERO_TERMINATED) != CURLE_OK)
+    goto done;
+  part = curl_mime_addpart(mime);
+  if (part == NULL || curl_mime_name(part, "response_format") != CURLE_OK ||
+      curl_mime_data(part, "verbose_json", CURL_ZERO_TERMINATED) != CURLE_OK)
+    goto done;
+
+  if (cfg->speech_api_key[0] != '\0') {
+    struct buf auth = BUF_INIT;
+    if (buf_printf(&auth, "Authorization: Bearer %s", cfg->speech_api_key) != 0) goto done;
+    struct curl_slist *h = curl_slist_append(headers, auth.data);
+    buf_free(&auth);
+    if (h == NULL) goto done;
+    headers = h;
+  }
+  /* Without this curl waits for "100 Continue" before a large body, which some servers never send. */
+  struct curl_slist *h = curl_slist_append(headers, "Expect:");
+  if (h == NULL) goto done;
+  headers = h;
+
+  curl_easy_setopt(curl, CURLOPT_URL, url);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_MIMEPOST, mime);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, audio_sink_write);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)VTS_UPSTREAM_CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)(deadline_ms_abs - now));
+  CURLcode cc = curl_easy_perform(curl);
+  long status = 0;
+  if (cc == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  if (cc == CURLE_OPERATION_TIMEDOUT) {
+    set_detail(detail, detaillen, "speech_timeout");
+    rv = -ETIMEDOUT;
+  } else if (sink.overflow) {
+    set_detail(detail, detaillen, "speech_reply_too_big");
+    rv = -EIO;
+  } else if (cc == CURLE_OUT_OF_MEMORY) {
+    rv = -ENOMEM;
+  } else if (cc != CURLE_OK) {
+    set_detail(detail, detaillen, "speech_unreachable");
+    rv = -EIO;
+  } else if (status != 200) {
+    char what[32];
+    snprintf(what, sizeof(what), "speech_http_%ld", status);
+    set_detail(detail, detaillen, what);
+    rv = -EIO;
+  } else {
+    rv = 0;
+  }
+
+done:
+  curl_slist_free_all(headers);
+  curl_mime_free(mime);
+  if (curl != NULL) curl_easy_cleanup(curl);
+  return rv;
+}
+
+int speech_openai_recognise(const struct vts_config *cfg, const struct speech_audio *audio, size_t max_upload_bytes,
+                            uint64_t deadline_ms_abs, struct segment_list *out, char lang[16], char *detail,
+                            size_t detaillen) {
+  struct buf url = BUF_INIT, wav = BUF_INIT, reply = BUF_INIT;
+  int rv;
+  lang[0] = '\0';
+  size_t base_len = strlen(cfg->speech_url);
+  while (base_len > 0 && cfg->speech_url[base_len - 1] == '/') base_len--;
+  if (base_len == 0 || max_upload_bytes <= WAV_HEADER_BYTES + 2) {
+    set_detail(detail, detaillen, "speech_url_unset");
+    return -EINVAL;
+  }
+  rv = buf_printf(&url, "%.*s%s", (int)base_len, cfg->speech_url, OPENAI_PATH);
+  if (rv != 0) goto done;
+
+  if (audio->original != NULL && audio->original_name != NULL && audio->original_len <= max_upload_bytes) {
+    rv = post_file(cfg, url.data, audio->original, audio->original_len, audio->original_name, deadline_ms_abs, &reply,
+                   detail, detaillen);
+    if (rv == 0) rv = parse_reply(reply.data, reply.len, 0, (double)audio->nsamples / DECODE_SAMPLE_RATE, out, lang);
+  } else {
+    /* WAV parts of whole samples; each part's times are shifted by where it starts. */
+    size_t per_part = (max_upload_bytes - WAV_HEADER_BYTES) / 2;
+    rv = 0;
+    for (size_t first = 0; rv == 0 && first < audio->nsamples; first += per_part) {
+      size_t n = audio->nsamples - first;
+      if (n > per_part) n = per_part;
+      rv = wav_file(&wav, audio->pcm + first, n);
+      buf_reset(&reply);
+      if (rv == 0)
+        rv = post_file(cfg, url.data, wav.data, wav.len, "audio.wav", deadline_ms_abs, &reply, detail, detaillen);
+      if (rv == 0)
+        rv = parse_reply(reply.data, reply.len, (double)first / DECODE_SAMPLE_RATE, (double)n / DECODE_SAMPLE_RATE, out,
+                         lang);
+    }
+  }
+  if (rv == -EPROTO) set_detail(detail, detaillen, "speech_bad_reply");
+  if (rv == 0 && lang[0] == '\0') snprintf(lang, 16, "%s", LANG_UNDETERMINED);
+
+done:
+  buf_free(&url);
+  buf_free(&wav);
+  buf_free(&reply);
+  return rv;
+}

@@ -1,0 +1,175 @@
+/* The embedded speech engine: CMU pocketsphinx with its US English model. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <pocketsphinx.h>
+#include <sphinxbase/err.h>
+
+#include "common/buf.h"
+#include "common/limits.h"
+#include "common/util.h"
+#include "fetcher/speech/decode.h"
+#include "fetcher/speech/speech.h"
+
+#define PS_FRAMES_PER_S 100
+/* Samples fed per call: the voice activity state is read this often (0.1 s). */
+#define PS_CHUNK_SAMPLES (DECODE_SAMPLE_RATE / 10)
+/* A pause between two words of at least this many frames starts a new segment. */
+#define PS_SEGMENT_GAP_FRAMES 50
+#define PS_DICT_FILE "cmudict-en-us.dict"
+#define PS_LM_FILE "en-us.lm.bin"
+#define PS_LANGUAGE "en"
+
+static void set_detail(char *detail, size_t detaillen, const char *what) {
+  if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", what);
+}
+
+/* Finds name in dir, else in dir's parent (Debian keeps the dictionary and LM beside the acoustic model). */
+static int model_file(const char *dir, const char *name, char *out, size_t outlen) {
+  int n = snprintf(out, outlen, "%s/%s", dir, name);
+  if (n > 0 && (size_t)n < outlen && access(out, R_OK) == 0) return 0;
+  n = snprintf(out, outlen, "%s/../%s", dir, name);
+  if (n > 0 && (size_t)n < outlen && access(out, R_OK) == 0) return 0;
+  return -ENOENT;
+}
+
+static int decoder_open(const char *dir, ps_decoder_t **ps_out, cmd_ln_t **cfg_out) {
+  if (dir == NULL || dir[0] == '\0') dir = SPEECH_DEFAULT_MODEL_DIR;
+  char hmm[PATH_MAX], dict[PATH_MAX], lm[PATH_MAX];
+  int n = snprintf(hmm, sizeof(hmm), "%s/mdef", dir);
+  if (n < 0 || (size_t)n >= sizeof(hmm) || access(hmm, R_OK) != 0) return -ENOENT;
+  snprintf(hmm, sizeof(hmm), "%s", dir);
+  if (model_file(dir, PS_DICT_FILE, dict, sizeof(dict)) != 0 || model_file(dir, PS_LM_FILE, lm, sizeof(lm)) != 0)
+    return -ENOENT;
+  /* sphinxbase logs every setting to stderr; our logs are JSON lines. */
+  err_set_logfp(NULL);
+  /*
+   * Search limits measured on read speech (tests/bench/bench_speech.c): capping active HMMs and word exits per
+   * frame and skipping the second (flat lexicon) pass more than halves the time at the same word error rate.
+   */
+  cmd_ln_t *cfg = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-lm", lm, "-maxhmmpf", "3000",
+                              "-maxwpf", "10", "-fwdflat", "no", NULL);
+  if (cfg == NULL) return -EIO;
+  ps_decoder_t *ps = ps_init(cfg);
+  if (ps == NULL) {
+    cmd_ln_free_r(cfg);
+    return -EIO;
+  }
+  *ps_out = ps;
+  *cfg_out = cfg;
+  return 0;
+}
+
+/* Words of the current segment, and its first and last frame. */
+struct pending {
+  struct buf text;
+  int first_frame;
+  int last_frame;
+};
+
+static int flush_pending(struct pending *p, struct segment_list *out) {
+  if (p->text.len == 0) return 0;
+  double start = (double)p->first_frame / PS_FRAMES_PER_S;
+  double duration = (double)(p->last_frame + 1 - p->first_frame) / PS_FRAMES_PER_S;
+  int rv = speech_segment_append(out, p->text.data, p->text.len, start, duration);
+  buf_reset(&p->text);
+  return rv;
+}
+
+/*
+ * Turns the words of the utterance just ended into segments. Frame numbers count from the start of the stream,
+ * not of the utterance, so they are times already. Fillers (<s>, <sil>, [NOISE]) are dropped, and alternative
+ * pronunciations ("read(2)") lose their suffix.
+ */
+static int collect_utterance(ps_decoder_t *ps, struct segment_list *out) {
+  struct pending p = {.text = BUF_INIT};
+  int rv = 0;
+  ps_seg_t *seg = ps_seg_iter(ps);
+  while (seg != NULL) {
+    const char *word = ps_seg_word(seg);
+    int sf = 0, ef = 0;
+    ps_seg_frames(seg, &sf, &ef);
+    if (word != NULL && word[0] != '<' && word[0] != '[' && word[0] != '\0') {
+      if (p.text.len > 0 && sf - p.last_frame > PS_SEGMENT_GAP_FRAMES) rv = flush_pending(&p, out);
+      if (rv == 0 && p.text.len == 0) p.first_frame = sf;
+      size_t wlen = strcspn(word, "(");
+      if (rv == 0 && p.text.len > 0) rv = buf_append(&p.text, " ", 1);
+      if (rv == 0) rv = buf_append(&p.text, word, wlen);
+      p.last_frame = ef;
+      if (rv != 0) {
+        ps_seg_free(seg);
+        goto done;
+      }
+    }
+    seg = ps_seg_next(seg);
+  }
+  rv = flush_pending(&p, out);
+done:
+  buf_free(&p.text);
+  return rv;
+}
+
+static int end_utterance(ps_decoder_t *ps, struct segment_list *out) {
+  if (ps_end_utt(ps) < 0) return -EIO;
+  return collect_utterance(ps, out);
+}
+
+int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
+                                  struct segment_list *out, char lang[16], char *detail, size_t detaillen) {
+  ps_decoder_t *ps = NULL;
+  cmd_ln_t *cfg = NULL;
+  int rv = decoder_open(model_dir, &ps, &cfg);
+  if (rv != 0) {
+    set_detail(detail, detaillen, rv == -ENOENT ? "speech_model_missing" : "speech_engine_init");
+    return rv;
+  }
+  if (ps_start_utt(ps) < 0) {
+    rv = -EIO;
+    goto fail;
+  }
+  const size_t max_utt = (size_t)VTS_SPEECH_MAX_UTTERANCE_S * DECODE_SAMPLE_RATE;
+  int in_speech = 0;
+  size_t utt_start = 0;
+  for (size_t pos = 0; pos < audio->nsamples;) {
+    if (util_now_ms() >= deadline_ms_abs) {
+      rv = -ETIMEDOUT;
+      goto fail;
+    }
+    size_t n = audio->nsamples - pos;
+    if (n > PS_CHUNK_SAMPLES) n = PS_CHUNK_SAMPLES;
+    if (ps_process_raw(ps, audio->pcm + pos, n, FALSE, FALSE) < 0) {
+      rv = -EIO;
+      goto fail;
+    }
+    pos += n;
+    int speaking = ps_get_in_speech(ps) != 0;
+    if (speaking && !in_speech) utt_start = pos;
+    /*
+     * An utterance ends when the detector hears silence again. One that runs on without a pause (music, crowd
+     * noise) is cut so that the decoder's per-utterance memory stays bounded.
+     */
+    if ((in_speech && !speaking) || (speaking && pos - utt_start >= max_utt)) {
+      rv = end_utterance(ps, out);
+      if (rv == 0 && ps_start_utt(ps) < 0) rv = -EIO;
+      if (rv != 0) goto fail;
+      speaking = 0;
+    }
+    in_speech = speaking;
+  }
+  rv = end_utterance(ps, out);
+  if (rv != 0) goto fail;
+  snprintf(lang, 16, "%s", PS_LANGUAGE);
+  ps_free(ps);
+  cmd_ln_free_r(cfg);
+  return 0;
+
+fail:
+  set_detail(detail, detaillen, rv == -ETIMEDOUT ? "speech_timeout" : "speech_engine_fault");
+  ps_free(ps);
+  cmd_ln_free_r(cfg);
+  return rv;
+}

@@ -1,0 +1,380 @@
+/*
+ * A worker's link to the dispatcher: a req0 socket over ipc, one nng context and aio per job, and a small cache of
+ * hot results (L1) in front of it.
+ *
+ * nng completes our aios on its own threads. Those callbacks touch nothing but a pending job's state and the done
+ * queue, under one mutex, and wake the loop with uv_async_send; the loop thread then drains the whole queue (libuv
+ * coalesces wake-ups), calls each dispatch_cb and frees the aio and context there, never inside their own callback.
+ * The in-flight list changes only on the loop thread (under the mutex, because the pipe callback walks it).
+ */
+#include "gateway/http/dispatch_client.h"
+#include "gateway/metrics/metrics.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "common/buf.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "gateway/cache/cache.h"
+#include "gateway/dispatcher/dispatcher.h"
+
+/* A reply is a result from a fetcher (at most VTS_MAX_MESSAGE_BYTES on the wire) plus our prefix and backtrace. */
+#define CLIENT_RECV_MAX_BYTES (VTS_MAX_MESSAGE_BYTES + 64)
+
+enum pending_state { P_SENDING, P_RECEIVING, P_DONE };
+
+struct pending {
+  struct pending *prev, *next; /* in flight */
+  struct pending *done_next;
+  nng_ctx ctx;
+  bool has_ctx;
+  nng_aio *aio;
+  enum pending_state state;
+  bool link_lost; /* the dispatcher's connection dropped: fail instead of waiting for a re-send */
+  bool in_flight;
+  nng_msg *reply; /* P_DONE: the reply, NULL for a failure */
+  bool l1_hit;
+  struct proto_result hit; /* l1_hit: the answer, its body in hit_body */
+  char *hit_body;
+  dispatch_cb cb;
+  void *arg;
+  char video_id[VTS_VIDEO_ID_LEN + 1];
+  char lang[PROTO_MAX_LANG + 1];
+};
+
+static struct {
+  bool open;
+  uv_loop_t *loop;
+  uv_async_t async;
+  nng_socket sock;
+  struct cache *l1;          /* loop thread only */
+  uint64_t reply_timeout_ms; /* the dispatcher's longest possible answer time, plus a margin */
+  pthread_mutex_t lock;      /* guards what follows, and every pending's state, link_lost and reply */
+  struct pending *in_flight;
+  struct pending *done_head, *done_tail;
+  bool closing;
+} client = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Call with client.lock held. */
+static void mark_done(struct pending *p, nng_msg *reply) {
+  p->state = P_DONE;
+  p->reply = reply;
+  p->done_next = NULL;
+  if (client.done_tail != NULL)
+    client.done_tail->done_next = p;
+  else
+    client.done_head = p;
+  client.done_tail = p;
+}
+
+/* runs on an nng thread */
+static void pending_cb(void *arg) {
+  struct pending *p = arg;
+  int rv = nng_aio_result(p->aio);
+  pthread_mutex_lock(&client.lock);
+  if (p->state == P_SENDING) {
+    if (rv != 0) {
+      /* A failed send leaves the request with us. */
+      nng_msg_free(nng_aio_get_msg(p->aio));
+      nng_aio_set_msg(p->aio, NULL);
+    } else if (!p->link_lost && !client.closing) {
+      p->state = P_RECEIVING;
+      nng_aio_set_timeout(p->aio, (nng_duration)client.reply_timeout_ms);
+      nng_ctx_recv(p->ctx, p->aio);
+      pthread_mutex_unlock(&client.lock);
+      return;
+    }
+    mark_done(p, NULL);
+  } else if (p->state == P_RECEIVING) {
+    nng_msg *reply = NULL;
+    if (rv == 0) {
+      reply = nng_aio_get_msg(p->aio);
+      nng_aio_set_msg(p->aio, NULL);
+    }
+    mark_done(p, reply);
+  }
+  pthread_mutex_unlock(&client.lock);
+  uv_async_send(&client.async);
+}
+
+/*
+ * runs on an nng thread. The dispatcher went away: every job it held is lost with it. nng 1.5.2 already fails a
+ * waiting receive with NNG_ECONNRESET when its pipe closes and re-sending is off; cancelling here as well covers a
+ * job whose send has just completed (its callback, seeing link_lost, does not start a receive that nothing would
+ * answer) and keeps "fail at once, never re-sent" true whatever the resend setting.
+ */
+static void pipe_gone_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg) {
+  (void)pipe;
+  (void)ev;
+  (void)arg;
+  int lost = 0;
+  pthread_mutex_lock(&client.lock);
+  for (struct pending *p = client.in_flight; p != NULL; p = p->next) {
+    if (p->state == P_DONE) continue;
+    p->link_lost = true;
+    nng_aio_cancel(p->aio);
+    lost++;
+  }
+  pthread_mutex_unlock(&client.lock);
+  if (lost > 0) log_msg(LOG_WARN, "dispatcher connection lost: jobs failed", NULL);
+}
+
+static void pending_free(struct pending *p) {
+  if (p->aio != NULL) nng_aio_free(p->aio);
+  if (p->has_ctx) nng_ctx_close(p->ctx);
+  if (p->reply != NULL) nng_msg_free(p->reply);
+  free(p->hit_body);
+  free(p);
+}
+
+static uint32_t be32(const unsigned char *b) {
+  return ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
+}
+
+/* Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. */
+static void deliver(struct pending *p, bool fail) {
+  if (fail) {
+    p->cb(p->arg, NULL);
+    return;
+  }
+  if (p->l1_hit) {
+    p->cb(p->arg, &p->hit);
+    return;
+  }
+  struct proto_result res;
+  const struct proto_result *r = NULL;
+  if (p->reply != NULL) {
+    const unsigned char *body = nng_msg_body(p->reply);
+    size_t len = nng_msg_len(p->reply);
+    if (len > DISPATCH_REPLY_PREFIX_BYTES &&
+        proto_decode_result(body + DISPATCH_REPLY_PREFIX_BYTES, len - DISPATCH_REPLY_PREFIX_BYTES, &res) == 0) {
+      r = &res;
+      uint32_t ttl = be32(body);
+      if (ttl > 0) cache_put(client.l1, p->video_id, p->lang, &res, ttl, NULL);
+    } else {
+      log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
+    }
+  }
+  p->cb(p->arg, r);
+}
+
+/* Takes the done queue off the nng side and unlinks its jobs from the in-flight list. */
+static struct pending *take_done(void) {
+  pthread_mutex_lock(&client.lock);
+  struct pending *list = client.done_head;
+  client.done_head = client.done_tail = NULL;
+  for (struct pending *p = list; p != NULL; p = p->done_next) {
+    if (!p->in_flight) continue;
+    if (p->prev != NULL)
+      p->prev->next = p->next;
+    else
+      client.in_flight = p->next;
+    if (p->next != NULL) p->next->prev = p->prev;
+    p->in_flight = false;
+  }
+  pthread_mutex_unlock(&client.lock);
+  return list;
+}
+
+static void drain(bool fail_all) {
+  struct pending *p = take_done();
+  while (p != NULL) {
+    struct pending *next = p->done_next;
+    deliver(p, fail_all);
+    pending_free(p);
+    p = next;
+  }
+}
+
+static void async_cb(uv_async_t *handle) {
+  (void)handle;
+  drain(false);
+}
+
+int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const char *url) {
+  if (client.open) return -EALREADY;
+  client.loop = loop;
+  client.in_flight = NULL;
+  client.done_head = client.done_tail = NULL;
+  client.closing = false;
+  /* The dispatcher answers every job by then: queue wait and fetch within the job timeout, then speech. */
+  client.reply_timeout_ms =
+      (uint64_t)cfg->job_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS + VTS_DISPATCH_CLIENT_MARGIN_MS;
+  if (cfg->speech_fallback) client.reply_timeout_ms += (uint64_t)cfg->speech_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS;
+
+  struct cache_limits lim = {VTS_L1_CACHE_BYTES, VTS_L1_CACHE_TTL_MS, VTS_L1_CACHE_TTL_MS};
+  bool sock_open = false;
+  int rv = -ENOMEM;
+  nng_dialer dialer;
+  client.l1 = cache_new(&lim, NULL);
+  if (client.l1 == NULL) goto fail;
+
+  rv = nng_req0_open(&client.sock);
+
+  if (rv != 0) goto nng_fail;
+  sock_open = true;
+  /* A job must never be re-sent behind the client's back (nng 1.5 re-sends every 60 s by default). */
+  rv = nng_socket_set_ms(client.sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+  if (rv != 0) goto nng_fail;
+  rv = nng_pipe_notify(client.sock, NNG_PIPE_EV_REM_POST, pipe_gone_cb, NULL);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_create(&dialer, client.sock, url);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_set_size(dialer, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX_BYTES);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_set_ms(dialer, NNG_OPT_RECONNMINT, VTS_DISPATCH_RECONNECT_MIN_MS);
+  if (rv != 0) goto nng_fail;
+  rv = nng_dialer_set_ms(dialer, NNG_OPT_RECONNMAXT, VTS_DISPATCH_RECONNECT_MAX_MS);
+  if (rv != 0) goto nng_fail;
+  /* Non-blocking: the dispatcher may start after us; nng keeps dialing. */
+  rv = nng_dialer_start(dialer, NNG_FLAG_NONBLOCK);
+  if (rv != 0) goto nng_fail;
+
+  rv = uv_async_init(loop, &client.async, async_cb);
+
+  if (rv != 0) goto fail;
+  /* The link alone does not keep the loop running; each job's HTTP connection does. */
+  uv_unref((uv_handle_t *)&client.async);
+  client.open = true;
+  return 0;
+
+nng_fail:
+  log_msg(LOG_ERROR, "cannot connect to the dispatcher", "url", url, "error", nng_strerror(rv), NULL);
+  rv = -EIO;
+fail:
+  if (sock_open) nng_close(client.sock);
+  cache_free(client.l1);
+  client.l1 = NULL;
+  return rv;
+}
+
+/* runs on its own thread */
+static void *close_thread(void *arg) {
+  nng_socket s = *(nng_socket *)arg;
+  free(arg);
+  nng_close(s);
+  return NULL;
+}
+
+/*
+ * nng 1.5.2 can hang for good in nng_close (a race in its reaper: nanomsg/nng#1543, fixed in 1.8). The close runs
+ * on a thread of its own and is abandoned after VTS_DISPATCH_STOP_TIMEOUT_MS, so that it never holds a worker's
+ * shutdown.
+ */
+static void close_bounded(nng_socket s) {
+  nng_socket *arg = malloc(sizeof(*arg));
+  pthread_t t;
+  if (arg == NULL) return;
+  *arg = s;
+  if (pthread_create(&t, NULL, close_thread, arg) != 0) {
+    free(arg);
+    return;
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += VTS_DISPATCH_STOP_TIMEOUT_MS / 1000;
+  until.tv_nsec += (VTS_DISPATCH_STOP_TIMEOUT_MS % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+    log_msg(LOG_WARN, "dispatcher link close stuck in nng: abandoned", NULL);
+    pthread_detach(t);
+  }
+}
+
+void dispatch_client_close(void) {
+  if (!client.open) return;
+  pthread_mutex_lock(&client.lock);
+  client.closing = true;
+  pthread_mutex_unlock(&client.lock);
+  /*
+   * Only the loop thread changes the in-flight list, so walking it here needs no lock; nng_aio_stop waits for each
+   * callback, which takes the lock and, seeing closing, queues its job as done instead of going on.
+   */
+  for (struct pending *p = client.in_flight; p != NULL; p = p->next) nng_aio_stop(p->aio);
+  drain(true);
+  close_bounded(client.sock);
+  uv_close((uv_handle_t *)&client.async, NULL);
+  cache_free(client.l1);
+  client.l1 = NULL;
+  client.open = false;
+}
+
+int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
+  if (!client.open || client.closing) return -ENOTCONN;
+  struct pending *p = calloc(1, sizeof(*p));
+  if (p == NULL) return -ENOMEM;
+  p->cb = cb;
+  p->arg = arg;
+  if (strlen(job->video_id) != VTS_VIDEO_ID_LEN || strlen(job->lang) > PROTO_MAX_LANG) {
+    free(p);
+    return -EINVAL;
+  }
+  memcpy(p->video_id, job->video_id, sizeof(p->video_id));
+  memcpy(p->lang, job->lang, strlen(job->lang) + 1);
+
+  uint64_t ttl_left;
+  if (cache_get(client.l1, job->video_id, job->lang, &p->hit, &ttl_left) == 0) {
+    /* Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. */
+    if (p->hit.body_len > 0) {
+      p->hit_body = malloc(p->hit.body_len);
+      if (p->hit_body == NULL) {
+        free(p);
+        return -ENOMEM;
+      }
+      memcpy(p->hit_body, p->hit.body, p->hit.body_len);
+    }
+    p->hit.body = p->hit_body;
+    p->l1_hit = true;
+    metrics_l1_hit();
+    pthread_mutex_lock(&client.lock);
+    mark_done(p, NULL);
+    pthread_mutex_unlock(&client.lock);
+    uv_async_send(&client.async);
+    return 0;
+  }
+
+  struct proto_job req = *job;
+  req.job_id = 0;
+  struct buf b = BUF_INIT;
+  nng_msg *msg = NULL;
+  int rv = proto_encode_job(&b, &req);
+  if (rv != 0) goto fail;
+  rv = -ENOMEM;
+  if (nng_msg_alloc(&msg, 0) != 0 || nng_msg_append(msg, b.data, b.len) != 0) goto fail;
+  if (nng_aio_alloc(&p->aio, pending_cb, p) != 0) goto fail;
+  rv = -EIO;
+  if (nng_ctx_open(&p->ctx, client.sock) != 0) goto fail;
+  p->has_ctx = true;
+  if (nng_ctx_set_ms(p->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE) != 0) goto fail;
+  buf_free(&b);
+
+  p->state = P_SENDING;
+  nng_aio_set_msg(p->aio, msg);
+  /* The send completes once a connection takes the request: a missing dispatcher costs this long, not the job's. */
+  nng_aio_set_timeout(p->aio, VTS_DISPATCH_CONNECT_WAIT_MS);
+  pthread_mutex_lock(&client.lock);
+  p->next = client.in_flight;
+  if (client.in_flight != NULL) client.in_flight->prev = p;
+  client.in_flight = p;
+  p->in_flight = true;
+  pthread_mutex_unlock(&client.lock);
+  nng_ctx_send(p->ctx, p->aio);
+  return 0;
+
+fail:
+  buf_free(&b);
+  if (msg != NULL) nng_msg_free(msg);
+  pending_free(p);
+  return rv;
+}

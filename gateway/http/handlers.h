@@ -1,0 +1,26 @@
+/*
+ * The routes of a worker: GET /health, GET /openapi.json and GET /v1/video/transcript (auth -> rate limit and quota
+ * -> query validation -> dispatch), each also answering HEAD. Unknown paths are 404 not_found; a known path with
+ * another method is 405 method_not_allowed with Allow: GET, HEAD.
+ */
+#ifndef VTS_HANDLERS_H
+#define VTS_HANDLERS_H
+
+#include <stdint.h>
+
+#include "common/config.h"
+#include "gateway/http/http.h"
+#include "gateway/keys/keys.h"
+#include "gateway/limits/ratelimit.h"
+
+struct handlers_ctx {
+  const struct vts_config *cfg;
+  struct keystore *keys; /* the current key store; the worker swaps it on reload */
+  struct ratelimit *rl;
+  uint64_t started_ms; /* util_now_ms() when the master started: /health uptime */
+};
+
+/* The http_request_cb of a worker; app is a struct handlers_ctx that outlives every request. */
+void handlers_request(void *app, struct http_request *req);
+
+#endif

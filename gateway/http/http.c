@@ -1,0 +1,846 @@
+#include "gateway/http/http.h"
+#include "gateway/metrics/metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+
+/*
+ * One read buffer per worker serves every connection: libuv fills it and our read callback parses it at once, so it
+ * never holds bytes across callbacks. Only bytes behind a complete (pipelined) request are copied to the connection.
+ */
+#define HTTP_READ_BUF_BYTES (64 * 1024)
+/* Status line and fixed headers (~200 bytes), X-Request-Id (64) and the caller's extra lines must fit here. */
+#define HTTP_HEAD_BYTES 768
+/* Longest header name we look at ("transfer-encoding"); longer names are never ours. */
+#define HTTP_HNAME_BYTES 24
+#define HTTP_REQUEST_ID_RANDOM_BYTES 16
+
+enum conn_state {
+  CONN_IDLE,    /* between requests: no byte of the next one yet */
+  CONN_HEADERS, /* a request has begun: its headers must complete in time */
+  CONN_BUSY,    /* a complete request is with its handler */
+  CONN_WRITING, /* its response is being written */
+  CONN_LINGER,  /* answered with close: FIN sent, discarding input until the peer closes */
+};
+
+enum hdr { HDR_OTHER = 0, HDR_API_KEY, HDR_REQUEST_ID, HDR_TRANSFER_ENCODING };
+
+struct http_server {
+  uv_loop_t *loop;
+  const struct vts_config *cfg;
+  http_request_cb cb;
+  void *app;
+  uv_tcp_t listener;
+  uv_timer_t drain_timer;
+  int listener_open;
+  int draining;
+  int drained_reported;
+  int freeing;
+  int handles_open;
+  void (*drained)(void *arg);
+  void *drained_arg;
+  struct http_conn *conns; /* every open connection, for the drain */
+  size_t nconns;
+  char rbuf[HTTP_READ_BUF_BYTES];
+};
+
+struct http_conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* header, idle, write or linger deadline, by state */
+  union {
+    uv_write_t write;
+    uv_shutdown_t shutdown;
+  } ureq;
+  llhttp_t parser;
+  struct http_server *srv;
+  struct http_conn *prev, *next;
+  unsigned refs; /* open handles plus holds; the memory goes when it reaches 0 */
+  enum conn_state state;
+  unsigned closing : 1;
+  unsigned reading : 1;
+  unsigned keep_alive : 1;
+  unsigned served : 1; /* a response went out: idle waits use the idle timeout */
+  unsigned rid_set : 1;
+  unsigned char last_byte; /* last byte given to llhttp, for the framing scan across reads */
+  enum api_error err;      /* our verdict when we stop llhttp from a callback */
+
+  /* The request being parsed or served. */
+  struct http_request req;
+  struct buf url;
+  size_t header_bytes;
+  unsigned header_count;
+  enum hdr cur_hdr;
+  char hname[HTTP_HNAME_BYTES];
+  size_t hname_len;
+  char api_key[VTS_MAX_API_KEY_BYTES + 1];
+  size_t api_key_len;
+  int api_key_seen;
+  int api_key_bad;
+  char rid_in[VTS_MAX_REQUEST_ID_BYTES + 1];
+  size_t rid_in_len;
+  int rid_in_seen;
+  int rid_in_bad;
+  char rid[VTS_MAX_REQUEST_ID_BYTES + 1];
+
+  /* Bytes that arrived behind a complete request, parsed once its response is written. */
+  char *pending;
+  size_t pending_len;
+
+  char head[HTTP_HEAD_BYTES];
+  char *owned_body;
+};
+
+static llhttp_settings_t parser_settings;
+
+static struct http_conn *conn_of(const struct http_request *req) {
+  return (struct http_conn *)(void *)((char *)(uintptr_t)req - offsetof(struct http_conn, req));
+}
+
+/* ---- dates and request ids ---- */
+
+const char *http_date_now(void) {
+  static char date[40];
+  static time_t date_sec = -1;
+  time_t now = time(NULL);
+  if (now != date_sec) {
+    util_http_date(date, sizeof(date), now);
+    date_sec = now;
+  }
+  return date;
+}
+
+int http_request_id_valid(const char *s, size_t len) {
+  if (len == 0 || len > VTS_MAX_REQUEST_ID_BYTES) return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    int ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+static void conn_set_request_id(struct http_conn *conn) {
+  if (conn->rid_set) return;
+  if (conn->rid_in_seen && !conn->rid_in_bad && http_request_id_valid(conn->rid_in, conn->rid_in_len)) {
+    memcpy(conn->rid, conn->rid_in, conn->rid_in_len);
+    conn->rid[conn->rid_in_len] = '\0';
+  } else if (util_random_hex(conn->rid, HTTP_REQUEST_ID_RANDOM_BYTES) != 0) {
+    /* getrandom cannot fail for 16 bytes once the pool is ready; keep the id unique per process anyway. */
+    static unsigned long long fallback;
+    snprintf(conn->rid, sizeof(conn->rid), "r%llu", ++fallback);
+  }
+  conn->rid_set = 1;
+  conn->req.request_id = conn->rid;
+}
+
+/* ---- connection lifetime ---- */
+
+static void conn_unref(struct http_conn *conn) {
+  if (--conn->refs > 0) return;
+  buf_free(&conn->url);
+  free(conn->pending);
+  free(conn->owned_body);
+  free(conn);
+}
+
+static void on_conn_handle_closed(uv_handle_t *h) { conn_unref(h->data); }
+
+static void on_drained_tick(uv_timer_t *t);
+
+static void server_check_drained(struct http_server *srv) {
+  if (!srv->draining || srv->nconns > 0 || srv->drained_reported) return;
+  srv->drained_reported = 1;
+  /* Reported from a fresh loop turn: the caller may free the server, and we may be deep inside a connection. */
+  uv_timer_start(&srv->drain_timer, on_drained_tick, 0, 0);
+}
+
+static void conn_close(struct http_conn *conn) {
+  if (conn->closing) return;
+  conn->closing = 1;
+  struct http_server *srv = conn->srv;
+  if (conn->prev != NULL)
+    conn->prev->next = conn->next;
+  else
+    srv->conns = conn->next;
+  if (conn->next != NULL) conn->next->prev = conn->prev;
+  srv->nconns--;
+  metrics_connections(-1);
+  uv_close((uv_handle_t *)&conn->timer, on_conn_handle_closed);
+  uv_close((uv_handle_t *)&conn->tcp, on_conn_handle_closed);
+  server_check_drained(srv);
+}
+
+void http_request_hold(struct http_request *req) { conn_of(req)->refs++; }
+
+void http_request_release(struct http_request *req) { conn_unref(conn_of(req)); }
+
+int http_request_gone(const struct http_request *req) { return conn_of(req)->closing; }
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+  (void)suggested;
+  struct http_conn *conn = h->data;
+  b->base = conn->srv->rbuf;
+  b->len = sizeof(conn->srv->rbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
+static void conn_read_start(struct http_conn *conn) {
+  if (conn->reading || conn->closing) return;
+  if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) == 0)
+    conn->reading = 1;
+  else
+    conn_close(conn);
+}
+
+static void conn_read_stop(struct http_conn *conn) {
+  if (!conn->reading) return;
+  uv_read_stop((uv_stream_t *)&conn->tcp);
+  conn->reading = 0;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void conn_timer(struct http_conn *conn, int64_t ms) { uv_timer_start(&conn->timer, on_timer, (uint64_t)ms, 0); }
+
+/* Between requests: wait for the next one for the idle timeout (the header timeout before the first). */
+static void conn_enter_idle(struct http_conn *conn) {
+  conn->state = CONN_IDLE;
+  const struct vts_config *cfg = conn->srv->cfg;
+  conn_timer(conn, conn->served ? cfg->idle_timeout_ms : cfg->header_timeout_ms);
+  conn_read_start(conn);
+}
+
+/*
+ * Closing right after the last write would make the kernel answer unread input with a RST, which can destroy the
+ * response before the client reads it (a client that sent a body we refused, or more pipelined requests). So send
+ * FIN, read and discard until the peer closes, and close for good after a short linger.
+ */
+static void on_shutdown(uv_shutdown_t *sr, int status) {
+  struct http_conn *conn = sr->data;
+  if (conn->closing) return;
+  if (status < 0) {
+    conn_close(conn);
+    return;
+  }
+  conn_read_start(conn);
+}
+
+static void conn_linger(struct http_conn *conn) {
+  conn->state = CONN_LINGER;
+  free(conn->pending);
+  conn->pending = NULL;
+  conn->pending_len = 0;
+  conn_timer(conn, VTS_LINGER_MS);
+  conn->ureq.shutdown.data = conn;
+  if (uv_shutdown(&conn->ureq.shutdown, (uv_stream_t *)&conn->tcp, on_shutdown) != 0) conn_close(conn);
+}
+
+/* ---- parsing ---- */
+
+static void conn_reset_request(struct http_conn *conn) {
+  buf_reset(&conn->url);
+  conn->header_bytes = 0;
+  conn->header_count = 0;
+  conn->cur_hdr = HDR_OTHER;
+  conn->hname_len = 0;
+  conn->api_key_len = 0;
+  conn->api_key_seen = 0;
+  conn->api_key_bad = 0;
+  conn->rid_in_len = 0;
+  conn->rid_in_seen = 0;
+  conn->rid_in_bad = 0;
+  conn->rid_set = 0;
+  conn->err = API_OK;
+  memset(&conn->req, 0, sizeof(conn->req));
+  conn->req.method = -1;
+  conn->req.request_id = "";
+  conn->req.start_ms = util_now_ms();
+  conn->req.start_ns = uv_hrtime();
+}
+
+static int on_message_begin(llhttp_t *p) {
+  struct http_conn *conn = p->data;
+  conn_reset_request(conn);
+  conn->state = CONN_HEADERS;
+  conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+  return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+  struct http_conn *conn = p->data;
+  if (conn->req.method < 0) conn->req.method = llhttp_get_method(p);
+  if (conn->url.len + len > VTS_MAX_REQUEST_LINE_BYTES) {
+    conn->err = API_ERR_URI_TOO_LONG;
+    return HPE_USER;
+  }
+  if (buf_append(&conn->url, at, len) != 0) {
+    conn->err = API_ERR_SERVICE_UNAVAILABLE;
+    return HPE_USER;
+  }
+  return 0;
+}
+
+static int count_header_bytes(struct http_conn *conn, size_t len) {
+  conn->header_bytes += len;
+  if (conn->header_bytes > VTS_MAX_HEADER_BYTES) {
+    conn->err = API_ERR_HEADERS_TOO_LARGE;
+    return HPE_USER;
+  }
+  return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+  struct http_conn *conn = p->data;
+  if (count_header_bytes(conn, len) != 0) return HPE_USER;
+  if (conn->hname_len + len < sizeof(conn->hname)) {
+    memcpy(conn->hname + conn->hname_len, at, len);
+    conn->hname_len += len;
+  } else {
+    conn->hname_len = sizeof(conn->hname); /* too long to be one we look at */
+  }
+  return 0;
+}
+
+static int hname_is(const struct http_conn *conn, const char *name) {
+  size_t n = strlen(name);
+  return conn->hname_len == n && strncasecmp(conn->hname, name, n) == 0;
+}
+
+static int on_header_field_complete(llhttp_t *p) {
+  struct http_conn *conn = p->data;
+  if (++conn->header_count > VTS_MAX_HEADER_COUNT) {
+    conn->err = API_ERR_HEADERS_TOO_LARGE;
+    return HPE_USER;
+  }
+  conn->cur_hdr = HDR_OTHER;
+  if (hname_is(conn, "x-api-key")) {
+    /* Two keys in one request: neither is trusted. */
+    if (conn->api_key_seen) conn->api_key_bad = 1;
+    conn->api_key_seen = 1;
+    conn->cur_hdr = HDR_API_KEY;
+  } else if (hname_is(conn, "x-request-id")) {
+    if (conn->rid_in_seen) conn->rid_in_bad = 1;
+    conn->rid_in_seen = 1;
+    conn->cur_hdr = HDR_REQUEST_ID;
+  } else if (hname_is(conn, "transfer-encoding")) {
+    /* GET carries no body; any Transfer-Encoding is a framing question we refuse to answer. */
+    conn->err = API_ERR_BAD_REQUEST;
+    return HPE_USER;
+  }
+  conn->hname_len = 0;
+  return 0;
+}
+
+static void append_capped(char *dst, size_t cap, size_t *dlen, int *bad, const char *at, size_t len) {
+  if (*dlen + len > cap) {
+    *bad = 1;
+    return;
+  }
+  memcpy(dst + *dlen, at, len);
+  *dlen += len;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+  struct http_conn *conn = p->data;
+  if (count_header_bytes(conn, len) != 0) return HPE_USER;
+  /* llhttp 8.1.0 can take a CR that no LF follows as part of a value (CVE-2023-30589); we never do. */
+  if (memchr(at, '\r', len) != NULL) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return HPE_USER;
+  }
+  switch (conn->cur_hdr) {
+    case HDR_API_KEY:
+      append_capped(conn->api_key, VTS_MAX_API_KEY_BYTES, &conn->api_key_len, &conn->api_key_bad, at, len);
+      break;
+    case HDR_REQUEST_ID:
+      append_capped(conn->rid_in, VTS_MAX_REQUEST_ID_BYTES, &conn->rid_in_len, &conn->rid_in_bad, at, len);
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+  struct http_conn *conn = p->data;
+  conn->cur_hdr = HDR_OTHER;
+  return 0;
+}
+
+static size_t trim_trailing_ws(const char *s, size_t len) {
+  while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
+  return len;
+}
+
+static int on_headers_complete(llhttp_t *p) {
+  struct http_conn *conn = p->data;
+  struct http_request *req = &conn->req;
+  uv_timer_stop(&conn->timer);
+  conn->state = CONN_BUSY;
+  req->method = llhttp_get_method(p);
+  if (p->flags & F_TRANSFER_ENCODING) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return -1;
+  }
+  /* llhttp 8.1.0 also takes "HTTP/0.9" and "HTTP/2.0" request lines; we speak HTTP/1.x framing only. */
+  if (p->http_major != 1) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return -1;
+  }
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
+    conn->err = API_ERR_PAYLOAD_TOO_LARGE;
+    return -1;
+  }
+  conn->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !conn->srv->draining;
+
+  const char *url = conn->url.data != NULL ? conn->url.data : "";
+  const char *q = memchr(url, '?', conn->url.len);
+  req->path = url;
+  req->path_len = q != NULL ? (size_t)(q - url) : conn->url.len;
+  if (q != NULL) {
+    req->query = q + 1;
+    req->query_len = conn->url.len - req->path_len - 1;
+  }
+  conn->rid_in_len = trim_trailing_ws(conn->rid_in, conn->rid_in_len);
+  conn_set_request_id(conn);
+  if (conn->api_key_seen) {
+    conn->api_key_len = trim_trailing_ws(conn->api_key, conn->api_key_len);
+    if (conn->api_key_bad || conn->api_key_len == 0) {
+      req->key_state = HTTP_KEY_INVALID;
+    } else {
+      req->key_state = HTTP_KEY_PRESENT;
+      req->api_key = conn->api_key;
+      req->api_key_len = conn->api_key_len;
+    }
+  }
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+  struct http_conn *conn = p->data;
+  conn->state = CONN_BUSY;
+  /* One request at a time: parsing resumes once this response has been written. */
+  return HPE_PAUSED;
+}
+
+/*
+ * Returns how many bytes of data can go to llhttp before a framing shape we refuse: a CR not followed by LF, or a
+ * line that starts with whitespace (obs-fold). A request carries no body here, so every byte is request head.
+ */
+static size_t framing_scan(unsigned char prev, const char *data, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)data[i];
+    if (prev == '\r' && c != '\n') return i;
+    if (prev == '\n' && (c == ' ' || c == '\t')) return i;
+    prev = c;
+  }
+  return len;
+}
+
+static void conn_dispatch(struct http_conn *conn);
+
+/* Answers a protocol error and closes the connection after the answer. */
+static void conn_fail(struct http_conn *conn, enum api_error e) {
+  conn_read_stop(conn);
+  uv_timer_stop(&conn->timer);
+  conn->keep_alive = 0;
+  conn->state = CONN_BUSY;
+  conn_set_request_id(conn);
+  http_respond_error(&conn->req, e, NULL);
+}
+
+static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
+  size_t ok = framing_scan(conn->last_byte, data, len);
+  llhttp_errno_t e = llhttp_execute(&conn->parser, data, ok);
+  if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+    size_t used = (size_t)(llhttp_get_error_pos(&conn->parser) - data);
+    if (used > 0) conn->last_byte = (unsigned char)data[used - 1];
+    conn_read_stop(conn);
+    if (used < len) {
+      char *rest = malloc(len - used);
+      if (rest == NULL) {
+        conn_fail(conn, API_ERR_SERVICE_UNAVAILABLE);
+        return;
+      }
+      memcpy(rest, data + used, len - used);
+      conn->pending = rest;
+      conn->pending_len = len - used;
+    }
+    conn_dispatch(conn);
+    return;
+  }
+  if (e != HPE_OK) {
+    conn_fail(conn, conn->err != API_OK ? conn->err : API_ERR_BAD_REQUEST);
+    return;
+  }
+  if (ok < len) {
+    conn_fail(conn, API_ERR_BAD_REQUEST);
+    return;
+  }
+  if (len > 0) conn->last_byte = (unsigned char)data[len - 1];
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  struct http_conn *conn = s->data;
+  if (n == 0 || conn->closing) return;
+  if (n < 0) {
+    /* EOF or error: nothing is being answered while we read, so there is no one left to answer. */
+    conn_close(conn);
+    return;
+  }
+  if (conn->state == CONN_LINGER) return;
+  conn_execute(conn, b->base, (size_t)n);
+}
+
+static void on_timer(uv_timer_t *t) {
+  struct http_conn *conn = t->data;
+  switch (conn->state) {
+    case CONN_HEADERS:
+      conn_fail(conn, API_ERR_REQUEST_TIMEOUT);
+      break;
+    case CONN_BUSY:
+      break;
+    case CONN_IDLE:
+    case CONN_WRITING:
+    case CONN_LINGER:
+      conn_close(conn);
+      break;
+  }
+}
+
+static void conn_dispatch(struct http_conn *conn) {
+  struct http_server *srv = conn->srv;
+  srv->cb(srv->app, &conn->req);
+}
+
+/* After a response: the next pipelined request, or back to reading. */
+static void conn_next(struct http_conn *conn) {
+  conn->served = 1;
+  llhttp_resume(&conn->parser);
+  conn->state = CONN_IDLE;
+  char *rest = conn->pending;
+  size_t rest_len = conn->pending_len;
+  conn->pending = NULL;
+  conn->pending_len = 0;
+  if (rest != NULL) {
+    conn_timer(conn, conn->srv->cfg->idle_timeout_ms);
+    conn_execute(conn, rest, rest_len);
+    free(rest);
+    if (conn->closing || conn->state == CONN_BUSY || conn->state == CONN_WRITING || conn->state == CONN_LINGER) return;
+    if (conn->state == CONN_HEADERS) {
+      conn_read_start(conn);
+      return;
+    }
+  }
+  conn_enter_idle(conn);
+}
+
+static void on_write(uv_write_t *w, int status) {
+  struct http_conn *conn = w->data;
+  free(conn->owned_body);
+  conn->owned_body = NULL;
+  if (conn->closing) return;
+  if (status < 0) {
+    conn_close(conn);
+    return;
+  }
+  uv_timer_stop(&conn->timer);
+  if (!conn->keep_alive || conn->srv->draining) {
+    conn_linger(conn);
+    return;
+  }
+  conn_next(conn);
+}
+
+/* ---- responses ---- */
+
+static const char *reason_phrase(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
+  }
+}
+
+static void access_log(const struct http_conn *conn, int status) {
+  const struct http_request *req = &conn->req;
+  char path[VTS_MAX_LOGGED_PATH_BYTES + 1];
+  size_t plen = req->path_len < VTS_MAX_LOGGED_PATH_BYTES ? req->path_len : VTS_MAX_LOGGED_PATH_BYTES;
+  if (plen > 0) memcpy(path, req->path, plen);
+  path[plen] = '\0';
+  char st[16], dur[32];
+  snprintf(st, sizeof(st), "%d", status);
+  snprintf(dur, sizeof(dur), "%llu", (unsigned long long)(util_now_ms() - req->start_ms));
+  const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
+  log_msg(LOG_INFO, "request", "request_id", req->request_id, "method", method, "path", path, "=status", st, "=dur_ms",
+          dur, "key_id", req->key_id, NULL);
+  metrics_request(metrics_route_of(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
+}
+
+int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
+                 char *owned_body) {
+  return http_respond_typed(req, status, "application/json", extra_headers, body, body_len, owned_body);
+}
+
+int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
+                       const char *body, size_t body_len, char *owned_body) {
+  struct http_conn *conn = conn_of(req);
+  if (conn->closing) {
+    free(owned_body);
+    return 0;
+  }
+  if (conn->state != CONN_BUSY) {
+    /* A second answer to one request is a bug in the caller; the first one stands. */
+    free(owned_body);
+    return -EALREADY;
+  }
+  if (conn->srv->draining) conn->keep_alive = 0;
+  const char *connection = "";
+  if (!conn->keep_alive)
+    connection = "Connection: close\r\n";
+  else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
+    connection = "Connection: keep-alive\r\n";
+  int n = snprintf(conn->head, sizeof(conn->head),
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nDate: %s\r\n"
+                   "X-Request-Id: %s\r\n%s%s\r\n",
+                   status, reason_phrase(status), content_type, body_len, http_date_now(), req->request_id,
+                   extra_headers != NULL ? extra_headers : "", connection);
+  if (n < 0 || (size_t)n >= sizeof(conn->head)) {
+    log_msg(LOG_ERROR, "response head too large", "request_id", req->request_id, NULL);
+    free(owned_body);
+    conn_close(conn);
+    return -EOVERFLOW;
+  }
+  uv_buf_t bufs[2];
+  unsigned nbufs = 1;
+  bufs[0] = uv_buf_init(conn->head, (unsigned)n);
+  if (req->method != HTTP_HEAD && body_len > 0)
+    bufs[nbufs++] = uv_buf_init((char *)(uintptr_t)body, (unsigned)body_len);
+  conn->owned_body = owned_body;
+  access_log(conn, status);
+  conn->state = CONN_WRITING;
+  /* A client that stops reading must not hold the connection forever. */
+  conn_timer(conn, conn->srv->cfg->idle_timeout_ms);
+  conn->ureq.write.data = conn;
+  int rv = uv_write(&conn->ureq.write, (uv_stream_t *)&conn->tcp, bufs, nbufs, on_write);
+  if (rv != 0) {
+    free(conn->owned_body);
+    conn->owned_body = NULL;
+    conn_close(conn);
+    return rv;
+  }
+  return 0;
+}
+
+int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers) {
+  const struct api_error_info *info = api_error_get(e);
+  return http_respond(req, info->status, extra_headers, info->body, info->body_len, NULL);
+}
+
+/* ---- server ---- */
+
+static void refuse_closed(uv_handle_t *h) { free(h); }
+
+/* Over the connection cap: take the connection off the queue and close it at once. */
+static void refuse(struct http_server *srv) {
+  uv_tcp_t *t = malloc(sizeof(*t));
+  if (t == NULL) return;
+  if (uv_tcp_init(srv->loop, t) != 0) {
+    free(t);
+    return;
+  }
+  uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)t);
+  uv_close((uv_handle_t *)t, refuse_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  struct http_server *srv = server->data;
+  if (status < 0) {
+    log_msg(LOG_WARN, "accept failed", "error", uv_strerror(status), NULL);
+    return;
+  }
+  if (srv->draining || srv->nconns >= (size_t)srv->cfg->max_conns) {
+    refuse(srv);
+    return;
+  }
+  struct http_conn *conn = calloc(1, sizeof(*conn));
+  if (conn == NULL) {
+    refuse(srv);
+    return;
+  }
+  conn->srv = srv;
+  uv_tcp_init(srv->loop, &conn->tcp);
+  uv_timer_init(srv->loop, &conn->timer);
+  conn->tcp.data = conn;
+  conn->timer.data = conn;
+  conn->refs = 2; /* the two handles */
+  conn->next = srv->conns;
+  if (srv->conns != NULL) srv->conns->prev = conn;
+  srv->conns = conn;
+  srv->nconns++;
+  metrics_connections(1);
+  if (uv_accept(server, (uv_stream_t *)&conn->tcp) != 0) {
+    conn_close(conn);
+    return;
+  }
+  uv_tcp_nodelay(&conn->tcp, 1);
+  llhttp_init(&conn->parser, HTTP_REQUEST, &parser_settings);
+  /* Leniency flags default to off; set them explicitly so a newer llhttp default cannot loosen framing. */
+  llhttp_set_lenient_headers(&conn->parser, 0);
+  llhttp_set_lenient_chunked_length(&conn->parser, 0);
+  llhttp_set_lenient_keep_alive(&conn->parser, 0);
+  llhttp_set_lenient_transfer_encoding(&conn->parser, 0);
+  conn->parser.data = conn;
+  conn_reset_request(conn);
+  conn_enter_idle(conn);
+}
+
+struct http_server *http_server_new(uv_loop_t *loop, const struct vts_config *cfg, http_request_cb cb, void *app) {
+  struct http_server *srv = calloc(1, sizeof(*srv));
+  if (srv == NULL) return NULL;
+  srv->loop = loop;
+  srv->cfg = cfg;
+  srv->cb = cb;
+  srv->app = app;
+  uv_timer_init(loop, &srv->drain_timer);
+  srv->drain_timer.data = srv;
+  srv->handles_open = 1;
+
+  llhttp_settings_init(&parser_settings);
+  parser_settings.on_message_begin = on_message_begin;
+  parser_settings.on_url = on_url;
+  parser_settings.on_header_field = on_header_field;
+  parser_settings.on_header_field_complete = on_header_field_complete;
+  parser_settings.on_header_value = on_header_value;
+  parser_settings.on_header_value_complete = on_header_value_complete;
+  parser_settings.on_headers_complete = on_headers_complete;
+  parser_settings.on_message_complete = on_message_complete;
+  return srv;
+}
+
+int http_listen_addr(const struct vts_config *cfg, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof(*ss));
+  if (uv_ip4_addr(cfg->listen_host, cfg->listen_port, (struct sockaddr_in *)ss) == 0) return 0;
+  char host[sizeof(cfg->listen_host)];
+  size_t len = strlen(cfg->listen_host);
+  if (len < 3 || cfg->listen_host[0] != '[' || cfg->listen_host[len - 1] != ']') return -EINVAL;
+  memcpy(host, cfg->listen_host + 1, len - 2);
+  host[len - 2] = '\0';
+  if (uv_ip6_addr(host, cfg->listen_port, (struct sockaddr_in6 *)ss) == 0) return 0;
+  return -EINVAL;
+}
+
+int http_server_listen(struct http_server *srv) {
+  struct sockaddr_storage ss;
+  int rv = http_listen_addr(srv->cfg, &ss);
+  if (rv != 0) return rv;
+  rv = uv_tcp_init_ex(srv->loop, &srv->listener, ss.ss_family);
+  if (rv != 0) return rv;
+  srv->listener.data = srv;
+  srv->listener_open = 1;
+  srv->handles_open++;
+  /* libuv 1.44 has no UV_TCP_REUSEPORT: each worker sets it on its own socket before bind. */
+  uv_os_fd_t fd;
+  rv = uv_fileno((uv_handle_t *)&srv->listener, &fd);
+  if (rv != 0) return rv;
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) return -errno;
+  rv = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&ss, 0);
+  if (rv != 0) return rv;
+  /* EADDRINUSE surfaces here, not at bind. */
+  return uv_listen((uv_stream_t *)&srv->listener, VTS_LISTEN_BACKLOG, on_connection);
+}
+
+static void on_server_handle_closed(uv_handle_t *h) {
+  struct http_server *srv = h->data;
+  if (--srv->handles_open == 0 && srv->freeing) free(srv);
+}
+
+static void on_drained_tick(uv_timer_t *t) {
+  struct http_server *srv = t->data;
+  if (srv->drained != NULL) srv->drained(srv->drained_arg);
+}
+
+static void on_drain_deadline(uv_timer_t *t) {
+  struct http_server *srv = t->data;
+  if (srv->nconns > 0) {
+    char n[32];
+    snprintf(n, sizeof(n), "%zu", srv->nconns);
+    log_msg(LOG_WARN, "drain deadline: closing connections", "=connections", n, NULL);
+  }
+  while (srv->conns != NULL) conn_close(srv->conns);
+}
+
+void http_server_drain(struct http_server *srv, void (*done)(void *arg), void *arg) {
+  if (srv->draining) return;
+  srv->draining = 1;
+  srv->drained = done;
+  srv->drained_arg = arg;
+  if (srv->listener_open) {
+    srv->listener_open = 0;
+    uv_close((uv_handle_t *)&srv->listener, on_server_handle_closed);
+  }
+  struct http_conn *conn = srv->conns;
+  while (conn != NULL) {
+    struct http_conn *next = conn->next;
+    if (conn->state == CONN_IDLE)
+      conn_close(conn);
+    else
+      conn->keep_alive = 0;
+    conn = next;
+  }
+  if (srv->nconns > 0) uv_timer_start(&srv->drain_timer, on_drain_deadline, (uint64_t)srv->cfg->drain_timeout_ms, 0);
+  server_check_drained(srv);
+}
+
+void http_server_free(struct http_server *srv) {
+  if (srv == NULL) return;
+  while (srv->conns != NULL) conn_close(srv->conns);
+  srv->freeing = 1;
+  if (srv->listener_open) {
+    srv->listener_open = 0;
+    uv_close((uv_handle_t *)&srv->listener, on_server_handle_closed);
+  }
+  uv_close((uv_handle_t *)&srv->drain_timer, on_server_handle_closed);
+}
+
+size_t http_server_conn_count(const struct http_server *srv) { return srv->nconns; }

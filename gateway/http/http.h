@@ -1,0 +1,89 @@
+/*
+ * The HTTP/1.1 front of a worker: a listening socket of its own (SO_REUSEPORT), connections parsed with llhttp under
+ * the limits of common/limits.h, keep-alive and pipelining with responses in request order, and one response writer
+ * that adds the headers every answer carries (Content-Type, Content-Length, Date, X-Request-Id).
+ *
+ * One request per connection is handled at a time: the parser pauses after each complete request and resumes once
+ * its response is written, so pipelined responses cannot overtake each other.
+ */
+#ifndef VTS_HTTP_H
+#define VTS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "gateway/http/errors.h"
+
+/* Whether the x-api-key header of a request was absent, present, or present but unusable (too long, repeated). */
+enum http_key_state { HTTP_KEY_ABSENT = 0, HTTP_KEY_PRESENT, HTTP_KEY_INVALID };
+
+/* A parsed request, owned by its connection. Fields are valid until the response has been written. */
+struct http_request {
+  int method;       /* llhttp_method_t */
+  const char *path; /* the URL without its query; not NUL-terminated */
+  size_t path_len;
+  const char *query; /* the bytes after '?', NULL when the URL has none */
+  size_t query_len;
+  const char *api_key; /* x-api-key value; NULL unless key_state is HTTP_KEY_PRESENT */
+  size_t api_key_len;
+  enum http_key_state key_state;
+  const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
+  char key_id[65];        /* name of the authenticated key for the access log, "" when none */
+  uint64_t start_ms;      /* util_now_ms() when the request began */
+  uint64_t start_ns;      /* uv_hrtime() when the request began, for the latency histogram */
+};
+
+struct http_server;
+
+/*
+ * Called for every complete request, on the loop thread. The handler answers exactly once with http_respond or
+ * http_respond_error, now or later; around a later answer it holds the request (http_request_hold).
+ */
+typedef void (*http_request_cb)(void *app, struct http_request *req);
+
+/* Creates the server of one worker on loop. Returns NULL on failure. Nothing listens until http_server_listen. */
+struct http_server *http_server_new(uv_loop_t *loop, const struct vts_config *cfg, http_request_cb cb, void *app);
+/* Parses cfg's VTS_LISTEN host and port ("0.0.0.0", "[::1]") into ss. Returns 0, or -EINVAL. */
+int http_listen_addr(const struct vts_config *cfg, struct sockaddr_storage *ss);
+/* Opens the worker's own listening socket with SO_REUSEPORT on cfg's VTS_LISTEN. Returns 0 or a negative errno. */
+int http_server_listen(struct http_server *srv);
+/*
+ * Stops accepting, closes idle connections and lets each request in progress finish, with Connection: close.
+ * Connections still open after VTS_DRAIN_TIMEOUT_MS are closed. done(arg) is called once no connection remains.
+ */
+void http_server_drain(struct http_server *srv, void (*done)(void *arg), void *arg);
+/* Closes the server's handles and frees it once they are closed; call after the drain reported done. */
+void http_server_free(struct http_server *srv);
+/* Number of open connections (for tests and logs). */
+size_t http_server_conn_count(const struct http_server *srv);
+
+/*
+ * Answers req. extra_headers holds complete header lines ("Name: value\r\n"), or is NULL. The body is sent as-is with
+ * Content-Type: application/json; a HEAD request gets the same headers and no body. When owned_body is not NULL the
+ * server frees it after writing (body must then point into it). Does nothing but free owned_body when the client is
+ * gone. Returns 0, or a negative errno when the response could not be queued (the connection is then closed).
+ */
+int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
+                 char *owned_body);
+/* As http_respond, with a Content-Type other than application/json (e.g. the Prometheus text format). */
+int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
+                       const char *body, size_t body_len, char *owned_body);
+/* Answers req with the Error body of e and its status. */
+int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers);
+
+/* Keeps req (and its connection's memory) alive across an asynchronous step; pair with http_request_release. */
+void http_request_hold(struct http_request *req);
+/* Drops a hold; the memory may be freed here when the connection has closed meanwhile. */
+void http_request_release(struct http_request *req);
+/* Whether the client is gone (connection closed), so that an answer would go nowhere. */
+int http_request_gone(const struct http_request *req);
+
+/* Whether s (len bytes) is an acceptable client X-Request-Id: 1..64 characters of [A-Za-z0-9._-]. */
+int http_request_id_valid(const char *s, size_t len);
+/* The IMF-fixdate of the current second, formatted at most once per second. Borrowed, valid until the next call. */
+const char *http_date_now(void);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * The transcript endpoint's query string: percent-decoding, '+', empty and repeated parameters, and the 400 rules
+ * in the order of ARCHITECTURE.md: ambiguous_request, ambiguous_language, invalid_video_id, invalid_video_url,
+ * invalid_language. A repeated parameter is ambiguous. Unknown parameters are ignored.
+ */
+#ifndef VTS_QUERY_H
+#define VTS_QUERY_H
+
+#include <stddef.h>
+
+#include "gateway/http/errors.h"
+
+struct transcript_query {
+  char video_id[12]; /* resolved id: from video_id, or parsed out of video_url */
+  char lang[16];     /* requested language, "" when none */
+};
+
+/*
+ * Parses qs (len bytes, without the '?'; not NUL-terminated; NULL with len 0 is an empty query). Returns API_OK with
+ * q filled (video_url already resolved to its id), or the first api_error that applies with q->video_id and q->lang
+ * empty. Allocates nothing.
+ */
+enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q);
+
+/* Whether s matches ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$ . */
+int query_language_valid(const char *s, size_t len);
+/* Whether s matches ^[a-zA-Z0-9_-]{11}$ . */
+int query_video_id_valid(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * vts-keys: manages the API key file.
+ *
+ *   vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N]   prints the new key, and only it, on stdout
+ *   vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N]      changes limits (0 = service default)
+ *   vts-keys [-f FILE] revoke NAME
+ *   vts-keys [-f FILE] list                                              never prints keys or digests
+ *
+ * FILE defaults to $VTS_KEYS_FILE, then keys.db. Every change runs under an exclusive flock on FILE.lock, so two
+ * concurrent runs cannot lose each other's update, and is written atomically (keystore_save). Running gateways pick
+ * the change up on SIGHUP or when they notice the file changed. Exit status: 0 ok, 1 failure, 2 usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "gateway/keys/keys.h"
+
+#define EXIT_USAGE 2
+#define KEY_PREFIX "vts_"
+#define KEY_RANDOM_BYTES 32 /* 256 bits from getrandom */
+
+static const char usage_text[] =
+    "usage: vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N]\n"
+    "       vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N]\n"
+    "       vts-keys [-f FILE] revoke NAME\n"
+    "       vts-keys [-f FILE] list\n"
+    "FILE defaults to $VTS_KEYS_FILE, then keys.db. A limit of 0 means the service default.\n";
+
+struct limits_opt {
+  int64_t rate, window_s, quota;
+  int has_rate, has_window, has_quota;
+};
+
+static int usage(const char *why) {
+  if (why != NULL) fprintf(stderr, "vts-keys: %s\n", why);
+  fputs(usage_text, stderr);
+  return EXIT_USAGE;
+}
+
+/* Parses --rate/--window/--quota pairs from argv. Returns 0, or EXIT_USAGE after printing why. */
+static int parse_limits(int argc, char **argv, struct limits_opt *o) {
+  memset(o, 0, sizeof(*o));
+  for (int i = 0; i < argc; i += 2) {
+    const char *opt = argv[i];
+    int64_t max = 0, *dst = NULL;
+    int *has = NULL;
+    if (strcmp(opt, "--rate") == 0) {
+      max = VTS_MAX_KEY_RATE;
+      dst = &o->rate;
+      has = &o->has_rate;
+    } else if (strcmp(opt, "--window") == 0) {
+      max = VTS_MAX_KEY_WINDOW_S;
+      dst = &o->window_s;
+      has = &o->has_window;
+    } else if (strcmp(opt, "--quota") == 0) {
+      max = VTS_MAX_KEY_QUOTA;
+      dst = &o->quota;
+      has = &o->has_quota;
+    } else {
+      fprintf(stderr, "vts-keys: unknown option %s\n", opt);
+      return EXIT_USAGE;
+    }
+    if (*has) {
+      fprintf(stderr, "vts-keys: %s given twice\n", opt);
+      return EXIT_USAGE;
+    }
+    if (i + 1 >= argc || util_parse_i64(argv[i + 1], 0, max, dst) != 0) {
+      fprintf(stderr, "vts-keys: %s needs an integer from 0 to %lld\n", opt, (long long)max);
+      return EXIT_USAGE;
+    }
+    *has = 1;
+  }
+  return 0;
+}
+
+static void apply_limits(struct key_entry *e, const struct limits_opt *o) {
+  if (o->has_rate) e->rate = o->rate;
+  if (o->has_window) e->window_s = o->window_s;
+  if (o->has_quota) e->quota = o->quota;
+}
+
+/* Takes the exclusive lock on path.lock, waiting for another vts-keys run. Returns the lock fd, or -1. */
+static int lock_keys_file(const char *path) {
+  char lock_path[4096];
+  if ((size_t)snprintf(lock_path, sizeof(lock_path), "%s.lock", path) >= sizeof(lock_path)) {
+    fprintf(stderr, "vts-keys: %s: path too long\n", path);
+    return -1;
+  }
+  int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    fprintf(stderr, "vts-keys: open %s: %s\n", lock_path, strerror(errno));
+    return -1;
+  }
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    fprintf(stderr, "vts-keys: lock %s: %s\n", lock_path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* The entries of the file as a modifiable array with room for one more. Returns 0, or -1 after printing why. */
+static int load_entries(const char *path, struct key_entry **out, size_t *n) {
+  char err[512];
+  struct keystore *ks = keystore_load(path, err, sizeof(err));
+  if (ks == NULL) {
+    fprintf(stderr, "vts-keys: %s: %s\n", path, err);
+    return -1;
+  }
+  *n = keystore_count(ks);
+  *out = calloc(*n + 1, sizeof(**out));
+  if (*out == NULL) {
+    fputs("vts-keys: out of memory\n", stderr);
+    keystore_free(ks);
+    return -1;
+  }
+  for (size_t i = 0; i < *n; i++) (*out)[i] = *keystore_entry(ks, i);
+  keystore_free(ks);
+  return 0;
+}
+
+static struct key_entry *find_name(struct key_entry *entries, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(entries[i].name, name) == 0) return &entries[i];
+  }
+  return NULL;
+}
+
+static int save_entries(const char *path, const struct key_entry *entries, size_t n) {
+  char err[512];
+  if (keystore_save(path, entries, n, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vts-keys: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+enum command { CMD_CREATE, CMD_SET, CMD_REVOKE };
+
+/* create, set and revoke: read, change and write the file under the lock. Returns the exit status. */
+static int modify(const char *path, enum command cmd, const char *name, const struct limits_opt *o) {
+  struct key_entry *entries = NULL;
+  size_t n = 0;
+  int status = EXIT_FAILURE;
+  char key[sizeof(KEY_PREFIX) + 2 * KEY_RANDOM_BYTES];
+  int lock_fd = lock_keys_file(path);
+  if (lock_fd < 0) goto fail;
+  if (load_entries(path, &entries, &n) != 0) goto fail;
+
+  struct key_entry *e = find_name(entries, n, name);
+  if (cmd == CMD_CREATE) {
+    if (e != NULL) {
+      fprintf(stderr, "vts-keys: a key named %s already exists (names stay taken after revoke)\n", name);
+      goto fail;
+    }
+    memcpy(key, KEY_PREFIX, strlen(KEY_PREFIX));
+    int rc = util_random_hex(key + strlen(KEY_PREFIX), KEY_RANDOM_BYTES);
+    if (rc != 0) {
+      fprintf(stderr, "vts-keys: getrandom: %s\n", strerror(-rc));
+      goto fail;
+    }
+    e = &entries[n++];
+    memset(e, 0, sizeof(*e));
+    memcpy(e->name, name, strlen(name) + 1);
+    util_sha256_hex(key, strlen(key), e->digest);
+    e->active = 1;
+    apply_limits(e, o);
+  } else if (e == NULL) {
+    fprintf(stderr, "vts-keys: no key named %s\n", name);
+    goto fail;
+  } else if (cmd == CMD_SET) {
+    apply_limits(e, o);
+  } else if (!e->active) {
+    fprintf(stderr, "vts-keys: %s is already revoked\n", name);
+    status = EXIT_SUCCESS;
+    goto fail;
+  } else {
+    e->active = 0;
+  }
+
+  if (save_entries(path, entries, n) != 0) goto fail;
+  /* The key is shown only once it is stored, and nowhere but stdout. */
+  if (cmd == CMD_CREATE && (printf("%s\n", key) < 0 || fflush(stdout) != 0)) {
+    fprintf(stderr, "vts-keys: could not write the key to stdout: revoke %s and create another\n", name);
+    goto fail;
+  }
+  status = EXIT_SUCCESS;
+
+fail:
+  memset(key, 0, sizeof(key));
+  free(entries);
+  if (lock_fd >= 0) close(lock_fd);
+  return status;
+}
+
+static void print_limit(int64_t v, const char *sep) {
+  if (v == 0) {
+    printf("default%s", sep);
+  } else {
+    printf("%lld%s", (long long)v, sep);
+  }
+}
+
+static int list(const char *path) {
+  char err[512];
+  struct keystore *ks = keystore_load(path, err, sizeof(err));
+  if (ks == NULL) {
+    fprintf(stderr, "vts-keys: %s: %s\n", path, err);
+    return EXIT_FAILURE;
+  }
+  printf("NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\n");
+  for (size_t i = 0; i < keystore_count(ks); i++) {
+    const struct key_entry *e = keystore_entry(ks, i);
+    printf("%s\t%s\t", e->name, e->active ? "active" : "revoked");
+    print_limit(e->rate, "\t");
+    print_limit(e->window_s, "\t");
+    print_limit(e->quota, "\n");
+  }
+  keystore_free(ks);
+  return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+int main(int argc, char **argv) {
+  const char *path = getenv("VTS_KEYS_FILE");
+  if (path == NULL || *path == '\0') path = "keys.db";
+  int i = 1;
+  while (i < argc && argv[i][0] == '-') {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      fputs(usage_text, stdout);
+      return EXIT_SUCCESS;
+    }
+    if (strcmp(argv[i], "-f") != 0) return usage("unknown option");
+    if (i + 1 >= argc || argv[i + 1][0] == '\0') return usage("-f needs a file name");
+    path = argv[i + 1];
+    i += 2;
+  }
+  if (i >= argc) return usage(NULL);
+  const char *cmd = argv[i++];
+
+  if (strcmp(cmd, "list") == 0) {
+    if (i != argc) return usage("list takes no arguments");
+    return list(path);
+  }
+
+  enum command c;
+  if (strcmp(cmd, "create") == 0) {
+    c = CMD_CREATE;
+  } else if (strcmp(cmd, "set") == 0) {
+    c = CMD_SET;
+  } else if (strcmp(cmd, "revoke") == 0) {
+    c = CMD_REVOKE;
+  } else {
+    return usage("unknown command");
+  }
+  if (i >= argc) return usage("missing NAME");
+  const char *name = argv[i++];
+  if (!keys_name_valid(name, strlen(name))) {
+    fprintf(stderr, "vts-keys: NAME must be 1 to %d characters of A-Z a-z 0-9 _ . -\n", KEYS_MAX_NAME);
+    return EXIT_USAGE;
+  }
+  struct limits_opt o;
+  if (c == CMD_REVOKE) {
+    if (i != argc) return usage("revoke takes only NAME");
+    memset(&o, 0, sizeof(o));
+  } else {
+    if (parse_limits(argc - i, argv + i, &o) != 0) return EXIT_USAGE;
+    if (c == CMD_SET && !o.has_rate && !o.has_window && !o.has_quota) {
+      return usage("set needs at least one of --rate, --window, --quota");
+    }
+  }
+  return modify(path, c, name, &o);
+}

@@ -1,0 +1,381 @@
+#include "gateway/limits/ratelimit_memory.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+
+/*
+ * The table is shared between processes, so its atomics must be real lock-free instructions: a libatomic fallback
+ * would take a lock that lives in one process only.
+ */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free to be shared between processes");
+
+/*
+ * Word layouts. Window: end second of the window (34 bits, good until the year 2514) above the admitted count
+ * (30 bits: VTS_RATE_LIMIT is at most 10^9 < 2^30). Month: month index since 1970 (16 bits) above the used count
+ * (48 bits: VTS_MONTHLY_QUOTA is at most 10^12 < 2^48). A zero word is "no window / no month yet".
+ */
+#define WINDOW_COUNT_BITS 30
+#define QUOTA_COUNT_BITS 48
+#define COUNT_MASK(bits) ((UINT64_C(1) << (bits)) - 1)
+
+#define SNAPSHOT_HEADER "vts-quota-snapshot 1"
+
+struct rlmem_slot {
+  _Atomic uint64_t tag; /* 64 bits of the key's digest, never 0; 0 is a free slot */
+  _Atomic uint64_t window;
+  _Atomic uint64_t quota;
+};
+
+struct rlmem_table {
+  uint32_t nslots;
+  size_t map_bytes;
+  _Atomic uint64_t generation;     /* bumped on every quota change: a snapshot is due when it moved */
+  _Atomic uint64_t snapshot_gen;   /* generation held by the last snapshot written */
+  _Atomic uint64_t snapshot_ms;    /* monotonic ms at which the last snapshot started */
+  _Atomic int64_t snapshot_writer; /* pid writing a snapshot now, 0 when none */
+  struct rlmem_slot slots[];
+};
+
+struct rlmem_table *rlmem_create(uint32_t nslots) {
+  if (nslots == 0 || (nslots & (nslots - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t bytes = sizeof(struct rlmem_table) + (size_t)nslots * sizeof(struct rlmem_slot);
+  /* Anonymous shared memory is zero-filled: every slot starts free, every counter at zero. */
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  struct rlmem_table *t = p;
+  t->nslots = nslots;
+  t->map_bytes = bytes;
+  return t;
+}
+
+void rlmem_destroy(struct rlmem_table *t) {
+  if (t != NULL) munmap(t, t->map_bytes);
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Parses exactly 16 hex characters. Returns 0, or -EINVAL. */
+static int parse_hex64(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  for (int i = 0; i < 16; i++) {
+    int h = hex_value(s[i]);
+    if (h < 0) return -EINVAL;
+    v = (v << 4) | (uint64_t)h;
+  }
+  *out = v;
+  return 0;
+}
+
+/*
+ * The slot tag of a key: the first 64 bits of its SHA-256 digest. Two keys sharing them is a 2^-64 event per pair
+ * (about 10^-10 for a full table), and would make them share one limit, nothing worse.
+ */
+static uint64_t digest_tag(const char *digest) {
+  uint64_t tag = 0;
+  if (parse_hex64(digest, &tag) != 0) {
+    /* Not a digest (never from keys.c): hash the text instead (FNV-1a) so the limiter still works. */
+    tag = UINT64_C(1469598103934665603);
+    for (const char *p = digest; *p != '\0'; p++) tag = (tag ^ (uint8_t)*p) * UINT64_C(1099511628211);
+  }
+  return tag != 0 ? tag : 1;
+}
+
+/* Finds the key's slot, claiming a free one when create is set. Linear probing; slots are never freed. */
+static struct rlmem_slot *slot_find(struct rlmem_table *t, uint64_t tag, bool create) {
+  uint32_t mask = t->nslots - 1;
+  for (uint32_t i = 0; i < t->nslots; i++) {
+    struct rlmem_slot *s = &t->slots[(tag + i) & mask];
+    uint64_t cur = atomic_load(&s->tag);
+    if (cur == tag) return s;
+    if (cur != 0) continue;
+    if (!create) return NULL;
+    uint64_t expected = 0;
+    if (atomic_compare_exchange_strong(&s->tag, &expected, tag)) return s;
+    /* Another process claimed this slot first, maybe for the same key. */
+    if (expected == tag) return s;
+  }
+  return NULL;
+}
+
+/*
+ * The period (window end or month index) a request at `mine` counts in, given the stored word, and the count stored
+ * for it. A stored period one step ahead of ours means a process whose clock already crossed the boundary wrote
+ * first: count in that newer period rather than rewinding it (which would grant its requests a second time). Any
+ * other stored period is stale (or from an older window length) and counts as empty.
+ */
+static void word_period(uint64_t word, int bits, int64_t mine, int64_t step, int64_t *period, int64_t *count) {
+  int64_t stored = (int64_t)(word >> bits);
+  if (stored == mine || stored == mine + step) {
+    *period = stored;
+    *count = (int64_t)(word & COUNT_MASK(bits));
+  } else {
+    *period = mine;
+    *count = 0;
+  }
+}
+
+/*
+ * Takes one unit of the counter for period `mine` if it stays within max. Returns true when taken; *period and
+ * *count are the period counted in and its count afterwards (or the count that refused).
+ */
+static bool word_take(_Atomic uint64_t *w, int bits, int64_t mine, int64_t step, int64_t max, int64_t *period,
+                      int64_t *count) {
+  uint64_t old = atomic_load(w);
+  for (;;) {
+    word_period(old, bits, mine, step, period, count);
+    if (*count >= max || (uint64_t)*count >= COUNT_MASK(bits)) return false;
+    uint64_t next = ((uint64_t)*period << bits) | (uint64_t)(*count + 1);
+    if (atomic_compare_exchange_weak(w, &old, next)) {
+      (*count)++;
+      return true;
+    }
+  }
+}
+
+/* Gives back a unit taken by word_take, unless the period has moved on since (then there is nothing to undo). */
+static void word_give_back(_Atomic uint64_t *w, int bits, int64_t period) {
+  uint64_t old = atomic_load(w);
+  for (;;) {
+    if ((int64_t)(old >> bits) != period || (old & COUNT_MASK(bits)) == 0) return;
+    if (atomic_compare_exchange_weak(w, &old, old - 1)) return;
+  }
+}
+
+/* Raises the count of period to at least value; a word already in a later period is left alone. */
+static void word_raise(_Atomic uint64_t *w, int bits, int64_t period, int64_t value) {
+  if (value <= 0) return;
+  uint64_t capped = (uint64_t)value < COUNT_MASK(bits) ? (uint64_t)value : COUNT_MASK(bits);
+  uint64_t old = atomic_load(w);
+  for (;;) {
+    int64_t stored = (int64_t)(old >> bits);
+    if (stored > period || (stored == period && (old & COUNT_MASK(bits)) >= capped)) return;
+    if (atomic_compare_exchange_weak(w, &old, ((uint64_t)period << bits) | capped)) return;
+  }
+}
+
+/* The second a decision is computed at: now, or the start of the next window when a peer already moved there. */
+static int64_t window_now(int64_t now, int64_t window_end, int64_t window_s) {
+  return window_end - window_s > now ? window_end - window_s : now;
+}
+
+int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                struct rl_decision *d) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true);
+  if (s == NULL) return -ENOSPC;
+  int64_t month = rlcalc_month_index(now);
+  int64_t reset = rlcalc_window_reset(now, lim->window_s);
+  int64_t qperiod, qused, wperiod, wused;
+
+  /* Quota first, read only: an exhausted month touches nothing. */
+  word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, month, 1, &qperiod, &qused);
+  if (qused >= lim->quota) {
+    word_period(atomic_load(&s->window), WINDOW_COUNT_BITS, reset, lim->window_s, &wperiod, &wused);
+    rlcalc_decision(d, RL_QUOTA, lim, now, wused, qused);
+    return 0;
+  }
+  if (!word_take(&s->window, WINDOW_COUNT_BITS, reset, lim->window_s, lim->rate, &wperiod, &wused)) {
+    /* A peer may have moved the window on: the headers then describe that window. */
+    rlcalc_decision(d, RL_LIMITED, lim, window_now(now, wperiod, lim->window_s), wused, qused);
+    return 0;
+  }
+  /*
+   * The window admitted; now the month. Another worker may have used the last unit since the read above: then the
+   * window slot is given back, so a request refused by the quota consumes nothing. (Until the give-back, a peer
+   * may see that slot taken: at worst a spurious rate_limited, never an extra admission.)
+   */
+  if (!word_take(&s->quota, QUOTA_COUNT_BITS, month, 1, lim->quota, &qperiod, &qused)) {
+    word_give_back(&s->window, WINDOW_COUNT_BITS, wperiod);
+    rlcalc_decision(d, RL_QUOTA, lim, now, wused - 1, qused);
+    return 0;
+  }
+  atomic_fetch_add(&t->generation, 1);
+  rlcalc_decision(d, RL_ALLOW, lim, window_now(now, wperiod, lim->window_s), wused, qused);
+  return 0;
+}
+
+void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                  int64_t window_used, int64_t quota_used) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true);
+  if (s == NULL) return;
+  word_raise(&s->window, WINDOW_COUNT_BITS, rlcalc_window_reset(now, lim->window_s), window_used);
+  uint64_t before = atomic_load(&s->quota);
+  word_raise(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), quota_used);
+  if (atomic_load(&s->quota) != before) atomic_fetch_add(&t->generation, 1);
+}
+
+int64_t rlmem_quota_used(struct rlmem_table *t, const char *digest, int64_t now) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false);
+  if (s == NULL) return 0;
+  int64_t period, used;
+  word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, &period, &used);
+  return used;
+}
+
+static int snapshot_path(char *out, size_t outlen, const char *dir, const char *suffix) {
+  int n = snprintf(out, outlen, "%s/%s%s", dir, RLMEM_SNAPSHOT_FILE, suffix);
+  return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+/* Makes a rename in dir durable. */
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int rv = fsync(fd) == 0 ? 0 : -errno;
+  close(fd);
+  return rv;
+}
+
+int rlmem_snapshot_write(struct rlmem_table *t, const char *dir, int64_t now) {
+  char tmp[PATH_MAX], final[PATH_MAX], suffix[32];
+  snprintf(suffix, sizeof(suffix), ".tmp.%ld", (long)getpid());
+  int rv = snapshot_path(tmp, sizeof(tmp), dir, suffix);
+  if (rv == 0) rv = snapshot_path(final, sizeof(final), dir, "");
+  if (rv != 0) return rv;
+
+  int64_t month = rlcalc_month_index(now);
+  FILE *f = NULL;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  f = fdopen(fd, "w");
+  if (f == NULL) {
+    rv = -errno;
+    close(fd);
+    goto fail;
+  }
+  if (fprintf(f, "%s\n", SNAPSHOT_HEADER) < 0) goto fail_errno;
+  for (uint32_t i = 0; i < t->nslots; i++) {
+    uint64_t tag = atomic_load(&t->slots[i].tag);
+    if (tag == 0) continue;
+    uint64_t q = atomic_load(&t->slots[i].quota);
+    int64_t qmonth = (int64_t)(q >> QUOTA_COUNT_BITS);
+    uint64_t used = q & COUNT_MASK(QUOTA_COUNT_BITS);
+    /* Only the current month matters to a restart; a later month appears when the clock sits on the boundary. */
+    if (used == 0 || qmonth < month) continue;
+    if (fprintf(f, "%016" PRIx64 " %" PRId64 " %" PRIu64 "\n", tag, qmonth, used) < 0) goto fail_errno;
+  }
+  if (fflush(f) != 0 || fsync(fileno(f)) != 0) goto fail_errno;
+  rv = fclose(f) == 0 ? 0 : -errno;
+  f = NULL;
+  if (rv != 0) goto fail;
+  if (rename(tmp, final) != 0) goto fail_errno;
+  return fsync_dir(dir);
+
+fail_errno:
+  rv = errno != 0 ? -errno : -EIO;
+fail:
+  if (f != NULL) fclose(f);
+  unlink(tmp);
+  return rv;
+}
+
+/* Splits "tag month used" in place. Returns 0, or -EINVAL. */
+static int parse_snapshot_line(char *line, uint64_t *tag, int64_t *month, int64_t *used) {
+  size_t len = strlen(line);
+  if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  char *sp1 = strchr(line, ' ');
+  if (sp1 == NULL || sp1 - line != 16) return -EINVAL;
+  char *sp2 = strchr(sp1 + 1, ' ');
+  if (sp2 == NULL) return -EINVAL;
+  *sp1 = '\0';
+  *sp2 = '\0';
+  if (parse_hex64(line, tag) != 0 || *tag == 0) return -EINVAL;
+  if (util_parse_i64(sp1 + 1, 0, (INT64_C(1) << 16) - 1, month) != 0) return -EINVAL;
+  if (util_parse_i64(sp2 + 1, 0, (int64_t)COUNT_MASK(QUOTA_COUNT_BITS), used) != 0) return -EINVAL;
+  return 0;
+}
+
+int rlmem_snapshot_restore(struct rlmem_table *t, const char *dir, int64_t now, char *err, size_t errlen) {
+  char path[PATH_MAX];
+  int rv = snapshot_path(path, sizeof(path), dir, "");
+  if (rv != 0) {
+    snprintf(err, errlen, "VTS_STATE_DIR: path too long");
+    return rv;
+  }
+  FILE *f = fopen(path, "re");
+  if (f == NULL) {
+    if (errno == ENOENT) return 0;
+    rv = -errno;
+    snprintf(err, errlen, "VTS_STATE_DIR: cannot read %s: %s", path, strerror(-rv));
+    return rv;
+  }
+  int64_t month = rlcalc_month_index(now);
+  char *line = NULL;
+  size_t cap = 0;
+  int lineno = 0;
+  while (getline(&line, &cap, f) >= 0) {
+    lineno++;
+    if (lineno == 1) {
+      if (strcmp(line, SNAPSHOT_HEADER "\n") != 0) goto malformed;
+      continue;
+    }
+    uint64_t tag;
+    int64_t lmonth, used;
+    if (parse_snapshot_line(line, &tag, &lmonth, &used) != 0) goto malformed;
+    if (lmonth != month) continue; /* another month's usage: it no longer counts */
+    struct rlmem_slot *s = slot_find(t, tag, true);
+    if (s == NULL) {
+      rv = -ENOSPC;
+      snprintf(err, errlen, "VTS_STATE_DIR: %s holds more keys than the table (%d)", path, VTS_RATELIMIT_SLOTS);
+      goto fail;
+    }
+    word_raise(&s->quota, QUOTA_COUNT_BITS, month, used);
+  }
+  if (ferror(f)) {
+    rv = -EIO;
+    snprintf(err, errlen, "VTS_STATE_DIR: cannot read %s", path);
+    goto fail;
+  }
+  /* What was just loaded is on disk already: no snapshot is due until usage changes. */
+  atomic_store(&t->snapshot_gen, atomic_load(&t->generation));
+  free(line);
+  fclose(f);
+  return 0;
+
+malformed:
+  rv = -EINVAL;
+  snprintf(err, errlen, "VTS_STATE_DIR: %s is malformed at line %d (fix or remove it)", path, lineno);
+fail:
+  free(line);
+  fclose(f);
+  return rv;
+}
+
+static bool process_alive(int64_t pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
+bool rlmem_snapshot_begin(struct rlmem_table *t, uint64_t now_ms, bool at_exit, uint64_t *gen) {
+  uint64_t g = atomic_load(&t->generation);
+  if (g == atomic_load(&t->snapshot_gen)) return false;
+  if (!at_exit && now_ms - atomic_load(&t->snapshot_ms) < VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS) return false;
+  int64_t writer = atomic_load(&t->snapshot_writer);
+  /* A writer that died mid-snapshot (a crashed worker) must not block snapshots forever: take over its claim. */
+  if (writer != 0 && process_alive(writer)) return false;
+  if (!atomic_compare_exchange_strong(&t->snapshot_writer, &writer, (int64_t)getpid())) return false;
+  atomic_store(&t->snapshot_ms, now_ms);
+  *gen = g;
+  return true;
+}
+
+void rlmem_snapshot_end(struct rlmem_table *t, uint64_t gen, bool ok) {
+  if (ok) atomic_store(&t->snapshot_gen, gen);
+  atomic_store(&t->snapshot_writer, 0);
+}

@@ -1,0 +1,60 @@
+/*
+ * The memory provider: a fixed-capacity open-addressing table in MAP_SHARED memory, created by the master before
+ * fork and shared by every worker. Each slot packs a key's window (end second and admitted count) into one 64-bit
+ * word and its month (index and used count) into another; both change only by compare-and-swap, so workers never
+ * lock and exactly `limit` requests pass per window. Monthly usage is snapshotted to a file and restored at start.
+ */
+#ifndef VTS_RATELIMIT_MEMORY_H
+#define VTS_RATELIMIT_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/limits/ratelimit.h"
+#include "gateway/limits/ratelimit_calc.h"
+
+#define RLMEM_SNAPSHOT_FILE "quota.snapshot"
+
+struct rlmem_table;
+
+/* Maps a zeroed table of nslots (a power of two) that children forked later share. Returns NULL with errno set. */
+struct rlmem_table *rlmem_create(uint32_t nslots);
+/* Unmaps t (in this process only: forked children keep their mapping). */
+void rlmem_destroy(struct rlmem_table *t);
+/*
+ * Decides one request of the key with this SHA-256 hex digest at wall second now, into d. Consumes a window slot
+ * and a quota unit only when admitting. Returns 0, or -ENOSPC when the key is new and the table has no free slot.
+ */
+int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                struct rl_decision *d);
+/*
+ * Raises the key's counts for the window and month of second now to at least these values. The redis provider
+ * calls it with every answer so that a fallback to this table continues from what Redis counted.
+ */
+void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                  int64_t window_used, int64_t quota_used);
+/* Admitted count of the key this month (0 when unknown), for tests and diagnostics. */
+int64_t rlmem_quota_used(struct rlmem_table *t, const char *digest, int64_t now);
+
+/*
+ * Writes every key's usage of the month of second now to dir/quota.snapshot: a temporary file, fsync, rename, so a
+ * crash leaves the old or the new snapshot, never a torn one. Returns 0 or -errno.
+ */
+int rlmem_snapshot_write(struct rlmem_table *t, const char *dir, int64_t now);
+/*
+ * Loads dir/quota.snapshot into t, keeping only the usage of the month of second now (a snapshot of a past month is
+ * ignored). A missing file is no usage. Returns 0, or -errno with one line naming VTS_STATE_DIR in err.
+ */
+int rlmem_snapshot_restore(struct rlmem_table *t, const char *dir, int64_t now, char *err, size_t errlen);
+/*
+ * Claims the right to write a snapshot when one is due: usage changed since the last one, the last one started at
+ * least VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS ago (now_ms: monotonic, shared by all processes of the host) unless
+ * at_exit is set, and no living process is writing one. On true, *gen is what the caller passes to
+ * rlmem_snapshot_end.
+ */
+bool rlmem_snapshot_begin(struct rlmem_table *t, uint64_t now_ms, bool at_exit, uint64_t *gen);
+/* Releases the claim; ok says whether the snapshot of generation gen was written. */
+void rlmem_snapshot_end(struct rlmem_table *t, uint64_t gen, bool ok);
+
+#endif

@@ -1,0 +1,514 @@
+#include "gateway/limits/ratelimit_redis.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <netdb.h>
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define REDIS_DEFAULT_PORT 6379
+#define REDIS_MAX_DB 1000000
+#define SCRIPT_ARGC 9 /* EVALSHA sha numkeys key key arg arg arg arg */
+
+/*
+ * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; both carry the key's hash tag,
+ * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds). The quota is checked first
+ * and nothing is counted unless both admit (see ratelimit.h). Each counter expires on its own once its period is
+ * over, so Redis holds only live windows and months. Returns {code, window count, month count}: code 0 admitted,
+ * 1 window full, 2 month exhausted.
+ */
+static const char script[] =
+    "local w = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "local q = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "if q >= tonumber(ARGV[3]) then return {2, w, q} end\n"
+    "if w >= tonumber(ARGV[1]) then return {1, w, q} end\n"
+    "w = redis.call('INCR', KEYS[1])\n"
+    "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
+    "q = redis.call('INCR', KEYS[2])\n"
+    "if q == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "return {0, w, q}\n";
+
+struct rlredis {
+  uv_loop_t *loop;
+  struct rlredis_addr addr;
+  redisAsyncContext *ac; /* NULL while disconnected */
+  bool ready;            /* the script is loaded on this connection */
+  bool stalled;          /* a command timed out and no reply has come since */
+  bool closing;
+  bool down_logged;      /* one warning per outage, not one per reconnect attempt */
+  uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
+  uint64_t backoff_ms;
+  int refs; /* conn_timer and every live request: the struct is freed with the last */
+  char sha[41];
+  uint64_t timeouts, errors, noscript, connects;
+};
+
+/* One check in flight. Freed once hiredis has handed back its callback and its timer has closed. */
+struct rlreq {
+  struct rlredis *r;
+  rlredis_cb cb;
+  void *arg;
+  uv_timer_t timer;
+  bool decided;    /* cb called: a reply coming later is dropped */
+  bool in_redis;   /* hiredis holds a callback with this request */
+  bool timer_open; /* the timer's close callback has not run yet */
+  bool tried_eval; /* NOSCRIPT was answered once already */
+  char keys[2][96];
+  char nums[4][24];
+};
+
+/*
+ * Our own libuv binding for hiredis, instead of hiredis/adapters/libuv.h: that adapter drops poll errors, and libuv
+ * reports a refused connect as one (UV_EBADF, after stopping the poll), so a connection attempt to a stopped Redis
+ * would hang forever. Here an error is handed to hiredis as readiness: it then reads the socket error itself and
+ * calls on_connect or on_disconnect. What still slips through is caught by the ready and stall deadlines.
+ */
+struct rlredis_poll {
+  redisAsyncContext *ac; /* NULL once hiredis has let go of the connection */
+  uv_poll_t handle;
+  int events;
+};
+
+static void poll_cb(uv_poll_t *h, int status, int events) {
+  struct rlredis_poll *p = h->data;
+  if (p->ac == NULL) return;
+  if (status < 0) {
+    if ((p->ac->c.flags & REDIS_CONNECTED) == 0) {
+      redisAsyncHandleWrite(p->ac); /* completes the connect: finds the socket error */
+    } else {
+      redisAsyncHandleRead(p->ac); /* reads the error or the end of the stream */
+    }
+    return;
+  }
+  /* Handling a read may free the connection (p->ac becomes NULL); p itself lives until its close callback. */
+  if (p->ac != NULL && (events & UV_READABLE)) redisAsyncHandleRead(p->ac);
+  if (p->ac != NULL && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
+}
+
+static void poll_update(struct rlredis_poll *p, int events) {
+  p->events = events;
+  if (events != 0) {
+    uv_poll_start(&p->handle, events, poll_cb);
+  } else {
+    uv_poll_stop(&p->handle);
+  }
+}
+
+static void poll_add_read(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events | UV_READABLE);
+}
+
+static void poll_del_read(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events & ~UV_READABLE);
+}
+
+static void poll_add_write(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events | UV_WRITABLE);
+}
+
+static void poll_del_write(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  poll_update(p, p->events & ~UV_WRITABLE);
+}
+
+static void poll_closed(uv_handle_t *h) { free(h->data); }
+
+static void poll_cleanup(void *privdata) {
+  struct rlredis_poll *p = privdata;
+  p->ac = NULL;
+  uv_close((uv_handle_t *)&p->handle, poll_closed);
+}
+
+static int poll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
+  struct rlredis_poll *p = calloc(1, sizeof(*p));
+  if (p == NULL) return -ENOMEM;
+  int rv = uv_poll_init(loop, &p->handle, ac->c.fd);
+  if (rv != 0) {
+    free(p);
+    return rv;
+  }
+  p->handle.data = p;
+  p->ac = ac;
+  ac->ev.data = p;
+  ac->ev.addRead = poll_add_read;
+  ac->ev.delRead = poll_del_read;
+  ac->ev.addWrite = poll_add_write;
+  ac->ev.delWrite = poll_del_write;
+  ac->ev.cleanup = poll_cleanup;
+  return 0;
+}
+
+static void conn_start(struct rlredis *r);
+static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
+
+static void rlredis_unref(struct rlredis *r) {
+  if (--r->refs == 0) free(r);
+}
+
+static void req_release(struct rlreq *q) {
+  if (q->in_redis || q->timer_open) return;
+  struct rlredis *r = q->r;
+  free(q);
+  rlredis_unref(r);
+}
+
+static void req_timer_closed(uv_handle_t *h) {
+  struct rlreq *q = h->data;
+  q->timer_open = false;
+  req_release(q);
+}
+
+/* Answers q, once: closes its timer, then calls back (q stays valid until the close callback). */
+static void req_decide(struct rlreq *q, int status, const struct rlredis_result *res) {
+  if (q->decided) return;
+  q->decided = true;
+  uv_close((uv_handle_t *)&q->timer, req_timer_closed);
+  q->cb(q->arg, status, res);
+}
+
+static void log_down(struct rlredis *r, const char *why) {
+  if (r->down_logged) return;
+  r->down_logged = true;
+  log_msg(LOG_WARN, "redis unavailable", "error", why, NULL);
+}
+
+static void on_reconnect_timer(uv_timer_t *t) { conn_start(t->data); }
+
+static void schedule_reconnect(struct rlredis *r) {
+  if (r->closing) return;
+  uv_timer_start(&r->conn_timer, on_reconnect_timer, r->backoff_ms, 0);
+  r->backoff_ms = r->backoff_ms * 2 < VTS_REDIS_RECONNECT_MAX_MS ? r->backoff_ms * 2 : VTS_REDIS_RECONNECT_MAX_MS;
+}
+
+/* Frees the connection now; its pending requests are called back with a NULL reply (a fault) before it returns. */
+static void conn_drop(struct rlredis *r) {
+  redisAsyncContext *ac = r->ac;
+  r->ac = NULL;
+  r->ready = false;
+  r->stalled = false;
+  /* Clearing r->ac first tells on_disconnect this is our doing, not an outage to redial. */
+  if (ac != NULL) redisAsyncFree(ac);
+}
+
+/* Any reply proves the connection is alive: end a stall. */
+static void conn_alive(struct rlredis *r) {
+  if (!r->stalled) return;
+  r->stalled = false;
+  /* Not ready yet: the timer is the ready deadline, which still holds. */
+  if (r->ready) uv_timer_stop(&r->conn_timer);
+}
+
+/* The stall or ready deadline passed: the connection is of no use. */
+static void on_deadline_timer(uv_timer_t *t) {
+  struct rlredis *r = t->data;
+  if (r->ac == NULL || (r->ready && !r->stalled)) return;
+  log_down(r, r->ready ? "no reply (frozen or unreachable server)" : "connection not ready in time");
+  conn_drop(r);
+  schedule_reconnect(r);
+}
+
+static void conn_stalled(struct rlredis *r) {
+  if (r->stalled || r->ac == NULL || r->closing) return;
+  r->stalled = true;
+  /* While connecting, the shorter ready deadline already runs. */
+  if (r->ready) uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_STALL_MS, 0);
+}
+
+static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
+  struct rlredis *r = privdata;
+  redisReply *rep = reply;
+  if (rep == NULL) return; /* the connection went; its disconnect handling redials */
+  conn_alive(r);
+  if (rep->type == REDIS_REPLY_ERROR) {
+    log_down(r, rep->str);
+    if (c == r->ac) {
+      /* A wrong database or a refused script makes the connection useless: drop it (hiredis frees it after this
+       * callback returns) and try again later. */
+      r->ac = NULL;
+      r->ready = false;
+      r->stalled = false;
+      redisAsyncFree(c);
+      schedule_reconnect(r);
+    }
+    return;
+  }
+  if (rep->type == REDIS_REPLY_STRING) {
+    /* SCRIPT LOAD answered: the connection is ready. */
+    r->ready = true;
+    if (!r->stalled) uv_timer_stop(&r->conn_timer);
+    r->connects++;
+    r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
+    if (r->down_logged) log_msg(LOG_INFO, "redis connected", NULL);
+    r->down_logged = false;
+  }
+}
+
+static void on_connect(const redisAsyncContext *c, int status) {
+  struct rlredis *r = c->data;
+  if (status == REDIS_OK || c != r->ac) return;
+  /* hiredis frees the context after this returns, calling back its pending commands with NULL. */
+  r->ac = NULL;
+  r->ready = false;
+  r->stalled = false;
+  log_down(r, c->errstr);
+  schedule_reconnect(r);
+}
+
+static void on_disconnect(const redisAsyncContext *c, int status) {
+  (void)status;
+  struct rlredis *r = c->data;
+  if (c != r->ac) return;
+  r->ac = NULL;
+  r->ready = false;
+  r->stalled = false;
+  uv_timer_stop(&r->conn_timer);
+  log_down(r, c->errstr[0] != '\0' ? c->errstr : "connection closed");
+  schedule_reconnect(r);
+}
+
+static void conn_start(struct rlredis *r) {
+  redisAsyncContext *ac = redisAsyncConnect(r->addr.ip, r->addr.port);
+  if (ac == NULL) goto retry;
+  if (ac->err != 0) {
+    log_down(r, ac->errstr);
+    goto fail;
+  }
+  ac->data = r;
+  if (poll_attach(ac, r->loop) != 0) goto fail;
+  redisAsyncSetConnectCallback(ac, on_connect);
+  redisAsyncSetDisconnectCallback(ac, on_disconnect);
+  r->ac = ac;
+  r->ready = false;
+  r->stalled = false;
+  uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_CONNECT_TIMEOUT_MS, 0);
+  /* Pipelined: hiredis sends these once connected, and checks issued meanwhile queue behind them, so the very first
+   * EVALSHA already finds the script. */
+  if (r->addr.db != 0) redisAsyncCommand(ac, on_setup_reply, r, "SELECT %d", r->addr.db);
+  redisAsyncCommand(ac, on_setup_reply, r, "SCRIPT LOAD %s", script);
+  return;
+
+fail:
+  redisAsyncFree(ac);
+retry:
+  schedule_reconnect(r);
+}
+
+static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
+  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA",
+                                   eval ? script : q->r->sha,
+                                   "2",
+                                   q->keys[0],
+                                   q->keys[1],
+                                   q->nums[0],
+                                   q->nums[1],
+                                   q->nums[2],
+                                   q->nums[3]};
+  return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, NULL) == REDIS_OK ? 0 : -EIO;
+}
+
+static int parse_result(const redisReply *rep, struct rlredis_result *out) {
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) return -EPROTO;
+  for (size_t i = 0; i < 3; i++) {
+    if (rep->element[i]->type != REDIS_REPLY_INTEGER) return -EPROTO;
+  }
+  static const enum rl_outcome codes[] = {RL_ALLOW, RL_LIMITED, RL_QUOTA};
+  long long code = rep->element[0]->integer;
+  if (code < 0 || code > 2) return -EPROTO;
+  out->outcome = codes[code];
+  out->window_used = rep->element[1]->integer;
+  out->quota_used = rep->element[2]->integer;
+  return 0;
+}
+
+static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
+  struct rlreq *q = privdata;
+  struct rlredis *r = q->r;
+  redisReply *rep = reply;
+  q->in_redis = false;
+  if (rep != NULL) conn_alive(r);
+  if (!q->decided) {
+    struct rlredis_result res;
+    if (rep == NULL) {
+      r->errors++;
+      req_decide(q, -ENOTCONN, NULL);
+    } else if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !q->tried_eval) {
+      /* The server lost its script cache (a restart, SCRIPT FLUSH): send the script itself, within the same
+       * deadline. EVAL caches it again for the next EVALSHA. */
+      r->noscript++;
+      q->tried_eval = true;
+      if (req_send(q, c, true) == 0) {
+        q->in_redis = true;
+        return;
+      }
+      r->errors++;
+      req_decide(q, -EIO, NULL);
+    } else if (parse_result(rep, &res) == 0) {
+      req_decide(q, 0, &res);
+    } else {
+      r->errors++;
+      req_decide(q, -EPROTO, NULL);
+    }
+  }
+  req_release(q);
+}
+
+static void on_req_timeout(uv_timer_t *t) {
+  struct rlreq *q = t->data;
+  q->r->timeouts++;
+  conn_stalled(q->r);
+  req_decide(q, -ETIMEDOUT, NULL);
+}
+
+int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
+                  void *arg) {
+  if (r->closing) return -ECANCELED;
+  if (r->ac == NULL) return -ENOTCONN;
+  if (r->stalled) return -ETIMEDOUT;
+  struct rlreq *q = calloc(1, sizeof(*q));
+  if (q == NULL) return -ENOMEM;
+  q->r = r;
+  q->cb = cb;
+  q->arg = arg;
+  int64_t month = rlcalc_month_index(now);
+  /* The hash tag is the first 64 bits of the key's digest: never the key, never its name. */
+  snprintf(q->keys[0], sizeof(q->keys[0]), "vts:rl:{%.16s}:w:%lld:%lld", digest, (long long)lim->window_s,
+           (long long)rlcalc_window_index(now, lim->window_s));
+  snprintf(q->keys[1], sizeof(q->keys[1]), "vts:rl:{%.16s}:q:%lld", digest, (long long)rlcalc_month_yyyymm(month));
+  snprintf(q->nums[0], sizeof(q->nums[0]), "%lld", (long long)lim->rate);
+  /* The window counter is created during its window, so its length plus a second outlives the window. */
+  snprintf(q->nums[1], sizeof(q->nums[1]), "%lld", (long long)(lim->window_s + 1));
+  snprintf(q->nums[2], sizeof(q->nums[2]), "%lld", (long long)lim->quota);
+  snprintf(q->nums[3], sizeof(q->nums[3]), "%lld",
+           (long long)(rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S));
+
+  r->refs++;
+  uv_timer_init(r->loop, &q->timer);
+  q->timer.data = q;
+  q->timer_open = true;
+  if (req_send(q, r->ac, false) != 0) {
+    r->errors++;
+    q->decided = true; /* the caller answers this one itself */
+    uv_close((uv_handle_t *)&q->timer, req_timer_closed);
+    return -EIO;
+  }
+  q->in_redis = true;
+  /* The loop's cached clock may be stale after a long callback: the 50 ms count from now. */
+  uv_update_time(r->loop);
+  uv_timer_start(&q->timer, on_req_timeout, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
+  return 0;
+}
+
+static void conn_timer_closed(uv_handle_t *h) { rlredis_unref(h->data); }
+
+struct rlredis *rlredis_new(uv_loop_t *loop, const struct rlredis_addr *addr) {
+  struct rlredis *r = calloc(1, sizeof(*r));
+  if (r == NULL) return NULL;
+  r->loop = loop;
+  r->addr = *addr;
+  r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
+  r->refs = 1;
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  if (EVP_Digest(script, strlen(script), md, &mdlen, EVP_sha1(), NULL) != 1 || mdlen != 20) {
+    free(r);
+    return NULL;
+  }
+  for (unsigned int i = 0; i < mdlen; i++) snprintf(r->sha + 2 * i, 3, "%02x", md[i]);
+  uv_timer_init(loop, &r->conn_timer);
+  r->conn_timer.data = r;
+  conn_start(r);
+  return r;
+}
+
+void rlredis_free(struct rlredis *r) {
+  if (r == NULL) return;
+  r->closing = true;
+  conn_drop(r);
+  uv_close((uv_handle_t *)&r->conn_timer, conn_timer_closed);
+}
+
+void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {
+  out->redis_timeouts += r->timeouts;
+  out->redis_errors += r->errors;
+  out->redis_noscript += r->noscript;
+  out->redis_connects += r->connects;
+}
+
+/* Copies s[0, n) as a string into out. Returns 0, or -EINVAL when empty or too long. */
+static int copy_part(char *out, size_t outlen, const char *s, size_t n) {
+  if (n == 0 || n >= outlen) return -EINVAL;
+  memcpy(out, s, n);
+  out[n] = '\0';
+  return 0;
+}
+
+static int parse_url(const char *url, char *host, size_t hostlen, struct rlredis_addr *out) {
+  static const char prefix[] = "redis://";
+  if (strncmp(url, prefix, sizeof(prefix) - 1) != 0) return -EINVAL;
+  const char *p = url + sizeof(prefix) - 1;
+  if (strchr(p, '@') != NULL) return -EINVAL; /* credentials are not supported */
+  const char *rest;
+  if (*p == '[') {
+    const char *close = strchr(p, ']');
+    if (close == NULL || copy_part(host, hostlen, p + 1, (size_t)(close - p - 1)) != 0) return -EINVAL;
+    rest = close + 1;
+  } else {
+    size_t n = strcspn(p, ":/");
+    if (copy_part(host, hostlen, p, n) != 0) return -EINVAL;
+    rest = p + n;
+  }
+  char num[16];
+  int64_t v = REDIS_DEFAULT_PORT;
+  if (*rest == ':') {
+    size_t n = strcspn(rest + 1, "/");
+    if (copy_part(num, sizeof(num), rest + 1, n) != 0 || util_parse_i64(num, 1, 65535, &v) != 0) return -EINVAL;
+    rest += 1 + n;
+  }
+  out->port = (int)v;
+  v = 0;
+  if (*rest == '/' && rest[1] != '\0') {
+    if (util_parse_i64(rest + 1, 0, REDIS_MAX_DB, &v) != 0) return -EINVAL;
+  } else if (*rest != '\0' && strcmp(rest, "/") != 0) {
+    return -EINVAL;
+  }
+  out->db = (int)v;
+  return 0;
+}
+
+int rlredis_resolve(const char *url, struct rlredis_addr *out, char *err, size_t errlen) {
+  char host[256];
+  memset(out, 0, sizeof(*out));
+  if (parse_url(url, host, sizeof(host), out) != 0) {
+    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://host:port[/db] (no credentials)");
+    return -EINVAL;
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res = NULL;
+  int rv = getaddrinfo(host, NULL, &hints, &res);
+  if (rv != 0 || res == NULL) {
+    snprintf(err, errlen, "VTS_REDIS_URL: cannot resolve host %s: %s", host, gai_strerror(rv));
+    return -EHOSTUNREACH;
+  }
+  const void *a = res->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+                                             : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+  const char *ok = inet_ntop(res->ai_family, a, out->ip, sizeof(out->ip));
+  freeaddrinfo(res);
+  if (ok == NULL) {
+    snprintf(err, errlen, "VTS_REDIS_URL: cannot use the address of host %s", host);
+    return -EHOSTUNREACH;
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+/*
+ * The redis provider's store: one hiredis 0.14 async connection per worker on its libuv loop, one Lua script that
+ * checks and counts window and month atomically. It reports what Redis said, or that it could not say; the caller
+ * (ratelimit.c) turns a fault into 503 or a fallback.
+ *
+ * hiredis 0.14 has no async timeouts, so every command has its own libuv timer (VTS_REDIS_COMMAND_TIMEOUT_MS): on
+ * expiry the request is answered as a fault and the reply, if it ever comes, is dropped (the request stays
+ * allocated until hiredis hands its callback back, which it always does: with the reply, or NULL when the
+ * connection is freed). After one timeout the connection counts as stalled: requests are answered as faults at once
+ * instead of each waiting 50 ms, until any reply arrives; a connection stalled for VTS_REDIS_STALL_MS is dropped and
+ * redialled (a frozen server keeps the TCP connection open, and the libuv adapter ignores poll errors).
+ * Reconnects back off from VTS_REDIS_RECONNECT_MIN_MS doubling to VTS_REDIS_RECONNECT_MAX_MS.
+ */
+#ifndef VTS_RATELIMIT_REDIS_H
+#define VTS_RATELIMIT_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "gateway/limits/ratelimit.h"
+#include "gateway/limits/ratelimit_calc.h"
+
+/* Where Redis is: an address literal, resolved once at start (hiredis resolves names synchronously). */
+struct rlredis_addr {
+  char ip[64];
+  int port;
+  int db;
+};
+
+/* What the script decided: outcome RL_ALLOW, RL_LIMITED or RL_QUOTA, and the counts after it. */
+struct rlredis_result {
+  enum rl_outcome outcome;
+  int64_t window_used;
+  int64_t quota_used;
+};
+
+/*
+ * Called once per accepted rlredis_check on the loop thread: status 0 with res, or a negative errno (-ETIMEDOUT,
+ * -ENOTCONN, -EPROTO, -EIO) with res NULL when Redis could not answer.
+ */
+typedef void (*rlredis_cb)(void *arg, int status, const struct rlredis_result *res);
+
+struct rlredis;
+
+/*
+ * Parses redis://host[:port][/db] (port 6379 and db 0 by default; host a name, an IPv4 literal or an IPv6 literal
+ * in brackets) and resolves host. Returns 0, or -EINVAL / -EHOSTUNREACH with one line naming VTS_REDIS_URL in err.
+ */
+int rlredis_resolve(const char *url, struct rlredis_addr *out, char *err, size_t errlen);
+/* Starts connecting (commands issued meanwhile are sent once connected). Returns NULL on allocation failure. */
+struct rlredis *rlredis_new(uv_loop_t *loop, const struct rlredis_addr *addr);
+/*
+ * Closes the connection and timers. Requests still waiting get their callback (-ENOTCONN) before it returns. The
+ * memory goes when the last handle has closed: run the loop afterwards.
+ */
+void rlredis_free(struct rlredis *r);
+/*
+ * Sends one check of the key with this digest at second now. Returns 0 (cb will be called), or a negative errno
+ * at once, without calling cb, when the store cannot take it: -ENOTCONN (no connection), -ETIMEDOUT (connection
+ * stalled), -EIO, -ENOMEM, -ECANCELED (closing).
+ */
+int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
+                  void *arg);
+/* Adds this connection's counters to the redis_* fields of out. */
+void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out);
+
+#endif

@@ -1,0 +1,220 @@
+#include "gateway/metrics/metrics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "proto/proto.h"
+
+static struct metrics_shm *shm;
+static struct metrics_worker *self;
+
+static const int statuses[] = METRICS_STATUSES;
+#define NSTATUS_LISTED ((int)(sizeof(statuses) / sizeof(statuses[0])))
+static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                       0.1,    0.25,  0.5,    1,     2.5,  10};
+static const char *const route_names[MR__COUNT] = {"/health", "/openapi.json", "/v1/video/transcript", "/metrics",
+                                                   "other"};
+static const char *const upstream_names[MU__COUNT] = {
+    "ok",      "no_captions", "not_available", "http_429",  "recaptcha", "bot_check", "http_5xx",
+    "timeout", "consent",     "po_token",      "malformed", "internal",  "other"};
+
+int metrics_init(void) {
+  void *p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return -errno;
+  memset(p, 0, sizeof(struct metrics_shm));
+  shm = p;
+  return 0;
+}
+
+struct metrics_shm *metrics_shared(void) {
+  return shm;
+}
+
+void metrics_set_worker(int index) {
+  self = (shm != NULL && index >= 0 && index < METRICS_MAX_WORKERS) ? &shm->workers[index] : NULL;
+}
+
+enum metrics_route metrics_route_of(const char *path, size_t len) {
+  for (int r = 0; r < MR_OTHER; r++) {
+    if (strlen(route_names[r]) == len && memcmp(route_names[r], path, len) == 0) return (enum metrics_route)r;
+  }
+  return MR_OTHER;
+}
+
+static int status_index(int status) {
+  for (int i = 0; i < NSTATUS_LISTED; i++)
+    if (statuses[i] == status) return i;
+  return NSTATUS_LISTED;
+}
+
+void metrics_request(enum metrics_route route, int status, uint64_t dur_us) {
+  if (self == NULL || route < 0 || route >= MR__COUNT) return;
+  atomic_fetch_add_explicit(&self->requests[route][status_index(status)], 1, memory_order_relaxed);
+  int b = 0;
+  while (b < METRICS_NBUCKETS - 1 && (double)dur_us / 1e6 > buckets_s[b]) b++;
+  atomic_fetch_add_explicit(&self->latency_bucket[route][b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&self->latency_sum_us[route], dur_us, memory_order_relaxed);
+}
+
+void metrics_connections(int delta) {
+  if (self) atomic_fetch_add_explicit(&self->connections_open, delta, memory_order_relaxed);
+}
+
+void metrics_ratelimit_store_error(int fell_back) {
+  if (self == NULL) return;
+  atomic_fetch_add_explicit(&self->ratelimit_store_errors, 1, memory_order_relaxed);
+  if (fell_back) atomic_fetch_add_explicit(&self->ratelimit_fallbacks, 1, memory_order_relaxed);
+}
+
+void metrics_l1_hit(void) {
+  if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
+}
+
+/* Fetcher details of replies that were not what the platform normally sends. */
+static const char *const malformed_details[] = {"bad_player_reply", "bad_captions", "bad_utf8",  "empty_captions",
+                                                "truncated",        "too_large",    "no_api_key"};
+
+int metrics_upstream_kind(int outcome, const char *detail) {
+  if (detail == NULL) detail = "";
+  switch (outcome) {
+    case PROTO_OK:
+      return MU_OK;
+    case PROTO_NO_CAPTIONS:
+      return MU_NO_CAPTIONS;
+    case PROTO_NOT_AVAILABLE:
+      return MU_NOT_AVAILABLE;
+    case PROTO_INTERNAL:
+      return MU_INTERNAL;
+    default:
+      break;
+  }
+  if (strncmp(detail, "http_5", 6) == 0) return MU_HTTP_5XX;
+  if (strstr(detail, "timeout") != NULL) return MU_TIMEOUT;
+  for (int i = MU_HTTP_429; i <= MU_PO_TOKEN; i++) {
+    if (strcmp(detail, upstream_names[i]) == 0) return i;
+  }
+  for (size_t i = 0; i < sizeof(malformed_details) / sizeof(malformed_details[0]); i++) {
+    if (strcmp(detail, malformed_details[i]) == 0) return MU_MALFORMED;
+  }
+  return MU_OTHER;
+}
+
+void metrics_upstream(int outcome, const char *detail) {
+  if (shm == NULL) return;
+  atomic_fetch_add_explicit(&shm->dispatcher.upstream[metrics_upstream_kind(outcome, detail)], 1, memory_order_relaxed);
+}
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static uint64_t sum_workers(size_t offset) {
+  uint64_t total = 0;
+  for (int w = 0; w < METRICS_MAX_WORKERS; w++) {
+    const char *base = (const char *)&shm->workers[w];
+    total += atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)(base + offset), memory_order_relaxed);
+  }
+  return total;
+}
+
+static int family(struct buf *out, const char *name, const char *type, const char *help) {
+  return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int render_http(struct buf *out) {
+  int rv = family(out, "vts_http_requests_total", "counter", "HTTP requests answered, by route and status.");
+  for (int r = 0; rv == 0 && r < MR__COUNT; r++) {
+    for (int s = 0; rv == 0 && s <= NSTATUS_LISTED; s++) {
+      uint64_t n = sum_workers(offsetof(struct metrics_worker, requests) +
+                               ((size_t)r * METRICS_NSTATUS + (size_t)s) * sizeof(_Atomic uint64_t));
+      if (n == 0) continue;
+      char code[8];
+      if (s < NSTATUS_LISTED)
+        snprintf(code, sizeof(code), "%d", statuses[s]);
+      else
+        memcpy(code, "other", 6);
+      rv = buf_printf(out, "vts_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n", route_names[r], code,
+                      (unsigned long long)n);
+    }
+  }
+  if (rv == 0)
+    rv = family(out, "vts_http_request_duration_seconds", "histogram", "Time from request parsed to response queued.");
+  for (int r = 0; rv == 0 && r < MR__COUNT; r++) {
+    uint64_t cum = 0;
+    for (int b = 0; rv == 0 && b < METRICS_NBUCKETS; b++) {
+      cum += sum_workers(offsetof(struct metrics_worker, latency_bucket) +
+                         ((size_t)r * METRICS_NBUCKETS + (size_t)b) * sizeof(_Atomic uint64_t));
+      if (b < METRICS_NBUCKETS - 1)
+        rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", route_names[r],
+                        buckets_s[b], (unsigned long long)cum);
+      else
+        rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                        route_names[r], (unsigned long long)cum);
+    }
+    uint64_t sum_us =
+        sum_workers(offsetof(struct metrics_worker, latency_sum_us) + (size_t)r * sizeof(_Atomic uint64_t));
+    if (rv == 0)
+      rv = buf_printf(out,
+                      "vts_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
+                      "vts_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                      route_names[r], (double)sum_us / 1e6, route_names[r], (unsigned long long)cum);
+  }
+  return rv;
+}
+
+/* A metric family with one unlabelled sample. */
+struct scalar {
+  const char *name, *type, *help;
+  long long value;
+};
+
+int metrics_render(struct buf *out) {
+  if (shm == NULL) return 0;
+  const struct metrics_dispatcher *d = &shm->dispatcher;
+  int64_t conns = 0;
+  for (int w = 0; w < METRICS_MAX_WORKERS; w++) conns += LOAD(shm->workers[w].connections_open);
+  const struct scalar scalars[] = {
+      {"vts_http_connections_open", "gauge", "Client connections open.", (long long)conns},
+      {"vts_cache_hits_total", "counter", "Transcript cache hits (dispatcher cache).", (long long)LOAD(d->cache_hits)},
+      {"vts_cache_l1_hits_total", "counter", "Transcript cache hits in a worker's own cache.",
+       (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_hits))},
+      {"vts_cache_misses_total", "counter", "Transcript cache misses.", (long long)LOAD(d->cache_misses)},
+      {"vts_cache_bytes", "gauge", "Bytes held by the dispatcher cache.", (long long)LOAD(d->cache_bytes)},
+      {"vts_cache_entries", "gauge", "Entries in the dispatcher cache.", (long long)LOAD(d->cache_entries)},
+      {"vts_coalesced_requests_total", "counter", "Requests that joined a job already running.",
+       (long long)LOAD(d->coalesced)},
+      {"vts_jobs_queued", "gauge", "Jobs waiting for an idle fetcher.", (long long)LOAD(d->jobs_queued)},
+      {"vts_jobs_in_flight", "gauge", "Jobs held by fetchers.", (long long)LOAD(d->jobs_in_flight)},
+      {"vts_fetchers_connected", "gauge", "Fetcher processes connected to the dispatcher.",
+       (long long)LOAD(d->fetchers_connected)},
+      {"vts_fetchers_idle", "gauge", "Connected fetchers waiting for a job.", (long long)LOAD(d->fetchers_idle)},
+      {"vts_fetchers_lost_total", "counter", "Fetcher connections that dropped while holding a job.",
+       (long long)LOAD(d->fetchers_lost_with_job)},
+      {"vts_job_deadline_expired_total", "counter", "Jobs failed at their deadline.",
+       (long long)LOAD(d->job_deadline_expired)},
+      {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
+       (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},
+      {"vts_ratelimit_fallbacks_total", "counter",
+       "Requests limited in memory because the store was unavailable (fail-open).",
+       (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_fallbacks))},
+      {"vts_worker_restarts_total", "counter", "HTTP workers restarted by the master.",
+       (long long)LOAD(shm->master.worker_restarts)},
+      {"vts_dispatcher_restarts_total", "counter", "Dispatcher restarts by the master.",
+       (long long)LOAD(shm->master.dispatcher_restarts)},
+  };
+  int rv = render_http(out);
+  for (size_t i = 0; rv == 0 && i < sizeof(scalars) / sizeof(scalars[0]); i++) {
+    rv = family(out, scalars[i].name, scalars[i].type, scalars[i].help);
+    if (rv == 0) rv = buf_printf(out, "%s %lld\n", scalars[i].name, scalars[i].value);
+  }
+  if (rv == 0) rv = family(out, "vts_jobs_total", "counter", "Jobs started, by kind.");
+  if (rv == 0)
+    rv = buf_printf(out, "vts_jobs_total{kind=\"captions\"} %llu\nvts_jobs_total{kind=\"speech\"} %llu\n",
+                    (unsigned long long)LOAD(d->jobs_total[PROTO_KIND_CAPTIONS]),
+                    (unsigned long long)LOAD(d->jobs_total[PROTO_KIND_SPEECH]));
+  if (rv == 0) rv = family(out, "vts_upstream_outcomes_total", "counter", "Fetcher job outcomes, by kind.");
+  for (int i = 0; rv == 0 && i < MU__COUNT; i++)
+    rv = buf_printf(out, "vts_upstream_outcomes_total{kind=\"%s\"} %llu\n", upstream_names[i],
+                    (unsigned long long)LOAD(d->upstream[i]));
+  return rv;
+}
