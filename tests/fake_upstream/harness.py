@@ -21,6 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
+# enum proto_reason, by value; enum proto_attempt_result.
+REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
+           "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal"]
+ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 
 def fetcher_binary():
@@ -97,11 +101,19 @@ def decode_result(msg, last=False):
         (n,) = struct.unpack(">H", msg[off:off + 2])
         fields.append(msg[off + 2:off + 2 + n].decode())
         off += 2 + n
+    reason, nattempts = msg[off], msg[off + 1]
+    off += 2
+    attempts = []
+    for _ in range(nattempts):
+        proxy, result = msg[off], msg[off + 1]
+        (n,) = struct.unpack(">H", msg[off + 2:off + 4])
+        attempts.append((proxy, result, msg[off + 4:off + 4 + n].decode()))
+        off += 4 + n
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
     body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
-            "detail": fields[1], "body": body}
+            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "body": body}
 
 
 READY = b"VT\x01" + bytes([PROTO_READY])
