@@ -63,6 +63,28 @@ class FakeUpstream:
         self.proc.stdout.close()
 
 
+class EgressProxy:
+    """egress_proxy.py on a free port of 127.0.0.1, its outgoing connections from source."""
+
+    def __init__(self, source):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "egress_proxy.py"), "--port", "0",
+                                      "--source", source], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY "):
+            self.proc.kill()
+            raise RuntimeError("egress proxy did not start: %r" % line)
+        self.port = int(line.split()[1])
+        self.source = source
+
+    def url(self, credentials=""):
+        return "http://%s127.0.0.1:%d" % (credentials + "@" if credentials else "", self.port)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait(timeout=5)
+        self.proc.stdout.close()
+
+
 def fetcher_env(upstream_url, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k not in ("http_proxy", "https_proxy")}
     env["VTS_UPSTREAM_URL"] = upstream_url
