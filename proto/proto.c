@@ -199,7 +199,3 @@ static const char *const reason_names[PROTO_REASON__COUNT] = {
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";
 }
-
-int proto_reason_is_block(uint8_t reason) {
-  return reason == PROTO_REASON_HTTP_429 || reason == PROTO_REASON_RECAPTCHA || reason == PROTO_REASON_BOT_CHECK;
-}

@@ -15,7 +15,7 @@
 
 #include "common/buf.h"
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2         /* 2: a result carries its typed reason and player attempts */
 #define PROTO_MAX_LANG 15       /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID 64 /* bytes of a request id, without NUL */
 
@@ -72,10 +72,8 @@ enum proto_reason {
 
 /* A short stable name of a reason ("http_429", "network"), for logs and metric labels. */
 const char *proto_reason_name(uint8_t reason);
-/* Whether a reason means the platform is blocking the address we came from (429, recaptcha, bot check). */
-int proto_reason_is_block(uint8_t reason);
 
-#define PROTO_MAX_ATTEMPTS 16    /* attempt records a result carries; more are dropped (counted, not listed) */
+#define PROTO_MAX_ATTEMPTS 16    /* attempt records a result carries; later attempts go unrecorded */
 #define PROTO_MAX_CLIENT_NAME 31 /* bytes of a client profile name */
 
 /* How one player attempt (one client through one egress) went, for per-proxy and per-client counters. */

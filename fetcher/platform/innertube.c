@@ -550,21 +550,19 @@ static void run_flow(struct flow *f, struct innertube_result *res) {
       f->page_state = 0;
       f->cookie[0] = '\0';
     }
-    int blocked = 0, served = 0;
+    int blocked = 0; /* the latest verdict on this egress was a block */
     int can_move = egress + 1 < attempts && upstream_proxy_count(it->up) > (size_t)egress + 1;
     while (next < it->nclients) {
       const struct client_profile *c = &it->clients[next].profile;
       enum verdict v = try_client(f, c, res);
       record_attempt(f, c, v);
       if (v == V_DONE || v == V_STOP) {
-        upstream_egress_report(it->up, 0);
+        /* Out of time says nothing about the proxy; an answer says it served. */
+        if (v == V_DONE) upstream_egress_report(it->up, 0);
         goto out;
       }
       log_refusal(f, c, res, v);
-      if (v == V_BLOCKED)
-        blocked = 1;
-      else
-        served = 1;
+      blocked = v == V_BLOCKED;
       int r = rank(res, v);
       /* Among refusals of one rank the latest is reported, as the client that had the last word. */
       if (r >= best_rank) {
@@ -577,8 +575,8 @@ static void run_flow(struct flow *f, struct innertube_result *res) {
       if (v == V_BLOCKED && can_move) break;
       next++;
     }
-    upstream_egress_report(it->up, blocked && !served);
-    if (!(blocked && can_move) || next == it->nclients) break;
+    upstream_egress_report(it->up, blocked);
+    if (!(blocked && can_move)) break;
   }
   if (best_rank > 0) set_result(res, best.outcome, best.reason, best.detail);
 out:

@@ -18,6 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+PROTO_VERSION = b"\x02"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
@@ -108,14 +109,14 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS):
-    return (b"VT\x01" + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) + _str(video_id) +
-            _str(lang) + _str(request_id))
+    return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
+            _str(video_id) + _str(lang) + _str(request_id))
 
 
 def decode_result(msg, last=False):
     """A RESULT, or with last=True the RESULT_LAST of a stopping fetcher (the same fields under type 4)."""
     want = PROTO_RESULT_LAST if last else PROTO_RESULT
-    assert msg[:4] == b"VT\x01" + bytes([want]), "expected type %d, got %r" % (want, msg[:16])
+    assert msg[:4] == b"VT" + PROTO_VERSION + bytes([want]), "expected type %d, got %r" % (want, msg[:16])
     job_id, outcome, source, fetch_ms = struct.unpack(">QBBI", msg[4:18])
     off = 18
     fields = []
@@ -138,7 +139,7 @@ def decode_result(msg, last=False):
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "body": body}
 
 
-READY = b"VT\x01" + bytes([PROTO_READY])
+READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
 
 
 class SpConn:
