@@ -50,7 +50,7 @@ static const struct var vars[] = {
     S(innertube_clients, "VTS_INNERTUBE_CLIENTS", "VISIONOS,ANDROID"),
     S(client_profiles, "VTS_CLIENT_PROFILES", ""),
     I(upstream_attempts, "VTS_UPSTREAM_ATTEMPTS", "3", 1, 16),
-    I(proxy_rest_s, "VTS_PROXY_REST_S", "30", 1, 86400),
+    I(proxy_rest_ms, "VTS_PROXY_REST_MS", "30000", 100, 86400000),
     B(speech_fallback, "VTS_SPEECH_FALLBACK", "false"),
     S(speech_engine, "VTS_SPEECH_ENGINE", "pocketsphinx"),
     S(speech_url, "VTS_SPEECH_URL", ""),

@@ -53,7 +53,7 @@ struct upstream {
   size_t nproxies;
   struct upstream_health *health; /* shared by a fetcher's children, or this process's own */
   int own_health;
-  uint64_t rest_base_ms; /* VTS_PROXY_REST_S */
+  uint64_t rest_base_ms; /* VTS_PROXY_REST_MS */
   uint32_t tried;        /* proxies used by the current job, one bit each */
   int egress;            /* index of the current job's proxy, -1 for none */
   const char *job_proxy; /* the proxy of the current job, NULL for none */
@@ -122,7 +122,7 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
 
   rv = -ENOMEM;
   u->egress = -1;
-  u->rest_base_ms = (uint64_t)cfg->proxy_rest_s * 1000;
+  u->rest_base_ms = (uint64_t)cfg->proxy_rest_ms;
   if (!with_curl) {
     *out = u;
     return 0;

@@ -75,7 +75,7 @@ size_t upstream_proxy_count(const struct upstream *u);
 
 /*
  * Reports how the current proxy fared in this job: blocked (429, recaptcha, bot check, 403 on captions, or no
- * connection), or served. VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_S, doubling at
+ * connection), or served. VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at
  * each further block up to VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row.
  */
 void upstream_egress_report(struct upstream *u, int blocked);

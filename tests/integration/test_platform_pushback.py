@@ -167,7 +167,7 @@ def test_every_proxy_blocked_is_upstream_failure_after_the_attempts(proxies):
 def test_a_dead_proxy_is_a_network_failure_and_the_job_moves_on(proxies):
     fake = harness.FakeUpstream()
     try:
-        dead = "http://127.0.0.1:%d" % harness.free_port()
+        dead = "http://vtsuser:deadsecret@127.0.0.1:%d" % harness.free_port()
         r = run_once(fake, "capJson3xx1", VTS_UPSTREAM_PROXY=dead + "," + proxies[1].url())
     finally:
         fake.close()
@@ -175,6 +175,7 @@ def test_a_dead_proxy_is_a_network_failure_and_the_job_moves_on(proxies):
     failed = [e for e in r.logs if e["msg"] == "upstream request failed"]
     assert [(e["proxy"], e["reason"]) for e in failed] == [(1, "network")]
     assert "Failed to connect" in failed[0]["error"]
+    assert "deadsecret" not in r.stderr and "vtsuser" not in r.stderr
     assert r.stats["sources"] == {SERVED: 2}
 
 

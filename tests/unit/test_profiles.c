@@ -172,15 +172,35 @@ static void test_clients_resolve_against_file_profiles(void **state) {
   assert_non_null(strstr(err, "unknown client \"NOPE\" (known: VISIONOS, ANDROID"));
 }
 
-static struct upstream *two_proxies(struct vts_config *cfg) {
+static struct upstream *two_proxies_resting(struct vts_config *cfg, int64_t rest_ms) {
   memset(cfg, 0, sizeof(*cfg));
   snprintf(cfg->upstream_url, sizeof(cfg->upstream_url), "http://127.0.0.1:9");
   snprintf(cfg->upstream_proxy, sizeof(cfg->upstream_proxy), "http://127.0.0.1:8,http://u:secret@127.0.0.1:7");
-  cfg->proxy_rest_s = 60;
+  cfg->proxy_rest_ms = rest_ms;
   struct upstream *u = NULL;
   char err[256];
   assert_int_equal(upstream_new(cfg, &u, err, sizeof(err)), 0);
   return u;
+}
+
+static struct upstream *two_proxies(struct vts_config *cfg) { return two_proxies_resting(cfg, 60000); }
+
+static void block(struct upstream *u, int proxy, int times) {
+  for (int i = 0; i < times; i++) {
+    assert_int_equal(upstream_use_egress(u, proxy), 0);
+    upstream_egress_report(u, 1);
+  }
+}
+
+/* The proxy a new job takes. */
+static int chosen(struct upstream *u) {
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  return upstream_job_proxy_index(u);
+}
+
+/* Waits for the clock itself: the rest under test is a length of time. */
+static void wait_until(uint64_t t) {
+  while (util_now_ms() < t) usleep(5000);
 }
 
 static void test_proxies_alternate_and_a_blocked_one_rests(void **state) {
@@ -230,6 +250,37 @@ static void test_when_all_rest_the_one_resting_longest_is_tried(void **state) {
   upstream_free(u);
 }
 
+static void test_rest_doubles_with_each_further_block_and_a_served_job_resets_it(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = two_proxies_resting(&cfg, 300);
+  block(u, 2, 8); /* proxy 2 rests for its longest (300 ms doubled up to 16 times): it is the fallback below */
+  wait_until(util_now_ms() + 2);
+  block(u, 1, 2); /* two in a row: proxy 1 rests 300 ms */
+  uint64_t after = util_now_ms();
+  assert_int_equal(chosen(u), 2); /* both rest: proxy 2 has rested longer */
+  wait_until(after + 310);
+  assert_int_equal(chosen(u), 1);
+
+  uint64_t before = util_now_ms();
+  block(u, 1, 1); /* a further block: 600 ms */
+  after = util_now_ms();
+  wait_until(before + 350);
+  assert_int_equal(chosen(u), 2);
+  wait_until(after + 610);
+  assert_int_equal(chosen(u), 1);
+
+  upstream_egress_report(u, 0); /* served: the row and the doubling end */
+  block(u, 1, 1);
+  assert_int_equal(chosen(u), 1); /* one block alone does not rest it */
+  block(u, 1, 1);
+  after = util_now_ms();
+  assert_int_equal(chosen(u), 2);
+  wait_until(after + 310); /* 300 ms again, not 1200 */
+  assert_int_equal(chosen(u), 1);
+  upstream_free(u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtins_carry_the_whole_identity),
@@ -239,6 +290,7 @@ int main(void) {
       cmocka_unit_test(test_clients_resolve_against_file_profiles),
       cmocka_unit_test(test_proxies_alternate_and_a_blocked_one_rests),
       cmocka_unit_test(test_when_all_rest_the_one_resting_longest_is_tried),
+      cmocka_unit_test(test_rest_doubles_with_each_further_block_and_a_served_job_resets_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
