@@ -13,10 +13,6 @@
 #include "fetcher/platform/player.h"
 #include "fetcher/speech/speech.h"
 
-/* The watch page is fetched as a browser would. */
-#define BROWSER_UA \
-  "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/138.0.0.0 Safari/537.36"
-
 struct innertube {
   const struct vts_config *cfg;
   struct upstream *up;
@@ -217,7 +213,7 @@ static enum verdict get_watch_page(struct flow *f, struct innertube_result *res)
   struct upstream_request req = {
       .method = UPSTREAM_GET,
       .url = url,
-      .user_agent = BROWSER_UA,
+      .user_agent = PROFILES_BROWSER_UA, /* the watch page is fetched as a browser would */
       .headers = headers,
       .max_bytes = VTS_MAX_WATCH_PAGE_BYTES,
   };

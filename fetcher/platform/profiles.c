@@ -81,8 +81,7 @@ static const struct builtin builtins[] = {
     {"WEB",
      "1",
      "2.20260114.08.00",
-     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/138.0.0.0 "
-     "Safari/537.36",
+     PROFILES_BROWSER_UA,
      1,
      {{"platform", "DESKTOP"}, {"hl", "en"}, {"gl", "US"}, {"utcOffsetMinutes", "#0"}}},
 };

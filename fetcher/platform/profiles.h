@@ -20,6 +20,10 @@
 #define PROFILES_MAX_HEADERS 8 /* extra headers of one profile */
 #define PROFILES_MAX_FILE_BYTES (64 * 1024)
 
+/* A desktop browser's user agent: the WEB profile's, and the watch page's whatever the client. */
+#define PROFILES_BROWSER_UA \
+  "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/138.0.0.0 Safari/537.36"
+
 struct profile_field {
   char key[32];
   char value[128];
