@@ -98,16 +98,18 @@ uint8_t transport_reason(int err) {
       return PROTO_REASON_TIMEOUT;
     case -EFBIG:
     case -EBADMSG:
+    case -EIO:
       return PROTO_REASON_MALFORMED;
     case -ENETUNREACH:
       return PROTO_REASON_NETWORK;
     case -EPERM:
+    case -EINVAL:
     case -ELOOP:
       return PROTO_REASON_REFUSED;
     case -ENOMEM:
       return PROTO_REASON_INTERNAL;
     default:
-      return PROTO_REASON_HTTP_OTHER;
+      return PROTO_REASON_INTERNAL;
   }
 }
 
@@ -252,10 +254,46 @@ fail:
   return rv;
 }
 
-const char *transport_redirect(struct transport *t) {
-  char *location = NULL;
-  if (curl_easy_getinfo(t->curl, CURLINFO_REDIRECT_URL, &location) != CURLE_OK) return NULL;
-  return location;
+int transport_fetch(struct transport *t, const struct transport_req *req, transport_policy policy, const void *ctx,
+                    int max_redirects, struct buf *out, long *status, uint8_t *reason, struct buf *final_url) {
+  struct buf url = BUF_INIT;
+  struct transport_req hop = *req;
+  size_t start = out->len;
+  *status = 0;
+  int rv = policy(ctx, req->url, &url);
+  for (int hops = 0; rv == 0; hops++) {
+    out->len = start; /* a redirect's own body is not the answer */
+    hop.url = url.data;
+    rv = transport_perform(t, &hop, out, status, reason);
+    if (rv != 0 || *status < 300 || *status > 399 || *status == 304) break;
+    /* curl resolves a relative Location against the URL it just fetched. */
+    char *location = NULL;
+    if (curl_easy_getinfo(t->curl, CURLINFO_REDIRECT_URL, &location) != CURLE_OK || location == NULL) break;
+    if (hops == max_redirects) {
+      rv = -ELOOP;
+      break;
+    }
+    struct buf next = BUF_INIT;
+    rv = policy(ctx, location, &next);
+    if (rv != 0) {
+      buf_free(&next);
+      rv = rv == -ENOMEM ? rv : -EPERM;
+      break;
+    }
+    buf_free(&url);
+    url = next;
+    if (*status != 307 && *status != 308) {
+      hop.post = 0;
+      hop.mime = NULL;
+    }
+  }
+  if (rv != 0) *reason = transport_reason(rv);
+  if (final_url != NULL) {
+    buf_reset(final_url);
+    if (url.data != NULL && buf_puts(final_url, url.data) != 0 && rv == 0) rv = -ENOMEM;
+  }
+  buf_free(&url);
+  return rv;
 }
 
 const char *transport_header(struct transport *t, const char *name) {

@@ -4,7 +4,8 @@
  * never followed by curl, http and https only), the same URL rule (https, or plain http to a loopback host), the
  * proxy the caller names and never one from the environment, a body cap that aborts the transfer, the caller's
  * deadline, one typed reason (proto.h) for every failure, and one log line per failed transfer that carries curl's
- * own error text. Callers keep their host policies (which hosts a URL may name) and follow redirects by hand.
+ * own error text. Redirects are followed by transport_fetch, every hop through the caller's host policy (which hosts
+ * a URL may name, and where it is sent).
  */
 #ifndef VTS_TRANSPORT_H
 #define VTS_TRANSPORT_H
@@ -55,8 +56,21 @@ void transport_cleanup(struct transport *t);
 int transport_perform(struct transport *t, const struct transport_req *req, struct buf *out, long *status,
                       uint8_t *reason);
 
-/* The Location of the last reply resolved against its URL (borrowed until the next transfer), or NULL. */
-const char *transport_redirect(struct transport *t);
+/*
+ * A host policy: appends to out the URL to request for url (absolute; a policy may map it onto another origin).
+ * Returns 0, -EPERM for a URL it refuses, -EINVAL for a malformed one, or -ENOMEM.
+ */
+typedef int (*transport_policy)(const void *ctx, const char *url, struct buf *out);
+
+/*
+ * req->url through policy, then transport_perform; a 3xx reply with a Location is followed through the policy again,
+ * at most max_redirects times (301, 302 and 303 turn a POST into a GET, as browsers do; 307 and 308 repeat it). The
+ * body of a redirect is dropped. When final_url is given, the URL of the last hop is left in it (reset first).
+ * Returns as transport_perform, the policy's error for req->url, -EPERM for a Location the policy refuses and -ELOOP
+ * past max_redirects (*reason PROTO_REASON_REFUSED for both).
+ */
+int transport_fetch(struct transport *t, const struct transport_req *req, transport_policy policy, const void *ctx,
+                    int max_redirects, struct buf *out, long *status, uint8_t *reason, struct buf *final_url);
 
 /* The value of header name in the last reply (borrowed until the next transfer), or NULL. */
 const char *transport_header(struct transport *t, const char *name);

@@ -308,13 +308,16 @@ const char *upstream_strerror(int err) {
   }
 }
 
-/* One hop: no redirect handling. Returns 0 or a negative error of upstream_fetch. */
-static int perform(struct upstream *u, enum upstream_method method, const char *url, const struct upstream_request *req,
-                   struct upstream_response *resp) {
+/* The platform's host policy for transport_fetch: every URL mapped onto the configured origin. */
+static int platform_policy(const void *ctx, const char *url, struct buf *out) {
+  return upstream_map_url(ctx, url, out);
+}
+
+int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp) {
   buf_reset(&resp->body);
   struct transport_req tr = {
-      .url = url,
-      .post = method == UPSTREAM_POST,
+      .url = req->url,
+      .post = req->method == UPSTREAM_POST,
       .body = req->body,
       .body_len = req->body_len,
       .headers = req->headers,
@@ -327,39 +330,6 @@ static int perform(struct upstream *u, enum upstream_method method, const char *
       .max_bytes = req->max_bytes,
       .request_id = u->request_id,
   };
-  return transport_perform(&u->t, &tr, &resp->body, &resp->status, &resp->reason);
-}
-
-int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp) {
-  struct buf url = BUF_INIT;
-  int rv = upstream_map_url(u, req->url, &url);
-  if (rv != 0) goto fail;
-  enum upstream_method method = req->method;
-  for (int hop = 0;; hop++) {
-    rv = perform(u, method, url.data, req, resp);
-    if (rv != 0) goto fail;
-    if (resp->status < 300 || resp->status > 399 || resp->status == 304) break;
-    /* curl resolves a relative Location against the URL it just fetched. */
-    const char *location = transport_redirect(&u->t);
-    if (location == NULL) break;
-    if (hop == VTS_UPSTREAM_MAX_REDIRECTS) {
-      rv = -ELOOP;
-      goto fail;
-    }
-    struct buf next = BUF_INIT;
-    rv = upstream_map_url(u, location, &next);
-    if (rv != 0) {
-      buf_free(&next);
-      rv = rv == -ENOMEM ? rv : -EPERM;
-      goto fail;
-    }
-    buf_free(&url);
-    url = next;
-    /* As browsers do: 301, 302 and 303 turn a POST into a GET; 307 and 308 repeat it. */
-    if (resp->status != 307 && resp->status != 308) method = UPSTREAM_GET;
-  }
-fail:
-  if (rv != 0) resp->reason = transport_reason(rv);
-  buf_free(&url);
-  return rv;
+  return transport_fetch(&u->t, &tr, platform_policy, u, VTS_UPSTREAM_MAX_REDIRECTS, &resp->body, &resp->status,
+                         &resp->reason, NULL);
 }

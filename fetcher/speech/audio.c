@@ -103,8 +103,7 @@ struct download {
   struct transport t;
   const char *proxy;
   const struct vts_config *cfg;
-  char *url; /* owned; changes when a redirect is followed */
-  int redirects;
+  struct buf url; /* where the next chunk is asked: changes when a redirect is followed */
   uint64_t deadline;
   struct buf *out;
   size_t cap; /* out->len may grow up to this */
@@ -126,98 +125,93 @@ static int transfer_failure(struct download *d, int rv) {
   return -EIO;
 }
 
-/* Takes the Location of a redirect reply after checking it. Returns 0, -EPERM or -EIO. */
-static int follow_redirect(struct download *d) {
-  const char *loc = transport_redirect(&d->t);
-  if (loc == NULL) {
-    set_detail(d->detail, d->detaillen, "audio_bad_redirect");
-    return -EIO;
-  }
-  if (++d->redirects > VTS_MAX_AUDIO_REDIRECTS) {
-    set_detail(d->detail, d->detaillen, "audio_redirect_loop");
-    return -EIO;
-  }
-  if (audio_url_allowed(loc, d->cfg) != 0) {
-    set_detail(d->detail, d->detaillen, "audio_redirect_refused");
-    return -EPERM;
-  }
-  char *copy = strdup(loc);
-  if (copy == NULL) return -ENOMEM;
-  free(d->url);
-  d->url = copy;
-  return 0;
+/* The audio download's host policy for transport_fetch: audio_url_allowed, the URL unchanged. */
+static int audio_policy(const void *ctx, const char *url, struct buf *out) {
+  if (audio_url_allowed(url, ctx) != 0) return -EPERM;
+  return buf_puts(out, url);
 }
 
 /*
  * Requests bytes [first, last] and appends what arrives. *got is the number of bytes appended, *total the size of the
  * whole resource when the reply told it (else -1), *whole is set when the server ignored the range and sent it all.
- * A redirect is followed and the same range asked again. Returns 0 or a negative errno.
+ * A redirect is followed and the same range asked again; the next chunks go to where it led. Returns 0 or a negative
+ * errno.
  */
 static int fetch_range(struct download *d, int64_t first, int64_t last, int64_t *got, int64_t *total, int *whole) {
   char range[64];
   snprintf(range, sizeof(range), "%lld-%lld", (long long)first, (long long)last);
-  for (;;) {
-    uint64_t now = util_now_ms();
-    if (now >= d->deadline) {
-      set_detail(d->detail, d->detaillen, "audio_timeout");
-      return -ETIMEDOUT;
-    }
-    size_t before = d->out->len;
-    struct transport_req req = {.url = d->url,
-                                .user_agent = "Mozilla/5.0",
-                                .range = range,
-                                .proxy = d->proxy,
-                                .deadline_ms = d->deadline,
-                                .max_bytes = d->cap > before ? d->cap - before : 0};
-    long status = 0;
-    uint8_t reason;
-    int rv = transport_perform(&d->t, &req, d->out, &status, &reason);
-    if (rv != 0) return transfer_failure(d, rv);
-    if (status >= 300 && status < 400) {
-      /* The redirect's own body is not audio. */
-      d->out->len = before;
-      rv = follow_redirect(d);
-      if (rv != 0) return rv;
-      continue;
-    }
-    *got = (int64_t)(d->out->len - before);
-    *whole = 0;
-    *total = -1;
-    if (status == 200 && first == 0) {
-      *whole = 1;
-      return 0;
-    }
-    if (status != 206) {
-      d->out->len = before;
-      char what[32];
-      snprintf(what, sizeof(what), "audio_http_%ld", status);
-      set_detail(d->detail, d->detaillen, what);
-      return -EIO;
-    }
-    const char *content_range = transport_header(&d->t, "Content-Range");
-    int64_t a = 0, b = 0;
-    if (content_range == NULL || parse_content_range(content_range, &a, &b, total) != 0 || a != first ||
-        *got != b - a + 1) {
-      set_detail(d->detail, d->detaillen, "audio_bad_range");
-      return -EIO;
-    }
+  if (util_now_ms() >= d->deadline) {
+    set_detail(d->detail, d->detaillen, "audio_timeout");
+    return -ETIMEDOUT;
+  }
+  size_t before = d->out->len;
+  struct transport_req req = {.url = d->url.data,
+                              .user_agent = "Mozilla/5.0",
+                              .range = range,
+                              .proxy = d->proxy,
+                              .deadline_ms = d->deadline,
+                              .max_bytes = d->cap > before ? d->cap - before : 0};
+  long status = 0;
+  uint8_t reason;
+  struct buf final_url = BUF_INIT;
+  int rv =
+      transport_fetch(&d->t, &req, audio_policy, d->cfg, VTS_MAX_AUDIO_REDIRECTS, d->out, &status, &reason, &final_url);
+  if (rv == 0) {
+    buf_free(&d->url);
+    d->url = final_url;
+  } else {
+    buf_free(&final_url);
+  }
+  if (rv == -EPERM) {
+    set_detail(d->detail, d->detaillen, "audio_redirect_refused");
+    return -EPERM;
+  }
+  if (rv == -ELOOP) {
+    set_detail(d->detail, d->detaillen, "audio_redirect_loop");
+    return -EIO;
+  }
+  if (rv != 0) return transfer_failure(d, rv);
+  *got = (int64_t)(d->out->len - before);
+  *whole = 0;
+  *total = -1;
+  if (status == 200 && first == 0) {
+    *whole = 1;
     return 0;
   }
+  if (status != 206) {
+    d->out->len = before;
+    char what[32];
+    snprintf(what, sizeof(what), "audio_http_%ld", status);
+    set_detail(d->detail, d->detaillen, what);
+    return -EIO;
+  }
+  const char *content_range = transport_header(&d->t, "Content-Range");
+  int64_t a = 0, b = 0;
+  if (content_range == NULL || parse_content_range(content_range, &a, &b, total) != 0 || a != first ||
+      *got != b - a + 1) {
+    set_detail(d->detail, d->detaillen, "audio_bad_range");
+    return -EIO;
+  }
+  return 0;
 }
 
 int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
                    struct buf *out, char *detail, size_t detaillen) {
-  struct download d = {
-      .cfg = cfg, .proxy = proxy, .deadline = deadline_ms_abs, .out = out, .detail = detail, .detaillen = detaillen};
+  struct download d = {.cfg = cfg,
+                       .proxy = proxy,
+                       .url = BUF_INIT,
+                       .deadline = deadline_ms_abs,
+                       .out = out,
+                       .detail = detail,
+                       .detaillen = detaillen};
   size_t start_len = out->len;
   int rv;
   if (audio_url_allowed(url, cfg) != 0) {
     set_detail(detail, detaillen, "audio_url_refused");
     return -EPERM;
   }
-  d.url = strdup(url);
   /* The handle is reused across chunks so that the connection is kept alive. */
-  if (d.url == NULL || transport_init(&d.t) != 0) {
+  if (buf_puts(&d.url, url) != 0 || transport_init(&d.t) != 0) {
     rv = -ENOMEM;
     goto fail;
   }
@@ -248,7 +242,7 @@ int audio_download(const char *url, const struct vts_config *cfg, const char *pr
     /* With an unknown total, a short chunk is the last one. */
     if ((total >= 0 && off >= total) || (total < 0 && got < want)) break;
   }
-  free(d.url);
+  buf_free(&d.url);
   transport_cleanup(&d.t);
   return 0;
 
@@ -256,7 +250,7 @@ fail:
   /* The caller gets its buffer back as it was, never a partial file. */
   out->len = start_len;
   if (out->data != NULL) out->data[out->len] = '\0';
-  free(d.url);
+  buf_free(&d.url);
   transport_cleanup(&d.t);
   return rv;
 }
