@@ -130,6 +130,14 @@ static int digits_of(yajl_val v, char *out, size_t outlen) {
   return 0;
 }
 
+/* A name from the document, fit to be quoted in a one-line message: at most 40 bytes, unprintable ones as '?'. */
+static const char *shown(const char *name, char out[41]) {
+  size_t i = 0;
+  for (; name[i] != '\0' && i < 40; i++) out[i] = (name[i] >= 0x20 && name[i] <= 0x7e) ? name[i] : '?';
+  out[i] = '\0';
+  return out;
+}
+
 #define BAD(...)                        \
   do {                                  \
     snprintf(err, errlen, __VA_ARGS__); \
@@ -144,11 +152,12 @@ static int parse_context(yajl_val ctx, struct client_profile *p, char *err, size
     const char *key = ctx->u.object.keys[i];
     yajl_val v = ctx->u.object.values[i];
     struct profile_field *f = &p->fields[p->nfields];
+    char show[41];
     if (!valid_text(key, ALNUM "_", sizeof(f->key)) || strcmp(key, "clientName") == 0 ||
         strcmp(key, "clientVersion") == 0 || strcmp(key, "visitorData") == 0)
-      BAD("profile %s: context member \"%.40s\" is not allowed (letters, digits and _; not clientName, "
+      BAD("profile %s: context member \"%s\" is not allowed (letters, digits and _; not clientName, "
           "clientVersion or visitorData)",
-          p->name, key);
+          p->name, shown(key, show));
     if (YAJL_IS_INTEGER(v)) {
       f->is_number = 1;
       snprintf(f->value, sizeof(f->value), "%s", YAJL_GET_NUMBER(v));
@@ -172,8 +181,9 @@ static int parse_headers(yajl_val h, struct client_profile *p, char *err, size_t
   for (size_t i = 0; i < h->u.object.len; i++) {
     const char *name = h->u.object.keys[i];
     yajl_val v = h->u.object.values[i];
+    char show[41];
     if (!valid_text(name, ALNUM "-", 64))
-      BAD("profile %s: header name \"%.40s\" is not a token (letters, digits and -)", p->name, name);
+      BAD("profile %s: header name \"%s\" is not a token (letters, digits and -)", p->name, shown(name, show));
     if (!YAJL_IS_STRING(v) || !valid_text(YAJL_GET_STRING(v), NULL, 120))
       BAD("profile %s: header %s must be a printable string of at most 119 bytes", p->name, name);
     snprintf(p->headers[p->nheaders++], sizeof(p->headers[0]), "%s: %s", name, YAJL_GET_STRING(v));
@@ -219,9 +229,10 @@ static int parse_profile(yajl_val o, size_t index, struct client_profile *p, cha
       int rv = parse_headers(v, p, err, errlen);
       if (rv != 0) return rv;
     } else {
-      BAD("profile %s: unknown member \"%.40s\" (known: name, client_id, version, user_agent, context, headers, "
+      char show[41];
+      BAD("profile %s: unknown member \"%s\" (known: name, client_id, version, user_agent, context, headers, "
           "needs_page)",
-          p->name, key);
+          p->name, shown(key, show));
     }
   }
   if (!have_id || !have_version || !have_ua)
@@ -244,6 +255,8 @@ int profiles_apply_json(struct profile_set *set, const char *json, size_t len, c
   if (root == NULL) {
     /* yajl's message spans lines; the first says what and where. */
     perr[strcspn(perr, "\n")] = '\0';
+    for (char *c = perr; *c != '\0'; c++)
+      if (*c < 0x20 || *c > 0x7e) *c = '?';
     snprintf(err, errlen, "not JSON: %s", perr[0] ? perr : "parse error");
     goto done;
   }

@@ -191,10 +191,11 @@ static int render_http(struct buf *out) {
  */
 static int render_attempts(struct buf *out, const struct metrics_attempts *a) {
   static const char *const what[MA__COUNT] = {"attempts", "blocks", "successes"};
-  static const char *const help[MA__COUNT] = {"Player attempts",
-                                              "Player attempts met by a block (429, recaptcha, "
-                                              "bot check, 403 on captions)",
-                                              "Player attempts that returned the transcript"};
+  static const char *const help[MA__COUNT] = {
+      "Player attempts",
+      "Player attempts met by a block (429, recaptcha, bot check, 403 on captions)",
+      "Player attempts that returned the transcript",
+  };
   int rv = 0;
   int nclients = atomic_load_explicit(&a->nclients, memory_order_acquire);
   for (int w = 0; rv == 0 && w < MA__COUNT; w++) {
