@@ -206,8 +206,8 @@ def test_blocked_proxy_rests_for_every_child_and_metrics_count_it(tmp_path, prox
 
 # Client profiles as data.
 
-def profile_doc(version, model):
-    return json.dumps({"profiles": [{"name": "VISIONOS", "client_id": 101, "version": version,
+def profile_doc(version, model, client_id=101):
+    return json.dumps({"profiles": [{"name": "VISIONOS", "client_id": client_id, "version": version,
                                      "user_agent": "Mozilla/5.0 (Vision) {version}",
                                      "context": {"deviceMake": "Apple", "deviceModel": model, "osName": "visionOS",
                                                  "osVersion": "27.0", "hl": "en", "gl": "US"}}]})
@@ -222,14 +222,15 @@ def test_profiles_file_is_reloaded_by_the_next_job_and_a_broken_one_is_refused(t
         assert stack.get("benchProf01").status == 200
         # A new version of the file, written beside and renamed over it (a new inode).
         tmp = tmp_path / "profiles.json.new"
-        tmp.write_text(profile_doc("2.25", "RealityDevice16,1"))
+        tmp.write_text(profile_doc("2.25", "RealityDevice16,1", client_id=102))
         os.replace(tmp, path)
         assert stack.get("benchProf02").status == 200
         # Broken in place: refused with one line, the previous profiles stay.
         path.write_text('{"profiles": [{"name": "VISIONOS", "version": 7}')
         assert stack.get("benchProf03").status == 200
         assert stack.get("benchProf04").status == 200
-        clients = stack.upstream.stats()["clients"]
+        stats = stack.upstream.stats()
+        clients, client_ids = stats["clients"], stats["client_ids"]
         log = stack.fetchers.log_text()
     finally:
         stack.close()
@@ -237,6 +238,7 @@ def test_profiles_file_is_reloaded_by_the_next_job_and_a_broken_one_is_refused(t
     assert clients["benchProf02"] == ["VISIONOS:2.25"]
     assert clients["benchProf03"] == ["VISIONOS:2.25"]
     assert clients["benchProf04"] == ["VISIONOS:2.25"]
+    assert [client_ids[v] for v in ("benchProf01", "benchProf02", "benchProf04")] == [["101"], ["102"], ["102"]]
     refused = [json.loads(line) for line in log.splitlines()
                if line.startswith("{") and json.loads(line)["msg"].startswith("client profiles refused")]
     assert len(refused) == 1, refused
