@@ -1,13 +1,13 @@
 #include "fetcher/platform/upstream.h"
 
 #include <curl/curl.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 
 #include "common/limits.h"
 #include "common/log.h"
