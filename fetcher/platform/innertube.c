@@ -255,7 +255,7 @@ static void percent_decode(const char *in, char *out, size_t outlen) {
   out[o] = '\0';
 }
 
-static int build_player_body(const struct flow *f, const struct client_profile *c, struct buf *body) {
+static int build_player_body(const struct flow *f, const struct client_profile *c, const char *ua, struct buf *body) {
   int rv = buf_puts(body, "{\"context\":{\"client\":{\"clientName\":\"");
   if (rv == 0) rv = buf_json_escape(body, c->name, strlen(c->name));
   if (rv == 0) rv = buf_puts(body, "\",\"clientVersion\":\"");
@@ -268,6 +268,11 @@ static int build_player_body(const struct flow *f, const struct client_profile *
     if (rv == 0 && !pf->is_number) rv = buf_puts(body, "\"");
     if (rv == 0 && !pf->is_number) rv = buf_json_escape(body, pf->value, strlen(pf->value));
     if (rv == 0 && !pf->is_number) rv = buf_puts(body, "\"");
+  }
+  if (rv == 0 && c->user_agent_in_context) {
+    rv = buf_puts(body, ",\"userAgent\":\"");
+    if (rv == 0) rv = buf_json_escape(body, ua, strlen(ua));
+    if (rv == 0) rv = buf_puts(body, "\"");
   }
   if (rv == 0 && c->needs_page && f->page.visitor_data[0] != '\0') {
     char decoded[sizeof(f->page.visitor_data)];
@@ -464,8 +469,8 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
   if (rv == 0)
     rv = c->needs_page ? buf_printf(&url, "/youtubei/v1/player?key=%s&prettyPrint=false", f->page.api_key)
                        : buf_puts(&url, "/youtubei/v1/player?prettyPrint=false");
-  if (rv == 0) rv = build_player_body(f, c, &body);
   if (rv == 0) rv = build_user_agent(c, &ua);
+  if (rv == 0) rv = build_player_body(f, c, ua.data, &body);
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
     goto done;

@@ -21,21 +21,22 @@
 struct builtin {
   const char *name, *client_id, *version, *user_agent;
   int needs_page;
+  int user_agent_in_context;
   const char *fields[PROFILES_MAX_FIELDS][2]; /* key, value; a value starting with '#' is a number */
 };
 
 static const struct builtin builtins[] = {
     {"VISIONOS",
      "101",
-     "0.1",
-     "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.0 "
+     "1.02",
+     "Mozilla/5.0 (Macintosh; Intel Mac OS X 15_7_3) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.0 "
      "Safari/605.1.15",
      0,
+     1,
      {{"deviceMake", "Apple"},
-      {"deviceModel", "RealityDevice14,1"},
+      {"deviceModel", "RealityDevice17,1"},
       {"osName", "visionOS"},
-      {"osVersion", "26.0.23M336"},
-      {"platform", "DESKTOP"},
+      {"osVersion", "26.5.23O471"},
       {"hl", "en"},
       {"gl", "US"},
       {"utcOffsetMinutes", "#0"}}},
@@ -44,6 +45,7 @@ static const struct builtin builtins[] = {
      "21.02.35",
      "com.google.android.youtube/{version} (Linux; U; Android 11) gzip",
      0,
+     1,
      {{"androidSdkVersion", "#30"},
       {"osName", "Android"},
       {"osVersion", "11"},
@@ -57,6 +59,7 @@ static const struct builtin builtins[] = {
      "com.google.android.apps.youtube.vr.oculus/{version} (Linux; U; Android 12L; eureka-user "
      "Build/SQ3A.220605.009.A1) gzip",
      0,
+     1,
      {{"deviceMake", "Oculus"},
       {"deviceModel", "Quest 3"},
       {"androidSdkVersion", "#32"},
@@ -70,6 +73,7 @@ static const struct builtin builtins[] = {
      "21.02.3",
      "com.google.ios.youtube/{version} (iPhone16,2; U; CPU iOS 18_3_2 like Mac OS X;)",
      0,
+     1,
      {{"deviceMake", "Apple"},
       {"deviceModel", "iPhone16,2"},
       {"osName", "iPhone"},
@@ -83,6 +87,7 @@ static const struct builtin builtins[] = {
      "2.20260114.08.00",
      PROFILES_BROWSER_UA,
      1,
+     0,
      {{"platform", "DESKTOP"}, {"hl", "en"}, {"gl", "US"}, {"utcOffsetMinutes", "#0"}}},
 };
 
@@ -96,6 +101,7 @@ void profiles_builtin(struct profile_set *out) {
     snprintf(p->version, sizeof(p->version), "%s", b->version);
     snprintf(p->user_agent, sizeof(p->user_agent), "%s", b->user_agent);
     p->needs_page = b->needs_page;
+    p->user_agent_in_context = b->user_agent_in_context;
     for (size_t f = 0; f < PROFILES_MAX_FIELDS && b->fields[f][0] != NULL; f++) {
       struct profile_field *pf = &p->fields[p->nfields++];
       const char *v = b->fields[f][1];
@@ -154,9 +160,9 @@ static int parse_context(yajl_val ctx, struct client_profile *p, char *err, size
     struct profile_field *f = &p->fields[p->nfields];
     char show[41];
     if (!valid_text(key, ALNUM "_", sizeof(f->key)) || strcmp(key, "clientName") == 0 ||
-        strcmp(key, "clientVersion") == 0 || strcmp(key, "visitorData") == 0)
+        strcmp(key, "clientVersion") == 0 || strcmp(key, "visitorData") == 0 || strcmp(key, "userAgent") == 0)
       BAD("profile %s: context member \"%s\" is not allowed (letters, digits and _; not clientName, "
-          "clientVersion or visitorData)",
+          "clientVersion, userAgent or visitorData)",
           p->name, shown(key, show));
     if (YAJL_IS_INTEGER(v)) {
       f->is_number = 1;
@@ -219,9 +225,9 @@ static int parse_profile(yajl_val o, size_t index, struct client_profile *p, cha
             sizeof(p->user_agent) - 1);
       snprintf(p->user_agent, sizeof(p->user_agent), "%s", YAJL_GET_STRING(v));
       have_ua = 1;
-    } else if (strcmp(key, "needs_page") == 0) {
-      if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) BAD("profile %s: \"needs_page\" must be true or false", p->name);
-      p->needs_page = YAJL_IS_TRUE(v);
+    } else if (strcmp(key, "needs_page") == 0 || strcmp(key, "user_agent_in_context") == 0) {
+      if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) BAD("profile %s: \"%s\" must be true or false", p->name, key);
+      *(key[0] == 'n' ? &p->needs_page : &p->user_agent_in_context) = YAJL_IS_TRUE(v);
     } else if (strcmp(key, "context") == 0) {
       int rv = parse_context(v, p, err, errlen);
       if (rv != 0) return rv;
@@ -230,8 +236,8 @@ static int parse_profile(yajl_val o, size_t index, struct client_profile *p, cha
       if (rv != 0) return rv;
     } else {
       char show[41];
-      BAD("profile %s: unknown member \"%s\" (known: name, client_id, version, user_agent, context, headers, "
-          "needs_page)",
+      BAD("profile %s: unknown member \"%s\" (known: name, client_id, version, user_agent, user_agent_in_context, "
+          "context, headers, needs_page)",
           p->name, shown(key, show));
     }
   }

@@ -40,6 +40,7 @@ struct client_profile {
   char headers[PROFILES_MAX_HEADERS][192]; /* "Name: value" */
   size_t nheaders;
   int needs_page;
+  int user_agent_in_context; /* the user agent is also sent as context.client.userAgent, as app clients do */
 };
 
 struct profile_set {

@@ -73,7 +73,8 @@ carry c=<clientName>, as the platform's do):
 Blocking by egress address: with --block-source ADDR (repeatable) and --block-mode 429|recaptcha, every request
 arriving from ADDR gets a 429 (mode 429) or, for the watch page, the recaptcha page and for the player a 429 (mode
 recaptcha). Requests are also counted by source address under "sources" in /__stats, and blocked ones under
-"blocked". The player's X-YouTube-Client-Name header is recorded under "client_ids" per video.
+"blocked". The player's X-YouTube-Client-Name header is recorded under "client_ids" per video, and its
+context.client with the User-Agent and X-YouTube-Client-Version headers under "contexts".
 
 Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
@@ -361,6 +362,7 @@ class Stats:
         self.sources = {}
         self.blocked = {}
         self.client_ids = {}
+        self.contexts = {}
 
     def add(self, table, video, value):
         with self.lock:
@@ -380,7 +382,7 @@ class Stats:
                     "player_keys": dict(self.player_keys), "player_visitor": dict(self.player_visitor),
                     "timedtext": dict(self.timedtext), "cookies": dict(self.cookies), "sent": dict(self.sent),
                     "sources": dict(self.sources), "blocked": dict(self.blocked),
-                    "client_ids": dict(self.client_ids)}
+                    "client_ids": dict(self.client_ids), "contexts": dict(self.contexts)}
 
 
 STATS = Stats()
@@ -590,6 +592,8 @@ class Handler(BaseHTTPRequestHandler):
         STATS.count("POST /youtubei/v1/player %s" % video)
         STATS.add(STATS.clients, video, "%s:%s" % (name, version))
         STATS.add(STATS.client_ids, video, self.headers.get("X-YouTube-Client-Name", ""))
+        STATS.add(STATS.contexts, video, {"client": client, "user_agent": self.headers.get("User-Agent", ""),
+                                          "version_header": self.headers.get("X-YouTube-Client-Version", "")})
         if self.egress_blocked(url.path):
             return
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)

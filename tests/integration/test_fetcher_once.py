@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import harness  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
-DEFAULT_CLIENTS = ["VISIONOS:0.1", "ANDROID:21.02.35"]
+DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.02.35"]
 PAGE_CLIENT = "WEB:2.20260114.08.00"  # the built-in client that takes the watch page flow
 PLAYER = "POST /youtubei/v1/player "
 WATCH = "GET /watch "
@@ -140,7 +140,7 @@ def test_first_client_refused_then_second_client_succeeds(upstream):
 def test_page_client_sends_the_page_key_and_visitor_data(upstream):
     r = run_once(upstream, "clientRefus", VTS_INNERTUBE_CLIENTS="VISIONOS,WEB")
     assert (r.outcome, r.lang, r.detail) == (OK, "en", "ok")
-    assert r.stats["clients"]["clientRefus"] == ["VISIONOS:0.1", PAGE_CLIENT]
+    assert r.stats["clients"]["clientRefus"] == ["VISIONOS:1.02", PAGE_CLIENT]
     assert r.stats["player_keys"]["clientRefus"] == ["AIzaSyFakeKeyForTests0123456789abcdefgh"]
     assert r.stats["player_visitor"]["clientRefus"] == [True]
     assert r.requests() == {PLAYER + "clientRefus": 2, WATCH + "clientRefus": 1, TIMEDTEXT + "clientRefus": 1}

@@ -16,7 +16,7 @@ import harness  # noqa: E402
 from stack import Stack, metric  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
-DEFAULT_CLIENTS = ["VISIONOS:0.1", "ANDROID:21.02.35"]
+DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.02.35"]
 PLAYER = "POST /youtubei/v1/player "
 WATCH = "GET /watch "
 TIMEDTEXT = "GET /api/timedtext "
@@ -79,7 +79,25 @@ def test_unplayable_for_visionos_falls_through_to_android(upstream):
     assert r.stats["client_ids"]["visionUnpl1"] == ["101", "3"]
     refused = [e for e in r.logs if e["msg"] == "player client refused"]
     assert [(e["client"], e["reason"], e["detail"]) for e in refused] == [
-        ("VISIONOS:0.1", "not_playable", "unplayable")]
+        ("VISIONOS:1.02", "not_playable", "unplayable")]
+
+
+VISION_UA = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 15_7_3) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.0 "
+             "Safari/605.1.15")
+ANDROID_UA = "com.google.android.youtube/21.02.35 (Linux; U; Android 11) gzip"
+
+
+def test_each_client_sends_its_whole_profile(upstream):
+    r = run_once(upstream, "visionUnpl1")
+    vision, android = r.stats["contexts"]["visionUnpl1"]
+    assert vision == {"client": {"clientName": "VISIONOS", "clientVersion": "1.02", "deviceMake": "Apple",
+                                 "deviceModel": "RealityDevice17,1", "osName": "visionOS", "osVersion": "26.5.23O471",
+                                 "hl": "en", "gl": "US", "utcOffsetMinutes": 0, "userAgent": VISION_UA},
+                      "user_agent": VISION_UA, "version_header": "1.02"}
+    assert android == {"client": {"clientName": "ANDROID", "clientVersion": "21.02.35", "androidSdkVersion": 30,
+                                  "osName": "Android", "osVersion": "11", "platform": "MOBILE", "hl": "en", "gl": "US",
+                                  "utcOffsetMinutes": 0, "userAgent": ANDROID_UA},
+                       "user_agent": ANDROID_UA, "version_header": "21.02.35"}
 
 
 def test_xpv_tracks_fall_through_without_asking_for_them(upstream):
@@ -122,7 +140,7 @@ def test_429_moves_the_same_client_to_the_next_proxy(proxies):
     assert r.stats["blocked"] == {BLOCKED: 1}
     assert r.requests() == {PLAYER + "capJson3xx1": 2, TIMEDTEXT + "capJson3xx1": 1}
     # The same client, through the other proxy: a block is the address's, not the client's.
-    assert r.stats["clients"]["capJson3xx1"] == ["VISIONOS:0.1", "VISIONOS:0.1"]
+    assert r.stats["clients"]["capJson3xx1"] == ["VISIONOS:1.02", "VISIONOS:1.02"]
     blocked = [e for e in r.logs if e["msg"] == "player client blocked"]
     assert [(e["proxy"], e["reason"]) for e in blocked] == [(1, "http_429")]
     assert "s3cretpass" not in r.stderr and "vtsuser" not in r.stderr
@@ -254,7 +272,8 @@ def test_a_broken_profiles_file_stops_the_start(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert proc.stderr == ('vts-fetcher: VTS_CLIENT_PROFILES: refused: profile VISIONOS: unknown member "colour" '
-                           '(known: name, client_id, version, user_agent, context, headers, needs_page)\n')
+                           '(known: name, client_id, version, user_agent, user_agent_in_context, context, headers, '
+                           'needs_page)\n')
 
 
 # The probe.

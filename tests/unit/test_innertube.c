@@ -42,7 +42,7 @@ static void test_clients_spec_parsed_in_order(void **state) {
   assert_int_equal(clients_parse("ANDROID,VISIONOS", c, 8, &n, err, sizeof(err)), 0);
   assert_int_equal(n, 2);
   assert_string_equal(c[0].profile.version, "21.02.35");
-  assert_string_equal(c[1].profile.version, "0.1");
+  assert_string_equal(c[1].profile.version, "1.02");
 }
 
 static void test_clients_spec_errors_name_the_variable(void **state) {

@@ -33,7 +33,8 @@ static void test_builtins_carry_the_whole_identity(void **state) {
   assert_non_null(v);
   assert_string_equal(v->client_id, "101");
   assert_string_equal(field(v, "deviceMake"), "Apple");
-  assert_string_equal(field(v, "deviceModel"), "RealityDevice14,1");
+  assert_string_equal(field(v, "deviceModel"), "RealityDevice17,1");
+  assert_true(v->user_agent_in_context);
   assert_string_equal(field(v, "osName"), "visionOS");
   assert_false(v->needs_page);
   const struct client_profile *a = profiles_find(&set, "ANDROID");
