@@ -72,6 +72,7 @@
 #define VTS_REDIS_CONNECT_TIMEOUT_MS 250        /* connection not ready (script loaded) in time: redialled */
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
+#define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
 
 /* Dispatcher and the workers' link to it (gateway/dispatcher/dispatcher.c, gateway/http/dispatch_client.c). */
 #define VTS_DISPATCH_MAX_JOBS 10000           /* distinct jobs queued or running; one more is 500 at once */
