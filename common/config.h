@@ -11,6 +11,10 @@
 
 #define CONFIG_STR_MAX 1024
 
+/* Defaults that code outside the table also falls back to (an engine given an empty value). */
+#define VTS_SPEECH_MODEL_DEFAULT "whisper-1"
+#define VTS_POCKETSPHINX_MODEL_DIR_DEFAULT "/usr/share/pocketsphinx/model/en-us/en-us"
+
 struct vts_config {
   char listen_host[64];                        /* VTS_LISTEN host part */
   int listen_port;                             /* VTS_LISTEN port part */
