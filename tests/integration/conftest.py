@@ -68,6 +68,43 @@ def _kill_group(proc):
         _live_processes.remove(proc)
 
 
+# A skip is a test that did not run. Under CI=true (tests/run.sh in CI) it fails the run instead, so a missing tool or
+# fixture cannot pass for green; every skip is also written to $VTS_SKIP_LOG (one line each) for the stages summary.
+CI_SKIPS_FAIL = os.environ.get("CI", "").lower() == "true"
+
+
+def _skip_reason(longrepr):
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+
+
+def _skip_seen(report):
+    reason = _skip_reason(report.longrepr)
+    log = os.environ.get("VTS_SKIP_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{report.nodeid}: {reason}\n")
+    if CI_SKIPS_FAIL:
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which makes a skip a failure: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skip_seen(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped:
+        _skip_seen(report)
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status = status

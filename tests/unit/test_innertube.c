@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/test_skip.h"
 #include <errno.h>
 
 #include "common/config.h"
@@ -147,8 +149,7 @@ static void scan_capture(const char *name, struct innertube_page *p) {
   size_t len;
   char *html = read_capture(name, &len);
   if (html == NULL) {
-    print_message("capture %s not found (VTS_SHARED_FIXTURES): skipped\n", name);
-    skip();
+    TEST_SKIP("capture %s not found (VTS_SHARED_FIXTURES)", name);
   }
   innertube_page_scan(html, len, p);
   free(html);

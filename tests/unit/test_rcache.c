@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/test_skip.h"
+
 #include "common/config.h"
 #include "common/limits.h"
 #include "gateway/cache/rcache.h"
@@ -41,12 +43,11 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define NEED_REDIS(f)                                            \
-  do {                                                           \
-    if ((f)->redis <= 0) {                                       \
-      print_message("skipped: redis-server is not installed\n"); \
-      skip();                                                    \
-    }                                                            \
+#define NEED_REDIS(f)                             \
+  do {                                            \
+    if ((f)->redis <= 0) {                        \
+      TEST_SKIP("redis-server is not installed"); \
+    }                                             \
   } while (0)
 
 static struct proto_result ok_result(const char *body) {
