@@ -27,9 +27,6 @@ struct var {
   { name, K_INT, offsetof(struct vts_config, f), 0, def, lo, hi }
 #define B(f, name, def) \
   { name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0 }
-/* A default declared as a number in common/limits.h, spelt as the table's string. */
-#define NUM(x) NUM_(x)
-#define NUM_(x) #x
 
 static const struct var vars[] = {
     {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0},
@@ -55,17 +52,24 @@ static const struct var vars[] = {
     S(speech_engine, "VTS_SPEECH_ENGINE", "pocketsphinx"),
     S(speech_url, "VTS_SPEECH_URL", ""),
     S(speech_api_key, "VTS_SPEECH_API_KEY", ""),
-    S(speech_model, "VTS_SPEECH_MODEL", VTS_SPEECH_MODEL_DEFAULT),
-    S(pocketsphinx_model_dir, "VTS_POCKETSPHINX_MODEL_DIR", VTS_POCKETSPHINX_MODEL_DIR_DEFAULT),
+    S(speech_model, "VTS_SPEECH_MODEL", "whisper-1"),
+    S(pocketsphinx_model_dir, "VTS_POCKETSPHINX_MODEL_DIR", "/usr/share/pocketsphinx/model/en-us/en-us"),
     S(env, "VTS_ENV", "development"),
     S(metrics_listen, "VTS_METRICS_LISTEN", "127.0.0.1:9464"),
-    I(header_timeout_ms, "VTS_HEADER_TIMEOUT_MS", NUM(VTS_HEADER_TIMEOUT_MS_DEFAULT), 100, 600000),
-    I(idle_timeout_ms, "VTS_IDLE_TIMEOUT_MS", NUM(VTS_IDLE_TIMEOUT_MS_DEFAULT), 100, 3600000),
-    I(max_conns, "VTS_MAX_CONNS", NUM(VTS_MAX_CONNS_PER_WORKER_DEFAULT), 1, 1000000),
-    I(drain_timeout_ms, "VTS_DRAIN_TIMEOUT_MS", NUM(VTS_DRAIN_TIMEOUT_MS_DEFAULT), 0, 600000),
+    I(header_timeout_ms, "VTS_HEADER_TIMEOUT_MS", "10000", 100, 600000),
+    I(idle_timeout_ms, "VTS_IDLE_TIMEOUT_MS", "60000", 100, 3600000),
+    I(max_conns, "VTS_MAX_CONNS", "16384", 1, 1000000),
+    I(drain_timeout_ms, "VTS_DRAIN_TIMEOUT_MS", "10000", 0, 600000),
     S(log_level, "VTS_LOG_LEVEL", "info"),
     I(workers, "VTS_WORKERS", "0", 0, 256),
 };
+
+const char *config_default(const char *name) {
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    if (strcmp(vars[i].name, name) == 0) return vars[i].def;
+  }
+  return NULL;
+}
 
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port) {
   const char *colon = strrchr(v, ':');

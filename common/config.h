@@ -11,10 +11,6 @@
 
 #define CONFIG_STR_MAX 1024
 
-/* Defaults that code outside the table also falls back to (an engine given an empty value). */
-#define VTS_SPEECH_MODEL_DEFAULT "whisper-1"
-#define VTS_POCKETSPHINX_MODEL_DIR_DEFAULT "/usr/share/pocketsphinx/model/en-us/en-us"
-
 struct vts_config {
   char listen_host[64];                        /* VTS_LISTEN host part */
   int listen_port;                             /* VTS_LISTEN port part */
@@ -52,6 +48,8 @@ struct vts_config {
   char log_level[16];                          /* VTS_LOG_LEVEL */
 };
 
+/* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */
+const char *config_default(const char *name);
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
 

@@ -247,7 +247,7 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
     set_detail(detail, detaillen, "speech_timeout");
     return -ETIMEDOUT;
   }
-  const char *model = cfg->speech_model[0] != '\0' ? cfg->speech_model : VTS_SPEECH_MODEL_DEFAULT;
+  const char *model = cfg->speech_model[0] != '\0' ? cfg->speech_model : config_default("VTS_SPEECH_MODEL");
   const char *ext = strrchr(name, '.');
   const char *type = ext == NULL                 ? "application/octet-stream"
                      : strcmp(ext, ".wav") == 0  ? "audio/wav"

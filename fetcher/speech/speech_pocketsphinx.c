@@ -38,7 +38,7 @@ static int model_file(const char *dir, const char *name, char *out, size_t outle
 }
 
 static int decoder_open(const char *dir, ps_decoder_t **ps_out, cmd_ln_t **cfg_out) {
-  if (dir == NULL || dir[0] == '\0') dir = VTS_POCKETSPHINX_MODEL_DIR_DEFAULT;
+  if (dir == NULL || dir[0] == '\0') dir = config_default("VTS_POCKETSPHINX_MODEL_DIR");
   char hmm[PATH_MAX], dict[PATH_MAX], lm[PATH_MAX];
   int n = snprintf(hmm, sizeof(hmm), "%s/mdef", dir);
   if (n < 0 || (size_t)n >= sizeof(hmm) || access(hmm, R_OK) != 0) return -ENOENT;
