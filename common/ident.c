@@ -17,12 +17,19 @@ int ident_language_valid(const char *s, size_t len) {
   return region >= 2 && region <= 8;
 }
 
-int ident_video_id_valid(const char *s, size_t len) {
-  if (len != VTS_VIDEO_ID_LEN) return 0;
+/* Whether every byte of s[0, len) is a letter, a digit, '_', '-', or (with dot) '.'. */
+static int all_word_chars(const char *s, size_t len, int dot) {
   for (size_t i = 0; i < len; i++) {
     char c = s[i];
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+             (dot && c == '.');
     if (!ok) return 0;
   }
   return 1;
+}
+
+int ident_video_id_valid(const char *s, size_t len) { return len == VTS_VIDEO_ID_LEN && all_word_chars(s, len, 0); }
+
+int ident_token_valid(const char *s, size_t len, size_t max) {
+  return len > 0 && len <= max && all_word_chars(s, len, 1);
 }

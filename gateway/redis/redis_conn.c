@@ -43,34 +43,21 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
   if (p->ac != NULL && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
 }
 
-static void poll_update(struct redis_poll *p, int events) {
-  p->events = events;
-  if (events != 0) {
-    uv_poll_start(&p->handle, events, poll_cb);
+/* Watches (on) or stops watching (!on) the socket for flag; hiredis calls the four functions below. */
+static void poll_change(void *privdata, int flag, int on) {
+  struct redis_poll *p = privdata;
+  p->events = on ? p->events | flag : p->events & ~flag;
+  if (p->events != 0) {
+    uv_poll_start(&p->handle, p->events, poll_cb);
   } else {
     uv_poll_stop(&p->handle);
   }
 }
 
-static void poll_add_read(void *privdata) {
-  struct redis_poll *p = privdata;
-  poll_update(p, p->events | UV_READABLE);
-}
-
-static void poll_del_read(void *privdata) {
-  struct redis_poll *p = privdata;
-  poll_update(p, p->events & ~UV_READABLE);
-}
-
-static void poll_add_write(void *privdata) {
-  struct redis_poll *p = privdata;
-  poll_update(p, p->events | UV_WRITABLE);
-}
-
-static void poll_del_write(void *privdata) {
-  struct redis_poll *p = privdata;
-  poll_update(p, p->events & ~UV_WRITABLE);
-}
+static void poll_add_read(void *privdata) { poll_change(privdata, UV_READABLE, 1); }
+static void poll_del_read(void *privdata) { poll_change(privdata, UV_READABLE, 0); }
+static void poll_add_write(void *privdata) { poll_change(privdata, UV_WRITABLE, 1); }
+static void poll_del_write(void *privdata) { poll_change(privdata, UV_WRITABLE, 0); }
 
 static void poll_closed(uv_handle_t *h) { free(h->data); }
 

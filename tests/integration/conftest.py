@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from vtsproc import children_of, free_port, log_records, process_gone, process_name, read_log, write_keyfile  # noqa: F401
+from vtsproc import (children_of, free_port, log_records, metric, process_gone, process_name, read_log,  # noqa: F401
+                     scrape, wait_for, wait_metric, write_keyfile)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("VTS_BUILD_DIR", str(REPO / "build")))
@@ -215,6 +216,10 @@ class Gateway:
 
     def dispatcher_pids(self):
         return [p for p in self.child_pids() if process_name(p) == "vts-dispatcher"]
+
+    def metric(self, name, **labels):
+        """The value of a sample of this gateway's /metrics (0 when absent)."""
+        return metric(scrape(self.metrics_port), name, **labels)
 
     def log_text(self):
         return read_log(self.log_path)
