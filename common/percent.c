@@ -1,11 +1,6 @@
 #include "common/percent.h"
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+#include "common/util.h"
 
 long percent_decode(const char *s, size_t len, char *out, size_t cap, int flags) {
   size_t o = 0;
@@ -13,8 +8,8 @@ long percent_decode(const char *s, size_t len, char *out, size_t cap, int flags)
     char c = s[i];
     if (c == '%') {
       if (len - i < 3) return -1; /* '%' needs two hex digits after it */
-      int hi = hex_value(s[i + 1]);
-      int lo = hex_value(s[i + 2]);
+      int hi = util_hex_value(s[i + 1]);
+      int lo = util_hex_value(s[i + 2]);
       if (hi < 0 || lo < 0) return -1;
       c = (char)(hi * 16 + lo);
       i += 2;

@@ -6,16 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 #define REPLACEMENT 0xFFFDu
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-static int hex_value(char c) {
-  if (is_digit(c)) return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 /* A code point a reference may name: never NUL, a surrogate or past Unicode. */
 static uint32_t checked_cp(uint32_t cp) {
@@ -46,7 +42,7 @@ static size_t entity_at(const char *s, size_t len, uint32_t *cp) {
   size_t i = 2;
   uint32_t v = 0;
   if (s[2] == 'x' || s[2] == 'X') {
-    for (i = 3; i < len && i < 3 + 6 && hex_value(s[i]) >= 0; i++) v = v * 16 + (uint32_t)hex_value(s[i]);
+    for (i = 3; i < len && i < 3 + 6 && util_hex_value(s[i]) >= 0; i++) v = v * 16 + (uint32_t)util_hex_value(s[i]);
     if (i == 3) return 0;
   } else {
     for (; i < len && i < 2 + 7 && is_digit(s[i]); i++) v = v * 10 + (uint32_t)(s[i] - '0');
