@@ -107,17 +107,25 @@ static size_t utf8_at(const unsigned char *s, size_t len, uint32_t *cp) {
   return n;
 }
 
+/*
+ * Copies the text from *s up to the next c (or to end) to dst + *o and advances both. Returns whether a c is next
+ * (at *s) for the caller's pass to handle.
+ */
+static int copy_until(char *dst, size_t *o, const char **s, const char *end, char c) {
+  const char *at = memchr(*s, c, (size_t)(end - *s));
+  size_t plain = at ? (size_t)(at - *s) : (size_t)(end - *s);
+  memcpy(dst + *o, *s, plain);
+  *o += plain;
+  *s += plain;
+  return at != NULL;
+}
+
 /* Writes s with references decoded into dst (at least len bytes: a reference never decodes longer than itself). */
 static size_t decode_refs(char *dst, const char *s, size_t len) {
   size_t o = 0;
   const char *end = s + len;
   while (s < end) {
-    const char *amp = memchr(s, '&', (size_t)(end - s));
-    size_t plain = amp ? (size_t)(amp - s) : (size_t)(end - s);
-    memcpy(dst + o, s, plain);
-    o += plain;
-    s += plain;
-    if (!amp) break;
+    if (!copy_until(dst, &o, &s, end, '&')) break;
     uint32_t cp;
     size_t n = entity_at(s, (size_t)(end - s), &cp);
     if (n) {
@@ -150,12 +158,7 @@ static size_t strip_tags(char *dst, const char *s, size_t len) {
   size_t o = 0;
   const char *end = s + len;
   while (s < end) {
-    const char *lt = memchr(s, '<', (size_t)(end - s));
-    size_t plain = lt ? (size_t)(lt - s) : (size_t)(end - s);
-    memcpy(dst + o, s, plain);
-    o += plain;
-    s += plain;
-    if (!lt) break;
+    if (!copy_until(dst, &o, &s, end, '<')) break;
     const char *gt = NULL;
     if (s + 1 < end && (is_alpha(s[1]) || s[1] == '/')) {
       for (const char *q = s + 1; q < end && *q != '<'; q++) {
