@@ -111,7 +111,8 @@ static struct http_conn *conn_of(const struct http_request *req) {
 
 /* ---- dates and request ids ---- */
 
-const char *http_date_now(void) {
+/* The IMF-fixdate of the current second, formatted at most once per second. Borrowed, valid until the next call. */
+static const char *http_date_now(void) {
   static char date[40];
   static time_t date_sec = -1;
   time_t now = time(NULL);
