@@ -9,6 +9,7 @@ set -uo pipefail
 root=${VTS_STYLE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$root" || exit 2
 command -v clang-format >/dev/null || { echo "style: clang-format is not installed"; exit 1; }
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "style: $root is not a git checkout"; exit 1; }
 
 failed=0
 offence() { # what, then the offending lines on stdin
