@@ -83,13 +83,18 @@ def test_killed_dispatcher_is_replaced(gateway):
     assert gateway.request("GET", "/health").status == 200
 
 
+def wait_accepted(gw):
+    """Waits until a worker holds the test's one client connection: the gauge counts it and this scrape's own."""
+    assert wait_for(lambda: gw.metric("vts_http_connections_open") == 2, 5), "the connection was not accepted"
+
+
 def test_sigterm_finishes_request_in_progress_then_exits_0(make_gateway):
     gw = make_gateway(env={"VTS_DRAIN_TIMEOUT_MS": "5000", "VTS_HEADER_TIMEOUT_MS": "20000"})
     children = gw.child_pids()
     slow = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
     try:
         slow.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: in-flight\r\n")
-        time.sleep(0.3)
+        wait_accepted(gw)
         gw.proc.send_signal(signal.SIGTERM)
         # Both workers stop accepting.
         def refused():
@@ -120,7 +125,7 @@ def test_drain_deadline_bounds_shutdown(make_gateway):
     stuck = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
     try:
         stuck.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n")
-        time.sleep(0.3)
+        wait_accepted(gw)
         start = time.monotonic()
         gw.proc.send_signal(signal.SIGTERM)
         rc = gw.proc.wait(timeout=10)
