@@ -48,6 +48,8 @@ struct vts_config {
   char log_level[16];                          /* VTS_LOG_LEVEL */
 };
 
+/* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */
+const char *config_default(const char *name);
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
 

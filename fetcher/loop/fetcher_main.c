@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/ident.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -58,12 +59,11 @@ static int serve(void *arg) {
 static int run_once(const struct vts_config *cfg, const char *video_id, const char *lang, uint8_t kind) {
   struct proto_job job;
   memset(&job, 0, sizeof(job));
-  static const char id_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
-  if (strlen(video_id) != VTS_VIDEO_ID_LEN || strspn(video_id, id_chars) != VTS_VIDEO_ID_LEN) {
+  if (!ident_video_id_valid(video_id, strlen(video_id))) {
     fputs("vts-fetcher: VIDEO_ID must be 11 characters of A-Z a-z 0-9 _ -\n", stderr);
     return 2;
   }
-  if (strlen(lang) > VTS_MAX_LANGUAGE_BYTES || strspn(lang, id_chars) != strlen(lang)) {
+  if (lang[0] != '\0' && !ident_language_valid(lang, strlen(lang))) {
     fputs("vts-fetcher: LANG must be a language code such as en or pt-BR\n", stderr);
     return 2;
   }

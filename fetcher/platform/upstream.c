@@ -195,8 +195,6 @@ void upstream_begin_job(struct upstream *u, uint64_t deadline_ms, const char *re
   }
 }
 
-const char *upstream_origin(const struct upstream *u) { return u->origin; }
-
 const char *upstream_job_proxy(const struct upstream *u) { return u->job_proxy; }
 
 uint64_t upstream_job_deadline(const struct upstream *u) { return u->deadline_ms; }
