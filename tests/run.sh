@@ -54,6 +54,6 @@ if [ "$skipped" -gt 0 ]; then
   sed 's/^/  /' "$skip_log"
 fi
 [ ${#failed[@]} -gt 0 ] && echo "FAILED stages: ${failed[*]}"
-# The last line is the summary CI reads.
-echo "stages: $passed passed, ${#failed[@]} failed; tests skipped: $skipped"
+# The last line is the summary CI reads: stages passed and failed, then the number of tests skipped.
+echo "stages: $passed passed, ${#failed[@]} failed, $skipped skipped"
 [ ${#failed[@]} -eq 0 ]
