@@ -67,6 +67,13 @@ static const struct var vars[] = {
     I(workers, "VTS_WORKERS", "0", 0, 256),
 };
 
+const char *config_default(const char *name) {
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    if (strcmp(vars[i].name, name) == 0) return vars[i].def;
+  }
+  return NULL;
+}
+
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port) {
   const char *colon = strrchr(v, ':');
   if (colon == NULL || colon == v || (size_t)(colon - v) >= hostlen) return -EINVAL;

@@ -35,7 +35,7 @@ struct vts_config {
   char innertube_clients[CONFIG_STR_MAX];      /* VTS_INNERTUBE_CLIENTS */
   char client_profiles[CONFIG_STR_MAX];        /* VTS_CLIENT_PROFILES, a JSON file path, empty when unset */
   int64_t upstream_attempts;                   /* VTS_UPSTREAM_ATTEMPTS: egress attempts of a blocked job */
-  int64_t proxy_rest_ms;                        /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
+  int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
   bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
   char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */
@@ -51,6 +51,8 @@ struct vts_config {
   char log_level[16];                          /* VTS_LOG_LEVEL */
 };
 
+/* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */
+const char *config_default(const char *name);
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
 

@@ -5,16 +5,16 @@
 #ifndef VTS_LIMITS_H
 #define VTS_LIMITS_H
 
-/* HTTP front (gateway/http/http.c). */
+/*
+ * HTTP front (gateway/http/http.c). Its timeouts and connection cap are configuration (common/config.c):
+ * VTS_HEADER_TIMEOUT_MS (headers not complete in time: 408 and close), VTS_IDLE_TIMEOUT_MS (idle keep-alive: close),
+ * VTS_MAX_CONNS (excess refused at accept), VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
+ */
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
 #define VTS_MAX_HEADER_COUNT 64                    /* 431 */
 #define VTS_MAX_BODY_BYTES 0                       /* GET carries no body: Content-Length > 0 is 413 */
-#define VTS_HEADER_TIMEOUT_MS_DEFAULT 10000        /* headers not complete in time: 408 and close */
-#define VTS_IDLE_TIMEOUT_MS_DEFAULT 60000          /* idle keep-alive: close */
-#define VTS_MAX_CONNS_PER_WORKER_DEFAULT 16384     /* excess refused at accept */
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
-#define VTS_DRAIN_TIMEOUT_MS_DEFAULT 10000         /* SIGTERM: in-flight requests get this long */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
 #define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */
@@ -74,6 +74,7 @@
 #define VTS_REDIS_CONNECT_TIMEOUT_MS 250        /* connection not ready (script loaded) in time: redialled */
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
+#define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
 
 /* Dispatcher and the workers' link to it (gateway/dispatcher/dispatcher.c, gateway/http/dispatch_client.c). */
 #define VTS_DISPATCH_MAX_JOBS 10000           /* distinct jobs queued or running; one more is 500 at once */

@@ -91,3 +91,10 @@ int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
   *out = (int64_t)v;
   return 0;
 }
+
+int util_hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}

@@ -25,5 +25,7 @@ void util_sha256_hex(const void *data, size_t len, char out[65]);
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* The same for a slice of len bytes (not NUL-terminated), at most 20 characters. */
 int util_parse_i64_n(const char *s, size_t len, int64_t min, int64_t max, int64_t *out);
+/* The value of a hex digit (0-9, a-f, A-F), or -1 for any other character. */
+int util_hex_value(char c);
 
 #endif

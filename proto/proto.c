@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/ident.h"
 #include "common/limits.h"
 
 struct reader {
@@ -63,17 +64,8 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
   return 0;
 }
 
-static int valid_video_id(const char *id) {
-  if (strlen(id) != VTS_VIDEO_ID_LEN) return 0;
-  for (const char *c = id; *c; c++) {
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
-      return 0;
-  }
-  return 1;
-}
-
 int proto_encode_job(struct buf *out, const struct proto_job *job) {
-  if (!valid_video_id(job->video_id)) return -EINVAL;
+  if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) return -EINVAL;
   if (job->kind != PROTO_KIND_CAPTIONS && job->kind != PROTO_KIND_SPEECH) return -EINVAL;
   int rv = put_header(out, PROTO_JOB);
   if (rv == 0) rv = put_be(out, job->job_id, 8);
@@ -137,7 +129,9 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   job->kind = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   job->deadline_ms = (uint32_t)v;
-  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0 || !valid_video_id(job->video_id)) return -EPROTO;
+  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0 ||
+      !ident_video_id_valid(job->video_id, strlen(job->video_id)))
+    return -EPROTO;
   if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
   return r.left == 0 ? 0 : -EPROTO;

@@ -14,10 +14,11 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 
-#define PROTO_VERSION 2         /* 2: a result carries its typed reason and player attempts */
-#define PROTO_MAX_LANG 15       /* bytes of a language code, without NUL */
-#define PROTO_MAX_REQUEST_ID 64 /* bytes of a request id, without NUL */
+#define PROTO_VERSION 2                               /* 2: a result carries its typed reason and player attempts */
+#define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
+#define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
 enum proto_type {
   PROTO_JOB = 1,    /* worker -> dispatcher (a request) and dispatcher -> fetcher (an assignment) */

@@ -18,28 +18,6 @@
 /* Anything later than this (about 31 years of video) is not a caption time. */
 #define MAX_TIME_MS 1e12
 
-static int push_segment(struct segment_list *sl, char *text, double start_ms, double dur_ms) {
-  if (sl->len >= VTS_MAX_SEGMENTS) {
-    free(text);
-    return -EPROTO;
-  }
-  if (sl->len == sl->cap) {
-    size_t cap = sl->cap ? sl->cap * 2 : 64;
-    struct segment *items = realloc(sl->items, cap * sizeof(*items));
-    if (!items) {
-      free(text);
-      return -ENOMEM;
-    }
-    sl->items = items;
-    sl->cap = cap;
-  }
-  sl->items[sl->len].text = text;
-  sl->items[sl->len].start = start_ms / 1000.0;
-  sl->items[sl->len].duration = dur_ms / 1000.0;
-  sl->len++;
-  return 0;
-}
-
 /* Cleans one cue and appends it unless it is empty; takes nothing, the raw text stays the caller's. */
 static int add_cue(struct segment_list *sl, struct textclean *tc, const char *raw, size_t len, int markup,
                    double start_ms, double dur_ms) {
@@ -47,7 +25,7 @@ static int add_cue(struct segment_list *sl, struct textclean *tc, const char *ra
   int rv = textclean_cue(tc, raw, len, markup, &text);
   if (rv < 0) return rv;
   if (!text) return 0;
-  return push_segment(sl, text, start_ms, dur_ms);
+  return segment_list_push(sl, text, start_ms / 1000.0, dur_ms / 1000.0);
 }
 
 /* Parses a non-negative decimal ("1200", "1.54") times scale into *ms. Returns 0, or -EPROTO. */
@@ -248,11 +226,5 @@ int captions_parse(const char *body, size_t len, struct segment_list *out) {
   else if (i < len && body[i] == '<')
     rv = parse_xml(body + i, len - i, out);
   if (rv < 0) segment_list_free(out);
-  return rv;
-}
-
-void segment_list_free(struct segment_list *sl) {
-  for (size_t i = 0; i < sl->len; i++) free(sl->items[i].text);
-  free(sl->items);
-  memset(sl, 0, sizeof(*sl));
+  return rv == -E2BIG ? -EPROTO : rv; /* more cues than a transcript may hold: not a body we serve */
 }

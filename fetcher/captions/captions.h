@@ -17,20 +17,9 @@
 
 #include <stddef.h>
 
-struct segment {
-  char *text; /* owned, UTF-8, no leading/trailing whitespace */
-  double start;
-  double duration;
-};
-
-struct segment_list {
-  struct segment *items;
-  size_t len;
-  size_t cap;
-};
+#include "fetcher/captions/segments.h"
 
 /* Parses body. Returns 0 (possibly with zero segments), or -EPROTO for an unparsable or oversize body. */
 int captions_parse(const char *body, size_t len, struct segment_list *out);
-void segment_list_free(struct segment_list *sl);
 
 #endif

@@ -6,16 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 #define REPLACEMENT 0xFFFDu
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-static int hex_value(char c) {
-  if (is_digit(c)) return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 /* A code point a reference may name: never NUL, a surrogate or past Unicode. */
 static uint32_t checked_cp(uint32_t cp) {
@@ -46,7 +42,7 @@ static size_t entity_at(const char *s, size_t len, uint32_t *cp) {
   size_t i = 2;
   uint32_t v = 0;
   if (s[2] == 'x' || s[2] == 'X') {
-    for (i = 3; i < len && i < 3 + 6 && hex_value(s[i]) >= 0; i++) v = v * 16 + (uint32_t)hex_value(s[i]);
+    for (i = 3; i < len && i < 3 + 6 && util_hex_value(s[i]) >= 0; i++) v = v * 16 + (uint32_t)util_hex_value(s[i]);
     if (i == 3) return 0;
   } else {
     for (; i < len && i < 2 + 7 && is_digit(s[i]); i++) v = v * 10 + (uint32_t)(s[i] - '0');
@@ -111,17 +107,25 @@ static size_t utf8_at(const unsigned char *s, size_t len, uint32_t *cp) {
   return n;
 }
 
+/*
+ * Copies the text from *s up to the next c (or to end) to dst + *o and advances both. Returns whether a c is next
+ * (at *s) for the caller's pass to handle.
+ */
+static int copy_until(char *dst, size_t *o, const char **s, const char *end, char c) {
+  const char *at = memchr(*s, c, (size_t)(end - *s));
+  size_t plain = at ? (size_t)(at - *s) : (size_t)(end - *s);
+  memcpy(dst + *o, *s, plain);
+  *o += plain;
+  *s += plain;
+  return at != NULL;
+}
+
 /* Writes s with references decoded into dst (at least len bytes: a reference never decodes longer than itself). */
 static size_t decode_refs(char *dst, const char *s, size_t len) {
   size_t o = 0;
   const char *end = s + len;
   while (s < end) {
-    const char *amp = memchr(s, '&', (size_t)(end - s));
-    size_t plain = amp ? (size_t)(amp - s) : (size_t)(end - s);
-    memcpy(dst + o, s, plain);
-    o += plain;
-    s += plain;
-    if (!amp) break;
+    if (!copy_until(dst, &o, &s, end, '&')) break;
     uint32_t cp;
     size_t n = entity_at(s, (size_t)(end - s), &cp);
     if (n) {
@@ -154,12 +158,7 @@ static size_t strip_tags(char *dst, const char *s, size_t len) {
   size_t o = 0;
   const char *end = s + len;
   while (s < end) {
-    const char *lt = memchr(s, '<', (size_t)(end - s));
-    size_t plain = lt ? (size_t)(lt - s) : (size_t)(end - s);
-    memcpy(dst + o, s, plain);
-    o += plain;
-    s += plain;
-    if (!lt) break;
+    if (!copy_until(dst, &o, &s, end, '<')) break;
     const char *gt = NULL;
     if (s + 1 < end && (is_alpha(s[1]) || s[1] == '/')) {
       for (const char *q = s + 1; q < end && *q != '<'; q++) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/ident.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -58,20 +59,14 @@ static int serve(void *arg) {
   return rv == 0 ? 0 : 1;
 }
 
-static const char id_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
-
-static int video_id_ok(const char *id) {
-  return strlen(id) == VTS_VIDEO_ID_LEN && strspn(id, id_chars) == VTS_VIDEO_ID_LEN;
-}
-
 static int run_once(const struct vts_config *cfg, const char *video_id, const char *lang, uint8_t kind) {
   struct proto_job job;
   memset(&job, 0, sizeof(job));
-  if (!video_id_ok(video_id)) {
+  if (!ident_video_id_valid(video_id, strlen(video_id))) {
     fputs("vts-fetcher: VIDEO_ID must be 11 characters of A-Z a-z 0-9 _ -\n", stderr);
     return 2;
   }
-  if (strlen(lang) > VTS_MAX_LANGUAGE_BYTES || strspn(lang, id_chars) != strlen(lang)) {
+  if (lang[0] != '\0' && !ident_language_valid(lang, strlen(lang))) {
     fputs("vts-fetcher: LANG must be a language code such as en or pt-BR\n", stderr);
     return 2;
   }
@@ -128,7 +123,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
   const char *const *ids = nvideos > 0 ? (const char *const *)videos : probe_canaries;
   size_t nids = nvideos > 0 ? (size_t)nvideos : sizeof(probe_canaries) / sizeof(probe_canaries[0]);
   for (size_t v = 0; v < nids; v++) {
-    if (!video_id_ok(ids[v])) {
+    if (!ident_video_id_valid(ids[v], strlen(ids[v]))) {
       fprintf(stderr, "vts-fetcher: %s: VIDEO_ID must be 11 characters of A-Z a-z 0-9 _ -\n", ids[v]);
       return 2;
     }

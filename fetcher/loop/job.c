@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ident.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -141,11 +142,6 @@ void job_runner_free(struct job_runner *r) {
   free(r);
 }
 
-static int valid_video_id(const char *id) {
-  static const char ok[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
-  return strlen(id) == VTS_VIDEO_ID_LEN && strspn(id, ok) == VTS_VIDEO_ID_LEN;
-}
-
 void job_runner_run(struct job_runner *r, const struct proto_job *job, struct proto_result *res) {
   uint64_t start = util_now_ms();
   uint64_t budget = job->deadline_ms > 0 ? job->deadline_ms : (uint64_t)r->cfg->job_timeout_ms;
@@ -156,7 +152,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   out->nattempts = 0;
   out->reason = PROTO_REASON_INTERNAL;
   innertube_refresh_profiles(r->it);
-  if (!valid_video_id(job->video_id)) {
+  if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
   } else if (job->kind == PROTO_KIND_SPEECH) {

@@ -7,6 +7,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/percent.h"
 #include "common/util.h"
 #include "fetcher/captions/captions.h"
 #include "fetcher/captions/transcript.h"
@@ -241,20 +242,6 @@ static enum verdict get_watch_page(struct flow *f, struct innertube_result *res)
   return V_DONE;
 }
 
-static void percent_decode(const char *in, char *out, size_t outlen) {
-  size_t o = 0;
-  for (size_t i = 0; in[i] != '\0' && o + 1 < outlen; i++) {
-    unsigned int v;
-    if (in[i] == '%' && in[i + 1] != '\0' && in[i + 2] != '\0' && sscanf(in + i + 1, "%2x", &v) == 1) {
-      out[o++] = (char)v;
-      i += 2;
-    } else {
-      out[o++] = in[i];
-    }
-  }
-  out[o] = '\0';
-}
-
 static int build_player_body(const struct flow *f, const struct client_profile *c, const char *ua, struct buf *body) {
   int rv = buf_puts(body, "{\"context\":{\"client\":{\"clientName\":\"");
   if (rv == 0) rv = buf_json_escape(body, c->name, strlen(c->name));
@@ -275,11 +262,14 @@ static int build_player_body(const struct flow *f, const struct client_profile *
     if (rv == 0) rv = buf_puts(body, "\"");
   }
   if (rv == 0 && c->needs_page && f->page.visitor_data[0] != '\0') {
+    /* The page holds it percent-encoded; a value with a malformed escape is left out rather than sent mangled. */
     char decoded[sizeof(f->page.visitor_data)];
-    percent_decode(f->page.visitor_data, decoded, sizeof(decoded));
-    rv = buf_puts(body, ",\"visitorData\":\"");
-    if (rv == 0) rv = buf_json_escape(body, decoded, strlen(decoded));
-    if (rv == 0) rv = buf_puts(body, "\"");
+    long n = percent_decode(f->page.visitor_data, strlen(f->page.visitor_data), decoded, sizeof(decoded), 0);
+    if (n >= 0) {
+      rv = buf_puts(body, ",\"visitorData\":\"");
+      if (rv == 0) rv = buf_json_escape(body, decoded, (size_t)n);
+      if (rv == 0) rv = buf_puts(body, "\"");
+    }
   }
   if (rv == 0)
     rv = buf_printf(body, "}},\"videoId\":\"%s\",\"contentCheckOk\":true,\"racyCheckOk\":true}", f->video_id);

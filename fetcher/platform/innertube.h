@@ -82,7 +82,7 @@ void innertube_fetch_captions(struct innertube *it, const char *video_id, const 
 /*
  * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline
  * (fetcher/speech/speech.h) through the job's proxy, and the result is the final public JSON with source "speech".
- * Outcomes as speech_transcribe's, or the player's refusals as for captions.
+ * Outcomes as speech_transcribe_via's, or the player's refusals as for captions.
  */
 void innertube_fetch_speech(struct innertube *it, const char *video_id, const char *request_id,
                             struct innertube_result *res);

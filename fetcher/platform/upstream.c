@@ -241,8 +241,6 @@ void upstream_egress_report(struct upstream *u, int blocked) {
           blocks, "=rest_ms", rest, NULL);
 }
 
-const char *upstream_origin(const struct upstream *u) { return u->origin; }
-
 const char *upstream_job_proxy(const struct upstream *u) { return u->job_proxy; }
 
 int upstream_job_proxy_index(const struct upstream *u) { return u->egress + 1; }

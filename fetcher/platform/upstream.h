@@ -97,9 +97,6 @@ int upstream_fetch(struct upstream *u, const struct upstream_request *req, struc
  */
 int upstream_map_url(const struct upstream *u, const char *url, struct buf *out);
 
-/* The configured origin, "scheme://host[:port]" without a trailing slash; borrowed, valid until upstream_free. */
-const char *upstream_origin(const struct upstream *u);
-
 /* The proxy chosen for the current job (borrowed), or NULL when none is configured. */
 const char *upstream_job_proxy(const struct upstream *u);
 /* The 1-based position of the current job's proxy in VTS_UPSTREAM_PROXY, 0 for none (logs and metrics name it). */

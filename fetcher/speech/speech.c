@@ -11,40 +11,11 @@
 #include "common/util.h"
 #include "fetcher/speech/audio.h"
 #include "fetcher/speech/decode.h"
+#include "fetcher/speech/engine.h"
 #include "proto/proto.h"
-
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-int speech_segment_append(struct segment_list *sl, const char *text, size_t len, double start, double duration) {
-  while (len > 0 && is_space(text[0])) {
-    text++;
-    len--;
-  }
-  while (len > 0 && is_space(text[len - 1])) len--;
-  if (len == 0) return 0;
-  if (sl->len >= VTS_MAX_SEGMENTS) return -E2BIG;
-  if (sl->len == sl->cap) {
-    size_t cap = sl->cap ? sl->cap * 2 : 16;
-    struct segment *items = realloc(sl->items, cap * sizeof(*items));
-    if (items == NULL) return -ENOMEM;
-    sl->items = items;
-    sl->cap = cap;
-  }
-  char *copy = strndup(text, len);
-  if (copy == NULL) return -ENOMEM;
-  sl->items[sl->len++] = (struct segment){.text = copy, .start = start, .duration = duration < 0 ? 0 : duration};
-  return 0;
-}
 
 static void set_detail(char *detail, size_t detaillen, const char *what) {
   if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", what);
-}
-
-/* Empties a segment list this module filled, whatever the state of the captions module's stand-ins. */
-static void clear_segments(struct segment_list *sl) {
-  for (size_t i = 0; i < sl->len; i++) free(sl->items[i].text);
-  free(sl->items);
-  memset(sl, 0, sizeof(*sl));
 }
 
 static const char *original_name(const char *mime) {
@@ -159,14 +130,9 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
   return PROTO_OK;
 
 fail:
-  clear_segments(out);
+  segment_list_free(out);
   lang[0] = '\0';
   decode_pcm_free(&pcm);
   buf_free(&file);
   return outcome;
-}
-
-int speech_transcribe(const struct vts_config *cfg, const struct player_info *pi, uint64_t deadline_ms_abs,
-                      struct segment_list *out, char lang[16], char *detail, size_t detaillen) {
-  return speech_transcribe_via(cfg, pi, NULL, deadline_ms_abs, out, lang, detail, detaillen);
 }

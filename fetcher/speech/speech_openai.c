@@ -12,9 +12,9 @@
 #include "common/util.h"
 #include "fetcher/speech/audio.h"
 #include "fetcher/speech/decode.h"
+#include "fetcher/speech/engine.h"
 #include "fetcher/platform/jsonstream.h"
 #include "fetcher/platform/transport.h"
-#include "fetcher/speech/speech.h"
 
 #define OPENAI_PATH "/v1/audio/transcriptions"
 #define WAV_HEADER_BYTES 44
@@ -152,8 +152,8 @@ static int reply_close(void *ctx, int node) {
   struct reply *r = ctx;
   if (node != N_SEGMENT) return 0;
   if (!r->has_start || !r->has_end || r->start < 0) return -EPROTO;
-  return speech_segment_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
-                               r->offset + r->start, r->end - r->start);
+  return segment_list_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
+                             r->offset + r->start, r->end - r->start);
 }
 
 /* A JSON number as written into a finite double. Returns 0, or -EPROTO. */
@@ -205,8 +205,7 @@ static int parse_reply(const char *body, size_t len, double offset, double part_
   struct reply r = {.offset = offset, .out = out, .seg_text = BUF_INIT, .top_text = BUF_INIT, .duration = -1};
   int rv = jsonstream_parse(body != NULL ? body : "", len, 1, &reply_ops, &r);
   if (rv == 0 && !r.saw_segments && r.top_text.len > 0)
-    rv = speech_segment_append(out, r.top_text.data, r.top_text.len, offset,
-                               r.duration >= 0 ? r.duration : part_seconds);
+    rv = segment_list_append(out, r.top_text.data, r.top_text.len, offset, r.duration >= 0 ? r.duration : part_seconds);
   if (rv == 0 && r.language[0] != '\0' && (lang[0] == '\0' || strcmp(lang, LANG_UNDETERMINED) == 0))
     snprintf(lang, 16, "%s", r.language);
   buf_free(&r.seg_text);
@@ -249,7 +248,7 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
     set_detail(detail, detaillen, "speech_timeout");
     return -ETIMEDOUT;
   }
-  const char *model = cfg->speech_model[0] != '\0' ? cfg->speech_model : SPEECH_DEFAULT_OPENAI_MODEL;
+  const char *model = cfg->speech_model[0] != '\0' ? cfg->speech_model : config_default("VTS_SPEECH_MODEL");
   const char *ext = strrchr(name, '.');
   const char *type = ext == NULL                 ? "application/octet-stream"
                      : strcmp(ext, ".wav") == 0  ? "audio/wav"

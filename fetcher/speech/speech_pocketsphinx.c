@@ -13,7 +13,7 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
-#include "fetcher/speech/speech.h"
+#include "fetcher/speech/engine.h"
 
 #define PS_FRAMES_PER_S 100
 /* Samples fed per call: the voice activity state is read this often (0.1 s). */
@@ -38,7 +38,7 @@ static int model_file(const char *dir, const char *name, char *out, size_t outle
 }
 
 static int decoder_open(const char *dir, ps_decoder_t **ps_out, cmd_ln_t **cfg_out) {
-  if (dir == NULL || dir[0] == '\0') dir = SPEECH_DEFAULT_MODEL_DIR;
+  if (dir == NULL || dir[0] == '\0') dir = config_default("VTS_POCKETSPHINX_MODEL_DIR");
   char hmm[PATH_MAX], dict[PATH_MAX], lm[PATH_MAX];
   int n = snprintf(hmm, sizeof(hmm), "%s/mdef", dir);
   if (n < 0 || (size_t)n >= sizeof(hmm) || access(hmm, R_OK) != 0) return -ENOENT;
@@ -75,7 +75,7 @@ static int flush_pending(struct pending *p, struct segment_list *out) {
   if (p->text.len == 0) return 0;
   double start = (double)p->first_frame / PS_FRAMES_PER_S;
   double duration = (double)(p->last_frame + 1 - p->first_frame) / PS_FRAMES_PER_S;
-  int rv = speech_segment_append(out, p->text.data, p->text.len, start, duration);
+  int rv = segment_list_append(out, p->text.data, p->text.len, start, duration);
   buf_reset(&p->text);
   return rv;
 }

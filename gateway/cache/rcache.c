@@ -7,16 +7,17 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/limits/ratelimit_redis.h"
+#include "gateway/redis/redis_conn.h"
 
 /* Value layout: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. */
 #define RCACHE_MAGIC "VC1"
 #define RCACHE_HEADER 6
 
 struct rcache {
-  struct rlredis_addr addr;
+  struct redis_addr addr;
   redisContext *c;
   uint64_t retry_at_ms; /* after a failure: no command before this */
   redisReply *last;     /* the reply res->body borrows from */
@@ -27,7 +28,7 @@ struct rcache *rcache_new(const struct vts_config *cfg) {
   struct rcache *rc = calloc(1, sizeof(*rc));
   if (rc == NULL) return NULL;
   char err[256];
-  if (rlredis_resolve(cfg->redis_url, &rc->addr, err, sizeof(err)) != 0) {
+  if (redis_conn_resolve(cfg->redis_url, &rc->addr, err, sizeof(err)) != 0) {
     log_msg(LOG_WARN, "transcript cache in Redis disabled", "error", err, NULL);
     free(rc);
     return NULL;
@@ -41,7 +42,7 @@ static void drop(struct rcache *rc, const char *why) {
     redisFree(rc->c);
     rc->c = NULL;
   }
-  rc->retry_at_ms = util_now_ms() + RCACHE_RETRY_MS;
+  rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
 }
 
 void rcache_free(struct rcache *rc) {
@@ -55,23 +56,9 @@ void rcache_free(struct rcache *rc) {
 static redisContext *conn(struct rcache *rc) {
   if (rc->c != NULL) return rc->c;
   if (util_now_ms() < rc->retry_at_ms) return NULL;
-  struct timeval tv = {0, RCACHE_TIMEOUT_MS * 1000};
-  redisContext *c = redisConnectWithTimeout(rc->addr.ip, rc->addr.port, tv);
-  if (c == NULL || c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
-    if (c != NULL) redisFree(c);
-    rc->retry_at_ms = util_now_ms() + RCACHE_RETRY_MS;
-    return NULL;
-  }
-  rc->c = c;
-  if (rc->addr.db != 0) {
-    redisReply *r = redisCommand(c, "SELECT %d", rc->addr.db);
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    if (!ok) {
-      drop(rc, "SELECT failed");
-      return NULL;
-    }
-  }
+  char err[256];
+  rc->c = redis_conn_open_sync(&rc->addr, VTS_REDIS_COMMAND_TIMEOUT_MS, err, sizeof(err));
+  if (rc->c == NULL) rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
   return rc->c;
 }
 

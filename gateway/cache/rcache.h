@@ -3,9 +3,9 @@
  * memory cache in front: a miss there asks Redis, and a finished job is written to both. Same rules as the memory
  * cache: 200s for VTS_CACHE_TTL_S, 404s for VTS_NEGATIVE_TTL_S, 5xx never.
  *
- * Redis is a cache here, never a dependency: every command has a 50 ms deadline (hiredis' socket timeout), and after
- * a failure the cache is skipped for RCACHE_RETRY_MS before a reconnect is tried, so a frozen or dead Redis costs at
- * most one 50 ms wait per second and the service goes on from the memory cache and the fetchers.
+ * Redis is a cache here, never a dependency: every command has VTS_REDIS_COMMAND_TIMEOUT_MS (hiredis' socket timeout),
+ * and after a failure the cache is skipped for VTS_RCACHE_RETRY_MS before a reconnect is tried, so a frozen or dead
+ * Redis costs at most one 50 ms wait per second and the service goes on from the memory cache and the fetchers.
  */
 #ifndef VTS_RCACHE_H
 #define VTS_RCACHE_H
@@ -14,9 +14,6 @@
 
 #include "common/config.h"
 #include "proto/proto.h"
-
-#define RCACHE_TIMEOUT_MS 50
-#define RCACHE_RETRY_MS 1000
 
 struct rcache;
 

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "common/ident.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -110,7 +111,8 @@ static struct http_conn *conn_of(const struct http_request *req) {
 
 /* ---- dates and request ids ---- */
 
-const char *http_date_now(void) {
+/* The IMF-fixdate of the current second, formatted at most once per second. Borrowed, valid until the next call. */
+static const char *http_date_now(void) {
   static char date[40];
   static time_t date_sec = -1;
   time_t now = time(NULL);
@@ -121,16 +123,7 @@ const char *http_date_now(void) {
   return date;
 }
 
-int http_request_id_valid(const char *s, size_t len) {
-  if (len == 0 || len > VTS_MAX_REQUEST_ID_BYTES) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    int ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (!ok) return 0;
-  }
-  return 1;
-}
+int http_request_id_valid(const char *s, size_t len) { return ident_token_valid(s, len, VTS_MAX_REQUEST_ID_BYTES); }
 
 static void conn_set_request_id(struct http_conn *conn) {
   if (conn->rid_set) return;

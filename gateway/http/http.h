@@ -83,7 +83,5 @@ int http_request_gone(const struct http_request *req);
 
 /* Whether s (len bytes) is an acceptable client X-Request-Id: 1..64 characters of [A-Za-z0-9._-]. */
 int http_request_id_valid(const char *s, size_t len);
-/* The IMF-fixdate of the current second, formatted at most once per second. Borrowed, valid until the next call. */
-const char *http_date_now(void);
 
 #endif

@@ -10,7 +10,9 @@
 
 #include <string.h>
 
+#include "common/ident.h"
 #include "common/limits.h"
+#include "common/percent.h"
 #include "gateway/http/videourl.h"
 
 /* Longest parameter name we recognise ("video_url"); longer decoded names are unknown and ignored. */
@@ -26,72 +28,16 @@ struct param {
   int invalid; /* the first occurrence had a bad escape or exceeded cap */
 };
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/*
- * Percent-decodes s[0..len) into out (cap bytes), '+' as space. Returns the decoded length, -1 for a malformed
- * escape, or -2 when the result does not fit: the caller treats both as an invalid value.
- */
-static long form_decode(const char *s, size_t len, char *out, size_t cap) {
-  size_t o = 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    if (c == '%') {
-      if (len - i < 3) return -1; /* '%' needs two hex digits after it */
-      int hi = hex_value(s[i + 1]);
-      int lo = hex_value(s[i + 2]);
-      if (hi < 0 || lo < 0) return -1;
-      c = (char)(hi * 16 + lo);
-      i += 2;
-    } else if (c == '+') {
-      c = ' ';
-    }
-    if (o == cap) return -2;
-    out[o++] = c;
-  }
-  return (long)o;
-}
-
 static void param_add(struct param *p, const char *value, size_t len) {
   p->count++;
   if (p->count > 1) return; /* a repeat is ambiguous; the ambiguity rules report it */
-  long n = form_decode(value, len, p->buf, p->cap);
+  long n = percent_decode(value, len, p->buf, p->cap, PERCENT_PLUS_IS_SPACE);
   if (n < 0) {
     p->invalid = 1;
     p->len = 0;
   } else {
     p->len = (size_t)n;
   }
-}
-
-int query_language_valid(const char *s, size_t len) {
-  if (len > VTS_MAX_LANGUAGE_BYTES) return 0;
-  size_t i = 0;
-  while (i < len && s[i] >= 'a' && s[i] <= 'z') i++;
-  if (i < 2 || i > 3) return 0;
-  if (i == len) return 1;
-  if (s[i] != '-') return 0;
-  size_t region = 0;
-  for (i++; i < len; i++, region++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return 0;
-  }
-  return region >= 2 && region <= 8;
-}
-
-int query_video_id_valid(const char *s, size_t len) {
-  if (len != VTS_VIDEO_ID_LEN) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (!ok) return 0;
-  }
-  return 1;
 }
 
 enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q) {
@@ -125,7 +71,7 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
 
     /* Names are form-encoded too ("video%5Fid"); an undecodable or long name is simply not one of ours. */
     char name[QUERY_MAX_NAME_BYTES];
-    long n = form_decode(pair, name_len, name, sizeof(name));
+    long n = percent_decode(pair, name_len, name, sizeof(name), PERCENT_PLUS_IS_SPACE);
     if (n < 0) continue;
     for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
       if (strlen(params[i]->name) == (size_t)n && memcmp(params[i]->name, name, (size_t)n) == 0) {
@@ -139,7 +85,7 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
   if (language.count + lang.count > 1) return API_ERR_AMBIGUOUS_LANGUAGE;
 
   if (video_id.count == 1) {
-    if (video_id.invalid || !query_video_id_valid(video_id.buf, video_id.len)) return API_ERR_INVALID_VIDEO_ID;
+    if (video_id.invalid || !ident_video_id_valid(video_id.buf, video_id.len)) return API_ERR_INVALID_VIDEO_ID;
     memcpy(q->video_id, video_id.buf, VTS_VIDEO_ID_LEN);
     q->video_id[VTS_VIDEO_ID_LEN] = '\0';
   } else {
@@ -151,7 +97,7 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
 
   struct param *l = language.count ? &language : (lang.count ? &lang : NULL);
   if (l != NULL) {
-    if (l->invalid || !query_language_valid(l->buf, l->len)) {
+    if (l->invalid || !ident_language_valid(l->buf, l->len)) {
       q->video_id[0] = '\0';
       return API_ERR_INVALID_LANGUAGE;
     }

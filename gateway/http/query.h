@@ -22,9 +22,4 @@ struct transcript_query {
  */
 enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q);
 
-/* Whether s matches ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$ . */
-int query_language_valid(const char *s, size_t len);
-/* Whether s matches ^[a-zA-Z0-9_-]{11}$ . */
-int query_video_id_valid(const char *s, size_t len);
-
 #endif

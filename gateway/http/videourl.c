@@ -22,8 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/ident.h"
 #include "common/limits.h"
-#include "gateway/http/query.h"
 
 enum host_kind { HOST_NONE = 0, HOST_YOUTUBE, HOST_NOCOOKIE, HOST_SHORT };
 
@@ -66,7 +66,7 @@ static enum host_kind host_kind(struct span host) {
 
 /* Copies an id slice out if it is a valid id. Returns 0, or -EINVAL. */
 static int take_id(struct span s, char id[12]) {
-  if (!query_video_id_valid(s.p, s.len)) return -EINVAL;
+  if (!ident_video_id_valid(s.p, s.len)) return -EINVAL;
   memcpy(id, s.p, VTS_VIDEO_ID_LEN);
   id[VTS_VIDEO_ID_LEN] = '\0';
   return 0;

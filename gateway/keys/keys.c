@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/ident.h"
 #include "common/limits.h"
 #include "common/util.h"
 
@@ -41,16 +42,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
-int keys_name_valid(const char *s, size_t len) {
-  if (len == 0 || len > KEYS_MAX_NAME) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    int ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-    if (!ok) return 0;
-  }
-  return 1;
-}
+int keys_name_valid(const char *s, size_t len) { return ident_token_valid(s, len, KEYS_MAX_NAME); }
 
 static int hex_nibble(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -24,7 +24,7 @@
  */
 static struct rlmem_table *rl_table;
 /* Resolved once by the master, so that no worker ever blocks on a name lookup (hiredis resolves synchronously). */
-static struct rlredis_addr rl_redis_addr;
+static struct redis_addr rl_redis_addr;
 
 struct ratelimit {
   uv_loop_t *loop;
@@ -99,7 +99,7 @@ int ratelimit_shm_init_err(const struct vts_config *cfg, char *err, size_t errle
   }
   if (cfg->redis_url[0] != '\0') {
     /* Redis holds the quota; the table is only the fallback, so the state directory is not used. */
-    rv = rlredis_resolve(cfg->redis_url, &rl_redis_addr, err, errlen);
+    rv = redis_conn_resolve(cfg->redis_url, &rl_redis_addr, err, errlen);
     if (rv != 0) goto fail;
   } else {
     rv = make_dirs(cfg->state_dir);

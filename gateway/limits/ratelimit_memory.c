@@ -67,18 +67,11 @@ void rlmem_destroy(struct rlmem_table *t) {
   if (t != NULL) munmap(t, t->map_bytes);
 }
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /* Parses exactly 16 hex characters. Returns 0, or -EINVAL. */
 static int parse_hex64(const char *s, uint64_t *out) {
   uint64_t v = 0;
   for (int i = 0; i < 16; i++) {
-    int h = hex_value(s[i]);
+    int h = util_hex_value(s[i]);
     if (h < 0) return -EINVAL;
     v = (v << 4) | (uint64_t)h;
   }

@@ -1,23 +1,17 @@
 #include "gateway/limits/ratelimit_redis.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <netdb.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "common/limits.h"
 #include "common/log.h"
-#include "common/util.h"
 
-#define REDIS_DEFAULT_PORT 6379
-#define REDIS_MAX_DB 1000000
 #define SCRIPT_ARGC 9 /* EVALSHA sha numkeys key key arg arg arg arg */
 
 /*
@@ -40,7 +34,7 @@ static const char script[] =
 
 struct rlredis {
   uv_loop_t *loop;
-  struct rlredis_addr addr;
+  struct redis_addr addr;
   redisAsyncContext *ac; /* NULL while disconnected */
   bool ready;            /* the script is loaded on this connection */
   bool stalled;          /* a command timed out and no reply has come since */
@@ -66,90 +60,6 @@ struct rlreq {
   char keys[2][96];
   char nums[4][24];
 };
-
-/*
- * Our own libuv binding for hiredis, instead of hiredis/adapters/libuv.h: that adapter drops poll errors, and libuv
- * reports a refused connect as one (UV_EBADF, after stopping the poll), so a connection attempt to a stopped Redis
- * would hang forever. Here an error is handed to hiredis as readiness: it then reads the socket error itself and
- * calls on_connect or on_disconnect. What still slips through is caught by the ready and stall deadlines.
- */
-struct rlredis_poll {
-  redisAsyncContext *ac; /* NULL once hiredis has let go of the connection */
-  uv_poll_t handle;
-  int events;
-};
-
-static void poll_cb(uv_poll_t *h, int status, int events) {
-  struct rlredis_poll *p = h->data;
-  if (p->ac == NULL) return;
-  if (status < 0) {
-    if ((p->ac->c.flags & REDIS_CONNECTED) == 0) {
-      redisAsyncHandleWrite(p->ac); /* completes the connect: finds the socket error */
-    } else {
-      redisAsyncHandleRead(p->ac); /* reads the error or the end of the stream */
-    }
-    return;
-  }
-  /* Handling a read may free the connection (p->ac becomes NULL); p itself lives until its close callback. */
-  if (p->ac != NULL && (events & UV_READABLE)) redisAsyncHandleRead(p->ac);
-  if (p->ac != NULL && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
-}
-
-static void poll_update(struct rlredis_poll *p, int events) {
-  p->events = events;
-  if (events != 0) {
-    uv_poll_start(&p->handle, events, poll_cb);
-  } else {
-    uv_poll_stop(&p->handle);
-  }
-}
-
-static void poll_add_read(void *privdata) {
-  struct rlredis_poll *p = privdata;
-  poll_update(p, p->events | UV_READABLE);
-}
-
-static void poll_del_read(void *privdata) {
-  struct rlredis_poll *p = privdata;
-  poll_update(p, p->events & ~UV_READABLE);
-}
-
-static void poll_add_write(void *privdata) {
-  struct rlredis_poll *p = privdata;
-  poll_update(p, p->events | UV_WRITABLE);
-}
-
-static void poll_del_write(void *privdata) {
-  struct rlredis_poll *p = privdata;
-  poll_update(p, p->events & ~UV_WRITABLE);
-}
-
-static void poll_closed(uv_handle_t *h) { free(h->data); }
-
-static void poll_cleanup(void *privdata) {
-  struct rlredis_poll *p = privdata;
-  p->ac = NULL;
-  uv_close((uv_handle_t *)&p->handle, poll_closed);
-}
-
-static int poll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
-  struct rlredis_poll *p = calloc(1, sizeof(*p));
-  if (p == NULL) return -ENOMEM;
-  int rv = uv_poll_init(loop, &p->handle, ac->c.fd);
-  if (rv != 0) {
-    free(p);
-    return rv;
-  }
-  p->handle.data = p;
-  p->ac = ac;
-  ac->ev.data = p;
-  ac->ev.addRead = poll_add_read;
-  ac->ev.delRead = poll_del_read;
-  ac->ev.addWrite = poll_add_write;
-  ac->ev.delWrite = poll_del_write;
-  ac->ev.cleanup = poll_cleanup;
-  return 0;
-}
 
 static void conn_start(struct rlredis *r);
 static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
@@ -280,30 +190,21 @@ static void on_disconnect(const redisAsyncContext *c, int status) {
 }
 
 static void conn_start(struct rlredis *r) {
-  redisAsyncContext *ac = redisAsyncConnect(r->addr.ip, r->addr.port);
-  if (ac == NULL) goto retry;
-  if (ac->err != 0) {
-    log_down(r, ac->errstr);
-    goto fail;
+  char err[256];
+  redisAsyncContext *ac =
+      redis_conn_open_async(r->loop, &r->addr, r, on_connect, on_disconnect, on_setup_reply, r, err, sizeof(err));
+  if (ac == NULL) {
+    log_down(r, err);
+    schedule_reconnect(r);
+    return;
   }
-  ac->data = r;
-  if (poll_attach(ac, r->loop) != 0) goto fail;
-  redisAsyncSetConnectCallback(ac, on_connect);
-  redisAsyncSetDisconnectCallback(ac, on_disconnect);
   r->ac = ac;
   r->ready = false;
   r->stalled = false;
   uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_CONNECT_TIMEOUT_MS, 0);
-  /* Pipelined: hiredis sends these once connected, and checks issued meanwhile queue behind them, so the very first
+  /* Queued behind the connection's own preparation and ahead of any check issued meanwhile, so the very first
    * EVALSHA already finds the script. */
-  if (r->addr.db != 0) redisAsyncCommand(ac, on_setup_reply, r, "SELECT %d", r->addr.db);
   redisAsyncCommand(ac, on_setup_reply, r, "SCRIPT LOAD %s", script);
-  return;
-
-fail:
-  redisAsyncFree(ac);
-retry:
-  schedule_reconnect(r);
 }
 
 static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
@@ -413,7 +314,7 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
 
 static void conn_timer_closed(uv_handle_t *h) { rlredis_unref(h->data); }
 
-struct rlredis *rlredis_new(uv_loop_t *loop, const struct rlredis_addr *addr) {
+struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr) {
   struct rlredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->loop = loop;
@@ -445,70 +346,4 @@ void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {
   out->redis_errors += r->errors;
   out->redis_noscript += r->noscript;
   out->redis_connects += r->connects;
-}
-
-/* Copies s[0, n) as a string into out. Returns 0, or -EINVAL when empty or too long. */
-static int copy_part(char *out, size_t outlen, const char *s, size_t n) {
-  if (n == 0 || n >= outlen) return -EINVAL;
-  memcpy(out, s, n);
-  out[n] = '\0';
-  return 0;
-}
-
-static int parse_url(const char *url, char *host, size_t hostlen, struct rlredis_addr *out) {
-  static const char prefix[] = "redis://";
-  if (strncmp(url, prefix, sizeof(prefix) - 1) != 0) return -EINVAL;
-  const char *p = url + sizeof(prefix) - 1;
-  if (strchr(p, '@') != NULL) return -EINVAL; /* credentials are not supported */
-  const char *rest;
-  if (*p == '[') {
-    const char *close = strchr(p, ']');
-    if (close == NULL || copy_part(host, hostlen, p + 1, (size_t)(close - p - 1)) != 0) return -EINVAL;
-    rest = close + 1;
-  } else {
-    size_t n = strcspn(p, ":/");
-    if (copy_part(host, hostlen, p, n) != 0) return -EINVAL;
-    rest = p + n;
-  }
-  char num[16];
-  int64_t v = REDIS_DEFAULT_PORT;
-  if (*rest == ':') {
-    size_t n = strcspn(rest + 1, "/");
-    if (copy_part(num, sizeof(num), rest + 1, n) != 0 || util_parse_i64(num, 1, 65535, &v) != 0) return -EINVAL;
-    rest += 1 + n;
-  }
-  out->port = (int)v;
-  v = 0;
-  if (*rest == '/' && rest[1] != '\0') {
-    if (util_parse_i64(rest + 1, 0, REDIS_MAX_DB, &v) != 0) return -EINVAL;
-  } else if (*rest != '\0' && strcmp(rest, "/") != 0) {
-    return -EINVAL;
-  }
-  out->db = (int)v;
-  return 0;
-}
-
-int rlredis_resolve(const char *url, struct rlredis_addr *out, char *err, size_t errlen) {
-  char host[256];
-  memset(out, 0, sizeof(*out));
-  if (parse_url(url, host, sizeof(host), out) != 0) {
-    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://host:port[/db] (no credentials)");
-    return -EINVAL;
-  }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  struct addrinfo *res = NULL;
-  int rv = getaddrinfo(host, NULL, &hints, &res);
-  if (rv != 0 || res == NULL) {
-    snprintf(err, errlen, "VTS_REDIS_URL: cannot resolve host %s: %s", host, gai_strerror(rv));
-    return -EHOSTUNREACH;
-  }
-  const void *a = res->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-                                             : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
-  const char *ok = inet_ntop(res->ai_family, a, out->ip, sizeof(out->ip));
-  freeaddrinfo(res);
-  if (ok == NULL) {
-    snprintf(err, errlen, "VTS_REDIS_URL: cannot use the address of host %s", host);
-    return -EHOSTUNREACH;
-  }
-  return 0;
 }

@@ -20,13 +20,7 @@
 
 #include "gateway/limits/ratelimit.h"
 #include "gateway/limits/ratelimit_calc.h"
-
-/* Where Redis is: an address literal, resolved once at start (hiredis resolves names synchronously). */
-struct rlredis_addr {
-  char ip[64];
-  int port;
-  int db;
-};
+#include "gateway/redis/redis_conn.h"
 
 /* What the script decided: outcome RL_ALLOW, RL_LIMITED or RL_QUOTA, and the counts after it. */
 struct rlredis_result {
@@ -43,13 +37,8 @@ typedef void (*rlredis_cb)(void *arg, int status, const struct rlredis_result *r
 
 struct rlredis;
 
-/*
- * Parses redis://host[:port][/db] (port 6379 and db 0 by default; host a name, an IPv4 literal or an IPv6 literal
- * in brackets) and resolves host. Returns 0, or -EINVAL / -EHOSTUNREACH with one line naming VTS_REDIS_URL in err.
- */
-int rlredis_resolve(const char *url, struct rlredis_addr *out, char *err, size_t errlen);
 /* Starts connecting (commands issued meanwhile are sent once connected). Returns NULL on allocation failure. */
-struct rlredis *rlredis_new(uv_loop_t *loop, const struct rlredis_addr *addr);
+struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr);
 /*
  * Closes the connection and timers. Requests still waiting get their callback (-ENOTCONN) before it returns. The
  * memory goes when the last handle has closed: run the loop afterwards.

@@ -15,7 +15,7 @@
 
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
-#include "fetcher/speech/speech.h"
+#include "fetcher/speech/engine.h"
 #include "tests/unit/test_speech_util.h"
 
 #define BENCH_PAUSE_S 0.6

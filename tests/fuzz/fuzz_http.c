@@ -16,6 +16,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -79,9 +81,26 @@ static void write_file(const char *path, const char *text) {
   if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) die("cannot write a temporary file");
 }
 
+static char fuzz_dir[256];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* The key file and quota snapshots go with the process (libFuzzer ends a timed run with exit()). */
+static void remove_fuzz_dir(void) {
+  if (fuzz_dir[0] != '\0') nftw(fuzz_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 static void setup(void) {
-  char dir[] = "/tmp/fuzz_http.XXXXXX";
-  if (mkdtemp(dir) == NULL) die("mkdtemp failed");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/fuzz_http.XXXXXX", tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+  if (mkdtemp(fuzz_dir) == NULL) die("mkdtemp failed");
+  atexit(remove_fuzz_dir);
+  const char *dir = fuzz_dir;
   char keys[256], state[256], listen[64], line[512], digest[65];
   snprintf(keys, sizeof(keys), "%s/keys.db", dir);
   snprintf(state, sizeof(state), "%s/state", dir);

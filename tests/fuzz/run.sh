@@ -11,6 +11,10 @@ build="$root/build-fuzz"
 CC=clang cmake -S "$root" -B "$build" -DVTS_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 mkdir -p "$build/crashes"
+# Whatever a target writes to a temporary folder (fuzz_http: a key file and quota snapshots) goes with the run.
+fuzz_tmp=$(mktemp -d "${TMPDIR:-/tmp}/vts-fuzz.XXXXXX")
+trap 'rm -rf "$fuzz_tmp"' EXIT
+export TMPDIR=$fuzz_tmp
 if [ "$target" = all ]; then
   targets=$(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
 else

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from vtsproc import children_of, free_port, log_records, process_gone, process_name, read_log, write_keyfile  # noqa: F401
+from vtsproc import (children_of, free_port, log_records, metric, process_gone, process_name, read_log,  # noqa: F401
+                     scrape, wait_for, wait_metric, write_keyfile)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("VTS_BUILD_DIR", str(REPO / "build")))
@@ -66,6 +67,43 @@ def _kill_group(proc):
         pass
     if proc in _live_processes:
         _live_processes.remove(proc)
+
+
+# A skip is a test that did not run. Under CI=true (tests/run.sh in CI) it fails the run instead, so a missing tool or
+# fixture cannot pass for green; every skip is also written to $VTS_SKIP_LOG (one line each) for the stages summary.
+CI_SKIPS_FAIL = os.environ.get("CI", "").lower() == "true"
+
+
+def _skip_reason(longrepr):
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+
+
+def _skip_seen(report):
+    reason = _skip_reason(report.longrepr)
+    log = os.environ.get("VTS_SKIP_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{report.nodeid}: {reason}\n")
+    if CI_SKIPS_FAIL:
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which makes a skip a failure: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skip_seen(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped:
+        _skip_seen(report)
 
 
 class Response:
@@ -178,6 +216,10 @@ class Gateway:
 
     def dispatcher_pids(self):
         return [p for p in self.child_pids() if process_name(p) == "vts-dispatcher"]
+
+    def metric(self, name, **labels):
+        """The value of a sample of this gateway's /metrics (0 when absent)."""
+        return metric(scrape(self.metrics_port), name, **labels)
 
     def log_text(self):
         return read_log(self.log_path)

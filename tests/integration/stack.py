@@ -1,14 +1,13 @@
 """The whole service on 127.0.0.1 for end-to-end tests: the fake platform, a gateway (master, workers, dispatcher)
 and a fetcher pool dialing its dispatcher, each a real process started and stopped by the test."""
-import http.client
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 
 from conftest import ACTIVE_KEY, Gateway, write_keyfile, children_of, process_gone
+from vtsproc import metric, scrape  # noqa: F401 (metric: for the tests that import it from here)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
@@ -93,28 +92,10 @@ class Stack:
 
     def metrics(self):
         """The gateway's /metrics text."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.gateway.metrics_port, timeout=5)
-        try:
-            conn.request("GET", "/metrics")
-            resp = conn.getresponse()
-            assert resp.status == 200
-            return resp.read().decode()
-        finally:
-            conn.close()
+        return scrape(self.gateway.metrics_port)
 
     def close(self):
         if self.fetchers is not None:
             self.fetchers.stop()
         self.gateway.stop()
         self.upstream.close()
-
-
-def metric(text, name, **labels):
-    """The value of the sample of name with exactly these labels, 0 when absent."""
-    want = ",".join('%s="%s"' % kv for kv in labels.items())
-    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") + r" (\S+)$"
-    for line in text.splitlines():
-        m = re.match(pattern, line)
-        if m:
-            return float(m.group(1))
-    return 0.0

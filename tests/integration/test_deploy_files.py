@@ -13,13 +13,12 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import ACTIVE_KEY, BUILD_DIR, REPO, Gateway, free_port, http_request, write_keyfile
+from conftest import ACTIVE_KEY, BUILD_DIR, REPO, Gateway, free_port, wait_for, write_keyfile
 
 yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read deploy/compose.yaml and deploy/k8s/*.yaml")
 
@@ -569,13 +568,6 @@ def _local_env(deploy_env, gw, upstream_url):
     return env
 
 
-def _metric(port, name):
-    for line in http_request(port, "GET", "/metrics", timeout=5).body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
 @pytest.mark.parametrize("where", ["compose", "k8s"])
 def test_each_binary_runs_with_the_deploy_environment_and_the_pair_serves(tmp_path, upstream, where):
     genv = compose_env("gateway") if where == "compose" else k8s_env("gateway")
@@ -602,11 +594,9 @@ def test_each_binary_runs_with_the_deploy_environment_and_the_pair_serves(tmp_pa
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
         workers = int(argv[argv.index("--workers") + 1]) if "--workers" in argv else 1
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _metric(gw.metrics_port, "vts_fetchers_idle") != workers:
-            assert fetcher.poll() is None, "vts-fetcher %s exited: %s" % (argv[1:], fetcher.stderr.read())
-            time.sleep(0.05)
-        assert _metric(gw.metrics_port, "vts_fetchers_idle") == workers
+        wait_for(lambda: fetcher.poll() is not None or gw.metric("vts_fetchers_idle") == workers, 10)
+        assert fetcher.poll() is None, "vts-fetcher %s exited: %s" % (argv[1:], fetcher.stderr.read())
+        assert gw.metric("vts_fetchers_idle") == workers
         r = gw.request("GET", "/v1/video/transcript?video_id=capJson3xx1", headers={"x-api-key": ACTIVE_KEY})
         assert r.status == 200, r
         assert r.json()["text"] == "Hello and welcome to the fake platform"

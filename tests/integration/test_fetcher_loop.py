@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
 from harness import READY, decode_result, encode_job  # noqa: E402
-from conftest import ACTIVE_KEY, Gateway, http_request, write_keyfile  # noqa: E402
+from conftest import ACTIVE_KEY, Gateway, wait_for, wait_metric, write_keyfile  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,16 @@ def dispatcher():
     d = harness.FakeDispatcher()
     yield d
     d.close()
+
+
+def job_reached_platform(upstream, video, before):
+    """Waits until the fake platform has seen one more player request for video than before (the job is running)."""
+    key = "POST /youtubei/v1/player " + video
+    assert wait_for(lambda: upstream.stats()["requests"].get(key, 0) > before, 5), "the job never reached the platform"
+
+
+def player_requests(upstream, video):
+    return upstream.stats()["requests"].get("POST /youtubei/v1/player " + video, 0)
 
 
 @pytest.fixture
@@ -114,13 +124,14 @@ def test_sigterm_when_idle_exits_zero_at_once(dispatcher, start_fetcher):
     assert conn.closed_within(2)
 
 
-def test_sigterm_when_busy_sends_a_last_result_and_exits_once_acknowledged(dispatcher, start_fetcher):
+def test_sigterm_when_busy_sends_a_last_result_and_exits_once_acknowledged(dispatcher, start_fetcher, upstream):
     dispatcher.listen()
     proc = start_fetcher(dispatcher)
     conn = dispatcher.accept()
     assert conn.recv() == READY
+    before = player_requests(upstream, "hangPlayer1")
     conn.reply(encode_job(11, "hangPlayer1", deadline_ms=1500))
-    time.sleep(0.4)
+    job_reached_platform(upstream, "hangPlayer1", before)
     proc.send_signal(signal.SIGTERM)
     # A stopping fetcher's result is a RESULT_LAST: "done, and leaving", not "idle".
     res = decode_result(conn.recv(timeout=5), last=True)
@@ -137,13 +148,14 @@ def test_sigterm_when_busy_sends_a_last_result_and_exits_once_acknowledged(dispa
     assert "not acknowledged" not in err
 
 
-def test_sigterm_when_busy_without_acknowledgement_leaves_after_a_short_wait(dispatcher, start_fetcher):
+def test_sigterm_when_busy_without_acknowledgement_leaves_after_a_short_wait(dispatcher, start_fetcher, upstream):
     dispatcher.listen()
     proc = start_fetcher(dispatcher)
     conn = dispatcher.accept()
     assert conn.recv() == READY
+    before = player_requests(upstream, "hangPlayer1")
     conn.reply(encode_job(13, "hangPlayer1", deadline_ms=800))
-    time.sleep(0.3)
+    job_reached_platform(upstream, "hangPlayer1", before)
     proc.send_signal(signal.SIGTERM)
     res = decode_result(conn.recv(timeout=5), last=True)
     t0 = time.monotonic()
@@ -256,14 +268,15 @@ def test_children_do_not_outlive_a_killed_supervisor(dispatcher, start_fetcher):
     assert not any(os.path.exists("/proc/%d" % k) for k in kids), "children survived their supervisor"
 
 
-def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetcher):
+def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetcher, upstream):
     # A stopped process cannot honour its deadline; the real-time watchdog fires as soon as it runs again.
     dispatcher.listen()
     proc = start_fetcher(dispatcher)
     conn = dispatcher.accept()
     assert conn.recv() == READY
+    before = player_requests(upstream, "hangPlayer1")
     conn.reply(encode_job(51, "hangPlayer1", deadline_ms=500, request_id="req-watchdog"))
-    time.sleep(0.2)
+    job_reached_platform(upstream, "hangPlayer1", before)
     proc.send_signal(signal.SIGSTOP)
     time.sleep(0.5 + 2.0 + 0.5)  # deadline + VTS_FETCHER_WATCHDOG_GRACE_MS + margin
     proc.send_signal(signal.SIGCONT)
@@ -272,24 +285,6 @@ def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetche
     last = json.loads(proc.stderr.read().splitlines()[-1])
     assert last["msg"] == "job overran its deadline: killed by the watchdog"
     assert (last["request_id"], last["job_id"], last["level"]) == ("req-watchdog", 51, "error")
-
-
-def _metric(port, name):
-    """A sample without labels from the gateway's /metrics, 0 when absent."""
-    text = http_request(port, "GET", "/metrics", timeout=5).body.decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
-def _wait_metric(port, name, value, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _metric(port, name) == value:
-            return
-        time.sleep(0.05)
-    raise AssertionError("%s never reached %s (last %s)" % (name, value, _metric(port, name)))
 
 
 def test_stopping_fetcher_leaves_the_queued_job_to_another_fetcher(tmp_path, upstream):
@@ -305,7 +300,7 @@ def test_stopping_fetcher_leaves_the_queued_job_to_another_fetcher(tmp_path, ups
             # One at a time: the dispatcher gives a job to the fetcher idle the longest, so A gets the first.
             fetchers.append(subprocess.Popen([harness.fetcher_binary()], env=env, stdout=subprocess.DEVNULL,
                                              stderr=subprocess.PIPE, text=True))
-            _wait_metric(gw.metrics_port, "vts_fetchers_idle", n)
+            wait_metric(gw.metrics_port, "vts_fetchers_idle", n)
         results = {}
 
         def get(video):
@@ -317,8 +312,8 @@ def test_stopping_fetcher_leaves_the_queued_job_to_another_fetcher(tmp_path, ups
             t = threading.Thread(target=get, args=(video,))
             t.start()
             threads.append(t)
-            _wait_metric(gw.metrics_port, "vts_jobs_in_flight", in_flight)
-            _wait_metric(gw.metrics_port, "vts_jobs_queued", queued)
+            wait_metric(gw.metrics_port, "vts_jobs_in_flight", in_flight)
+            wait_metric(gw.metrics_port, "vts_jobs_queued", queued)
         fetchers[0].send_signal(signal.SIGTERM)
         for t in threads:
             t.join(timeout=20)
@@ -329,7 +324,7 @@ def test_stopping_fetcher_leaves_the_queued_job_to_another_fetcher(tmp_path, ups
         assert fetchers[1].poll() is None
         err = fetchers[0].stderr.read()
         assert "job dropped" not in err and "not acknowledged" not in err, err
-        assert _metric(gw.metrics_port, "vts_fetchers_lost_total") == 0
+        assert gw.metric("vts_fetchers_lost_total") == 0
     finally:
         for p in fetchers:
             harness.stop_process(p)

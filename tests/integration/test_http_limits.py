@@ -6,7 +6,7 @@ import socket
 import time
 from pathlib import Path
 
-from conftest import exchange_in_parts, parse_responses, raw_exchange
+from conftest import exchange_in_parts, parse_responses, raw_exchange, wait_for
 
 BAD_REQUEST = b'{"error":{"code":"bad_request","message":"Malformed HTTP request."}}'
 URI_TOO_LONG = b'{"error":{"code":"uri_too_long","message":"The request line is too long."}}'
@@ -194,8 +194,9 @@ def test_idle_keep_alive_connection_is_closed(make_gateway):
 
 def test_connection_cap_closes_excess_at_accept(make_gateway):
     gw = make_gateway(env={"VTS_MAX_CONNS": "2"}, workers=1)
-    # Wait until the harness's own health probes are gone from the worker.
-    time.sleep(0.3)
+    # Wait until the harness's own health probes are gone from the worker: the scrape's own connection is the one
+    # left open.
+    assert wait_for(lambda: gw.metric("vts_http_connections_open") == 1, 5)
     held = []
     try:
         for _ in range(2):
@@ -206,7 +207,7 @@ def test_connection_cap_closes_excess_at_accept(make_gateway):
         data = raw_exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n", timeout=3)
         assert data == b"", "a connection over the cap was served"
         held.pop().close()
-        time.sleep(0.3)
+        assert wait_for(lambda: gw.metric("vts_http_connections_open") == 2, 5)  # one held, and the scrape
         [(st, _, _)] = parse_responses(raw_exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: t\r\n"
                                                              b"Connection: close\r\n\r\n"))
         assert st == 200

@@ -7,20 +7,10 @@ import subprocess
 import threading
 import time
 
-from conftest import (BUILD_DIR, free_port, http_request, parse_responses, process_gone, read_until_close,
+from conftest import (BUILD_DIR, free_port, http_request, parse_responses, process_gone, read_until_close, wait_for,
                       write_keyfile)
 
 TRANSCRIPT = "/v1/video/transcript?video_id=abcdefghijk"
-
-
-def wait_for(predicate, timeout, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
 
 
 class Load:
@@ -50,6 +40,11 @@ class Load:
         self._stop.set()
         self._thread.join(10)
 
+    def wait_answers(self, n, after=0.0, timeout=10):
+        """Waits until n more requests, sent after the monotonic time after, have been answered or refused."""
+        assert wait_for(lambda: sum(1 for _, t in list(self.results) if t > after) >= n, timeout), \
+            f"fewer than {n} requests answered in {timeout} s"
+
 
 def test_master_runs_workers_and_one_dispatcher(gateway):
     assert len(gateway.worker_pids()) == 2
@@ -61,12 +56,12 @@ def test_killed_worker_is_replaced_within_1s_while_others_serve(gateway):
     workers = gateway.worker_pids()
     victim, survivor = workers[0], workers[1]
     with Load(gateway.port, "/health") as load:
-        time.sleep(0.5)
+        load.wait_answers(20)
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         replaced = wait_for(lambda: [p for p in gateway.worker_pids() if p not in workers], timeout=1.0)
         replaced_after = time.monotonic() - killed_at
-        time.sleep(1.0)
+        load.wait_answers(20, after=killed_at + 0.2)
     assert replaced, f"no new worker within 1 s; workers now {gateway.worker_pids()}"
     assert replaced_after <= 1.0
     assert survivor in gateway.worker_pids()
@@ -88,13 +83,18 @@ def test_killed_dispatcher_is_replaced(gateway):
     assert gateway.request("GET", "/health").status == 200
 
 
+def wait_accepted(gw):
+    """Waits until a worker holds the test's one client connection: the gauge counts it and this scrape's own."""
+    assert wait_for(lambda: gw.metric("vts_http_connections_open") == 2, 5), "the connection was not accepted"
+
+
 def test_sigterm_finishes_request_in_progress_then_exits_0(make_gateway):
     gw = make_gateway(env={"VTS_DRAIN_TIMEOUT_MS": "5000", "VTS_HEADER_TIMEOUT_MS": "20000"})
     children = gw.child_pids()
     slow = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
     try:
         slow.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: in-flight\r\n")
-        time.sleep(0.3)
+        wait_accepted(gw)
         gw.proc.send_signal(signal.SIGTERM)
         # Both workers stop accepting.
         def refused():
@@ -125,7 +125,7 @@ def test_drain_deadline_bounds_shutdown(make_gateway):
     stuck = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
     try:
         stuck.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n")
-        time.sleep(0.3)
+        wait_accepted(gw)
         start = time.monotonic()
         gw.proc.send_signal(signal.SIGTERM)
         rc = gw.proc.wait(timeout=10)
@@ -146,6 +146,11 @@ def keyset(*extra):
             ("test-revoked", "vts_test_key_revoked", "revoked", 0, 0, 0), *extra]
 
 
+def reloads(gw, msg):
+    """How many workers logged msg for a SIGHUP reload."""
+    return sum(1 for r in gw.log_records() if r.get("msg") == msg and r.get("reason") == "SIGHUP")
+
+
 def auth_status(gw, key):
     return gw.request("GET", TRANSCRIPT, headers={"x-api-key": key}).status
 
@@ -156,16 +161,16 @@ def test_sighup_reloads_keys_without_failing_requests(make_gateway):
     assert auth_status(gw, "vts_test_key_old") != 401
     assert auth_status(gw, "vts_test_key_new") == 401
     with Load(gw.port, TRANSCRIPT, {"x-api-key": gw.key}) as load:
-        time.sleep(0.3)
+        load.wait_answers(5)
         write_keyfile(gw.keys_file, keyset(("old-key", "vts_test_key_old", "revoked", 0, 0, 0),
                                            ("new-key", "vts_test_key_new", "active", 0, 0, 0)))
         gw.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        assert wait_for(lambda: reloads(gw, "keys loaded") == 2, 5), "not every worker reloaded its keys"
         # New connections land on either worker: every worker has the new keys.
         for _ in range(10):
             assert auth_status(gw, "vts_test_key_new") != 401
             assert auth_status(gw, "vts_test_key_old") == 401
-        time.sleep(0.3)
+        load.wait_answers(5, after=time.monotonic())
     statuses = [s for s, _ in load.results]
     assert len(statuses) >= 10
     assert all(isinstance(s, int) and s != 401 for s in statuses), statuses
@@ -186,7 +191,7 @@ def test_broken_key_file_keeps_current_keys(make_gateway):
     tmp.write_text("this is\tnot a key file\n")
     os.replace(tmp, gw.keys_file)
     gw.proc.send_signal(signal.SIGHUP)
-    time.sleep(1.5)
+    assert wait_for(lambda: reloads(gw, "key file reload failed; keeping the current keys") == 2, 5)
     for _ in range(6):
         assert auth_status(gw, gw.key) != 401
     assert "reload failed" in gw.log_text()

@@ -6,6 +6,7 @@ import pytest
 
 import speechdata
 from stack import Stack, metric
+from vtsproc import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +38,7 @@ def test_video_without_captions_gets_a_speech_transcript(speech_stack, audio):
     reqs = speech_stack.requests()
     # One captions job (both default clients agree: no captions) and one speech job (the first client playable).
     assert reqs["POST /youtubei/v1/player noCaptions1"] == 3
-    time.sleep(0.3)
-    assert metric(speech_stack.metrics(), "vts_jobs_total", kind="speech") >= 1
+    assert wait_for(lambda: metric(speech_stack.metrics(), "vts_jobs_total", kind="speech") >= 1, 5)
 
 
 def test_speech_transcript_is_cached_like_captions(speech_stack):

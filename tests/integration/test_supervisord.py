@@ -74,6 +74,8 @@ class Supervised:
             "VTS_FETCHERS": str(FETCHERS),
             "VTS_KEYS_FILE": str(keys),
             "VTS_STATE_DIR": str(self.run_dir / "state"),
+            # The gateway's IPC socket goes here too, and with the folder when the test ends.
+            "XDG_RUNTIME_DIR": str(self.run_dir),
             # The service's own configuration.
             "VTS_LISTEN": "127.0.0.1:%d" % self.port,
             "VTS_WORKERS": "2",

@@ -1,9 +1,13 @@
-"""Plain helpers for tests that start the service's processes (no pytest): free ports, the key file, and what
-/proc says about processes. Used by the pytest harness (conftest.py) and by the fault battery (tests/fault)."""
+"""Plain helpers for tests that start the service's processes (no pytest): free ports, the key file, what /proc
+says about processes, waiting on observable events, and the gateway's metrics. Used by the pytest harness
+(conftest.py) and by the fault battery (tests/fault)."""
 import hashlib
+import http.client
 import json
 import os
+import re
 import socket
+import time
 from pathlib import Path
 
 
@@ -79,3 +83,46 @@ def log_records(text):
         except ValueError:
             pass
     return out
+
+
+def wait_for(predicate, timeout, interval=0.02):
+    """Polls predicate until it returns a true value, which is returned; after timeout seconds, its last value.
+    What a test waits on is an event it can observe (a counter, a log line, a process), never a fixed time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def metric(text, name, **labels):
+    """The value of the sample of name with exactly these labels in a /metrics text, 0 when absent."""
+    want = ",".join('%s="%s"' % kv for kv in labels.items())
+    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") + r" (\S+)$"
+    for line in text.splitlines():
+        m = re.match(pattern, line)
+        if m:
+            return float(m.group(1))
+    return 0.0
+
+
+def scrape(port):
+    """The /metrics text of the gateway whose metrics listen on 127.0.0.1:port."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        assert resp.status == 200, resp.status
+        return body
+    finally:
+        conn.close()
+
+
+def wait_metric(port, name, value, timeout=10, **labels):
+    """Waits until the sample of name (with labels) equals value; AssertionError naming the last value otherwise."""
+    if wait_for(lambda: metric(scrape(port), name, **labels) == value, timeout, interval=0.05):
+        return
+    raise AssertionError("%s never reached %s (last %s)" % (name, value, metric(scrape(port), name, **labels)))

@@ -336,6 +336,25 @@ static void test_body_larger_than_limit_is_refused(void **state) {
   free(body);
 }
 
+/* The one segment list of captions and speech: one cap, one error, text trimmed and owned. */
+static void test_segment_list_has_one_cap_and_one_error(void **state) {
+  (void)state;
+  struct segment_list sl = {0};
+  assert_int_equal(segment_list_append(&sl, " \t hello  \n", 11, 1.5, -2), 0);
+  assert_int_equal(segment_list_append(&sl, " \r\n ", 4, 3, 1), 0); /* blank: nothing appended */
+  assert_int_equal(sl.len, 1);
+  assert_string_equal(sl.items[0].text, "hello");
+  assert_true(sl.items[0].start == 1.5 && sl.items[0].duration == 0); /* a negative duration is stored as 0 */
+  while (sl.len < VTS_MAX_SEGMENTS) assert_int_equal(segment_list_append(&sl, "x", 1, 0, 1), 0);
+  assert_int_equal(segment_list_append(&sl, "y", 1, 0, 1), -E2BIG);
+  char *owned = strdup("z");
+  assert_non_null(owned);
+  assert_int_equal(segment_list_push(&sl, owned, 0, 1), -E2BIG); /* freed by the list: the sanitizer build checks */
+  assert_int_equal(sl.len, VTS_MAX_SEGMENTS);
+  segment_list_free(&sl);
+  assert_true(sl.len == 0 && sl.items == NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json3_skips_window_and_append_events),
@@ -355,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_json3_nested_ten_thousand_deep_is_refused),
       cmocka_unit_test(test_more_cues_than_limit_are_refused),
       cmocka_unit_test(test_body_larger_than_limit_is_refused),
+      cmocka_unit_test(test_segment_list_has_one_cap_and_one_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

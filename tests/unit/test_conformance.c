@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/test_skip.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -74,8 +76,7 @@ static const char *fixtures_dir(void) {
   const char *dir = getenv("VTS_SHARED_FIXTURES");
   struct stat st;
   if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    print_message("VTS_SHARED_FIXTURES is not a directory: conformance with real captures skipped\n");
-    skip();
+    TEST_SKIP("VTS_SHARED_FIXTURES is not a directory: no conformance with real captures");
   }
   return dir;
 }

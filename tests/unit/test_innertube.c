@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/test_skip.h"
 #include <errno.h>
 
 #include "common/config.h"
@@ -161,8 +163,7 @@ static void scan_capture(const char *name, struct innertube_page *p) {
   size_t len;
   char *html = read_capture(name, &len);
   if (html == NULL) {
-    print_message("capture %s not found (VTS_SHARED_FIXTURES): skipped\n", name);
-    skip();
+    TEST_SKIP("capture %s not found (VTS_SHARED_FIXTURES)", name);
   }
   innertube_page_scan(html, len, p);
   free(html);
@@ -238,7 +239,6 @@ static void assert_mapped(struct upstream *u, const char *url, int want_rv, cons
 static void test_platform_hosts_map_onto_the_configured_origin(void **state) {
   (void)state;
   struct upstream *prod = make_upstream("https://www.youtube.com");
-  assert_string_equal(upstream_origin(prod), "https://www.youtube.com");
   assert_mapped(prod, "/watch?v=x", 0, "https://www.youtube.com/watch?v=x");
   assert_mapped(prod, "https://WWW.YOUTUBE.COM/a?b=c", 0, "https://www.youtube.com/a?b=c");
   assert_mapped(prod, "https://consent.youtube.com/m?continue=x", 0, "https://consent.youtube.com/m?continue=x");
@@ -249,7 +249,6 @@ static void test_platform_hosts_map_onto_the_configured_origin(void **state) {
   upstream_free(prod);
 
   struct upstream *test = make_upstream("http://127.0.0.1:8999/");
-  assert_string_equal(upstream_origin(test), "http://127.0.0.1:8999");
   assert_mapped(test, "https://consent.youtube.com/s", 0, "http://127.0.0.1:8999/s");
   assert_mapped(test, "https://www.youtube.com/", 0, "http://127.0.0.1:8999/");
   upstream_free(test);

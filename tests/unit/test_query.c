@@ -11,7 +11,9 @@
 
 #include <cmocka.h>
 
+#include "common/ident.h"
 #include "common/limits.h"
+#include "common/percent.h"
 #include "gateway/http/query.h"
 
 #define ID "aB3_-9zZ0xY"
@@ -186,30 +188,46 @@ static void test_language_pattern_edges(void **state) {
   };
   int failures = 0;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    if (query_language_valid(cases[i].s, strlen(cases[i].s)) != cases[i].valid) {
+    if (ident_language_valid(cases[i].s, strlen(cases[i].s)) != cases[i].valid) {
       print_error("language \"%s\": expected %s\n", cases[i].s, cases[i].valid ? "valid" : "invalid");
       failures++;
     }
   }
   assert_int_equal(failures, 0);
   /* The length given is what counts, not a NUL. */
-  assert_true(query_language_valid("en-USxx", 5));
-  assert_false(query_language_valid("en\0", 3));
+  assert_true(ident_language_valid("en-USxx", 5));
+  assert_false(ident_language_valid("en\0", 3));
 }
 
 static void test_video_id_pattern_edges(void **state) {
   (void)state;
-  assert_true(query_video_id_valid(ID, 11));
-  assert_true(query_video_id_valid("___________", 11));
-  assert_true(query_video_id_valid("-----------", 11));
-  assert_true(query_video_id_valid("09azAZ09azA", 11));
-  assert_false(query_video_id_valid(ID, 10));
-  assert_false(query_video_id_valid(ID "x", 12));
-  assert_false(query_video_id_valid("aB3_-9zZ0x.", 11));
-  assert_false(query_video_id_valid("aB3_-9zZ0x/", 11));
-  assert_false(query_video_id_valid("aB3_-9zZ0x\0", 11));
-  assert_false(query_video_id_valid("aB3_-9zZ0x\xc3", 11));
-  assert_false(query_video_id_valid("", 0));
+  assert_true(ident_video_id_valid(ID, 11));
+  assert_true(ident_video_id_valid("___________", 11));
+  assert_true(ident_video_id_valid("-----------", 11));
+  assert_true(ident_video_id_valid("09azAZ09azA", 11));
+  assert_false(ident_video_id_valid(ID, 10));
+  assert_false(ident_video_id_valid(ID "x", 12));
+  assert_false(ident_video_id_valid("aB3_-9zZ0x.", 11));
+  assert_false(ident_video_id_valid("aB3_-9zZ0x/", 11));
+  assert_false(ident_video_id_valid("aB3_-9zZ0x\0", 11));
+  assert_false(ident_video_id_valid("aB3_-9zZ0x\xc3", 11));
+  assert_false(ident_video_id_valid("", 0));
+}
+
+/* The one percent-decoder, shared with the fetcher: a '%' needs two hex digits, '+' is a space only in forms. */
+static void test_percent_decoder_is_strict(void **state) {
+  (void)state;
+  char out[16];
+  assert_int_equal(percent_decode("a%3Db+c", 7, out, sizeof(out), PERCENT_PLUS_IS_SPACE), 5);
+  assert_memory_equal(out, "a=b c", 5);
+  assert_int_equal(percent_decode("a%3db+c", 7, out, sizeof(out), 0), 5);
+  assert_memory_equal(out, "a=b+c", 5);
+  assert_int_equal(percent_decode("%1z", 3, out, sizeof(out), 0), -1);
+  assert_int_equal(percent_decode("%z1", 3, out, sizeof(out), 0), -1);
+  assert_int_equal(percent_decode("ab%4", 4, out, sizeof(out), 0), -1);
+  assert_int_equal(percent_decode("ab%", 3, out, sizeof(out), 0), -1);
+  assert_int_equal(percent_decode("abcd", 4, out, 3, 0), -2);
+  assert_int_equal(percent_decode("", 0, out, sizeof(out), 0), 0);
 }
 
 int main(void) {
@@ -227,6 +245,7 @@ int main(void) {
       cmocka_unit_test(test_query_is_read_only_up_to_len),
       cmocka_unit_test(test_language_pattern_edges),
       cmocka_unit_test(test_video_id_pattern_edges),
+      cmocka_unit_test(test_percent_decoder_is_strict),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

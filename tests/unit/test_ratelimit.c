@@ -446,19 +446,19 @@ static void test_missing_state_dir_is_created(void **state) {
 
 static void test_redis_url_is_parsed_and_resolved(void **state) {
   (void)state;
-  struct rlredis_addr a;
+  struct redis_addr a;
   char err[256];
-  assert_int_equal(rlredis_resolve("redis://127.0.0.1:6390/2", &a, err, sizeof(err)), 0);
+  assert_int_equal(redis_conn_resolve("redis://127.0.0.1:6390/2", &a, err, sizeof(err)), 0);
   assert_string_equal(a.ip, "127.0.0.1");
   assert_int_equal(a.port, 6390);
   assert_int_equal(a.db, 2);
-  assert_int_equal(rlredis_resolve("redis://127.0.0.1", &a, err, sizeof(err)), 0);
+  assert_int_equal(redis_conn_resolve("redis://127.0.0.1", &a, err, sizeof(err)), 0);
   assert_int_equal(a.port, 6379);
   assert_int_equal(a.db, 0);
-  assert_int_equal(rlredis_resolve("redis://[::1]:7000/", &a, err, sizeof(err)), 0);
+  assert_int_equal(redis_conn_resolve("redis://[::1]:7000/", &a, err, sizeof(err)), 0);
   assert_string_equal(a.ip, "::1");
   assert_int_equal(a.port, 7000);
-  assert_int_equal(rlredis_resolve("redis://localhost:7001", &a, err, sizeof(err)), 0);
+  assert_int_equal(redis_conn_resolve("redis://localhost:7001", &a, err, sizeof(err)), 0);
   assert_int_equal(a.port, 7001);
   assert_true(strcmp(a.ip, "127.0.0.1") == 0 || strcmp(a.ip, "::1") == 0);
 }
@@ -474,9 +474,9 @@ static void test_bad_redis_url_names_the_variable(void **state) {
                                     "redis://127.0.0.1:6379/1/2",
                                     "redis://[::1"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    struct rlredis_addr a;
+    struct redis_addr a;
     char err[256] = "";
-    if (rlredis_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
+    if (redis_conn_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
     assert_non_null(strstr(err, "VTS_REDIS_URL"));
   }
 }

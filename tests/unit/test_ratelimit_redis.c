@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/test_skip.h"
+
 #include "common/limits.h"
 #include "common/util.h"
 #include "gateway/limits/ratelimit.h"
@@ -106,10 +108,10 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define FX()             \
-  struct fx *f = *state; \
-  if (f == NULL) skip(); \
-  do {                   \
+#define FX()                                                 \
+  struct fx *f = *state;                                     \
+  if (f == NULL) TEST_SKIP("redis-server is not installed"); \
+  do {                                                       \
   } while (0)
 
 /* One check, waited for; *ms is how long the decision took. */

@@ -10,7 +10,10 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/test_skip.h"
+
 #include "common/config.h"
+#include "common/limits.h"
 #include "gateway/cache/rcache.h"
 #include "tests/unit/test_redis_server.h"
 
@@ -40,12 +43,11 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define NEED_REDIS(f)                                            \
-  do {                                                           \
-    if ((f)->redis <= 0) {                                       \
-      print_message("skipped: redis-server is not installed\n"); \
-      skip();                                                    \
-    }                                                            \
+#define NEED_REDIS(f)                             \
+  do {                                            \
+    if ((f)->redis <= 0) {                        \
+      TEST_SKIP("redis-server is not installed"); \
+    }                                             \
   } while (0)
 
 static struct proto_result ok_result(const char *body) {
@@ -126,10 +128,10 @@ static void test_frozen_redis_costs_one_deadline_then_is_skipped(void **state) {
   assert_int_equal(rcache_put(f->rc, "frozen00001", "", &in, 60000), -EIO);
   uint64_t skipped = util_now_ms() - t0;
   kill(f->redis, SIGCONT);
-  if (first > RCACHE_TIMEOUT_MS + 150) fail_msg("the first command took %llu ms", (unsigned long long)first);
+  if (first > VTS_REDIS_COMMAND_TIMEOUT_MS + 150) fail_msg("the first command took %llu ms", (unsigned long long)first);
   if (skipped > 10) fail_msg("commands during the pause took %llu ms", (unsigned long long)skipped);
   /* After the retry pause it reconnects and the entry is there. */
-  usleep((RCACHE_RETRY_MS + 50) * 1000);
+  usleep((VTS_RCACHE_RETRY_MS + 50) * 1000);
   assert_int_equal(rcache_get(f->rc, "frozen00001", "", &out, &ttl), 0);
 }
 

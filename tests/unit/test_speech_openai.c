@@ -8,7 +8,7 @@
 
 #include "common/config.h"
 #include "common/util.h"
-#include "fetcher/speech/speech.h"
+#include "fetcher/speech/engine.h"
 #include "test_speech_util.h"
 
 #define EPS 1e-6

@@ -11,7 +11,7 @@
 
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
-#include "fetcher/speech/speech.h"
+#include "fetcher/speech/engine.h"
 #include "test_speech_util.h"
 
 #define LIBRIVOX TH_TESTDATA "/librivox"

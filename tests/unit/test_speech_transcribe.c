@@ -1,5 +1,5 @@
 /*
- * speech_transcribe end to end: audio chosen from a hand-built player_info, downloaded from the fake media host on
+ * speech_transcribe_via end to end: audio chosen from a hand-built player_info, downloaded from the fake media host on
  * 127.0.0.1, decoded and recognised, and every failure mapped to its proto outcome.
  */
 #include <setjmp.h>
@@ -90,7 +90,8 @@ static void transcribe(const struct vts_config *cfg, const char *url_path, int64
   if (strstr(url_path, ".webm") != NULL) snprintf(af.mime, sizeof(af.mime), "audio/webm; codecs=\"opus\"");
   struct player_info pi = {.playability = PLAY_OK, .default_track = -1, .audio = &af, .naudio = 1};
   memset(o, 0, sizeof(*o));
-  o->outcome = speech_transcribe(cfg, &pi, util_now_ms() + 60000, &o->segs, o->lang, o->detail, sizeof(o->detail));
+  o->outcome =
+      speech_transcribe_via(cfg, &pi, NULL, util_now_ms() + 60000, &o->segs, o->lang, o->detail, sizeof(o->detail));
 }
 
 static void assert_failed(const struct outcome *o, int outcome, const char *detail) {
@@ -153,7 +154,7 @@ static void test_no_audio_format_is_not_available(void **state) {
   struct player_info pi = {.playability = PLAY_OK, .default_track = -1};
   struct outcome o;
   memset(&o, 0, sizeof(o));
-  o.outcome = speech_transcribe(&cfg, &pi, util_now_ms() + 1000, &o.segs, o.lang, o.detail, sizeof(o.detail));
+  o.outcome = speech_transcribe_via(&cfg, &pi, NULL, util_now_ms() + 1000, &o.segs, o.lang, o.detail, sizeof(o.detail));
   assert_failed(&o, PROTO_NOT_AVAILABLE, "no_audio_format");
 }
 

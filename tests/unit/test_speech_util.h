@@ -22,6 +22,7 @@
 
 #include "common/buf.h"
 #include "fetcher/captions/captions.h"
+#include "tests/unit/test_skip.h"
 
 #define TH_TESTDATA "/usr/share/pocketsphinx/test/data"
 #define TH_GOFORWARD TH_TESTDATA "/goforward.raw"
@@ -32,9 +33,9 @@
 extern char **environ;
 
 /* Skips the current cmocka test when the group setup could not prepare what it needs (it said why). */
-#define TH_SKIP_UNLESS(ready) \
-  do {                        \
-    if (!(ready)) skip();     \
+#define TH_SKIP_UNLESS(ready)                                                                              \
+  do {                                                                                                     \
+    if (!(ready)) TEST_SKIP("%s", "the group setup could not prepare what this test needs (it said why)"); \
   } while (0)
 
 /* Runs argv (searched in PATH) with stdout and stderr to /dev/null. Returns its exit status, or -1. */

@@ -1,0 +1,35 @@
+#include "common/ident.h"
+
+#include "common/limits.h"
+
+int ident_language_valid(const char *s, size_t len) {
+  if (len > VTS_MAX_LANGUAGE_BYTES) return 0;
+  size_t i = 0;
+  while (i < len && s[i] >= 'a' && s[i] <= 'z') i++;
+  if (i < 2 || i > 3) return 0;
+  if (i == len) return 1;
+  if (s[i] != '-') return 0;
+  size_t region = 0;
+  for (i++; i < len; i++, region++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return 0;
+  }
+  return region >= 2 && region <= 8;
+}
+
+/* Whether every byte of s[0, len) is a letter, a digit, '_', '-', or (with dot) '.'. */
+static int all_word_chars(const char *s, size_t len, int dot) {
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+             (dot && c == '.');
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+int ident_video_id_valid(const char *s, size_t len) { return len == VTS_VIDEO_ID_LEN && all_word_chars(s, len, 0); }
+
+int ident_token_valid(const char *s, size_t len, size_t max) {
+  return len > 0 && len <= max && all_word_chars(s, len, 1);
+}

@@ -1,0 +1,17 @@
+/*
+ * The identifiers every side checks: a video id and a language code. Gateway (query, video URL), proto and fetcher
+ * all ask here, so the patterns of SPEC.md live in one place.
+ */
+#ifndef VTS_IDENT_H
+#define VTS_IDENT_H
+
+#include <stddef.h>
+
+/* Whether s[0, len) matches ^[a-zA-Z0-9_-]{11}$ . */
+int ident_video_id_valid(const char *s, size_t len);
+/* Whether s[0, len) matches ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$ . */
+int ident_language_valid(const char *s, size_t len);
+/* Whether s[0, len) is 1 to max bytes of [A-Za-z0-9._-]: an X-Request-Id we echo, an API key's name. */
+int ident_token_valid(const char *s, size_t len, size_t max);
+
+#endif

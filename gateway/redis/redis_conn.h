@@ -1,0 +1,44 @@
+/*
+ * What every Redis user in the gateway shares: where Redis is (VTS_REDIS_URL parsed and resolved once), how a
+ * connection is opened and prepared (the database selected), and our own libuv binding for hiredis 0.14's async API.
+ * The rate limiter (gateway/limits/ratelimit_redis.c) and the transcript cache (gateway/cache/rcache.c) both connect
+ * through here, so a setting of the connection (a database, credentials) is handled in one place.
+ */
+#ifndef VTS_REDIS_CONN_H
+#define VTS_REDIS_CONN_H
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <uv.h>
+
+/* Where Redis is: an address literal, resolved once at start (hiredis resolves names synchronously). */
+struct redis_addr {
+  char ip[64];
+  int port;
+  int db;
+};
+
+/*
+ * Parses redis://host[:port][/db] (port 6379 and db 0 by default; host a name, an IPv4 literal or an IPv6 literal
+ * in brackets) and resolves host. Returns 0, or -EINVAL / -EHOSTUNREACH with one line naming VTS_REDIS_URL in err.
+ */
+int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen);
+
+/*
+ * Opens a blocking connection whose connect and every command are bounded by timeout_ms, prepared like every
+ * other connection (database selected). Returns the context, or NULL with a short reason in err.
+ */
+redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen);
+
+/*
+ * Starts an async connection on loop: the socket is watched by our binding (below), connect and disconnect call
+ * on_connect / on_disconnect with ac->data = data, and the preparing commands are queued at once, each answered to
+ * setup_cb(ac, reply, setup_arg); commands the caller queues afterwards are sent behind them. Returns the context, or
+ * NULL with a short reason in err (nothing to free then).
+ */
+redisAsyncContext *redis_conn_open_async(uv_loop_t *loop, const struct redis_addr *addr, void *data,
+                                         redisConnectCallback *on_connect, redisDisconnectCallback *on_disconnect,
+                                         redisCallbackFn *setup_cb, void *setup_arg, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,157 @@
+"""The habits the build enforces: tests/style/check.sh refuses what it should, and a skip fails a CI run.
+
+Both are run as a newcomer's change would meet them: the style check on a scratch git tree of its own, the skip rule
+through a pytest run that loads this suite's conftest.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CHECK = REPO / "tests" / "style" / "check.sh"
+HERE = Path(__file__).resolve().parent
+
+CLEAN_C = '#include "common/x.h"\n\nint x_value(int a) { return a + 1; }\n'
+
+
+def _git(tree, *args):
+    subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True)
+
+
+def _scratch_tree(tmp_path, files):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(REPO / ".clang-format", tree / ".clang-format")
+    for name, text in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    return tree
+
+
+def _check(tree):
+    env = dict(os.environ, VTS_STYLE_ROOT=str(tree))
+    return subprocess.run([str(CHECK)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_style_check_passes_a_clean_tree(tmp_path):
+    tree = _scratch_tree(tmp_path, {"common/x.c": CLEAN_C})
+    r = _check(tree)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "style: ok (1 C files formatted, 1 production files free of banned calls)"
+
+
+def test_style_check_names_each_offence(tmp_path):
+    tree = _scratch_tree(tmp_path, {
+        "common/x.c": CLEAN_C,
+        "gateway/http/bad.c": "#include <stdio.h>\n\nvoid bad_name(char *o, int v) { sprintf(o, \"%d\", v); }\n",
+        "fetcher/loop/ugly.c": "int  ugly_f( int a ){return a;}\n",
+        "gateway/keys/ok.c": "#include <stdlib.h>\n\nlong ok_parse(const char *s) { return strtol(s, NULL, 10); }\n",
+        "tests/unit/t.c": "#include <stdlib.h>\n\nint t_value(const char *s) { return atoi(s); }\n",
+        "state/quota.snapshot": "x\n",
+        "gw.log": "x\n",
+    })
+    r = _check(tree)
+    assert r.returncode == 1, r.stdout
+    out = r.stdout.splitlines()
+    assert "style: not formatted (run clang-format -i on these files)" in out
+    assert "  fetcher/loop/ugly.c:1" in out, r.stdout
+    assert "style: banned function (use snprintf, buf_*, strtok_r, gmtime_r, util_parse_i64)" in out
+    assert any(line.startswith("  gateway/http/bad.c:3:") and "sprintf(" in line for line in out), r.stdout
+    # strtol is not banned, and tests/ is not production code.
+    assert not any("ok.c" in line or "tests/unit/t.c:3" in line for line in out), r.stdout
+    assert "style: runtime file tracked (git rm --cached it; .gitignore covers it)" in out
+    assert "  state/quota.snapshot" in out and "  gw.log" in out
+
+
+def test_style_check_sees_new_files_before_they_are_committed(tmp_path):
+    tree = _scratch_tree(tmp_path, {"common/x.c": CLEAN_C})
+    (tree / "proto").mkdir()
+    (tree / "proto" / "new.c").write_text('#include <string.h>\n\nvoid new_copy(char *d, const char *s) { strcpy(d, s); }\n')
+    r = _check(tree)
+    assert r.returncode == 1
+    assert any(line.startswith("  proto/new.c:3:") for line in r.stdout.splitlines()), r.stdout
+
+
+SKIPPING_TESTS = '''
+import pytest
+
+def test_runs():
+    assert True
+
+def test_needs_a_tool():
+    pytest.skip("frobnicate is not installed")
+'''
+
+SKIPPING_MODULE = '''
+import pytest
+pytest.importorskip("vts_no_such_module", reason="vts_no_such_module is needed")
+
+def test_never_collected():
+    assert True
+'''
+
+
+def _pytest(tmp_path, source, ci):
+    test_file = tmp_path / "cases" / "test_cases.py"
+    test_file.parent.mkdir(exist_ok=True)
+    test_file.write_text(source)
+    skip_log = tmp_path / "skips.txt"
+    env = dict(os.environ, PYTHONPATH=str(HERE), VTS_SKIP_LOG=str(skip_log))
+    env.pop("CI", None)
+    if ci:
+        env["CI"] = "true"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+                        "--rootdir", str(test_file.parent), str(test_file)],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=str(test_file.parent))
+    return r, skip_log.read_text() if skip_log.exists() else ""
+
+
+def test_a_skip_is_counted_and_passes_outside_ci(tmp_path):
+    r, skips = _pytest(tmp_path, SKIPPING_TESTS, ci=False)
+    assert r.returncode == 0, r.stdout
+    assert "1 passed, 1 skipped" in r.stdout
+    assert skips == "test_cases.py::test_needs_a_tool: frobnicate is not installed\n"
+
+
+def test_a_skip_fails_the_run_under_ci(tmp_path):
+    r, skips = _pytest(tmp_path, SKIPPING_TESTS, ci=True)
+    assert r.returncode == 1, r.stdout
+    assert "1 failed, 1 passed" in r.stdout
+    assert "skipped under CI=true, which makes a skip a failure: frobnicate is not installed" in r.stdout
+    assert skips == "test_cases.py::test_needs_a_tool: frobnicate is not installed\n"
+
+
+def test_a_skipped_module_fails_the_run_under_ci(tmp_path):
+    r, skips = _pytest(tmp_path, SKIPPING_MODULE, ci=True)
+    assert r.returncode != 0, r.stdout
+    assert "skipped under CI=true, which makes a skip a failure: vts_no_such_module is needed" in r.stdout
+    assert skips == "test_cases.py: vts_no_such_module is needed\n"
+
+
+def _unit_program(tmp_path, name, ci):
+    from conftest import BUILD_DIR
+    skip_log = tmp_path / f"skips-{ci}.txt"
+    env = dict(os.environ, VTS_SHARED_FIXTURES=str(tmp_path / "no-captures"), VTS_SKIP_LOG=str(skip_log))
+    env.pop("CI", None)
+    if ci:
+        env["CI"] = "true"
+    r = subprocess.run([str(BUILD_DIR / "bin" / name)], env=env, capture_output=True, text=True, timeout=60)
+    return r, skip_log.read_text().splitlines() if skip_log.exists() else []
+
+
+def test_a_unit_test_skip_is_counted_and_fails_under_ci(tmp_path):
+    """test_conformance without the captures: four cases skip; under CI=true they fail and the program exits 4."""
+    why = "test_conformance.c: VTS_SHARED_FIXTURES is not a directory: no conformance with real captures"
+    r, skips = _unit_program(tmp_path, "test_conformance", ci=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert skips == [why] * 4
+    assert "[  SKIPPED ] 4 test(s)" in r.stdout + r.stderr
+    r, skips = _unit_program(tmp_path, "test_conformance", ci=True)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert skips == [why] * 4
+    assert "skipped under CI=true, which makes a skip a failure" in r.stdout + r.stderr

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The habits the build enforces, over the files git tracks (run by tests/run.sh; run it alone before a commit):
+#   1. every C file is formatted by the repository's .clang-format (clang-format --dry-run -Werror);
+#   2. production C (common/, proto/, gateway/, fetcher/) calls none of the banned functions: unbounded or
+#      non-reentrant ones (sprintf, strcpy, strtok, gmtime, ...) and parsers without error reporting (atoi, ...);
+#   3. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs).
+# Prints every offence as file:line and exits 1 when there is any. VTS_STYLE_ROOT checks another tree (its tests).
+set -uo pipefail
+root=${VTS_STYLE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$root" || exit 2
+command -v clang-format >/dev/null || { echo "style: clang-format is not installed"; exit 1; }
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "style: $root is not a git checkout"; exit 1; }
+
+failed=0
+offence() { # what, then the offending lines on stdin
+  local what=$1 lines
+  lines=$(cat)
+  [ -z "$lines" ] && return 0
+  echo "style: $what"
+  printf '%s\n' "$lines" | sed 's/^/  /'
+  failed=1
+}
+
+# Tracked files and new ones not ignored yet, as they are in the working tree.
+files() { git ls-files --cached --others --exclude-standard -- "$@" | sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done; }
+mapfile -t c_files < <(files '*.c' '*.h')
+mapfile -t prod_c < <(files 'common/*.[ch]' 'proto/*.[ch]' 'gateway/*.[ch]' 'fetcher/*.[ch]')
+
+# clang-format names each unformatted place as "file:line:col: error: code should be clang-formatted".
+if [ ${#c_files[@]} -gt 0 ]; then
+  offence "not formatted (run clang-format -i on these files)" < <(clang-format --dry-run -Werror "${c_files[@]}" 2>&1 |
+    grep -E '^[^ ]+:[0-9]+:[0-9]+: error' | cut -d: -f1,2 | sort -u)
+fi
+
+# A call is the name followed by '('; snprintf, gmtime_r and strtoll do not match.
+banned='sprintf|vsprintf|strcpy|strcat|strncat|strtok|gmtime|localtime|asctime|ctime|atoi|atol|atoll|atof|gets|tmpnam|mktemp'
+if [ ${#prod_c[@]} -gt 0 ]; then
+  offence "banned function (use snprintf, buf_*, strtok_r, gmtime_r, util_parse_i64)" < <(grep -nE \
+    "(^|[^A-Za-z0-9_])($banned)[[:space:]]*\(" "${prod_c[@]}")
+fi
+
+offence "runtime file tracked (git rm --cached it; .gitignore covers it)" < <(git ls-files |
+  grep -E '(^|/)state/|\.snapshot$|\.ipc$|\.log$|\.pid$|(^|/)core(\.[0-9]+)?$')
+
+[ $failed -eq 0 ] && echo "style: ok (${#c_files[@]} C files formatted, ${#prod_c[@]} production files free of banned calls)"
+exit $failed
