@@ -5,16 +5,14 @@
    whose outgoing connections come from 127.0.0.2 and 127.0.0.3, the fake platform answering 429 to 127.0.0.2.
    N distinct uncached videos, CONCURRENCY at a time: how many answered 200, and how many of their requests reached
    the platform through the blocked proxy.
-2. The cost of a fall-through: `vts-fetcher --once` on a video the first client may not play (one more player
-   request) and on one it may, RUNS times each; the difference of the fetcher's CPU time per job (user + system,
-   the process's whole life) is what one fall-through costs in our own time, whatever the platform's.
+2. The cost of a fall-through: one fetcher process (`--workers 1`) serves RUNS uncached videos the first client may
+   play, then RUNS it may not (one more player request each); the difference of the fetcher child's CPU time
+   (user + system, from /proc) per job is what one fall-through costs in our own time, whatever the platform's.
 
     VTS_BUILD_DIR=build python3 tests/bench/pushback.py [N] [CONCURRENCY] [RUNS]
 """
 import concurrent.futures
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 
@@ -45,39 +43,38 @@ def blocked_proxy(n, concurrency):
     return ok == n
 
 
-def cpu_of(args, env):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=30)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    assert "outcome=1 " in proc.stderr, proc.stderr
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+def cpu_ms(pid):
+    """User + system CPU time of a process so far, in ms."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
 def fall_through_cost(runs):
-    fake = harness.FakeUpstream()
+    tmp = tempfile.mkdtemp(prefix="vts-fallthrough-")
+    stack = Stack(tmp, fetchers=1, fetcher_env={"VTS_LOG_LEVEL": "warn"})
     try:
-        env = harness.fetcher_env(fake.url, VTS_LOG_LEVEL="warn")
-        binary = harness.fetcher_binary()
-        direct, through = [], []
-        for _ in range(runs):
-            direct.append(cpu_of([binary, "--once", "capJson3xx1"], env))
-            through.append(cpu_of([binary, "--once", "visionUnpl1"], env))
-        fake.reset()
-        subprocess.run([binary, "--once", "visionUnpl1"], env=env, capture_output=True, timeout=30)
-        players = fake.stats()["requests"].get("POST /youtubei/v1/player visionUnpl1", 0)
+        (child,) = stack.fetchers.child_pids()
+        per_job = {}
+        for name, prefix in (("direct", "benchF"), ("fall-through", "vunpl")):
+            stack.upstream.reset()
+            before = cpu_ms(child)
+            for i in range(runs):
+                r = stack.get("%s%0*d" % (prefix, 11 - len(prefix), i))
+                assert r.status == 200, r
+            per_job[name] = (cpu_ms(child) - before) / runs
+            players = sum(n for k, n in stack.upstream.stats()["requests"].items() if k.startswith("POST /youtubei"))
+            print("%s: %d player requests for %d jobs, fetcher CPU %.2f ms per job" % (name, players, runs,
+                                                                                     per_job[name]))
     finally:
-        fake.close()
-    direct.sort()
-    through.sort()
-    med_d, med_t = direct[len(direct) // 2], through[len(through) // 2]
-    print("fall-through: player requests for the job %d (1 without); fetcher CPU per job: median %.2f ms without, "
-          "%.2f ms with one fall-through: %.2f ms more" % (players, med_d * 1000, med_t * 1000, (med_t - med_d) * 1000))
+        stack.close()
+    print("fall-through: %.2f ms more of our own CPU per job" % (per_job["fall-through"] - per_job["direct"]))
 
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     concurrency = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 200
     ok = blocked_proxy(n, concurrency)
     fall_through_cost(runs)
     return 0 if ok else 1

@@ -66,6 +66,7 @@ Client-specific refusals (the client named in the player request body decides th
 carry c=<clientName>, as the platform's do):
 
 | visionUnpl1 | normal | UNPLAYABLE ("made for kids") for VISIONOS, OK with one "en" track for others |
+| vunpl*      | normal | any id starting with "vunpl": as visionUnpl1 (fresh ids for benchmarks)      |
 | visionXpv01 | normal | OK for all; VISIONOS's tracks carry exp=xpv (a PO token is wanted)            |
 | emptyCap001 | normal | OK for all; the caption URL answers an empty 200 to VISIONOS's track           |
 | cap403First | normal | OK for all; the caption URL answers 403 to VISIONOS's track                    |
@@ -642,7 +643,7 @@ class Handler(BaseHTTPRequestHandler):
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
                       caption_track(video, "de", "German")]
             self.send_json(200, player_ok(origin, video, tracks, default_index=3))
-        elif video == "visionUnpl1":
+        elif video == "visionUnpl1" or video.startswith("vunpl"):
             if client_name == "VISIONOS":
                 self.send_json(200, player_error("UNPLAYABLE", "This video is not available on this app",
                                                  "Made for kids"))
