@@ -33,6 +33,9 @@ struct vts_config {
   char upstream_url[CONFIG_STR_MAX];           /* VTS_UPSTREAM_URL */
   char upstream_proxy[CONFIG_STR_MAX];         /* VTS_UPSTREAM_PROXY, comma-separated, empty when unset */
   char innertube_clients[CONFIG_STR_MAX];      /* VTS_INNERTUBE_CLIENTS */
+  char client_profiles[CONFIG_STR_MAX];        /* VTS_CLIENT_PROFILES, a JSON file path, empty when unset */
+  int64_t upstream_attempts;                   /* VTS_UPSTREAM_ATTEMPTS: egress attempts of a blocked job */
+  int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
   bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
   char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */

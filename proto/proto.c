@@ -79,6 +79,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
 
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
   if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
+  if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
   int rv = put_header(out, type);
   if (rv == 0) rv = put_be(out, res->job_id, 8);
@@ -87,6 +88,13 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
   if (rv == 0) rv = put_be(out, res->fetch_ms, 4);
   if (rv == 0) rv = put_str(out, res->lang, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, res->detail, sizeof(res->detail) - 1);
+  if (rv == 0) rv = put_u8(out, res->reason);
+  if (rv == 0) rv = put_u8(out, res->nattempts);
+  for (uint8_t i = 0; rv == 0 && i < res->nattempts; i++) {
+    rv = put_u8(out, res->attempts[i].proxy);
+    if (rv == 0) rv = put_u8(out, res->attempts[i].result);
+    if (rv == 0) rv = put_str(out, res->attempts[i].client, PROTO_MAX_CLIENT_NAME);
+  }
   if (rv == 0) rv = put_be(out, res->body_len, 4);
   if (rv == 0 && res->body_len > 0) rv = buf_append(out, res->body, res->body_len);
   return rv;
@@ -144,6 +152,18 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   res->fetch_ms = (uint32_t)v;
   if (get_str(&r, res->lang, sizeof(res->lang)) != 0) return -EPROTO;
   if (get_str(&r, res->detail, sizeof(res->detail)) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v >= PROTO_REASON__COUNT) return -EPROTO;
+  res->reason = (uint8_t)v;
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_MAX_ATTEMPTS) return -EPROTO;
+  res->nattempts = (uint8_t)v;
+  for (uint8_t i = 0; i < res->nattempts; i++) {
+    struct proto_attempt *a = &res->attempts[i];
+    if (get_be(&r, 1, &v) != 0 || v > VTS_UPSTREAM_MAX_PROXIES) return -EPROTO;
+    a->proxy = (uint8_t)v;
+    if (get_be(&r, 1, &v) != 0 || v > PROTO_ATTEMPT_FAILED) return -EPROTO;
+    a->result = (uint8_t)v;
+    if (get_str(&r, a->client, sizeof(a->client)) != 0) return -EPROTO;
+  }
   if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
   res->body = v ? (const char *)r.p : NULL;
   res->body_len = (uint32_t)v;
@@ -164,4 +184,12 @@ int proto_outcome_status(uint8_t outcome) {
     default:
       return 500;
   }
+}
+
+static const char *const reason_names[PROTO_REASON__COUNT] = {
+    "none",    "no_captions", "not_playable", "http_429",  "recaptcha", "bot_check", "http_5xx", "http_other",
+    "timeout", "consent",     "po_token",     "malformed", "network",   "refused",   "speech",   "internal"};
+
+const char *proto_reason_name(uint8_t reason) {
+  return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";
 }

@@ -16,7 +16,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2                               /* 2: a result carries its typed reason and player attempts */
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -46,6 +46,46 @@ enum proto_outcome {
 
 enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOURCE_SPEECH = 2 };
 
+/*
+ * Why a job ended as it did: set where the failure happens (the transport, the player step, the caption step) and
+ * carried unchanged to the result, the metrics (vts_upstream_outcomes_total) and the logs. Nothing decides on the
+ * detail string, which is for people.
+ */
+enum proto_reason {
+  PROTO_REASON_NONE = 0,     /* success, or a failure of the gateway's own (queue, deadline) */
+  PROTO_REASON_NO_CAPTIONS,  /* playable, no caption track */
+  PROTO_REASON_NOT_PLAYABLE, /* every client agrees: private, removed, age-restricted, unplayable, offline */
+  PROTO_REASON_HTTP_429,     /* 429 from the platform: a block of our address */
+  PROTO_REASON_RECAPTCHA,    /* the "unusual traffic" page: a block */
+  PROTO_REASON_BOT_CHECK,    /* "confirm you're not a bot": a block */
+  PROTO_REASON_HTTP_5XX,     /* the platform failed */
+  PROTO_REASON_HTTP_OTHER,   /* another unexpected status (403 on a caption URL, 404...) */
+  PROTO_REASON_TIMEOUT,      /* the job's deadline passed in a transfer */
+  PROTO_REASON_CONSENT,      /* a consent wall we could not answer */
+  PROTO_REASON_PO_TOKEN,     /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
+  PROTO_REASON_MALFORMED,    /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
+  PROTO_REASON_NETWORK,      /* DNS, connect, TLS or proxy failure: nothing reached the platform */
+  PROTO_REASON_REFUSED,      /* a URL or redirect off the allowed hosts */
+  PROTO_REASON_SPEECH,       /* the speech pipeline failed (audio, decoding, recogniser) */
+  PROTO_REASON_INTERNAL,     /* out of memory, a result too large, a bad job */
+  PROTO_REASON__COUNT
+};
+
+/* A short stable name of a reason ("http_429", "network"), for logs and metric labels. */
+const char *proto_reason_name(uint8_t reason);
+
+#define PROTO_MAX_ATTEMPTS 16    /* attempt records a result carries; later attempts go unrecorded */
+#define PROTO_MAX_CLIENT_NAME 31 /* bytes of a client profile name */
+
+/* How one player attempt (one client through one egress) went, for per-proxy and per-client counters. */
+enum proto_attempt_result { PROTO_ATTEMPT_OK = 0, PROTO_ATTEMPT_BLOCKED = 1, PROTO_ATTEMPT_FAILED = 2 };
+
+struct proto_attempt {
+  uint8_t proxy;                          /* 0: no proxy; n: entry n (1-based) of VTS_UPSTREAM_PROXY */
+  uint8_t result;                         /* enum proto_attempt_result */
+  char client[PROTO_MAX_CLIENT_NAME + 1]; /* the client profile's name */
+};
+
 struct proto_job {
   uint64_t job_id;                           /* assigned by the dispatcher; 0 in a worker's request */
   uint8_t kind;                              /* enum proto_kind */
@@ -61,7 +101,10 @@ struct proto_result {
   uint8_t source;                /* enum proto_source */
   uint32_t fetch_ms;             /* time spent by the fetcher */
   char lang[PROTO_MAX_LANG + 1]; /* language of the returned track */
-  char detail[64];  /* a short internal reason for logs and metrics ("recaptcha", "http_429"); never sent to clients */
+  char detail[64];               /* a short internal reason for logs ("recaptcha", "http_429"); never sent to clients */
+  uint8_t reason;                /* enum proto_reason: what metrics count */
+  uint8_t nattempts;
+  struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
   const char *body; /* borrowed: points into the decoded message or the caller's memory */
   uint32_t body_len;
 };

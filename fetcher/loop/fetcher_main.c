@@ -6,6 +6,8 @@
  *   vts-fetcher --once VIDEO_ID [LANG]  one job in this process, no dispatcher: prints
  *                                       "outcome=<n> lang=<l> detail=<d>" on stderr and the body on stdout
  *   vts-fetcher --once-speech VIDEO_ID  the same for a speech job (the fallback for videos without captions)
+ *   vts-fetcher --probe [VIDEO_ID...]   every configured client through every proxy against canary videos: one
+ *                                       table of outcomes; exit 0 when at least one pair returned captions
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -28,7 +30,8 @@ static void usage(void) {
   fputs(
       "usage: vts-fetcher [--workers N]\n"
       "       vts-fetcher --once VIDEO_ID [LANG]\n"
-      "       vts-fetcher --once-speech VIDEO_ID\n",
+      "       vts-fetcher --once-speech VIDEO_ID\n"
+      "       vts-fetcher --probe [VIDEO_ID...]\n",
       stderr);
 }
 
@@ -94,6 +97,78 @@ static int run_once(const struct vts_config *cfg, const char *video_id, const ch
   return 0;
 }
 
+/* Public videos with captions that have stayed up for years: what --probe asks for when given no video. */
+static const char *const probe_canaries[] = {"jNQXAC9IVRw", "dQw4w9WgXcQ"};
+
+static const char *outcome_name(uint8_t outcome) {
+  switch (outcome) {
+    case PROTO_OK:
+      return "captions";
+    case PROTO_NOT_AVAILABLE:
+      return "not_available";
+    case PROTO_NO_CAPTIONS:
+      return "no_captions";
+    case PROTO_UPSTREAM_FAILED:
+      return "upstream_failed";
+    default:
+      return "internal";
+  }
+}
+
+/*
+ * --probe: one player try (and its caption track) per client, proxy and video, with no fall-through, so the table
+ * says which pair works. Proxies are named by position only: their URLs may hold credentials.
+ */
+static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
+  const char *const *ids = nvideos > 0 ? (const char *const *)videos : probe_canaries;
+  size_t nids = nvideos > 0 ? (size_t)nvideos : sizeof(probe_canaries) / sizeof(probe_canaries[0]);
+  for (size_t v = 0; v < nids; v++) {
+    if (!ident_video_id_valid(ids[v], strlen(ids[v]))) {
+      fprintf(stderr, "vts-fetcher: %s: VIDEO_ID must be 11 characters of A-Z a-z 0-9 _ -\n", ids[v]);
+      return 2;
+    }
+  }
+  char err[256];
+  struct upstream *up = NULL;
+  struct innertube *it = NULL;
+  int rv = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
+  if (rv == 0) rv = upstream_new(cfg, &up, err, sizeof(err));
+  if (rv == 0) rv = innertube_new(cfg, up, &it, err, sizeof(err));
+  if (rv != 0) {
+    fprintf(stderr, "vts-fetcher: %s\n", rv == -EINVAL ? err : strerror(-rv));
+    innertube_free(it);
+    upstream_free(up);
+    return 1;
+  }
+  struct innertube_result res;
+  memset(&res, 0, sizeof(res));
+  int found = 0;
+  size_t nproxies = upstream_proxy_count(up);
+  printf("%-14s %-6s %-12s %-16s %-13s %-24s %s\n", "client", "proxy", "video", "outcome", "reason", "detail", "ms");
+  for (size_t c = 0; c < innertube_client_count(it); c++) {
+    const struct client_profile *p = innertube_client_at(it, c);
+    for (size_t e = nproxies > 0 ? 1 : 0; e <= nproxies; e++) {
+      for (size_t v = 0; v < nids; v++) {
+        uint64_t t0 = util_now_ms();
+        upstream_begin_job(up, t0 + (uint64_t)cfg->job_timeout_ms, "probe");
+        upstream_use_egress(up, (int)e);
+        innertube_probe(it, c, ids[v], &res);
+        char proxy[16];
+        snprintf(proxy, sizeof(proxy), e == 0 ? "none" : "%zu", e);
+        printf("%-14s %-6s %-12s %-16s %-13s %-24s %llu\n", p->name, proxy, ids[v], outcome_name(res.outcome),
+               proto_reason_name(res.reason), res.detail, (unsigned long long)(util_now_ms() - t0));
+        if (res.outcome == PROTO_OK) found = 1;
+      }
+    }
+  }
+  fflush(stdout);
+  buf_free(&res.body);
+  innertube_free(it);
+  upstream_free(up);
+  curl_global_cleanup();
+  return found ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   static struct vts_config cfg;
   char err[512];
@@ -106,11 +181,7 @@ int main(int argc, char **argv) {
   log_init("fetcher", level);
 
   /* Settings that would make every child fail are refused here, once, before anything forks. */
-  struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
-  size_t nclients;
-  if (innertube_clients_parse(cfg.innertube_clients, clients, VTS_INNERTUBE_MAX_CLIENTS, &nclients, err, sizeof(err)) !=
-          0 ||
-      upstream_config_check(&cfg, err, sizeof(err)) != 0) {
+  if (innertube_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;
   }
@@ -124,8 +195,15 @@ int main(int argc, char **argv) {
       fprintf(stderr, "vts-fetcher: --workers expects an integer from 1 to %d\n", VTS_FETCHER_MAX_WORKERS);
       return 2;
     }
+    /* Before the fork: a proxy found blocked by one child then rests for all of them. */
+    int hrv = upstream_health_share();
+    if (hrv != 0) {
+      fprintf(stderr, "vts-fetcher: cannot map the proxy health: %s\n", strerror(-hrv));
+      return 1;
+    }
     return pool_run((int)n, serve, &cfg);
   }
+  if (argc >= 2 && strcmp(argv[1], "--probe") == 0) return run_probe(&cfg, argc - 2, argv + 2);
   if (argc == 1) return serve(&cfg);
   usage();
   return 2;

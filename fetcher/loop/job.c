@@ -149,6 +149,9 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   struct innertube_result *out = &r->out;
   buf_reset(&out->body);
   out->lang[0] = '\0';
+  out->nattempts = 0;
+  out->reason = PROTO_REASON_INTERNAL;
+  innertube_refresh_profiles(r->it);
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
@@ -170,6 +173,9 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   res->fetch_ms = (uint32_t)(util_now_ms() - start);
   snprintf(res->lang, sizeof(res->lang), "%s", out->outcome == PROTO_OK ? out->lang : "");
   snprintf(res->detail, sizeof(res->detail), "%s", out->detail);
+  res->reason = out->reason;
+  res->nattempts = out->nattempts;
+  memcpy(res->attempts, out->attempts, sizeof(res->attempts));
   res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
   res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;
 
@@ -178,7 +184,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   snprintf(outcome, sizeof(outcome), "%d", res->outcome);
   snprintf(dur, sizeof(dur), "%u", res->fetch_ms);
   log_msg(LOG_INFO, "job done", "request_id", job->request_id, "=job_id", job_id, "video_id", job->video_id, "=outcome",
-          outcome, "lang", res->lang, "detail", res->detail, "=dur_ms", dur, NULL);
+          outcome, "lang", res->lang, "detail", res->detail, "reason", proto_reason_name(res->reason), "=dur_ms", dur,
+          NULL);
 }
 
 /* Shared between the job loop and its signal thread. */
@@ -252,6 +259,7 @@ static void encode_result(struct buf *out, struct proto_result *res, int last) {
   if (encode(out, res) == 0 && out->len <= VTS_MAX_MESSAGE_BYTES) return;
   buf_reset(out);
   res->outcome = PROTO_INTERNAL;
+  res->reason = PROTO_REASON_INTERNAL;
   res->source = PROTO_SOURCE_NONE;
   res->lang[0] = '\0';
   snprintf(res->detail, sizeof(res->detail), "result_too_large");

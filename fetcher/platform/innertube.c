@@ -8,103 +8,20 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/percent.h"
+#include "common/util.h"
 #include "fetcher/captions/captions.h"
+#include "fetcher/captions/transcript.h"
 #include "fetcher/platform/player.h"
 #include "fetcher/speech/speech.h"
-#include "fetcher/captions/transcript.h"
-
-/*
- * The clients we know how to impersonate. Versions come from the configuration (they change every few months);
- * what else a client sends (device fields, user agent shape) is stable and lives here. A client that "needs the
- * page" follows the flow of the captures: the watch page gives INNERTUBE_API_KEY and visitorData, then the player
- * endpoint is called with ?key=.
- */
-struct client_kind {
-  const char *name;
-  int needs_page;
-  const char *ua_prefix; /* user agent: prefix, then the version when ua_versioned, then suffix */
-  int ua_versioned;
-  const char *ua_suffix;
-  const char *context_extra; /* members added to context.client, each followed by a comma */
-  const char *client_id;     /* X-YouTube-Client-Name, NULL when none is sent */
-};
-
-#define BROWSER_UA \
-  "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36"
-
-static const struct client_kind kinds[] = {
-    {"VISIONOS", 0,
-     "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 "
-     "Safari/605.1.15",
-     0, "",
-     "\"deviceMake\":\"Apple\",\"deviceModel\":\"RealityDevice14,1\",\"osName\":\"visionOS\","
-     "\"osVersion\":\"1.3.21O771\",",
-     NULL},
-    {"ANDROID", 1, "com.google.android.youtube/", 1, " (Linux; U; Android 11) gzip",
-     "\"androidSdkVersion\":30,\"osName\":\"Android\",\"osVersion\":\"11\",", "3"},
-    {"IOS", 0, "com.google.ios.youtube/", 1, " (iPhone16,2; U; CPU iOS 17_5_1 like Mac OS X;)",
-     "\"deviceMake\":\"Apple\",\"deviceModel\":\"iPhone16,2\",\"osName\":\"iPhone\",\"osVersion\":\"17.5.1.21F90\",",
-     "5"},
-    {"WEB", 1, BROWSER_UA, 0, "", "", "1"},
-};
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 struct innertube {
   const struct vts_config *cfg;
   struct upstream *up;
+  struct profile_source profiles;
+  unsigned generation; /* of profiles.set that clients were resolved against */
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t nclients;
 };
-
-int innertube_clients_parse(const char *spec, struct innertube_client *out, size_t max, size_t *n, char *err,
-                            size_t errlen) {
-  size_t count = 0;
-  const char *p = spec;
-  for (;;) {
-    size_t len = strcspn(p, ",");
-    const char *colon = memchr(p, ':', len);
-    if (count == max) {
-      snprintf(err, errlen, "VTS_INNERTUBE_CLIENTS: invalid value: at most %zu clients", max);
-      return -EINVAL;
-    }
-    struct innertube_client *c = &out[count];
-    size_t name_len = colon ? (size_t)(colon - p) : 0;
-    size_t ver_len = colon ? len - name_len - 1 : 0;
-    if (colon == NULL || name_len == 0 || name_len >= sizeof(c->name) || ver_len == 0 ||
-        ver_len >= sizeof(c->version) || strspn(colon + 1, "0123456789.") < ver_len) {
-      snprintf(err, errlen,
-               "VTS_INNERTUBE_CLIENTS: invalid value: expected NAME:VERSION[,NAME:VERSION...] "
-               "with a version of digits and dots");
-      return -EINVAL;
-    }
-    memcpy(c->name, p, name_len);
-    c->name[name_len] = '\0';
-    memcpy(c->version, colon + 1, ver_len);
-    c->version[ver_len] = '\0';
-    c->kind = -1;
-    for (size_t k = 0; k < NKINDS; k++)
-      if (strcmp(kinds[k].name, c->name) == 0) c->kind = (int)k;
-    if (c->kind < 0) {
-      snprintf(err, errlen,
-               "VTS_INNERTUBE_CLIENTS: invalid value: unknown client \"%.31s\" (known: VISIONOS, "
-               "ANDROID, IOS, WEB)",
-               c->name);
-      return -EINVAL;
-    }
-    /* Trying the same client twice would repeat a request the platform has already refused. */
-    for (size_t i = 0; i < count; i++) {
-      if (strcmp(out[i].name, c->name) == 0 && strcmp(out[i].version, c->version) == 0) {
-        snprintf(err, errlen, "VTS_INNERTUBE_CLIENTS: invalid value: %.31s:%.31s is listed twice", c->name, c->version);
-        return -EINVAL;
-      }
-    }
-    count++;
-    if (p[len] == '\0') break;
-    p += len + 1;
-  }
-  *n = count;
-  return 0;
-}
 
 #define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -192,17 +109,50 @@ int innertube_new(const struct vts_config *cfg, struct upstream *up, struct inne
   if (it == NULL) return -ENOMEM;
   it->cfg = cfg;
   it->up = up;
-  int rv = innertube_clients_parse(cfg->innertube_clients, it->clients, VTS_INNERTUBE_MAX_CLIENTS, &it->nclients, err,
-                                   errlen);
+  int rv = profiles_source_init(&it->profiles, cfg->client_profiles, err, errlen);
+  if (rv == 0)
+    rv = profiles_clients_parse(&it->profiles.set, cfg->innertube_clients, it->clients, VTS_INNERTUBE_MAX_CLIENTS,
+                                &it->nclients, err, errlen);
   if (rv != 0) {
     free(it);
     return rv;
   }
+  it->generation = it->profiles.generation;
   *out = it;
   return 0;
 }
 
 void innertube_free(struct innertube *it) { free(it); }
+
+int innertube_config_check(const struct vts_config *cfg, char *err, size_t errlen) {
+  struct innertube *it = NULL;
+  int rv = innertube_new(cfg, NULL, &it, err, errlen);
+  innertube_free(it);
+  return rv;
+}
+
+size_t innertube_client_count(const struct innertube *it) { return it->nclients; }
+
+const struct client_profile *innertube_client_at(const struct innertube *it, size_t i) {
+  return i < it->nclients ? &it->clients[i].profile : NULL;
+}
+
+void innertube_refresh_profiles(struct innertube *it) {
+  if (!profiles_source_refresh(&it->profiles) || it->profiles.generation == it->generation) return;
+  struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
+  size_t n = 0;
+  char err[256];
+  if (profiles_clients_parse(&it->profiles.set, it->cfg->innertube_clients, clients, VTS_INNERTUBE_MAX_CLIENTS, &n, err,
+                             sizeof(err)) != 0) {
+    /* The file no longer defines a client the order names: the clients in force stay. */
+    log_msg(LOG_WARN, "client profiles refused: keeping the previous ones", "file", it->profiles.path, "error", err,
+            NULL);
+    return;
+  }
+  memcpy(it->clients, clients, sizeof(clients));
+  it->nclients = n;
+  it->generation = it->profiles.generation;
+}
 
 /* The state of one job's flow. */
 struct flow {
@@ -211,80 +161,107 @@ struct flow {
   const char *lang;
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
-  int page_state; /* 0 not fetched, 1 usable, -1 failed (never fetched again in this job) */
+  int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct innertube_page page;
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */
   struct upstream_response resp;
+  struct innertube_result *res;
 };
 
-/* How a step ended: the job is decided, or this client was refused and the next one may be tried. */
-enum step { STEP_DONE, STEP_NEXT };
+/*
+ * How one client's try ended. DONE and STOP decide the job (a transcript, or no time or memory left); REFUSED is
+ * this client's refusal, which another client may not share; BLOCKED is a refusal of the address we came from.
+ */
+enum verdict { V_DONE, V_STOP, V_REFUSED, V_BLOCKED };
 
-static void set_result(struct innertube_result *res, uint8_t outcome, const char *detail) {
+static void set_result(struct innertube_result *res, uint8_t outcome, uint8_t reason, const char *detail) {
   res->outcome = outcome;
+  res->reason = reason;
   snprintf(res->detail, sizeof(res->detail), "%s", detail);
 }
 
-/*
- * Performs req into f->resp and accepts only a 200. Otherwise sets res (a transport error or "http_<status>") and
- * returns the error of upstream_fetch, or -EIO for another status.
- */
-static int fetch_200(struct flow *f, const struct upstream_request *req, struct innertube_result *res) {
-  int rv = upstream_fetch(f->it->up, req, &f->resp);
-  if (rv != 0) {
-    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, upstream_strerror(rv));
-    return rv;
-  }
-  if (f->resp.status != 200) {
-    res->outcome = PROTO_UPSTREAM_FAILED;
-    snprintf(res->detail, sizeof(res->detail), "http_%ld", f->resp.status);
-    return -EIO;
-  }
-  return 0;
+/* The verdict for a failed transfer: out of time or memory ends the job; no connection is the egress's fault. */
+static enum verdict transfer_verdict(int rv) {
+  if (rv == -ETIMEDOUT || rv == -ENOMEM) return V_STOP;
+  if (rv == -ENETUNREACH) return V_BLOCKED;
+  return V_REFUSED;
 }
 
-static int get_watch_page(struct flow *f, struct innertube_result *res) {
+/*
+ * Performs req into f->resp and accepts only a 200. Otherwise sets res (a transport error or "http_<status>" with
+ * its reason) and returns the verdict; V_DONE means the 200 arrived.
+ */
+static enum verdict fetch_200(struct flow *f, const struct upstream_request *req, struct innertube_result *res) {
+  int rv = upstream_fetch(f->it->up, req, &f->resp);
+  if (rv != 0) {
+    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, f->resp.reason, upstream_strerror(rv));
+    return transfer_verdict(rv);
+  }
+  if (f->resp.status == 200) return V_DONE;
+  long st = f->resp.status;
+  res->outcome = PROTO_UPSTREAM_FAILED;
+  res->reason = st == 429                ? PROTO_REASON_HTTP_429
+                : st >= 500 && st <= 599 ? PROTO_REASON_HTTP_5XX
+                                         : PROTO_REASON_HTTP_OTHER;
+  snprintf(res->detail, sizeof(res->detail), "http_%ld", st);
+  return st == 429 ? V_BLOCKED : V_REFUSED;
+}
+
+static enum verdict get_watch_page(struct flow *f, struct innertube_result *res) {
   char url[64];
   snprintf(url, sizeof(url), "/watch?v=%s", f->video_id);
   static const char *const headers[] = {"Accept-Language: en-US,en;q=0.9", NULL};
   struct upstream_request req = {
       .method = UPSTREAM_GET,
       .url = url,
-      .user_agent = BROWSER_UA,
+      .user_agent = PROFILES_BROWSER_UA, /* the watch page is fetched as a browser would */
       .headers = headers,
       .max_bytes = VTS_MAX_WATCH_PAGE_BYTES,
   };
   /* Once for the page, once more after answering a consent wall: never more. */
   for (int attempt = 0; attempt < 2; attempt++) {
     req.cookie = f->cookie[0] ? f->cookie : NULL;
-    int rv = fetch_200(f, &req, res);
-    if (rv != 0) return rv;
+    enum verdict v = fetch_200(f, &req, res);
+    if (v != V_DONE) return v;
     innertube_page_scan(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &f->page);
     if (!f->page.consent_wall) break;
     if (attempt > 0 || f->page.consent_v[0] == '\0') {
-      set_result(res, PROTO_UPSTREAM_FAILED, "consent");
-      return -EIO;
+      set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_CONSENT, "consent");
+      return V_REFUSED;
     }
     snprintf(f->cookie, sizeof(f->cookie), "CONSENT=YES+%s", f->page.consent_v);
   }
   if (f->page.recaptcha) {
-    set_result(res, PROTO_UPSTREAM_FAILED, "recaptcha");
-    return -EIO;
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_RECAPTCHA, "recaptcha");
+    return V_BLOCKED;
   }
   if (f->page.api_key[0] == '\0') {
-    set_result(res, PROTO_UPSTREAM_FAILED, "no_api_key");
-    return -EIO;
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "no_api_key");
+    return V_REFUSED;
   }
-  return 0;
+  return V_DONE;
 }
 
-static int build_player_body(const struct flow *f, const struct innertube_client *c, struct buf *body) {
-  const struct client_kind *k = &kinds[c->kind];
-  int rv = buf_printf(body,
-                      "{\"context\":{\"client\":{\"clientName\":\"%s\",\"clientVersion\":\"%s\",%s"
-                      "\"hl\":\"en\",\"gl\":\"US\",\"utcOffsetMinutes\":0",
-                      c->name, c->version, k->context_extra);
-  if (rv == 0 && k->needs_page && f->page.visitor_data[0] != '\0') {
+static int build_player_body(const struct flow *f, const struct client_profile *c, const char *ua, struct buf *body) {
+  int rv = buf_puts(body, "{\"context\":{\"client\":{\"clientName\":\"");
+  if (rv == 0) rv = buf_json_escape(body, c->name, strlen(c->name));
+  if (rv == 0) rv = buf_puts(body, "\",\"clientVersion\":\"");
+  if (rv == 0) rv = buf_json_escape(body, c->version, strlen(c->version));
+  if (rv == 0) rv = buf_puts(body, "\"");
+  for (size_t i = 0; rv == 0 && i < c->nfields; i++) {
+    const struct profile_field *pf = &c->fields[i];
+    rv = buf_printf(body, ",\"%s\":", pf->key);
+    if (rv == 0 && pf->is_number) rv = buf_puts(body, pf->value);
+    if (rv == 0 && !pf->is_number) rv = buf_puts(body, "\"");
+    if (rv == 0 && !pf->is_number) rv = buf_json_escape(body, pf->value, strlen(pf->value));
+    if (rv == 0 && !pf->is_number) rv = buf_puts(body, "\"");
+  }
+  if (rv == 0 && c->user_agent_in_context) {
+    rv = buf_puts(body, ",\"userAgent\":\"");
+    if (rv == 0) rv = buf_json_escape(body, ua, strlen(ua));
+    if (rv == 0) rv = buf_puts(body, "\"");
+  }
+  if (rv == 0 && c->needs_page && f->page.visitor_data[0] != '\0') {
     /* The page holds it percent-encoded; a value with a malformed escape is left out rather than sent mangled. */
     char decoded[sizeof(f->page.visitor_data)];
     long n = percent_decode(f->page.visitor_data, strlen(f->page.visitor_data), decoded, sizeof(decoded), 0);
@@ -299,13 +276,27 @@ static int build_player_body(const struct flow *f, const struct innertube_client
   return rv;
 }
 
-static enum step fetch_track(struct flow *f, const char *user_agent, const struct caption_track *track,
-                             struct innertube_result *res) {
+/* The user agent of a profile: "{version}" replaced by its version. */
+static int build_user_agent(const struct client_profile *c, struct buf *ua) {
+  static const char mark[] = "{version}";
+  const char *at = strstr(c->user_agent, mark);
+  if (at == NULL) return buf_puts(ua, c->user_agent);
+  return buf_printf(ua, "%.*s%s%s", (int)(at - c->user_agent), c->user_agent, c->version, at + strlen(mark));
+}
+
+static enum verdict fetch_track(struct flow *f, const char *user_agent, const struct caption_track *track,
+                                struct innertube_result *res) {
   struct buf url = BUF_INIT;
   struct segment_list segs = {0};
+  enum verdict v = V_REFUSED;
   int rv = innertube_timedtext_url(f->it->up, track->base_url, &url);
   if (rv != 0) {
-    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, "bad_track_url");
+    if (rv == -ENOMEM) {
+      set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+      v = V_STOP;
+    } else {
+      set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_REFUSED, "bad_track_url");
+    }
     goto done;
   }
   struct upstream_request req = {
@@ -315,34 +306,42 @@ static enum step fetch_track(struct flow *f, const char *user_agent, const struc
       .cookie = f->cookie[0] ? f->cookie : NULL,
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
-  if (fetch_200(f, &req, res) != 0) goto done;
-  /* The platform answers an empty 200 to a track it will not serve us (a PO token it wanted, for one). */
+  v = fetch_200(f, &req, res);
+  if (v != V_DONE) {
+    /* 403 or 429 on a caption URL: the platform refuses captions to the address that asked for the player reply. */
+    if (v == V_REFUSED && f->resp.status == 403) v = V_BLOCKED;
+    goto done;
+  }
+  v = V_REFUSED;
+  /* The platform answers an empty 200 to a track it will not serve this client (a PO token it wanted, for one). */
   if (f->resp.body.len == 0) {
-    set_result(res, PROTO_UPSTREAM_FAILED, "empty_captions");
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "empty_captions");
     goto done;
   }
   if (captions_parse(f->resp.body.data, f->resp.body.len, &segs) != 0) {
-    set_result(res, PROTO_UPSTREAM_FAILED, "bad_captions");
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_captions");
     goto done;
   }
   if (segs.len == 0) {
-    set_result(res, PROTO_NO_CAPTIONS, "empty_track");
+    set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "empty_track");
     goto done;
   }
+  v = V_STOP;
   rv = transcript_serialize(&segs, track->lang, "captions", &res->body);
   if (rv == -EILSEQ) {
-    set_result(res, PROTO_UPSTREAM_FAILED, "bad_utf8");
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_utf8");
   } else if (rv != 0) {
-    set_result(res, PROTO_INTERNAL, rv == -E2BIG ? "transcript_too_large" : "no_memory");
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "transcript_too_large" : "no_memory");
   } else {
-    set_result(res, PROTO_OK, "ok");
+    set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
     snprintf(res->lang, sizeof(res->lang), "%s", track->lang);
+    v = V_DONE;
   }
 done:
   if (res->outcome != PROTO_OK) buf_reset(&res->body);
   segment_list_free(&segs);
   buf_free(&url);
-  return STEP_DONE;
+  return v;
 }
 
 static const char *not_playable_detail(enum playability p) {
@@ -364,53 +363,106 @@ static const char *not_playable_detail(enum playability p) {
  * A speech job on a playable reply: the audio through the job's proxy (the platform binds audio URLs to the address
  * that asked for the player reply), recognised into segments, serialised with source "speech".
  */
-static enum step speech_step(struct flow *f, const struct player_info *pi, struct innertube_result *res) {
+static enum verdict speech_step(struct flow *f, const struct player_info *pi, struct innertube_result *res) {
   struct segment_list sl;
   memset(&sl, 0, sizeof(sl));
   char lang[16] = "", detail[64] = "";
   int outcome = speech_transcribe_via(f->it->cfg, pi, upstream_job_proxy(f->it->up), upstream_job_deadline(f->it->up),
                                       &sl, lang, detail, sizeof(detail));
-  set_result(res, (uint8_t)outcome, detail);
+  uint8_t reason = outcome == PROTO_OK              ? PROTO_REASON_NONE
+                   : outcome == PROTO_NOT_AVAILABLE ? PROTO_REASON_NOT_PLAYABLE
+                   : outcome == PROTO_INTERNAL      ? PROTO_REASON_INTERNAL
+                                                    : PROTO_REASON_SPEECH;
+  set_result(res, (uint8_t)outcome, reason, detail);
   if (outcome == PROTO_OK) {
     int rv = transcript_serialize(&sl, lang, "speech", &res->body);
     if (rv != 0)
-      set_result(res, PROTO_INTERNAL, rv == -E2BIG ? "transcript_too_large" : "serialize_failed");
+      set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL,
+                 rv == -E2BIG ? "transcript_too_large" : "serialize_failed");
     else
       snprintf(res->lang, sizeof(res->lang), "%s", lang);
   }
   segment_list_free(&sl);
-  return STEP_DONE;
+  return V_DONE;
 }
 
-static enum step try_client(struct flow *f, const struct innertube_client *c, struct innertube_result *res) {
-  const struct client_kind *k = &kinds[c->kind];
-  enum step step = STEP_NEXT;
-  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT;
+/* After a 200 player reply: playability, then the speech step or a caption track. */
+static enum verdict after_player(struct flow *f, const char *ua, struct innertube_result *res) {
   struct player_info pi;
-  memset(&pi, 0, sizeof(pi));
-  char h_name[64] = "", h_version[64], h_visitor[600] = "";
-  const char *headers[5];
+  enum verdict v = V_REFUSED;
+  if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_player_reply");
+    goto done;
+  }
+  /* A bot check is about the address we came from, not the video. */
+  if (pi.playability == PLAY_BOT_CHECK) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_BOT_CHECK, "bot_check");
+    v = V_BLOCKED;
+    goto done;
+  }
+  /* Another client may be allowed what this one is refused ("made for kids" on some apps): the next one decides. */
+  if (pi.playability != PLAY_OK) {
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, not_playable_detail(pi.playability));
+    goto done;
+  }
+  if (f->speech) {
+    v = speech_step(f, &pi, res);
+    goto done;
+  }
+  if (pi.ntracks == 0) {
+    set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
+    goto done;
+  }
+  int idx = player_choose_track(&pi, f->lang);
+  if (idx < 0 || (size_t)idx >= pi.ntracks) {
+    /* Tracks exist but each wants a PO token (exp=xpe, exp=xpv): another client may be given usable ones. */
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
+    goto done;
+  }
+  v = fetch_track(f, ua, &pi.tracks[idx], res);
+done:
+  player_info_free(&pi);
+  return v;
+}
+
+/* One client on the current egress: the watch page when it needs one (once per egress), the player, the track. */
+static enum verdict try_client(struct flow *f, const struct client_profile *c, struct innertube_result *res) {
+  if (c->needs_page) {
+    if (f->page_state == 0) {
+      enum verdict v = get_watch_page(f, res);
+      f->page_state = v == V_DONE ? 1 : -1;
+      if (v != V_DONE) return v;
+    } else if (f->page_state < 0) {
+      /* The page failed on this egress for an earlier client: res still says why. */
+      return V_REFUSED;
+    }
+  }
+  enum verdict v = V_STOP;
+  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT, h_version = BUF_INIT, h_visitor = BUF_INIT;
+  char h_name[64] = "";
+  const char *headers[4 + PROFILES_MAX_HEADERS];
   size_t nh = 0;
   headers[nh++] = "Content-Type: application/json";
-  if (k->client_id != NULL) {
-    snprintf(h_name, sizeof(h_name), "X-YouTube-Client-Name: %s", k->client_id);
+  if (c->client_id[0] != '\0') {
+    snprintf(h_name, sizeof(h_name), "X-YouTube-Client-Name: %s", c->client_id);
     headers[nh++] = h_name;
   }
-  snprintf(h_version, sizeof(h_version), "X-YouTube-Client-Version: %s", c->version);
-  headers[nh++] = h_version;
-  if (k->needs_page && f->page.visitor_data[0] != '\0') {
-    snprintf(h_visitor, sizeof(h_visitor), "X-Goog-Visitor-Id: %s", f->page.visitor_data);
-    headers[nh++] = h_visitor;
+  int rv = buf_printf(&h_version, "X-YouTube-Client-Version: %s", c->version);
+  headers[nh++] = h_version.data;
+  if (rv == 0 && c->needs_page && f->page.visitor_data[0] != '\0') {
+    rv = buf_printf(&h_visitor, "X-Goog-Visitor-Id: %s", f->page.visitor_data);
+    headers[nh++] = h_visitor.data;
   }
+  for (size_t i = 0; i < c->nheaders; i++) headers[nh++] = c->headers[i];
   headers[nh] = NULL;
 
-  int rv = k->needs_page ? buf_printf(&url, "/youtubei/v1/player?key=%s&prettyPrint=false", f->page.api_key)
-                         : buf_puts(&url, "/youtubei/v1/player?prettyPrint=false");
-  if (rv == 0) rv = build_player_body(f, c, &body);
-  if (rv == 0) rv = buf_printf(&ua, "%s%s%s", k->ua_prefix, k->ua_versioned ? c->version : "", k->ua_suffix);
+  if (rv == 0)
+    rv = c->needs_page ? buf_printf(&url, "/youtubei/v1/player?key=%s&prettyPrint=false", f->page.api_key)
+                       : buf_puts(&url, "/youtubei/v1/player?prettyPrint=false");
+  if (rv == 0) rv = build_user_agent(c, &ua);
+  if (rv == 0) rv = build_player_body(f, c, ua.data, &body);
   if (rv != 0) {
-    set_result(res, PROTO_INTERNAL, "no_memory");
-    step = STEP_DONE;
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
     goto done;
   }
   struct upstream_request req = {
@@ -423,58 +475,104 @@ static enum step try_client(struct flow *f, const struct innertube_client *c, st
       .cookie = f->cookie[0] ? f->cookie : NULL,
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
-  rv = fetch_200(f, &req, res);
-  if (rv != 0) {
-    /* Out of time or memory: no other client can do better in this job. */
-    if (rv == -ETIMEDOUT || rv == -ENOMEM) step = STEP_DONE;
-    goto done;
-  }
-  if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
-    set_result(res, PROTO_UPSTREAM_FAILED, "bad_player_reply");
-    goto done;
-  }
-  step = STEP_DONE;
-  /* A bot check is about us, not the video: another client may pass. Any other refusal is the video's. */
-  if (pi.playability == PLAY_BOT_CHECK) {
-    set_result(res, PROTO_UPSTREAM_FAILED, "bot_check");
-    step = STEP_NEXT;
-    goto done;
-  }
-  if (pi.playability != PLAY_OK) {
-    set_result(res, PROTO_NOT_AVAILABLE, not_playable_detail(pi.playability));
-    goto done;
-  }
-  if (f->speech) {
-    step = speech_step(f, &pi, res);
-    goto done;
-  }
-  if (pi.ntracks == 0) {
-    set_result(res, PROTO_NO_CAPTIONS, "no_captions");
-    goto done;
-  }
-  int idx = player_choose_track(&pi, f->lang);
-  if (idx < 0 || (size_t)idx >= pi.ntracks) {
-    /* Tracks exist but none is usable without a PO token: another client may be given usable ones. */
-    set_result(res, PROTO_UPSTREAM_FAILED, "po_token");
-    step = STEP_NEXT;
-    goto done;
-  }
-  step = fetch_track(f, ua.data, &pi.tracks[idx], res);
+  v = fetch_200(f, &req, res);
+  if (v == V_DONE) v = after_player(f, ua.data, res);
 done:
-  if (step == STEP_NEXT) {
-    char client[72];
-    snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
-    log_msg(LOG_INFO, "player client refused", "request_id", f->request_id, "client", client, "detail", res->detail,
-            NULL);
-  }
-  player_info_free(&pi);
   buf_free(&url);
   buf_free(&body);
   buf_free(&ua);
-  return step;
+  buf_free(&h_version);
+  buf_free(&h_visitor);
+  return v;
 }
 
-static void run_flow(struct flow *f, struct innertube_result *res);
+/* Records one player attempt for the per-proxy and per-client counters the result carries. */
+static void record_attempt(struct flow *f, const struct client_profile *c, enum verdict v) {
+  struct innertube_result *res = f->res;
+  if (res->nattempts == PROTO_MAX_ATTEMPTS) return;
+  struct proto_attempt *a = &res->attempts[res->nattempts++];
+  a->proxy = (uint8_t)upstream_job_proxy_index(f->it->up);
+  a->result = v == V_BLOCKED                            ? PROTO_ATTEMPT_BLOCKED
+              : v == V_DONE && res->outcome == PROTO_OK ? PROTO_ATTEMPT_OK
+                                                        : PROTO_ATTEMPT_FAILED;
+  snprintf(a->client, sizeof(a->client), "%s", c->name);
+}
+
+/*
+ * How much a refusal says about the video, to choose the answer when no client is left: a block (502) outranks any
+ * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404).
+ */
+static int rank(const struct innertube_result *r, enum verdict v) {
+  if (v == V_BLOCKED) return 4;
+  if (r->outcome == PROTO_NO_CAPTIONS) return 2;
+  if (r->outcome == PROTO_NOT_AVAILABLE) return 1;
+  return 3;
+}
+
+static void log_refusal(struct flow *f, const struct client_profile *c, const struct innertube_result *r,
+                        enum verdict v) {
+  char client[72], proxy[16];
+  snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
+  snprintf(proxy, sizeof(proxy), "%d", upstream_job_proxy_index(f->it->up));
+  log_msg(LOG_INFO, v == V_BLOCKED ? "player client blocked" : "player client refused", "request_id", f->request_id,
+          "client", client, "=proxy", proxy, "reason", proto_reason_name(r->reason), "detail", r->detail, NULL);
+}
+
+/*
+ * The clients in turn until one decides the job. A client-specific refusal moves to the next client (one player
+ * request each); a block moves the same client to another proxy while VTS_UPSTREAM_ATTEMPTS and the proxies allow,
+ * else to the next client. With no client left, the highest-ranked refusal is the answer.
+ */
+static void run_flow(struct flow *f, struct innertube_result *res) {
+  struct innertube *it = f->it;
+  f->res = res;
+  res->lang[0] = '\0';
+  res->nattempts = 0;
+  buf_reset(&res->body);
+  set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_clients");
+  struct innertube_result best;
+  memset(&best, 0, sizeof(best));
+  int best_rank = 0;
+  size_t next = 0;
+  int attempts = (int)it->cfg->upstream_attempts;
+  for (int egress = 0; egress < attempts; egress++) {
+    if (egress > 0) {
+      if (upstream_next_egress(it->up) != 0) break;
+      f->page_state = 0;
+      f->cookie[0] = '\0';
+    }
+    int blocked = 0; /* the latest verdict on this egress was a block */
+    int can_move = egress + 1 < attempts && upstream_proxy_count(it->up) > (size_t)egress + 1;
+    while (next < it->nclients) {
+      const struct client_profile *c = &it->clients[next].profile;
+      enum verdict v = try_client(f, c, res);
+      record_attempt(f, c, v);
+      if (v == V_DONE || v == V_STOP) {
+        /* Out of time says nothing about the proxy; an answer says it served. */
+        if (v == V_DONE) upstream_egress_report(it->up, 0);
+        goto out;
+      }
+      log_refusal(f, c, res, v);
+      blocked = v == V_BLOCKED;
+      int r = rank(res, v);
+      /* Among refusals of one rank the latest is reported, as the client that had the last word. */
+      if (r >= best_rank) {
+        best_rank = r;
+        best.outcome = res->outcome;
+        best.reason = res->reason;
+        memcpy(best.detail, res->detail, sizeof(best.detail));
+      }
+      /* A block is the address's: the same client goes through another proxy, if one is left. */
+      if (v == V_BLOCKED && can_move) break;
+      next++;
+    }
+    upstream_egress_report(it->up, blocked);
+    if (!(blocked && can_move)) break;
+  }
+  if (best_rank > 0) set_result(res, best.outcome, best.reason, best.detail);
+out:
+  buf_free(&f->resp.body);
+}
 
 void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *request_id,
                               struct innertube_result *res) {
@@ -488,23 +586,16 @@ void innertube_fetch_speech(struct innertube *it, const char *video_id, const ch
   run_flow(&f, res);
 }
 
-/* The clients in turn, the watch page fetched once for those that need it, until one decides the job. */
-static void run_flow(struct flow *f, struct innertube_result *res) {
-  struct innertube *it = f->it;
+void innertube_probe(struct innertube *it, size_t client, const char *video_id, struct innertube_result *res) {
+  struct flow f = {.it = it, .video_id = video_id, .lang = "", .request_id = "probe", .res = res};
   res->lang[0] = '\0';
+  res->nattempts = 0;
   buf_reset(&res->body);
-  set_result(res, PROTO_INTERNAL, "no_clients");
-  for (size_t i = 0; i < it->nclients; i++) {
-    const struct innertube_client *c = &it->clients[i];
-    if (kinds[c->kind].needs_page) {
-      if (f->page_state == 0) f->page_state = get_watch_page(f, res) == 0 ? 1 : -1;
-      if (f->page_state < 0) {
-        /* The page failed for this client; one that does not need it may still get through. */
-        if (strcmp(res->detail, "timeout") == 0 || res->outcome == PROTO_INTERNAL) break;
-        continue;
-      }
-    }
-    if (try_client(f, c, res) == STEP_DONE) break;
+  if (client >= it->nclients) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_client");
+    return;
   }
-  buf_free(&f->resp.body);
+  enum verdict v = try_client(&f, &it->clients[client].profile, res);
+  record_attempt(&f, &it->clients[client].profile, v);
+  buf_free(&f.resp.body);
 }

@@ -1,8 +1,11 @@
 /*
  * The platform client flow of one captions job (ARCHITECTURE.md, request step 4): the player endpoint for each
- * configured client in turn, the watch page only for a client that needs what it holds (API key, visitor data) with
- * its consent wall and recaptcha page, playability, track choice, the timedtext body as json3, and the final public
- * JSON. Every problem ends as an outcome of proto.h with a short detail; nothing upstream reaches a client.
+ * configured client profile in turn, the watch page only for a client that needs what it holds (API key, visitor
+ * data) with its consent wall and recaptcha page, playability, track choice, the timedtext body as json3, and the
+ * final public JSON. A refusal another client may not share (not playable for this client, no usable track, an empty
+ * or unparsable reply, a refused caption URL) moves to the next client; a block of our address (429, recaptcha, bot
+ * check, 403 on captions, no connection) moves the job to another proxy. Every problem ends as an outcome of proto.h
+ * with its typed reason and a short detail; nothing upstream reaches a client.
  */
 #ifndef VTS_INNERTUBE_H
 #define VTS_INNERTUBE_H
@@ -12,21 +15,9 @@
 
 #include "common/buf.h"
 #include "common/config.h"
+#include "fetcher/platform/profiles.h"
 #include "fetcher/platform/upstream.h"
 #include "proto/proto.h"
-
-struct innertube_client {
-  int kind;         /* index into the built-in table of client kinds */
-  char name[32];    /* clientName, e.g. "ANDROID" */
-  char version[32]; /* clientVersion, e.g. "20.10.38" */
-};
-
-/*
- * Parses VTS_INNERTUBE_CLIENTS ("NAME:VERSION,NAME:VERSION"): known client names only, versions of digits and dots,
- * no repeated entry, at most max. Returns 0 and the count in *n, or -EINVAL with a one-line message in err.
- */
-int innertube_clients_parse(const char *spec, struct innertube_client *out, size_t max, size_t *n, char *err,
-                            size_t errlen);
 
 /* What a watch page holds for us. */
 struct innertube_page {
@@ -48,15 +39,37 @@ int innertube_timedtext_url(const struct upstream *up, const char *base_url, str
 
 struct innertube;
 
-/* Creates the client flow; up stays owned by the caller and must outlive it. Returns 0, -EINVAL (err) or -ENOMEM. */
+/*
+ * Creates the client flow; up stays owned by the caller and must outlive it. Reads VTS_CLIENT_PROFILES and resolves
+ * VTS_INNERTUBE_CLIENTS against it. Returns 0, -EINVAL (err names the variable and what is wrong) or -ENOMEM.
+ */
 int innertube_new(const struct vts_config *cfg, struct upstream *up, struct innertube **out, char *err, size_t errlen);
 void innertube_free(struct innertube *it);
+
+/*
+ * Checks VTS_CLIENT_PROFILES and VTS_INNERTUBE_CLIENTS as innertube_new would, creating nothing that lasts (a
+ * supervisor checks before forking). Returns 0, -EINVAL (err) or -ENOMEM.
+ */
+int innertube_config_check(const struct vts_config *cfg, char *err, size_t errlen);
+
+/*
+ * Re-reads VTS_CLIENT_PROFILES when the file changed (call before each job). A file that is refused, or that no
+ * longer defines a client VTS_INNERTUBE_CLIENTS names, is logged once and the clients in force stay.
+ */
+void innertube_refresh_profiles(struct innertube *it);
+
+/* The configured clients, in order. */
+size_t innertube_client_count(const struct innertube *it);
+const struct client_profile *innertube_client_at(const struct innertube *it, size_t i);
 
 struct innertube_result {
   uint8_t outcome;               /* enum proto_outcome */
   char lang[PROTO_MAX_LANG + 1]; /* language of the returned track ("" unless PROTO_OK) */
   char detail[64];               /* short reason for logs: "http_429", "recaptcha", "no_captions"... */
-  struct buf body;               /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
+  uint8_t reason;                /* enum proto_reason */
+  uint8_t nattempts;             /* player attempts, by client and proxy, for the counters */
+  struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
+  struct buf body; /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
 };
 
 /*
@@ -73,5 +86,11 @@ void innertube_fetch_captions(struct innertube *it, const char *video_id, const 
  */
 void innertube_fetch_speech(struct innertube *it, const char *video_id, const char *request_id,
                             struct innertube_result *res);
+
+/*
+ * One try of client number client (in the configured order) for video_id on the egress the caller chose
+ * (upstream_use_egress), with no fall-through and no other proxy: what --probe reports. res as for captions.
+ */
+void innertube_probe(struct innertube *it, size_t client, const char *video_id, struct innertube_result *res);
 
 #endif

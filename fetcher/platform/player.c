@@ -269,7 +269,8 @@ static int close_track(struct parse *p) {
     return 0;
   }
   if (grow((void **)&pi->tracks, pi->ntracks, &p->tracks_cap, sizeof(*pi->tracks)) < 0) return -ENOMEM;
-  p->track.po_token = has_param(p->track.base_url, "exp=xpe");
+  /* exp=xpe and exp=xpv mark tracks the platform serves only with a proof-of-origin token. */
+  p->track.po_token = has_param(p->track.base_url, "exp=xpe") || has_param(p->track.base_url, "exp=xpv");
   pi->tracks[pi->ntracks] = p->track;
   memset(&p->track, 0, sizeof(p->track)); /* ownership of base_url moved */
   p->track_map[upstream] = (int)pi->ntracks;

@@ -22,7 +22,7 @@ struct caption_track {
   char *base_url; /* owned; the timedtext URL of the track */
   char lang[16];  /* languageCode */
   int is_asr;     /* kind == "asr" */
-  int po_token;   /* the baseUrl carries exp=xpe: the track needs a PO token we do not have */
+  int po_token;   /* the baseUrl carries exp=xpe or exp=xpv: the track needs a PO token we do not have */
 };
 
 struct audio_format {

@@ -2,83 +2,64 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fetcher/platform/transport.h"
 
 /* The platform's own hosts. Anything else is refused, whatever a reply or a redirect says. */
 #define PLATFORM_HOST "www.youtube.com"
 #define CONSENT_HOST "consent.youtube.com"
 
+/*
+ * Health of one proxy, shared by every child of a fetcher (mapped before fork) and updated with atomics: blocks in a
+ * row, and the rest a blocked proxy takes. Any reply that is not a block ends the row and the doubling.
+ */
+struct proxy_health {
+  _Atomic uint32_t blocks_in_row;
+  _Atomic uint64_t rest_until_ms; /* util_now_ms clock; 0: not resting */
+  _Atomic uint64_t rest_since_ms;
+  _Atomic uint64_t rest_ms; /* length of the last rest: the next one doubles it */
+};
+
+struct upstream_health {
+  _Atomic uint32_t next; /* where the next job starts looking, so children spread over the proxies */
+  struct proxy_health p[VTS_UPSTREAM_MAX_PROXIES];
+};
+
+static struct upstream_health *shared_health;
+
+int upstream_health_share(void) {
+  void *p = mmap(NULL, sizeof(struct upstream_health), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return -errno;
+  memset(p, 0, sizeof(struct upstream_health));
+  shared_health = p;
+  return 0;
+}
+
 struct upstream {
-  CURL *curl;
+  struct transport t;
   char origin[CONFIG_STR_MAX]; /* scheme://host[:port] of VTS_UPSTREAM_URL */
   char host[256];              /* its host, lowercase, without brackets */
   int loopback;                /* the upstream is a loopback host: every platform host maps onto it */
   char *proxies[VTS_UPSTREAM_MAX_PROXIES];
   size_t nproxies;
-  size_t next_proxy;
+  struct upstream_health *health; /* shared by a fetcher's children, or this process's own */
+  int own_health;
+  uint64_t rest_base_ms; /* VTS_PROXY_REST_MS */
+  uint32_t tried;        /* proxies used by the current job, one bit each */
+  int egress;            /* index of the current job's proxy, -1 for none */
   const char *job_proxy; /* the proxy of the current job, NULL for none */
   uint64_t deadline_ms;
   const char *request_id;
 };
-
-struct sink {
-  struct buf *body;
-  size_t max;
-  int overflow;
-};
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
-  struct sink *s = arg;
-  size_t n = size * nmemb;
-  /* Refusing the bytes makes curl abort the transfer at once: a cap that only truncated would still download. */
-  if (n > s->max - s->body->len) {
-    s->overflow = 1;
-    return 0;
-  }
-  if (buf_append(s->body, data, n) != 0) return 0;
-  return n;
-}
-
-static int is_loopback(const char *host) {
-  return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
-         strcmp(host, "[::1]") == 0;
-}
-
-/* Reads scheme, host and port of url. Returns 0, or -EINVAL. */
-static int url_parts(const char *url, char *scheme, size_t scheme_len, char *host, size_t host_len, char *port,
-                     size_t port_len) {
-  CURLU *h = curl_url();
-  if (h == NULL) return -ENOMEM;
-  int rv = -EINVAL;
-  char *s = NULL, *hs = NULL, *p = NULL;
-  if (curl_url_set(h, CURLUPART_URL, url, 0) != CURLUE_OK) goto fail;
-  if (curl_url_get(h, CURLUPART_SCHEME, &s, 0) != CURLUE_OK) goto fail;
-  if (curl_url_get(h, CURLUPART_HOST, &hs, 0) != CURLUE_OK) goto fail;
-  if (strlen(s) >= scheme_len || strlen(hs) >= host_len) goto fail;
-  snprintf(scheme, scheme_len, "%s", s);
-  snprintf(host, host_len, "%s", hs);
-  for (char *c = host; *c; c++)
-    if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
-  port[0] = '\0';
-  if (curl_url_get(h, CURLUPART_PORT, &p, 0) == CURLUE_OK) {
-    if (strlen(p) >= port_len) goto fail;
-    snprintf(port, port_len, "%s", p);
-  }
-  rv = 0;
-fail:
-  curl_free(s);
-  curl_free(hs);
-  curl_free(p);
-  curl_url_cleanup(h);
-  return rv;
-}
 
 static int parse_proxies(struct upstream *u, const char *list, char *err, size_t errlen) {
   const char *p = list;
@@ -117,12 +98,13 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
   if (u == NULL) return -ENOMEM;
   int rv = -EINVAL;
   char scheme[16], port[16];
-  if (url_parts(cfg->upstream_url, scheme, sizeof(scheme), u->host, sizeof(u->host), port, sizeof(port)) != 0) {
+  if (transport_url_parts(cfg->upstream_url, scheme, sizeof(scheme), u->host, sizeof(u->host), port, sizeof(port)) !=
+      0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");
     goto fail;
   }
-  u->loopback = is_loopback(u->host);
-  if (strcmp(scheme, "https") != 0 && !(strcmp(scheme, "http") == 0 && u->loopback)) {
+  u->loopback = transport_host_is_loopback(u->host);
+  if (transport_scheme_allowed(scheme, u->host) != 0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected https://, or http:// on a loopback host");
     goto fail;
   }
@@ -139,21 +121,21 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
   if (rv != 0) goto fail;
 
   rv = -ENOMEM;
+  u->egress = -1;
+  u->rest_base_ms = (uint64_t)cfg->proxy_rest_ms;
   if (!with_curl) {
     *out = u;
     return 0;
   }
-  u->curl = curl_easy_init();
-  if (u->curl == NULL) goto fail;
-  /* Options that hold for every request of the process; per-request ones are set in upstream_fetch. */
-  curl_easy_setopt(u->curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(u->curl, CURLOPT_PROTOCOLS_STR, strcmp(scheme, "http") == 0 ? "http,https" : "https");
-  curl_easy_setopt(u->curl, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(u->curl, CURLOPT_ACCEPT_ENCODING, "gzip");
-  curl_easy_setopt(u->curl, CURLOPT_COOKIEFILE, "");
-  curl_easy_setopt(u->curl, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(u->curl, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(u->curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  u->health = shared_health;
+  if (u->health == NULL) {
+    u->health = calloc(1, sizeof(*u->health));
+    if (u->health == NULL) goto fail;
+    u->own_health = 1;
+  }
+  if (transport_init(&u->t) != 0) goto fail;
+  /* The cookie engine keeps what the platform sets (a consent answer, a visitor id) for the rest of the job. */
+  curl_easy_setopt(u->t.curl, CURLOPT_COOKIEFILE, "");
   *out = u;
   return 0;
 fail:
@@ -174,28 +156,94 @@ int upstream_new(const struct vts_config *cfg, struct upstream **out, char *err,
 
 void upstream_free(struct upstream *u) {
   if (u == NULL) return;
-  if (u->curl != NULL) curl_easy_cleanup(u->curl);
+  transport_cleanup(&u->t);
   for (size_t i = 0; i < u->nproxies; i++) free(u->proxies[i]);
+  if (u->own_health) free(u->health);
   free(u);
+}
+
+/* Uses proxy i (or none for -1) from now on: a proxy change is a new connection and a new identity (no cookies). */
+static void use_egress(struct upstream *u, int i) {
+  u->egress = i;
+  u->job_proxy = i >= 0 ? u->proxies[i] : NULL;
+  if (i >= 0) u->tried |= 1u << i;
+  curl_easy_setopt(u->t.curl, CURLOPT_COOKIELIST, "ALL");
+}
+
+/*
+ * The proxy for the next attempt among those the job has not tried: the first that is not resting, in an order that
+ * starts at a shared counter; when all of those rest, the one resting the longest. Returns its index, or -1.
+ */
+static int choose_egress(struct upstream *u) {
+  uint64_t now = util_now_ms();
+  uint32_t start = atomic_fetch_add_explicit(&u->health->next, 1, memory_order_relaxed);
+  int best = -1;
+  uint64_t best_since = UINT64_MAX;
+  for (size_t k = 0; k < u->nproxies; k++) {
+    size_t i = (start + k) % u->nproxies;
+    if (u->tried & (1u << i)) continue;
+    const struct proxy_health *h = &u->health->p[i];
+    if (atomic_load_explicit(&h->rest_until_ms, memory_order_relaxed) <= now) return (int)i;
+    uint64_t since = atomic_load_explicit(&h->rest_since_ms, memory_order_relaxed);
+    if (since < best_since) {
+      best_since = since;
+      best = (int)i;
+    }
+  }
+  return best;
 }
 
 void upstream_begin_job(struct upstream *u, uint64_t deadline_ms, const char *request_id) {
   u->deadline_ms = deadline_ms;
   u->request_id = request_id;
+  u->tried = 0;
   /* A job must not see the cookies of another (a consent answer, a visitor id): each job starts clean. */
-  curl_easy_setopt(u->curl, CURLOPT_COOKIELIST, "ALL");
-  if (u->nproxies > 0) {
-    u->job_proxy = u->proxies[u->next_proxy];
-    curl_easy_setopt(u->curl, CURLOPT_PROXY, u->job_proxy);
-    u->next_proxy = (u->next_proxy + 1) % u->nproxies;
-  } else {
-    u->job_proxy = NULL;
-    /* An empty string, not NULL: NULL would let curl read http_proxy from the environment. */
-    curl_easy_setopt(u->curl, CURLOPT_PROXY, "");
+  use_egress(u, u->nproxies > 0 ? choose_egress(u) : -1);
+}
+
+int upstream_next_egress(struct upstream *u) {
+  int i = u->nproxies > 1 ? choose_egress(u) : -1;
+  if (i < 0) return -ENOENT;
+  use_egress(u, i);
+  return 0;
+}
+
+int upstream_use_egress(struct upstream *u, int index) {
+  if (index < 0 || (size_t)index > u->nproxies) return -EINVAL;
+  use_egress(u, index - 1);
+  return 0;
+}
+
+size_t upstream_proxy_count(const struct upstream *u) { return u->nproxies; }
+
+void upstream_egress_report(struct upstream *u, int blocked) {
+  if (u->egress < 0) return;
+  struct proxy_health *h = &u->health->p[u->egress];
+  if (!blocked) {
+    atomic_store_explicit(&h->blocks_in_row, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->rest_ms, 0, memory_order_relaxed);
+    return;
   }
+  uint32_t row = atomic_fetch_add_explicit(&h->blocks_in_row, 1, memory_order_relaxed) + 1;
+  if (row < VTS_PROXY_BLOCKS_TO_REST) return;
+  uint64_t now = util_now_ms();
+  uint64_t len = atomic_load_explicit(&h->rest_ms, memory_order_relaxed);
+  uint64_t cap = u->rest_base_ms * VTS_PROXY_REST_MAX_FACTOR;
+  len = len == 0 ? u->rest_base_ms : (len * 2 > cap ? cap : len * 2);
+  atomic_store_explicit(&h->rest_ms, len, memory_order_relaxed);
+  atomic_store_explicit(&h->rest_since_ms, now, memory_order_relaxed);
+  atomic_store_explicit(&h->rest_until_ms, now + len, memory_order_relaxed);
+  char proxy[16], rest[24], blocks[16];
+  snprintf(proxy, sizeof(proxy), "%d", u->egress + 1);
+  snprintf(rest, sizeof(rest), "%llu", (unsigned long long)len);
+  snprintf(blocks, sizeof(blocks), "%u", row);
+  log_msg(LOG_WARN, "proxy resting after blocks", "request_id", u->request_id, "=proxy", proxy, "=blocks_in_row",
+          blocks, "=rest_ms", rest, NULL);
 }
 
 const char *upstream_job_proxy(const struct upstream *u) { return u->job_proxy; }
+
+int upstream_job_proxy_index(const struct upstream *u) { return u->egress + 1; }
 
 uint64_t upstream_job_deadline(const struct upstream *u) { return u->deadline_ms; }
 
@@ -251,127 +299,35 @@ const char *upstream_strerror(int err) {
       return "truncated";
     case -ENOMEM:
       return "no_memory";
+    case -ENETUNREACH:
+      return "network";
     default:
       return "transport";
   }
 }
 
-static int curl_error(CURLcode c, const struct sink *s) {
-  if (s->overflow) return -EFBIG;
-  switch (c) {
-    case CURLE_OK:
-      return 0;
-    case CURLE_OPERATION_TIMEDOUT:
-      return -ETIMEDOUT;
-    case CURLE_FILESIZE_EXCEEDED:
-      return -EFBIG;
-    case CURLE_PARTIAL_FILE:
-    case CURLE_BAD_CONTENT_ENCODING:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-      return -EBADMSG;
-    case CURLE_OUT_OF_MEMORY:
-      return -ENOMEM;
-    default:
-      return -EIO;
-  }
-}
-
-/* Host and path of url for logs: a query may carry tokens or signatures. */
-static void log_target(char *out, size_t outlen, const char *url) {
-  const char *start = strstr(url, "://");
-  start = start ? start + 3 : url;
-  size_t n = strcspn(start, "?#");
-  snprintf(out, outlen, "%.*s", (int)(n < 200 ? n : 200), start);
-}
-
-/* One hop: no redirect handling. Returns 0 or a negative error of upstream_fetch. */
-static int perform(struct upstream *u, enum upstream_method method, const char *url, const struct upstream_request *req,
-                   struct upstream_response *resp) {
-  uint64_t now = util_now_ms();
-  if (now >= u->deadline_ms) return -ETIMEDOUT;
-  long remaining = (long)(u->deadline_ms - now);
-  long connect_ms = remaining < VTS_UPSTREAM_CONNECT_TIMEOUT_MS ? remaining : VTS_UPSTREAM_CONNECT_TIMEOUT_MS;
-
-  struct curl_slist *headers = NULL;
-  int rv = -ENOMEM;
-  /* curl sends "Expect: 100-continue" for larger POST bodies and waits for an answer; the platform never needs it. */
-  struct curl_slist *h = curl_slist_append(headers, "Expect:");
-  if (h == NULL) goto fail;
-  headers = h;
-  for (const char *const *p = req->headers; p != NULL && *p != NULL; p++) {
-    h = curl_slist_append(headers, *p);
-    if (h == NULL) goto fail;
-    headers = h;
-  }
-  buf_reset(&resp->body);
-  struct sink s = {&resp->body, req->max_bytes, 0};
-  CURL *c = u->curl;
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  if (method == UPSTREAM_POST) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? req->body : "");
-  } else {
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-  }
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, req->user_agent);
-  curl_easy_setopt(c, CURLOPT_COOKIE, req->cookie);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, remaining);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-  curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_bytes);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-
-  CURLcode cc = curl_easy_perform(c);
-  rv = curl_error(cc, &s);
-  resp->status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
-
-  char target[256];
-  log_target(target, sizeof(target), url);
-  char status[16], dur[24];
-  snprintf(status, sizeof(status), "%ld", resp->status);
-  snprintf(dur, sizeof(dur), "%llu", (unsigned long long)(util_now_ms() - now));
-  log_msg(rv == 0 ? LOG_DEBUG : LOG_INFO, rv == 0 ? "upstream request" : "upstream request failed", "request_id",
-          u->request_id, "target", target, "=upstream_status", status, "=dur_ms", dur, "error",
-          rv == 0 ? NULL : upstream_strerror(rv), NULL);
-fail:
-  /* The handle keeps pointers to these: clear them before they go. */
-  curl_easy_setopt(u->curl, CURLOPT_HTTPHEADER, NULL);
-  curl_easy_setopt(u->curl, CURLOPT_WRITEDATA, NULL);
-  curl_slist_free_all(headers);
-  return rv;
+/* The platform's host policy for transport_fetch: every URL mapped onto the configured origin. */
+static int platform_policy(const void *ctx, const char *url, struct buf *out) {
+  return upstream_map_url(ctx, url, out);
 }
 
 int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp) {
-  struct buf url = BUF_INIT;
-  int rv = upstream_map_url(u, req->url, &url);
-  if (rv != 0) goto fail;
-  enum upstream_method method = req->method;
-  for (int hop = 0;; hop++) {
-    rv = perform(u, method, url.data, req, resp);
-    if (rv != 0) goto fail;
-    if (resp->status < 300 || resp->status > 399 || resp->status == 304) break;
-    char *location = NULL;
-    /* curl resolves a relative Location against the URL it just fetched. */
-    if (curl_easy_getinfo(u->curl, CURLINFO_REDIRECT_URL, &location) != CURLE_OK || location == NULL) break;
-    if (hop == VTS_UPSTREAM_MAX_REDIRECTS) {
-      rv = -ELOOP;
-      goto fail;
-    }
-    struct buf next = BUF_INIT;
-    rv = upstream_map_url(u, location, &next);
-    if (rv != 0) {
-      buf_free(&next);
-      rv = rv == -ENOMEM ? rv : -EPERM;
-      goto fail;
-    }
-    buf_free(&url);
-    url = next;
-    /* As browsers do: 301, 302 and 303 turn a POST into a GET; 307 and 308 repeat it. */
-    if (resp->status != 307 && resp->status != 308) method = UPSTREAM_GET;
-  }
-fail:
-  buf_free(&url);
-  return rv;
+  buf_reset(&resp->body);
+  struct transport_req tr = {
+      .url = req->url,
+      .post = req->method == UPSTREAM_POST,
+      .body = req->body,
+      .body_len = req->body_len,
+      .headers = req->headers,
+      .user_agent = req->user_agent,
+      .cookie = req->cookie,
+      .accept_encoding = "gzip",
+      .proxy = u->job_proxy,
+      .proxy_index = upstream_job_proxy_index(u),
+      .deadline_ms = u->deadline_ms,
+      .max_bytes = req->max_bytes,
+      .request_id = u->request_id,
+  };
+  return transport_fetch(&u->t, &tr, platform_policy, u, VTS_UPSTREAM_MAX_REDIRECTS, &resp->body, &resp->status,
+                         &resp->reason, NULL);
 }

@@ -1,6 +1,6 @@
 /*
- * The HTTP client of the fetcher: one libcurl easy handle reused across jobs (connection reuse), talking only to the
- * platform. Every URL given to it is mapped onto the configured VTS_UPSTREAM_URL origin (so tests can point the
+ * The platform client's HTTP side: one transport (transport.h) reused across jobs (connection reuse), talking only
+ * to the platform. Every URL given to it is mapped onto the configured VTS_UPSTREAM_URL origin (so tests can point the
  * platform elsewhere); redirects are followed by hand, at most VTS_UPSTREAM_MAX_REDIRECTS, and only to platform
  * hosts. HTTPS only, except plain http to a loopback upstream (tests). Bodies are capped; the total time of every
  * transfer is bounded by the job's deadline. Logs carry host and path at most, never queries or bodies.
@@ -31,6 +31,7 @@ struct upstream_request {
 
 struct upstream_response {
   long status;     /* HTTP status of the last hop */
+  uint8_t reason;  /* enum proto_reason of a failed transfer, PROTO_REASON_NONE after a completed one */
   struct buf body; /* owned by the caller: buf_free it */
 };
 
@@ -48,16 +49,44 @@ int upstream_new(const struct vts_config *cfg, struct upstream **out, char *err,
 void upstream_free(struct upstream *u);
 
 /*
- * Starts a job: every transfer until the next call ends by deadline_ms (util_now_ms clock); the next proxy of the
- * list is chosen; cookies of the previous job are dropped. request_id (borrowed, kept until the next call) tags logs.
+ * Maps the proxies' health into memory shared with the children forked after it (a fetcher with --workers), so that
+ * a proxy found blocked by one child rests for all. Without it each process keeps its own. Returns 0 or -errno.
+ */
+int upstream_health_share(void);
+
+/*
+ * Starts a job: every transfer until the next call ends by deadline_ms (util_now_ms clock); a proxy is chosen
+ * (healthy ones first, spread over the list; when all rest, the one resting longest); cookies of the previous job
+ * are dropped. request_id (borrowed, kept until the next call) tags logs.
  */
 void upstream_begin_job(struct upstream *u, uint64_t deadline_ms, const char *request_id);
 
 /*
+ * Moves the job to another proxy it has not used (a new connection, no cookies), chosen as upstream_begin_job does.
+ * Returns 0, or -ENOENT when none is left (fewer than two proxies, or all used).
+ */
+int upstream_next_egress(struct upstream *u);
+
+/* Uses proxy index (1-based, 0 for none) for the rest of the job, whatever its health (the probe). 0 or -EINVAL. */
+int upstream_use_egress(struct upstream *u, int index);
+
+/* The number of proxies in VTS_UPSTREAM_PROXY. */
+size_t upstream_proxy_count(const struct upstream *u);
+
+/*
+ * Reports how the current proxy fared in this job: blocked (429, recaptcha, bot check, 403 on captions, or no
+ * connection), or served. VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at
+ * each further block up to VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row.
+ */
+void upstream_egress_report(struct upstream *u, int blocked);
+
+/*
  * Performs one request, following allowed redirects. Any HTTP status is a success (resp->status says which).
  * Returns 0; -ETIMEDOUT when the deadline passed; -EFBIG past max_bytes; -EPERM for a URL or a redirect off the
- * platform hosts; -ELOOP for too many redirects; -EBADMSG for a truncated or undecodable body; -EIO for another
- * transport failure; -ENOMEM. resp->body holds what arrived (possibly partial) in every case.
+ * platform hosts; -ELOOP for too many redirects; -EBADMSG for a truncated or undecodable body; -ENETUNREACH when
+ * nothing reached the platform (DNS, connect, TLS, proxy); -EIO for another transport failure; -ENOMEM.
+ * resp->reason is the typed reason of a failure (transport.h). resp->body holds what arrived (possibly partial) in
+ * every case.
  */
 int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp);
 
@@ -70,6 +99,8 @@ int upstream_map_url(const struct upstream *u, const char *url, struct buf *out)
 
 /* The proxy chosen for the current job (borrowed), or NULL when none is configured. */
 const char *upstream_job_proxy(const struct upstream *u);
+/* The 1-based position of the current job's proxy in VTS_UPSTREAM_PROXY, 0 for none (logs and metrics name it). */
+int upstream_job_proxy_index(const struct upstream *u);
 /* The current job's deadline (util_now_ms clock). */
 uint64_t upstream_job_deadline(const struct upstream *u);
 

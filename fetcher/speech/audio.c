@@ -6,10 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include <curl/curl.h>
-
 #include "common/limits.h"
 #include "common/util.h"
+#include "fetcher/platform/transport.h"
 
 #define AUDIO_PLATFORM_DOMAIN "googlevideo.com"
 
@@ -56,40 +55,6 @@ int audio_choose(const struct player_info *pi) {
   return best;
 }
 
-/* Copies one part of a parsed URL into out, lowercased. Returns 0, or -EINVAL. */
-static int url_part(CURLU *u, CURLUPart what, char *out, size_t outlen) {
-  char *part = NULL;
-  if (curl_url_get(u, what, &part, 0) != CURLUE_OK) return -EINVAL;
-  size_t n = strlen(part);
-  int rv = -EINVAL;
-  if (n < outlen) {
-    for (size_t i = 0; i <= n; i++) {
-      char c = part[i];
-      out[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-    }
-    rv = 0;
-  }
-  curl_free(part);
-  return rv;
-}
-
-/* Splits an absolute URL into lowercased scheme and host. Returns 0, or -EINVAL. */
-static int url_scheme_host(const char *url, char *scheme, size_t schemelen, char *host, size_t hostlen) {
-  CURLU *u = curl_url();
-  if (u == NULL) return -ENOMEM;
-  int rv = -EINVAL;
-  if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) goto done;
-  rv = url_part(u, CURLUPART_SCHEME, scheme, schemelen);
-  if (rv == 0) rv = url_part(u, CURLUPART_HOST, host, hostlen);
-done:
-  curl_url_cleanup(u);
-  return rv;
-}
-
-static int host_is_loopback(const char *host) {
-  return strcmp(host, "localhost") == 0 || strcmp(host, "[::1]") == 0 || strncmp(host, "127.", 4) == 0;
-}
-
 /* A proper subdomain of the platform's media domain: "rr1---sn-x.googlevideo.com", never "evilgooglevideo.com". */
 static int host_is_platform_media(const char *host) {
   size_t n = strlen(host), d = strlen(AUDIO_PLATFORM_DOMAIN);
@@ -98,25 +63,13 @@ static int host_is_platform_media(const char *host) {
 
 int audio_url_allowed(const char *url, const struct vts_config *cfg) {
   char scheme[16], host[256], up_scheme[16], up_host[256];
-  if (url_scheme_host(url, scheme, sizeof(scheme), host, sizeof(host)) != 0) return -EPERM;
+  if (transport_url_parts(url, scheme, sizeof(scheme), host, sizeof(host), NULL, 0) != 0) return -EPERM;
   int host_ok = host_is_platform_media(host);
-  if (!host_ok && url_scheme_host(cfg->upstream_url, up_scheme, sizeof(up_scheme), up_host, sizeof(up_host)) == 0)
+  if (!host_ok &&
+      transport_url_parts(cfg->upstream_url, up_scheme, sizeof(up_scheme), up_host, sizeof(up_host), NULL, 0) == 0)
     host_ok = strcmp(host, up_host) == 0;
   if (!host_ok) return -EPERM;
-  if (strcmp(scheme, "https") == 0) return 0;
-  if (strcmp(scheme, "http") == 0 && host_is_loopback(host)) return 0;
-  return -EPERM;
-}
-
-size_t audio_sink_write(char *data, size_t size, size_t nmemb, void *userdata) {
-  struct audio_sink *sink = userdata;
-  size_t n = size * nmemb;
-  if (n > sink->cap || sink->buf->len > sink->cap - n) {
-    sink->overflow = 1;
-    return 0;
-  }
-  if (buf_append(sink->buf, data, n) != 0) return 0;
-  return n;
+  return transport_scheme_allowed(scheme, host);
 }
 
 /*
@@ -147,131 +100,122 @@ static int parse_content_range(const char *v, int64_t *first, int64_t *last, int
 
 /* State of one download: the handle is reused across chunks so that the connection is kept alive. */
 struct download {
-  CURL *curl;
+  struct transport t;
+  const char *proxy;
   const struct vts_config *cfg;
-  char *url; /* owned; changes when a redirect is followed */
-  int redirects;
+  struct buf url; /* where the next chunk is asked: changes when a redirect is followed */
   uint64_t deadline;
-  struct audio_sink sink;
+  struct buf *out;
+  size_t cap; /* out->len may grow up to this */
   char *detail;
   size_t detaillen;
 };
 
-static int curl_failure(struct download *d, CURLcode cc) {
-  if (d->sink.overflow) {
+static int transfer_failure(struct download *d, int rv) {
+  if (rv == -EFBIG) {
     set_detail(d->detail, d->detaillen, "audio_too_big");
     return -EFBIG;
   }
-  if (cc == CURLE_OPERATION_TIMEDOUT) {
+  if (rv == -ETIMEDOUT) {
     set_detail(d->detail, d->detaillen, "audio_timeout");
     return -ETIMEDOUT;
   }
-  if (cc == CURLE_OUT_OF_MEMORY) return -ENOMEM;
+  if (rv == -ENOMEM) return -ENOMEM;
   set_detail(d->detail, d->detaillen, "audio_network");
   return -EIO;
 }
 
-/* Takes the Location of a redirect reply after checking it. Returns 0, -EPERM or -EIO. */
-static int follow_redirect(struct download *d) {
-  char *loc = NULL;
-  if (curl_easy_getinfo(d->curl, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || loc == NULL) {
-    set_detail(d->detail, d->detaillen, "audio_bad_redirect");
-    return -EIO;
-  }
-  if (++d->redirects > VTS_MAX_AUDIO_REDIRECTS) {
-    set_detail(d->detail, d->detaillen, "audio_redirect_loop");
-    return -EIO;
-  }
-  if (audio_url_allowed(loc, d->cfg) != 0) {
-    set_detail(d->detail, d->detaillen, "audio_redirect_refused");
-    return -EPERM;
-  }
-  char *copy = strdup(loc);
-  if (copy == NULL) return -ENOMEM;
-  free(d->url);
-  d->url = copy;
-  return 0;
+/* The audio download's host policy for transport_fetch: audio_url_allowed, the URL unchanged. */
+static int audio_policy(const void *ctx, const char *url, struct buf *out) {
+  if (audio_url_allowed(url, ctx) != 0) return -EPERM;
+  return buf_puts(out, url);
 }
 
 /*
  * Requests bytes [first, last] and appends what arrives. *got is the number of bytes appended, *total the size of the
  * whole resource when the reply told it (else -1), *whole is set when the server ignored the range and sent it all.
- * A redirect is followed and the same range asked again. Returns 0 or a negative errno.
+ * A redirect is followed and the same range asked again; the next chunks go to where it led. Returns 0 or a negative
+ * errno.
  */
 static int fetch_range(struct download *d, int64_t first, int64_t last, int64_t *got, int64_t *total, int *whole) {
   char range[64];
   snprintf(range, sizeof(range), "%lld-%lld", (long long)first, (long long)last);
-  for (;;) {
-    uint64_t now = util_now_ms();
-    if (now >= d->deadline) {
-      set_detail(d->detail, d->detaillen, "audio_timeout");
-      return -ETIMEDOUT;
-    }
-    size_t before = d->sink.buf->len;
-    curl_easy_setopt(d->curl, CURLOPT_URL, d->url);
-    curl_easy_setopt(d->curl, CURLOPT_RANGE, range);
-    curl_easy_setopt(d->curl, CURLOPT_TIMEOUT_MS, (long)(d->deadline - now));
-    CURLcode cc = curl_easy_perform(d->curl);
-    if (cc != CURLE_OK) return curl_failure(d, cc);
-    long status = 0;
-    curl_easy_getinfo(d->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (status >= 300 && status < 400) {
-      /* The redirect's own body is not audio. */
-      d->sink.buf->len = before;
-      int rv = follow_redirect(d);
-      if (rv != 0) return rv;
-      continue;
-    }
-    *got = (int64_t)(d->sink.buf->len - before);
-    *whole = 0;
-    *total = -1;
-    if (status == 200 && first == 0) {
-      *whole = 1;
-      return 0;
-    }
-    if (status != 206) {
-      d->sink.buf->len = before;
-      char what[32];
-      snprintf(what, sizeof(what), "audio_http_%ld", status);
-      set_detail(d->detail, d->detaillen, what);
-      return -EIO;
-    }
-    struct curl_header *h = NULL;
-    int64_t a = 0, b = 0;
-    if (curl_easy_header(d->curl, "Content-Range", 0, CURLH_HEADER, -1, &h) != CURLHE_OK ||
-        parse_content_range(h->value, &a, &b, total) != 0 || a != first || *got != b - a + 1) {
-      set_detail(d->detail, d->detaillen, "audio_bad_range");
-      return -EIO;
-    }
+  if (util_now_ms() >= d->deadline) {
+    set_detail(d->detail, d->detaillen, "audio_timeout");
+    return -ETIMEDOUT;
+  }
+  size_t before = d->out->len;
+  struct transport_req req = {.url = d->url.data,
+                              .user_agent = "Mozilla/5.0",
+                              .range = range,
+                              .proxy = d->proxy,
+                              .deadline_ms = d->deadline,
+                              .max_bytes = d->cap > before ? d->cap - before : 0};
+  long status = 0;
+  uint8_t reason;
+  struct buf final_url = BUF_INIT;
+  int rv =
+      transport_fetch(&d->t, &req, audio_policy, d->cfg, VTS_MAX_AUDIO_REDIRECTS, d->out, &status, &reason, &final_url);
+  if (rv == 0) {
+    buf_free(&d->url);
+    d->url = final_url;
+  } else {
+    buf_free(&final_url);
+  }
+  if (rv == -EPERM) {
+    set_detail(d->detail, d->detaillen, "audio_redirect_refused");
+    return -EPERM;
+  }
+  if (rv == -ELOOP) {
+    set_detail(d->detail, d->detaillen, "audio_redirect_loop");
+    return -EIO;
+  }
+  if (rv != 0) return transfer_failure(d, rv);
+  *got = (int64_t)(d->out->len - before);
+  *whole = 0;
+  *total = -1;
+  if (status == 200 && first == 0) {
+    *whole = 1;
     return 0;
   }
+  if (status != 206) {
+    d->out->len = before;
+    char what[32];
+    snprintf(what, sizeof(what), "audio_http_%ld", status);
+    set_detail(d->detail, d->detaillen, what);
+    return -EIO;
+  }
+  const char *content_range = transport_header(&d->t, "Content-Range");
+  int64_t a = 0, b = 0;
+  if (content_range == NULL || parse_content_range(content_range, &a, &b, total) != 0 || a != first ||
+      *got != b - a + 1) {
+    set_detail(d->detail, d->detaillen, "audio_bad_range");
+    return -EIO;
+  }
+  return 0;
 }
 
 int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
                    struct buf *out, char *detail, size_t detaillen) {
-  struct download d = {.cfg = cfg, .deadline = deadline_ms_abs, .detail = detail, .detaillen = detaillen};
+  struct download d = {.cfg = cfg,
+                       .proxy = proxy,
+                       .url = BUF_INIT,
+                       .deadline = deadline_ms_abs,
+                       .out = out,
+                       .detail = detail,
+                       .detaillen = detaillen};
   size_t start_len = out->len;
   int rv;
   if (audio_url_allowed(url, cfg) != 0) {
     set_detail(detail, detaillen, "audio_url_refused");
     return -EPERM;
   }
-  d.url = strdup(url);
-  d.curl = curl_easy_init();
-  if (d.url == NULL || d.curl == NULL) {
+  /* The handle is reused across chunks so that the connection is kept alive. */
+  if (buf_puts(&d.url, url) != 0 || transport_init(&d.t) != 0) {
     rv = -ENOMEM;
     goto fail;
   }
-  d.sink = (struct audio_sink){.buf = out, .cap = start_len + VTS_MAX_AUDIO_BYTES, .overflow = 0};
-  curl_easy_setopt(d.curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(d.curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  /* Redirects are followed by hand so that every hop passes audio_url_allowed. */
-  curl_easy_setopt(d.curl, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(d.curl, CURLOPT_CONNECTTIMEOUT_MS, (long)VTS_UPSTREAM_CONNECT_TIMEOUT_MS);
-  curl_easy_setopt(d.curl, CURLOPT_WRITEFUNCTION, audio_sink_write);
-  curl_easy_setopt(d.curl, CURLOPT_WRITEDATA, &d.sink);
-  curl_easy_setopt(d.curl, CURLOPT_PROXY, proxy != NULL ? proxy : "");
-  curl_easy_setopt(d.curl, CURLOPT_USERAGENT, "Mozilla/5.0");
+  d.cap = start_len + VTS_MAX_AUDIO_BYTES;
 
   int64_t off = 0, total = -1;
   for (;;) {
@@ -298,16 +242,15 @@ int audio_download(const char *url, const struct vts_config *cfg, const char *pr
     /* With an unknown total, a short chunk is the last one. */
     if ((total >= 0 && off >= total) || (total < 0 && got < want)) break;
   }
-  rv = 0;
-  free(d.url);
-  curl_easy_cleanup(d.curl);
-  return rv;
+  buf_free(&d.url);
+  transport_cleanup(&d.t);
+  return 0;
 
 fail:
   /* The caller gets its buffer back as it was, never a partial file. */
   out->len = start_len;
   if (out->data != NULL) out->data[out->len] = '\0';
-  free(d.url);
-  if (d.curl != NULL) curl_easy_cleanup(d.curl);
+  buf_free(&d.url);
+  transport_cleanup(&d.t);
   return rv;
 }

@@ -41,15 +41,4 @@ int audio_url_allowed(const char *url, const struct vts_config *cfg);
 int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
                    struct buf *out, char *detail, size_t detaillen);
 
-/*
- * A libcurl write target (CURLOPT_WRITEFUNCTION with a struct audio_sink as CURLOPT_WRITEDATA) that appends to buf
- * and stops the transfer once buf would hold more than cap bytes, setting overflow. Shared by the speech engines.
- */
-struct audio_sink {
-  struct buf *buf;
-  size_t cap;
-  int overflow;
-};
-size_t audio_sink_write(char *data, size_t size, size_t nmemb, void *userdata);
-
 #endif

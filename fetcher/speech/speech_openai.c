@@ -14,6 +14,7 @@
 #include "fetcher/speech/decode.h"
 #include "fetcher/speech/engine.h"
 #include "fetcher/platform/jsonstream.h"
+#include "fetcher/platform/transport.h"
 
 #define OPENAI_PATH "/v1/audio/transcriptions"
 #define WAV_HEADER_BYTES 44
@@ -253,13 +254,13 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
                      : strcmp(ext, ".wav") == 0  ? "audio/wav"
                      : strcmp(ext, ".webm") == 0 ? "audio/webm"
                                                  : "audio/mp4";
-  struct audio_sink sink = {.buf = reply, .cap = VTS_MAX_UPSTREAM_BODY_BYTES};
-  struct curl_slist *headers = NULL;
+  struct buf auth = BUF_INIT;
   curl_mime *mime = NULL;
-  int rv = -ENOMEM;
-  CURL *curl = curl_easy_init();
-  if (curl == NULL) goto done;
-  mime = curl_mime_init(curl);
+  struct transport t;
+  int rv = transport_init(&t);
+  if (rv != 0) goto done;
+  rv = -ENOMEM;
+  mime = curl_mime_init(t.curl);
   if (mime == NULL) goto done;
   curl_mimepart *part = curl_mime_addpart(mime);
   if (part == NULL || curl_mime_name(part, "file") != CURLE_OK || curl_mime_data(part, file, len) != CURLE_OK ||
@@ -274,41 +275,29 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
       curl_mime_data(part, "verbose_json", CURL_ZERO_TERMINATED) != CURLE_OK)
     goto done;
 
-  if (cfg->speech_api_key[0] != '\0') {
-    struct buf auth = BUF_INIT;
-    if (buf_printf(&auth, "Authorization: Bearer %s", cfg->speech_api_key) != 0) goto done;
-    struct curl_slist *h = curl_slist_append(headers, auth.data);
-    buf_free(&auth);
-    if (h == NULL) goto done;
-    headers = h;
-  }
-  /* Without this curl waits for "100 Continue" before a large body, which some servers never send. */
-  struct curl_slist *h = curl_slist_append(headers, "Expect:");
-  if (h == NULL) goto done;
-  headers = h;
-
-  curl_easy_setopt(curl, CURLOPT_URL, url);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_MIMEPOST, mime);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, audio_sink_write);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)VTS_UPSTREAM_CONNECT_TIMEOUT_MS);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)(deadline_ms_abs - now));
-  CURLcode cc = curl_easy_perform(curl);
+  if (cfg->speech_api_key[0] != '\0' && buf_printf(&auth, "Authorization: Bearer %s", cfg->speech_api_key) != 0)
+    goto done;
+  const char *headers[] = {auth.data, NULL};
+  /* The engine is no platform host: the configured URL is called directly, never through the platform's proxies. */
+  struct transport_req req = {.url = url,
+                              .post = 1,
+                              .mime = mime,
+                              .headers = auth.data != NULL ? headers : NULL,
+                              .deadline_ms = deadline_ms_abs,
+                              .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
+                              .operator_url = 1};
   long status = 0;
-  if (cc == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  if (cc == CURLE_OPERATION_TIMEDOUT) {
+  uint8_t reason;
+  int trv = transport_perform(&t, &req, reply, &status, &reason);
+  if (trv == -ETIMEDOUT) {
     set_detail(detail, detaillen, "speech_timeout");
     rv = -ETIMEDOUT;
-  } else if (sink.overflow) {
+  } else if (trv == -EFBIG) {
     set_detail(detail, detaillen, "speech_reply_too_big");
     rv = -EIO;
-  } else if (cc == CURLE_OUT_OF_MEMORY) {
+  } else if (trv == -ENOMEM) {
     rv = -ENOMEM;
-  } else if (cc != CURLE_OK) {
+  } else if (trv != 0) {
     set_detail(detail, detaillen, "speech_unreachable");
     rv = -EIO;
   } else if (status != 200) {
@@ -321,9 +310,9 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
   }
 
 done:
-  curl_slist_free_all(headers);
+  buf_free(&auth);
   curl_mime_free(mime);
-  if (curl != NULL) curl_easy_cleanup(curl);
+  transport_cleanup(&t);
   return rv;
 }
 

@@ -413,8 +413,8 @@ static void job_finish(struct dispatcher *d, struct job *j, const struct proto_r
   log_msg(res.outcome == PROTO_INTERNAL ? LOG_WARN : LOG_INFO, "job finished", "request_id", j->pj.request_id,
           "=job_id", NUM(j->id), "video_id", j->pj.video_id, "lang", j->pj.lang, "kind",
           j->pj.kind == PROTO_KIND_SPEECH ? "speech" : "captions", "=status", NUM(proto_outcome_status(res.outcome)),
-          "detail", res.detail, "=waiters", NUM(nwaiters), "=queue_ms", NUM(queue_ms), "=fetch_ms", NUM(res.fetch_ms),
-          "=dur_ms", NUM(now - j->created_ms), NULL);
+          "detail", res.detail, "reason", proto_reason_name(res.reason), "=waiters", NUM(nwaiters), "=queue_ms",
+          NUM(queue_ms), "=fetch_ms", NUM(res.fetch_ms), "=dur_ms", NUM(now - j->created_ms), NULL);
   job_destroy(d, j);
 }
 
@@ -427,7 +427,7 @@ static void job_fail(struct dispatcher *d, struct job *j, const char *detail) {
 /* A fetcher's result for a job it holds: the end of the job, or its second life as a speech job. */
 static void job_result(struct dispatcher *d, struct job *j, const struct proto_result *res) {
   job_detach(d, j);
-  metrics_upstream(res->outcome, res->detail);
+  metrics_upstream(res);
   if (res->outcome == PROTO_NO_CAPTIONS && d->cfg->speech_fallback && j->pj.kind == PROTO_KIND_CAPTIONS) {
     uint64_t now = util_now_ms();
     j->pj.kind = PROTO_KIND_SPEECH;

@@ -18,7 +18,7 @@ static const char *const route_names[MR__COUNT] = {"/health", "/openapi.json", "
                                                    "other"};
 static const char *const upstream_names[MU__COUNT] = {
     "ok",      "no_captions", "not_available", "http_429",  "recaptcha", "bot_check", "http_5xx",
-    "timeout", "consent",     "po_token",      "malformed", "internal",  "other"};
+    "timeout", "consent",     "po_token",      "malformed", "internal",  "other",     "network"};
 
 int metrics_init(void) {
   void *p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -72,12 +72,7 @@ void metrics_l1_hit(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
 }
 
-/* Fetcher details of replies that were not what the platform normally sends. */
-static const char *const malformed_details[] = {"bad_player_reply", "bad_captions", "bad_utf8",  "empty_captions",
-                                                "truncated",        "too_large",    "no_api_key"};
-
-int metrics_upstream_kind(int outcome, const char *detail) {
-  if (detail == NULL) detail = "";
+int metrics_upstream_kind(int outcome, int reason) {
   switch (outcome) {
     case PROTO_OK:
       return MU_OK;
@@ -90,20 +85,48 @@ int metrics_upstream_kind(int outcome, const char *detail) {
     default:
       break;
   }
-  if (strncmp(detail, "http_5", 6) == 0) return MU_HTTP_5XX;
-  if (strstr(detail, "timeout") != NULL) return MU_TIMEOUT;
-  for (int i = MU_HTTP_429; i <= MU_PO_TOKEN; i++) {
-    if (strcmp(detail, upstream_names[i]) == 0) return i;
-  }
-  for (size_t i = 0; i < sizeof(malformed_details) / sizeof(malformed_details[0]); i++) {
-    if (strcmp(detail, malformed_details[i]) == 0) return MU_MALFORMED;
-  }
+  static const struct {
+    int reason, kind;
+  } map[] = {{PROTO_REASON_HTTP_429, MU_HTTP_429},   {PROTO_REASON_RECAPTCHA, MU_RECAPTCHA},
+             {PROTO_REASON_BOT_CHECK, MU_BOT_CHECK}, {PROTO_REASON_HTTP_5XX, MU_HTTP_5XX},
+             {PROTO_REASON_TIMEOUT, MU_TIMEOUT},     {PROTO_REASON_CONSENT, MU_CONSENT},
+             {PROTO_REASON_PO_TOKEN, MU_PO_TOKEN},   {PROTO_REASON_MALFORMED, MU_MALFORMED},
+             {PROTO_REASON_NETWORK, MU_NETWORK}};
+  for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+    if (map[i].reason == reason) return map[i].kind;
   return MU_OTHER;
 }
 
-void metrics_upstream(int outcome, const char *detail) {
+/* The row of a client name: found, newly published (the dispatcher is the only writer), or the "other" row. */
+static int client_row(struct metrics_attempts *a, const char *name) {
+  int n = atomic_load_explicit(&a->nclients, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (strcmp(a->client_names[i], name) == 0) return i;
+  /* A name becomes a label value: only the characters profile names may have (a peer could send anything). */
+  size_t len = strlen(name);
+  if (n == METRICS_MAX_CLIENTS || len == 0 || len >= sizeof(a->client_names[0]) ||
+      strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != len)
+    return METRICS_MAX_CLIENTS;
+  snprintf(a->client_names[n], sizeof(a->client_names[n]), "%s", name);
+  atomic_store_explicit(&a->nclients, n + 1, memory_order_release);
+  return n;
+}
+
+static void count_attempt(_Atomic uint64_t *row, uint8_t result) {
+  atomic_fetch_add_explicit(&row[MA_ATTEMPTS], 1, memory_order_relaxed);
+  if (result == PROTO_ATTEMPT_BLOCKED) atomic_fetch_add_explicit(&row[MA_BLOCKS], 1, memory_order_relaxed);
+  if (result == PROTO_ATTEMPT_OK) atomic_fetch_add_explicit(&row[MA_SUCCESSES], 1, memory_order_relaxed);
+}
+
+void metrics_upstream(const struct proto_result *res) {
   if (shm == NULL) return;
-  atomic_fetch_add_explicit(&shm->dispatcher.upstream[metrics_upstream_kind(outcome, detail)], 1, memory_order_relaxed);
+  struct metrics_dispatcher *d = &shm->dispatcher;
+  atomic_fetch_add_explicit(&d->upstream[metrics_upstream_kind(res->outcome, res->reason)], 1, memory_order_relaxed);
+  for (uint8_t i = 0; i < res->nattempts && i < PROTO_MAX_ATTEMPTS; i++) {
+    const struct proto_attempt *at = &res->attempts[i];
+    if (at->proxy < METRICS_MAX_PROXIES) count_attempt(d->attempts.proxy[at->proxy], at->result);
+    count_attempt(d->attempts.client[client_row(&d->attempts, at->client)], at->result);
+  }
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -162,6 +185,40 @@ static int render_http(struct buf *out) {
   return rv;
 }
 
+/*
+ * Player attempts by proxy and by client. A proxy is named by its position in VTS_UPSTREAM_PROXY ("0" for none),
+ * never by its URL, which may hold credentials. Only rows that saw an attempt are listed.
+ */
+static int render_attempts(struct buf *out, const struct metrics_attempts *a) {
+  static const char *const what[MA__COUNT] = {"attempts", "blocks", "successes"};
+  static const char *const help[MA__COUNT] = {
+      "Player attempts",
+      "Player attempts met by a block (429, recaptcha, bot check, 403 on captions)",
+      "Player attempts that returned the transcript",
+  };
+  int rv = 0;
+  int nclients = atomic_load_explicit(&a->nclients, memory_order_acquire);
+  for (int w = 0; rv == 0 && w < MA__COUNT; w++) {
+    char name[64], text[160];
+    snprintf(name, sizeof(name), "vts_upstream_proxy_%s_total", what[w]);
+    snprintf(text, sizeof(text), "%s, by proxy (its 1-based position in VTS_UPSTREAM_PROXY, 0 for none).", help[w]);
+    rv = family(out, name, "counter", text);
+    for (int p = 0; rv == 0 && p < METRICS_MAX_PROXIES; p++) {
+      if (LOAD(a->proxy[p][MA_ATTEMPTS]) == 0) continue;
+      rv = buf_printf(out, "%s{proxy=\"%d\"} %llu\n", name, p, (unsigned long long)LOAD(a->proxy[p][w]));
+    }
+    snprintf(name, sizeof(name), "vts_upstream_client_%s_total", what[w]);
+    snprintf(text, sizeof(text), "%s, by client profile.", help[w]);
+    if (rv == 0) rv = family(out, name, "counter", text);
+    for (int c = 0; rv == 0 && c <= METRICS_MAX_CLIENTS; c++) {
+      if ((c < METRICS_MAX_CLIENTS && c >= nclients) || LOAD(a->client[c][MA_ATTEMPTS]) == 0) continue;
+      rv = buf_printf(out, "%s{client=\"%s\"} %llu\n", name, c < METRICS_MAX_CLIENTS ? a->client_names[c] : "other",
+                      (unsigned long long)LOAD(a->client[c][w]));
+    }
+  }
+  return rv;
+}
+
 /* A metric family with one unlabelled sample. */
 struct scalar {
   const char *name, *type, *help;
@@ -216,5 +273,6 @@ int metrics_render(struct buf *out) {
   for (int i = 0; rv == 0 && i < MU__COUNT; i++)
     rv = buf_printf(out, "vts_upstream_outcomes_total{kind=\"%s\"} %llu\n", upstream_names[i],
                     (unsigned long long)LOAD(d->upstream[i]));
+  if (rv == 0) rv = render_attempts(out, &d->attempts);
   return rv;
 }

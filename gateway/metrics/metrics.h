@@ -21,7 +21,7 @@ enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_OT
 #define METRICS_NSTATUS 14  /* the list above plus "other" */
 #define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
 
-/* Upstream outcomes reported by fetchers, by kind (the result's detail, mapped to a fixed set). */
+/* Upstream outcomes reported by fetchers, by kind (the result's outcome and typed reason, mapped to a fixed set). */
 enum metrics_upstream {
   MU_OK = 0,
   MU_NO_CAPTIONS,
@@ -36,7 +36,20 @@ enum metrics_upstream {
   MU_MALFORMED,
   MU_INTERNAL,
   MU_OTHER,
+  MU_NETWORK,
   MU__COUNT
+};
+
+/* Player attempts reported by fetchers in their results, per proxy (by index) and per client profile name. */
+#define METRICS_MAX_PROXIES 17 /* index 0 is "no proxy", then VTS_UPSTREAM_PROXY entries 1..16 */
+#define METRICS_MAX_CLIENTS 16 /* distinct client names counted; later ones go under "other" */
+enum metrics_attempt { MA_ATTEMPTS = 0, MA_BLOCKS, MA_SUCCESSES, MA__COUNT };
+
+struct metrics_attempts {
+  _Atomic uint64_t proxy[METRICS_MAX_PROXIES][MA__COUNT];
+  _Atomic uint64_t client[METRICS_MAX_CLIENTS + 1][MA__COUNT]; /* the last row is "other" */
+  char client_names[METRICS_MAX_CLIENTS][32];                  /* written once by the dispatcher, then read */
+  _Atomic int nclients;                                        /* names published (release after the name) */
 };
 
 struct metrics_worker {
@@ -61,6 +74,7 @@ struct metrics_dispatcher {
   _Atomic uint64_t fetchers_lost_with_job;
   _Atomic uint64_t job_deadline_expired;
   _Atomic uint64_t upstream[MU__COUNT];
+  struct metrics_attempts attempts;
   _Atomic int64_t cache_bytes;
   _Atomic int64_t cache_entries;
 };
@@ -94,10 +108,14 @@ void metrics_ratelimit_store_error(int fell_back);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
 
-/* Dispatcher: a finished job by its outcome (enum proto_outcome) and the result's detail string. */
-void metrics_upstream(int outcome, const char *detail);
-/* The kind a job's outcome and detail are counted under (enum metrics_upstream). */
-int metrics_upstream_kind(int outcome, const char *detail);
+struct proto_result;
+/*
+ * Dispatcher: a finished job by its outcome and typed reason (vts_upstream_outcomes_total), and the player attempts
+ * its result lists (vts_upstream_proxy_*_total, vts_upstream_client_*_total).
+ */
+void metrics_upstream(const struct proto_result *res);
+/* The kind a job's outcome (enum proto_outcome) and reason (enum proto_reason) are counted under. */
+int metrics_upstream_kind(int outcome, int reason);
 
 /* Renders every metric in the Prometheus text format (version 0.0.4) into out. Returns 0 or -ENOMEM. */
 int metrics_render(struct buf *out);

@@ -62,6 +62,21 @@ and the audio formats of the player reply carry their real sizes and duration:
 | speechLong1 | normal | OK, no captions; audio formats declaring 10 hours                             |
 | audio403xx1 | normal | OK, no captions; /videoplayback answers 403                                   |
 
+Client-specific refusals (the client named in the player request body decides the reply; caption baseUrls then
+carry c=<clientName>, as the platform's do):
+
+| visionUnpl1 | normal | UNPLAYABLE ("made for kids") for VISIONOS, OK with one "en" track for others |
+| vunpl*      | normal | any id starting with "vunpl": as visionUnpl1 (fresh ids for benchmarks)      |
+| visionXpv01 | normal | OK for all; VISIONOS's tracks carry exp=xpv (a PO token is wanted)            |
+| emptyCap001 | normal | OK for all; the caption URL answers an empty 200 to VISIONOS's track           |
+| cap403First | normal | OK for all; the caption URL answers 403 to VISIONOS's track                    |
+
+Blocking by egress address: with --block-source ADDR (repeatable) and --block-mode 429|recaptcha, every request
+arriving from ADDR gets a 429 (mode 429) or, for the watch page, the recaptcha page and for the player a 429 (mode
+recaptcha). Requests are also counted by source address under "sources" in /__stats, and blocked ones under
+"blocked". The player's X-YouTube-Client-Name header is recorded under "client_ids" per video, and its
+context.client with the User-Agent and X-YouTube-Client-Version headers under "contexts".
+
 Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
 
@@ -118,7 +133,7 @@ TRACK_TEXT = {
 }
 
 
-def track_url(video, lang, kind="", fmt="srv3", po_token=False):
+def track_url(video, lang, kind="", fmt="srv3", po_token=False, client=None, exp="xpe"):
     """A baseUrl in the shape of the real ones: signed parameters, then lang (and kind), then fmt."""
     params = [
         ("v", video), ("ei", "q1FakeEi0123456789abc"), ("caps", "asr"), ("opi", "112496729"), ("xoaf", "5"),
@@ -128,7 +143,9 @@ def track_url(video, lang, kind="", fmt="srv3", po_token=False):
         ("key", "yt8"),
     ]
     if po_token:
-        params.append(("exp", "xpe"))
+        params.append(("exp", exp))
+    if client:
+        params.append(("c", client))
     if kind:
         params.append(("kind", kind))
     params.append(("lang", lang))
@@ -137,9 +154,9 @@ def track_url(video, lang, kind="", fmt="srv3", po_token=False):
     return PLATFORM + "/api/timedtext?" + urllib.parse.urlencode(params, safe=",")
 
 
-def caption_track(video, lang, name, kind="", po_token=False):
+def caption_track(video, lang, name, kind="", po_token=False, client=None, exp="xpe"):
     track = {
-        "baseUrl": track_url(video, lang, kind, po_token=po_token),
+        "baseUrl": track_url(video, lang, kind, po_token=po_token, client=client, exp=exp),
         "name": {"runs": [{"text": name}]},
         "vssId": ("a." if kind == "asr" else ".") + lang,
         "languageCode": lang,
@@ -343,6 +360,10 @@ class Stats:
         self.timedtext = {}
         self.cookies = {}
         self.sent = {}
+        self.sources = {}
+        self.blocked = {}
+        self.client_ids = {}
+        self.contexts = {}
 
     def add(self, table, video, value):
         with self.lock:
@@ -352,14 +373,23 @@ class Stats:
         with self.lock:
             self.requests[key] = self.requests.get(key, 0) + 1
 
+    def bump(self, table, key):
+        with self.lock:
+            table[key] = table.get(key, 0) + 1
+
     def snapshot(self):
         with self.lock:
             return {"requests": dict(self.requests), "clients": dict(self.clients),
                     "player_keys": dict(self.player_keys), "player_visitor": dict(self.player_visitor),
-                    "timedtext": dict(self.timedtext), "cookies": dict(self.cookies), "sent": dict(self.sent)}
+                    "timedtext": dict(self.timedtext), "cookies": dict(self.cookies), "sent": dict(self.sent),
+                    "sources": dict(self.sources), "blocked": dict(self.blocked),
+                    "client_ids": dict(self.client_ids), "contexts": dict(self.contexts)}
 
 
 STATS = Stats()
+
+# --block-source addresses and --block-mode.
+BLOCK = {"sources": set(), "mode": "429"}
 
 # Pages read from --captures: name -> text, plus the key and consent value they hold.
 CAPTURES = {}
@@ -504,6 +534,19 @@ class Handler(BaseHTTPRequestHandler):
             STATS.add(STATS.sent, video, sent)
         self.close_connection = True
 
+    def egress_blocked(self, path):
+        """Counts the request by source address; answers it as a block when that address is blocked."""
+        source = self.client_address[0]
+        STATS.bump(STATS.sources, source)
+        if source not in BLOCK["sources"]:
+            return False
+        STATS.bump(STATS.blocked, source)
+        if BLOCK["mode"] == "recaptcha" and path == "/watch":
+            self.send(200, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+        else:
+            self.send(429, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+        return True
+
     # Routes.
 
     def do_GET(self):
@@ -514,6 +557,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, STATS.snapshot())
             return
         STATS.count("GET %s %s" % (url.path, video))
+        if self.egress_blocked(url.path):
+            return
         if url.path == "/watch":
             self.get_watch(video)
         elif url.path == "/api/timedtext":
@@ -547,6 +592,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         STATS.count("POST /youtubei/v1/player %s" % video)
         STATS.add(STATS.clients, video, "%s:%s" % (name, version))
+        STATS.add(STATS.client_ids, video, self.headers.get("X-YouTube-Client-Name", ""))
+        STATS.add(STATS.contexts, video, {"client": client, "user_agent": self.headers.get("User-Agent", ""),
+                                          "version_header": self.headers.get("X-YouTube-Client-Version", "")})
+        if self.egress_blocked(url.path):
+            return
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         if "key" in query:
             STATS.add(STATS.player_keys, video, query["key"][0])
@@ -593,6 +643,17 @@ class Handler(BaseHTTPRequestHandler):
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
                       caption_track(video, "de", "German")]
             self.send_json(200, player_ok(origin, video, tracks, default_index=3))
+        elif video == "visionUnpl1" or video.startswith("vunpl"):
+            if client_name == "VISIONOS":
+                self.send_json(200, player_error("UNPLAYABLE", "This video is not available on this app",
+                                                 "Made for kids"))
+            else:
+                self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English",
+                                                                            client=client_name)]))
+        elif video in ("visionXpv01", "emptyCap001", "cap403First"):
+            xpv = video == "visionXpv01" and client_name == "VISIONOS"
+            self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English", po_token=xpv,
+                                                                        client=client_name, exp="xpv")]))
         elif video == "clientRefus":
             if client_name == "VISIONOS":
                 self.send_json(403, {"error": {"code": 403, "message": "The caller does not have permission",
@@ -692,7 +753,12 @@ class Handler(BaseHTTPRequestHandler):
         lang = query.get("lang", ["en"])[0]
         kind = query.get("kind", [""])[0]
         cues = cues_for(video, lang, kind)
-        if video == "truncated01":
+        client = query.get("c", [""])[0]
+        if video == "emptyCap001" and client == "VISIONOS":
+            self.send(200, "", "text/plain; charset=UTF-8")
+        elif video == "cap403First" and client == "VISIONOS":
+            self.send(403, "<html>403</html>", "text/html; charset=UTF-8")
+        elif video == "truncated01":
             self.send_truncated(json3_body(cues))
         elif video == "oversizeCap":
             self.send_large(OVERSIZE_BYTES, chunked=True)
@@ -721,7 +787,11 @@ def main():
     parser.add_argument("--audio-m4a", help="m4a (AAC) file served for itag 140")
     parser.add_argument("--audio-webm", help="webm (Opus) file served for itags 249 and 251")
     parser.add_argument("--audio-duration-ms", type=int, default=12480, help="duration the player reply declares")
+    parser.add_argument("--block-source", action="append", default=[], help="a source address to answer as blocked")
+    parser.add_argument("--block-mode", choices=("429", "recaptcha"), default="429")
     args = parser.parse_args()
+    BLOCK["sources"] = set(args.block_source)
+    BLOCK["mode"] = args.block_mode
     AUDIO_DURATION_MS[0] = args.audio_duration_ms
     if args.audio_m4a:
         with open(args.audio_m4a, "rb") as f:

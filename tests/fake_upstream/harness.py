@@ -18,9 +18,14 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+PROTO_VERSION = b"\x02"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
+# enum proto_reason, by value; enum proto_attempt_result.
+REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
+           "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal"]
+ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 
 def fetcher_binary():
@@ -59,6 +64,28 @@ class FakeUpstream:
         self.proc.stdout.close()
 
 
+class EgressProxy:
+    """egress_proxy.py on a free port of 127.0.0.1, its outgoing connections from source."""
+
+    def __init__(self, source):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "egress_proxy.py"), "--port", "0",
+                                      "--source", source], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY "):
+            self.proc.kill()
+            raise RuntimeError("egress proxy did not start: %r" % line)
+        self.port = int(line.split()[1])
+        self.source = source
+
+    def url(self, credentials=""):
+        return "http://%s127.0.0.1:%d" % (credentials + "@" if credentials else "", self.port)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait(timeout=5)
+        self.proc.stdout.close()
+
+
 def fetcher_env(upstream_url, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k not in ("http_proxy", "https_proxy")}
     env["VTS_UPSTREAM_URL"] = upstream_url
@@ -82,14 +109,14 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS):
-    return (b"VT\x01" + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) + _str(video_id) +
-            _str(lang) + _str(request_id))
+    return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
+            _str(video_id) + _str(lang) + _str(request_id))
 
 
 def decode_result(msg, last=False):
     """A RESULT, or with last=True the RESULT_LAST of a stopping fetcher (the same fields under type 4)."""
     want = PROTO_RESULT_LAST if last else PROTO_RESULT
-    assert msg[:4] == b"VT\x01" + bytes([want]), "expected type %d, got %r" % (want, msg[:16])
+    assert msg[:4] == b"VT" + PROTO_VERSION + bytes([want]), "expected type %d, got %r" % (want, msg[:16])
     job_id, outcome, source, fetch_ms = struct.unpack(">QBBI", msg[4:18])
     off = 18
     fields = []
@@ -97,14 +124,22 @@ def decode_result(msg, last=False):
         (n,) = struct.unpack(">H", msg[off:off + 2])
         fields.append(msg[off + 2:off + 2 + n].decode())
         off += 2 + n
+    reason, nattempts = msg[off], msg[off + 1]
+    off += 2
+    attempts = []
+    for _ in range(nattempts):
+        proxy, result = msg[off], msg[off + 1]
+        (n,) = struct.unpack(">H", msg[off + 2:off + 4])
+        attempts.append((proxy, result, msg[off + 4:off + 4 + n].decode()))
+        off += 4 + n
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
     body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
-            "detail": fields[1], "body": body}
+            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "body": body}
 
 
-READY = b"VT\x01" + bytes([PROTO_READY])
+READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
 
 
 class SpConn:

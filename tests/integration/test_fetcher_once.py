@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import harness  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
-DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:20.10.38"]
+DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.02.35"]
+PAGE_CLIENT = "WEB:2.20260114.08.00"  # the built-in client that takes the watch page flow
 PLAYER = "POST /youtubei/v1/player "
 WATCH = "GET /watch "
 TIMEDTEXT = "GET /api/timedtext "
@@ -133,6 +134,13 @@ def test_first_client_refused_then_second_client_succeeds(upstream):
     r = run_once(upstream, "clientRefus")
     assert (r.outcome, r.lang, r.detail) == (OK, "en", "ok")
     assert r.stats["clients"]["clientRefus"] == DEFAULT_CLIENTS
+    assert r.requests() == {PLAYER + "clientRefus": 2, TIMEDTEXT + "clientRefus": 1}
+
+
+def test_page_client_sends_the_page_key_and_visitor_data(upstream):
+    r = run_once(upstream, "clientRefus", VTS_INNERTUBE_CLIENTS="VISIONOS,WEB")
+    assert (r.outcome, r.lang, r.detail) == (OK, "en", "ok")
+    assert r.stats["clients"]["clientRefus"] == ["VISIONOS:1.02", PAGE_CLIENT]
     assert r.stats["player_keys"]["clientRefus"] == ["AIzaSyFakeKeyForTests0123456789abcdefgh"]
     assert r.stats["player_visitor"]["clientRefus"] == [True]
     assert r.requests() == {PLAYER + "clientRefus": 2, WATCH + "clientRefus": 1, TIMEDTEXT + "clientRefus": 1}
@@ -146,7 +154,7 @@ def test_client_without_page_needs_fetches_no_watch_page(upstream):
 
 
 def test_consent_wall_is_answered_once_with_its_v_value(upstream):
-    r = run_once(upstream, "consentOk01", VTS_INNERTUBE_CLIENTS="ANDROID:20.10.38")
+    r = run_once(upstream, "consentOk01", VTS_INNERTUBE_CLIENTS="WEB")
     assert (r.outcome, r.lang, r.detail) == (OK, "en", "ok")
     cookies = r.stats["cookies"]["consentOk01"]
     assert len(cookies) == 2 and cookies[0] == ""
@@ -155,22 +163,25 @@ def test_consent_wall_is_answered_once_with_its_v_value(upstream):
 
 
 # Upstream failures: (behaviour, video, environment, detail, exactly the requests made).
-ANDROID_ONLY = {"VTS_INNERTUBE_CLIENTS": "ANDROID:20.10.38"}
+PAGE_ONLY = {"VTS_INNERTUBE_CLIENTS": "WEB"}
+PAGE_FIRST = {"VTS_INNERTUBE_CLIENTS": "WEB,ANDROID"}
+# Every refusal another client may not share falls through: with the two default clients, two player requests.
 FAILURES = [
-    ("consent_wall_without_v", "consentBad1", ANDROID_ONLY, "consent", {WATCH: 1}),
-    ("recaptcha_page", "recaptcha01", {}, "recaptcha", {PLAYER: 1, WATCH: 1}),
-    ("http_429", "http429xxx1", {}, "http_429", {PLAYER: 1, WATCH: 1}),
-    ("http_500_from_every_client", "http500xxx1", {}, "http_500", {PLAYER: 2, WATCH: 1}),
-    ("bot_check_from_every_client", "botCheck001", {}, "bot_check", {PLAYER: 2, WATCH: 1}),
-    ("every_track_needs_po_token", "poToken0001", {}, "po_token", {PLAYER: 2, WATCH: 1}),
+    ("consent_wall_without_v", "consentBad1", PAGE_ONLY, "consent", {WATCH: 1}),
+    ("recaptcha_page", "recaptcha01", PAGE_ONLY, "recaptcha", {WATCH: 1}),
+    ("recaptcha_page_then_429_for_the_next_client", "recaptcha01", PAGE_FIRST, "http_429", {WATCH: 1, PLAYER: 1}),
+    ("http_429_from_every_client", "http429xxx1", {}, "http_429", {PLAYER: 2}),
+    ("http_500_from_every_client", "http500xxx1", {}, "http_500", {PLAYER: 2}),
+    ("bot_check_from_every_client", "botCheck001", {}, "bot_check", {PLAYER: 2}),
+    ("every_track_needs_po_token", "poToken0001", {}, "po_token", {PLAYER: 2}),
     ("slow_player_past_deadline_tries_no_other_client", "slowPlayer1", {"VTS_JOB_TIMEOUT_MS": 700}, "timeout",
      {PLAYER: 1}),
-    ("truncated_caption_body", "truncated01", {}, "truncated", {PLAYER: 1, TIMEDTEXT: 1}),
-    ("player_reply_past_the_cap", "oversizePl1", {}, "too_large", {PLAYER: 2, WATCH: 1}),
-    ("chunked_caption_body_past_the_cap", "oversizeCap", {}, "too_large", {PLAYER: 1, TIMEDTEXT: 1}),
-    ("malformed_player_json", "malformed01", {}, "bad_player_reply", {PLAYER: 2, WATCH: 1}),
-    ("redirect_to_foreign_host_not_followed", "redirEvil01", {}, "bad_redirect", {PLAYER: 2, WATCH: 1}),
-    ("redirect_loop_stops_after_three_hops", "redirLoop01", {}, "too_many_redirects", {PLAYER: 8, WATCH: 1}),
+    ("truncated_caption_body_for_every_client", "truncated01", {}, "truncated", {PLAYER: 2, TIMEDTEXT: 2}),
+    ("player_reply_past_the_cap", "oversizePl1", {}, "too_large", {PLAYER: 2}),
+    ("chunked_caption_body_past_the_cap", "oversizeCap", {}, "too_large", {PLAYER: 2, TIMEDTEXT: 2}),
+    ("malformed_player_json", "malformed01", {}, "bad_player_reply", {PLAYER: 2}),
+    ("redirect_to_foreign_host_not_followed", "redirEvil01", {}, "bad_redirect", {PLAYER: 2}),
+    ("redirect_loop_stops_after_three_hops", "redirLoop01", {}, "too_many_redirects", {PLAYER: 8}),
 ]
 
 
@@ -192,18 +203,19 @@ def test_upstream_failure_is_reported_with_its_reason(upstream, video, env, deta
     ("unplayable1", "unplayable"),
     ("liveOffline", "live_offline"),
 ])
-def test_unplayable_videos_are_not_available_without_trying_other_clients(upstream, video, detail):
+def test_unplayable_videos_are_not_available_once_every_client_agrees(upstream, video, detail):
     r = run_once(upstream, video)
     assert (r.outcome, r.lang, r.detail) == (NOT_AVAILABLE, "", detail)
     assert r.stdout == ""
-    assert r.requests() == {PLAYER + video: 1}
+    assert r.requests() == {PLAYER + video: 2}
+    assert r.stats["clients"][video] == DEFAULT_CLIENTS
 
 
-def test_playable_video_without_captions_is_no_captions(upstream):
+def test_playable_video_without_captions_is_no_captions_once_every_client_agrees(upstream):
     r = run_once(upstream, "noCaptions1")
     assert (r.outcome, r.lang, r.detail) == (NO_CAPTIONS, "", "no_captions")
     assert r.stdout == ""
-    assert r.requests() == {PLAYER + "noCaptions1": 1}
+    assert r.requests() == {PLAYER + "noCaptions1": 2}
 
 
 # Broken, slow and hostile upstream.
@@ -227,7 +239,12 @@ def test_upstream_not_listening_is_upstream_failure():
                           env=harness.fetcher_env("http://127.0.0.1:%d" % port), capture_output=True, text=True,
                           timeout=30)
     assert proc.returncode == 0
-    assert proc.stderr.splitlines()[-1] == "outcome=3 lang= detail=transport"
+    assert proc.stderr.splitlines()[-1] == "outcome=3 lang= detail=network"
+    # A network failure is its own kind, and the log line carries curl's own words for it.
+    failed = [json.loads(line) for line in proc.stderr.splitlines()[:-1]
+              if json.loads(line).get("msg") == "upstream request failed"]
+    assert len(failed) == 2 and all(f["reason"] == "network" for f in failed)
+    assert all("Failed to connect to 127.0.0.1 port %d" % port in f["error"] for f in failed), failed
 
 
 def test_logs_never_carry_query_strings(upstream):
@@ -282,23 +299,23 @@ def captures():
 
 
 def test_real_watch_page_yields_key_and_visitor_data(captures):
-    r = run_once(captures, "realWatch01", VTS_INNERTUBE_CLIENTS="ANDROID:20.10.38")
+    r = run_once(captures, "realWatch01", VTS_INNERTUBE_CLIENTS="WEB")
     assert (r.outcome, r.lang, r.detail) == (OK, "en", "ok")
     assert r.stats["player_keys"]["realWatch01"] == ["AIzaSyAO_FJ2SlqU8Q4STEHLGCilw_Y9_11qcW8"]
     assert r.stats["player_visitor"]["realWatch01"] == [True]
 
 
 def test_real_consent_wall_is_answered(captures):
-    r = run_once(captures, "realConsent", VTS_INNERTUBE_CLIENTS="ANDROID:20.10.38")
+    r = run_once(captures, "realConsent", VTS_INNERTUBE_CLIENTS="WEB")
     assert (r.outcome, r.detail) == (OK, "ok")
     assert "CONSENT=YES+cb.20210328-17-p0.de+FX+119" in r.stats["cookies"]["realConsent"][1]
 
 
 def test_real_consent_wall_without_v_is_upstream_failure(captures):
-    r = run_once(captures, "realConsBad", VTS_INNERTUBE_CLIENTS="ANDROID:20.10.38")
+    r = run_once(captures, "realConsBad", VTS_INNERTUBE_CLIENTS="WEB")
     assert (r.outcome, r.detail) == (UPSTREAM_FAILED, "consent")
 
 
 def test_real_recaptcha_page_is_upstream_failure(captures):
-    r = run_once(captures, "realRecapt1", VTS_INNERTUBE_CLIENTS="ANDROID:20.10.38")
+    r = run_once(captures, "realRecapt1", VTS_INNERTUBE_CLIENTS="WEB")
     assert (r.outcome, r.detail) == (UPSTREAM_FAILED, "recaptcha")

@@ -61,9 +61,9 @@ def _parse(text):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """Runs the traffic once at DEBUG level, stops everything, and returns the complete logs."""
-    # ANDROID only: every job takes the watch page flow (page, INNERTUBE_API_KEY, visitor data, consent cookie).
+    # WEB only: every job takes the watch page flow (page, INNERTUBE_API_KEY, visitor data, consent cookie).
     s = Stack(tmp_path_factory.mktemp("logs"), gateway_env={"VTS_LOG_LEVEL": "debug"},
-              fetcher_env={"VTS_LOG_LEVEL": "debug", "VTS_INNERTUBE_CLIENTS": "ANDROID:20.10.38"})
+              fetcher_env={"VTS_LOG_LEVEL": "debug", "VTS_INNERTUBE_CLIENTS": "WEB"})
     try:
         answers = {}
         for request_id, method, target, headers, _, _ in REQUESTS:

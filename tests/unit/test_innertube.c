@@ -19,23 +19,37 @@
 #include "fetcher/platform/innertube.h"
 #include "fetcher/platform/upstream.h"
 
+/* VTS_INNERTUBE_CLIENTS against the built-in profiles. */
+static int clients_parse(const char *spec, struct innertube_client *out, size_t max, size_t *n, char *err,
+                         size_t errlen) {
+  struct profile_set set;
+  profiles_builtin(&set);
+  return profiles_clients_parse(&set, spec, out, max, n, err, errlen);
+}
+
 static void test_clients_spec_parsed_in_order(void **state) {
   (void)state;
   struct innertube_client c[8];
   size_t n = 0;
   char err[256];
-  assert_int_equal(innertube_clients_parse("VISIONOS:1.02,ANDROID:20.10.38", c, 8, &n, err, sizeof(err)), 0);
+  assert_int_equal(clients_parse("VISIONOS:1.02,ANDROID:20.10.38", c, 8, &n, err, sizeof(err)), 0);
   assert_int_equal(n, 2);
-  assert_string_equal(c[0].name, "VISIONOS");
-  assert_string_equal(c[0].version, "1.02");
-  assert_string_equal(c[1].name, "ANDROID");
-  assert_string_equal(c[1].version, "20.10.38");
+  assert_string_equal(c[0].profile.name, "VISIONOS");
+  assert_string_equal(c[0].profile.version, "1.02");
+  assert_string_equal(c[0].profile.client_id, "101");
+  assert_string_equal(c[1].profile.name, "ANDROID");
+  assert_string_equal(c[1].profile.version, "20.10.38");
+  assert_string_equal(c[1].profile.client_id, "3");
+  /* A name alone takes the profile's own version. */
+  assert_int_equal(clients_parse("ANDROID,VISIONOS", c, 8, &n, err, sizeof(err)), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(c[0].profile.version, "21.02.35");
+  assert_string_equal(c[1].profile.version, "1.02");
 }
 
 static void test_clients_spec_errors_name_the_variable(void **state) {
   (void)state;
   static const char *const bad[] = {"",
-                                    "ANDROID",
                                     "ANDROID:",
                                     ":1.0",
                                     "FOO:1",
@@ -49,7 +63,7 @@ static void test_clients_spec_errors_name_the_variable(void **state) {
     struct innertube_client c[2];
     size_t n = 0;
     char err[256] = "";
-    if (innertube_clients_parse(bad[i], c, 2, &n, err, sizeof(err)) != -EINVAL) fail_msg("accepted \"%s\"", bad[i]);
+    if (clients_parse(bad[i], c, 2, &n, err, sizeof(err)) != -EINVAL) fail_msg("accepted \"%s\"", bad[i]);
     assert_non_null(strstr(err, "VTS_INNERTUBE_CLIENTS"));
   }
 }
@@ -59,8 +73,8 @@ static void test_clients_spec_over_the_limit_refused(void **state) {
   struct innertube_client c[2];
   size_t n = 0;
   char err[256];
-  assert_int_equal(innertube_clients_parse("ANDROID:1,IOS:2,WEB:3", c, 2, &n, err, sizeof(err)), -EINVAL);
-  assert_int_equal(innertube_clients_parse("ANDROID:1,ANDROID:2", c, 2, &n, err, sizeof(err)), 0);
+  assert_int_equal(clients_parse("ANDROID:1,IOS:2,WEB:3", c, 2, &n, err, sizeof(err)), -EINVAL);
+  assert_int_equal(clients_parse("ANDROID:1,ANDROID:2", c, 2, &n, err, sizeof(err)), 0);
   assert_int_equal(n, 2);
 }
 

@@ -58,24 +58,37 @@ static void test_unlisted_status_counts_as_other(void **state) {
 
 static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   (void)state;
-  assert_int_equal(metrics_upstream_kind(PROTO_OK, "ok"), MU_OK);
-  assert_int_equal(metrics_upstream_kind(PROTO_NO_CAPTIONS, "no_captions"), MU_NO_CAPTIONS);
-  assert_int_equal(metrics_upstream_kind(PROTO_NOT_AVAILABLE, "unavailable"), MU_NOT_AVAILABLE);
-  assert_int_equal(metrics_upstream_kind(PROTO_INTERNAL, "no_memory"), MU_INTERNAL);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "http_503"), MU_HTTP_5XX);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "recaptcha"), MU_RECAPTCHA);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "speech_timeout"), MU_TIMEOUT);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "bad_player_reply"), MU_MALFORMED);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, "po_token"), MU_PO_TOKEN);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, NULL), MU_OTHER);
-  metrics_upstream(PROTO_UPSTREAM_FAILED, "http_429");
-  metrics_upstream(PROTO_UPSTREAM_FAILED, "http_429");
-  metrics_upstream(PROTO_UPSTREAM_FAILED, "something new");
-  metrics_upstream(PROTO_UPSTREAM_FAILED, NULL);
+  assert_int_equal(metrics_upstream_kind(PROTO_OK, PROTO_REASON_NONE), MU_OK);
+  assert_int_equal(metrics_upstream_kind(PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS), MU_NO_CAPTIONS);
+  assert_int_equal(metrics_upstream_kind(PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE), MU_NOT_AVAILABLE);
+  assert_int_equal(metrics_upstream_kind(PROTO_INTERNAL, PROTO_REASON_INTERNAL), MU_INTERNAL);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_HTTP_5XX), MU_HTTP_5XX);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_RECAPTCHA), MU_RECAPTCHA);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_TIMEOUT), MU_TIMEOUT);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED), MU_MALFORMED);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN), MU_PO_TOKEN);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_NETWORK), MU_NETWORK);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH), MU_OTHER);
+  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_HTTP_429};
+  metrics_upstream(&r);
+  metrics_upstream(&r);
+  r.reason = PROTO_REASON_NETWORK;
+  r.nattempts = 3;
+  r.attempts[0] = (struct proto_attempt){.proxy = 1, .result = PROTO_ATTEMPT_BLOCKED, .client = "VISIONOS"};
+  r.attempts[1] = (struct proto_attempt){.proxy = 2, .result = PROTO_ATTEMPT_OK, .client = "ANDROID"};
+  r.attempts[2] = (struct proto_attempt){.proxy = 2, .result = PROTO_ATTEMPT_FAILED, .client = "bad\"name"};
+  metrics_upstream(&r);
   struct buf b = BUF_INIT;
   assert_int_equal(metrics_render(&b), 0);
   assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"http_429\"} 2\n"));
-  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"other\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"network\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_proxy_attempts_total{proxy=\"2\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_proxy_blocks_total{proxy=\"1\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_proxy_successes_total{proxy=\"2\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_client_blocks_total{client=\"VISIONOS\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_client_successes_total{client=\"ANDROID\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_upstream_client_attempts_total{client=\"other\"} 1\n"));
+  assert_null(strstr(b.data, "bad\"name"));
   buf_free(&b);
 }
 

@@ -100,6 +100,37 @@ static void test_result_last_has_the_result_encoding_under_its_own_type(void **s
   buf_free(&last);
 }
 
+static void test_result_carries_its_reason_and_attempts(void **state) {
+  (void)state;
+  struct proto_result r = {.job_id = 5, .outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_NETWORK};
+  r.nattempts = 2;
+  r.attempts[0] = (struct proto_attempt){.proxy = 1, .result = PROTO_ATTEMPT_BLOCKED, .client = "VISIONOS"};
+  r.attempts[1] = (struct proto_attempt){.proxy = 16, .result = PROTO_ATTEMPT_FAILED, .client = "ANDROID_VR"};
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_result(&b, &r), 0);
+  struct proto_result d;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
+  assert_int_equal(d.reason, PROTO_REASON_NETWORK);
+  assert_string_equal(proto_reason_name(d.reason), "network");
+  assert_int_equal(d.nattempts, 2);
+  assert_int_equal(d.attempts[1].proxy, 16);
+  assert_int_equal(d.attempts[0].result, PROTO_ATTEMPT_BLOCKED);
+  assert_string_equal(d.attempts[1].client, "ANDROID_VR");
+  /* Every truncation is refused, and so are a reason or a proxy index out of range. */
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
+  size_t reason_at = b.len - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
+  assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
+  b.data[reason_at] = PROTO_REASON__COUNT;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[reason_at] = PROTO_REASON_NETWORK;
+  b.data[reason_at + 2 + 2 + 2 + 8] = 17;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  r.reason = PROTO_REASON__COUNT;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_result(&b, &r), -EINVAL);
+  buf_free(&b);
+}
+
 static void test_every_truncation_of_a_job_is_rejected(void **state) {
   (void)state;
   struct proto_job in = sample_job(), out;
@@ -165,6 +196,7 @@ int main(void) {
       cmocka_unit_test(test_job_round_trips_every_field),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
+      cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
       cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),

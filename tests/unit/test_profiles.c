@@ -1,0 +1,297 @@
+/*
+ * Client profiles as data (built-ins, the VTS_CLIENT_PROFILES document, its reload) and the proxies' health (which
+ * proxy a job takes, rest after blocks, the one resting longest when all rest).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "common/config.h"
+#include "common/util.h"
+#include "fetcher/platform/profiles.h"
+#include "fetcher/platform/upstream.h"
+
+static const char *field(const struct client_profile *p, const char *key) {
+  for (size_t i = 0; i < p->nfields; i++)
+    if (strcmp(p->fields[i].key, key) == 0) return p->fields[i].value;
+  return NULL;
+}
+
+static void test_builtins_carry_the_whole_identity(void **state) {
+  (void)state;
+  struct profile_set set;
+  profiles_builtin(&set);
+  const struct client_profile *v = profiles_find(&set, "VISIONOS");
+  assert_non_null(v);
+  assert_string_equal(v->client_id, "101");
+  assert_string_equal(field(v, "deviceMake"), "Apple");
+  assert_string_equal(field(v, "deviceModel"), "RealityDevice17,1");
+  assert_true(v->user_agent_in_context);
+  assert_string_equal(field(v, "osName"), "visionOS");
+  assert_false(v->needs_page);
+  const struct client_profile *a = profiles_find(&set, "ANDROID");
+  assert_non_null(a);
+  assert_string_equal(a->client_id, "3");
+  assert_int_equal(strncmp(a->version, "21.", 3), 0);
+  assert_non_null(strstr(a->user_agent, "{version}"));
+  assert_non_null(profiles_find(&set, "WEB"));
+  assert_true(profiles_find(&set, "WEB")->needs_page);
+  assert_null(profiles_find(&set, "NOPE"));
+}
+
+static const char good_doc[] =
+    "{\"profiles\": ["
+    " {\"name\": \"VISIONOS\", \"client_id\": 101, \"version\": \"1.9\", \"user_agent\": \"UA/{version}\","
+    "  \"context\": {\"deviceModel\": \"RealityDevice15,1\", \"osVersion\": \"27.0\", \"utcOffsetMinutes\": 0},"
+    "  \"headers\": {\"X-Test\": \"yes\"}},"
+    " {\"name\": \"TV_LITE\", \"client_id\": \"85\", \"version\": \"2.0\", \"user_agent\": \"tv\", \"needs_page\": "
+    "true}"
+    "]}";
+
+static void test_document_adds_and_replaces_profiles_whole(void **state) {
+  (void)state;
+  struct profile_set set;
+  profiles_builtin(&set);
+  size_t before = set.n;
+  char err[256] = "";
+  assert_int_equal(profiles_apply_json(&set, good_doc, strlen(good_doc), err, sizeof(err)), 0);
+  assert_int_equal(set.n, before + 1);
+  const struct client_profile *v = profiles_find(&set, "VISIONOS");
+  assert_string_equal(v->version, "1.9");
+  assert_string_equal(field(v, "deviceModel"), "RealityDevice15,1");
+  assert_null(field(v, "deviceMake")); /* replaced whole, not merged */
+  assert_int_equal(v->nheaders, 1);
+  assert_string_equal(v->headers[0], "X-Test: yes");
+  const struct client_profile *t = profiles_find(&set, "TV_LITE");
+  assert_string_equal(t->client_id, "85");
+  assert_true(t->needs_page);
+}
+
+static void test_bad_documents_are_refused_with_what_is_wrong(void **state) {
+  (void)state;
+  static const struct {
+    const char *doc, *says;
+  } bad[] = {
+      {"{\"profiles\": [", "not JSON"},
+      {"[]", "expected {\"profiles\""},
+      {"{\"profiles\": [], \"x\": 1}", "expected {\"profiles\""},
+      {"{\"profiles\": [{\"name\": \"lower\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\"}]}",
+       "\"name\""},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1.x\", \"user_agent\": \"u\"}]}",
+       "profile A: \"version\""},
+      {"{\"profiles\": [{\"name\": \"A\", \"version\": \"1\", \"user_agent\": \"u\"}]}", "are required"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"cntext\": "
+       "{}}]}",
+       "unknown member \"cntext\""},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"context\": "
+       "{\"clientName\": \"X\"}}]}",
+       "context member \"clientName\""},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"Bad Name\": \"x\"}}]}",
+       "header name"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\\r\\nX: y\"}]}",
+       "\"user_agent\""},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    struct profile_set set;
+    profiles_builtin(&set);
+    struct profile_set copy = set;
+    char err[256] = "";
+    if (profiles_apply_json(&set, bad[i].doc, strlen(bad[i].doc), err, sizeof(err)) != -EINVAL)
+      fail_msg("accepted %s", bad[i].doc);
+    if (strstr(err, bad[i].says) == NULL) fail_msg("%s: message \"%s\" does not say %s", bad[i].doc, err, bad[i].says);
+    assert_null(strchr(err, '\n'));
+    assert_memory_equal(&set, &copy, sizeof(set));
+  }
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_source_reloads_a_changed_file_and_keeps_the_old_on_error(void **state) {
+  (void)state;
+  char path[] = "/tmp/vts-profiles-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  write_file(path, good_doc);
+  struct profile_source *src = malloc(sizeof(*src));
+  assert_non_null(src);
+  char err[256] = "";
+  assert_int_equal(profiles_source_init(src, path, err, sizeof(err)), 0);
+  assert_string_equal(profiles_find(&src->set, "VISIONOS")->version, "1.9");
+  assert_int_equal(profiles_source_refresh(src), 0); /* unchanged: not re-read */
+
+  write_file(path,
+             "{\"profiles\": [{\"name\": \"VISIONOS\", \"client_id\": 101, \"version\": \"2.25\", "
+             "\"user_agent\": \"u\"}]}");
+  assert_int_equal(profiles_source_refresh(src), 1);
+  assert_string_equal(profiles_find(&src->set, "VISIONOS")->version, "2.25");
+  assert_null(profiles_find(&src->set, "TV_LITE"));
+
+  write_file(path, "{\"profiles\": [{\"name\": \"VISIONOS\"");
+  assert_int_equal(profiles_source_refresh(src), 0);
+  assert_string_equal(profiles_find(&src->set, "VISIONOS")->version, "2.25");
+  assert_int_equal(profiles_source_refresh(src), 0); /* the same broken version is not read again */
+
+  unlink(path);
+  assert_int_equal(profiles_source_refresh(src), 0);
+  assert_string_equal(profiles_find(&src->set, "VISIONOS")->version, "2.25");
+
+  write_file(path, "not json");
+  assert_int_equal(profiles_source_init(src, path, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "VTS_CLIENT_PROFILES"));
+  unlink(path);
+  free(src);
+}
+
+static void test_clients_resolve_against_file_profiles(void **state) {
+  (void)state;
+  struct profile_set set;
+  profiles_builtin(&set);
+  char err[256] = "";
+  assert_int_equal(profiles_apply_json(&set, good_doc, strlen(good_doc), err, sizeof(err)), 0);
+  struct innertube_client c[4];
+  size_t n = 0;
+  assert_int_equal(profiles_clients_parse(&set, "TV_LITE,VISIONOS:3.1", c, 4, &n, err, sizeof(err)), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(c[0].profile.name, "TV_LITE");
+  assert_string_equal(c[1].profile.version, "3.1");
+  assert_int_equal(profiles_clients_parse(&set, "NOPE", c, 4, &n, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "unknown client \"NOPE\" (known: VISIONOS, ANDROID"));
+}
+
+static struct upstream *two_proxies_resting(struct vts_config *cfg, int64_t rest_ms) {
+  memset(cfg, 0, sizeof(*cfg));
+  snprintf(cfg->upstream_url, sizeof(cfg->upstream_url), "http://127.0.0.1:9");
+  snprintf(cfg->upstream_proxy, sizeof(cfg->upstream_proxy), "http://127.0.0.1:8,http://u:secret@127.0.0.1:7");
+  cfg->proxy_rest_ms = rest_ms;
+  struct upstream *u = NULL;
+  char err[256];
+  assert_int_equal(upstream_new(cfg, &u, err, sizeof(err)), 0);
+  return u;
+}
+
+static struct upstream *two_proxies(struct vts_config *cfg) { return two_proxies_resting(cfg, 60000); }
+
+static void block(struct upstream *u, int proxy, int times) {
+  for (int i = 0; i < times; i++) {
+    assert_int_equal(upstream_use_egress(u, proxy), 0);
+    upstream_egress_report(u, 1);
+  }
+}
+
+/* The proxy a new job takes. */
+static int chosen(struct upstream *u) {
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  return upstream_job_proxy_index(u);
+}
+
+/* Waits for the clock itself: the rest under test is a length of time. */
+static void wait_until(uint64_t t) {
+  while (util_now_ms() < t) usleep(5000);
+}
+
+static void test_proxies_alternate_and_a_blocked_one_rests(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = two_proxies(&cfg);
+  uint64_t deadline = util_now_ms() + 1000;
+  upstream_begin_job(u, deadline, "t");
+  assert_int_equal(upstream_job_proxy_index(u), 1);
+  upstream_egress_report(u, 1); /* one block: not resting yet */
+  upstream_begin_job(u, deadline, "t");
+  assert_int_equal(upstream_job_proxy_index(u), 2);
+  upstream_egress_report(u, 0);
+  upstream_begin_job(u, deadline, "t");
+  assert_int_equal(upstream_job_proxy_index(u), 1);
+  upstream_egress_report(u, 1); /* second in a row: proxy 1 rests */
+  for (int i = 0; i < 4; i++) {
+    upstream_begin_job(u, deadline, "t");
+    assert_int_equal(upstream_job_proxy_index(u), 2);
+    /* The job may still move: to the resting proxy, the only one it has not tried. */
+    assert_int_equal(upstream_next_egress(u), 0);
+    assert_int_equal(upstream_job_proxy_index(u), 1);
+    assert_int_equal(upstream_next_egress(u), -ENOENT);
+  }
+  upstream_free(u);
+}
+
+static void test_when_all_rest_the_one_resting_longest_is_tried(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = two_proxies(&cfg);
+  uint64_t deadline = util_now_ms() + 1000;
+  /* Proxy 1 goes to rest first, then proxy 2. */
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(upstream_use_egress(u, 1), 0);
+    upstream_egress_report(u, 1);
+  }
+  usleep(2000);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(upstream_use_egress(u, 2), 0);
+    upstream_egress_report(u, 1);
+  }
+  for (int i = 0; i < 3; i++) {
+    upstream_begin_job(u, deadline, "t");
+    assert_int_equal(upstream_job_proxy_index(u), 1);
+  }
+  upstream_free(u);
+}
+
+static void test_rest_doubles_with_each_further_block_and_a_served_job_resets_it(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = two_proxies_resting(&cfg, 300);
+  block(u, 2, 8); /* proxy 2 rests for its longest (300 ms doubled up to 16 times): it is the fallback below */
+  wait_until(util_now_ms() + 2);
+  block(u, 1, 2); /* two in a row: proxy 1 rests 300 ms */
+  uint64_t after = util_now_ms();
+  assert_int_equal(chosen(u), 2); /* both rest: proxy 2 has rested longer */
+  wait_until(after + 310);
+  assert_int_equal(chosen(u), 1);
+
+  uint64_t before = util_now_ms();
+  block(u, 1, 1); /* a further block: 600 ms */
+  after = util_now_ms();
+  wait_until(before + 350);
+  assert_int_equal(chosen(u), 2);
+  wait_until(after + 610);
+  assert_int_equal(chosen(u), 1);
+
+  upstream_egress_report(u, 0); /* served: the row and the doubling end */
+  block(u, 1, 1);
+  assert_int_equal(chosen(u), 1); /* one block alone does not rest it */
+  block(u, 1, 1);
+  after = util_now_ms();
+  assert_int_equal(chosen(u), 2);
+  wait_until(after + 310); /* 300 ms again, not 1200 */
+  assert_int_equal(chosen(u), 1);
+  upstream_free(u);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_builtins_carry_the_whole_identity),
+      cmocka_unit_test(test_document_adds_and_replaces_profiles_whole),
+      cmocka_unit_test(test_bad_documents_are_refused_with_what_is_wrong),
+      cmocka_unit_test(test_source_reloads_a_changed_file_and_keeps_the_old_on_error),
+      cmocka_unit_test(test_clients_resolve_against_file_profiles),
+      cmocka_unit_test(test_proxies_alternate_and_a_blocked_one_rests),
+      cmocka_unit_test(test_when_all_rest_the_one_resting_longest_is_tried),
+      cmocka_unit_test(test_rest_doubles_with_each_further_block_and_a_served_job_resets_it),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
