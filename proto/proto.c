@@ -95,6 +95,7 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
     if (rv == 0) rv = put_u8(out, res->attempts[i].result);
     if (rv == 0) rv = put_str(out, res->attempts[i].client, PROTO_MAX_CLIENT_NAME);
   }
+  if (rv == 0) rv = put_be(out, res->cache_ms, 4);
   if (rv == 0) rv = put_be(out, res->body_len, 4);
   if (rv == 0 && res->body_len > 0) rv = buf_append(out, res->body, res->body_len);
   return rv;
@@ -164,6 +165,8 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
     a->result = (uint8_t)v;
     if (get_str(&r, a->client, sizeof(a->client)) != 0) return -EPROTO;
   }
+  if (get_be(&r, 4, &v) != 0) return -EPROTO;
+  res->cache_ms = (uint32_t)v;
   if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
   res->body = v ? (const char *)r.p : NULL;
   res->body_len = (uint32_t)v;

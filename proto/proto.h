@@ -16,7 +16,8 @@
 #include "common/buf.h"
 #include "common/limits.h"
 
-#define PROTO_VERSION 2                               /* 2: a result carries its typed reason and player attempts */
+/* 2: a result carries its typed reason and player attempts; 3: and the cache lifetime left (dispatcher -> worker) */
+#define PROTO_VERSION 3
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -105,6 +106,11 @@ struct proto_result {
   uint8_t reason;                /* enum proto_reason: what metrics count */
   uint8_t nattempts;
   struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
+  /*
+   * Dispatcher -> worker: how long the answer may still be kept, in ms (0: do not keep). A worker keeps a hot answer
+   * in its own cache no longer than the shared entry lives. A fetcher sends 0; the dispatcher ignores what it sends.
+   */
+  uint32_t cache_ms;
   const char *body; /* borrowed: points into the decoded message or the caller's memory */
   uint32_t body_len;
 };

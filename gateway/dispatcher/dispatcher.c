@@ -269,20 +269,16 @@ static void arm_worker_recv(struct dispatcher *d) {
   nng_ctx_recv(s->ctx, s->aio);
 }
 
-/* Encodes the reply to a worker once, whatever the number of waiters: the cache lifetime prefix, then the result. */
+/* Encodes the reply to a worker once, whatever the number of waiters: the result with its cache lifetime left. */
 static int encode_reply(struct buf *out, const struct proto_result *res, uint64_t ttl_ms) {
-  uint32_t t = ttl_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ttl_ms;
-  unsigned char prefix[DISPATCH_REPLY_PREFIX_BYTES] = {(unsigned char)(t >> 24), (unsigned char)(t >> 16),
-                                                       (unsigned char)(t >> 8), (unsigned char)t};
-  int rv = buf_append(out, prefix, sizeof(prefix));
-  if (rv == 0) rv = proto_encode_result(out, res);
+  struct proto_result r = *res;
+  r.cache_ms = ttl_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ttl_ms;
+  int rv = proto_encode_result(out, &r);
   if (rv != 0) {
     /* Only an allocation can fail here (results come from a decoder that checked them); answer 500 instead. */
     struct proto_result fail = {.job_id = res->job_id, .outcome = PROTO_INTERNAL};
     buf_reset(out);
-    memset(prefix, 0, sizeof(prefix));
-    rv = buf_append(out, prefix, sizeof(prefix));
-    if (rv == 0) rv = proto_encode_result(out, &fail);
+    rv = proto_encode_result(out, &fail);
   }
   return rv;
 }

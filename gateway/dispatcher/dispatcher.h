@@ -1,9 +1,9 @@
 /*
  * The dispatcher process: shared cache, coalescing, job queues, deadlines and the fetcher pool.
  *
- * Worker link (ipc, worker_url): a worker's request is a PROTO_JOB with job_id 0; the dispatcher answers it with
- * DISPATCH_REPLY_PREFIX_BYTES of big-endian u32 "cache lifetime left in ms" (0: do not keep) followed by a
- * PROTO_RESULT. The prefix lets a worker keep a hot answer in its own cache no longer than the shared entry lives.
+ * Worker link (ipc, worker_url): a worker's request is a PROTO_JOB with job_id 0; the dispatcher answers it with a
+ * PROTO_RESULT whose cache_ms is the shared entry's lifetime left, so a worker keeps a hot answer in its own cache
+ * no longer than the shared entry lives.
  *
  * Fetcher link (tcp, cfg->jobs_url): a fetcher's every message (PROTO_READY, or PROTO_RESULT which also means idle)
  * is a request the dispatcher answers later with that fetcher's next PROTO_JOB.
@@ -14,8 +14,6 @@
 #include <stdint.h>
 
 #include "common/config.h"
-
-#define DISPATCH_REPLY_PREFIX_BYTES 4
 
 /* Counters for metrics; gauges are values of the moment, the rest count since the dispatcher started. */
 struct dispatcher_stats {

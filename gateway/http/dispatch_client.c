@@ -24,7 +24,6 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "gateway/cache/cache.h"
-#include "gateway/dispatcher/dispatcher.h"
 
 /* A reply is a result from a fetcher (at most VTS_MAX_MESSAGE_BYTES on the wire) plus our prefix and backtrace. */
 #define CLIENT_RECV_MAX_BYTES (VTS_MAX_MESSAGE_BYTES + 64)
@@ -135,10 +134,6 @@ static void pending_free(struct pending *p) {
   free(p);
 }
 
-static uint32_t be32(const unsigned char *b) {
-  return ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
-}
-
 /* Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. */
 static void deliver(struct pending *p, bool fail) {
   if (fail) {
@@ -154,11 +149,9 @@ static void deliver(struct pending *p, bool fail) {
   if (p->reply != NULL) {
     const unsigned char *body = nng_msg_body(p->reply);
     size_t len = nng_msg_len(p->reply);
-    if (len > DISPATCH_REPLY_PREFIX_BYTES &&
-        proto_decode_result(body + DISPATCH_REPLY_PREFIX_BYTES, len - DISPATCH_REPLY_PREFIX_BYTES, &res) == 0) {
+    if (proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
       r = &res;
-      uint32_t ttl = be32(body);
-      if (ttl > 0) cache_put(client.l1, p->video_id, p->lang, &res, ttl, NULL);
+      if (res.cache_ms > 0) cache_put(client.l1, p->video_id, p->lang, &res, res.cache_ms, NULL);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }

@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x02"
+PROTO_VERSION = b"\x03"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
@@ -132,11 +132,11 @@ def decode_result(msg, last=False):
         (n,) = struct.unpack(">H", msg[off + 2:off + 4])
         attempts.append((proxy, result, msg[off + 4:off + 4 + n].decode()))
         off += 4 + n
-    (body_len,) = struct.unpack(">I", msg[off:off + 4])
-    body = msg[off + 4:]
+    cache_ms, body_len = struct.unpack(">II", msg[off:off + 8])
+    body = msg[off + 8:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
-            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "body": body}
+            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "cache_ms": cache_ms, "body": body}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])

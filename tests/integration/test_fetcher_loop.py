@@ -67,7 +67,9 @@ def test_ready_job_result_cycle_returns_transcript(dispatcher, start_fetcher, up
     assert conn.recv() == READY
     conn.reply(encode_job(41, "capJson3xx1", "en", request_id="req-41"))
     res = decode_result(conn.recv())
-    assert (res["job_id"], res["outcome"], res["source"], res["lang"], res["detail"]) == (41, 1, 1, "en", "ok")
+    # A fetcher never says how long to keep an answer: that is the dispatcher's to say to its workers.
+    assert (res["job_id"], res["outcome"], res["source"], res["lang"], res["detail"], res["cache_ms"]) == \
+        (41, 1, 1, "en", "ok", 0)
     body = json.loads(res["body"])
     assert body["language"] == "en" and body["text"] == "Hello and welcome to the fake platform"
 

@@ -311,9 +311,9 @@ static int worker_reply(struct peer *w, int timeout_ms, struct reply *r) {
   if (rv != 0) return rv;
   const unsigned char *b = nng_msg_body(r->msg);
   size_t len = nng_msg_len(r->msg);
-  assert_true(len > DISPATCH_REPLY_PREFIX_BYTES);
-  r->ttl_ms = ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
-  assert_int_equal(proto_decode_result(b + 4, len - 4, &r->res), 0);
+  assert_int_equal(proto_peek_type(b, len), PROTO_RESULT);
+  assert_int_equal(proto_decode_result(b, len, &r->res), 0);
+  r->ttl_ms = r->res.cache_ms;
   return 0;
 }
 

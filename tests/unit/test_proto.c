@@ -46,6 +46,7 @@ static void test_result_round_trips_body_bytes(void **state) {
   in.outcome = PROTO_OK;
   in.source = PROTO_SOURCE_CAPTIONS;
   in.fetch_ms = 12;
+  in.cache_ms = 86400000;
   memcpy(in.lang, "en", 3);
   memcpy(in.detail, "ok", 3);
   in.body = "{\"a\":\"\0b\"}";
@@ -58,6 +59,7 @@ static void test_result_round_trips_body_bytes(void **state) {
   assert_int_equal(out.body_len, 10);
   assert_memory_equal(out.body, in.body, 10);
   assert_string_equal(out.lang, "en");
+  assert_int_equal(out.cache_ms, 86400000);
   buf_free(&b);
 }
 
@@ -118,7 +120,7 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   assert_string_equal(d.attempts[1].client, "ANDROID_VR");
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
-  size_t reason_at = b.len - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
+  size_t reason_at = b.len - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2; /* body length, cache_ms, two attempts */
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
