@@ -224,6 +224,8 @@ static int reserve(struct buf *b, size_t n) {
 
 int textclean_cue(struct textclean *tc, const char *s, size_t len, int markup, char **out) {
   *out = NULL;
+  /* Empty text cleans to nothing; returning here also keeps every pass below from offsetting a NULL s or buffer. */
+  if (len == 0) return 0;
   if (len > (SIZE_MAX - 1) / 3) return -ENOMEM;
   const char *cur = s;
   size_t cur_len = len;

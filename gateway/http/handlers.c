@@ -26,7 +26,8 @@ extern const size_t openapi_json_len;
 struct transcript {
   struct handlers_ctx *ctx;
   struct http_request *req;
-  struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
+  struct key_entry key;  /* a copy: a key file reload may free the store meanwhile */
+  struct rl_decision rl; /* holds the month's unit reserved at admission until the answer is known */
   char rl_headers[RL_HEADERS_BYTES];
 };
 
@@ -61,7 +62,9 @@ static void handle_openapi(struct handlers_ctx *ctx, struct http_request *req) {
   http_respond(req, 200, NULL, (const char *)openapi_json, openapi_json_len, NULL);
 }
 
+/* Every answer but a 200 with a transcript, a client gone included, gives the reserved month's unit back. */
 static void transcript_free(struct transcript *t) {
+  ratelimit_refund(t->ctx->rl, &t->rl);
   http_request_release(t->req);
   free(t);
 }
@@ -85,6 +88,7 @@ static void on_dispatched(void *arg, const struct proto_result *res) {
       }
       if (res->body_len > 0) memcpy(body, res->body, res->body_len);
       http_respond(t->req, 200, t->rl_headers, body, res->body_len, body);
+      t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
       break;
     }
     case 404:
@@ -114,6 +118,7 @@ static void format_rl_headers(struct transcript *t, const struct rl_decision *d)
 static void on_rate_decided(void *arg, const struct rl_decision *d) {
   struct transcript *t = arg;
   struct http_request *req = t->req;
+  t->rl = *d;
   if (http_request_gone(req)) goto done;
   format_rl_headers(t, d);
   switch (d->outcome) {

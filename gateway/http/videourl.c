@@ -72,8 +72,9 @@ static int take_id(struct span s, char id[12]) {
   return 0;
 }
 
-/* A path of the form "<prefix>ID" or "<prefix>ID/". */
+/* A path of the form "<prefix>ID" or "<prefix>ID/". A path shorter than the prefix (even empty) is no id. */
 static int id_after_prefix(struct span path, const char *prefix, char id[12]) {
+  if (!span_starts(path, prefix)) return -EINVAL;
   struct span rest = {path.p + strlen(prefix), path.len - strlen(prefix)};
   if (rest.len > 0 && rest.p[rest.len - 1] == '/') rest.len--;
   if (span_is(rest, "videoseries")) return -EINVAL;
@@ -158,7 +159,6 @@ int videourl_parse(const char *url, size_t len, char id[12]) {
     case HOST_SHORT:
       return id_after_prefix(path, "/", id);
     case HOST_NOCOOKIE:
-      if (!span_starts(path, "/embed/")) return -EINVAL;
       return id_after_prefix(path, "/embed/", id);
     case HOST_YOUTUBE:
       if (span_is(path, "/watch")) return id_from_watch_query(query, id);

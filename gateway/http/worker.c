@@ -55,9 +55,12 @@ static void keys_reload(struct worker *w, const char *why) {
   char err[256] = "";
   struct keystore *ks = keystore_load(w->cfg->keys_file, err, sizeof(err));
   if (ks == NULL) {
-    log_msg(LOG_WARN, "key file reload failed; keeping the current keys", "reason", why, "error", err, NULL);
+    /* An error, every time: a revoked key keeps working until the file loads again. */
+    log_msg(LOG_ERROR, "key file reload failed; keeping the current keys", "reason", why, "error", err, NULL);
+    metrics_keys_reload_failed();
     return;
   }
+  metrics_keys_loaded(util_wall_s());
   /* Requests in progress hold copies of their key entries, so the old store can go now. */
   keystore_free(w->ctx.keys);
   w->ctx.keys = ks;

@@ -423,7 +423,19 @@ int keystore_save(const char *path, const struct key_entry *entries, size_t n, c
     set_err(err, errlen, "%s: path too long", path);
     goto fail;
   }
-  /* mkostemp creates the file with mode 0600; the fchmod keeps it so whatever the umask. */
+  /*
+   * The new file takes the place of the old one, so it keeps its owner, group and mode: the service reading it
+   * (often as another user, through the group) must still be able to after `sudo vts-keys revoke`. A new file is
+   * KEYS_FILE_NEW_MODE, owned by whoever runs the tool.
+   */
+  struct stat old;
+  int had_old = stat(path, &old) == 0;
+  if (!had_old && errno != ENOENT) {
+    rc = -errno;
+    set_err(err, errlen, "%s: %s", path, strerror(-rc));
+    goto fail;
+  }
+  mode_t mode = had_old ? (old.st_mode & 07777) : KEYS_FILE_NEW_MODE;
   fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) {
     rc = -errno;
@@ -431,8 +443,12 @@ int keystore_save(const char *path, const struct key_entry *entries, size_t n, c
     goto fail;
   }
   tmp_exists = 1;
-  const char *step = "chmod";
-  rc = fchmod(fd, 0600) == 0 ? 0 : -errno;
+  const char *step = "chown";
+  rc = !had_old || fchown(fd, old.st_uid, old.st_gid) == 0 ? 0 : -errno;
+  if (rc == 0) {
+    step = "chmod"; /* after chown, which may clear set-id bits; whatever the umask */
+    rc = fchmod(fd, mode) == 0 ? 0 : -errno;
+  }
   if (rc == 0) {
     step = "write";
     rc = write_all(fd, out.data, out.len);

@@ -44,10 +44,15 @@ const struct key_entry *keystore_entry(const struct keystore *ks, size_t i);
 /* Whether s matches [A-Za-z0-9_.-]{1,64}. */
 int keys_name_valid(const char *s, size_t len);
 
+/* Mode of a key file keystore_save creates: the service may read it through its group, nobody else. */
+#define KEYS_FILE_NEW_MODE 0640
+
 /*
- * Writes entries to path atomically: a temporary file in the same directory with mode 0600, fsync, rename over path,
- * fsync of the directory. A reader sees the old file or the new one, never a mix. Returns 0, or -errno with a
- * one-line reason in err. The entries are validated first as keystore_load would (-EINVAL).
+ * Writes entries to path atomically: a temporary file in the same directory given the owner, group and mode of the
+ * file it replaces (KEYS_FILE_NEW_MODE and the caller's owner for a new file), fsync, rename over path, fsync of the
+ * directory. A caller that may not give the file its owner back (EPERM) changes nothing. A reader sees the old file or
+ * the new one, never a mix. Returns 0, or -errno with a one-line reason in err. The entries are validated first as
+ * keystore_load would (-EINVAL).
  */
 int keystore_save(const char *path, const struct key_entry *entries, size_t n, char *err, size_t errlen);
 

@@ -49,6 +49,7 @@ struct rl_pending {
   void *arg;
   char digest[65];
   struct rl_limits lim;
+  int64_t now; /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
 };
 
 const char *ratelimit_provider(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0' ? "redis" : "memory"; }
@@ -240,10 +241,20 @@ static void count(struct ratelimit *rl, const struct rl_decision *d) {
   }
 }
 
+/* Records where an admitted request's month unit was reserved, for ratelimit_refund. */
+static void reserved(struct rl_decision *d, enum rl_store in, const char *digest, int64_t month) {
+  d->reserved_in = in;
+  d->reserved_month = month;
+  snprintf(d->digest, sizeof(d->digest), "%s", digest);
+}
+
 /* The shared-memory limiter: the memory provider itself, and the redis provider's fail-open fallback. */
 static void decide_memory(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, int64_t now,
                           struct rl_decision *d) {
-  if (rlmem_check(rl_table, digest, lim, now, d) == 0) return;
+  if (rlmem_check(rl_table, digest, lim, now, d) == 0) {
+    if (d->outcome == RL_ALLOW) reserved(d, RL_STORE_MEMORY, digest, d->reserved_month);
+    return;
+  }
   /* No slot left for a new key: refusing is truthful ("cannot count"), admitting uncounted would not be. */
   rl->stats.table_full++;
   rlcalc_decision(d, RL_UNAVAILABLE, lim, now, 0, 0);
@@ -269,6 +280,7 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
   if (status == 0) {
     int64_t now = util_wall_s();
     rlcalc_decision(&d, res->outcome, &p->lim, now, res->window_used, res->quota_used);
+    if (d.outcome == RL_ALLOW) reserved(&d, RL_STORE_REDIS, p->digest, rlcalc_month_index(p->now));
     /* Keep the fallback table as far as Redis counted, so a fail-open outage continues from there. */
     rlmem_mirror(rl_table, p->digest, &p->lim, now, res->window_used, res->quota_used);
   } else {
@@ -293,8 +305,9 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
       p->arg = arg;
       snprintf(p->digest, sizeof(p->digest), "%s", key->digest);
       p->lim = lim;
+      p->now = util_wall_s();
       rl->refs++;
-      if (rlredis_check(rl->redis, key->digest, &lim, util_wall_s(), on_redis_result, p) == 0) return;
+      if (rlredis_check(rl->redis, key->digest, &lim, p->now, on_redis_result, p) == 0) return;
       rl->refs--;
       free(p);
     }
@@ -304,6 +317,16 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
   }
   count(rl, &d);
   cb(arg, &d);
+}
+
+void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
+  enum rl_store in = d->reserved_in;
+  d->reserved_in = RL_STORE_NONE;
+  if (rl == NULL || in == RL_STORE_NONE) return;
+  rl->stats.refunds++;
+  /* With redis the table mirrors what Redis counted: it gives the unit back too, so a fallback starts right. */
+  rlmem_refund(rl_table, d->digest, d->reserved_month);
+  if (in == RL_STORE_REDIS && rl->redis != NULL) rlredis_refund(rl->redis, d->digest, d->reserved_month);
 }
 
 void ratelimit_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {

@@ -5,16 +5,17 @@
  * Semantics, the same for both providers:
  * - Window: index = now / window_s, reset = (index + 1) * window_s (unix seconds, exact). Exactly `limit` requests
  *   of a key are admitted per window, across all workers (and, with redis, across all gateways).
- * - Month: the quota counts admitted requests from 00:00 UTC on the 1st to the next 1st.
+ * - Month: the quota counts the units reserved from 00:00 UTC on the 1st to the next 1st.
+ * - What counts. The window protects the service: it counts every request that passed the key check, whatever
+ *   its answer (a 429 included). The month is what the customer receives: a unit is reserved when a request is
+ *   admitted and given back (ratelimit_refund) when its answer is not a 200 (400, 404, 5xx, a client gone before
+ *   the answer) or is an answer that carries no transcript (304 Not Modified).
  * - Order: the quota is checked first (an exhausted month answers RL_QUOTA even when the window is also full, so a
- *   client is told the lasting reason), then the window. A request consumes one window slot and one quota unit only
- *   when it is admitted: a request refused by the window consumes no quota, one refused by the quota consumes no
- *   window slot.
+ *   client is told the lasting reason), then the window. A request refused by either reserves no quota unit.
  * - Headers, on every outcome: X-RateLimit-Limit is the short-window limit, X-RateLimit-Reset the end of the current
- *   short window, and X-RateLimit-Remaining the requests the key can still make before that reset, that is
- *   min(window remaining, quota remaining). So on a quota_exceeded answer Limit and Reset describe the window and
- *   Remaining is 0; the month's own figures are in quota_* below (not sent as headers), and no Retry-After is sent
- *   for quota_exceeded (the wait is until the 1st of the next month, quota_reset).
+ *   short window, and X-RateLimit-Remaining what is left of that window (SPEC.md 4.2), never the month. The month's
+ *   own figures are in quota_* below (not sent as headers), and no Retry-After is sent for quota_exceeded (the wait
+ *   is until the 1st of the next month, quota_reset).
  * - Store faults (redis provider): never RL_LIMITED. Fail-closed: RL_UNAVAILABLE with retry_after
  *   VTS_RATELIMIT_UNAVAILABLE_RETRY_S, remaining 0. Fail-open: the shared-memory limiter decides, seeded with the
  *   counts Redis last reported for the key, so the headers stay truthful.
@@ -44,6 +45,10 @@ struct rl_decision {
   int64_t quota_limit;     /* monthly quota of the key */
   int64_t quota_remaining; /* admitted requests left this month (0 when unknown: RL_UNAVAILABLE) */
   int64_t quota_reset;     /* unix seconds of 00:00 UTC on the 1st of the next month */
+  /* Where the month's unit of an RL_ALLOW was reserved, for ratelimit_refund; RL_STORE_NONE on other outcomes. */
+  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS } reserved_in;
+  int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
+  char digest[65];        /* the key's digest, set with reserved_in */
 };
 
 /* Called exactly once per ratelimit_check, on the worker's loop thread, maybe before ratelimit_check returns. */
@@ -60,6 +65,7 @@ struct ratelimit_stats {
   uint64_t unavailable;    /* RL_UNAVAILABLE */
   uint64_t fallbacks;      /* decided by the memory limiter because Redis could not answer (fail-open) */
   uint64_t table_full;     /* refused because the shared table had no slot left for a new key */
+  uint64_t refunds;        /* quota units given back (ratelimit_refund) */
   uint64_t redis_timeouts; /* commands unanswered within VTS_REDIS_COMMAND_TIMEOUT_MS */
   uint64_t redis_errors;   /* error or malformed replies, lost connections under a command */
   uint64_t redis_noscript; /* EVALSHA answered NOSCRIPT and was retried with EVAL */
@@ -93,6 +99,13 @@ struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg);
 void ratelimit_free(struct ratelimit *rl);
 /* Decides one request of key. Copies what it needs from key: the entry may be freed before the callback runs. */
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
+/*
+ * Gives back the month's unit that decision d reserved, once (it clears d->reserved_in): the answer to the request
+ * is not a 200 with a transcript. Does nothing when d reserved nothing or rl is NULL (a worker already closing its
+ * limiter). A unit reserved in Redis is given back in Redis; when Redis cannot take it the unit stays counted (a
+ * customer may be billed one unit too many, never served one too many).
+ */
+void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

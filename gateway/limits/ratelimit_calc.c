@@ -75,6 +75,9 @@ static int64_t min_nonneg(int64_t a, int64_t b) {
 void rlcalc_decision(struct rl_decision *d, enum rl_outcome outcome, const struct rl_limits *lim, int64_t now,
                      int64_t window_used, int64_t quota_used) {
   d->outcome = outcome;
+  d->reserved_in = RL_STORE_NONE;
+  d->reserved_month = 0;
+  d->digest[0] = '\0';
   d->limit = lim->rate;
   d->reset = rlcalc_window_reset(now, lim->window_s);
   d->quota_limit = lim->quota;
@@ -87,7 +90,6 @@ void rlcalc_decision(struct rl_decision *d, enum rl_outcome outcome, const struc
     return;
   }
   d->quota_remaining = min_nonneg(lim->quota - quota_used, lim->quota);
-  d->remaining = min_nonneg(lim->rate - window_used, d->quota_remaining);
-  if (outcome == RL_QUOTA) d->remaining = 0;
+  d->remaining = min_nonneg(lim->rate - window_used, lim->rate);
   d->retry_after = outcome == RL_LIMITED ? rlcalc_retry_after(now, d->reset) : 0;
 }

@@ -179,31 +179,39 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
   int64_t reset = rlcalc_window_reset(now, lim->window_s);
   int64_t qperiod, qused, wperiod, wused;
 
-  /* Quota first, read only: an exhausted month touches nothing. */
+  /*
+   * The window counts every request that passed the key check, refused or not (a count at the word's capacity
+   * stays there and still refuses). A peer may have moved the window on: the headers then describe that window.
+   */
+  word_take(&s->window, WINDOW_COUNT_BITS, reset, lim->window_s, (int64_t)COUNT_MASK(WINDOW_COUNT_BITS), &wperiod,
+            &wused);
+  int64_t wnow = window_now(now, wperiod, lim->window_s);
+  /* Quota first, read only: an exhausted month reserves nothing. */
   word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, month, 1, &qperiod, &qused);
   if (qused >= lim->quota) {
-    word_period(atomic_load(&s->window), WINDOW_COUNT_BITS, reset, lim->window_s, &wperiod, &wused);
-    rlcalc_decision(d, RL_QUOTA, lim, now, wused, qused);
+    rlcalc_decision(d, RL_QUOTA, lim, wnow, wused, qused);
     return 0;
   }
-  if (!word_take(&s->window, WINDOW_COUNT_BITS, reset, lim->window_s, lim->rate, &wperiod, &wused)) {
-    /* A peer may have moved the window on: the headers then describe that window. */
-    rlcalc_decision(d, RL_LIMITED, lim, window_now(now, wperiod, lim->window_s), wused, qused);
+  if (wused > lim->rate) {
+    rlcalc_decision(d, RL_LIMITED, lim, wnow, wused, qused);
     return 0;
   }
-  /*
-   * The window admitted; now the month. Another worker may have used the last unit since the read above: then the
-   * window slot is given back, so a request refused by the quota consumes nothing. (Until the give-back, a peer
-   * may see that slot taken: at worst a spurious rate_limited, never an extra admission.)
-   */
+  /* Admitted by the window; reserve the month's unit. Another worker may have taken the last one since the read. */
   if (!word_take(&s->quota, QUOTA_COUNT_BITS, month, 1, lim->quota, &qperiod, &qused)) {
-    word_give_back(&s->window, WINDOW_COUNT_BITS, wperiod);
-    rlcalc_decision(d, RL_QUOTA, lim, now, wused - 1, qused);
+    rlcalc_decision(d, RL_QUOTA, lim, wnow, wused, qused);
     return 0;
   }
   atomic_fetch_add(&t->generation, 1);
-  rlcalc_decision(d, RL_ALLOW, lim, window_now(now, wperiod, lim->window_s), wused, qused);
+  rlcalc_decision(d, RL_ALLOW, lim, wnow, wused, qused);
+  d->reserved_month = qperiod;
   return 0;
+}
+
+void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false);
+  if (s == NULL) return;
+  word_give_back(&s->quota, QUOTA_COUNT_BITS, month);
+  atomic_fetch_add(&t->generation, 1);
 }
 
 void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,

@@ -23,11 +23,14 @@ struct rlmem_table *rlmem_create(uint32_t nslots);
 /* Unmaps t (in this process only: forked children keep their mapping). */
 void rlmem_destroy(struct rlmem_table *t);
 /*
- * Decides one request of the key with this SHA-256 hex digest at wall second now, into d. Consumes a window slot
- * and a quota unit only when admitting. Returns 0, or -ENOSPC when the key is new and the table has no free slot.
+ * Decides one request of the key with this SHA-256 hex digest at wall second now, into d. Counts the request in the
+ * window whatever the outcome; reserves a quota unit only when admitting (d->reserved_month is then its month).
+ * Returns 0, or -ENOSPC when the key is new and the table has no free slot.
  */
 int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                 struct rl_decision *d);
+/* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
+void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*
  * Raises the key's counts for the window and month of second now to at least these values. The redis provider
  * calls it with every answer so that a fallback to this table continues from what Redis counted.

@@ -16,21 +16,27 @@
 
 /*
  * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; both carry the key's hash tag,
- * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds). The quota is checked first
- * and nothing is counted unless both admit (see ratelimit.h). Each counter expires on its own once its period is
- * over, so Redis holds only live windows and months. Returns {code, window count, month count}: code 0 admitted,
- * 1 window full, 2 month exhausted.
+ * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds). The window counts every
+ * request; the month is checked first and a unit is reserved only when both admit (see ratelimit.h). Each counter
+ * expires on its own once its period is over, so Redis holds only live windows and months. Returns {code, window
+ * count, month count}: code 0 admitted, 1 window full, 2 month exhausted.
  */
 static const char script[] =
-    "local w = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "local w = redis.call('INCR', KEYS[1])\n"
+    "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
     "local q = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
     "if q >= tonumber(ARGV[3]) then return {2, w, q} end\n"
-    "if w >= tonumber(ARGV[1]) then return {1, w, q} end\n"
-    "w = redis.call('INCR', KEYS[1])\n"
-    "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
+    "if w > tonumber(ARGV[1]) then return {1, w, q} end\n"
     "q = redis.call('INCR', KEYS[2])\n"
     "if q == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
     "return {0, w, q}\n";
+
+/* Gives one reserved unit of the month KEYS[1] back; a month that expired or holds nothing is left alone. */
+static const char refund_script[] =
+    "if tonumber(redis.call('GET', KEYS[1]) or '0') > 0 then\n"
+    "  return redis.call('DECR', KEYS[1])\n"
+    "end\n"
+    "return 0\n";
 
 struct rlredis {
   uv_loop_t *loop;
@@ -57,7 +63,7 @@ struct rlreq {
   bool in_redis;   /* hiredis holds a callback with this request */
   bool timer_open; /* the timer's close callback has not run yet */
   bool tried_eval; /* NOSCRIPT was answered once already */
-  char keys[2][96];
+  char keys[2][RLREDIS_KEY_BYTES];
   char nums[4][24];
 };
 
@@ -273,6 +279,11 @@ static void on_req_timeout(uv_timer_t *t) {
   req_decide(q, -ETIMEDOUT, NULL);
 }
 
+/* The month counter of a key: the hash tag is the first 64 bits of the key's digest, never the key or its name. */
+static void month_key(char *out, size_t len, const char *digest, int64_t month) {
+  snprintf(out, len, "vts:rl:{%.16s}:q:%lld", digest, (long long)rlcalc_month_yyyymm(month));
+}
+
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
                   void *arg) {
   if (r->closing) return -ECANCELED;
@@ -287,7 +298,7 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   /* The hash tag is the first 64 bits of the key's digest: never the key, never its name. */
   snprintf(q->keys[0], sizeof(q->keys[0]), "vts:rl:{%.16s}:w:%lld:%lld", digest, (long long)lim->window_s,
            (long long)rlcalc_window_index(now, lim->window_s));
-  snprintf(q->keys[1], sizeof(q->keys[1]), "vts:rl:{%.16s}:q:%lld", digest, (long long)rlcalc_month_yyyymm(month));
+  month_key(q->keys[1], sizeof(q->keys[1]), digest, month);
   snprintf(q->nums[0], sizeof(q->nums[0]), "%lld", (long long)lim->rate);
   /* The window counter is created during its window, so its length plus a second outlives the window. */
   snprintf(q->nums[1], sizeof(q->nums[1]), "%lld", (long long)(lim->window_s + 1));
@@ -309,6 +320,20 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   /* The loop's cached clock may be stale after a long callback: the 50 ms count from now. */
   uv_update_time(r->loop);
   uv_timer_start(&q->timer, on_req_timeout, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
+  return 0;
+}
+
+int rlredis_refund(struct rlredis *r, const char *digest, int64_t month) {
+  if (r->closing) return -ECANCELED;
+  if (r->ac == NULL) return -ENOTCONN;
+  char key[RLREDIS_KEY_BYTES];
+  month_key(key, sizeof(key), digest, month);
+  const char *argv[] = {"EVAL", refund_script, "1", key};
+  /* No reply is awaited: a refund that Redis never runs leaves the unit counted, the safe side for the service. */
+  if (redisAsyncCommandArgv(r->ac, NULL, NULL, 4, argv, NULL) != REDIS_OK) {
+    r->errors++;
+    return -EIO;
+  }
   return 0;
 }
 

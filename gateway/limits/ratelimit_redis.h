@@ -23,6 +23,9 @@
 #include "gateway/redis/redis_conn.h"
 
 /* What the script decided: outcome RL_ALLOW, RL_LIMITED or RL_QUOTA, and the counts after it. */
+/* Room for one of our Redis key names. */
+#define RLREDIS_KEY_BYTES 96
+
 struct rlredis_result {
   enum rl_outcome outcome;
   int64_t window_used;
@@ -51,6 +54,11 @@ void rlredis_free(struct rlredis *r);
  */
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
                   void *arg);
+/*
+ * Gives back one unit of the key's month (a month index) in Redis, without waiting for the reply. Returns 0 when
+ * sent, or a negative errno (-ENOTCONN, -EIO, -ECANCELED) when it was not.
+ */
+int rlredis_refund(struct rlredis *r, const char *digest, int64_t month);
 /* Adds this connection's counters to the redis_* fields of out. */
 void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out);
 

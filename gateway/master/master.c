@@ -252,7 +252,8 @@ static void on_sighup(struct master *m) {
     keystore_free(m->keys);
     m->keys = ks;
   } else {
-    log_msg(LOG_WARN, "key file reload failed in the master", "error", err, NULL);
+    log_msg(LOG_ERROR, "key file reload failed in the master", "error", err, NULL);
+    metrics_keys_reload_failed();
   }
   signal_children(m, ROLE_WORKER, SIGHUP);
 }

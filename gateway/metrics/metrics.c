@@ -68,6 +68,24 @@ void metrics_ratelimit_store_error(int fell_back) {
   if (fell_back) atomic_fetch_add_explicit(&self->ratelimit_fallbacks, 1, memory_order_relaxed);
 }
 
+void metrics_keys_loaded(int64_t now_s) {
+  if (self) atomic_store_explicit(&self->keys_loaded_s, now_s, memory_order_relaxed);
+}
+
+void metrics_keys_reload_failed(void) {
+  if (shm) atomic_fetch_add_explicit(&shm->master.keys_reload_failures, 1, memory_order_relaxed);
+}
+
+/* The oldest key file load among the workers that loaded one: how stale the keys in service may be. */
+static int64_t oldest_keys_load(void) {
+  int64_t oldest = 0;
+  for (int w = 0; w < METRICS_MAX_WORKERS; w++) {
+    int64_t t = atomic_load_explicit(&shm->workers[w].keys_loaded_s, memory_order_relaxed);
+    if (t != 0 && (oldest == 0 || t < oldest)) oldest = t;
+  }
+  return oldest;
+}
+
 void metrics_l1_hit(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
 }
@@ -254,6 +272,11 @@ int metrics_render(struct buf *out) {
       {"vts_ratelimit_fallbacks_total", "counter",
        "Requests limited in memory because the store was unavailable (fail-open).",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_fallbacks))},
+      {"vts_keys_reload_failures_total", "counter",
+       "Key file loads that failed, keeping the keys in service (counted by every process that tried).",
+       (long long)LOAD(shm->master.keys_reload_failures)},
+      {"vts_keys_loaded_timestamp_seconds", "gauge", "Unix time of the oldest key file load among the workers.",
+       (long long)oldest_keys_load()},
       {"vts_worker_restarts_total", "counter", "HTTP workers restarted by the master.",
        (long long)LOAD(shm->master.worker_restarts)},
       {"vts_dispatcher_restarts_total", "counter", "Dispatcher restarts by the master.",

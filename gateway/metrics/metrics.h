@@ -59,6 +59,7 @@ struct metrics_worker {
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
+  _Atomic int64_t keys_loaded_s; /* unix second of this worker's last successful key file load, 0 before one */
   _Atomic int64_t connections_open;
 };
 
@@ -82,6 +83,7 @@ struct metrics_dispatcher {
 struct metrics_master {
   _Atomic uint64_t worker_restarts;
   _Atomic uint64_t dispatcher_restarts;
+  _Atomic uint64_t keys_reload_failures; /* by any process: the master and every worker load on their own */
 };
 
 struct metrics_shm {
@@ -105,6 +107,10 @@ void metrics_request(enum metrics_route route, int status, uint64_t dur_us);
 void metrics_connections(int delta);
 /* Worker: rate-limit store error, and whether the memory limiter took over. */
 void metrics_ratelimit_store_error(int fell_back);
+/* Worker: the key file was loaded at unix second now_s (vts_keys_loaded_timestamp_seconds is the oldest load). */
+void metrics_keys_loaded(int64_t now_s);
+/* Any process: a key file load failed and the keys in service stayed as they were. */
+void metrics_keys_reload_failed(void);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
 

@@ -20,6 +20,11 @@ if [ "$target" = all ]; then
 else
   targets=$target
 fi
+# The first sanitizer report ends the target with an error, UBSan's included (the build makes none recoverable; these
+# options say the same at run time), so a run that hits undefined behaviour can never print "ok".
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1
+sanitizer_report='runtime error:|ERROR: (Address|Leak|UndefinedBehavior)Sanitizer'
 status=0
 for t in $targets; do
   corpus="$build/corpus-$t"
@@ -27,9 +32,12 @@ for t in $targets; do
   seeds="$root/tests/fuzz/seeds/$t"
   [ -d "$seeds" ] || seeds=""
   # Every seed must pass first: they hold the regressions of earlier crashes.
-  if [ -n "$seeds" ]; then "$build/bin/$t" -runs=0 $seeds/* >/dev/null 2>&1 || { echo "$t: a seed fails"; status=1; continue; }; fi
+  if [ -n "$seeds" ] && ! "$build/bin/$t" -runs=0 $seeds/* >"$build/$t.seeds.log" 2>&1; then
+    echo "$t: a seed fails (see $build/$t.seeds.log)"; grep -E -m5 "$sanitizer_report" "$build/$t.seeds.log"; status=1; continue
+  fi
   if "$build/bin/$t" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-      -artifact_prefix="$build/crashes/$t-" -print_final_stats=1 "$corpus" $seeds >"$build/$t.log" 2>&1; then
+      -artifact_prefix="$build/crashes/$t-" -print_final_stats=1 "$corpus" $seeds >"$build/$t.log" 2>&1 &&
+      ! grep -E -q "$sanitizer_report" "$build/$t.log"; then
     echo "$t: ok, $(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$build/$t.log" | awk '{print $2}') runs in ${secs}s"
   else
     echo "$t: CRASH (see $build/$t.log and $build/crashes/)"; tail -30 "$build/$t.log"; status=1

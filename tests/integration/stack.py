@@ -51,12 +51,14 @@ class Fetchers:
 
 
 class Stack:
-    def __init__(self, tmp_path, gateway_env=None, fetcher_env=None, fetchers=2, upstream_args=(), workers=2):
+    def __init__(self, tmp_path, gateway_env=None, fetcher_env=None, fetchers=2, upstream_args=(), workers=2,
+                 keys=()):
+        """keys: key file entries (see write_keyfile) besides UNLIMITED, the key of get() and of the warm-up."""
         self.upstream = harness.FakeUpstream(upstream_args)
         env = {"VTS_UPSTREAM_URL": self.upstream.url}
         env.update(gateway_env or {})
         self.gateway = Gateway(tmp_path, env=env, workers=workers)
-        write_keyfile(self.gateway.keys_file, UNLIMITED)
+        write_keyfile(self.gateway.keys_file, UNLIMITED + list(keys))
         self.fetchers = None
         try:
             self.gateway.start()
@@ -81,9 +83,9 @@ class Stack:
         raise AssertionError("the stack did not serve a transcript within %ss:\n%s\n%s" % (
             timeout, self.gateway.log_text()[-3000:], self.fetchers.log_text()[-3000:]))
 
-    def get(self, video_id=None, query=None, headers=None, timeout=30):
+    def get(self, video_id=None, query=None, headers=None, timeout=30, key=ACTIVE_KEY):
         q = query if query is not None else "video_id=" + video_id
-        h = {"x-api-key": ACTIVE_KEY}
+        h = {"x-api-key": key}
         h.update(headers or {})
         return self.gateway.request("GET", "/v1/video/transcript?" + q, headers=h, timeout=timeout)
 

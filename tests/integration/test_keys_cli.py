@@ -3,16 +3,20 @@ creates or revokes taking effect in a running gateway after SIGHUP."""
 import hashlib
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR
+from conftest import BUILD_DIR, free_port
 from contract import error_body
+from vtsproc import metric, scrape, wait_for
 
 KEYS = BUILD_DIR / "bin" / "vts-keys"
 ID = "aB3_-9zZ0xY"
@@ -52,7 +56,7 @@ def test_create_prints_only_the_key_and_stores_only_its_digest(tmp_path):
     text = keys_file.read_text()
     assert key not in text
     assert records(keys_file) == [["alice", sha256(key), "active", "0", "0", "0"]]
-    assert stat.S_IMODE(keys_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(keys_file.stat().st_mode) == 0o640
 
 
 def test_two_creates_give_different_keys(tmp_path):
@@ -234,3 +238,89 @@ def test_created_key_works_after_sighup_and_revoked_key_gets_401(gateway):
     os.kill(_gateway_master_pid(gateway), signal.SIGHUP)
     _wait_for(gateway, key, REFUSED, "key revoked by vts-keys")
     assert _outcome(gateway, gateway.key) == ACCEPTED
+
+
+NOBODY = 65534
+
+
+def _as_nobody():
+    os.setgid(NOBODY)
+    os.setgroups([])
+    os.setuid(NOBODY)
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory other users can enter (pytest's own are root's only); the tests below need root to chown."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the key file is given to another user")
+    path = tempfile.mkdtemp(prefix="vts-keys-owner-")
+    os.chmod(path, 0o755)
+    try:
+        yield Path(path)
+    finally:
+        shutil.rmtree(path)
+
+
+def test_rewrite_by_root_keeps_the_files_owner_group_and_mode(shared_dir):
+    keys_file = shared_dir / "keys.db"
+    create(keys_file, "alice")
+    create(keys_file, "bob")
+    os.chown(keys_file, NOBODY, NOBODY)
+    os.chmod(keys_file, 0o640)
+    for args in (("revoke", "alice"), ("set", "bob", "--rate", "5"), ("create", "carol")):
+        r = run_keys(keys_file, *args)
+        assert r.returncode == 0, f"{args}: exit {r.returncode}, stderr {r.stderr!r}"
+        st = keys_file.stat()
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o640), args
+    # The service's user still reads what root wrote.
+    r = subprocess.run([str(KEYS), "-f", str(keys_file), "list"], capture_output=True, text=True, timeout=30,
+                       preexec_fn=_as_nobody)
+    assert r.returncode == 0, r.stderr
+    assert [line.split()[:2] for line in r.stdout.splitlines()[1:]] == [["alice", "revoked"], ["bob", "active"],
+                                                                         ["carol", "active"]]
+
+
+def test_new_key_file_is_0640_whatever_the_umask(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    r = subprocess.run([str(KEYS), "-f", str(keys_file), "create", "alice"], capture_output=True, text=True,
+                       timeout=30, preexec_fn=lambda: os.umask(0o077))
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(keys_file.stat().st_mode) == 0o640
+
+
+def _keys_metrics(gateway):
+    text = scrape(gateway.metrics_port)
+    return metric(text, "vts_keys_reload_failures_total"), metric(text, "vts_keys_loaded_timestamp_seconds")
+
+
+def test_failing_reload_is_an_error_each_time_and_in_metrics(gateway):
+    failures, loaded = _keys_metrics(gateway)
+    assert failures == 0
+    assert time.time() - 60 < loaded <= time.time()
+    good = gateway.keys_file.read_text()
+    gateway.keys_file.write_text(good + "broken line\n")
+    # Both workers see the change on their own and fail; the keys in service stay.
+    assert wait_for(lambda: _keys_metrics(gateway)[0] == 2, RELOAD_TIMEOUT_S), _keys_metrics(gateway)
+    os.kill(_gateway_master_pid(gateway), signal.SIGHUP)
+    # The master and both workers try again, and fail again.
+    assert wait_for(lambda: _keys_metrics(gateway)[0] == 5, RELOAD_TIMEOUT_S), _keys_metrics(gateway)
+    assert _keys_metrics(gateway)[1] == loaded
+    assert _outcome(gateway, gateway.key) == ACCEPTED
+    errors = [r for r in gateway.log_records() if r.get("msg", "").startswith("key file reload failed")]
+    assert len(errors) == 5, errors
+    assert {r["level"] for r in errors} == {"error"}
+    assert {r["error"] for r in errors} == {"line 4: expected 6 tab-separated fields, found 1"}, errors
+    gateway.keys_file.write_text(good)
+    assert wait_for(lambda: _keys_metrics(gateway)[1] > loaded or None, RELOAD_TIMEOUT_S + 1), _keys_metrics(gateway)
+
+
+def test_unreadable_key_file_stops_the_gateway_at_start(tmp_path):
+    unreadable = tmp_path / "keys.db"
+    unreadable.mkdir()  # opens, but cannot be read (as root, a mode alone would not stop the read)
+    env = dict(os.environ, VTS_LISTEN="127.0.0.1:%d" % free_port(), VTS_JOBS_URL="tcp://127.0.0.1:%d" % free_port(),
+               VTS_METRICS_LISTEN="", VTS_WORKERS="1", VTS_KEYS_FILE=str(unreadable),
+               VTS_STATE_DIR=str(tmp_path / "state"))
+    r = subprocess.run([str(BUILD_DIR / "bin" / "vts-gateway")], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert r.stderr == f"vts-gateway: VTS_KEYS_FILE: {unreadable}: Is a directory\n"

@@ -3,8 +3,9 @@ the test starts on a free port): exactness across workers, window reset and head
 its survival across a restart, Redis stopped, frozen and restarted, two gateways sharing one Redis.
 
 The limiter runs before validation and dispatch, so every answer that is not a 429 (or a 503 from the limiter)
-was admitted, whatever happens to the request afterwards (without a fetcher it ends in a 5xx): the tests count
-answers that are not 429. Windows are a few seconds long and bursts start just after a window boundary, so a
+was admitted by the window, whatever happens to the request afterwards (without a fetcher it ends in a 5xx): the
+window tests count answers that are not 429. Only a 200 keeps its unit of the monthly quota, so the quota tests run
+the whole service (fetchers and the fake platform). Windows are a few seconds long and bursts start just after a window boundary, so a
 burst never straddles two windows."""
 import http.client
 import json
@@ -19,6 +20,7 @@ import time
 import pytest
 
 from conftest import Gateway, free_port
+from stack import Stack
 
 PATH = "/v1/video/transcript?video_id=Rl0aBcDeF_g"
 PROVIDERS = ["memory", "redis"]
@@ -189,40 +191,66 @@ def test_window_resets_at_the_announced_time_with_exact_headers(request, tmp_pat
     assert fourth.headers["x-ratelimit-reset"] == str(reset + window)
 
 
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_quota_exhaustion_answers_quota_exceeded(request, tmp_path, gateways, provider):
-    redis = provider_redis(request, provider)
-    gw = start_gateway(gateways, tmp_path, provider, redis, workers=2, rate_limit=100, rate_window_s=60,
-                       monthly_quota=3)
-    answers = [get(gw) for _ in range(3)]
-    assert [r.status != 429 for r in answers] == [True, True, True]
-    # Remaining is what the key can still do before the reset: the quota binds here.
-    assert [r.headers["x-ratelimit-remaining"] for r in answers] == ["2", "1", "0"]
-    refused = get(gw)
-    assert refused.status == 429
-    assert code_of(refused) == "quota_exceeded"
-    assert refused.headers["x-ratelimit-limit"] == "100"
-    assert refused.headers["x-ratelimit-remaining"] == "0"
-    assert "retry-after" not in refused.headers
-    assert get(gw).status == 429
+QUOTA_KEY = "vts_test_key_quota"
+
+
+def quota_stack(tmp_path, redis, quota, window=3600, **gateway_env):
+    """The whole service (fetchers and fake platform: answers are real 200s, 404s and 502s) with the key QUOTA_KEY
+    of rate 100 per window and this monthly quota, the redis provider when redis is given. Keeps clear of a window
+    boundary so that one test's requests share one window."""
+    env = dict(BASE_ENV, VTS_JOB_TIMEOUT_MS="30000", VTS_STATE_DIR=str(tmp_path / "state"))
+    env.update({"VTS_" + k.upper(): str(v) for k, v in gateway_env.items()})
+    if redis is not None:
+        env["VTS_REDIS_URL"] = redis.url
+    if time.time() % window > window - 20:
+        align(window)
+    return Stack(tmp_path, gateway_env=env, fetchers=1, keys=[("quota", QUOTA_KEY, "active", 100, window, quota)])
+
+
+def quota_get(stack, video_id=None, query=None):
+    return stack.get(video_id, query=query, key=QUOTA_KEY)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_quota_survives_a_gateway_restart(request, tmp_path, gateways, provider):
-    redis = provider_redis(request, provider)
-    gw = start_gateway(gateways, tmp_path, provider, redis, workers=2, rate_limit=100, rate_window_s=60,
-                       monthly_quota=5)
-    assert [get(gw).status != 429 for _ in range(3)] == [True, True, True]
-    # At once: the memory provider's last usage reaches the disk with the shutdown snapshot.
-    gw.stop(signal.SIGTERM)
-    if provider == "memory":
-        snapshot = tmp_path / "state" / "quota.snapshot"
-        assert snapshot.exists(), "no quota snapshot after shutdown"
-    gw.start()
-    assert [get(gw).status != 429 for _ in range(2)] == [True, True]
-    last = get(gw)
-    assert last.status == 429
-    assert code_of(last) == "quota_exceeded"
+def test_only_answers_with_a_transcript_consume_quota(request, tmp_path, provider):
+    stack = quota_stack(tmp_path, provider_redis(request, provider), quota=3)
+    try:
+        answers = [quota_get(stack, query="video_id=short"), quota_get(stack, "liveOffline"),
+                   quota_get(stack, "http500xxx1")]
+        assert [r.status for r in answers] == [400, 404, 502]
+        answers += [quota_get(stack, "capJson3xx1") for _ in range(3)]
+        assert [r.status for r in answers[3:]] == [200, 200, 200]
+        refused = quota_get(stack, "capJson3xx1")
+        assert refused.status == 429
+        assert code_of(refused) == "quota_exceeded"
+        # X-RateLimit-Remaining is the window's remainder, and the window counts every request, refused or not.
+        answers.append(refused)
+        assert [r.headers["x-ratelimit-remaining"] for r in answers] == ["99", "98", "97", "96", "95", "94", "93"]
+        assert {r.headers["x-ratelimit-limit"] for r in answers} == {"100"}
+        assert "retry-after" not in refused.headers
+        assert quota_get(stack, query="video_id=short").status == 429
+    finally:
+        stack.close()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_quota_survives_a_gateway_restart(request, tmp_path, provider):
+    stack = quota_stack(tmp_path, provider_redis(request, provider), quota=5)
+    try:
+        assert [quota_get(stack, "capJson3xx1").status for _ in range(3)] == [200, 200, 200]
+        # At once: the memory provider's last usage reaches the disk with the shutdown snapshot.
+        stack.gateway.stop(signal.SIGTERM)
+        if provider == "memory":
+            snapshot = tmp_path / "state" / "quota.snapshot"
+            assert snapshot.exists(), "no quota snapshot after shutdown"
+        stack.gateway.start()
+        stack.wait_ready(1)
+        assert [quota_get(stack, "capJson3xx1").status for _ in range(2)] == [200, 200]
+        last = quota_get(stack, "capJson3xx1")
+        assert last.status == 429
+        assert code_of(last) == "quota_exceeded"
+    finally:
+        stack.close()
 
 
 def test_unwritable_state_dir_stops_the_gateway_naming_the_variable(tmp_path):

@@ -105,6 +105,22 @@ static void test_json3_without_events_has_no_segments(void **state) {
   segment_list_free(&sl);
 }
 
+static void test_empty_cues_are_dropped_in_every_shape(void **state) {
+  (void)state;
+  /* An empty cue text reaches the cleaner as zero bytes (a NULL scratch buffer, maybe a NULL pointer). */
+  struct segment_list sl;
+  assert_int_equal(PARSE_LIT("<transcript><text start=\"0\" dur=\"1\"></text><text start=\"1\" dur=\"1\">a</text>"
+                             "</transcript>",
+                             &sl),
+                   0);
+  assert_int_equal(sl.len, 1);
+  assert_segment(&sl, 0, "a", 1, 1);
+  segment_list_free(&sl);
+  assert_int_equal(PARSE_LIT("{\"events\":[{\"tStartMs\":0,\"dDurationMs\":100,\"segs\":[{\"utf8\":\"\"}]}]}", &sl), 0);
+  assert_int_equal(sl.len, 0);
+  segment_list_free(&sl);
+}
+
 static void test_entities_decode_at_most_twice(void **state) {
   (void)state;
   char t[256];
@@ -361,6 +377,7 @@ int main(void) {
       cmocka_unit_test(test_srv3_joins_word_spans),
       cmocka_unit_test(test_srv1_decodes_double_escaped_asr_text),
       cmocka_unit_test(test_json3_without_events_has_no_segments),
+      cmocka_unit_test(test_empty_cues_are_dropped_in_every_shape),
       cmocka_unit_test(test_entities_decode_at_most_twice),
       cmocka_unit_test(test_references_to_invalid_code_points_become_replacement),
       cmocka_unit_test(test_invalid_utf8_becomes_replacement),

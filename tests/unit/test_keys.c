@@ -301,7 +301,7 @@ static void test_many_keys_are_all_found(void **state) {
   free(entries);
 }
 
-static void test_save_round_trips_and_is_private(void **state) {
+static void test_save_round_trips_and_a_new_file_is_0640(void **state) {
   struct fixture *f = *state;
   struct key_entry e[2] = {entry_for("alice", "k1"), entry_for("bob", "k2")};
   e[0].rate = 7;
@@ -316,7 +316,7 @@ static void test_save_round_trips_and_is_private(void **state) {
 
   struct stat st;
   assert_int_equal(stat(f->path, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0600);
+  assert_int_equal(st.st_mode & 0777, 0640);
   struct keystore *ks = keystore_load(f->path, err, sizeof(err));
   assert_non_null(ks);
   assert_int_equal(keystore_count(ks), 2);
@@ -387,7 +387,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_nul_byte_fails_the_load, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unreadable_path_fails_with_reason, setup, teardown),
       cmocka_unit_test_setup_teardown(test_many_keys_are_all_found, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_save_round_trips_and_is_private, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_save_round_trips_and_a_new_file_is_0640, setup, teardown),
       cmocka_unit_test_setup_teardown(test_save_refuses_invalid_or_duplicate_entries, setup, teardown),
       cmocka_unit_test(test_name_pattern),
   };

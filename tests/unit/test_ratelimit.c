@@ -170,7 +170,7 @@ static void test_memory_admits_exactly_limit_then_limits_until_reset(void **stat
   assert_int_equal(rlmem_quota_used(t, digest_a, now), 6);
 }
 
-static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **state) {
+static void test_quota_exhaustion_answers_quota_and_remaining_stays_the_windows(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(10, 60, 3);
   struct rl_decision d;
@@ -179,25 +179,23 @@ static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **
     rlmem_check(t, digest_a, &l, now, &d);
     assert_int_equal(d.outcome, RL_ALLOW);
     assert_int_equal(d.quota_remaining, 2 - i);
-    assert_int_equal(d.remaining, 2 - i); /* the quota binds before the window */
+    assert_int_equal(d.remaining, 9 - i); /* the window's remainder, never the month's (SPEC.md 4.2) */
+    assert_int_equal(d.reserved_month, rlcalc_month_index(now));
   }
   rlmem_check(t, digest_a, &l, now, &d);
   assert_int_equal(d.outcome, RL_QUOTA);
   assert_int_equal(d.limit, 10);
-  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.remaining, 6); /* the refused request counted in the window too */
   assert_int_equal(d.reset, rlcalc_window_reset(now, 60));
   assert_int_equal(d.retry_after, 0);
   assert_int_equal(d.quota_limit, 3);
   assert_int_equal(d.quota_remaining, 0);
   assert_int_equal(d.quota_reset, T_2026_02_01);
-  /* A larger quota shows the window still holds only the 3 admitted requests. */
-  struct rl_limits more = limits(10, 60, 100);
-  rlmem_check(t, digest_a, &more, now, &d);
-  assert_int_equal(d.outcome, RL_ALLOW);
-  assert_int_equal(d.remaining, 6);
+  assert_int_equal(d.reserved_in, RL_STORE_NONE);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 3);
 }
 
-static void test_window_refusal_consumes_no_quota(void **state) {
+static void test_window_counts_every_request_and_refusals_reserve_no_quota(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(2, 60, 10);
   struct rl_decision d;
@@ -207,7 +205,37 @@ static void test_window_refusal_consumes_no_quota(void **state) {
     if (d.outcome == RL_LIMITED) limited++;
   }
   assert_int_equal(limited, 3);
+  assert_int_equal(d.remaining, 0);
   assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 2);
+  /* A larger window shows all five requests were counted in it. */
+  struct rl_limits wider = limits(7, 60, 10);
+  rlmem_check(t, digest_a, &wider, 1000, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 1);
+}
+
+static void test_refund_gives_the_months_unit_back_once(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(100, 60, 2);
+  struct rl_decision d;
+  int64_t now = T_2026_01_01 + 100;
+  rlmem_check(t, digest_a, &l, now, &d);
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 2);
+  rlmem_refund(t, digest_a, d.reserved_month);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 1);
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  /* A unit of a month that is over is not taken from the new month; an unknown key is nothing to refund. */
+  rlmem_check(t, digest_a, &l, T_2026_02_01, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  rlmem_refund(t, digest_a, rlcalc_month_index(now));
+  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01), 1);
+  rlmem_refund(t, digest_b, rlcalc_month_index(now));
+  assert_int_equal(rlmem_quota_used(t, digest_b, now), 0);
 }
 
 static void test_quota_checked_before_window_when_both_are_spent(void **state) {
@@ -309,12 +337,13 @@ static void test_forked_processes_admit_exactly_quota(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(100000, 60, 301);
   assert_int_equal(hammer(t, &l, 1000), 301);
-  /* Quota refusals gave their window slots back: exactly the admitted ones remain. */
+  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 301);
+  /* Every try counted in the window, refused or not. */
   struct rl_limits more = limits(100000, 60, 1000000);
   struct rl_decision d;
   rlmem_check(t, digest_a, &more, 1000, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
-  assert_int_equal(d.remaining, 100000 - 302);
+  assert_int_equal(d.remaining, 100000 - HAMMER_PROCS * HAMMER_TRIES - 1);
 }
 
 static void test_snapshot_restores_this_months_usage(void **state) {
@@ -580,9 +609,11 @@ int main(void) {
       cmocka_unit_test(test_key_overrides_replace_defaults_and_zero_means_default),
       cmocka_unit_test_setup_teardown(test_memory_admits_exactly_limit_then_limits_until_reset, table_setup,
                                       table_teardown),
-      cmocka_unit_test_setup_teardown(test_quota_exhaustion_answers_quota_and_takes_no_window_slot, table_setup,
+      cmocka_unit_test_setup_teardown(test_quota_exhaustion_answers_quota_and_remaining_stays_the_windows, table_setup,
                                       table_teardown),
-      cmocka_unit_test_setup_teardown(test_window_refusal_consumes_no_quota, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_window_counts_every_request_and_refusals_reserve_no_quota, table_setup,
+                                      table_teardown),
+      cmocka_unit_test_setup_teardown(test_refund_gives_the_months_unit_back_once, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_checked_before_window_when_both_are_spent, table_setup,
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
