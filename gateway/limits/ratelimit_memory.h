@@ -3,6 +3,7 @@
  * fork and shared by every worker. Each slot packs a key's window (end second and admitted count) into one 64-bit
  * word and its month (index and used count) into another; both change only by compare-and-swap, so workers never
  * lock and exactly `limit` requests pass per window. Monthly usage is snapshotted to a file and restored at start.
+ * A slot whose key's window and month are both over is taken over by the next new key that probes it.
  */
 #ifndef VTS_RATELIMIT_MEMORY_H
 #define VTS_RATELIMIT_MEMORY_H
