@@ -36,6 +36,9 @@ struct rlmem_slot {
   _Atomic uint64_t tag; /* 64 bits of the key's digest, never 0; 0 is a free slot */
   _Atomic uint64_t window;
   _Atomic uint64_t quota;
+  /* The redis provider: what the fail-open fallback counted in a window and a month, same layouts as above. */
+  _Atomic uint64_t owed_window;
+  _Atomic uint64_t owed_quota;
 };
 
 struct rlmem_table {
@@ -142,6 +145,8 @@ static struct rlmem_slot *slot_find(struct rlmem_table *t, uint64_t tag, bool cr
         /* Taken over: the old key's periods are over, but its words must not be read as this key's. */
         atomic_store(&claim->window, 0);
         atomic_store(&claim->quota, 0);
+        atomic_store(&claim->owed_window, 0);
+        atomic_store(&claim->owed_quota, 0);
       }
       return claim;
     }
@@ -253,6 +258,45 @@ void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month) {
   if (s == NULL) return;
   word_give_back(&s->quota, QUOTA_COUNT_BITS, month);
   atomic_fetch_add(&t->generation, 1);
+}
+
+/* Adds one to the count of period, starting it at zero when the word holds another period (never wraps). */
+static void word_add(_Atomic uint64_t *w, int bits, int64_t period) {
+  uint64_t old = atomic_load(w);
+  for (;;) {
+    uint64_t count = (int64_t)(old >> bits) == period ? (old & COUNT_MASK(bits)) : 0;
+    if (count >= COUNT_MASK(bits)) return;
+    if (atomic_compare_exchange_weak(w, &old, ((uint64_t)period << bits) | (count + 1))) return;
+  }
+}
+
+void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
+  if (s == NULL) return;
+  word_add(&s->owed_window, WINDOW_COUNT_BITS, d->reset);
+  if (d->outcome == RL_ALLOW) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
+}
+
+void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month) {
+  rlmem_refund(t, digest, month);
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
+  if (s != NULL) word_give_back(&s->owed_quota, QUOTA_COUNT_BITS, month);
+}
+
+/* The count a word holds for exactly this period, or -1. */
+static int64_t word_count_of(_Atomic uint64_t *w, int bits, int64_t period) {
+  uint64_t v = atomic_load(w);
+  return v != 0 && (int64_t)(v >> bits) == period ? (int64_t)(v & COUNT_MASK(bits)) : -1;
+}
+
+void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
+                struct rl_owed *out) {
+  out->window = -1;
+  out->quota = -1;
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, now);
+  if (s == NULL) return;
+  out->window = word_count_of(&s->owed_window, WINDOW_COUNT_BITS, window_end);
+  out->quota = word_count_of(&s->owed_quota, QUOTA_COUNT_BITS, month);
 }
 
 void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,

@@ -266,6 +266,35 @@ static void test_quota_resets_at_midnight_utc_on_the_first(void **state) {
 /* A digest made from a number: distinct numbers give distinct slot tags. */
 static void numbered_digest(char out[65], uint64_t n) { snprintf(out, 65, "%016llx%048d", (unsigned long long)n, 0); }
 
+/* What the redis provider's fallback counted is owed to Redis for the window and month it counted in, once. */
+static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(2, 60, 10);
+  struct rl_decision d;
+  struct rl_owed owed;
+  int64_t now = T_2026_01_01 + 100, month = rlcalc_month_index(now), end = rlcalc_window_reset(now, 60);
+  rlmem_mirror(t, digest_a, &l, now, 0, 4); /* Redis had counted four this month */
+  rlmem_owed(t, digest_a, end, month, now, &owed);
+  assert_int_equal(owed.window, -1);
+  assert_int_equal(owed.quota, -1);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
+    rlmem_owe(t, digest_a, &d);
+  }
+  assert_int_equal(d.outcome, RL_LIMITED);
+  rlmem_owed(t, digest_a, end, month, now, &owed);
+  assert_int_equal(owed.window, 3); /* every request, the refused one too */
+  assert_int_equal(owed.quota, 2);  /* only what was admitted, not what Redis counted itself */
+  rlmem_owe_refund(t, digest_a, month);
+  rlmem_owed(t, digest_a, end, month, now, &owed);
+  assert_int_equal(owed.quota, 1);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 5);
+  /* The next window and month owe nothing yet. */
+  rlmem_owed(t, digest_a, end + 60, month + 1, now, &owed);
+  assert_int_equal(owed.window, -1);
+  assert_int_equal(owed.quota, -1);
+}
+
 static void test_full_table_refuses_a_new_key_until_a_slot_is_over(void **state) {
   (void)state;
   struct rlmem_table *t = rlmem_create(4);
@@ -687,6 +716,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_quota_checked_before_window_when_both_are_spent, table_setup,
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_fallback_counts_are_owed_per_window_and_month, table_setup, table_teardown),
       cmocka_unit_test(test_full_table_refuses_a_new_key_until_a_slot_is_over),
       cmocka_unit_test(test_each_month_takes_more_new_keys_than_the_key_file_holds),
       cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
