@@ -65,7 +65,11 @@
 #define VTS_SPEECH_MAX_UTTERANCE_S 30                   /* pocketsphinx utterance without a pause is cut here */
 
 /* Rate limit and monthly quota (gateway/ratelimit*.c). */
-#define VTS_RATELIMIT_SLOTS 65536 /* distinct keys in the shared table; one more: 503 rate_limit_unavailable */
+/*
+ * Distinct keys the shared table holds in one month (slots of keys whose window and month are over are reused):
+ * 2.6 times VTS_MAX_KEYS, so the key file can never fill it, rotations included. Past it: 503 rate_limit_unavailable.
+ */
+#define VTS_RATELIMIT_SLOTS 262144
 #define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000 /* quota snapshot to VTS_STATE_DIR at most this often */
 #define VTS_RATELIMIT_UNAVAILABLE_RETRY_S 1     /* Retry-After of 503 rate_limit_unavailable */
 #define VTS_REDIS_COMMAND_TIMEOUT_MS 50         /* no reply in time: store down for that request (503 or fallback) */

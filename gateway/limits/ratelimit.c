@@ -25,6 +25,8 @@
 static struct rlmem_table *rl_table;
 /* Resolved once by the master, so that no worker ever blocks on a name lookup (hiredis resolves synchronously). */
 static struct redis_addr rl_redis_addr;
+/* Made by the master with the table: one identity per gateway run for the fallback counts it owes Redis. */
+static char rl_gateway_id[RLREDIS_GATEWAY_ID_BYTES];
 
 struct ratelimit {
   uv_loop_t *loop;
@@ -102,6 +104,12 @@ int ratelimit_shm_init_err(const struct vts_config *cfg, char *err, size_t errle
     /* Redis holds the quota; the table is only the fallback, so the state directory is not used. */
     rv = redis_conn_resolve(cfg->redis_url, &rl_redis_addr, err, errlen);
     if (rv != 0) goto fail;
+    /* A new identity per run: the table, and so what a past run's fallback counted, does not survive a restart. */
+    rv = util_random_hex(rl_gateway_id, (RLREDIS_GATEWAY_ID_BYTES - 1) / 2);
+    if (rv != 0) {
+      snprintf(err, errlen, "rate limit: no random bytes for the gateway's id: %s", strerror(-rv));
+      goto fail;
+    }
   } else {
     rv = make_dirs(cfg->state_dir);
     if (rv == 0) rv = probe_writable(cfg->state_dir);
@@ -183,7 +191,7 @@ struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg) {
   rl->refs = 1;
   rl->snap_work.data = rl;
   if (cfg->redis_url[0] != '\0') {
-    rl->redis = rlredis_new(loop, &rl_redis_addr);
+    rl->redis = rlredis_new(loop, &rl_redis_addr, rl_gateway_id);
     if (rl->redis == NULL) {
       free(rl);
       return NULL;
@@ -271,6 +279,10 @@ static void decide_fault(struct ratelimit *rl, const char *digest, const struct 
   }
   rl->stats.fallbacks++;
   decide_memory(rl, digest, lim, now, d);
+  if (d->outcome == RL_UNAVAILABLE) return;
+  /* What the fallback counted is owed to Redis, which adds it with the key's next answer (once: see the script). */
+  rlmem_owe(rl_table, digest, d);
+  if (d->reserved_in != RL_STORE_NONE) d->reserved_in = RL_STORE_FALLBACK;
 }
 
 static void on_redis_result(void *arg, int status, const struct rlredis_result *res) {
@@ -306,8 +318,11 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
       snprintf(p->digest, sizeof(p->digest), "%s", key->digest);
       p->lim = lim;
       p->now = util_wall_s();
+      struct rl_owed owed;
+      rlmem_owed(rl_table, key->digest, rlcalc_window_reset(p->now, lim.window_s), rlcalc_month_index(p->now), p->now,
+                 &owed);
       rl->refs++;
-      if (rlredis_check(rl->redis, key->digest, &lim, p->now, on_redis_result, p) == 0) return;
+      if (rlredis_check(rl->redis, key->digest, &lim, p->now, &owed, on_redis_result, p) == 0) return;
       rl->refs--;
       free(p);
     }
@@ -324,10 +339,17 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   d->reserved_in = RL_STORE_NONE;
   if (rl == NULL || in == RL_STORE_NONE) return;
   rl->stats.refunds++;
+  if (in == RL_STORE_FALLBACK) {
+    /* Reserved while Redis could not answer: the unit is no longer owed to Redis either. */
+    rlmem_owe_refund(rl_table, d->digest, d->reserved_month);
+    return;
+  }
   /* With redis the table mirrors what Redis counted: it gives the unit back too, so a fallback starts right. */
   rlmem_refund(rl_table, d->digest, d->reserved_month);
   if (in == RL_STORE_REDIS && rl->redis != NULL) rlredis_refund(rl->redis, d->digest, d->reserved_month);
 }
+
+const char *ratelimit_gateway_id(void) { return rl_gateway_id; }
 
 void ratelimit_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {
   *out = rl->stats;

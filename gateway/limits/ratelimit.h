@@ -18,7 +18,11 @@
  *   is until the 1st of the next month, quota_reset).
  * - Store faults (redis provider): never RL_LIMITED. Fail-closed: RL_UNAVAILABLE with retry_after
  *   VTS_RATELIMIT_UNAVAILABLE_RETRY_S, remaining 0. Fail-open: the shared-memory limiter decides, seeded with the
- *   counts Redis last reported for the key, so the headers stay truthful.
+ *   counts Redis last reported for the key, so the headers stay truthful. What it counts is owed to Redis: every
+ *   later check of the key carries the fallback's counts of the current window and month, which Redis keeps under
+ *   this gateway's id and adds to its own, so a freeze, a stop or a restart of Redis (with its data) never gives a
+ *   key more than its quota. A check that timed out may still run when a frozen Redis thaws: then that request is
+ *   counted twice (billed one unit too many, never served one too many).
  */
 #ifndef VTS_RATELIMIT_H
 #define VTS_RATELIMIT_H
@@ -46,7 +50,7 @@ struct rl_decision {
   int64_t quota_remaining; /* admitted requests left this month (0 when unknown: RL_UNAVAILABLE) */
   int64_t quota_reset;     /* unix seconds of 00:00 UTC on the 1st of the next month */
   /* Where the month's unit of an RL_ALLOW was reserved, for ratelimit_refund; RL_STORE_NONE on other outcomes. */
-  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS } reserved_in;
+  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS, RL_STORE_FALLBACK } reserved_in;
   int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
   char digest[65];        /* the key's digest, set with reserved_in */
 };
@@ -106,6 +110,11 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
  * customer may be billed one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
+/*
+ * The master, before fork: a random identity for this gateway's run, under which Redis keeps what its fail-open
+ * fallback counted (see ratelimit_redis.h). Part of ratelimit_shm_init; exposed for tests.
+ */
+const char *ratelimit_gateway_id(void);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

@@ -18,6 +18,15 @@ struct rl_limits {
   int64_t quota;    /* admitted requests per calendar month */
 };
 
+/*
+ * What this gateway's fail-open fallback counted for a key while Redis could not, in the current window and month,
+ * for Redis to add when it answers again; -1 where there is nothing to say (no fallback in that period).
+ */
+struct rl_owed {
+  int64_t window;
+  int64_t quota;
+};
+
 /* Fills out from key's overrides and cfg's defaults (a 0 in the key entry means the default). */
 void rlcalc_limits(const struct key_entry *key, const struct vts_config *cfg, struct rl_limits *out);
 /* Index of the window holding second now: now / window_s. */

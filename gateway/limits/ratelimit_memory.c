@@ -36,6 +36,9 @@ struct rlmem_slot {
   _Atomic uint64_t tag; /* 64 bits of the key's digest, never 0; 0 is a free slot */
   _Atomic uint64_t window;
   _Atomic uint64_t quota;
+  /* The redis provider: what the fail-open fallback counted in a window and a month, same layouts as above. */
+  _Atomic uint64_t owed_window;
+  _Atomic uint64_t owed_quota;
 };
 
 struct rlmem_table {
@@ -93,19 +96,62 @@ static uint64_t digest_tag(const char *digest) {
   return tag != 0 ? tag : 1;
 }
 
-/* Finds the key's slot, claiming a free one when create is set. Linear probing; slots are never freed. */
-static struct rlmem_slot *slot_find(struct rlmem_table *t, uint64_t tag, bool create) {
+_Static_assert(VTS_RATELIMIT_SLOTS >= 2 * VTS_MAX_KEYS, "the key file must not be able to fill the table");
+
+/*
+ * A slot whose key has nothing left to count at second now: its window ended and its month is over. Its counts
+ * would read as zero anyway (word_period), so another key may take it over.
+ */
+static bool slot_stale(struct rlmem_slot *s, int64_t now) {
+  uint64_t w = atomic_load(&s->window), q = atomic_load(&s->quota);
+  return (int64_t)(w >> WINDOW_COUNT_BITS) <= now && (int64_t)(q >> QUOTA_COUNT_BITS) < rlcalc_month_index(now);
+}
+
+/*
+ * How far from its home slot a key may live. Slots are never emptied (only taken over), so after months of new keys
+ * a table may hold no free slot at all: without a bound, every new key would scan all of it. With at most 38% of
+ * the slots live (VTS_RATELIMIT_SLOTS), a linear-probing run this long does not happen in practice.
+ */
+#define RLMEM_MAX_PROBES 512
+
+/*
+ * Finds the key's slot; when create is set and it has none, claims the first stale slot of its probe chain, else
+ * the free slot that ends the chain. Linear probing: slots are taken over, never emptied, so no chain is ever cut.
+ * The whole chain is searched before a stale slot is claimed, so a key never gets a second slot.
+ */
+static struct rlmem_slot *slot_find(struct rlmem_table *t, uint64_t tag, bool create, int64_t now) {
   uint32_t mask = t->nslots - 1;
-  for (uint32_t i = 0; i < t->nslots; i++) {
-    struct rlmem_slot *s = &t->slots[(tag + i) & mask];
-    uint64_t cur = atomic_load(&s->tag);
-    if (cur == tag) return s;
-    if (cur != 0) continue;
-    if (!create) return NULL;
-    uint64_t expected = 0;
-    if (atomic_compare_exchange_strong(&s->tag, &expected, tag)) return s;
-    /* Another process claimed this slot first, maybe for the same key. */
-    if (expected == tag) return s;
+  uint32_t probes = t->nslots < RLMEM_MAX_PROBES ? t->nslots : RLMEM_MAX_PROBES;
+  for (int attempt = 0; attempt < 8; attempt++) {
+    struct rlmem_slot *claim = NULL;
+    uint64_t claim_tag = 0;
+    for (uint32_t i = 0; i < probes; i++) {
+      struct rlmem_slot *s = &t->slots[(tag + i) & mask];
+      uint64_t cur = atomic_load(&s->tag);
+      if (cur == tag) return s;
+      if (cur == 0) {
+        if (claim == NULL) claim = s;
+        break;
+      }
+      if (create && claim == NULL && slot_stale(s, now)) {
+        claim = s;
+        claim_tag = cur;
+      }
+    }
+    if (!create || claim == NULL) return NULL;
+    uint64_t expected = claim_tag;
+    if (atomic_compare_exchange_strong(&claim->tag, &expected, tag)) {
+      if (claim_tag != 0) {
+        /* Taken over: the old key's periods are over, but its words must not be read as this key's. */
+        atomic_store(&claim->window, 0);
+        atomic_store(&claim->quota, 0);
+        atomic_store(&claim->owed_window, 0);
+        atomic_store(&claim->owed_quota, 0);
+      }
+      return claim;
+    }
+    /* Another process claimed this slot first, maybe for the same key; else search again. */
+    if (expected == tag) return claim;
   }
   return NULL;
 }
@@ -173,7 +219,7 @@ static int64_t window_now(int64_t now, int64_t window_end, int64_t window_s) {
 
 int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                 struct rl_decision *d) {
-  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true);
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
   int64_t month = rlcalc_month_index(now);
   int64_t reset = rlcalc_window_reset(now, lim->window_s);
@@ -208,15 +254,54 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
 }
 
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month) {
-  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false);
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
   word_give_back(&s->quota, QUOTA_COUNT_BITS, month);
   atomic_fetch_add(&t->generation, 1);
 }
 
+/* Adds one to the count of period, starting it at zero when the word holds another period (never wraps). */
+static void word_add(_Atomic uint64_t *w, int bits, int64_t period) {
+  uint64_t old = atomic_load(w);
+  for (;;) {
+    uint64_t count = (int64_t)(old >> bits) == period ? (old & COUNT_MASK(bits)) : 0;
+    if (count >= COUNT_MASK(bits)) return;
+    if (atomic_compare_exchange_weak(w, &old, ((uint64_t)period << bits) | (count + 1))) return;
+  }
+}
+
+void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
+  if (s == NULL) return;
+  word_add(&s->owed_window, WINDOW_COUNT_BITS, d->reset);
+  if (d->outcome == RL_ALLOW) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
+}
+
+void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month) {
+  rlmem_refund(t, digest, month);
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
+  if (s != NULL) word_give_back(&s->owed_quota, QUOTA_COUNT_BITS, month);
+}
+
+/* The count a word holds for exactly this period, or -1. */
+static int64_t word_count_of(_Atomic uint64_t *w, int bits, int64_t period) {
+  uint64_t v = atomic_load(w);
+  return v != 0 && (int64_t)(v >> bits) == period ? (int64_t)(v & COUNT_MASK(bits)) : -1;
+}
+
+void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
+                struct rl_owed *out) {
+  out->window = -1;
+  out->quota = -1;
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, now);
+  if (s == NULL) return;
+  out->window = word_count_of(&s->owed_window, WINDOW_COUNT_BITS, window_end);
+  out->quota = word_count_of(&s->owed_quota, QUOTA_COUNT_BITS, month);
+}
+
 void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                   int64_t window_used, int64_t quota_used) {
-  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true);
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return;
   word_raise(&s->window, WINDOW_COUNT_BITS, rlcalc_window_reset(now, lim->window_s), window_used);
   uint64_t before = atomic_load(&s->quota);
@@ -225,7 +310,7 @@ void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_lim
 }
 
 int64_t rlmem_quota_used(struct rlmem_table *t, const char *digest, int64_t now) {
-  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false);
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, now);
   if (s == NULL) return 0;
   int64_t period, used;
   word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, &period, &used);
@@ -333,7 +418,7 @@ int rlmem_snapshot_restore(struct rlmem_table *t, const char *dir, int64_t now, 
     int64_t lmonth, used;
     if (parse_snapshot_line(line, &tag, &lmonth, &used) != 0) goto malformed;
     if (lmonth != month) continue; /* another month's usage: it no longer counts */
-    struct rlmem_slot *s = slot_find(t, tag, true);
+    struct rlmem_slot *s = slot_find(t, tag, true, now);
     if (s == NULL) {
       rv = -ENOSPC;
       snprintf(err, errlen, "VTS_STATE_DIR: %s holds more keys than the table (%d)", path, VTS_RATELIMIT_SLOTS);

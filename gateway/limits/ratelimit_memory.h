@@ -3,6 +3,7 @@
  * fork and shared by every worker. Each slot packs a key's window (end second and admitted count) into one 64-bit
  * word and its month (index and used count) into another; both change only by compare-and-swap, so workers never
  * lock and exactly `limit` requests pass per window. Monthly usage is snapshotted to a file and restored at start.
+ * A slot whose key's window and month are both over is taken over by the next new key that probes it.
  */
 #ifndef VTS_RATELIMIT_MEMORY_H
 #define VTS_RATELIMIT_MEMORY_H
@@ -31,6 +32,16 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
                 struct rl_decision *d);
 /* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
+/*
+ * The redis provider's fail-open fallback decided d for the key: records what it counted (the request in d's
+ * window, the unit reserved when d admitted) as owed to Redis, apart from what Redis itself counted.
+ */
+void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d);
+/* Gives back a unit reserved by the fallback in month: from the count and from what is owed to Redis. */
+void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month);
+/* What is owed to Redis for the key in the window ending at window_end and in month, into out (-1: nothing). */
+void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
+                struct rl_owed *out);
 /*
  * Raises the key's counts for the window and month of second now to at least these values. The redis provider
  * calls it with every answer so that a fallback to this table continues from what Redis counted.

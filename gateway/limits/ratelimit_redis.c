@@ -12,24 +12,44 @@
 #include "common/limits.h"
 #include "common/log.h"
 
-#define SCRIPT_ARGC 9 /* EVALSHA sha numkeys key key arg arg arg arg */
+#define SCRIPT_KEYS 4
+#define SCRIPT_ARGS 7
+#define SCRIPT_ARGC (3 + SCRIPT_KEYS + SCRIPT_ARGS) /* EVALSHA sha numkeys KEYS... ARGV... */
 
 /*
- * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; both carry the key's hash tag,
- * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds). The window counts every
- * request; the month is checked first and a unit is reserved only when both admit (see ratelimit.h). Each counter
- * expires on its own once its period is over, so Redis holds only live windows and months. Returns {code, window
- * count, month count}: code 0 admitted, 1 window full, 2 month exhausted.
+ * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; KEYS[3] and KEYS[4] hold, per
+ * gateway, what its fail-open fallback counted in that window and month while Redis could not answer. All carry
+ * the key's hash tag, so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), this
+ * gateway's id, and what its fallback counted in the window and the month (-1: nothing to say, 0: nothing left).
+ *
+ * A gateway always sends its fallback's whole count for the period, which the script stores under the gateway's id
+ * (HSET, not INCRBY): a count sent twice, or by a command that timed out but ran, is counted once. The window and the
+ * month are then Redis's own counter plus every gateway's fallback count. The window counts every request; the month
+ * is checked first and a unit is reserved only when both admit (see ratelimit.h). Each key expires on its own once
+ * its period is over. Returns {code, window count, month count}: code 0 admitted, 1 window full, 2 month exhausted.
  */
 static const char script[] =
+    "local function owed(key, n, ttl)\n"
+    "  if n > 0 then\n"
+    "    redis.call('HSET', key, ARGV[5], n)\n"
+    "    redis.call('EXPIRE', key, ttl)\n"
+    "  elseif n == 0 then\n"
+    "    redis.call('HDEL', key, ARGV[5])\n"
+    "  end\n"
+    "  local sum = 0\n"
+    "  for _, v in ipairs(redis.call('HVALS', key)) do sum = sum + tonumber(v) end\n"
+    "  return sum\n"
+    "end\n"
+    "local fw = owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
+    "local fq = owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
     "local w = redis.call('INCR', KEYS[1])\n"
     "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
-    "local q = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "w = w + fw\n"
+    "local q = tonumber(redis.call('GET', KEYS[2]) or '0') + fq\n"
     "if q >= tonumber(ARGV[3]) then return {2, w, q} end\n"
     "if w > tonumber(ARGV[1]) then return {1, w, q} end\n"
-    "q = redis.call('INCR', KEYS[2])\n"
-    "if q == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
-    "return {0, w, q}\n";
+    "if redis.call('INCR', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "return {0, w, q + 1}\n";
 
 /* Gives one reserved unit of the month KEYS[1] back; a month that expired or holds nothing is left alone. */
 static const char refund_script[] =
@@ -41,6 +61,7 @@ static const char refund_script[] =
 struct rlredis {
   uv_loop_t *loop;
   struct redis_addr addr;
+  char gateway_id[RLREDIS_GATEWAY_ID_BYTES];
   redisAsyncContext *ac; /* NULL while disconnected */
   bool ready;            /* the script is loaded on this connection */
   bool stalled;          /* a command timed out and no reply has come since */
@@ -63,8 +84,8 @@ struct rlreq {
   bool in_redis;   /* hiredis holds a callback with this request */
   bool timer_open; /* the timer's close callback has not run yet */
   bool tried_eval; /* NOSCRIPT was answered once already */
-  char keys[2][RLREDIS_KEY_BYTES];
-  char nums[4][24];
+  char keys[SCRIPT_KEYS][RLREDIS_KEY_BYTES];
+  char nums[SCRIPT_ARGS][24];
 };
 
 static void conn_start(struct rlredis *r);
@@ -214,15 +235,9 @@ static void conn_start(struct rlredis *r) {
 }
 
 static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
-  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA",
-                                   eval ? script : q->r->sha,
-                                   "2",
-                                   q->keys[0],
-                                   q->keys[1],
-                                   q->nums[0],
-                                   q->nums[1],
-                                   q->nums[2],
-                                   q->nums[3]};
+  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA", eval ? script : q->r->sha, "4"};
+  for (int i = 0; i < SCRIPT_KEYS; i++) argv[3 + i] = q->keys[i];
+  for (int i = 0; i < SCRIPT_ARGS; i++) argv[3 + SCRIPT_KEYS + i] = q->nums[i];
   return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, NULL) == REDIS_OK ? 0 : -EIO;
 }
 
@@ -279,13 +294,21 @@ static void on_req_timeout(uv_timer_t *t) {
   req_decide(q, -ETIMEDOUT, NULL);
 }
 
-/* The month counter of a key: the hash tag is the first 64 bits of the key's digest, never the key or its name. */
-static void month_key(char *out, size_t len, const char *digest, int64_t month) {
-  snprintf(out, len, "vts:rl:{%.16s}:q:%lld", digest, (long long)rlcalc_month_yyyymm(month));
+/*
+ * The names of a key's counters (suffix "") and of its fallback counts (":fallback"), for the window of second now
+ * and for a month. The hash tag is the first 64 bits of the key's digest: never the key, never its name.
+ */
+static void window_key(char *out, size_t len, const char *digest, int64_t window_s, int64_t now, const char *suffix) {
+  snprintf(out, len, "vts:rl:{%.16s}:w:%lld:%lld%.9s", digest, (long long)window_s,
+           (long long)rlcalc_window_index(now, window_s), suffix);
 }
 
-int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
-                  void *arg) {
+static void month_key(char *out, size_t len, const char *digest, int64_t month, const char *suffix) {
+  snprintf(out, len, "vts:rl:{%.16s}:q:%lld%.9s", digest, (long long)rlcalc_month_yyyymm(month), suffix);
+}
+
+int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
+                  const struct rl_owed *owed, rlredis_cb cb, void *arg) {
   if (r->closing) return -ECANCELED;
   if (r->ac == NULL) return -ENOTCONN;
   if (r->stalled) return -ETIMEDOUT;
@@ -295,16 +318,19 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   q->cb = cb;
   q->arg = arg;
   int64_t month = rlcalc_month_index(now);
-  /* The hash tag is the first 64 bits of the key's digest: never the key, never its name. */
-  snprintf(q->keys[0], sizeof(q->keys[0]), "vts:rl:{%.16s}:w:%lld:%lld", digest, (long long)lim->window_s,
-           (long long)rlcalc_window_index(now, lim->window_s));
-  month_key(q->keys[1], sizeof(q->keys[1]), digest, month);
+  window_key(q->keys[0], sizeof(q->keys[0]), digest, lim->window_s, now, "");
+  month_key(q->keys[1], sizeof(q->keys[1]), digest, month, "");
+  window_key(q->keys[2], sizeof(q->keys[2]), digest, lim->window_s, now, ":fallback");
+  month_key(q->keys[3], sizeof(q->keys[3]), digest, month, ":fallback");
   snprintf(q->nums[0], sizeof(q->nums[0]), "%lld", (long long)lim->rate);
   /* The window counter is created during its window, so its length plus a second outlives the window. */
   snprintf(q->nums[1], sizeof(q->nums[1]), "%lld", (long long)(lim->window_s + 1));
   snprintf(q->nums[2], sizeof(q->nums[2]), "%lld", (long long)lim->quota);
   snprintf(q->nums[3], sizeof(q->nums[3]), "%lld",
            (long long)(rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S));
+  snprintf(q->nums[4], sizeof(q->nums[4]), "%s", r->gateway_id);
+  snprintf(q->nums[5], sizeof(q->nums[5]), "%lld", (long long)owed->window);
+  snprintf(q->nums[6], sizeof(q->nums[6]), "%lld", (long long)owed->quota);
 
   r->refs++;
   uv_timer_init(r->loop, &q->timer);
@@ -327,7 +353,7 @@ int rlredis_refund(struct rlredis *r, const char *digest, int64_t month) {
   if (r->closing) return -ECANCELED;
   if (r->ac == NULL) return -ENOTCONN;
   char key[RLREDIS_KEY_BYTES];
-  month_key(key, sizeof(key), digest, month);
+  month_key(key, sizeof(key), digest, month, "");
   const char *argv[] = {"EVAL", refund_script, "1", key};
   /* No reply is awaited: a refund that Redis never runs leaves the unit counted, the safe side for the service. */
   if (redisAsyncCommandArgv(r->ac, NULL, NULL, 4, argv, NULL) != REDIS_OK) {
@@ -339,11 +365,12 @@ int rlredis_refund(struct rlredis *r, const char *digest, int64_t month) {
 
 static void conn_timer_closed(uv_handle_t *h) { rlredis_unref(h->data); }
 
-struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr) {
+struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, const char *gateway_id) {
   struct rlredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->loop = loop;
   r->addr = *addr;
+  snprintf(r->gateway_id, sizeof(r->gateway_id), "%s", gateway_id);
   r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
   r->refs = 1;
   unsigned char md[EVP_MAX_MD_SIZE];

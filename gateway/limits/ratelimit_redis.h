@@ -24,7 +24,9 @@
 
 /* What the script decided: outcome RL_ALLOW, RL_LIMITED or RL_QUOTA, and the counts after it. */
 /* Room for one of our Redis key names. */
-#define RLREDIS_KEY_BYTES 96
+#define RLREDIS_KEY_BYTES 112
+/* A gateway's id: 16 hex digits and a NUL. */
+#define RLREDIS_GATEWAY_ID_BYTES 17
 
 struct rlredis_result {
   enum rl_outcome outcome;
@@ -40,20 +42,25 @@ typedef void (*rlredis_cb)(void *arg, int status, const struct rlredis_result *r
 
 struct rlredis;
 
-/* Starts connecting (commands issued meanwhile are sent once connected). Returns NULL on allocation failure. */
-struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr);
+/*
+ * Starts connecting (commands issued meanwhile are sent once connected). gateway_id names this gateway's fallback
+ * counts in Redis (see the script in ratelimit_redis.c). Returns NULL on allocation failure.
+ */
+struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, const char *gateway_id);
 /*
  * Closes the connection and timers. Requests still waiting get their callback (-ENOTCONN) before it returns. The
  * memory goes when the last handle has closed: run the loop afterwards.
  */
 void rlredis_free(struct rlredis *r);
 /*
- * Sends one check of the key with this digest at second now. Returns 0 (cb will be called), or a negative errno
+ * Sends one check of the key with this digest at second now, with what this gateway's fallback counted for the key
+ * in the current window and month (owed), which Redis adds to its own counts. Returns 0 (cb will be called), or a
+ * negative errno
  * at once, without calling cb, when the store cannot take it: -ENOTCONN (no connection), -ETIMEDOUT (connection
  * stalled), -EIO, -ENOMEM, -ECANCELED (closing).
  */
-int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
-                  void *arg);
+int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
+                  const struct rl_owed *owed, rlredis_cb cb, void *arg);
 /*
  * Gives back one unit of the key's month (a month index) in Redis, without waiting for the reply. Returns 0 when
  * sent, or a negative errno (-ENOTCONN, -EIO, -ECANCELED) when it was not.

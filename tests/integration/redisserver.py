@@ -8,19 +8,25 @@ from conftest import free_port
 
 
 class Redis:
-    """A redis-server of our own on a free port, without persistence; killed at teardown."""
+    """A redis-server of our own on a free port, killed at teardown. Without data_dir it keeps no data across a
+    restart; with one, every write is in its append-only file there (fsync always), so a restart keeps them.
+    args: more redis-server arguments (a password, ACL users)."""
 
-    def __init__(self):
+    def __init__(self, data_dir=None, args=()):
         self.port = free_port()
         self.proc = None
+        self.data_dir = data_dir
+        self.args = list(args)
 
     @property
     def url(self):
         return "redis://127.0.0.1:%d" % self.port
 
     def start(self):
+        persist = (["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.data_dir)] if self.data_dir
+                   else ["--appendonly", "no"])
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""] + persist + self.args,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

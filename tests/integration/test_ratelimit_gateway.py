@@ -7,6 +7,7 @@ was admitted by the window, whatever happens to the request afterwards (without 
 window tests count answers that are not 429. Only a 200 keeps its unit of the monthly quota, so the quota tests run
 the whole service (fetchers and the fake platform). Windows are a few seconds long and bursts start just after a window boundary, so a
 burst never straddles two windows."""
+import hashlib
 import http.client
 import json
 import os
@@ -21,6 +22,7 @@ import pytest
 
 from conftest import Gateway, free_port
 from stack import Stack
+from vtsproc import wait_for
 
 PATH = "/v1/video/transcript?video_id=Rl0aBcDeF_g"
 PROVIDERS = ["memory", "redis"]
@@ -251,6 +253,67 @@ def test_quota_survives_a_gateway_restart(request, tmp_path, provider):
         assert code_of(last) == "quota_exceeded"
     finally:
         stack.close()
+
+
+def month_counts(redis, key):
+    """(Redis's own count of the key's month, the sum of what gateways' fallbacks wrote back for it)."""
+    base = "vts:rl:{%s}:q:%s" % (hashlib.sha256(key.encode()).hexdigest()[:16], time.strftime("%Y%m", time.gmtime()))
+    own = redis.command("EVAL", "return tonumber(redis.call('GET', KEYS[1]) or '0')", "1", base)
+    fallback = redis.command("EVAL", "local s = 0 for _, v in ipairs(redis.call('HVALS', KEYS[1])) do "
+                             "s = s + tonumber(v) end return s", "1", base + ":fallback")
+    return int(own[1:]), int(fallback[1:])
+
+
+def assert_quota_spent_after_redis_returns(stack, redis, fallback_count):
+    """Once Redis answers again (it then holds what the fallback counted), no request of QUOTA_KEY is admitted."""
+    def written_back():
+        r = quota_get(stack, "capJson3xx1")
+        assert r.status == 429, "admitted past the quota after Redis returned: %s" % r
+        return month_counts(redis, QUOTA_KEY)[1] == fallback_count
+    assert wait_for(written_back, 5), "the fallback's counts never reached Redis: %s" % (month_counts(redis, QUOTA_KEY),)
+    refused = [quota_get(stack, "capJson3xx1") for _ in range(5)]
+    assert [(r.status, code_of(r)) for r in refused] == [(429, "quota_exceeded")] * 5
+
+
+def test_quota_stays_exact_through_a_redis_freeze(tmp_path, redis):
+    stack = quota_stack(tmp_path, redis, quota=10)
+    try:
+        assert [quota_get(stack, "capJson3xx1").status for _ in range(5)] == [200] * 5
+        assert month_counts(redis, QUOTA_KEY) == (5, 0)
+        redis.freeze()
+        try:
+            assert [quota_get(stack, "capJson3xx1").status for _ in range(5)] == [200] * 5
+            assert quota_get(stack, "capJson3xx1").status == 429
+        finally:
+            redis.thaw()
+        # Written back once, under this gateway's id (the request in flight when Redis froze may also have run in
+        # Redis when it thawed: billed, never served, twice).
+        assert_quota_spent_after_redis_returns(stack, redis, 5)
+    finally:
+        stack.close()
+
+
+def test_quota_stays_exact_through_a_redis_stop_and_restart_with_its_data(tmp_path, gateways):
+    from redisserver import Redis
+    (tmp_path / "redis").mkdir()
+    redis = Redis(data_dir=tmp_path / "redis")
+    redis.start()
+    stack = None
+    try:
+        stack = quota_stack(tmp_path, redis, quota=10)
+        assert [quota_get(stack, "capJson3xx1").status for _ in range(5)] == [200] * 5
+        redis.stop()
+        assert [quota_get(stack, "capJson3xx1").status for _ in range(5)] == [200] * 5
+        assert quota_get(stack, "capJson3xx1").status == 429
+        redis.start()
+        assert month_counts(redis, QUOTA_KEY) == (5, 0), "the restarted Redis lost its data"
+        assert_quota_spent_after_redis_returns(stack, redis, 5)
+        # Exact: Redis's five and the fallback's five, nothing counted twice.
+        assert month_counts(redis, QUOTA_KEY) == (5, 5)
+    finally:
+        if stack is not None:
+            stack.close()
+        redis.stop()
 
 
 def test_unwritable_state_dir_stops_the_gateway_naming_the_variable(tmp_path):

@@ -263,22 +263,97 @@ static void test_quota_resets_at_midnight_utc_on_the_first(void **state) {
   assert_int_equal(d.quota_reset, T_2026_03_01);
 }
 
-static void test_full_table_refuses_a_new_key(void **state) {
+/* A digest made from a number: distinct numbers give distinct slot tags. */
+static void numbered_digest(char out[65], uint64_t n) { snprintf(out, 65, "%016llx%048d", (unsigned long long)n, 0); }
+
+/* What the redis provider's fallback counted is owed to Redis for the window and month it counted in, once. */
+static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(2, 60, 10);
+  struct rl_decision d;
+  struct rl_owed owed;
+  int64_t now = T_2026_01_01 + 100, month = rlcalc_month_index(now), end = rlcalc_window_reset(now, 60);
+  rlmem_mirror(t, digest_a, &l, now, 0, 4); /* Redis had counted four this month */
+  rlmem_owed(t, digest_a, end, month, now, &owed);
+  assert_int_equal(owed.window, -1);
+  assert_int_equal(owed.quota, -1);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
+    rlmem_owe(t, digest_a, &d);
+  }
+  assert_int_equal(d.outcome, RL_LIMITED);
+  rlmem_owed(t, digest_a, end, month, now, &owed);
+  assert_int_equal(owed.window, 3); /* every request, the refused one too */
+  assert_int_equal(owed.quota, 2);  /* only what was admitted, not what Redis counted itself */
+  rlmem_owe_refund(t, digest_a, month);
+  rlmem_owed(t, digest_a, end, month, now, &owed);
+  assert_int_equal(owed.quota, 1);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 5);
+  /* The next window and month owe nothing yet. */
+  rlmem_owed(t, digest_a, end + 60, month + 1, now, &owed);
+  assert_int_equal(owed.window, -1);
+  assert_int_equal(owed.quota, -1);
+}
+
+static void test_full_table_refuses_a_new_key_until_a_slot_is_over(void **state) {
   (void)state;
   struct rlmem_table *t = rlmem_create(4);
   struct rl_limits l = limits(5, 60, 100);
   struct rl_decision d;
   char digest[65];
   for (int i = 0; i < 4; i++) {
-    snprintf(digest, sizeof(digest), "%016x%048d", i + 1, 0);
-    assert_int_equal(rlmem_check(t, digest, &l, 1000, &d), 0);
+    numbered_digest(digest, (uint64_t)i + 1);
+    assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, 1000, &d), -ENOSPC);
+  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 100, &d), -ENOSPC);
   /* Known keys still work. */
-  snprintf(digest, sizeof(digest), "%016x%048d", 1, 0);
-  assert_int_equal(rlmem_check(t, digest, &l, 1000, &d), 0);
+  numbered_digest(digest, 1);
+  assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 3);
+  /* Windows over, month not: nothing can be taken over yet. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959, &d), -ENOSPC);
+  /* In February every January slot is over: a new key takes one, and starts from zero. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01, &d), 0);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 4);
+  assert_int_equal(d.quota_remaining, 99);
+  /* A key that was used in February keeps its slot and its counts; the others can be taken over. */
+  for (int i = 0; i < 3; i++) {
+    numbered_digest(digest, (uint64_t)i + 9);
+    assert_int_equal(rlmem_check(t, digest, &l, T_2026_02_01 + 1, &d), 0);
+  }
+  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(d.remaining, 3);
+  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01 + 1), 2);
+  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), -ENOSPC);
+  rlmem_destroy(t);
+}
+
+/* A full-size table: month after month, one more distinct key than the key file holds, never -ENOSPC. */
+static void test_each_month_takes_more_new_keys_than_the_key_file_holds(void **state) {
+  (void)state;
+  struct rlmem_table *t = rlmem_create(VTS_RATELIMIT_SLOTS);
+  assert_non_null(t);
+  struct rl_limits l = limits(5, 60, 100);
+  struct rl_decision d;
+  char digest[65];
+  static const int64_t months[] = {T_2026_01_01 + 100, T_2026_02_01 + 100, T_2026_03_01 + 100};
+  for (uint64_t month = 0; month < 3; month++) {
+    int64_t now = months[month];
+    uint64_t refused = 0, other = 0;
+    for (uint64_t i = 0; i < VTS_MAX_KEYS + 1; i++) {
+      /* Spread like real digests: the number's hash, not the number, is the slot tag. */
+      numbered_digest(digest, ((month * (VTS_MAX_KEYS + 1) + i + 1) * UINT64_C(0x9E3779B97F4A7C15)));
+      if (rlmem_check(t, digest, &l, now, &d) != 0)
+        refused++;
+      else if (d.outcome != RL_ALLOW || d.quota_remaining != 99)
+        other++;
+    }
+    if (refused != 0 || other != 0)
+      fail_msg("month %llu: %llu keys refused, %llu not admitted as new", (unsigned long long)month,
+               (unsigned long long)refused, (unsigned long long)other);
+  }
   rlmem_destroy(t);
 }
 
@@ -527,6 +602,30 @@ static void stop_limiter(struct ratelimit *rl, uv_loop_t *loop) {
   assert_int_equal(uv_loop_close(loop), 0);
 }
 
+/* Through the limiter: more distinct keys than the key file may hold are all admitted, none refused for room. */
+static void test_more_distinct_keys_than_the_key_file_holds_never_get_503(void **state) {
+  (void)state;
+  char dir[64];
+  make_tmpdir(dir, sizeof(dir));
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
+  uv_loop_t loop;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct key_entry key = {.name = "k", .active = 1};
+  struct answers a = {0};
+  for (uint64_t i = 0; i < VTS_MAX_KEYS + 1; i++) {
+    assert_int_equal(util_random_hex(key.digest, 32), 0);
+    ratelimit_check(rl, &key, on_decision, &a);
+  }
+  assert_int_equal(a.n, VTS_MAX_KEYS + 1);
+  assert_int_equal(a.outcomes[RL_ALLOW], VTS_MAX_KEYS + 1);
+  struct ratelimit_stats st;
+  ratelimit_stats(rl, &st);
+  assert_int_equal(st.table_full, 0);
+  stop_limiter(rl, &loop);
+  ratelimit_shm_free();
+  remove_tree(dir);
+}
+
 /* Public API, memory provider, on a real loop. */
 static void test_memory_provider_limits_and_snapshots_through_the_api(void **state) {
   (void)state;
@@ -617,7 +716,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_quota_checked_before_window_when_both_are_spent, table_setup,
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
-      cmocka_unit_test(test_full_table_refuses_a_new_key),
+      cmocka_unit_test_setup_teardown(test_fallback_counts_are_owed_per_window_and_month, table_setup, table_teardown),
+      cmocka_unit_test(test_full_table_refuses_a_new_key_until_a_slot_is_over),
+      cmocka_unit_test(test_each_month_takes_more_new_keys_than_the_key_file_holds),
       cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_quota, table_setup, table_teardown),
@@ -631,6 +732,7 @@ int main(void) {
       cmocka_unit_test(test_missing_state_dir_is_created),
       cmocka_unit_test(test_redis_url_is_parsed_and_resolved),
       cmocka_unit_test(test_bad_redis_url_names_the_variable),
+      cmocka_unit_test(test_more_distinct_keys_than_the_key_file_holds_never_get_503),
       cmocka_unit_test(test_memory_provider_limits_and_snapshots_through_the_api),
       cmocka_unit_test(test_worker_exit_writes_the_snapshot_at_once),
   };
