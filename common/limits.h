@@ -33,6 +33,7 @@
 
 /* Gateway <-> fetcher messages (proto/). */
 #define VTS_MAX_MESSAGE_BYTES (8 * 1024 * 1024) /* larger messages are refused: 500 */
+#define VTS_MAX_TLS_FILE_BYTES (1024 * 1024)    /* VTS_JOBS_TLS_* files: a larger one stops the start */
 
 /* Fetcher (fetcher/). */
 #define VTS_MAX_UPSTREAM_BODY_BYTES (8 * 1024 * 1024) /* larger player/caption bodies: 502 */

@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "fetcher/platform/innertube.h"
 #include "fetcher/platform/upstream.h"
+#include "proto/link.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define JOB_ASAN 1
@@ -227,7 +228,8 @@ static void *signal_thread(void *arg) {
   }
 }
 
-static int open_socket(const struct vts_config *cfg, nng_socket *sock) {
+/* Opens the req0 socket and starts its dialer. Returns 0, an nng error, or -1 with a message in err (TLS settings). */
+static int open_socket(const struct vts_config *cfg, nng_socket *sock, char *err, size_t errlen) {
   nng_dialer d;
   int rv = nng_req0_open(sock);
   if (rv != 0) return rv;
@@ -243,6 +245,7 @@ static int open_socket(const struct vts_config *cfg, nng_socket *sock) {
   if (rv == 0) rv = nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
   if (rv == 0) rv = nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, 100);
   if (rv == 0) rv = nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, 2000);
+  if (rv == 0 && link_tls_dialer(cfg, d, cfg->jobs_url, err, errlen) != 0) rv = -1;
   /* Non-blocking: a dispatcher that is not up yet is retried in the background instead of failing the start. */
   if (rv == 0) rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
   if (rv != 0) nng_close(*sock);
@@ -292,9 +295,11 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
   /* Blocked before nng starts its threads, so that they inherit the mask and only sigwait sees the signals. */
   pthread_sigmask(SIG_BLOCK, &st.signals, NULL);
 
-  int rv = open_socket(cfg, &st.sock);
+  char err[256];
+  int rv = open_socket(cfg, &st.sock, err, sizeof(err));
   if (rv != 0) {
-    log_msg(LOG_ERROR, "cannot open the jobs socket", "url", cfg->jobs_url, "error", nng_strerror(rv), NULL);
+    log_msg(LOG_ERROR, "cannot open the jobs socket", "url", cfg->jobs_url, "error", rv < 0 ? err : nng_strerror(rv),
+            NULL);
     pthread_mutex_destroy(&st.mu);
     return -EIO;
   }
