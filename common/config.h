@@ -20,6 +20,7 @@ struct vts_config {
   char jobs_tls_cert[CONFIG_STR_MAX];          /* VTS_JOBS_TLS_CERT: PEM file of this end's certificate */
   char jobs_tls_key[CONFIG_STR_MAX];           /* VTS_JOBS_TLS_KEY: PEM file of this end's private key */
   int64_t jobs_max_fetchers;                   /* VTS_JOBS_MAX_FETCHERS: fetcher connections per dispatcher */
+  int64_t jobs_resolve_s;                      /* VTS_JOBS_RESOLVE_S: a fetcher re-resolves VTS_JOBS_URL this often */
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
   char state_dir[CONFIG_STR_MAX];              /* VTS_STATE_DIR */
   char redis_url[CONFIG_STR_MAX];              /* VTS_REDIS_URL, empty when unset */

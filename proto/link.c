@@ -10,23 +10,45 @@
 
 bool link_url_tls(const char *url) { return strncmp(url, "tls+tcp://", 10) == 0; }
 
-/* The host of a tcp:// or tls+tcp:// URL into host (without the brackets of an IPv6 address). Returns 0, or -EINVAL. */
-static int url_host(const char *url, char *host, size_t hostlen) {
-  const char *hp = link_url_tls(url) ? url + 10 : strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
+bool link_list_tls(const char *list) {
+  for (const char *p = list;; p++) {
+    if (link_url_tls(p)) return true;
+    p = strchr(p, ',');
+    if (p == NULL) return false;
+  }
+}
+
+int link_url_split(const char *url, const char **scheme, char *host, size_t hostlen, char *port, size_t portlen) {
+  bool tls = link_url_tls(url);
+  const char *hp = tls ? url + 10 : strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
   if (hp == NULL) return -EINVAL;
   char hostport[256];
-  int port;
-  if (config_parse_listen(hp, hostport, sizeof(hostport), &port) != 0) return -EINVAL;
+  int p;
+  if (config_parse_listen(hp, hostport, sizeof(hostport), &p) != 0) return -EINVAL;
   size_t n = strlen(hostport);
   const char *h = hostport;
   if (n >= 2 && hostport[0] == '[' && hostport[n - 1] == ']') {
     h = hostport + 1;
     n -= 2;
   }
-  if (n >= hostlen) return -EINVAL;
+  if (n >= hostlen || snprintf(port, portlen, "%d", p) >= (int)portlen) return -EINVAL;
   memcpy(host, h, n);
   host[n] = '\0';
+  *scheme = tls ? "tls+tcp" : "tcp";
   return 0;
+}
+
+/* The host of a tcp:// or tls+tcp:// URL. Returns 0, or -EINVAL. */
+static int url_host(const char *url, char *host, size_t hostlen) {
+  const char *scheme;
+  char port[8];
+  return link_url_split(url, &scheme, host, hostlen, port, sizeof(port));
+}
+
+static bool numeric_host(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
 }
 
 bool link_url_loopback(const char *url) {
@@ -143,18 +165,19 @@ int link_tls_listener(const struct vts_config *cfg, nng_listener l, const char *
   return hand_over(tc, nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tc), "listener", err, errlen);
 }
 
-int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url, char *err, size_t errlen) {
+int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url, const char *name, char *err,
+                    size_t errlen) {
   if (!link_url_tls(url)) return 0;
   char host[256];
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (url_host(url, host, sizeof(host)) != 0) {
-    snprintf(err, errlen, "VTS_JOBS_URL: invalid value \"%.64s\"", url);
-    return -EINVAL;
+  if (name == NULL) {
+    if (url_host(url, host, sizeof(host)) != 0) {
+      snprintf(err, errlen, "VTS_JOBS_URL: invalid value \"%.64s\"", url);
+      return -EINVAL;
+    }
+    name = host;
   }
-  bool numeric = inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
   nng_tls_config *tc;
-  int rv = link_tls_config(cfg, false, numeric ? NULL : host, &tc, err, errlen);
+  int rv = link_tls_config(cfg, false, numeric_host(name) ? NULL : name, &tc, err, errlen);
   if (rv != 0) return rv;
   return hand_over(tc, nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc), "dialer", err, errlen);
 }

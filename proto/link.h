@@ -17,6 +17,14 @@
 
 /* True when url is a tls+tcp:// URL. */
 bool link_url_tls(const char *url);
+/* True when an entry of a comma-separated list of URLs is a tls+tcp:// URL. */
+bool link_list_tls(const char *list);
+
+/*
+ * Splits a tcp:// or tls+tcp:// URL into its scheme ("tcp" or "tls+tcp"), host (without the brackets of an IPv6
+ * address) and port (as text). Returns 0, or -EINVAL.
+ */
+int link_url_split(const char *url, const char **scheme, char *host, size_t hostlen, char *port, size_t portlen);
 
 /*
  * True when the host of a tcp:// or tls+tcp:// URL is a loopback address or "localhost": only processes of this host
@@ -42,10 +50,15 @@ int link_tls_config(const struct vts_config *cfg, bool server, const char *serve
                     size_t errlen);
 
 /*
- * Applies the TLS configuration of cfg to a listener (server) or a dialer of url when url is tls+tcp://, and does
- * nothing for tcp://. Returns 0, or a negative error with a message in err.
+ * Applies the TLS configuration of cfg to a listener (server) of url when url is tls+tcp://, and does nothing for
+ * tcp://. Returns 0, or a negative error with a message in err.
  */
 int link_tls_listener(const struct vts_config *cfg, nng_listener l, const char *url, char *err, size_t errlen);
-int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url, char *err, size_t errlen);
+/*
+ * The same for a dialer; name is the host name the dispatcher's certificate must carry (the host of VTS_JOBS_URL
+ * before it was resolved to url's address), unchecked when it is a numeric address.
+ */
+int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url, const char *name, char *err,
+                    size_t errlen);
 
 #endif

@@ -78,6 +78,13 @@ static void list_remove(struct list *l, struct link *k) {
   k->prev = k->next = NULL;
   l->n--;
 }
+static void list_prepend(struct list *l, struct link *k) {
+  k->next = l->head.next;
+  k->prev = &l->head;
+  l->head.next->prev = k;
+  l->head.next = k;
+  l->n++;
+}
 static struct link *list_first(const struct list *l) { return l->n ? l->head.next : NULL; }
 
 enum ev_type { EV_FETCHER_MSG, EV_FETCHER_ADD, EV_FETCHER_REM, EV_WORKER_SLOT };
@@ -586,18 +593,44 @@ static void fetcher_kill(struct dispatcher *d, struct fetcher *f, const char *de
  * result arrived and it may close. It is forgotten now (its later messages are refused), so its connection dropping
  * afterwards fails nothing.
  */
-static void fetcher_leaving(struct dispatcher *d, struct fetcher *f, nng_msg *msg) {
+static void answer_ready(struct dispatcher *d, nng_msg *msg) {
   struct buf b = BUF_INIT;
   nng_msg_clear(msg); /* the header, the way back to the fetcher's request, stays */
   int rv = proto_encode_ready(&b);
   if (rv == 0) rv = nng_msg_append(msg, b.data, b.len) != 0 ? -ENOMEM : 0;
   buf_free(&b);
   if (rv == 0) rv = nng_sendmsg(d->fsock, msg, 0);
-  /* Unanswered, the fetcher still leaves after its own short wait: nothing is lost either way. */
+  /* Unanswered, the fetcher goes on after its own short wait: nothing is lost either way. */
   if (rv != 0) nng_msg_free(msg);
+}
+
+static void fetcher_leaving(struct dispatcher *d, struct fetcher *f, nng_msg *msg) {
+  answer_ready(d, msg);
   log_msg(LOG_INFO, "fetcher leaving", "=fetcher", NUM(nng_pipe_id(f->pipe)), NULL);
   fetcher_unidle(d, f);
   fetcher_set_dead(d, f);
+}
+
+/*
+ * The fetcher gave job_id back unrun: it is busy with another dispatcher's job. The job goes first in line for another
+ * idle fetcher, with its deadline unchanged (no failure, never run twice); this fetcher stays connected but is given
+ * nothing until it asks again. The READY answer is the acknowledgement.
+ */
+static void fetcher_declined(struct dispatcher *d, struct fetcher *f, uint64_t job_id, nng_msg *msg) {
+  if (f->state == F_BUSY && f->job_id == job_id && f->job != NULL) {
+    struct job *j = f->job;
+    job_detach(d, j);
+    j->assigned_ms = 0;
+    struct list *q = j->pj.kind == PROTO_KIND_SPEECH ? &d->q_speech : &d->q_captions;
+    list_prepend(q, &j->q);
+    j->in = q;
+    d->st.jobs_declined++;
+    log_msg(LOG_INFO, "job declined by a busy fetcher: queued again", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "=fetcher", NUM(nng_pipe_id(f->pipe)), NULL);
+  }
+  fetcher_unidle(d, f);
+  f->state = F_CONNECTED;
+  answer_ready(d, msg);
 }
 
 static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe) {
@@ -616,6 +649,11 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
       job_fail(d, f->job, "fetcher_abandoned");
     }
     fetcher_set_idle(d, f, msg);
+    return;
+  }
+  uint64_t declined;
+  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined) == 0) {
+    fetcher_declined(d, f, declined, msg);
     return;
   }
   struct proto_result res;

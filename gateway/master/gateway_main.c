@@ -34,6 +34,10 @@ int main(int argc, char **argv) {
             cfg.listen_host, cfg.listen_port);
     return EXIT_BAD_CONFIG;
   }
+  if (strchr(cfg.jobs_url, ',') != NULL) {
+    fprintf(stderr, "vts-gateway: VTS_JOBS_URL: the gateway listens on one URL (a list is for fetchers)\n");
+    return EXIT_BAD_CONFIG;
+  }
   /* Read once here, so that a missing certificate stops the start instead of a dispatcher restarting for ever. */
   if (link_url_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vts-gateway: %s\n", err);

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 PROTO_VERSION = b"\x02"
-PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
+PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
 # enum proto_reason, by value; enum proto_attempt_result.
@@ -161,6 +161,11 @@ def decode_job(msg):
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
+
+
+def encode_decline(job_id):
+    """A busy fetcher's DECLINE of job_id."""
+    return b"VT" + PROTO_VERSION + bytes([PROTO_DECLINE]) + struct.pack(">Q", job_id)
 
 SP_REQ0_HELLO = b"\x00SP\x00\x00\x30\x00\x00"
 SP_REP0_HELLO = b"\x00SP\x00\x00\x31\x00\x00"

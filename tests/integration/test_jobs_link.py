@@ -42,13 +42,6 @@ def tls_gateway(tmp_path, certs):
     gw.stop()
 
 
-@pytest.fixture(scope="module")
-def upstream():
-    fake = harness.FakeUpstream()
-    yield fake
-    fake.close()
-
-
 def dispatcher_started(gw):
     """The dispatcher's "started" log records (its listeners are up once there is one)."""
     return [x for x in gw.log_records() if x.get("msg") == "dispatcher started"]
@@ -208,7 +201,7 @@ def test_jobs_url_of_another_scheme_is_a_start_error(tmp_path, name):
     r = run_binary(name, {"VTS_JOBS_URL": "udp://127.0.0.1:7400", "VTS_KEYS_FILE": str(tmp_path / "keys.db")})
     assert r.returncode == 2
     assert r.stderr == ('%s: VTS_JOBS_URL: invalid value "udp://127.0.0.1:7400": expected tcp://HOST:PORT or '
-                        'tls+tcp://HOST:PORT\n' % name)
+                        'tls+tcp://HOST:PORT, comma-separated\n' % name)
 
 
 PLAIN_WARNING = ("jobs link is plain tcp on a non-loopback address: any process that reaches it can take jobs and "
@@ -266,3 +259,10 @@ def test_two_gateways_of_one_user_get_different_directories(tmp_path):
     finally:
         for gw in gws:
             gw.stop()
+
+
+def test_gateway_refuses_a_list_of_jobs_urls(tmp_path):
+    r = run_binary("vts-gateway", {"VTS_JOBS_URL": "tcp://127.0.0.1:%d,tcp://127.0.0.1:%d" % (free_port(), free_port()),
+                                   "VTS_KEYS_FILE": str(tmp_path / "keys.db")})
+    assert r.returncode == 2
+    assert r.stderr == "vts-gateway: VTS_JOBS_URL: the gateway listens on one URL (a list is for fetchers)\n"

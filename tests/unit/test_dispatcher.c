@@ -767,6 +767,42 @@ static void test_fetcher_connections_beyond_the_limit_get_no_job(void **state) {
   rig_down(&g);
 }
 
+static void test_declined_job_goes_to_another_fetcher_first_in_line_and_is_no_failure(void **state) {
+  (void)state;
+  struct rig g;
+  struct reply r;
+  struct proto_job job, again, next;
+  rig_up(&g, NULL, true, true);
+  worker_send(&g.w, VID_A, "en");
+  assert_int_equal(fetcher_job(&g.f, 2000, &job), 0);
+  assert_string_equal(job.video_id, VID_A);
+  worker_send(&g.w, VID_B, "en"); /* queued behind A's fetcher: no other one yet */
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+  /* The fetcher is busy elsewhere: it gives A back, and the acknowledgement is a READY. */
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_decline(&b, job.job_id), 0);
+  peer_send(&g.f, &b);
+  buf_free(&b);
+  fetcher_expect_ready(&g.f, 2000);
+  /* The next idle fetcher gets A, the same job, before B; the one that declined is given nothing meanwhile. */
+  struct peer f2;
+  peer_open(&f2, g.d.jobs_url);
+  fetcher_ready(&f2);
+  assert_int_equal(fetcher_job(&f2, 2000, &again), 0);
+  assert_true(again.job_id == job.job_id);
+  assert_string_equal(again.video_id, VID_A);
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+  fetcher_result(&f2, again.job_id, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
+  assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
+  assert_int_equal(r.res.outcome, PROTO_OK);
+  expect_body(&r.res, BODY_OK);
+  reply_free(&r);
+  assert_int_equal(fetcher_job(&f2, 2000, &next), 0);
+  assert_string_equal(next.video_id, VID_B);
+  peer_close(&f2);
+  rig_down(&g);
+}
+
 static void test_result_for_an_unknown_job_on_a_new_connection_means_idle(void **state) {
   (void)state;
   struct rig g;
@@ -1051,6 +1087,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_fetcher_speaking_garbage_fails_its_job, kill_leftover),
       cmocka_unit_test_teardown(test_ok_result_that_is_not_a_transcript_fails_its_job_and_is_not_cached, kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_connections_beyond_the_limit_get_no_job, kill_leftover),
+      cmocka_unit_test_teardown(test_declined_job_goes_to_another_fetcher_first_in_line_and_is_no_failure,
+                                kill_leftover),
       cmocka_unit_test_teardown(test_result_for_an_unknown_job_on_a_new_connection_means_idle, kill_leftover),
       cmocka_unit_test_teardown(test_last_result_is_acknowledged_and_the_queued_job_goes_to_another_fetcher,
                                 kill_leftover),
