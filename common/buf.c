@@ -1,9 +1,11 @@
 #include "common/buf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int buf_reserve(struct buf *b, size_t extra) {
   if (extra > ((size_t)-1) / 2 - b->len) return -ENOMEM;
@@ -103,4 +105,30 @@ char *buf_steal(struct buf *b, size_t *len) {
   b->data = NULL;
   b->len = b->cap = 0;
   return p;
+}
+
+int buf_read_file(struct buf *b, const char *path, size_t max) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  size_t start = b->len;
+  int rc = 0;
+  for (;;) {
+    if (b->len - start > max) {
+      rc = -EFBIG;
+      break;
+    }
+    rc = buf_reserve(b, 64 * 1024);
+    if (rc != 0) break;
+    ssize_t got = read(fd, b->data + b->len, b->cap - b->len - 1);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      rc = -errno;
+      break;
+    }
+    if (got == 0) break;
+    b->len += (size_t)got;
+    b->data[b->len] = '\0';
+  }
+  close(fd);
+  return rc;
 }

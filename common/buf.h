@@ -29,6 +29,11 @@ int buf_json_escape(struct buf *b, const char *s, size_t len);
 void buf_reset(struct buf *b);
 /* Releases the memory; the buffer is empty and reusable after. */
 void buf_free(struct buf *b);
+/*
+ * Appends the whole file at path, at most max bytes of it. Returns 0, -EFBIG for a larger file (what was read stays),
+ * or -errno of open or read (-ENOENT for a missing file).
+ */
+int buf_read_file(struct buf *b, const char *path, size_t max);
 /* Hands the bytes to the caller (who frees them) and empties the buffer. */
 char *buf_steal(struct buf *b, size_t *len);
 

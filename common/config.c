@@ -31,6 +31,11 @@ struct var {
 static const struct var vars[] = {
     {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0},
     S(jobs_url, "VTS_JOBS_URL", "tcp://127.0.0.1:7400"),
+    S(jobs_tls_ca, "VTS_JOBS_TLS_CA", ""),
+    S(jobs_tls_cert, "VTS_JOBS_TLS_CERT", ""),
+    S(jobs_tls_key, "VTS_JOBS_TLS_KEY", ""),
+    I(jobs_max_fetchers, "VTS_JOBS_MAX_FETCHERS", "1024", 1, 65536),
+    I(jobs_resolve_s, "VTS_JOBS_RESOLVE_S", "10", 1, 3600),
     S(keys_file, "VTS_KEYS_FILE", "keys.db"),
     S(state_dir, "VTS_STATE_DIR", "state"),
     S(redis_url, "VTS_REDIS_URL", ""),
@@ -87,6 +92,46 @@ int config_parse_listen(const char *v, char *host, size_t hostlen, int *port) {
 
 static int parse_listen(struct vts_config *cfg, const char *v) {
   return config_parse_listen(v, cfg->listen_host, sizeof(cfg->listen_host), &cfg->listen_port);
+}
+
+/*
+ * VTS_JOBS_URL: one URL, or (for a fetcher) a comma-separated list of up to VTS_JOBS_MAX_URLS, each tcp:// or
+ * tls+tcp:// with a host and a port. A tls+tcp URL needs the three TLS settings: without them the link would be as
+ * open as plain tcp while looking protected.
+ */
+static int check_jobs_url(const struct vts_config *cfg, char *err, size_t errlen) {
+  bool tls = false;
+  const char *p = cfg->jobs_url;
+  for (int n = 1;; n++) {
+    size_t len = strcspn(p, ",");
+    char url[CONFIG_STR_MAX];
+    memcpy(url, p, len);
+    url[len] = '\0';
+    bool this_tls = strncmp(url, "tls+tcp://", 10) == 0;
+    const char *hostport = this_tls ? url + 10 : strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
+    char host[256];
+    int port;
+    if (hostport == NULL || config_parse_listen(hostport, host, sizeof(host), &port) != 0 || port == 0) {
+      snprintf(
+          err, errlen,
+          "VTS_JOBS_URL: invalid value \"%.64s\": expected tcp://HOST:PORT or tls+tcp://HOST:PORT, comma-separated",
+          url);
+      return -EINVAL;
+    }
+    if (n > VTS_JOBS_MAX_URLS) {
+      snprintf(err, errlen, "VTS_JOBS_URL: more than %d URLs", VTS_JOBS_MAX_URLS);
+      return -EINVAL;
+    }
+    tls = tls || this_tls;
+    if (p[len] == '\0') break;
+    p += len + 1;
+  }
+  if (tls && (cfg->jobs_tls_ca[0] == '\0' || cfg->jobs_tls_cert[0] == '\0' || cfg->jobs_tls_key[0] == '\0')) {
+    snprintf(err, errlen,
+             "VTS_JOBS_URL: a tls+tcp:// URL needs VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY");
+    return -EINVAL;
+  }
+  return 0;
 }
 
 int config_load(struct vts_config *cfg, char *err, size_t errlen) {
@@ -159,6 +204,7 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
     snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://host:port[/db]");
     return -EINVAL;
   }
+  if (check_jobs_url(cfg, err, errlen) != 0) return -EINVAL;
   if (strncmp(cfg->upstream_url, "https://", 8) != 0 && strncmp(cfg->upstream_url, "http://", 7) != 0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");
     return -EINVAL;

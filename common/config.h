@@ -16,6 +16,11 @@ struct vts_config {
   int listen_port;                             /* VTS_LISTEN port part */
   int64_t workers;                             /* VTS_WORKERS, 0 means one per CPU */
   char jobs_url[CONFIG_STR_MAX];               /* VTS_JOBS_URL */
+  char jobs_tls_ca[CONFIG_STR_MAX];            /* VTS_JOBS_TLS_CA: PEM file of the CA both link ends trust */
+  char jobs_tls_cert[CONFIG_STR_MAX];          /* VTS_JOBS_TLS_CERT: PEM file of this end's certificate */
+  char jobs_tls_key[CONFIG_STR_MAX];           /* VTS_JOBS_TLS_KEY: PEM file of this end's private key */
+  int64_t jobs_max_fetchers;                   /* VTS_JOBS_MAX_FETCHERS: fetcher connections per dispatcher */
+  int64_t jobs_resolve_s;                      /* VTS_JOBS_RESOLVE_S: a fetcher re-resolves VTS_JOBS_URL this often */
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
   char state_dir[CONFIG_STR_MAX];              /* VTS_STATE_DIR */
   char redis_url[CONFIG_STR_MAX];              /* VTS_REDIS_URL, empty when unset */

@@ -33,6 +33,7 @@
 
 /* Gateway <-> fetcher messages (proto/). */
 #define VTS_MAX_MESSAGE_BYTES (8 * 1024 * 1024) /* larger messages are refused: 500 */
+#define VTS_MAX_TLS_FILE_BYTES (1024 * 1024)    /* VTS_JOBS_TLS_* files: a larger one stops the start */
 
 /* Fetcher (fetcher/). */
 #define VTS_MAX_UPSTREAM_BODY_BYTES (8 * 1024 * 1024) /* larger player/caption bodies: 502 */
@@ -55,6 +56,8 @@
 #define VTS_FETCHER_RESTART_MAX_MS 1000    /* a dead child is always restarted within this */
 #define VTS_FETCHER_STABLE_MS 10000        /* a child that lived this long restarts with the minimum delay */
 #define VTS_FETCHER_STOP_LINGER_MS 500     /* SIGTERM: wait this long for the last RESULT to be taken */
+#define VTS_JOBS_MAX_URLS 16               /* entries of a fetcher's VTS_JOBS_URL: more stops the start */
+#define VTS_FETCHER_MAX_DISPATCHERS 64     /* addresses a fetcher serves; those past it are left out (logged) */
 
 /* Speech fallback (fetcher/speech/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
 #define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)        /* larger audio download: 404 (too long to transcribe) */

@@ -68,6 +68,6 @@ VTS_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libnng-dev libhi
 VTS_RUN_PACKAGES=(supervisor curl)
 # What the tests need beyond that: real servers and tools started by the tests themselves.
 VTS_TEST_PACKAGES=(redis-server supervisor python3 python3-pytest python3-jsonschema python3-yaml wrk nginx-light curl
-  procps ffmpeg pocketsphinx-testdata prometheus clang clang-format libclang-rt-14-dev git)
+  procps ffmpeg pocketsphinx-testdata prometheus clang clang-format libclang-rt-14-dev git openssl)
 # Node.js and npm run the OpenAPI validator; machines that already carry a Node.js of their own keep it.
 if ! command -v npm >/dev/null 2>&1; then VTS_TEST_PACKAGES+=(nodejs npm); fi

@@ -111,10 +111,22 @@ int proto_encode_result_last(struct buf *out, const struct proto_result *res) {
 
 int proto_encode_ready(struct buf *out) { return put_header(out, PROTO_READY); }
 
+int proto_encode_decline(struct buf *out, uint64_t job_id) {
+  int rv = put_header(out, PROTO_DECLINE);
+  return rv ? rv : put_be(out, job_id, 8);
+}
+
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id) {
+  struct reader r;
+  if (open_reader(&r, data, len, PROTO_DECLINE, PROTO_DECLINE) != 0) return -EPROTO;
+  if (get_be(&r, 8, job_id) != 0 || r.left != 0) return -EPROTO;
+  return 0;
+}
+
 int proto_peek_type(const void *data, size_t len) {
   const unsigned char *p = data;
   if (len < 4 || len > VTS_MAX_MESSAGE_BYTES || p[0] != 'V' || p[1] != 'T' || p[2] != PROTO_VERSION) return -EPROTO;
-  if (p[3] < PROTO_JOB || p[3] > PROTO_RESULT_LAST) return -EPROTO;
+  if (p[3] < PROTO_JOB || p[3] > PROTO_DECLINE) return -EPROTO;
   if (p[3] == PROTO_READY && len != 4) return -EPROTO;
   return p[3];
 }

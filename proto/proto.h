@@ -32,6 +32,13 @@ enum proto_type {
    * to another fetcher instead of into a connection about to close.
    */
   PROTO_RESULT_LAST = 4,
+  /*
+   * fetcher -> dispatcher: "busy: job_id given back, not run". A fetcher serving several dispatchers offers itself to
+   * each; a job that reaches it while it runs another goes straight back this way. The dispatcher puts the job first
+   * in line for another idle fetcher (it is no failure) and answers at once with a READY; it gives this fetcher
+   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64.
+   */
+  PROTO_DECLINE = 5,
 };
 
 enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2 };
@@ -123,6 +130,8 @@ int proto_encode_result(struct buf *out, const struct proto_result *res);
 int proto_encode_result_last(struct buf *out, const struct proto_result *res);
 /* Appends an encoded READY. */
 int proto_encode_ready(struct buf *out);
+/* Appends an encoded DECLINE of job_id. */
+int proto_encode_decline(struct buf *out, uint64_t job_id);
 
 /* Reads the type of a message after checking magic and version. Returns the type (> 0), or -EPROTO. */
 int proto_peek_type(const void *data, size_t len);
@@ -133,6 +142,9 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
  * data is. Returns 0, or -EPROTO.
  */
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
+
+/* Decodes a DECLINE. Returns 0, or -EPROTO. */
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);

@@ -24,6 +24,7 @@
 #include "fetcher/loop/job.h"
 #include "fetcher/loop/pool.h"
 #include "fetcher/platform/upstream.h"
+#include "proto/link.h"
 #include "proto/proto.h"
 
 static void usage(void) {
@@ -181,7 +182,8 @@ int main(int argc, char **argv) {
   log_init("fetcher", level);
 
   /* Settings that would make every child fail are refused here, once, before anything forks. */
-  if (innertube_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0) {
+  if (innertube_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0 ||
+      (link_list_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;
   }

@@ -2,8 +2,6 @@
 
 #include <errno.h>
 #include <malloc.h>
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fetcher/platform/innertube.h"
+#include "fetcher/loop/peers.h"
 #include "fetcher/platform/upstream.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -191,20 +190,10 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
 /* Shared between the job loop and its signal thread. */
 struct loop_state {
   pthread_mutex_t mu;
-  nng_socket sock;
-  int busy;     /* a job is running: a stop waits for its result */
-  int stopping; /* SIGTERM or SIGINT arrived */
-  int closed;   /* the socket is closed */
-  int done;     /* the loop has ended: the signal thread just leaves */
+  struct peers *ps;
+  int done; /* the loop has ended: the signal thread just leaves */
   sigset_t signals;
 };
-
-static int loop_stopping(struct loop_state *st) {
-  pthread_mutex_lock(&st->mu);
-  int stopping = st->stopping;
-  pthread_mutex_unlock(&st->mu);
-  return stopping;
-}
 
 static void *signal_thread(void *arg) {
   struct loop_state *st = arg;
@@ -212,74 +201,12 @@ static void *signal_thread(void *arg) {
     int sig;
     if (sigwait(&st->signals, &sig) != 0) continue;
     pthread_mutex_lock(&st->mu);
-    if (st->done) {
-      pthread_mutex_unlock(&st->mu);
-      return NULL;
-    }
-    if (!st->stopping) log_msg(LOG_INFO, st->busy ? "stop requested: finishing the job" : "stop requested", NULL);
-    st->stopping = 1;
-    /* Idle, the loop is blocked in nng_recv: closing the socket is what wakes it. */
-    if (!st->busy && !st->closed) {
-      nng_close(st->sock);
-      st->closed = 1;
-    }
+    int done = st->done;
     pthread_mutex_unlock(&st->mu);
+    if (done) return NULL;
+    /* Idle, the loop waits for a job and returns at once; busy, it finishes the job and sends a RESULT_LAST. */
+    peers_stop(st->ps);
   }
-}
-
-static int open_socket(const struct vts_config *cfg, nng_socket *sock) {
-  nng_dialer d;
-  int rv = nng_req0_open(sock);
-  if (rv != 0) return rv;
-  /*
-   * nng resends an unanswered request every 60 s by default: a RESULT or READY would then be delivered twice, and
-   * after a dispatcher restart a stale one would be taken for a new request. The dispatcher answers every request
-   * exactly once, so never resend.
-   */
-  if (rv == 0) rv = nng_socket_set_ms(*sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-  if (rv == 0) rv = nng_socket_set_size(*sock, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
-  if (rv == 0) rv = nng_dialer_create(&d, *sock, cfg->jobs_url);
-  /* The limit must be on the dialer too: a pipe takes it from its dialer, and a larger job would close the pipe. */
-  if (rv == 0) rv = nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
-  if (rv == 0) rv = nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, 100);
-  if (rv == 0) rv = nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, 2000);
-  /* Non-blocking: a dispatcher that is not up yet is retried in the background instead of failing the start. */
-  if (rv == 0) rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
-  if (rv != 0) nng_close(*sock);
-  return rv;
-}
-
-/*
- * Encodes the result (a RESULT_LAST when the process is stopping), or an internal failure when the result itself
- * cannot travel.
- */
-static void encode_result(struct buf *out, struct proto_result *res, int last) {
-  int (*encode)(struct buf *, const struct proto_result *) = last ? proto_encode_result_last : proto_encode_result;
-  buf_reset(out);
-  if (encode(out, res) == 0 && out->len <= VTS_MAX_MESSAGE_BYTES) return;
-  buf_reset(out);
-  res->outcome = PROTO_INTERNAL;
-  res->reason = PROTO_REASON_INTERNAL;
-  res->source = PROTO_SOURCE_NONE;
-  res->lang[0] = '\0';
-  snprintf(res->detail, sizeof(res->detail), "result_too_large");
-  res->body = NULL;
-  res->body_len = 0;
-  encode(out, res);
-}
-
-/* Waits a little for the READY that acknowledges a RESULT_LAST; either way the process leaves after it. */
-static void wait_last_ack(nng_socket sock) {
-  nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, VTS_FETCHER_STOP_LINGER_MS);
-  char *ack = NULL;
-  size_t ack_len = 0;
-  int nrv = nng_recv(sock, &ack, &ack_len, NNG_FLAG_ALLOC);
-  if (nrv != 0) {
-    log_msg(LOG_WARN, "last result not acknowledged", "error", nng_strerror(nrv), NULL);
-    return;
-  }
-  if (proto_peek_type(ack, ack_len) != PROTO_READY) log_msg(LOG_WARN, "unexpected answer to the last result", NULL);
-  nng_free(ack, ack_len);
 }
 
 int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
@@ -292,111 +219,36 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
   /* Blocked before nng starts its threads, so that they inherit the mask and only sigwait sees the signals. */
   pthread_sigmask(SIG_BLOCK, &st.signals, NULL);
 
-  int rv = open_socket(cfg, &st.sock);
+  char err[256];
+  int rv = peers_new(cfg, &st.ps, err, sizeof(err));
   if (rv != 0) {
-    log_msg(LOG_ERROR, "cannot open the jobs socket", "url", cfg->jobs_url, "error", nng_strerror(rv), NULL);
+    log_msg(LOG_ERROR, "cannot open the jobs links", "url", cfg->jobs_url, "error", err, NULL);
     pthread_mutex_destroy(&st.mu);
     return -EIO;
   }
   pthread_t tid;
   if (pthread_create(&tid, NULL, signal_thread, &st) != 0) {
-    nng_close(st.sock);
+    peers_free(st.ps);
     pthread_mutex_destroy(&st.mu);
     return -EAGAIN;
   }
   log_msg(LOG_INFO, "fetcher ready", "jobs_url", cfg->jobs_url, NULL);
 
-  struct buf out = BUF_INIT;
-  proto_encode_ready(&out);
+  struct proto_job job;
   struct proto_result res;
-  int have_result = 0; /* res holds a finished job whose result is the next message */
-  rv = 0;
-  for (;;) {
-    int last = 0;
-    if (have_result) {
-      /*
-       * Decided as late as possible: a stop that came during the job makes this a RESULT_LAST, which the dispatcher
-       * acknowledges instead of answering with a job this process would have to refuse (a 500 for that job).
-       */
-      last = loop_stopping(&st);
-      encode_result(&out, &res, last);
-      have_result = 0;
-    }
-    int nrv = nng_send(st.sock, out.data, out.len, 0);
-    if (nrv != 0) {
-      if (!loop_stopping(&st)) {
-        log_msg(LOG_ERROR, "send failed", "error", nng_strerror(nrv), NULL);
-        rv = -EIO;
-      }
-      break;
-    }
-    if (last) {
-      /* nng_close could drop a message still queued: the acknowledgement proves the result arrived. */
-      wait_last_ack(st.sock);
-      break;
-    }
-    /* Sent: the process is idle from here, and a stop closes the socket under the receive below. */
-    pthread_mutex_lock(&st.mu);
-    st.busy = 0;
-    int stopping = st.stopping;
-    pthread_mutex_unlock(&st.mu);
-    if (stopping) break;
-
-    char *msg = NULL;
-    size_t len = 0;
-    nrv = nng_recv(st.sock, &msg, &len, NNG_FLAG_ALLOC);
-    if (nrv != 0) {
-      /* A stop closes the socket under a blocked receive, which then fails with ECLOSED or ECONNRESET. */
-      if (loop_stopping(&st)) break;
-      if (nrv == NNG_ECONNRESET) {
-        /*
-         * The dispatcher went away with our request unanswered (nng fails it rather than resending, as we asked).
-         * Its jobs died with the connection, a RESULT included, so we only say we are idle again; the dialer
-         * reconnects on its own and the READY waits for it.
-         */
-        log_msg(LOG_WARN, "dispatcher connection lost: waiting for it", NULL);
-        buf_reset(&out);
-        proto_encode_ready(&out);
-        continue;
-      }
-      log_msg(LOG_ERROR, "receive failed", "error", nng_strerror(nrv), NULL);
-      rv = -EIO;
-      break;
-    }
-    struct proto_job job;
-    int drv = proto_decode_job(msg, len, &job);
-    nng_free(msg, len);
-    if (drv != 0) {
-      /* Not a job we can trust: say so in the log and ask again; the dispatcher will see no result for it. */
-      log_msg(LOG_WARN, "bad message from the dispatcher: ignored", NULL);
-      buf_reset(&out);
-      proto_encode_ready(&out);
-      continue;
-    }
-    pthread_mutex_lock(&st.mu);
-    int closed = st.closed;
-    st.busy = !closed;
-    pthread_mutex_unlock(&st.mu);
-    if (closed) {
-      /* The stop closed the socket as the job arrived: no result could be sent, the dispatcher fails it. */
-      log_msg(LOG_WARN, "job dropped: stopping", "request_id", job.request_id, NULL);
-      break;
-    }
-    /* Busy until the result is sent: a stop meanwhile leaves the socket open for it. */
+  while (peers_wait_job(st.ps, &job)) {
     job_runner_run(r, &job, &res);
-    have_result = 1;
+    if (peers_finish(st.ps, &res)) break;
   }
 
   pthread_mutex_lock(&st.mu);
   st.done = 1;
-  if (!st.closed) nng_close(st.sock);
-  st.closed = 1;
   pthread_mutex_unlock(&st.mu);
   /* Wake the signal thread so it can leave, then reap it. */
   pthread_kill(tid, SIGTERM);
   pthread_join(tid, NULL);
+  peers_free(st.ps);
   pthread_mutex_destroy(&st.mu);
-  buf_free(&out);
   log_msg(LOG_INFO, "fetcher stopped", NULL);
-  return rv;
+  return 0;
 }

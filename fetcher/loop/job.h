@@ -1,11 +1,10 @@
 /*
  * One fetcher process: its resource limits, the runner of one job (deadline, watchdog, captions flow, result), and
- * the job loop over nng that pulls work from the dispatcher (proto.h):
+ * the job loop that pulls work from every dispatcher of VTS_JOBS_URL (peers.h, proto.h):
  *
- *   dial VTS_JOBS_URL (req0) -> send READY -> recv JOB -> run it -> send RESULT (also meaning idle) -> recv JOB ...
+ *   READY to each dispatcher -> the first JOB -> run it -> RESULT to its dispatcher (also meaning idle) -> ...
  *
- * Every request the fetcher sends is answered by the dispatcher with the next job, so a process holds one job at a
- * time and is never pushed one while busy.
+ * A process holds one job at a time: a job that reaches it while it is busy is given straight back (DECLINE).
  */
 #ifndef VTS_JOB_H
 #define VTS_JOB_H
@@ -36,7 +35,7 @@ void job_runner_free(struct job_runner *r);
 void job_runner_run(struct job_runner *r, const struct proto_job *job, struct proto_result *res);
 
 /*
- * Serves jobs from the dispatcher at cfg->jobs_url until SIGTERM or SIGINT: an idle process stops at once, a busy
+ * Serves jobs from the dispatchers of cfg->jobs_url until SIGTERM or SIGINT: an idle process stops at once, a busy
  * one finishes its job and delivers the result first. Blocks both signals in the calling thread (call it before any
  * other thread exists). Returns 0 after a requested stop, or a negative error when the socket cannot be set up.
  */

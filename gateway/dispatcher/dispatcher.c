@@ -42,6 +42,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/cache/cache.h"
+#include "gateway/dispatcher/bodycheck.h"
+#include "proto/link.h"
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
 #define IDLE_WAKE_MS 1000      /* the loop turns at least this often, to publish stats and retry a failed rearm */
@@ -75,6 +77,13 @@ static void list_remove(struct list *l, struct link *k) {
   k->next->prev = k->prev;
   k->prev = k->next = NULL;
   l->n--;
+}
+static void list_prepend(struct list *l, struct link *k) {
+  k->next = l->head.next;
+  k->prev = &l->head;
+  l->head.next->prev = k;
+  l->head.next = k;
+  l->n++;
 }
 static struct link *list_first(const struct list *l) { return l->n ? l->head.next : NULL; }
 
@@ -146,6 +155,7 @@ struct dispatcher {
   struct list q_captions, q_speech, running;
   uint64_t speech_running;
   struct list fetchers, idle;
+  uint64_t fetchers_live; /* fetchers not F_DEAD: at most VTS_JOBS_MAX_FETCHERS */
   struct list slots;
   uint64_t next_job_id;
   struct dispatcher_stats st;
@@ -422,8 +432,18 @@ static void job_fail(struct dispatcher *d, struct job *j, const char *detail) {
 
 /* A fetcher's result for a job it holds: the end of the job, or its second life as a speech job. */
 static void job_result(struct dispatcher *d, struct job *j, const struct proto_result *res) {
+  uint64_t fetcher = j->fetcher != NULL ? nng_pipe_id(j->fetcher->pipe) : 0;
   job_detach(d, j);
   metrics_upstream(res);
+  const char *why = NULL;
+  if (res->outcome == PROTO_OK && bodycheck_transcript(res->body, res->body_len, &why) != 0) {
+    /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
+    d->st.results_refused++;
+    log_msg(LOG_WARN, "fetcher result refused: not a transcript", "request_id", j->pj.request_id, "=job_id", NUM(j->id),
+            "video_id", j->pj.video_id, "why", why, "=bytes", NUM(res->body_len), "=fetcher", NUM(fetcher), NULL);
+    job_fail(d, j, "bad_result");
+    return;
+  }
   if (res->outcome == PROTO_NO_CAPTIONS && d->cfg->speech_fallback && j->pj.kind == PROTO_KIND_CAPTIONS) {
     uint64_t now = util_now_ms();
     j->pj.kind = PROTO_KIND_SPEECH;
@@ -509,6 +529,18 @@ static struct fetcher *fetcher_find(struct dispatcher *d, nng_pipe pipe) {
   return NULL;
 }
 
+/* From here on the fetcher is dead: it no longer counts against VTS_JOBS_MAX_FETCHERS. */
+static void fetcher_set_dead(struct dispatcher *d, struct fetcher *f) {
+  if (f->state != F_DEAD) d->fetchers_live--;
+  f->state = F_DEAD;
+  f->dead_since_ms = util_now_ms();
+}
+
+/*
+ * The fetcher of a connection, made on its first event. A connection beyond VTS_JOBS_MAX_FETCHERS live ones is
+ * closed at once and remembered as dead, so its messages are refused: a peer cannot grow the dispatcher's state by
+ * opening connections.
+ */
 static struct fetcher *fetcher_get(struct dispatcher *d, nng_pipe pipe) {
   struct fetcher *f = fetcher_find(d, pipe);
   if (f != NULL) return f;
@@ -517,6 +549,13 @@ static struct fetcher *fetcher_get(struct dispatcher *d, nng_pipe pipe) {
   f->pipe = pipe;
   f->state = F_CONNECTED;
   list_append(&d->fetchers, &f->all);
+  if (++d->fetchers_live > (uint64_t)d->cfg->jobs_max_fetchers) {
+    d->st.fetchers_refused++;
+    log_msg(LOG_WARN, "fetcher connection refused: VTS_JOBS_MAX_FETCHERS reached", "=fetcher", NUM(nng_pipe_id(pipe)),
+            "=max", NUM(d->cfg->jobs_max_fetchers), NULL);
+    fetcher_set_dead(d, f);
+    nng_pipe_close(pipe);
+  }
   return f;
 }
 
@@ -541,8 +580,7 @@ static void fetcher_set_idle(struct dispatcher *d, struct fetcher *f, nng_msg *m
 static void fetcher_kill(struct dispatcher *d, struct fetcher *f, const char *detail, bool close_pipe) {
   if (f->job != NULL) job_fail(d, f->job, detail);
   fetcher_unidle(d, f);
-  f->state = F_DEAD;
-  f->dead_since_ms = util_now_ms();
+  fetcher_set_dead(d, f);
   if (close_pipe) nng_pipe_close(f->pipe);
 }
 
@@ -551,19 +589,44 @@ static void fetcher_kill(struct dispatcher *d, struct fetcher *f, const char *de
  * result arrived and it may close. It is forgotten now (its later messages are refused), so its connection dropping
  * afterwards fails nothing.
  */
-static void fetcher_leaving(struct dispatcher *d, struct fetcher *f, nng_msg *msg) {
+static void answer_ready(struct dispatcher *d, nng_msg *msg) {
   struct buf b = BUF_INIT;
   nng_msg_clear(msg); /* the header, the way back to the fetcher's request, stays */
   int rv = proto_encode_ready(&b);
   if (rv == 0) rv = nng_msg_append(msg, b.data, b.len) != 0 ? -ENOMEM : 0;
   buf_free(&b);
   if (rv == 0) rv = nng_sendmsg(d->fsock, msg, 0);
-  /* Unanswered, the fetcher still leaves after its own short wait: nothing is lost either way. */
+  /* Unanswered, the fetcher goes on after its own short wait: nothing is lost either way. */
   if (rv != 0) nng_msg_free(msg);
+}
+
+static void fetcher_leaving(struct dispatcher *d, struct fetcher *f, nng_msg *msg) {
+  answer_ready(d, msg);
   log_msg(LOG_INFO, "fetcher leaving", "=fetcher", NUM(nng_pipe_id(f->pipe)), NULL);
   fetcher_unidle(d, f);
-  f->state = F_DEAD;
-  f->dead_since_ms = util_now_ms();
+  fetcher_set_dead(d, f);
+}
+
+/*
+ * The fetcher gave job_id back unrun: it is busy with another dispatcher's job. The job goes first in line for another
+ * idle fetcher, with its deadline unchanged (no failure, never run twice); this fetcher stays connected but is given
+ * nothing until it asks again. The READY answer is the acknowledgement.
+ */
+static void fetcher_declined(struct dispatcher *d, struct fetcher *f, uint64_t job_id, nng_msg *msg) {
+  if (f->state == F_BUSY && f->job_id == job_id && f->job != NULL) {
+    struct job *j = f->job;
+    job_detach(d, j);
+    j->assigned_ms = 0;
+    struct list *q = j->pj.kind == PROTO_KIND_SPEECH ? &d->q_speech : &d->q_captions;
+    list_prepend(q, &j->q);
+    j->in = q;
+    d->st.jobs_declined++;
+    log_msg(LOG_INFO, "job declined by a busy fetcher: queued again", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "=fetcher", NUM(nng_pipe_id(f->pipe)), NULL);
+  }
+  fetcher_unidle(d, f);
+  f->state = F_CONNECTED;
+  answer_ready(d, msg);
 }
 
 static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe) {
@@ -582,6 +645,11 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
       job_fail(d, f->job, "fetcher_abandoned");
     }
     fetcher_set_idle(d, f, msg);
+    return;
+  }
+  uint64_t declined;
+  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined) == 0) {
+    fetcher_declined(d, f, declined, msg);
     return;
   }
   struct proto_result res;
@@ -745,10 +813,7 @@ static void publish_stats(struct dispatcher *d) {
   d->st.jobs_in_flight = d->running.n;
   d->st.speech_in_flight = d->speech_running;
   d->st.fetchers_idle = d->idle.n;
-  uint64_t connected = 0;
-  for (struct link *k = d->fetchers.head.next; k != &d->fetchers.head; k = k->next)
-    connected += CONTAINER_OF(k, struct fetcher, all)->state != F_DEAD;
-  d->st.fetchers_connected = connected;
+  d->st.fetchers_connected = d->fetchers_live;
   d->st.cache_entries = cs.entries;
   d->st.cache_bytes = cs.bytes;
   d->st.cache_evictions = cs.evictions;
@@ -888,12 +953,17 @@ static void start_stop_watchdog(int status) {
   if (pthread_create(&t, NULL, stop_watchdog, (void *)(intptr_t)status) == 0) pthread_detach(t);
 }
 
-static int open_listener(nng_socket sock, const char *url) {
+/*
+ * Listens on url; the fetchers' listener (cfg not NULL) takes the link's TLS for a tls+tcp URL. Returns 0, an nng
+ * error, or -1 with a message in err for a TLS setting that cannot be used.
+ */
+static int open_listener(nng_socket sock, const char *url, const struct vts_config *cfg, char *err, size_t errlen) {
   nng_listener l;
   int rv = nng_listener_create(&l, sock, url);
   if (rv != 0) return rv;
   /* Per listener: a message over the limit closes only the connection that sent it (a 500 for its job). */
   rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
+  if (rv == 0 && cfg != NULL && link_tls_listener(cfg, l, url, err, errlen) != 0) rv = -1;
   if (rv == 0) rv = nng_listener_start(l, 0);
   return rv;
 }
@@ -976,6 +1046,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
 
   const char *what = "cache";
   const char *url = "";
+  char tls_err[256] = "";
   int rv = 0;
   struct cache_limits lim = {
       .max_bytes = (size_t)cfg->cache_max_mb * 1024 * 1024,
@@ -997,15 +1068,20 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   if (rv != 0) goto fail;
   rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS);
   if (rv != 0) goto fail;
-  rv = open_listener(d->fsock, cfg->jobs_url);
+  rv = open_listener(d->fsock, cfg->jobs_url, cfg, tls_err, sizeof(tls_err));
   if (rv != 0) goto fail;
+  if (!link_url_tls(cfg->jobs_url) && !link_url_loopback(cfg->jobs_url))
+    log_msg(LOG_WARN,
+            "jobs link is plain tcp on a non-loopback address: any process that reaches it can take jobs and answer "
+            "them; use tls+tcp:// with VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY",
+            "url", cfg->jobs_url, NULL);
 
   what = "worker socket";
   url = worker_url;
   rv = nng_rep0_open(&d->wsock);
   if (rv != 0) goto fail;
   d->wsock_open = true;
-  rv = open_listener(d->wsock, worker_url);
+  rv = open_listener(d->wsock, worker_url, NULL, NULL, 0);
   if (rv != 0) goto fail;
 
   what = "fetcher receive";
@@ -1027,7 +1103,10 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
 
 fail:
   log_msg(LOG_ERROR, "dispatcher cannot start", "what", what, "url", url, "error",
-          rv ? nng_strerror(rv) : "out of memory", NULL);
+          tls_err[0] != '\0' ? tls_err
+          : rv != 0          ? nng_strerror(rv)
+                             : "out of memory",
+          NULL);
   start_stop_watchdog(1);
   teardown(d);
   return 1;

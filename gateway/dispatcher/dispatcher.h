@@ -32,14 +32,17 @@ struct dispatcher_stats {
   uint64_t outcome_not_available;
   uint64_t outcome_upstream_failed;
   uint64_t outcome_internal;
-  uint64_t queue_timeouts;  /* no fetcher took the job in time */
-  uint64_t run_timeouts;    /* a fetcher held the job past its deadline */
-  uint64_t fetcher_lost;    /* a fetcher's connection dropped while it held a job */
-  uint64_t protocol_errors; /* malformed or out-of-order messages */
-  uint64_t late_results;    /* results for jobs that had already failed */
-  uint64_t rejected_full;   /* refused because VTS_DISPATCH_MAX_JOBS were pending */
-  uint64_t cache_entries;   /* gauge */
-  uint64_t cache_bytes;     /* gauge */
+  uint64_t queue_timeouts;   /* no fetcher took the job in time */
+  uint64_t run_timeouts;     /* a fetcher held the job past its deadline */
+  uint64_t fetcher_lost;     /* a fetcher's connection dropped while it held a job */
+  uint64_t protocol_errors;  /* malformed or out-of-order messages */
+  uint64_t late_results;     /* results for jobs that had already failed */
+  uint64_t jobs_declined;    /* jobs a busy fetcher gave back unrun: queued again, first in line */
+  uint64_t results_refused;  /* OK results whose body was not a transcript: their jobs failed */
+  uint64_t fetchers_refused; /* connections closed at once: VTS_JOBS_MAX_FETCHERS were connected */
+  uint64_t rejected_full;    /* refused because VTS_DISPATCH_MAX_JOBS were pending */
+  uint64_t cache_entries;    /* gauge */
+  uint64_t cache_bytes;      /* gauge */
   uint64_t cache_evictions;
 };
 

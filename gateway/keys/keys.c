@@ -218,32 +218,6 @@ static int build_index(struct keystore *ks) {
   return 0;
 }
 
-/* Reads the whole file (at most VTS_MAX_KEYS_FILE_BYTES). Returns 0, -ENOENT, -EFBIG or another -errno. */
-static int read_file(const char *path, struct buf *out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  int rc = 0;
-  for (;;) {
-    if (out->len > VTS_MAX_KEYS_FILE_BYTES) {
-      rc = -EFBIG;
-      break;
-    }
-    rc = buf_reserve(out, 64 * 1024);
-    if (rc != 0) break;
-    ssize_t got = read(fd, out->data + out->len, out->cap - out->len - 1);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      rc = -errno;
-      break;
-    }
-    if (got == 0) break;
-    out->len += (size_t)got;
-    out->data[out->len] = '\0';
-  }
-  close(fd);
-  return rc;
-}
-
 struct keystore *keystore_load(const char *path, char *err, size_t errlen) {
   struct buf file = BUF_INIT;
   size_t *line_of = NULL; /* line number of each entry, for the duplicate message */
@@ -254,7 +228,7 @@ struct keystore *keystore_load(const char *path, char *err, size_t errlen) {
     goto fail;
   }
 
-  int rc = read_file(path, &file);
+  int rc = buf_read_file(&file, path, VTS_MAX_KEYS_FILE_BYTES);
   if (rc == -ENOENT) {
     rc = 0; /* no file yet: no keys, every request is 401 until one is created */
   } else if (rc == -EFBIG) {

@@ -7,6 +7,7 @@
 #include "gateway/http/http.h"
 #include "gateway/keys/keys.h"
 #include "gateway/master/master.h"
+#include "proto/link.h"
 
 /* Exit status for a configuration the program refuses to start with. */
 #define EXIT_BAD_CONFIG 2
@@ -31,6 +32,15 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "vts-gateway: VTS_LISTEN: invalid value \"%s:%d\": expected IPv4:PORT or [IPv6]:PORT, port 1 to 65535\n",
             cfg.listen_host, cfg.listen_port);
+    return EXIT_BAD_CONFIG;
+  }
+  if (strchr(cfg.jobs_url, ',') != NULL) {
+    fprintf(stderr, "vts-gateway: VTS_JOBS_URL: the gateway listens on one URL (a list is for fetchers)\n");
+    return EXIT_BAD_CONFIG;
+  }
+  /* Read once here, so that a missing certificate stops the start instead of a dispatcher restarting for ever. */
+  if (link_url_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vts-gateway: %s\n", err);
     return EXIT_BAD_CONFIG;
   }
   enum log_level level = LOG_INFO;

@@ -28,6 +28,8 @@
 #define MASTER_TICK_MS 1000
 /* ipc paths must fit sockaddr_un.sun_path (108 bytes) with room to spare. */
 #define MASTER_IPC_PATH_MAX 100
+/* The socket's name inside its private directory. */
+#define MASTER_IPC_NAME "/dispatcher.ipc"
 
 enum role { ROLE_WORKER, ROLE_DISPATCHER };
 
@@ -50,8 +52,9 @@ struct master {
   enum log_level log_level;
   struct child *children; /* workers, then the dispatcher last */
   size_t nchildren;
-  char ipc_path[MASTER_IPC_PATH_MAX + 1];
-  char ipc_url[MASTER_IPC_PATH_MAX + 8];
+  char ipc_dir[MASTER_IPC_PATH_MAX + 1];
+  char ipc_path[MASTER_IPC_PATH_MAX + sizeof(MASTER_IPC_NAME)];
+  char ipc_url[MASTER_IPC_PATH_MAX + sizeof(MASTER_IPC_NAME) + 6];
   enum phase phase;
   uint64_t phase_deadline_ms;
   int killed; /* SIGKILL sent in the current phase */
@@ -60,17 +63,35 @@ struct master {
 
 static const char *role_name(enum role r) { return r == ROLE_WORKER ? "worker" : "dispatcher"; }
 
-static int choose_ipc_path(struct master *m) {
-  const char *dir = getenv("XDG_RUNTIME_DIR");
-  for (int attempt = 0; attempt < 2; attempt++) {
-    if (attempt == 1 || dir == NULL || dir[0] != '/') dir = "/tmp";
-    int n = snprintf(m->ipc_path, sizeof(m->ipc_path), "%s/vts-%d.ipc", dir, (int)m->pid);
-    if (n > 0 && (size_t)n < sizeof(m->ipc_path)) {
-      snprintf(m->ipc_url, sizeof(m->ipc_url), "ipc://%s", m->ipc_path);
-      return 0;
+/*
+ * The workers' socket to the dispatcher lives in a directory of its own, made fresh by mkdtemp (mode 0700) under
+ * XDG_RUNTIME_DIR, else TMPDIR, else /tmp: no other user can reach the socket, and nobody can plant a file or a link at
+ * a name we would use, as they could with a predictable path in a shared /tmp.
+ */
+static int make_ipc_dir(struct master *m) {
+  const char *dirs[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+  int rv = -ENAMETOOLONG;
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+    const char *dir = dirs[i];
+    if (dir == NULL || dir[0] != '/') continue;
+    int n = snprintf(m->ipc_dir, sizeof(m->ipc_dir), "%s/vts-XXXXXX", dir);
+    if (n <= 0 || (size_t)n >= sizeof(m->ipc_dir) - sizeof(MASTER_IPC_NAME)) continue;
+    if (mkdtemp(m->ipc_dir) == NULL) {
+      rv = -errno;
+      continue;
     }
+    snprintf(m->ipc_path, sizeof(m->ipc_path), "%s%s", m->ipc_dir, MASTER_IPC_NAME);
+    snprintf(m->ipc_url, sizeof(m->ipc_url), "ipc://%s", m->ipc_path);
+    return 0;
   }
-  return -ENAMETOOLONG;
+  m->ipc_dir[0] = '\0';
+  return rv;
+}
+
+static void remove_ipc_dir(struct master *m) {
+  if (m->ipc_dir[0] == '\0') return;
+  unlink(m->ipc_path); /* a dispatcher killed by a signal leaves its socket file */
+  rmdir(m->ipc_dir);
 }
 
 /* In the new child: never returns. */
@@ -276,12 +297,11 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
   m.started_ms = util_now_ms();
   if (log_level_parse(cfg->log_level, &m.log_level) != 0) m.log_level = LOG_INFO;
 
-  int rv = choose_ipc_path(&m);
+  int rv = make_ipc_dir(&m);
   if (rv != 0) {
-    log_msg(LOG_ERROR, "no usable directory for the dispatcher socket", NULL);
+    log_msg(LOG_ERROR, "cannot make a private directory for the dispatcher socket", "error", strerror(-rv), NULL);
     goto fail;
   }
-  unlink(m.ipc_path);
   rv = ratelimit_shm_init(cfg);
   if (rv != 0) {
     log_msg(LOG_ERROR, "rate-limit shared memory failed", "error", strerror(-rv), NULL);
@@ -347,7 +367,7 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
   rv = 0;
 
 fail:
-  if (m.ipc_path[0] != '\0') unlink(m.ipc_path);
+  remove_ipc_dir(&m);
   free(m.children);
   keystore_free(m.keys);
   if (rv != 0) return 1;

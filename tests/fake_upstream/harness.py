@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 PROTO_VERSION = b"\x03"
-PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST = 1, 2, 3, 4
+PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH = 1, 2
 # enum proto_reason, by value; enum proto_attempt_result.
@@ -113,17 +113,22 @@ def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-tes
             _str(video_id) + _str(lang) + _str(request_id))
 
 
+def _strings(msg, off, count):
+    """count u16-length strings of msg from off: (the strings, the offset after them)."""
+    fields = []
+    for _ in range(count):
+        (n,) = struct.unpack(">H", msg[off:off + 2])
+        fields.append(msg[off + 2:off + 2 + n].decode())
+        off += 2 + n
+    return fields, off
+
+
 def decode_result(msg, last=False):
     """A RESULT, or with last=True the RESULT_LAST of a stopping fetcher (the same fields under type 4)."""
     want = PROTO_RESULT_LAST if last else PROTO_RESULT
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([want]), "expected type %d, got %r" % (want, msg[:16])
     job_id, outcome, source, fetch_ms = struct.unpack(">QBBI", msg[4:18])
-    off = 18
-    fields = []
-    for _ in range(2):
-        (n,) = struct.unpack(">H", msg[off:off + 2])
-        fields.append(msg[off + 2:off + 2 + n].decode())
-        off += 2 + n
+    fields, off = _strings(msg, 18, 2)
     reason, nattempts = msg[off], msg[off + 1]
     off += 2
     attempts = []
@@ -139,18 +144,35 @@ def decode_result(msg, last=False):
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "cache_ms": cache_ms, "body": body}
 
 
+def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5):
+    """A fetcher's RESULT without attempt records."""
+    return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
+            _str(lang) + _str(detail) + bytes([reason, 0]) + struct.pack(">II", 0, len(body)) + body)
+
+
+def decode_job(msg):
+    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, request_id)."""
+    assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
+    job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
+    fields, off = _strings(msg, 17, 3)
+    assert off == len(msg), "trailing bytes after the job"
+    return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
+            "request_id": fields[2]}
+
+
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
 
 
-class SpConn:
-    """One accepted REQ peer."""
+def encode_decline(job_id):
+    """A busy fetcher's DECLINE of job_id."""
+    return b"VT" + PROTO_VERSION + bytes([PROTO_DECLINE]) + struct.pack(">Q", job_id)
 
-    def __init__(self, sock):
-        self.sock = sock
-        self.last_id = None
-        sock.sendall(b"\x00SP\x00\x00\x31\x00\x00")
-        hello = self._read(8)
-        assert hello == b"\x00SP\x00\x00\x30\x00\x00", "peer is not an SP REQ0 socket: %r" % hello
+SP_REQ0_HELLO = b"\x00SP\x00\x00\x30\x00\x00"
+SP_REP0_HELLO = b"\x00SP\x00\x00\x31\x00\x00"
+
+
+class _SpStream:
+    """Reading whole SP frames from a socket (plain or TLS)."""
 
     def _read(self, n):
         data = b""
@@ -161,11 +183,55 @@ class SpConn:
             data += chunk
         return data
 
-    def recv(self, timeout=10.0):
-        """The body of the next request (its request id is kept for the reply)."""
+    def _recv_frame(self, timeout):
         self.sock.settimeout(timeout)
         (n,) = struct.unpack(">Q", self._read(8))
-        payload = self._read(n)
+        return self._read(n)
+
+
+class FakeFetcher(_SpStream):
+    """A REQ0 peer dialing a dispatcher's jobs port on 127.0.0.1, answering jobs by hand. With ssl_context (a client
+    context holding a certificate or not), it speaks tls+tcp: nng's SP frames inside TLS."""
+
+    def __init__(self, port, ssl_context=None, timeout=10.0):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if ssl_context is not None:
+            sock = ssl_context.wrap_socket(sock, server_hostname="127.0.0.1")
+        self.sock = sock
+        self.next_id = 0x80000000
+        sock.sendall(SP_REQ0_HELLO)
+        hello = self._read(8)
+        assert hello == SP_REP0_HELLO, "peer is not an SP REP0 socket: %r" % hello
+
+    def request(self, body):
+        """Sends body as the next request (READY, RESULT)."""
+        self.next_id += 1
+        payload = struct.pack(">I", self.next_id) + body
+        self.sock.sendall(struct.pack(">Q", len(payload)) + payload)
+
+    def recv(self, timeout=10.0):
+        """The body of the answer to the latest request."""
+        payload = self._recv_frame(timeout)
+        assert payload[:4] == struct.pack(">I", self.next_id), "answer to another request: %r" % payload[:4]
+        return payload[4:]
+
+    def close(self):
+        self.sock.close()
+
+
+class SpConn(_SpStream):
+    """One accepted REQ peer."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.last_id = None
+        sock.sendall(SP_REP0_HELLO)
+        hello = self._read(8)
+        assert hello == SP_REQ0_HELLO, "peer is not an SP REQ0 socket: %r" % hello
+
+    def recv(self, timeout=10.0):
+        """The body of the next request (its request id is kept for the reply)."""
+        payload = self._recv_frame(timeout)
         assert len(payload) >= 4 and payload[0] & 0x80, "request without a request id"
         self.last_id = payload[:4]
         return payload[4:]

@@ -21,6 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                               : proto_encode_result(&b, &res);
     if (rv != 0 || b.len != size || memcmp(b.data, data, size) != 0) abort();
   }
+  buf_reset(&b);
+  uint64_t declined;
+  if (proto_decode_decline(data, size, &declined) == 0) {
+    if (proto_encode_decline(&b, declined) != 0 || b.len != size || memcmp(b.data, data, size) != 0) abort();
+  }
   buf_free(&b);
   return 0;
 }

@@ -11,6 +11,7 @@ API (shared by every integration test module):
   fixture gateway                      a started Gateway with 2 workers, stopped at teardown
   fixture make_gateway                 make_gateway(env=None, workers=2, keys=None) -> started Gateway, stopped at
                                        teardown (keys: write_keyfile entries replacing the default test keys)
+  fixture upstream                     the fake platform (harness.FakeUpstream) for a test module
   raw_exchange(port, data, timeout)    bytes the server sent until it closed or the timeout passed
   read_until_close(sock, timeout)      the same on a socket of your own
   exchange_in_parts(port, parts)       raw_exchange with each part in its own write, 0.1 s apart
@@ -314,6 +315,16 @@ def parse_responses(data, methods=None):
         out.append((status, headers, rest[:n]))
         data = rest[n:]
     return out
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    import sys
+    sys.path.insert(0, str(REPO / "tests" / "fake_upstream"))
+    import harness
+    fake = harness.FakeUpstream()
+    yield fake
+    fake.close()
 
 
 @pytest.fixture

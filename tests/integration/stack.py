@@ -19,9 +19,9 @@ UNLIMITED = [("e2e", ACTIVE_KEY, "active", 1000000, 60, 1000000000)]
 class Fetchers:
     """vts-fetcher --workers N dialing the gateway's dispatcher, in its own process group."""
 
-    def __init__(self, tmp_path, jobs_port, upstream_url, workers=2, env=None):
+    def __init__(self, tmp_path, jobs_port, upstream_url, workers=2, env=None, jobs_scheme="tcp"):
         self.log_path = os.path.join(str(tmp_path), "fetcher.log")
-        full = dict(os.environ, VTS_JOBS_URL="tcp://127.0.0.1:%d" % jobs_port, VTS_UPSTREAM_URL=upstream_url,
+        full = dict(os.environ, VTS_JOBS_URL="%s://127.0.0.1:%d" % (jobs_scheme, jobs_port), VTS_UPSTREAM_URL=upstream_url,
                     ASAN_OPTIONS="detect_leaks=0")
         full.update({k: str(v) for k, v in (env or {}).items()})
         self._log = open(self.log_path, "ab")
@@ -52,19 +52,21 @@ class Fetchers:
 
 class Stack:
     def __init__(self, tmp_path, gateway_env=None, fetcher_env=None, fetchers=2, upstream_args=(), workers=2,
-                 keys=()):
-        """keys: key file entries (see write_keyfile) besides UNLIMITED, the key of get() and of the warm-up."""
+                 keys=(), jobs_scheme="tcp"):
+        """keys: key file entries (see write_keyfile) besides UNLIMITED, the key of get() and of the warm-up.
+        jobs_scheme: "tcp", or "tls+tcp" with the VTS_JOBS_TLS_* variables in gateway_env and fetcher_env."""
         self.upstream = harness.FakeUpstream(upstream_args)
         env = {"VTS_UPSTREAM_URL": self.upstream.url}
         env.update(gateway_env or {})
         self.gateway = Gateway(tmp_path, env=env, workers=workers)
+        self.gateway.env["VTS_JOBS_URL"] = "%s://127.0.0.1:%d" % (jobs_scheme, self.gateway.jobs_port)
         write_keyfile(self.gateway.keys_file, UNLIMITED + list(keys))
         self.fetchers = None
         try:
             self.gateway.start()
             fenv = {"VTS_JOB_TIMEOUT_MS": env.get("VTS_JOB_TIMEOUT_MS", "30000")}
             fenv.update(fetcher_env or {})
-            self.fetchers = Fetchers(tmp_path, self.gateway.jobs_port, self.upstream.url, fetchers, fenv)
+            self.fetchers = Fetchers(tmp_path, self.gateway.jobs_port, self.upstream.url, fetchers, fenv, jobs_scheme)
             self.wait_ready(fetchers)
         except BaseException:
             self.close()

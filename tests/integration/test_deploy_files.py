@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from certs import Certs
 from conftest import ACTIVE_KEY, BUILD_DIR, REPO, Gateway, free_port, wait_for, write_keyfile
 
 yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read deploy/compose.yaml and deploy/k8s/*.yaml")
@@ -289,15 +290,22 @@ def test_gateway_ports_agree_everywhere():
             assert container_port(c, "metrics") == metrics[1]
             svc = _k8s_gateway_service()
             targets = {p["name"]: container_port(c, p["targetPort"]) for p in svc["spec"]["ports"]}
-            assert targets == {"http": http[1], "jobs": jobs[1], "metrics": metrics[1]}, targets
+            assert targets == {"http": http[1], "metrics": metrics[1]}, targets
+            jsvc = _k8s_gateway_service(headless=True)
+            targets = {p["name"]: container_port(c, p["targetPort"]) for p in jsvc["spec"]["ports"]}
+            assert targets == {"jobs": jobs[1]}, targets
 
 
-def _k8s_gateway_service():
+def _k8s_gateway_service(headless=False):
+    """The one Service of the gateway pods that load-balances (HTTP, metrics), or with headless=True the one whose name
+    resolves to every pod (the fetchers' jobs Service)."""
     dep, _ = k8s_deployment_of("gateway")
     labels = dep["spec"]["template"]["metadata"]["labels"]
     services = [s for s in k8s_find("Service") if s["spec"].get("selector") and
-                all(labels.get(k) == v for k, v in s["spec"]["selector"].items())]
-    assert len(services) == 1, "exactly one Service must select the gateway pods"
+                all(labels.get(k) == v for k, v in s["spec"]["selector"].items()) and
+                (s["spec"].get("clusterIP") == "None") == headless]
+    assert len(services) == 1, "exactly one %s Service must select the gateway pods" % (
+        "headless" if headless else "load-balanced")
     return services[0]
 
 
@@ -311,17 +319,44 @@ def test_fetchers_dial_the_gateway_service_on_its_jobs_port():
     # Dockerfile default (a plain `docker run` next to a container named gateway).
     assert host_port(docker_env(final_stage("Dockerfile.fetcher"))["VTS_JOBS_URL"]) == ("gateway", jobs_port)
 
-    # k8s: the Service's port that leads to the gateway container's jobs port.
+    # k8s: the headless Service's port that leads to the gateway container's jobs port. Headless, its name resolves
+    # to every gateway pod, and a fetcher serves each address: every replica gets every fetcher.
     dep, c = k8s_deployment_of("gateway")
-    svc = _k8s_gateway_service()
+    svc = _k8s_gateway_service(headless=True)
     host, port = host_port(k8s_env("fetcher")["VTS_JOBS_URL"])
     assert host == svc["metadata"]["name"]
     by_port = {p["port"]: container_port(c, p["targetPort"]) for p in svc["spec"]["ports"]}
     assert by_port.get(port) == host_port(effective(k8s_env("gateway"), "VTS_JOBS_URL"))[1]
-    # A fetcher serves the one dispatcher it dials: behind a load-balanced Service, a second gateway replica could be
-    # left with no fetcher at all (its cache misses would all end in 500).
-    if svc["spec"].get("clusterIP") != "None":
-        assert dep["spec"].get("replicas", 1) == 1, "fetchers dial one Service: the gateway must be one replica"
+    assert dep["spec"].get("replicas", 1) >= 2, "the gateway tier runs more than one replica"
+
+
+@pytest.mark.parametrize("where", ["compose", "k8s"])
+def test_jobs_link_is_mutual_tls_with_files_mounted_read_only(where):
+    for image in ("gateway", "fetcher"):
+        env = compose_env(image) if where == "compose" else k8s_env(image)
+        assert effective(env, "VTS_JOBS_URL").startswith("tls+tcp://"), (where, image)
+        for var in ("VTS_JOBS_TLS_CA", "VTS_JOBS_TLS_CERT", "VTS_JOBS_TLS_KEY"):
+            path = effective(env, var)
+            if where == "compose":
+                mounts = [v.split(":") for v in compose_service_of(image)[1]["volumes"]]
+                assert any(m[2:] == ["ro"] and path.startswith(m[1].rstrip("/") + "/") for m in mounts), (image, var)
+            else:
+                dep, c = k8s_deployment_of(image)
+                assert _k8s_secret_item(dep, c, path), (image, var, path)
+
+
+def _k8s_secret_item(dep, c, path):
+    """True when path is an item of a Secret mounted read-only in container c of Deployment dep."""
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    mount = [m for m in c.get("volumeMounts", []) if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert len(mount) == 1, "%s is on no mount" % path
+    assert mount[0].get("readOnly") is True
+    secret_name = volumes[mount[0]["name"]]["secret"]["secretName"]
+    secret = k8s_find("Secret", secret_name)[0]
+    item = path[len(mount[0]["mountPath"].rstrip("/")) + 1:]
+    items = volumes[mount[0]["name"]]["secret"].get("items")
+    keys = {i["path"]: i["key"] for i in items} if items else {k: k for k in secret.get("data", {})}
+    return item in keys and keys[item] in secret["data"]
 
 
 # ---- stopping ----
@@ -499,16 +534,7 @@ def test_writable_paths_exist_in_the_image_owned_by_its_user():
 def test_k8s_secret_is_mounted_where_vts_keys_file_points():
     dep, c = k8s_deployment_of("gateway")
     keys_file = effective(k8s_env("gateway"), "VTS_KEYS_FILE")
-    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
-    mount = [m for m in c["volumeMounts"] if keys_file.startswith(m["mountPath"].rstrip("/") + "/")]
-    assert len(mount) == 1, "VTS_KEYS_FILE %s is on no mount" % keys_file
-    assert mount[0].get("readOnly") is True
-    secret_name = volumes[mount[0]["name"]]["secret"]["secretName"]
-    secret = k8s_find("Secret", secret_name)[0]
-    item = keys_file[len(mount[0]["mountPath"].rstrip("/")) + 1:]
-    items = volumes[mount[0]["name"]]["secret"].get("items")
-    keys = {i["path"]: i["key"] for i in items} if items else {k: k for k in secret.get("data", {})}
-    assert item in keys and keys[item] in secret["data"], (item, keys)
+    assert _k8s_secret_item(dep, c, keys_file), keys_file
     # compose mounts the host's key file at the same place, read-only.
     ckeys = effective(compose_env("gateway"), "VTS_KEYS_FILE")
     assert any(v.split(":")[1:] == [ckeys, "ro"] for v in compose_service_of("gateway")[1]["volumes"])
@@ -553,11 +579,22 @@ def upstream():
     fake.close()
 
 
+def _jobs_url(deploy_env, gw):
+    """The deploy environment's jobs URL (its scheme kept) moved to the gateway's free port of 127.0.0.1."""
+    return "%s://127.0.0.1:%d" % (urlsplit(deploy_env["VTS_JOBS_URL"]).scheme, gw.jobs_port)
+
+
+def _local_tls(env, certs, leaf):
+    """The VTS_JOBS_TLS_* files of a deploy environment replaced by certificates made for the test."""
+    if "VTS_JOBS_TLS_CA" in env:
+        env.update(certs.env(leaf))
+
+
 def _local_env(deploy_env, gw, upstream_url):
     """A deploy environment with its addresses moved to free ports of 127.0.0.1 and its paths into the test's dir."""
     env = dict(deploy_env)
     env["VTS_LISTEN"] = "127.0.0.1:%d" % gw.port
-    env["VTS_JOBS_URL"] = "tcp://127.0.0.1:%d" % gw.jobs_port
+    env["VTS_JOBS_URL"] = _jobs_url(deploy_env, gw)
     env["VTS_METRICS_LISTEN"] = "127.0.0.1:%d" % gw.metrics_port
     env["VTS_KEYS_FILE"] = str(gw.keys_file)
     env["VTS_STATE_DIR"] = str(gw.state_dir)
@@ -575,6 +612,8 @@ def test_each_binary_runs_with_the_deploy_environment_and_the_pair_serves(tmp_pa
     gw = Gateway(tmp_path, workers=2)
     gw.env = {k: v for k, v in gw.env.items() if not k.startswith("VTS_") or k == "VTS_WORKERS"}
     gw.env.update(_local_env(genv, gw, upstream.url))
+    certs = Certs(tmp_path / "certs")
+    _local_tls(gw.env, certs, "gateway")
     write_keyfile(gw.keys_file, [("deploy", ACTIVE_KEY, "active", 1000, 60, 100000)])
     argv = container_argv("fetcher", where)
     assert argv[0] == "/usr/local/bin/vts-fetcher" and container_argv("gateway", where) == ["/usr/local/bin/vts-gateway"]
@@ -588,8 +627,9 @@ def test_each_binary_runs_with_the_deploy_environment_and_the_pair_serves(tmp_pa
         local.update(fenv)
         # The fetcher's address of the gateway is moved with the gateway's own (the wiring is checked above).
         assert host_port(fenv["VTS_JOBS_URL"])[1] == host_port(genv["VTS_JOBS_URL"])[1]
-        local.update({"VTS_JOBS_URL": "tcp://127.0.0.1:%d" % gw.jobs_port, "VTS_UPSTREAM_URL": upstream.url,
+        local.update({"VTS_JOBS_URL": _jobs_url(fenv, gw), "VTS_UPSTREAM_URL": upstream.url,
                       "ASAN_OPTIONS": "detect_leaks=0"})
+        _local_tls(local, certs, "fetcher")
         fetcher = subprocess.Popen([str(BUILD_DIR / "bin" / "vts-fetcher"), *argv[1:]], env=local,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)

@@ -37,7 +37,9 @@ extern char **environ;
 #define VID_A "vidAAAAAAA1"
 #define VID_B "vidBBBBBBB2"
 #define VID_C "vidCCCCCCC3"
-#define BODY_OK "{\"videoId\":\"test\",\"text\":\"hello\"}"
+#define BODY_OK                                                                                                    \
+  "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"hello\",\"segments\":[{\"text\":\"hello\",\"start\":0," \
+  "\"duration\":1.5}]}"
 #define QUIET_MS 300 /* how long "nothing arrives" is watched */
 
 /* ---- the dispatcher process ---- */
@@ -721,6 +723,86 @@ static void test_fetcher_speaking_garbage_fails_its_job(void **state) {
   rig_down(&g);
 }
 
+static void test_ok_result_that_is_not_a_transcript_fails_its_job_and_is_not_cached(void **state) {
+  (void)state;
+  struct rig g;
+  struct reply r;
+  rig_up(&g, NULL, true, true);
+  round_trip(&g.w, &g.f, VID_A, PROTO_OK, "{\"videoId\":\"test\",\"text\":\"hello\"}", &r);
+  assert_int_equal(r.res.outcome, PROTO_INTERNAL);
+  assert_string_equal(r.res.detail, "bad_result");
+  assert_int_equal(r.ttl_ms, 0);
+  assert_int_equal(r.res.body_len, 0);
+  reply_free(&r);
+  /* Nothing was kept: the same video is asked of a fetcher again, and a real transcript is served. */
+  round_trip(&g.w, &g.f, VID_A, PROTO_OK, BODY_OK, &r);
+  assert_int_equal(r.res.outcome, PROTO_OK);
+  expect_body(&r.res, BODY_OK);
+  reply_free(&r);
+  rig_down(&g);
+}
+
+static void test_fetcher_connections_beyond_the_limit_get_no_job(void **state) {
+  (void)state;
+  static const char *const env[] = {"VTS_JOBS_MAX_FETCHERS=1", NULL};
+  struct rig g;
+  struct reply r;
+  struct proto_job job;
+  rig_up(&g, env, true, true);
+  /* The first fetcher takes a job; the second connection is over the limit, so the next job waits for the first. */
+  worker_send(&g.w, VID_A, "en");
+  assert_int_equal(fetcher_job(&g.f, 2000, &job), 0);
+  uint64_t job_a = job.job_id;
+  struct peer f2;
+  peer_open(&f2, g.d.jobs_url);
+  fetcher_ready(&f2);
+  worker_send(&g.w, VID_B, "en");
+  fetcher_expect_nothing(&f2, QUIET_MS);
+  fetcher_result(&g.f, job_a, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
+  assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
+  reply_free(&r);
+  assert_int_equal(fetcher_job(&g.f, 2000, &job), 0);
+  assert_string_equal(job.video_id, VID_B);
+  peer_close(&f2);
+  rig_down(&g);
+}
+
+static void test_declined_job_goes_to_another_fetcher_first_in_line_and_is_no_failure(void **state) {
+  (void)state;
+  struct rig g;
+  struct reply r;
+  struct proto_job job, again, next;
+  rig_up(&g, NULL, true, true);
+  worker_send(&g.w, VID_A, "en");
+  assert_int_equal(fetcher_job(&g.f, 2000, &job), 0);
+  assert_string_equal(job.video_id, VID_A);
+  worker_send(&g.w, VID_B, "en"); /* queued behind A's fetcher: no other one yet */
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+  /* The fetcher is busy elsewhere: it gives A back, and the acknowledgement is a READY. */
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_decline(&b, job.job_id), 0);
+  peer_send(&g.f, &b);
+  buf_free(&b);
+  fetcher_expect_ready(&g.f, 2000);
+  /* The next idle fetcher gets A, the same job, before B; the one that declined is given nothing meanwhile. */
+  struct peer f2;
+  peer_open(&f2, g.d.jobs_url);
+  fetcher_ready(&f2);
+  assert_int_equal(fetcher_job(&f2, 2000, &again), 0);
+  assert_true(again.job_id == job.job_id);
+  assert_string_equal(again.video_id, VID_A);
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+  fetcher_result(&f2, again.job_id, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
+  assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
+  assert_int_equal(r.res.outcome, PROTO_OK);
+  expect_body(&r.res, BODY_OK);
+  reply_free(&r);
+  assert_int_equal(fetcher_job(&f2, 2000, &next), 0);
+  assert_string_equal(next.video_id, VID_B);
+  peer_close(&f2);
+  rig_down(&g);
+}
+
 static void test_result_for_an_unknown_job_on_a_new_connection_means_idle(void **state) {
   (void)state;
   struct rig g;
@@ -1003,6 +1085,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_no_captions_becomes_a_speech_job_when_speech_is_on, kill_leftover),
       cmocka_unit_test_teardown(test_captions_go_first_and_speech_respects_its_limit, kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_speaking_garbage_fails_its_job, kill_leftover),
+      cmocka_unit_test_teardown(test_ok_result_that_is_not_a_transcript_fails_its_job_and_is_not_cached, kill_leftover),
+      cmocka_unit_test_teardown(test_fetcher_connections_beyond_the_limit_get_no_job, kill_leftover),
+      cmocka_unit_test_teardown(test_declined_job_goes_to_another_fetcher_first_in_line_and_is_no_failure,
+                                kill_leftover),
       cmocka_unit_test_teardown(test_result_for_an_unknown_job_on_a_new_connection_means_idle, kill_leftover),
       cmocka_unit_test_teardown(test_last_result_is_acknowledged_and_the_queued_job_goes_to_another_fetcher,
                                 kill_leftover),

@@ -91,7 +91,7 @@ static void test_result_last_has_the_result_encoding_under_its_own_type(void **s
   /* It is not a job, and a type past it is nothing. */
   struct proto_job job;
   assert_int_equal(proto_decode_job(last.data, last.len, &job), -EPROTO);
-  last.data[3] = PROTO_RESULT_LAST + 1;
+  last.data[3] = PROTO_DECLINE + 1;
   assert_int_equal(proto_peek_type(last.data, last.len), -EPROTO);
   assert_int_equal(proto_decode_result(last.data, last.len, &out), -EPROTO);
   for (size_t n = 0; n < plain.len; n++) {
@@ -100,6 +100,30 @@ static void test_result_last_has_the_result_encoding_under_its_own_type(void **s
   }
   buf_free(&plain);
   buf_free(&last);
+}
+
+static void test_decline_carries_its_job_id_and_nothing_else(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_decline(&b, 0x0102030405060708ULL), 0);
+  static const unsigned char want[] = {'V', 'T', PROTO_VERSION, 5, 1, 2, 3, 4, 5, 6, 7, 8};
+  assert_int_equal(b.len, sizeof(want));
+  assert_memory_equal(b.data, want, sizeof(want));
+  assert_int_equal(proto_peek_type(b.data, b.len), PROTO_DECLINE);
+  uint64_t id = 0;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id), 0);
+  assert_true(id == 0x0102030405060708ULL);
+  /* Shorter, longer, or another type: rejected whole. */
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_decline(b.data, n, &id), -EPROTO);
+  assert_int_equal(buf_append(&b, "", 1), 0);
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id), -EPROTO);
+  struct proto_result res;
+  assert_int_equal(proto_decode_result(b.data, b.len - 1, &res), -EPROTO);
+  struct buf ready = BUF_INIT;
+  assert_int_equal(proto_encode_ready(&ready), 0);
+  assert_int_equal(proto_decode_decline(ready.data, ready.len, &id), -EPROTO);
+  buf_free(&ready);
+  buf_free(&b);
 }
 
 static void test_result_carries_its_reason_and_attempts(void **state) {
@@ -198,6 +222,7 @@ int main(void) {
       cmocka_unit_test(test_job_round_trips_every_field),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
+      cmocka_unit_test(test_decline_carries_its_job_id_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),

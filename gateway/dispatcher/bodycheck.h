@@ -1,0 +1,20 @@
+/*
+ * What a fetcher's result must be before the dispatcher caches or serves it. A fetcher is a separate program on
+ * another host; whatever it sends is checked here, whoever it is, so no bytes reach a client or the cache as a
+ * transcript unless they have the public transcript's shape.
+ */
+#ifndef VTS_BODYCHECK_H
+#define VTS_BODYCHECK_H
+
+#include <stddef.h>
+
+/*
+ * Checks that body (len bytes) is one transcript response as the API defines it: a JSON object with exactly the
+ * string "language", "source" ("captions" or "speech"), the string "text" and "segments", an array of objects with
+ * exactly the string "text" and the numbers "start" and "duration"; valid UTF-8, no other keys, nothing after it, at
+ * most VTS_MAX_TRANSCRIPT_BYTES. Returns 0, -E2BIG (too large) or -EINVAL; *why (when not NULL) is set to a short
+ * static reason for the log ("too_large", "not_json", "not_a_transcript").
+ */
+int bodycheck_transcript(const char *body, size_t len, const char **why);
+
+#endif

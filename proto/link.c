@@ -1,0 +1,183 @@
+#include "proto/link.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/limits.h"
+
+bool link_url_tls(const char *url) { return strncmp(url, "tls+tcp://", 10) == 0; }
+
+bool link_list_tls(const char *list) {
+  for (const char *p = list;; p++) {
+    if (link_url_tls(p)) return true;
+    p = strchr(p, ',');
+    if (p == NULL) return false;
+  }
+}
+
+int link_url_split(const char *url, const char **scheme, char *host, size_t hostlen, char *port, size_t portlen) {
+  bool tls = link_url_tls(url);
+  const char *hp = tls ? url + 10 : strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
+  if (hp == NULL) return -EINVAL;
+  char hostport[256];
+  int p;
+  if (config_parse_listen(hp, hostport, sizeof(hostport), &p) != 0) return -EINVAL;
+  size_t n = strlen(hostport);
+  const char *h = hostport;
+  if (n >= 2 && hostport[0] == '[' && hostport[n - 1] == ']') {
+    h = hostport + 1;
+    n -= 2;
+  }
+  if (n >= hostlen || snprintf(port, portlen, "%d", p) >= (int)portlen) return -EINVAL;
+  memcpy(host, h, n);
+  host[n] = '\0';
+  *scheme = tls ? "tls+tcp" : "tcp";
+  return 0;
+}
+
+/* The host of a tcp:// or tls+tcp:// URL. Returns 0, or -EINVAL. */
+static int url_host(const char *url, char *host, size_t hostlen) {
+  const char *scheme;
+  char port[8];
+  return link_url_split(url, &scheme, host, hostlen, port, sizeof(port));
+}
+
+static bool numeric_host(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+}
+
+bool link_url_loopback(const char *url) {
+  char host[256];
+  if (url_host(url, host, sizeof(host)) != 0) return false;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return strcmp(host, "localhost") == 0;
+}
+
+/* The three files and the variables that name them, in the order a message names them. */
+struct tls_file {
+  const char *var;
+  const char *path;
+};
+
+static void tls_files(const struct vts_config *cfg, struct tls_file out[3]) {
+  out[0] = (struct tls_file){"VTS_JOBS_TLS_CA", cfg->jobs_tls_ca};
+  out[1] = (struct tls_file){"VTS_JOBS_TLS_CERT", cfg->jobs_tls_cert};
+  out[2] = (struct tls_file){"VTS_JOBS_TLS_KEY", cfg->jobs_tls_key};
+}
+
+/* Reads one PEM file whole into b (NUL-terminated). Returns 0, or a negative error with a message in err. */
+static int read_pem(const struct tls_file *f, struct buf *b, char *err, size_t errlen) {
+  if (f->path[0] == '\0') {
+    snprintf(err, errlen, "%s: required with a tls+tcp:// VTS_JOBS_URL", f->var);
+    return -EINVAL;
+  }
+  int rv = buf_read_file(b, f->path, VTS_MAX_TLS_FILE_BYTES);
+  if (rv == -EFBIG) {
+    snprintf(err, errlen, "%s: %.200s is larger than %d bytes", f->var, f->path, VTS_MAX_TLS_FILE_BYTES);
+    return rv;
+  }
+  if (rv != 0) {
+    snprintf(err, errlen, "%s: cannot read %.200s: %s", f->var, f->path, strerror(-rv));
+    return rv;
+  }
+  if (b->len == 0 || strstr(b->data, "-----BEGIN ") == NULL) {
+    snprintf(err, errlen, "%s: %.200s holds no PEM block", f->var, f->path);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* A private key should not linger in freed memory. */
+static void wipe(struct buf *b) {
+  if (b->data != NULL) explicit_bzero(b->data, b->cap);
+  buf_free(b);
+}
+
+int link_tls_check(const struct vts_config *cfg, char *err, size_t errlen) {
+  struct tls_file files[3];
+  tls_files(cfg, files);
+  int rv = 0;
+  for (int i = 0; i < 3 && rv == 0; i++) {
+    struct buf b = BUF_INIT;
+    rv = read_pem(&files[i], &b, err, errlen);
+    wipe(&b);
+  }
+  return rv;
+}
+
+int link_tls_config(const struct vts_config *cfg, bool server, const char *server_name, nng_tls_config **out, char *err,
+                    size_t errlen) {
+  struct tls_file files[3];
+  tls_files(cfg, files);
+  struct buf pem[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
+  nng_tls_config *tc = NULL;
+  int rv = 0;
+  for (int i = 0; i < 3 && rv == 0; i++) rv = read_pem(&files[i], &pem[i], err, errlen);
+  if (rv != 0) goto done;
+
+  const char *what = "VTS_JOBS_TLS_CA";
+  int nrv = nng_tls_config_alloc(&tc, server ? NNG_TLS_MODE_SERVER : NNG_TLS_MODE_CLIENT);
+  if (nrv == 0) nrv = nng_tls_config_auth_mode(tc, NNG_TLS_AUTH_MODE_REQUIRED);
+  if (nrv == 0) nrv = nng_tls_config_version(tc, NNG_TLS_1_2, NNG_TLS_1_3);
+  if (nrv == 0) nrv = nng_tls_config_ca_chain(tc, pem[0].data, NULL);
+  if (nrv == 0) {
+    what = "VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY";
+    nrv = nng_tls_config_own_cert(tc, pem[1].data, pem[2].data, NULL);
+  }
+  if (nrv == 0 && server_name != NULL) {
+    what = "VTS_JOBS_URL";
+    nrv = nng_tls_config_server_name(tc, server_name);
+  }
+  if (nrv != 0) {
+    snprintf(err, errlen, "%s: not usable for TLS: %s", what, nng_strerror(nrv));
+    rv = -EINVAL;
+    if (tc != NULL) nng_tls_config_free(tc);
+    goto done;
+  }
+  *out = tc;
+
+done:
+  for (int i = 0; i < 3; i++) wipe(&pem[i]);
+  return rv;
+}
+
+/* Drops our hold on tc after a listener or dialer took its own (nrv: how that went). */
+static int hand_over(nng_tls_config *tc, int nrv, const char *to, char *err, size_t errlen) {
+  nng_tls_config_free(tc);
+  if (nrv == 0) return 0;
+  snprintf(err, errlen, "VTS_JOBS_URL: cannot set TLS on the %s: %s", to, nng_strerror(nrv));
+  return -EINVAL;
+}
+
+int link_tls_listener(const struct vts_config *cfg, nng_listener l, const char *url, char *err, size_t errlen) {
+  if (!link_url_tls(url)) return 0;
+  nng_tls_config *tc;
+  int rv = link_tls_config(cfg, true, NULL, &tc, err, errlen);
+  if (rv != 0) return rv;
+  return hand_over(tc, nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tc), "listener", err, errlen);
+}
+
+int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url, const char *name, char *err,
+                    size_t errlen) {
+  if (!link_url_tls(url)) return 0;
+  char host[256];
+  if (name == NULL) {
+    if (url_host(url, host, sizeof(host)) != 0) {
+      snprintf(err, errlen, "VTS_JOBS_URL: invalid value \"%.64s\"", url);
+      return -EINVAL;
+    }
+    name = host;
+  }
+  nng_tls_config *tc;
+  int rv = link_tls_config(cfg, false, numeric_host(name) ? NULL : name, &tc, err, errlen);
+  if (rv != 0) return rv;
+  return hand_over(tc, nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc), "dialer", err, errlen);
+}

@@ -1,0 +1,126 @@
+/* Unit tests of the dispatcher's check of a fetcher's result body: the transcript's shape, nothing else. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "common/limits.h"
+#include "fetcher/captions/segments.h"
+#include "fetcher/captions/transcript.h"
+#include "gateway/dispatcher/bodycheck.h"
+
+static int check(const char *body, const char **why) { return bodycheck_transcript(body, strlen(body), why); }
+
+static void expect_refused(const char *body, const char *want_why) {
+  const char *why = NULL;
+  int rv = check(body, &why);
+  if (rv != -EINVAL || strcmp(why, want_why) != 0)
+    fail_msg("expected -EINVAL (%s) for %s, got %d (%s)", want_why, body, rv, why ? why : "(null)");
+}
+
+static void test_what_the_fetcher_serialises_passes(void **state) {
+  (void)state;
+  struct segment_list sl;
+  memset(&sl, 0, sizeof(sl));
+  static const char first[] = "Hello \"world\" \xc3\xa9";
+  assert_int_equal(segment_list_append(&sl, first, strlen(first), 0.0, 1.25), 0);
+  assert_int_equal(segment_list_append(&sl, "second", 6, 1.25, 2.0), 0);
+  struct buf out = BUF_INIT;
+  assert_int_equal(transcript_serialize(&sl, "pt-BR", "captions", &out), 0);
+  const char *why = NULL;
+  assert_int_equal(bodycheck_transcript(out.data, out.len, &why), 0);
+  assert_string_equal(why, "");
+  buf_reset(&out);
+  assert_int_equal(transcript_serialize(&sl, "en", "speech", &out), 0);
+  assert_int_equal(bodycheck_transcript(out.data, out.len, NULL), 0);
+  buf_free(&out);
+  segment_list_free(&sl);
+}
+
+static void test_keys_in_any_order_and_no_segments_pass(void **state) {
+  (void)state;
+  assert_int_equal(check("{\"segments\":[],\"text\":\"\",\"source\":\"speech\",\"language\":\"en\"}", NULL), 0);
+  assert_int_equal(check(" {\"language\":\"en\",\"segments\":[{\"duration\":2,\"start\":1e0,\"text\":\"a\"}],"
+                         "\"text\":\"a\",\"source\":\"captions\"} ",
+                         NULL),
+                   0);
+}
+
+static void test_other_shapes_are_refused(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      /* the shape a misbehaving fetcher might send */
+      "{\"videoId\":\"test\",\"text\":\"hello\"}",
+      "[]",
+      "\"text\"",
+      "{}",
+      /* a key missing, extra, repeated */
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\"}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[],\"cached\":true}",
+      "{\"language\":\"en\",\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[]}",
+      /* wrong types and values */
+      "{\"language\":1,\"source\":\"captions\",\"text\":\"a\",\"segments\":[]}",
+      "{\"language\":\"en\",\"source\":\"upstream\",\"text\":\"a\",\"segments\":[]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":null,\"segments\":[]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":{}}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[\"a\"]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[[]]}",
+      /* segments: a key missing, extra, repeated, a number as a string */
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":\"a\",\"start\":0}]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":\"a\",\"start\":0,"
+      "\"duration\":1,\"url\":\"x\"}]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":\"a\",\"start\":0,"
+      "\"start\":0,\"duration\":1}]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":\"a\",\"start\":\"0\","
+      "\"duration\":1}]}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":true,\"start\":0,"
+      "\"duration\":1}]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) expect_refused(bad[i], "not_a_transcript");
+}
+
+static void test_what_is_not_json_is_refused(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "",
+      "<html>",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[]",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[]} {}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"\xff\",\"segments\":[]}",
+      "{\"language\":\"en\",/* */\"source\":\"captions\",\"text\":\"a\",\"segments\":[]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    const char *why = NULL;
+    int rv = check(bad[i], &why);
+    if (rv != -EINVAL || (strcmp(why, "not_json") != 0 && strcmp(why, "not_a_transcript") != 0))
+      fail_msg("expected a refusal of %s, got %d (%s)", bad[i], rv, why ? why : "(null)");
+  }
+  const char *why = NULL;
+  assert_int_equal(check("<html>", &why), -EINVAL);
+  assert_string_equal(why, "not_json");
+}
+
+static void test_a_body_over_the_size_limit_is_refused_unread(void **state) {
+  (void)state;
+  static const char body[] = "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[]}";
+  const char *why = NULL;
+  /* The length alone decides: the bytes past the short body are never read. */
+  assert_int_equal(bodycheck_transcript(body, (size_t)VTS_MAX_TRANSCRIPT_BYTES + 1, &why), -E2BIG);
+  assert_string_equal(why, "too_large");
+  assert_int_equal(bodycheck_transcript(body, sizeof(body) - 1, &why), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_what_the_fetcher_serialises_passes),
+      cmocka_unit_test(test_keys_in_any_order_and_no_segments_pass),
+      cmocka_unit_test(test_other_shapes_are_refused),
+      cmocka_unit_test(test_what_is_not_json_is_refused),
+      cmocka_unit_test(test_a_body_over_the_size_limit_is_refused_unread),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
