@@ -200,10 +200,6 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
              cfg->metrics_listen);
     return -EINVAL;
   }
-  if (cfg->redis_url[0] != '\0' && strncmp(cfg->redis_url, "redis://", 8) != 0) {
-    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://host:port[/db]");
-    return -EINVAL;
-  }
   if (check_jobs_url(cfg, err, errlen) != 0) return -EINVAL;
   if (strncmp(cfg->upstream_url, "https://", 8) != 0 && strncmp(cfg->upstream_url, "http://", 7) != 0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");

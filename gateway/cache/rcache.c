@@ -1,7 +1,9 @@
 #include "gateway/cache/rcache.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,49 @@ static void key_of(const char *video_id, const char *lang, char *out, size_t out
   snprintf(out, outlen, "vts:transcript:{%s}:%s", video_id, lang[0] != '\0' ? lang : "-");
 }
 
+/* The lead of every transcript body the fetcher serialises (fetcher/captions/transcript.c). */
+#define RCACHE_BODY_LEAD "{\"language\":"
+
+static bool lang_chars_valid(const unsigned char *s, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (!isalnum(s[i]) && s[i] != '-' && s[i] != '_') return false;
+  }
+  return true;
+}
+
+/*
+ * Checks a value read under our key before anything of it is used: Redis may be shared, written by an older
+ * version, or tampered with. The shape (magic, outcome, source, language), the size (a body within what a fetcher
+ * may produce, present exactly for a 200) and the body's JSON object lead. Fills res (borrowing v) when it passes.
+ * Returns 0, or -EPROTO.
+ */
+static int entry_parse(const unsigned char *v, size_t vlen, struct proto_result *res) {
+  if (vlen < RCACHE_HEADER || memcmp(v, RCACHE_MAGIC, 3) != 0) return -EPROTO;
+  unsigned outcome = v[3], source = v[4], langlen = v[5];
+  if (outcome != PROTO_OK && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
+  if (source > PROTO_SOURCE_SPEECH || (outcome == PROTO_OK && source == PROTO_SOURCE_NONE)) return -EPROTO;
+  if (langlen > PROTO_MAX_LANG || (size_t)RCACHE_HEADER + langlen > vlen) return -EPROTO;
+  if (!lang_chars_valid(v + RCACHE_HEADER, langlen)) return -EPROTO;
+  const char *body = (const char *)v + RCACHE_HEADER + langlen;
+  size_t body_len = vlen - RCACHE_HEADER - langlen;
+  if (outcome == PROTO_OK) {
+    size_t lead = sizeof(RCACHE_BODY_LEAD) - 1;
+    if (body_len > VTS_MAX_TRANSCRIPT_BYTES || body_len < lead + 1 || memcmp(body, RCACHE_BODY_LEAD, lead) != 0 ||
+        body[body_len - 1] != '}')
+      return -EPROTO;
+  } else if (body_len != 0) {
+    return -EPROTO;
+  }
+  memset(res, 0, sizeof(*res));
+  res->outcome = (uint8_t)outcome;
+  res->source = (uint8_t)source;
+  memcpy(res->lang, v + RCACHE_HEADER, langlen);
+  res->lang[langlen] = '\0';
+  res->body = body;
+  res->body_len = (uint32_t)body_len;
+  return 0;
+}
+
 int rcache_get(struct rcache *rc, const char *video_id, const char *lang, struct proto_result *res,
                uint64_t *ttl_left_ms) {
   redisContext *c = conn(rc);
@@ -83,23 +128,18 @@ int rcache_get(struct rcache *rc, const char *video_id, const char *lang, struct
     return -EIO;
   }
   int rv = -ENOENT;
-  const unsigned char *v =
-      value != NULL && value->type == REDIS_REPLY_STRING ? (const unsigned char *)value->str : NULL;
-  size_t vlen = v != NULL ? value->len : 0;
-  if (v != NULL && ttl != NULL && ttl->type == REDIS_REPLY_INTEGER && ttl->integer > 0 && vlen >= RCACHE_HEADER &&
-      memcmp(v, RCACHE_MAGIC, 3) == 0 && (size_t)RCACHE_HEADER + v[5] <= vlen && v[5] <= PROTO_MAX_LANG &&
-      (v[3] == PROTO_OK || v[3] == PROTO_NOT_AVAILABLE)) {
-    memset(res, 0, sizeof(*res));
-    res->outcome = v[3];
-    res->source = v[4];
-    memcpy(res->lang, v + RCACHE_HEADER, v[5]);
-    res->lang[v[5]] = '\0';
-    res->body = (const char *)v + RCACHE_HEADER + v[5];
-    res->body_len = (uint32_t)(vlen - RCACHE_HEADER - v[5]);
-    /* An OK entry must carry a body; anything else under our key is not ours to trust. */
-    if (res->outcome != PROTO_OK || res->body_len > 0) {
+  if (value != NULL && value->type != REDIS_REPLY_NIL) {
+    /* Anything but a string (another type answers GET with WRONGTYPE) is as foreign as a bad string. */
+    if (value->type == REDIS_REPLY_STRING && ttl != NULL && ttl->type == REDIS_REPLY_INTEGER && ttl->integer > 0 &&
+        entry_parse((const unsigned char *)value->str, value->len, res) == 0) {
       *ttl_left_ms = (uint64_t)ttl->integer;
       rv = 0;
+    } else {
+      /* Not ours to trust: gone, so the fetch that follows this miss stores a good entry in its place. */
+      log_msg(LOG_WARN, "bad transcript cache entry in Redis deleted", "video_id", video_id, NULL);
+      redisReply *del = redisCommand(c, "DEL %s", key);
+      if (del == NULL) drop(rc, c->errstr);
+      freeReplyObject(del);
     }
   }
   freeReplyObject(ttl);

@@ -164,8 +164,13 @@ struct dispatcher {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct event *ev_head, *ev_tail;
-  bool stop;
+  bool stop_asked;           /* SIGTERM or SIGINT came */
+  uint64_t stop_deadline_ms; /* stop then even with workers still connected */
+  int workers_connected;     /* worker connections open on the worker socket */
 };
+
+/* Past the workers' own drain deadline, how long a stopping dispatcher still waits for them to go. */
+#define DISPATCH_STOP_GRACE_MS 2000
 
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dispatcher_stats stats_published;
@@ -224,6 +229,16 @@ static void fetcher_recv_cb(void *arg) {
 }
 
 /* runs on an nng thread */
+/* runs on an nng thread: a worker connected or went away (its process ended, or it closed the link draining). */
+static void worker_pipe_cb(nng_pipe pipe, nng_pipe_ev which, void *arg) {
+  (void)pipe;
+  struct dispatcher *d = arg;
+  pthread_mutex_lock(&d->lock);
+  d->workers_connected += which == NNG_PIPE_EV_REM_POST ? -1 : 1;
+  pthread_cond_signal(&d->cond);
+  pthread_mutex_unlock(&d->lock);
+}
+
 static void fetcher_pipe_cb(nng_pipe pipe, nng_pipe_ev which, void *arg) {
   struct event *ev = event_new(which == NNG_PIPE_EV_REM_POST ? EV_FETCHER_REM : EV_FETCHER_ADD);
   ev->pipe = pipe;
@@ -887,6 +902,15 @@ static void discard_event(struct event *ev) {
   free(ev);
 }
 
+/*
+ * Under lock: whether the dispatcher may stop now. A stop waits for the workers it serves: when the master stops the
+ * gateway they are gone already, but when the master dies every child gets SIGTERM at once (PR_SET_PDEATHSIG) and the
+ * workers' in-flight requests still need their answers while they drain.
+ */
+static bool stop_due(const struct dispatcher *d, uint64_t now) {
+  return d->stop_asked && (d->workers_connected <= 0 || now >= d->stop_deadline_ms);
+}
+
 static void run(struct dispatcher *d) {
   for (;;) {
     arm_worker_recv(d);
@@ -895,13 +919,14 @@ static void run(struct dispatcher *d) {
     publish_stats(d);
 
     pthread_mutex_lock(&d->lock);
-    while (d->ev_head == NULL && !d->stop && util_now_ms() < wake) {
+    if (d->stop_asked && d->stop_deadline_ms < wake) wake = d->stop_deadline_ms;
+    while (d->ev_head == NULL && !stop_due(d, util_now_ms()) && util_now_ms() < wake) {
       struct timespec ts = {.tv_sec = (time_t)(wake / 1000), .tv_nsec = (long)(wake % 1000) * 1000000L};
       pthread_cond_timedwait(&d->cond, &d->lock, &ts);
     }
     struct event *ev = d->ev_head;
     d->ev_head = d->ev_tail = NULL;
-    bool stop = d->stop;
+    bool stop = stop_due(d, util_now_ms());
     pthread_mutex_unlock(&d->lock);
 
     while (ev != NULL) {
@@ -929,7 +954,13 @@ static void *signal_thread(void *arg) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0 || sig == SIGHUP) continue; /* the key file is the workers' business */
     pthread_mutex_lock(&d->lock);
-    d->stop = true;
+    if (d->workers_connected > 0) {
+      char n[16];
+      snprintf(n, sizeof(n), "%d", d->workers_connected);
+      log_msg(LOG_INFO, "stopping once the workers have drained", "=workers", n, NULL);
+    }
+    d->stop_asked = true;
+    d->stop_deadline_ms = util_now_ms() + (uint64_t)d->cfg->drain_timeout_ms + DISPATCH_STOP_GRACE_MS;
     pthread_cond_signal(&d->cond);
     pthread_mutex_unlock(&d->lock);
     return NULL;
@@ -1081,6 +1112,10 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   rv = nng_rep0_open(&d->wsock);
   if (rv != 0) goto fail;
   d->wsock_open = true;
+  rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_ADD_POST, worker_pipe_cb, d);
+  if (rv != 0) goto fail;
+  rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_REM_POST, worker_pipe_cb, d);
+  if (rv != 0) goto fail;
   rv = open_listener(d->wsock, worker_url, NULL, NULL, 0);
   if (rv != 0) goto fail;
 

@@ -209,6 +209,13 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   w.sighup.data = &w;
   uv_signal_start(&w.sigterm, on_sigterm, SIGTERM);
   uv_signal_start(&w.sighup, on_sighup, SIGHUP);
+  /* The master forks with these blocked: what arrived meanwhile is delivered now, to the handlers above. */
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, SIGTERM);
+  sigaddset(&held, SIGHUP);
+  sigaddset(&held, SIGCHLD);
+  sigprocmask(SIG_UNBLOCK, &held, NULL);
   uv_timer_init(&w.loop, &w.keys_timer);
   w.keys_timer.data = &w;
   uv_timer_start(&w.keys_timer, on_keys_poll, WORKER_KEYS_POLL_MS, WORKER_KEYS_POLL_MS);

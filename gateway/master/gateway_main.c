@@ -7,6 +7,7 @@
 #include "gateway/http/http.h"
 #include "gateway/keys/keys.h"
 #include "gateway/master/master.h"
+#include "gateway/redis/redis_conn.h"
 #include "proto/link.h"
 
 /* Exit status for a configuration the program refuses to start with. */
@@ -46,6 +47,12 @@ int main(int argc, char **argv) {
   enum log_level level = LOG_INFO;
   log_level_parse(cfg.log_level, &level);
   log_init("gateway", level);
+  /* The URL is checked before anything starts: a refused one (rediss://, a malformed one) stops here, exit 2. */
+  struct redis_addr redis;
+  if (cfg.redis_url[0] != '\0' && redis_conn_resolve(cfg.redis_url, &redis, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vts-gateway: %s\n", err);
+    return EXIT_BAD_CONFIG;
+  }
   struct keystore *keys = keystore_load(cfg.keys_file, err, sizeof(err));
   if (keys == NULL) {
     fprintf(stderr, "vts-gateway: VTS_KEYS_FILE: %s\n", err);

@@ -99,14 +99,16 @@ static void child_run(struct master *m, struct child *c) {
   /* Die with the master; if it died already (before prctl took effect), go now. */
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != m->pid) _exit(0);
-  /* Ctrl-C reaches the whole process group; only the master decides what it means. */
+  /*
+   * Ctrl-C reaches the whole process group; only the master decides what it means. The rest stays blocked, as the
+   * master had it when it forked: a SIGHUP (a reload storm) or a SIGTERM that reaches this child before its own
+   * handlers exist waits for them instead of killing it. worker_main unblocks once its handlers are installed; the
+   * dispatcher takes them with sigwait.
+   */
   signal(SIGINT, SIG_IGN);
   signal(SIGCHLD, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGHUP, c->role == ROLE_WORKER ? SIG_DFL : SIG_IGN);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
   prctl(PR_SET_NAME, c->role == ROLE_WORKER ? "vts-worker" : "vts-dispatcher");
   log_init(role_name(c->role), m->log_level);
   int status;

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "common/percent.h"
 #include "common/util.h"
 
 #define REDIS_DEFAULT_PORT 6379
@@ -86,6 +88,33 @@ static int poll_attach(redisAsyncContext *ac, uv_loop_t *loop) {
   return 0;
 }
 
+/* One command that prepares a connection: AUTH, SELECT. The strings point into the addr it was made from. */
+struct setup_cmd {
+  int argc;
+  const char *argv[3];
+  char num[16];
+};
+
+/* The commands every new connection of addr runs before anything else, into cmds (room for 2). Returns how many. */
+static int setup_commands(const struct redis_addr *addr, struct setup_cmd cmds[2]) {
+  int n = 0;
+  if (addr->password[0] != '\0') {
+    struct setup_cmd *c = &cmds[n++];
+    c->argv[0] = "AUTH";
+    c->argc = 1;
+    if (addr->user[0] != '\0') c->argv[c->argc++] = addr->user;
+    c->argv[c->argc++] = addr->password;
+  }
+  if (addr->db != 0) {
+    struct setup_cmd *c = &cmds[n++];
+    snprintf(c->num, sizeof(c->num), "%d", addr->db);
+    c->argv[0] = "SELECT";
+    c->argv[1] = c->num;
+    c->argc = 2;
+  }
+  return n;
+}
+
 redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen) {
   struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   redisContext *c = redisConnectWithTimeout(addr->ip, addr->port, tv);
@@ -97,14 +126,18 @@ redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms
     snprintf(err, errlen, "%s", c->errstr[0] != '\0' ? c->errstr : "cannot set the timeout");
     goto fail;
   }
-  if (addr->db != 0) {
-    redisReply *r = redisCommand(c, "SELECT %d", addr->db);
+  struct setup_cmd cmds[2];
+  int n = setup_commands(addr, cmds);
+  for (int i = 0; i < n; i++) {
+    redisReply *r = redisCommandArgv(c, cmds[i].argc, cmds[i].argv, NULL);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
     if (!ok) {
-      snprintf(err, errlen, "SELECT failed");
-      goto fail;
+      /* Redis's own error line (WRONGPASS, NOPERM, ...) says what is wrong and never repeats the password. */
+      snprintf(err, errlen, "%s failed: %s", cmds[i].argv[0],
+               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : (c->errstr[0] != '\0' ? c->errstr : "no reply"));
     }
+    freeReplyObject(r);
+    if (!ok) goto fail;
   }
   return c;
 
@@ -133,7 +166,9 @@ redisAsyncContext *redis_conn_open_async(uv_loop_t *loop, const struct redis_add
   redisAsyncSetConnectCallback(ac, on_connect);
   redisAsyncSetDisconnectCallback(ac, on_disconnect);
   /* Pipelined: hiredis sends these once connected, ahead of anything the caller queues. */
-  if (addr->db != 0) redisAsyncCommand(ac, setup_cb, setup_arg, "SELECT %d", addr->db);
+  struct setup_cmd cmds[2];
+  int n = setup_commands(addr, cmds);
+  for (int i = 0; i < n; i++) redisAsyncCommandArgv(ac, setup_cb, setup_arg, cmds[i].argc, cmds[i].argv, NULL);
   return ac;
 
 fail:
@@ -149,11 +184,33 @@ static int copy_part(char *out, size_t outlen, const char *s, size_t n) {
   return 0;
 }
 
+/* Percent-decodes s[0, n) as a string into out. Returns 0, or -EINVAL (a bad escape, a NUL, too long). */
+static int decode_part(char *out, size_t outlen, const char *s, size_t n) {
+  long len = percent_decode(s, n, out, outlen - 1, 0);
+  if (len < 0 || memchr(out, '\0', (size_t)len) != NULL) return -EINVAL;
+  out[len] = '\0';
+  return 0;
+}
+
+/* "[user]:password" (n bytes at s) into out. A user without a password is refused: there is nothing to send. */
+static int parse_userinfo(const char *s, size_t n, struct redis_addr *out) {
+  const char *colon = memchr(s, ':', n);
+  if (colon == NULL || colon + 1 == s + n) return -EINVAL;
+  size_t ulen = (size_t)(colon - s);
+  if (ulen > 0 && decode_part(out->user, sizeof(out->user), s, ulen) != 0) return -EINVAL;
+  return decode_part(out->password, sizeof(out->password), colon + 1, n - ulen - 1);
+}
+
 static int parse_url(const char *url, char *host, size_t hostlen, struct redis_addr *out) {
   static const char prefix[] = "redis://";
   if (strncmp(url, prefix, sizeof(prefix) - 1) != 0) return -EINVAL;
   const char *p = url + sizeof(prefix) - 1;
-  if (strchr(p, '@') != NULL) return -EINVAL; /* credentials are not supported */
+  /* Credentials end at the last '@' (a password may hold one, better percent-encoded). */
+  const char *at = strrchr(p, '@');
+  if (at != NULL) {
+    if (parse_userinfo(p, (size_t)(at - p), out) != 0) return -EINVAL;
+    p = at + 1;
+  }
   const char *rest;
   if (*p == '[') {
     const char *close = strchr(p, ']');
@@ -185,8 +242,16 @@ static int parse_url(const char *url, char *host, size_t hostlen, struct redis_a
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen) {
   char host[256];
   memset(out, 0, sizeof(*out));
+  if (strncasecmp(url, "rediss://", 9) == 0) {
+    snprintf(err, errlen,
+             "VTS_REDIS_URL: rediss:// (TLS) is not supported (hiredis 0.14 has no TLS): run a TLS sidecar such as "
+             "stunnel next to the gateway and set VTS_REDIS_URL to redis://127.0.0.1:<its local port>");
+    return -EINVAL;
+  }
   if (parse_url(url, host, sizeof(host), out) != 0) {
-    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://host:port[/db] (no credentials)");
+    /* The value is not repeated: it may hold a password. */
+    memset(out, 0, sizeof(*out));
+    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://[[user]:password@]host[:port][/db]");
     return -EINVAL;
   }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};

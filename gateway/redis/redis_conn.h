@@ -12,22 +12,34 @@
 #include <stddef.h>
 #include <uv.h>
 
-/* Where Redis is: an address literal, resolved once at start (hiredis resolves names synchronously). */
+/* Room for a Redis user name and password, decoded. */
+#define REDIS_CONN_USER_BYTES 128
+#define REDIS_CONN_PASSWORD_BYTES 512
+
+/*
+ * Where Redis is: an address literal, resolved once at start (hiredis resolves names synchronously), and the
+ * credentials a connection authenticates with. The password never goes into a log line or an error message.
+ */
 struct redis_addr {
   char ip[64];
   int port;
   int db;
+  char user[REDIS_CONN_USER_BYTES];         /* "" with a password alone: the server's requirepass */
+  char password[REDIS_CONN_PASSWORD_BYTES]; /* "" for none: no AUTH */
 };
 
 /*
- * Parses redis://host[:port][/db] (port 6379 and db 0 by default; host a name, an IPv4 literal or an IPv6 literal
- * in brackets) and resolves host. Returns 0, or -EINVAL / -EHOSTUNREACH with one line naming VTS_REDIS_URL in err.
+ * Parses redis://[[user]:password@]host[:port][/db] (port 6379 and db 0 by default; host a name, an IPv4 literal
+ * or an IPv6 literal in brackets; user and password percent-decoded) and resolves host. With a user, connections
+ * authenticate as that ACL user, with a password alone against requirepass. rediss:// is refused: hiredis 0.14 has
+ * no TLS (the message says to run a TLS sidecar). Returns 0, or -EINVAL / -EHOSTUNREACH with one line naming
+ * VTS_REDIS_URL in err, never the password.
  */
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen);
 
 /*
  * Opens a blocking connection whose connect and every command are bounded by timeout_ms, prepared like every
- * other connection (database selected). Returns the context, or NULL with a short reason in err.
+ * other connection (authenticated, database selected). Returns the context, or NULL with a short reason in err.
  */
 redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen);
 

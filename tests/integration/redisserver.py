@@ -7,16 +7,33 @@ import time
 from conftest import free_port
 
 
+def _resp(args):
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
+
+
+def _read_line(s):
+    """Reads one reply line (a status or an error) byte by byte, so nothing after it is consumed."""
+    line = b""
+    while not line.endswith(b"\r\n"):
+        c = s.recv(1)
+        if not c:
+            break
+        line += c
+    return line
+
+
 class Redis:
     """A redis-server of our own on a free port, killed at teardown. Without data_dir it keeps no data across a
     restart; with one, every write is in its append-only file there (fsync always), so a restart keeps them.
-    args: more redis-server arguments (a password, ACL users)."""
+    args: more redis-server arguments (a password, ACL users); auth: (user, password) the test's own commands
+    authenticate with (user None: the requirepass password)."""
 
-    def __init__(self, data_dir=None, args=()):
+    def __init__(self, data_dir=None, args=(), auth=None):
         self.port = free_port()
         self.proc = None
         self.data_dir = data_dir
         self.args = list(args)
+        self.auth = auth
 
     @property
     def url(self):
@@ -58,10 +75,15 @@ class Redis:
         self.proc.send_signal(signal.SIGCONT)
 
     def command(self, *args):
-        """Sends one command (RESP) and returns the first line of the answer."""
-        req = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
+        """Sends one command (RESP), after AUTH when the server wants it, and returns the first line of the answer."""
+        req = _resp(args)
+        if self.auth is not None:
+            user, password = self.auth
+            req = _resp(("AUTH", password) if user is None else ("AUTH", user, password)) + req
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
             s.sendall(req)
+            if self.auth is not None:
+                _read_line(s)
             buf = b""
             while b"\r\n" not in buf:
                 chunk = s.recv(4096)

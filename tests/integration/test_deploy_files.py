@@ -190,7 +190,8 @@ def k8s_deployment_of(image):
 
 def k8s_env(image):
     env = docker_env(final_stage(IMAGES[image]))
-    env.update({e["name"]: str(e["value"]) for e in k8s_deployment_of(image)[1].get("env", [])})
+    # Values from a Secret (valueFrom) are not known here; those given inline are.
+    env.update({e["name"]: str(e["value"]) for e in k8s_deployment_of(image)[1].get("env", []) if "value" in e})
     return env
 
 
@@ -651,3 +652,24 @@ def test_each_binary_runs_with_the_deploy_environment_and_the_pair_serves(tmp_pa
             fetcher.stderr.close()
         rc = gw.stop()
     assert rc == 0, gw.log_text()[-2000:]
+
+
+def test_only_gateway_pods_reach_redis_and_both_use_the_password_secret():
+    policies = [p for p in k8s_find("NetworkPolicy")
+                if p["spec"]["podSelector"]["matchLabels"] == {"app": "vts", "component": "redis"}]
+    assert len(policies) == 1, "no NetworkPolicy selects the Redis pods"
+    spec = policies[0]["spec"]
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"app": "vts", "component": "gateway"}}}],
+                                "ports": [{"port": 6379, "protocol": "TCP"}]}]
+    redis = k8s_find("StatefulSet", "vts-redis")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert redis["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    _, gw = k8s_deployment_of("gateway")
+    secret_ref = {"secretKeyRef": {"name": "vts-redis", "key": "password"}}
+    for c in (redis, gw):
+        assert {"name": "REDIS_PASSWORD", "valueFrom": secret_ref} in c["env"]
+    # Kubernetes expands $(REDIS_PASSWORD) only when it is defined earlier in the list.
+    names = [e["name"] for e in gw["env"]]
+    assert names.index("REDIS_PASSWORD") < names.index("VTS_REDIS_URL")
+    assert k8s_env("gateway")["VTS_REDIS_URL"] == "redis://:$(REDIS_PASSWORD)@vts-redis:6379/0"
+    assert k8s_find("Secret", "vts-redis")

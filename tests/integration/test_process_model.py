@@ -239,3 +239,64 @@ def test_workers_die_with_master(gateway):
     os.kill(gateway.pid, signal.SIGKILL)
     assert wait_for(lambda: all(process_gone(p) for p in children), timeout=2.0), \
         [p for p in children if not process_gone(p)]
+
+
+def test_sighup_storm_while_workers_restart_kills_no_worker(gateway):
+    """A SIGHUP that reaches a freshly forked worker before its handlers exist waits for them (signals stay blocked
+    across fork): under a storm of reloads, the only workers that die are the ones the test kills."""
+    master = gateway.pid
+    stop = threading.Event()
+
+    def storm():
+        while not stop.is_set():
+            os.kill(master, signal.SIGHUP)
+            time.sleep(0.0005)
+
+    kills = 5
+    thread = threading.Thread(target=storm, daemon=True)
+    thread.start()
+    try:
+        for _ in range(kills):
+            before = gateway.worker_pids()
+            os.kill(before[0], signal.SIGKILL)
+            replaced = wait_for(lambda: len(gateway.worker_pids()) == 2 and before[0] not in gateway.worker_pids(), 5)
+            assert replaced, f"worker not replaced: {gateway.worker_pids()}"
+            # A run shorter than the master's healthy run would back the next restart off: space the kills.
+            time.sleep(1.1)
+    finally:
+        stop.set()
+        thread.join(5)
+    exits = [r for r in gateway.log_records() if r.get("msg") == "child exited"]
+    assert [(r.get("role"), str(r.get("signal"))) for r in exits] == [("worker", "9")] * kills, exits
+    assert gateway.metric("vts_worker_restarts_total") == kills
+    assert gateway.request("GET", "/health").status == 200
+
+
+def test_dispatcher_serves_the_draining_workers_when_the_master_dies(tmp_path):
+    """Every child gets SIGTERM when the master dies; the dispatcher stays until the draining workers are gone, so
+    their requests in flight are answered."""
+    from stack import Stack
+    stack = Stack(tmp_path, fetchers=1)
+    try:
+        [dispatcher] = stack.gateway.dispatcher_pids()
+        workers = stack.gateway.worker_pids()
+        answer = {}
+
+        def slow():
+            answer["r"] = stack.get("slowDrain01", timeout=20)
+
+        t = threading.Thread(target=slow)
+        t.start()
+        assert wait_for(lambda: stack.gateway.metric("vts_jobs_in_flight") == 1, 5), "the job never started"
+        os.kill(stack.gateway.pid, signal.SIGKILL)
+        t.join(20)
+        assert "r" in answer, "no answer"
+        assert answer["r"].status == 200, answer["r"]
+        assert answer["r"].json()["segments"], answer["r"]
+        # Then everything goes: the workers drained, and the dispatcher after them.
+        assert wait_for(lambda: all(process_gone(p) for p in workers + [dispatcher]), 15), \
+            [p for p in workers + [dispatcher] if not process_gone(p)]
+        log = stack.gateway.log_text()
+        assert "stopping once the workers have drained" in log
+    finally:
+        stack.close()

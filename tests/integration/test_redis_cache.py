@@ -40,3 +40,23 @@ def test_stopped_redis_leaves_transcripts_served(tmp_path, redis):
         assert s.get("benchNoRedi").status == 200
     finally:
         s.close()
+
+
+def test_a_bad_entry_in_redis_is_deleted_and_refetched(tmp_path, redis):
+    key = "vts:transcript:{capJson3xx1}:-"
+    s = Stack(tmp_path, gateway_env={"VTS_REDIS_URL": redis.url}, fetchers=1)
+    try:
+        # The shape of an entry (a 200 from captions in "en") around a body that is not ours.
+        assert redis.command("SET", key, "VC1\x01\x01\x02en<html>not a transcript</html>", "PX", "60000") == b"+OK"
+        r = s.get("capJson3xx1")
+        assert r.status == 200, r
+        assert r.json()["segments"][0]["text"] == "Hello and welcome"
+        assert s.requests()["POST /youtubei/v1/player capJson3xx1"] == 1, "not refetched"
+        # The bad entry is gone and the fetch stored a good one in its place.
+        stored = redis.command("EVAL", "return string.find(redis.call('GET', KEYS[1]), 'Hello and welcome', 1, true)"
+                               " ~= nil and 1 or 0", "1", key)
+        assert stored == b":1"
+        log = s.gateway.log_text()
+        assert "bad transcript cache entry in Redis deleted" in log
+    finally:
+        s.close()

@@ -565,6 +565,38 @@ static void test_redis_url_is_parsed_and_resolved(void **state) {
   assert_int_equal(redis_conn_resolve("redis://localhost:7001", &a, err, sizeof(err)), 0);
   assert_int_equal(a.port, 7001);
   assert_true(strcmp(a.ip, "127.0.0.1") == 0 || strcmp(a.ip, "::1") == 0);
+  assert_string_equal(a.user, "");
+  assert_string_equal(a.password, "");
+}
+
+static void test_redis_url_credentials_are_an_acl_user_or_a_password_alone(void **state) {
+  (void)state;
+  struct redis_addr a;
+  char err[256];
+  assert_int_equal(redis_conn_resolve("redis://vts:s3cret@127.0.0.1:6390/2", &a, err, sizeof(err)), 0);
+  assert_string_equal(a.user, "vts");
+  assert_string_equal(a.password, "s3cret");
+  assert_string_equal(a.ip, "127.0.0.1");
+  assert_int_equal(a.port, 6390);
+  assert_int_equal(a.db, 2);
+  assert_int_equal(redis_conn_resolve("redis://:only-pass@127.0.0.1", &a, err, sizeof(err)), 0);
+  assert_string_equal(a.user, "");
+  assert_string_equal(a.password, "only-pass");
+  /* Escapes are decoded; the last '@' ends the credentials. */
+  assert_int_equal(redis_conn_resolve("redis://u%40x:p%3A%2F@w@[::1]:7000", &a, err, sizeof(err)), 0);
+  assert_string_equal(a.user, "u@x");
+  assert_string_equal(a.password, "p:/@w");
+  assert_string_equal(a.ip, "::1");
+}
+
+static void test_rediss_is_refused_naming_a_tls_sidecar(void **state) {
+  (void)state;
+  struct redis_addr a;
+  char err[512] = "";
+  assert_int_equal(redis_conn_resolve("rediss://vts:s3cret@127.0.0.1:6380", &a, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "VTS_REDIS_URL"));
+  assert_non_null(strstr(err, "stunnel"));
+  assert_null(strstr(err, "s3cret"));
 }
 
 static void test_bad_redis_url_names_the_variable(void **state) {
@@ -573,7 +605,11 @@ static void test_bad_redis_url_names_the_variable(void **state) {
                                     "redis://",
                                     "redis://127.0.0.1:0",
                                     "redis://127.0.0.1:99999",
-                                    "redis://user:pw@127.0.0.1:6379",
+                                    "redis://user@127.0.0.1:6379",
+                                    "redis://user:@127.0.0.1:6379",
+                                    "redis://:@127.0.0.1:6379",
+                                    "redis://user:pw%zz@127.0.0.1:6379",
+                                    "redis://user:pw%00@127.0.0.1:6379",
                                     "redis://127.0.0.1:6379/x",
                                     "redis://127.0.0.1:6379/1/2",
                                     "redis://[::1"};
@@ -582,6 +618,7 @@ static void test_bad_redis_url_names_the_variable(void **state) {
     char err[256] = "";
     if (redis_conn_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
     assert_non_null(strstr(err, "VTS_REDIS_URL"));
+    assert_null(strstr(err, "pw"));
   }
 }
 
@@ -732,6 +769,8 @@ int main(void) {
       cmocka_unit_test(test_missing_state_dir_is_created),
       cmocka_unit_test(test_redis_url_is_parsed_and_resolved),
       cmocka_unit_test(test_bad_redis_url_names_the_variable),
+      cmocka_unit_test(test_redis_url_credentials_are_an_acl_user_or_a_password_alone),
+      cmocka_unit_test(test_rediss_is_refused_naming_a_tls_sidecar),
       cmocka_unit_test(test_more_distinct_keys_than_the_key_file_holds_never_get_503),
       cmocka_unit_test(test_memory_provider_limits_and_snapshots_through_the_api),
       cmocka_unit_test(test_worker_exit_writes_the_snapshot_at_once),

@@ -102,21 +102,77 @@ static void test_not_available_is_stored_and_5xx_is_refused(void **state) {
   assert_int_equal(rcache_get(f->rc, "upstream001", "", &out, &ttl), -ENOENT);
 }
 
-static void test_foreign_values_under_our_key_are_misses(void **state) {
+/* Whether key exists in the test's Redis. */
+static int key_exists(struct fx *f, const char *key) {
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "EXISTS %s", key);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+  int n = (int)r->integer;
+  freeReplyObject(r);
+  redisFree(c);
+  return n;
+}
+
+static void test_bad_values_under_our_key_are_misses_and_deleted(void **state) {
   struct fx *f = *state;
   NEED_REDIS(f);
-  test_redis_command(f->port, "SET vts:transcript:{foreign0001}:- hello PX 60000");
-  test_redis_command(f->port, "SET vts:transcript:{foreign0002}:- VC1\x01\x01\x09x PX 60000");
+  static const struct {
+    const char *id, *value;
+  } bad[] = {
+      {"foreign0001", "hello"}, /* not our magic */
+      {"foreign0002",
+       "VC1\x01\x01\x09"
+       "x"}, /* language longer than the value */
+      {"foreign0003",
+       "VC1\x03\x01\x02"
+       "en{\"language\":\"en\"}"}, /* an outcome never cached (502) */
+      {"foreign0004",
+       "VC1\x01\x07\x02"
+       "en{\"language\":\"en\"}"}, /* no such source */
+      {"foreign0005",
+       "VC1\x01\x01\x02"
+       "e<{\"language\":\"en\"}"}, /* not a language */
+      {"foreign0006",
+       "VC1\x01\x01\x02"
+       "en"}, /* a 200 without a body */
+      {"foreign0007",
+       "VC1\x01\x01\x02"
+       "en<html>"}, /* not our JSON */
+      {"foreign0008",
+       "VC1\x01\x01\x02"
+       "en{\"language\":\"en\""}, /* cut short */
+      {"foreign0009",
+       "VC1\x02\x00\x00"
+       "oops"}, /* a 404 with a body */
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char key[96];
+    snprintf(key, sizeof(key), "vts:transcript:{%s}:-", bad[i].id);
+    redisContext *c = test_redis_sync(f->port);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "SET %s %b PX 60000", key, bad[i].value, strlen(bad[i].value));
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(c);
+    struct proto_result out;
+    uint64_t ttl;
+    if (rcache_get(f->rc, bad[i].id, "", &out, &ttl) != -ENOENT) fail_msg("value %zu was used", i);
+    if (key_exists(f, key)) fail_msg("value %zu was not deleted", i);
+  }
   struct proto_result out;
   uint64_t ttl;
-  assert_int_equal(rcache_get(f->rc, "foreign0001", "", &out, &ttl), -ENOENT);
-  assert_int_equal(rcache_get(f->rc, "foreign0002", "", &out, &ttl), -ENOENT);
+  /* A value of another type under our key is a miss, and deleted too. */
+  test_redis_command(f->port, "RPUSH vts:transcript:{foreign0010}:- a");
+  assert_int_equal(rcache_get(f->rc, "foreign0010", "", &out, &ttl), -ENOENT);
+  assert_int_equal(key_exists(f, "vts:transcript:{foreign0010}:-"), 0);
 }
 
 static void test_frozen_redis_costs_one_deadline_then_is_skipped(void **state) {
   struct fx *f = *state;
   NEED_REDIS(f);
-  struct proto_result in = ok_result("{}"), out;
+  struct proto_result in = ok_result("{\"language\":\"en\"}"), out;
   uint64_t ttl;
   assert_int_equal(rcache_put(f->rc, "frozen00001", "", &in, 60000), 0);
   kill(f->redis, SIGSTOP);
@@ -140,7 +196,7 @@ int main(void) {
       cmocka_unit_test(test_no_redis_url_means_no_cache),
       cmocka_unit_test(test_ok_entry_round_trips_with_its_ttl),
       cmocka_unit_test(test_not_available_is_stored_and_5xx_is_refused),
-      cmocka_unit_test(test_foreign_values_under_our_key_are_misses),
+      cmocka_unit_test(test_bad_values_under_our_key_are_misses_and_deleted),
       cmocka_unit_test(test_frozen_redis_costs_one_deadline_then_is_skipped),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
