@@ -17,6 +17,7 @@
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
+#define VTS_MAX_ACCEPT_BYTES 512                   /* longer Accept: ignored, the answer is JSON */
 #define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */
 #define VTS_MAX_KEYS 100000                        /* more key file entries: the load fails */
 #define VTS_MAX_KEY_RATE 1000000                   /* per-key rate field: larger is a malformed line */

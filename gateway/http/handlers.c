@@ -1,5 +1,6 @@
 #include "gateway/http/handlers.h"
 
+#include <errno.h>
 #include <llhttp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
 #include "gateway/http/query.h"
+#include "gateway/http/render.h"
 #include "proto/proto.h"
 
 extern const unsigned char openapi_json[];
@@ -28,6 +30,7 @@ struct transcript {
   struct http_request *req;
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char rl_headers[RL_HEADERS_BYTES];
+  enum render_format format; /* of a 200; errors are always JSON */
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -68,6 +71,27 @@ static void transcript_free(struct transcript *t) {
 
 static void transcript_error(struct transcript *t, enum api_error e) { http_respond_error(t->req, e, t->rl_headers); }
 
+/*
+ * A 200: the body is the final public JSON, serialised once by the fetcher, so JSON is a copy of its bytes, never
+ * re-encoded; another format is rendered from them here, so the caches hold one body whatever the format.
+ */
+static void respond_ok(struct transcript *t, const struct proto_result *res) {
+  struct buf b = BUF_INIT;
+  int rv = t->format == RENDER_JSON ? buf_append(&b, res->body, res->body_len)
+                                    : render_transcript(t->format, res->body, res->body_len, &b);
+  if (rv == 0 && b.data == NULL) rv = buf_reserve(&b, 1); /* an empty text still needs memory to own */
+  if (rv != 0) {
+    log_msg(LOG_WARN, "transcript not rendered", "request_id", t->req->request_id, "error",
+            rv == -EPROTO ? "not a transcript body" : "no memory", NULL);
+    buf_free(&b);
+    transcript_error(t, API_ERR_FETCH_FAILED);
+    return;
+  }
+  size_t len = 0;
+  char *body = buf_steal(&b, &len);
+  http_respond_typed(t->req, 200, render_content_type(t->format), t->rl_headers, body, len, body);
+}
+
 static void on_dispatched(void *arg, const struct proto_result *res) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
@@ -76,17 +100,9 @@ static void on_dispatched(void *arg, const struct proto_result *res) {
     goto done;
   }
   switch (proto_outcome_status(res->outcome)) {
-    case 200: {
-      /* The body is the final public JSON, serialised once by the fetcher: copy the bytes, never re-encode. */
-      char *body = malloc(res->body_len > 0 ? res->body_len : 1);
-      if (body == NULL) {
-        transcript_error(t, API_ERR_FETCH_FAILED);
-        break;
-      }
-      if (res->body_len > 0) memcpy(body, res->body, res->body_len);
-      http_respond(t->req, 200, t->rl_headers, body, res->body_len, body);
+    case 200:
+      respond_ok(t, res);
       break;
-    }
     case 404:
       transcript_error(t, API_ERR_NOT_AVAILABLE);
       break;
@@ -136,6 +152,7 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
     transcript_error(t, qe);
     goto done;
   }
+  t->format = q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len);
   struct proto_job job;
   memset(&job, 0, sizeof(job));
   job.kind = PROTO_KIND_CAPTIONS;

@@ -18,6 +18,9 @@
 /* Longest parameter name we recognise ("video_url"); longer decoded names are unknown and ignored. */
 #define QUERY_MAX_NAME_BYTES 16
 
+/* Longest format name ("json"); a longer value fills its buffer and is unknown. */
+#define QUERY_MAX_FORMAT_BYTES 4
+
 /* One recognised parameter: how often it was given and the first value, decoded. */
 struct param {
   const char *name;
@@ -53,7 +56,9 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
   struct param video_url = {"video_url", url_buf, sizeof(url_buf), 0, 0, 0};
   struct param language = {"language", language_buf, sizeof(language_buf), 0, 0, 0};
   struct param lang = {"lang", lang_buf, sizeof(lang_buf), 0, 0, 0};
-  struct param *params[] = {&video_id, &video_url, &language, &lang};
+  char format_buf[QUERY_MAX_FORMAT_BYTES + 1];
+  struct param format = {"format", format_buf, sizeof(format_buf), 0, 0, 0};
+  struct param *params[] = {&video_id, &video_url, &language, &lang, &format};
 
   memset(q, 0, sizeof(*q));
   size_t pos = 0;
@@ -103,6 +108,13 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
     }
     memcpy(q->lang, l->buf, l->len);
     q->lang[l->len] = '\0';
+  }
+  if (format.count > 0) {
+    if (format.count > 1 || format.invalid || render_format_from_name(format.buf, format.len, &q->format) != 0) {
+      memset(q, 0, sizeof(*q));
+      return API_ERR_INVALID_FORMAT;
+    }
+    q->format_given = 1;
   }
   return API_OK;
 }

@@ -49,7 +49,8 @@ def error_catalogue():
     out = {}
     for status, code, message in found:
         parts = re.findall(r'"((?:[^"\\]|\\.)*)"', message)
-        out[code] = (int(status), "".join(parts).encode().decode("unicode_escape"))
+        # A code may have a second, narrower message (bad_request for a bad format): the first one is the code's own.
+        out.setdefault(code, (int(status), "".join(parts).encode().decode("unicode_escape")))
     if not out:
         raise AssertionError(f"no error definitions found in {ERRORS_C}")
     return out
@@ -166,6 +167,12 @@ def check_response(method, path, status, headers, body):
     schema = content[ctype].get("schema", {})
     if raw is None:
         parsed = body
+    elif not (ctype == "application/json" or ctype.endswith("+json")):
+        # A text format (plain text, SubRip, WebVTT): the body is one string, validated as such.
+        try:
+            parsed = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise AssertionError(f"{label}: {ctype} body is not UTF-8 ({e}): {raw[:200]!r}") from None
     else:
         try:
             parsed = json.loads(raw.decode("utf-8"))
