@@ -16,8 +16,8 @@
 #include "common/buf.h"
 #include "common/limits.h"
 
-#define PROTO_VERSION 2                               /* 2: a result carries its typed reason and player attempts */
-#define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
+#define PROTO_VERSION 3   /* 2: a result carries its typed reason and player attempts; 3: a job its translation */
+#define PROTO_MAX_LANG 15 /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
 enum proto_type {
@@ -33,7 +33,11 @@ enum proto_type {
   PROTO_RESULT_LAST = 4,
 };
 
-enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2 };
+/*
+ * What a job asks for. CAPTIONS answers a transcript (and may become SPEECH in the dispatcher); TRACKS answers the
+ * video's caption tracks and translation languages, the body of GET /v1/video/tracks.
+ */
+enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3 };
 
 /* What happened to a job; the gateway maps it to the HTTP status of ARCHITECTURE.md "Outcomes". */
 enum proto_outcome {
@@ -92,6 +96,7 @@ struct proto_job {
   uint32_t deadline_ms;                      /* time the job may take, from its receipt */
   char video_id[12];                         /* exactly 11 characters and a NUL */
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
+  char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
 };
 
@@ -127,6 +132,19 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
  * data is. Returns 0, or -EPROTO.
  */
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
+
+/*
+ * Longest key proto_job_key writes: a requested language, '>' and a translation language, or the tracks marker.
+ */
+#define PROTO_MAX_JOB_KEY (2 * PROTO_MAX_LANG + 1)
+
+/*
+ * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
+ * same key have the same answer. A transcript's key is its requested language (so caches written before
+ * translations existed stay valid), with ">xx" for a translation into xx; the tracks of a video have the key
+ * "*tracks", which no language can be. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
+ */
+void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);

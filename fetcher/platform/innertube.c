@@ -161,6 +161,7 @@ struct flow {
   const char *lang;
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
+  int tracks;     /* a tracks job: a playable reply's track list is the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct innertube_page page;
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */
@@ -386,7 +387,21 @@ static enum verdict speech_step(struct flow *f, const struct player_info *pi, st
   return V_DONE;
 }
 
-/* After a 200 player reply: playability, then the speech step or a caption track. */
+/*
+ * A tracks job on a playable reply: its track list and translation languages, empty lists when it has none. The
+ * first playable reply decides, so a tracks job costs one player request.
+ */
+static enum verdict tracks_step(const struct player_info *pi, struct innertube_result *res) {
+  int rv = player_tracks_json(pi, &res->body);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "tracks_too_large" : "no_memory");
+    return V_STOP;
+  }
+  set_result(res, PROTO_OK, PROTO_REASON_NONE, pi->ntracks > 0 ? "ok" : "no_captions");
+  return V_DONE;
+}
+
+/* After a 200 player reply: playability, then the speech step, the track list or a caption track. */
 static enum verdict after_player(struct flow *f, const char *ua, struct innertube_result *res) {
   struct player_info pi;
   enum verdict v = V_REFUSED;
@@ -407,6 +422,10 @@ static enum verdict after_player(struct flow *f, const char *ua, struct innertub
   }
   if (f->speech) {
     v = speech_step(f, &pi, res);
+    goto done;
+  }
+  if (f->tracks) {
+    v = tracks_step(&pi, res);
     goto done;
   }
   if (pi.ntracks == 0) {
@@ -577,6 +596,12 @@ out:
 void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *request_id,
                               struct innertube_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = lang, .request_id = request_id};
+  run_flow(&f, res);
+}
+
+void innertube_fetch_tracks(struct innertube *it, const char *video_id, const char *request_id,
+                            struct innertube_result *res) {
+  struct flow f = {.it = it, .video_id = video_id, .lang = "", .request_id = request_id, .tracks = 1};
   run_flow(&f, res);
 }
 

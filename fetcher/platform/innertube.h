@@ -80,6 +80,14 @@ void innertube_fetch_captions(struct innertube *it, const char *video_id, const 
                               struct innertube_result *res);
 
 /*
+ * Runs a tracks job for video_id: the same clients in turn; the first playable reply's caption tracks and translation
+ * languages become the public tracks body (player_tracks_json), empty lists when it has none. Refusals as for
+ * captions.
+ */
+void innertube_fetch_tracks(struct innertube *it, const char *video_id, const char *request_id,
+                            struct innertube_result *res);
+
+/*
  * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline
  * (fetcher/speech/speech.h) through the job's proxy, and the result is the final public JSON with source "speech".
  * Outcomes as speech_transcribe_via's, or the player's refusals as for captions.

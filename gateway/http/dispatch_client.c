@@ -47,7 +47,7 @@ struct pending {
   dispatch_cb cb;
   void *arg;
   char video_id[VTS_VIDEO_ID_LEN + 1];
-  char lang[PROTO_MAX_LANG + 1];
+  char key[PROTO_MAX_JOB_KEY + 1]; /* proto_job_key: the L1 key besides the video id */
 };
 
 static struct {
@@ -158,7 +158,7 @@ static void deliver(struct pending *p, bool fail) {
         proto_decode_result(body + DISPATCH_REPLY_PREFIX_BYTES, len - DISPATCH_REPLY_PREFIX_BYTES, &res) == 0) {
       r = &res;
       uint32_t ttl = be32(body);
-      if (ttl > 0) cache_put(client.l1, p->video_id, p->lang, &res, ttl, NULL);
+      if (ttl > 0) cache_put(client.l1, p->video_id, p->key, &res, ttl, NULL);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
@@ -321,10 +321,10 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
     return -EINVAL;
   }
   memcpy(p->video_id, job->video_id, sizeof(p->video_id));
-  memcpy(p->lang, job->lang, strlen(job->lang) + 1);
+  proto_job_key(job, p->key);
 
   uint64_t ttl_left;
-  if (cache_get(client.l1, job->video_id, job->lang, &p->hit, &ttl_left) == 0) {
+  if (cache_get(client.l1, job->video_id, p->key, &p->hit, &ttl_left) == 0) {
     /* Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. */
     if (p->hit.body_len > 0) {
       p->hit_body = malloc(p->hit.body_len);

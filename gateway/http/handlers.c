@@ -24,13 +24,17 @@ extern const size_t openapi_json_len;
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 #define RL_HEADERS_BYTES 192
 
-/* The state of one transcript request across its asynchronous steps (rate limit, dispatch). */
+/*
+ * The state of one transcript or tracks request across its asynchronous steps (rate limit, dispatch). Both endpoints
+ * share the key, the limits, the video rules and the errors; they differ in the job's kind and the parameters read.
+ */
 struct transcript {
   struct handlers_ctx *ctx;
   struct http_request *req;
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char rl_headers[RL_HEADERS_BYTES];
   enum render_format format; /* of a 200; errors are always JSON */
+  uint8_t kind;              /* PROTO_KIND_CAPTIONS or PROTO_KIND_TRACKS */
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -147,15 +151,19 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
   }
 
   struct transcript_query q;
-  enum api_error qe = query_parse_transcript(req->query != NULL ? req->query : "", req->query_len, &q);
+  const char *qs = req->query != NULL ? req->query : "";
+  enum api_error qe = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, &q)
+                                                   : query_parse_transcript(qs, req->query_len, &q);
   if (qe != API_OK) {
     transcript_error(t, qe);
     goto done;
   }
-  t->format = q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len);
+  /* The track list is JSON only; a transcript's format is the parameter's, else the Accept header's. */
+  if (t->kind == PROTO_KIND_CAPTIONS)
+    t->format = q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len);
   struct proto_job job;
   memset(&job, 0, sizeof(job));
-  job.kind = PROTO_KIND_CAPTIONS;
+  job.kind = t->kind;
   job.deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
   memcpy(job.video_id, q.video_id, sizeof(job.video_id));
   snprintf(job.lang, sizeof(job.lang), "%s", q.lang);
@@ -167,7 +175,7 @@ done:
   transcript_free(t);
 }
 
-static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req) {
+static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uint8_t kind) {
   const struct key_entry *key = NULL;
   if (req->key_state == HTTP_KEY_PRESENT) key = keystore_lookup(ctx->keys, req->api_key, req->api_key_len);
   if (key == NULL) {
@@ -182,9 +190,18 @@ static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req
   }
   t->ctx = ctx;
   t->req = req;
+  t->kind = kind;
   t->key = *key;
   http_request_hold(req);
   ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
+}
+
+static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req) {
+  handle_video(ctx, req, PROTO_KIND_CAPTIONS);
+}
+
+static void handle_tracks(struct handlers_ctx *ctx, struct http_request *req) {
+  handle_video(ctx, req, PROTO_KIND_TRACKS);
 }
 
 struct route {
@@ -196,6 +213,7 @@ static const struct route routes[] = {
     {"/health", handle_health},
     {"/openapi.json", handle_openapi},
     {"/v1/video/transcript", handle_transcript},
+    {"/v1/video/tracks", handle_tracks},
 };
 
 void handlers_request(void *app, struct http_request *req) {

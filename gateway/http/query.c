@@ -43,7 +43,8 @@ static void param_add(struct param *p, const char *value, size_t len) {
   }
 }
 
-enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q) {
+/* Parses qs recognising the first nknown parameters of the table below (the video's two come first). */
+static enum api_error parse_query(const char *qs, size_t len, size_t nknown, struct transcript_query *q) {
   /*
    * Each buffer holds one byte more than the longest valid value, so "too long" is seen as a value that fills the
    * buffer and fails its pattern, without a separate length rule.
@@ -78,7 +79,7 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
     char name[QUERY_MAX_NAME_BYTES];
     long n = percent_decode(pair, name_len, name, sizeof(name), PERCENT_PLUS_IS_SPACE);
     if (n < 0) continue;
-    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+    for (size_t i = 0; i < nknown && i < sizeof(params) / sizeof(params[0]); i++) {
       if (strlen(params[i]->name) == (size_t)n && memcmp(params[i]->name, name, (size_t)n) == 0) {
         param_add(params[i], value, value_len);
         break;
@@ -117,4 +118,15 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
     q->format_given = 1;
   }
   return API_OK;
+}
+
+/* Of the table in parse_query: video_id and video_url. */
+#define QUERY_VIDEO_PARAMS 2
+
+enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q) {
+  return parse_query(qs, len, (size_t)-1, q);
+}
+
+enum api_error query_parse_tracks(const char *qs, size_t len, struct transcript_query *q) {
+  return parse_query(qs, len, QUERY_VIDEO_PARAMS, q);
 }

@@ -30,11 +30,12 @@ def test_document_declares_version_and_paths_of_the_api():
     doc = load_document()
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript"}
+    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert doc["paths"]["/v1/video/transcript"]["get"]["security"] == [{"ApiKeyAuth": []}]
-    assert "security" not in doc, "security must apply to the transcript operation only"
+    assert doc["paths"]["/v1/video/tracks"]["get"]["security"] == [{"ApiKeyAuth": []}]
+    assert "security" not in doc, "security must apply to the protected operations only"
     assert "security" not in doc["paths"]["/health"]["get"]
     assert "security" not in doc["paths"]["/openapi.json"]["get"]
 

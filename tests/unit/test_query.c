@@ -269,6 +269,31 @@ static void test_bad_or_repeated_format_is_bad_request_after_the_other_rules(voi
   assert_string_equal(e->message, "format must be one of " RENDER_FORMAT_NAMES ".");
 }
 
+static void test_tracks_take_the_video_rules_and_ignore_the_rest(void **state) {
+  (void)state;
+  struct transcript_query q;
+  static const char ok[] = "video_id=" ID "&language=EN&lang=x&format=xml&format=srt&translate=!";
+  assert_int_equal(query_parse_tracks(ok, strlen(ok), &q), API_OK);
+  assert_string_equal(q.video_id, ID);
+  assert_string_equal(q.lang, "");
+  assert_int_equal(q.format_given, 0);
+  static const struct {
+    const char *qs;
+    enum api_error err;
+  } bad[] = {{"", API_ERR_AMBIGUOUS_REQUEST},
+             {"video_id=" ID "&video_id=" ID, API_ERR_AMBIGUOUS_REQUEST},
+             {"video_id=" ID "&video_url=https://youtu.be/" ID, API_ERR_AMBIGUOUS_REQUEST},
+             {"video_id=abc", API_ERR_INVALID_VIDEO_ID},
+             {"video_url=https://example.com/" ID, API_ERR_INVALID_VIDEO_URL}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(query_parse_tracks(bad[i].qs, strlen(bad[i].qs), &q), bad[i].err);
+    assert_string_equal(q.video_id, "");
+  }
+  static const char url[] = "video_url=https%3A%2F%2Fyoutu.be%2F" ID;
+  assert_int_equal(query_parse_tracks(url, strlen(url), &q), API_OK);
+  assert_string_equal(q.video_id, ID);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_video_id_alone_is_accepted),
@@ -286,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_video_id_pattern_edges),
       cmocka_unit_test(test_percent_decoder_is_strict),
       cmocka_unit_test(test_format_names_the_four_formats),
+      cmocka_unit_test(test_tracks_take_the_video_rules_and_ignore_the_rest),
       cmocka_unit_test(test_bad_or_repeated_format_is_bad_request_after_the_other_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
