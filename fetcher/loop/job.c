@@ -162,7 +162,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
     else if (job->kind == PROTO_KIND_TRACKS)
       innertube_fetch_tracks(r->it, job->video_id, job->request_id, out);
     else
-      innertube_fetch_captions(r->it, job->video_id, job->lang, job->request_id, out);
+      innertube_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, out);
   }
   watchdog_disarm();
 

@@ -167,6 +167,7 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
   job.deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
   memcpy(job.video_id, q.video_id, sizeof(job.video_id));
   snprintf(job.lang, sizeof(job.lang), "%s", q.lang);
+  snprintf(job.translate, sizeof(job.translate), "%s", q.translate);
   snprintf(job.request_id, sizeof(job.request_id), "%s", req->request_id);
   /* From here the dispatch callback owns t and the request's hold (it may run before dispatch_submit returns). */
   if (dispatch_submit(&job, on_dispatched, t) == 0) return;

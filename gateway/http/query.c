@@ -59,7 +59,9 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
   struct param lang = {"lang", lang_buf, sizeof(lang_buf), 0, 0, 0};
   char format_buf[QUERY_MAX_FORMAT_BYTES + 1];
   struct param format = {"format", format_buf, sizeof(format_buf), 0, 0, 0};
-  struct param *params[] = {&video_id, &video_url, &language, &lang, &format};
+  char translate_buf[VTS_MAX_LANGUAGE_BYTES + 1];
+  struct param translate = {"translate", translate_buf, sizeof(translate_buf), 0, 0, 0};
+  struct param *params[] = {&video_id, &video_url, &language, &lang, &format, &translate};
 
   memset(q, 0, sizeof(*q));
   size_t pos = 0;
@@ -89,6 +91,7 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
 
   if (video_id.count + video_url.count != 1) return API_ERR_AMBIGUOUS_REQUEST;
   if (language.count + lang.count > 1) return API_ERR_AMBIGUOUS_LANGUAGE;
+  if (translate.count > 1) return API_ERR_AMBIGUOUS_TRANSLATE;
 
   if (video_id.count == 1) {
     if (video_id.invalid || !ident_video_id_valid(video_id.buf, video_id.len)) return API_ERR_INVALID_VIDEO_ID;
@@ -109,6 +112,14 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
     }
     memcpy(q->lang, l->buf, l->len);
     q->lang[l->len] = '\0';
+  }
+  if (translate.count == 1) {
+    if (translate.invalid || !ident_language_valid(translate.buf, translate.len)) {
+      memset(q, 0, sizeof(*q));
+      return API_ERR_INVALID_TRANSLATE;
+    }
+    memcpy(q->translate, translate.buf, translate.len);
+    q->translate[translate.len] = '\0';
   }
   if (format.count > 0) {
     if (format.count > 1 || format.invalid || render_format_from_name(format.buf, format.len, &q->format) != 0) {

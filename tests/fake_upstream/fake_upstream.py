@@ -363,7 +363,7 @@ def xml_escape(s):
 
 def cues_for(video, lang, kind, tlang=""):
     if tlang:
-        lines = TRANSLATED.get(tlang) or ["[%s] %s" % (tlang, line) for line in cues_for(video, lang, kind)[:2]]
+        lines = TRANSLATED.get(tlang) or ["[%s] %s" % (tlang, cue[2]) for cue in cues_for(video, lang, kind)[:2]]
         return [(120, 2400, lines[0]), (2520, 3000, lines[1])]
     if video == "long1500seg":
         return [(i * 2000, 1900, "line %d" % (i + 1)) for i in range(1500)]

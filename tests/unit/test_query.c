@@ -294,6 +294,31 @@ static void test_tracks_take_the_video_rules_and_ignore_the_rest(void **state) {
   assert_string_equal(q.video_id, ID);
 }
 
+static void test_translate_is_a_language_given_at_most_once(void **state) {
+  (void)state;
+  struct transcript_query q = parse_ok("video_id=" ID "&translate=fr");
+  assert_string_equal(q.translate, "fr");
+  assert_string_equal(q.lang, "");
+  q = parse_ok("translate=pt-BR&lang=en&video_id=" ID);
+  assert_string_equal(q.translate, "pt-BR");
+  assert_string_equal(q.lang, "en");
+  q = parse_ok("video_id=" ID);
+  assert_string_equal(q.translate, "");
+  expect_error("video_id=" ID "&translate=fr&translate=fr", API_ERR_AMBIGUOUS_TRANSLATE);
+  expect_error("video_id=" ID "&translate=FR", API_ERR_INVALID_TRANSLATE);
+  expect_error("video_id=" ID "&translate=", API_ERR_INVALID_TRANSLATE);
+  expect_error("video_id=" ID "&translate=abc-abcdefghi", API_ERR_INVALID_TRANSLATE);
+  expect_error("video_id=" ID "&translate=f%zz", API_ERR_INVALID_TRANSLATE);
+  /* Its place in the order: after the language rules of each kind, before format. */
+  expect_error("video_id=" ID "&lang=en&language=en&translate=fr&translate=fr", API_ERR_AMBIGUOUS_LANGUAGE);
+  expect_error("video_id=bad&translate=fr&translate=fr", API_ERR_AMBIGUOUS_TRANSLATE);
+  expect_error("video_id=bad&translate=FR", API_ERR_INVALID_VIDEO_ID);
+  expect_error("video_id=" ID "&lang=EN&translate=FR", API_ERR_INVALID_LANGUAGE);
+  expect_error("video_id=" ID "&translate=FR&format=xml", API_ERR_INVALID_TRANSLATE);
+  assert_string_equal(api_error_get(API_ERR_AMBIGUOUS_TRANSLATE)->code, "ambiguous_language");
+  assert_string_equal(api_error_get(API_ERR_INVALID_TRANSLATE)->code, "invalid_language");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_video_id_alone_is_accepted),
@@ -312,6 +337,7 @@ int main(void) {
       cmocka_unit_test(test_percent_decoder_is_strict),
       cmocka_unit_test(test_format_names_the_four_formats),
       cmocka_unit_test(test_tracks_take_the_video_rules_and_ignore_the_rest),
+      cmocka_unit_test(test_translate_is_a_language_given_at_most_once),
       cmocka_unit_test(test_bad_or_repeated_format_is_bad_request_after_the_other_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
