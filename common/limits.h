@@ -39,6 +39,7 @@
 #define VTS_MAX_UPSTREAM_BODY_BYTES (8 * 1024 * 1024) /* larger player/caption bodies: 502 */
 #define VTS_MAX_WATCH_PAGE_BYTES (4 * 1024 * 1024)    /* larger watch page: 502 */
 #define VTS_MAX_SEGMENTS 100000                       /* more caption cues: 502 */
+#define VTS_MAX_SPEECH_SEGMENT_S 10.0                 /* longer speech runs are cut at their longest pause */
 #define VTS_MAX_TRANSCRIPT_BYTES (6 * 1024 * 1024)    /* larger serialised transcript: 500 */
 #define VTS_MAX_JSON_DEPTH 64                         /* deeper upstream JSON: 502 */
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
