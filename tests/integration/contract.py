@@ -109,7 +109,8 @@ def response_spec(method, path, status):
     path = path.split("?", 1)[0]
     template, item = _path_item(doc, path)
     method = method.upper()
-    op_method = "get" if method == "HEAD" else method.lower()
+    # A HEAD answers like its GET: the document's HEAD operation when it declares one, else the GET's.
+    op_method = "get" if method == "HEAD" and item is not None and "head" not in item else method.lower()
     if item is None or op_method not in item:
         label = f"{method} {path} (undeclared {'path' if item is None else 'method'})"
         return _resolve(doc, _FALLBACK_RESPONSE), label
@@ -187,4 +188,6 @@ def check_response(method, path, status, headers, body):
             raise AssertionError(f"{label}: code {code} belongs to status {catalogue[code][0]}, not {status}")
         if code in _RETRY_AFTER_CODES and "retry-after" not in hdrs:
             raise AssertionError(f"{label}: {code} must carry Retry-After")
+        if code == "method_not_allowed" and hdrs.get("allow") != "GET, HEAD":
+            raise AssertionError(f"{label}: method_not_allowed must carry Allow: GET, HEAD (got {hdrs.get('allow')!r})")
     return parsed
