@@ -17,6 +17,7 @@
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
+#define VTS_MAX_ACCEPT_BYTES 512                   /* longer Accept: ignored, the answer is JSON */
 #define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */
 #define VTS_MAX_KEYS 100000                        /* more key file entries: the load fails */
 #define VTS_MAX_KEY_RATE 1000000                   /* per-key rate field: larger is a malformed line */
@@ -39,6 +40,7 @@
 #define VTS_MAX_UPSTREAM_BODY_BYTES (8 * 1024 * 1024) /* larger player/caption bodies: 502 */
 #define VTS_MAX_WATCH_PAGE_BYTES (4 * 1024 * 1024)    /* larger watch page: 502 */
 #define VTS_MAX_SEGMENTS 100000                       /* more caption cues: 502 */
+#define VTS_MAX_SPEECH_SEGMENT_S 10.0                 /* longer speech runs are cut at their longest pause */
 #define VTS_MAX_TRANSCRIPT_BYTES (6 * 1024 * 1024)    /* larger serialised transcript: 500 */
 #define VTS_MAX_JSON_DEPTH 64                         /* deeper upstream JSON: 502 */
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000

@@ -1,6 +1,7 @@
 #include "proto/proto.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/ident.h"
@@ -66,13 +67,14 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
 
 int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) return -EINVAL;
-  if (job->kind != PROTO_KIND_CAPTIONS && job->kind != PROTO_KIND_SPEECH) return -EINVAL;
+  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_TRACKS) return -EINVAL;
   int rv = put_header(out, PROTO_JOB);
   if (rv == 0) rv = put_be(out, job->job_id, 8);
   if (rv == 0) rv = put_u8(out, job->kind);
   if (rv == 0) rv = put_be(out, job->deadline_ms, 4);
   if (rv == 0) rv = put_str(out, job->video_id, VTS_VIDEO_ID_LEN);
   if (rv == 0) rv = put_str(out, job->lang, PROTO_MAX_LANG);
+  if (rv == 0) rv = put_str(out, job->translate, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
   return rv;
 }
@@ -138,7 +140,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (open_reader(&r, data, len, PROTO_JOB, PROTO_JOB) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   job->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || (v != PROTO_KIND_CAPTIONS && v != PROTO_KIND_SPEECH)) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_TRACKS) return -EPROTO;
   job->kind = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   job->deadline_ms = (uint32_t)v;
@@ -146,6 +148,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
       !ident_video_id_valid(job->video_id, strlen(job->video_id)))
     return -EPROTO;
   if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
+  if (get_str(&r, job->translate, sizeof(job->translate)) != 0) return -EPROTO;
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
   return r.left == 0 ? 0 : -EPROTO;
 }
@@ -185,6 +188,16 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   /* A successful result must carry a body; a failure's body is ignored by the gateway. */
   if (res->outcome == PROTO_OK && res->body_len == 0) return -EPROTO;
   return 0;
+}
+
+void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]) {
+  /* The fields are bounded by their arrays, so the key always fits. */
+  if (job->kind == PROTO_KIND_TRACKS)
+    snprintf(out, PROTO_MAX_JOB_KEY + 1, "*tracks");
+  else if (job->translate[0] != '\0')
+    snprintf(out, PROTO_MAX_JOB_KEY + 1, "%s>%s", job->lang, job->translate);
+  else
+    snprintf(out, PROTO_MAX_JOB_KEY + 1, "%s", job->lang);
 }
 
 int proto_outcome_status(uint8_t outcome) {

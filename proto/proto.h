@@ -16,7 +16,10 @@
 #include "common/buf.h"
 #include "common/limits.h"
 
-/* 2: a result carries its typed reason and player attempts; 3: and the cache lifetime left (dispatcher -> worker) */
+/*
+ * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
+ * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist.
+ */
 #define PROTO_VERSION 3
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
@@ -41,7 +44,11 @@ enum proto_type {
   PROTO_DECLINE = 5,
 };
 
-enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2 };
+/*
+ * What a job asks for. CAPTIONS answers a transcript (and may become SPEECH in the dispatcher); TRACKS answers the
+ * video's caption tracks and translation languages, the body of GET /v1/video/tracks.
+ */
+enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3 };
 
 /* What happened to a job; the gateway maps it to the HTTP status of ARCHITECTURE.md "Outcomes". */
 enum proto_outcome {
@@ -100,6 +107,7 @@ struct proto_job {
   uint32_t deadline_ms;                      /* time the job may take, from its receipt */
   char video_id[12];                         /* exactly 11 characters and a NUL */
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
+  char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
 };
 
@@ -143,8 +151,12 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
  */
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
 
-/* Decodes a DECLINE. Returns 0, or -EPROTO. */
-int proto_decode_decline(const void *data, size_t len, uint64_t *job_id);
+/*
+ * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
+ * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist.
+ */
+#define PROTO_VERSION 3
+#define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);

@@ -154,21 +154,23 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
-  } else if (job->kind == PROTO_KIND_SPEECH) {
-    upstream_begin_job(r->up, start + budget, job->request_id);
-    innertube_fetch_speech(r->it, job->video_id, job->request_id, out);
   } else {
     upstream_begin_job(r->up, start + budget, job->request_id);
-    innertube_fetch_captions(r->it, job->video_id, job->lang, job->request_id, out);
+    if (job->kind == PROTO_KIND_SPEECH)
+      innertube_fetch_speech(r->it, job->video_id, job->request_id, out);
+    else if (job->kind == PROTO_KIND_TRACKS)
+      innertube_fetch_tracks(r->it, job->video_id, job->request_id, out);
+    else
+      innertube_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, out);
   }
   watchdog_disarm();
 
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
   res->outcome = out->outcome;
-  res->source = out->outcome != PROTO_OK         ? PROTO_SOURCE_NONE
-                : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
-                                                 : PROTO_SOURCE_CAPTIONS;
+  res->source = out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS ? PROTO_SOURCE_NONE
+                : job->kind == PROTO_KIND_SPEECH                           ? PROTO_SOURCE_SPEECH
+                                                                           : PROTO_SOURCE_CAPTIONS;
   res->fetch_ms = (uint32_t)(util_now_ms() - start);
   snprintf(res->lang, sizeof(res->lang), "%s", out->outcome == PROTO_OK ? out->lang : "");
   snprintf(res->detail, sizeof(res->detail), "%s", out->detail);

@@ -70,7 +70,13 @@ void innertube_page_scan(const char *html, size_t len, struct innertube_page *ou
     find_value(html, len, "\"visitorData\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
 }
 
-int innertube_timedtext_url(const struct upstream *up, const char *base_url, struct buf *out) {
+/* Whether the query parameter at q (n bytes, up to '&' or '#') is named name ("fmt" matches "fmt" and "fmt=..."). */
+static int param_named(const char *q, size_t n, const char *name) {
+  size_t len = strlen(name);
+  return n >= len && strncmp(q, name, len) == 0 && (n == len || q[len] == '=');
+}
+
+int innertube_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, struct buf *out) {
   struct buf mapped = BUF_INIT;
   int rv = upstream_map_url(up, base_url, &mapped);
   if (rv != 0) goto fail;
@@ -86,10 +92,10 @@ int innertube_timedtext_url(const struct upstream *up, const char *base_url, str
   char sep = '?';
   if (*q == '?') {
     q++;
-    /* Keep every parameter in its order except fmt, which we choose. */
+    /* Keep every parameter in its order except fmt and tlang, which we choose. */
     while (*q != '\0' && *q != '#') {
       size_t n = strcspn(q, "&#");
-      if (n > 0 && !(n >= 4 && strncmp(q, "fmt=", 4) == 0) && !(n == 3 && strncmp(q, "fmt", 3) == 0)) {
+      if (n > 0 && !param_named(q, n, "fmt") && !param_named(q, n, "tlang")) {
         rv = buf_printf(out, "%c%.*s", sep, (int)n, q);
         if (rv != 0) goto fail;
         sep = '&';
@@ -99,6 +105,7 @@ int innertube_timedtext_url(const struct upstream *up, const char *base_url, str
     }
   }
   rv = buf_printf(out, "%cfmt=json3", sep);
+  if (rv == 0 && tlang[0] != '\0') rv = buf_printf(out, "&tlang=%s", tlang);
 fail:
   buf_free(&mapped);
   return rv;
@@ -159,8 +166,10 @@ struct flow {
   struct innertube *it;
   const char *video_id;
   const char *lang;
+  const char *translate; /* "" or the language the chosen track is translated into (tlang) */
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
+  int tracks;     /* a tracks job: a playable reply's track list is the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct innertube_page page;
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */
@@ -289,7 +298,7 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
   struct buf url = BUF_INIT;
   struct segment_list segs = {0};
   enum verdict v = V_REFUSED;
-  int rv = innertube_timedtext_url(f->it->up, track->base_url, &url);
+  int rv = innertube_timedtext_url(f->it->up, track->base_url, f->translate, &url);
   if (rv != 0) {
     if (rv == -ENOMEM) {
       set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
@@ -327,14 +336,16 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
     goto done;
   }
   v = V_STOP;
-  rv = transcript_serialize(&segs, track->lang, "captions", &res->body);
+  /* A translated transcript is in the language it was translated into. */
+  const char *lang = f->translate[0] != '\0' ? f->translate : track->lang;
+  rv = transcript_serialize(&segs, lang, "captions", &res->body);
   if (rv == -EILSEQ) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_utf8");
   } else if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "transcript_too_large" : "no_memory");
   } else {
     set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
-    snprintf(res->lang, sizeof(res->lang), "%s", track->lang);
+    snprintf(res->lang, sizeof(res->lang), "%s", lang);
     v = V_DONE;
   }
 done:
@@ -386,7 +397,21 @@ static enum verdict speech_step(struct flow *f, const struct player_info *pi, st
   return V_DONE;
 }
 
-/* After a 200 player reply: playability, then the speech step or a caption track. */
+/*
+ * A tracks job on a playable reply: its track list and translation languages, empty lists when it has none. The
+ * first playable reply decides, so a tracks job costs one player request.
+ */
+static enum verdict tracks_step(const struct player_info *pi, struct innertube_result *res) {
+  int rv = player_tracks_json(pi, &res->body);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "tracks_too_large" : "no_memory");
+    return V_STOP;
+  }
+  set_result(res, PROTO_OK, PROTO_REASON_NONE, pi->ntracks > 0 ? "ok" : "no_captions");
+  return V_DONE;
+}
+
+/* After a 200 player reply: playability, then the speech step, the track list or a caption track. */
 static enum verdict after_player(struct flow *f, const char *ua, struct innertube_result *res) {
   struct player_info pi;
   enum verdict v = V_REFUSED;
@@ -409,6 +434,10 @@ static enum verdict after_player(struct flow *f, const char *ua, struct innertub
     v = speech_step(f, &pi, res);
     goto done;
   }
+  if (f->tracks) {
+    v = tracks_step(&pi, res);
+    goto done;
+  }
   if (pi.ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
     goto done;
@@ -417,6 +446,20 @@ static enum verdict after_player(struct flow *f, const char *ua, struct innertub
   if (idx < 0 || (size_t)idx >= pi.ntracks) {
     /* Tracks exist but each wants a PO token (exp=xpe, exp=xpv): another client may be given usable ones. */
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
+    goto done;
+  }
+  /*
+   * The platform translates a track it marks translatable into a language it lists; it says so in the same reply for
+   * every client, so a refusal here is the answer, not a reason to ask another client.
+   */
+  if (f->translate[0] != '\0' && !pi.tracks[idx].translatable) {
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "not_translatable");
+    v = V_DONE;
+    goto done;
+  }
+  if (f->translate[0] != '\0' && !player_offers_translation(&pi, f->translate)) {
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "translation_not_offered");
+    v = V_DONE;
     goto done;
   }
   v = fetch_track(f, ua, &pi.tracks[idx], res);
@@ -574,20 +617,26 @@ out:
   buf_free(&f->resp.body);
 }
 
-void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *request_id,
-                              struct innertube_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = lang, .request_id = request_id};
+void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *translate,
+                              const char *request_id, struct innertube_result *res) {
+  struct flow f = {.it = it, .video_id = video_id, .lang = lang, .translate = translate, .request_id = request_id};
+  run_flow(&f, res);
+}
+
+void innertube_fetch_tracks(struct innertube *it, const char *video_id, const char *request_id,
+                            struct innertube_result *res) {
+  struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .tracks = 1};
   run_flow(&f, res);
 }
 
 void innertube_fetch_speech(struct innertube *it, const char *video_id, const char *request_id,
                             struct innertube_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = "", .request_id = request_id, .speech = 1};
+  struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .speech = 1};
   run_flow(&f, res);
 }
 
 void innertube_probe(struct innertube *it, size_t client, const char *video_id, struct innertube_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = "", .request_id = "probe", .res = res};
+  struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = "probe", .res = res};
   res->lang[0] = '\0';
   res->nattempts = 0;
   buf_reset(&res->body);

@@ -33,9 +33,11 @@ void innertube_page_scan(const char *html, size_t len, struct innertube_page *ou
 
 /*
  * Builds the timedtext URL of a caption track: baseUrl mapped onto the upstream origin (see upstream_map_url; only
- * the /api/timedtext path is accepted), any fmt parameter replaced by fmt=json3. Returns 0, -EPERM, -EINVAL or -ENOMEM.
+ * the /api/timedtext path is accepted), any fmt parameter replaced by fmt=json3, and any tlang by tlang=<tlang> when
+ * tlang is not "" (the platform's translation of the track; tlang is a checked language code). Returns 0, -EPERM,
+ * -EINVAL or -ENOMEM.
  */
-int innertube_timedtext_url(const struct upstream *up, const char *base_url, struct buf *out);
+int innertube_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, struct buf *out);
 
 struct innertube;
 
@@ -73,11 +75,22 @@ struct innertube_result {
 };
 
 /*
- * Runs the captions flow for video_id (11 checked characters) and the requested lang ("" for none). The caller has
- * started the job on the upstream (upstream_begin_job), which bounds its time. Never fails: res says what happened.
+ * Runs the captions flow for video_id (11 checked characters) and the requested lang ("" for none). With translate
+ * not "", the chosen track is fetched translated into it by the platform (tlang), and the answer's language is
+ * translate; PROTO_NOT_AVAILABLE when that track is not translatable or the platform does not offer translate. The
+ * caller has started the job on the upstream (upstream_begin_job), which bounds its time. Never fails: res says
+ * what happened.
  */
-void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *request_id,
-                              struct innertube_result *res);
+void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *translate,
+                              const char *request_id, struct innertube_result *res);
+
+/*
+ * Runs a tracks job for video_id: the same clients in turn; the first playable reply's caption tracks and translation
+ * languages become the public tracks body (player_tracks_json), empty lists when it has none. Refusals as for
+ * captions.
+ */
+void innertube_fetch_tracks(struct innertube *it, const char *video_id, const char *request_id,
+                            struct innertube_result *res);
 
 /*
  * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/platform/jsonstream.h"
 #include "fetcher/captions/textclean.h"
@@ -35,6 +36,14 @@ enum {
   N_FORMATS,                    /* .adaptiveFormats */
   N_FORMAT,                     /* .adaptiveFormats[] */
   N_FORMAT_AUDIO,               /* .adaptiveFormats[].audioTrack */
+  N_TRACK_NAME,                 /* .captionTracks[].name */
+  N_TRACK_NAME_RUNS,            /* .name.runs */
+  N_TRACK_NAME_RUN,             /* .name.runs[] */
+  N_TRANSLATIONS,               /* .translationLanguages */
+  N_TRANSLATION,                /* .translationLanguages[] */
+  N_TL_NAME,                    /* .translationLanguages[].languageName */
+  N_TL_NAME_RUNS,               /* .languageName.runs */
+  N_TL_NAME_RUN,                /* .languageName.runs[] */
 };
 
 /* Keys we read. */
@@ -68,6 +77,10 @@ enum {
   F_DURATION,
   F_AUDIO_TRACK,
   F_AUDIO_IS_DEFAULT,
+  F_NAME,
+  F_IS_TRANSLATABLE,
+  F_TRANSLATION_LANGUAGES,
+  F_LANGUAGE_NAME,
 };
 
 static const struct {
@@ -107,6 +120,17 @@ static const struct {
     {N_FORMAT, "approxDurationMs", F_DURATION},
     {N_FORMAT, "audioTrack", F_AUDIO_TRACK},
     {N_FORMAT_AUDIO, "audioIsDefault", F_AUDIO_IS_DEFAULT},
+    {N_TRACK, "name", F_NAME},
+    {N_TRACK, "isTranslatable", F_IS_TRANSLATABLE},
+    {N_TRACK_NAME, "runs", F_RUNS},
+    {N_TRACK_NAME, "simpleText", F_SIMPLE_TEXT},
+    {N_TRACK_NAME_RUN, "text", F_TEXT},
+    {N_TRACKLIST, "translationLanguages", F_TRANSLATION_LANGUAGES},
+    {N_TRANSLATION, "languageCode", F_LANGUAGE},
+    {N_TRANSLATION, "languageName", F_LANGUAGE_NAME},
+    {N_TL_NAME, "runs", F_RUNS},
+    {N_TL_NAME, "simpleText", F_SIMPLE_TEXT},
+    {N_TL_NAME_RUN, "text", F_TEXT},
 };
 
 /* The container a wanted field opens: {parent node, field, is_array, child node}. */
@@ -135,6 +159,14 @@ static const struct {
     {N_STREAMING, F_ADAPTIVE_FORMATS, 1, N_FORMATS},
     {N_FORMATS, JSONSTREAM_ITEM, 0, N_FORMAT},
     {N_FORMAT, F_AUDIO_TRACK, 0, N_FORMAT_AUDIO},
+    {N_TRACK, F_NAME, 0, N_TRACK_NAME},
+    {N_TRACK_NAME, F_RUNS, 1, N_TRACK_NAME_RUNS},
+    {N_TRACK_NAME_RUNS, JSONSTREAM_ITEM, 0, N_TRACK_NAME_RUN},
+    {N_TRACKLIST, F_TRANSLATION_LANGUAGES, 1, N_TRANSLATIONS},
+    {N_TRANSLATIONS, JSONSTREAM_ITEM, 0, N_TRANSLATION},
+    {N_TRANSLATION, F_LANGUAGE_NAME, 0, N_TL_NAME},
+    {N_TL_NAME, F_RUNS, 1, N_TL_NAME_RUNS},
+    {N_TL_NAME_RUNS, JSONSTREAM_ITEM, 0, N_TL_NAME_RUN},
 };
 
 struct parse {
@@ -152,8 +184,11 @@ struct parse {
   size_t audio_cap;           /* allocated out->audio */
   int *audio_default;         /* audioTracks[i].defaultCaptionTrackIndex, -1 when absent */
   size_t naudio_tracks, audio_default_cap;
-  long long default_audio_track; /* defaultAudioTrackIndex, -1 when absent */
-  struct audio_format format;    /* the adaptive format being read */
+  long long default_audio_track;  /* defaultAudioTrackIndex, -1 when absent */
+  struct audio_format format;     /* the adaptive format being read */
+  struct buf name;                /* the runs of the track or translation name being read */
+  struct translation_language tl; /* the translation language being read */
+  size_t translations_cap;        /* allocated out->translations */
 };
 
 /* Grows *items (n used, *cap allocated, each size bytes) to hold one more. Returns 0, or -ENOMEM. */
@@ -252,6 +287,10 @@ static int player_open(void *ctx, int node, int field, int is_array) {
     format_reset(&p->format);
   } else if (child == N_FORMAT_AUDIO) {
     p->format.is_default = 0; /* an audioTrack without audioIsDefault: true is not the default */
+  } else if (child == N_TRACK_NAME || child == N_TL_NAME) {
+    buf_reset(&p->name);
+  } else if (child == N_TRANSLATION) {
+    memset(&p->tl, 0, sizeof(p->tl));
   } else if (child == N_AUDIO_TRACK) {
     if (grow((void **)&p->audio_default, p->naudio_tracks, &p->audio_default_cap, sizeof(int)) < 0) return -ENOMEM;
     p->audio_default[p->naudio_tracks++] = -1;
@@ -290,11 +329,33 @@ static int close_format(struct parse *p) {
   return 0;
 }
 
+static int close_translation(struct parse *p) {
+  struct player_info *pi = p->out;
+  if (!p->tl.lang[0]) return 0;
+  if (grow((void **)&pi->translations, pi->ntranslations, &p->translations_cap, sizeof(*pi->translations)) < 0)
+    return -ENOMEM;
+  pi->translations[pi->ntranslations++] = p->tl;
+  return 0;
+}
+
 static int player_close(void *ctx, int node) {
   struct parse *p = ctx;
-  if (node == N_TRACK) return close_track(p);
-  if (node == N_FORMAT) return close_format(p);
-  return 0;
+  switch (node) {
+    case N_TRACK:
+      return close_track(p);
+    case N_FORMAT:
+      return close_format(p);
+    case N_TRANSLATION:
+      return close_translation(p);
+    case N_TRACK_NAME:
+      textclean_copy(p->track.name, sizeof(p->track.name), p->name.data ? p->name.data : "", p->name.len);
+      return 0;
+    case N_TL_NAME:
+      textclean_copy(p->tl.name, sizeof(p->tl.name), p->name.data ? p->name.data : "", p->name.len);
+      return 0;
+    default:
+      return 0;
+  }
 }
 
 /* Appends a run of text (bounded: these are for logs). */
@@ -303,17 +364,27 @@ static int add_text(struct buf *b, const char *s, size_t len) {
   return buf_append(b, s, len);
 }
 
-static int scalar_track(struct parse *p, int field, const char *s, size_t len) {
+/* Copies a languageCode into dst (16 bytes) when it is a plain token that fits; else leaves dst empty. */
+static void copy_lang(char dst[16], const char *s, size_t len) {
+  dst[0] = '\0';
+  if (is_token(s, len) && len < 16) {
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+  }
+}
+
+static int scalar_track(struct parse *p, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  if (field == F_IS_TRANSLATABLE) {
+    p->track.translatable = kind == JSONSTREAM_BOOL && len == 4;
+    return 0;
+  }
+  if (kind != JSONSTREAM_STRING) return 0;
   if (field == F_BASE_URL) {
     free(p->track.base_url);
     p->track.base_url = dup_token(s, len); /* NULL for an unusable URL: the track is left out */
     if (!p->track.base_url && is_token(s, len)) return -ENOMEM;
   } else if (field == F_LANGUAGE) {
-    p->track.lang[0] = '\0';
-    if (is_token(s, len) && len < sizeof(p->track.lang)) {
-      memcpy(p->track.lang, s, len);
-      p->track.lang[len] = '\0';
-    }
+    copy_lang(p->track.lang, s, len);
   } else if (field == F_KIND) {
     p->track.is_asr = len == 3 && memcmp(s, "asr", 3) == 0;
   }
@@ -383,7 +454,15 @@ static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind ki
       p->bot_reason |= mentions_bot(s, len);
       return add_text(&p->screen_reason, s, len);
     case N_TRACK:
-      return kind == JSONSTREAM_STRING ? scalar_track(p, field, s, len) : 0;
+      return scalar_track(p, field, kind, s, len);
+    case N_TRACK_NAME:
+    case N_TRACK_NAME_RUN:
+    case N_TL_NAME:
+    case N_TL_NAME_RUN:
+      return kind == JSONSTREAM_STRING && (field == F_TEXT || field == F_SIMPLE_TEXT) ? add_text(&p->name, s, len) : 0;
+    case N_TRANSLATION:
+      if (kind == JSONSTREAM_STRING && field == F_LANGUAGE) copy_lang(p->tl.lang, s, len);
+      return 0;
     case N_TRACKLIST:
       if (field == F_DEFAULT_AUDIO_TRACK && parse_count(s, len, INT32_MAX, &v) == 0) p->default_audio_track = v;
       return 0;
@@ -434,7 +513,8 @@ static int default_track(const struct parse *p) {
 int player_parse(const char *json, size_t len, struct player_info *out) {
   memset(out, 0, sizeof(*out));
   out->default_track = -1;
-  struct parse p = {.out = out, .screen_reason = BUF_INIT, .subreason = BUF_INIT, .default_audio_track = -1};
+  struct parse p = {
+      .out = out, .screen_reason = BUF_INIT, .subreason = BUF_INIT, .name = BUF_INIT, .default_audio_track = -1};
   format_reset(&p.format);
   int rv = jsonstream_parse(json, len, 1, &player_ops, &p);
   if (rv == 0 && !p.has_status) rv = -EPROTO;
@@ -451,6 +531,7 @@ fail:
   free(p.audio_default);
   buf_free(&p.screen_reason);
   buf_free(&p.subreason);
+  buf_free(&p.name);
   if (rv < 0) {
     player_info_free(out);
     out->playability = PLAY_OTHER; /* never PLAY_OK for a reply that is not one */
@@ -464,6 +545,9 @@ void player_info_free(struct player_info *pi) {
   for (size_t i = 0; i < pi->naudio; i++) free(pi->audio[i].url);
   free(pi->tracks);
   free(pi->audio);
+  free(pi->translations);
+  pi->translations = NULL;
+  pi->ntranslations = 0;
   pi->tracks = NULL;
   pi->ntracks = 0;
   pi->audio = NULL;
@@ -513,4 +597,47 @@ int player_choose_track(const struct player_info *pi, const char *lang) {
     if (!pi->tracks[i].po_token) return (int)i;
   }
   return -1;
+}
+
+int player_offers_translation(const struct player_info *pi, const char *lang) {
+  for (size_t i = 0; i < pi->ntranslations; i++) {
+    if (strcmp(pi->translations[i].lang, lang) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Appends "key":"value" (value JSON-escaped) with a leading comma unless first. */
+static int put_member(struct buf *out, int first, const char *key, const char *value) {
+  int rv = buf_printf(out, "%s\"%s\":\"", first ? "" : ",", key);
+  if (rv == 0) rv = buf_json_escape(out, value, strlen(value));
+  if (rv == 0) rv = buf_puts(out, "\"");
+  return rv;
+}
+
+int player_tracks_json(const struct player_info *pi, struct buf *out) {
+  size_t start = out->len;
+  int rv = buf_puts(out, "{\"tracks\":[");
+  for (size_t i = 0; rv == 0 && i < pi->ntracks; i++) {
+    const struct caption_track *t = &pi->tracks[i];
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "language", t->lang);
+    if (rv == 0) rv = put_member(out, 0, "name", t->name);
+    if (rv == 0) rv = put_member(out, 0, "kind", t->is_asr ? "asr" : "manual");
+    if (rv == 0) rv = buf_printf(out, ",\"translatable\":%s}", t->translatable ? "true" : "false");
+  }
+  if (rv == 0) rv = buf_puts(out, "],\"translationLanguages\":[");
+  for (size_t i = 0; rv == 0 && i < pi->ntranslations; i++) {
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "language", pi->translations[i].lang);
+    if (rv == 0) rv = put_member(out, 0, "name", pi->translations[i].name);
+    if (rv == 0) rv = buf_puts(out, "}");
+  }
+  if (rv == 0) rv = buf_puts(out, "]}");
+  if (rv == 0 && out->len - start > VTS_MAX_TRANSCRIPT_BYTES) rv = -E2BIG;
+  if (rv != 0) {
+    out->len = start;
+    if (out->data != NULL) out->data[out->len] = '\0';
+    return rv == -E2BIG ? rv : -ENOMEM;
+  }
+  return 0;
 }

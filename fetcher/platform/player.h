@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+
 enum playability {
   PLAY_OK = 0,
   PLAY_LOGIN_REQUIRED, /* age-restricted, private, members-only: 404 */
@@ -19,10 +21,18 @@ enum playability {
 };
 
 struct caption_track {
-  char *base_url; /* owned; the timedtext URL of the track */
+  char *base_url;   /* owned; the timedtext URL of the track */
+  char lang[16];    /* languageCode */
+  char name[128];   /* name (its runs joined, or simpleText), cleaned; "" when absent */
+  int is_asr;       /* kind == "asr" */
+  int translatable; /* isTranslatable: the platform translates it (tlang) */
+  int po_token;     /* the baseUrl carries exp=xpe or exp=xpv: the track needs a PO token we do not have */
+};
+
+/* One of the languages the platform translates translatable tracks into (translationLanguages[]). */
+struct translation_language {
   char lang[16];  /* languageCode */
-  int is_asr;     /* kind == "asr" */
-  int po_token;   /* the baseUrl carries exp=xpe or exp=xpv: the track needs a PO token we do not have */
+  char name[128]; /* languageName, cleaned */
 };
 
 struct audio_format {
@@ -42,6 +52,8 @@ struct player_info {
   struct caption_track *tracks;
   size_t ntracks;
   int default_track; /* index into tracks from audioTracks[].defaultCaptionTrackIndex, -1 when none */
+  struct translation_language *translations; /* in the platform's order; those without a usable code left out */
+  size_t ntranslations;
   struct audio_format *audio;
   size_t naudio;
 };
@@ -61,5 +73,15 @@ void player_info_free(struct player_info *pi);
  * lang "" means no preference: the default track. Tracks that need a PO token are skipped. Returns an index or -1.
  */
 int player_choose_track(const struct player_info *pi, const char *lang);
+
+/* Whether the platform offers translation into lang (a languageCode of translationLanguages, exactly). */
+int player_offers_translation(const struct player_info *pi, const char *lang);
+
+/*
+ * Appends the public body of GET /v1/video/tracks to out: {"tracks":[{"language","name","kind","translatable"}...],
+ * "translationLanguages":[{"language","name"}...]}, in the platform's order, kind "manual" or "asr". Returns 0,
+ * -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or -ENOMEM; out is left as it was on failure.
+ */
+int player_tracks_json(const struct player_info *pi, struct buf *out);
 
 #endif

@@ -24,7 +24,8 @@ struct speech_audio {
 /*
  * Recognises audio with the embedded pocketsphinx engine. Utterances are cut at the silences its voice activity
  * detector finds (and after VTS_SPEECH_MAX_UTTERANCE_S of uninterrupted speech), and split further at pauses
- * between words; each becomes a segment. model_dir is the acoustic model directory (NULL or "" for the default).
+ * between words and at the longest pause of a run past VTS_MAX_SPEECH_SEGMENT_S (segment_list_group_words); each
+ * piece becomes a segment. model_dir is the acoustic model directory (NULL or "" for the default).
  * Appends to out and sets lang to "en". Returns 0, -ENOENT (model files missing), -ETIMEDOUT (deadline passed), -E2BIG
  * (more than VTS_MAX_SEGMENTS), -ENOMEM, or -EIO (decoder fault).
  */
@@ -32,7 +33,9 @@ int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_aud
                                   struct segment_list *out, char lang[16], char *detail, size_t detaillen);
 
 /*
- * Recognises audio with a /v1/audio/transcriptions server (multipart: file, model, response_format=verbose_json).
+ * Recognises audio with a /v1/audio/transcriptions server (multipart: file, model, response_format=verbose_json,
+ * timestamp_granularities[] word and segment). A segment past VTS_MAX_SPEECH_SEGMENT_S is cut at the longest pause
+ * between its words (segment_list_group_words), or evenly when the server gave no word times.
  * The original file is sent when it fits in max_upload_bytes; otherwise the samples are sent as WAV parts of at
  * most max_upload_bytes each, and each part's segment times are shifted by the part's offset. Appends to out and
  * sets lang from the reply's "language" ("english" -> "en"; "und" when unknown). Returns 0, -EINVAL (no

@@ -96,14 +96,19 @@ static void map_language(const char *s, size_t len, char lang[16]) {
 }
 
 /* The verbose_json fields we read, as jsonstream node and field ids. */
-enum { N_SEGMENTS = 2, N_SEGMENT = 3 };
-enum { F_LANGUAGE = 1, F_TEXT, F_DURATION, F_SEGMENTS, F_START, F_END, F_SEG_TEXT };
+enum { N_SEGMENTS = 2, N_SEGMENT, N_WORDS, N_WORD };
+enum { F_LANGUAGE = 1, F_TEXT, F_DURATION, F_SEGMENTS, F_START, F_END, F_SEG_TEXT, F_WORDS, F_WORD };
 
 /*
- * One reply being read: top-level language, text and duration, and each element of segments[] with its start, end
- * and text. Times are shifted by offset (the part's place in the whole audio).
+ * One reply being read: top-level language, text and duration, each element of segments[] with its start, end and
+ * text, and each of words[] (asked for with timestamp_granularities[]=word) likewise. Times are shifted by offset
+ * (the part's place in the whole audio). Segments and words are collected first: a segment longer than the cap is
+ * cut at the longest pause between its words before it joins out.
  */
 struct reply {
+  int in_word; /* the element being read is a word, not a segment */
+  struct segment_list segs;
+  struct segment_list words;
   double start, end;
   int has_start, has_end;
   struct buf seg_text;
@@ -126,7 +131,11 @@ static int reply_key(void *ctx, int node, const char *key, size_t len) {
                 {JSONSTREAM_ROOT, F_SEGMENTS, "segments"},
                 {N_SEGMENT, F_START, "start"},
                 {N_SEGMENT, F_END, "end"},
-                {N_SEGMENT, F_SEG_TEXT, "text"}};
+                {N_SEGMENT, F_SEG_TEXT, "text"},
+                {JSONSTREAM_ROOT, F_WORDS, "words"},
+                {N_WORD, F_START, "start"},
+                {N_WORD, F_END, "end"},
+                {N_WORD, F_WORD, "word"}};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
     if (fields[i].node == node && strlen(fields[i].name) == len && memcmp(fields[i].name, key, len) == 0)
       return fields[i].field;
@@ -140,20 +149,22 @@ static int reply_open(void *ctx, int node, int field, int is_array) {
     r->saw_segments = 1;
     return N_SEGMENTS;
   }
-  if (node == N_SEGMENTS && field == JSONSTREAM_ITEM && !is_array) {
+  if (node == JSONSTREAM_ROOT && field == F_WORDS && is_array) return N_WORDS;
+  if ((node == N_SEGMENTS || node == N_WORDS) && field == JSONSTREAM_ITEM && !is_array) {
     r->has_start = r->has_end = 0;
+    r->in_word = node == N_WORDS;
     buf_reset(&r->seg_text);
-    return N_SEGMENT;
+    return r->in_word ? N_WORD : N_SEGMENT;
   }
   return JSONSTREAM_SKIP;
 }
 
 static int reply_close(void *ctx, int node) {
   struct reply *r = ctx;
-  if (node != N_SEGMENT) return 0;
+  if (node != N_SEGMENT && node != N_WORD) return 0;
   if (!r->has_start || !r->has_end || r->start < 0) return -EPROTO;
-  return segment_list_append(r->out, r->seg_text.data != NULL ? r->seg_text.data : "", r->seg_text.len,
-                             r->offset + r->start, r->end - r->start);
+  return segment_list_append(node == N_WORD ? &r->words : &r->segs, r->seg_text.data != NULL ? r->seg_text.data : "",
+                             r->seg_text.len, r->offset + r->start, r->end - r->start);
 }
 
 /* A JSON number as written into a finite double. Returns 0, or -EPROTO. */
@@ -174,13 +185,14 @@ static int reply_scalar(void *ctx, int node, int field, enum jsonstream_kind kin
   if (kind == JSONSTREAM_STRING) {
     if (node == JSONSTREAM_ROOT && field == F_LANGUAGE) map_language(s, len, r->language);
     if (node == JSONSTREAM_ROOT && field == F_TEXT) return buf_append(&r->top_text, s, len);
-    if (node == N_SEGMENT && field == F_SEG_TEXT) return buf_append(&r->seg_text, s, len);
+    if ((node == N_SEGMENT && field == F_SEG_TEXT) || (node == N_WORD && field == F_WORD))
+      return buf_append(&r->seg_text, s, len);
     return 0;
   }
   if (kind != JSONSTREAM_NUMBER) return 0;
   double v;
   if (node == JSONSTREAM_ROOT && field == F_DURATION) return number_value(s, len, &r->duration);
-  if (node == N_SEGMENT && (field == F_START || field == F_END)) {
+  if ((node == N_SEGMENT || node == N_WORD) && (field == F_START || field == F_END)) {
     if (number_value(s, len, &v) != 0) return -EPROTO;
     if (field == F_START) {
       r->start = v;
@@ -196,6 +208,60 @@ static int reply_scalar(void *ctx, int node, int field, enum jsonstream_kind kin
 static const struct jsonstream_ops reply_ops = {reply_key, reply_open, reply_close, reply_scalar};
 
 /*
+ * The words of a segment that is too long to read, with their times: the reply's words inside its span when their
+ * texts make up its text (the segment's own words then keep its punctuation), else its text's words spread evenly
+ * over it (a server that gave no word times: every pause is as long, so the cuts fall in the middle).
+ */
+static int words_of(const struct segment *seg, const struct segment_list *words, struct segment_list *out) {
+  const double slack = 0.001; /* word and segment times are rounded apart */
+  double end = seg->start + seg->duration;
+  size_t first = 0;
+  while (first < words->len && words->items[first].start < seg->start - slack) first++;
+  size_t n = 0;
+  while (first + n < words->len && words->items[first + n].start + words->items[first + n].duration <= end + slack) n++;
+  size_t ntext = 0;
+  for (const char *p = seg->text; *p != '\0'; ntext++) {
+    p += strspn(p, " ");
+    if (*p == '\0') break;
+    p += strcspn(p, " ");
+  }
+  int rv = 0;
+  const char *p = seg->text;
+  for (size_t i = 0; rv == 0 && i < ntext; i++) {
+    p += strspn(p, " ");
+    size_t wlen = strcspn(p, " ");
+    if (n == ntext)
+      rv = segment_list_append(out, p, wlen, words->items[first + i].start, words->items[first + i].duration);
+    else
+      rv = segment_list_append(out, p, wlen, seg->start + seg->duration * (double)i / (double)ntext,
+                               seg->duration / (double)ntext);
+    p += wlen;
+  }
+  if (rv == 0 && n > 0 && n != ntext) {
+    /* The server's words do not match the segment's text: its words and times are the better account. */
+    segment_list_free(out);
+    for (size_t i = 0; rv == 0 && i < n; i++) {
+      const struct segment *w = &words->items[first + i];
+      rv = segment_list_append(out, w->text, strlen(w->text), w->start, w->duration);
+    }
+  }
+  return rv;
+}
+
+/* Appends seg to out, cut at its longest pauses (fetcher/captions/segments.c) when it is longer than the cap. */
+static int add_segment(struct segment_list *out, const struct segment *seg, const struct segment_list *words,
+                       double audio_s) {
+  if (seg->duration <= VTS_MAX_SPEECH_SEGMENT_S)
+    return segment_list_append(out, seg->text, strlen(seg->text), seg->start, seg->duration);
+  struct segment_list w = {0};
+  int rv = words_of(seg, words, &w);
+  /* A pause nowhere inside the segment ends it: only the cap cuts. */
+  if (rv == 0) rv = segment_list_group_words(out, &w, HUGE_VAL, audio_s);
+  segment_list_free(&w);
+  return rv;
+}
+
+/*
  * Reads one verbose_json reply into out, times shifted by offset; part_seconds is the length of the audio sent, for
  * a reply that has text but no segments (a server that ignored response_format). The reply is untrusted: it goes
  * through the bounded streaming reader (fetcher/platform/jsonstream.h). Returns 0, -EPROTO, -E2BIG or -ENOMEM.
@@ -205,7 +271,12 @@ static int parse_reply(const char *body, size_t len, double offset, double part_
   struct reply r = {.offset = offset, .out = out, .seg_text = BUF_INIT, .top_text = BUF_INIT, .duration = -1};
   int rv = jsonstream_parse(body != NULL ? body : "", len, 1, &reply_ops, &r);
   if (rv == 0 && !r.saw_segments && r.top_text.len > 0)
-    rv = segment_list_append(out, r.top_text.data, r.top_text.len, offset, r.duration >= 0 ? r.duration : part_seconds);
+    rv = segment_list_append(&r.segs, r.top_text.data, r.top_text.len, offset,
+                             r.duration >= 0 ? r.duration : part_seconds);
+  for (size_t i = 0; rv == 0 && i < r.segs.len; i++)
+    rv = add_segment(out, &r.segs.items[i], &r.words, offset + part_seconds);
+  segment_list_free(&r.segs);
+  segment_list_free(&r.words);
   if (rv == 0 && r.language[0] != '\0' && (lang[0] == '\0' || strcmp(lang, LANG_UNDETERMINED) == 0))
     snprintf(lang, 16, "%s", r.language);
   buf_free(&r.seg_text);
@@ -274,6 +345,14 @@ static int post_file(const struct vts_config *cfg, const char *url, const void *
   if (part == NULL || curl_mime_name(part, "response_format") != CURLE_OK ||
       curl_mime_data(part, "verbose_json", CURL_ZERO_TERMINATED) != CURLE_OK)
     goto done;
+  /* Word times let a long segment be cut at its longest pause; segments stay the unit the server chose. */
+  static const char *const granularities[] = {"word", "segment"};
+  for (size_t i = 0; i < sizeof(granularities) / sizeof(granularities[0]); i++) {
+    part = curl_mime_addpart(mime);
+    if (part == NULL || curl_mime_name(part, "timestamp_granularities[]") != CURLE_OK ||
+        curl_mime_data(part, granularities[i], CURL_ZERO_TERMINATED) != CURLE_OK)
+      goto done;
+  }
 
   if (cfg->speech_api_key[0] != '\0' && buf_printf(&auth, "Authorization: Bearer %s", cfg->speech_api_key) != 0)
     goto done;

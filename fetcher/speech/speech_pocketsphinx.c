@@ -9,7 +9,6 @@
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
 
-#include "common/buf.h"
 #include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
@@ -64,58 +63,37 @@ static int decoder_open(const char *dir, ps_decoder_t **ps_out, cmd_ln_t **cfg_o
   return 0;
 }
 
-/* Words of the current segment, and its first and last frame. */
-struct pending {
-  struct buf text;
-  int first_frame;
-  int last_frame;
-};
-
-static int flush_pending(struct pending *p, struct segment_list *out) {
-  if (p->text.len == 0) return 0;
-  double start = (double)p->first_frame / PS_FRAMES_PER_S;
-  double duration = (double)(p->last_frame + 1 - p->first_frame) / PS_FRAMES_PER_S;
-  int rv = segment_list_append(out, p->text.data, p->text.len, start, duration);
-  buf_reset(&p->text);
-  return rv;
-}
-
 /*
- * Turns the words of the utterance just ended into segments. Frame numbers count from the start of the stream,
- * not of the utterance, so they are times already. Fillers (<s>, <sil>, [NOISE]) are dropped, and alternative
- * pronunciations ("read(2)") lose their suffix.
+ * Turns the words of the utterance just ended into segments (fetcher/captions/segments.c groups them: a pause of
+ * PS_SEGMENT_GAP_FRAMES starts a segment, a run past the segment cap is cut at its longest pause). Frame numbers
+ * count from the start of the stream, not of the utterance, so they are times already. Fillers (<s>, <sil>, [NOISE])
+ * are dropped, and alternative pronunciations ("read(2)") lose their suffix.
  */
-static int collect_utterance(ps_decoder_t *ps, struct segment_list *out) {
-  struct pending p = {.text = BUF_INIT};
+static int collect_utterance(ps_decoder_t *ps, double audio_s, struct segment_list *out) {
+  struct segment_list words = {0};
   int rv = 0;
   ps_seg_t *seg = ps_seg_iter(ps);
   while (seg != NULL) {
     const char *word = ps_seg_word(seg);
     int sf = 0, ef = 0;
     ps_seg_frames(seg, &sf, &ef);
-    if (word != NULL && word[0] != '<' && word[0] != '[' && word[0] != '\0') {
-      if (p.text.len > 0 && sf - p.last_frame > PS_SEGMENT_GAP_FRAMES) rv = flush_pending(&p, out);
-      if (rv == 0 && p.text.len == 0) p.first_frame = sf;
-      size_t wlen = strcspn(word, "(");
-      if (rv == 0 && p.text.len > 0) rv = buf_append(&p.text, " ", 1);
-      if (rv == 0) rv = buf_append(&p.text, word, wlen);
-      p.last_frame = ef;
-      if (rv != 0) {
-        ps_seg_free(seg);
-        goto done;
-      }
+    if (word != NULL && word[0] != '<' && word[0] != '[' && word[0] != '\0')
+      rv = segment_list_append(&words, word, strcspn(word, "("), (double)sf / PS_FRAMES_PER_S,
+                               (double)(ef + 1 - sf) / PS_FRAMES_PER_S);
+    if (rv != 0) {
+      ps_seg_free(seg);
+      break;
     }
     seg = ps_seg_next(seg);
   }
-  rv = flush_pending(&p, out);
-done:
-  buf_free(&p.text);
+  if (rv == 0) rv = segment_list_group_words(out, &words, (double)PS_SEGMENT_GAP_FRAMES / PS_FRAMES_PER_S, audio_s);
+  segment_list_free(&words);
   return rv;
 }
 
-static int end_utterance(ps_decoder_t *ps, struct segment_list *out) {
+static int end_utterance(ps_decoder_t *ps, double audio_s, struct segment_list *out) {
   if (ps_end_utt(ps) < 0) return -EIO;
-  return collect_utterance(ps, out);
+  return collect_utterance(ps, audio_s, out);
 }
 
 int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
@@ -132,6 +110,7 @@ int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_aud
     goto fail;
   }
   const size_t max_utt = (size_t)VTS_SPEECH_MAX_UTTERANCE_S * DECODE_SAMPLE_RATE;
+  const double audio_s = (double)audio->nsamples / DECODE_SAMPLE_RATE;
   int in_speech = 0;
   size_t utt_start = 0;
   for (size_t pos = 0; pos < audio->nsamples;) {
@@ -153,14 +132,14 @@ int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_aud
      * noise) is cut so that the decoder's per-utterance memory stays bounded.
      */
     if ((in_speech && !speaking) || (speaking && pos - utt_start >= max_utt)) {
-      rv = end_utterance(ps, out);
+      rv = end_utterance(ps, audio_s, out);
       if (rv == 0 && ps_start_utt(ps) < 0) rv = -EIO;
       if (rv != 0) goto fail;
       speaking = 0;
     }
     in_speech = speaking;
   }
-  rv = end_utterance(ps, out);
+  rv = end_utterance(ps, audio_s, out);
   if (rv != 0) goto fail;
   snprintf(lang, 16, "%s", PS_LANGUAGE);
   ps_free(ps);

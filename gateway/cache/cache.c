@@ -19,8 +19,8 @@ struct entry {
   uint8_t outcome;
   uint8_t source;
   char video_id[VTS_VIDEO_ID_LEN + 1];
-  char key_lang[PROTO_MAX_LANG + 1]; /* the requested language: part of the key */
-  char lang[PROTO_MAX_LANG + 1];     /* the language of the stored result */
+  char key_lang[PROTO_MAX_JOB_KEY + 1]; /* the job key (proto_job_key): part of the key */
+  char lang[PROTO_MAX_LANG + 1];        /* the language of the stored result */
   char body[];
 };
 
@@ -146,7 +146,7 @@ int cache_put(struct cache *c, const char *video_id, const char *lang, const str
   }
   if (max_ttl_ms < ttl) ttl = max_ttl_ms;
   if (ttl == 0) return -EINVAL;
-  if (strlen(video_id) > VTS_VIDEO_ID_LEN || strlen(lang) > PROTO_MAX_LANG || strlen(res->lang) > PROTO_MAX_LANG)
+  if (strlen(video_id) > VTS_VIDEO_ID_LEN || strlen(lang) > PROTO_MAX_JOB_KEY || strlen(res->lang) > PROTO_MAX_LANG)
     return -EINVAL;
 
   uint64_t hash = cache_key_hash(video_id, lang);

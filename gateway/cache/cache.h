@@ -1,5 +1,6 @@
 /*
- * An LRU cache of job results keyed by (video id, requested language), bounded in bytes, with a TTL per entry.
+ * An LRU cache of job results keyed by (video id, job key: proto_job_key, the requested language for a plain
+ * transcript), bounded in bytes, with a TTL per entry.
  * The dispatcher holds the shared cache every worker goes through; each worker holds a small one in front of it.
  *
  * What is cached follows ARCHITECTURE.md "Outcomes": a 200 (PROTO_OK) for ok_ttl_ms, a 404 (PROTO_NOT_AVAILABLE,

@@ -133,7 +133,8 @@ struct job {
   struct list *in;   /* which of them, NULL for none */
   uint64_t id;
   uint64_t hash;
-  struct proto_job pj; /* key, kind, first requester's request id */
+  struct proto_job pj;             /* video, language, kind, first requester's request id */
+  char key[PROTO_MAX_JOB_KEY + 1]; /* proto_job_key of the request: the cache and coalescing key with the video */
   uint64_t created_ms;
   uint64_t deadline_ms; /* queued: fail when not taken by then; running: fail at deadline + grace */
   uint64_t assigned_ms;
@@ -338,12 +339,17 @@ static void answer_internal(struct dispatcher *d, struct slot *s, const char *de
 
 /* ---- jobs ---- */
 
+/* The kind's name in logs. */
+static const char *kind_name(uint8_t kind) {
+  return kind == PROTO_KIND_SPEECH ? "speech" : kind == PROTO_KIND_TRACKS ? "tracks" : "captions";
+}
+
 static struct job **job_bucket(struct dispatcher *d, uint64_t hash) { return &d->table[hash % JOB_TABLE_BUCKETS]; }
 
-static struct job *job_find(struct dispatcher *d, const char *video_id, const char *lang) {
-  uint64_t h = cache_key_hash(video_id, lang);
+static struct job *job_find(struct dispatcher *d, const char *video_id, const char *key) {
+  uint64_t h = cache_key_hash(video_id, key);
   for (struct job *j = *job_bucket(d, h); j != NULL; j = j->hnext) {
-    if (j->hash == h && strcmp(j->pj.video_id, video_id) == 0 && strcmp(j->pj.lang, lang) == 0) return j;
+    if (j->hash == h && strcmp(j->pj.video_id, video_id) == 0 && strcmp(j->key, key) == 0) return j;
   }
   return NULL;
 }
@@ -353,8 +359,10 @@ static struct job *job_new(struct dispatcher *d, const struct proto_job *req, ui
   if (j == NULL) return NULL;
   j->id = ++d->next_job_id;
   j->pj = *req;
-  j->pj.kind = PROTO_KIND_CAPTIONS;
-  j->hash = cache_key_hash(req->video_id, req->lang);
+  /* A worker asks for a transcript or for tracks; only the dispatcher turns a transcript job into a speech job. */
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
+  proto_job_key(&j->pj, j->key);
+  j->hash = cache_key_hash(req->video_id, j->key);
   j->created_ms = now;
   j->deadline_ms = now + (uint64_t)d->cfg->job_timeout_ms;
   list_init(&j->waiters);
@@ -414,9 +422,9 @@ static void job_finish(struct dispatcher *d, struct job *j, const struct proto_r
   res.job_id = j->id;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  if (cache_put(d->cache, j->pj.video_id, j->pj.lang, &res, UINT64_MAX, &ttl) != 0) ttl = 0;
+  if (cache_put(d->cache, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl) != 0) ttl = 0;
   /* Other gateways sharing Redis see it too; a Redis that cannot take it now costs nothing but the sharing. */
-  if (ttl > 0 && d->rcache != NULL) rcache_put(d->rcache, j->pj.video_id, j->pj.lang, &res, ttl);
+  if (ttl > 0 && d->rcache != NULL) rcache_put(d->rcache, j->pj.video_id, j->key, &res, ttl);
 
   struct buf b = BUF_INIT;
   encode_reply(&b, &res, ttl);
@@ -432,10 +440,10 @@ static void job_finish(struct dispatcher *d, struct job *j, const struct proto_r
   uint64_t now = util_now_ms();
   uint64_t queue_ms = (j->assigned_ms ? j->assigned_ms : now) - j->created_ms;
   log_msg(res.outcome == PROTO_INTERNAL ? LOG_WARN : LOG_INFO, "job finished", "request_id", j->pj.request_id,
-          "=job_id", NUM(j->id), "video_id", j->pj.video_id, "lang", j->pj.lang, "kind",
-          j->pj.kind == PROTO_KIND_SPEECH ? "speech" : "captions", "=status", NUM(proto_outcome_status(res.outcome)),
-          "detail", res.detail, "reason", proto_reason_name(res.reason), "=waiters", NUM(nwaiters), "=queue_ms",
-          NUM(queue_ms), "=fetch_ms", NUM(res.fetch_ms), "=dur_ms", NUM(now - j->created_ms), NULL);
+          "=job_id", NUM(j->id), "video_id", j->pj.video_id, "lang", j->pj.lang, "kind", kind_name(j->pj.kind),
+          "=status", NUM(proto_outcome_status(res.outcome)), "detail", res.detail, "reason",
+          proto_reason_name(res.reason), "=waiters", NUM(nwaiters), "=queue_ms", NUM(queue_ms), "=fetch_ms",
+          NUM(res.fetch_ms), "=dur_ms", NUM(now - j->created_ms), NULL);
   job_destroy(d, j);
 }
 
@@ -459,7 +467,9 @@ static void job_result(struct dispatcher *d, struct job *j, const struct proto_r
     job_fail(d, j, "bad_result");
     return;
   }
-  if (res->outcome == PROTO_NO_CAPTIONS && d->cfg->speech_fallback && j->pj.kind == PROTO_KIND_CAPTIONS) {
+  /* A translation is of a caption track: a video without one has none to offer, speech or not. */
+  if (res->outcome == PROTO_NO_CAPTIONS && d->cfg->speech_fallback && j->pj.kind == PROTO_KIND_CAPTIONS &&
+      j->pj.translate[0] == '\0') {
     uint64_t now = util_now_ms();
     j->pj.kind = PROTO_KIND_SPEECH;
     j->deadline_ms = now + (uint64_t)d->cfg->speech_timeout_ms;
@@ -486,9 +496,11 @@ static void handle_worker_request(struct dispatcher *d, struct slot *s, nng_msg 
   }
   memcpy(s->request_id, req.request_id, sizeof(s->request_id));
 
+  char key[PROTO_MAX_JOB_KEY + 1];
+  proto_job_key(&req, key);
   struct proto_result hit;
   uint64_t ttl_left;
-  if (cache_get(d->cache, req.video_id, req.lang, &hit, &ttl_left) == 0) {
+  if (cache_get(d->cache, req.video_id, key, &hit, &ttl_left) == 0) {
     d->st.cache_hits++;
     log_msg(LOG_DEBUG, "cache hit", "request_id", req.request_id, "video_id", req.video_id, "lang", req.lang, "=status",
             NUM(proto_outcome_status(hit.outcome)), NULL);
@@ -496,12 +508,12 @@ static void handle_worker_request(struct dispatcher *d, struct slot *s, nng_msg 
     return;
   }
 
-  struct job *j = job_find(d, req.video_id, req.lang);
-  if (j == NULL && d->rcache != NULL && rcache_get(d->rcache, req.video_id, req.lang, &hit, &ttl_left) == 0) {
+  struct job *j = job_find(d, req.video_id, key);
+  if (j == NULL && d->rcache != NULL && rcache_get(d->rcache, req.video_id, key, &hit, &ttl_left) == 0) {
     /* Another gateway fetched it: keep it here too for what is left of its lifetime. */
     d->st.cache_hits++;
     uint64_t ttl = 0;
-    if (cache_put(d->cache, req.video_id, req.lang, &hit, ttl_left, &ttl) != 0) ttl = 0;
+    if (cache_put(d->cache, req.video_id, key, &hit, ttl_left, &ttl) != 0) ttl = 0;
     log_msg(LOG_DEBUG, "redis cache hit", "request_id", req.request_id, "video_id", req.video_id, "lang", req.lang,
             NULL);
     answer_one(d, s, &hit, ttl);
@@ -768,8 +780,8 @@ static void assign_jobs(struct dispatcher *d) {
     j->assigned_ms = now;
     f->job = j;
     log_msg(LOG_INFO, "job assigned", "request_id", j->pj.request_id, "=job_id", NUM(j->id), "video_id", j->pj.video_id,
-            "kind", j->pj.kind == PROTO_KIND_SPEECH ? "speech" : "captions", "=fetcher", NUM(nng_pipe_id(f->pipe)),
-            "=wait_ms", NUM(now - j->created_ms), "=deadline_ms", NUM(left), NULL);
+            "kind", kind_name(j->pj.kind), "=fetcher", NUM(nng_pipe_id(f->pipe)), "=wait_ms", NUM(now - j->created_ms),
+            "=deadline_ms", NUM(left), NULL);
   }
 }
 

@@ -46,7 +46,7 @@ struct pending {
   dispatch_cb cb;
   void *arg;
   char video_id[VTS_VIDEO_ID_LEN + 1];
-  char lang[PROTO_MAX_LANG + 1];
+  char key[PROTO_MAX_JOB_KEY + 1]; /* proto_job_key: the L1 key besides the video id */
 };
 
 static struct {
@@ -151,7 +151,7 @@ static void deliver(struct pending *p, bool fail) {
     size_t len = nng_msg_len(p->reply);
     if (proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
       r = &res;
-      if (res.cache_ms > 0) cache_put(client.l1, p->video_id, p->lang, &res, res.cache_ms, NULL);
+      if (res.cache_ms > 0) cache_put(client.l1, p->video_id, p->key, &res, res.cache_ms, NULL);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
@@ -314,10 +314,10 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
     return -EINVAL;
   }
   memcpy(p->video_id, job->video_id, sizeof(p->video_id));
-  memcpy(p->lang, job->lang, strlen(job->lang) + 1);
+  proto_job_key(job, p->key);
 
   uint64_t ttl_left;
-  if (cache_get(client.l1, job->video_id, job->lang, &p->hit, &ttl_left) == 0) {
+  if (cache_get(client.l1, job->video_id, p->key, &p->hit, &ttl_left) == 0) {
     /* Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. */
     if (p->hit.body_len > 0) {
       p->hit_body = malloc(p->hit.body_len);

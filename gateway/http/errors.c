@@ -26,6 +26,9 @@ static const struct api_error_info errors[API_ERR__COUNT] = {
     ERR(API_ERR_PAYLOAD_TOO_LARGE, 413, "payload_too_large", "This endpoint takes no request body."),
     ERR(API_ERR_REQUEST_TIMEOUT, 408, "request_timeout", "The request headers took too long."),
     ERR(API_ERR_SERVICE_UNAVAILABLE, 503, "service_unavailable", "The service is not accepting requests now."),
+    ERR(API_ERR_INVALID_FORMAT, 400, "bad_request", "format must be one of json, text, srt, vtt."),
+    ERR(API_ERR_AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once."),
+    ERR(API_ERR_INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
 };
 
 const struct api_error_info *api_error_get(enum api_error e) {

@@ -29,6 +29,9 @@ enum api_error {
   API_ERR_PAYLOAD_TOO_LARGE,      /* 413 payload_too_large */
   API_ERR_REQUEST_TIMEOUT,        /* 408 request_timeout */
   API_ERR_SERVICE_UNAVAILABLE,    /* 503 service_unavailable: shutting down, connection cap */
+  API_ERR_INVALID_FORMAT,         /* 400 bad_request: format not one of RENDER_FORMAT_NAMES, or repeated */
+  API_ERR_AMBIGUOUS_TRANSLATE,    /* 400 ambiguous_language: translate repeated */
+  API_ERR_INVALID_TRANSLATE,      /* 400 invalid_language: translate malformed */
   API_ERR__COUNT
 };
 

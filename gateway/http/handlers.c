@@ -1,5 +1,6 @@
 #include "gateway/http/handlers.h"
 
+#include <errno.h>
 #include <llhttp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
 #include "gateway/http/query.h"
+#include "gateway/http/render.h"
 #include "proto/proto.h"
 
 extern const unsigned char openapi_json[];
@@ -22,13 +24,18 @@ extern const size_t openapi_json_len;
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 #define RL_HEADERS_BYTES 192
 
-/* The state of one transcript request across its asynchronous steps (rate limit, dispatch). */
+/*
+ * The state of one transcript or tracks request across its asynchronous steps (rate limit, dispatch). Both endpoints
+ * share the key, the limits, the video rules and the errors; they differ in the job's kind and the parameters read.
+ */
 struct transcript {
   struct handlers_ctx *ctx;
   struct http_request *req;
   struct key_entry key;  /* a copy: a key file reload may free the store meanwhile */
   struct rl_decision rl; /* holds the month's unit reserved at admission until the answer is known */
   char rl_headers[RL_HEADERS_BYTES];
+  enum render_format format; /* of a 200; errors are always JSON */
+  uint8_t kind;              /* PROTO_KIND_CAPTIONS or PROTO_KIND_TRACKS */
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -71,6 +78,28 @@ static void transcript_free(struct transcript *t) {
 
 static void transcript_error(struct transcript *t, enum api_error e) { http_respond_error(t->req, e, t->rl_headers); }
 
+/*
+ * A 200: the body is the final public JSON, serialised once by the fetcher, so JSON is a copy of its bytes, never
+ * re-encoded; another format is rendered from them here, so the caches hold one body whatever the format.
+ */
+static void respond_ok(struct transcript *t, const struct proto_result *res) {
+  struct buf b = BUF_INIT;
+  int rv = t->format == RENDER_JSON ? buf_append(&b, res->body, res->body_len)
+                                    : render_transcript(t->format, res->body, res->body_len, &b);
+  if (rv == 0 && b.data == NULL) rv = buf_reserve(&b, 1); /* an empty text still needs memory to own */
+  if (rv != 0) {
+    log_msg(LOG_WARN, "transcript not rendered", "request_id", t->req->request_id, "error",
+            rv == -EPROTO ? "not a transcript body" : "no memory", NULL);
+    buf_free(&b);
+    transcript_error(t, API_ERR_FETCH_FAILED);
+    return;
+  }
+  size_t len = 0;
+  char *body = buf_steal(&b, &len);
+  http_respond_typed(t->req, 200, render_content_type(t->format), t->rl_headers, body, len, body);
+  t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
+}
+
 static void on_dispatched(void *arg, const struct proto_result *res) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
@@ -79,18 +108,9 @@ static void on_dispatched(void *arg, const struct proto_result *res) {
     goto done;
   }
   switch (proto_outcome_status(res->outcome)) {
-    case 200: {
-      /* The body is the final public JSON, serialised once by the fetcher: copy the bytes, never re-encode. */
-      char *body = malloc(res->body_len > 0 ? res->body_len : 1);
-      if (body == NULL) {
-        transcript_error(t, API_ERR_FETCH_FAILED);
-        break;
-      }
-      if (res->body_len > 0) memcpy(body, res->body, res->body_len);
-      http_respond(t->req, 200, t->rl_headers, body, res->body_len, body);
-      t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
+    case 200:
+      respond_ok(t, res);
       break;
-    }
     case 404:
       transcript_error(t, API_ERR_NOT_AVAILABLE);
       break;
@@ -136,17 +156,23 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
   }
 
   struct transcript_query q;
-  enum api_error qe = query_parse_transcript(req->query != NULL ? req->query : "", req->query_len, &q);
+  const char *qs = req->query != NULL ? req->query : "";
+  enum api_error qe = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, &q)
+                                                   : query_parse_transcript(qs, req->query_len, &q);
   if (qe != API_OK) {
     transcript_error(t, qe);
     goto done;
   }
+  /* The track list is JSON only; a transcript's format is the parameter's, else the Accept header's. */
+  if (t->kind == PROTO_KIND_CAPTIONS)
+    t->format = q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len);
   struct proto_job job;
   memset(&job, 0, sizeof(job));
-  job.kind = PROTO_KIND_CAPTIONS;
+  job.kind = t->kind;
   job.deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
   memcpy(job.video_id, q.video_id, sizeof(job.video_id));
   snprintf(job.lang, sizeof(job.lang), "%s", q.lang);
+  snprintf(job.translate, sizeof(job.translate), "%s", q.translate);
   snprintf(job.request_id, sizeof(job.request_id), "%s", req->request_id);
   /* From here the dispatch callback owns t and the request's hold (it may run before dispatch_submit returns). */
   if (dispatch_submit(&job, on_dispatched, t) == 0) return;
@@ -155,7 +181,7 @@ done:
   transcript_free(t);
 }
 
-static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req) {
+static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uint8_t kind) {
   const struct key_entry *key = NULL;
   if (req->key_state == HTTP_KEY_PRESENT) key = keystore_lookup(ctx->keys, req->api_key, req->api_key_len);
   if (key == NULL) {
@@ -170,9 +196,18 @@ static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req
   }
   t->ctx = ctx;
   t->req = req;
+  t->kind = kind;
   t->key = *key;
   http_request_hold(req);
   ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
+}
+
+static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req) {
+  handle_video(ctx, req, PROTO_KIND_CAPTIONS);
+}
+
+static void handle_tracks(struct handlers_ctx *ctx, struct http_request *req) {
+  handle_video(ctx, req, PROTO_KIND_TRACKS);
 }
 
 struct route {
@@ -184,6 +219,7 @@ static const struct route routes[] = {
     {"/health", handle_health},
     {"/openapi.json", handle_openapi},
     {"/v1/video/transcript", handle_transcript},
+    {"/v1/video/tracks", handle_tracks},
 };
 
 void handlers_request(void *app, struct http_request *req) {

@@ -36,7 +36,7 @@ enum conn_state {
   CONN_LINGER,  /* answered with close: FIN sent, discarding input until the peer closes */
 };
 
-enum hdr { HDR_OTHER = 0, HDR_API_KEY, HDR_REQUEST_ID, HDR_TRANSFER_ENCODING };
+enum hdr { HDR_OTHER = 0, HDR_API_KEY, HDR_REQUEST_ID, HDR_TRANSFER_ENCODING, HDR_ACCEPT };
 
 struct http_server {
   uv_loop_t *loop;
@@ -94,6 +94,9 @@ struct http_conn {
   int rid_in_seen;
   int rid_in_bad;
   char rid[VTS_MAX_REQUEST_ID_BYTES + 1];
+  char accept[VTS_MAX_ACCEPT_BYTES + 1]; /* Accept lines joined with ',' */
+  size_t accept_len;
+  int accept_bad; /* longer than VTS_MAX_ACCEPT_BYTES: ignored */
 
   /* Bytes that arrived behind a complete request, parsed once its response is written. */
   char *pending;
@@ -257,6 +260,8 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->rid_in_seen = 0;
   conn->rid_in_bad = 0;
   conn->rid_set = 0;
+  conn->accept_len = 0;
+  conn->accept_bad = 0;
   conn->err = API_OK;
   memset(&conn->req, 0, sizeof(conn->req));
   conn->req.method = -1;
@@ -296,6 +301,15 @@ static int count_header_bytes(struct http_conn *conn, size_t len) {
   return 0;
 }
 
+static void append_capped(char *dst, size_t cap, size_t *dlen, int *bad, const char *at, size_t len) {
+  if (*dlen + len > cap) {
+    *bad = 1;
+    return;
+  }
+  memcpy(dst + *dlen, at, len);
+  *dlen += len;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   struct http_conn *conn = p->data;
   if (count_header_bytes(conn, len) != 0) return HPE_USER;
@@ -329,6 +343,11 @@ static int on_header_field_complete(llhttp_t *p) {
     if (conn->rid_in_seen) conn->rid_in_bad = 1;
     conn->rid_in_seen = 1;
     conn->cur_hdr = HDR_REQUEST_ID;
+  } else if (hname_is(conn, "accept")) {
+    /* Repeated Accept lines form one list (RFC 9110, 5.3). */
+    if (conn->accept_len > 0)
+      append_capped(conn->accept, VTS_MAX_ACCEPT_BYTES, &conn->accept_len, &conn->accept_bad, ",", 1);
+    conn->cur_hdr = HDR_ACCEPT;
   } else if (hname_is(conn, "transfer-encoding")) {
     /* GET carries no body; any Transfer-Encoding is a framing question we refuse to answer. */
     conn->err = API_ERR_BAD_REQUEST;
@@ -336,15 +355,6 @@ static int on_header_field_complete(llhttp_t *p) {
   }
   conn->hname_len = 0;
   return 0;
-}
-
-static void append_capped(char *dst, size_t cap, size_t *dlen, int *bad, const char *at, size_t len) {
-  if (*dlen + len > cap) {
-    *bad = 1;
-    return;
-  }
-  memcpy(dst + *dlen, at, len);
-  *dlen += len;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
@@ -361,6 +371,9 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       break;
     case HDR_REQUEST_ID:
       append_capped(conn->rid_in, VTS_MAX_REQUEST_ID_BYTES, &conn->rid_in_len, &conn->rid_in_bad, at, len);
+      break;
+    case HDR_ACCEPT:
+      append_capped(conn->accept, VTS_MAX_ACCEPT_BYTES, &conn->accept_len, &conn->accept_bad, at, len);
       break;
     default:
       break;
@@ -410,6 +423,10 @@ static int on_headers_complete(llhttp_t *p) {
   }
   conn->rid_in_len = trim_trailing_ws(conn->rid_in, conn->rid_in_len);
   conn_set_request_id(conn);
+  if (conn->accept_len > 0 && !conn->accept_bad) {
+    req->accept = conn->accept;
+    req->accept_len = conn->accept_len;
+  }
   if (conn->api_key_seen) {
     conn->api_key_len = trim_trailing_ws(conn->api_key, conn->api_key_len);
     if (conn->api_key_bad || conn->api_key_len == 0) {

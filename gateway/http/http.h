@@ -30,6 +30,8 @@ struct http_request {
   const char *api_key; /* x-api-key value; NULL unless key_state is HTTP_KEY_PRESENT */
   size_t api_key_len;
   enum http_key_state key_state;
+  const char *accept; /* the Accept header's value (repeats joined); NULL when absent or too long */
+  size_t accept_len;
   const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
   char key_id[65];        /* name of the authenticated key for the access log, "" when none */
   uint64_t start_ms;      /* util_now_ms() when the request began */

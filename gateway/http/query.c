@@ -18,6 +18,9 @@
 /* Longest parameter name we recognise ("video_url"); longer decoded names are unknown and ignored. */
 #define QUERY_MAX_NAME_BYTES 16
 
+/* Longest format name ("json"); a longer value fills its buffer and is unknown. */
+#define QUERY_MAX_FORMAT_BYTES 4
+
 /* One recognised parameter: how often it was given and the first value, decoded. */
 struct param {
   const char *name;
@@ -40,7 +43,8 @@ static void param_add(struct param *p, const char *value, size_t len) {
   }
 }
 
-enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q) {
+/* Parses qs recognising the first nknown parameters of the table below (the video's two come first). */
+static enum api_error parse_query(const char *qs, size_t len, size_t nknown, struct transcript_query *q) {
   /*
    * Each buffer holds one byte more than the longest valid value, so "too long" is seen as a value that fills the
    * buffer and fails its pattern, without a separate length rule.
@@ -53,7 +57,11 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
   struct param video_url = {"video_url", url_buf, sizeof(url_buf), 0, 0, 0};
   struct param language = {"language", language_buf, sizeof(language_buf), 0, 0, 0};
   struct param lang = {"lang", lang_buf, sizeof(lang_buf), 0, 0, 0};
-  struct param *params[] = {&video_id, &video_url, &language, &lang};
+  char format_buf[QUERY_MAX_FORMAT_BYTES + 1];
+  struct param format = {"format", format_buf, sizeof(format_buf), 0, 0, 0};
+  char translate_buf[VTS_MAX_LANGUAGE_BYTES + 1];
+  struct param translate = {"translate", translate_buf, sizeof(translate_buf), 0, 0, 0};
+  struct param *params[] = {&video_id, &video_url, &language, &lang, &format, &translate};
 
   memset(q, 0, sizeof(*q));
   size_t pos = 0;
@@ -73,7 +81,7 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
     char name[QUERY_MAX_NAME_BYTES];
     long n = percent_decode(pair, name_len, name, sizeof(name), PERCENT_PLUS_IS_SPACE);
     if (n < 0) continue;
-    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+    for (size_t i = 0; i < nknown && i < sizeof(params) / sizeof(params[0]); i++) {
       if (strlen(params[i]->name) == (size_t)n && memcmp(params[i]->name, name, (size_t)n) == 0) {
         param_add(params[i], value, value_len);
         break;
@@ -83,6 +91,7 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
 
   if (video_id.count + video_url.count != 1) return API_ERR_AMBIGUOUS_REQUEST;
   if (language.count + lang.count > 1) return API_ERR_AMBIGUOUS_LANGUAGE;
+  if (translate.count > 1) return API_ERR_AMBIGUOUS_TRANSLATE;
 
   if (video_id.count == 1) {
     if (video_id.invalid || !ident_video_id_valid(video_id.buf, video_id.len)) return API_ERR_INVALID_VIDEO_ID;
@@ -104,5 +113,31 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
     memcpy(q->lang, l->buf, l->len);
     q->lang[l->len] = '\0';
   }
+  if (translate.count == 1) {
+    if (translate.invalid || !ident_language_valid(translate.buf, translate.len)) {
+      memset(q, 0, sizeof(*q));
+      return API_ERR_INVALID_TRANSLATE;
+    }
+    memcpy(q->translate, translate.buf, translate.len);
+    q->translate[translate.len] = '\0';
+  }
+  if (format.count > 0) {
+    if (format.count > 1 || format.invalid || render_format_from_name(format.buf, format.len, &q->format) != 0) {
+      memset(q, 0, sizeof(*q));
+      return API_ERR_INVALID_FORMAT;
+    }
+    q->format_given = 1;
+  }
   return API_OK;
+}
+
+/* Of the table in parse_query: video_id and video_url. */
+#define QUERY_VIDEO_PARAMS 2
+
+enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q) {
+  return parse_query(qs, len, (size_t)-1, q);
+}
+
+enum api_error query_parse_tracks(const char *qs, size_t len, struct transcript_query *q) {
+  return parse_query(qs, len, QUERY_VIDEO_PARAMS, q);
 }

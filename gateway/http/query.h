@@ -1,7 +1,9 @@
 /*
  * The transcript endpoint's query string: percent-decoding, '+', empty and repeated parameters, and the 400 rules
  * in the order of ARCHITECTURE.md: ambiguous_request, ambiguous_language, invalid_video_id, invalid_video_url,
- * invalid_language. A repeated parameter is ambiguous. Unknown parameters are ignored.
+ * invalid_language. translate is a language too: a repeat is ambiguous_language (after language and lang), a
+ * malformed one invalid_language (after language and lang). Then format (bad_request). A repeated parameter is
+ * ambiguous. Unknown parameters are ignored.
  */
 #ifndef VTS_QUERY_H
 #define VTS_QUERY_H
@@ -9,10 +11,14 @@
 #include <stddef.h>
 
 #include "gateway/http/errors.h"
+#include "gateway/http/render.h"
 
 struct transcript_query {
-  char video_id[12]; /* resolved id: from video_id, or parsed out of video_url */
-  char lang[16];     /* requested language, "" when none */
+  char video_id[12];  /* resolved id: from video_id, or parsed out of video_url */
+  char lang[16];      /* requested language, "" when none */
+  char translate[16]; /* language to translate the track into, "" when none */
+  int format_given;   /* format was in the query (else the Accept header decides) */
+  enum render_format format;
 };
 
 /*
@@ -21,5 +27,11 @@ struct transcript_query {
  * empty. Allocates nothing.
  */
 enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q);
+
+/*
+ * The same for GET /v1/video/tracks, which takes video_id or video_url under the same rules and nothing else:
+ * language, lang and format are unknown parameters there, and ignored.
+ */
+enum api_error query_parse_tracks(const char *qs, size_t len, struct transcript_query *q);
 
 #endif

@@ -13,7 +13,7 @@
 
 #define METRICS_MAX_WORKERS 256
 
-enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_OTHER, MR__COUNT };
+enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_TRACKS, MR_OTHER, MR__COUNT };
 
 /* Statuses the gateway answers; anything else is counted as "other". */
 #define METRICS_STATUSES \

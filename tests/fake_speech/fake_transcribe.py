@@ -12,6 +12,9 @@ wrong. Scenarios, chosen by the path prefix:
   deep            HTTP 200 with JSON nested far deeper than any real reply
   textonly        HTTP 200 with {"text", "language", "duration"} and no segments
   french          like ok with "language": "french"
+  long            a 24.05 s segment of 20 one-second words 0.2 s apart (0.45 s after the sixth) with their word
+                  times (timestamp_granularities[]=word), then a 1 s segment "end."
+  longnowords     a 24 s segment of 12 words and no word times
 
 GET /audio/... serves audio the way the platform's media hosts do, ranged:
   /audio/file/<name>        a file of --audio-dir; needs a Range header (bytes=a-b) of at most 1 MiB, else 403/416
@@ -45,6 +48,23 @@ MAX_BODY = 64 * 1024 * 1024
 
 def pattern(n):
     return bytes((i * 7 + 3) % 256 for i in range(n))
+
+
+def long_reply(with_words):
+    """The reply of the long scenarios: segments longer than a reader can follow."""
+    if not with_words:
+        return {"task": "transcribe", "language": "english", "duration": 24.0, "text": " a b c d e f g h i j k l",
+                "segments": [{"id": 0, "start": 0.0, "end": 24.0, "text": " a b c d e f g h i j k l"}]}
+    words, t = [], 0.0
+    for i in range(20):
+        words.append({"word": "w%d" % i, "start": round(t, 2), "end": round(t + 1.0, 2)})
+        t += 1.0 + (0.45 if i == 5 else 0.2)
+    words.append({"word": "end.", "start": 24.5, "end": 25.5})
+    text = " " + " ".join(w["word"] for w in words[:20])
+    return {"task": "transcribe", "language": "english", "duration": 26.0, "text": text + " end.",
+            "segments": [{"id": 0, "start": 0.0, "end": 24.05, "text": text},
+                         {"id": 1, "start": 24.5, "end": 25.5, "text": " end."}],
+            "words": words}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -117,6 +137,8 @@ class Handler(BaseHTTPRequestHandler):
             duration = 2.5
             parts = [(0.0, 1.25, " hello"), (1.25, 2.5, " world")]
         language = "french" if scenario == "french" else "english"
+        if scenario in ("long", "longnowords"):
+            return self.reply(200, json.dumps(long_reply(scenario == "long")))
         if scenario == "textonly":
             return self.reply(200, json.dumps({"text": " just text", "language": "en", "duration": duration}))
         segments = [

@@ -16,6 +16,8 @@ The scenario is chosen by the video id (11 characters):
 | capSrv3xxx1 | normal                             | OK, one asr "en" track                         | srv3 whatever fmt    |
 | capSrv1xxx1 | normal                             | OK, one manual "en" track                      | srv1 whatever fmt    |
 | multiLang01 | normal                             | OK: en manual, en asr, pt-BR, de; default de   | json3, text per track|
+| fourLangs01 | normal                             | OK: en, es, ja, pt-BR manual tracks            | json3, text per track|
+| noTranslat1 | normal                             | OK: one "en" track with isTranslatable false   | json3                |
 | consentOk01 | consent wall with v, then normal   | OK like capJson3xx1                            | json3                |
 |             | once CONSENT=YES+<v> is sent       |                                                |                      |
 | consentBad1 | consent wall without v             | 403 for every client                           | -                    |
@@ -77,6 +79,10 @@ recaptcha). Requests are also counted by source address under "sources" in /__st
 "blocked". The player's X-YouTube-Client-Name header is recorded under "client_ids" per video, and its
 context.client with the User-Agent and X-YouTube-Client-Version headers under "contexts".
 
+Translation: every OK reply lists translationLanguages (fr, es, zh-Hant; or the captured list below), and a timedtext
+URL with tlang=xx answers the track's cues translated into xx (TRANSLATED, or the text prefixed with "[xx] "), as the
+platform translates a translatable track. Every timedtext query, tlang included, is recorded under "timedtext".
+
 Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
 
@@ -87,6 +93,12 @@ captured pages, read at start and never copied into the project; their player is
 | realConsent | the captured consent wall until CONSENT=YES+<its v> is sent, then the captured watch page |
 | realConsBad | the captured consent wall without v                                                       |
 | realRecapt1 | the captured recaptcha page                                                               |
+| realTracks1 | player OK with the caption tracks and translationLanguages of the captured ANDROID reply  |
+|             | (youtube.innertube.json.static: 9 tracks, 18 translation languages)                       |
+| realTracks2 | the same from the VISIONOS capture ../newpipe/audiotracklanguage.player.json               |
+
+The captured tracks keep every field but baseUrl, which is made for this server (v=<the id>, lang, kind) so that
+their timedtext requests are served and counted here.
 
 A player request that carries ?key= must carry the key of the watch page (else 400, as the platform answers a bad
 key). Every request is counted per "METHOD path video"; GET /__stats returns
@@ -130,7 +142,17 @@ TRACK_TEXT = {
     ("en", "asr"): ["hello and welcome", "to the fake platform automatic"],
     ("pt-BR", ""): ["Olá e bem-vindo", "à plataforma falsa"],
     ("de", ""): ["Hallo und willkommen", "auf der falschen Plattform"],
+    ("es", ""): ["Hola y bienvenidos", "a la plataforma falsa"],
+    ("ja", ""): ["こんにちは、ようこそ", "偽のプラットフォームへ"],
 }
+
+# Text of a track translated by the platform (tlang), by target language.
+TRANSLATED = {
+    "fr": ["Bonjour et bienvenue", "sur la fausse plateforme"],
+    "es": ["Hola y bienvenidos", "a la plataforma falsa"],
+}
+
+TRANSLATION_LANGUAGES = [("fr", "French"), ("es", "Spanish"), ("zh-Hant", "Chinese (Traditional)")]
 
 
 def track_url(video, lang, kind="", fmt="srv3", po_token=False, client=None, exp="xpe"):
@@ -154,13 +176,13 @@ def track_url(video, lang, kind="", fmt="srv3", po_token=False, client=None, exp
     return PLATFORM + "/api/timedtext?" + urllib.parse.urlencode(params, safe=",")
 
 
-def caption_track(video, lang, name, kind="", po_token=False, client=None, exp="xpe"):
+def caption_track(video, lang, name, kind="", po_token=False, client=None, exp="xpe", translatable=True):
     track = {
         "baseUrl": track_url(video, lang, kind, po_token=po_token, client=client, exp=exp),
         "name": {"runs": [{"text": name}]},
         "vssId": ("a." if kind == "asr" else ".") + lang,
         "languageCode": lang,
-        "isTranslatable": True,
+        "isTranslatable": translatable,
         "trackName": "",
     }
     if kind:
@@ -206,7 +228,7 @@ def audio_formats(origin, video):
     return [video_format] + audio
 
 
-def player_ok(origin, video, tracks=None, default_index=0):
+def player_ok(origin, video, tracks=None, default_index=0, translations=None):
     reply = {
         "responseContext": {"visitorData": urllib.parse.unquote(VISITOR_DATA),
                             "serviceTrackingParams": [{"service": "GFEEDBACK",
@@ -227,8 +249,9 @@ def player_ok(origin, video, tracks=None, default_index=0):
             "audioTracks": [{"captionTrackIndices": list(range(len(tracks))),
                              "defaultCaptionTrackIndex": default_index, "hasDefaultTrack": True,
                              "captionsInitialState": "CAPTIONS_INITIAL_STATE_OFF_RECOMMENDED"}],
-            "translationLanguages": [{"languageCode": "fr", "languageName": {"runs": [{"text": "French"}]}},
-                                     {"languageCode": "es", "languageName": {"runs": [{"text": "Spanish"}]}}],
+            "translationLanguages": translations if translations is not None else [
+                {"languageCode": code, "languageName": {"runs": [{"text": name}]}}
+                for code, name in TRANSLATION_LANGUAGES],
             "defaultAudioTrackIndex": 0,
         }}
     return reply
@@ -338,7 +361,10 @@ def xml_escape(s):
         "\"", "&quot;")
 
 
-def cues_for(video, lang, kind):
+def cues_for(video, lang, kind, tlang=""):
+    if tlang:
+        lines = TRANSLATED.get(tlang) or ["[%s] %s" % (tlang, cue[2]) for cue in cues_for(video, lang, kind)[:2]]
+        return [(120, 2400, lines[0]), (2520, 3000, lines[1])]
     if video == "long1500seg":
         return [(i * 2000, 1900, "line %d" % (i + 1)) for i in range(1500)]
     if video == "capSrv1xxx1":
@@ -405,6 +431,22 @@ def load_captures(folder):
     CAPTURES["recaptcha"] = read("youtube_too_many_requests.html.static")
     CAPTURES["key"] = re.search(r'"INNERTUBE_API_KEY":"([^"]+)"', CAPTURES["watch"]).group(1)
     CAPTURES["v"] = re.search(r'name="v" value="([^"]+)"', CAPTURES["consent"]).group(1)
+    CAPTURES["tracklist1"] = json.loads(read("youtube.innertube.json.static"))["captions"][
+        "playerCaptionsTracklistRenderer"]
+    newpipe = os.path.join(folder, "..", "newpipe", "audiotracklanguage.player.json")
+    if os.path.exists(newpipe):
+        with open(newpipe, encoding="utf-8") as f:
+            CAPTURES["tracklist2"] = json.load(f)["captions"]["playerCaptionsTracklistRenderer"]
+
+
+def captured_tracks(video, tracklist):
+    """The captured tracks with baseUrls of this server, and the captured translation languages."""
+    tracks = []
+    for t in tracklist["captionTracks"]:
+        t = dict(t)
+        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""))
+        tracks.append(t)
+    return tracks, tracklist["translationLanguages"]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -643,6 +685,15 @@ class Handler(BaseHTTPRequestHandler):
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
                       caption_track(video, "de", "German")]
             self.send_json(200, player_ok(origin, video, tracks, default_index=3))
+        elif video == "fourLangs01":
+            tracks = [caption_track(video, "en", "English"), caption_track(video, "es", "Spanish"),
+                      caption_track(video, "ja", "Japanese"), caption_track(video, "pt-BR", "Portuguese (Brazil)")]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "noTranslat1":
+            self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English", translatable=False)]))
+        elif video in ("realTracks1", "realTracks2") and CAPTURES.get("tracklist" + video[-1]):
+            tracks, translations = captured_tracks(video, CAPTURES["tracklist" + video[-1]])
+            self.send_json(200, player_ok(origin, video, tracks, translations=translations))
         elif video == "visionUnpl1" or video.startswith("vunpl"):
             if client_name == "VISIONOS":
                 self.send_json(200, player_error("UNPLAYABLE", "This video is not available on this app",
@@ -752,7 +803,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         lang = query.get("lang", ["en"])[0]
         kind = query.get("kind", [""])[0]
-        cues = cues_for(video, lang, kind)
+        cues = cues_for(video, lang, kind, query.get("tlang", [""])[0])
         client = query.get("c", [""])[0]
         if video == "emptyCap001" and client == "VISIONOS":
             self.send(200, "", "text/plain; charset=UTF-8")

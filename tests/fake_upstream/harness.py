@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PROTO_VERSION = b"\x03"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
-KIND_CAPTIONS, KIND_SPEECH = 1, 2
+KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
            "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal"]
@@ -108,9 +108,10 @@ def _str(s):
     return struct.pack(">H", len(b)) + b
 
 
-def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS):
+def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
+               translate=""):
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
-            _str(video_id) + _str(lang) + _str(request_id))
+            _str(video_id) + _str(lang) + _str(translate) + _str(request_id))
 
 
 def _strings(msg, off, count):

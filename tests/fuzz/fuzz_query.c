@@ -1,4 +1,7 @@
-/* Fuzzes the transcript query parser: never crashes, and an accepted query always yields a valid id and language. */
+/*
+ * Fuzzes the transcript and tracks query parsers: never crashes, an accepted query always yields a valid id and
+ * language, and the tracks parser accepts whatever the transcript parser does (it reads fewer parameters).
+ */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +13,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct transcript_query q;
-  if (query_parse_transcript((const char *)data, size, &q) == API_OK) {
+  int transcript_ok = query_parse_transcript((const char *)data, size, &q) == API_OK;
+  if (transcript_ok) {
     if (!ident_video_id_valid(q.video_id, strlen(q.video_id))) abort();
     if (q.lang[0] != '\0' && !ident_language_valid(q.lang, strlen(q.lang))) abort();
+  }
+  if (query_parse_tracks((const char *)data, size, &q) == API_OK) {
+    if (!ident_video_id_valid(q.video_id, strlen(q.video_id)) || q.lang[0] != '\0' || q.format_given) abort();
+  } else if (transcript_ok) {
+    abort();
   }
   return 0;
 }

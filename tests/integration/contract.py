@@ -49,7 +49,8 @@ def error_catalogue():
     out = {}
     for status, code, message in found:
         parts = re.findall(r'"((?:[^"\\]|\\.)*)"', message)
-        out[code] = (int(status), "".join(parts).encode().decode("unicode_escape"))
+        # A code may have a second, narrower message (bad_request for a bad format): the first one is the code's own.
+        out.setdefault(code, (int(status), "".join(parts).encode().decode("unicode_escape")))
     if not out:
         raise AssertionError(f"no error definitions found in {ERRORS_C}")
     return out
@@ -108,7 +109,8 @@ def response_spec(method, path, status):
     path = path.split("?", 1)[0]
     template, item = _path_item(doc, path)
     method = method.upper()
-    op_method = "get" if method == "HEAD" else method.lower()
+    # A HEAD answers like its GET: the document's HEAD operation when it declares one, else the GET's.
+    op_method = "get" if method == "HEAD" and item is not None and "head" not in item else method.lower()
     if item is None or op_method not in item:
         label = f"{method} {path} (undeclared {'path' if item is None else 'method'})"
         return _resolve(doc, _FALLBACK_RESPONSE), label
@@ -166,6 +168,12 @@ def check_response(method, path, status, headers, body):
     schema = content[ctype].get("schema", {})
     if raw is None:
         parsed = body
+    elif not (ctype == "application/json" or ctype.endswith("+json")):
+        # A text format (plain text, SubRip, WebVTT): the body is one string, validated as such.
+        try:
+            parsed = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise AssertionError(f"{label}: {ctype} body is not UTF-8 ({e}): {raw[:200]!r}") from None
     else:
         try:
             parsed = json.loads(raw.decode("utf-8"))
@@ -180,4 +188,6 @@ def check_response(method, path, status, headers, body):
             raise AssertionError(f"{label}: code {code} belongs to status {catalogue[code][0]}, not {status}")
         if code in _RETRY_AFTER_CODES and "retry-after" not in hdrs:
             raise AssertionError(f"{label}: {code} must carry Retry-After")
+        if code == "method_not_allowed" and hdrs.get("allow") != "GET, HEAD":
+            raise AssertionError(f"{label}: method_not_allowed must carry Allow: GET, HEAD (got {hdrs.get('allow')!r})")
     return parsed

@@ -1,6 +1,7 @@
 """The OpenAPI document itself: valid OpenAPI 3.1, its error codes the ones the gateway sends, and served by the
 real gateway byte for byte."""
 import json
+import os
 import shutil
 import subprocess
 
@@ -11,32 +12,65 @@ from contract import OPENAPI_PATH, ROOT, check_response, error_body, error_catal
 CONTRACT_DIR = ROOT / "tests" / "contract"
 
 
-def test_openapi_document_passes_the_openapi_31_validator():
+def contract_tools(package):
+    """node, with tests/contract's pinned packages installed (npm ci when package is missing)."""
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed: the OpenAPI validator (tests/contract) cannot run")
-    if not (CONTRACT_DIR / "node_modules" / "@seriousme" / "openapi-schema-validator").is_dir():
+        pytest.skip("node is not installed: the OpenAPI tools (tests/contract) cannot run")
+    if not (CONTRACT_DIR / "node_modules" / package).is_dir():
         npm = shutil.which("npm")
         assert npm is not None, "node is installed but npm is not: cannot install tests/contract"
         ci = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONTRACT_DIR,
                             capture_output=True, text=True, timeout=300)
         assert ci.returncode == 0, f"npm ci in tests/contract failed:\n{ci.stdout}\n{ci.stderr}"
+    return node
+
+
+def test_openapi_document_passes_the_openapi_31_validator():
+    node = contract_tools("@seriousme/openapi-schema-validator")
     run = subprocess.run([node, "validate.mjs", str(OPENAPI_PATH)], cwd=CONTRACT_DIR, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, f"validator rejected {OPENAPI_PATH}:\n{run.stdout}\n{run.stderr}"
+
+
+def test_redocly_lint_reports_no_error():
+    # Redocly's recommended rules, as `npx @redocly/cli lint` applies them (the pinned version of package-lock.json).
+    node = contract_tools("@redocly/cli")
+    cli = CONTRACT_DIR / "node_modules" / "@redocly" / "cli" / "bin" / "cli.js"
+    run = subprocess.run([node, str(cli), "lint", "--format=stylish", str(OPENAPI_PATH)], cwd=CONTRACT_DIR,
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "REDOCLY_TELEMETRY": "off",
+                                                                            "REDOCLY_SUPPRESS_UPDATE_NOTICE": "true"})
+    out = run.stdout + run.stderr
+    errors = [line for line in out.splitlines() if " error " in line]
+    assert run.returncode == 0 and not errors, f"redocly lint found errors in {OPENAPI_PATH}:\n{out}"
+    assert "Your API description is valid" in out, out
 
 
 def test_document_declares_version_and_paths_of_the_api():
     doc = load_document()
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript"}
+    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
-    assert doc["paths"]["/v1/video/transcript"]["get"]["security"] == [{"ApiKeyAuth": []}]
-    assert "security" not in doc, "security must apply to the transcript operation only"
-    assert "security" not in doc["paths"]["/health"]["get"]
-    assert "security" not in doc["paths"]["/openapi.json"]["get"]
+    assert "security" not in doc, "security must apply to the protected operations only"
+    for method in ("get", "head"):
+        assert doc["paths"]["/v1/video/transcript"][method]["security"] == [{"ApiKeyAuth": []}]
+        assert doc["paths"]["/v1/video/tracks"][method]["security"] == [{"ApiKeyAuth": []}]
+        assert doc["paths"]["/health"][method]["security"] == [], "a public operation says so: security []"
+        assert doc["paths"]["/openapi.json"][method]["security"] == []
+
+
+def test_every_get_has_a_head_twin_with_its_parameters_and_statuses():
+    doc = load_document()
+    for path, item in doc["paths"].items():
+        assert set(item) == {"get", "head"}, f"{path}: {sorted(item)}"
+        get, head = item["get"], item["head"]
+        assert head.get("parameters") == get.get("parameters"), path
+        assert set(head["responses"]) == set(get["responses"]), path
+        for status in head["responses"]:
+            spec, _ = response_spec("HEAD", path, status if status[0].isdigit() and "X" not in status else 400)
+            assert "content" not in spec, f"HEAD {path} {status} declares a body"
 
 
 def test_error_code_enum_equals_the_codes_of_errors_c():
@@ -59,12 +93,37 @@ def test_every_transcript_error_code_is_declared_under_its_status():
         check_response("GET", "/v1/video/transcript", status, headers, json.dumps(error_body(code)).encode())
 
 
-def test_rate_limit_headers_are_required_on_200_and_429():
-    for status in (200, 429):
-        spec, _ = response_spec("GET", "/v1/video/transcript", status)
-        for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id"):
-            assert spec["headers"][name]["required"] is True, f"{name} must be required on {status}"
-        assert "Retry-After" in spec["headers"] if status == 429 else "Retry-After" not in spec["headers"]
+RATE_LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize("path", ["/v1/video/transcript", "/v1/video/tracks"])
+def test_rate_limit_headers_are_declared_on_every_answer_that_carries_them(method, path):
+    # After the limiter every answer carries them: required where every answer of the status comes after it.
+    for status in (200, 404, 429, 500, 502):
+        spec, _ = response_spec(method, path, status)
+        for name in RATE_LIMIT_HEADERS + ("X-Request-Id",):
+            assert spec["headers"][name]["required"] is True, f"{name} must be required on {method} {path} {status}"
+        assert ("Retry-After" in spec["headers"]) == (status == 429), status
+    # 400 and 503 are also answered before the limiter (HTTP-level errors): declared, not required.
+    for status in (400, 503):
+        spec, _ = response_spec(method, path, status)
+        for name in RATE_LIMIT_HEADERS:
+            assert spec["headers"][name]["required"] is False, f"{name} on {method} {path} {status}"
+    spec, _ = response_spec(method, path, 401)
+    assert not set(RATE_LIMIT_HEADERS) & set(spec["headers"]), "a 401 is answered before the limiter"
+
+
+@pytest.mark.parametrize("path", ["/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"])
+def test_405_carries_allow_as_declared(gateway, path):
+    r = gateway.request("DELETE", path)
+    assert r.status == 405, r
+    assert r.headers["allow"] == "GET, HEAD"
+    assert r.json() == error_body("method_not_allowed")
+    check_response("DELETE", path, r.status, r.headers, r.body)
+    doc = load_document()
+    allow = doc["components"]["headers"]["Allow"]
+    assert allow["schema"]["const"] == "GET, HEAD"
 
 
 def test_openapi_json_is_served_byte_for_byte(gateway):

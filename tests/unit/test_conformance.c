@@ -32,35 +32,38 @@ struct expect {
   int default_track;
   size_t naudio;
   size_t naudio_default;
-  int choice_en;  /* player_choose_track(pi, "en") */
-  int choice_any; /* player_choose_track(pi, "") */
+  int choice_en;        /* player_choose_track(pi, "en") */
+  int choice_any;       /* player_choose_track(pi, "") */
+  size_t ntranslations; /* translationLanguages */
 };
 
 /* Counts observed in the captures themselves. */
 static const struct expect players[] = {
-    {"newpipe", "audiotracklanguage.player.json", PLAY_OK, 19, 1, 0, 3, 125, 5, 3, 3},
-    {"newpipe", "cclicensed.player.json", PLAY_OK, 2, 1, 0, 0, 3, 3, 0, 0},
-    {"newpipe", "descriptionunboxing.player.json", PLAY_OK, 1, 1, 0, -1, 65, 5, 0, 0},
-    {"newpipe", "licenseddoctor.player.json", PLAY_OK, 13, 1, 0, 1, 60, 5, 1, 1},
-    {"newpipe", "streamsegmentsmailab.player.json", PLAY_OK, 1, 0, 0, -1, 10, 10, 0, 0},
-    {"newpipe", "streamsegmentstagesschau.player.json", PLAY_OK, 1, 1, 0, -1, 3, 3, 0, 0},
-    {"newpipe", "unlisted.player.json", PLAY_OK, 1, 1, 0, -1, 5, 5, 0, 0},
-    {"youtube-transcript-api", "youtube.innertube.json.static", PLAY_OK, 9, 1, 0, 2, 10, 10, 2, 2},
-    {"youtube-transcript-api", "youtube_altered_user_agent.innertube.json.static", PLAY_OK, 9, 1, 0, 2, 10, 10, 2, 2},
+    {"newpipe", "audiotracklanguage.player.json", PLAY_OK, 19, 1, 0, 3, 125, 5, 3, 3, 156},
+    {"newpipe", "cclicensed.player.json", PLAY_OK, 2, 1, 0, 0, 3, 3, 0, 0, 156},
+    {"newpipe", "descriptionunboxing.player.json", PLAY_OK, 1, 1, 0, -1, 65, 5, 0, 0, 156},
+    {"newpipe", "licenseddoctor.player.json", PLAY_OK, 13, 1, 0, 1, 60, 5, 1, 1, 156},
+    {"newpipe", "streamsegmentsmailab.player.json", PLAY_OK, 1, 0, 0, -1, 10, 10, 0, 0, 156},
+    {"newpipe", "streamsegmentstagesschau.player.json", PLAY_OK, 1, 1, 0, -1, 3, 3, 0, 0, 156},
+    {"newpipe", "unlisted.player.json", PLAY_OK, 1, 1, 0, -1, 5, 5, 0, 0, 156},
+    {"youtube-transcript-api", "youtube.innertube.json.static", PLAY_OK, 9, 1, 0, 2, 10, 10, 2, 2, 18},
+    {"youtube-transcript-api", "youtube_altered_user_agent.innertube.json.static", PLAY_OK, 9, 1, 0, 2, 10, 10, 2, 2,
+     18},
     /* The manual English track needs a PO token: English falls to the asr track, no language to the first manual. */
-    {"youtube-transcript-api", "youtube_po_token_required.innertube.json.static", PLAY_OK, 9, 1, 1, 2, 10, 10, 3, 0},
-    {"youtube-transcript-api", "youtube_ww1_nl_en.innertube.json.static", PLAY_OK, 2, 1, 0, 0, 10, 10, 0, 0},
-    {"youtube-transcript-api", "youtube_transcripts_disabled.innertube.json.static", PLAY_OK, 0, 0, 0, -1, 5, 5, -1,
-     -1},
+    {"youtube-transcript-api", "youtube_po_token_required.innertube.json.static", PLAY_OK, 9, 1, 1, 2, 10, 10, 3, 0,
+     18},
+    {"youtube-transcript-api", "youtube_ww1_nl_en.innertube.json.static", PLAY_OK, 2, 1, 0, 0, 10, 10, 0, 0, 17},
+    {"youtube-transcript-api", "youtube_transcripts_disabled.innertube.json.static", PLAY_OK, 0, 0, 0, -1, 5, 5, -1, -1,
+     0},
     {"youtube-transcript-api", "youtube_transcripts_disabled2.innertube.json.static", PLAY_OK, 0, 0, 0, -1, 3, 3, -1,
-     -1},
+     -1, 0},
     {"youtube-transcript-api", "youtube_age_restricted.innertube.json.static", PLAY_LOGIN_REQUIRED, 0, 0, 0, -1, 0, 0,
-     -1, -1},
+     -1, -1, 0},
     {"youtube-transcript-api", "youtube_request_blocked.innertube.json.static", PLAY_BOT_CHECK, 0, 0, 0, -1, 0, 0, -1,
-     -1},
-    {"youtube-transcript-api", "youtube_unplayable.innertube.json.static", PLAY_OTHER, 0, 0, 0, -1, 0, 0, -1, -1},
+     -1, 0},
+    {"youtube-transcript-api", "youtube_unplayable.innertube.json.static", PLAY_OTHER, 0, 0, 0, -1, 0, 0, -1, -1, 0},
     {"youtube-transcript-api", "youtube_video_unavailable.innertube.json.static", PLAY_UNAVAILABLE, 0, 0, 0, -1, 0, 0,
-     -1, -1},
+     -1, -1, 0},
 };
 
 /* Pages that are not player replies: both parsers must refuse them. */
@@ -131,6 +134,17 @@ static void check_player(const char *root, const struct expect *e) {
   if (pi.naudio != e->naudio || ndefault != e->naudio_default)
     fail_msg("%s: %zu audio formats (%zu default), want %zu (%zu)", e->file, pi.naudio, ndefault, e->naudio,
              e->naudio_default);
+  /* Every captured track is translatable and named, and so is every translation language. */
+  for (size_t i = 0; i < pi.ntracks; i++) {
+    if (!pi.tracks[i].translatable || !pi.tracks[i].name[0])
+      fail_msg("%s: track %zu translatable %d name \"%s\"", e->file, i, pi.tracks[i].translatable, pi.tracks[i].name);
+  }
+  if (pi.ntranslations != e->ntranslations)
+    fail_msg("%s: %zu translation languages, want %zu", e->file, pi.ntranslations, e->ntranslations);
+  for (size_t i = 0; i < pi.ntranslations; i++) {
+    if (!pi.translations[i].lang[0] || !pi.translations[i].name[0])
+      fail_msg("%s: translation language %zu is empty", e->file, i);
+  }
   int en = player_choose_track(&pi, "en"), any = player_choose_track(&pi, "");
   if (en != e->choice_en || any != e->choice_any)
     fail_msg("%s: choice en=%d any=%d, want %d %d", e->file, en, any, e->choice_en, e->choice_any);

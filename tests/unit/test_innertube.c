@@ -203,7 +203,7 @@ static struct upstream *make_upstream(const char *url) {
 
 static void assert_timedtext(struct upstream *u, const char *base, int want_rv, const char *want) {
   struct buf out = BUF_INIT;
-  int rv = innertube_timedtext_url(u, base, &out);
+  int rv = innertube_timedtext_url(u, base, "", &out);
   if (rv != want_rv) fail_msg("%s: returned %d, expected %d", base, rv, want_rv);
   if (want != NULL) assert_string_equal(out.data, want);
   buf_free(&out);
@@ -225,6 +225,29 @@ static void test_timedtext_url_moves_to_origin_and_asks_json3(void **state) {
   assert_timedtext(u, "https://www.youtube.com/api/timedtextx?v=a", -EPERM, NULL);
   assert_timedtext(u, "https://www.youtube.com/watch?v=a", -EPERM, NULL);
   assert_timedtext(u, "ftp://www.youtube.com/api/timedtext", -EPERM, NULL);
+  upstream_free(u);
+}
+
+static void test_timedtext_url_asks_a_translation_once(void **state) {
+  (void)state;
+  struct upstream *u = make_upstream("http://127.0.0.1:8999");
+  static const struct {
+    const char *base, *tlang, *want;
+  } cases[] = {
+      {"https://www.youtube.com/api/timedtext?v=abc&lang=en", "fr",
+       "http://127.0.0.1:8999/api/timedtext?v=abc&lang=en&fmt=json3&tlang=fr"},
+      /* A tlang already in the baseUrl is replaced, never sent twice. */
+      {"https://www.youtube.com/api/timedtext?tlang=de&v=abc&tlang&lang=en&tlangx=1", "pt-BR",
+       "http://127.0.0.1:8999/api/timedtext?v=abc&lang=en&tlangx=1&fmt=json3&tlang=pt-BR"},
+      {"https://www.youtube.com/api/timedtext?v=abc&tlang=de", "",
+       "http://127.0.0.1:8999/api/timedtext?v=abc&fmt=json3"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct buf out = BUF_INIT;
+    assert_int_equal(innertube_timedtext_url(u, cases[i].base, cases[i].tlang, &out), 0);
+    assert_string_equal(out.data, cases[i].want);
+    buf_free(&out);
+  }
   upstream_free(u);
 }
 
@@ -288,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_page_scan_recognises_recaptcha),
       cmocka_unit_test(test_page_scan_on_real_captures),
       cmocka_unit_test(test_timedtext_url_moves_to_origin_and_asks_json3),
+      cmocka_unit_test(test_timedtext_url_asks_a_translation_once),
       cmocka_unit_test(test_platform_hosts_map_onto_the_configured_origin),
       cmocka_unit_test(test_upstream_settings_checked),
   };

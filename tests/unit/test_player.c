@@ -433,6 +433,78 @@ static void test_choice_without_tracks_is_none(void **state) {
   free(pi.tracks);
 }
 
+static void test_tracks_carry_name_and_translatable_and_the_reply_its_translations(void **state) {
+  (void)state;
+  struct player_info pi;
+  parse_file("player_ok_tracks.json", &pi);
+  static const char *const names[] = {"German", "English (auto-generated)", "English",
+                                      "French", "Portuguese (Brazil)",      "Japanese"};
+  for (size_t i = 0; i < 6; i++) {
+    assert_string_equal(pi.tracks[i].name, names[i]);
+    assert_int_equal(pi.tracks[i].translatable, 1);
+  }
+  assert_int_equal(pi.ntranslations, 1);
+  assert_string_equal(pi.translations[0].lang, "af");
+  assert_string_equal(pi.translations[0].name, "Afrikaans");
+  assert_true(player_offers_translation(&pi, "af"));
+  assert_false(player_offers_translation(&pi, "fr"));
+  assert_false(player_offers_translation(&pi, "AF"));
+  player_info_free(&pi);
+}
+
+static void test_names_from_simple_text_runs_and_nothing(void **state) {
+  (void)state;
+  static const char json[] =
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"captions\":{\"playerCaptionsTracklistRenderer\":{"
+      "\"captionTracks\":["
+      "{\"baseUrl\":\"https://www.youtube.com/api/timedtext?lang=a\",\"languageCode\":\"en\","
+      "\"name\":{\"simpleText\":\"Simple \\\"quoted\\\"\"},\"isTranslatable\":\"true\"},"
+      "{\"baseUrl\":\"https://www.youtube.com/api/timedtext?lang=b\",\"languageCode\":\"de\","
+      "\"name\":{\"runs\":[{\"text\":\"Deutsch \"},{\"text\":\"(auto)\"}]},\"kind\":\"asr\",\"isTranslatable\":true},"
+      "{\"baseUrl\":\"https://www.youtube.com/api/timedtext?lang=c\",\"languageCode\":\"fr\"}],"
+      "\"translationLanguages\":[{\"languageCode\":\"es\",\"languageName\":{\"simpleText\":\"Spanish\"}},"
+      "{\"languageName\":{\"runs\":[{\"text\":\"No code\"}]}},{\"languageCode\":\"bad code\"},"
+      "{\"languageCode\":\"zh-Hant\"}]}}}";
+  struct player_info pi;
+  assert_int_equal(PARSE_LIT(json, &pi), 0);
+  assert_int_equal(pi.ntracks, 3);
+  assert_string_equal(pi.tracks[0].name, "Simple \"quoted\"");
+  assert_int_equal(pi.tracks[0].translatable, 0); /* a string is not the boolean true */
+  assert_string_equal(pi.tracks[1].name, "Deutsch (auto)");
+  assert_int_equal(pi.tracks[1].translatable, 1);
+  assert_string_equal(pi.tracks[2].name, "");
+  assert_int_equal(pi.tracks[2].translatable, 0);
+  /* A translation language without a usable code is left out; one without a name keeps an empty one. */
+  assert_int_equal(pi.ntranslations, 2);
+  assert_string_equal(pi.translations[0].lang, "es");
+  assert_string_equal(pi.translations[0].name, "Spanish");
+  assert_string_equal(pi.translations[1].lang, "zh-Hant");
+  assert_string_equal(pi.translations[1].name, "");
+
+  struct buf b = BUF_INIT;
+  assert_int_equal(buf_puts(&b, "<"), 0);
+  assert_int_equal(player_tracks_json(&pi, &b), 0);
+  assert_string_equal(b.data,
+                      "<{\"tracks\":[{\"language\":\"en\",\"name\":\"Simple \\\"quoted\\\"\",\"kind\":\"manual\","
+                      "\"translatable\":false},{\"language\":\"de\",\"name\":\"Deutsch (auto)\",\"kind\":\"asr\","
+                      "\"translatable\":true},{\"language\":\"fr\",\"name\":\"\",\"kind\":\"manual\","
+                      "\"translatable\":false}],\"translationLanguages\":[{\"language\":\"es\",\"name\":\"Spanish\"},"
+                      "{\"language\":\"zh-Hant\",\"name\":\"\"}]}");
+  buf_free(&b);
+  player_info_free(&pi);
+}
+
+static void test_tracks_json_of_a_reply_without_captions_is_two_empty_lists(void **state) {
+  (void)state;
+  struct player_info pi;
+  parse_file("player_no_captions.json", &pi);
+  struct buf b = BUF_INIT;
+  assert_int_equal(player_tracks_json(&pi, &b), 0);
+  assert_string_equal(b.data, "{\"tracks\":[],\"translationLanguages\":[]}");
+  buf_free(&b);
+  player_info_free(&pi);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ok_reply_lists_tracks_manual_and_asr),
@@ -453,6 +525,9 @@ int main(void) {
       cmocka_unit_test(test_choice_falls_back_to_base_language),
       cmocka_unit_test(test_choice_without_match_uses_default_then_manual_then_first),
       cmocka_unit_test(test_choice_skips_po_token_tracks),
+      cmocka_unit_test(test_tracks_carry_name_and_translatable_and_the_reply_its_translations),
+      cmocka_unit_test(test_names_from_simple_text_runs_and_nothing),
+      cmocka_unit_test(test_tracks_json_of_a_reply_without_captions_is_two_empty_lists),
       cmocka_unit_test(test_choice_without_tracks_is_none),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

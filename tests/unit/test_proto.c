@@ -18,6 +18,7 @@ static struct proto_job sample_job(void) {
   j.deadline_ms = 30000;
   memcpy(j.video_id, "abcDEF12_-x", 12);
   memcpy(j.lang, "pt-BR", 6);
+  memcpy(j.translate, "fr", 3);
   memcpy(j.request_id, "req-1", 6);
   return j;
 }
@@ -34,8 +35,56 @@ static void test_job_round_trips_every_field(void **state) {
   assert_int_equal(out.deadline_ms, 30000);
   assert_string_equal(out.video_id, "abcDEF12_-x");
   assert_string_equal(out.lang, "pt-BR");
+  assert_string_equal(out.translate, "fr");
   assert_string_equal(out.request_id, "req-1");
   buf_free(&b);
+}
+
+static void test_every_kind_round_trips_and_no_other(void **state) {
+  (void)state;
+  struct proto_job in = sample_job(), out;
+  struct buf b = BUF_INIT;
+  for (uint8_t kind = PROTO_KIND_CAPTIONS; kind <= PROTO_KIND_TRACKS; kind++) {
+    in.kind = kind;
+    buf_reset(&b);
+    assert_int_equal(proto_encode_job(&b, &in), 0);
+    assert_int_equal(proto_decode_job(b.data, b.len, &out), 0);
+    assert_int_equal(out.kind, kind);
+  }
+  /* The kind byte sits after magic(2) version(1) type(1) id(8). */
+  b.data[12] = 0;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  b.data[12] = PROTO_KIND_TRACKS + 1;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  in.kind = PROTO_KIND_TRACKS + 1;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
+static void test_job_key_keeps_kinds_and_translations_apart(void **state) {
+  (void)state;
+  struct proto_job j = sample_job();
+  char key[PROTO_MAX_JOB_KEY + 1];
+  proto_job_key(&j, key);
+  assert_string_equal(key, "pt-BR>fr");
+  j.translate[0] = '\0';
+  proto_job_key(&j, key);
+  assert_string_equal(key, "pt-BR"); /* the key an untranslated transcript always had */
+  j.lang[0] = '\0';
+  proto_job_key(&j, key);
+  assert_string_equal(key, "");
+  memcpy(j.translate, "de", 3);
+  proto_job_key(&j, key);
+  assert_string_equal(key, ">de");
+  j.kind = PROTO_KIND_TRACKS;
+  proto_job_key(&j, key);
+  assert_string_equal(key, "*tracks");
+  /* The longest fields fit whole. */
+  j.kind = PROTO_KIND_CAPTIONS;
+  memcpy(j.lang, "abc-abcdefghijk", 16);
+  memcpy(j.translate, "xyz-abcdefghijk", 16);
+  proto_job_key(&j, key);
+  assert_string_equal(key, "abc-abcdefghijk>xyz-abcdefghijk");
 }
 
 static void test_result_round_trips_body_bytes(void **state) {
@@ -220,6 +269,8 @@ static void test_outcomes_map_to_the_architecture_statuses(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_job_round_trips_every_field),
+      cmocka_unit_test(test_every_kind_round_trips_and_no_other),
+      cmocka_unit_test(test_job_key_keeps_kinds_and_translations_apart),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
       cmocka_unit_test(test_decline_carries_its_job_id_and_nothing_else),

@@ -34,11 +34,17 @@ static void expect_error(const char *qs, enum api_error err) {
   assert_string_equal(q.video_id, "");
 }
 
-static void expect_ok(const char *qs, const char *id, const char *lang) {
+/* Parses qs, asserting that it is accepted. */
+static struct transcript_query parse_ok(const char *qs) {
   struct transcript_query q;
   enum api_error got = parse(qs, &q);
   if (got != API_OK) print_error("query \"%s\": expected ok, got %s\n", qs, api_error_get(got)->code);
   assert_int_equal(got, API_OK);
+  return q;
+}
+
+static void expect_ok(const char *qs, const char *id, const char *lang) {
+  struct transcript_query q = parse_ok(qs);
   assert_string_equal(q.video_id, id);
   assert_string_equal(q.lang, lang);
 }
@@ -230,6 +236,89 @@ static void test_percent_decoder_is_strict(void **state) {
   assert_int_equal(percent_decode("", 0, out, sizeof(out), 0), 0);
 }
 
+static void expect_format(const char *qs, int given, enum render_format f) {
+  struct transcript_query q = parse_ok(qs);
+  assert_int_equal(q.format_given, given);
+  assert_int_equal(q.format, f);
+}
+
+static void test_format_names_the_four_formats(void **state) {
+  (void)state;
+  expect_format("video_id=" ID, 0, RENDER_JSON);
+  expect_format("video_id=" ID "&format=json", 1, RENDER_JSON);
+  expect_format("video_id=" ID "&format=text", 1, RENDER_TEXT);
+  expect_format("format=srt&video_id=" ID, 1, RENDER_SRT);
+  expect_format("video_id=" ID "&form%61t=vtt", 1, RENDER_VTT);
+}
+
+static void test_bad_or_repeated_format_is_bad_request_after_the_other_rules(void **state) {
+  (void)state;
+  expect_error("video_id=" ID "&format=xml", API_ERR_INVALID_FORMAT);
+  expect_error("video_id=" ID "&format=", API_ERR_INVALID_FORMAT);
+  expect_error("video_id=" ID "&format=JSON", API_ERR_INVALID_FORMAT);
+  expect_error("video_id=" ID "&format=jsonx", API_ERR_INVALID_FORMAT);
+  expect_error("video_id=" ID "&format=%zz", API_ERR_INVALID_FORMAT);
+  expect_error("video_id=" ID "&format=srt&format=srt", API_ERR_INVALID_FORMAT);
+  /* The documented rules come first. */
+  expect_error("format=xml", API_ERR_AMBIGUOUS_REQUEST);
+  expect_error("video_id=bad&format=xml", API_ERR_INVALID_VIDEO_ID);
+  expect_error("video_id=" ID "&lang=EN&format=xml", API_ERR_INVALID_LANGUAGE);
+  const struct api_error_info *e = api_error_get(API_ERR_INVALID_FORMAT);
+  assert_int_equal(e->status, 400);
+  assert_string_equal(e->code, "bad_request");
+  assert_string_equal(e->message, "format must be one of " RENDER_FORMAT_NAMES ".");
+}
+
+static void test_tracks_take_the_video_rules_and_ignore_the_rest(void **state) {
+  (void)state;
+  struct transcript_query q;
+  static const char ok[] = "video_id=" ID "&language=EN&lang=x&format=xml&format=srt&translate=!";
+  assert_int_equal(query_parse_tracks(ok, strlen(ok), &q), API_OK);
+  assert_string_equal(q.video_id, ID);
+  assert_string_equal(q.lang, "");
+  assert_int_equal(q.format_given, 0);
+  static const struct {
+    const char *qs;
+    enum api_error err;
+  } bad[] = {{"", API_ERR_AMBIGUOUS_REQUEST},
+             {"video_id=" ID "&video_id=" ID, API_ERR_AMBIGUOUS_REQUEST},
+             {"video_id=" ID "&video_url=https://youtu.be/" ID, API_ERR_AMBIGUOUS_REQUEST},
+             {"video_id=abc", API_ERR_INVALID_VIDEO_ID},
+             {"video_url=https://example.com/" ID, API_ERR_INVALID_VIDEO_URL}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(query_parse_tracks(bad[i].qs, strlen(bad[i].qs), &q), bad[i].err);
+    assert_string_equal(q.video_id, "");
+  }
+  static const char url[] = "video_url=https%3A%2F%2Fyoutu.be%2F" ID;
+  assert_int_equal(query_parse_tracks(url, strlen(url), &q), API_OK);
+  assert_string_equal(q.video_id, ID);
+}
+
+static void test_translate_is_a_language_given_at_most_once(void **state) {
+  (void)state;
+  struct transcript_query q = parse_ok("video_id=" ID "&translate=fr");
+  assert_string_equal(q.translate, "fr");
+  assert_string_equal(q.lang, "");
+  q = parse_ok("translate=pt-BR&lang=en&video_id=" ID);
+  assert_string_equal(q.translate, "pt-BR");
+  assert_string_equal(q.lang, "en");
+  q = parse_ok("video_id=" ID);
+  assert_string_equal(q.translate, "");
+  expect_error("video_id=" ID "&translate=fr&translate=fr", API_ERR_AMBIGUOUS_TRANSLATE);
+  expect_error("video_id=" ID "&translate=FR", API_ERR_INVALID_TRANSLATE);
+  expect_error("video_id=" ID "&translate=", API_ERR_INVALID_TRANSLATE);
+  expect_error("video_id=" ID "&translate=abc-abcdefghi", API_ERR_INVALID_TRANSLATE);
+  expect_error("video_id=" ID "&translate=f%zz", API_ERR_INVALID_TRANSLATE);
+  /* Its place in the order: after the language rules of each kind, before format. */
+  expect_error("video_id=" ID "&lang=en&language=en&translate=fr&translate=fr", API_ERR_AMBIGUOUS_LANGUAGE);
+  expect_error("video_id=bad&translate=fr&translate=fr", API_ERR_AMBIGUOUS_TRANSLATE);
+  expect_error("video_id=bad&translate=FR", API_ERR_INVALID_VIDEO_ID);
+  expect_error("video_id=" ID "&lang=EN&translate=FR", API_ERR_INVALID_LANGUAGE);
+  expect_error("video_id=" ID "&translate=FR&format=xml", API_ERR_INVALID_TRANSLATE);
+  assert_string_equal(api_error_get(API_ERR_AMBIGUOUS_TRANSLATE)->code, "ambiguous_language");
+  assert_string_equal(api_error_get(API_ERR_INVALID_TRANSLATE)->code, "invalid_language");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_video_id_alone_is_accepted),
@@ -246,6 +335,10 @@ int main(void) {
       cmocka_unit_test(test_language_pattern_edges),
       cmocka_unit_test(test_video_id_pattern_edges),
       cmocka_unit_test(test_percent_decoder_is_strict),
+      cmocka_unit_test(test_format_names_the_four_formats),
+      cmocka_unit_test(test_tracks_take_the_video_rules_and_ignore_the_rest),
+      cmocka_unit_test(test_translate_is_a_language_given_at_most_once),
+      cmocka_unit_test(test_bad_or_repeated_format_is_bad_request_after_the_other_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

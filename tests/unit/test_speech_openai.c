@@ -236,8 +236,51 @@ static void test_unreachable_server_is_eio(void **state) {
   assert_string_equal(r.detail, "speech_unreachable");
 }
 
+static int16_t long_pcm[16000 * 26]; /* 26 s: the long scenarios' times are inside it */
+
+static void run_long(const char *scenario, struct result *r) {
+  struct vts_config cfg;
+  make_cfg(&cfg, scenario);
+  struct speech_audio audio = {.pcm = long_pcm, .nsamples = sizeof(long_pcm) / sizeof(long_pcm[0])};
+  run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, r);
+}
+
+struct want_segment {
+  const char *text;
+  double start, duration;
+};
+
+static void expect_long(const char *scenario, const struct want_segment *want, size_t n) {
+  struct result r;
+  run_long(scenario, &r);
+  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.segs.len, n);
+  for (size_t i = 0; i < n; i++) assert_segment(&r.segs, i, want[i].text, want[i].start, want[i].duration);
+  th_free_segments(&r.segs);
+}
+
+static void test_long_segment_is_cut_at_the_longest_pause_between_its_words(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(th_server_ready);
+  static const struct want_segment want[] = {{"w0 w1 w2 w3 w4 w5", 0.0, 7.0},
+                                             {"w6 w7 w8 w9 w10 w11 w12", 7.45, 8.2},
+                                             {"w13 w14 w15 w16 w17 w18 w19", 15.85, 8.2},
+                                             {"end.", 24.5, 1.0}};
+  expect_long("long", want, 4);
+}
+
+static void test_long_segment_without_word_times_is_cut_evenly(void **state) {
+  (void)state;
+  TH_SKIP_UNLESS(th_server_ready);
+  static const struct want_segment want[] = {
+      {"a b c", 0.0, 6.0}, {"d e f", 6.0, 6.0}, {"g h i", 12.0, 6.0}, {"j k l", 18.0, 6.0}};
+  expect_long("longnowords", want, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_long_segment_is_cut_at_the_longest_pause_between_its_words),
+      cmocka_unit_test(test_long_segment_without_word_times_is_cut_evenly),
       cmocka_unit_test(test_wav_parts_carry_their_offsets),
       cmocka_unit_test(test_small_original_file_is_sent_as_is),
       cmocka_unit_test(test_large_original_file_is_sent_as_wav_parts),

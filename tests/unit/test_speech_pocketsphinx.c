@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "common/limits.h"
+
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
 #include "fetcher/speech/engine.h"
@@ -172,6 +174,9 @@ static void assert_well_formed(const struct run *r) {
     if (s->start < prev_end - 1e-9)
       fail_msg("segment %zu starts at %.2f before the previous end %.2f", i, s->start, prev_end);
     if (s->duration <= 0) fail_msg("segment %zu has duration %.2f", i, s->duration);
+    if (s->duration > VTS_MAX_SPEECH_SEGMENT_S)
+      fail_msg("segment %zu lasts %.2f s, past the %.0f s a reader can follow", i, s->duration,
+               VTS_MAX_SPEECH_SEGMENT_S);
     if (s->start + s->duration > r->seconds + 0.01)
       fail_msg("segment %zu ends at %.2f after the audio's %.2f s", i, s->start + s->duration, r->seconds);
     assert_true(s->text[0] != '\0' && s->text[0] != ' ' && s->text[strlen(s->text) - 1] != ' ');
