@@ -151,12 +151,21 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
  */
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
 
+/* Decodes a DECLINE. Returns 0, or -EPROTO. */
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id);
+
 /*
- * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
- * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist.
+ * Longest key proto_job_key writes: a requested language, '>' and a translation language, or the tracks marker.
  */
-#define PROTO_VERSION 3
-#define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
+#define PROTO_MAX_JOB_KEY (2 * PROTO_MAX_LANG + 1)
+
+/*
+ * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
+ * same key have the same answer. A transcript's key is its requested language (so caches written before
+ * translations existed stay valid), with ">xx" for a translation into xx; the tracks of a video have the key
+ * "*tracks", which no language can be. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
+ */
+void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);

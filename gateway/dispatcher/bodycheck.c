@@ -1,6 +1,7 @@
 /*
- * The transcript check as a yajl callback parser: the shape is a small state machine over the parser's events, so a
- * body is checked in one pass without building a tree of it.
+ * The result checks as one yajl callback parser driven by a description of the expected shape: an object whose
+ * members are each a string (maybe one of a few values), a number, a boolean or an array of objects described the
+ * same way. A body is checked in one pass without building a tree of it.
  */
 #include "gateway/dispatcher/bodycheck.h"
 
@@ -11,112 +12,157 @@
 
 #include "common/limits.h"
 
-/* Where the parser is in the shape. */
-enum level { L_TOP, L_OBJECT, L_SEGMENTS, L_SEGMENT, L_DONE };
+enum value { V_STRING, V_NUMBER, V_BOOLEAN, V_ARRAY };
 
-/* The keys of each object, as bits: every one exactly once. */
-enum { K_LANGUAGE = 1, K_SOURCE = 2, K_TEXT = 4, K_SEGMENTS = 8, K_ALL_TOP = 15 };
-enum { S_TEXT = 1, S_START = 2, S_DURATION = 4, S_ALL = 7 };
+struct object;
 
-struct shape {
-  enum level level;
-  unsigned top;     /* keys of the transcript object read so far */
-  unsigned segment; /* keys of the segment being read */
-  unsigned key;     /* the key whose value comes next */
+struct member {
+  const char *name;
+  enum value value;
+  const char *const *one_of;  /* V_STRING: the values allowed (NULL-terminated), or NULL for any string */
+  const struct object *items; /* V_ARRAY: the shape of each element, always an object */
 };
 
-static bool is(const unsigned char *s, size_t len, const char *want) {
-  return len == strlen(want) && memcmp(s, want, len) == 0;
+/* An object with exactly these members, each once, in any order. */
+struct object {
+  const struct member *members;
+  unsigned nmembers; /* at most 8: what was seen is kept as bits */
+};
+
+#define MEMBERS(m) \
+  { m, sizeof(m) / sizeof(m[0]) }
+
+static const char *const sources[] = {"captions", "speech", NULL};
+static const char *const kinds[] = {"manual", "asr", NULL};
+
+static const struct member segment_members[] = {
+    {"text", V_STRING, NULL, NULL}, {"start", V_NUMBER, NULL, NULL}, {"duration", V_NUMBER, NULL, NULL}};
+static const struct object segment = MEMBERS(segment_members);
+static const struct member transcript_members[] = {{"language", V_STRING, NULL, NULL},
+                                                   {"source", V_STRING, sources, NULL},
+                                                   {"text", V_STRING, NULL, NULL},
+                                                   {"segments", V_ARRAY, NULL, &segment}};
+static const struct object transcript = MEMBERS(transcript_members);
+
+static const struct member track_members[] = {{"language", V_STRING, NULL, NULL},
+                                              {"name", V_STRING, NULL, NULL},
+                                              {"kind", V_STRING, kinds, NULL},
+                                              {"translatable", V_BOOLEAN, NULL, NULL}};
+static const struct object track = MEMBERS(track_members);
+static const struct member language_members[] = {{"language", V_STRING, NULL, NULL}, {"name", V_STRING, NULL, NULL}};
+static const struct object language = MEMBERS(language_members);
+static const struct member tracks_members[] = {{"tracks", V_ARRAY, NULL, &track},
+                                               {"translationLanguages", V_ARRAY, NULL, &language}};
+static const struct object tracks = MEMBERS(tracks_members);
+
+/* Both shapes nest an array of objects in an object, no deeper. */
+#define MAX_DEPTH 2
+
+/* One open object: its shape, the members seen, the member whose value comes next, and whether we are in its array. */
+struct frame {
+  const struct object *shape;
+  unsigned seen;
+  const struct member *next;
+  bool in_array;
+};
+
+struct parse {
+  const struct object *top;
+  struct frame stack[MAX_DEPTH];
+  int depth; /* open objects */
+  bool done; /* the top object closed */
+};
+
+static struct frame *cur(struct parse *p) { return p->depth > 0 ? &p->stack[p->depth - 1] : NULL; }
+
+/* The member whose value this event is, when it is a plain value of that type; NULL otherwise. */
+static const struct member *expecting(struct parse *p, enum value v) {
+  struct frame *f = cur(p);
+  if (f == NULL || f->in_array || f->next == NULL || f->next->value != v) return NULL;
+  const struct member *m = f->next;
+  f->next = NULL;
+  return m;
 }
 
 static int on_map_key(void *ctx, const unsigned char *s, size_t len) {
-  struct shape *sh = ctx;
-  unsigned k = 0;
-  if (sh->level == L_OBJECT) {
-    k = is(s, len, "language")   ? K_LANGUAGE
-        : is(s, len, "source")   ? K_SOURCE
-        : is(s, len, "text")     ? K_TEXT
-        : is(s, len, "segments") ? K_SEGMENTS
-                                 : 0;
-  } else if (sh->level == L_SEGMENT) {
-    k = is(s, len, "text") ? S_TEXT : is(s, len, "start") ? S_START : is(s, len, "duration") ? S_DURATION : 0;
+  struct frame *f = cur(ctx);
+  if (f == NULL || f->in_array || f->next != NULL) return 0;
+  for (unsigned i = 0; i < f->shape->nmembers; i++) {
+    const struct member *m = &f->shape->members[i];
+    if (len != strlen(m->name) || memcmp(s, m->name, len) != 0) continue;
+    if (f->seen & (1u << i)) return 0;
+    f->seen |= 1u << i;
+    f->next = m;
+    return 1;
   }
-  unsigned *seen = sh->level == L_OBJECT ? &sh->top : &sh->segment;
-  if (k == 0 || (*seen & k) != 0) return 0;
-  *seen |= k;
-  sh->key = k;
-  return 1;
+  return 0;
 }
 
 static int on_string(void *ctx, const unsigned char *s, size_t len) {
-  struct shape *sh = ctx;
-  if (sh->level == L_OBJECT && sh->key == K_SOURCE) return is(s, len, "captions") || is(s, len, "speech");
-  if (sh->level == L_OBJECT) return sh->key == K_LANGUAGE || sh->key == K_TEXT;
-  return sh->level == L_SEGMENT && sh->key == S_TEXT;
-}
-
-static int on_number(struct shape *sh) {
-  return sh->level == L_SEGMENT && (sh->key == S_START || sh->key == S_DURATION);
+  const struct member *m = expecting(ctx, V_STRING);
+  if (m == NULL) return 0;
+  if (m->one_of == NULL) return 1;
+  for (const char *const *v = m->one_of; *v != NULL; v++)
+    if (len == strlen(*v) && memcmp(s, *v, len) == 0) return 1;
+  return 0;
 }
 
 static int on_integer(void *ctx, long long v) {
   (void)v;
-  return on_number(ctx);
+  return expecting(ctx, V_NUMBER) != NULL;
 }
 
 static int on_double(void *ctx, double v) {
   (void)v;
-  return on_number(ctx);
+  return expecting(ctx, V_NUMBER) != NULL;
 }
 
-/* Nowhere in the shape: yajl skips an event without a callback, so these refuse it. */
+static int on_boolean(void *ctx, int v) {
+  (void)v;
+  return expecting(ctx, V_BOOLEAN) != NULL;
+}
+
+/* Nowhere in either shape: yajl skips an event without a callback, so this refuses it. */
 static int on_null(void *ctx) {
   (void)ctx;
   return 0;
 }
 
-static int on_boolean(void *ctx, int v) {
-  (void)ctx;
-  (void)v;
-  return 0;
-}
-
 static int on_start_map(void *ctx) {
-  struct shape *sh = ctx;
-  if (sh->level == L_TOP) {
-    sh->level = L_OBJECT;
-    return 1;
-  }
-  if (sh->level != L_SEGMENTS) return 0;
-  sh->level = L_SEGMENT;
-  sh->segment = 0;
+  struct parse *p = ctx;
+  struct frame *f = cur(p);
+  const struct object *shape;
+  if (f == NULL && !p->done)
+    shape = p->top;
+  else if (f != NULL && f->in_array && p->depth < MAX_DEPTH)
+    shape = f->next->items;
+  else
+    return 0;
+  p->stack[p->depth++] = (struct frame){.shape = shape};
   return 1;
 }
 
 static int on_end_map(void *ctx) {
-  struct shape *sh = ctx;
-  if (sh->level == L_SEGMENT && sh->segment == S_ALL) {
-    sh->level = L_SEGMENTS;
-    return 1;
-  }
-  if (sh->level == L_OBJECT && sh->top == K_ALL_TOP) {
-    sh->level = L_DONE;
-    return 1;
-  }
-  return 0;
+  struct parse *p = ctx;
+  struct frame *f = cur(p);
+  if (f == NULL || f->in_array || f->next != NULL || f->seen != (1u << f->shape->nmembers) - 1) return 0;
+  p->depth--;
+  if (p->depth == 0) p->done = true;
+  return 1;
 }
 
 static int on_start_array(void *ctx) {
-  struct shape *sh = ctx;
-  if (sh->level != L_OBJECT || sh->key != K_SEGMENTS) return 0;
-  sh->level = L_SEGMENTS;
+  struct frame *f = cur(ctx);
+  if (f == NULL || f->in_array || f->next == NULL || f->next->value != V_ARRAY) return 0;
+  f->in_array = true;
   return 1;
 }
 
 static int on_end_array(void *ctx) {
-  struct shape *sh = ctx;
-  if (sh->level != L_SEGMENTS) return 0;
-  sh->level = L_OBJECT;
+  struct frame *f = cur(ctx);
+  if (f == NULL || !f->in_array) return 0;
+  f->in_array = false;
+  f->next = NULL;
   return 1;
 }
 
@@ -133,15 +179,15 @@ static const yajl_callbacks callbacks = {
     .yajl_end_array = on_end_array,
 };
 
-int bodycheck_transcript(const char *body, size_t len, const char **why) {
-  const char *reason = "not_a_transcript";
+static int check(const struct object *top, const char *other_shape, const char *body, size_t len, const char **why) {
+  const char *reason = other_shape;
   int rv = -EINVAL;
   if (len > VTS_MAX_TRANSCRIPT_BYTES) {
     if (why != NULL) *why = "too_large";
     return -E2BIG;
   }
-  struct shape sh = {.level = L_TOP};
-  yajl_handle h = yajl_alloc(&callbacks, NULL, &sh);
+  struct parse p = {.top = top};
+  yajl_handle h = yajl_alloc(&callbacks, NULL, &p);
   if (h == NULL) {
     if (why != NULL) *why = "no_memory";
     return -ENOMEM;
@@ -153,11 +199,19 @@ int bodycheck_transcript(const char *body, size_t len, const char **why) {
   yajl_config(h, yajl_allow_partial_values, 0);
   yajl_status st = yajl_parse(h, (const unsigned char *)body, len);
   if (st == yajl_status_ok) st = yajl_complete_parse(h);
-  if (st == yajl_status_ok && sh.level == L_DONE)
+  if (st == yajl_status_ok && p.done)
     rv = 0;
-  else if (st == yajl_status_error)
+  else if (st == yajl_status_error) /* a callback's refusal is yajl_status_client_canceled */
     reason = "not_json";
   yajl_free(h);
   if (why != NULL) *why = rv == 0 ? "" : reason;
   return rv;
+}
+
+int bodycheck_transcript(const char *body, size_t len, const char **why) {
+  return check(&transcript, "not_a_transcript", body, len, why);
+}
+
+int bodycheck_tracks(const char *body, size_t len, const char **why) {
+  return check(&tracks, "not_a_track_list", body, len, why);
 }

@@ -1,7 +1,7 @@
 /*
  * What a fetcher's result must be before the dispatcher caches or serves it. A fetcher is a separate program on
  * another host; whatever it sends is checked here, whoever it is, so no bytes reach a client or the cache as a
- * transcript unless they have the public transcript's shape.
+ * transcript (or a track list) unless they have that answer's public shape.
  */
 #ifndef VTS_BODYCHECK_H
 #define VTS_BODYCHECK_H
@@ -16,5 +16,12 @@
  * static reason for the log ("too_large", "not_json", "not_a_transcript").
  */
 int bodycheck_transcript(const char *body, size_t len, const char **why);
+
+/*
+ * The same for a track list (GET /v1/video/tracks): exactly "tracks", an array of objects with exactly the strings
+ * "language" and "name", "kind" ("manual" or "asr") and the boolean "translatable", and "translationLanguages", an
+ * array of objects with exactly the strings "language" and "name". *why is "not_a_track_list" for another shape.
+ */
+int bodycheck_tracks(const char *body, size_t len, const char **why);
 
 #endif

@@ -459,11 +459,14 @@ static void job_result(struct dispatcher *d, struct job *j, const struct proto_r
   job_detach(d, j);
   metrics_upstream(res);
   const char *why = NULL;
-  if (res->outcome == PROTO_OK && bodycheck_transcript(res->body, res->body_len, &why) != 0) {
+  int (*bodycheck)(const char *, size_t, const char **) =
+      j->pj.kind == PROTO_KIND_TRACKS ? bodycheck_tracks : bodycheck_transcript;
+  if (res->outcome == PROTO_OK && bodycheck(res->body, res->body_len, &why) != 0) {
     /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
     d->st.results_refused++;
-    log_msg(LOG_WARN, "fetcher result refused: not a transcript", "request_id", j->pj.request_id, "=job_id", NUM(j->id),
-            "video_id", j->pj.video_id, "why", why, "=bytes", NUM(res->body_len), "=fetcher", NUM(fetcher), NULL);
+    log_msg(LOG_WARN, "fetcher result refused: not what its job asked for", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "video_id", j->pj.video_id, "why", why, "=bytes", NUM(res->body_len), "=fetcher", NUM(fetcher),
+            NULL);
     job_fail(d, j, "bad_result");
     return;
   }

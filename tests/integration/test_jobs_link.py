@@ -158,7 +158,7 @@ def test_result_that_is_not_a_transcript_fails_its_job_and_nothing_is_cached(tls
         fake.request(encode_result(job["job_id"], harness.PROTO_OK, body=b'{"videoId":"capJson3xx1","text":"x"}'))
         t.join(10)
         assert (box["result"].status, box["result"].json()) == (500, FETCH_FAILED)
-        refused = [x for x in tls_gateway.log_records() if x.get("msg") == "fetcher result refused: not a transcript"]
+        refused = [x for x in tls_gateway.log_records() if x.get("msg") == "fetcher result refused: not what its job asked for"]
         assert [(x["video_id"], x["why"]) for x in refused] == [("capJson3xx1", "not_a_transcript")]
 
         # Nothing was kept: the next request for the video is a new job, and a real transcript is served as sent.

@@ -1,4 +1,4 @@
-/* Unit tests of the dispatcher's check of a fetcher's result body: the transcript's shape, nothing else. */
+/* Unit tests of the dispatcher's check of a fetcher's result body: the transcript's or the track list's shape. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -114,6 +114,41 @@ static void test_a_body_over_the_size_limit_is_refused_unread(void **state) {
   assert_int_equal(bodycheck_transcript(body, sizeof(body) - 1, &why), 0);
 }
 
+static void tracks_expect(const char *body, int want, const char *want_why) {
+  const char *why = NULL;
+  int rv = bodycheck_tracks(body, strlen(body), &why);
+  if (rv != want || strcmp(why, want_why) != 0)
+    fail_msg("expected %d (%s) for %s, got %d (%s)", want, want_why, body, rv, why ? why : "(null)");
+}
+
+static void test_a_track_list_passes_and_other_shapes_are_refused(void **state) {
+  (void)state;
+  tracks_expect(
+      "{\"tracks\":[{\"language\":\"en\",\"name\":\"English\",\"kind\":\"manual\",\"translatable\":true},"
+      "{\"translatable\":false,\"kind\":\"asr\",\"name\":\"English (auto-generated)\",\"language\":\"en\"}],"
+      "\"translationLanguages\":[{\"language\":\"fr\",\"name\":\"French\"}]}",
+      0, "");
+  tracks_expect("{\"translationLanguages\":[],\"tracks\":[]}", 0, "");
+  static const char *const bad[] = {
+      /* a transcript is not a track list, nor the other way round */
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[]}",
+      "{\"tracks\":[]}",
+      "{\"tracks\":[],\"translationLanguages\":[],\"videoId\":\"x\"}",
+      "{\"tracks\":[{\"language\":\"en\",\"name\":\"English\",\"kind\":\"forced\",\"translatable\":true}],"
+      "\"translationLanguages\":[]}",
+      "{\"tracks\":[{\"language\":\"en\",\"name\":\"English\",\"kind\":\"asr\",\"translatable\":\"yes\"}],"
+      "\"translationLanguages\":[]}",
+      "{\"tracks\":[{\"language\":\"en\",\"name\":\"English\",\"kind\":\"asr\"}],\"translationLanguages\":[]}",
+      "{\"tracks\":[],\"translationLanguages\":[{\"language\":\"fr\",\"name\":\"French\",\"kind\":\"asr\"}]}",
+      "{\"tracks\":[[]],\"translationLanguages\":[]}",
+      "{\"tracks\":[{\"tracks\":[]}],\"translationLanguages\":[]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) tracks_expect(bad[i], -EINVAL, "not_a_track_list");
+  tracks_expect("{\"tracks\":", -EINVAL, "not_json");
+  /* and a track list is no transcript */
+  expect_refused("{\"translationLanguages\":[],\"tracks\":[]}", "not_a_transcript");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_what_the_fetcher_serialises_passes),
@@ -121,6 +156,7 @@ int main(void) {
       cmocka_unit_test(test_other_shapes_are_refused),
       cmocka_unit_test(test_what_is_not_json_is_refused),
       cmocka_unit_test(test_a_body_over_the_size_limit_is_refused_unread),
+      cmocka_unit_test(test_a_track_list_passes_and_other_shapes_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

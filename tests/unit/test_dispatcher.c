@@ -71,13 +71,14 @@ static void disp_start(struct disp *d, const char *const *extra) {
   static char jobs_env[96];
   snprintf(jobs_env, sizeof(jobs_env), "VTS_JOBS_URL=%s", d->jobs_url);
   const char *log_level = getenv("VTS_TEST_DISPATCHER_LOG") ? "VTS_LOG_LEVEL=debug" : "VTS_LOG_LEVEL=error";
-  const char *defaults[] = {jobs_env,
-                            log_level,
-                            "VTS_JOB_TIMEOUT_MS=2000",
-                            "VTS_CACHE_TTL_S=60",
-                            "VTS_NEGATIVE_TTL_S=1",
-                            "VTS_SPEECH_FALLBACK=false",
-                            NULL};
+  const char *defaults[] = {jobs_env, log_level, "VTS_JOB_TIMEOUT_MS=2000", "VTS_CACHE_TTL_S=60",
+                            "VTS_NEGATIVE_TTL_S=1", "VTS_SPEECH_FALLBACK=false",
+                            /*
+                             * A stopping dispatcher waits for connected workers up to the drain time and 2 s: a
+                             * test peer whose close sticks (the nng 1.5.2 race above) must not hold it past
+                             * disp_stop's wait.
+                             */
+                            "VTS_DRAIN_TIMEOUT_MS=0", NULL};
 
   /* Built before fork: between fork and exec the child may only call async-signal-safe functions. */
   size_t n = 0;
