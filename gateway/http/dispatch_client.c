@@ -23,6 +23,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "gateway/cache/cache.h"
 #include "gateway/dispatcher/dispatcher.h"
 
@@ -42,8 +43,8 @@ struct pending {
   bool in_flight;
   nng_msg *reply; /* P_DONE: the reply, NULL for a failure */
   bool l1_hit;
-  struct proto_result hit; /* l1_hit: the answer, its body in hit_body */
-  char *hit_body;
+  struct proto_result hit; /* l1_hit: the answer, its body borrowed from ent */
+  struct entity *ent;      /* l1_hit: a reference to the L1 entry's entity */
   dispatch_cb cb;
   void *arg;
   char video_id[VTS_VIDEO_ID_LEN + 1];
@@ -131,7 +132,7 @@ static void pending_free(struct pending *p) {
   if (p->aio != NULL) nng_aio_free(p->aio);
   if (p->has_ctx) nng_ctx_close(p->ctx);
   if (p->reply != NULL) nng_msg_free(p->reply);
-  free(p->hit_body);
+  entity_unref(p->ent);
   free(p);
 }
 
@@ -139,18 +140,22 @@ static uint32_t be32(const unsigned char *b) {
   return ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
 }
 
-/* Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. */
+/*
+ * Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. A transcript's entity
+ * (its compressed forms and ETag) is made here, once per answer from the dispatcher: every L1 hit after it shares it.
+ */
 static void deliver(struct pending *p, bool fail) {
   if (fail) {
-    p->cb(p->arg, NULL);
+    p->cb(p->arg, NULL, NULL);
     return;
   }
   if (p->l1_hit) {
-    p->cb(p->arg, &p->hit);
+    p->cb(p->arg, &p->hit, p->ent);
     return;
   }
   struct proto_result res;
   const struct proto_result *r = NULL;
+  struct entity *ent = NULL;
   if (p->reply != NULL) {
     const unsigned char *body = nng_msg_body(p->reply);
     size_t len = nng_msg_len(p->reply);
@@ -158,12 +163,17 @@ static void deliver(struct pending *p, bool fail) {
         proto_decode_result(body + DISPATCH_REPLY_PREFIX_BYTES, len - DISPATCH_REPLY_PREFIX_BYTES, &res) == 0) {
       r = &res;
       uint32_t ttl = be32(body);
-      if (ttl > 0) cache_put(client.l1, p->video_id, p->lang, &res, ttl, NULL);
+      ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS : 0);
+      if (ent != NULL) {
+        ent->expires_ms = util_now_ms() + ttl;
+        if (ttl > 0) cache_put_entity(client.l1, p->video_id, p->lang, &res, ent, ttl, NULL);
+      }
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
   }
-  p->cb(p->arg, r);
+  p->cb(p->arg, r, ent);
+  entity_unref(ent);
 }
 
 /* Takes the done queue off the nng side and unlinks its jobs from the in-flight list. */
@@ -310,6 +320,15 @@ void dispatch_client_close(void) {
   client.open = false;
 }
 
+struct entity *dispatch_cached(const char *video_id, const char *lang) {
+  struct proto_result res;
+  struct entity *ent = NULL;
+  if (!client.open || cache_lookup(client.l1, video_id, lang, &res, NULL, &ent) != 0) return NULL;
+  if (res.outcome == PROTO_OK) return ent;
+  entity_unref(ent);
+  return NULL;
+}
+
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   if (!client.open || client.closing) return -ENOTCONN;
   struct pending *p = calloc(1, sizeof(*p));
@@ -324,17 +343,11 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   memcpy(p->lang, job->lang, strlen(job->lang) + 1);
 
   uint64_t ttl_left;
-  if (cache_get(client.l1, job->video_id, job->lang, &p->hit, &ttl_left) == 0) {
-    /* Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. */
-    if (p->hit.body_len > 0) {
-      p->hit_body = malloc(p->hit.body_len);
-      if (p->hit_body == NULL) {
-        free(p);
-        return -ENOMEM;
-      }
-      memcpy(p->hit_body, p->hit.body, p->hit.body_len);
-    }
-    p->hit.body = p->hit_body;
+  if (cache_lookup(client.l1, job->video_id, job->lang, &p->hit, &ttl_left, &p->ent) == 0) {
+    /*
+     * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
+     * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.
+     */
     p->l1_hit = true;
     metrics_l1_hit();
     pthread_mutex_lock(&client.lock);

@@ -8,14 +8,17 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "gateway/cache/entity.h"
 #include "proto/proto.h"
 
 /*
  * Called exactly once per dispatch_submit, on the loop thread, never from inside dispatch_submit. res is borrowed
  * for the call; NULL means the job failed inside the service (dispatcher gone, protocol error, deadline): answer 500
- * transcript_fetch_failed. res->outcome is never PROTO_NO_CAPTIONS (the dispatcher maps it).
+ * transcript_fetch_failed. res->outcome is never PROTO_NO_CAPTIONS (the dispatcher maps it). ent, borrowed for the
+ * call too (entity_ref it to keep it), is res's body with, for a PROTO_OK, its compressed forms and ETag, and its
+ * expires_ms set from the dispatcher's entry; NULL when res is NULL or memory ran out.
  */
-typedef void (*dispatch_cb)(void *arg, const struct proto_result *res);
+typedef void (*dispatch_cb)(void *arg, const struct proto_result *res, struct entity *ent);
 
 /*
  * Connects this worker to the dispatcher at url (an ipc:// address), in the background: the dispatcher may start
@@ -36,5 +39,10 @@ void dispatch_client_close(void);
  * -ENOTCONN when the link is not open, -ENOMEM or -EIO (cb will not be called).
  */
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg);
+/*
+ * The transcript (a PROTO_OK answer) for (video_id, lang) in this worker's small cache, without sending a job:
+ * a new reference to its entity (release it), or NULL when it is not there.
+ */
+struct entity *dispatch_cached(const char *video_id, const char *lang);
 
 #endif

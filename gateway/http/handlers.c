@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
+#include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "proto/proto.h"
 
@@ -21,6 +22,8 @@ extern const size_t openapi_json_len;
 #define ALLOW_HEADER "Allow: GET, HEAD\r\n"
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 #define RL_HEADERS_BYTES 192
+/* The rate-limit lines, then ETag (~50), Cache-Control (~45), Vary (~25) and Content-Encoding (~25). */
+#define ANSWER_HEADERS_BYTES (RL_HEADERS_BYTES + 192)
 
 /* The state of one transcript request across its asynchronous steps (rate limit, dispatch). */
 struct transcript {
@@ -28,6 +31,7 @@ struct transcript {
   struct http_request *req;
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char rl_headers[RL_HEADERS_BYTES];
+  struct entity *ent; /* a revalidation the worker's cache already matched: its entity (a reference), else NULL */
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -63,12 +67,50 @@ static void handle_openapi(struct handlers_ctx *ctx, struct http_request *req) {
 
 static void transcript_free(struct transcript *t) {
   http_request_release(t->req);
+  entity_unref(t->ent);
   free(t);
 }
 
 static void transcript_error(struct transcript *t, enum api_error e) { http_respond_error(t->req, e, t->rl_headers); }
 
-static void on_dispatched(void *arg, const struct proto_result *res) {
+/* Picks the form of ent for req's Accept-Encoding and writes its ETag; returns whether If-None-Match names it. */
+static int choose_form(const struct http_request *req, const struct entity *ent, enum entity_coding *coding,
+                       char etag[ENTITY_ETAG_BYTES]) {
+  unsigned held = 0;
+  for (int c = 0; c < ENTITY_CODINGS; c++)
+    if (entity_has(ent, (enum entity_coding)c)) held |= NEGOTIATE_BIT(c);
+  *coding = negotiate_coding(req->accept_encoding, req->accept_encoding_len, held);
+  entity_etag(ent, *coding, etag);
+  return negotiate_etag_match(req->if_none_match, req->if_none_match_len, etag);
+}
+
+/*
+ * Answers a transcript from its entity: the form the request's Accept-Encoding picks, or 304 when If-None-Match
+ * names that form's ETag. The body is the final public JSON, serialised once by the fetcher and compressed once by
+ * this worker; the connection writes it by reference, never a copy.
+ */
+static void respond_entity(struct transcript *t, struct entity *ent) {
+  struct http_request *req = t->req;
+  enum entity_coding coding;
+  char etag[ENTITY_ETAG_BYTES];
+  int notmod = choose_form(req, ent, &coding, etag);
+  uint64_t now = util_now_ms();
+  uint64_t max_age_s = ent->expires_ms > now ? (ent->expires_ms - now) / 1000 : 0;
+  const char *name = entity_coding_name(coding);
+  char headers[ANSWER_HEADERS_BYTES];
+  snprintf(headers, sizeof(headers),
+           "%sETag: %s\r\nCache-Control: private, max-age=%llu\r\nVary: Accept-Encoding\r\n%s%s%s", t->rl_headers, etag,
+           (unsigned long long)max_age_s, name != NULL && !notmod ? "Content-Encoding: " : "",
+           name != NULL && !notmod ? name : "", name != NULL && !notmod ? "\r\n" : "");
+  if (notmod) {
+    http_respond(req, 304, headers, NULL, 0, NULL);
+    return;
+  }
+  const struct entity_form *f = &ent->form[coding];
+  http_respond_ref(req, 200, headers, f->data, f->len, entity_release, entity_ref(ent));
+}
+
+static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
   if (res == NULL) {
@@ -76,17 +118,12 @@ static void on_dispatched(void *arg, const struct proto_result *res) {
     goto done;
   }
   switch (proto_outcome_status(res->outcome)) {
-    case 200: {
-      /* The body is the final public JSON, serialised once by the fetcher: copy the bytes, never re-encode. */
-      char *body = malloc(res->body_len > 0 ? res->body_len : 1);
-      if (body == NULL) {
+    case 200:
+      if (ent != NULL)
+        respond_entity(t, ent);
+      else
         transcript_error(t, API_ERR_FETCH_FAILED);
-        break;
-      }
-      if (res->body_len > 0) memcpy(body, res->body, res->body_len);
-      http_respond(t->req, 200, t->rl_headers, body, res->body_len, body);
       break;
-    }
     case 404:
       transcript_error(t, API_ERR_NOT_AVAILABLE);
       break;
@@ -130,6 +167,10 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
       goto done;
   }
 
+  if (t->ent != NULL) {
+    respond_entity(t, t->ent);
+    goto done;
+  }
   struct transcript_query q;
   enum api_error qe = query_parse_transcript(req->query != NULL ? req->query : "", req->query_len, &q);
   if (qe != API_OK) {
@@ -167,7 +208,25 @@ static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req
   t->req = req;
   t->key = *key;
   http_request_hold(req);
-  ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
+  unsigned flags = 0;
+  if (req->if_none_match != NULL) {
+    /*
+     * A revalidation this worker can answer from its cache is decided now, so that a 304 is counted as one: in the
+     * short window and not against the monthly quota. Anything else (bad parameters included) takes the usual path.
+     */
+    struct transcript_query q;
+    if (query_parse_transcript(req->query != NULL ? req->query : "", req->query_len, &q) == API_OK)
+      t->ent = dispatch_cached(q.video_id, q.lang);
+    enum entity_coding coding;
+    char etag[ENTITY_ETAG_BYTES];
+    if (t->ent != NULL && choose_form(req, t->ent, &coding, etag)) {
+      flags = RL_CHECK_WINDOW_ONLY;
+    } else {
+      entity_unref(t->ent);
+      t->ent = NULL;
+    }
+  }
+  ratelimit_check_flags(ctx->rl, &t->key, flags, on_rate_decided, t);
 }
 
 struct route {

@@ -281,9 +281,14 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
 }
 
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
+  ratelimit_check_flags(rl, key, 0, cb, arg);
+}
+
+void ratelimit_check_flags(struct ratelimit *rl, const struct key_entry *key, unsigned flags, rl_cb cb, void *arg) {
   struct rl_limits lim;
   struct rl_decision d;
   rlcalc_limits(key, &rl->cfg, &lim);
+  lim.window_only = (flags & RL_CHECK_WINDOW_ONLY) != 0;
   rl->stats.checks++;
   if (rl->redis != NULL) {
     struct rl_pending *p = malloc(sizeof(*p));

@@ -93,6 +93,14 @@ struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg);
 void ratelimit_free(struct ratelimit *rl);
 /* Decides one request of key. Copies what it needs from key: the entry may be freed before the callback runs. */
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
+/*
+ * ratelimit_check flags. RL_CHECK_WINDOW_ONLY: the request is admitted and counted by the short window as any other,
+ * but, once admitted, takes no unit of the monthly quota (an exhausted month still answers RL_QUOTA). A revalidation
+ * answered 304 is such a request.
+ */
+#define RL_CHECK_WINDOW_ONLY 1u
+/* As ratelimit_check, with flags. */
+void ratelimit_check_flags(struct ratelimit *rl, const struct key_entry *key, unsigned flags, rl_cb cb, void *arg);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

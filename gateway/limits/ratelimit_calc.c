@@ -9,6 +9,7 @@ void rlcalc_limits(const struct key_entry *key, const struct vts_config *cfg, st
   out->rate = key->rate > 0 ? key->rate : cfg->rate_limit;
   out->window_s = key->window_s > 0 ? key->window_s : cfg->rate_window_s;
   out->quota = key->quota > 0 ? key->quota : cfg->monthly_quota;
+  out->window_only = 0;
 }
 
 /* Floor division: a clock before 1970 must not round toward zero into the wrong window or month. */

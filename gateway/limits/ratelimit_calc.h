@@ -16,6 +16,7 @@ struct rl_limits {
   int64_t rate;     /* requests per window */
   int64_t window_s; /* window length */
   int64_t quota;    /* admitted requests per calendar month */
+  int window_only;  /* 1: this request takes a window slot but no quota unit (RL_CHECK_WINDOW_ONLY) */
 };
 
 /* Fills out from key's overrides and cfg's defaults (a 0 in the key entry means the default). */

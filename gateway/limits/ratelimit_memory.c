@@ -196,6 +196,11 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
    * window slot is given back, so a request refused by the quota consumes nothing. (Until the give-back, a peer
    * may see that slot taken: at worst a spurious rate_limited, never an extra admission.)
    */
+  if (lim->window_only) {
+    /* Counted by the window only (a revalidation): the month stays as read. */
+    rlcalc_decision(d, RL_ALLOW, lim, window_now(now, wperiod, lim->window_s), wused, qused);
+    return 0;
+  }
   if (!word_take(&s->quota, QUOTA_COUNT_BITS, month, 1, lim->quota, &qperiod, &qused)) {
     word_give_back(&s->window, WINDOW_COUNT_BITS, wperiod);
     rlcalc_decision(d, RL_QUOTA, lim, now, wused - 1, qused);

@@ -12,12 +12,13 @@
 #include "common/limits.h"
 #include "common/log.h"
 
-#define SCRIPT_ARGC 9 /* EVALSHA sha numkeys key key arg arg arg arg */
+#define SCRIPT_ARGC 10 /* EVALSHA sha numkeys key key arg arg arg arg arg */
 
 /*
  * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; both carry the key's hash tag,
- * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds). The quota is checked first
- * and nothing is counted unless both admit (see ratelimit.h). Each counter expires on its own once its period is
+ * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), and 1 when the request
+ * counts in the window only (RL_CHECK_WINDOW_ONLY: the month is read, never counted), else 0. The quota is checked
+ * first and nothing is counted unless both admit (see ratelimit.h). Each counter expires on its own once its period is
  * over, so Redis holds only live windows and months. Returns {code, window count, month count}: code 0 admitted,
  * 1 window full, 2 month exhausted.
  */
@@ -28,6 +29,7 @@ static const char script[] =
     "if w >= tonumber(ARGV[1]) then return {1, w, q} end\n"
     "w = redis.call('INCR', KEYS[1])\n"
     "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
+    "if ARGV[5] == '1' then return {0, w, q} end\n"
     "q = redis.call('INCR', KEYS[2])\n"
     "if q == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
     "return {0, w, q}\n";
@@ -58,7 +60,7 @@ struct rlreq {
   bool timer_open; /* the timer's close callback has not run yet */
   bool tried_eval; /* NOSCRIPT was answered once already */
   char keys[2][96];
-  char nums[4][24];
+  char nums[5][24];
 };
 
 static void conn_start(struct rlredis *r);
@@ -216,7 +218,8 @@ static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
                                    q->nums[0],
                                    q->nums[1],
                                    q->nums[2],
-                                   q->nums[3]};
+                                   q->nums[3],
+                                   q->nums[4]};
   return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, NULL) == REDIS_OK ? 0 : -EIO;
 }
 
@@ -294,6 +297,7 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   snprintf(q->nums[2], sizeof(q->nums[2]), "%lld", (long long)lim->quota);
   snprintf(q->nums[3], sizeof(q->nums[3]), "%lld",
            (long long)(rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S));
+  snprintf(q->nums[4], sizeof(q->nums[4]), "%d", lim->window_only ? 1 : 0);
 
   r->refs++;
   uv_timer_init(r->loop, &q->timer);

@@ -51,12 +51,12 @@ class Fetchers:
 
 
 class Stack:
-    def __init__(self, tmp_path, gateway_env=None, fetcher_env=None, fetchers=2, upstream_args=(), workers=2):
+    def __init__(self, tmp_path, gateway_env=None, fetcher_env=None, fetchers=2, upstream_args=(), workers=2, keys=None):
         self.upstream = harness.FakeUpstream(upstream_args)
         env = {"VTS_UPSTREAM_URL": self.upstream.url}
         env.update(gateway_env or {})
         self.gateway = Gateway(tmp_path, env=env, workers=workers)
-        write_keyfile(self.gateway.keys_file, UNLIMITED)
+        write_keyfile(self.gateway.keys_file, keys if keys is not None else UNLIMITED)
         self.fetchers = None
         try:
             self.gateway.start()

@@ -39,7 +39,7 @@ static const char digest_a[] = "0123456789abcdef0123456789abcdef0123456789abcdef
 static const char digest_b[] = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
 
 static struct rl_limits limits(int64_t rate, int64_t window_s, int64_t quota) {
-  struct rl_limits l = {rate, window_s, quota};
+  struct rl_limits l = {rate, window_s, quota, 0};
   return l;
 }
 
