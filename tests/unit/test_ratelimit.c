@@ -197,6 +197,37 @@ static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **
   assert_int_equal(d.remaining, 6);
 }
 
+/* A window-only check (a 304 revalidation) takes a window slot and no quota unit; an exhausted month still refuses. */
+static void test_window_only_check_takes_no_quota_unit(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(5, 60, 2);
+  struct rl_limits reval = l;
+  reval.window_only = 1;
+  struct rl_decision d;
+  int64_t now = T_2026_01_01 + 100;
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.quota_remaining, 1);
+  for (int i = 0; i < 3; i++) {
+    rlmem_check(t, digest_a, &reval, now, &d);
+    assert_int_equal(d.outcome, RL_ALLOW);
+    assert_int_equal(d.quota_remaining, 1);
+  }
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 1);
+  /* Four window slots are taken: one more request fills the window of 5. */
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.quota_remaining, 0);
+  rlmem_check(t, digest_a, &reval, now + 60, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  rlmem_check(t, digest_a, &reval, now, &d);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  struct rl_limits more = limits(5, 60, 100);
+  more.window_only = 1;
+  rlmem_check(t, digest_a, &more, now, &d);
+  assert_int_equal(d.outcome, RL_LIMITED);
+}
+
 static void test_window_refusal_consumes_no_quota(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(2, 60, 10);
@@ -580,6 +611,7 @@ int main(void) {
       cmocka_unit_test(test_key_overrides_replace_defaults_and_zero_means_default),
       cmocka_unit_test_setup_teardown(test_memory_admits_exactly_limit_then_limits_until_reset, table_setup,
                                       table_teardown),
+      cmocka_unit_test_setup_teardown(test_window_only_check_takes_no_quota_unit, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_exhaustion_answers_quota_and_takes_no_window_slot, table_setup,
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_window_refusal_consumes_no_quota, table_setup, table_teardown),

@@ -114,16 +114,18 @@ static int teardown(void **state) {
   do {                                                       \
   } while (0)
 
-/* One check, waited for; *ms is how long the decision took. */
-static struct rl_decision check(struct fx *f, uint64_t *ms) {
+/* One check with flags, waited for; *ms is how long the decision took. */
+static struct rl_decision check_flags(struct fx *f, unsigned flags, uint64_t *ms) {
   struct answers a = {0};
   uint64_t t0 = util_now_ms();
-  ratelimit_check(f->rl, &f->key, on_decision, &a);
+  ratelimit_check_flags(f->rl, &f->key, flags, on_decision, &a);
   while (a.n == 0) uv_run(&f->loop, UV_RUN_ONCE);
   if (ms != NULL) *ms = util_now_ms() - t0;
   assert_int_equal(a.n, 1);
   return a.last;
 }
+
+static struct rl_decision check(struct fx *f, uint64_t *ms) { return check_flags(f, 0, ms); }
 
 /* Checks every 20 ms until Redis admits again, for at most max_ms; returns the last decision, *ms the time taken. */
 static struct rl_decision check_until_allowed(struct fx *f, uint64_t max_ms, uint64_t *ms) {
@@ -217,6 +219,30 @@ static void test_quota_exhaustion_in_redis_answers_quota(void **state) {
   d = check(f, NULL);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 97);
+  assert_int_equal(d.quota_remaining, 997);
+}
+
+/* A window-only check (a 304 revalidation) counts in Redis' window and leaves the month as it was. */
+static void test_window_only_check_in_redis_takes_no_quota_unit(void **state) {
+  FX();
+  start(f, 100, true);
+  f->key.quota = 2;
+  assert_int_equal(check(f, NULL).quota_remaining, 1);
+  for (int i = 0; i < 3; i++) {
+    struct rl_decision d = check_flags(f, RL_CHECK_WINDOW_ONLY, NULL);
+    assert_int_equal(d.outcome, RL_ALLOW);
+    assert_int_equal(d.quota_remaining, 1);
+    assert_int_equal(d.remaining, 1); /* min(window 100 - 2 - i, month 1) */
+  }
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.quota_remaining, 0);
+  assert_int_equal(check_flags(f, RL_CHECK_WINDOW_ONLY, NULL).outcome, RL_QUOTA);
+  /* The window holds the five admitted requests, revalidations included. */
+  f->key.quota = 1000;
+  d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 94);
   assert_int_equal(d.quota_remaining, 997);
 }
 
@@ -375,6 +401,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_script_admits_exactly_limit_across_processes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_quota_exhaustion_in_redis_answers_quota, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_window_only_check_in_redis_takes_no_quota_unit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
