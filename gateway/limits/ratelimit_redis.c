@@ -44,21 +44,31 @@ struct rlredis {
   bool down_logged;      /* one warning per outage, not one per reconnect attempt */
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uint64_t backoff_ms;
-  int refs; /* conn_timer and every live request: the struct is freed with the last */
+  /*
+   * Every check waiting for its reply, oldest first. All share one command timeout, so this is also the order of
+   * their deadlines: one timer, armed for the oldest, serves them all (a timer per check cost as much as the check).
+   */
+  struct rlreq *oldest, *newest;
+  uv_timer_t deadline_timer;
+  int refs; /* the two timers and every live request: the struct is freed with the last */
   char sha[41];
   uint64_t timeouts, errors, noscript, connects;
 };
 
-/* One check in flight. Freed once hiredis has handed back its callback and its timer has closed. */
+/*
+ * One check in flight, pipelined with the others on the connection: hiredis queues every command issued during a
+ * loop turn and writes them together, and matches the replies in order. Freed once hiredis has handed back its
+ * callback.
+ */
 struct rlreq {
   struct rlredis *r;
   rlredis_cb cb;
   void *arg;
-  uv_timer_t timer;
-  bool decided;    /* cb called: a reply coming later is dropped */
-  bool in_redis;   /* hiredis holds a callback with this request */
-  bool timer_open; /* the timer's close callback has not run yet */
-  bool tried_eval; /* NOSCRIPT was answered once already */
+  struct rlreq *older, *newer; /* in the deadline list while undecided */
+  uint64_t deadline_ms;        /* on the loop's clock */
+  bool decided;                /* cb called: a reply coming later is dropped */
+  bool in_redis;               /* hiredis holds a callback with this request */
+  bool tried_eval;             /* NOSCRIPT was answered once already */
   char keys[2][96];
   char nums[5][24];
 };
@@ -71,23 +81,26 @@ static void rlredis_unref(struct rlredis *r) {
 }
 
 static void req_release(struct rlreq *q) {
-  if (q->in_redis || q->timer_open) return;
+  if (q->in_redis) return;
   struct rlredis *r = q->r;
   free(q);
   rlredis_unref(r);
 }
 
-static void req_timer_closed(uv_handle_t *h) {
-  struct rlreq *q = h->data;
-  q->timer_open = false;
-  req_release(q);
-}
-
-/* Answers q, once: closes its timer, then calls back (q stays valid until the close callback). */
+/* Answers q, once: takes it off the deadline list, then calls back (q stays valid until hiredis lets go of it). */
 static void req_decide(struct rlreq *q, int status, const struct rlredis_result *res) {
   if (q->decided) return;
   q->decided = true;
-  uv_close((uv_handle_t *)&q->timer, req_timer_closed);
+  struct rlredis *r = q->r;
+  if (q->older != NULL)
+    q->older->newer = q->newer;
+  else
+    r->oldest = q->newer;
+  if (q->newer != NULL)
+    q->newer->older = q->older;
+  else
+    r->newest = q->older;
+  q->older = q->newer = NULL;
   q->cb(q->arg, status, res);
 }
 
@@ -269,11 +282,16 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
   req_release(q);
 }
 
-static void on_req_timeout(uv_timer_t *t) {
-  struct rlreq *q = t->data;
-  q->r->timeouts++;
-  conn_stalled(q->r);
-  req_decide(q, -ETIMEDOUT, NULL);
+/* The oldest check's deadline: every check past its own is decided as a timeout, then the timer waits for the next. */
+static void on_deadline(uv_timer_t *t) {
+  struct rlredis *r = t->data;
+  uint64_t now = uv_now(r->loop);
+  while (r->oldest != NULL && r->oldest->deadline_ms <= now) {
+    r->timeouts++;
+    conn_stalled(r);
+    req_decide(r->oldest, -ETIMEDOUT, NULL);
+  }
+  if (r->oldest != NULL) uv_timer_start(&r->deadline_timer, on_deadline, r->oldest->deadline_ms - now, 0);
 }
 
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now, rlredis_cb cb,
@@ -300,23 +318,28 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   snprintf(q->nums[4], sizeof(q->nums[4]), "%d", lim->window_only ? 1 : 0);
 
   r->refs++;
-  uv_timer_init(r->loop, &q->timer);
-  q->timer.data = q;
-  q->timer_open = true;
   if (req_send(q, r->ac, false) != 0) {
     r->errors++;
-    q->decided = true; /* the caller answers this one itself */
-    uv_close((uv_handle_t *)&q->timer, req_timer_closed);
+    req_release(q); /* the caller answers this one itself */
     return -EIO;
   }
   q->in_redis = true;
   /* The loop's cached clock may be stale after a long callback: the 50 ms count from now. */
   uv_update_time(r->loop);
-  uv_timer_start(&q->timer, on_req_timeout, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
+  q->deadline_ms = uv_now(r->loop) + VTS_REDIS_COMMAND_TIMEOUT_MS;
+  q->older = r->newest;
+  if (r->newest != NULL)
+    r->newest->newer = q;
+  else
+    r->oldest = q;
+  r->newest = q;
+  /* An armed timer waits for an older check, whose deadline comes first; it re-arms for the rest. */
+  if (!uv_is_active((uv_handle_t *)&r->deadline_timer))
+    uv_timer_start(&r->deadline_timer, on_deadline, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
   return 0;
 }
 
-static void conn_timer_closed(uv_handle_t *h) { rlredis_unref(h->data); }
+static void timer_closed(uv_handle_t *h) { rlredis_unref(h->data); }
 
 struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr) {
   struct rlredis *r = calloc(1, sizeof(*r));
@@ -334,6 +357,9 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr) {
   for (unsigned int i = 0; i < mdlen; i++) snprintf(r->sha + 2 * i, 3, "%02x", md[i]);
   uv_timer_init(loop, &r->conn_timer);
   r->conn_timer.data = r;
+  uv_timer_init(loop, &r->deadline_timer);
+  r->deadline_timer.data = r;
+  r->refs++;
   conn_start(r);
   return r;
 }
@@ -342,7 +368,8 @@ void rlredis_free(struct rlredis *r) {
   if (r == NULL) return;
   r->closing = true;
   conn_drop(r);
-  uv_close((uv_handle_t *)&r->conn_timer, conn_timer_closed);
+  uv_close((uv_handle_t *)&r->conn_timer, timer_closed);
+  uv_close((uv_handle_t *)&r->deadline_timer, timer_closed);
 }
 
 void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {

@@ -315,6 +315,59 @@ static void test_frozen_redis_is_decided_within_the_command_timeout(void **state
   assert_int_equal(d.outcome, RL_ALLOW);
 }
 
+#define PIPELINED 200
+
+/* Until the kernel shows pid stopped (SIGSTOP takes effect when the process next runs). */
+static void wait_stopped(pid_t pid) {
+  char path[64], stat[256];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  for (int i = 0; i < 1000; i++) {
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    size_t n = fread(stat, 1, sizeof(stat) - 1, fp);
+    fclose(fp);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')');
+    if (end != NULL && end[1] == ' ' && end[2] == 'T') return;
+    usleep(1000);
+  }
+  fail_msg("redis-server %d did not stop", (int)pid);
+}
+
+/*
+ * Checks issued together go out together: they are all in flight on the one connection, so their replies take a
+ * few loop turns, not one round trip each; and a frozen Redis times them all out at their common deadline.
+ */
+static void test_checks_are_pipelined_and_time_out_together(void **state) {
+  FX();
+  start(f, 1000, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW); /* connected and ready */
+  struct answers a = {0};
+  for (int i = 0; i < PIPELINED; i++) ratelimit_check(f->rl, &f->key, on_decision, &a);
+  assert_int_equal(a.n, 0);
+  int turns = 0;
+  while (a.n < PIPELINED) {
+    uv_run(&f->loop, UV_RUN_ONCE);
+    turns++;
+  }
+  assert_int_equal(a.outcomes[RL_ALLOW], PIPELINED);
+  if (turns > PIPELINED / 10) fail_msg("%d checks took %d loop turns: not pipelined", PIPELINED, turns);
+
+  kill(f->redis, SIGSTOP);
+  wait_stopped(f->redis);
+  struct answers frozen = {0};
+  uint64_t t0 = util_now_ms();
+  for (int i = 0; i < PIPELINED; i++) ratelimit_check(f->rl, &f->key, on_decision, &frozen);
+  while (frozen.n < PIPELINED) uv_run(&f->loop, UV_RUN_ONCE);
+  uint64_t ms = util_now_ms() - t0;
+  kill(f->redis, SIGCONT);
+  assert_int_equal(frozen.outcomes[RL_UNAVAILABLE], PIPELINED);
+  assert_int_equal(stats(f).redis_timeouts, PIPELINED);
+  /* Together: one deadline for all, not one after the other (that would be PIPELINED times the timeout). */
+  if (ms + 5 < VTS_REDIS_COMMAND_TIMEOUT_MS || ms > VTS_REDIS_COMMAND_TIMEOUT_MS + 10 * TIMEOUT_MARGIN_MS)
+    fail_msg("%d checks on a frozen Redis decided after %llu ms", PIPELINED, (unsigned long long)ms);
+}
+
 static void test_frozen_redis_fail_open_falls_back_within_the_timeout(void **state) {
   FX();
   start(f, 10, false);
@@ -402,6 +455,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_script_admits_exactly_limit_across_processes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_quota_exhaustion_in_redis_answers_quota, setup, teardown),
       cmocka_unit_test_setup_teardown(test_window_only_check_in_redis_takes_no_quota_unit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_checks_are_pipelined_and_time_out_together, setup, teardown),
       cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
