@@ -141,6 +141,23 @@ static uint32_t be32(const unsigned char *b) {
 }
 
 /*
+ * The entity L1 already holds for p's key when it has exactly res's answer, as a new reference; else NULL. When an
+ * L1 entry expires under load, every request in flight misses it and each reply comes back with the same body: the
+ * first one made the entity (and its compressed forms), the others share it.
+ */
+static struct entity *l1_same(const struct pending *p, const struct proto_result *res) {
+  struct proto_result held;
+  struct entity *ent = NULL;
+  if (cache_lookup(client.l1, p->video_id, p->lang, &held, NULL, &ent) != 0) return NULL;
+  const struct entity_form *f = &ent->form[ENTITY_IDENTITY];
+  if (held.outcome == res->outcome && f->len == res->body_len &&
+      (f->len == 0 || memcmp(f->data, res->body, f->len) == 0))
+    return ent;
+  entity_unref(ent);
+  return NULL;
+}
+
+/*
  * Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. A transcript's entity
  * (its compressed forms and ETag) is made here, once per answer from the dispatcher: every L1 hit after it shares it.
  */
@@ -163,11 +180,12 @@ static void deliver(struct pending *p, bool fail) {
         proto_decode_result(body + DISPATCH_REPLY_PREFIX_BYTES, len - DISPATCH_REPLY_PREFIX_BYTES, &res) == 0) {
       r = &res;
       uint32_t ttl = be32(body);
-      ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS : 0);
-      if (ent != NULL) {
-        ent->expires_ms = util_now_ms() + ttl;
-        if (ttl > 0) cache_put_entity(client.l1, p->video_id, p->lang, &res, ent, ttl, NULL);
+      ent = l1_same(p, &res);
+      if (ent == NULL) {
+        ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS : 0);
+        if (ent != NULL && ttl > 0) cache_put_entity(client.l1, p->video_id, p->lang, &res, ent, ttl, NULL);
       }
+      if (ent != NULL) ent->expires_ms = util_now_ms() + ttl;
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
