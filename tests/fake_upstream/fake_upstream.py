@@ -343,7 +343,7 @@ def cues_for(video, lang, kind):
     if video == "long1500seg":
         return [(i * 2000, 1900, "line %d" % (i + 1)) for i in range(1500)]
     if video == "longHour248":
-        return [(i * 1500, 1400, "line %d of an hour-long talk, spoken at an even pace" % (i + 1)) for i in range(2600)]
+        return [(i * 1500, 1400, "line %d of an hour-long talk, spoken at an even pace" % (i + 1)) for i in range(1670)]
     if video == "capSrv1xxx1":
         return [(1200, 3400, "It's fish & chips"), (4600, 2000, "<b> is bold")]
     lines = TRACK_TEXT.get((lang, kind), TRACK_TEXT[("en", "")])
