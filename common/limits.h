@@ -91,6 +91,9 @@
 #define VTS_DISPATCH_RECONNECT_MAX_MS 500     /* ... up to */
 #define VTS_L1_CACHE_BYTES (16 * 1024 * 1024) /* per-worker cache of hot results, bodies and overhead */
 #define VTS_L1_CACHE_TTL_MS 5000              /* an L1 entry lives this long at most, never past its shared entry */
+#define VTS_L1_VALIDATOR_BYTES                                                        \
+  (4 * 1024 * 1024) /* per worker: ETags of transcripts (~150 B each), as long as the \
+                       shared entry lives, to answer revalidations with 304 */
 
 /*
  * Compressed forms of a transcript (gateway/cache/entity.c), made once when it enters a worker's L1. A smaller body,

@@ -61,6 +61,7 @@ static void keep_form(struct entity *e, enum entity_coding c, char *data, size_t
   e->form[c].data = data;
   e->form[c].len = len;
   e->bytes += len;
+  e->held |= 1u << c;
 }
 
 struct entity *entity_new(const char *body, size_t len, unsigned flags) {
@@ -72,6 +73,7 @@ struct entity *entity_new(const char *body, size_t len, unsigned flags) {
   if (len > 0) memcpy(e->body, body, len);
   e->form[ENTITY_IDENTITY].data = e->body;
   e->form[ENTITY_IDENTITY].len = len;
+  e->held = 1u << ENTITY_IDENTITY;
   char digest[65];
   util_sha256_hex(len > 0 ? body : "", len, digest);
   memcpy(e->tag, digest, ENTITY_TAG_HEX);
@@ -87,6 +89,17 @@ struct entity *entity_new(const char *body, size_t len, unsigned flags) {
   return e;
 }
 
+struct entity *entity_validator(const struct entity *e) {
+  struct entity *v = calloc(1, sizeof(*v));
+  if (v == NULL) return NULL;
+  v->refs = 1;
+  v->expires_ms = e->expires_ms;
+  v->bytes = sizeof(*v);
+  v->held = e->held;
+  memcpy(v->tag, e->tag, sizeof(v->tag));
+  return v;
+}
+
 struct entity *entity_ref(struct entity *e) {
   e->refs++;
   return e;
@@ -100,7 +113,7 @@ void entity_unref(struct entity *e) {
 
 void entity_release(void *e) { entity_unref(e); }
 
-int entity_has(const struct entity *e, enum entity_coding c) { return e->form[c].data != NULL; }
+int entity_has(const struct entity *e, enum entity_coding c) { return (e->held & (1u << c)) != 0; }
 
 static const char *const coding_names[ENTITY_CODINGS] = {NULL, "br", "gzip"};
 static const char *const etag_suffixes[ENTITY_CODINGS] = {"", "-br", "-gz"};

@@ -31,6 +31,7 @@ struct entity {
   unsigned refs;
   uint64_t expires_ms; /* monotonic ms at which the answer's lifetime at its source ends; 0 when unknown */
   size_t bytes;        /* memory held: the record and every form */
+  unsigned held;       /* one bit (1u << coding) per form held, or that the entity it validates held */
   char tag[ENTITY_TAG_HEX + 1];
   struct entity_form form[ENTITY_CODINGS];
   char body[]; /* the identity form */
@@ -42,13 +43,19 @@ struct entity {
  * NULL when out of memory.
  */
 struct entity *entity_new(const char *body, size_t len, unsigned flags);
+/*
+ * A validator of e: its tag, the forms it holds and expires_ms, without any body (every form's data is NULL), so that
+ * a revalidation can be answered long after the body itself left a cache. One reference owned by the caller; NULL
+ * when out of memory.
+ */
+struct entity *entity_validator(const struct entity *e);
 /* Takes one more reference; returns e. */
 struct entity *entity_ref(struct entity *e);
 /* Drops one reference; the entity is freed with the last. NULL is ignored. */
 void entity_unref(struct entity *e);
 /* entity_unref with the signature of a release callback (a writer's "done with these bytes"). */
 void entity_release(void *e);
-/* Whether form c of e exists. */
+/* Whether e holds form c (a validator: whether the entity it validates did). */
 int entity_has(const struct entity *e, enum entity_coding c);
 /* Writes the quoted strong ETag of form c into out: "<tag>", "<tag>-br" or "<tag>-gz". */
 void entity_etag(const struct entity *e, enum entity_coding c, char out[ENTITY_ETAG_BYTES]);

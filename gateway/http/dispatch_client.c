@@ -57,6 +57,7 @@ static struct {
   uv_async_t async;
   nng_socket sock;
   struct cache *l1;          /* loop thread only */
+  struct cache *validators;  /* loop thread only: transcripts' validators, for as long as their shared entry lives */
   uint64_t reply_timeout_ms; /* the dispatcher's longest possible answer time, plus a margin */
   pthread_mutex_t lock;      /* guards what follows, and every pending's state, link_lost and reply */
   struct pending *in_flight;
@@ -158,6 +159,19 @@ static struct entity *l1_same(const struct pending *p, const struct proto_result
 }
 
 /*
+ * L1 keeps a body for seconds; a client revalidates minutes or hours later. The validator (the ETag, without the
+ * body) stays as long as the dispatcher keeps the transcript, so that such a revalidation is still known for a 304
+ * before the limiter decides. A validator that cannot be kept only costs that knowledge.
+ */
+static void keep_validator(const struct pending *p, const struct proto_result *res, const struct entity *ent,
+                           uint32_t ttl) {
+  struct entity *v = entity_validator(ent);
+  if (v == NULL) return;
+  cache_put_entity(client.validators, p->video_id, p->lang, res, v, ttl, NULL);
+  entity_unref(v);
+}
+
+/*
  * Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. A transcript's entity
  * (its compressed forms and ETag) is made here, once per answer from the dispatcher: every L1 hit after it shares it.
  */
@@ -183,9 +197,10 @@ static void deliver(struct pending *p, bool fail) {
       ent = l1_same(p, &res);
       if (ent == NULL) {
         ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS : 0);
+        if (ent != NULL) ent->expires_ms = util_now_ms() + ttl;
         if (ent != NULL && ttl > 0) cache_put_entity(client.l1, p->video_id, p->lang, &res, ent, ttl, NULL);
+        if (ent != NULL && ttl > 0 && res.outcome == PROTO_OK) keep_validator(p, &res, ent, ttl);
       }
-      if (ent != NULL) ent->expires_ms = util_now_ms() + ttl;
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
@@ -242,8 +257,11 @@ int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const ch
   bool sock_open = false;
   int rv = -ENOMEM;
   nng_dialer dialer;
+  struct cache_limits vlim = {VTS_L1_VALIDATOR_BYTES, UINT64_MAX, 0};
   client.l1 = cache_new(&lim, NULL);
   if (client.l1 == NULL) goto fail;
+  client.validators = cache_new(&vlim, NULL);
+  if (client.validators == NULL) goto fail;
 
   rv = nng_req0_open(&client.sock);
 
@@ -281,6 +299,8 @@ fail:
   if (sock_open) nng_close(client.sock);
   cache_free(client.l1);
   client.l1 = NULL;
+  cache_free(client.validators);
+  client.validators = NULL;
   return rv;
 }
 
@@ -335,15 +355,21 @@ void dispatch_client_close(void) {
   uv_close((uv_handle_t *)&client.async, NULL);
   cache_free(client.l1);
   client.l1 = NULL;
+  cache_free(client.validators);
+  client.validators = NULL;
   client.open = false;
 }
 
 struct entity *dispatch_cached(const char *video_id, const char *lang) {
   struct proto_result res;
   struct entity *ent = NULL;
-  if (!client.open || cache_lookup(client.l1, video_id, lang, &res, NULL, &ent) != 0) return NULL;
-  if (res.outcome == PROTO_OK) return ent;
-  entity_unref(ent);
+  if (!client.open) return NULL;
+  if (cache_lookup(client.l1, video_id, lang, &res, NULL, &ent) == 0) {
+    if (res.outcome == PROTO_OK) return ent;
+    entity_unref(ent);
+    return NULL;
+  }
+  if (cache_lookup(client.validators, video_id, lang, &res, NULL, &ent) == 0) return ent;
   return NULL;
 }
 

@@ -40,8 +40,9 @@ void dispatch_client_close(void);
  */
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg);
 /*
- * The transcript (a PROTO_OK answer) for (video_id, lang) in this worker's small cache, without sending a job:
- * a new reference to its entity (release it), or NULL when it is not there.
+ * What this worker knows of the transcript (a PROTO_OK answer) for (video_id, lang), without sending a job: a new
+ * reference (release it) to its entity when L1 holds it, else to its validator (entity_validator: its ETags, no
+ * body) while the dispatcher's entry lives; NULL when neither is there.
  */
 struct entity *dispatch_cached(const char *video_id, const char *lang);
 

@@ -31,7 +31,8 @@ struct transcript {
   struct http_request *req;
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char rl_headers[RL_HEADERS_BYTES];
-  struct entity *ent; /* a revalidation the worker's cache already matched: its entity (a reference), else NULL */
+  /* A revalidation the worker already matched: the entity or validator it matched (a reference), else NULL. */
+  struct entity *ent;
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -107,6 +108,11 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     return;
   }
   const struct entity_form *f = &ent->form[coding];
+  if (f->data == NULL) {
+    /* A validator holds no body; it is only ever asked for the 304 it matched. */
+    transcript_error(t, API_ERR_FETCH_FAILED);
+    return;
+  }
   http_respond_ref(req, 200, headers, f->data, f->len, entity_release, entity_ref(ent));
 }
 
@@ -211,8 +217,9 @@ static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req
   unsigned flags = 0;
   if (req->if_none_match != NULL) {
     /*
-     * A revalidation this worker can answer from its cache is decided now, so that a 304 is counted as one: in the
-     * short window and not against the monthly quota. Anything else (bad parameters included) takes the usual path.
+     * A revalidation this worker can answer from what it knows (the body in L1, or the validator kept as long as the
+     * dispatcher keeps the transcript) is decided now, so that a 304 is counted as one: in the short window and not
+     * against the monthly quota. Anything else (bad parameters included) takes the usual path.
      */
     struct transcript_query q;
     if (query_parse_transcript(req->query != NULL ? req->query : "", req->query_len, &q) == API_OK)

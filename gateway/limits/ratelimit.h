@@ -95,8 +95,8 @@ void ratelimit_free(struct ratelimit *rl);
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
 /*
  * ratelimit_check flags. RL_CHECK_WINDOW_ONLY: the request is admitted and counted by the short window as any other,
- * but, once admitted, takes no unit of the monthly quota (an exhausted month still answers RL_QUOTA). A revalidation
- * answered 304 is such a request.
+ * and the monthly quota neither refuses it nor counts it (X-RateLimit-Remaining still reports the month's remainder
+ * when smaller). A revalidation answered 304 is such a request.
  */
 #define RL_CHECK_WINDOW_ONLY 1u
 /* As ratelimit_check, with flags. */

@@ -179,9 +179,9 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
   int64_t reset = rlcalc_window_reset(now, lim->window_s);
   int64_t qperiod, qused, wperiod, wused;
 
-  /* Quota first, read only: an exhausted month touches nothing. */
+  /* Quota first, read only: an exhausted month touches nothing (and does not concern a window-only check). */
   word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, month, 1, &qperiod, &qused);
-  if (qused >= lim->quota) {
+  if (qused >= lim->quota && !lim->window_only) {
     word_period(atomic_load(&s->window), WINDOW_COUNT_BITS, reset, lim->window_s, &wperiod, &wused);
     rlcalc_decision(d, RL_QUOTA, lim, now, wused, qused);
     return 0;

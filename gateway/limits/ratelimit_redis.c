@@ -17,15 +17,15 @@
 /*
  * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; both carry the key's hash tag,
  * so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), and 1 when the request
- * counts in the window only (RL_CHECK_WINDOW_ONLY: the month is read, never counted), else 0. The quota is checked
- * first and nothing is counted unless both admit (see ratelimit.h). Each counter expires on its own once its period is
- * over, so Redis holds only live windows and months. Returns {code, window count, month count}: code 0 admitted,
- * 1 window full, 2 month exhausted.
+ * counts in the window only (RL_CHECK_WINDOW_ONLY: the month is read, never checked nor counted), else 0. The quota is
+ * checked first and nothing is counted unless both admit (see ratelimit.h). Each counter expires on its own once its
+ * period is over, so Redis holds only live windows and months. Returns {code, window count, month count}: code 0
+ * admitted, 1 window full, 2 month exhausted.
  */
 static const char script[] =
     "local w = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
     "local q = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
-    "if q >= tonumber(ARGV[3]) then return {2, w, q} end\n"
+    "if q >= tonumber(ARGV[3]) and ARGV[5] ~= '1' then return {2, w, q} end\n"
     "if w >= tonumber(ARGV[1]) then return {1, w, q} end\n"
     "w = redis.call('INCR', KEYS[1])\n"
     "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"

@@ -7,6 +7,8 @@ The gateway runs one worker, so that a revalidation reaches the worker whose cac
 import gzip
 import re
 import socket
+import time
+from pathlib import Path
 
 import brotli  # Debian's python3-brotli (deploy/deps.sh)
 import pytest
@@ -29,6 +31,11 @@ KEYS = [
     ("quota2", QUOTA_KEY, "active", 1000000, 3600, 2),
 ]
 ETAG = re.compile(r'^"[0-9a-f]{32}(-gz|-br)?"$')
+LATE_KEY = "vts_test_key_quota1"  # a large window, 1 request a month
+KEYS.append(("quota1", LATE_KEY, "active", 1000000, 3600, 1))
+LIMITS_H = Path(__file__).resolve().parents[2] / "common" / "limits.h"
+# How long a worker's own cache (L1) keeps a body, from the one place it is declared.
+L1_TTL_S = int(re.search(r"#define VTS_L1_CACHE_TTL_MS (\d+)", LIMITS_H.read_text()).group(1)) / 1000
 
 
 @pytest.fixture(scope="module")
@@ -199,9 +206,33 @@ def test_a_304_does_not_count_against_the_monthly_quota(stack):
     assert second.status == 200 and second.headers["x-ratelimit-remaining"] == "0"
     over = get(stack, SMALL, key=QUOTA_KEY)
     assert over.status == 429 and over.json()["error"]["code"] == "quota_exceeded"
-    # An exhausted month is told as such to a revalidation too.
+    # The month is used up, yet a revalidation is still a 304: the quota neither counts nor refuses it.
     reval = get(stack, SMALL, key=QUOTA_KEY, if_none_match=etag)
-    assert reval.status == 429 and reval.json()["error"]["code"] == "quota_exceeded"
+    assert reval.status == 304 and reval.headers["x-ratelimit-remaining"] == "0"
+    again = get(stack, SMALL, key=QUOTA_KEY)
+    assert again.status == 429 and again.json()["error"]["code"] == "quota_exceeded"
+
+
+def test_a_late_revalidation_is_a_304_without_quota_after_the_body_left_the_worker(stack):
+    video = "multiLang01"  # a transcript no other test of this module asks for
+    first = get(stack, video, key=LATE_KEY, accept_encoding="br")
+    assert first.status == 200 and first.headers["x-ratelimit-remaining"] == "0"  # the month's one request
+    etag = first.headers["etag"]
+    # The worker's own cache drops the body after L1_TTL_S; what this test is about is what comes after that.
+    time.sleep(L1_TTL_S + 0.5)
+    l1_hits = stack.gateway.metric("vts_cache_l1_hits_total")
+    dispatcher_hits = stack.gateway.metric("vts_cache_hits_total")
+    for _ in range(3):
+        r = get(stack, video, key=LATE_KEY, accept_encoding="br", if_none_match=etag)
+        assert r.status == 304, r
+        assert r.headers["etag"] == etag
+        assert int(re.fullmatch(r"private, max-age=(\d+)", r.headers["cache-control"]).group(1)) > 86000
+    # Answered from the validator the worker keeps: neither its L1 nor the dispatcher was asked.
+    assert stack.gateway.metric("vts_cache_l1_hits_total") == l1_hits
+    assert stack.gateway.metric("vts_cache_hits_total") == dispatcher_hits
+    # The month is still used up by the first request alone: a full answer is refused.
+    over = get(stack, video, key=LATE_KEY)
+    assert over.status == 429 and over.json()["error"]["code"] == "quota_exceeded"
 
 
 def test_a_client_that_never_reads_is_closed_at_the_write_deadline(stack):

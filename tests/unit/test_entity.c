@@ -135,12 +135,38 @@ static void test_references_keep_the_entity_until_the_last_goes(void **state) {
   entity_unref(NULL);
 }
 
+static void test_a_validator_keeps_the_tags_and_forms_without_the_body(void **state) {
+  (void)state;
+  char *body = transcript_body(8192);
+  struct entity *e = entity_new(body, 8192, ENTITY_COMPRESS);
+  e->expires_ms = 123456;
+  struct entity *v = entity_validator(e);
+  assert_non_null(v);
+  entity_unref(e); /* the validator does not depend on it */
+  assert_int_equal(v->refs, 1);
+  assert_int_equal(v->expires_ms, 123456);
+  assert_int_equal(v->bytes, sizeof(*v));
+  for (int c = 0; c < ENTITY_CODINGS; c++) {
+    assert_true(entity_has(v, (enum entity_coding)c));
+    assert_null(v->form[c].data);
+  }
+  struct entity *again = entity_new(body, 8192, 0);
+  char want[ENTITY_ETAG_BYTES], got[ENTITY_ETAG_BYTES];
+  entity_etag(again, ENTITY_GZIP, want);
+  entity_etag(v, ENTITY_GZIP, got);
+  assert_string_equal(got, want);
+  entity_unref(again);
+  entity_unref(v);
+  free(body);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compressed_forms_are_made_once_and_decode_to_the_body),
       cmocka_unit_test(test_small_bodies_and_uncompressed_entities_have_identity_only),
       cmocka_unit_test(test_etag_is_strong_per_body_and_distinct_per_form),
       cmocka_unit_test(test_references_keep_the_entity_until_the_last_goes),
+      cmocka_unit_test(test_a_validator_keeps_the_tags_and_forms_without_the_body),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

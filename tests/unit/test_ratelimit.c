@@ -197,7 +197,7 @@ static void test_quota_exhaustion_answers_quota_and_takes_no_window_slot(void **
   assert_int_equal(d.remaining, 6);
 }
 
-/* A window-only check (a 304 revalidation) takes a window slot and no quota unit; an exhausted month still refuses. */
+/* A window-only check (a 304 revalidation) takes a window slot, and the month neither refuses nor counts it. */
 static void test_window_only_check_takes_no_quota_unit(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(5, 60, 2);
@@ -218,14 +218,16 @@ static void test_window_only_check_takes_no_quota_unit(void **state) {
   rlmem_check(t, digest_a, &l, now, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.quota_remaining, 0);
-  rlmem_check(t, digest_a, &reval, now + 60, &d);
+  rlmem_check(t, digest_a, &l, now + 60, &d);
   assert_int_equal(d.outcome, RL_QUOTA);
+  /* The month is used up and the window full (5 of 5): a revalidation is refused by the window alone. */
   rlmem_check(t, digest_a, &reval, now, &d);
-  assert_int_equal(d.outcome, RL_QUOTA);
-  struct rl_limits more = limits(5, 60, 100);
-  more.window_only = 1;
-  rlmem_check(t, digest_a, &more, now, &d);
   assert_int_equal(d.outcome, RL_LIMITED);
+  /* In the next window it is admitted, the month untouched; Remaining is the month's 0. */
+  rlmem_check(t, digest_a, &reval, now + 60, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now + 60), 2);
 }
 
 static void test_window_refusal_consumes_no_quota(void **state) {

@@ -237,12 +237,17 @@ static void test_window_only_check_in_redis_takes_no_quota_unit(void **state) {
   struct rl_decision d = check(f, NULL);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.quota_remaining, 0);
-  assert_int_equal(check_flags(f, RL_CHECK_WINDOW_ONLY, NULL).outcome, RL_QUOTA);
-  /* The window holds the five admitted requests, revalidations included. */
+  assert_int_equal(check(f, NULL).outcome, RL_QUOTA);
+  /* The month is used up; a revalidation is still admitted, and counted by the window only. */
+  d = check_flags(f, RL_CHECK_WINDOW_ONLY, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(d.quota_remaining, 0);
+  /* The window holds the six admitted requests, revalidations included; the month the two full ones. */
   f->key.quota = 1000;
   d = check(f, NULL);
   assert_int_equal(d.outcome, RL_ALLOW);
-  assert_int_equal(d.remaining, 94);
+  assert_int_equal(d.remaining, 93);
   assert_int_equal(d.quota_remaining, 997);
 }
 
