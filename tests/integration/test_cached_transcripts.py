@@ -98,6 +98,28 @@ def test_gzip_and_brotli_forms_decode_to_exactly_the_identity_body(stack):
     assert br.headers["etag"] == f'"{tag}-br"'
 
 
+def test_compressed_answer_headers_in_order(stack):
+    status_line, names, (status, headers, body) = raw_get(stack, LONG, b"Accept-Encoding: gzip\r\n")
+    assert status_line == "HTTP/1.1 200 OK"
+    assert names == ["Content-Type", "Content-Length", "Date", "X-Request-Id", "X-RateLimit-Limit",
+                     "X-RateLimit-Remaining", "X-RateLimit-Reset", "ETag", "Cache-Control", "Vary", "Content-Encoding",
+                     "Connection"]
+    assert headers["content-encoding"] == "gzip" and headers["content-length"] == str(len(body))
+    assert gzip.decompress(body) == get(stack, LONG).body
+
+
+def test_accept_encoding_lines_are_joined_and_an_overlong_one_is_ignored(stack):
+    # Two lines are one list: "identity;q=0.1, gzip".
+    _, _, (_, headers, _) = raw_get(stack, LONG, b"Accept-Encoding: identity;q=0.1\r\nAccept-Encoding: gzip\r\n")
+    assert headers["content-encoding"] == "gzip"
+    # Past VTS_MAX_ACCEPT_ENCODING_BYTES (256) the header is ignored: the body as it is.
+    long_value = b"x-unknown-coding;q=0.1, " * 11 + b"gzip"
+    assert len(long_value) > 256
+    _, _, (status, headers, body) = raw_get(stack, LONG, b"Accept-Encoding: " + long_value + b"\r\n")
+    assert status == 200 and "content-encoding" not in headers
+    assert body == get(stack, LONG).body
+
+
 @pytest.mark.parametrize("accept,coding", [
     ("br;q=0.5, gzip", "gzip"),
     ("gzip;q=0, br;q=0.1", "br"),
