@@ -66,6 +66,7 @@ static const struct var vars[] = {
     S(metrics_listen, "VTS_METRICS_LISTEN", "127.0.0.1:9464"),
     I(header_timeout_ms, "VTS_HEADER_TIMEOUT_MS", "10000", 100, 600000),
     I(idle_timeout_ms, "VTS_IDLE_TIMEOUT_MS", "60000", 100, 3600000),
+    I(write_timeout_ms, "VTS_WRITE_TIMEOUT_MS", "30000", 100, 3600000),
     I(max_conns, "VTS_MAX_CONNS", "16384", 1, 1000000),
     I(drain_timeout_ms, "VTS_DRAIN_TIMEOUT_MS", "10000", 0, 600000),
     S(log_level, "VTS_LOG_LEVEL", "info"),

@@ -51,6 +51,7 @@ struct vts_config {
   char metrics_listen[128];                    /* VTS_METRICS_LISTEN, empty disables */
   int64_t header_timeout_ms;                   /* VTS_HEADER_TIMEOUT_MS */
   int64_t idle_timeout_ms;                     /* VTS_IDLE_TIMEOUT_MS */
+  int64_t write_timeout_ms;                    /* VTS_WRITE_TIMEOUT_MS */
   int64_t max_conns;                           /* VTS_MAX_CONNS (per worker) */
   int64_t drain_timeout_ms;                    /* VTS_DRAIN_TIMEOUT_MS */
   char log_level[16];                          /* VTS_LOG_LEVEL */

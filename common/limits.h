@@ -8,7 +8,8 @@
 /*
  * HTTP front (gateway/http/http.c). Its timeouts and connection cap are configuration (common/config.c):
  * VTS_HEADER_TIMEOUT_MS (headers not complete in time: 408 and close), VTS_IDLE_TIMEOUT_MS (idle keep-alive: close),
- * VTS_MAX_CONNS (excess refused at accept), VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
+ * VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess refused at accept),
+ * VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
  */
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
@@ -18,6 +19,8 @@
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
 #define VTS_MAX_ACCEPT_BYTES 512                   /* longer Accept: ignored, the answer is JSON */
+#define VTS_MAX_ACCEPT_ENCODING_BYTES 256          /* longer Accept-Encoding (all lines): ignored, identity sent */
+#define VTS_MAX_IF_NONE_MATCH_BYTES 512            /* longer If-None-Match (all lines): ignored, full answer */
 #define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */
 #define VTS_MAX_KEYS 100000                        /* more key file entries: the load fails */
 #define VTS_MAX_KEY_RATE 1000000                   /* per-key rate field: larger is a malformed line */
@@ -97,5 +100,16 @@
 #define VTS_DISPATCH_RECONNECT_MAX_MS 500     /* ... up to */
 #define VTS_L1_CACHE_BYTES (16 * 1024 * 1024) /* per-worker cache of hot results, bodies and overhead */
 #define VTS_L1_CACHE_TTL_MS 5000              /* an L1 entry lives this long at most, never past its shared entry */
+#define VTS_L1_VALIDATOR_BYTES                                                        \
+  (4 * 1024 * 1024) /* per worker: ETags of transcripts (~150 B each), as long as the \
+                       shared entry lives, to answer revalidations with 304 */
+
+/*
+ * Compressed forms of a transcript (gateway/cache/entity.c), made once when it enters a worker's L1. A smaller body,
+ * and every error, is sent as it is.
+ */
+#define VTS_COMPRESS_MIN_BYTES 1024 /* a body shorter than this is never compressed */
+#define VTS_GZIP_LEVEL 6            /* zlib's level: its default balance of time and size */
+#define VTS_BROTLI_QUALITY 5        /* brotli's 0..11: 11 costs tens of times more for a few percent */
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "common/limits.h"
 #include "common/util.h"
+#include "gateway/cache/entity.h"
 
 #define CACHE_INITIAL_BUCKETS 64
 
@@ -14,14 +15,13 @@ struct entry {
   struct entry *prev, *next; /* recency list: head is the most recently used */
   uint64_t hash;
   uint64_t expires_ms;
-  size_t charge; /* bytes counted against the bound */
-  uint32_t body_len;
+  size_t charge;      /* bytes counted against the bound */
+  struct entity *ent; /* the body: one reference of the cache's */
   uint8_t outcome;
   uint8_t source;
   char video_id[VTS_VIDEO_ID_LEN + 1];
   char key_lang[PROTO_MAX_JOB_KEY + 1]; /* the job key (proto_job_key): part of the key */
   char lang[PROTO_MAX_LANG + 1];        /* the language of the stored result */
-  char body[];
 };
 
 struct cache {
@@ -61,6 +61,7 @@ void cache_free(struct cache *c) {
   struct entry *e = c->head;
   while (e != NULL) {
     struct entry *next = e->next;
+    entity_unref(e->ent);
     free(e);
     e = next;
   }
@@ -104,6 +105,7 @@ static void remove_entry(struct cache *c, struct entry *e) {
   list_unlink(c, e);
   c->stats.entries--;
   c->stats.bytes -= e->charge;
+  entity_unref(e->ent);
   free(e);
 }
 
@@ -129,6 +131,17 @@ static void maybe_grow(struct cache *c) {
 
 int cache_put(struct cache *c, const char *video_id, const char *lang, const struct proto_result *res,
               uint64_t max_ttl_ms, uint64_t *ttl_ms) {
+  if (res->outcome != PROTO_OK && res->outcome != PROTO_NOT_AVAILABLE && res->outcome != PROTO_NO_CAPTIONS)
+    return -EINVAL;
+  struct entity *ent = entity_new(res->body, res->body_len, 0);
+  if (ent == NULL) return -ENOMEM;
+  int rv = cache_put_entity(c, video_id, lang, res, ent, max_ttl_ms, ttl_ms);
+  entity_unref(ent);
+  return rv;
+}
+
+int cache_put_entity(struct cache *c, const char *video_id, const char *lang, const struct proto_result *res,
+                     struct entity *ent, uint64_t max_ttl_ms, uint64_t *ttl_ms) {
   uint64_t ttl;
   uint8_t outcome;
   switch (res->outcome) {
@@ -151,25 +164,24 @@ int cache_put(struct cache *c, const char *video_id, const char *lang, const str
 
   uint64_t hash = cache_key_hash(video_id, lang);
   struct entry *old = find(c, video_id, lang, hash);
-  size_t charge = sizeof(struct entry) + res->body_len;
+  size_t charge = sizeof(struct entry) + ent->bytes;
   if (charge > c->limits.max_bytes) {
     /* The newer answer cannot be kept, so an older one for the key must not outlive it either. */
     if (old != NULL) remove_entry(c, old);
     return -E2BIG;
   }
-  struct entry *e = malloc(charge);
+  struct entry *e = malloc(sizeof(*e));
   if (e == NULL) return -ENOMEM;
   memset(e, 0, sizeof(*e));
   e->hash = hash;
   e->expires_ms = c->now_ms() + ttl;
   e->charge = charge;
-  e->body_len = res->body_len;
+  e->ent = entity_ref(ent);
   e->outcome = outcome;
   e->source = res->source;
   memcpy(e->video_id, video_id, strlen(video_id) + 1);
   memcpy(e->key_lang, lang, strlen(lang) + 1);
   memcpy(e->lang, res->lang, strlen(res->lang) + 1);
-  if (res->body_len > 0) memcpy(e->body, res->body, res->body_len);
 
   if (old != NULL) remove_entry(c, old);
   while (c->tail != NULL && c->stats.bytes + charge > c->limits.max_bytes) {
@@ -189,6 +201,11 @@ int cache_put(struct cache *c, const char *video_id, const char *lang, const str
 
 int cache_get(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
               uint64_t *ttl_left_ms) {
+  return cache_lookup(c, video_id, lang, res, ttl_left_ms, NULL);
+}
+
+int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
+                 uint64_t *ttl_left_ms, struct entity **ent) {
   uint64_t hash = cache_key_hash(video_id, lang);
   struct entry *e = find(c, video_id, lang, hash);
   if (e == NULL) return -ENOENT;
@@ -204,9 +221,10 @@ int cache_get(struct cache *c, const char *video_id, const char *lang, struct pr
   res->source = e->source;
   memcpy(res->lang, e->lang, sizeof(res->lang));
   memcpy(res->detail, "cache", sizeof("cache"));
-  res->body = e->body_len > 0 ? e->body : NULL;
-  res->body_len = e->body_len;
+  res->body = e->ent->form[ENTITY_IDENTITY].len > 0 ? e->ent->body : NULL;
+  res->body_len = (uint32_t)e->ent->form[ENTITY_IDENTITY].len;
   if (ttl_left_ms != NULL) *ttl_left_ms = e->expires_ms - now;
+  if (ent != NULL) *ent = entity_ref(e->ent);
   return 0;
 }
 

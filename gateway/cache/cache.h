@@ -5,7 +5,8 @@
  *
  * What is cached follows ARCHITECTURE.md "Outcomes": a 200 (PROTO_OK) for ok_ttl_ms, a 404 (PROTO_NOT_AVAILABLE,
  * and PROTO_NO_CAPTIONS stored as PROTO_NOT_AVAILABLE) for negative_ttl_ms, a 5xx never. A TTL of 0 disables that
- * kind. An entry costs sizeof its record plus its body; the least recently used entries make room for a new one.
+ * kind. An entry costs sizeof its record plus its entity (gateway/cache/entity.h: the body and any compressed forms,
+ * shared by reference with whoever is writing it); the least recently used entries make room for a new one.
  * Not thread-safe: one owner thread.
  */
 #ifndef VTS_CACHE_H
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gateway/cache/entity.h"
 #include "proto/proto.h"
 
 struct cache;
@@ -45,6 +47,12 @@ void cache_free(struct cache *c);
  */
 int cache_put(struct cache *c, const char *video_id, const char *lang, const struct proto_result *res,
               uint64_t max_ttl_ms, uint64_t *ttl_ms);
+/*
+ * As cache_put, with the body already made into ent (res->body is ignored): the cache takes a reference of its own
+ * on success and the caller keeps its own. Same returns.
+ */
+int cache_put_entity(struct cache *c, const char *video_id, const char *lang, const struct proto_result *res,
+                     struct entity *ent, uint64_t max_ttl_ms, uint64_t *ttl_ms);
 
 /*
  * Looks (video_id, lang) up and marks it most recently used. On a hit fills res (job_id 0, detail "cache"; res->body
@@ -52,6 +60,9 @@ int cache_put(struct cache *c, const char *video_id, const char *lang, const str
  * removed and missed. Returns 0, or -ENOENT.
  */
 int cache_get(struct cache *c, const char *video_id, const char *lang, struct proto_result *res, uint64_t *ttl_left_ms);
+/* As cache_get; on a hit *ent (may be NULL) also receives a new reference to the entry's entity (release it). */
+int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
+                 uint64_t *ttl_left_ms, struct entity **ent);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

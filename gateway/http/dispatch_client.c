@@ -23,6 +23,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "gateway/cache/cache.h"
 
 /* A reply is a result from a fetcher (at most VTS_MAX_MESSAGE_BYTES on the wire) plus our prefix and backtrace. */
@@ -41,8 +42,8 @@ struct pending {
   bool in_flight;
   nng_msg *reply; /* P_DONE: the reply, NULL for a failure */
   bool l1_hit;
-  struct proto_result hit; /* l1_hit: the answer, its body in hit_body */
-  char *hit_body;
+  struct proto_result hit; /* l1_hit: the answer, its body borrowed from ent */
+  struct entity *ent;      /* l1_hit: a reference to the L1 entry's entity */
   dispatch_cb cb;
   void *arg;
   char video_id[VTS_VIDEO_ID_LEN + 1];
@@ -55,6 +56,7 @@ static struct {
   uv_async_t async;
   nng_socket sock;
   struct cache *l1;          /* loop thread only */
+  struct cache *validators;  /* loop thread only: transcripts' validators, for as long as their shared entry lives */
   uint64_t reply_timeout_ms; /* the dispatcher's longest possible answer time, plus a margin */
   pthread_mutex_t lock;      /* guards what follows, and every pending's state, link_lost and reply */
   struct pending *in_flight;
@@ -130,33 +132,75 @@ static void pending_free(struct pending *p) {
   if (p->aio != NULL) nng_aio_free(p->aio);
   if (p->has_ctx) nng_ctx_close(p->ctx);
   if (p->reply != NULL) nng_msg_free(p->reply);
-  free(p->hit_body);
+  entity_unref(p->ent);
   free(p);
 }
 
-/* Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. */
+/*
+ * The entity L1 already holds for p's key when it has exactly res's answer, as a new reference; else NULL. When an
+ * L1 entry expires under load, every request in flight misses it and each reply comes back with the same body: the
+ * first one made the entity (and its compressed forms), the others share it.
+ */
+static struct entity *l1_same(const struct pending *p, const struct proto_result *res) {
+  struct proto_result held;
+  struct entity *ent = NULL;
+  if (cache_lookup(client.l1, p->video_id, p->key, &held, NULL, &ent) != 0) return NULL;
+  const struct entity_form *f = &ent->form[ENTITY_IDENTITY];
+  if (held.outcome == res->outcome && f->len == res->body_len &&
+      (f->len == 0 || memcmp(f->data, res->body, f->len) == 0))
+    return ent;
+  entity_unref(ent);
+  return NULL;
+}
+
+/*
+ * L1 keeps a body for seconds; a client revalidates minutes or hours later. The validator (the ETag, without the
+ * body) stays as long as the dispatcher keeps the transcript, so that such a revalidation is still known for a 304
+ * before the limiter decides. A validator that cannot be kept only costs that knowledge.
+ */
+static void keep_validator(const struct pending *p, const struct proto_result *res, const struct entity *ent,
+                           uint32_t ttl) {
+  struct entity *v = entity_validator(ent);
+  if (v == NULL) return;
+  cache_put_entity(client.validators, p->video_id, p->key, res, v, ttl, NULL);
+  entity_unref(v);
+}
+
+/*
+ * Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. A transcript's entity
+ * (its compressed forms and ETag) is made here, once per answer from the dispatcher: every L1 hit after it shares it.
+ */
 static void deliver(struct pending *p, bool fail) {
   if (fail) {
-    p->cb(p->arg, NULL);
+    p->cb(p->arg, NULL, NULL);
     return;
   }
   if (p->l1_hit) {
-    p->cb(p->arg, &p->hit);
+    p->cb(p->arg, &p->hit, p->ent);
     return;
   }
   struct proto_result res;
   const struct proto_result *r = NULL;
+  struct entity *ent = NULL;
   if (p->reply != NULL) {
     const unsigned char *body = nng_msg_body(p->reply);
     size_t len = nng_msg_len(p->reply);
     if (proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
       r = &res;
-      if (res.cache_ms > 0) cache_put(client.l1, p->video_id, p->key, &res, res.cache_ms, NULL);
+      uint32_t ttl = res.cache_ms;
+      ent = l1_same(p, &res);
+      if (ent == NULL) {
+        ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS : 0);
+        if (ent != NULL) ent->expires_ms = util_now_ms() + ttl;
+        if (ent != NULL && ttl > 0) cache_put_entity(client.l1, p->video_id, p->key, &res, ent, ttl, NULL);
+        if (ent != NULL && ttl > 0 && res.outcome == PROTO_OK) keep_validator(p, &res, ent, ttl);
+      }
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
   }
-  p->cb(p->arg, r);
+  p->cb(p->arg, r, ent);
+  entity_unref(ent);
 }
 
 /* Takes the done queue off the nng side and unlinks its jobs from the in-flight list. */
@@ -207,8 +251,11 @@ int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const ch
   bool sock_open = false;
   int rv = -ENOMEM;
   nng_dialer dialer;
+  struct cache_limits vlim = {VTS_L1_VALIDATOR_BYTES, UINT64_MAX, 0};
   client.l1 = cache_new(&lim, NULL);
   if (client.l1 == NULL) goto fail;
+  client.validators = cache_new(&vlim, NULL);
+  if (client.validators == NULL) goto fail;
 
   rv = nng_req0_open(&client.sock);
 
@@ -246,6 +293,8 @@ fail:
   if (sock_open) nng_close(client.sock);
   cache_free(client.l1);
   client.l1 = NULL;
+  cache_free(client.validators);
+  client.validators = NULL;
   return rv;
 }
 
@@ -300,7 +349,22 @@ void dispatch_client_close(void) {
   uv_close((uv_handle_t *)&client.async, NULL);
   cache_free(client.l1);
   client.l1 = NULL;
+  cache_free(client.validators);
+  client.validators = NULL;
   client.open = false;
+}
+
+struct entity *dispatch_cached(const char *video_id, const char *key) {
+  struct proto_result res;
+  struct entity *ent = NULL;
+  if (!client.open) return NULL;
+  if (cache_lookup(client.l1, video_id, key, &res, NULL, &ent) == 0) {
+    if (res.outcome == PROTO_OK) return ent;
+    entity_unref(ent);
+    return NULL;
+  }
+  if (cache_lookup(client.validators, video_id, key, &res, NULL, &ent) == 0) return ent;
+  return NULL;
 }
 
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
@@ -317,17 +381,11 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   proto_job_key(job, p->key);
 
   uint64_t ttl_left;
-  if (cache_get(client.l1, job->video_id, p->key, &p->hit, &ttl_left) == 0) {
-    /* Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. */
-    if (p->hit.body_len > 0) {
-      p->hit_body = malloc(p->hit.body_len);
-      if (p->hit_body == NULL) {
-        free(p);
-        return -ENOMEM;
-      }
-      memcpy(p->hit_body, p->hit.body, p->hit.body_len);
-    }
-    p->hit.body = p->hit_body;
+  if (cache_lookup(client.l1, job->video_id, p->key, &p->hit, &ttl_left, &p->ent) == 0) {
+    /*
+     * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
+     * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.
+     */
     p->l1_hit = true;
     metrics_l1_hit();
     pthread_mutex_lock(&client.lock);

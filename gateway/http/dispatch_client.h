@@ -8,14 +8,17 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "gateway/cache/entity.h"
 #include "proto/proto.h"
 
 /*
  * Called exactly once per dispatch_submit, on the loop thread, never from inside dispatch_submit. res is borrowed
  * for the call; NULL means the job failed inside the service (dispatcher gone, protocol error, deadline): answer 500
- * transcript_fetch_failed. res->outcome is never PROTO_NO_CAPTIONS (the dispatcher maps it).
+ * transcript_fetch_failed. res->outcome is never PROTO_NO_CAPTIONS (the dispatcher maps it). ent, borrowed for the
+ * call too (entity_ref it to keep it), is res's body with, for a PROTO_OK, its compressed forms and ETag, and its
+ * expires_ms set from the dispatcher's entry; NULL when res is NULL or memory ran out.
  */
-typedef void (*dispatch_cb)(void *arg, const struct proto_result *res);
+typedef void (*dispatch_cb)(void *arg, const struct proto_result *res, struct entity *ent);
 
 /*
  * Connects this worker to the dispatcher at url (an ipc:// address), in the background: the dispatcher may start
@@ -36,5 +39,11 @@ void dispatch_client_close(void);
  * -ENOTCONN when the link is not open, -ENOMEM or -EIO (cb will not be called).
  */
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg);
+/*
+ * What this worker knows of the answer (a PROTO_OK one) for (video_id, key: proto_job_key), without a job: a new
+ * reference (release it) to its entity when L1 holds it, else to its validator (entity_validator: its ETags, no
+ * body) while the dispatcher's entry lives; NULL when neither is there.
+ */
+struct entity *dispatch_cached(const char *video_id, const char *key);
 
 #endif

@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
+#include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "gateway/http/render.h"
 #include "proto/proto.h"
@@ -23,6 +24,8 @@ extern const size_t openapi_json_len;
 #define ALLOW_HEADER "Allow: GET, HEAD\r\n"
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 #define RL_HEADERS_BYTES 192
+/* The rate-limit lines, then ETag (~50), Cache-Control (~45), Vary (~25) and Content-Encoding (~25). */
+#define ANSWER_HEADERS_BYTES (RL_HEADERS_BYTES + 192)
 
 /*
  * The state of one transcript or tracks request across its asynchronous steps (rate limit, dispatch). Both endpoints
@@ -36,6 +39,8 @@ struct transcript {
   char rl_headers[RL_HEADERS_BYTES];
   enum render_format format; /* of a 200; errors are always JSON */
   uint8_t kind;              /* PROTO_KIND_CAPTIONS or PROTO_KIND_TRACKS */
+  /* A revalidation the worker already matched: the entity or validator it matched (a reference), else NULL. */
+  struct entity *ent;
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -73,19 +78,70 @@ static void handle_openapi(struct handlers_ctx *ctx, struct http_request *req) {
 static void transcript_free(struct transcript *t) {
   ratelimit_refund(t->ctx->rl, &t->rl);
   http_request_release(t->req);
+  entity_unref(t->ent);
   free(t);
 }
 
 static void transcript_error(struct transcript *t, enum api_error e) { http_respond_error(t->req, e, t->rl_headers); }
 
+/* Picks the form of ent for req's Accept-Encoding and writes its ETag; returns whether If-None-Match names it. */
+static int choose_form(const struct http_request *req, const struct entity *ent, enum entity_coding *coding,
+                       char etag[ENTITY_ETAG_BYTES]) {
+  unsigned held = 0;
+  for (int c = 0; c < ENTITY_CODINGS; c++)
+    if (entity_has(ent, (enum entity_coding)c)) held |= NEGOTIATE_BIT(c);
+  *coding = negotiate_coding(req->accept_encoding, req->accept_encoding_len, held);
+  entity_etag(ent, *coding, etag);
+  return negotiate_etag_match(req->if_none_match, req->if_none_match_len, etag);
+}
+
 /*
- * A 200: the body is the final public JSON, serialised once by the fetcher, so JSON is a copy of its bytes, never
- * re-encoded; another format is rendered from them here, so the caches hold one body whatever the format.
+ * Answers a transcript from its entity: the form the request's Accept-Encoding picks, or 304 when If-None-Match
+ * names that form's ETag. The body is the final public JSON, serialised once by the fetcher and compressed once by
+ * this worker; the connection writes it by reference, never a copy.
  */
-static void respond_ok(struct transcript *t, const struct proto_result *res) {
+static void respond_entity(struct transcript *t, struct entity *ent) {
+  struct http_request *req = t->req;
+  enum entity_coding coding;
+  char etag[ENTITY_ETAG_BYTES];
+  int notmod = choose_form(req, ent, &coding, etag);
+  uint64_t now = util_now_ms();
+  uint64_t max_age_s = ent->expires_ms > now ? (ent->expires_ms - now) / 1000 : 0;
+  const char *name = entity_coding_name(coding);
+  char headers[ANSWER_HEADERS_BYTES];
+  snprintf(headers, sizeof(headers),
+           "%sETag: %s\r\nCache-Control: private, max-age=%llu\r\nVary: Accept-Encoding\r\n%s%s%s", t->rl_headers, etag,
+           (unsigned long long)max_age_s, name != NULL && !notmod ? "Content-Encoding: " : "",
+           name != NULL && !notmod ? name : "", name != NULL && !notmod ? "\r\n" : "");
+  if (notmod) {
+    /* Counted in the short window, not against the month: the reserved unit goes back with transcript_free. */
+    http_respond(req, 304, headers, NULL, 0, NULL);
+    return;
+  }
+  const struct entity_form *f = &ent->form[coding];
+  if (f->data == NULL) {
+    /* A validator holds no body; it is only ever asked for the 304 it matched. */
+    transcript_error(t, API_ERR_FETCH_FAILED);
+    return;
+  }
+  http_respond_ref(req, 200, headers, f->data, f->len, entity_release, entity_ref(ent));
+  t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
+}
+
+/*
+ * A 200. JSON (a transcript's own bytes or a track list) goes out from its entity, by reference; another format is
+ * rendered here from the JSON body, so the caches hold one body whatever the format.
+ */
+static void respond_ok(struct transcript *t, const struct proto_result *res, struct entity *ent) {
+  if (t->format == RENDER_JSON) {
+    if (ent != NULL)
+      respond_entity(t, ent);
+    else
+      transcript_error(t, API_ERR_FETCH_FAILED);
+    return;
+  }
   struct buf b = BUF_INIT;
-  int rv = t->format == RENDER_JSON ? buf_append(&b, res->body, res->body_len)
-                                    : render_transcript(t->format, res->body, res->body_len, &b);
+  int rv = render_transcript(t->format, res->body, res->body_len, &b);
   if (rv == 0 && b.data == NULL) rv = buf_reserve(&b, 1); /* an empty text still needs memory to own */
   if (rv != 0) {
     log_msg(LOG_WARN, "transcript not rendered", "request_id", t->req->request_id, "error",
@@ -100,7 +156,7 @@ static void respond_ok(struct transcript *t, const struct proto_result *res) {
   t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
 }
 
-static void on_dispatched(void *arg, const struct proto_result *res) {
+static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
   if (res == NULL) {
@@ -109,7 +165,7 @@ static void on_dispatched(void *arg, const struct proto_result *res) {
   }
   switch (proto_outcome_status(res->outcome)) {
     case 200:
-      respond_ok(t, res);
+      respond_ok(t, res, ent);
       break;
     case 404:
       transcript_error(t, API_ERR_NOT_AVAILABLE);
@@ -155,6 +211,10 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
       goto done;
   }
 
+  if (t->ent != NULL) {
+    respond_entity(t, t->ent);
+    goto done;
+  }
   struct transcript_query q;
   const char *qs = req->query != NULL ? req->query : "";
   enum api_error qe = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, &q)
@@ -181,6 +241,35 @@ done:
   transcript_free(t);
 }
 
+/*
+ * A JSON answer this worker can revalidate from what it knows (the body in L1, or the validator kept as long as the
+ * dispatcher keeps the answer): the entity whose form the request's If-None-Match names, or NULL. Decided before the
+ * limiter so that the 304 is answered without the dispatcher; bad parameters and other formats take the usual path.
+ */
+static struct entity *revalidation(const struct http_request *req, uint8_t kind) {
+  struct transcript_query q;
+  const char *qs = req->query != NULL ? req->query : "";
+  enum api_error qe = kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, &q)
+                                                : query_parse_transcript(qs, req->query_len, &q);
+  if (qe != API_OK) return NULL;
+  if (kind == PROTO_KIND_CAPTIONS &&
+      (q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len)) != RENDER_JSON)
+    return NULL;
+  struct proto_job job;
+  memset(&job, 0, sizeof(job));
+  job.kind = kind;
+  snprintf(job.lang, sizeof(job.lang), "%s", q.lang);
+  snprintf(job.translate, sizeof(job.translate), "%s", q.translate);
+  char key[PROTO_MAX_JOB_KEY + 1];
+  proto_job_key(&job, key);
+  struct entity *ent = dispatch_cached(q.video_id, key);
+  enum entity_coding coding;
+  char etag[ENTITY_ETAG_BYTES];
+  if (ent != NULL && choose_form(req, ent, &coding, etag)) return ent;
+  entity_unref(ent);
+  return NULL;
+}
+
 static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uint8_t kind) {
   const struct key_entry *key = NULL;
   if (req->key_state == HTTP_KEY_PRESENT) key = keystore_lookup(ctx->keys, req->api_key, req->api_key_len);
@@ -199,6 +288,7 @@ static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uin
   t->kind = kind;
   t->key = *key;
   http_request_hold(req);
+  if (req->if_none_match != NULL) t->ent = revalidation(req, kind);
   ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
 }
 

@@ -22,7 +22,10 @@
  * never holds bytes across callbacks. Only bytes behind a complete (pipelined) request are copied to the connection.
  */
 #define HTTP_READ_BUF_BYTES (64 * 1024)
-/* Status line and fixed headers (~200 bytes), X-Request-Id (64) and the caller's extra lines must fit here. */
+/*
+ * Status line and fixed headers (~200 bytes), X-Request-Id (64), Connection (24) and the caller's extra lines (rate
+ * limit ~130, ETag, Cache-Control, Vary and Content-Encoding ~140) must fit here.
+ */
 #define HTTP_HEAD_BYTES 768
 /* Longest header name we look at ("transfer-encoding"); longer names are never ours. */
 #define HTTP_HNAME_BYTES 24
@@ -36,7 +39,35 @@ enum conn_state {
   CONN_LINGER,  /* answered with close: FIN sent, discarding input until the peer closes */
 };
 
-enum hdr { HDR_OTHER = 0, HDR_API_KEY, HDR_REQUEST_ID, HDR_TRANSFER_ENCODING, HDR_ACCEPT };
+enum hdr {
+  HDR_OTHER = 0,
+  HDR_API_KEY,
+  HDR_REQUEST_ID,
+  HDR_TRANSFER_ENCODING,
+  HDR_ACCEPT_ENCODING,
+  HDR_IF_NONE_MATCH,
+  HDR_ACCEPT
+};
+
+/* A request header whose lines are joined into one list value (RFC 9110 5.3), up to a cap. */
+struct list_header {
+  size_t len;
+  int seen;
+  int bad; /* over the cap: the header is treated as absent */
+};
+
+/*
+ * The negotiation headers of the current request (Accept-Encoding, If-None-Match, Accept). Allocated only for a
+ * connection whose client sends one, so that the many idle keep-alive connections of a worker do not carry them.
+ */
+struct conn_negotiation {
+  struct list_header ae;
+  char ae_buf[VTS_MAX_ACCEPT_ENCODING_BYTES];
+  struct list_header inm;
+  char inm_buf[VTS_MAX_IF_NONE_MATCH_BYTES];
+  struct list_header acc;
+  char acc_buf[VTS_MAX_ACCEPT_BYTES];
+};
 
 struct http_server {
   uv_loop_t *loop;
@@ -94,16 +125,15 @@ struct http_conn {
   int rid_in_seen;
   int rid_in_bad;
   char rid[VTS_MAX_REQUEST_ID_BYTES + 1];
-  char accept[VTS_MAX_ACCEPT_BYTES + 1]; /* Accept lines joined with ',' */
-  size_t accept_len;
-  int accept_bad; /* longer than VTS_MAX_ACCEPT_BYTES: ignored */
+  struct conn_negotiation *neg; /* made on the first Accept-Encoding or If-None-Match, kept with the connection */
 
   /* Bytes that arrived behind a complete request, parsed once its response is written. */
   char *pending;
   size_t pending_len;
 
   char head[HTTP_HEAD_BYTES];
-  char *owned_body;
+  void (*body_release)(void *owner); /* the body being written: whom to tell when done */
+  void *body_owner;
 };
 
 static llhttp_settings_t parser_settings;
@@ -144,11 +174,20 @@ static void conn_set_request_id(struct http_conn *conn) {
 
 /* ---- connection lifetime ---- */
 
+/* The body of the last answer is no longer needed: hand it back to its owner. */
+static void conn_body_done(struct http_conn *conn) {
+  void (*release)(void *) = conn->body_release;
+  conn->body_release = NULL;
+  if (release != NULL) release(conn->body_owner);
+  conn->body_owner = NULL;
+}
+
 static void conn_unref(struct http_conn *conn) {
   if (--conn->refs > 0) return;
   buf_free(&conn->url);
   free(conn->pending);
-  free(conn->owned_body);
+  free(conn->neg);
+  conn_body_done(conn);
   free(conn);
 }
 
@@ -260,8 +299,11 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->rid_in_seen = 0;
   conn->rid_in_bad = 0;
   conn->rid_set = 0;
-  conn->accept_len = 0;
-  conn->accept_bad = 0;
+  if (conn->neg != NULL) {
+    memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
+    memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
+    memset(&conn->neg->acc, 0, sizeof(conn->neg->acc));
+  }
   conn->err = API_OK;
   memset(&conn->req, 0, sizeof(conn->req));
   conn->req.method = -1;
@@ -327,6 +369,14 @@ static int hname_is(const struct http_conn *conn, const char *name) {
   return conn->hname_len == n && strncasecmp(conn->hname, name, n) == 0;
 }
 
+static void append_capped(char *dst, size_t cap, size_t *dlen, int *bad, const char *at, size_t len);
+
+/* A new line of a list header: joined to the previous ones with ", ". */
+static void list_header_begin(struct list_header *h, char *dst, size_t cap) {
+  if (h->seen) append_capped(dst, cap, &h->len, &h->bad, ", ", 2);
+  h->seen = 1;
+}
+
 static int on_header_field_complete(llhttp_t *p) {
   struct http_conn *conn = p->data;
   if (++conn->header_count > VTS_MAX_HEADER_COUNT) {
@@ -343,11 +393,23 @@ static int on_header_field_complete(llhttp_t *p) {
     if (conn->rid_in_seen) conn->rid_in_bad = 1;
     conn->rid_in_seen = 1;
     conn->cur_hdr = HDR_REQUEST_ID;
-  } else if (hname_is(conn, "accept")) {
-    /* Repeated Accept lines form one list (RFC 9110, 5.3). */
-    if (conn->accept_len > 0)
-      append_capped(conn->accept, VTS_MAX_ACCEPT_BYTES, &conn->accept_len, &conn->accept_bad, ",", 1);
-    conn->cur_hdr = HDR_ACCEPT;
+  } else if (hname_is(conn, "accept-encoding") || hname_is(conn, "if-none-match") || hname_is(conn, "accept")) {
+    if (conn->neg == NULL) conn->neg = calloc(1, sizeof(*conn->neg));
+    if (conn->neg == NULL) {
+      conn->err = API_ERR_SERVICE_UNAVAILABLE;
+      return HPE_USER;
+    }
+    struct conn_negotiation *n = conn->neg;
+    if (hname_is(conn, "accept-encoding")) {
+      conn->cur_hdr = HDR_ACCEPT_ENCODING;
+      list_header_begin(&n->ae, n->ae_buf, sizeof(n->ae_buf));
+    } else if (hname_is(conn, "if-none-match")) {
+      conn->cur_hdr = HDR_IF_NONE_MATCH;
+      list_header_begin(&n->inm, n->inm_buf, sizeof(n->inm_buf));
+    } else {
+      conn->cur_hdr = HDR_ACCEPT;
+      list_header_begin(&n->acc, n->acc_buf, sizeof(n->acc_buf));
+    }
   } else if (hname_is(conn, "transfer-encoding")) {
     /* GET carries no body; any Transfer-Encoding is a framing question we refuse to answer. */
     conn->err = API_ERR_BAD_REQUEST;
@@ -372,8 +434,14 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     case HDR_REQUEST_ID:
       append_capped(conn->rid_in, VTS_MAX_REQUEST_ID_BYTES, &conn->rid_in_len, &conn->rid_in_bad, at, len);
       break;
+    case HDR_ACCEPT_ENCODING:
+      append_capped(conn->neg->ae_buf, sizeof(conn->neg->ae_buf), &conn->neg->ae.len, &conn->neg->ae.bad, at, len);
+      break;
+    case HDR_IF_NONE_MATCH:
+      append_capped(conn->neg->inm_buf, sizeof(conn->neg->inm_buf), &conn->neg->inm.len, &conn->neg->inm.bad, at, len);
+      break;
     case HDR_ACCEPT:
-      append_capped(conn->accept, VTS_MAX_ACCEPT_BYTES, &conn->accept_len, &conn->accept_bad, at, len);
+      append_capped(conn->neg->acc_buf, sizeof(conn->neg->acc_buf), &conn->neg->acc.len, &conn->neg->acc.bad, at, len);
       break;
     default:
       break;
@@ -423,9 +491,18 @@ static int on_headers_complete(llhttp_t *p) {
   }
   conn->rid_in_len = trim_trailing_ws(conn->rid_in, conn->rid_in_len);
   conn_set_request_id(conn);
-  if (conn->accept_len > 0 && !conn->accept_bad) {
-    req->accept = conn->accept;
-    req->accept_len = conn->accept_len;
+  struct conn_negotiation *n = conn->neg;
+  if (n != NULL && n->ae.seen && !n->ae.bad) {
+    req->accept_encoding = n->ae_buf;
+    req->accept_encoding_len = n->ae.len;
+  }
+  if (n != NULL && n->inm.seen && !n->inm.bad) {
+    req->if_none_match = n->inm_buf;
+    req->if_none_match_len = n->inm.len;
+  }
+  if (n != NULL && n->acc.seen && !n->acc.bad) {
+    req->accept = n->acc_buf;
+    req->accept_len = n->acc.len;
   }
   if (conn->api_key_seen) {
     conn->api_key_len = trim_trailing_ws(conn->api_key, conn->api_key_len);
@@ -561,8 +638,7 @@ static void conn_next(struct http_conn *conn) {
 
 static void on_write(uv_write_t *w, int status) {
   struct http_conn *conn = w->data;
-  free(conn->owned_body);
-  conn->owned_body = NULL;
+  conn_body_done(conn);
   if (conn->closing) return;
   if (status < 0) {
     conn_close(conn);
@@ -582,6 +658,8 @@ static const char *reason_phrase(int status) {
   switch (status) {
     case 200:
       return "OK";
+    case 304:
+      return "Not Modified";
     case 400:
       return "Bad Request";
     case 401:
@@ -626,21 +704,21 @@ static void access_log(const struct http_conn *conn, int status) {
   metrics_request(metrics_route_of(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
 }
 
-int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
-                 char *owned_body) {
-  return http_respond_typed(req, status, "application/json", extra_headers, body, body_len, owned_body);
-}
-
-int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
-                       const char *body, size_t body_len, char *owned_body) {
+/*
+ * The one writer: status line and headers into the connection's head buffer, then head and body in one vectored
+ * write (libuv writes at once when nothing is queued, and keeps only the unwritten rest). The body is referenced,
+ * never copied; release(owner) runs once the write is over or failed.
+ */
+static int respond(struct http_request *req, int status, const char *content_type, const char *extra_headers,
+                   const char *body, size_t body_len, void (*release)(void *owner), void *owner) {
   struct http_conn *conn = conn_of(req);
   if (conn->closing) {
-    free(owned_body);
+    if (release != NULL) release(owner);
     return 0;
   }
   if (conn->state != CONN_BUSY) {
     /* A second answer to one request is a bug in the caller; the first one stands. */
-    free(owned_body);
+    if (release != NULL) release(owner);
     return -EALREADY;
   }
   if (conn->srv->draining) conn->keep_alive = 0;
@@ -649,14 +727,23 @@ int http_respond_typed(struct http_request *req, int status, const char *content
     connection = "Connection: close\r\n";
   else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
     connection = "Connection: keep-alive\r\n";
-  int n = snprintf(conn->head, sizeof(conn->head),
-                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nDate: %s\r\n"
-                   "X-Request-Id: %s\r\n%s%s\r\n",
-                   status, reason_phrase(status), content_type, body_len, http_date_now(), req->request_id,
-                   extra_headers != NULL ? extra_headers : "", connection);
+  int n;
+  if (status == 304) {
+    /* A 304 describes the representation the client holds: no content headers of its own, and no body. */
+    n = snprintf(conn->head, sizeof(conn->head), "HTTP/1.1 304 %s\r\nDate: %s\r\nX-Request-Id: %s\r\n%s%s\r\n",
+                 reason_phrase(status), http_date_now(), req->request_id, extra_headers != NULL ? extra_headers : "",
+                 connection);
+    body_len = 0;
+  } else {
+    n = snprintf(conn->head, sizeof(conn->head),
+                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nDate: %s\r\n"
+                 "X-Request-Id: %s\r\n%s%s\r\n",
+                 status, reason_phrase(status), content_type, body_len, http_date_now(), req->request_id,
+                 extra_headers != NULL ? extra_headers : "", connection);
+  }
   if (n < 0 || (size_t)n >= sizeof(conn->head)) {
     log_msg(LOG_ERROR, "response head too large", "request_id", req->request_id, NULL);
-    free(owned_body);
+    if (release != NULL) release(owner);
     conn_close(conn);
     return -EOVERFLOW;
   }
@@ -665,20 +752,37 @@ int http_respond_typed(struct http_request *req, int status, const char *content
   bufs[0] = uv_buf_init(conn->head, (unsigned)n);
   if (req->method != HTTP_HEAD && body_len > 0)
     bufs[nbufs++] = uv_buf_init((char *)(uintptr_t)body, (unsigned)body_len);
-  conn->owned_body = owned_body;
+  conn->body_release = release;
+  conn->body_owner = owner;
   access_log(conn, status);
   conn->state = CONN_WRITING;
-  /* A client that stops reading must not hold the connection forever. */
-  conn_timer(conn, conn->srv->cfg->idle_timeout_ms);
+  /* A client that stops reading must not hold the connection, nor the body it pins, for longer than this. */
+  conn_timer(conn, conn->srv->cfg->write_timeout_ms);
   conn->ureq.write.data = conn;
   int rv = uv_write(&conn->ureq.write, (uv_stream_t *)&conn->tcp, bufs, nbufs, on_write);
   if (rv != 0) {
-    free(conn->owned_body);
-    conn->owned_body = NULL;
+    conn_body_done(conn);
     conn_close(conn);
     return rv;
   }
   return 0;
+}
+
+int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
+                 char *owned_body) {
+  return respond(req, status, "application/json", extra_headers, body, body_len, owned_body != NULL ? free : NULL,
+                 owned_body);
+}
+
+int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
+                       const char *body, size_t body_len, char *owned_body) {
+  return respond(req, status, content_type, extra_headers, body, body_len, owned_body != NULL ? free : NULL,
+                 owned_body);
+}
+
+int http_respond_ref(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
+                     void (*release)(void *owner), void *owner) {
+  return respond(req, status, "application/json", extra_headers, body, body_len, release, owner);
 }
 
 int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers) {

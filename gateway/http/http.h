@@ -1,7 +1,10 @@
 /*
  * The HTTP/1.1 front of a worker: a listening socket of its own (SO_REUSEPORT), connections parsed with llhttp under
  * the limits of common/limits.h, keep-alive and pipelining with responses in request order, and one response writer
- * that adds the headers every answer carries (Content-Type, Content-Length, Date, X-Request-Id).
+ * that adds the headers every answer carries (Content-Type, Content-Length, Date, X-Request-Id; a 304 carries no
+ * Content-Type or Content-Length). The status line and headers go out with the body in one vectored write; the
+ * body is never copied, so one cached body can be in flight to many connections at once. An answer the client does
+ * not read within VTS_WRITE_TIMEOUT_MS closes its connection.
  *
  * One request per connection is handled at a time: the parser pauses after each complete request and resumes once
  * its response is written, so pipelined responses cannot overtake each other.
@@ -32,6 +35,11 @@ struct http_request {
   enum http_key_state key_state;
   const char *accept; /* the Accept header's value (repeats joined); NULL when absent or too long */
   size_t accept_len;
+  /* Accept-Encoding and If-None-Match, each with its lines joined by ", "; NULL when absent or over its limit. */
+  const char *accept_encoding;
+  size_t accept_encoding_len;
+  const char *if_none_match;
+  size_t if_none_match_len;
   const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
   char key_id[65];        /* name of the authenticated key for the access log, "" when none */
   uint64_t start_ms;      /* util_now_ms() when the request began */
@@ -73,6 +81,12 @@ int http_respond(struct http_request *req, int status, const char *extra_headers
 /* As http_respond, with a Content-Type other than application/json (e.g. the Prometheus text format). */
 int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
                        const char *body, size_t body_len, char *owned_body);
+/*
+ * As http_respond, for a body owned by someone else: release(owner) is called once the server is done with the
+ * bytes (written, or the connection gone), including when this returns an error. release may be NULL.
+ */
+int http_respond_ref(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
+                     void (*release)(void *owner), void *owner);
 /* Answers req with the Error body of e and its status. */
 int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers);
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # One command: wrk scenarios against vts beside nginx serving the same bytes, in the same run, on 127.0.0.1.
+# Both run as operators run them: access logs on (vts at VTS_LOG_LEVEL=info, nginx's access_log), nginx with
+# sendfile and gzip_static serving the very gzip bytes vts sends.
 # Prints requests/s, p50, p99 (medians of RUNS runs), the ratio to nginx, and the gateway workers' RSS.
 #   tests/bench/run.sh [--quick]      (--quick: 1 run of 3 s per scenario)
 # Environment: RUNS (3), DURATION (10s), CONNS (64), THREADS (2), VTS_BUILD_DIR (build).
@@ -34,7 +36,7 @@ python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/u
 pids+=($!)
 key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000 --window 1 --quota 1000000000000)
 export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
-  VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=error VTS_METRICS_LISTEN= \
+  VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=info VTS_METRICS_LISTEN= \
   VTS_WORKERS=${VTS_WORKERS:-2}
 export XDG_RUNTIME_DIR=$work # the gateways' IPC sockets go with the run's folder
 "$build/bin/vts-gateway" 2>"$work/gateway.log" &
@@ -47,6 +49,7 @@ wait_http "http://127.0.0.1:$gw_port/health"
 mkdir -p "$work/www"
 small_id=${BENCH_SMALL_ID:-capJson3xx1}
 long_id=${BENCH_LONG_ID:-long1500seg}
+hour_id=${BENCH_HOUR_ID:-longHour248}
 curl -s "http://127.0.0.1:$gw_port/health" >"$work/www/health"
 curl -s "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$small_id" >"$work/www/unauth"
 # A transcript body only once a fetcher has connected and the answer is a 200 (it is then cached).
@@ -59,13 +62,21 @@ fetch_ok() { # video id, output file
 }
 fetch_ok "$small_id" "$work/www/small"
 fetch_ok "$long_id" "$work/www/long"
+fetch_ok "$hour_id" "$work/www/hour"
+# gzip_static serves hour.gz to a client accepting gzip: the bytes vts itself sends for that request.
+curl -fs -H "x-api-key: $key" -H "Accept-Encoding: gzip" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$hour_id" \
+  >"$work/www/hour.gz"
+python3 -c 'import gzip, sys; sys.exit(gzip.decompress(open(sys.argv[1], "rb").read()) != open(sys.argv[2], "rb").read())' \
+  "$work/www/hour.gz" "$work/www/hour" || { echo "the gzip form of $hour_id does not decode to its body" >&2; exit 1; }
 cat >"$work/nginx.conf" <<NGINX
 worker_processes ${VTS_WORKERS:-2};
 pid $work/nginx.pid;
 error_log $work/nginx-error.log;
 events { worker_connections 4096; }
 http {
-  access_log off;
+  access_log $work/nginx-access.log;
+  sendfile on;
+  gzip_static on;
   default_type application/json;
   open_file_cache max=64 inactive=60s;
   keepalive_requests 1000000;
@@ -86,20 +97,25 @@ parse() {
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-run_wrk() { # url, header (may be empty)
-  local out
-  if [ -n "$2" ]; then out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "$2" "$1")
-  else out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$1"); fi
-  echo "$out" | grep -q 'Non-2xx' && [ "$3" = "2xx" ] && { echo "unexpected non-2xx answers from $1" >&2; }
+run_wrk() { # url, expect, header...
+  local out url=$1 expect=$2 args=() h
+  shift 2
+  for h in "$@"; do args+=(-H "$h"); done
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "${args[@]}" "$url")
+  echo "$out" | grep -q 'Non-2xx' && [ "$expect" = "2xx" ] && { echo "unexpected non-2xx answers from $url" >&2; }
   echo "$out" | parse
 }
 
-scenario() { # name, vts path, nginx file, header, expect
+# The headers of each side's requests: VH for vts (set by the caller, may be empty), NH for nginx (empty unless set).
+VH=(); NH=()
+scenario() { # name, vts path, nginx file, vts header (may be empty), expect
   local name=$1 path=$2 file=$3 hdr=$4 expect=$5 i vr=() nr=()
+  [ -n "$hdr" ] && VH=("$hdr" "${VH[@]}")
   for i in $(seq "$RUNS"); do
-    vr+=("$(run_wrk "http://127.0.0.1:$gw_port$path" "$hdr" "$expect")")
-    nr+=("$(run_wrk "http://127.0.0.1:$ng_port/$file" "" "2xx")")
+    vr+=("$(run_wrk "http://127.0.0.1:$gw_port$path" "$expect" "${VH[@]}")")
+    nr+=("$(run_wrk "http://127.0.0.1:$ng_port/$file" "2xx" "${NH[@]}")")
   done
+  VH=(); NH=()
   local v_rps v_p50 v_p99 n_rps n_p50 n_p99
   v_rps=$(printf '%s\n' "${vr[@]}" | awk '{print $1}' | median)
   v_p50=$(printf '%s\n' "${vr[@]}" | awk '{print $2}' | median)
@@ -107,19 +123,30 @@ scenario() { # name, vts path, nginx file, header, expect
   n_rps=$(printf '%s\n' "${nr[@]}" | awk '{print $1}' | median)
   n_p50=$(printf '%s\n' "${nr[@]}" | awk '{print $2}' | median)
   n_p99=$(printf '%s\n' "${nr[@]}" | awk '{print $3}' | median)
+  last_rps=$v_rps
   printf '| %-22s | %9s | %7s | %7s | %9s | %7s | %7s | %5.2f |\n' "$name" "$v_rps" "$v_p50" "$v_p99" \
     "$n_rps" "$n_p50" "$n_p99" "$(awk -v a="$v_rps" -v b="$n_rps" 'BEGIN { print (b > 0 ? a / b : 0) }')"
 }
 
 echo "vts benchmark: $(nproc) cores, $(uname -r), wrk -t$THREADS -c$CONNS -d$DURATION, median of $RUNS runs"
-echo "bodies: health $(wc -c <"$work/www/health") B, 401 $(wc -c <"$work/www/unauth") B, small $(wc -c <"$work/www/small") B, long $(wc -c <"$work/www/long") B"
+echo "bodies: health $(wc -c <"$work/www/health") B, 401 $(wc -c <"$work/www/unauth") B, small $(wc -c <"$work/www/small") B, long $(wc -c <"$work/www/long") B, hour $(wc -c <"$work/www/hour") B (gzip $(wc -c <"$work/www/hour.gz") B)"
 echo
 echo "| scenario               | vts rps   | p50 ms  | p99 ms  | nginx rps | p50 ms  | p99 ms  | ratio |"
 echo "|------------------------|-----------|---------|---------|-----------|---------|---------|-------|"
 scenario "GET /health" /health health "" 2xx
 scenario "401 (no key)" "/v1/video/transcript?video_id=$small_id" unauth "" non2xx
 scenario "cache hit, small" "/v1/video/transcript?video_id=$small_id" small "x-api-key: $key" 2xx
+memory_rps=$last_rps
 scenario "cache hit, 1500 segs" "/v1/video/transcript?video_id=$long_id" long "x-api-key: $key" 2xx
+scenario "cache hit, 248 KB" "/v1/video/transcript?video_id=$hour_id" hour "x-api-key: $key" 2xx
+VH=("Accept-Encoding: gzip"); NH=("Accept-Encoding: gzip")
+scenario "248 KB, gzip" "/v1/video/transcript?video_id=$hour_id" hour "x-api-key: $key" 2xx
+# A revalidation of what each side answered: its own ETag for the same bytes.
+vts_etag=$(curl -fsI -H "x-api-key: $key" "http://127.0.0.1:$gw_port/v1/video/transcript?video_id=$hour_id" |
+  tr -d '\r' | sed -n 's/^ETag: //Ip')
+ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^ETag: //Ip')
+VH=("If-None-Match: $vts_etag"); NH=("If-None-Match: $ng_etag")
+scenario "248 KB, 304" "/v1/video/transcript?video_id=$hour_id" hour "x-api-key: $key" 2xx
 
 # The same cache hit with the redis provider: a second gateway sharing nothing but the fake platform.
 if command -v redis-server >/dev/null; then
@@ -136,11 +163,14 @@ if command -v redis-server >/dev/null; then
   fetch_ok "$small_id" "$work/small2" && cmp -s "$work/small2" "$work/www/small"
   scenario "cache hit, small, redis" "/v1/video/transcript?video_id=$small_id" small "x-api-key: $key" 2xx
   gw_port=$saved
+  echo
+  awk -v r="$last_rps" -v m="$memory_rps" 'BEGIN { printf "cache hit with the redis provider: %.2fx the memory provider (target >= 0.7)\n", (m > 0 ? r / m : 0) }'
 fi
 echo
 rss=$(for p in $(pgrep -P "$gw"); do awk '/VmRSS/ {print $2}' "/proc/$p/status"; done | paste -sd' ')
 echo "gateway children RSS (KiB): $rss"
 python3 "$root/tests/bench/idle_conns.py" "$gw_port" "$gw" "${IDLE_CONNS:-10000}"
+python3 "$root/tests/bench/slow_readers.py" "$gw_port" "$gw" "$key" "$hour_id" "${SLOW_READERS:-1000}"
 "$build/bin/bench_ratelimit" 1000000
 python3 "$root/tests/bench/cache_miss.py" "$gw_port" "$up_port" "$key" "${MISSES:-200}"
 "$build/bin/bench_parse" 200 | sed -n 2p | sed "s/^/parse+serialise 1,500 segments: /"

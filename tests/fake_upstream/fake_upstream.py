@@ -45,6 +45,7 @@ The scenario is chosen by the video id (11 characters):
 | oversizeCap | normal                             | OK                                             | chunked, past the cap|
 | malformed01 | normal                             | 200 with malformed JSON                        | -                    |
 | long1500seg | normal                             | OK                                             | json3, 1,500 cues    |
+| longHour248 | normal                             | OK                                             | json3, 248 KB body   |
 | clientRefus | normal                             | 403 for VISIONOS, OK for any other client      | json3                |
 | redirEvil01 | normal                             | 302 to https://evil.example.com/ (everyone)    | -                    |
 | redirLoop01 | normal                             | 307 to itself, forever                         | -                    |
@@ -367,6 +368,8 @@ def cues_for(video, lang, kind, tlang=""):
         return [(120, 2400, lines[0]), (2520, 3000, lines[1])]
     if video == "long1500seg":
         return [(i * 2000, 1900, "line %d" % (i + 1)) for i in range(1500)]
+    if video == "longHour248":
+        return [(i * 1500, 1400, "line %d of an hour-long talk, spoken at an even pace" % (i + 1)) for i in range(1670)]
     if video == "capSrv1xxx1":
         return [(1200, 3400, "It's fish & chips"), (4600, 2000, "<b> is bold")]
     lines = TRACK_TEXT.get((lang, kind), TRACK_TEXT[("en", "")])
@@ -672,7 +675,7 @@ class Handler(BaseHTTPRequestHandler):
         origin = self.origin()
         one_en = [caption_track(video, "en", "English")]
         if video in ("capJson3xx1", "consentOk01", "capSrv1xxx1", "slowPlayer1", "truncated01", "oversizeCap",
-                     "long1500seg", "redirOkxxx1", "realWatch01", "realConsent", "realConsBad", "realRecapt1"):
+                     "long1500seg", "longHour248", "redirOkxxx1", "realWatch01", "realConsent", "realConsBad", "realRecapt1"):
             if video == "slowPlayer1":
                 time.sleep(SLOW_SECONDS)
             self.send_json(200, player_ok(origin, video, one_en))

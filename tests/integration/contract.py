@@ -8,6 +8,7 @@ integration suite sees can be validated against the schema and headers the docum
 Raises AssertionError naming the operation, the status and what did not match.
 """
 import copy
+import gzip
 import json
 import re
 from pathlib import Path
@@ -130,6 +131,18 @@ def _validate(schema, instance, what):
         raise AssertionError(f"{what} does not match its schema:\n" + "\n".join(lines))
 
 
+def decode_content(coding, raw):
+    """raw decoded from its Content-Encoding (None: as it is); an unknown coding fails the check."""
+    if coding is None or raw is None:
+        return raw
+    if coding == "gzip":
+        return gzip.decompress(raw)
+    if coding == "br":
+        import brotli  # Debian's python3-brotli (deploy/deps.sh)
+        return brotli.decompress(raw)
+    raise AssertionError(f"unexpected Content-Encoding {coding!r}")
+
+
 def check_response(method, path, status, headers, body):
     """Validates one response against the document: status declared, required headers present and well-formed,
     content type and JSON body matching the declared schema (HEAD: no body). Returns the parsed body (or None)."""
@@ -162,6 +175,7 @@ def check_response(method, path, status, headers, body):
             raise AssertionError(f"{label}: no content is declared but the body has {len(raw)} bytes")
         return None
 
+    raw = decode_content(hdrs.get("content-encoding"), raw)
     ctype = hdrs.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype not in content:
         raise AssertionError(f"{label}: Content-Type {ctype!r} is not one of {sorted(content)}")

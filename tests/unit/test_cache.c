@@ -259,6 +259,60 @@ static void test_many_entries_survive_table_growth(void **state) {
   cache_free(c);
 }
 
+/* A hit shares the entry's entity: the reference outlives the entry's replacement, eviction and the cache itself. */
+static void test_a_hit_reference_outlives_the_entry(void **state) {
+  (void)state;
+  struct cache *c = make(1 << 20);
+  struct proto_result in = result(PROTO_OK, "{\"text\":\"first\"}");
+  assert_int_equal(cache_put(c, "abcdefghijk", "", &in, UINT64_MAX, NULL), 0);
+  struct proto_result out;
+  struct entity *held = NULL;
+  assert_int_equal(cache_lookup(c, "abcdefghijk", "", &out, NULL, &held), 0);
+  assert_non_null(held);
+  assert_int_equal(held->refs, 2); /* the cache's and ours */
+  assert_ptr_equal(out.body, held->body);
+
+  struct entity *again = NULL;
+  assert_int_equal(cache_lookup(c, "abcdefghijk", "", &out, NULL, &again), 0);
+  assert_ptr_equal(again, held); /* no copy per hit */
+  assert_int_equal(held->refs, 3);
+  entity_unref(again);
+
+  struct proto_result newer = result(PROTO_OK, "{\"text\":\"second\"}");
+  assert_int_equal(cache_put(c, "abcdefghijk", "", &newer, UINT64_MAX, NULL), 0);
+  assert_int_equal(held->refs, 1); /* the cache let go of it; ours keeps the bytes */
+  assert_memory_equal(held->form[ENTITY_IDENTITY].data, "{\"text\":\"first\"}", strlen("{\"text\":\"first\"}"));
+  cache_free(c);
+  entity_unref(held); /* the last reference: ASan reports a leak or a double free here */
+}
+
+/* cache_put_entity shares the caller's entity and charges its every form against the bound. */
+static void test_put_entity_shares_it_and_charges_all_its_forms(void **state) {
+  (void)state;
+  char body[4096];
+  memset(body, 'a', sizeof(body));
+  struct entity *e = entity_new(body, sizeof(body), ENTITY_COMPRESS);
+  assert_non_null(e);
+  assert_true(entity_has(e, ENTITY_GZIP));
+  assert_true(entity_has(e, ENTITY_BR));
+  assert_int_equal(e->bytes, sizeof(*e) + sizeof(body) + e->form[ENTITY_GZIP].len + e->form[ENTITY_BR].len);
+  struct cache *c = make(1 << 20);
+  struct proto_result meta = result(PROTO_OK, NULL);
+  assert_int_equal(cache_put_entity(c, "abcdefghijk", "", &meta, e, UINT64_MAX, NULL), 0);
+  assert_int_equal(e->refs, 2);
+  struct cache_stats st;
+  cache_get_stats(c, &st);
+  assert_true(st.bytes > e->bytes);
+  assert_true(st.bytes < e->bytes + 512); /* the entry record alone, beside it */
+  struct proto_result out;
+  assert_int_equal(cache_get(c, "abcdefghijk", "", &out, NULL), 0);
+  assert_int_equal(out.body_len, sizeof(body));
+  assert_memory_equal(out.body, body, sizeof(body));
+  cache_free(c);
+  assert_int_equal(e->refs, 1);
+  entity_unref(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hit_returns_stored_body_outcome_lang_and_ttl_left),
@@ -275,6 +329,8 @@ int main(void) {
       cmocka_unit_test(test_zero_bound_caches_nothing),
       cmocka_unit_test(test_put_replaces_the_entry_for_the_key),
       cmocka_unit_test(test_many_entries_survive_table_growth),
+      cmocka_unit_test(test_a_hit_reference_outlives_the_entry),
+      cmocka_unit_test(test_put_entity_shares_it_and_charges_all_its_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -912,8 +912,16 @@ struct calls {
   uint64_t at_ms;
 };
 
-static void record_cb(void *arg, const struct proto_result *res) {
+static void record_cb(void *arg, const struct proto_result *res, struct entity *ent) {
   struct calls *c = arg;
+  /* The entity handed beside a result holds exactly its body. */
+  if (res != NULL) {
+    assert_non_null(ent);
+    assert_int_equal(ent->form[ENTITY_IDENTITY].len, res->body_len);
+    if (res->body_len > 0) assert_memory_equal(ent->form[ENTITY_IDENTITY].data, res->body, res->body_len);
+  } else {
+    assert_null(ent);
+  }
   c->n++;
   c->at_ms = util_now_ms();
   c->had_result = res != NULL;

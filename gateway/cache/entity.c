@@ -1,0 +1,125 @@
+#include "gateway/cache/entity.h"
+
+#include <brotli/encode.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+
+/* Returns a malloc'd gzip stream of in, or NULL when it fails or would not be smaller than in. */
+static char *make_gzip(const char *in, size_t len, size_t *out_len) {
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  /* 15 window bits plus 16: a gzip header and trailer rather than zlib's. */
+  if (deflateInit2(&z, VTS_GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return NULL;
+  size_t cap = deflateBound(&z, (uLong)len);
+  char *out = malloc(cap);
+  if (out == NULL) {
+    deflateEnd(&z);
+    return NULL;
+  }
+  z.next_in = (Bytef *)(uintptr_t)in;
+  z.avail_in = (uInt)len;
+  z.next_out = (Bytef *)out;
+  z.avail_out = (uInt)cap;
+  int rv = deflate(&z, Z_FINISH);
+  size_t n = cap - z.avail_out;
+  deflateEnd(&z);
+  if (rv != Z_STREAM_END || n >= len) {
+    free(out);
+    return NULL;
+  }
+  *out_len = n;
+  return out;
+}
+
+/* As make_gzip, for a brotli stream. */
+static char *make_brotli(const char *in, size_t len, size_t *out_len) {
+  size_t cap = BrotliEncoderMaxCompressedSize(len);
+  if (cap == 0) return NULL;
+  char *out = malloc(cap);
+  if (out == NULL) return NULL;
+  size_t n = cap;
+  if (!BrotliEncoderCompress(VTS_BROTLI_QUALITY, BROTLI_DEFAULT_WINDOW, BROTLI_MODE_TEXT, len, (const uint8_t *)in, &n,
+                             (uint8_t *)out) ||
+      n >= len) {
+    free(out);
+    return NULL;
+  }
+  *out_len = n;
+  return out;
+}
+
+/* Keeps a compressed form, shrunk to its size (the encoders ask for their worst case). */
+static void keep_form(struct entity *e, enum entity_coding c, char *data, size_t len) {
+  if (data == NULL) return;
+  char *fit = realloc(data, len);
+  if (fit != NULL) data = fit;
+  e->form[c].data = data;
+  e->form[c].len = len;
+  e->bytes += len;
+  e->held |= 1u << c;
+}
+
+struct entity *entity_new(const char *body, size_t len, unsigned flags) {
+  struct entity *e = malloc(sizeof(*e) + len);
+  if (e == NULL) return NULL;
+  memset(e, 0, sizeof(*e));
+  e->refs = 1;
+  e->bytes = sizeof(*e) + len;
+  if (len > 0) memcpy(e->body, body, len);
+  e->form[ENTITY_IDENTITY].data = e->body;
+  e->form[ENTITY_IDENTITY].len = len;
+  e->held = 1u << ENTITY_IDENTITY;
+  char digest[65];
+  util_sha256_hex(len > 0 ? body : "", len, digest);
+  memcpy(e->tag, digest, ENTITY_TAG_HEX);
+  e->tag[ENTITY_TAG_HEX] = '\0';
+  if ((flags & ENTITY_COMPRESS) && len >= VTS_COMPRESS_MIN_BYTES) {
+    /* A form that fails to be made is only a missed saving: the identity form is always there. */
+    size_t n = 0;
+    char *gz = make_gzip(e->body, len, &n);
+    keep_form(e, ENTITY_GZIP, gz, n);
+    char *br = make_brotli(e->body, len, &n);
+    keep_form(e, ENTITY_BR, br, n);
+  }
+  return e;
+}
+
+struct entity *entity_validator(const struct entity *e) {
+  struct entity *v = calloc(1, sizeof(*v));
+  if (v == NULL) return NULL;
+  v->refs = 1;
+  v->expires_ms = e->expires_ms;
+  v->bytes = sizeof(*v);
+  v->held = e->held;
+  memcpy(v->tag, e->tag, sizeof(v->tag));
+  return v;
+}
+
+struct entity *entity_ref(struct entity *e) {
+  e->refs++;
+  return e;
+}
+
+void entity_unref(struct entity *e) {
+  if (e == NULL || --e->refs > 0) return;
+  for (int c = ENTITY_IDENTITY + 1; c < ENTITY_CODINGS; c++) free((char *)(uintptr_t)e->form[c].data);
+  free(e);
+}
+
+void entity_release(void *e) { entity_unref(e); }
+
+int entity_has(const struct entity *e, enum entity_coding c) { return (e->held & (1u << c)) != 0; }
+
+static const char *const coding_names[ENTITY_CODINGS] = {NULL, "br", "gzip"};
+static const char *const etag_suffixes[ENTITY_CODINGS] = {"", "-br", "-gz"};
+
+void entity_etag(const struct entity *e, enum entity_coding c, char out[ENTITY_ETAG_BYTES]) {
+  snprintf(out, ENTITY_ETAG_BYTES, "\"%s%s\"", e->tag, etag_suffixes[c]);
+}
+
+const char *entity_coding_name(enum entity_coding c) { return coding_names[c]; }
