@@ -61,6 +61,7 @@
 #define VTS_FETCHER_RESTART_MAX_MS 1000    /* a dead child is always restarted within this */
 #define VTS_FETCHER_STABLE_MS 10000        /* a child that lived this long restarts with the minimum delay */
 #define VTS_FETCHER_STOP_LINGER_MS 500     /* SIGTERM: wait this long for the last RESULT to be taken */
+#define VTS_FETCHER_STOP_TIMEOUT_MS 2000   /* closing the links stuck this long (nng 1.5.2 close race): leave anyway */
 #define VTS_JOBS_MAX_URLS 16               /* entries of a fetcher's VTS_JOBS_URL: more stops the start */
 #define VTS_FETCHER_MAX_DISPATCHERS 64     /* addresses a fetcher serves; those past it are left out (logged) */
 

@@ -2,11 +2,15 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/limits.h"
+#include "common/log.h"
 
 bool link_url_tls(const char *url) { return strncmp(url, "tls+tcp://", 10) == 0; }
 
@@ -180,4 +184,27 @@ int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url,
   int rv = link_tls_config(cfg, false, numeric_host(name) ? NULL : name, &tc, err, errlen);
   if (rv != 0) return rv;
   return hand_over(tc, nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc), "dialer", err, errlen);
+}
+
+/* One watchdog per process: its settings live in static storage, so nothing is left to free (or leak) at exit. */
+static struct {
+  int timeout_ms;
+  int status;
+  const char *msg;
+} teardown;
+
+static void *teardown_watchdog(void *arg) {
+  (void)arg;
+  struct timespec ts = {teardown.timeout_ms / 1000, (long)(teardown.timeout_ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) continue;
+  log_msg(LOG_WARN, teardown.msg, NULL);
+  _exit(teardown.status);
+}
+
+void link_teardown_watchdog(int timeout_ms, int status, const char *msg) {
+  teardown.timeout_ms = timeout_ms;
+  teardown.status = status;
+  teardown.msg = msg;
+  pthread_t tid;
+  if (pthread_create(&tid, NULL, teardown_watchdog, NULL) == 0) pthread_detach(tid);
 }

@@ -61,4 +61,11 @@ int link_tls_listener(const struct vts_config *cfg, nng_listener l, const char *
 int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url, const char *name, char *err,
                     size_t errlen);
 
+/*
+ * nng 1.5.2 can hang for good in nng_close or nng_aio_stop (a race in its reaper: nanomsg/nng#1543, fixed in 1.8). A
+ * stopping process must not hang with it: call this as its teardown begins, and past timeout_ms a detached thread logs
+ * msg and ends the process with status.
+ */
+void link_teardown_watchdog(int timeout_ms, int status, const char *msg);
+
 #endif

@@ -19,6 +19,7 @@
 #include "fetcher/platform/innertube.h"
 #include "fetcher/loop/peers.h"
 #include "fetcher/platform/upstream.h"
+#include "proto/link.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define JOB_ASAN 1
@@ -249,6 +250,7 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
   /* Wake the signal thread so it can leave, then reap it. */
   pthread_kill(tid, SIGTERM);
   pthread_join(tid, NULL);
+  link_teardown_watchdog(VTS_FETCHER_STOP_TIMEOUT_MS, 0, "fetcher teardown stuck in nng: exiting without it");
   peers_free(st.ps);
   pthread_mutex_destroy(&st.mu);
   log_msg(LOG_INFO, "fetcher stopped", NULL);

@@ -983,23 +983,6 @@ static void *signal_thread(void *arg) {
 }
 
 /*
- * nng 1.5.2 can hang for good in nng_close or nng_aio_stop (a race in its reaper: nanomsg/nng#1543, fixed in 1.8).
- * A stopping dispatcher must not hang with it: past VTS_DISPATCH_STOP_TIMEOUT_MS of teardown the process just ends.
- */
-static void *stop_watchdog(void *arg) {
-  int status = (int)(intptr_t)arg;
-  struct timespec ts = {VTS_DISPATCH_STOP_TIMEOUT_MS / 1000, (VTS_DISPATCH_STOP_TIMEOUT_MS % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) continue;
-  log_msg(LOG_WARN, "dispatcher teardown stuck in nng: exiting without it", NULL);
-  _exit(status);
-}
-
-static void start_stop_watchdog(int status) {
-  pthread_t t;
-  if (pthread_create(&t, NULL, stop_watchdog, (void *)(intptr_t)status) == 0) pthread_detach(t);
-}
-
-/*
  * Listens on url; the fetchers' listener (cfg not NULL) takes the link's TLS for a tls+tcp URL. Returns 0, an nng
  * error, or -1 with a message in err for a TLS setting that cannot be used.
  */
@@ -1146,7 +1129,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   log_msg(LOG_INFO, "dispatcher started", "jobs_url", cfg->jobs_url, "worker_url", worker_url, NULL);
   run(d);
   pthread_join(sig_thread, NULL);
-  start_stop_watchdog(0);
+  link_teardown_watchdog(VTS_DISPATCH_STOP_TIMEOUT_MS, 0, "dispatcher teardown stuck in nng: exiting without it");
   teardown(d);
   log_msg(LOG_INFO, "dispatcher stopped", NULL);
   return 0;
@@ -1157,7 +1140,7 @@ fail:
           : rv != 0          ? nng_strerror(rv)
                              : "out of memory",
           NULL);
-  start_stop_watchdog(1);
+  link_teardown_watchdog(VTS_DISPATCH_STOP_TIMEOUT_MS, 1, "dispatcher teardown stuck in nng: exiting without it");
   teardown(d);
   return 1;
 }

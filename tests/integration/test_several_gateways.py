@@ -17,7 +17,7 @@ from stack import UNLIMITED
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
 from harness import READY, decode_result, encode_decline, encode_job  # noqa: E402
-from vtsproc import children_of  # noqa: E402
+from vtsproc import children_of, log_records, read_log  # noqa: E402
 
 HELLO = "Hello and welcome to the fake platform"
 
@@ -140,7 +140,8 @@ def test_three_gateways_share_the_fetchers_and_outlive_a_killed_one(tmp_path, ce
     urls = ",".join(gw.env["VTS_JOBS_URL"] for gw in gws)
     fetchers = subprocess.Popen([harness.fetcher_binary(), "--workers", "3"], stdout=log, stderr=log,
                                 start_new_session=True,
-                                env=harness.fetcher_env(upstream.url, VTS_JOBS_URL=urls, **certs.env("fetcher")))
+                                env=harness.fetcher_env(upstream.url, VTS_JOBS_URL=urls, VTS_JOBS_RESOLVE_S=1,
+                                                        **certs.env("fetcher")))
     load = None
     try:
         for gw in gws:
@@ -176,6 +177,11 @@ def test_three_gateways_share_the_fetchers_and_outlive_a_killed_one(tmp_path, ce
         back_s = time.monotonic() - t0
         assert r.status == 200 and r.json()["text"] == HELLO, r
         assert children_of(fetchers.pid) == kids
+        # Resolved again every second all along, the same three addresses kept their links: none was dropped or doubled.
+        records = log_records(read_log(tmp_path / "fetchers.log"))
+        added = sorted(r["url"] for r in records if r.get("msg") == "dispatcher added")
+        assert added == sorted(gw.env["VTS_JOBS_URL"] for gw in gws for _ in kids)
+        assert [r for r in records if r.get("msg") == "dispatcher removed"] == []
         print("restarted gateway served after %.2f s" % back_s)
         assert back_s < 5, "the restarted gateway served after %.2f s" % back_s
     finally:
