@@ -152,13 +152,13 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
 
 
 def decode_job(msg):
-    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, request_id)."""
+    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id)."""
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
     job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
-    fields, off = _strings(msg, 17, 3)
+    fields, off = _strings(msg, 17, 4)
     assert off == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "request_id": fields[2]}
+            "translate": fields[2], "request_id": fields[3]}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
