@@ -22,7 +22,7 @@ import pytest
 
 from conftest import Gateway, free_port
 from stack import Stack
-from vtsproc import wait_for
+from vtsproc import metric, wait_for
 
 PATH = "/v1/video/transcript?video_id=Rl0aBcDeF_g"
 PROVIDERS = ["memory", "redis"]
@@ -237,6 +237,8 @@ def test_only_answers_with_a_transcript_consume_quota(request, tmp_path, provide
         assert {r.headers["x-ratelimit-limit"] for r in answers} == {"100"}
         assert "retry-after" not in refused.headers
         assert quota_get(stack, query="video_id=short").status == 429
+        # The 400, the 404 and the 502 gave their units back; the 200s and the 429s had none to give.
+        assert metric(stack.metrics(), "vts_ratelimit_quota_refunds_total") == 3
     finally:
         stack.close()
 
