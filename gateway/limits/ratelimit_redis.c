@@ -313,6 +313,12 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
                   const struct rl_owed *owed, rlredis_cb cb, void *arg) {
   if (r->closing) return -ECANCELED;
   if (r->ac == NULL) return -ENOTCONN;
+  /*
+   * After an outage, checks wait for a ready connection rather than queue on one still being set up: a frozen
+   * server accepts the connection and would run the queued checks when it thaws, after the fallback has counted
+   * them (counted twice). Only the very first connection queues, so a starting gateway answers from Redis.
+   */
+  if (!r->ready && r->connects > 0) return -ENOTCONN;
   if (r->stalled) return -ETIMEDOUT;
   struct rlreq *q = calloc(1, sizeof(*q));
   if (q == NULL) return -ENOMEM;
