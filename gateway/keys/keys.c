@@ -362,6 +362,12 @@ int keystore_save(const char *path, const struct key_entry *entries, size_t n, c
   int tmp_exists = 0; /* the temporary file is removed on any failure before the rename */
   int rc = 0;
   char why[128];
+  if (n > VTS_MAX_KEYS) {
+    /* The service would refuse the file: the rate limiter's table is sized for this many keys. */
+    rc = -EINVAL;
+    set_err(err, errlen, "more than %d keys (revoked ones included): remove some first", VTS_MAX_KEYS);
+    goto fail;
+  }
   for (size_t i = 0; i < n; i++) {
     rc = entry_check(&entries[i], why, sizeof(why));
     if (rc != 0) {

@@ -50,7 +50,8 @@ int keys_name_valid(const char *s, size_t len);
 /*
  * Writes entries to path atomically: a temporary file in the same directory given the owner, group and mode of the
  * file it replaces (KEYS_FILE_NEW_MODE and the caller's owner for a new file), fsync, rename over path, fsync of the
- * directory. A caller that may not give the file its owner back (EPERM) changes nothing. A reader sees the old file or
+ * directory. A caller that may not give the file its owner back (EPERM) changes nothing; more than VTS_MAX_KEYS
+ * entries (which keystore_load would refuse) are refused too (-EINVAL). A reader sees the old file or
  * the new one, never a mix. Returns 0, or -errno with a one-line reason in err. The entries are validated first as
  * keystore_load would (-EINVAL).
  */

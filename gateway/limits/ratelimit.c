@@ -339,6 +339,7 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   d->reserved_in = RL_STORE_NONE;
   if (rl == NULL || in == RL_STORE_NONE) return;
   rl->stats.refunds++;
+  metrics_quota_refund();
   if (in == RL_STORE_FALLBACK) {
     /* Reserved while Redis could not answer: the unit is no longer owed to Redis either. */
     rlmem_owe_refund(rl_table, d->digest, d->reserved_month);

@@ -66,7 +66,8 @@ struct rlredis {
   bool ready;            /* the script is loaded on this connection */
   bool stalled;          /* a command timed out and no reply has come since */
   bool closing;
-  bool down_logged;      /* one warning per outage, not one per reconnect attempt */
+  bool down_logged;      /* one warning per outage and reason, not one per reconnect attempt */
+  char down_why[128];    /* the reason last logged: a new one (a slow start, then WRONGPASS) is logged too */
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uint64_t backoff_ms;
   int refs; /* conn_timer and every live request: the struct is freed with the last */
@@ -117,8 +118,9 @@ static void req_decide(struct rlreq *q, int status, const struct rlredis_result 
 }
 
 static void log_down(struct rlredis *r, const char *why) {
-  if (r->down_logged) return;
+  if (r->down_logged && strncmp(r->down_why, why, sizeof(r->down_why) - 1) == 0) return;
   r->down_logged = true;
+  snprintf(r->down_why, sizeof(r->down_why), "%s", why);
   log_msg(LOG_WARN, "redis unavailable", "error", why, NULL);
 }
 
@@ -311,6 +313,12 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
                   const struct rl_owed *owed, rlredis_cb cb, void *arg) {
   if (r->closing) return -ECANCELED;
   if (r->ac == NULL) return -ENOTCONN;
+  /*
+   * After an outage, checks wait for a ready connection rather than queue on one still being set up: a frozen
+   * server accepts the connection and would run the queued checks when it thaws, after the fallback has counted
+   * them (counted twice). Only the very first connection queues, so a starting gateway answers from Redis.
+   */
+  if (!r->ready && r->connects > 0) return -ENOTCONN;
   if (r->stalled) return -ETIMEDOUT;
   struct rlreq *q = calloc(1, sizeof(*q));
   if (q == NULL) return -ENOMEM;

@@ -55,9 +55,8 @@ void rlredis_free(struct rlredis *r);
 /*
  * Sends one check of the key with this digest at second now, with what this gateway's fallback counted for the key
  * in the current window and month (owed), which Redis adds to its own counts. Returns 0 (cb will be called), or a
- * negative errno
- * at once, without calling cb, when the store cannot take it: -ENOTCONN (no connection), -ETIMEDOUT (connection
- * stalled), -EIO, -ENOMEM, -ECANCELED (closing).
+ * negative errno at once, without calling cb, when the store cannot take it: -ENOTCONN (no connection, or none
+ * ready yet after an outage), -ETIMEDOUT (connection stalled), -EIO, -ENOMEM, -ECANCELED (closing).
  */
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
                   const struct rl_owed *owed, rlredis_cb cb, void *arg);

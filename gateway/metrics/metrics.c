@@ -68,6 +68,10 @@ void metrics_ratelimit_store_error(int fell_back) {
   if (fell_back) atomic_fetch_add_explicit(&self->ratelimit_fallbacks, 1, memory_order_relaxed);
 }
 
+void metrics_quota_refund(void) {
+  if (self) atomic_fetch_add_explicit(&self->quota_refunds, 1, memory_order_relaxed);
+}
+
 void metrics_keys_loaded(int64_t now_s) {
   if (self) atomic_store_explicit(&self->keys_loaded_s, now_s, memory_order_relaxed);
 }
@@ -272,6 +276,9 @@ int metrics_render(struct buf *out) {
       {"vts_ratelimit_fallbacks_total", "counter",
        "Requests limited in memory because the store was unavailable (fail-open).",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_fallbacks))},
+      {"vts_ratelimit_quota_refunds_total", "counter",
+       "Monthly quota units given back because the answer was not a 200 with a transcript.",
+       (long long)sum_workers(offsetof(struct metrics_worker, quota_refunds))},
       {"vts_keys_reload_failures_total", "counter",
        "Key file loads that failed, keeping the keys in service (counted by every process that tried).",
        (long long)LOAD(shm->master.keys_reload_failures)},

@@ -59,6 +59,7 @@ struct metrics_worker {
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
+  _Atomic uint64_t quota_refunds;
   _Atomic int64_t keys_loaded_s; /* unix second of this worker's last successful key file load, 0 before one */
   _Atomic int64_t connections_open;
 };
@@ -107,6 +108,8 @@ void metrics_request(enum metrics_route route, int status, uint64_t dur_us);
 void metrics_connections(int delta);
 /* Worker: rate-limit store error, and whether the memory limiter took over. */
 void metrics_ratelimit_store_error(int fell_back);
+/* Worker: a reserved unit of a key's monthly quota was given back (the answer was not a 200 with a transcript). */
+void metrics_quota_refund(void);
 /* Worker: the key file was loaded at unix second now_s (vts_keys_loaded_timestamp_seconds is the oldest load). */
 void metrics_keys_loaded(int64_t now_s);
 /* Any process: a key file load failed and the keys in service stayed as they were. */

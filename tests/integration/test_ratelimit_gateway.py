@@ -22,7 +22,7 @@ import pytest
 
 from conftest import Gateway, free_port
 from stack import Stack
-from vtsproc import wait_for
+from vtsproc import metric, wait_for
 
 PATH = "/v1/video/transcript?video_id=Rl0aBcDeF_g"
 PROVIDERS = ["memory", "redis"]
@@ -69,6 +69,12 @@ def provider_redis(request, provider):
 def get(gw, key=None):
     r = gw.request("GET", PATH, headers={"x-api-key": key or gw.key})
     return r
+
+
+def assert_redis_answers(gw):
+    """Until a request is decided by Redis: a worker answers 503 in fail-closed mode while its connection is still
+    being set up (a slow start under load), and a test of a fault must begin from a store that works."""
+    assert wait_for(lambda: get(gw).status not in (429, 503), 5), "Redis never answered the gateway"
 
 
 def assert_unavailable_within(gw, budget_s, count):
@@ -231,6 +237,8 @@ def test_only_answers_with_a_transcript_consume_quota(request, tmp_path, provide
         assert {r.headers["x-ratelimit-limit"] for r in answers} == {"100"}
         assert "retry-after" not in refused.headers
         assert quota_get(stack, query="video_id=short").status == 429
+        # The 400, the 404 and the 502 gave their units back; the 200s and the 429s had none to give.
+        assert metric(stack.metrics(), "vts_ratelimit_quota_refunds_total") == 3
     finally:
         stack.close()
 
@@ -286,8 +294,8 @@ def test_quota_stays_exact_through_a_redis_freeze(tmp_path, redis):
             assert quota_get(stack, "capJson3xx1").status == 429
         finally:
             redis.thaw()
-        # Written back once, under this gateway's id (the request in flight when Redis froze may also have run in
-        # Redis when it thawed: billed, never served, twice).
+        # Written back once, under this gateway's id. (A worker's request in flight when Redis froze timed out but
+        # still runs when Redis thaws: Redis's own count may exceed 5 by one a worker, billed, never served, twice.)
         assert_quota_spent_after_redis_returns(stack, redis, 5)
     finally:
         stack.close()
@@ -341,7 +349,7 @@ def test_unwritable_state_dir_stops_the_gateway_naming_the_variable(tmp_path):
 def test_redis_stopped_fail_closed_answers_503_fast(tmp_path, gateways, redis):
     gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=100, rate_window_s=60,
                        rate_limit_fail_closed="true")
-    assert get(gw).status not in (429, 503)
+    assert_redis_answers(gw)
     redis.stop()
     assert_unavailable_within(gw, 0.1, 12)
 
@@ -367,7 +375,7 @@ def test_redis_stopped_fail_open_serves_with_the_memory_limiter(tmp_path, gatewa
 def test_frozen_redis_fail_closed_answers_503_within_the_timeout(tmp_path, gateways, redis):
     gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=100, rate_window_s=60,
                        rate_limit_fail_closed="true")
-    assert get(gw).status not in (429, 503)
+    assert_redis_answers(gw)
     redis.freeze()
     try:
         assert_unavailable_within(gw, STORE_FAULT_BUDGET_S, 8)
@@ -377,12 +385,12 @@ def test_frozen_redis_fail_closed_answers_503_within_the_timeout(tmp_path, gatew
     deadline = time.monotonic() + 2
     while get(gw).status == 503 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert get(gw).status not in (429, 503)
+    assert_redis_answers(gw)
 
 
 def test_frozen_redis_fail_open_serves_within_the_timeout(tmp_path, gateways, redis):
     gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=100, rate_window_s=60)
-    assert get(gw).status not in (429, 503)
+    assert_redis_answers(gw)
     redis.freeze()
     try:
         for _ in range(8):
@@ -399,7 +407,7 @@ def test_frozen_redis_fail_open_serves_within_the_timeout(tmp_path, gateways, re
 def test_redis_restart_is_back_to_normal_within_one_second(tmp_path, gateways, redis):
     gw = start_gateway(gateways, tmp_path, "redis", redis, workers=4, rate_limit=1000, rate_window_s=60,
                        rate_limit_fail_closed="true")
-    assert get(gw).status not in (429, 503)
+    assert_redis_answers(gw)
     redis.stop()
     assert get(gw).status == 503
     time.sleep(1.5)  # every worker's reconnect backoff reaches its ceiling
@@ -412,7 +420,7 @@ def test_redis_restart_is_back_to_normal_within_one_second(tmp_path, gateways, r
 def test_script_flush_is_recovered_without_a_fault(tmp_path, gateways, redis):
     gw = start_gateway(gateways, tmp_path, "redis", redis, workers=2, rate_limit=1000, rate_window_s=60,
                        rate_limit_fail_closed="true")
-    assert get(gw).status not in (429, 503)
+    assert_redis_answers(gw)
     assert redis.command("SCRIPT", "FLUSH") == b"+OK"
     statuses = [get(gw).status for _ in range(8)]
     assert 503 not in statuses and 429 not in statuses, statuses

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import BUILD_DIR, free_port
 from stack import Stack
+from vtsproc import wait_for
 
 PASSWORD = "s3cret:p@ss/word"
 ACL_ARGS = ["--user", "default", "off", "--user", "vts", "on", ">" + PASSWORD, "~*", "&*", "+@all"]
@@ -47,8 +48,11 @@ def test_acl_user_with_a_password_and_a_database_carries_limits_and_cache(tmp_pa
         assert count_in_db(acl_redis, 3, "vts:rl:*") >= 2
         assert count_in_db(acl_redis, 3, "vts:transcript:{capJson3xx1}:*") == 1
         assert count_in_db(acl_redis, 0, "vts:*") == 0
+        # No connection was refused for its credentials (a slow start may still log "not ready in time").
+        refused = [rec for rec in stack.gateway.log_records() if rec.get("msg") == "redis unavailable" and
+                   rec.get("error", "").startswith(("WRONGPASS", "NOAUTH", "NOPERM", "ERR"))]
+        assert refused == []
         log = stack.gateway.log_text()
-        assert "redis unavailable" not in log, log[-2000:]
         assert PASSWORD not in log and urllib.parse.quote(PASSWORD, safe="") not in log
     finally:
         stack.close()
@@ -60,9 +64,11 @@ def test_a_wrong_password_is_a_store_fault_logged_without_the_password(tmp_path,
     r = gw.request("GET", "/v1/video/transcript?video_id=capJson3xx1", headers={"x-api-key": gw.key})
     assert r.status == 503
     assert r.json()["error"]["code"] == "rate_limit_unavailable"
-    records = [rec for rec in gw.log_records() if rec.get("msg") == "redis unavailable"]
-    assert records, gw.log_text()[-2000:]
-    assert any(rec["error"].startswith("WRONGPASS") for rec in records), records
+    def refused():
+        return [rec for rec in gw.log_records()
+                if rec.get("msg") == "redis unavailable" and rec["error"].startswith("WRONGPASS")]
+    # Each worker says why, once a connection got as far as the login (a slow start may say "not ready" first).
+    assert wait_for(lambda: len(refused()) >= 1, 5), gw.log_text()[-2000:]
     log = gw.log_text()
     assert wrong not in log and urllib.parse.quote(wrong, safe="") not in log
 

@@ -340,6 +340,37 @@ static void test_save_round_trips_and_a_new_file_is_0640(void **state) {
   assert_int_equal(files, 1);
 }
 
+/* The key file holds at most VTS_MAX_KEYS entries: one more is refused by the load and by the save alike. */
+static void test_more_than_max_keys_are_refused_by_load_and_save(void **state) {
+  struct fixture *f = *state;
+  struct key_entry *entries = calloc(VTS_MAX_KEYS + 1, sizeof(*entries));
+  assert_non_null(entries);
+  for (int i = 0; i <= VTS_MAX_KEYS; i++) {
+    char key[32];
+    snprintf(entries[i].name, sizeof(entries[i].name), "k%d", i);
+    snprintf(key, sizeof(key), "secret-%d", i);
+    util_sha256_hex(key, strlen(key), entries[i].digest);
+    entries[i].active = 1;
+  }
+  char err[256] = "";
+  assert_int_equal(keystore_save(f->path, entries, VTS_MAX_KEYS + 1, err, sizeof(err)), -EINVAL);
+  assert_string_equal(err, "more than 100000 keys (revoked ones included): remove some first");
+  assert_int_equal(access(f->path, F_OK), -1);
+  assert_int_equal(keystore_save(f->path, entries, VTS_MAX_KEYS, err, sizeof(err)), 0);
+  struct keystore *ks = keystore_load(f->path, err, sizeof(err));
+  assert_non_null(ks);
+  assert_int_equal(keystore_count(ks), VTS_MAX_KEYS);
+  keystore_free(ks);
+  /* One line more, written by hand: the load names it. */
+  FILE *fp = fopen(f->path, "a");
+  assert_non_null(fp);
+  fprintf(fp, "extra\t%s\tactive\t0\t0\t0\n", entries[VTS_MAX_KEYS].digest);
+  fclose(fp);
+  assert_null(keystore_load(f->path, err, sizeof(err)));
+  assert_string_equal(err, "line 100003: more than 100000 keys");
+  free(entries);
+}
+
 static void test_save_refuses_invalid_or_duplicate_entries(void **state) {
   struct fixture *f = *state;
   struct key_entry e[2] = {entry_for("alice", "k1"), entry_for("alice", "k1")};
@@ -388,6 +419,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unreadable_path_fails_with_reason, setup, teardown),
       cmocka_unit_test_setup_teardown(test_many_keys_are_all_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_save_round_trips_and_a_new_file_is_0640, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_more_than_max_keys_are_refused_by_load_and_save, setup, teardown),
       cmocka_unit_test_setup_teardown(test_save_refuses_invalid_or_duplicate_entries, setup, teardown),
       cmocka_unit_test(test_name_pattern),
   };

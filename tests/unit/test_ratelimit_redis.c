@@ -176,6 +176,13 @@ static void test_script_admits_exactly_limit_across_processes(void **state) {
       uv_loop_init(&loop);
       struct ratelimit *rl = ratelimit_new(&loop, &f->cfg);
       if (rl == NULL) _exit(1);
+      /* Connected first (the script loaded), so that no check is decided by the connection's ready deadline. */
+      struct ratelimit_stats st = {0};
+      uint64_t until = util_now_ms() + 5000;
+      while (st.redis_connects == 0 && util_now_ms() < until) {
+        run_for_ms(&loop, 5);
+        ratelimit_stats(rl, &st);
+      }
       struct answers a = {0};
       for (int i = 0; i < CHECKS_PER_PROC; i++) ratelimit_check(rl, &f->key, on_decision, &a);
       while (a.n < CHECKS_PER_PROC) uv_run(&loop, UV_RUN_ONCE);
