@@ -32,28 +32,7 @@
 
 #include "common/config.h"
 #include "gateway/keys/keys.h"
-
-enum rl_outcome {
-  RL_ALLOW = 0,
-  RL_LIMITED,    /* 429 rate_limited + Retry-After */
-  RL_QUOTA,      /* 429 quota_exceeded */
-  RL_UNAVAILABLE /* 503 rate_limit_unavailable + Retry-After (redis down, fail-closed) */
-};
-
-struct rl_decision {
-  enum rl_outcome outcome;
-  int64_t limit;           /* X-RateLimit-Limit */
-  int64_t remaining;       /* X-RateLimit-Remaining */
-  int64_t reset;           /* X-RateLimit-Reset, unix seconds */
-  int64_t retry_after;     /* Retry-After seconds (>= 1) for RL_LIMITED and RL_UNAVAILABLE, else 0 */
-  int64_t quota_limit;     /* monthly quota of the key */
-  int64_t quota_remaining; /* admitted requests left this month (0 when unknown: RL_UNAVAILABLE) */
-  int64_t quota_reset;     /* unix seconds of 00:00 UTC on the 1st of the next month */
-  /* Where the month's unit of an RL_ALLOW was reserved, for ratelimit_refund; RL_STORE_NONE on other outcomes. */
-  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS, RL_STORE_FALLBACK } reserved_in;
-  int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
-  char digest[65];        /* the key's digest, set with reserved_in */
-};
+#include "gateway/limits/ratelimit_calc.h"
 
 /* Called exactly once per ratelimit_check, on the worker's loop thread, maybe before ratelimit_check returns. */
 typedef void (*rl_cb)(void *arg, const struct rl_decision *d);

@@ -1,6 +1,8 @@
 /*
- * Window and month arithmetic shared by the rate-limit providers: pure functions of the wall-clock second, so tests
- * can move the clock. Months are counted without gmtime, from the proleptic Gregorian calendar in UTC.
+ * What a rate-limit check decides, and the window and month arithmetic shared by the providers: pure functions of the
+ * wall-clock second, so tests can move the clock. Months are counted without gmtime, from the proleptic Gregorian
+ * calendar in UTC. The providers (ratelimit_memory, ratelimit_redis) build on this header, never on ratelimit.h, which
+ * builds on them.
  */
 #ifndef VTS_RATELIMIT_CALC_H
 #define VTS_RATELIMIT_CALC_H
@@ -9,7 +11,29 @@
 
 #include "common/config.h"
 #include "gateway/keys/keys.h"
-#include "gateway/limits/ratelimit.h"
+
+/* What a check decides, whichever provider decides it (the headers and the answer ratelimit.h describes). */
+enum rl_outcome {
+  RL_ALLOW = 0,
+  RL_LIMITED,    /* 429 rate_limited + Retry-After */
+  RL_QUOTA,      /* 429 quota_exceeded */
+  RL_UNAVAILABLE /* 503 rate_limit_unavailable + Retry-After (redis down, fail-closed) */
+};
+
+struct rl_decision {
+  enum rl_outcome outcome;
+  int64_t limit;           /* X-RateLimit-Limit */
+  int64_t remaining;       /* X-RateLimit-Remaining */
+  int64_t reset;           /* X-RateLimit-Reset, unix seconds */
+  int64_t retry_after;     /* Retry-After seconds (>= 1) for RL_LIMITED and RL_UNAVAILABLE, else 0 */
+  int64_t quota_limit;     /* monthly quota of the key */
+  int64_t quota_remaining; /* admitted requests left this month (0 when unknown: RL_UNAVAILABLE) */
+  int64_t quota_reset;     /* unix seconds of 00:00 UTC on the 1st of the next month */
+  /* Where the month's unit of an RL_ALLOW was reserved, for ratelimit_refund; RL_STORE_NONE on other outcomes. */
+  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS, RL_STORE_FALLBACK } reserved_in;
+  int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
+  char digest[65];        /* the key's digest, set with reserved_in */
+};
 
 /* The limits that apply to one key: its own where set, else the service defaults. */
 struct rl_limits {

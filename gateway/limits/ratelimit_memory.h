@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/limits/ratelimit.h"
 #include "gateway/limits/ratelimit_calc.h"
 
 #define RLMEM_SNAPSHOT_FILE "quota.snapshot"

@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "gateway/limits/ratelimit.h"
 #include "gateway/limits/ratelimit_calc.h"
 #include "gateway/redis/redis_conn.h"
 

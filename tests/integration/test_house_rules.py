@@ -68,6 +68,24 @@ def test_style_check_names_each_offence(tmp_path):
     assert "  state/quota.snapshot" in out and "  gw.log" in out
 
 
+def test_style_check_refuses_a_circle_of_includes(tmp_path):
+    tree = _scratch_tree(tmp_path, {
+        "gateway/limits/a.h": '#include "gateway/limits/b.h"\n',
+        "gateway/limits/a.c": '#include "gateway/limits/a.h"\n',
+        "gateway/limits/b.h": "struct b_thing;\n",
+        "gateway/limits/b.c": '#include "gateway/limits/b.h"\n#include "gateway/limits/a.h"\n',
+        "common/x.c": CLEAN_C,
+    })
+    r = _check(tree)
+    assert r.returncode == 1, r.stdout
+    out = r.stdout.splitlines()
+    assert out == ["style: include circle (move what both sides need into a header of its own)",
+                   "  gateway/limits/a -> gateway/limits/b -> gateway/limits/a"], r.stdout
+    # One direction only is fine: b no longer includes a.
+    (tree / "gateway/limits/b.c").write_text('#include "gateway/limits/b.h"\n')
+    assert _check(tree).returncode == 0
+
+
 def test_style_check_sees_new_files_before_they_are_committed(tmp_path):
     tree = _scratch_tree(tmp_path, {"common/x.c": CLEAN_C})
     (tree / "proto").mkdir()

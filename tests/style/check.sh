@@ -3,7 +3,8 @@
 #   1. every C file is formatted by the repository's .clang-format (clang-format --dry-run -Werror);
 #   2. production C (common/, proto/, gateway/, fetcher/) calls none of the banned functions: unbounded or
 #      non-reentrant ones (sprintf, strcpy, strtok, gmtime, ...) and parsers without error reporting (atoi, ...);
-#   3. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs).
+#   3. no circle of includes between production modules (a .c and its .h are one module);
+#   4. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs).
 # Prints every offence as file:line and exits 1 when there is any. VTS_STYLE_ROOT checks another tree (its tests).
 set -uo pipefail
 root=${VTS_STYLE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -37,6 +38,39 @@ banned='sprintf|vsprintf|strcpy|strcat|strncat|strtok|gmtime|localtime|asctime|c
 if [ ${#prod_c[@]} -gt 0 ]; then
   offence "banned function (use snprintf, buf_*, strtok_r, gmtime_r, util_parse_i64)" < <(grep -nE \
     "(^|[^A-Za-z0-9_])($banned)[[:space:]]*\(" "${prod_c[@]}")
+fi
+
+# Modules (a .c and its .h) of production code include each other in one direction only: no circle of includes.
+if [ ${#prod_c[@]} -gt 0 ]; then
+  offence "include circle (move what both sides need into a header of its own)" < <(python3 - "${prod_c[@]}" <<'PY'
+import re, sys
+deps = {}
+for f in sys.argv[1:]:
+    mod = f.rsplit(".", 1)[0]
+    with open(f, encoding="utf-8", errors="replace") as src:
+        for line in src:
+            m = re.match(r'\s*#\s*include\s+"([^"]+)\.[ch]"', line)
+            if m and m.group(1) != mod:
+                deps.setdefault(mod, set()).add(m.group(1))
+state, path, seen = {}, [], set()
+def visit(m):
+    state[m] = 1
+    path.append(m)
+    for d in sorted(deps.get(m, ())):
+        if state.get(d) == 1:
+            circle = " -> ".join(path[path.index(d):] + [d])
+            if circle not in seen:
+                seen.add(circle)
+                print(circle)
+        elif d in deps and not state.get(d):
+            visit(d)
+    path.pop()
+    state[m] = 2
+for m in sorted(deps):
+    if not state.get(m):
+        visit(m)
+PY
+  )
 fi
 
 offence "runtime file tracked (git rm --cached it; .gitignore covers it)" < <(git ls-files |
