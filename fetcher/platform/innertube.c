@@ -166,7 +166,8 @@ struct flow {
   struct innertube *it;
   const char *video_id;
   const char *lang;
-  const char *translate; /* "" or the language the chosen track is translated into (tlang) */
+  const char *translate;          /* "" or the language asked for the chosen track's translation */
+  char tlang[PROTO_MAX_LANG + 1]; /* the platform's code of that language, once its reply offered it; else "" */
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
@@ -298,7 +299,7 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
   struct buf url = BUF_INIT;
   struct segment_list segs = {0};
   enum verdict v = V_REFUSED;
-  int rv = innertube_timedtext_url(f->it->up, track->base_url, f->translate, &url);
+  int rv = innertube_timedtext_url(f->it->up, track->base_url, f->tlang, &url);
   if (rv != 0) {
     if (rv == -ENOMEM) {
       set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
@@ -336,8 +337,8 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
     goto done;
   }
   v = V_STOP;
-  /* A translated transcript is in the language it was translated into. */
-  const char *lang = f->translate[0] != '\0' ? f->translate : track->lang;
+  /* A translated transcript is in the language it was translated into, as the platform writes its code. */
+  const char *lang = f->tlang[0] != '\0' ? f->tlang : track->lang;
   rv = transcript_serialize(&segs, lang, "captions", &res->body);
   if (rv == -EILSEQ) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_utf8");
@@ -457,11 +458,13 @@ static enum verdict after_player(struct flow *f, const char *ua, struct innertub
     v = V_DONE;
     goto done;
   }
-  if (f->translate[0] != '\0' && !player_offers_translation(&pi, f->translate)) {
+  const char *code = f->translate[0] != '\0' ? player_translation_code(&pi, f->translate) : "";
+  if (code == NULL) {
     set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "translation_not_offered");
     v = V_DONE;
     goto done;
   }
+  snprintf(f->tlang, sizeof(f->tlang), "%s", code);
   v = fetch_track(f, ua, &pi.tracks[idx], res);
 done:
   player_info_free(&pi);

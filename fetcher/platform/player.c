@@ -599,11 +599,11 @@ int player_choose_track(const struct player_info *pi, const char *lang) {
   return -1;
 }
 
-int player_offers_translation(const struct player_info *pi, const char *lang) {
+const char *player_translation_code(const struct player_info *pi, const char *lang) {
   for (size_t i = 0; i < pi->ntranslations; i++) {
-    if (strcmp(pi->translations[i].lang, lang) == 0) return 1;
+    if (strcasecmp(pi->translations[i].lang, lang) == 0) return pi->translations[i].lang;
   }
-  return 0;
+  return NULL;
 }
 
 /* Appends "key":"value" (value JSON-escaped) with a leading comma unless first. */

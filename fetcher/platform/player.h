@@ -74,8 +74,11 @@ void player_info_free(struct player_info *pi);
  */
 int player_choose_track(const struct player_info *pi, const char *lang);
 
-/* Whether the platform offers translation into lang (a languageCode of translationLanguages, exactly). */
-int player_offers_translation(const struct player_info *pi, const char *lang);
+/*
+ * The platform's own code of the translation language lang among translationLanguages, compared without regard to
+ * case ("zh-hant" finds "zh-Hant"): a pointer into pi, valid while pi is, or NULL when the platform does not offer it.
+ */
+const char *player_translation_code(const struct player_info *pi, const char *lang);
 
 /*
  * Appends the public body of GET /v1/video/tracks to out: {"tracks":[{"language","name","kind","translatable"}...],

@@ -163,36 +163,59 @@ static int number_ms(const char *s, size_t len, int64_t *ms) {
   return 0;
 }
 
-/* Writes t as HH:MM:SS followed by sep and the milliseconds (hours may run past 99). */
-static int put_time(struct buf *b, int64_t ms, char sep) {
-  return buf_printf(b, "%02lld:%02lld:%02lld%c%03lld", (long long)(ms / 3600000), (long long)(ms / 60000 % 60),
-                    (long long)(ms / 1000 % 60), sep, (long long)(ms % 1000));
+/* Writes v in decimal, with leading zeros up to min_digits, into out (room for 20). Returns the length. */
+static size_t format_uint(char *out, uint64_t v, size_t min_digits) {
+  char digits[20];
+  size_t nd = 0;
+  do {
+    digits[nd++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  while (nd < min_digits) digits[nd++] = '0';
+  size_t n = 0;
+  while (nd > 0) out[n++] = digits[--nd];
+  return n;
 }
 
 /*
+ * Writes ms as HH:MM:SS followed by sep and the milliseconds (hours may run past 99) into out, which has room for
+ * 30 characters. Returns the length. By hand rather than with printf: a transcript has thousands of cues.
+ */
+static size_t format_time(char *out, int64_t ms, char sep) {
+  size_t n = format_uint(out, (uint64_t)(ms / 3600000), 2);
+  out[n++] = ':';
+  n += format_uint(out + n, (uint64_t)(ms / 60000 % 60), 2);
+  out[n++] = ':';
+  n += format_uint(out + n, (uint64_t)(ms / 1000 % 60), 2);
+  out[n++] = sep;
+  n += format_uint(out + n, (uint64_t)(ms % 1000), 3);
+  return n;
+}
+
+/* The WebVTT escape of c, or NULL when c stands for itself. */
+static const char *vtt_escape(char c) { return c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : NULL; }
+
+/*
  * Appends a cue's text: line breaks kept, but never an empty line (which would end the cue), and in WebVTT the three
- * characters its cue text reserves escaped.
+ * characters its cue text reserves escaped. Plain runs are appended whole.
  */
 static int put_cue_text(struct buf *b, enum render_format f, const char *s, size_t len) {
   int rv = 0;
   int pending_break = 0;
-  for (size_t i = 0; i < len && rv == 0; i++) {
-    char c = s[i];
-    if (c == '\r' || c == '\n') {
+  size_t i = 0;
+  while (i < len && rv == 0) {
+    if (s[i] == '\r' || s[i] == '\n') {
       pending_break = 1;
+      i++;
       continue;
     }
     if (pending_break) rv = buf_append(b, "\n", 1);
     pending_break = 0;
-    if (rv != 0) break;
-    if (f == RENDER_VTT && c == '&')
-      rv = buf_puts(b, "&amp;");
-    else if (f == RENDER_VTT && c == '<')
-      rv = buf_puts(b, "&lt;");
-    else if (f == RENDER_VTT && c == '>')
-      rv = buf_puts(b, "&gt;");
-    else
-      rv = buf_append(b, &c, 1);
+    size_t run = i;
+    while (run < len && s[run] != '\r' && s[run] != '\n' && (f != RENDER_VTT || vtt_escape(s[run]) == NULL)) run++;
+    if (rv == 0 && run > i) rv = buf_append(b, s + i, run - i);
+    if (rv == 0 && run < len && f == RENDER_VTT && vtt_escape(s[run]) != NULL) rv = buf_puts(b, vtt_escape(s[run++]));
+    i = run;
   }
   return rv;
 }
@@ -208,16 +231,23 @@ static int has_content(const char *s, size_t len) {
 static int emit_cue(struct reader *r) {
   if (r->start_ms < 0 || r->dur_ms < 0) return -EPROTO;
   if (!has_content(r->text.data, r->text.len)) return 0;
-  struct buf *b = r->out;
+  /* "N\n" and "HH:MM:SS,mmm --> HH:MM:SS,mmm\n", each time at most 30 characters. */
+  char head[96];
+  size_t n = 0;
   char sep = r->format == RENDER_SRT ? ',' : '.';
   r->cues++;
-  int rv = r->format == RENDER_SRT ? buf_printf(b, "%u\n", r->cues) : 0;
-  if (rv == 0) rv = put_time(b, r->start_ms, sep);
-  if (rv == 0) rv = buf_puts(b, " --> ");
-  if (rv == 0) rv = put_time(b, r->start_ms + r->dur_ms, sep);
-  if (rv == 0) rv = buf_append(b, "\n", 1);
-  if (rv == 0) rv = put_cue_text(b, r->format, r->text.data, r->text.len);
-  if (rv == 0) rv = buf_puts(b, "\n\n");
+  if (r->format == RENDER_SRT) {
+    n = format_uint(head, r->cues, 1);
+    head[n++] = '\n';
+  }
+  n += format_time(head + n, r->start_ms, sep);
+  memcpy(head + n, " --> ", 5);
+  n += 5;
+  n += format_time(head + n, r->start_ms + r->dur_ms, sep);
+  head[n++] = '\n';
+  int rv = buf_append(r->out, head, n);
+  if (rv == 0) rv = put_cue_text(r->out, r->format, r->text.data, r->text.len);
+  if (rv == 0) rv = buf_append(r->out, "\n\n", 2);
   return rv != 0 ? -ENOMEM : 0;
 }
 

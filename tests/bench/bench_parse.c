@@ -9,24 +9,12 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "tests/bench/bench_timing.h"
 #include "common/util.h"
 #include "fetcher/captions/captions.h"
 #include "fetcher/captions/transcript.h"
 
 #define SEGMENTS 1500
-#define DEFAULT_ITERATIONS 200
-#define MAX_ITERATIONS 100000
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* A body in the shape of an ASR json3 track: a window event, word segs with offsets, line-break appends. */
 static int make_body(struct buf *b) {
@@ -51,11 +39,8 @@ static int make_body(struct buf *b) {
 }
 
 int main(int argc, char **argv) {
-  int64_t iterations = DEFAULT_ITERATIONS;
-  if (argc > 1 && util_parse_i64(argv[1], 1, MAX_ITERATIONS, &iterations) < 0) {
-    fprintf(stderr, "usage: %s [iterations 1..%d]\n", argv[0], MAX_ITERATIONS);
-    return 2;
-  }
+  int64_t iterations;
+  if (bench_iterations(argc, argv, &iterations) != 0) return 2;
   struct buf body = BUF_INIT, out = BUF_INIT;
   double *times = calloc((size_t)iterations, sizeof(*times));
   double *parse_times = calloc((size_t)iterations, sizeof(*parse_times));
@@ -66,11 +51,11 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < iterations; i++) {
     struct segment_list sl;
     buf_reset(&out);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     int rv = captions_parse(body.data, body.len, &sl);
-    parse_times[i] = now_ms() - t0;
+    parse_times[i] = bench_now_ms() - t0;
     if (rv == 0) rv = transcript_serialize(&sl, "en", "captions", &out);
-    times[i] = now_ms() - t0;
+    times[i] = bench_now_ms() - t0;
     size_t n = sl.len;
     segment_list_free(&sl);
     if (rv < 0 || n != SEGMENTS) {
@@ -78,8 +63,8 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  qsort(times, (size_t)iterations, sizeof(*times), cmp_double);
-  qsort(parse_times, (size_t)iterations, sizeof(*parse_times), cmp_double);
+  qsort(times, (size_t)iterations, sizeof(*times), bench_cmp_double);
+  qsort(parse_times, (size_t)iterations, sizeof(*parse_times), bench_cmp_double);
   printf("bench_parse: %d segments, json3 body %zu bytes, transcript %zu bytes, %lld iterations\n", SEGMENTS, body.len,
          out.len, (long long)iterations);
   printf("median %.3f ms per transcript (min %.3f, p90 %.3f; target <= 5 ms)\n", times[iterations / 2], times[0],

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import ACTIVE_KEY
+from conftest import ACTIVE_KEY, parse_responses, raw_exchange
 from stack import Stack
 
 FORMAT_ERROR = b'{"error":{"code":"bad_request","message":"format must be one of json, text, srt, vtt."}}'
@@ -164,3 +164,18 @@ def test_head_announces_the_length_of_the_rendered_body(stack):
     assert head.body == b""
     assert head.headers["content-length"] == str(len(get.body))
     assert head.headers["content-type"] == "text/vtt; charset=utf-8"
+
+
+def test_repeated_accept_lines_form_one_list_and_an_oversized_one_is_ignored(stack):
+    def content_type(accept_lines):
+        head = "".join("Accept: %s\r\n" % a for a in accept_lines)
+        raw = raw_exchange(stack.gateway.port, (
+            "GET /v1/video/transcript?video_id=capJson3xx1 HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\n%s"
+            "Connection: close\r\n\r\n" % (ACTIVE_KEY, head)).encode())
+        (status, headers, _), = parse_responses(raw)
+        assert status == 200, raw[:300]
+        return headers["content-type"]
+    assert content_type(["text/html;q=0.9", "text/vtt"]) == "text/vtt; charset=utf-8"
+    # Past 512 bytes the header is not read at all: the answer is JSON.
+    assert content_type(["application/x-foo;q=0.1, " * 25 + "text/plain"]) == "application/json"
+    assert content_type(["application/x-foo;q=0.1, " * 15 + "text/plain"]) == "text/plain; charset=utf-8"

@@ -8,7 +8,7 @@ import urllib.parse
 import pytest
 
 from conftest import ACTIVE_KEY
-from stack import Stack, harness
+from stack import Stack, harness, metric
 
 NOT_AVAILABLE = (b'{"error":{"code":"transcript_not_available",'
                  b'"message":"No accessible transcript was found for this video."}}')
@@ -166,3 +166,10 @@ def test_other_methods_are_405_with_allow(stack):
     r = stack.gateway.request("POST", "/v1/video/tracks?video_id=fourLangs01", headers={"x-api-key": ACTIVE_KEY})
     assert r.status == 405, r
     assert r.headers["allow"] == "GET, HEAD"
+
+
+def test_tracks_answers_are_counted_under_their_own_route(stack):
+    before = metric(stack.metrics(), "vts_http_requests_total", route="/v1/video/tracks", status="200")
+    assert tracks(stack, "video_id=fourLangs01").status == 200
+    after = metric(stack.metrics(), "vts_http_requests_total", route="/v1/video/tracks", status="200")
+    assert after == before + 1, (before, after)

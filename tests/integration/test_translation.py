@@ -91,6 +91,14 @@ def test_a_video_without_captions_has_nothing_to_translate(stack):
     assert r.body == NOT_AVAILABLE
 
 
+def test_the_language_is_matched_without_regard_to_case_and_answered_as_the_platform_writes_it(stack):
+    stack.upstream.reset()
+    r = stack.get(query="video_id=multiLang01&language=de&translate=zh-hant")
+    assert r.status == 200, r
+    assert r.json()["language"] == "zh-Hant"
+    assert tlangs(stack, "multiLang01") == [["zh-Hant"]]
+
+
 def test_the_real_translation_list_decides(stack):
     # realTracks1 offers the 18 translation languages of the captured reply: Arabic is one, Polish is not.
     r = stack.get(query="video_id=realTracks1&translate=ar")

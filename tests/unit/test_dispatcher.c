@@ -295,18 +295,25 @@ static void fetcher_expect_nothing(struct peer *f, int ms) {
   }
 }
 
-static uint32_t worker_send(struct peer *w, const char *video_id, const char *lang) {
+/* Sends a worker's request for a job of kind on video_id, in lang, translated into translate ("" for none). */
+static uint32_t worker_send_job(struct peer *w, uint8_t kind, const char *video_id, const char *lang,
+                                const char *translate) {
   struct proto_job j;
   memset(&j, 0, sizeof(j));
-  j.kind = PROTO_KIND_CAPTIONS;
+  j.kind = kind;
   memcpy(j.video_id, video_id, 12);
   snprintf(j.lang, sizeof(j.lang), "%s", lang);
+  snprintf(j.translate, sizeof(j.translate), "%s", translate);
   snprintf(j.request_id, sizeof(j.request_id), "req-%s", video_id);
   struct buf b = BUF_INIT;
   assert_int_equal(proto_encode_job(&b, &j), 0);
   uint32_t id = peer_send(w, &b);
   buf_free(&b);
   return id;
+}
+
+static uint32_t worker_send(struct peer *w, const char *video_id, const char *lang) {
+  return worker_send_job(w, PROTO_KIND_CAPTIONS, video_id, lang, "");
 }
 
 static int worker_reply(struct peer *w, int timeout_ms, struct reply *r) {
@@ -656,6 +663,51 @@ static void test_no_captions_becomes_a_speech_job_when_speech_is_on(void **state
   assert_int_equal(r.res.source, PROTO_SOURCE_SPEECH);
   expect_body(&r.res, BODY_OK);
   reply_free(&r);
+  rig_down(&g);
+}
+
+/* Answers the one job the fetcher is given, checking its kind and translation, and reads the worker's reply. */
+static void serve_one(struct rig *g, uint8_t kind, const char *translate, uint8_t outcome, const char *body,
+                      uint8_t want_outcome) {
+  struct proto_job job;
+  struct reply r;
+  assert_int_equal(fetcher_job(&g->f, 2000, &job), 0);
+  assert_int_equal(job.kind, kind);
+  assert_string_equal(job.translate, translate);
+  fetcher_result(&g->f, job.job_id, outcome, kind == PROTO_KIND_TRACKS ? PROTO_SOURCE_NONE : PROTO_SOURCE_CAPTIONS,
+                 body);
+  assert_int_equal(worker_reply(&g->w, 2000, &r), 0);
+  assert_int_equal(r.res.outcome, want_outcome);
+  if (body != NULL) expect_body(&r.res, body);
+  reply_free(&r);
+}
+
+static void test_tracks_and_translations_are_jobs_and_cache_entries_of_their_own(void **state) {
+  (void)state;
+  struct rig g;
+  struct reply r;
+  static const char tracks[] = "{\"tracks\":[],\"translationLanguages\":[]}";
+  const char *env[] = {"VTS_SPEECH_FALLBACK=true", NULL};
+  rig_up(&g, env, true, true);
+  /* A translation of a video without captions is not available: no speech job follows. */
+  worker_send_job(&g.w, PROTO_KIND_CAPTIONS, VID_A, "en", "fr");
+  serve_one(&g, PROTO_KIND_CAPTIONS, "fr", PROTO_NO_CAPTIONS, NULL, PROTO_NOT_AVAILABLE);
+  worker_send_job(&g.w, PROTO_KIND_CAPTIONS, VID_A, "en", "fr");
+  assert_int_equal(worker_reply(&g.w, 500, &r), 0);
+  assert_int_equal(r.res.outcome, PROTO_NOT_AVAILABLE); /* cached for the negative lifetime */
+  reply_free(&r);
+  fetcher_expect_nothing(&g.f, QUIET_MS);
+  /* Neither the tracks nor the untranslated transcript are that cached answer. */
+  worker_send_job(&g.w, PROTO_KIND_TRACKS, VID_A, "", "");
+  serve_one(&g, PROTO_KIND_TRACKS, "", PROTO_OK, tracks, PROTO_OK);
+  worker_send_job(&g.w, PROTO_KIND_CAPTIONS, VID_A, "en", "");
+  serve_one(&g, PROTO_KIND_CAPTIONS, "", PROTO_OK, BODY_OK, PROTO_OK);
+  /* The tracks are cached under their own key. */
+  worker_send_job(&g.w, PROTO_KIND_TRACKS, VID_A, "", "");
+  assert_int_equal(worker_reply(&g.w, 500, &r), 0);
+  expect_body(&r.res, tracks);
+  reply_free(&r);
+  fetcher_expect_nothing(&g.f, QUIET_MS);
   rig_down(&g);
 }
 
@@ -1105,6 +1157,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_no_captions_is_not_available_when_speech_is_off, kill_leftover),
       cmocka_unit_test_teardown(test_no_captions_becomes_a_speech_job_when_speech_is_on, kill_leftover),
       cmocka_unit_test_teardown(test_captions_go_first_and_speech_respects_its_limit, kill_leftover),
+      cmocka_unit_test_teardown(test_tracks_and_translations_are_jobs_and_cache_entries_of_their_own, kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_speaking_garbage_fails_its_job, kill_leftover),
       cmocka_unit_test_teardown(test_ok_result_that_is_not_a_transcript_fails_its_job_and_is_not_cached, kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_connections_beyond_the_limit_get_no_job, kill_leftover),

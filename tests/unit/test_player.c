@@ -446,9 +446,10 @@ static void test_tracks_carry_name_and_translatable_and_the_reply_its_translatio
   assert_int_equal(pi.ntranslations, 1);
   assert_string_equal(pi.translations[0].lang, "af");
   assert_string_equal(pi.translations[0].name, "Afrikaans");
-  assert_true(player_offers_translation(&pi, "af"));
-  assert_false(player_offers_translation(&pi, "fr"));
-  assert_false(player_offers_translation(&pi, "AF"));
+  assert_ptr_equal(player_translation_code(&pi, "af"), pi.translations[0].lang);
+  assert_ptr_equal(player_translation_code(&pi, "AF"), pi.translations[0].lang); /* the platform's spelling */
+  assert_null(player_translation_code(&pi, "fr"));
+  assert_null(player_translation_code(&pi, "a"));
   player_info_free(&pi);
 }
 
