@@ -39,22 +39,6 @@ typedef void (*rl_cb)(void *arg, const struct rl_decision *d);
 
 struct ratelimit;
 
-/* Counters of one worker's limiter, for metrics. */
-struct ratelimit_stats {
-  uint64_t checks;         /* ratelimit_check calls */
-  uint64_t allowed;        /* RL_ALLOW */
-  uint64_t limited;        /* RL_LIMITED */
-  uint64_t quota_exceeded; /* RL_QUOTA */
-  uint64_t unavailable;    /* RL_UNAVAILABLE */
-  uint64_t fallbacks;      /* decided by the memory limiter because Redis could not answer (fail-open) */
-  uint64_t table_full;     /* refused because the shared table had no slot left for a new key */
-  uint64_t refunds;        /* quota units given back (ratelimit_refund) */
-  uint64_t redis_timeouts; /* commands unanswered within VTS_REDIS_COMMAND_TIMEOUT_MS */
-  uint64_t redis_errors;   /* error or malformed replies, lost connections under a command */
-  uint64_t redis_noscript; /* EVALSHA answered NOSCRIPT and was retried with EVAL */
-  uint64_t redis_connects; /* connections set up (first one included) */
-};
-
 /* Master, before fork: creates the shared-memory table (memory provider, also redis fallback). Returns 0 or -errno. */
 int ratelimit_shm_init(const struct vts_config *cfg);
 /*

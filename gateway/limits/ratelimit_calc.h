@@ -1,8 +1,8 @@
 /*
- * What a rate-limit check decides, and the window and month arithmetic shared by the providers: pure functions of the
- * wall-clock second, so tests can move the clock. Months are counted without gmtime, from the proleptic Gregorian
- * calendar in UTC. The providers (ratelimit_memory, ratelimit_redis) build on this header, never on ratelimit.h, which
- * builds on them.
+ * What a rate-limit check decides and what a limiter counts, and the window and month arithmetic shared by the
+ * providers: pure functions of the wall-clock second, so tests can move the clock. Months are counted without gmtime,
+ * from the proleptic Gregorian calendar in UTC. The providers (ratelimit_memory, ratelimit_redis) build on this header,
+ * never on ratelimit.h, which builds on them.
  */
 #ifndef VTS_RATELIMIT_CALC_H
 #define VTS_RATELIMIT_CALC_H
@@ -33,6 +33,22 @@ struct rl_decision {
   enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS, RL_STORE_FALLBACK } reserved_in;
   int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
   char digest[65];        /* the key's digest, set with reserved_in */
+};
+
+/* Counters of one worker's limiter, for metrics. */
+struct ratelimit_stats {
+  uint64_t checks;         /* ratelimit_check calls */
+  uint64_t allowed;        /* RL_ALLOW */
+  uint64_t limited;        /* RL_LIMITED */
+  uint64_t quota_exceeded; /* RL_QUOTA */
+  uint64_t unavailable;    /* RL_UNAVAILABLE */
+  uint64_t fallbacks;      /* decided by the memory limiter because Redis could not answer (fail-open) */
+  uint64_t table_full;     /* refused because the shared table had no slot left for a new key */
+  uint64_t refunds;        /* quota units given back (ratelimit_refund) */
+  uint64_t redis_timeouts; /* commands unanswered within VTS_REDIS_COMMAND_TIMEOUT_MS */
+  uint64_t redis_errors;   /* error or malformed replies, lost connections under a command */
+  uint64_t redis_noscript; /* EVALSHA answered NOSCRIPT and was retried with EVAL */
+  uint64_t redis_connects; /* connections set up (first one included) */
 };
 
 /* The limits that apply to one key: its own where set, else the service defaults. */
