@@ -807,10 +807,19 @@ static void test_fetcher_connections_beyond_the_limit_get_no_job(void **state) {
   assert_int_equal(fetcher_job(&g.f, 2000, &job), 0);
   uint64_t job_a = job.job_id;
   struct peer f2;
-  peer_open(&f2, g.d.jobs_url);
+  memset(&f2, 0, sizeof(f2));
+  assert_int_equal(nng_req0_open_raw(&f2.s), 0);
   /*
-   * Its connections are closed as soon as they are made, so its READY may find none to go out on: it is offered for
-   * a while and dropped if it cannot leave, never blocking the test.
+   * Refused at once, a peer would redial every few milliseconds and churn connections through the dispatcher's
+   * shutdown, where nng 1.5.2 may leave one half made (a leak report under ASan): it dials once here.
+   */
+  assert_int_equal(nng_socket_set_ms(f2.s, NNG_OPT_RECONNMINT, 60000), 0);
+  assert_int_equal(nng_socket_set_ms(f2.s, NNG_OPT_RECONNMAXT, 60000), 0);
+  dial_wait(f2.s, g.d.jobs_url);
+  /*
+   * Its connections are closed as soon as they are made, so its READY may find none to go out on: it is offered
+   * once, without waiting, and dropped if it cannot leave (a message left queued on a socket without a connection is
+   * never freed by nng 1.5.2's close), never blocking the test.
    */
   struct buf b = BUF_INIT;
   nng_msg *m;
@@ -819,16 +828,15 @@ static void test_fetcher_connections_beyond_the_limit_get_no_job(void **state) {
   assert_int_equal(nng_msg_header_append_u32(m, 0x80000000u | ++f2.last_id), 0);
   assert_int_equal(nng_msg_append(m, b.data, b.len), 0);
   buf_free(&b);
-  assert_int_equal(nng_socket_set_ms(f2.s, NNG_OPT_SENDTIMEO, QUIET_MS), 0);
-  if (nng_sendmsg(f2.s, m, 0) != 0) nng_msg_free(m);
+  if (nng_sendmsg(f2.s, m, NNG_FLAG_NONBLOCK) != 0) nng_msg_free(m);
   worker_send(&g.w, VID_B, "en");
   fetcher_expect_nothing(&f2, QUIET_MS);
+  peer_close(&f2);
   fetcher_result(&g.f, job_a, PROTO_OK, PROTO_SOURCE_CAPTIONS, BODY_OK);
   assert_int_equal(worker_reply(&g.w, 2000, &r), 0);
   reply_free(&r);
   assert_int_equal(fetcher_job(&g.f, 2000, &job), 0);
   assert_string_equal(job.video_id, VID_B);
-  peer_close(&f2);
   rig_down(&g);
 }
 
