@@ -11,10 +11,20 @@ import time
 from pathlib import Path
 
 
+_ports_given = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now, and never one this process was given before: a gateway's HTTP, jobs and
+    metrics ports are picked one after the other, and the kernel may offer a port again once its probe is closed."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_given:
+            _ports_given.add(port)
+            return port
+    raise RuntimeError("no fresh free port in 100 tries")
 
 
 def write_keyfile(path, entries):
