@@ -3,7 +3,7 @@
 
     python3 fake_upstream.py --port N      (0 picks a free port; prints "READY <port>" once listening)
 
-It serves the shapes of the real platform, written from scratch after the captures in /work/shared/fixtures: the
+It serves the shapes of the real platform, written from scratch after the captures in ../shared/fixtures: the
 watch page (with its consent wall and its recaptcha page), POST /youtubei/v1/player, /api/timedtext in json3, srv3
 and srv1, and an audio URL. Caption baseUrls name https://www.youtube.com, as the real ones do, so the fetcher's
 mapping onto VTS_UPSTREAM_URL is exercised by every test.
@@ -87,7 +87,7 @@ platform translates a translatable track. Every timedtext query, tlang included,
 Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
 
-With --captures DIR (the youtube-transcript-api folder of /work/shared/fixtures), four more ids serve the real
+With --captures DIR (the youtube-transcript-api folder of ../shared/fixtures), four more ids serve the real
 captured pages, read at start and never copied into the project; their player is OK like capJson3xx1:
 
 | realWatch01 | the captured watch page (its INNERTUBE_API_KEY is then the only key accepted for it)     |
