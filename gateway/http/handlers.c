@@ -39,6 +39,10 @@ struct transcript {
   char rl_headers[RL_HEADERS_BYTES];
   enum render_format format; /* of a 200; errors are always JSON */
   uint8_t kind;              /* PROTO_KIND_CAPTIONS or PROTO_KIND_TRACKS */
+  /* The query, read once when the request arrives; its 400 (query_error) is answered after the limiter. */
+  struct transcript_query q;
+  enum api_error query_error;
+  struct proto_job job; /* what the query asks, as the dispatcher and the caches see it (when query_error is API_OK) */
   /* A revalidation the worker already matched: the entity or validator it matched (a reference), else NULL. */
   struct entity *ent;
 };
@@ -215,30 +219,37 @@ static void on_rate_decided(void *arg, const struct rl_decision *d) {
     respond_entity(t, t->ent);
     goto done;
   }
-  struct transcript_query q;
-  const char *qs = req->query != NULL ? req->query : "";
-  enum api_error qe = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, &q)
-                                                   : query_parse_transcript(qs, req->query_len, &q);
-  if (qe != API_OK) {
-    transcript_error(t, qe);
+  if (t->query_error != API_OK) {
+    transcript_error(t, t->query_error);
     goto done;
   }
-  /* The track list is JSON only; a transcript's format is the parameter's, else the Accept header's. */
-  if (t->kind == PROTO_KIND_CAPTIONS)
-    t->format = q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len);
-  struct proto_job job;
-  memset(&job, 0, sizeof(job));
-  job.kind = t->kind;
-  job.deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
-  memcpy(job.video_id, q.video_id, sizeof(job.video_id));
-  snprintf(job.lang, sizeof(job.lang), "%s", q.lang);
-  snprintf(job.translate, sizeof(job.translate), "%s", q.translate);
-  snprintf(job.request_id, sizeof(job.request_id), "%s", req->request_id);
   /* From here the dispatch callback owns t and the request's hold (it may run before dispatch_submit returns). */
-  if (dispatch_submit(&job, on_dispatched, t) == 0) return;
+  if (dispatch_submit(&t->job, on_dispatched, t) == 0) return;
   transcript_error(t, API_ERR_FETCH_FAILED);
 done:
   transcript_free(t);
+}
+
+/*
+ * Reads the query once: the parameters' 400 (kept for after the limiter), the format of a 200 (the parameter's, else
+ * the Accept header's; a track list is JSON only) and the job it asks for.
+ */
+static void read_query(struct transcript *t) {
+  struct http_request *req = t->req;
+  struct transcript_query *q = &t->q;
+  const char *qs = req->query != NULL ? req->query : "";
+  t->query_error = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, q)
+                                                : query_parse_transcript(qs, req->query_len, q);
+  if (t->query_error != API_OK) return;
+  if (t->kind == PROTO_KIND_CAPTIONS)
+    t->format = q->format_given ? q->format : render_format_from_accept(req->accept, req->accept_len);
+  struct proto_job *job = &t->job;
+  job->kind = t->kind;
+  job->deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
+  memcpy(job->video_id, q->video_id, sizeof(job->video_id));
+  snprintf(job->lang, sizeof(job->lang), "%s", q->lang);
+  snprintf(job->translate, sizeof(job->translate), "%s", q->translate);
+  snprintf(job->request_id, sizeof(job->request_id), "%s", req->request_id);
 }
 
 /*
@@ -246,26 +257,14 @@ done:
  * dispatcher keeps the answer): the entity whose form the request's If-None-Match names, or NULL. Decided before the
  * limiter so that the 304 is answered without the dispatcher; bad parameters and other formats take the usual path.
  */
-static struct entity *revalidation(const struct http_request *req, uint8_t kind) {
-  struct transcript_query q;
-  const char *qs = req->query != NULL ? req->query : "";
-  enum api_error qe = kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, &q)
-                                                : query_parse_transcript(qs, req->query_len, &q);
-  if (qe != API_OK) return NULL;
-  if (kind == PROTO_KIND_CAPTIONS &&
-      (q.format_given ? q.format : render_format_from_accept(req->accept, req->accept_len)) != RENDER_JSON)
-    return NULL;
-  struct proto_job job;
-  memset(&job, 0, sizeof(job));
-  job.kind = kind;
-  snprintf(job.lang, sizeof(job.lang), "%s", q.lang);
-  snprintf(job.translate, sizeof(job.translate), "%s", q.translate);
+static struct entity *revalidation(const struct transcript *t) {
+  if (t->query_error != API_OK || t->format != RENDER_JSON) return NULL;
   char key[PROTO_MAX_JOB_KEY + 1];
-  proto_job_key(&job, key);
-  struct entity *ent = dispatch_cached(q.video_id, key);
+  proto_job_key(&t->job, key);
+  struct entity *ent = dispatch_cached(t->job.video_id, key);
   enum entity_coding coding;
   char etag[ENTITY_ETAG_BYTES];
-  if (ent != NULL && choose_form(req, ent, &coding, etag)) return ent;
+  if (ent != NULL && choose_form(t->req, ent, &coding, etag)) return ent;
   entity_unref(ent);
   return NULL;
 }
@@ -288,7 +287,8 @@ static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uin
   t->kind = kind;
   t->key = *key;
   http_request_hold(req);
-  if (req->if_none_match != NULL) t->ent = revalidation(req, kind);
+  read_query(t);
+  if (req->if_none_match != NULL) t->ent = revalidation(t);
   ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
 }
 
