@@ -865,10 +865,16 @@ static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
   atomic_store_explicit(&m->jobs_total[PROTO_KIND_SPEECH], st->speech_jobs, memory_order_relaxed);
   atomic_store_explicit(&m->jobs_queued, (int64_t)st->jobs_queued, memory_order_relaxed);
   atomic_store_explicit(&m->jobs_in_flight, (int64_t)st->jobs_in_flight, memory_order_relaxed);
+  atomic_store_explicit(&m->speech_in_flight, (int64_t)st->speech_in_flight, memory_order_relaxed);
   atomic_store_explicit(&m->fetchers_connected, (int64_t)st->fetchers_connected, memory_order_relaxed);
   atomic_store_explicit(&m->fetchers_idle, (int64_t)st->fetchers_idle, memory_order_relaxed);
   atomic_store_explicit(&m->fetchers_lost_with_job, st->fetcher_lost, memory_order_relaxed);
   atomic_store_explicit(&m->job_deadline_expired, st->queue_timeouts + st->run_timeouts, memory_order_relaxed);
+  atomic_store_explicit(&m->jobs_declined, st->jobs_declined, memory_order_relaxed);
+  atomic_store_explicit(&m->results_refused, st->results_refused, memory_order_relaxed);
+  atomic_store_explicit(&m->fetchers_refused, st->fetchers_refused, memory_order_relaxed);
+  atomic_store_explicit(&m->rejected_full, st->rejected_full, memory_order_relaxed);
+  atomic_store_explicit(&m->protocol_errors, st->protocol_errors, memory_order_relaxed);
   atomic_store_explicit(&m->cache_bytes, (int64_t)st->cache_bytes, memory_order_relaxed);
   atomic_store_explicit(&m->cache_entries, (int64_t)st->cache_entries, memory_order_relaxed);
 }

@@ -71,10 +71,16 @@ struct metrics_dispatcher {
   _Atomic uint64_t jobs_total[3]; /* by kind: 1 captions, 2 speech */
   _Atomic int64_t jobs_queued;
   _Atomic int64_t jobs_in_flight;
+  _Atomic int64_t speech_in_flight;
   _Atomic int64_t fetchers_connected;
   _Atomic int64_t fetchers_idle;
   _Atomic uint64_t fetchers_lost_with_job;
   _Atomic uint64_t job_deadline_expired;
+  _Atomic uint64_t jobs_declined;    /* given back unrun by a busy fetcher */
+  _Atomic uint64_t results_refused;  /* OK results whose body was not what the job asked for */
+  _Atomic uint64_t fetchers_refused; /* connections closed at once: VTS_JOBS_MAX_FETCHERS reached */
+  _Atomic uint64_t rejected_full;    /* requests refused: VTS_DISPATCH_MAX_JOBS jobs pending */
+  _Atomic uint64_t protocol_errors;  /* malformed or out-of-order link messages */
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
   _Atomic int64_t cache_bytes;

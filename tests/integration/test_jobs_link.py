@@ -160,6 +160,7 @@ def test_result_that_is_not_a_transcript_fails_its_job_and_nothing_is_cached(tls
         assert (box["result"].status, box["result"].json()) == (500, FETCH_FAILED)
         refused = [x for x in tls_gateway.log_records() if x.get("msg") == "fetcher result refused: not what its job asked for"]
         assert [(x["video_id"], x["why"]) for x in refused] == [("capJson3xx1", "not_a_transcript")]
+        assert wait_for(lambda: tls_gateway.metric("vts_dispatch_results_refused_total") == 1, 5)
 
         # Nothing was kept: the next request for the video is a new job, and a real transcript is served as sent.
         t, box = in_thread(get_transcript, tls_gateway, "capJson3xx1")
@@ -170,6 +171,48 @@ def test_result_that_is_not_a_transcript_fails_its_job_and_nothing_is_cached(tls
         assert (box["result"].status, box["result"].body) == (200, TRANSCRIPT)
     finally:
         fake.close()
+
+
+def test_declined_job_goes_first_in_line_and_is_counted(tls_gateway, certs):
+    fake = FakeFetcher(tls_gateway.jobs_port, certs.client_context("fetcher"))
+    try:
+        fake.request(READY)
+        t, box = in_thread(get_transcript, tls_gateway, "capJson3xx1")
+        job = decode_job(fake.recv())
+        fake.request(harness.encode_decline(job["job_id"]))
+        assert fake.recv() == READY  # given back: the fetcher is answered at once and asks again when it wants
+        assert wait_for(lambda: tls_gateway.metric("vts_dispatch_jobs_declined_total") == 1, 5)
+        fake.request(READY)
+        again = decode_job(fake.recv())
+        assert (again["job_id"], again["video_id"]) == (job["job_id"], "capJson3xx1")
+        fake.request(encode_result(again["job_id"], harness.PROTO_OK, body=TRANSCRIPT))
+        t.join(10)
+        assert (box["result"].status, box["result"].body) == (200, TRANSCRIPT)
+        assert tls_gateway.metric("vts_dispatch_jobs_declined_total") == 1
+    finally:
+        fake.close()
+
+
+def test_connection_beyond_max_fetchers_is_closed_and_counted(tmp_path):
+    gw = Gateway(tmp_path, env={"VTS_JOBS_MAX_FETCHERS": "1"})
+    gw.start()
+    first = second = None
+    try:
+        assert wait_for(lambda: dispatcher_started(gw), 5)
+        first = FakeFetcher(gw.jobs_port)
+        first.request(READY)
+        assert wait_for(lambda: gw.metric("vts_fetchers_connected") == 1, 5)
+        second = FakeFetcher(gw.jobs_port)
+        second.request(READY)
+        with pytest.raises((ConnectionError, EOFError, OSError, AssertionError)):
+            second.recv(timeout=5)
+        assert wait_for(lambda: gw.metric("vts_dispatch_fetchers_refused_total") == 1, 5)
+        assert gw.metric("vts_fetchers_connected") == 1
+    finally:
+        for f in (first, second):
+            if f is not None:
+                f.close()
+        gw.stop()
 
 
 def run_binary(name, env, timeout=10):
