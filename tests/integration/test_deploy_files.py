@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from certs import Certs
-from conftest import ACTIVE_KEY, BUILD_DIR, REPO, Gateway, free_port, wait_for, write_keyfile
+from conftest import ACTIVE_KEY, BUILD_DIR, REPO, Gateway, free_port, scrape, wait_for, write_keyfile
 
 yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read deploy/compose.yaml and deploy/k8s/*.yaml")
 
@@ -541,18 +541,59 @@ def test_k8s_secret_is_mounted_where_vts_keys_file_points():
     assert any(v.split(":")[1:] == [ckeys, "ro"] for v in compose_service_of("gateway")[1]["volumes"])
 
 
-def test_hpa_scales_the_fetcher_deployment_whose_pods_request_cpu():
+def _selects(selector, dep):
+    """True when a matchLabels selector picks the Deployment's pods."""
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_gateways_scale_on_cpu_from_two_and_a_disruption_keeps_one():
+    dep, c = k8s_deployment_of("gateway")
     hpas = k8s_find("HorizontalPodAutoscaler")
-    assert len(hpas) == 1
-    ref = hpas[0]["spec"]["scaleTargetRef"]
-    dep, c = k8s_deployment_of("fetcher")
+    assert len(hpas) == 1, "fetchers scale on work (ScaledObject), gateways on CPU: one HPA"
+    spec = hpas[0]["spec"]
+    ref = spec["scaleTargetRef"]
     assert (ref["apiVersion"], ref["kind"], ref["name"]) == ("apps/v1", "Deployment", dep["metadata"]["name"])
-    assert hpas[0]["spec"]["minReplicas"] <= hpas[0]["spec"]["maxReplicas"]
+    assert 2 <= spec["minReplicas"] <= spec["maxReplicas"]
+    assert dep["spec"]["replicas"] >= 2
     # A CPU utilisation target is a percentage of the pods' CPU request: without one the HPA cannot act.
-    uses_cpu = any(m["resource"]["name"] == "cpu" for m in hpas[0]["spec"]["metrics"] if m["type"] == "Resource")
-    assert not uses_cpu or c["resources"]["requests"]["cpu"]
-    dep_selector = dep["spec"]["selector"]["matchLabels"]
-    assert all(dep["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in dep_selector.items())
+    assert [m["resource"]["name"] for m in spec["metrics"] if m["type"] == "Resource"] == ["cpu"]
+    assert c["resources"]["requests"]["cpu"]
+    pdbs = k8s_find("PodDisruptionBudget")
+    assert len(pdbs) == 1
+    assert _selects(pdbs[0]["spec"]["selector"]["matchLabels"], dep)
+    assert 1 <= pdbs[0]["spec"]["minAvailable"] < spec["minReplicas"], "a PDB as large as the floor blocks drains"
+    assert not _selects(pdbs[0]["spec"]["selector"]["matchLabels"], k8s_deployment_of("fetcher")[0])
+
+
+def test_fetchers_scale_on_the_job_gauges_the_gateways_export(tmp_path):
+    dep, c = k8s_deployment_of("fetcher")
+    objs = k8s_find("ScaledObject")
+    assert len(objs) == 1
+    spec = objs[0]["spec"]
+    ref = spec["scaleTargetRef"]
+    assert (ref["apiVersion"], ref["kind"], ref["name"]) == ("apps/v1", "Deployment", dep["metadata"]["name"])
+    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+    (trigger,) = spec["triggers"]
+    assert trigger["type"] == "prometheus" and trigger["metadata"]["metricType"] == "AverageValue"
+    # One fetcher pod runs --workers N, each taking one job: N jobs a pod is the threshold.
+    args = c.get("args", [])
+    assert trigger["metadata"]["threshold"] == args[args.index("--workers") + 1]
+    # The query reads gauges a real gateway exports, labelled as the gateway pods are.
+    query = trigger["metadata"]["query"]
+    names = set(re.findall(r"\b(vts_\w+)\{", query))
+    assert names == {"vts_jobs_queued", "vts_jobs_in_flight"}
+    gw_labels = k8s_deployment_of("gateway")[0]["spec"]["template"]["metadata"]["labels"]
+    for k, v in re.findall(r'(\w+)="([^"]*)"', query):
+        assert gw_labels.get(k) == v, (k, v)
+    gw = Gateway(tmp_path).start()
+    try:
+        text = scrape(gw.metrics_port)
+    finally:
+        gw.stop()
+    for name in names:
+        assert "# TYPE %s gauge\n" % name in text, name
+        assert re.search(r"^%s 0$" % name, text, re.M), name
 
 
 # ---- what the containers would run ----
