@@ -88,6 +88,7 @@
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
 #define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
+#define VTS_RCACHE_COMMAND_TIMEOUT_MS 250  /* the dispatcher's Redis (shared cache, claims): a reply later fails */
 
 /* Dispatcher and the workers' link to it (gateway/dispatcher/dispatcher.c, gateway/http/dispatch_client.c). */
 #define VTS_DISPATCH_MAX_JOBS 10000           /* distinct jobs queued or running; one more is 500 at once */

@@ -2,11 +2,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/limits.h"
@@ -17,51 +19,61 @@
 /* Value layout: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. */
 #define RCACHE_MAGIC "VC1"
 #define RCACHE_HEADER 6
+#define RCACHE_KEY_BYTES 96
+#define RCACHE_OWNER_BYTES 64
 
-struct rcache {
-  struct redis_addr addr;
-  redisContext *c;
-  uint64_t retry_at_ms; /* after a failure: no command before this */
-  redisReply *last;     /* the reply res->body borrows from */
+/* GET and PTTL in one step: nil for no value, else {value, ttl}; a value of another type is an error reply. */
+static const char get_script[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not v then return nil end\n"
+    "return {v, redis.call('PTTL', KEYS[1])}\n";
+/* Deletes a claim only when it is still the caller's. */
+static const char release_script[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
+    "return 0\n";
+
+enum req_kind { R_GET, R_CLAIM, R_OTHER };
+
+/* One command in flight, in the order Redis answers them. */
+struct rreq {
+  struct rreq *prev, *next;
+  struct rcache *rc;
+  enum req_kind kind;
+  uint64_t tag;
+  uint64_t deadline_ms;
+  char video_id[12]; /* R_GET: for the log line and the delete of a bad value */
+  char key[RCACHE_KEY_BYTES];
 };
 
-struct rcache *rcache_new(const struct vts_config *cfg) {
-  if (cfg->redis_url[0] == '\0') return NULL;
-  struct rcache *rc = calloc(1, sizeof(*rc));
-  if (rc == NULL) return NULL;
-  char err[256];
-  if (redis_conn_resolve(cfg->redis_url, &rc->addr, err, sizeof(err)) != 0) {
-    log_msg(LOG_WARN, "transcript cache in Redis disabled", "error", err, NULL);
-    free(rc);
-    return NULL;
-  }
-  return rc;
-}
+struct rcache {
+  uv_loop_t *loop;
+  struct redis_addr addr;
+  redisAsyncContext *ac; /* NULL while disconnected */
+  uint64_t retry_at_ms;  /* after a failure: no command before this */
+  bool closing;
+  int open_handles;               /* the timers not closed yet: the struct goes with the last */
+  uv_timer_t deadline;            /* the oldest command's deadline */
+  uv_timer_t soon;                /* answers the commands failed at once, outside the call that made them */
+  struct rreq inflight;           /* sentinel of the commands sent, oldest first */
+  struct rreq failed;             /* sentinel of the commands to answer -EIO soon */
+  char owner[RCACHE_OWNER_BYTES]; /* this gateway's name in its claims */
+  rcache_get_cb get_cb;
+  rcache_claim_cb claim_cb;
+  void *arg;
+};
 
-static void drop(struct rcache *rc, const char *why) {
-  if (rc->c != NULL) {
-    log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", why, NULL);
-    redisFree(rc->c);
-    rc->c = NULL;
-  }
-  rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+static void ring_init(struct rreq *s) { s->prev = s->next = s; }
+static bool ring_empty(const struct rreq *s) { return s->next == s; }
+static void ring_append(struct rreq *s, struct rreq *q) {
+  q->prev = s->prev;
+  q->next = s;
+  s->prev->next = q;
+  s->prev = q;
 }
-
-void rcache_free(struct rcache *rc) {
-  if (rc == NULL) return;
-  freeReplyObject(rc->last);
-  if (rc->c != NULL) redisFree(rc->c);
-  free(rc);
-}
-
-/* A connection ready for commands, or NULL while Redis is known to be away. */
-static redisContext *conn(struct rcache *rc) {
-  if (rc->c != NULL) return rc->c;
-  if (util_now_ms() < rc->retry_at_ms) return NULL;
-  char err[256];
-  rc->c = redis_conn_open_sync(&rc->addr, VTS_REDIS_COMMAND_TIMEOUT_MS, err, sizeof(err));
-  if (rc->c == NULL) rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
-  return rc->c;
+static void ring_remove(struct rreq *q) {
+  q->prev->next = q->next;
+  q->next->prev = q->prev;
+  q->prev = q->next = q;
 }
 
 /* The key of (video, lang); the video id is the hash tag, so a Redis Cluster keeps a video's entries together. */
@@ -112,50 +124,226 @@ static int entry_parse(const unsigned char *v, size_t vlen, struct proto_result 
   return 0;
 }
 
-int rcache_get(struct rcache *rc, const char *video_id, const char *lang, struct proto_result *res,
-               uint64_t *ttl_left_ms) {
-  redisContext *c = conn(rc);
-  if (c == NULL) return -EIO;
-  char key[96];
-  key_of(video_id, lang, key, sizeof(key));
-  /* GET and PTTL in one round trip. */
-  redisAppendCommand(c, "GET %s", key);
-  redisAppendCommand(c, "PTTL %s", key);
-  redisReply *value = NULL, *ttl = NULL;
-  if (redisGetReply(c, (void **)&value) != REDIS_OK || redisGetReply(c, (void **)&ttl) != REDIS_OK) {
-    freeReplyObject(value);
-    drop(rc, c->errstr);
-    return -EIO;
-  }
-  int rv = -ENOENT;
-  if (value != NULL && value->type != REDIS_REPLY_NIL) {
-    /* Anything but a string (another type answers GET with WRONGTYPE) is as foreign as a bad string. */
-    if (value->type == REDIS_REPLY_STRING && ttl != NULL && ttl->type == REDIS_REPLY_INTEGER && ttl->integer > 0 &&
-        entry_parse((const unsigned char *)value->str, value->len, res) == 0) {
-      *ttl_left_ms = (uint64_t)ttl->integer;
-      rv = 0;
-    } else {
-      /* Not ours to trust: gone, so the fetch that follows this miss stores a good entry in its place. */
-      log_msg(LOG_WARN, "bad transcript cache entry in Redis deleted", "video_id", video_id, NULL);
-      redisReply *del = redisCommand(c, "DEL %s", key);
-      if (del == NULL) drop(rc, c->errstr);
-      freeReplyObject(del);
-    }
-  }
-  freeReplyObject(ttl);
-  freeReplyObject(rc->last);
-  rc->last = value;
-  return rv;
+/* Calls q's caller back with a fault (nothing for a command without one), unless the cache is closing. */
+static void req_fail(struct rcache *rc, struct rreq *q) {
+  if (rc->closing) return;
+  if (q->kind == R_GET) rc->get_cb(rc->arg, q->tag, -EIO, NULL, 0);
+  if (q->kind == R_CLAIM) rc->claim_cb(rc->arg, q->tag, -EIO);
 }
 
-int rcache_put(struct rcache *rc, const char *video_id, const char *lang, const struct proto_result *res,
+static void on_deadline(uv_timer_t *t);
+
+static void arm_deadline(struct rcache *rc) {
+  if (rc->closing) return;
+  if (ring_empty(&rc->inflight)) {
+    uv_timer_stop(&rc->deadline);
+    return;
+  }
+  uint64_t now = util_now_ms(), at = rc->inflight.next->deadline_ms;
+  uv_update_time(rc->loop); /* the timer counts from the loop's time, which may be older than now */
+  uv_timer_start(&rc->deadline, on_deadline, at > now ? at - now : 0, 0);
+}
+
+/* Drops the connection: every command in flight is answered with a fault (hiredis calls each back with no reply). */
+static void drop(struct rcache *rc, const char *why) {
+  if (!rc->closing) log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", why, NULL);
+  rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+  redisAsyncContext *ac = rc->ac;
+  rc->ac = NULL;
+  if (ac != NULL) redisAsyncFree(ac);
+}
+
+static void on_deadline(uv_timer_t *t) { drop(t->data, "command timed out"); }
+
+static void on_soon(uv_timer_t *t) {
+  struct rcache *rc = t->data;
+  while (!ring_empty(&rc->failed)) {
+    struct rreq *q = rc->failed.next;
+    ring_remove(q);
+    req_fail(rc, q);
+    free(q);
+  }
+}
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+  struct rcache *rc = ac->data;
+  if (status != REDIS_OK && rc->ac == ac) {
+    /* hiredis frees the context after this: its commands are answered with faults then. */
+    rc->ac = NULL;
+    rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+    if (!rc->closing) log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", ac->errstr, NULL);
+  }
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+  struct rcache *rc = ac->data;
+  if (rc->ac != ac) return;
+  rc->ac = NULL;
+  rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+  if (status != REDIS_OK && !rc->closing)
+    log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", ac->errstr, NULL);
+}
+
+/* AUTH and SELECT: a refusal (a wrong password, a missing database) ends the connection. */
+static void on_setup(redisAsyncContext *ac, void *reply, void *privdata) {
+  (void)privdata;
+  redisReply *r = reply;
+  if (r != NULL && r->type != REDIS_REPLY_ERROR) return;
+  struct rcache *rc = ac->data;
+  if (r != NULL && !rc->closing)
+    log_msg(LOG_WARN, "transcript cache in Redis refused the connection", "error", r->str, NULL);
+  if (rc->ac == ac) {
+    rc->ac = NULL;
+    rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+    redisAsyncDisconnect(ac);
+  }
+}
+
+/* A connection for a new command, or NULL while Redis is known to be away. */
+static redisAsyncContext *conn(struct rcache *rc) {
+  if (rc->ac != NULL) return rc->ac;
+  if (rc->closing || util_now_ms() < rc->retry_at_ms) return NULL;
+  char err[256];
+  rc->ac = redis_conn_open_async(rc->loop, &rc->addr, rc, on_connect, on_disconnect, on_setup, NULL, err, sizeof(err));
+  if (rc->ac == NULL) {
+    rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+    log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", err, NULL);
+  }
+  return rc->ac;
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
+
+static struct rreq *req_new(struct rcache *rc, enum req_kind kind, uint64_t tag, const char *video_id,
+                            const char *key) {
+  struct rreq *q = calloc(1, sizeof(*q));
+  if (q == NULL) return NULL;
+  ring_init(q);
+  q->rc = rc;
+  q->kind = kind;
+  q->tag = tag;
+  snprintf(q->video_id, sizeof(q->video_id), "%s", video_id);
+  key_of(video_id, key, q->key, sizeof(q->key));
+  return q;
+}
+
+/* Sends q's command (argv); a command that cannot be sent is answered with a fault soon. */
+static void req_send(struct rcache *rc, struct rreq *q, int argc, const char **argv, const size_t *lens) {
+  redisAsyncContext *ac = conn(rc);
+  if (ac != NULL && redisAsyncCommandArgv(ac, on_reply, q, argc, argv, lens) == REDIS_OK) {
+    q->deadline_ms = util_now_ms() + VTS_RCACHE_COMMAND_TIMEOUT_MS;
+    bool first = ring_empty(&rc->inflight);
+    ring_append(&rc->inflight, q);
+    if (first) arm_deadline(rc);
+    return;
+  }
+  ring_append(&rc->failed, q);
+  if (!rc->closing) uv_timer_start(&rc->soon, on_soon, 0, 0);
+}
+
+/* A lookup's reply: nil, or {value, ttl}; anything else under our key is deleted. */
+static void got(struct rcache *rc, struct rreq *q, const redisReply *r) {
+  struct proto_result res;
+  if (r->type == REDIS_REPLY_NIL) {
+    rc->get_cb(rc->arg, q->tag, -ENOENT, NULL, 0);
+    return;
+  }
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+      r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0 &&
+      entry_parse((const unsigned char *)r->element[0]->str, r->element[0]->len, &res) == 0) {
+    rc->get_cb(rc->arg, q->tag, 0, &res, (uint64_t)r->element[1]->integer);
+    return;
+  }
+  /* Not ours to trust: gone, so the fetch that follows this miss stores a good entry in its place. */
+  log_msg(LOG_WARN, "bad transcript cache entry in Redis deleted", "video_id", q->video_id, NULL);
+  struct rreq *del = req_new(rc, R_OTHER, 0, q->video_id, "");
+  if (del != NULL) {
+    snprintf(del->key, sizeof(del->key), "%s", q->key);
+    const char *argv[] = {"DEL", del->key};
+    req_send(rc, del, 2, argv, NULL);
+  }
+  rc->get_cb(rc->arg, q->tag, -ENOENT, NULL, 0);
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
+  (void)ac;
+  struct rreq *q = privdata;
+  struct rcache *rc = q->rc;
+  redisReply *r = reply;
+  bool was_first = rc->inflight.next == q;
+  ring_remove(q);
+  if (r == NULL) {
+    req_fail(rc, q);
+  } else if (!rc->closing && q->kind == R_GET && r->type != REDIS_REPLY_ERROR) {
+    got(rc, q, r);
+  } else if (!rc->closing && q->kind == R_GET) {
+    /* WRONGTYPE from the script: a value of another type under our key is as foreign as a bad string. */
+    static const redisReply foreign = {.type = REDIS_REPLY_STATUS};
+    got(rc, q, &foreign);
+  } else if (!rc->closing && q->kind == R_CLAIM) {
+    rc->claim_cb(rc->arg, q->tag, r->type == REDIS_REPLY_STATUS ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -EIO);
+  }
+  free(q);
+  if (was_first) arm_deadline(rc);
+}
+
+struct rcache *rcache_new(uv_loop_t *loop, const struct vts_config *cfg, rcache_get_cb get_cb, rcache_claim_cb claim_cb,
+                          void *arg) {
+  if (cfg->redis_url[0] == '\0') return NULL;
+  struct rcache *rc = calloc(1, sizeof(*rc));
+  if (rc == NULL) return NULL;
+  char err[256];
+  if (redis_conn_resolve(cfg->redis_url, &rc->addr, err, sizeof(err)) != 0) {
+    log_msg(LOG_WARN, "transcript cache in Redis disabled", "error", err, NULL);
+    free(rc);
+    return NULL;
+  }
+  char id[17];
+  if (util_random_hex(id, 8) != 0) snprintf(id, sizeof(id), "%d", (int)getpid());
+  snprintf(rc->owner, sizeof(rc->owner), "%s", id);
+  rc->loop = loop;
+  rc->get_cb = get_cb;
+  rc->claim_cb = claim_cb;
+  rc->arg = arg;
+  ring_init(&rc->inflight);
+  ring_init(&rc->failed);
+  uv_timer_init(loop, &rc->deadline);
+  uv_timer_init(loop, &rc->soon);
+  rc->deadline.data = rc->soon.data = rc;
+  rc->open_handles = 2;
+  return rc;
+}
+
+static void timer_closed(uv_handle_t *h) {
+  struct rcache *rc = h->data;
+  if (--rc->open_handles == 0) free(rc);
+}
+
+void rcache_close(struct rcache *rc) {
+  if (rc == NULL) return;
+  rc->closing = true;
+  redisAsyncContext *ac = rc->ac;
+  rc->ac = NULL;
+  if (ac != NULL) redisAsyncFree(ac); /* answers what is in flight: nothing is called back any more */
+  on_soon(&rc->soon);
+  uv_close((uv_handle_t *)&rc->deadline, timer_closed);
+  uv_close((uv_handle_t *)&rc->soon, timer_closed);
+}
+
+void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
+  struct rreq *q = req_new(rc, R_GET, tag, video_id, key);
+  if (q == NULL) return; /* out of memory: the job's own deadline answers it */
+  const char *argv[] = {"EVAL", get_script, "1", q->key};
+  req_send(rc, q, 4, argv, NULL);
+}
+
+int rcache_put(struct rcache *rc, const char *video_id, const char *key, const struct proto_result *res,
                uint64_t ttl_ms) {
   if (res->outcome != PROTO_OK && res->outcome != PROTO_NOT_AVAILABLE) return -EINVAL;
   if (ttl_ms == 0) return 0;
-  redisContext *c = conn(rc);
-  if (c == NULL) return -EIO;
-  char key[96];
-  key_of(video_id, lang, key, sizeof(key));
+  if (conn(rc) == NULL) return -EIO;
+  struct rreq *q = req_new(rc, R_OTHER, 0, video_id, key);
+  if (q == NULL) return -ENOMEM;
   size_t langlen = strlen(res->lang);
   struct buf v = BUF_INIT;
   unsigned char head[RCACHE_HEADER] = {'V', 'C', '1', res->outcome, res->source, (unsigned char)langlen};
@@ -164,15 +352,42 @@ int rcache_put(struct rcache *rc, const char *video_id, const char *lang, const 
   if (rv == 0 && res->outcome == PROTO_OK) rv = buf_append(&v, res->body, res->body_len);
   if (rv != 0) {
     buf_free(&v);
+    free(q);
     return rv;
   }
-  redisReply *r = redisCommand(c, "SET %s %b PX %llu", key, v.data, v.len, (unsigned long long)ttl_ms);
-  buf_free(&v);
-  if (r == NULL) {
-    drop(rc, c->errstr);
-    return -EIO;
-  }
-  rv = r->type == REDIS_REPLY_STATUS ? 0 : -EIO;
-  freeReplyObject(r);
-  return rv;
+  char px[24];
+  snprintf(px, sizeof(px), "%llu", (unsigned long long)ttl_ms);
+  const char *argv[] = {"SET", q->key, v.data, "PX", px};
+  const size_t lens[] = {3, strlen(q->key), v.len, 2, strlen(px)};
+  req_send(rc, q, 5, argv, lens);
+  buf_free(&v); /* hiredis formatted its own copy */
+  return 0;
+}
+
+/* The claim key of (video, key), beside the cache entry in the same Cluster slot. */
+static void claim_key(struct rreq *q) {
+  char entry[RCACHE_KEY_BYTES];
+  snprintf(entry, sizeof(entry), "%s", q->key);
+  snprintf(q->key, sizeof(q->key), "vts:claim:%s", entry + sizeof("vts:transcript:") - 1);
+}
+
+void rcache_claim(struct rcache *rc, uint64_t tag, const char *video_id, const char *key, uint64_t ttl_ms) {
+  struct rreq *q = req_new(rc, R_CLAIM, tag, video_id, key);
+  if (q == NULL) return; /* out of memory: the job's own deadline answers it */
+  claim_key(q);
+  char value[RCACHE_OWNER_BYTES + 24], px[24];
+  snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
+  snprintf(px, sizeof(px), "%llu", (unsigned long long)(ttl_ms > 0 ? ttl_ms : 1));
+  const char *argv[] = {"SET", q->key, value, "NX", "PX", px};
+  req_send(rc, q, 6, argv, NULL);
+}
+
+void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
+  struct rreq *q = req_new(rc, R_OTHER, tag, video_id, key);
+  if (q == NULL) return;
+  claim_key(q);
+  char value[RCACHE_OWNER_BYTES + 24];
+  snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
+  const char *argv[] = {"EVAL", release_script, "1", q->key, value};
+  req_send(rc, q, 5, argv, NULL);
 }

@@ -1,35 +1,52 @@
 /*
- * The transcript cache in Redis, shared by every gateway that names the same VTS_REDIS_URL. The dispatcher keeps its
- * memory cache in front: a miss there asks Redis, and a finished job is written to both. Same rules as the memory
- * cache: 200s for VTS_CACHE_TTL_S, 404s for VTS_NEGATIVE_TTL_S, 5xx never.
+ * The transcript cache in Redis, shared by every gateway that names the same VTS_REDIS_URL, and the claims that make
+ * one gateway fetch a video for all of them. The dispatcher keeps its memory cache in front: a miss there asks Redis,
+ * and a finished job is written to both. Same rules as the memory cache: 200s for VTS_CACHE_TTL_S, 404s for
+ * VTS_NEGATIVE_TTL_S, 5xx never.
  *
- * Redis is a cache here, never a dependency: every command has VTS_REDIS_COMMAND_TIMEOUT_MS (hiredis' socket timeout),
- * and after a failure the cache is skipped for VTS_RCACHE_RETRY_MS before a reconnect is tried, so a frozen or dead
- * Redis costs at most one 50 ms wait per second and the service goes on from the memory cache and the fetchers.
+ * Asynchronous, on the dispatcher's libuv loop (hiredis' async API through gateway/redis/redis_conn.h): commands are
+ * pipelined on one connection and a callback is never called from inside the call that started it. Redis is a cache
+ * here, never a dependency: a command unanswered within VTS_RCACHE_COMMAND_TIMEOUT_MS fails (with every command behind
+ * it: the connection is dropped), and after a failure Redis is skipped for VTS_RCACHE_RETRY_MS before a reconnect is
+ * tried. A slow Redis delays only the requests that wait for it.
  */
 #ifndef VTS_RCACHE_H
 #define VTS_RCACHE_H
 
 #include <stdint.h>
+#include <uv.h>
 
 #include "common/config.h"
 #include "proto/proto.h"
 
 struct rcache;
 
-/* The cache of cfg->redis_url, or NULL when none is configured (or it does not parse). Connects on first use. */
-struct rcache *rcache_new(const struct vts_config *cfg);
-void rcache_free(struct rcache *rc);
+/* A lookup's answer: 0 with res (body borrowed for the call) and its lifetime left, -ENOENT a miss, -EIO a fault. */
+typedef void (*rcache_get_cb)(void *arg, uint64_t tag, int status, const struct proto_result *res,
+                              uint64_t ttl_left_ms);
+/* A claim's answer: 1 won, 0 held by another, -EIO a fault. */
+typedef void (*rcache_claim_cb)(void *arg, uint64_t tag, int status);
 
 /*
- * Looks up (video_id, lang). Returns 0 on a hit with res filled (res->body borrowed until the next rcache call) and
- * *ttl_left_ms; -ENOENT on a miss; -EIO when Redis could not answer in time.
+ * The cache of cfg->redis_url on loop, or NULL when none is configured (or it does not parse). Connects on first use.
+ * get_cb and claim_cb answer every lookup and claim with arg and the caller's tag.
  */
-int rcache_get(struct rcache *rc, const char *video_id, const char *lang, struct proto_result *res,
-               uint64_t *ttl_left_ms);
+struct rcache *rcache_new(uv_loop_t *loop, const struct vts_config *cfg, rcache_get_cb get_cb, rcache_claim_cb claim_cb,
+                          void *arg);
+/* Drops the connection without calling back again; the memory goes once the loop has closed its handles. */
+void rcache_close(struct rcache *rc);
 
-/* Stores res (PROTO_OK or PROTO_NOT_AVAILABLE only) for ttl_ms. Returns 0, -EINVAL for another outcome, or -EIO. */
-int rcache_put(struct rcache *rc, const char *video_id, const char *lang, const struct proto_result *res,
+/* Looks up (video_id, key). A value under our key that is not ours to trust is a miss, and deleted. */
+void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const char *key);
+
+/* Stores res (PROTO_OK or PROTO_NOT_AVAILABLE only) for ttl_ms. Returns 0 once sent, -EINVAL for another outcome, or
+ * -EIO while Redis is away. */
+int rcache_put(struct rcache *rc, const char *video_id, const char *key, const struct proto_result *res,
                uint64_t ttl_ms);
+
+/* Claims (video_id, key) for ttl_ms in this gateway's name and tag's. */
+void rcache_claim(struct rcache *rc, uint64_t tag, const char *video_id, const char *key, uint64_t ttl_ms);
+/* Releases that claim if it is still ours (held by this gateway for tag). */
+void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const char *key);
 
 #endif

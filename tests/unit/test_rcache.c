@@ -1,7 +1,9 @@
 /*
- * The transcript cache in Redis against a real redis-server: round trips of 200 and 404 entries with their TTL,
- * 5xx refused, foreign values ignored, and a stopped or frozen Redis answered within the command deadline and skipped
- * afterwards. Skipped, with a message, when redis-server is not installed.
+ * The transcript cache and claims in Redis against a real redis-server, driven on a libuv loop: round trips of 200 and
+ * 404 entries with their TTL, 5xx refused, foreign values ignored and deleted, claims won by one gateway only and
+ * released by their holder only, answers never given inside the call that asked, and a stopped or frozen Redis
+ * answered within the command deadline and skipped afterwards. Skipped, with a message, when redis-server is not
+ * installed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,15 +16,51 @@
 
 #include "common/config.h"
 #include "common/limits.h"
+#include "common/util.h"
 #include "gateway/cache/rcache.h"
 #include "tests/unit/test_redis_server.h"
+
+/* The last answer a cache gave, copied out of the callback. */
+struct answer {
+  bool got;
+  uint64_t tag;
+  int status;
+  struct proto_result res;
+  char body[256];
+  uint64_t ttl;
+};
 
 struct fx {
   int port;
   pid_t redis;
   struct vts_config cfg;
-  struct rcache *rc;
+  uv_loop_t loop;
+  struct rcache *rc, *other; /* two gateways */
+  struct answer a;
 };
+
+static void on_get(void *arg, uint64_t tag, int status, const struct proto_result *res, uint64_t ttl) {
+  struct answer *a = arg;
+  memset(a, 0, sizeof(*a));
+  a->got = true;
+  a->tag = tag;
+  a->status = status;
+  a->ttl = ttl;
+  if (res != NULL) {
+    a->res = *res;
+    assert_true(res->body_len < sizeof(a->body));
+    memcpy(a->body, res->body, res->body_len);
+    a->res.body = a->body;
+  }
+}
+
+static void on_claim(void *arg, uint64_t tag, int status) {
+  struct answer *a = arg;
+  memset(a, 0, sizeof(*a));
+  a->got = true;
+  a->tag = tag;
+  a->status = status;
+}
 
 static int setup(void **state) {
   static struct fx f;
@@ -32,13 +70,20 @@ static int setup(void **state) {
   f.port = test_free_port();
   f.redis = test_redis_start(f.port);
   snprintf(f.cfg.redis_url, sizeof(f.cfg.redis_url), "redis://127.0.0.1:%d/0", f.port);
-  f.rc = rcache_new(&f.cfg);
+  uv_loop_init(&f.loop);
+  f.rc = rcache_new(&f.loop, &f.cfg, on_get, on_claim, &f.a);
+  f.other = rcache_new(&f.loop, &f.cfg, on_get, on_claim, &f.a);
   return 0;
 }
 
 static int teardown(void **state) {
   struct fx *f = *state;
-  rcache_free(f->rc);
+  if (f->rc != NULL) {
+    rcache_close(f->rc);
+    rcache_close(f->other);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&f->loop);
+  }
   test_redis_stop(f->redis);
   return 0;
 }
@@ -49,6 +94,43 @@ static int teardown(void **state) {
       TEST_SKIP("redis-server is not installed"); \
     }                                             \
   } while (0)
+
+static void on_tick(uv_timer_t *t) { (void)t; }
+
+/*
+ * Runs the loop until the answer asked for has come; it never comes inside the call that asked. A ticking timer keeps
+ * each turn short: a turn that ran the answer's callback would otherwise go on to wait on the other connection.
+ */
+static void await(struct fx *f) {
+  assert_false(f->a.got);
+  uv_timer_t tick;
+  uv_timer_init(&f->loop, &tick);
+  uv_timer_start(&tick, on_tick, 10, 10);
+  uint64_t until = util_now_ms() + 5000;
+  while (!f->a.got && util_now_ms() < until) uv_run(&f->loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&tick, NULL);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_true(f->a.got);
+}
+
+static int get(struct fx *f, struct rcache *rc, const char *video, const char *key, struct proto_result *out,
+               uint64_t *ttl) {
+  f->a.got = false;
+  rcache_get(rc, 42, video, key);
+  await(f);
+  assert_int_equal(f->a.tag, 42);
+  *out = f->a.res;
+  *ttl = f->a.ttl;
+  return f->a.status;
+}
+
+static int claim(struct fx *f, struct rcache *rc, uint64_t tag, const char *video, uint64_t ttl_ms) {
+  f->a.got = false;
+  rcache_claim(rc, tag, video, "en", ttl_ms);
+  await(f);
+  assert_int_equal(f->a.tag, tag);
+  return f->a.status;
+}
 
 static struct proto_result ok_result(const char *body) {
   struct proto_result r;
@@ -65,7 +147,7 @@ static void test_no_redis_url_means_no_cache(void **state) {
   (void)state;
   struct vts_config cfg;
   memset(&cfg, 0, sizeof(cfg));
-  assert_null(rcache_new(&cfg));
+  assert_null(rcache_new(uv_default_loop(), &cfg, on_get, on_claim, NULL));
 }
 
 static void test_ok_entry_round_trips_with_its_ttl(void **state) {
@@ -74,15 +156,15 @@ static void test_ok_entry_round_trips_with_its_ttl(void **state) {
   struct proto_result in = ok_result("{\"language\":\"pt-BR\"}"), out;
   assert_int_equal(rcache_put(f->rc, "abcdefghijk", "pt", &in, 60000), 0);
   uint64_t ttl = 0;
-  assert_int_equal(rcache_get(f->rc, "abcdefghijk", "pt", &out, &ttl), 0);
+  assert_int_equal(get(f, f->rc, "abcdefghijk", "pt", &out, &ttl), 0);
   assert_int_equal(out.outcome, PROTO_OK);
   assert_int_equal(out.source, PROTO_SOURCE_CAPTIONS);
   assert_string_equal(out.lang, "pt-BR");
   assert_int_equal(out.body_len, in.body_len);
   assert_memory_equal(out.body, in.body, in.body_len);
   assert_true(ttl > 59000 && ttl <= 60000);
-  assert_int_equal(rcache_get(f->rc, "abcdefghijk", "de", &out, &ttl), -ENOENT);
-  assert_int_equal(rcache_get(f->rc, "abcdefghijk", "", &out, &ttl), -ENOENT);
+  assert_int_equal(get(f, f->rc, "abcdefghijk", "de", &out, &ttl), -ENOENT);
+  assert_int_equal(get(f, f->rc, "abcdefghijk", "", &out, &ttl), -ENOENT);
 }
 
 static void test_not_available_is_stored_and_5xx_is_refused(void **state) {
@@ -93,13 +175,13 @@ static void test_not_available_is_stored_and_5xx_is_refused(void **state) {
   assert_int_equal(rcache_put(f->rc, "notavail001", "", &r, 5000), 0);
   struct proto_result out;
   uint64_t ttl;
-  assert_int_equal(rcache_get(f->rc, "notavail001", "", &out, &ttl), 0);
+  assert_int_equal(get(f, f->rc, "notavail001", "", &out, &ttl), 0);
   assert_int_equal(out.outcome, PROTO_NOT_AVAILABLE);
   r.outcome = PROTO_UPSTREAM_FAILED;
   assert_int_equal(rcache_put(f->rc, "upstream001", "", &r, 5000), -EINVAL);
   r.outcome = PROTO_INTERNAL;
   assert_int_equal(rcache_put(f->rc, "upstream001", "", &r, 5000), -EINVAL);
-  assert_int_equal(rcache_get(f->rc, "upstream001", "", &out, &ttl), -ENOENT);
+  assert_int_equal(get(f, f->rc, "upstream001", "", &out, &ttl), -ENOENT);
 }
 
 /* Whether key exists in the test's Redis. */
@@ -158,14 +240,17 @@ static void test_bad_values_under_our_key_are_misses_and_deleted(void **state) {
     redisFree(c);
     struct proto_result out;
     uint64_t ttl;
-    if (rcache_get(f->rc, bad[i].id, "", &out, &ttl) != -ENOENT) fail_msg("value %zu was used", i);
+    if (get(f, f->rc, bad[i].id, "", &out, &ttl) != -ENOENT) fail_msg("value %zu was used", i);
+    /* The delete is sent behind the lookup: a second lookup's answer means it has run. */
+    assert_int_equal(get(f, f->rc, "nothing0000", "", &out, &ttl), -ENOENT);
     if (key_exists(f, key)) fail_msg("value %zu was not deleted", i);
   }
   struct proto_result out;
   uint64_t ttl;
   /* A value of another type under our key is a miss, and deleted too. */
   test_redis_command(f->port, "RPUSH vts:transcript:{foreign0010}:- a");
-  assert_int_equal(rcache_get(f->rc, "foreign0010", "", &out, &ttl), -ENOENT);
+  assert_int_equal(get(f, f->rc, "foreign0010", "", &out, &ttl), -ENOENT);
+  assert_int_equal(get(f, f->rc, "nothing0000", "", &out, &ttl), -ENOENT);
   assert_int_equal(key_exists(f, "vts:transcript:{foreign0010}:-"), 0);
 }
 
@@ -175,20 +260,54 @@ static void test_frozen_redis_costs_one_deadline_then_is_skipped(void **state) {
   struct proto_result in = ok_result("{\"language\":\"en\"}"), out;
   uint64_t ttl;
   assert_int_equal(rcache_put(f->rc, "frozen00001", "", &in, 60000), 0);
+  assert_int_equal(get(f, f->rc, "frozen00001", "", &out, &ttl), 0);
   kill(f->redis, SIGSTOP);
   uint64_t t0 = util_now_ms();
-  assert_int_equal(rcache_get(f->rc, "frozen00001", "", &out, &ttl), -EIO);
+  assert_int_equal(get(f, f->rc, "frozen00001", "", &out, &ttl), -EIO);
   uint64_t first = util_now_ms() - t0;
   t0 = util_now_ms();
-  assert_int_equal(rcache_get(f->rc, "frozen00001", "", &out, &ttl), -EIO);
+  assert_int_equal(get(f, f->rc, "frozen00001", "", &out, &ttl), -EIO);
+  assert_int_equal(claim(f, f->rc, 7, "frozen00001", 1000), -EIO);
   assert_int_equal(rcache_put(f->rc, "frozen00001", "", &in, 60000), -EIO);
   uint64_t skipped = util_now_ms() - t0;
   kill(f->redis, SIGCONT);
-  if (first > VTS_REDIS_COMMAND_TIMEOUT_MS + 150) fail_msg("the first command took %llu ms", (unsigned long long)first);
-  if (skipped > 10) fail_msg("commands during the pause took %llu ms", (unsigned long long)skipped);
+  if (first < VTS_RCACHE_COMMAND_TIMEOUT_MS || first > VTS_RCACHE_COMMAND_TIMEOUT_MS + 150)
+    fail_msg("the first command failed after %llu ms", (unsigned long long)first);
+  /* Three answers, none of them waiting on Redis (a waited one costs the whole deadline). */
+  if (skipped >= VTS_RCACHE_COMMAND_TIMEOUT_MS / 2)
+    fail_msg("commands during the pause took %llu ms", (unsigned long long)skipped);
   /* After the retry pause it reconnects and the entry is there. */
   usleep((VTS_RCACHE_RETRY_MS + 50) * 1000);
-  assert_int_equal(rcache_get(f->rc, "frozen00001", "", &out, &ttl), 0);
+  assert_int_equal(get(f, f->rc, "frozen00001", "", &out, &ttl), 0);
+}
+
+static void test_a_claim_is_won_once_and_released_by_its_holder_only(void **state) {
+  struct fx *f = *state;
+  NEED_REDIS(f);
+  assert_int_equal(claim(f, f->rc, 1, "claimed0001", 60000), 1);
+  assert_int_equal(claim(f, f->other, 9, "claimed0001", 60000), 0);
+  assert_int_equal(claim(f, f->rc, 2, "claimed0001", 60000), 0); /* another job of the same gateway waits too */
+  /* Not the holder's: the claim stays. */
+  rcache_release(f->other, 9, "claimed0001", "en");
+  rcache_release(f->rc, 2, "claimed0001", "en");
+  assert_int_equal(claim(f, f->rc, 2, "claimed0001", 60000), 0); /* behind both releases on the connections */
+  assert_int_equal(claim(f, f->other, 9, "claimed0001", 60000), 0);
+  rcache_release(f->rc, 1, "claimed0001", "en");
+  assert_int_equal(claim(f, f->rc, 5, "released001", 60000), 1); /* behind the release on its connection */
+  assert_int_equal(claim(f, f->other, 9, "claimed0001", 60000), 1);
+  /* The claim lives beside the video's cache entry, and expires with the job's deadline. */
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "PTTL vts:claim:{claimed0001}:en");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+  assert_true(r->integer > 59000 && r->integer <= 60000);
+  freeReplyObject(r);
+  redisFree(c);
+  assert_int_equal(claim(f, f->rc, 3, "expiring001", 100), 1);
+  assert_int_equal(claim(f, f->other, 4, "expiring001", 100), 0);
+  usleep(200 * 1000);
+  assert_int_equal(claim(f, f->other, 4, "expiring001", 60000), 1);
 }
 
 int main(void) {
@@ -197,6 +316,7 @@ int main(void) {
       cmocka_unit_test(test_ok_entry_round_trips_with_its_ttl),
       cmocka_unit_test(test_not_available_is_stored_and_5xx_is_refused),
       cmocka_unit_test(test_bad_values_under_our_key_are_misses_and_deleted),
+      cmocka_unit_test(test_a_claim_is_won_once_and_released_by_its_holder_only),
       cmocka_unit_test(test_frozen_redis_costs_one_deadline_then_is_skipped),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,766 @@
+#include "gateway/dispatcher/core.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "gateway/cache/cache.h"
+#include "gateway/dispatcher/bodycheck.h"
+
+#define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
+
+/* An intrusive doubly-linked list with a sentinel; one implementation for every list below. */
+struct link {
+  struct link *prev, *next;
+};
+struct list {
+  struct link head;
+  size_t n;
+};
+
+#define CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+static void list_init(struct list *l) {
+  l->head.prev = l->head.next = &l->head;
+  l->n = 0;
+}
+static void list_append(struct list *l, struct link *k) {
+  k->prev = l->head.prev;
+  k->next = &l->head;
+  l->head.prev->next = k;
+  l->head.prev = k;
+  l->n++;
+}
+static void list_prepend(struct list *l, struct link *k) {
+  k->next = l->head.next;
+  k->prev = &l->head;
+  l->head.next->prev = k;
+  l->head.next = k;
+  l->n++;
+}
+static void list_remove(struct list *l, struct link *k) {
+  k->prev->next = k->next;
+  k->next->prev = k->prev;
+  k->prev = k->next = NULL;
+  l->n--;
+}
+static struct link *list_first(const struct list *l) { return l->n ? l->head.next : NULL; }
+
+enum fetcher_state {
+  F_CONNECTED, /* connected, has asked for nothing yet */
+  F_IDLE,      /* holds a request: may be given a job */
+  F_BUSY,      /* was given job_id; job is NULL once that job failed without it */
+  F_DEAD,      /* connection closed; kept a while so messages still queued from it are refused */
+};
+struct fetcher {
+  struct link all;  /* core.fetchers */
+  struct link idle; /* core.idle, FIFO: the longest idle fetcher gets the next job */
+  uint64_t id;
+  enum fetcher_state state;
+  void *token; /* F_IDLE: the request to answer with a job */
+  struct job *job;
+  uint64_t job_id;
+  uint64_t dead_since_ms;
+};
+
+/*
+ * Where a job stands. With Redis it first looks there (J_LOOKUP), then claims (J_CLAIM), and either runs here or
+ * waits on the claimant (J_WAIT, looking again at poll_ms); then, or at once without Redis, it is queued and run.
+ */
+enum job_state { J_LOOKUP, J_CLAIM, J_WAIT, J_QUEUED, J_RUNNING };
+
+struct job {
+  struct job *hnext; /* coalescing table chain */
+  struct link q;     /* the list of its state: core.remote, a queue, or core.running */
+  struct list *in;   /* which of them, NULL for none */
+  enum job_state state;
+  uint64_t id;
+  uint64_t hash;
+  struct proto_job pj;             /* video, language, kind, first requester's request id */
+  char key[PROTO_MAX_JOB_KEY + 1]; /* proto_job_key of the request: the cache and coalescing key with the video */
+  uint64_t created_ms;
+  uint64_t deadline_ms; /* waiting or queued: fail when not taken by then; running: fail at deadline + grace */
+  uint64_t assigned_ms;
+  uint64_t poll_ms; /* J_WAIT: when to ask Redis again */
+  bool claimed;     /* this gateway holds the claim: released when the job ends */
+  bool waited;      /* it waited on another gateway's claim */
+  struct fetcher *fetcher;
+  struct core_waiter *waiters, **waiters_tail;
+  size_t nwaiters;
+};
+
+struct core {
+  const struct vts_config *cfg;
+  struct core_ops ops;
+  struct cache *cache;
+  struct job *table[JOB_TABLE_BUCKETS];
+  size_t njobs;
+  struct list remote, q_captions, q_speech, running;
+  uint64_t speech_running;
+  struct list fetchers, idle;
+  uint64_t fetchers_live; /* fetchers not F_DEAD: at most VTS_JOBS_MAX_FETCHERS */
+  uint64_t next_job_id;
+  struct dispatcher_stats st;
+};
+
+/* The memory cache reads the event's time: the core has no clock of its own (one core decides per thread). */
+static _Thread_local uint64_t event_now;
+static uint64_t core_clock(void) { return event_now; }
+
+static const char *u64s(char *buf, size_t len, uint64_t v) {
+  snprintf(buf, len, "%" PRIu64, v);
+  return buf;
+}
+#define NUM(v) u64s((char[24]){0}, 24, (uint64_t)(v))
+
+static const char *kind_name(uint8_t kind) {
+  return kind == PROTO_KIND_SPEECH ? "speech" : kind == PROTO_KIND_TRACKS ? "tracks" : "captions";
+}
+
+struct core *core_new(const struct vts_config *cfg, const struct core_ops *ops) {
+  struct core *c = calloc(1, sizeof(*c));
+  if (c == NULL) return NULL;
+  c->cfg = cfg;
+  c->ops = *ops;
+  struct cache_limits lim = {
+      .max_bytes = (size_t)cfg->cache_max_mb * 1024 * 1024,
+      .ok_ttl_ms = (uint64_t)cfg->cache_ttl_s * 1000,
+      .negative_ttl_ms = (uint64_t)cfg->negative_ttl_s * 1000,
+  };
+  c->cache = cache_new(&lim, core_clock);
+  if (c->cache == NULL) {
+    free(c);
+    return NULL;
+  }
+  list_init(&c->remote);
+  list_init(&c->q_captions);
+  list_init(&c->q_speech);
+  list_init(&c->running);
+  list_init(&c->fetchers);
+  list_init(&c->idle);
+  return c;
+}
+
+void core_free(struct core *c) {
+  if (c == NULL) return;
+  struct link *k;
+  for (k = list_first(&c->fetchers); k != NULL; k = list_first(&c->fetchers)) {
+    struct fetcher *f = CONTAINER_OF(k, struct fetcher, all);
+    if (f->token != NULL) c->ops.drop_token(c->ops.ctx, f->token);
+    list_remove(&c->fetchers, k);
+    free(f);
+  }
+  for (size_t i = 0; i < JOB_TABLE_BUCKETS; i++) {
+    while (c->table[i] != NULL) {
+      struct job *j = c->table[i];
+      c->table[i] = j->hnext;
+      free(j);
+    }
+  }
+  cache_free(c->cache);
+  free(c);
+}
+
+/* ---- answers ---- */
+
+static void answer_one(struct core *c, struct core_waiter *w, const struct proto_result *res, uint64_t ttl) {
+  w->next = NULL;
+  c->ops.answer(c->ops.ctx, w, res, ttl);
+}
+
+static void answer_internal(struct core *c, struct core_waiter *w, const char *detail) {
+  struct proto_result r = {.outcome = PROTO_INTERNAL};
+  snprintf(r.detail, sizeof(r.detail), "%s", detail);
+  answer_one(c, w, &r, 0);
+}
+
+/* ---- jobs ---- */
+
+static struct job **job_bucket(struct core *c, uint64_t hash) { return &c->table[hash % JOB_TABLE_BUCKETS]; }
+
+static struct job *job_find(struct core *c, const char *video_id, const char *key) {
+  uint64_t h = cache_key_hash(video_id, key);
+  for (struct job *j = *job_bucket(c, h); j != NULL; j = j->hnext) {
+    if (j->hash == h && strcmp(j->pj.video_id, video_id) == 0 && strcmp(j->key, key) == 0) return j;
+  }
+  return NULL;
+}
+
+/* A job still waiting on Redis, by id (a reply for a job that ended since is for none). */
+static struct job *remote_job(struct core *c, uint64_t id) {
+  for (struct link *k = c->remote.head.next; k != &c->remote.head; k = k->next) {
+    struct job *j = CONTAINER_OF(k, struct job, q);
+    if (j->id == id) return j;
+  }
+  return NULL;
+}
+
+static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t now) {
+  struct job *j = calloc(1, sizeof(*j));
+  if (j == NULL) return NULL;
+  j->id = ++c->next_job_id;
+  j->pj = *req;
+  /* A worker asks for a transcript or for tracks; only the dispatcher turns a transcript job into a speech job. */
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
+  proto_job_key(&j->pj, j->key);
+  j->hash = cache_key_hash(req->video_id, j->key);
+  j->created_ms = now;
+  j->deadline_ms = now + (uint64_t)c->cfg->job_timeout_ms;
+  j->waiters_tail = &j->waiters;
+  struct job **b = job_bucket(c, j->hash);
+  j->hnext = *b;
+  *b = j;
+  c->njobs++;
+  c->st.jobs_created++;
+  return j;
+}
+
+static void job_wait_on(struct job *j, struct core_waiter *w) {
+  w->next = NULL;
+  *j->waiters_tail = w;
+  j->waiters_tail = &w->next;
+  j->nwaiters++;
+}
+
+/* Moves the job into list l (NULL for none) in state s; speech jobs running are counted against their limit. */
+static void job_move(struct core *c, struct job *j, struct list *l, enum job_state s, bool first) {
+  if (j->in == &c->running && j->pj.kind == PROTO_KIND_SPEECH) c->speech_running--;
+  if (j->in != NULL) list_remove(j->in, &j->q);
+  j->in = l;
+  j->state = s;
+  if (l == NULL) return;
+  if (first)
+    list_prepend(l, &j->q);
+  else
+    list_append(l, &j->q);
+  if (l == &c->running && j->pj.kind == PROTO_KIND_SPEECH) c->speech_running++;
+}
+
+static void job_enqueue(struct core *c, struct job *j, bool first) {
+  job_move(c, j, j->pj.kind == PROTO_KIND_SPEECH ? &c->q_speech : &c->q_captions, J_QUEUED, first);
+}
+
+/* Takes the job out of its list and away from its fetcher. */
+static void job_detach(struct core *c, struct job *j) {
+  job_move(c, j, NULL, j->state, false);
+  if (j->fetcher != NULL) {
+    j->fetcher->job = NULL;
+    j->fetcher = NULL;
+  }
+}
+
+static void job_destroy(struct core *c, struct job *j) {
+  job_detach(c, j);
+  struct job **pp = job_bucket(c, j->hash);
+  while (*pp != j) pp = &(*pp)->hnext;
+  *pp = j->hnext;
+  c->njobs--;
+  free(j);
+}
+
+static void count_outcome(struct core *c, uint8_t outcome) {
+  switch (outcome) {
+    case PROTO_OK:
+      c->st.outcome_ok++;
+      break;
+    case PROTO_NOT_AVAILABLE:
+      c->st.outcome_not_available++;
+      break;
+    case PROTO_UPSTREAM_FAILED:
+      c->st.outcome_upstream_failed++;
+      break;
+    default:
+      c->st.outcome_internal++;
+      break;
+  }
+}
+
+/* Answers every waiter with res and the cache lifetime, then ends the job. */
+static void job_answer(struct core *c, struct job *j, const struct proto_result *res, uint64_t ttl) {
+  struct core_waiter *w = j->waiters;
+  job_destroy(c, j);
+  if (w != NULL) c->ops.answer(c->ops.ctx, w, res, ttl);
+}
+
+/*
+ * The job's final result: kept in the cache when it may be kept, written to Redis for the other gateways (before the
+ * claim is released, so a waiter that sees the claim gone finds the result), answered to every waiter.
+ */
+static void job_finish(struct core *c, struct job *j, const struct proto_result *in) {
+  struct proto_result res = *in;
+  res.job_id = j->id;
+  if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
+  uint64_t ttl = 0;
+  if (cache_put(c->cache, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl) != 0) ttl = 0;
+  if (ttl > 0 && c->ops.redis_put != NULL) c->ops.redis_put(c->ops.ctx, j->pj.video_id, j->key, &res, ttl);
+  if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
+
+  count_outcome(c, res.outcome);
+  uint64_t now = event_now;
+  uint64_t queue_ms = (j->assigned_ms ? j->assigned_ms : now) - j->created_ms;
+  log_msg(res.outcome == PROTO_INTERNAL ? LOG_WARN : LOG_INFO, "job finished", "request_id", j->pj.request_id,
+          "=job_id", NUM(j->id), "video_id", j->pj.video_id, "lang", j->pj.lang, "kind", kind_name(j->pj.kind),
+          "=status", NUM(proto_outcome_status(res.outcome)), "detail", res.detail, "reason",
+          proto_reason_name(res.reason), "=waiters", NUM(j->nwaiters), "=queue_ms", NUM(queue_ms), "=fetch_ms",
+          NUM(res.fetch_ms), "=dur_ms", NUM(now - j->created_ms), NULL);
+  job_answer(c, j, &res, ttl);
+}
+
+static void job_fail(struct core *c, struct job *j, const char *detail) {
+  struct proto_result r = {.outcome = PROTO_INTERNAL};
+  snprintf(r.detail, sizeof(r.detail), "%s", detail);
+  job_finish(c, j, &r);
+}
+
+/* A fetcher's result for a job it holds: the end of the job, or its second life as a speech job. */
+static void job_result(struct core *c, struct job *j, const struct proto_result *res) {
+  uint64_t fetcher = j->fetcher != NULL ? j->fetcher->id : 0;
+  job_detach(c, j);
+  const char *why = NULL;
+  int (*bodycheck)(const char *, size_t, const char **) =
+      j->pj.kind == PROTO_KIND_TRACKS ? bodycheck_tracks : bodycheck_transcript;
+  if (res->outcome == PROTO_OK && bodycheck(res->body, res->body_len, &why) != 0) {
+    /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
+    c->st.results_refused++;
+    log_msg(LOG_WARN, "fetcher result refused: not what its job asked for", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "video_id", j->pj.video_id, "why", why, "=bytes", NUM(res->body_len), "=fetcher", NUM(fetcher),
+            NULL);
+    job_fail(c, j, "bad_result");
+    return;
+  }
+  /* A translation is of a caption track: a video without one has none to offer, speech or not. */
+  if (res->outcome == PROTO_NO_CAPTIONS && c->cfg->speech_fallback && j->pj.kind == PROTO_KIND_CAPTIONS &&
+      j->pj.translate[0] == '\0') {
+    j->pj.kind = PROTO_KIND_SPEECH;
+    j->deadline_ms = event_now + (uint64_t)c->cfg->speech_timeout_ms;
+    j->assigned_ms = 0;
+    job_enqueue(c, j, false);
+    c->st.speech_jobs++;
+    log_msg(LOG_INFO, "job queued for speech", "request_id", j->pj.request_id, "=job_id", NUM(j->id), "video_id",
+            j->pj.video_id, "=fetch_ms", NUM(res->fetch_ms), NULL);
+    return;
+  }
+  job_finish(c, j, res);
+}
+
+/* The job runs here: queued for a fetcher. */
+static void job_run_here(struct core *c, struct job *j) {
+  job_enqueue(c, j, false);
+  log_msg(LOG_INFO, "job queued", "request_id", j->pj.request_id, "=job_id", NUM(j->id), "video_id", j->pj.video_id,
+          "lang", j->pj.lang, NULL);
+}
+
+/* Asks Redis whether another gateway has the result. */
+static void job_lookup(struct core *c, struct job *j) {
+  job_move(c, j, &c->remote, J_LOOKUP, false);
+  c->ops.redis_get(c->ops.ctx, j->id, j->pj.video_id, j->key);
+}
+
+void core_request(struct core *c, uint64_t now, struct core_waiter *w, const struct proto_job *req) {
+  event_now = now;
+  c->st.requests++;
+  if (req == NULL || req->job_id != 0) {
+    c->st.protocol_errors++;
+    log_msg(LOG_WARN, "malformed worker request", NULL);
+    answer_internal(c, w, "bad_request");
+    return;
+  }
+  char key[PROTO_MAX_JOB_KEY + 1];
+  proto_job_key(req, key);
+  struct proto_result hit;
+  uint64_t ttl_left;
+  if (cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
+    c->st.cache_hits++;
+    log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
+            "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
+    answer_one(c, w, &hit, ttl_left);
+    return;
+  }
+  c->st.cache_misses++;
+  struct job *j = job_find(c, req->video_id, key);
+  if (j != NULL) {
+    c->st.coalesced++;
+    job_wait_on(j, w);
+    log_msg(LOG_DEBUG, "job coalesced", "request_id", req->request_id, "=job_id", NUM(j->id), "video_id", req->video_id,
+            NULL);
+    return;
+  }
+  if (c->njobs >= VTS_DISPATCH_MAX_JOBS) {
+    c->st.rejected_full++;
+    log_msg(LOG_WARN, "job refused: queue full", "request_id", req->request_id, "video_id", req->video_id, NULL);
+    answer_internal(c, w, "queue_full");
+    return;
+  }
+  j = job_new(c, req, now);
+  if (j == NULL) {
+    answer_internal(c, w, "no_memory");
+    return;
+  }
+  job_wait_on(j, w);
+  if (c->ops.redis_get != NULL)
+    job_lookup(c, j);
+  else
+    job_run_here(c, j);
+}
+
+/* ---- Redis ---- */
+
+void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, const struct proto_result *hit,
+                    uint64_t ttl_left_ms) {
+  event_now = now;
+  struct job *j = remote_job(c, job_id);
+  if (j == NULL || j->state != J_LOOKUP) return;
+  if (status == 0) {
+    /* Another gateway fetched it: kept here too for what is left of its lifetime. */
+    c->st.redis_hits++;
+    uint64_t ttl = 0;
+    if (cache_put(c->cache, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl) != 0) ttl = 0;
+    log_msg(LOG_DEBUG, "redis cache hit", "request_id", j->pj.request_id, "video_id", j->pj.video_id, "lang",
+            j->pj.lang, "=waiters", NUM(j->nwaiters), NULL);
+    struct proto_result res = *hit;
+    res.job_id = j->id;
+    job_answer(c, j, &res, ttl);
+    return;
+  }
+  if (status == -ENOENT && c->ops.redis_claim != NULL) {
+    uint64_t left = j->deadline_ms > now ? j->deadline_ms - now : 1;
+    job_move(c, j, &c->remote, J_CLAIM, false);
+    c->ops.redis_claim(c->ops.ctx, j->id, j->pj.video_id, j->key, left);
+    return;
+  }
+  job_run_here(c, j); /* Redis did not answer: fetched here, as without Redis */
+}
+
+void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int status) {
+  event_now = now;
+  struct job *j = remote_job(c, job_id);
+  if (j == NULL || j->state != J_CLAIM) return;
+  if (status == 0) {
+    /* Another gateway fetches it: look again soon. */
+    if (!j->waited) c->st.claims_waited++;
+    j->waited = true;
+    j->poll_ms = now + CORE_CLAIM_POLL_MS;
+    job_move(c, j, &c->remote, J_WAIT, false);
+    log_msg(LOG_DEBUG, "job waits on another gateway's claim", "request_id", j->pj.request_id, "=job_id", NUM(j->id),
+            "video_id", j->pj.video_id, NULL);
+    return;
+  }
+  if (status > 0) {
+    j->claimed = true;
+    c->st.claims_won++;
+    if (j->waited) {
+      c->st.claim_takeovers++;
+      log_msg(LOG_INFO, "claim taken over: its holder went away without a result", "request_id", j->pj.request_id,
+              "=job_id", NUM(j->id), "video_id", j->pj.video_id, NULL);
+    }
+  }
+  job_run_here(c, j);
+}
+
+/* ---- fetchers ---- */
+
+static struct fetcher *fetcher_find(struct core *c, uint64_t id) {
+  for (struct link *k = c->fetchers.head.next; k != &c->fetchers.head; k = k->next) {
+    struct fetcher *f = CONTAINER_OF(k, struct fetcher, all);
+    if (f->id == id) return f;
+  }
+  return NULL;
+}
+
+/* From here on the fetcher is dead: it no longer counts against VTS_JOBS_MAX_FETCHERS. */
+static void fetcher_set_dead(struct core *c, struct fetcher *f) {
+  if (f->state != F_DEAD) c->fetchers_live--;
+  f->state = F_DEAD;
+  f->dead_since_ms = event_now;
+}
+
+/*
+ * The fetcher of a connection, made on its first event. A connection beyond VTS_JOBS_MAX_FETCHERS live ones is
+ * closed at once and remembered as dead, so its messages are refused: a peer cannot grow the core's state by
+ * opening connections.
+ */
+static struct fetcher *fetcher_get(struct core *c, uint64_t id) {
+  struct fetcher *f = fetcher_find(c, id);
+  if (f != NULL) return f;
+  f = calloc(1, sizeof(*f));
+  if (f == NULL) return NULL;
+  f->id = id;
+  f->state = F_CONNECTED;
+  list_append(&c->fetchers, &f->all);
+  if (++c->fetchers_live > (uint64_t)c->cfg->jobs_max_fetchers) {
+    c->st.fetchers_refused++;
+    log_msg(LOG_WARN, "fetcher connection refused: VTS_JOBS_MAX_FETCHERS reached", "=fetcher", NUM(id), "=max",
+            NUM(c->cfg->jobs_max_fetchers), NULL);
+    fetcher_set_dead(c, f);
+    c->ops.close_fetcher(c->ops.ctx, id);
+  }
+  return f;
+}
+
+static void fetcher_unidle(struct core *c, struct fetcher *f) {
+  if (f->state != F_IDLE) return;
+  list_remove(&c->idle, &f->idle);
+  if (f->token != NULL) c->ops.drop_token(c->ops.ctx, f->token);
+  f->token = NULL;
+}
+
+/* The fetcher asked for work: keep its request (the way back) and put it at the end of the line. */
+static void fetcher_set_idle(struct core *c, struct fetcher *f, void *token) {
+  bool was_idle = f->state == F_IDLE;
+  if (was_idle && f->token != NULL) c->ops.drop_token(c->ops.ctx, f->token);
+  f->token = token;
+  f->state = F_IDLE;
+  if (!was_idle) list_append(&c->idle, &f->idle);
+}
+
+/* Ends a fetcher: its job fails with detail, its connection is closed, later messages from it are refused. */
+static void fetcher_kill(struct core *c, struct fetcher *f, const char *detail, bool close) {
+  if (f->job != NULL) job_fail(c, f->job, detail);
+  fetcher_unidle(c, f);
+  fetcher_set_dead(c, f);
+  if (close) c->ops.close_fetcher(c->ops.ctx, f->id);
+}
+
+/*
+ * A stopping fetcher delivered its last result: it is not idle, so it gets no job; the READY answer tells it the
+ * result arrived and it may close. It is forgotten now (its later messages are refused), so its connection dropping
+ * afterwards fails nothing.
+ */
+static void fetcher_leaving(struct core *c, struct fetcher *f, void *token) {
+  c->ops.send_ready(c->ops.ctx, f->id, token);
+  log_msg(LOG_INFO, "fetcher leaving", "=fetcher", NUM(f->id), NULL);
+  fetcher_unidle(c, f);
+  fetcher_set_dead(c, f);
+}
+
+/*
+ * The fetcher gave job_id back unrun: it is busy with another dispatcher's job. The job goes first in line for another
+ * idle fetcher, with its deadline unchanged (no failure, never run twice); this fetcher stays connected but is given
+ * nothing until it asks again. The READY answer is the acknowledgement.
+ */
+static void fetcher_declined(struct core *c, struct fetcher *f, uint64_t job_id, void *token) {
+  if (f->state == F_BUSY && f->job_id == job_id && f->job != NULL) {
+    struct job *j = f->job;
+    job_detach(c, j);
+    j->assigned_ms = 0;
+    job_enqueue(c, j, true);
+    c->st.jobs_declined++;
+    log_msg(LOG_INFO, "job declined by a busy fetcher: queued again", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "=fetcher", NUM(f->id), NULL);
+  }
+  fetcher_unidle(c, f);
+  f->state = F_CONNECTED;
+  c->ops.send_ready(c->ops.ctx, f->id, token);
+}
+
+void core_fetcher_added(struct core *c, uint64_t now, uint64_t fetcher) {
+  event_now = now;
+  fetcher_get(c, fetcher);
+}
+
+void core_fetcher_gone(struct core *c, uint64_t now, uint64_t fetcher) {
+  event_now = now;
+  struct fetcher *f = fetcher_get(c, fetcher);
+  if (f == NULL || f->state == F_DEAD) return;
+  if (f->job != NULL) {
+    c->st.fetcher_lost++;
+    log_msg(LOG_WARN, "fetcher lost while holding a job", "=job_id", NUM(f->job->id), "=fetcher", NUM(fetcher), NULL);
+  }
+  fetcher_kill(c, f, "fetcher_lost", false);
+}
+
+/* A RESULT or RESULT_LAST: for the job the fetcher holds, late, or out of order. */
+static void fetcher_result(struct core *c, struct fetcher *f, void *token, const struct proto_result *res, bool last) {
+  if (f->state == F_BUSY && res->job_id == f->job_id) {
+    if (f->job != NULL) {
+      job_result(c, f->job, res);
+    } else {
+      c->st.late_results++;
+      log_msg(LOG_INFO, "late result dropped", "=job_id", NUM(res->job_id), "=fetcher", NUM(f->id), "=fetch_ms",
+              NUM(res->fetch_ms), NULL);
+    }
+  } else {
+    /*
+     * A result for no job of ours: a fetcher's REQ socket re-sends its last request when its connection is
+     * replaced, so a dispatcher restart delivers results of the previous one here. It still means "idle" (or,
+     * for a RESULT_LAST, "leaving").
+     */
+    c->st.late_results++;
+    log_msg(LOG_INFO, "stale result dropped", "=job_id", NUM(res->job_id), "=fetcher", NUM(f->id), NULL);
+  }
+  if (last)
+    fetcher_leaving(c, f, token);
+  else
+    fetcher_set_idle(c, f, token);
+}
+
+void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *token, enum core_fetcher_msg type,
+                      uint64_t declined_job, const struct proto_result *res) {
+  event_now = now;
+  struct fetcher *f = fetcher_get(c, fetcher);
+  if (f == NULL || f->state == F_DEAD) {
+    c->ops.drop_token(c->ops.ctx, token);
+    return;
+  }
+  switch (type) {
+    case CORE_READY:
+      if (f->state == F_BUSY && f->job != NULL) {
+        /* It gave up on its job without a word: that job is lost, not re-run elsewhere. */
+        log_msg(LOG_WARN, "fetcher asked for work while holding a job", "=fetcher", NUM(fetcher), NULL);
+        job_fail(c, f->job, "fetcher_abandoned");
+      }
+      fetcher_set_idle(c, f, token);
+      return;
+    case CORE_DECLINE:
+      fetcher_declined(c, f, declined_job, token);
+      return;
+    case CORE_RESULT:
+    case CORE_RESULT_LAST:
+      if (res != NULL && !(f->state == F_BUSY && res->job_id != f->job_id)) {
+        fetcher_result(c, f, token, res, type == CORE_RESULT_LAST);
+        return;
+      }
+      break;
+    case CORE_MALFORMED:
+      break;
+  }
+  c->st.protocol_errors++;
+  log_msg(LOG_WARN, "fetcher protocol error: connection closed", "=fetcher", NUM(fetcher), NULL);
+  c->ops.drop_token(c->ops.ctx, token);
+  fetcher_kill(c, f, "protocol_error", true);
+}
+
+/* ---- time ---- */
+
+/* Hands queued jobs to idle fetchers: captions first, speech only below its concurrency limit. */
+static void assign_jobs(struct core *c, uint64_t now) {
+  while (c->idle.n > 0) {
+    struct list *q = NULL;
+    if (c->q_captions.n > 0)
+      q = &c->q_captions;
+    else if (c->q_speech.n > 0 && c->speech_running < (uint64_t)c->cfg->speech_max_concurrent)
+      q = &c->q_speech;
+    if (q == NULL) return;
+    struct job *j = CONTAINER_OF(list_first(q), struct job, q);
+    if (j->deadline_ms <= now) {
+      c->st.queue_timeouts++;
+      job_fail(c, j, "queue_timeout");
+      continue;
+    }
+    struct fetcher *f = CONTAINER_OF(list_first(&c->idle), struct fetcher, idle);
+    uint64_t left = j->deadline_ms - now;
+    j->pj.job_id = j->id;
+    j->pj.deadline_ms = left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+    void *token = f->token;
+    list_remove(&c->idle, &f->idle);
+    f->token = NULL;
+    f->state = F_BUSY;
+    f->job_id = j->id;
+    if (c->ops.send_job(c->ops.ctx, f->id, token, &j->pj) != 0) {
+      /* Never handed over, so the fetcher never saw it: the job stays first in line; the fetcher is dropped. */
+      log_msg(LOG_WARN, "cannot send job to fetcher", "=fetcher", NUM(f->id), NULL);
+      fetcher_kill(c, f, "send_failed", true);
+      continue;
+    }
+    job_move(c, j, &c->running, J_RUNNING, false);
+    j->fetcher = f;
+    j->assigned_ms = now;
+    f->job = j;
+    log_msg(LOG_INFO, "job assigned", "request_id", j->pj.request_id, "=job_id", NUM(j->id), "video_id", j->pj.video_id,
+            "kind", kind_name(j->pj.kind), "=fetcher", NUM(f->id), "=wait_ms", NUM(now - j->created_ms), "=deadline_ms",
+            NUM(left), NULL);
+  }
+}
+
+static void wake_at(uint64_t *wake, uint64_t t) {
+  if (t < *wake) *wake = t;
+}
+
+/* Jobs waiting on Redis: their deadline, and the next look of those waiting on a claim. */
+static void expire_remote(struct core *c, uint64_t now, uint64_t *wake) {
+  struct link *k = c->remote.head.next;
+  while (k != &c->remote.head) {
+    struct job *j = CONTAINER_OF(k, struct job, q);
+    k = k->next;
+    if (j->deadline_ms <= now) {
+      c->st.queue_timeouts++;
+      job_fail(c, j, "queue_timeout");
+      continue;
+    }
+    wake_at(wake, j->deadline_ms);
+    if (j->state != J_WAIT) continue;
+    if (j->poll_ms <= now) {
+      job_lookup(c, j);
+      continue;
+    }
+    wake_at(wake, j->poll_ms);
+  }
+}
+
+uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms) {
+  event_now = now;
+  uint64_t wake = now + idle_ms;
+  expire_remote(c, now, &wake);
+  struct list *queues[2] = {&c->q_captions, &c->q_speech};
+  for (int i = 0; i < 2; i++) {
+    /* Each queue is FIFO with one timeout for all its jobs, so its deadlines only grow: the head is the earliest. */
+    struct link *k;
+    for (k = list_first(queues[i]); k != NULL; k = list_first(queues[i])) {
+      struct job *j = CONTAINER_OF(k, struct job, q);
+      if (j->deadline_ms > now) {
+        wake_at(&wake, j->deadline_ms);
+        break;
+      }
+      c->st.queue_timeouts++;
+      job_fail(c, j, "queue_timeout");
+    }
+  }
+  struct link *k = c->running.head.next;
+  while (k != &c->running.head) {
+    struct job *j = CONTAINER_OF(k, struct job, q);
+    k = k->next;
+    uint64_t until = j->deadline_ms + VTS_DISPATCH_RESULT_GRACE_MS;
+    if (until <= now) {
+      /* Its fetcher stays busy: its own watchdog ends it, or its late result makes it idle again. */
+      c->st.run_timeouts++;
+      job_fail(c, j, "job_timeout");
+    } else {
+      wake_at(&wake, until);
+    }
+  }
+  k = c->fetchers.head.next;
+  while (k != &c->fetchers.head) {
+    struct fetcher *f = CONTAINER_OF(k, struct fetcher, all);
+    k = k->next;
+    if (f->state != F_DEAD) continue;
+    uint64_t until = f->dead_since_ms + VTS_DISPATCH_PIPE_TOMBSTONE_MS;
+    if (until <= now) {
+      list_remove(&c->fetchers, &f->all);
+      free(f);
+    } else {
+      wake_at(&wake, until);
+    }
+  }
+  assign_jobs(c, now);
+  return wake;
+}
+
+void core_stats(struct core *c, struct dispatcher_stats *out) {
+  struct cache_stats cs;
+  cache_get_stats(c->cache, &cs);
+  c->st.jobs_queued = c->q_captions.n + c->q_speech.n;
+  c->st.jobs_in_flight = c->running.n;
+  c->st.speech_in_flight = c->speech_running;
+  c->st.jobs_waiting = c->remote.n;
+  c->st.fetchers_idle = c->idle.n;
+  c->st.fetchers_connected = c->fetchers_live;
+  c->st.cache_entries = cs.entries;
+  c->st.cache_bytes = cs.bytes;
+  c->st.cache_evictions = cs.evictions;
+  *out = c->st;
+}

@@ -1,0 +1,131 @@
+/*
+ * The dispatcher's decisions, with no I/O and no clock: events and the time go in, actions come out.
+ *
+ * The core owns every piece of the dispatcher's state: the shared memory cache, the coalescing table, the captions
+ * and speech queues, the jobs fetchers hold, the fetchers' states (by the shell's connection id), the requests each
+ * job answers, and each job's standing with the other gateways (its Redis lookup and claim). The shell
+ * (dispatcher.c) turns nng messages and Redis replies into the calls below, each with the time it read, and carries
+ * out the actions the core asks for through struct core_ops, synchronously, from inside those calls. An action never
+ * calls back into the core: what it starts (a send, a Redis command) answers later, as another event.
+ *
+ * Its only output besides the actions is its log lines. Tests drive it in-process, setting the time by hand.
+ *
+ * Claims (with Redis, ops->redis_get set): a request that misses the memory cache makes a job that first asks Redis
+ * (another gateway may have fetched it); on a miss it claims the video's job key there. The winner queues the job
+ * for a fetcher, writes the result to Redis when it ends and releases its claim; the others wait, asking Redis again
+ * every CORE_CLAIM_POLL_MS until the result is there (answered from it), the claim is gone without one (they claim in
+ * turn: the claimant died or failed) or their own deadline passes. A Redis that fails to answer is a miss, and a
+ * failed claim is a claim won: the job runs here, never waits on Redis.
+ */
+#ifndef VTS_DISPATCH_CORE_H
+#define VTS_DISPATCH_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "proto/proto.h"
+
+#define CORE_CLAIM_POLL_MS 50 /* a job waiting on another gateway's claim asks Redis again this often */
+
+/* Counters for metrics; gauges are values of the moment, the rest count since the dispatcher started. */
+struct dispatcher_stats {
+  uint64_t requests;           /* worker requests received */
+  uint64_t cache_hits;         /* answered from the shared cache */
+  uint64_t cache_misses;       /* needed a job (new or coalesced) */
+  uint64_t coalesced;          /* joined a job already queued or running */
+  uint64_t jobs_created;       /* captions jobs started */
+  uint64_t speech_jobs;        /* jobs re-queued for speech recognition */
+  uint64_t jobs_queued;        /* gauge: waiting for an idle fetcher (both queues) */
+  uint64_t jobs_in_flight;     /* gauge: held by a fetcher */
+  uint64_t speech_in_flight;   /* gauge: speech jobs held by a fetcher */
+  uint64_t fetchers_connected; /* gauge */
+  uint64_t fetchers_idle;      /* gauge */
+  uint64_t outcome_ok;         /* jobs finished, by outcome */
+  uint64_t outcome_not_available;
+  uint64_t outcome_upstream_failed;
+  uint64_t outcome_internal;
+  uint64_t queue_timeouts;   /* no fetcher took the job in time */
+  uint64_t run_timeouts;     /* a fetcher held the job past its deadline */
+  uint64_t fetcher_lost;     /* a fetcher's connection dropped while it held a job */
+  uint64_t protocol_errors;  /* malformed or out-of-order messages */
+  uint64_t late_results;     /* results for jobs that had already failed */
+  uint64_t jobs_declined;    /* jobs a busy fetcher gave back unrun: queued again, first in line */
+  uint64_t results_refused;  /* OK results whose body was not a transcript: their jobs failed */
+  uint64_t fetchers_refused; /* connections closed at once: VTS_JOBS_MAX_FETCHERS were connected */
+  uint64_t rejected_full;    /* refused because VTS_DISPATCH_MAX_JOBS were pending */
+  uint64_t redis_hits;       /* jobs answered from the Redis cache: another gateway had fetched them */
+  uint64_t claims_won;       /* jobs this gateway fetched for every gateway */
+  uint64_t claims_waited;    /* jobs that waited on another gateway's claim */
+  uint64_t claim_takeovers;  /* of those, jobs whose claimant went away without a result: fetched here */
+  uint64_t jobs_waiting;     /* gauge: jobs asking Redis or waiting on another gateway's claim */
+  uint64_t cache_entries;    /* gauge */
+  uint64_t cache_bytes;      /* gauge */
+  uint64_t cache_evictions;
+};
+
+/* The shell's handle of one worker request, embedded in its own record; the core links it into a job's waiters. */
+struct core_waiter {
+  struct core_waiter *next;
+};
+
+/* What the core asks the shell to do. ctx is passed back. The redis_* members are NULL without Redis. */
+struct core_ops {
+  void *ctx;
+  /*
+   * Answers every worker request of the list (linked by next; a request is answered once, and its record is the
+   * shell's again) with res (its body borrowed for the call) and the cache lifetime left for it.
+   */
+  void (*answer)(void *ctx, struct core_waiter *waiters, const struct proto_result *res, uint64_t cache_ms);
+  /* Hands job to a fetcher as the answer to its request token. Returns 0, or nonzero when it could not be sent. */
+  int (*send_job)(void *ctx, uint64_t fetcher, void *token, const struct proto_job *job);
+  /* Answers a fetcher's request token with READY: the acknowledgement of a decline or of a last result. */
+  void (*send_ready)(void *ctx, uint64_t fetcher, void *token);
+  /* A request token that will never be answered (its fetcher asked again, or is gone). */
+  void (*drop_token)(void *ctx, void *token);
+  /* Closes a fetcher's connection; its later messages are refused by the core. */
+  void (*close_fetcher)(void *ctx, uint64_t fetcher);
+  /* Redis: each answers later with the core_redis_* event of the same job_id. */
+  void (*redis_get)(void *ctx, uint64_t job_id, const char *video_id, const char *key);
+  void (*redis_claim)(void *ctx, uint64_t job_id, const char *video_id, const char *key, uint64_t ttl_ms);
+  void (*redis_put)(void *ctx, const char *video_id, const char *key, const struct proto_result *res, uint64_t ttl_ms);
+  void (*redis_release)(void *ctx, uint64_t job_id, const char *video_id, const char *key);
+};
+
+struct core;
+
+/* A core deciding by cfg's limits (job and speech timeouts, speech fallback and concurrency, cache, max fetchers). */
+struct core *core_new(const struct vts_config *cfg, const struct core_ops *ops);
+/* Frees everything: the tokens it holds go to ops->drop_token; the waiters are the shell's records to free. */
+void core_free(struct core *c);
+
+/* ---- events ---- */
+
+/* A worker's decoded request (job_id 0), or NULL for one that did not decode: answered 500 at once. */
+void core_request(struct core *c, uint64_t now, struct core_waiter *w, const struct proto_job *req);
+
+/* A fetcher connected (its first sight: a connection beyond VTS_JOBS_MAX_FETCHERS is closed and refused). */
+void core_fetcher_added(struct core *c, uint64_t now, uint64_t fetcher);
+/* Its connection closed: its job fails (fetcher_lost). */
+void core_fetcher_gone(struct core *c, uint64_t now, uint64_t fetcher);
+/* A request from a fetcher: READY, DECLINE(job_id), RESULT or RESULT_LAST (res), or NULL for a malformed one. */
+enum core_fetcher_msg { CORE_READY, CORE_DECLINE, CORE_RESULT, CORE_RESULT_LAST, CORE_MALFORMED };
+void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *token, enum core_fetcher_msg type,
+                      uint64_t declined_job, const struct proto_result *res);
+
+/* A Redis lookup's answer: 0 with hit (body borrowed) and its lifetime left, -ENOENT on a miss, -EIO on a fault. */
+void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, const struct proto_result *hit,
+                    uint64_t ttl_left_ms);
+/* A claim's answer: 1 won, 0 held by another gateway, negative for a fault. */
+void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int status);
+
+/*
+ * Fails what passed its deadline, asks Redis again for jobs waiting on a claim, and hands queued jobs to idle fetchers.
+ * Returns the time of the next deadline or poll (now + idle_ms at the latest). Call after every batch of events.
+ */
+uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms);
+
+/* The counters, gauges brought up to date. */
+void core_stats(struct core *c, struct dispatcher_stats *out);
+
+#endif
