@@ -1,0 +1,567 @@
+/*
+ * The dispatcher's decision core in-process: events and the time go in by hand, and every action it asks for is
+ * recorded and checked. No sockets, no Redis, no sleeps.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "common/config.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "gateway/dispatcher/core.h"
+
+#define BODY_OK "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"hi\",\"segments\":[]}"
+#define T0 1000000 /* the time the tests start at: any value works, the core has no clock */
+#define MAX_REC 64
+
+/* What the core asked for, in order. */
+enum act { A_ANSWER, A_JOB, A_READY, A_DROP, A_CLOSE, A_GET, A_CLAIM, A_PUT, A_RELEASE };
+struct rec {
+  enum act act;
+  struct core_waiter *w; /* A_ANSWER: one record per waiter */
+  uint8_t outcome;
+  char detail[64];
+  uint64_t cache_ms;
+  uint64_t fetcher;
+  void *token;
+  uint64_t job_id; /* A_JOB, A_GET, A_CLAIM, A_RELEASE */
+  uint8_t kind;
+  char video[12];
+  uint64_t ttl_ms; /* A_CLAIM, A_PUT */
+  uint32_t deadline_ms;
+};
+
+struct fx {
+  struct vts_config cfg;
+  struct core *core;
+  struct rec rec[MAX_REC];
+  size_t n, seen; /* recorded; checked so far */
+  int send_fails; /* the next send_job calls that fail */
+  struct core_waiter w[8];
+};
+
+static struct rec *add(struct fx *f, enum act act) {
+  assert_true(f->n < MAX_REC);
+  struct rec *r = &f->rec[f->n++];
+  memset(r, 0, sizeof(*r));
+  r->act = act;
+  return r;
+}
+
+static void on_answer(void *ctx, struct core_waiter *w, const struct proto_result *res, uint64_t cache_ms) {
+  for (; w != NULL; w = w->next) {
+    struct rec *r = add(ctx, A_ANSWER);
+    r->w = w;
+    r->outcome = res->outcome;
+    snprintf(r->detail, sizeof(r->detail), "%s", res->detail);
+    r->cache_ms = cache_ms;
+  }
+}
+static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct proto_job *job) {
+  struct fx *f = ctx;
+  struct rec *r = add(f, A_JOB);
+  r->fetcher = fetcher;
+  r->token = token;
+  r->job_id = job->job_id;
+  r->kind = job->kind;
+  r->deadline_ms = job->deadline_ms;
+  snprintf(r->video, sizeof(r->video), "%s", job->video_id);
+  if (f->send_fails > 0) {
+    f->send_fails--;
+    return -1;
+  }
+  return 0;
+}
+static void on_ready(void *ctx, uint64_t fetcher, void *token) {
+  struct rec *r = add(ctx, A_READY);
+  r->fetcher = fetcher;
+  r->token = token;
+}
+static void on_drop(void *ctx, void *token) { add(ctx, A_DROP)->token = token; }
+static void on_close(void *ctx, uint64_t fetcher) { add(ctx, A_CLOSE)->fetcher = fetcher; }
+static void on_get(void *ctx, uint64_t job_id, const char *video, const char *key) {
+  (void)key;
+  struct rec *r = add(ctx, A_GET);
+  r->job_id = job_id;
+  snprintf(r->video, sizeof(r->video), "%s", video);
+}
+static void on_claim(void *ctx, uint64_t job_id, const char *video, const char *key, uint64_t ttl_ms) {
+  (void)key;
+  struct rec *r = add(ctx, A_CLAIM);
+  r->job_id = job_id;
+  r->ttl_ms = ttl_ms;
+  snprintf(r->video, sizeof(r->video), "%s", video);
+}
+static void on_put(void *ctx, const char *video, const char *key, const struct proto_result *res, uint64_t ttl_ms) {
+  (void)key;
+  struct rec *r = add(ctx, A_PUT);
+  r->outcome = res->outcome;
+  r->ttl_ms = ttl_ms;
+  snprintf(r->video, sizeof(r->video), "%s", video);
+}
+static void on_release(void *ctx, uint64_t job_id, const char *video, const char *key) {
+  (void)key;
+  struct rec *r = add(ctx, A_RELEASE);
+  r->job_id = job_id;
+  snprintf(r->video, sizeof(r->video), "%s", video);
+}
+
+static void start(struct fx *f, bool redis) {
+  char err[256];
+  assert_int_equal(config_load(&f->cfg, err, sizeof(err)), 0);
+  f->cfg.job_timeout_ms = 5000;
+  f->cfg.speech_timeout_ms = 60000;
+  f->cfg.speech_fallback = true;
+  f->cfg.speech_max_concurrent = 1;
+  f->cfg.cache_ttl_s = 600;
+  f->cfg.negative_ttl_s = 60;
+  f->cfg.cache_max_mb = 16;
+  f->cfg.jobs_max_fetchers = 3;
+  struct core_ops ops = {.ctx = f,
+                         .answer = on_answer,
+                         .send_job = on_send_job,
+                         .send_ready = on_ready,
+                         .drop_token = on_drop,
+                         .close_fetcher = on_close};
+  if (redis) {
+    ops.redis_get = on_get;
+    ops.redis_claim = on_claim;
+    ops.redis_put = on_put;
+    ops.redis_release = on_release;
+  }
+  f->core = core_new(&f->cfg, &ops);
+  assert_non_null(f->core);
+}
+
+static int setup(void **state) {
+  static struct fx f;
+  memset(&f, 0, sizeof(f));
+  *state = &f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  struct fx *f = *state;
+  core_free(f->core);
+  return 0;
+}
+
+/* The next action recorded, which must be act. */
+static struct rec *next(struct fx *f, enum act act) {
+  if (f->seen >= f->n) fail_msg("no action %d recorded (%zu seen)", act, f->seen);
+  struct rec *r = &f->rec[f->seen++];
+  if (r->act != act) fail_msg("action %zu is %d, not %d", f->seen - 1, r->act, act);
+  return r;
+}
+static void none(struct fx *f) {
+  if (f->seen != f->n) fail_msg("unexpected action %d", f->rec[f->seen].act);
+}
+
+static struct proto_job request(const char *video) {
+  struct proto_job j;
+  memset(&j, 0, sizeof(j));
+  snprintf(j.video_id, sizeof(j.video_id), "%s", video);
+  snprintf(j.lang, sizeof(j.lang), "en");
+  snprintf(j.request_id, sizeof(j.request_id), "req-%s", video);
+  j.kind = PROTO_KIND_CAPTIONS;
+  return j;
+}
+
+static struct proto_result result(uint64_t job_id, uint8_t outcome, const char *body) {
+  struct proto_result r;
+  memset(&r, 0, sizeof(r));
+  r.job_id = job_id;
+  r.outcome = outcome;
+  r.source = PROTO_SOURCE_CAPTIONS;
+  snprintf(r.lang, sizeof(r.lang), "en");
+  r.body = body;
+  r.body_len = body != NULL ? (uint32_t)strlen(body) : 0;
+  return r;
+}
+
+#define TOKEN(n) ((void *)(uintptr_t)(0x1000 + (n)))
+
+static void ready(struct fx *f, uint64_t now, uint64_t fetcher, int token) {
+  core_fetcher_msg(f->core, now, fetcher, TOKEN(token), CORE_READY, 0, NULL);
+}
+static void deliver(struct fx *f, uint64_t now, uint64_t fetcher, int token, const struct proto_result *res) {
+  core_fetcher_msg(f->core, now, fetcher, TOKEN(token), CORE_RESULT, 0, res);
+}
+static struct dispatcher_stats stats(struct fx *f) {
+  struct dispatcher_stats st;
+  core_stats(f->core, &st);
+  return st;
+}
+
+static void test_a_job_is_coalesced_assigned_answered_to_all_and_cached(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  assert_int_equal(core_tick(f->core, T0, 1000), T0 + 1000); /* no fetcher: nothing due before the idle wake */
+  none(f);
+  core_request(f->core, T0 + 10, &f->w[1], &a);
+  core_fetcher_added(f->core, T0 + 20, 7);
+  ready(f, T0 + 30, 7, 1);
+  core_tick(f->core, T0 + 30, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 7);
+  assert_ptr_equal(r->token, TOKEN(1));
+  assert_string_equal(r->video, "vidAAAAAAA1");
+  assert_int_equal(r->kind, PROTO_KIND_CAPTIONS);
+  assert_int_equal(r->deadline_ms, 5000 - 30);
+  uint64_t job = r->job_id;
+  none(f);
+
+  struct proto_result res = result(job, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 500, 7, 2, &res);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->cache_ms, 600000);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[1]);
+  none(f);
+
+  /* A hit, with the lifetime left; the fetcher is idle again and gets nothing. */
+  core_request(f->core, T0 + 1500, &f->w[2], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->cache_ms, 600000 - 1000);
+  core_tick(f->core, T0 + 1500, 1000);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.requests, 3);
+  assert_int_equal(st.cache_hits, 1);
+  assert_int_equal(st.cache_misses, 2);
+  assert_int_equal(st.coalesced, 1);
+  assert_int_equal(st.jobs_created, 1);
+  assert_int_equal(st.outcome_ok, 1);
+  assert_int_equal(st.fetchers_idle, 1);
+}
+
+static void test_deadlines_fail_queued_and_running_jobs(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[0], &a);
+  /* The next wake is the queued job's deadline. */
+  assert_int_equal(core_tick(f->core, T0 + 1, 60000), T0 + 5000);
+  none(f);
+  core_tick(f->core, T0 + 5000, 60000);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "queue_timeout");
+  assert_int_equal(r->cache_ms, 0);
+
+  core_request(f->core, T0 + 6000, &f->w[1], &b);
+  ready(f, T0 + 6000, 3, 1);
+  core_tick(f->core, T0 + 6000, 60000);
+  uint64_t job = next(f, A_JOB)->job_id;
+  /* Running: failed at its deadline plus the grace for a late result. */
+  assert_int_equal(core_tick(f->core, T0 + 6001, 60000), T0 + 11000 + VTS_DISPATCH_RESULT_GRACE_MS);
+  core_tick(f->core, T0 + 11000 + VTS_DISPATCH_RESULT_GRACE_MS, 60000);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[1]);
+  assert_string_equal(r->detail, "job_timeout");
+  /* Its result, late, is dropped; the fetcher is idle again. */
+  struct proto_result res = result(job, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 13000, 3, 2, &res);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.queue_timeouts, 1);
+  assert_int_equal(st.run_timeouts, 1);
+  assert_int_equal(st.late_results, 1);
+  assert_int_equal(st.fetchers_idle, 1);
+}
+
+static void test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->video, "vidAAAAAAA1");
+  core_fetcher_gone(f->core, T0 + 5, 1);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_string_equal(r->detail, "fetcher_lost");
+
+  ready(f, T0 + 10, 2, 2);
+  core_tick(f->core, T0 + 10, 1000);
+  uint64_t job = next(f, A_JOB)->job_id;
+  /* Busy elsewhere: given back unrun, acknowledged with READY, and the next idle fetcher gets it. */
+  core_fetcher_msg(f->core, T0 + 20, 2, TOKEN(3), CORE_DECLINE, job, NULL);
+  r = next(f, A_READY);
+  assert_int_equal(r->fetcher, 2);
+  assert_ptr_equal(r->token, TOKEN(3));
+  ready(f, T0 + 30, 4, 4);
+  core_tick(f->core, T0 + 30, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 4);
+  assert_int_equal(r->job_id, job);
+  none(f);
+  /* Messages of the lost connection are refused from now on. */
+  ready(f, T0 + 40, 1, 5);
+  assert_ptr_equal(next(f, A_DROP)->token, TOKEN(5));
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.fetcher_lost, 1);
+  assert_int_equal(st.jobs_declined, 1);
+  assert_int_equal(st.jobs_in_flight, 1);
+}
+
+static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  ready(f, T0, 1, 1);
+  ready(f, T0, 2, 2);
+  core_tick(f->core, T0, 1000);
+  uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id;
+  struct proto_result none_a = result(ja, PROTO_NO_CAPTIONS, NULL), none_b = result(jb, PROTO_NO_CAPTIONS, NULL);
+  deliver(f, T0 + 100, 1, 3, &none_a);
+  deliver(f, T0 + 100, 2, 4, &none_b);
+  core_tick(f->core, T0 + 100, 1000);
+  /* One speech job at a time: the second waits for the first. */
+  struct rec *r = next(f, A_JOB);
+  assert_int_equal(r->kind, PROTO_KIND_SPEECH);
+  assert_int_equal(r->job_id, ja);
+  assert_int_equal(r->deadline_ms, 60000);
+  none(f);
+  struct proto_result ok = result(ja, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 200, 1, 5, &ok);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  core_tick(f->core, T0 + 200, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->kind, PROTO_KIND_SPEECH);
+  assert_int_equal(r->job_id, jb);
+  assert_int_equal(stats(f).speech_jobs, 2);
+}
+
+static void test_a_body_that_is_not_a_transcript_fails_and_is_not_cached(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  uint64_t job = next(f, A_JOB)->job_id;
+  struct proto_result bad = result(job, PROTO_OK, "{\"videoId\":\"vidAAAAAAA1\"}");
+  deliver(f, T0 + 1, 1, 2, &bad);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "bad_result");
+  core_request(f->core, T0 + 2, &f->w[1], &a);
+  core_tick(f->core, T0 + 2, 1000);
+  assert_int_not_equal(next(f, A_JOB)->job_id, job); /* asked again: nothing was kept */
+  assert_int_equal(stats(f).results_refused, 1);
+}
+
+static void test_connections_beyond_the_cap_and_protocol_errors_are_closed(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  for (uint64_t id = 1; id <= 4; id++) core_fetcher_added(f->core, T0, id);
+  assert_int_equal(next(f, A_CLOSE)->fetcher, 4);
+  ready(f, T0, 4, 1);
+  assert_ptr_equal(next(f, A_DROP)->token, TOKEN(1));
+
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 2);
+  core_tick(f->core, T0, 1000);
+  uint64_t job = next(f, A_JOB)->job_id;
+  struct proto_result other = result(job + 99, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 1, 1, 3, &other);
+  assert_ptr_equal(next(f, A_DROP)->token, TOKEN(3));
+  assert_string_equal(next(f, A_ANSWER)->detail, "protocol_error");
+  assert_int_equal(next(f, A_CLOSE)->fetcher, 1);
+  core_fetcher_msg(f->core, T0 + 2, 2, TOKEN(4), CORE_MALFORMED, 0, NULL);
+  assert_ptr_equal(next(f, A_DROP)->token, TOKEN(4));
+  assert_int_equal(next(f, A_CLOSE)->fetcher, 2);
+  /* A job that cannot be sent stays first in line; that fetcher is dropped. */
+  core_request(f->core, T0 + 3, &f->w[1], &a);
+  ready(f, T0 + 3, 3, 5);
+  f->send_fails = 1;
+  core_tick(f->core, T0 + 3, 1000);
+  assert_int_equal(next(f, A_JOB)->fetcher, 3);
+  assert_int_equal(next(f, A_CLOSE)->fetcher, 3);
+  ready(f, T0 + 4, 5, 6);
+  core_tick(f->core, T0 + 4, 1000);
+  assert_int_equal(next(f, A_JOB)->fetcher, 5);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.fetchers_refused, 1);
+  assert_int_equal(st.protocol_errors, 2);
+  assert_int_equal(st.fetchers_connected, 1);
+  /* Dead connections are forgotten after their tombstone. */
+  core_tick(f->core, T0 + VTS_DISPATCH_PIPE_TOMBSTONE_MS + 10, 100000);
+  ready(f, T0 + VTS_DISPATCH_PIPE_TOMBSTONE_MS + 20, 4, 7);
+  assert_int_equal(stats(f).fetchers_connected, 2); /* id 4 is new again, and idle */
+}
+
+static void test_a_bad_request_and_a_full_table_are_answered_at_once(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  core_request(f->core, T0, &f->w[0], NULL);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "bad_request");
+  static struct core_waiter many[VTS_DISPATCH_MAX_JOBS];
+  for (int i = 0; i < VTS_DISPATCH_MAX_JOBS; i++) {
+    struct proto_job j = request("vid00000000");
+    snprintf(j.video_id, sizeof(j.video_id), "v%010d", i);
+    core_request(f->core, T0, &many[i], &j);
+  }
+  none(f);
+  struct proto_job one = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[1], &one);
+  assert_string_equal(next(f, A_ANSWER)->detail, "queue_full");
+  assert_int_equal(stats(f).rejected_full, 1);
+  assert_int_equal(stats(f).jobs_queued, VTS_DISPATCH_MAX_JOBS);
+}
+
+/* ---- with Redis: lookups and claims ---- */
+
+static void test_a_won_claim_runs_here_writes_redis_then_releases(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_request(f->core, T0 + 1, &f->w[1], &a); /* joins the lookup */
+  none(f);
+  core_redis_got(f->core, T0 + 3, job, -ENOENT, NULL, 0);
+  struct rec *r = next(f, A_CLAIM);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->ttl_ms, 5000 - 3); /* the claim lives as long as the job may */
+  core_redis_claimed(f->core, T0 + 5, job, 1);
+  ready(f, T0 + 5, 1, 1);
+  core_tick(f->core, T0 + 5, 1000);
+  assert_int_equal(next(f, A_JOB)->job_id, job);
+  struct proto_result ok = result(job, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 100, 1, 2, &ok);
+  r = next(f, A_PUT);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->ttl_ms, 600000);
+  assert_int_equal(next(f, A_RELEASE)->job_id, job); /* after the result is in Redis */
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[0]);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[1]);
+  none(f);
+  assert_int_equal(stats(f).claims_won, 1);
+}
+
+static void test_a_lost_claim_waits_and_is_answered_from_redis(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0 + 1, job, -ENOENT, NULL, 0);
+  next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0 + 2, job, 0);
+  ready(f, T0 + 2, 1, 1); /* an idle fetcher gets nothing: the job is another gateway's */
+  assert_int_equal(core_tick(f->core, T0 + 2, 1000), T0 + 2 + CORE_CLAIM_POLL_MS);
+  none(f);
+  core_tick(f->core, T0 + 2 + CORE_CLAIM_POLL_MS, 1000);
+  assert_int_equal(next(f, A_GET)->job_id, job);
+  struct proto_result hit = result(0, PROTO_OK, BODY_OK);
+  core_redis_got(f->core, T0 + 60, job, 0, &hit, 300000);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->cache_ms, 300000);
+  none(f);
+  /* Kept here for its lifetime left. */
+  core_request(f->core, T0 + 1060, &f->w[1], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->cache_ms, 300000 - 1000);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.claims_waited, 1);
+  assert_int_equal(st.redis_hits, 1);
+  assert_int_equal(st.claims_won, 0);
+  assert_int_equal(st.jobs_waiting, 0);
+}
+
+static void test_a_claim_gone_without_a_result_is_taken_over(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0, job, -ENOENT, NULL, 0);
+  next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0, job, 0);
+  core_tick(f->core, T0 + CORE_CLAIM_POLL_MS, 1000);
+  next(f, A_GET);
+  core_redis_got(f->core, T0 + CORE_CLAIM_POLL_MS, job, -ENOENT, NULL, 0);
+  assert_int_equal(next(f, A_CLAIM)->ttl_ms, 5000 - CORE_CLAIM_POLL_MS);
+  core_redis_claimed(f->core, T0 + CORE_CLAIM_POLL_MS, job, 1);
+  ready(f, T0 + 60, 1, 1);
+  core_tick(f->core, T0 + 60, 1000);
+  assert_int_equal(next(f, A_JOB)->job_id, job);
+  assert_int_equal(stats(f).claim_takeovers, 1);
+  /* A failed job releases its claim at once, and writes nothing. */
+  core_fetcher_gone(f->core, T0 + 70, 1);
+  assert_int_equal(next(f, A_RELEASE)->job_id, job);
+  assert_string_equal(next(f, A_ANSWER)->detail, "fetcher_lost");
+  none(f);
+}
+
+static void test_redis_faults_never_hold_a_job_back(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2"), c = request("vidCCCCCCC3");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  core_request(f->core, T0, &f->w[2], &c);
+  uint64_t ja = next(f, A_GET)->job_id, jb = next(f, A_GET)->job_id, jc = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0 + 1, ja, -EIO, NULL, 0); /* no lookup: run here, unclaimed */
+  core_redis_got(f->core, T0 + 1, jb, -ENOENT, NULL, 0);
+  next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0 + 2, jb, -EIO); /* no claim: run here too */
+  ready(f, T0 + 2, 1, 1);
+  ready(f, T0 + 2, 2, 2);
+  core_tick(f->core, T0 + 2, 1000);
+  assert_int_equal(next(f, A_JOB)->job_id, ja);
+  assert_int_equal(next(f, A_JOB)->job_id, jb);
+  struct proto_result ok = result(ja, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 3, 1, 3, &ok);
+  next(f, A_PUT); /* shared if Redis takes it, never released: it was never claimed */
+  next(f, A_ANSWER);
+  none(f);
+  /* A lookup that never answers ends at the job's deadline. */
+  core_tick(f->core, T0 + 5000, 1000);
+  struct rec *r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[2]);
+  assert_string_equal(r->detail, "queue_timeout");
+  core_redis_got(f->core, T0 + 5001, jc, -ENOENT, NULL, 0); /* too late: for no job */
+  none(f);
+}
+
+int main(void) {
+  log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_a_job_is_coalesced_assigned_answered_to_all_and_cached, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_no_captions_becomes_a_speech_job_within_its_concurrency, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_body_that_is_not_a_transcript_fails_and_is_not_cached, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_connections_beyond_the_cap_and_protocol_errors_are_closed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_bad_request_and_a_full_table_are_answered_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_won_claim_runs_here_writes_redis_then_releases, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_lost_claim_waits_and_is_answered_from_redis, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_claim_gone_without_a_result_is_taken_over, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_redis_faults_never_hold_a_job_back, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
