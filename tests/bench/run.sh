@@ -172,6 +172,7 @@ echo "gateway children RSS (KiB): $rss"
 python3 "$root/tests/bench/idle_conns.py" "$gw_port" "$gw" "${IDLE_CONNS:-10000}"
 python3 "$root/tests/bench/slow_readers.py" "$gw_port" "$gw" "$key" "$hour_id" "${SLOW_READERS:-1000}"
 "$build/bin/bench_ratelimit" 1000000
+"$build/bin/bench_dispatch_core" 20000
 python3 "$root/tests/bench/cache_miss.py" "$gw_port" "$up_port" "$key" "${MISSES:-200}"
 "$build/bin/bench_parse" 200 | sed -n 2p | sed "s/^/parse+serialise 1,500 segments: /"
 "$build/bin/bench_render" 200
