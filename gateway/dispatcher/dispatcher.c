@@ -512,6 +512,11 @@ static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
   atomic_store_explicit(&m->fetchers_refused, st->fetchers_refused, memory_order_relaxed);
   atomic_store_explicit(&m->rejected_full, st->rejected_full, memory_order_relaxed);
   atomic_store_explicit(&m->protocol_errors, st->protocol_errors, memory_order_relaxed);
+  atomic_store_explicit(&m->redis_hits, st->redis_hits, memory_order_relaxed);
+  atomic_store_explicit(&m->claims_won, st->claims_won, memory_order_relaxed);
+  atomic_store_explicit(&m->claims_waited, st->claims_waited, memory_order_relaxed);
+  atomic_store_explicit(&m->claim_takeovers, st->claim_takeovers, memory_order_relaxed);
+  atomic_store_explicit(&m->jobs_waiting, (int64_t)st->jobs_waiting, memory_order_relaxed);
   atomic_store_explicit(&m->cache_bytes, (int64_t)st->cache_bytes, memory_order_relaxed);
   atomic_store_explicit(&m->cache_entries, (int64_t)st->cache_entries, memory_order_relaxed);
 }

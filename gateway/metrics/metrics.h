@@ -81,6 +81,11 @@ struct metrics_dispatcher {
   _Atomic uint64_t fetchers_refused; /* connections closed at once: VTS_JOBS_MAX_FETCHERS reached */
   _Atomic uint64_t rejected_full;    /* requests refused: VTS_DISPATCH_MAX_JOBS jobs pending */
   _Atomic uint64_t protocol_errors;  /* malformed or out-of-order link messages */
+  _Atomic uint64_t redis_hits;       /* jobs answered from the Redis cache */
+  _Atomic uint64_t claims_won;       /* jobs fetched here for every gateway */
+  _Atomic uint64_t claims_waited;    /* jobs that waited on another gateway's claim */
+  _Atomic uint64_t claim_takeovers;  /* of those, fetched here because the claimant went away */
+  _Atomic int64_t jobs_waiting;      /* gauge: jobs asking Redis or waiting on a claim */
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
   _Atomic int64_t cache_bytes;
