@@ -124,9 +124,9 @@ class Load:
             t.join(30)
 
 
-def start_gateway(path, certs, jobs_port=None):
+def start_gateway(path, certs, jobs_port=None, env=None):
     path.mkdir(parents=True, exist_ok=True)
-    gw = Gateway(path, env=dict(certs.env("gateway")), workers=1)
+    gw = Gateway(path, env=dict(certs.env("gateway"), **(env or {})), workers=1)
     if jobs_port is not None:
         gw.jobs_port = jobs_port
     gw.env["VTS_JOBS_URL"] = "tls+tcp://127.0.0.1:%d" % gw.jobs_port
