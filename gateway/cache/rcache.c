@@ -276,10 +276,12 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
     req_fail(rc, q);
   } else if (!rc->closing && q->kind == R_GET && r->type != REDIS_REPLY_ERROR) {
     got(rc, q, r);
-  } else if (!rc->closing && q->kind == R_GET) {
-    /* WRONGTYPE from the script: a value of another type under our key is as foreign as a bad string. */
+  } else if (!rc->closing && q->kind == R_GET && strstr(r->str, "WRONGTYPE") != NULL) {
+    /* A value of another type under our key is as foreign as a bad string. */
     static const redisReply foreign = {.type = REDIS_REPLY_STATUS};
     got(rc, q, &foreign);
+  } else if (!rc->closing && q->kind == R_GET) {
+    rc->get_cb(rc->arg, q->tag, -EIO, NULL, 0); /* refused (a missing permission, a script error): a miss */
   } else if (!rc->closing && q->kind == R_CLAIM) {
     rc->claim_cb(rc->arg, q->tag, r->type == REDIS_REPLY_STATUS ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -EIO);
   }

@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "gateway/dispatcher/core.h"
+#include "tests/bench/bench_timing.h"
 
 #define RUNS 5
 #define FETCHERS 8
@@ -33,17 +34,6 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
 static void on_ready(void *ctx, uint64_t fetcher, void *token) { (void)ctx, (void)fetcher, (void)token; }
 static void on_drop(void *ctx, void *token) { (void)ctx, (void)token; }
 static void on_close(void *ctx, uint64_t fetcher) { (void)ctx, (void)fetcher; }
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static double run(const struct vts_config *cfg, long rounds) {
   struct core_ops ops = {.answer = on_answer,
@@ -71,7 +61,7 @@ static double run(const struct vts_config *cfg, long rounds) {
     core_fetcher_msg(c, now, f, (void *)f, CORE_READY, 0, NULL);
     events += 2;
   }
-  double t0 = now_ns();
+  double t0 = bench_now_ms();
   for (long r = 0; r < rounds; r++) {
     now++;
     for (int j = 0; j < FETCHERS; j++) {
@@ -90,7 +80,7 @@ static double run(const struct vts_config *cfg, long rounds) {
     core_tick(c, now, 1000);
     events += FETCHERS * WAITERS * 2 + FETCHERS + 2;
   }
-  double ns = (now_ns() - t0) / (double)events;
+  double ns = (bench_now_ms() - t0) * 1e6 / (double)events;
   core_free(c);
   return ns;
 }
@@ -106,7 +96,7 @@ int main(int argc, char **argv) {
   log_init("bench", LOG_ERROR);
   double ns[RUNS];
   for (int i = 0; i < RUNS; i++) ns[i] = run(&cfg, rounds);
-  qsort(ns, RUNS, sizeof(ns[0]), cmp);
+  qsort(ns, RUNS, sizeof(ns[0]), bench_cmp_double);
   printf("dispatcher core: %.0f ns an event (median of %d runs, %ld rounds of %d jobs, %d requests each)\n",
          ns[RUNS / 2], RUNS, rounds, FETCHERS, WAITERS * 2);
   return 0;

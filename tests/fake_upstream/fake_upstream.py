@@ -419,6 +419,8 @@ STATS = Stats()
 
 # --block-source addresses and --block-mode.
 BLOCK = {"sources": set(), "mode": "429"}
+# --delay-ms: every platform request (not the test's /__ requests) takes this long, each in its own thread.
+DELAY_S = [0.0]
 
 # Pages read from --captures: name -> text, plus the key and consent value they hold.
 CAPTURES = {}
@@ -602,6 +604,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, STATS.snapshot())
             return
         STATS.count("GET %s %s" % (url.path, video))
+        time.sleep(DELAY_S[0])
         if self.egress_blocked(url.path):
             return
         if url.path == "/watch":
@@ -621,6 +624,7 @@ class Handler(BaseHTTPRequestHandler):
             STATS.reset()
             self.send_json(200, {"ok": True})
             return
+        time.sleep(DELAY_S[0])
         if url.path != "/youtubei/v1/player":
             STATS.count("POST %s" % url.path)
             self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
@@ -843,7 +847,9 @@ def main():
     parser.add_argument("--audio-duration-ms", type=int, default=12480, help="duration the player reply declares")
     parser.add_argument("--block-source", action="append", default=[], help="a source address to answer as blocked")
     parser.add_argument("--block-mode", choices=("429", "recaptcha"), default="429")
+    parser.add_argument("--delay-ms", type=int, default=0, help="time every platform request takes (benchmarks)")
     args = parser.parse_args()
+    DELAY_S[0] = args.delay_ms / 1000.0
     BLOCK["sources"] = set(args.block_source)
     BLOCK["mode"] = args.block_mode
     AUDIO_DURATION_MS[0] = args.audio_duration_ms

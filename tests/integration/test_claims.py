@@ -4,7 +4,6 @@ mid-job lets a waiter take over once its claim expires; and a Redis slowed to 40
 delays only the jobs that wait for it."""
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import pytest
 from certs import Certs
 from conftest import http_request, wait_for, wait_metric
 from delayproxy import DelayProxy
-from test_several_gateways import HELLO, player_requests, start_gateway
+from test_several_gateways import HELLO, player_requests, start_gateway, stop_fetcher_group
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
@@ -41,15 +40,7 @@ def fetchers(tmp_path, certs, upstream, gateways, workers):
             wait_metric(gw.metrics_port, "vts_fetchers_connected", workers, timeout=20)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        stop_fetcher_group(proc)
         log.close()
 
 

@@ -124,6 +124,21 @@ class Load:
             t.join(30)
 
 
+def stop_fetcher_group(proc):
+    """Stops a fetcher started in a session of its own: SIGTERM, then whatever of its group is left is killed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)
+
+
 def start_gateway(path, certs, jobs_port=None, env=None):
     path.mkdir(parents=True, exist_ok=True)
     gw = Gateway(path, env=dict(certs.env("gateway"), **(env or {})), workers=1)
@@ -187,17 +202,7 @@ def test_three_gateways_share_the_fetchers_and_outlive_a_killed_one(tmp_path, ce
     finally:
         if load is not None:
             load.close()
-        if fetchers.poll() is None:
-            fetchers.send_signal(signal.SIGTERM)
-            try:
-                fetchers.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(fetchers.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        fetchers.wait(timeout=10)
+        stop_fetcher_group(fetchers)
         log.close()
         for gw in gws:
             gw.stop()
