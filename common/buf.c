@@ -57,6 +57,15 @@ int buf_json_escape(struct buf *b, const char *s, size_t len) {
   int rv = buf_reserve(b, len);
   if (rv != 0) return rv;
   for (size_t i = 0; i < len; i++) {
+    /* The characters that need no escape go in runs, one append each. */
+    size_t run = i;
+    while (run < len && (unsigned char)s[run] >= 0x20 && s[run] != 0x7f && s[run] != '"' && s[run] != '\\') run++;
+    if (run > i) {
+      rv = buf_append(b, s + i, run - i);
+      if (rv != 0) return rv;
+      i = run;
+      if (i == len) break;
+    }
     unsigned char c = (unsigned char)s[i];
     char esc[7];
     size_t n = 0;
@@ -82,7 +91,7 @@ int buf_json_escape(struct buf *b, const char *s, size_t len) {
       esc[5] = hex[c & 15];
       n = 6;
     }
-    rv = n ? buf_append(b, esc, n) : buf_append(b, &s[i], 1);
+    rv = buf_append(b, esc, n);
     if (rv != 0) return rv;
   }
   return 0;

@@ -1,6 +1,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +58,34 @@ int util_random_hex(char *out, size_t nbytes) {
   return 0;
 }
 
+/*
+ * SHA-256 with the algorithm fetched once and a context per thread: OpenSSL 3 looks the algorithm up again on every
+ * EVP_Digest(..., EVP_sha256(), ...), which costs more than hashing an API key. The context is freed with its thread.
+ */
+static EVP_MD *sha256_md;
+static pthread_key_t sha256_ctx_key;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_ctx_free(void *ctx) { EVP_MD_CTX_free(ctx); }
+static void sha256_setup(void) {
+  sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+  pthread_key_create(&sha256_ctx_key, sha256_ctx_free);
+}
+
 void util_sha256_hex(const void *data, size_t len, char out[65]) {
   static const char hex[] = "0123456789abcdef";
   unsigned char md[32];
   unsigned int mdlen = 0;
-  EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+  pthread_once(&sha256_once, sha256_setup);
+  EVP_MD_CTX *ctx = pthread_getspecific(sha256_ctx_key);
+  if (ctx == NULL && sha256_md != NULL && (ctx = EVP_MD_CTX_new()) != NULL &&
+      pthread_setspecific(sha256_ctx_key, ctx) != 0) {
+    EVP_MD_CTX_free(ctx);
+    ctx = NULL;
+  }
+  if (ctx == NULL || EVP_DigestInit_ex2(ctx, sha256_md, NULL) != 1 || EVP_DigestUpdate(ctx, data, len) != 1 ||
+      EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL); /* the slow way, still right */
   for (unsigned int i = 0; i < 32; i++) {
     out[2 * i] = hex[md[i] >> 4];
     out[2 * i + 1] = hex[md[i] & 15];
@@ -97,4 +121,33 @@ int util_hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+size_t util_u64_dec(uint64_t v, char out[21]) {
+  char rev[20];
+  size_t n = 0;
+  do {
+    rev[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (size_t i = 0; i < n; i++) out[i] = rev[n - 1 - i];
+  out[n] = '\0';
+  return n;
+}
+
+void strb_put(struct strb *b, const char *s, size_t n) {
+  if (!b->ok || n >= b->cap - b->len) {
+    b->ok = 0;
+    return;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+void strb_puts(struct strb *b, const char *s) { strb_put(b, s, strlen(s)); }
+
+void strb_u64(struct strb *b, uint64_t v) {
+  char d[21];
+  strb_put(b, d, util_u64_dec(v, d));
 }

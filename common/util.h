@@ -27,5 +27,24 @@ int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int util_parse_i64_n(const char *s, size_t len, int64_t min, int64_t max, int64_t *out);
 /* The value of a hex digit (0-9, a-f, A-F), or -1 for any other character. */
 int util_hex_value(char c);
+/* v in decimal and a NUL into out; returns the number of digits. */
+size_t util_u64_dec(uint64_t v, char out[21]);
+
+/*
+ * A string built in a fixed buffer by appends, for the hot paths where snprintf's format parsing costs more than the
+ * bytes: once a piece does not fit, the build is over (ok false) and the buffer holds a NUL-terminated prefix.
+ */
+struct strb {
+  char *p;
+  size_t cap, len;
+  int ok;
+};
+static inline struct strb strb_init(char *buf, size_t cap) {
+  buf[0] = '\0';
+  return (struct strb){buf, cap, 0, 1};
+}
+void strb_put(struct strb *b, const char *s, size_t n);
+void strb_puts(struct strb *b, const char *s);
+void strb_u64(struct strb *b, uint64_t v);
 
 #endif

@@ -119,7 +119,11 @@ static const char *const coding_names[ENTITY_CODINGS] = {NULL, "br", "gzip"};
 static const char *const etag_suffixes[ENTITY_CODINGS] = {"", "-br", "-gz"};
 
 void entity_etag(const struct entity *e, enum entity_coding c, char out[ENTITY_ETAG_BYTES]) {
-  snprintf(out, ENTITY_ETAG_BYTES, "\"%s%s\"", e->tag, etag_suffixes[c]);
+  struct strb b = strb_init(out, ENTITY_ETAG_BYTES);
+  strb_put(&b, "\"", 1);
+  strb_puts(&b, e->tag);
+  strb_puts(&b, etag_suffixes[c]);
+  strb_put(&b, "\"", 1);
 }
 
 const char *entity_coding_name(enum entity_coding c) { return coding_names[c]; }

@@ -27,6 +27,14 @@ static const char get_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
     "if not v then return nil end\n"
     "return {v, redis.call('PTTL', KEYS[1])}\n";
+/*
+ * Claims KEYS[2] unless the result KEYS[1] is there already, in one step: a claimant that finishes between a
+ * waiter's lookup and its claim leaves the result, never a free claim without one. 1 won, 0 held, 2 cached now.
+ */
+static const char claim_script[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return 2 end\n"
+    "if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+    "return 0\n";
 /* Deletes a claim only when it is still the caller's. */
 static const char release_script[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
@@ -283,7 +291,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
   } else if (!rc->closing && q->kind == R_GET) {
     rc->get_cb(rc->arg, q->tag, -EIO, NULL, 0); /* refused (a missing permission, a script error): a miss */
   } else if (!rc->closing && q->kind == R_CLAIM) {
-    rc->claim_cb(rc->arg, q->tag, r->type == REDIS_REPLY_STATUS ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -EIO);
+    rc->claim_cb(rc->arg, q->tag, r->type == REDIS_REPLY_INTEGER && r->integer >= 0 ? (int)r->integer : -EIO);
   }
   free(q);
   if (was_first) arm_deadline(rc);
@@ -376,12 +384,14 @@ static void claim_key(struct rreq *q) {
 void rcache_claim(struct rcache *rc, uint64_t tag, const char *video_id, const char *key, uint64_t ttl_ms) {
   struct rreq *q = req_new(rc, R_CLAIM, tag, video_id, key);
   if (q == NULL) return; /* out of memory: the job's own deadline answers it */
+  char entry[RCACHE_KEY_BYTES];
+  snprintf(entry, sizeof(entry), "%s", q->key);
   claim_key(q);
   char value[RCACHE_OWNER_BYTES + 24], px[24];
   snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
   snprintf(px, sizeof(px), "%llu", (unsigned long long)(ttl_ms > 0 ? ttl_ms : 1));
-  const char *argv[] = {"SET", q->key, value, "NX", "PX", px};
-  req_send(rc, q, 6, argv, NULL);
+  const char *argv[] = {"EVAL", claim_script, "2", entry, q->key, value, px};
+  req_send(rc, q, 7, argv, NULL);
 }
 
 void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {

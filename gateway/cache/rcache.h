@@ -24,7 +24,7 @@ struct rcache;
 /* A lookup's answer: 0 with res (body borrowed for the call) and its lifetime left, -ENOENT a miss, -EIO a fault. */
 typedef void (*rcache_get_cb)(void *arg, uint64_t tag, int status, const struct proto_result *res,
                               uint64_t ttl_left_ms);
-/* A claim's answer: 1 won, 0 held by another, -EIO a fault. */
+/* A claim's answer: 1 won, 0 held by another, 2 not claimed because the result is there now, -EIO a fault. */
 typedef void (*rcache_claim_cb)(void *arg, uint64_t tag, int status);
 
 /*
@@ -44,7 +44,7 @@ void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const cha
 int rcache_put(struct rcache *rc, const char *video_id, const char *key, const struct proto_result *res,
                uint64_t ttl_ms);
 
-/* Claims (video_id, key) for ttl_ms in this gateway's name and tag's. */
+/* Claims (video_id, key) for ttl_ms in this gateway's name and tag's, unless its result is cached (in one step). */
 void rcache_claim(struct rcache *rc, uint64_t tag, const char *video_id, const char *key, uint64_t ttl_ms);
 /* Releases that claim if it is still ours (held by this gateway for tag). */
 void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const char *key);

@@ -440,6 +440,11 @@ void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int statu
   event_now = now;
   struct job *j = remote_job(c, job_id);
   if (j == NULL || j->state != J_CLAIM) return;
+  if (status == 2) {
+    /* The claimant finished between our lookup and our claim: its result is there to read. */
+    job_lookup(c, j);
+    return;
+  }
   if (status == 0) {
     /* Another gateway fetches it: look again soon. */
     if (!j->waited) c->st.claims_waited++;

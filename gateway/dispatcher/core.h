@@ -116,7 +116,7 @@ void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *toke
 /* A Redis lookup's answer: 0 with hit (body borrowed) and its lifetime left, -ENOENT on a miss, -EIO on a fault. */
 void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, const struct proto_result *hit,
                     uint64_t ttl_left_ms);
-/* A claim's answer: 1 won, 0 held by another gateway, negative for a fault. */
+/* A claim's answer: 1 won, 0 held by another gateway, 2 the result is in Redis now, negative for a fault. */
 void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int status);
 
 /*

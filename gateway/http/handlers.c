@@ -113,10 +113,18 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
   uint64_t max_age_s = ent->expires_ms > now ? (ent->expires_ms - now) / 1000 : 0;
   const char *name = entity_coding_name(coding);
   char headers[ANSWER_HEADERS_BYTES];
-  snprintf(headers, sizeof(headers),
-           "%sETag: %s\r\nCache-Control: private, max-age=%llu\r\nVary: Accept-Encoding\r\n%s%s%s", t->rl_headers, etag,
-           (unsigned long long)max_age_s, name != NULL && !notmod ? "Content-Encoding: " : "",
-           name != NULL && !notmod ? name : "", name != NULL && !notmod ? "\r\n" : "");
+  struct strb h = strb_init(headers, sizeof(headers));
+  strb_puts(&h, t->rl_headers);
+  strb_puts(&h, "ETag: ");
+  strb_puts(&h, etag);
+  strb_puts(&h, "\r\nCache-Control: private, max-age=");
+  strb_u64(&h, max_age_s);
+  strb_puts(&h, "\r\nVary: Accept-Encoding\r\n");
+  if (name != NULL && !notmod) {
+    strb_puts(&h, "Content-Encoding: ");
+    strb_puts(&h, name);
+    strb_puts(&h, "\r\n");
+  }
   if (notmod) {
     /* Counted in the short window, not against the month: the reserved unit goes back with transcript_free. */
     http_respond(req, 304, headers, NULL, 0, NULL);
@@ -186,12 +194,18 @@ done:
 }
 
 static void format_rl_headers(struct transcript *t, const struct rl_decision *d) {
-  int n = snprintf(t->rl_headers, sizeof(t->rl_headers),
-                   "X-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\nX-RateLimit-Reset: %lld\r\n",
-                   (long long)d->limit, (long long)(d->remaining > 0 ? d->remaining : 0), (long long)d->reset);
+  struct strb b = strb_init(t->rl_headers, sizeof(t->rl_headers));
+  strb_puts(&b, "X-RateLimit-Limit: ");
+  strb_u64(&b, d->limit > 0 ? (uint64_t)d->limit : 0);
+  strb_puts(&b, "\r\nX-RateLimit-Remaining: ");
+  strb_u64(&b, d->remaining > 0 ? (uint64_t)d->remaining : 0);
+  strb_puts(&b, "\r\nX-RateLimit-Reset: ");
+  strb_u64(&b, d->reset > 0 ? (uint64_t)d->reset : 0);
+  strb_puts(&b, "\r\n");
   if (d->outcome == RL_LIMITED || d->outcome == RL_UNAVAILABLE) {
-    int64_t ra = d->retry_after >= 1 ? d->retry_after : 1;
-    snprintf(t->rl_headers + n, sizeof(t->rl_headers) - (size_t)n, "Retry-After: %lld\r\n", (long long)ra);
+    strb_puts(&b, "Retry-After: ");
+    strb_u64(&b, d->retry_after >= 1 ? (uint64_t)d->retry_after : 1);
+    strb_puts(&b, "\r\n");
   }
 }
 

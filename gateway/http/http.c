@@ -695,9 +695,9 @@ static void access_log(const struct http_conn *conn, int status) {
   size_t plen = req->path_len < VTS_MAX_LOGGED_PATH_BYTES ? req->path_len : VTS_MAX_LOGGED_PATH_BYTES;
   if (plen > 0) memcpy(path, req->path, plen);
   path[plen] = '\0';
-  char st[16], dur[32];
-  snprintf(st, sizeof(st), "%d", status);
-  snprintf(dur, sizeof(dur), "%llu", (unsigned long long)(util_now_ms() - req->start_ms));
+  char st[21], dur[21];
+  util_u64_dec((uint64_t)status, st);
+  util_u64_dec(util_now_ms() - req->start_ms, dur);
   const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
   log_msg(LOG_INFO, "request", "request_id", req->request_id, "method", method, "path", path, "=status", st, "=dur_ms",
           dur, "key_id", req->key_id, NULL);
@@ -727,21 +727,30 @@ static int respond(struct http_request *req, int status, const char *content_typ
     connection = "Connection: close\r\n";
   else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
     connection = "Connection: keep-alive\r\n";
-  int n;
+  struct strb h = strb_init(conn->head, sizeof(conn->head));
+  strb_puts(&h, "HTTP/1.1 ");
+  strb_u64(&h, (uint64_t)status);
+  strb_puts(&h, " ");
+  strb_puts(&h, reason_phrase(status));
   if (status == 304) {
     /* A 304 describes the representation the client holds: no content headers of its own, and no body. */
-    n = snprintf(conn->head, sizeof(conn->head), "HTTP/1.1 304 %s\r\nDate: %s\r\nX-Request-Id: %s\r\n%s%s\r\n",
-                 reason_phrase(status), http_date_now(), req->request_id, extra_headers != NULL ? extra_headers : "",
-                 connection);
     body_len = 0;
   } else {
-    n = snprintf(conn->head, sizeof(conn->head),
-                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nDate: %s\r\n"
-                 "X-Request-Id: %s\r\n%s%s\r\n",
-                 status, reason_phrase(status), content_type, body_len, http_date_now(), req->request_id,
-                 extra_headers != NULL ? extra_headers : "", connection);
+    strb_puts(&h, "\r\nContent-Type: ");
+    strb_puts(&h, content_type);
+    strb_puts(&h, "\r\nContent-Length: ");
+    strb_u64(&h, body_len);
   }
-  if (n < 0 || (size_t)n >= sizeof(conn->head)) {
+  strb_puts(&h, "\r\nDate: ");
+  strb_puts(&h, http_date_now());
+  strb_puts(&h, "\r\nX-Request-Id: ");
+  strb_puts(&h, req->request_id);
+  strb_puts(&h, "\r\n");
+  if (extra_headers != NULL) strb_puts(&h, extra_headers);
+  strb_puts(&h, connection);
+  strb_puts(&h, "\r\n");
+  size_t n = h.len;
+  if (!h.ok) {
     log_msg(LOG_ERROR, "response head too large", "request_id", req->request_id, NULL);
     if (release != NULL) release(owner);
     conn_close(conn);

@@ -474,6 +474,11 @@ static void test_a_lost_claim_waits_and_is_answered_from_redis(void **state) {
   none(f);
   core_tick(f->core, T0 + 2 + CORE_CLAIM_POLL_MS, 1000);
   assert_int_equal(next(f, A_GET)->job_id, job);
+  /* Still no result when it looked, but there is one when it claims: it reads it instead of fetching. */
+  core_redis_got(f->core, T0 + 53, job, -ENOENT, NULL, 0);
+  next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0 + 55, job, 2);
+  assert_int_equal(next(f, A_GET)->job_id, job);
   struct proto_result hit = result(0, PROTO_OK, BODY_OK);
   core_redis_got(f->core, T0 + 60, job, 0, &hit, 300000);
   struct rec *r = next(f, A_ANSWER);

@@ -304,6 +304,11 @@ static void test_a_claim_is_won_once_and_released_by_its_holder_only(void **stat
   assert_true(r->integer > 59000 && r->integer <= 60000);
   freeReplyObject(r);
   redisFree(c);
+  /* A video whose result is cached is not claimed: the claimant is told to read it. */
+  struct proto_result in = ok_result("{\"language\":\"en\"}");
+  assert_int_equal(rcache_put(f->rc, "alreadyIn01", "en", &in, 60000), 0);
+  assert_int_equal(claim(f, f->rc, 6, "alreadyIn01", 60000), 2);
+  assert_int_equal(key_exists(f, "vts:claim:{alreadyIn01}:en"), 0);
   assert_int_equal(claim(f, f->rc, 3, "expiring001", 100), 1);
   assert_int_equal(claim(f, f->other, 4, "expiring001", 100), 0);
   usleep(200 * 1000);
