@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +64,24 @@ int job_limits_init(void) {
  */
 static char watchdog_line[512];
 static size_t watchdog_line_len;
+static atomic_int watchdog_fired;
+
+/*
+ * The handler may run on any thread while the job's own thread goes on (a stopped process resumes every thread at
+ * once), so the job thread checks the clock too before it answers: whichever notices first writes the line, and an
+ * overrun job never delivers a result.
+ */
+static _Noreturn void watchdog_exit(void) {
+  if (atomic_exchange(&watchdog_fired, 1) == 0) {
+    ssize_t n = write(STDERR_FILENO, watchdog_line, watchdog_line_len);
+    (void)n;
+  }
+  _exit(JOB_WATCHDOG_EXIT);
+}
 
 static void on_watchdog(int sig) {
   (void)sig;
-  ssize_t n = write(STDERR_FILENO, watchdog_line, watchdog_line_len);
-  (void)n;
-  _exit(JOB_WATCHDOG_EXIT);
+  watchdog_exit();
 }
 
 static void watchdog_arm(const struct proto_job *job, uint64_t limit_ms) {
@@ -165,6 +178,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
       innertube_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, out);
   }
   watchdog_disarm();
+  if (util_now_ms() - start >= budget + VTS_FETCHER_WATCHDOG_GRACE_MS) watchdog_exit();
 
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
