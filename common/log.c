@@ -31,8 +31,12 @@ static void log_setup(void) {
   pthread_key_create(&log_line_key, line_free);
 }
 
+/* Bumped by log_init: each thread makes its lead pieces again for the new component. */
+static unsigned log_generation = 1;
+
 void log_init(const char *component, enum log_level min_level) {
   log_component = component;
+  __atomic_add_fetch(&log_generation, 1, __ATOMIC_RELEASE);
   log_min = min_level;
   pthread_once(&log_once, log_setup);
 }
@@ -47,34 +51,51 @@ int log_level_parse(const char *s, enum log_level *out) {
   return -1;
 }
 
+/* Appends n bytes the buffer has room for (reserved by the caller). */
+static inline void put(struct buf *b, const char *s, size_t n) {
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+}
+
 /*
- * The line's lead up to its message: {"ts":"...","level":"...","component":"...","pid":N,"msg":" with the time's
- * second formatted once a second (per thread).
+ * The line's lead up to its message: {"ts":"...","level":"...","component":"...","pid":N,"msg":" from pieces made
+ * once per thread: the time's second (once a second) and, per level, what follows the milliseconds.
  */
+static _Thread_local char lead_tail[4][160];
+static _Thread_local size_t lead_tail_len[4];
+static _Thread_local unsigned lead_generation;
+
 static void line_lead(struct buf *b, enum log_level level) {
   static _Thread_local time_t sec = -1;
-  static _Thread_local char sec_text[32];
+  static _Thread_local char sec_text[40];
+  static _Thread_local size_t sec_len;
   struct timeval tv;
   gettimeofday(&tv, NULL);
   if (tv.tv_sec != sec) {
     struct tm tm;
     gmtime_r(&tv.tv_sec, &tm);
-    strftime(sec_text, sizeof(sec_text), "%Y-%m-%dT%H:%M:%S", &tm);
+    sec_len = strftime(sec_text, sizeof(sec_text), "{\"ts\":\"%Y-%m-%dT%H:%M:%S.", &tm);
     sec = tv.tv_sec;
   }
+  unsigned gen = __atomic_load_n(&log_generation, __ATOMIC_ACQUIRE);
+  if (log_pid_text[0] == '\0' || lead_generation != gen) {
+    snprintf(log_pid_text, sizeof(log_pid_text), "%d", (int)getpid());
+    memset(lead_tail_len, 0, sizeof(lead_tail_len));
+    lead_generation = gen;
+  }
+  if (lead_tail_len[level] == 0) {
+    int n = snprintf(lead_tail[level], sizeof(lead_tail[level]),
+                     "Z\",\"level\":\"%s\",\"component\":\"%s\",\"pid\":%s,\"msg\":\"", level_names[level],
+                     log_component, log_pid_text);
+    lead_tail_len[level] = n > 0 && (size_t)n < sizeof(lead_tail[level]) ? (size_t)n : 0;
+  }
   int ms = (int)(tv.tv_usec / 1000);
-  char frac[8] = {'.', (char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10), 'Z', '\0'};
-  if (log_pid_text[0] == '\0') snprintf(log_pid_text, sizeof(log_pid_text), "%d", (int)getpid());
-  buf_puts(b, "{\"ts\":\"");
-  buf_puts(b, sec_text);
-  buf_puts(b, frac);
-  buf_puts(b, "\",\"level\":\"");
-  buf_puts(b, level_names[level]);
-  buf_puts(b, "\",\"component\":\"");
-  buf_puts(b, log_component);
-  buf_puts(b, "\",\"pid\":");
-  buf_puts(b, log_pid_text);
-  buf_puts(b, ",\"msg\":\"");
+  char frac[3] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10)};
+  if (buf_reserve(b, sec_len + sizeof(frac) + sizeof(lead_tail[0])) != 0) return;
+  put(b, sec_text, sec_len);
+  put(b, frac, sizeof(frac));
+  put(b, lead_tail[level], lead_tail_len[level]);
+  b->data[b->len] = '\0';
 }
 
 void log_msg(enum log_level level, const char *msg, ...) {
@@ -90,7 +111,7 @@ void log_msg(enum log_level level, const char *msg, ...) {
   buf_reset(b);
   line_lead(b, level);
   buf_json_escape(b, msg, strlen(msg));
-  buf_puts(b, "\"");
+  buf_append(b, "\"", 1);
 
   va_list ap;
   va_start(ap, msg);
@@ -101,17 +122,22 @@ void log_msg(enum log_level level, const char *msg, ...) {
     if (value == NULL) value = "";
     int raw = key[0] == '=';
     if (raw) key++;
-    buf_puts(b, ",\"");
-    buf_json_escape(b, key, strlen(key));
-    buf_puts(b, raw ? "\":" : "\":\"");
-    if (raw)
+    /* Keys are names written in our code ([a-z_]), never input: they go in as they are. */
+    size_t klen = strlen(key);
+    if (buf_reserve(b, klen + 8) != 0) break;
+    put(b, ",\"", 2);
+    put(b, key, klen);
+    if (raw) {
+      put(b, "\":", 2);
       buf_puts(b, value[0] ? value : "null");
-    else
+    } else {
+      put(b, "\":\"", 3);
       buf_json_escape(b, value, strlen(value));
-    if (!raw) buf_puts(b, "\"");
+      buf_append(b, "\"", 1);
+    }
   }
   va_end(ap);
-  buf_puts(b, "}\n");
+  buf_append(b, "}\n", 2);
   if (b->data) {
     /* One write per line keeps lines whole when several processes share the stream. */
     ssize_t off = 0;

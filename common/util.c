@@ -37,24 +37,35 @@ void util_http_date(char *out, size_t outlen, time_t t) {
   strftime(out, outlen, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
-int util_random_hex(char *out, size_t nbytes) {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char raw[64];
-  if (nbytes > sizeof(raw)) return -EINVAL;
+int util_random_bytes(void *out, size_t n) {
+  unsigned char *raw = out;
   size_t got = 0;
-  while (got < nbytes) {
-    ssize_t n = getrandom(raw + got, nbytes - got, 0);
-    if (n < 0) {
+  while (got < n) {
+    ssize_t r = getrandom(raw + got, n - got, 0);
+    if (r < 0) {
       if (errno == EINTR) continue;
       return -errno;
     }
-    got += (size_t)n;
+    got += (size_t)r;
   }
-  for (size_t i = 0; i < nbytes; i++) {
+  return 0;
+}
+
+void util_hex(const unsigned char *raw, size_t n, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
     out[2 * i] = hex[raw[i] >> 4];
     out[2 * i + 1] = hex[raw[i] & 15];
   }
-  out[2 * nbytes] = '\0';
+  out[2 * n] = '\0';
+}
+
+int util_random_hex(char *out, size_t nbytes) {
+  unsigned char raw[64];
+  if (nbytes > sizeof(raw)) return -EINVAL;
+  int rv = util_random_bytes(raw, nbytes);
+  if (rv != 0) return rv;
+  util_hex(raw, nbytes, out);
   return 0;
 }
 
@@ -72,9 +83,7 @@ static void sha256_setup(void) {
   pthread_key_create(&sha256_ctx_key, sha256_ctx_free);
 }
 
-void util_sha256_hex(const void *data, size_t len, char out[65]) {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char md[32];
+void util_sha256(const void *data, size_t len, unsigned char md[32]) {
   unsigned int mdlen = 0;
   pthread_once(&sha256_once, sha256_setup);
   EVP_MD_CTX *ctx = pthread_getspecific(sha256_ctx_key);
@@ -86,11 +95,12 @@ void util_sha256_hex(const void *data, size_t len, char out[65]) {
   if (ctx == NULL || EVP_DigestInit_ex2(ctx, sha256_md, NULL) != 1 || EVP_DigestUpdate(ctx, data, len) != 1 ||
       EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
     EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL); /* the slow way, still right */
-  for (unsigned int i = 0; i < 32; i++) {
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
-  }
-  out[64] = '\0';
+}
+
+void util_sha256_hex(const void *data, size_t len, char out[65]) {
+  unsigned char md[32];
+  util_sha256(data, len, md);
+  util_hex(md, 32, out);
 }
 
 int util_parse_i64_n(const char *s, size_t len, int64_t min, int64_t max, int64_t *out) {
@@ -132,6 +142,13 @@ size_t util_u64_dec(uint64_t v, char out[21]) {
   } while (v != 0);
   for (size_t i = 0; i < n; i++) out[i] = rev[n - 1 - i];
   out[n] = '\0';
+  return n;
+}
+
+size_t util_copy_str(char *dst, size_t cap, const char *src) {
+  size_t n = strnlen(src, cap - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
   return n;
 }
 

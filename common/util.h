@@ -16,6 +16,12 @@ void util_rfc3339(char *out, size_t outlen, int64_t wall_ms);
 void util_http_date(char *out, size_t outlen, time_t t);
 /* Fills out with 2*nbytes lowercase hex characters of random bytes and a NUL. Returns 0, or -errno. */
 int util_random_hex(char *out, size_t nbytes);
+/* Fills out with n random bytes from the kernel (getrandom). Returns 0, or -errno. */
+int util_random_bytes(void *out, size_t n);
+/* Writes the 2*n lowercase hex characters of raw and a NUL into out. */
+void util_hex(const unsigned char *raw, size_t n, char *out);
+/* SHA-256 of data, its 32 bytes into md. */
+void util_sha256(const void *data, size_t len, unsigned char md[32]);
 /* SHA-256 of data as 64 lowercase hex characters and a NUL into out (65 bytes). */
 void util_sha256_hex(const void *data, size_t len, char out[65]);
 /*
@@ -44,6 +50,8 @@ static inline struct strb strb_init(char *buf, size_t cap) {
   return (struct strb){buf, cap, 0, 1};
 }
 void strb_put(struct strb *b, const char *s, size_t n);
+/* Copies the string src into dst of size cap (> 0), cut to fit, always NUL-terminated. Returns the length copied. */
+size_t util_copy_str(char *dst, size_t cap, const char *src);
 void strb_puts(struct strb *b, const char *s);
 void strb_u64(struct strb *b, uint64_t v);
 

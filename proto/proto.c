@@ -192,12 +192,19 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
 
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]) {
   /* The fields are bounded by their arrays, so the key always fits. */
-  if (job->kind == PROTO_KIND_TRACKS)
-    snprintf(out, PROTO_MAX_JOB_KEY + 1, "*tracks");
-  else if (job->translate[0] != '\0')
-    snprintf(out, PROTO_MAX_JOB_KEY + 1, "%s>%s", job->lang, job->translate);
-  else
-    snprintf(out, PROTO_MAX_JOB_KEY + 1, "%s", job->lang);
+  if (job->kind == PROTO_KIND_TRACKS) {
+    memcpy(out, "*tracks", sizeof("*tracks"));
+    return;
+  }
+  size_t n = strnlen(job->lang, PROTO_MAX_LANG);
+  memcpy(out, job->lang, n);
+  if (job->translate[0] != '\0') {
+    out[n++] = '>';
+    size_t t = strnlen(job->translate, PROTO_MAX_LANG);
+    memcpy(out + n, job->translate, t);
+    n += t;
+  }
+  out[n] = '\0';
 }
 
 int proto_outcome_status(uint8_t outcome) {

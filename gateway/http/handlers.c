@@ -261,9 +261,9 @@ static void read_query(struct transcript *t) {
   job->kind = t->kind;
   job->deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
   memcpy(job->video_id, q->video_id, sizeof(job->video_id));
-  snprintf(job->lang, sizeof(job->lang), "%s", q->lang);
-  snprintf(job->translate, sizeof(job->translate), "%s", q->translate);
-  snprintf(job->request_id, sizeof(job->request_id), "%s", req->request_id);
+  util_copy_str(job->lang, sizeof(job->lang), q->lang);
+  util_copy_str(job->translate, sizeof(job->translate), q->translate);
+  util_copy_str(job->request_id, sizeof(job->request_id), req->request_id);
 }
 
 /*
@@ -290,7 +290,7 @@ static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uin
     http_respond_error(req, API_ERR_UNAUTHORIZED, NULL);
     return;
   }
-  snprintf(req->key_id, sizeof(req->key_id), "%s", key->name);
+  util_copy_str(req->key_id, sizeof(req->key_id), key->name);
   struct transcript *t = calloc(1, sizeof(*t));
   if (t == NULL) {
     http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);

@@ -30,6 +30,8 @@
 /* Longest header name we look at ("transfer-encoding"); longer names are never ours. */
 #define HTTP_HNAME_BYTES 24
 #define HTTP_REQUEST_ID_RANDOM_BYTES 16
+/* Random bytes drawn at once for request ids: one getrandom call every 256 requests instead of one each. */
+#define HTTP_RID_POOL_BYTES (256 * HTTP_REQUEST_ID_RANDOM_BYTES)
 
 enum conn_state {
   CONN_IDLE,    /* between requests: no byte of the next one yet */
@@ -76,6 +78,12 @@ struct http_server {
   void *app;
   uv_tcp_t listener;
   uv_timer_t drain_timer;
+  /*
+   * Connections whose answer went out whole at once (the usual case): their write is finished from the next loop
+   * turn, as libuv would finish it, without the write request whose completion re-arms the socket in epoll.
+   */
+  uv_idle_t written_idle;
+  struct http_conn *written;
   int listener_open;
   int draining;
   int drained_reported;
@@ -85,6 +93,9 @@ struct http_server {
   void *drained_arg;
   struct http_conn *conns; /* every open connection, for the drain */
   size_t nconns;
+  /* Made in the worker (never before a fork), so no two processes draw the same ids. */
+  unsigned char rid_pool[HTTP_RID_POOL_BYTES];
+  size_t rid_pool_used;
   char rbuf[HTTP_READ_BUF_BYTES];
 };
 
@@ -98,13 +109,15 @@ struct http_conn {
   llhttp_t parser;
   struct http_server *srv;
   struct http_conn *prev, *next;
-  unsigned refs; /* open handles plus holds; the memory goes when it reaches 0 */
+  struct http_conn *written_next; /* in srv->written, holding a reference */
+  unsigned refs;                  /* open handles plus holds; the memory goes when it reaches 0 */
   enum conn_state state;
   unsigned closing : 1;
   unsigned reading : 1;
   unsigned keep_alive : 1;
   unsigned served : 1; /* a response went out: idle waits use the idle timeout */
   unsigned rid_set : 1;
+  unsigned peer_done : 1;  /* the client closed its side (or failed) while a request was answered */
   unsigned char last_byte; /* last byte given to llhttp, for the framing scan across reads */
   enum api_error err;      /* our verdict when we stop llhttp from a callback */
 
@@ -127,7 +140,10 @@ struct http_conn {
   char rid[VTS_MAX_REQUEST_ID_BYTES + 1];
   struct conn_negotiation *neg; /* made on the first Accept-Encoding or If-None-Match, kept with the connection */
 
-  /* Bytes that arrived behind a complete request, parsed once its response is written. */
+  /*
+   * Bytes that arrived behind a complete request (in its read, or read while it was answered: reading goes on then,
+   * up to HTTP_READ_BUF_BYTES held), parsed once its response is written.
+   */
   char *pending;
   size_t pending_len;
 
@@ -163,10 +179,22 @@ static void conn_set_request_id(struct http_conn *conn) {
   if (conn->rid_in_seen && !conn->rid_in_bad && http_request_id_valid(conn->rid_in, conn->rid_in_len)) {
     memcpy(conn->rid, conn->rid_in, conn->rid_in_len);
     conn->rid[conn->rid_in_len] = '\0';
-  } else if (util_random_hex(conn->rid, HTTP_REQUEST_ID_RANDOM_BYTES) != 0) {
-    /* getrandom cannot fail for 16 bytes once the pool is ready; keep the id unique per process anyway. */
-    static unsigned long long fallback;
-    snprintf(conn->rid, sizeof(conn->rid), "r%llu", ++fallback);
+  } else {
+    struct http_server *srv = conn->srv;
+    if (srv->rid_pool_used + HTTP_REQUEST_ID_RANDOM_BYTES > sizeof(srv->rid_pool)) {
+      if (util_random_bytes(srv->rid_pool, sizeof(srv->rid_pool)) == 0) {
+        srv->rid_pool_used = 0;
+      } else {
+        /* getrandom cannot fail once the pool is ready; keep the id unique per process anyway. */
+        static unsigned long long fallback;
+        snprintf(conn->rid, sizeof(conn->rid), "r%llu", ++fallback);
+        conn->rid_set = 1;
+        conn->req.request_id = conn->rid;
+        return;
+      }
+    }
+    util_hex(srv->rid_pool + srv->rid_pool_used, HTTP_REQUEST_ID_RANDOM_BYTES, conn->rid);
+    srv->rid_pool_used += HTTP_REQUEST_ID_RANDOM_BYTES;
   }
   conn->rid_set = 1;
   conn->req.request_id = conn->rid;
@@ -235,6 +263,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void conn_read_start(struct http_conn *conn) {
   if (conn->reading || conn->closing) return;
+  if (conn->peer_done) {
+    /* The client's end of the stream was reached while its last request was answered: nothing more will come. */
+    conn_close(conn);
+    return;
+  }
   if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) == 0)
     conn->reading = 1;
   else
@@ -556,7 +589,7 @@ static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
   if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
     size_t used = (size_t)(llhttp_get_error_pos(&conn->parser) - data);
     if (used > 0) conn->last_byte = (unsigned char)data[used - 1];
-    conn_read_stop(conn);
+    /* Reading goes on while the request is answered (on_read holds what comes): no epoll change per request. */
     if (used < len) {
       char *rest = malloc(len - used);
       if (rest == NULL) {
@@ -581,11 +614,38 @@ static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
   if (len > 0) conn->last_byte = (unsigned char)data[len - 1];
 }
 
+/*
+ * Input that arrives while a request is answered: kept for after the response (a pipelined request), up to a bound
+ * past which reading pauses until the held bytes are parsed. The end of the stream is remembered: the answer still
+ * goes out, and so do the answers to complete requests held before it; then the connection closes.
+ */
+static void conn_hold_input(struct http_conn *conn, ssize_t n, const char *data) {
+  if (n < 0) {
+    conn->peer_done = 1;
+    conn_read_stop(conn);
+    return;
+  }
+  char *p = realloc(conn->pending, conn->pending_len + (size_t)n);
+  if (p == NULL) {
+    conn->peer_done = 1; /* cannot hold it: answer what we have and close */
+    conn_read_stop(conn);
+    return;
+  }
+  memcpy(p + conn->pending_len, data, (size_t)n);
+  conn->pending = p;
+  conn->pending_len += (size_t)n;
+  if (conn->pending_len >= HTTP_READ_BUF_BYTES) conn_read_stop(conn);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
   struct http_conn *conn = s->data;
   if (n == 0 || conn->closing) return;
+  if (conn->state == CONN_BUSY || conn->state == CONN_WRITING) {
+    conn_hold_input(conn, n, b->base);
+    return;
+  }
   if (n < 0) {
-    /* EOF or error: nothing is being answered while we read, so there is no one left to answer. */
+    /* EOF or error while no request is answered: there is no one left to answer. */
     conn_close(conn);
     return;
   }
@@ -636,8 +696,7 @@ static void conn_next(struct http_conn *conn) {
   conn_enter_idle(conn);
 }
 
-static void on_write(uv_write_t *w, int status) {
-  struct http_conn *conn = w->data;
+static void conn_write_finished(struct http_conn *conn, int status) {
   conn_body_done(conn);
   if (conn->closing) return;
   if (status < 0) {
@@ -650,6 +709,22 @@ static void on_write(uv_write_t *w, int status) {
     return;
   }
   conn_next(conn);
+}
+
+static void on_write(uv_write_t *w, int status) { conn_write_finished(w->data, status); }
+
+static void on_written_idle(uv_idle_t *h) {
+  struct http_server *srv = h->data;
+  struct http_conn *list = srv->written;
+  srv->written = NULL;
+  uv_idle_stop(h);
+  while (list != NULL) {
+    struct http_conn *conn = list;
+    list = conn->written_next;
+    conn->written_next = NULL;
+    conn_write_finished(conn, 0);
+    conn_unref(conn);
+  }
 }
 
 /* ---- responses ---- */
@@ -767,8 +842,38 @@ static int respond(struct http_request *req, int status, const char *content_typ
   conn->state = CONN_WRITING;
   /* A client that stops reading must not hold the connection, nor the body it pins, for longer than this. */
   conn_timer(conn, conn->srv->cfg->write_timeout_ms);
+  size_t total = bufs[0].len + (nbufs > 1 ? bufs[1].len : 0);
+  int sent = uv_try_write((uv_stream_t *)&conn->tcp, bufs, nbufs);
+  if (sent == UV_EAGAIN) sent = 0;
+  if (sent < 0) {
+    conn_body_done(conn);
+    conn_close(conn);
+    return sent;
+  }
+  if ((size_t)sent == total) {
+    struct http_server *srv = conn->srv;
+    conn_body_done(conn);
+    conn->refs++;
+    conn->written_next = srv->written;
+    srv->written = conn;
+    uv_idle_start(&srv->written_idle, on_written_idle);
+    return 0;
+  }
+  /* The rest waits for the socket: libuv keeps what is left to write, by reference. */
+  for (unsigned i = 0; i < nbufs && sent > 0; i++) {
+    size_t skip = (size_t)sent < bufs[i].len ? (size_t)sent : bufs[i].len;
+    bufs[i].base += skip;
+    bufs[i].len -= skip;
+    sent -= (int)skip;
+  }
+  uv_buf_t *rest = bufs;
+  unsigned nrest = nbufs;
+  while (nrest > 0 && rest->len == 0) {
+    rest++;
+    nrest--;
+  }
   conn->ureq.write.data = conn;
-  int rv = uv_write(&conn->ureq.write, (uv_stream_t *)&conn->tcp, bufs, nbufs, on_write);
+  int rv = uv_write(&conn->ureq.write, (uv_stream_t *)&conn->tcp, rest, nrest, on_write);
   if (rv != 0) {
     conn_body_done(conn);
     conn_close(conn);
@@ -864,9 +969,12 @@ struct http_server *http_server_new(uv_loop_t *loop, const struct vts_config *cf
   srv->cfg = cfg;
   srv->cb = cb;
   srv->app = app;
+  srv->rid_pool_used = sizeof(srv->rid_pool); /* drawn on the first id */
   uv_timer_init(loop, &srv->drain_timer);
   srv->drain_timer.data = srv;
-  srv->handles_open = 1;
+  uv_idle_init(loop, &srv->written_idle);
+  srv->written_idle.data = srv;
+  srv->handles_open = 2;
 
   llhttp_settings_init(&parser_settings);
   parser_settings.on_message_begin = on_message_begin;
@@ -964,6 +1072,12 @@ void http_server_free(struct http_server *srv) {
     uv_close((uv_handle_t *)&srv->listener, on_server_handle_closed);
   }
   uv_close((uv_handle_t *)&srv->drain_timer, on_server_handle_closed);
+  while (srv->written != NULL) {
+    struct http_conn *conn = srv->written;
+    srv->written = conn->written_next;
+    conn_unref(conn);
+  }
+  uv_close((uv_handle_t *)&srv->written_idle, on_server_handle_closed);
 }
 
 size_t http_server_conn_count(const struct http_server *srv) { return srv->nconns; }

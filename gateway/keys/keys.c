@@ -306,10 +306,8 @@ void keystore_free(struct keystore *ks) {
 
 const struct key_entry *keystore_lookup(const struct keystore *ks, const char *key, size_t len) {
   if (ks == NULL || key == NULL || len == 0 || len > VTS_MAX_API_KEY_BYTES || ks->n == 0) return NULL;
-  char hex[65];
   unsigned char want[32];
-  util_sha256_hex(key, len, hex);
-  digest_decode(hex, 64, want);
+  util_sha256(key, len, want);
   const struct key_entry *found = NULL;
   for (size_t s = digest_slot(want, ks->mask); ks->slots[s] != 0; s = (s + 1) & ks->mask) {
     size_t i = ks->slots[s] - 1;

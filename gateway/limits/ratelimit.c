@@ -253,7 +253,7 @@ static void count(struct ratelimit *rl, const struct rl_decision *d) {
 static void reserved(struct rl_decision *d, enum rl_store in, const char *digest, int64_t month) {
   d->reserved_in = in;
   d->reserved_month = month;
-  snprintf(d->digest, sizeof(d->digest), "%s", digest);
+  util_copy_str(d->digest, sizeof(d->digest), digest);
 }
 
 /* The shared-memory limiter: the memory provider itself, and the redis provider's fail-open fallback. */

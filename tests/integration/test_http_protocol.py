@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import exchange_in_parts, parse_responses, raw_exchange, wait_for
+from conftest import exchange_in_parts, parse_responses, raw_exchange, read_until_close, wait_for
 
 NOT_FOUND = b'{"error":{"code":"not_found","message":"No such resource."}}'
 METHOD_NOT_ALLOWED = b'{"error":{"code":"method_not_allowed","message":"Method not allowed for this resource."}}'
@@ -117,6 +117,73 @@ def test_pipelined_requests_split_across_writes(gateway):
     data = exchange_in_parts(gateway.port, [b"GET /health HTTP/1.1\r\nHost: t\r\n\r\nGET /no",
                                             b"pe HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"])
     assert [st for st, _, _ in parse_responses(data)] == [200, 404]
+
+
+def test_pipelined_requests_then_half_close_are_all_answered(gateway):
+    # The client sends its requests and shuts its side at once: every complete request is answered in order, then
+    # the server closes.
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: h1\r\n\r\n"
+                  b"GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-Id: h2\r\n\r\n"
+                  b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: h3\r\n\r\n")
+        s.shutdown(socket.SHUT_WR)
+        start = time.monotonic()
+        data = read_until_close(s, 5)
+        assert time.monotonic() - start < 3, "the server did not close"
+    got = parse_responses(data)
+    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(200, "h1"), (404, "h2"), (200, "h3")]
+    assert got[1][2] == NOT_FOUND
+
+
+def test_request_sent_while_the_previous_is_answered_is_served_after_it(make_gateway):
+    # No fetcher runs: the transcript request waits for its job's deadline (500) while the client sends the next
+    # request on the same connection, and half-closes; both are answered, in order.
+    gateway = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "600"})
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+        s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
+                  "X-Request-Id: slow\r\n\r\n".encode())
+        time.sleep(0.2)
+        s.sendall(b"GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-Id: next\r\n\r\nGET /hea")
+        time.sleep(0.1)
+        s.sendall(b"lth HTTP/1.1\r\nHost: t\r\nX-Request-Id: last\r\n\r\n")
+        s.shutdown(socket.SHUT_WR)
+        start = time.monotonic()
+        data = read_until_close(s, 5)
+        assert time.monotonic() - start < 3
+    got = parse_responses(data)
+    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(500, "slow"), (404, "next"), (200, "last")]
+    assert json.loads(got[0][2])["error"]["code"] == "transcript_fetch_failed"
+    assert got[1][2] == NOT_FOUND
+
+
+def test_half_close_with_an_unfinished_request_closes_after_the_answer(make_gateway):
+    gateway = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "300"})
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+        s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
+                  "X-Request-Id: only\r\n\r\nGET /health HTTP/1.1\r\nHo".encode())
+        s.shutdown(socket.SHUT_WR)
+        start = time.monotonic()
+        data = read_until_close(s, 5)
+        assert time.monotonic() - start < 3, "the server did not close"
+    got = parse_responses(data)
+    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(500, "only")]
+
+
+def test_generated_request_ids_are_distinct_across_workers(gateway):
+    # More ids than one draw of random bytes holds, from both workers.
+    ids = []
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+            s.sendall(b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n" * 29 + b"GET /nope HTTP/1.1\r\nHost: t\r\n"
+                      b"Connection: close\r\n\r\n")
+            got = parse_responses(read_until_close(s, 5))
+        assert [st for st, _, _ in got] == [404] * 30
+        ids += [h["x-request-id"] for _, h, _ in got]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    assert len(set(ids)) == 600
+    pids = {json.loads(line)["pid"] for line in gateway.log_path.read_text().splitlines()
+            if line.startswith("{") and json.loads(line).get("msg") == "request"}
+    assert len(pids) == 2, "both workers should have answered some of the connections"
 
 
 def test_http10_closes_without_keep_alive(gateway):

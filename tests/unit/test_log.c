@@ -1,0 +1,116 @@
+/* The log line: its exact shape, field by field, in this process and in a forked child (whose pid it names). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+
+/* Runs one log_msg with stderr on a pipe; returns the line read back. */
+static void capture(char *out, size_t cap, void (*write_line)(void)) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  int saved = dup(STDERR_FILENO);
+  dup2(p[1], STDERR_FILENO);
+  write_line();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(p[1]);
+  ssize_t n = read(p[0], out, cap - 1);
+  close(p[0]);
+  assert_true(n > 0);
+  out[n] = '\0';
+}
+
+static void line_with_every_kind_of_field(void) {
+  log_msg(LOG_WARN, "a \"quoted\" msg", "request_id", "r1", "=status", "304", "=empty", "", "path", "/x\n\x01",
+          "key_id", NULL, NULL);
+}
+
+/* Checks the lead's timestamp shape and returns what follows it. */
+static const char *after_timestamp(const char *line) {
+  const char *lead = "{\"ts\":\"";
+  assert_memory_equal(line, lead, strlen(lead));
+  const char *ts = line + strlen(lead);
+  /* 2026-11-25T05:12:29.123Z */
+  const char *shape = "dddd-dd-ddTdd:dd:dd.dddZ";
+  for (size_t i = 0; shape[i] != '\0'; i++) {
+    if (shape[i] == 'd')
+      assert_true(ts[i] >= '0' && ts[i] <= '9');
+    else
+      assert_int_equal(ts[i], shape[i]);
+  }
+  return ts + strlen(shape);
+}
+
+static void test_fields_are_written_in_order_with_escapes_and_raw_numbers(void **state) {
+  (void)state;
+  log_init("worker", LOG_INFO);
+  char line[1024], want[512];
+  capture(line, sizeof(line), line_with_every_kind_of_field);
+  snprintf(want, sizeof(want),
+           "\",\"level\":\"warn\",\"component\":\"worker\",\"pid\":%d,\"msg\":\"a \\\"quoted\\\" msg\",\"request_id\":"
+           "\"r1\",\"status\":304,\"empty\":null,\"path\":\"/x\\n\\u0001\",\"key_id\":\"\"}\n",
+           (int)getpid());
+  assert_string_equal(after_timestamp(line), want);
+}
+
+static void line_below_the_level(void) {
+  log_msg(LOG_DEBUG, "not written", NULL);
+  log_msg(LOG_WARN, "written", NULL);
+}
+
+static void test_a_line_below_the_level_is_not_written(void **state) {
+  (void)state;
+  log_init("gateway", LOG_INFO); /* after lines as "worker" at the same level: the new name is written */
+  char line[512], want[256];
+  capture(line, sizeof(line), line_below_the_level);
+  snprintf(want, sizeof(want), "\",\"level\":\"warn\",\"component\":\"gateway\",\"pid\":%d,\"msg\":\"written\"}\n",
+           (int)getpid());
+  assert_string_equal(after_timestamp(line), want);
+}
+
+static void line_plain(void) { log_msg(LOG_INFO, "hello", NULL); }
+
+static void test_a_forked_child_names_its_own_pid(void **state) {
+  (void)state;
+  log_init("worker", LOG_INFO);
+  char line[512];
+  capture(line, sizeof(line), line_plain); /* the parent's pieces are made before the fork */
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    close(p[0]);
+    dup2(p[1], STDERR_FILENO);
+    log_msg(LOG_INFO, "hello", NULL);
+    _exit(0);
+  }
+  close(p[1]);
+  ssize_t n = read(p[0], line, sizeof(line) - 1);
+  close(p[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  assert_true(n > 0);
+  line[n] = '\0';
+  char want[256];
+  snprintf(want, sizeof(want), "\",\"level\":\"info\",\"component\":\"worker\",\"pid\":%d,\"msg\":\"hello\"}\n",
+           (int)child);
+  assert_string_equal(after_timestamp(line), want);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fields_are_written_in_order_with_escapes_and_raw_numbers),
+      cmocka_unit_test(test_a_line_below_the_level_is_not_written),
+      cmocka_unit_test(test_a_forked_child_names_its_own_pid),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
