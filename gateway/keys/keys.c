@@ -25,12 +25,28 @@
 
 #define KEYS_FIELDS 6
 
+/*
+ * Keys this store found lately, by a cheap hash of the key: a client sends the same key on every request, and its
+ * SHA-256 (through OpenSSL's EVP) costs more than the rest of authentication. Only keys found in the store are kept,
+ * up to KEYS_MEMO_KEY_BYTES long (ours are 68), and compared in constant time, so the memo tells an attacker nothing
+ * the digest comparison would not. A reload makes a new store, and with it an empty memo.
+ */
+#define KEYS_MEMO_SLOTS 16
+#define KEYS_MEMO_KEY_BYTES 96
+
+struct key_memo {
+  uint32_t len;
+  uint32_t entry; /* entry index + 1; 0: empty */
+  unsigned char key[KEYS_MEMO_KEY_BYTES];
+};
+
 struct keystore {
   struct key_entry *entries; /* file order */
   unsigned char (*raw)[32];  /* entries[i].digest as bytes, for the comparisons */
   size_t n;
   uint32_t *slots; /* 0: empty, else entry index + 1 */
   size_t mask;     /* slot count - 1; the slot count is a power of two at least twice n */
+  struct key_memo memo[KEYS_MEMO_SLOTS];
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -304,16 +320,39 @@ void keystore_free(struct keystore *ks) {
   free(ks);
 }
 
-const struct key_entry *keystore_lookup(const struct keystore *ks, const char *key, size_t len) {
+static struct key_memo *memo_slot(struct keystore *ks, const char *key, size_t len) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)key[i]) * 16777619u;
+  return &ks->memo[h % KEYS_MEMO_SLOTS];
+}
+
+/* Constant-time equality of two byte strings of length len. */
+static int bytes_equal(const unsigned char *a, const unsigned char *b, size_t len) {
+  volatile unsigned char diff = 0;
+  for (size_t i = 0; i < len; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+const struct key_entry *keystore_lookup(struct keystore *ks, const char *key, size_t len) {
   if (ks == NULL || key == NULL || len == 0 || len > VTS_MAX_API_KEY_BYTES || ks->n == 0) return NULL;
-  unsigned char want[32];
-  util_sha256(key, len, want);
+  struct key_memo *m = len <= KEYS_MEMO_KEY_BYTES ? memo_slot(ks, key, len) : NULL;
   const struct key_entry *found = NULL;
-  for (size_t s = digest_slot(want, ks->mask); ks->slots[s] != 0; s = (s + 1) & ks->mask) {
-    size_t i = ks->slots[s] - 1;
-    if (digest_equal(ks->raw[i], want)) {
-      found = &ks->entries[i];
-      break;
+  if (m != NULL && m->entry != 0 && m->len == len && bytes_equal(m->key, (const unsigned char *)key, len)) {
+    found = &ks->entries[m->entry - 1];
+  } else {
+    unsigned char want[32];
+    util_sha256(key, len, want);
+    for (size_t s = digest_slot(want, ks->mask); ks->slots[s] != 0; s = (s + 1) & ks->mask) {
+      size_t i = ks->slots[s] - 1;
+      if (digest_equal(ks->raw[i], want)) {
+        found = &ks->entries[i];
+        if (m != NULL) {
+          memcpy(m->key, key, len);
+          m->len = (uint32_t)len;
+          m->entry = (uint32_t)(i + 1);
+        }
+        break;
+      }
     }
   }
   if (found == NULL || !found->active) return NULL;

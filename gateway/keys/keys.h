@@ -33,9 +33,9 @@ void keystore_free(struct keystore *ks);
 /*
  * Finds the active entry whose digest is SHA-256(key). Returns a borrowed pointer valid until keystore_free, or NULL
  * for an unknown or revoked key, an empty key, or one longer than VTS_MAX_API_KEY_BYTES. The digests are compared in
- * constant time.
+ * constant time. Not thread-safe: a store remembers the keys it found lately (one store per worker loop).
  */
-const struct key_entry *keystore_lookup(const struct keystore *ks, const char *key, size_t len);
+const struct key_entry *keystore_lookup(struct keystore *ks, const char *key, size_t len);
 /* Number of entries (active and revoked). */
 size_t keystore_count(const struct keystore *ks);
 /* The i-th entry in file order (i < keystore_count). Returns a borrowed pointer valid until keystore_free. */

@@ -146,6 +146,40 @@ static void test_revoked_unknown_and_near_keys_are_not_found(void **state) {
   keystore_free(ks);
 }
 
+static void test_repeated_lookups_of_many_keys_find_each_its_own_entry(void **state) {
+  /* More keys than the store remembers: found ones are answered from memory, evicted ones hashed again. */
+  struct fixture *f = *state;
+  static char text[40 * 256];
+  char line[256], err[128] = "";
+  size_t len = 0;
+  for (int i = 0; i < 40; i++) {
+    char name[16], key[96];
+    snprintf(name, sizeof(name), "k%d", i);
+    snprintf(key, sizeof(key), "vts_%064d", i);
+    record(line, sizeof(line), name, key, i == 7 ? "revoked" : "active", "0\t0\t0");
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "%s", line);
+  }
+  struct keystore *ks = load_text(f, text, err, sizeof(err));
+  assert_non_null(ks);
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 40; i++) {
+      char name[16], key[96];
+      snprintf(name, sizeof(name), "k%d", i);
+      snprintf(key, sizeof(key), "vts_%064d", i);
+      const struct key_entry *e = keystore_lookup(ks, key, strlen(key));
+      if (i == 7) {
+        assert_null(e);
+      } else {
+        assert_non_null(e);
+        assert_string_equal(e->name, name);
+      }
+      key[0] ^= 1; /* one bit off ("wts_..."): never found, remembered or not */
+      assert_null(keystore_lookup(ks, key, strlen(key)));
+    }
+  }
+  keystore_free(ks);
+}
+
 static void test_key_longer_than_the_limit_is_not_found(void **state) {
   struct fixture *f = *state;
   char key[VTS_MAX_API_KEY_BYTES + 2];
@@ -411,6 +445,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_missing_file_is_an_empty_store, setup, teardown),
       cmocka_unit_test_setup_teardown(test_active_key_is_found_by_its_digest, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revoked_unknown_and_near_keys_are_not_found, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_repeated_lookups_of_many_keys_find_each_its_own_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_key_longer_than_the_limit_is_not_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_lines_fail_with_line_number, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_names_and_digests_fail, setup, teardown),
