@@ -11,22 +11,26 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/util.h"
 
 #define SCRIPT_KEYS 4
-#define SCRIPT_ARGS 7
+#define SCRIPT_ARGS 8
 #define SCRIPT_ARGC (3 + SCRIPT_KEYS + SCRIPT_ARGS) /* EVALSHA sha numkeys KEYS... ARGV... */
 
 /*
- * Window and month in one atomic step. KEYS[1] counts the window, KEYS[2] the month; KEYS[3] and KEYS[4] hold, per
+ * Window and month in one atomic step, for n checks of one key at once (the checks a worker made in one loop turn),
+ * decided as n checks in a row would be. KEYS[1] counts the window, KEYS[2] the month; KEYS[3] and KEYS[4] hold, per
  * gateway, what its fail-open fallback counted in that window and month while Redis could not answer. All carry
  * the key's hash tag, so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), this
- * gateway's id, and what its fallback counted in the window and the month (-1: nothing to say, 0: nothing left).
+ * gateway's id, what its fallback counted in the window and the month (-1: nothing to say, 0: nothing left), and n.
  *
  * A gateway always sends its fallback's whole count for the period, which the script stores under the gateway's id
  * (HSET, not INCRBY): a count sent twice, or by a command that timed out but ran, is counted once. The window and the
  * month are then Redis's own counter plus every gateway's fallback count. The window counts every request; the month
  * is checked first and a unit is reserved only when both admit (see ratelimit.h). Each key expires on its own once
- * its period is over. Returns {code, window count, month count}: code 0 admitted, 1 window full, 2 month exhausted.
+ * its period is over. Returns {window count before, month count before, admitted}: the first `admitted` checks pass;
+ * check i (from 1) saw window count before + i; the others are refused for the month when month count before +
+ * admitted reached the quota, else for the window (batch_result).
  */
 static const char script[] =
     "local function owed(key, n, ttl)\n"
@@ -40,16 +44,17 @@ static const char script[] =
     "  for _, v in ipairs(redis.call('HVALS', key)) do sum = sum + tonumber(v) end\n"
     "  return sum\n"
     "end\n"
+    "local n = tonumber(ARGV[8])\n"
     "local fw = owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
     "local fq = owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
-    "local w = redis.call('INCR', KEYS[1])\n"
-    "if w == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
-    "w = w + fw\n"
+    "local w = redis.call('INCRBY', KEYS[1], n)\n"
+    "if w == n then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
+    "w = w - n + fw\n"
     "local q = tonumber(redis.call('GET', KEYS[2]) or '0') + fq\n"
-    "if q >= tonumber(ARGV[3]) then return {2, w, q} end\n"
-    "if w > tonumber(ARGV[1]) then return {1, w, q} end\n"
-    "if redis.call('INCR', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
-    "return {0, w, q + 1}\n";
+    "local a = math.min(n, tonumber(ARGV[1]) - w, tonumber(ARGV[3]) - q)\n"
+    "if a < 0 then a = 0 end\n"
+    "if a > 0 and redis.call('INCRBY', KEYS[2], a) == a then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "return {w, q, a}\n";
 
 /* Gives one reserved unit of the month KEYS[1] back; a month that expired or holds nothing is left alone. */
 static const char refund_script[] =
@@ -69,17 +74,34 @@ struct rlredis {
   bool down_logged;      /* one warning per outage and reason, not one per reconnect attempt */
   char down_why[128];    /* the reason last logged: a new one (a slow start, then WRONGPASS) is logged too */
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
+  uv_prepare_t flush;    /* sends the checks gathered this loop turn, before the loop waits */
+  bool flush_open;
+  struct rlreq *open; /* gathering checks this turn, one per key */
   uint64_t backoff_ms;
   int refs; /* conn_timer and every live request: the struct is freed with the last */
   char sha[41];
   uint64_t timeouts, errors, noscript, connects;
 };
 
-/* One check in flight. Freed once hiredis has handed back its callback and its timer has closed. */
-struct rlreq {
-  struct rlredis *r;
+/* One check's caller. */
+struct rlwaiter {
   rlredis_cb cb;
   void *arg;
+};
+
+/*
+ * One script call: the checks of one key made in one loop turn (up to RLREDIS_BATCH_MAX), sent together before the
+ * loop next waits. Freed once hiredis has handed back its callback and its timer has closed.
+ */
+struct rlreq {
+  struct rlredis *r;
+  struct rlreq *next_open; /* in r->open until sent */
+  struct rlwaiter *w;
+  size_t n, cap;
+  /* What a check must share to join: its key (the digest), window, month and limits. */
+  char digest[65];
+  int64_t window_s, window_index, month, rate, quota;
+  struct rl_owed owed;
   uv_timer_t timer;
   bool decided;    /* cb called: a reply coming later is dropped */
   bool in_redis;   /* hiredis holds a callback with this request */
@@ -88,6 +110,8 @@ struct rlreq {
   char keys[SCRIPT_KEYS][RLREDIS_KEY_BYTES];
   char nums[SCRIPT_ARGS][24];
 };
+
+#define RLREDIS_BATCH_MAX 256
 
 static void conn_start(struct rlredis *r);
 static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
@@ -99,6 +123,7 @@ static void rlredis_unref(struct rlredis *r) {
 static void req_release(struct rlreq *q) {
   if (q->in_redis || q->timer_open) return;
   struct rlredis *r = q->r;
+  free(q->w);
   free(q);
   rlredis_unref(r);
 }
@@ -109,12 +134,39 @@ static void req_timer_closed(uv_handle_t *h) {
   req_release(q);
 }
 
-/* Answers q, once: closes its timer, then calls back (q stays valid until the close callback). */
-static void req_decide(struct rlreq *q, int status, const struct rlredis_result *res) {
+/*
+ * What check i (from 0) of a batch gets, from the script's {window count before, month count before, admitted}: as
+ * if the checks had been made one after another.
+ */
+static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[3], struct rlredis_result *out) {
+  int64_t k = (int64_t)i + 1, w0 = reply[0], q0 = reply[1], admitted = reply[2];
+  out->window_used = w0 + k;
+  if (k <= admitted) {
+    out->outcome = RL_ALLOW;
+    out->quota_used = q0 + k;
+    return;
+  }
+  out->outcome = q0 + admitted >= q->quota ? RL_QUOTA : RL_LIMITED;
+  out->quota_used = q0 + admitted;
+}
+
+/*
+ * Answers every check of q, once and in order: closes its timer, then calls back (q stays valid until the close
+ * callback). reply: the script's three counts, or NULL with a fault status.
+ */
+static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
   if (q->decided) return;
   q->decided = true;
-  uv_close((uv_handle_t *)&q->timer, req_timer_closed);
-  q->cb(q->arg, status, res);
+  if (q->timer_open) uv_close((uv_handle_t *)&q->timer, req_timer_closed);
+  for (size_t i = 0; i < q->n; i++) {
+    if (reply == NULL) {
+      q->w[i].cb(q->w[i].arg, status, NULL);
+      continue;
+    }
+    struct rlredis_result res;
+    batch_result(q, i, reply, &res);
+    q->w[i].cb(q->w[i].arg, 0, &res);
+  }
 }
 
 static void log_down(struct rlredis *r, const char *why) {
@@ -243,17 +295,13 @@ static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
   return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, NULL) == REDIS_OK ? 0 : -EIO;
 }
 
-static int parse_result(const redisReply *rep, struct rlredis_result *out) {
+static int parse_result(const struct rlreq *q, const redisReply *rep, int64_t out[3]) {
   if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) return -EPROTO;
   for (size_t i = 0; i < 3; i++) {
     if (rep->element[i]->type != REDIS_REPLY_INTEGER) return -EPROTO;
+    out[i] = rep->element[i]->integer;
   }
-  static const enum rl_outcome codes[] = {RL_ALLOW, RL_LIMITED, RL_QUOTA};
-  long long code = rep->element[0]->integer;
-  if (code < 0 || code > 2) return -EPROTO;
-  out->outcome = codes[code];
-  out->window_used = rep->element[1]->integer;
-  out->quota_used = rep->element[2]->integer;
+  if (out[2] < 0 || out[2] > (int64_t)q->n) return -EPROTO;
   return 0;
 }
 
@@ -264,9 +312,9 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
   q->in_redis = false;
   if (rep != NULL) conn_alive(r);
   if (!q->decided) {
-    struct rlredis_result res;
+    int64_t res[3];
     if (rep == NULL) {
-      r->errors++;
+      r->errors += q->n;
       req_decide(q, -ENOTCONN, NULL);
     } else if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !q->tried_eval) {
       /* The server lost its script cache (a restart, SCRIPT FLUSH): send the script itself, within the same
@@ -277,12 +325,12 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
         q->in_redis = true;
         return;
       }
-      r->errors++;
+      r->errors += q->n;
       req_decide(q, -EIO, NULL);
-    } else if (parse_result(rep, &res) == 0) {
-      req_decide(q, 0, &res);
+    } else if (parse_result(q, rep, res) == 0) {
+      req_decide(q, 0, res);
     } else {
-      r->errors++;
+      r->errors += q->n;
       req_decide(q, -EPROTO, NULL);
     }
   }
@@ -291,7 +339,7 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
 
 static void on_req_timeout(uv_timer_t *t) {
   struct rlreq *q = t->data;
-  q->r->timeouts++;
+  q->r->timeouts += q->n;
   conn_stalled(q->r);
   req_decide(q, -ETIMEDOUT, NULL);
 }
@@ -309,6 +357,71 @@ static void month_key(char *out, size_t len, const char *digest, int64_t month, 
   snprintf(out, len, "vts:rl:{%.16s}:q:%lld%.9s", digest, (long long)rlcalc_month_yyyymm(month), suffix);
 }
 
+/* Sends q (its timer starts now), or answers its checks with the fault. */
+static void req_send_batch(struct rlreq *q) {
+  struct rlredis *r = q->r;
+  snprintf(q->nums[5], sizeof(q->nums[5]), "%lld", (long long)q->owed.window);
+  snprintf(q->nums[6], sizeof(q->nums[6]), "%lld", (long long)q->owed.quota);
+  snprintf(q->nums[7], sizeof(q->nums[7]), "%zu", q->n);
+  uv_timer_init(r->loop, &q->timer);
+  q->timer.data = q;
+  q->timer_open = true;
+  int status = r->closing || r->ac == NULL ? -ENOTCONN : r->stalled ? -ETIMEDOUT : req_send(q, r->ac, false);
+  if (status != 0) {
+    r->errors += q->n;
+    req_decide(q, status, NULL);
+    return;
+  }
+  q->in_redis = true;
+  /* The loop's cached clock may be stale after a long callback: the deadline counts from now. */
+  uv_update_time(r->loop);
+  uv_timer_start(&q->timer, on_req_timeout, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
+}
+
+/* Every batch gathered this turn goes out (pipelined on the connection), or is answered with the fault. */
+static void flush_open_batches(struct rlredis *r) {
+  struct rlreq *list = r->open;
+  r->open = NULL;
+  while (list != NULL) {
+    struct rlreq *q = list;
+    list = q->next_open;
+    q->next_open = NULL;
+    req_send_batch(q);
+    req_release(q);
+  }
+}
+
+/* Before the loop waits. */
+static void on_flush(uv_prepare_t *h) {
+  struct rlredis *r = h->data;
+  uv_prepare_stop(h);
+  flush_open_batches(r);
+}
+
+/* The batch this turn already holds for the same key, counters and limits, or NULL. */
+static struct rlreq *open_batch(struct rlredis *r, const char *digest, const struct rl_limits *lim,
+                                int64_t window_index, int64_t month) {
+  for (struct rlreq *q = r->open; q != NULL; q = q->next_open) {
+    if (q->n < RLREDIS_BATCH_MAX && q->window_index == window_index && q->month == month &&
+        q->window_s == lim->window_s && q->rate == lim->rate && q->quota == lim->quota &&
+        strcmp(q->digest, digest) == 0)
+      return q;
+  }
+  return NULL;
+}
+
+static int req_add(struct rlreq *q, rlredis_cb cb, void *arg) {
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? 2 * q->cap : 4;
+    struct rlwaiter *w = realloc(q->w, cap * sizeof(*w));
+    if (w == NULL) return -ENOMEM;
+    q->w = w;
+    q->cap = cap;
+  }
+  q->w[q->n++] = (struct rlwaiter){cb, arg};
+  return 0;
+}
+
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
                   const struct rl_owed *owed, rlredis_cb cb, void *arg) {
   if (r->closing) return -ECANCELED;
@@ -320,40 +433,42 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
    */
   if (!r->ready && r->connects > 0) return -ENOTCONN;
   if (r->stalled) return -ETIMEDOUT;
-  struct rlreq *q = calloc(1, sizeof(*q));
-  if (q == NULL) return -ENOMEM;
-  q->r = r;
-  q->cb = cb;
-  q->arg = arg;
-  int64_t month = rlcalc_month_index(now);
-  window_key(q->keys[0], sizeof(q->keys[0]), digest, lim->window_s, now, "");
-  month_key(q->keys[1], sizeof(q->keys[1]), digest, month, "");
-  window_key(q->keys[2], sizeof(q->keys[2]), digest, lim->window_s, now, ":fallback");
-  month_key(q->keys[3], sizeof(q->keys[3]), digest, month, ":fallback");
-  snprintf(q->nums[0], sizeof(q->nums[0]), "%lld", (long long)lim->rate);
-  /* The window counter is created during its window, so its length plus a second outlives the window. */
-  snprintf(q->nums[1], sizeof(q->nums[1]), "%lld", (long long)(lim->window_s + 1));
-  snprintf(q->nums[2], sizeof(q->nums[2]), "%lld", (long long)lim->quota);
-  snprintf(q->nums[3], sizeof(q->nums[3]), "%lld",
-           (long long)(rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S));
-  snprintf(q->nums[4], sizeof(q->nums[4]), "%s", r->gateway_id);
-  snprintf(q->nums[5], sizeof(q->nums[5]), "%lld", (long long)owed->window);
-  snprintf(q->nums[6], sizeof(q->nums[6]), "%lld", (long long)owed->quota);
-
-  r->refs++;
-  uv_timer_init(r->loop, &q->timer);
-  q->timer.data = q;
-  q->timer_open = true;
-  if (req_send(q, r->ac, false) != 0) {
-    r->errors++;
-    q->decided = true; /* the caller answers this one itself */
-    uv_close((uv_handle_t *)&q->timer, req_timer_closed);
-    return -EIO;
+  int64_t month = rlcalc_month_index(now), window_index = rlcalc_window_index(now, lim->window_s);
+  struct rlreq *q = open_batch(r, digest, lim, window_index, month);
+  if (q == NULL) {
+    q = calloc(1, sizeof(*q));
+    if (q == NULL) return -ENOMEM;
+    q->r = r;
+    util_copy_str(q->digest, sizeof(q->digest), digest);
+    q->window_s = lim->window_s;
+    q->window_index = window_index;
+    q->month = month;
+    q->rate = lim->rate;
+    q->quota = lim->quota;
+    window_key(q->keys[0], sizeof(q->keys[0]), digest, lim->window_s, now, "");
+    month_key(q->keys[1], sizeof(q->keys[1]), digest, month, "");
+    window_key(q->keys[2], sizeof(q->keys[2]), digest, lim->window_s, now, ":fallback");
+    month_key(q->keys[3], sizeof(q->keys[3]), digest, month, ":fallback");
+    snprintf(q->nums[0], sizeof(q->nums[0]), "%lld", (long long)lim->rate);
+    /* The window counter is created during its window, so its length plus a second outlives the window. */
+    snprintf(q->nums[1], sizeof(q->nums[1]), "%lld", (long long)(lim->window_s + 1));
+    snprintf(q->nums[2], sizeof(q->nums[2]), "%lld", (long long)lim->quota);
+    snprintf(q->nums[3], sizeof(q->nums[3]), "%lld",
+             (long long)(rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S));
+    snprintf(q->nums[4], sizeof(q->nums[4]), "%s", r->gateway_id);
+    if (req_add(q, cb, arg) != 0) {
+      free(q);
+      return -ENOMEM;
+    }
+    r->refs++;
+    q->next_open = r->open;
+    r->open = q;
+    uv_prepare_start(&r->flush, on_flush);
+  } else if (req_add(q, cb, arg) != 0) {
+    return -ENOMEM;
   }
-  q->in_redis = true;
-  /* The loop's cached clock may be stale after a long callback: the 50 ms count from now. */
-  uv_update_time(r->loop);
-  uv_timer_start(&q->timer, on_req_timeout, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
+  /* The fallback's whole count for the period: the latest one says all that the earlier ones said. */
+  q->owed = *owed;
   return 0;
 }
 
@@ -390,6 +505,10 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, cons
   for (unsigned int i = 0; i < mdlen; i++) snprintf(r->sha + 2 * i, 3, "%02x", md[i]);
   uv_timer_init(loop, &r->conn_timer);
   r->conn_timer.data = r;
+  uv_prepare_init(loop, &r->flush);
+  r->flush.data = r;
+  r->flush_open = true;
+  r->refs++; /* the flush handle */
   conn_start(r);
   return r;
 }
@@ -398,7 +517,13 @@ void rlredis_free(struct rlredis *r) {
   if (r == NULL) return;
   r->closing = true;
   conn_drop(r);
+  /* Checks gathered but not sent: answered now, as the connection's own are. */
+  flush_open_batches(r);
   uv_close((uv_handle_t *)&r->conn_timer, conn_timer_closed);
+  if (r->flush_open) {
+    r->flush_open = false;
+    uv_close((uv_handle_t *)&r->flush, conn_timer_closed);
+  }
 }
 
 void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {

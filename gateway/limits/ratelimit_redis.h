@@ -3,8 +3,13 @@
  * checks and counts window and month atomically. It reports what Redis said, or that it could not say; the caller
  * (ratelimit.c) turns a fault into 503 or a fallback.
  *
+ * The checks of one key made in one loop turn go to Redis as one script call, sent before the loop next waits (a
+ * libuv prepare handle), and are decided as the same checks one after another would be: under load a worker sends
+ * one command for many requests instead of one each, and a lone request waits for nothing. Commands for different
+ * keys are pipelined on the connection.
+ *
  * hiredis 0.14 has no async timeouts, so every command has its own libuv timer (VTS_REDIS_COMMAND_TIMEOUT_MS): on
- * expiry the request is answered as a fault and the reply, if it ever comes, is dropped (the request stays
+ * expiry its checks are answered as faults and the reply, if it ever comes, is dropped (the command stays
  * allocated until hiredis hands its callback back, which it always does: with the reply, or NULL when the
  * connection is freed). After one timeout the connection counts as stalled: requests are answered as faults at once
  * instead of each waiting 50 ms, until any reply arrives; a connection stalled for VTS_REDIS_STALL_MS is dropped and

@@ -1,6 +1,7 @@
 /*
  * The redis provider against a real redis-server that each test starts on a free port and kills at teardown: the
- * script's exactness across processes, NOSCRIPT recovery, fail-closed and fail-open when Redis is stopped or frozen,
+ * script's exactness across processes, the checks of one loop turn decided in one call as they would be one by one,
+ * NOSCRIPT recovery, fail-closed and fail-open when Redis is stopped or frozen,
  * reconnection after a restart. Skipped, with a message, when redis-server is not installed.
  */
 #include <errno.h>
@@ -240,6 +241,101 @@ static void test_quota_exhaustion_in_redis_answers_quota(void **state) {
   assert_int_equal(stats(f).refunds, 1);
 }
 
+/* Decisions in the order they came. */
+struct seq {
+  int n;
+  struct rl_decision d[16];
+};
+
+static void on_seq(void *arg, const struct rl_decision *d) {
+  struct seq *s = arg;
+  if (s->n < 16) s->d[s->n] = *d;
+  s->n++;
+}
+
+/* How many script calls Redis has run (EVALSHA and EVAL), from INFO commandstats. */
+static long script_calls(struct fx *f) {
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "INFO commandstats");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  long total = 0;
+  static const char *const names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+  for (size_t k = 0; k < 2; k++) {
+    const char *at = strstr(r->str, names[k]);
+    if (at != NULL) total += strtol(at + strlen(names[k]), NULL, 10);
+  }
+  freeReplyObject(r);
+  redisFree(c);
+  return total;
+}
+
+/* n checks made in one loop turn; waits for all their decisions. */
+static void checks_at_once(struct fx *f, int n, struct seq *s) {
+  memset(s, 0, sizeof(*s));
+  for (int i = 0; i < n; i++) ratelimit_check(f->rl, &f->key, on_seq, s);
+  while (s->n < n) uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(s->n, n);
+}
+
+static void test_checks_of_one_turn_are_one_script_call_decided_in_order(void **state) {
+  FX();
+  start(f, 5, true);
+  f->key.quota = 8;
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW); /* connected; 1 of the window and of the month used */
+  long calls = script_calls(f);
+  struct seq s;
+  checks_at_once(f, 9, &s);
+  assert_int_equal(script_calls(f), calls + 1);
+  /* As nine checks in a row: four more fit the window of 5, the rest are refused for the window. */
+  for (int i = 0; i < 9; i++) {
+    const struct rl_decision *d = &s.d[i];
+    if (i < 4) {
+      assert_int_equal(d->outcome, RL_ALLOW);
+      assert_int_equal(d->remaining, 3 - i);
+      assert_int_equal(d->quota_remaining, 6 - i);
+      assert_int_equal(d->reserved_in, RL_STORE_REDIS);
+    } else {
+      assert_int_equal(d->outcome, RL_LIMITED);
+      assert_int_equal(d->remaining, 0);
+      assert_int_equal(d->quota_remaining, 3);
+      assert_int_equal(d->reserved_in, RL_STORE_NONE);
+    }
+  }
+  /* A wider window (other limits: another call), the month nearly used: three fit the quota, then the month says no. */
+  f->key.rate = 100;
+  calls = script_calls(f);
+  checks_at_once(f, 6, &s);
+  assert_int_equal(script_calls(f), calls + 1);
+  for (int i = 0; i < 6; i++) {
+    const struct rl_decision *d = &s.d[i];
+    assert_int_equal(d->remaining, 100 - (10 + i + 1));
+    assert_int_equal(d->outcome, i < 3 ? RL_ALLOW : RL_QUOTA);
+    assert_int_equal(d->quota_remaining, i < 3 ? 2 - i : 0);
+  }
+  /* Checks of two keys in one turn: two calls, each key counted on its own. */
+  struct key_entry other = f->key;
+  assert_int_equal(util_random_hex(other.digest, 32), 0);
+  other.quota = 1000;
+  calls = script_calls(f);
+  struct seq a, b;
+  memset(&a, 0, sizeof(a));
+  memset(&b, 0, sizeof(b));
+  for (int i = 0; i < 3; i++) {
+    ratelimit_check(f->rl, &f->key, on_seq, &a);
+    ratelimit_check(f->rl, &other, on_seq, &b);
+  }
+  while (a.n < 3 || b.n < 3) uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(script_calls(f), calls + 2);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(a.d[i].outcome, RL_QUOTA);
+    assert_int_equal(b.d[i].outcome, RL_ALLOW);
+    assert_int_equal(b.d[i].remaining, 100 - (i + 1));
+    assert_int_equal(b.d[i].quota_remaining, 1000 - (i + 1));
+  }
+}
+
 static void test_noscript_after_script_flush_is_recovered_with_eval(void **state) {
   FX();
   start(f, 10, true);
@@ -395,6 +491,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_script_admits_exactly_limit_across_processes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_quota_exhaustion_in_redis_answers_quota, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_checks_of_one_turn_are_one_script_call_decided_in_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
