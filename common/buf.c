@@ -52,14 +52,26 @@ int buf_printf(struct buf *b, const char *fmt, ...) {
   return rv;
 }
 
+/* The bytes a JSON string holds as they are: not a control character, DEL, '"' or '\\'. */
+static int json_plain(unsigned char c) { return c >= 0x20 && c != 0x7f && c != '"' && c != '\\'; }
+
 int buf_json_escape(struct buf *b, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   int rv = buf_reserve(b, len);
   if (rv != 0) return rv;
+  /* The usual case, nothing to escape: one copy into the room just reserved. */
+  size_t plain = 0;
+  while (plain < len && json_plain((unsigned char)s[plain])) plain++;
+  if (plain == len) {
+    if (len > 0) memcpy(b->data + b->len, s, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return 0;
+  }
   for (size_t i = 0; i < len; i++) {
     /* The characters that need no escape go in runs, one append each. */
     size_t run = i;
-    while (run < len && (unsigned char)s[run] >= 0x20 && s[run] != 0x7f && s[run] != '"' && s[run] != '\\') run++;
+    while (run < len && json_plain((unsigned char)s[run])) run++;
     if (run > i) {
       rv = buf_append(b, s + i, run - i);
       if (rv != 0) return rv;

@@ -152,18 +152,6 @@ size_t util_copy_str(char *dst, size_t cap, const char *src) {
   return n;
 }
 
-void strb_put(struct strb *b, const char *s, size_t n) {
-  if (!b->ok || n >= b->cap - b->len) {
-    b->ok = 0;
-    return;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-void strb_puts(struct strb *b, const char *s) { strb_put(b, s, strlen(s)); }
-
 void strb_u64(struct strb *b, uint64_t v) {
   char d[21];
   strb_put(b, d, util_u64_dec(v, d));

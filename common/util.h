@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* Monotonic milliseconds, for deadlines and durations. */
@@ -49,10 +50,19 @@ static inline struct strb strb_init(char *buf, size_t cap) {
   buf[0] = '\0';
   return (struct strb){buf, cap, 0, 1};
 }
-void strb_put(struct strb *b, const char *s, size_t n);
+/* Inline, so that the length of a literal is known at compile time and its copy is a few moves. */
+static inline void strb_put(struct strb *b, const char *s, size_t n) {
+  if (!b->ok || n >= b->cap - b->len) {
+    b->ok = 0;
+    return;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+static inline void strb_puts(struct strb *b, const char *s) { strb_put(b, s, strlen(s)); }
 /* Copies the string src into dst of size cap (> 0), cut to fit, always NUL-terminated. Returns the length copied. */
 size_t util_copy_str(char *dst, size_t cap, const char *src);
-void strb_puts(struct strb *b, const char *s);
 void strb_u64(struct strb *b, uint64_t v);
 
 #endif

@@ -43,8 +43,11 @@ struct transcript {
   struct transcript_query q;
   enum api_error query_error;
   struct proto_job job; /* what the query asks, as the dispatcher and the caches see it (when query_error is API_OK) */
-  /* A revalidation the worker already matched: the entity or validator it matched (a reference), else NULL. */
+  /* A revalidation the worker already matched: the entity or validator it matched (a reference), else NULL, and
+   * the form and ETag it matched. */
   struct entity *ent;
+  enum entity_coding ent_coding;
+  char ent_etag[ENTITY_ETAG_BYTES];
 };
 
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
@@ -108,7 +111,15 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
   struct http_request *req = t->req;
   enum entity_coding coding;
   char etag[ENTITY_ETAG_BYTES];
-  int notmod = choose_form(req, ent, &coding, etag);
+  int notmod;
+  if (ent == t->ent) {
+    /* Matched already, before the limiter. */
+    coding = t->ent_coding;
+    memcpy(etag, t->ent_etag, sizeof(etag));
+    notmod = 1;
+  } else {
+    notmod = choose_form(req, ent, &coding, etag);
+  }
   uint64_t now = util_now_ms();
   uint64_t max_age_s = ent->expires_ms > now ? (ent->expires_ms - now) / 1000 : 0;
   const char *name = entity_coding_name(coding);
@@ -271,14 +282,12 @@ static void read_query(struct transcript *t) {
  * dispatcher keeps the answer): the entity whose form the request's If-None-Match names, or NULL. Decided before the
  * limiter so that the 304 is answered without the dispatcher; bad parameters and other formats take the usual path.
  */
-static struct entity *revalidation(const struct transcript *t) {
+static struct entity *revalidation(struct transcript *t) {
   if (t->query_error != API_OK || t->format != RENDER_JSON) return NULL;
   char key[PROTO_MAX_JOB_KEY + 1];
   proto_job_key(&t->job, key);
   struct entity *ent = dispatch_cached(t->job.video_id, key);
-  enum entity_coding coding;
-  char etag[ENTITY_ETAG_BYTES];
-  if (ent != NULL && choose_form(t->req, ent, &coding, etag)) return ent;
+  if (ent != NULL && choose_form(t->req, ent, &t->ent_coding, t->ent_etag)) return ent;
   entity_unref(ent);
   return NULL;
 }
