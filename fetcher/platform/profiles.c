@@ -209,6 +209,12 @@ static int parse_profile(yajl_val o, size_t index, struct client_profile *p, cha
   for (size_t i = 0; i < o->u.object.len; i++) {
     const char *key = o->u.object.keys[i];
     yajl_val v = o->u.object.values[i];
+    /* A member given twice is a mistake in the file (and two "context" or "headers" would add up past the caps). */
+    for (size_t j = 0; j < i; j++) {
+      char show[41];
+      if (strcmp(o->u.object.keys[j], key) == 0)
+        BAD("profile %s: member \"%s\" is given more than once", p->name, shown(key, show));
+    }
     if (strcmp(key, "name") == 0) continue;
     if (strcmp(key, "client_id") == 0) {
       if (digits_of(v, p->client_id, sizeof(p->client_id)) != 0)

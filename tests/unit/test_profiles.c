@@ -99,6 +99,19 @@ static void test_bad_documents_are_refused_with_what_is_wrong(void **state) {
        "header name"},
       {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\\r\\nX: y\"}]}",
        "\"user_agent\""},
+      /* Twice the same member: two halves of the caps would add up past them. */
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"context\": "
+       "{\"f0\": 0, \"f1\": 1, \"f2\": 2, \"f3\": 3, \"f4\": 4, \"f5\": 5, \"f6\": 6, \"f7\": 7, \"f8\": 8}, "
+       "\"context\": {\"f0\": 0, \"f1\": 1, \"f2\": 2, \"f3\": 3, \"f4\": 4, \"f5\": 5, \"f6\": 6, \"f7\": 7, \"f8\": "
+       "8}}]}",
+       "member \"context\" is given more than once"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"H0\": \"v\", \"H1\": \"v\", \"H2\": \"v\", \"H3\": \"v\", \"H4\": \"v\"}, \"headers\": {\"H0\": \"v\", "
+       "\"H1\": \"v\", \"H2\": \"v\", \"H3\": \"v\", \"H4\": \"v\"}}]}",
+       "member \"headers\" is given more than once"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"version\": \"2\", \"user_agent\": "
+       "\"u\"}]}",
+       "member \"version\" is given more than once"},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     struct profile_set set;
