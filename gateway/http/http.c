@@ -118,6 +118,7 @@ struct http_conn {
   unsigned served : 1; /* a response went out: idle waits use the idle timeout */
   unsigned rid_set : 1;
   unsigned peer_done : 1;  /* the client closed its side (or failed) while a request was answered */
+  unsigned head_begun : 1; /* a request head began in the bytes being parsed: its deadline is not set yet */
   unsigned char last_byte; /* last byte given to llhttp, for the framing scan across reads */
   enum api_error err;      /* our verdict when we stop llhttp from a callback */
 
@@ -349,7 +350,8 @@ static int on_message_begin(llhttp_t *p) {
   struct http_conn *conn = p->data;
   conn_reset_request(conn);
   conn->state = CONN_HEADERS;
-  conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+  /* The header deadline starts once this read is parsed, and only if the head is still incomplete then. */
+  conn->head_begun = 1;
   return 0;
 }
 
@@ -562,11 +564,21 @@ static int on_message_complete(llhttp_t *p) {
  * line that starts with whitespace (obs-fold). A request carries no body here, so every byte is request head.
  */
 static size_t framing_scan(unsigned char prev, const char *data, size_t len) {
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)data[i];
-    if (prev == '\r' && c != '\n') return i;
-    if (prev == '\n' && (c == ' ' || c == '\t')) return i;
-    prev = c;
+  if (len == 0) return 0;
+  /* The last byte of the previous read speaks for the first one of this read. */
+  if (prev == '\r' && data[0] != '\n') return 0;
+  if (prev == '\n' && (data[0] == ' ' || data[0] == '\t')) return 0;
+  /* Only the bytes after a CR or an LF matter: jump from one to the next, in order (memchr, not byte by byte). */
+  const char *end = data + len;
+  const char *cr = memchr(data, '\r', len), *lf = memchr(data, '\n', len);
+  while (cr != NULL || lf != NULL) {
+    if (cr != NULL && (lf == NULL || cr < lf)) {
+      if (cr + 1 < end && cr[1] != '\n') return (size_t)(cr + 1 - data);
+      cr = memchr(cr + 1, '\r', (size_t)(end - cr - 1));
+    } else {
+      if (lf + 1 < end && (lf[1] == ' ' || lf[1] == '\t')) return (size_t)(lf + 1 - data);
+      lf = memchr(lf + 1, '\n', (size_t)(end - lf - 1));
+    }
   }
   return len;
 }
@@ -586,6 +598,11 @@ static void conn_fail(struct http_conn *conn, enum api_error e) {
 static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
   size_t ok = framing_scan(conn->last_byte, data, len);
   llhttp_errno_t e = llhttp_execute(&conn->parser, data, ok);
+  if (conn->head_begun) {
+    /* A head that is complete already needs no deadline (the usual case: no timer set and stopped per request). */
+    conn->head_begun = 0;
+    if (conn->state == CONN_HEADERS) conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+  }
   if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
     size_t used = (size_t)(llhttp_get_error_pos(&conn->parser) - data);
     if (used > 0) conn->last_byte = (unsigned char)data[used - 1];

@@ -320,16 +320,24 @@ void keystore_free(struct keystore *ks) {
   free(ks);
 }
 
+/* The slot of a key: FNV-1a of its length and its last 16 bytes (where keys differ; ours share a prefix). */
 static struct key_memo *memo_slot(struct keystore *ks, const char *key, size_t len) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)key[i]) * 16777619u;
+  uint32_t h = (2166136261u ^ (uint32_t)len) * 16777619u;
+  for (size_t i = len > 16 ? len - 16 : 0; i < len; i++) h = (h ^ (unsigned char)key[i]) * 16777619u;
   return &ks->memo[h % KEYS_MEMO_SLOTS];
 }
 
-/* Constant-time equality of two byte strings of length len. */
+/* Equality of two byte strings of length len in time that depends on len only, eight bytes a step. */
 static int bytes_equal(const unsigned char *a, const unsigned char *b, size_t len) {
-  volatile unsigned char diff = 0;
-  for (size_t i = 0; i < len; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+  uint64_t diff = 0;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t x, y;
+    memcpy(&x, a + i, 8);
+    memcpy(&y, b + i, 8);
+    diff |= x ^ y;
+  }
+  for (; i < len; i++) diff |= (uint64_t)(a[i] ^ b[i]);
   return diff == 0;
 }
 

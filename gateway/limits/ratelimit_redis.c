@@ -368,7 +368,7 @@ static void req_send_batch(struct rlreq *q) {
   q->timer_open = true;
   int status = r->closing || r->ac == NULL ? -ENOTCONN : r->stalled ? -ETIMEDOUT : req_send(q, r->ac, false);
   if (status != 0) {
-    r->errors += q->n;
+    if (status == -EIO) r->errors += q->n; /* no connection or a stalled one is no command error */
     req_decide(q, status, NULL);
     return;
   }
