@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/util.h"
 
 #define LOG_KEEP_BYTES 8192 /* the line buffer a thread keeps between lines */
 
@@ -98,20 +99,65 @@ static void line_lead(struct buf *b, enum log_level level) {
   b->data[b->len] = '\0';
 }
 
-void log_msg(enum log_level level, const char *msg, ...) {
-  if (level < log_min) return;
+/* This thread's line buffer, emptied; local when there is no memory for one (that line only). */
+static struct buf *line_buffer(struct buf *local) {
   /* One buffer per thread, kept: a line costs no allocation once the longest line has been seen. */
   pthread_once(&log_once, log_setup);
-  struct buf *b = pthread_getspecific(log_line_key), local = BUF_INIT;
+  struct buf *b = pthread_getspecific(log_line_key);
   if (b == NULL && (b = calloc(1, sizeof(*b))) != NULL && pthread_setspecific(log_line_key, b) != 0) {
     free(b);
     b = NULL;
   }
-  if (b == NULL) b = &local; /* out of memory: this line only */
+  if (b == NULL) b = local;
   buf_reset(b);
+  return b;
+}
+
+/* One write per line keeps lines whole when several processes share the stream. */
+static void line_write(struct buf *b, struct buf *local) {
+  if (b->data) {
+    ssize_t off = 0;
+    while ((size_t)off < b->len) {
+      ssize_t n = write(STDERR_FILENO, b->data + off, b->len - (size_t)off);
+      if (n <= 0) break;
+      off += n;
+    }
+  }
+  if (b == local || b->len > LOG_KEEP_BYTES) buf_free(b); /* an unusually long line gives its memory back */
+}
+
+/* Appends a string literal (its length known when compiled). */
+#define append_lit(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
+
+void log_access(const char *request_id, const char *method, const char *path, size_t path_len, uint64_t status,
+                uint64_t dur_ms, const char *key_id) {
+  if (LOG_INFO < log_min) return;
+  struct buf local = BUF_INIT, *b = line_buffer(&local);
+  line_lead(b, LOG_INFO);
+  char st[21], dur[21];
+  size_t stn = util_u64_dec(status, st), durn = util_u64_dec(dur_ms, dur);
+  append_lit(b, "request\",\"request_id\":\"");
+  buf_json_escape(b, request_id, strlen(request_id));
+  append_lit(b, "\",\"method\":\"");
+  buf_json_escape(b, method, strlen(method));
+  append_lit(b, "\",\"path\":\"");
+  buf_json_escape(b, path, path_len);
+  append_lit(b, "\",\"status\":");
+  buf_append(b, st, stn);
+  append_lit(b, ",\"dur_ms\":");
+  buf_append(b, dur, durn);
+  append_lit(b, ",\"key_id\":\"");
+  buf_json_escape(b, key_id, strlen(key_id));
+  append_lit(b, "\"}\n");
+  line_write(b, &local);
+}
+
+void log_msg(enum log_level level, const char *msg, ...) {
+  if (level < log_min) return;
+  struct buf local = BUF_INIT, *b = line_buffer(&local);
   line_lead(b, level);
   buf_json_escape(b, msg, strlen(msg));
-  buf_append(b, "\"", 1);
+  append_lit(b, "\"");
 
   va_list ap;
   va_start(ap, msg);
@@ -133,19 +179,10 @@ void log_msg(enum log_level level, const char *msg, ...) {
     } else {
       put(b, "\":\"", 3);
       buf_json_escape(b, value, strlen(value));
-      buf_append(b, "\"", 1);
+      append_lit(b, "\"");
     }
   }
   va_end(ap);
-  buf_append(b, "}\n", 2);
-  if (b->data) {
-    /* One write per line keeps lines whole when several processes share the stream. */
-    ssize_t off = 0;
-    while ((size_t)off < b->len) {
-      ssize_t n = write(STDERR_FILENO, b->data + off, b->len - (size_t)off);
-      if (n <= 0) break;
-      off += n;
-    }
-  }
-  if (b == &local || b->len > LOG_KEEP_BYTES) buf_free(b); /* an unusually long line gives its memory back */
+  append_lit(b, "}\n");
+  line_write(b, &local);
 }

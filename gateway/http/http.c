@@ -783,16 +783,12 @@ static const char *reason_phrase(int status) {
 
 static void access_log(const struct http_conn *conn, int status) {
   const struct http_request *req = &conn->req;
-  char path[VTS_MAX_LOGGED_PATH_BYTES + 1];
+  /* The path as logged: at most VTS_MAX_LOGGED_PATH_BYTES, up to a NUL byte if it holds one. */
   size_t plen = req->path_len < VTS_MAX_LOGGED_PATH_BYTES ? req->path_len : VTS_MAX_LOGGED_PATH_BYTES;
-  if (plen > 0) memcpy(path, req->path, plen);
-  path[plen] = '\0';
-  char st[21], dur[21];
-  util_u64_dec((uint64_t)status, st);
-  util_u64_dec(util_now_ms() - req->start_ms, dur);
+  plen = plen > 0 ? strnlen(req->path, plen) : 0;
   const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
-  log_msg(LOG_INFO, "request", "request_id", req->request_id, "method", method, "path", path, "=status", st, "=dur_ms",
-          dur, "key_id", req->key_id, NULL);
+  log_access(req->request_id, method, plen > 0 ? req->path : "", plen, (uint64_t)status, util_now_ms() - req->start_ms,
+             req->key_id);
   metrics_request(metrics_route_of(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
 }
 

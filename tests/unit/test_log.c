@@ -1,4 +1,7 @@
-/* The log line: its exact shape, field by field, in this process and in a forked child (whose pid it names). */
+/*
+ * The log line: its exact shape, field by field, in this process and in a forked child (whose pid it names); the
+ * access line, byte for byte the line the general writer makes of the same fields.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,11 +109,53 @@ static void test_a_forked_child_names_its_own_pid(void **state) {
   assert_string_equal(after_timestamp(line), want);
 }
 
+static void access_by_log_msg(void) {
+  log_msg(LOG_INFO, "request", "request_id", "r-1.x", "method", "GET", "path", "/v1/\"a\"\n\x02", "=status", "304",
+          "=dur_ms", "0", "key_id", "", NULL);
+}
+
+static void access_by_log_access(void) {
+  /* The path is not NUL-terminated where it ends: only its length counts. */
+  static const char path[] = "/v1/\"a\"\n\x02/and more";
+  log_access("r-1.x", "GET", path, 9, 304, 0, "");
+}
+
+static void access_with_a_key_and_a_long_time(void) { log_access("abc", "HEAD", "/health", 7, 200, 12345, "k.1"); }
+
+static void test_the_access_line_is_the_line_log_msg_writes(void **state) {
+  (void)state;
+  log_init("worker", LOG_INFO);
+  char a[512], b[512], want[512];
+  capture(a, sizeof(a), access_by_log_msg);
+  capture(b, sizeof(b), access_by_log_access);
+  assert_string_equal(after_timestamp(b), after_timestamp(a));
+  capture(b, sizeof(b), access_with_a_key_and_a_long_time);
+  snprintf(want, sizeof(want),
+           "\",\"level\":\"info\",\"component\":\"worker\",\"pid\":%d,\"msg\":\"request\",\"request_id\":\"abc\","
+           "\"method\":\"HEAD\",\"path\":\"/health\",\"status\":200,\"dur_ms\":12345,\"key_id\":\"k.1\"}\n",
+           (int)getpid());
+  assert_string_equal(after_timestamp(b), want);
+  /* Below the level, nothing. */
+  log_init("worker", LOG_WARN);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  int saved = dup(STDERR_FILENO);
+  dup2(p[1], STDERR_FILENO);
+  access_with_a_key_and_a_long_time();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(p[1]);
+  char c;
+  assert_int_equal(read(p[0], &c, 1), 0);
+  close(p[0]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fields_are_written_in_order_with_escapes_and_raw_numbers),
       cmocka_unit_test(test_a_line_below_the_level_is_not_written),
       cmocka_unit_test(test_a_forked_child_names_its_own_pid),
+      cmocka_unit_test(test_the_access_line_is_the_line_log_msg_writes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
