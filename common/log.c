@@ -113,16 +113,38 @@ static struct buf *line_buffer(struct buf *local) {
   return b;
 }
 
+static void write_all(const char *data, size_t len) {
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = write(STDERR_FILENO, data + off, len - off);
+    if (n <= 0) break;
+    off += (size_t)n;
+  }
+}
+
+/*
+ * Access lines held by a thread that batches them (log_batch), written together by log_flush. One write holds whole
+ * lines only and at most LOG_BATCH_BYTES (PIPE_BUF), so that lines stay whole on a pipe that several processes share.
+ */
+#define LOG_BATCH_BYTES 4096
+static _Thread_local int batching;
+static _Thread_local struct buf batch;
+
+void log_batch(int on) {
+  log_flush();
+  batching = on;
+  if (!on) buf_free(&batch);
+}
+
+void log_flush(void) {
+  if (batch.len == 0) return;
+  write_all(batch.data, batch.len);
+  buf_reset(&batch);
+}
+
 /* One write per line keeps lines whole when several processes share the stream. */
 static void line_write(struct buf *b, struct buf *local) {
-  if (b->data) {
-    ssize_t off = 0;
-    while ((size_t)off < b->len) {
-      ssize_t n = write(STDERR_FILENO, b->data + off, b->len - (size_t)off);
-      if (n <= 0) break;
-      off += n;
-    }
-  }
+  if (b->data) write_all(b->data, b->len);
   if (b == local || b->len > LOG_KEEP_BYTES) buf_free(b); /* an unusually long line gives its memory back */
 }
 
@@ -149,11 +171,20 @@ void log_access(const char *request_id, const char *method, const char *path, si
   append_lit(b, ",\"key_id\":\"");
   buf_json_escape(b, key_id, strlen(key_id));
   append_lit(b, "\"}\n");
+  if (batching && b->data != NULL && b->len <= LOG_BATCH_BYTES) {
+    if (batch.len + b->len > LOG_BATCH_BYTES) log_flush();
+    if (buf_append(&batch, b->data, b->len) == 0) {
+      if (b == &local) buf_free(b);
+      return;
+    }
+  }
+  log_flush();
   line_write(b, &local);
 }
 
 void log_msg(enum log_level level, const char *msg, ...) {
   if (level < log_min) return;
+  log_flush(); /* lines keep their order */
   struct buf local = BUF_INIT, *b = line_buffer(&local);
   line_lead(b, level);
   buf_json_escape(b, msg, strlen(msg));

@@ -28,6 +28,14 @@ void log_msg(enum log_level level, const char *msg, ...);
 void log_access(const char *request_id, const char *method, const char *path, size_t path_len, uint64_t status,
                 uint64_t dur_ms, const char *key_id);
 
+/*
+ * Batching of this thread's access lines (for an event loop that answers many requests a turn): with on, log_access
+ * holds lines and log_flush writes them, whole lines and at most PIPE_BUF bytes a write; any other line, and
+ * log_batch itself, writes what is held first. The loop calls log_flush once a turn, before it waits.
+ */
+void log_batch(int on);
+void log_flush(void);
+
 /* Parses "debug", "info", "warn" or "error". Returns 0, or -1. */
 int log_level_parse(const char *s, enum log_level *out);
 

@@ -34,6 +34,7 @@ struct worker {
   uv_signal_t sighup;
   uv_timer_t keys_timer;
   uv_timer_t exit_timer;
+  uv_prepare_t log_prepare; /* writes the turn's access lines, before the loop waits */
   struct stat keys_st;
   int keys_st_ok;
   int stopping;
@@ -121,6 +122,11 @@ static void metrics_server_start(struct worker *w) {
     http_server_free(w->metrics_srv);
     w->metrics_srv = NULL;
   }
+}
+
+static void on_log_prepare(uv_prepare_t *h) {
+  (void)h;
+  log_flush();
 }
 
 static void on_exit_grace(uv_timer_t *t) {
@@ -223,6 +229,11 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   w.exit_timer.data = &w;
 
   log_msg(LOG_INFO, "worker ready", NULL);
+  /* The access lines of one loop turn go out in one write (or a few), not one write each. */
+  uv_prepare_init(&w.loop, &w.log_prepare);
+  uv_prepare_start(&w.log_prepare, on_log_prepare);
+  uv_unref((uv_handle_t *)&w.log_prepare);
+  log_batch(1);
   uv_run(&w.loop, UV_RUN_DEFAULT);
   /* on_drained closed the server, the limiter and the dispatcher link. */
   dispatch_up = 0;
@@ -236,6 +247,7 @@ fail:
   if (w.ctx.rl != NULL) ratelimit_free(w.ctx.rl);
   uv_walk(&w.loop, close_any, NULL);
   uv_run(&w.loop, UV_RUN_DEFAULT);
+  log_batch(0); /* what the last turns held */
   uv_loop_close(&w.loop);
   keystore_free(w.ctx.keys);
   return status;

@@ -181,9 +181,10 @@ def test_generated_request_ids_are_distinct_across_workers(gateway):
         ids += [h["x-request-id"] for _, h, _ in got]
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
     assert len(set(ids)) == 600
-    pids = {json.loads(line)["pid"] for line in gateway.log_path.read_text().splitlines()
-            if line.startswith("{") and json.loads(line).get("msg") == "request"}
-    assert len(pids) == 2, "both workers should have answered some of the connections"
+    def pids():
+        return {json.loads(line)["pid"] for line in gateway.log_path.read_text().splitlines()
+                if line.startswith("{") and json.loads(line).get("msg") == "request"}
+    assert wait_for(lambda: len(pids()) == 2, 5), "both workers should have answered some of the connections"
 
 
 def test_http10_closes_without_keep_alive(gateway):

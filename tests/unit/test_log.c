@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,12 +151,66 @@ static void test_the_access_line_is_the_line_log_msg_writes(void **state) {
   close(p[0]);
 }
 
+/* What the pipe holds now, without waiting (the write end stays open). */
+static size_t drain(int fd, char *out, size_t cap) {
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fd, out + n, cap - 1 - n);
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  out[n] = '\0';
+  return n;
+}
+
+static void test_batched_access_lines_wait_for_the_flush_and_keep_their_order(void **state) {
+  (void)state;
+  log_init("worker", LOG_INFO);
+  int p[2];
+  assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+  int saved = dup(STDERR_FILENO);
+  dup2(p[1], STDERR_FILENO);
+  static char got[65536];
+  log_batch(1);
+  log_access("a1", "GET", "/health", 7, 200, 0, "");
+  log_access("a2", "GET", "/health", 7, 200, 0, "");
+  size_t held = drain(p[0], got, sizeof(got));
+  log_flush();
+  size_t after_flush = drain(p[0], got, sizeof(got));
+  int two = strstr(got, "\"request_id\":\"a1\"") != NULL && strstr(got, "\"request_id\":\"a2\"") != NULL;
+  /* Another line writes what is held first. */
+  log_access("a3", "GET", "/health", 7, 200, 0, "");
+  log_msg(LOG_WARN, "after a3", NULL);
+  drain(p[0], got, sizeof(got));
+  const char *a3 = strstr(got, "\"request_id\":\"a3\""), *warn = strstr(got, "after a3");
+  int ordered = a3 != NULL && warn != NULL && a3 < warn;
+  /* Many lines: written in whole lines, at most 4096 bytes a write, none lost. */
+  for (int i = 0; i < 100; i++) log_access("many", "GET", "/v1/video/transcript", 20, 304, 1, "bench");
+  size_t early = drain(p[0], got, sizeof(got));
+  log_batch(0);
+  size_t rest = drain(p[0], got + early, sizeof(got) - early);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(p[1]);
+  close(p[0]);
+  assert_int_equal(held, 0);
+  assert_true(after_flush > 0);
+  assert_true(two);
+  assert_true(ordered);
+  assert_true(early > 0 && early <= 4096 * 25);
+  size_t lines = 0;
+  for (size_t i = 0; i < early + rest; i++) lines += got[i] == '\n';
+  assert_int_equal(lines, 100);
+  assert_int_equal(got[early - 1], '\n'); /* what went out early ended with a whole line */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fields_are_written_in_order_with_escapes_and_raw_numbers),
       cmocka_unit_test(test_a_line_below_the_level_is_not_written),
       cmocka_unit_test(test_a_forked_child_names_its_own_pid),
       cmocka_unit_test(test_the_access_line_is_the_line_log_msg_writes),
+      cmocka_unit_test(test_batched_access_lines_wait_for_the_flush_and_keep_their_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
