@@ -66,7 +66,7 @@ static _Thread_local char lead_tail[4][160];
 static _Thread_local size_t lead_tail_len[4];
 static _Thread_local unsigned lead_generation;
 
-static void line_lead(struct buf *b, enum log_level level) {
+static int line_lead(struct buf *b, enum log_level level) {
   static _Thread_local time_t sec = -1;
   static _Thread_local char sec_text[40];
   static _Thread_local size_t sec_len;
@@ -92,11 +92,12 @@ static void line_lead(struct buf *b, enum log_level level) {
   }
   int ms = (int)(tv.tv_usec / 1000);
   char frac[3] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10)};
-  if (buf_reserve(b, sec_len + sizeof(frac) + sizeof(lead_tail[0])) != 0) return;
+  if (buf_reserve(b, sec_len + sizeof(frac) + sizeof(lead_tail[0])) != 0) return -1;
   put(b, sec_text, sec_len);
   put(b, frac, sizeof(frac));
   put(b, lead_tail[level], lead_tail_len[level]);
   b->data[b->len] = '\0';
+  return 0;
 }
 
 /* This thread's line buffer, emptied; local when there is no memory for one (that line only). */
@@ -151,34 +152,62 @@ static void line_write(struct buf *b, struct buf *local) {
 /* Appends a string literal (its length known when compiled). */
 #define append_lit(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
 
+/* Appends an access line to b: 0, or -1 when memory ran out (b then holds part of it). */
+static int access_line(struct buf *b, const char *request_id, const char *method, const char *path, size_t path_len,
+                       uint64_t status, uint64_t dur_ms, const char *key_id) {
+  char st[21], dur[21];
+  size_t stn = util_u64_dec(status, st), durn = util_u64_dec(dur_ms, dur);
+  int err = line_lead(b, LOG_INFO);
+  err |= append_lit(b, "request\",\"request_id\":\"");
+  err |= buf_json_escape(b, request_id, strlen(request_id));
+  err |= append_lit(b, "\",\"method\":\"");
+  err |= buf_json_escape(b, method, strlen(method));
+  err |= append_lit(b, "\",\"path\":\"");
+  err |= buf_json_escape(b, path, path_len);
+  err |= append_lit(b, "\",\"status\":");
+  err |= buf_append(b, st, stn);
+  err |= append_lit(b, ",\"dur_ms\":");
+  err |= buf_append(b, dur, durn);
+  err |= append_lit(b, ",\"key_id\":\"");
+  err |= buf_json_escape(b, key_id, strlen(key_id));
+  err |= append_lit(b, "\"}\n");
+  return err != 0 ? -1 : 0;
+}
+
+/*
+ * The batch grew by a line from start: when it no longer fits one write, the lines before go out and the new one
+ * stays (or goes out alone when it is longer than a write).
+ */
+static void batch_settle(size_t start) {
+  if (batch.len <= LOG_BATCH_BYTES) return;
+  size_t line = batch.len - start;
+  write_all(batch.data, start);
+  if (line > LOG_BATCH_BYTES) {
+    write_all(batch.data + start, line);
+    buf_free(&batch); /* an unusually long line gives its memory back */
+    return;
+  }
+  memmove(batch.data, batch.data + start, line);
+  batch.len = line;
+  batch.data[line] = '\0';
+}
+
 void log_access(const char *request_id, const char *method, const char *path, size_t path_len, uint64_t status,
                 uint64_t dur_ms, const char *key_id) {
   if (LOG_INFO < log_min) return;
-  struct buf local = BUF_INIT, *b = line_buffer(&local);
-  line_lead(b, LOG_INFO);
-  char st[21], dur[21];
-  size_t stn = util_u64_dec(status, st), durn = util_u64_dec(dur_ms, dur);
-  append_lit(b, "request\",\"request_id\":\"");
-  buf_json_escape(b, request_id, strlen(request_id));
-  append_lit(b, "\",\"method\":\"");
-  buf_json_escape(b, method, strlen(method));
-  append_lit(b, "\",\"path\":\"");
-  buf_json_escape(b, path, path_len);
-  append_lit(b, "\",\"status\":");
-  buf_append(b, st, stn);
-  append_lit(b, ",\"dur_ms\":");
-  buf_append(b, dur, durn);
-  append_lit(b, ",\"key_id\":\"");
-  buf_json_escape(b, key_id, strlen(key_id));
-  append_lit(b, "\"}\n");
-  if (batching && b->data != NULL && b->len <= LOG_BATCH_BYTES) {
-    if (batch.len + b->len > LOG_BATCH_BYTES) log_flush();
-    if (buf_append(&batch, b->data, b->len) == 0) {
-      if (b == &local) buf_free(b);
+  if (batching) {
+    /* Built in the batch itself: no copy. */
+    size_t start = batch.len;
+    if (access_line(&batch, request_id, method, path, path_len, status, dur_ms, key_id) == 0) {
+      batch_settle(start);
       return;
     }
+    batch.len = start; /* no memory for the line here: it goes out on its own below */
+    if (batch.data != NULL) batch.data[start] = '\0';
   }
   log_flush();
+  struct buf local = BUF_INIT, *b = line_buffer(&local);
+  access_line(b, request_id, method, path, path_len, status, dur_ms, key_id);
   line_write(b, &local);
 }
 

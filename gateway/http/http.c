@@ -182,20 +182,17 @@ static void conn_set_request_id(struct http_conn *conn) {
     conn->rid[conn->rid_in_len] = '\0';
   } else {
     struct http_server *srv = conn->srv;
-    if (srv->rid_pool_used + HTTP_REQUEST_ID_RANDOM_BYTES > sizeof(srv->rid_pool)) {
-      if (util_random_bytes(srv->rid_pool, sizeof(srv->rid_pool)) == 0) {
-        srv->rid_pool_used = 0;
-      } else {
-        /* getrandom cannot fail once the pool is ready; keep the id unique per process anyway. */
-        static unsigned long long fallback;
-        snprintf(conn->rid, sizeof(conn->rid), "r%llu", ++fallback);
-        conn->rid_set = 1;
-        conn->req.request_id = conn->rid;
-        return;
-      }
+    if (srv->rid_pool_used + HTTP_REQUEST_ID_RANDOM_BYTES > sizeof(srv->rid_pool) &&
+        util_random_bytes(srv->rid_pool, sizeof(srv->rid_pool)) == 0)
+      srv->rid_pool_used = 0;
+    if (srv->rid_pool_used + HTTP_REQUEST_ID_RANDOM_BYTES <= sizeof(srv->rid_pool)) {
+      util_hex(srv->rid_pool + srv->rid_pool_used, HTTP_REQUEST_ID_RANDOM_BYTES, conn->rid);
+      srv->rid_pool_used += HTTP_REQUEST_ID_RANDOM_BYTES;
+    } else {
+      /* getrandom cannot fail once the pool is ready; keep the id unique per process anyway. */
+      static unsigned long long fallback;
+      snprintf(conn->rid, sizeof(conn->rid), "r%llu", ++fallback);
     }
-    util_hex(srv->rid_pool + srv->rid_pool_used, HTTP_REQUEST_ID_RANDOM_BYTES, conn->rid);
-    srv->rid_pool_used += HTTP_REQUEST_ID_RANDOM_BYTES;
   }
   conn->rid_set = 1;
   conn->req.request_id = conn->rid;

@@ -386,8 +386,7 @@ static void flush_open_batches(struct rlredis *r) {
     struct rlreq *q = list;
     list = q->next_open;
     q->next_open = NULL;
-    req_send_batch(q);
-    req_release(q);
+    req_send_batch(q); /* its timer (and hiredis, once sent) hold it from here: freed when both let go */
   }
 }
 

@@ -4,6 +4,7 @@ import email.utils
 import json
 import re
 import socket
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -50,6 +51,15 @@ def closed_by_server(sock, timeout=3.0):
         return True
     except socket.timeout:
         return False
+
+
+def half_close_and_read(s):
+    """Shuts the client's side and returns every byte the server sends until it closes (within 3 s)."""
+    s.shutdown(socket.SHUT_WR)
+    start = time.monotonic()
+    data = read_until_close(s, 5)
+    assert time.monotonic() - start < 3, "the server did not close"
+    return data
 
 
 def test_unknown_path_gets_404_not_found(gateway):
@@ -126,10 +136,7 @@ def test_pipelined_requests_then_half_close_are_all_answered(gateway):
         s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: h1\r\n\r\n"
                   b"GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-Id: h2\r\n\r\n"
                   b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: h3\r\n\r\n")
-        s.shutdown(socket.SHUT_WR)
-        start = time.monotonic()
-        data = read_until_close(s, 5)
-        assert time.monotonic() - start < 3, "the server did not close"
+        data = half_close_and_read(s)
     got = parse_responses(data)
     assert [(st, h["x-request-id"]) for st, h, _ in got] == [(200, "h1"), (404, "h2"), (200, "h3")]
     assert got[1][2] == NOT_FOUND
@@ -146,14 +153,35 @@ def test_request_sent_while_the_previous_is_answered_is_served_after_it(make_gat
         s.sendall(b"GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-Id: next\r\n\r\nGET /hea")
         time.sleep(0.1)
         s.sendall(b"lth HTTP/1.1\r\nHost: t\r\nX-Request-Id: last\r\n\r\n")
-        s.shutdown(socket.SHUT_WR)
-        start = time.monotonic()
-        data = read_until_close(s, 5)
-        assert time.monotonic() - start < 3
+        data = half_close_and_read(s)
     got = parse_responses(data)
     assert [(st, h["x-request-id"]) for st, h, _ in got] == [(500, "slow"), (404, "next"), (200, "last")]
     assert json.loads(got[0][2])["error"]["code"] == "transcript_fetch_failed"
     assert got[1][2] == NOT_FOUND
+
+
+def test_more_input_than_is_held_while_a_request_is_answered_is_read_after_it(make_gateway):
+    # While the transcript request waits for its deadline, the client pipelines about 190 KB of requests: the server
+    # holds 64 KiB and stops reading, then answers everything in order once the first answer is out.
+    gateway = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "600"})
+    n = 2000
+    follow = b"".join(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: f%04d\r\nX-Pad: %s\r\n\r\n" % (i, b"p" * 40)
+                      for i in range(n))
+    assert len(follow) > 3 * 65536
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as s:
+        s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
+                  "X-Request-Id: slow\r\n\r\n".encode())
+        time.sleep(0.1)
+        # A second thread sends while this one reads: the answers must not fill the socket's buffers unread.
+        sender = threading.Thread(target=lambda: (s.sendall(follow), s.shutdown(socket.SHUT_WR)))
+        sender.start()
+        data = read_until_close(s, 10)
+        sender.join(5)
+        assert not sender.is_alive()
+    got = parse_responses(data)
+    assert len(got) == n + 1
+    assert (got[0][0], got[0][1]["x-request-id"]) == (500, "slow")
+    assert [(st, h["x-request-id"]) for st, h, _ in got[1:]] == [(200, "f%04d" % i) for i in range(n)]
 
 
 def test_half_close_with_an_unfinished_request_closes_after_the_answer(make_gateway):
@@ -161,10 +189,7 @@ def test_half_close_with_an_unfinished_request_closes_after_the_answer(make_gate
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
         s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
                   "X-Request-Id: only\r\n\r\nGET /health HTTP/1.1\r\nHo".encode())
-        s.shutdown(socket.SHUT_WR)
-        start = time.monotonic()
-        data = read_until_close(s, 5)
-        assert time.monotonic() - start < 3, "the server did not close"
+        data = half_close_and_read(s)
     got = parse_responses(data)
     assert [(st, h["x-request-id"]) for st, h, _ in got] == [(500, "only")]
 

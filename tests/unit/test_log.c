@@ -16,16 +16,27 @@
 
 #include "common/log.h"
 
-/* Runs one log_msg with stderr on a pipe; returns the line read back. */
-static void capture(char *out, size_t cap, void (*write_line)(void)) {
-  int p[2];
-  assert_int_equal(pipe(p), 0);
+/* Points stderr at a new pipe (p); returns the stderr to put back with stderr_back. */
+static int stderr_to_pipe(int p[2], int flags) {
+  assert_int_equal(pipe2(p, flags), 0);
   int saved = dup(STDERR_FILENO);
+  assert_true(saved >= 0);
   dup2(p[1], STDERR_FILENO);
-  write_line();
+  return saved;
+}
+
+/* Puts stderr back and closes the pipe's write end: a read then ends where the lines end. */
+static void stderr_back(int saved, int p[2]) {
   dup2(saved, STDERR_FILENO);
   close(saved);
   close(p[1]);
+}
+
+/* Runs one log_msg with stderr on a pipe; returns the line read back. */
+static void capture(char *out, size_t cap, void (*write_line)(void)) {
+  int p[2], saved = stderr_to_pipe(p, 0);
+  write_line();
+  stderr_back(saved, p);
   ssize_t n = read(p[0], out, cap - 1);
   close(p[0]);
   assert_true(n > 0);
@@ -138,14 +149,9 @@ static void test_the_access_line_is_the_line_log_msg_writes(void **state) {
   assert_string_equal(after_timestamp(b), want);
   /* Below the level, nothing. */
   log_init("worker", LOG_WARN);
-  int p[2];
-  assert_int_equal(pipe(p), 0);
-  int saved = dup(STDERR_FILENO);
-  dup2(p[1], STDERR_FILENO);
+  int p[2], saved = stderr_to_pipe(p, 0);
   access_with_a_key_and_a_long_time();
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  close(p[1]);
+  stderr_back(saved, p);
   char c;
   assert_int_equal(read(p[0], &c, 1), 0);
   close(p[0]);
@@ -163,13 +169,19 @@ static size_t drain(int fd, char *out, size_t cap) {
   return n;
 }
 
+/* Ends batching: what it still held is read into out; stderr goes back and the pipe closes. */
+static size_t batch_end(int saved, int p[2], char *out, size_t cap) {
+  log_batch(0);
+  size_t n = drain(p[0], out, cap);
+  stderr_back(saved, p);
+  close(p[0]);
+  return n;
+}
+
 static void test_batched_access_lines_wait_for_the_flush_and_keep_their_order(void **state) {
   (void)state;
   log_init("worker", LOG_INFO);
-  int p[2];
-  assert_int_equal(pipe2(p, O_NONBLOCK), 0);
-  int saved = dup(STDERR_FILENO);
-  dup2(p[1], STDERR_FILENO);
+  int p[2], saved = stderr_to_pipe(p, O_NONBLOCK);
   static char got[65536];
   log_batch(1);
   log_access("a1", "GET", "/health", 7, 200, 0, "");
@@ -187,12 +199,7 @@ static void test_batched_access_lines_wait_for_the_flush_and_keep_their_order(vo
   /* Many lines: written in whole lines, at most 4096 bytes a write, none lost. */
   for (int i = 0; i < 100; i++) log_access("many", "GET", "/v1/video/transcript", 20, 304, 1, "bench");
   size_t early = drain(p[0], got, sizeof(got));
-  log_batch(0);
-  size_t rest = drain(p[0], got + early, sizeof(got) - early);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  close(p[1]);
-  close(p[0]);
+  size_t rest = batch_end(saved, p, got + early, sizeof(got) - early);
   assert_int_equal(held, 0);
   assert_true(after_flush > 0);
   assert_true(two);
@@ -204,6 +211,51 @@ static void test_batched_access_lines_wait_for_the_flush_and_keep_their_order(vo
   assert_int_equal(got[early - 1], '\n'); /* what went out early ended with a whole line */
 }
 
+/* A path of n bytes, the same for the direct and the batched line. */
+static char long_path[6000];
+
+/* The line after the one at s. */
+static char *line_after(char *s) {
+  char *nl = strchr(s, '\n');
+  assert_non_null(nl);
+  return nl + 1;
+}
+
+static void access_long(void) { log_access("long", "GET", long_path, sizeof(long_path) - 1, 200, 3, "k"); }
+
+static void test_a_batched_line_is_the_direct_line_and_a_long_one_goes_out_alone_in_order(void **state) {
+  (void)state;
+  log_init("worker", LOG_INFO);
+  memset(long_path, 'p', sizeof(long_path) - 1);
+  long_path[0] = '/';
+  static char direct[8192], got[65536];
+  capture(direct, sizeof(direct), access_long);
+  char short_direct[512];
+  capture(short_direct, sizeof(short_direct), access_with_a_key_and_a_long_time);
+
+  int p[2], saved = stderr_to_pipe(p, O_NONBLOCK);
+  log_batch(1);
+  access_with_a_key_and_a_long_time();
+  access_long(); /* longer than one write: what is held goes first, then the line alone */
+  size_t early = drain(p[0], got, sizeof(got));
+  access_with_a_key_and_a_long_time(); /* held again */
+  size_t held = drain(p[0], got + early, sizeof(got) - early);
+  size_t rest = batch_end(saved, p, got + early, sizeof(got) - early);
+
+  assert_int_equal(held, 0);
+  assert_true(early > 6000);
+  size_t n = early + rest;
+  /* Three lines in order: the short one, the long one, the short one; each the bytes the direct writer makes. */
+  char *first = got, *second = line_after(first), *third = line_after(second);
+  assert_int_equal((size_t)(line_after(third) - got), n);
+  assert_int_equal((size_t)(second - first), strlen(short_direct));
+  assert_int_equal((size_t)(third - second), strlen(direct));
+  assert_int_equal(got + early, third); /* the long line went out at once, the last one at the end */
+  assert_memory_equal(after_timestamp(first), after_timestamp(short_direct), strlen(after_timestamp(short_direct)));
+  assert_memory_equal(after_timestamp(second), after_timestamp(direct), strlen(after_timestamp(direct)));
+  assert_memory_equal(after_timestamp(third), after_timestamp(short_direct), strlen(after_timestamp(short_direct)));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fields_are_written_in_order_with_escapes_and_raw_numbers),
@@ -211,6 +263,7 @@ int main(void) {
       cmocka_unit_test(test_a_forked_child_names_its_own_pid),
       cmocka_unit_test(test_the_access_line_is_the_line_log_msg_writes),
       cmocka_unit_test(test_batched_access_lines_wait_for_the_flush_and_keep_their_order),
+      cmocka_unit_test(test_a_batched_line_is_the_direct_line_and_a_long_one_goes_out_alone_in_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
