@@ -52,8 +52,14 @@ int buf_printf(struct buf *b, const char *fmt, ...) {
   return rv;
 }
 
-/* The bytes a JSON string holds as they are: not a control character, DEL, '"' or '\\'. */
-static int json_plain(unsigned char c) { return c >= 0x20 && c != 0x7f && c != '"' && c != '\\'; }
+/* The bytes a JSON string holds as they are: not a control character, DEL, '"' (0x22) or '\\' (0x5c). */
+static const unsigned char json_plain_table[256] = {
+    [0x20 ... 0x21] = 1,
+    [0x23 ... 0x5b] = 1,
+    [0x5d ... 0x7e] = 1,
+    [0x80 ... 0xff] = 1,
+};
+static inline int json_plain(unsigned char c) { return json_plain_table[c]; }
 
 int buf_json_escape(struct buf *b, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";

@@ -134,14 +134,27 @@ int util_hex_value(char c) {
 }
 
 size_t util_u64_dec(uint64_t v, char out[21]) {
-  char rev[20];
-  size_t n = 0;
-  do {
-    rev[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  for (size_t i = 0; i < n; i++) out[i] = rev[n - 1 - i];
-  out[n] = '\0';
+  /* Two digits a step from a table, written from the end: the digits are counted first. */
+  static const char pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  size_t n = 1;
+  for (uint64_t t = v; t >= 10; t /= 10) n++;
+  char *p = out + n;
+  *p = '\0';
+  while (v >= 100) {
+    const char *d = pairs + 2 * (v % 100);
+    v /= 100;
+    *--p = d[1];
+    *--p = d[0];
+  }
+  if (v >= 10) {
+    *--p = pairs[2 * v + 1];
+    *--p = pairs[2 * v];
+  } else {
+    *--p = (char)('0' + v);
+  }
   return n;
 }
 

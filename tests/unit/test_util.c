@@ -6,10 +6,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "common/buf.h"
 #include "common/util.h"
 
 static void test_decimal_digits(void **state) {
@@ -21,6 +23,21 @@ static void test_decimal_digits(void **state) {
   assert_string_equal(d, "304");
   assert_int_equal(util_u64_dec(UINT64_MAX, d), 20);
   assert_string_equal(d, "18446744073709551615");
+  /* Every length, at its edges (9, 10, 99, 100, ...), and a spread of values, as printf writes them. */
+  char want[32];
+  for (uint64_t p = 1, i = 0; i < 20; i++, p *= 10) {
+    uint64_t around[] = {p - 1, p, p + 1, p * 3 + 7};
+    for (size_t k = 0; k < 4; k++) {
+      snprintf(want, sizeof(want), "%llu", (unsigned long long)around[k]);
+      assert_int_equal(util_u64_dec(around[k], d), strlen(want));
+      assert_string_equal(d, want);
+    }
+  }
+  for (uint64_t v = 0; v < 100000; v += 7) {
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)v);
+    assert_int_equal(util_u64_dec(v, d), strlen(want));
+    assert_string_equal(d, want);
+  }
 }
 
 static void test_builder_appends_and_stops_at_the_first_piece_that_does_not_fit(void **state) {
@@ -79,9 +96,39 @@ static void test_random_bytes_differ_between_draws(void **state) {
   assert_int_equal(strspn(id, "0123456789abcdef"), 32);
 }
 
+static void test_json_escape_of_every_byte(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  for (int c = 0; c < 256; c++) {
+    char in[3] = {'a', (char)c, 'z'}, want[16];
+    if (c == '"' || c == '\\')
+      snprintf(want, sizeof(want), "a\\%cz", c);
+    else if (c == '\n')
+      snprintf(want, sizeof(want), "a\\nz");
+    else if (c == '\r')
+      snprintf(want, sizeof(want), "a\\rz");
+    else if (c == '\t')
+      snprintf(want, sizeof(want), "a\\tz");
+    else if (c < 0x20 || c == 0x7f)
+      snprintf(want, sizeof(want), "a\\u%04xz", c);
+    else
+      snprintf(want, sizeof(want), "a%cz", c);
+    buf_reset(&b);
+    assert_int_equal(buf_json_escape(&b, in, sizeof(in)), 0);
+    assert_int_equal(b.len, strlen(want));
+    assert_memory_equal(b.data, want, b.len);
+  }
+  /* A plain string goes in whole. */
+  buf_reset(&b);
+  assert_int_equal(buf_json_escape(&b, "/v1/video/transcript", 20), 0);
+  assert_string_equal(b.data, "/v1/video/transcript");
+  buf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decimal_digits),
+      cmocka_unit_test(test_json_escape_of_every_byte),
       cmocka_unit_test(test_builder_appends_and_stops_at_the_first_piece_that_does_not_fit),
       cmocka_unit_test(test_copy_cuts_to_fit_and_terminates),
       cmocka_unit_test(test_hex_and_sha256),
