@@ -388,6 +388,8 @@ static void flush_open_batches(struct rlredis *r) {
     q->next_open = NULL;
     req_send_batch(q); /* its timer (and hiredis, once sent) hold it from here: freed when both let go */
   }
+  /* Out before the loop waits, rather than on the next writable event. */
+  if (r->ac != NULL && r->ready && !r->closing) redis_conn_write_now(r->ac);
 }
 
 /* Before the loop waits. */

@@ -48,7 +48,11 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
 /* Watches (on) or stops watching (!on) the socket for flag; hiredis calls the four functions below. */
 static void poll_change(void *privdata, int flag, int on) {
   struct redis_poll *p = privdata;
-  p->events = on ? p->events | flag : p->events & ~flag;
+  int events = on ? p->events | flag : p->events & ~flag;
+  /* hiredis asks to read again after every read and write: a restart would cost epoll changes for nothing (libuv
+   * takes the descriptor out of epoll and puts it back on every uv_poll_start). */
+  if (events == p->events) return;
+  p->events = events;
   if (p->events != 0) {
     uv_poll_start(&p->handle, p->events, poll_cb);
   } else {
@@ -60,6 +64,12 @@ static void poll_add_read(void *privdata) { poll_change(privdata, UV_READABLE, 1
 static void poll_del_read(void *privdata) { poll_change(privdata, UV_READABLE, 0); }
 static void poll_add_write(void *privdata) { poll_change(privdata, UV_WRITABLE, 1); }
 static void poll_del_write(void *privdata) { poll_change(privdata, UV_WRITABLE, 0); }
+
+void redis_conn_write_now(redisAsyncContext *ac) {
+  /* A connect still in progress would be taken for done by hiredis's write handler. */
+  if ((ac->c.flags & REDIS_CONNECTED) != 0 && (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) == 0)
+    redisAsyncHandleWrite(ac);
+}
 
 static void poll_closed(uv_handle_t *h) { free(h->data); }
 

@@ -53,4 +53,11 @@ redisAsyncContext *redis_conn_open_async(uv_loop_t *loop, const struct redis_add
                                          redisConnectCallback *on_connect, redisDisconnectCallback *on_disconnect,
                                          redisCallbackFn *setup_cb, void *setup_arg, char *err, size_t errlen);
 
+/*
+ * Writes the commands ac holds now instead of at the socket's next writable event: no watch for writability is
+ * added and removed (two epoll changes) and the commands leave this loop turn. Only on an established connection.
+ * A write error disconnects ac here (its disconnect callback runs and its pending commands are answered NULL).
+ */
+void redis_conn_write_now(redisAsyncContext *ac);
+
 #endif
