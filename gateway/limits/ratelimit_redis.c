@@ -63,6 +63,8 @@ static const char refund_script[] =
     "end\n"
     "return 0\n";
 
+#define SENT_BUCKETS 256
+
 struct rlredis {
   uv_loop_t *loop;
   struct redis_addr addr;
@@ -76,7 +78,8 @@ struct rlredis {
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uv_prepare_t flush;    /* sends the checks gathered this loop turn, before the loop waits */
   bool flush_open;
-  struct rlreq *open; /* gathering checks this turn, one per key */
+  struct rlreq *open, *open_last;   /* gathering checks, oldest first: one per key unless full */
+  struct rlreq *sent[SENT_BUCKETS]; /* sent and not yet decided, by key: at most one per key at a time */
   uint64_t backoff_ms;
   int refs; /* conn_timer and every live request: the struct is freed with the last */
   char sha[41];
@@ -95,7 +98,10 @@ struct rlwaiter {
  */
 struct rlreq {
   struct rlredis *r;
-  struct rlreq *next_open; /* in r->open until sent */
+  struct rlreq *next_open;             /* in r->open until sent */
+  struct rlreq *next_sent, *prev_sent; /* in r->sent while sent and not decided */
+  bool sent;
+  unsigned bucket; /* of r->sent: from the key */
   struct rlwaiter *w;
   size_t n, cap;
   /* What a check must share to join: its key (the digest), window, month and limits. */
@@ -115,6 +121,7 @@ struct rlreq {
 
 static void conn_start(struct rlredis *r);
 static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
+static void on_flush(uv_prepare_t *h);
 
 static void rlredis_unref(struct rlredis *r) {
   if (--r->refs == 0) free(r);
@@ -157,6 +164,16 @@ static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[3]
 static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
   if (q->decided) return;
   q->decided = true;
+  if (q->sent) {
+    struct rlredis *r = q->r;
+    if (q->prev_sent != NULL)
+      q->prev_sent->next_sent = q->next_sent;
+    else
+      r->sent[q->bucket] = q->next_sent;
+    if (q->next_sent != NULL) q->next_sent->prev_sent = q->prev_sent;
+    /* Checks of this key may be waiting for this call: they go before the loop next waits. */
+    if (r->open != NULL && r->flush_open) uv_prepare_start(&r->flush, on_flush);
+  }
   if (q->timer_open) uv_close((uv_handle_t *)&q->timer, req_timer_closed);
   for (size_t i = 0; i < q->n; i++) {
     if (reply == NULL) {
@@ -366,6 +383,10 @@ static void req_send_batch(struct rlreq *q) {
   uv_timer_init(r->loop, &q->timer);
   q->timer.data = q;
   q->timer_open = true;
+  q->sent = true;
+  q->next_sent = r->sent[q->bucket];
+  if (q->next_sent != NULL) q->next_sent->prev_sent = q;
+  r->sent[q->bucket] = q;
   int status = r->closing || r->ac == NULL ? -ENOTCONN : r->stalled ? -ETIMEDOUT : req_send(q, r->ac, false);
   if (status != 0) {
     if (status == -EIO) r->errors += q->n; /* no connection or a stalled one is no command error */
@@ -379,14 +400,56 @@ static void req_send_batch(struct rlreq *q) {
 }
 
 /* Every batch gathered this turn goes out (pipelined on the connection), or is answered with the fault. */
-static void flush_open_batches(struct rlredis *r) {
-  struct rlreq *list = r->open;
-  r->open = NULL;
-  while (list != NULL) {
-    struct rlreq *q = list;
-    list = q->next_open;
-    q->next_open = NULL;
-    req_send_batch(q); /* its timer (and hiredis, once sent) hold it from here: freed when both let go */
+/* The r->sent bucket of a key's digest: a hash of its first eight bytes. */
+static unsigned sent_bucket(const char digest[65]) {
+  uint64_t h = 0;
+  memcpy(&h, digest, sizeof(h));
+  return (unsigned)((h * 0x9e3779b97f4a7c15ULL) >> 56) % SENT_BUCKETS;
+}
+
+/* Whether a call for q's key is out and not yet answered. */
+static bool key_in_flight(const struct rlredis *r, const struct rlreq *q) {
+  for (const struct rlreq *o = r->sent[q->bucket]; o != NULL; o = o->next_sent)
+    if (memcmp(o->digest, q->digest, sizeof(q->digest)) == 0) return true;
+  return false;
+}
+
+static void open_append(struct rlredis *r, struct rlreq *q) {
+  q->next_open = NULL;
+  if (r->open_last != NULL)
+    r->open_last->next_open = q;
+  else
+    r->open = q;
+  r->open_last = q;
+}
+
+/*
+ * Sends the gathered checks, oldest first. A key with a call still out waits for its answer (the checks gathered
+ * meanwhile go as one call then: under load a key makes one call per round trip, not one per loop turn), unless all
+ * (closing: everything is answered now). Checks added by the callbacks of failed sends go in a further pass.
+ */
+static void flush_open_batches(struct rlredis *r, bool all) {
+  for (;;) {
+    struct rlreq *list = r->open, *go = NULL, **go_last = &go;
+    r->open = r->open_last = NULL;
+    while (list != NULL) {
+      struct rlreq *q = list;
+      list = q->next_open;
+      if (!all && key_in_flight(r, q)) {
+        open_append(r, q);
+        continue;
+      }
+      q->next_open = NULL;
+      *go_last = q;
+      go_last = &q->next_open;
+    }
+    if (go == NULL) break;
+    while (go != NULL) {
+      struct rlreq *q = go;
+      go = q->next_open;
+      q->next_open = NULL;
+      req_send_batch(q); /* its timer (and hiredis, once sent) hold it from here: freed when both let go */
+    }
   }
   /* Out before the loop waits, rather than on the next writable event. */
   if (r->ac != NULL && r->ready && !r->closing) redis_conn_write_now(r->ac);
@@ -396,7 +459,7 @@ static void flush_open_batches(struct rlredis *r) {
 static void on_flush(uv_prepare_t *h) {
   struct rlredis *r = h->data;
   uv_prepare_stop(h);
-  flush_open_batches(r);
+  flush_open_batches(r, false);
 }
 
 /* The batch this turn already holds for the same key, counters and limits, or NULL. */
@@ -441,6 +504,7 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
     if (q == NULL) return -ENOMEM;
     q->r = r;
     util_copy_str(q->digest, sizeof(q->digest), digest);
+    q->bucket = sent_bucket(q->digest);
     q->window_s = lim->window_s;
     q->window_index = window_index;
     q->month = month;
@@ -462,8 +526,7 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
       return -ENOMEM;
     }
     r->refs++;
-    q->next_open = r->open;
-    r->open = q;
+    open_append(r, q);
     uv_prepare_start(&r->flush, on_flush);
   } else if (req_add(q, cb, arg) != 0) {
     return -ENOMEM;
@@ -519,7 +582,7 @@ void rlredis_free(struct rlredis *r) {
   r->closing = true;
   conn_drop(r);
   /* Checks gathered but not sent: answered now, as the connection's own are. */
-  flush_open_batches(r);
+  flush_open_batches(r, true);
   uv_close((uv_handle_t *)&r->conn_timer, conn_timer_closed);
   if (r->flush_open) {
     r->flush_open = false;

@@ -336,6 +336,34 @@ static void test_checks_of_one_turn_are_one_script_call_decided_in_order(void **
   }
 }
 
+static void test_checks_made_while_their_key_has_a_call_out_go_as_one_call_after_its_answer(void **state) {
+  FX();
+  start(f, 10, true);
+  f->key.quota = 1000;
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW); /* connected; 1 of the window used */
+  long calls = script_calls(f);
+  struct seq s;
+  memset(&s, 0, sizeof(s));
+  /* Redis held still: the first check's call goes out and stays unanswered while three more turns pass. */
+  kill(f->redis, SIGSTOP);
+  ratelimit_check(f->rl, &f->key, on_seq, &s);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  for (int i = 0; i < 3; i++) {
+    ratelimit_check(f->rl, &f->key, on_seq, &s);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+  }
+  assert_int_equal(s.n, 0);
+  kill(f->redis, SIGCONT);
+  while (s.n < 4) uv_run(&f->loop, UV_RUN_ONCE);
+  /* Two calls: the first check's, then the three that waited for it; decided in the order they were made. */
+  assert_int_equal(script_calls(f), calls + 2);
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(s.d[i].outcome, RL_ALLOW);
+    assert_int_equal(s.d[i].remaining, 10 - (i + 2));
+    assert_int_equal(s.d[i].quota_remaining, 1000 - (i + 2));
+  }
+}
+
 static void test_noscript_after_script_flush_is_recovered_with_eval(void **state) {
   FX();
   start(f, 10, true);
@@ -492,6 +520,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_script_admits_exactly_limit_across_processes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_quota_exhaustion_in_redis_answers_quota, setup, teardown),
       cmocka_unit_test_setup_teardown(test_checks_of_one_turn_are_one_script_call_decided_in_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_checks_made_while_their_key_has_a_call_out_go_as_one_call_after_its_answer,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
