@@ -399,7 +399,6 @@ static void req_send_batch(struct rlreq *q) {
   uv_timer_start(&q->timer, on_req_timeout, VTS_REDIS_COMMAND_TIMEOUT_MS, 0);
 }
 
-/* Every batch gathered this turn goes out (pipelined on the connection), or is answered with the fault. */
 /* The r->sent bucket of a key's digest: a hash of its first eight bytes. */
 static unsigned sent_bucket(const char digest[65]) {
   uint64_t h = 0;
