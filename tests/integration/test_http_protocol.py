@@ -62,6 +62,17 @@ def half_close_and_read(s):
     return data
 
 
+def server_unread_bytes(server_port, client_port):
+    """Bytes the kernel holds unread on the server's side of a loopback connection (/proc/net/tcp rx_queue)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote, queues = fields[1], fields[2], fields[4]
+            if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+                return int(queues.split(":")[1], 16)
+    raise AssertionError(f"no server socket for client port {client_port}")
+
+
 def test_unknown_path_gets_404_not_found(gateway):
     for path in ("/nope", "/health/", "/v1/video/transcript/x", "/"):
         r = gateway.request("GET", path)
@@ -175,6 +186,9 @@ def test_more_input_than_is_held_while_a_request_is_answered_is_read_after_it(ma
         # A second thread sends while this one reads: the answers must not fill the socket's buffers unread.
         sender = threading.Thread(target=lambda: (s.sendall(follow), s.shutdown(socket.SHUT_WR)))
         sender.start()
+        time.sleep(0.25)
+        # Still answering the first request: the server has stopped reading, so the rest waits in its socket.
+        assert server_unread_bytes(gateway.port, s.getsockname()[1]) > 0
         data = read_until_close(s, 10)
         sender.join(5)
         assert not sender.is_alive()
