@@ -51,7 +51,8 @@ struct rl_pending {
   void *arg;
   char digest[65];
   struct rl_limits lim;
-  int64_t now; /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
+  int64_t now;       /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
+  uint64_t owed_seq; /* the number of the owed counts the check carried (0: none) */
 };
 
 const char *ratelimit_provider(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0' ? "redis" : "memory"; }
@@ -295,6 +296,8 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
     if (d.outcome == RL_ALLOW) reserved(&d, RL_STORE_REDIS, p->digest, rlcalc_month_index(p->now));
     /* Keep the fallback table as far as Redis counted, so a fail-open outage continues from there. */
     rlmem_mirror(rl_table, p->digest, &p->lim, now, res->window_used, res->quota_used);
+    /* Redis holds the owed counts this check carried (its call sent them or newer ones): no need to send them again. */
+    if (p->owed_seq != 0) rlmem_owed_told(rl_table, p->digest, p->owed_seq);
   } else {
     decide_fault(rl, p->digest, &p->lim, &d);
   }
@@ -315,12 +318,13 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
       p->rl = rl;
       p->cb = cb;
       p->arg = arg;
-      snprintf(p->digest, sizeof(p->digest), "%s", key->digest);
+      memcpy(p->digest, key->digest, sizeof(p->digest));
       p->lim = lim;
       p->now = util_wall_s();
       struct rl_owed owed;
       rlmem_owed(rl_table, key->digest, rlcalc_window_reset(p->now, lim.window_s), rlcalc_month_index(p->now), p->now,
                  &owed);
+      p->owed_seq = owed.seq;
       rl->refs++;
       if (rlredis_check(rl->redis, key->digest, &lim, p->now, &owed, on_redis_result, p) == 0) return;
       rl->refs--;

@@ -18,11 +18,11 @@
  *   is until the 1st of the next month, quota_reset).
  * - Store faults (redis provider): never RL_LIMITED. Fail-closed: RL_UNAVAILABLE with retry_after
  *   VTS_RATELIMIT_UNAVAILABLE_RETRY_S, remaining 0. Fail-open: the shared-memory limiter decides, seeded with the
- *   counts Redis last reported for the key, so the headers stay truthful. What it counts is owed to Redis: every
- *   later check of the key carries the fallback's counts of the current window and month, which Redis keeps under
- *   this gateway's id and adds to its own, so a freeze, a stop or a restart of Redis (with its data) never gives a
- *   key more than its quota. A check that timed out may still run when a frozen Redis thaws: then that request is
- *   counted twice (billed one unit too many, never served one too many).
+ *   counts Redis last reported for the key, so the headers stay truthful. What it counts is owed to Redis: later
+ *   checks of the key carry the fallback's counts of the current window and month, numbered, until Redis has
+ *   answered one of them; Redis keeps them under this gateway's id and adds them to its own, so a freeze, a stop or a
+ *   restart of Redis (with its data) never gives a key more than its quota. A check that timed out may still run when a
+ * frozen Redis thaws: then that request is counted twice (billed one unit too many, never served one too many).
  */
 #ifndef VTS_RATELIMIT_H
 #define VTS_RATELIMIT_H

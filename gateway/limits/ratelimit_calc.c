@@ -51,16 +51,24 @@ static void civil_from_days(int64_t z, int64_t *y, int64_t *m) {
   *y = yoe + era * 400 + (*m <= 2 ? 1 : 0);
 }
 
-int64_t rlcalc_month_index(int64_t now) {
-  int64_t y, m;
-  civil_from_days(floor_div(now, SECONDS_PER_DAY), &y, &m);
-  return (y - 1970) * 12 + (m - 1);
-}
-
 int64_t rlcalc_month_start(int64_t month) {
   int64_t y = 1970 + floor_div(month, 12);
   int64_t m = month - floor_div(month, 12) * 12 + 1;
   return days_from_civil(y, m, 1) * SECONDS_PER_DAY;
+}
+
+int64_t rlcalc_month_index(int64_t now) {
+  /* A check asks several times a request, and nearly always within the month asked last: that month's seconds are
+   * kept (per thread) and the calendar is worked out again only outside them. */
+  static _Thread_local int64_t first = 1, end = 0, index = 0;
+  if (now >= first && now < end) return index;
+  int64_t y, m;
+  civil_from_days(floor_div(now, SECONDS_PER_DAY), &y, &m);
+  int64_t month = (y - 1970) * 12 + (m - 1);
+  first = rlcalc_month_start(month);
+  end = rlcalc_month_start(month + 1);
+  index = month;
+  return month;
 }
 
 int64_t rlcalc_month_yyyymm(int64_t month) {

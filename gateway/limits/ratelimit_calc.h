@@ -60,11 +60,14 @@ struct rl_limits {
 
 /*
  * What this gateway's fail-open fallback counted for a key while Redis could not, in the current window and month,
- * for Redis to add when it answers again; -1 where there is nothing to say (no fallback in that period).
+ * for Redis to add when it answers again; -1 where there is nothing to say (no fallback in that period, or Redis
+ * already holds these counts). seq numbers the counts: it grows with every change of them, so Redis can tell an
+ * older statement arriving late from a newer one (0 with nothing to say).
  */
 struct rl_owed {
   int64_t window;
   int64_t quota;
+  uint64_t seq;
 };
 
 /* Fills out from key's overrides and cfg's defaults (a 0 in the key entry means the default). */

@@ -39,6 +39,10 @@ struct rlmem_slot {
   /* The redis provider: what the fail-open fallback counted in a window and a month, same layouts as above. */
   _Atomic uint64_t owed_window;
   _Atomic uint64_t owed_quota;
+  /* The number of the owed counts, raised after every change of them (never reset, so it only grows for a key of
+   * this gateway), and the highest number Redis is known to hold. Equal: nothing new to tell Redis. */
+  _Atomic uint64_t owed_seq;
+  _Atomic uint64_t told_seq;
 };
 
 struct rlmem_table {
@@ -275,12 +279,16 @@ void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decisi
   if (s == NULL) return;
   word_add(&s->owed_window, WINDOW_COUNT_BITS, d->reset);
   if (d->outcome == RL_ALLOW) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
+  /* After the counts: a reader that sees this number sees counts at least this new (rlmem_owed). */
+  atomic_fetch_add(&s->owed_seq, 1);
 }
 
 void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month) {
   rlmem_refund(t, digest, month);
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
-  if (s != NULL) word_give_back(&s->owed_quota, QUOTA_COUNT_BITS, month);
+  if (s == NULL) return;
+  word_give_back(&s->owed_quota, QUOTA_COUNT_BITS, month);
+  atomic_fetch_add(&s->owed_seq, 1);
 }
 
 /* The count a word holds for exactly this period, or -1. */
@@ -293,10 +301,23 @@ void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, i
                 struct rl_owed *out) {
   out->window = -1;
   out->quota = -1;
+  out->seq = 0;
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, now);
   if (s == NULL) return;
+  /* The number first, then the counts: they are at least as new as the number says. */
+  uint64_t seq = atomic_load(&s->owed_seq);
+  if (seq <= atomic_load(&s->told_seq)) return;
   out->window = word_count_of(&s->owed_window, WINDOW_COUNT_BITS, window_end);
   out->quota = word_count_of(&s->owed_quota, QUOTA_COUNT_BITS, month);
+  out->seq = seq;
+}
+
+void rlmem_owed_told(struct rlmem_table *t, const char *digest, uint64_t seq) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
+  if (s == NULL) return;
+  uint64_t told = atomic_load(&s->told_seq);
+  while (told < seq && !atomic_compare_exchange_weak(&s->told_seq, &told, seq)) {
+  }
 }
 
 void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,

@@ -38,9 +38,14 @@ void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d);
 /* Gives back a unit reserved by the fallback in month: from the count and from what is owed to Redis. */
 void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month);
-/* What is owed to Redis for the key in the window ending at window_end and in month, into out (-1: nothing). */
+/*
+ * What is owed to Redis for the key in the window ending at window_end and in month, into out (-1: nothing, also
+ * when Redis already answered a call that carried these counts: see rlmem_owed_told).
+ */
 void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
                 struct rl_owed *out);
+/* Redis answered a call that carried the key's owed counts numbered seq: it holds them, or newer ones. */
+void rlmem_owed_told(struct rlmem_table *t, const char *digest, uint64_t seq);
 /*
  * Raises the key's counts for the window and month of second now to at least these values. The redis provider
  * calls it with every answer so that a fallback to this table continues from what Redis counted.

@@ -14,46 +14,48 @@
 #include "common/util.h"
 
 #define SCRIPT_KEYS 4
-#define SCRIPT_ARGS 8
+#define SCRIPT_ARGS 9
 #define SCRIPT_ARGC (3 + SCRIPT_KEYS + SCRIPT_ARGS) /* EVALSHA sha numkeys KEYS... ARGV... */
 
 /*
- * Window and month in one atomic step, for n checks of one key at once (the checks a worker made in one loop turn),
- * decided as n checks in a row would be. KEYS[1] counts the window, KEYS[2] the month; KEYS[3] and KEYS[4] hold, per
- * gateway, what its fail-open fallback counted in that window and month while Redis could not answer. All carry
- * the key's hash tag, so they live in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), this
- * gateway's id, what its fallback counted in the window and the month (-1: nothing to say, 0: nothing left), and n.
+ * Window and month in one atomic step, for n checks of one key at once (the checks a worker gathered while the key's
+ * previous call was out), decided as n checks in a row would be. KEYS[1] counts the window and KEYS[2] the month,
+ * every gateway's fail-open fallback counts included; KEYS[3] and KEYS[4] hold, per gateway, what its fallback
+ * counted in them while Redis could not answer. All carry the key's hash tag, so they live in one Cluster slot. ARGV:
+ * limit, window TTL, quota, month TTL (seconds), this gateway's id, what its fallback counted in the window and the
+ * month (-1: nothing to say, 0: nothing left), n, and the number of those counts (struct rl_owed).
  *
- * A gateway always sends its fallback's whole count for the period, which the script stores under the gateway's id
- * (HSET, not INCRBY): a count sent twice, or by a command that timed out but ran, is counted once. The window and the
- * month are then Redis's own counter plus every gateway's fallback count. The window counts every request; the month
- * is checked first and a unit is reserved only when both admit (see ratelimit.h). Each key expires on its own once
- * its period is over. Returns {window count before, month count before, admitted}: the first `admitted` checks pass;
- * check i (from 1) saw window count before + i; the others are refused for the month when month count before +
- * admitted reached the quota, else for the window (batch_result).
+ * A gateway sends its fallback's whole count for the period, which the script stores under the gateway's id with its
+ * number (HSET, not INCRBY) and adds to the counter as the difference from what was stored: a count sent twice, or by
+ * a command that timed out but ran late, is counted once, and an older count arriving after a newer one (two workers'
+ * connections, a thawed Redis) is ignored. A gateway says nothing once Redis answered a call that carried its counts,
+ * so the usual call is two INCRBYs. The window counts every request; the month is checked first and a unit is
+ * reserved only when both admit (see ratelimit.h): the month takes the n units and gives back those refused, in the
+ * same atomic step. Each key expires on its own once its period is over. Returns {window count before, month count
+ * before, admitted}: the first `admitted` checks pass; check i (from 1) saw window count before + i; the others are
+ * refused for the month when month count before + admitted reached the quota, else for the window (batch_result).
  */
 static const char script[] =
     "local function owed(key, n, ttl)\n"
-    "  if n > 0 then\n"
-    "    redis.call('HSET', key, ARGV[5], n)\n"
-    "    redis.call('EXPIRE', key, ttl)\n"
-    "  elseif n == 0 then\n"
-    "    redis.call('HDEL', key, ARGV[5])\n"
-    "  end\n"
-    "  local sum = 0\n"
-    "  for _, v in ipairs(redis.call('HVALS', key)) do sum = sum + tonumber(v) end\n"
-    "  return sum\n"
+    "  if n < 0 then return 0 end\n"
+    "  local seq, was = tonumber(ARGV[9]), redis.call('HMGET', key, ARGV[5], ARGV[5] .. ':seq')\n"
+    "  if seq <= tonumber(was[2] or '0') then return 0 end\n"
+    "  redis.call('HSET', key, ARGV[5], n, ARGV[5] .. ':seq', seq)\n"
+    "  redis.call('EXPIRE', key, ttl)\n"
+    "  return n - tonumber(was[1] or '0')\n"
     "end\n"
     "local n = tonumber(ARGV[8])\n"
-    "local fw = owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
-    "local fq = owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
-    "local w = redis.call('INCRBY', KEYS[1], n)\n"
-    "if w == n then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
-    "w = w - n + fw\n"
-    "local q = tonumber(redis.call('GET', KEYS[2]) or '0') + fq\n"
+    "local dw = n + owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
+    "local dq = n + owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
+    "local w = redis.call('INCRBY', KEYS[1], dw)\n"
+    "if w == dw then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
+    "local q = redis.call('INCRBY', KEYS[2], dq)\n"
+    "if q == dq then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "w = w - n\n"
+    "q = q - n\n"
     "local a = math.min(n, tonumber(ARGV[1]) - w, tonumber(ARGV[3]) - q)\n"
     "if a < 0 then a = 0 end\n"
-    "if a > 0 and redis.call('INCRBY', KEYS[2], a) == a then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "if a < n then redis.call('DECRBY', KEYS[2], n - a) end\n"
     "return {w, q, a}\n";
 
 /* Gives one reserved unit of the month KEYS[1] back; a month that expired or holds nothing is left alone. */
@@ -115,6 +117,7 @@ struct rlreq {
   bool tried_eval; /* NOSCRIPT was answered once already */
   char keys[SCRIPT_KEYS][RLREDIS_KEY_BYTES];
   char nums[SCRIPT_ARGS][24];
+  size_t lens[SCRIPT_KEYS + SCRIPT_ARGS]; /* of keys, then of nums */
 };
 
 #define RLREDIS_BATCH_MAX 256
@@ -307,9 +310,11 @@ static void conn_start(struct rlredis *r) {
 
 static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
   const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA", eval ? script : q->r->sha, "4"};
+  size_t lens[SCRIPT_ARGC] = {eval ? 4 : 7, eval ? sizeof(script) - 1 : sizeof(q->r->sha) - 1, 1};
   for (int i = 0; i < SCRIPT_KEYS; i++) argv[3 + i] = q->keys[i];
   for (int i = 0; i < SCRIPT_ARGS; i++) argv[3 + SCRIPT_KEYS + i] = q->nums[i];
-  return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, NULL) == REDIS_OK ? 0 : -EIO;
+  memcpy(lens + 3, q->lens, sizeof(q->lens));
+  return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, lens) == REDIS_OK ? 0 : -EIO;
 }
 
 static int parse_result(const struct rlreq *q, const redisReply *rep, int64_t out[3]) {
@@ -362,24 +367,52 @@ static void on_req_timeout(uv_timer_t *t) {
 }
 
 /*
- * The names of a key's counters (suffix "") and of its fallback counts (":fallback"), for the window of second now
+ * The names of a key's counters (suffix "") and of its fallback counts (":owed"), for the window of second now
  * and for a month. The hash tag is the first 64 bits of the key's digest: never the key, never its name.
  */
-static void window_key(char *out, size_t len, const char *digest, int64_t window_s, int64_t now, const char *suffix) {
-  snprintf(out, len, "vts:rl:{%.16s}:w:%lld:%lld%.9s", digest, (long long)window_s,
-           (long long)rlcalc_window_index(now, window_s), suffix);
+static void put_i64(struct strb *b, int64_t v) {
+  if (v < 0) strb_put(b, "-", 1);
+  strb_u64(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
-static void month_key(char *out, size_t len, const char *digest, int64_t month, const char *suffix) {
-  snprintf(out, len, "vts:rl:{%.16s}:q:%lld%.9s", digest, (long long)rlcalc_month_yyyymm(month), suffix);
+/* Returns the length of the name (the names fit RLREDIS_KEY_BYTES: a 16-byte tag, two numbers, a short suffix). */
+static size_t window_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t window_s, int64_t now,
+                         const char *suffix) {
+  struct strb b = strb_init(out, RLREDIS_KEY_BYTES);
+  strb_put(&b, "vts:rl:{", 8);
+  strb_put(&b, digest, 16);
+  strb_put(&b, "}:w:", 4);
+  put_i64(&b, window_s);
+  strb_put(&b, ":", 1);
+  put_i64(&b, rlcalc_window_index(now, window_s));
+  strb_puts(&b, suffix);
+  return b.len;
+}
+
+static size_t month_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t month, const char *suffix) {
+  struct strb b = strb_init(out, RLREDIS_KEY_BYTES);
+  strb_put(&b, "vts:rl:{", 8);
+  strb_put(&b, digest, 16);
+  strb_put(&b, "}:q:", 4);
+  put_i64(&b, rlcalc_month_yyyymm(month));
+  strb_puts(&b, suffix);
+  return b.len;
+}
+
+/* Argument i of q's script call: v in decimal. */
+static void set_num(struct rlreq *q, int i, int64_t v) {
+  struct strb b = strb_init(q->nums[i], sizeof(q->nums[i]));
+  put_i64(&b, v);
+  q->lens[SCRIPT_KEYS + i] = b.len;
 }
 
 /* Sends q (its timer starts now), or answers its checks with the fault. */
 static void req_send_batch(struct rlreq *q) {
   struct rlredis *r = q->r;
-  snprintf(q->nums[5], sizeof(q->nums[5]), "%lld", (long long)q->owed.window);
-  snprintf(q->nums[6], sizeof(q->nums[6]), "%lld", (long long)q->owed.quota);
-  snprintf(q->nums[7], sizeof(q->nums[7]), "%zu", q->n);
+  set_num(q, 5, q->owed.window);
+  set_num(q, 6, q->owed.quota);
+  set_num(q, 7, (int64_t)q->n);
+  set_num(q, 8, (int64_t)q->owed.seq);
   uv_timer_init(r->loop, &q->timer);
   q->timer.data = q;
   q->timer_open = true;
@@ -509,17 +542,16 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
     q->month = month;
     q->rate = lim->rate;
     q->quota = lim->quota;
-    window_key(q->keys[0], sizeof(q->keys[0]), digest, lim->window_s, now, "");
-    month_key(q->keys[1], sizeof(q->keys[1]), digest, month, "");
-    window_key(q->keys[2], sizeof(q->keys[2]), digest, lim->window_s, now, ":fallback");
-    month_key(q->keys[3], sizeof(q->keys[3]), digest, month, ":fallback");
-    snprintf(q->nums[0], sizeof(q->nums[0]), "%lld", (long long)lim->rate);
+    q->lens[0] = window_key(q->keys[0], digest, lim->window_s, now, "");
+    q->lens[1] = month_key(q->keys[1], digest, month, "");
+    q->lens[2] = window_key(q->keys[2], digest, lim->window_s, now, ":owed");
+    q->lens[3] = month_key(q->keys[3], digest, month, ":owed");
+    set_num(q, 0, lim->rate);
     /* The window counter is created during its window, so its length plus a second outlives the window. */
-    snprintf(q->nums[1], sizeof(q->nums[1]), "%lld", (long long)(lim->window_s + 1));
-    snprintf(q->nums[2], sizeof(q->nums[2]), "%lld", (long long)lim->quota);
-    snprintf(q->nums[3], sizeof(q->nums[3]), "%lld",
-             (long long)(rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S));
-    snprintf(q->nums[4], sizeof(q->nums[4]), "%s", r->gateway_id);
+    set_num(q, 1, lim->window_s + 1);
+    set_num(q, 2, lim->quota);
+    set_num(q, 3, rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S);
+    q->lens[SCRIPT_KEYS + 4] = util_copy_str(q->nums[4], sizeof(q->nums[4]), r->gateway_id);
     if (req_add(q, cb, arg) != 0) {
       free(q);
       return -ENOMEM;
@@ -530,8 +562,8 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   } else if (req_add(q, cb, arg) != 0) {
     return -ENOMEM;
   }
-  /* The fallback's whole count for the period: the latest one says all that the earlier ones said. */
-  q->owed = *owed;
+  /* The fallback's whole count for the period: the newest one says all that the older ones said. */
+  if (owed->seq >= q->owed.seq) q->owed = *owed;
   return 0;
 }
 
@@ -539,7 +571,7 @@ int rlredis_refund(struct rlredis *r, const char *digest, int64_t month) {
   if (r->closing) return -ECANCELED;
   if (r->ac == NULL) return -ENOTCONN;
   char key[RLREDIS_KEY_BYTES];
-  month_key(key, sizeof(key), digest, month, "");
+  month_key(key, digest, month, "");
   const char *argv[] = {"EVAL", refund_script, "1", key};
   /* No reply is awaited: a refund that Redis never runs leaves the unit counted, the safe side for the service. */
   if (redisAsyncCommandArgv(r->ac, NULL, NULL, 4, argv, NULL) != REDIS_OK) {

@@ -264,12 +264,16 @@ def test_quota_survives_a_gateway_restart(request, tmp_path, provider):
 
 
 def month_counts(redis, key):
-    """(Redis's own count of the key's month, the sum of what gateways' fallbacks wrote back for it)."""
+    """(What Redis counted itself of the key's month, the sum of what gateways' fallbacks wrote back for it).
+
+    The month's counter holds both; the fallback hash holds each gateway's count (and, under "<id>:seq", its number).
+    """
     base = "vts:rl:{%s}:q:%s" % (hashlib.sha256(key.encode()).hexdigest()[:16], time.strftime("%Y%m", time.gmtime()))
-    own = redis.command("EVAL", "return tonumber(redis.call('GET', KEYS[1]) or '0')", "1", base)
-    fallback = redis.command("EVAL", "local s = 0 for _, v in ipairs(redis.call('HVALS', KEYS[1])) do "
-                             "s = s + tonumber(v) end return s", "1", base + ":fallback")
-    return int(own[1:]), int(fallback[1:])
+    total = redis.command("EVAL", "return tonumber(redis.call('GET', KEYS[1]) or '0')", "1", base)
+    fallback = redis.command("EVAL", "local s, h = 0, redis.call('HGETALL', KEYS[1]) for i = 1, #h, 2 do "
+                             "if not h[i]:find(':seq$') then s = s + tonumber(h[i + 1]) end end return s", "1",
+                             base + ":owed")
+    return int(total[1:]) - int(fallback[1:]), int(fallback[1:])
 
 
 def assert_quota_spent_after_redis_returns(stack, redis, fallback_count):

@@ -121,6 +121,16 @@ static void test_month_index_matches_the_utc_calendar_every_day(void **state) {
     if (tm.tm_mday == 1 && rlcalc_month_start(want) != t)
       fail_msg("month %lld starts at %lld", (long long)want, (long long)t);
   }
+  /* The month asked last is remembered: its edges, asked right after a second inside it, and a step back. */
+  for (int64_t m = (2024 - 1970) * 12; m < (2027 - 1970) * 12; m++) {
+    int64_t start = rlcalc_month_start(m), end = rlcalc_month_start(m + 1);
+    assert_int_equal(rlcalc_month_index(start + 1000), m);
+    assert_int_equal(rlcalc_month_index(start - 1), m - 1);
+    assert_int_equal(rlcalc_month_index(start), m);
+    assert_int_equal(rlcalc_month_index(end - 1), m);
+    assert_int_equal(rlcalc_month_index(end), m + 1);
+    assert_int_equal(rlcalc_month_index(end - 1), m);
+  }
 }
 
 static void test_key_overrides_replace_defaults_and_zero_means_default(void **state) {
@@ -285,10 +295,28 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   rlmem_owed(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.window, 3); /* every request, the refused one too */
   assert_int_equal(owed.quota, 2);  /* only what was admitted, not what Redis counted itself */
+  uint64_t seq = owed.seq;
+  assert_true(seq > 0);
   rlmem_owe_refund(t, digest_a, month);
   rlmem_owed(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.quota, 1);
+  assert_true(owed.seq > seq); /* every change gets a higher number */
   assert_int_equal(rlmem_quota_used(t, digest_a, now), 5);
+  /* Once Redis answered a call carrying them, they are not said again; an older number's answer changes nothing. */
+  rlmem_owed_told(t, digest_a, owed.seq);
+  rlmem_owed_told(t, digest_a, seq);
+  struct rl_owed told;
+  rlmem_owed(t, digest_a, end, month, now, &told);
+  assert_int_equal(told.window, -1);
+  assert_int_equal(told.quota, -1);
+  assert_int_equal(told.seq, 0);
+  /* A new count is owed again, all of it. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
+  rlmem_owe(t, digest_a, &d);
+  rlmem_owed(t, digest_a, end, month, now, &told);
+  assert_int_equal(told.window, 4);
+  assert_int_equal(told.quota, 1);
+  assert_true(told.seq > owed.seq);
   /* The next window and month owe nothing yet. */
   rlmem_owed(t, digest_a, end + 60, month + 1, now, &owed);
   assert_int_equal(owed.window, -1);

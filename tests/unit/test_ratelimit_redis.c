@@ -253,23 +253,24 @@ static void on_seq(void *arg, const struct rl_decision *d) {
   s->n++;
 }
 
-/* How many script calls Redis has run (EVALSHA and EVAL), from INFO commandstats. */
-static long script_calls(struct fx *f) {
+/* How many times Redis has run a command (a script's own calls included), from INFO commandstats. */
+static long command_calls(struct fx *f, const char *command) {
   redisContext *c = test_redis_sync(f->port);
   assert_non_null(c);
   redisReply *r = redisCommand(c, "INFO commandstats");
   assert_non_null(r);
   assert_int_equal(r->type, REDIS_REPLY_STRING);
-  long total = 0;
-  static const char *const names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-  for (size_t k = 0; k < 2; k++) {
-    const char *at = strstr(r->str, names[k]);
-    if (at != NULL) total += strtol(at + strlen(names[k]), NULL, 10);
-  }
+  char name[64];
+  snprintf(name, sizeof(name), "cmdstat_%s:calls=", command);
+  const char *at = strstr(r->str, name);
+  long calls = at != NULL ? strtol(at + strlen(name), NULL, 10) : 0;
   freeReplyObject(r);
   redisFree(c);
-  return total;
+  return calls;
 }
+
+/* How many script calls Redis has run (EVALSHA and EVAL). */
+static long script_calls(struct fx *f) { return command_calls(f, "evalsha") + command_calls(f, "eval"); }
 
 /* n checks made in one loop turn; waits for all their decisions. */
 static void checks_at_once(struct fx *f, int n, struct seq *s) {
@@ -377,6 +378,77 @@ static void test_noscript_after_script_flush_is_recovered_with_eval(void **state
   assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
   assert_int_equal(stats(f).redis_noscript, 1);
   assert_int_equal(stats(f).fallbacks, 0);
+}
+
+/* A field of the hash of this gateway's fallback counts for the key's current month, as a number (-1: none). */
+static long long month_fallback_field(struct fx *f, const char *suffix) {
+  char cmd[256];
+  int64_t now = util_wall_s();
+  snprintf(cmd, sizeof(cmd), "HGET vts:rl:{%.16s}:q:%lld:owed %s%s", f->key.digest,
+           (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)), ratelimit_gateway_id(), suffix);
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, cmd);
+  assert_non_null(r);
+  long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+  freeReplyObject(r);
+  redisFree(c);
+  return v;
+}
+
+/* Sets this gateway's stored fallback count of the key's month and its number, as a newer statement would have. */
+static void set_month_fallback(struct fx *f, long long count, long long seq) {
+  char cmd[256];
+  snprintf(cmd, sizeof(cmd), "HSET vts:rl:{%.16s}:q:%lld:owed %s %lld %s:seq %lld", f->key.digest,
+           (long long)rlcalc_month_yyyymm(rlcalc_month_index(util_wall_s())), ratelimit_gateway_id(), count,
+           ratelimit_gateway_id(), seq);
+  redis_command(f, cmd);
+}
+
+/* Redis frozen: two checks fall back (the first after the command timeout, the second at once); then thawed. */
+static void fall_back_twice(struct fx *f) {
+  assert_int_equal(check_frozen(f).outcome, RL_ALLOW);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  assert_int_equal(stats(f).fallbacks, 2);
+  kill(f->redis, SIGCONT);
+}
+
+/* Checks every 20 ms, for at most 3 s, until a check is admitted by Redis itself (not by the fallback). */
+static void check_until_redis_admits(struct fx *f) {
+  uint64_t t0 = util_now_ms();
+  while (check(f, NULL).reserved_in != RL_STORE_REDIS) {
+    if (util_now_ms() - t0 > 3000) fail_msg("Redis did not answer again within 3 s");
+    run_for_ms(&f->loop, 20);
+  }
+}
+
+static void test_fallback_counts_are_written_back_once_and_a_late_older_statement_is_ignored(void **state) {
+  FX();
+  start(f, 100, false);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  fall_back_twice(f);
+  check_until_redis_admits(f);
+  /* Written back with the first answer: every unit the fallback admitted (two, and any admitted while the connection
+   * was being redialled), under this gateway's id, numbered. */
+  assert_true(stats(f).fallbacks >= 2);
+  assert_int_equal(month_fallback_field(f, ""), stats(f).fallbacks);
+  long long seq = month_fallback_field(f, ":seq");
+  assert_true(seq > 0);
+  /* Redis answered a call that carried them: the checks that follow say nothing more (no HSET, no HMGET). */
+  long hset = command_calls(f, "hset"), hmget = command_calls(f, "hmget");
+  for (int i = 0; i < 5; i++) assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  assert_int_equal(command_calls(f, "hset"), hset);
+  assert_int_equal(command_calls(f, "hmget"), hmget);
+  /* A newer statement is already stored (another worker's, say): this gateway's next, older one changes nothing. */
+  set_month_fallback(f, 7, seq + 1000);
+  struct ratelimit_stats before = stats(f);
+  assert_int_equal(check_frozen(f).outcome, RL_ALLOW);
+  assert_int_equal(stats(f).fallbacks, before.fallbacks + 1);
+  kill(f->redis, SIGCONT);
+  check_until_redis_admits(f);
+  assert_true(command_calls(f, "hmget") > hmget);   /* the statement was sent ... */
+  assert_int_equal(month_fallback_field(f, ""), 7); /* ... and ignored */
+  assert_int_equal(month_fallback_field(f, ":seq"), seq + 1000);
 }
 
 static void test_stopped_redis_fail_closed_answers_unavailable_at_once(void **state) {
@@ -523,6 +595,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_checks_made_while_their_key_has_a_call_out_go_as_one_call_after_its_answer,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fallback_counts_are_written_back_once_and_a_late_older_statement_is_ignored,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_frozen_redis_is_decided_within_the_command_timeout, setup, teardown),
