@@ -137,7 +137,8 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     strb_puts(&h, "\r\n");
   }
   if (notmod) {
-    /* Counted in the short window, not against the month: the reserved unit goes back with transcript_free. */
+    /* Counted in the short window, not against the month: checked without a unit (ratelimit_check_unspent), or the
+     * unit Redis reserved goes back with transcript_free. */
     http_respond(req, 304, headers, NULL, 0, NULL);
     return;
   }
@@ -312,7 +313,11 @@ static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uin
   http_request_hold(req);
   read_query(t);
   if (req->if_none_match != NULL) t->ent = revalidation(t);
-  ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
+  /* A revalidation matched already is answered 304: it spends nothing of the month. */
+  if (t->ent != NULL)
+    ratelimit_check_unspent(ctx->rl, &t->key, on_rate_decided, t);
+  else
+    ratelimit_check(ctx->rl, &t->key, on_rate_decided, t);
 }
 
 static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req) {

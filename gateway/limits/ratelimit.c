@@ -257,11 +257,15 @@ static void reserved(struct rl_decision *d, enum rl_store in, const char *digest
   util_copy_str(d->digest, sizeof(d->digest), digest);
 }
 
-/* The shared-memory limiter: the memory provider itself, and the redis provider's fail-open fallback. */
+/*
+ * The shared-memory limiter: the memory provider itself, and the redis provider's fail-open fallback. spend: the
+ * request may spend a unit of the month (else see rlmem_check_unspent).
+ */
 static void decide_memory(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, int64_t now,
-                          struct rl_decision *d) {
-  if (rlmem_check(rl_table, digest, lim, now, d) == 0) {
-    if (d->outcome == RL_ALLOW) reserved(d, RL_STORE_MEMORY, digest, d->reserved_month);
+                          bool spend, struct rl_decision *d) {
+  int rv = spend ? rlmem_check(rl_table, digest, lim, now, d) : rlmem_check_unspent(rl_table, digest, lim, now, d);
+  if (rv == 0) {
+    if (spend && d->outcome == RL_ALLOW) reserved(d, RL_STORE_MEMORY, digest, d->reserved_month);
     return;
   }
   /* No slot left for a new key: refusing is truthful ("cannot count"), admitting uncounted would not be. */
@@ -279,7 +283,7 @@ static void decide_fault(struct ratelimit *rl, const char *digest, const struct 
     return;
   }
   rl->stats.fallbacks++;
-  decide_memory(rl, digest, lim, now, d);
+  decide_memory(rl, digest, lim, now, true, d);
   if (d->outcome == RL_UNAVAILABLE) return;
   /* What the fallback counted is owed to Redis, which adds it with the key's next answer (once: see the script). */
   rlmem_owe(rl_table, digest, d);
@@ -332,8 +336,23 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
     }
     decide_fault(rl, key->digest, &lim, &d);
   } else {
-    decide_memory(rl, key->digest, &lim, util_wall_s(), &d);
+    decide_memory(rl, key->digest, &lim, util_wall_s(), true, &d);
   }
+  count(rl, &d);
+  cb(arg, &d);
+}
+
+void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
+  if (rl->redis != NULL) {
+    /* Redis reserves the unit as for any request (one script for all): the caller's refund gives it back. */
+    ratelimit_check(rl, key, cb, arg);
+    return;
+  }
+  struct rl_limits lim;
+  struct rl_decision d;
+  rlcalc_limits(key, &rl->cfg, &lim);
+  rl->stats.checks++;
+  decide_memory(rl, key->digest, &lim, util_wall_s(), false, &d);
   count(rl, &d);
   cb(arg, &d);
 }

@@ -67,6 +67,12 @@ void ratelimit_free(struct ratelimit *rl);
 /* Decides one request of key. Copies what it needs from key: the entry may be freed before the callback runs. */
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
 /*
+ * The same for a request known to spend no unit of the month (a revalidation answered 304): decided alike (a month
+ * used up still refuses it), but the memory provider reserves no unit, so there is none to give back. The redis
+ * provider reserves one as for any request; ratelimit_refund gives it back.
+ */
+void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
+/*
  * Gives back the month's unit that decision d reserved, once (it clears d->reserved_in): the answer to the request
  * is not a 200 with a transcript. Does nothing when d reserved nothing or rl is NULL (a worker already closing its
  * limiter). A unit reserved in Redis is given back in Redis; when Redis cannot take it the unit stays counted (a

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,8 +222,9 @@ static int64_t window_now(int64_t now, int64_t window_end, int64_t window_s) {
   return window_end - window_s > now ? window_end - window_s : now;
 }
 
-int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
-                struct rl_decision *d) {
+/* rlmem_check, or with reserve false rlmem_check_unspent. */
+static int check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now, bool reserve,
+                 struct rl_decision *d) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
   int64_t month = rlcalc_month_index(now);
@@ -242,8 +244,8 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
     rlcalc_decision(d, RL_QUOTA, lim, wnow, wused, qused);
     return 0;
   }
-  if (wused > lim->rate) {
-    rlcalc_decision(d, RL_LIMITED, lim, wnow, wused, qused);
+  if (wused > lim->rate || !reserve) {
+    rlcalc_decision(d, wused > lim->rate ? RL_LIMITED : RL_ALLOW, lim, wnow, wused, qused);
     return 0;
   }
   /* Admitted by the window; reserve the month's unit. Another worker may have taken the last one since the read. */
@@ -255,6 +257,16 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
   rlcalc_decision(d, RL_ALLOW, lim, wnow, wused, qused);
   d->reserved_month = qperiod;
   return 0;
+}
+
+int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                struct rl_decision *d) {
+  return check(t, digest, lim, now, true, d);
+}
+
+int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                        struct rl_decision *d) {
+  return check(t, digest, lim, now, false, d);
 }
 
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month) {

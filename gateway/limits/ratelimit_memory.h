@@ -29,6 +29,12 @@ void rlmem_destroy(struct rlmem_table *t);
  */
 int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                 struct rl_decision *d);
+/*
+ * The same for a request that will spend no unit of the month (a revalidation answered 304): counted in the window,
+ * refused as rlmem_check would refuse it (a month used up included), and admitted without reserving a unit.
+ */
+int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                        struct rl_decision *d);
 /* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*

@@ -221,11 +221,14 @@ def test_a_304_does_not_count_against_the_monthly_quota(stack):
     first = get(stack, SMALL, key=QUOTA_KEY)
     assert first.status == 200 and first.headers["x-ratelimit-remaining"] == "999999"
     etag = first.headers["etag"]
+    refunds = stack.gateway.metric("vts_ratelimit_quota_refunds_total")
     for n in range(5):
         r = get(stack, SMALL, key=QUOTA_KEY, if_none_match=etag)
         assert r.status == 304, r
         # Counted in the window (its remainder is what the header says), not in the month.
         assert r.headers["x-ratelimit-remaining"] == str(999998 - n)
+    # Matched before the limiter, so no unit was reserved and none was given back.
+    assert stack.gateway.metric("vts_ratelimit_quota_refunds_total") == refunds
     second = get(stack, SMALL, key=QUOTA_KEY)
     assert second.status == 200 and second.headers["x-ratelimit-remaining"] == "999993"
     over = get(stack, SMALL, key=QUOTA_KEY)

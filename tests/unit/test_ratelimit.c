@@ -248,6 +248,36 @@ static void test_refund_gives_the_months_unit_back_once(void **state) {
   assert_int_equal(rlmem_quota_used(t, digest_b, now), 0);
 }
 
+/* A request that spends nothing of the month (a 304) counts in the window and is refused as any other would be. */
+static void test_unspent_check_counts_the_window_reserves_no_unit_and_refuses_alike(void **state) {
+  struct rlmem_table *t = *state;
+  struct rl_limits l = limits(4, 60, 2);
+  struct rl_decision d;
+  int64_t now = T_2026_01_01 + 100;
+  assert_int_equal(rlmem_check_unspent(t, digest_a, &l, now, &d), 0);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 3);
+  assert_int_equal(d.quota_remaining, 2);
+  assert_int_equal(d.reserved_month, 0);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 0);
+  /* No usage changed: no snapshot becomes due (at exit, when one is due whatever the interval). */
+  uint64_t gen;
+  assert_false(rlmem_snapshot_begin(t, 0, true, &gen));
+  rlmem_check(t, digest_a, &l, now, &d);
+  rlmem_check(t, digest_a, &l, now, &d);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 1);
+  /* The month used up refuses it for the month; then the window, spent, for the window. */
+  assert_int_equal(rlmem_check_unspent(t, digest_a, &l, now, &d), 0);
+  assert_int_equal(d.outcome, RL_QUOTA);
+  assert_int_equal(d.quota_remaining, 0);
+  struct rl_limits wide_month = limits(4, 60, 100);
+  assert_int_equal(rlmem_check_unspent(t, digest_a, &wide_month, now, &d), 0);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  assert_int_equal(d.remaining, 0);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now), 2);
+}
+
 static void test_quota_checked_before_window_when_both_are_spent(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(2, 60, 2);
@@ -778,6 +808,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_window_counts_every_request_and_refusals_reserve_no_quota, table_setup,
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_refund_gives_the_months_unit_back_once, table_setup, table_teardown),
+      cmocka_unit_test_setup_teardown(test_unspent_check_counts_the_window_reserves_no_unit_and_refuses_alike,
+                                      table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_checked_before_window_when_both_are_spent, table_setup,
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
