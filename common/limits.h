@@ -110,8 +110,9 @@
  * Compressed forms of a transcript (gateway/cache/entity.c), made once when it enters a worker's L1. A smaller body,
  * and every error, is sent as it is.
  */
-#define VTS_COMPRESS_MIN_BYTES 1024 /* a body shorter than this is never compressed */
-#define VTS_GZIP_LEVEL 6            /* zlib's level: its default balance of time and size */
-#define VTS_BROTLI_QUALITY 5        /* brotli's 0..11: 11 costs tens of times more for a few percent */
+#define VTS_COMPRESS_MIN_BYTES 1024        /* a body shorter than this is never compressed */
+#define VTS_SENDFILE_MIN_BYTES (64 * 1024) /* a cached body this long goes out with sendfile(2), from a memory file */
+#define VTS_GZIP_LEVEL 6                   /* zlib's level: its default balance of time and size */
+#define VTS_BROTLI_QUALITY 5               /* brotli's 0..11: 11 costs tens of times more for a few percent */
 
 #endif

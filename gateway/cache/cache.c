@@ -221,7 +221,7 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
   res->source = e->source;
   memcpy(res->lang, e->lang, sizeof(res->lang));
   memcpy(res->detail, "cache", sizeof("cache"));
-  res->body = e->ent->form[ENTITY_IDENTITY].len > 0 ? e->ent->body : NULL;
+  res->body = e->ent->form[ENTITY_IDENTITY].len > 0 ? e->ent->form[ENTITY_IDENTITY].data : NULL;
   res->body_len = (uint32_t)e->ent->form[ENTITY_IDENTITY].len;
   if (ttl_left_ms != NULL) *ttl_left_ms = e->expires_ms - now;
   if (ent != NULL) *ent = entity_ref(e->ent);

@@ -1,9 +1,13 @@
 #include "gateway/cache/entity.h"
 
 #include <brotli/encode.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "common/limits.h"
@@ -64,15 +68,49 @@ static void keep_form(struct entity *e, enum entity_coding c, char *data, size_t
   e->held |= 1u << c;
 }
 
+/*
+ * body (len > 0 bytes) in a new memory file, sealed against any change and mapped for reading into *map. Returns
+ * the file, or -1 (the caller keeps the body in memory instead).
+ */
+static int body_file(const char *body, size_t len, const char **map) {
+  int fd = memfd_create("vts-body", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = write(fd, body + done, len - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) goto fail;
+    done += (size_t)n;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) goto fail;
+  void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) goto fail;
+  *map = p;
+  return fd;
+fail:
+  close(fd);
+  return -1;
+}
+
 struct entity *entity_new(const char *body, size_t len, unsigned flags) {
-  struct entity *e = malloc(sizeof(*e) + len);
-  if (e == NULL) return NULL;
+  const char *map = NULL;
+  int fd = (flags & ENTITY_FILE) && len >= VTS_SENDFILE_MIN_BYTES ? body_file(body, len, &map) : -1;
+  struct entity *e = malloc(sizeof(*e) + (fd >= 0 ? 0 : len));
+  if (e == NULL) {
+    if (fd >= 0) {
+      munmap((void *)(uintptr_t)map, len);
+      close(fd);
+    }
+    return NULL;
+  }
   memset(e, 0, sizeof(*e));
+  for (int c = 0; c < ENTITY_CODINGS; c++) e->form[c].fd = -1;
   e->refs = 1;
   e->bytes = sizeof(*e) + len;
-  if (len > 0) memcpy(e->body, body, len);
-  e->form[ENTITY_IDENTITY].data = e->body;
+  if (fd < 0 && len > 0) memcpy(e->body, body, len);
+  e->form[ENTITY_IDENTITY].data = fd >= 0 ? map : e->body;
   e->form[ENTITY_IDENTITY].len = len;
+  e->form[ENTITY_IDENTITY].fd = fd;
   e->held = 1u << ENTITY_IDENTITY;
   char digest[65];
   util_sha256_hex(len > 0 ? body : "", len, digest);
@@ -81,9 +119,9 @@ struct entity *entity_new(const char *body, size_t len, unsigned flags) {
   if ((flags & ENTITY_COMPRESS) && len >= VTS_COMPRESS_MIN_BYTES) {
     /* A form that fails to be made is only a missed saving: the identity form is always there. */
     size_t n = 0;
-    char *gz = make_gzip(e->body, len, &n);
+    char *gz = make_gzip(body, len, &n);
     keep_form(e, ENTITY_GZIP, gz, n);
-    char *br = make_brotli(e->body, len, &n);
+    char *br = make_brotli(body, len, &n);
     keep_form(e, ENTITY_BR, br, n);
   }
   return e;
@@ -96,6 +134,7 @@ struct entity *entity_validator(const struct entity *e) {
   v->expires_ms = e->expires_ms;
   v->bytes = sizeof(*v);
   v->held = e->held;
+  for (int c = 0; c < ENTITY_CODINGS; c++) v->form[c].fd = -1;
   memcpy(v->tag, e->tag, sizeof(v->tag));
   return v;
 }
@@ -108,6 +147,11 @@ struct entity *entity_ref(struct entity *e) {
 void entity_unref(struct entity *e) {
   if (e == NULL || --e->refs > 0) return;
   for (int c = ENTITY_IDENTITY + 1; c < ENTITY_CODINGS; c++) free((char *)(uintptr_t)e->form[c].data);
+  struct entity_form *id = &e->form[ENTITY_IDENTITY];
+  if (id->fd >= 0) {
+    munmap((void *)(uintptr_t)id->data, id->len);
+    close(id->fd);
+  }
   free(e);
 }
 

@@ -16,6 +16,9 @@ enum entity_coding { ENTITY_IDENTITY = 0, ENTITY_BR, ENTITY_GZIP, ENTITY_CODINGS
 
 /* entity_new flags */
 #define ENTITY_COMPRESS 1u /* also make the gzip and brotli forms (a body under VTS_COMPRESS_MIN_BYTES gets none) */
+/* Keep a body of at least VTS_SENDFILE_MIN_BYTES in a sealed memory file (memfd), mapped for reading, so that a
+ * connection can hand its pages to the socket with sendfile(2) instead of copying them (falls back to memory). */
+#define ENTITY_FILE 2u
 
 /* The opaque part of the ETag: 32 hex characters of the body's SHA-256. */
 #define ENTITY_TAG_HEX 32
@@ -25,6 +28,7 @@ enum entity_coding { ENTITY_IDENTITY = 0, ENTITY_BR, ENTITY_GZIP, ENTITY_CODINGS
 struct entity_form {
   const char *data; /* NULL when the form was not made */
   size_t len;
+  int fd; /* a sealed memory file holding exactly data (which maps it), or -1 */
 };
 
 struct entity {
@@ -39,8 +43,8 @@ struct entity {
 
 /*
  * Creates an entity holding a copy of body (len bytes, body may be NULL when len is 0), with one reference owned
- * by the caller. With ENTITY_COMPRESS, the compressed forms that are smaller than the body are made too. Returns
- * NULL when out of memory.
+ * by the caller. With ENTITY_COMPRESS, the compressed forms that are smaller than the body are made too; with
+ * ENTITY_FILE, a large body's copy is a memory file (form fd). Returns NULL when out of memory.
  */
 struct entity *entity_new(const char *body, size_t len, unsigned flags);
 /*

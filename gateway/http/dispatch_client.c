@@ -190,7 +190,7 @@ static void deliver(struct pending *p, bool fail) {
       uint32_t ttl = res.cache_ms;
       ent = l1_same(p, &res);
       if (ent == NULL) {
-        ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS : 0);
+        ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS | ENTITY_FILE : 0);
         if (ent != NULL) ent->expires_ms = util_now_ms() + ttl;
         if (ent != NULL && ttl > 0) cache_put_entity(client.l1, p->video_id, p->key, &res, ent, ttl, NULL);
         if (ent != NULL && ttl > 0 && res.outcome == PROTO_OK) keep_validator(p, &res, ent, ttl);

@@ -148,7 +148,7 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     transcript_error(t, API_ERR_FETCH_FAILED);
     return;
   }
-  http_respond_ref(req, 200, headers, f->data, f->len, entity_release, entity_ref(ent));
+  http_respond_ref(req, 200, headers, f->data, f->len, f->fd, entity_release, entity_ref(ent));
   t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
 }
 

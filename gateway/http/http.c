@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -790,12 +791,38 @@ static void access_log(const struct http_conn *conn, int status) {
 }
 
 /*
+ * Writes what the socket takes now of head and then of the body in body_fd, which holds the body from offset 0: the
+ * head with MSG_MORE (it leaves in one segment with the body's start), the body with sendfile(2). Nothing of this
+ * connection is queued in libuv (a connection writes one answer at a time), so these writes are in order. Returns the
+ * bytes written (maybe fewer than asked: the socket is full), or a negative errno when the connection failed.
+ */
+static ssize_t send_head_and_file(struct http_conn *conn, const uv_buf_t *head, int body_fd, size_t body_len) {
+  uv_os_fd_t sock;
+  if (uv_fileno((uv_handle_t *)&conn->tcp, &sock) != 0) return 0; /* not open: the usual write reports it */
+  ssize_t n;
+  do n = send(sock, head->base, head->len, MSG_MORE | MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+  if ((size_t)n < head->len) return n;
+  off_t off = 0;
+  while ((size_t)off < body_len) {
+    ssize_t s = sendfile(sock, body_fd, &off, body_len - (size_t)off);
+    if (s > 0) continue;
+    if (s < 0 && errno == EINTR) continue;
+    if (s < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINVAL && errno != ENOSYS) return -errno;
+    break; /* the socket is full (or takes no sendfile): the rest goes by the usual write */
+  }
+  return n + (ssize_t)off;
+}
+
+/*
  * The one writer: status line and headers into the connection's head buffer, then head and body in one vectored
- * write (libuv writes at once when nothing is queued, and keeps only the unwritten rest). The body is referenced,
- * never copied; release(owner) runs once the write is over or failed.
+ * write (libuv writes at once when nothing is queued, and keeps only the unwritten rest), or, for a body in a file,
+ * the head and what the socket takes of the file at once (send_head_and_file). The body is referenced, never
+ * copied; release(owner) runs once the write is over or failed.
  */
 static int respond(struct http_request *req, int status, const char *content_type, const char *extra_headers,
-                   const char *body, size_t body_len, void (*release)(void *owner), void *owner) {
+                   const char *body, size_t body_len, int body_fd, void (*release)(void *owner), void *owner) {
   struct http_conn *conn = conn_of(req);
   if (conn->closing) {
     if (release != NULL) release(owner);
@@ -853,12 +880,13 @@ static int respond(struct http_request *req, int status, const char *content_typ
   /* A client that stops reading must not hold the connection, nor the body it pins, for longer than this. */
   conn_timer(conn, conn->srv->cfg->write_timeout_ms);
   size_t total = bufs[0].len + (nbufs > 1 ? bufs[1].len : 0);
-  int sent = uv_try_write((uv_stream_t *)&conn->tcp, bufs, nbufs);
+  ssize_t sent = body_fd >= 0 && nbufs > 1 ? send_head_and_file(conn, &bufs[0], body_fd, bufs[1].len)
+                                           : uv_try_write((uv_stream_t *)&conn->tcp, bufs, nbufs);
   if (sent == UV_EAGAIN) sent = 0;
   if (sent < 0) {
     conn_body_done(conn);
     conn_close(conn);
-    return sent;
+    return (int)sent;
   }
   if ((size_t)sent == total) {
     struct http_server *srv = conn->srv;
@@ -874,7 +902,7 @@ static int respond(struct http_request *req, int status, const char *content_typ
     size_t skip = (size_t)sent < bufs[i].len ? (size_t)sent : bufs[i].len;
     bufs[i].base += skip;
     bufs[i].len -= skip;
-    sent -= (int)skip;
+    sent -= (ssize_t)skip;
   }
   uv_buf_t *rest = bufs;
   unsigned nrest = nbufs;
@@ -894,19 +922,19 @@ static int respond(struct http_request *req, int status, const char *content_typ
 
 int http_respond(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
                  char *owned_body) {
-  return respond(req, status, "application/json", extra_headers, body, body_len, owned_body != NULL ? free : NULL,
+  return respond(req, status, "application/json", extra_headers, body, body_len, -1, owned_body != NULL ? free : NULL,
                  owned_body);
 }
 
 int http_respond_typed(struct http_request *req, int status, const char *content_type, const char *extra_headers,
                        const char *body, size_t body_len, char *owned_body) {
-  return respond(req, status, content_type, extra_headers, body, body_len, owned_body != NULL ? free : NULL,
+  return respond(req, status, content_type, extra_headers, body, body_len, -1, owned_body != NULL ? free : NULL,
                  owned_body);
 }
 
 int http_respond_ref(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
-                     void (*release)(void *owner), void *owner) {
-  return respond(req, status, "application/json", extra_headers, body, body_len, release, owner);
+                     int body_fd, void (*release)(void *owner), void *owner) {
+  return respond(req, status, "application/json", extra_headers, body, body_len, body_fd, release, owner);
 }
 
 int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers) {

@@ -83,10 +83,12 @@ int http_respond_typed(struct http_request *req, int status, const char *content
                        const char *body, size_t body_len, char *owned_body);
 /*
  * As http_respond, for a body owned by someone else: release(owner) is called once the server is done with the
- * bytes (written, or the connection gone), including when this returns an error. release may be NULL.
+ * bytes (written, or the connection gone), including when this returns an error. release may be NULL. body_fd, when
+ * not -1, is a file holding exactly the body from offset 0 (a memory file that body maps): what the socket takes at
+ * once goes with sendfile(2), its pages handed to the socket rather than copied; the rest is written from body.
  */
 int http_respond_ref(struct http_request *req, int status, const char *extra_headers, const char *body, size_t body_len,
-                     void (*release)(void *owner), void *owner);
+                     int body_fd, void (*release)(void *owner), void *owner);
 /* Answers req with the Error body of e and its status. */
 int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers);
 

@@ -1,5 +1,6 @@
 /* Unit tests of a cached body: its compressed forms (made once, decoding to the body), its ETag, its reference count.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <zlib.h>
@@ -90,6 +92,51 @@ static void test_small_bodies_and_uncompressed_entities_have_identity_only(void 
   entity_unref(empty);
 }
 
+/* Whether fd is open in this process. */
+static int fd_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
+
+static void test_a_large_body_is_a_sealed_memory_file_that_it_maps(void **state) {
+  (void)state;
+  size_t n = 248 * 1024;
+  char *body = transcript_body(n);
+  struct entity *e = entity_new(body, n, ENTITY_COMPRESS | ENTITY_FILE);
+  assert_non_null(e);
+  const struct entity_form *id = &e->form[ENTITY_IDENTITY];
+  assert_true(id->fd >= 0);
+  assert_int_equal(id->len, n);
+  assert_memory_equal(id->data, body, n);
+  /* The file holds exactly the body (what sendfile sends), and nothing can change it any more. */
+  char *read_back = malloc(n + 1);
+  assert_non_null(read_back);
+  assert_int_equal(pread(id->fd, read_back, n + 1, 0), (ssize_t)n);
+  assert_memory_equal(read_back, body, n);
+  free(read_back);
+  int seals = fcntl(id->fd, F_GET_SEALS);
+  assert_int_equal(seals & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+                   F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  assert_int_equal(pwrite(id->fd, "x", 1, 0), -1);
+  /* The compressed forms are made from the same bytes; the body is counted once. */
+  gunzip_equals(&e->form[ENTITY_GZIP], body, n);
+  assert_int_equal(e->form[ENTITY_GZIP].fd, -1);
+  assert_int_equal(e->bytes, sizeof(*e) + n + e->form[ENTITY_GZIP].len + e->form[ENTITY_BR].len);
+  /* A validator holds no file; the last reference closes the file. */
+  struct entity *v = entity_validator(e);
+  assert_int_equal(v->form[ENTITY_IDENTITY].fd, -1);
+  entity_unref(v);
+  int fd = id->fd;
+  entity_unref(e);
+  assert_false(fd_open(fd));
+  /* Under VTS_SENDFILE_MIN_BYTES, or without ENTITY_FILE, the body stays in memory. */
+  struct entity *small = entity_new(body, VTS_SENDFILE_MIN_BYTES - 1, ENTITY_FILE);
+  assert_int_equal(small->form[ENTITY_IDENTITY].fd, -1);
+  assert_ptr_equal(small->form[ENTITY_IDENTITY].data, small->body);
+  entity_unref(small);
+  struct entity *plain = entity_new(body, n, ENTITY_COMPRESS);
+  assert_int_equal(plain->form[ENTITY_IDENTITY].fd, -1);
+  entity_unref(plain);
+  free(body);
+}
+
 static void test_etag_is_strong_per_body_and_distinct_per_form(void **state) {
   (void)state;
   char *body = transcript_body(4096);
@@ -164,6 +211,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compressed_forms_are_made_once_and_decode_to_the_body),
       cmocka_unit_test(test_small_bodies_and_uncompressed_entities_have_identity_only),
+      cmocka_unit_test(test_a_large_body_is_a_sealed_memory_file_that_it_maps),
       cmocka_unit_test(test_etag_is_strong_per_body_and_distinct_per_form),
       cmocka_unit_test(test_references_keep_the_entity_until_the_last_goes),
       cmocka_unit_test(test_a_validator_keeps_the_tags_and_forms_without_the_body),
