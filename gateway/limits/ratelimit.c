@@ -51,8 +51,7 @@ struct rl_pending {
   void *arg;
   char digest[65];
   struct rl_limits lim;
-  int64_t now;       /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
-  uint64_t owed_seq; /* the number of the owed counts the check carried (0: none) */
+  int64_t now; /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
 };
 
 const char *ratelimit_provider(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0' ? "redis" : "memory"; }
@@ -300,8 +299,8 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
     if (d.outcome == RL_ALLOW) reserved(&d, RL_STORE_REDIS, p->digest, rlcalc_month_index(p->now));
     /* Keep the fallback table as far as Redis counted, so a fail-open outage continues from there. */
     rlmem_mirror(rl_table, p->digest, &p->lim, now, res->window_used, res->quota_used);
-    /* Redis holds the owed counts this check carried (its call sent them or newer ones): no need to send them again. */
-    if (p->owed_seq != 0) rlmem_owed_told(rl_table, p->digest, p->owed_seq);
+    /* Redis holds the owed counts the deciding call carried: no need to send them again. */
+    if (res->owed_seq != 0) rlmem_owed_told(rl_table, p->digest, res->owed_seq);
   } else {
     decide_fault(rl, p->digest, &p->lim, &d);
   }
@@ -328,7 +327,6 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
       struct rl_owed owed;
       rlmem_owed(rl_table, key->digest, rlcalc_window_reset(p->now, lim.window_s), rlcalc_month_index(p->now), p->now,
                  &owed);
-      p->owed_seq = owed.seq;
       rl->refs++;
       if (rlredis_check(rl->redis, key->digest, &lim, p->now, &owed, on_redis_result, p) == 0) return;
       rl->refs--;

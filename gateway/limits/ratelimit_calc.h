@@ -49,6 +49,7 @@ struct ratelimit_stats {
   uint64_t redis_errors;   /* error or malformed replies, lost connections under a command */
   uint64_t redis_noscript; /* EVALSHA answered NOSCRIPT and was retried with EVAL */
   uint64_t redis_connects; /* connections set up (first one included) */
+  uint64_t redis_leased;   /* admitted from a lease of units Redis reserved earlier, without a round trip */
 };
 
 /* The limits that apply to one key: its own where set, else the service defaults. */

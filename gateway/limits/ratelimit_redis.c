@@ -14,16 +14,17 @@
 #include "common/util.h"
 
 #define SCRIPT_KEYS 4
-#define SCRIPT_ARGS 9
+#define SCRIPT_ARGS 10
 #define SCRIPT_ARGC (3 + SCRIPT_KEYS + SCRIPT_ARGS) /* EVALSHA sha numkeys KEYS... ARGV... */
 
 /*
  * Window and month in one atomic step, for n checks of one key at once (the checks a worker gathered while the key's
- * previous call was out), decided as n checks in a row would be. KEYS[1] counts the window and KEYS[2] the month,
- * every gateway's fail-open fallback counts included; KEYS[3] and KEYS[4] hold, per gateway, what its fallback
- * counted in them while Redis could not answer. All carry the key's hash tag, so they live in one Cluster slot. ARGV:
- * limit, window TTL, quota, month TTL (seconds), this gateway's id, what its fallback counted in the window and the
- * month (-1: nothing to say, 0: nothing left), n, and the number of those counts (struct rl_owed).
+ * previous call was out), decided as n checks in a row would be, and a lease of up to k more units. KEYS[1] counts
+ * the window and KEYS[2] the month, every gateway's fail-open fallback counts included; KEYS[3] and KEYS[4] hold, per
+ * gateway, what its fallback counted in them while Redis could not answer. All carry the key's hash tag, so they live
+ * in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), this gateway's id, what its fallback
+ * counted in the window and the month (-1: nothing to say, 0: nothing left), n, the number of those counts (struct
+ * rl_owed), and k.
  *
  * A gateway sends its fallback's whole count for the period, which the script stores under the gateway's id with its
  * number (HSET, not INCRBY) and adds to the counter as the difference from what was stored: a count sent twice, or by
@@ -31,9 +32,11 @@
  * connections, a thawed Redis) is ignored. A gateway says nothing once Redis answered a call that carried its counts,
  * so the usual call is two INCRBYs. The window counts every request; the month is checked first and a unit is
  * reserved only when both admit (see ratelimit.h): the month takes the n units and gives back those refused, in the
- * same atomic step. Each key expires on its own once its period is over. Returns {window count before, month count
- * before, admitted}: the first `admitted` checks pass; check i (from 1) saw window count before + i; the others are
- * refused for the month when month count before + admitted reached the quota, else for the window (batch_result).
+ * same atomic step. When all n are admitted, up to k more units are reserved in both (a lease: at most a sixteenth
+ * of what is left of either). Each key expires on its own once its period is over. Returns {window count before,
+ * month count before, admitted, leased}: the first `admitted` checks pass; check i (from 1) saw window count before
+ * + i; the others are refused for the month when month count before + admitted reached the quota, else for the
+ * window (batch_result); the lease's units follow the n checks in both counts.
  */
 static const char script[] =
     "local function owed(key, n, ttl)\n"
@@ -44,7 +47,8 @@ static const char script[] =
     "  redis.call('EXPIRE', key, ttl)\n"
     "  return n - tonumber(was[1] or '0')\n"
     "end\n"
-    "local n = tonumber(ARGV[8])\n"
+    "local n, k = tonumber(ARGV[8]), tonumber(ARGV[10])\n"
+    "local limit, quota = tonumber(ARGV[1]), tonumber(ARGV[3])\n"
     "local dw = n + owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
     "local dq = n + owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
     "local w = redis.call('INCRBY', KEYS[1], dw)\n"
@@ -53,10 +57,25 @@ static const char script[] =
     "if q == dq then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
     "w = w - n\n"
     "q = q - n\n"
-    "local a = math.min(n, tonumber(ARGV[1]) - w, tonumber(ARGV[3]) - q)\n"
+    "local a = math.min(n, limit - w, quota - q)\n"
     "if a < 0 then a = 0 end\n"
-    "if a < n then redis.call('DECRBY', KEYS[2], n - a) end\n"
-    "return {w, q, a}\n";
+    "local e = 0\n"
+    "if a == n and k > 0 then\n"
+    "  e = math.min(k, math.floor((limit - w - n) / 16), math.floor((quota - q - n) / 16))\n"
+    "  if e < 0 then e = 0 end\n"
+    "end\n"
+    "if e > 0 then redis.call('INCRBY', KEYS[1], e) end\n"
+    "if a + e ~= n then redis.call('INCRBY', KEYS[2], a + e - n) end\n"
+    "return {w, q, a, e}\n";
+
+/* Gives back a lease's unused units: ARGV[1] of the window KEYS[1] and of the month KEYS[2], as far as they hold. */
+static const char give_back_script[] =
+    "local n = tonumber(ARGV[1])\n"
+    "for i = 1, 2 do\n"
+    "  local v = tonumber(redis.call('GET', KEYS[i]) or '0')\n"
+    "  if v > 0 then redis.call('DECRBY', KEYS[i], math.min(v, n)) end\n"
+    "end\n"
+    "return 0\n";
 
 /* Gives one reserved unit of the month KEYS[1] back; a month that expired or holds nothing is left alone. */
 static const char refund_script[] =
@@ -80,12 +99,30 @@ struct rlredis {
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uv_prepare_t flush;    /* sends the checks gathered this loop turn, before the loop waits */
   bool flush_open;
-  struct rlreq *open, *open_last;   /* gathering checks, oldest first: one per key unless full */
-  struct rlreq *sent[SENT_BUCKETS]; /* sent and not yet decided, by key: at most one per key at a time */
+  struct rlreq *open, *open_last;     /* gathering checks, oldest first: one per key unless full */
+  struct rlreq *sent[SENT_BUCKETS];   /* sent and not yet decided, by key: at most one per key at a time */
+  struct lease *leases[SENT_BUCKETS]; /* by key, as sent */
+  uv_timer_t sweep;                   /* gives back the leases left unused */
   uint64_t backoff_ms;
-  int refs; /* conn_timer and every live request: the struct is freed with the last */
+  int refs; /* conn_timer, sweep, flush and every live request: the struct is freed with the last */
   char sha[41];
-  uint64_t timeouts, errors, noscript, connects;
+  uint64_t timeouts, errors, noscript, connects, leased;
+};
+
+/*
+ * Units of a key that Redis reserved for this worker in one window and month (see ratelimit_redis.h), given out to
+ * the key's checks without a round trip.
+ */
+struct lease {
+  struct lease *next; /* in r->leases[bucket] */
+  char digest[65];
+  int64_t window_s, window_index, month, rate, quota;
+  int64_t left;           /* units held */
+  int64_t seen_w, seen_q; /* Redis's window and month counts once the units were reserved: a unit given out saw
+                           * these less the units still held */
+  int64_t want;           /* units the next call for the key asks for */
+  bool used;              /* a unit given out since the last sweep */
+  bool starved;           /* used up while the next lease was on its way: want doubled once for that */
 };
 
 /* One check's caller. */
@@ -111,10 +148,11 @@ struct rlreq {
   int64_t window_s, window_index, month, rate, quota;
   struct rl_owed owed;
   uv_timer_t timer;
-  bool decided;    /* cb called: a reply coming later is dropped */
-  bool in_redis;   /* hiredis holds a callback with this request */
-  bool timer_open; /* the timer's close callback has not run yet */
-  bool tried_eval; /* NOSCRIPT was answered once already */
+  bool decided;       /* cb called: a reply coming later is dropped */
+  bool in_redis;      /* hiredis holds a callback with this request */
+  bool timer_open;    /* the timer's close callback has not run yet */
+  bool tried_eval;    /* NOSCRIPT was answered once already */
+  int64_t lease_want; /* a lease asked for by a call with no check yet (the key's lease half used) */
   char keys[SCRIPT_KEYS][RLREDIS_KEY_BYTES];
   char nums[SCRIPT_ARGS][24];
   size_t lens[SCRIPT_KEYS + SCRIPT_ARGS]; /* of keys, then of nums */
@@ -148,8 +186,9 @@ static void req_timer_closed(uv_handle_t *h) {
  * What check i (from 0) of a batch gets, from the script's {window count before, month count before, admitted}: as
  * if the checks had been made one after another.
  */
-static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[3], struct rlredis_result *out) {
+static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[4], struct rlredis_result *out) {
   int64_t k = (int64_t)i + 1, w0 = reply[0], q0 = reply[1], admitted = reply[2];
+  out->owed_seq = q->owed.seq;
   out->window_used = w0 + k;
   if (k <= admitted) {
     out->outcome = RL_ALLOW;
@@ -160,9 +199,11 @@ static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[3]
   out->quota_used = q0 + admitted;
 }
 
+static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t reply[4]);
+
 /*
- * Answers every check of q, once and in order: closes its timer, then calls back (q stays valid until the close
- * callback). reply: the script's three counts, or NULL with a fault status.
+ * Answers every check of q, once and in order: closes its timer, keeps the lease Redis reserved, then calls back (q
+ * stays valid until the close callback). reply: the script's four counts, or NULL with a fault status.
  */
 static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
   if (q->decided) return;
@@ -178,6 +219,7 @@ static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
     if (r->open != NULL && r->flush_open) uv_prepare_start(&r->flush, on_flush);
   }
   if (q->timer_open) uv_close((uv_handle_t *)&q->timer, req_timer_closed);
+  if (reply != NULL && reply[3] > 0) lease_add(q->r, q, reply);
   for (size_t i = 0; i < q->n; i++) {
     if (reply == NULL) {
       q->w[i].cb(q->w[i].arg, status, NULL);
@@ -204,8 +246,24 @@ static void schedule_reconnect(struct rlredis *r) {
   r->backoff_ms = r->backoff_ms * 2 < VTS_REDIS_RECONNECT_MAX_MS ? r->backoff_ms * 2 : VTS_REDIS_RECONNECT_MAX_MS;
 }
 
+/*
+ * The connection is gone: the leases are forgotten, not given back. The server may come back without the units they
+ * hold (a restart without its data), and giving them back there would take other requests' counts; a server that
+ * kept them keeps them counted, the safe side.
+ */
+static void leases_forget(struct rlredis *r) {
+  for (unsigned b = 0; b < SENT_BUCKETS; b++) {
+    while (r->leases[b] != NULL) {
+      struct lease *l = r->leases[b];
+      r->leases[b] = l->next;
+      free(l);
+    }
+  }
+}
+
 /* Frees the connection now; its pending requests are called back with a NULL reply (a fault) before it returns. */
 static void conn_drop(struct rlredis *r) {
+  leases_forget(r);
   redisAsyncContext *ac = r->ac;
   r->ac = NULL;
   r->ready = false;
@@ -282,6 +340,7 @@ static void on_disconnect(const redisAsyncContext *c, int status) {
   (void)status;
   struct rlredis *r = c->data;
   if (c != r->ac) return;
+  leases_forget(r);
   r->ac = NULL;
   r->ready = false;
   r->stalled = false;
@@ -317,13 +376,20 @@ static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
   return redisAsyncCommandArgv(ac, on_reply, q, SCRIPT_ARGC, argv, lens) == REDIS_OK ? 0 : -EIO;
 }
 
-static int parse_result(const struct rlreq *q, const redisReply *rep, int64_t out[3]) {
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) return -EPROTO;
-  for (size_t i = 0; i < 3; i++) {
+/* The units a call asks to lease: as many as it carries checks when they gathered (two or more), or as asked. */
+static int64_t lease_asked(const struct rlreq *q) {
+  int64_t k = q->n >= 2 ? (int64_t)q->n : 0;
+  if (q->lease_want > k) k = q->lease_want;
+  return k < VTS_REDIS_LEASE_MAX ? k : VTS_REDIS_LEASE_MAX;
+}
+
+static int parse_result(const struct rlreq *q, const redisReply *rep, int64_t out[4]) {
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) return -EPROTO;
+  for (size_t i = 0; i < 4; i++) {
     if (rep->element[i]->type != REDIS_REPLY_INTEGER) return -EPROTO;
     out[i] = rep->element[i]->integer;
   }
-  if (out[2] < 0 || out[2] > (int64_t)q->n) return -EPROTO;
+  if (out[2] < 0 || out[2] > (int64_t)q->n || out[3] < 0 || out[3] > lease_asked(q)) return -EPROTO;
   return 0;
 }
 
@@ -334,7 +400,7 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
   q->in_redis = false;
   if (rep != NULL) conn_alive(r);
   if (!q->decided) {
-    int64_t res[3];
+    int64_t res[4];
     if (rep == NULL) {
       r->errors += q->n;
       req_decide(q, -ENOTCONN, NULL);
@@ -366,17 +432,17 @@ static void on_req_timeout(uv_timer_t *t) {
   req_decide(q, -ETIMEDOUT, NULL);
 }
 
-/*
- * The names of a key's counters (suffix "") and of its fallback counts (":owed"), for the window of second now
- * and for a month. The hash tag is the first 64 bits of the key's digest: never the key, never its name.
- */
 static void put_i64(struct strb *b, int64_t v) {
   if (v < 0) strb_put(b, "-", 1);
   strb_u64(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
-/* Returns the length of the name (the names fit RLREDIS_KEY_BYTES: a 16-byte tag, two numbers, a short suffix). */
-static size_t window_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t window_s, int64_t now,
+/*
+ * The names of a key's counters (suffix "") and of its fallback counts (":owed"), for a window (its length and
+ * index) and for a month; each returns the name's length (they fit RLREDIS_KEY_BYTES: a 16-byte tag, two numbers, a
+ * short suffix). The hash tag is the first 64 bits of the key's digest: never the key, never its name.
+ */
+static size_t window_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t window_s, int64_t window_index,
                          const char *suffix) {
   struct strb b = strb_init(out, RLREDIS_KEY_BYTES);
   strb_put(&b, "vts:rl:{", 8);
@@ -384,7 +450,7 @@ static size_t window_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_
   strb_put(&b, "}:w:", 4);
   put_i64(&b, window_s);
   strb_put(&b, ":", 1);
-  put_i64(&b, rlcalc_window_index(now, window_s));
+  put_i64(&b, window_index);
   strb_puts(&b, suffix);
   return b.len;
 }
@@ -413,6 +479,7 @@ static void req_send_batch(struct rlreq *q) {
   set_num(q, 6, q->owed.quota);
   set_num(q, 7, (int64_t)q->n);
   set_num(q, 8, (int64_t)q->owed.seq);
+  set_num(q, 9, lease_asked(q));
   uv_timer_init(r->loop, &q->timer);
   q->timer.data = q;
   q->timer_open = true;
@@ -439,10 +506,10 @@ static unsigned sent_bucket(const char digest[65]) {
   return (unsigned)((h * 0x9e3779b97f4a7c15ULL) >> 56) % SENT_BUCKETS;
 }
 
-/* Whether a call for q's key is out and not yet answered. */
-static bool key_in_flight(const struct rlredis *r, const struct rlreq *q) {
-  for (const struct rlreq *o = r->sent[q->bucket]; o != NULL; o = o->next_sent)
-    if (memcmp(o->digest, q->digest, sizeof(q->digest)) == 0) return true;
+/* Whether a call for the key with this digest (in r->sent[bucket]) is out and not yet answered. */
+static bool key_in_flight(const struct rlredis *r, unsigned bucket, const char digest[65]) {
+  for (const struct rlreq *o = r->sent[bucket]; o != NULL; o = o->next_sent)
+    if (memcmp(o->digest, digest, 65) == 0) return true;
   return false;
 }
 
@@ -467,7 +534,7 @@ static void flush_open_batches(struct rlredis *r, bool all) {
     while (list != NULL) {
       struct rlreq *q = list;
       list = q->next_open;
-      if (!all && key_in_flight(r, q)) {
+      if (!all && key_in_flight(r, q->bucket, q->digest)) {
         open_append(r, q);
         continue;
       }
@@ -518,6 +585,159 @@ static int req_add(struct rlreq *q, rlredis_cb cb, void *arg) {
   return 0;
 }
 
+/* A new call for the key with this digest, gathering checks from now on (in r->open), or NULL when out of memory. */
+static struct rlreq *batch_new(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
+                               int64_t window_index, int64_t month) {
+  struct rlreq *q = calloc(1, sizeof(*q));
+  if (q == NULL) return NULL;
+  q->r = r;
+  util_copy_str(q->digest, sizeof(q->digest), digest);
+  q->bucket = sent_bucket(q->digest);
+  q->window_s = lim->window_s;
+  q->window_index = window_index;
+  q->month = month;
+  q->rate = lim->rate;
+  q->quota = lim->quota;
+  q->lens[0] = window_key(q->keys[0], digest, lim->window_s, window_index, "");
+  q->lens[1] = month_key(q->keys[1], digest, month, "");
+  q->lens[2] = window_key(q->keys[2], digest, lim->window_s, window_index, ":owed");
+  q->lens[3] = month_key(q->keys[3], digest, month, ":owed");
+  set_num(q, 0, lim->rate);
+  /* The window counter is created during its window, so its length plus a second outlives the window. */
+  set_num(q, 1, lim->window_s + 1);
+  set_num(q, 2, lim->quota);
+  set_num(q, 3, rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S);
+  q->lens[SCRIPT_KEYS + 4] = util_copy_str(q->nums[4], sizeof(q->nums[4]), r->gateway_id);
+  q->owed = (struct rl_owed){-1, -1, 0};
+  r->refs++;
+  open_append(r, q);
+  uv_prepare_start(&r->flush, on_flush);
+  return q;
+}
+
+/* ---- leases ---- */
+
+static struct lease *lease_find(struct rlredis *r, unsigned bucket, const char *digest) {
+  for (struct lease *l = r->leases[bucket]; l != NULL; l = l->next)
+    if (memcmp(l->digest, digest, sizeof(l->digest)) == 0) return l;
+  return NULL;
+}
+
+static bool lease_fits(const struct lease *l, const struct rl_limits *lim, int64_t window_index, int64_t month) {
+  return l->window_index == window_index && l->month == month && l->window_s == lim->window_s && l->rate == lim->rate &&
+         l->quota == lim->quota;
+}
+
+/* Gives the lease's unused units back to Redis, without awaiting a reply (units Redis does not take back stay
+ * counted, the safe side). */
+static void lease_give_back(struct rlredis *r, struct lease *l) {
+  if (l->left > 0 && r->ac != NULL && r->ready) {
+    char wkey[RLREDIS_KEY_BYTES], mkey[RLREDIS_KEY_BYTES], units[24];
+    size_t lens[6] = {4, sizeof(give_back_script) - 1, 1, 0, 0, 0};
+    lens[3] = window_key(wkey, l->digest, l->window_s, l->window_index, "");
+    lens[4] = month_key(mkey, l->digest, l->month, "");
+    lens[5] = util_u64_dec((uint64_t)l->left, units);
+    const char *argv[] = {"EVAL", give_back_script, "2", wkey, mkey, units};
+    if (redisAsyncCommandArgv(r->ac, NULL, NULL, 6, argv, lens) != REDIS_OK) r->errors++;
+  }
+  l->left = 0;
+}
+
+/* Takes the lease out of its bucket and frees it, its unused units given back. */
+static void lease_drop(struct rlredis *r, unsigned bucket, struct lease *l) {
+  struct lease **at = &r->leases[bucket];
+  while (*at != l) at = &(*at)->next;
+  *at = l->next;
+  lease_give_back(r, l);
+  free(l);
+}
+
+/* Moves the lease to another window, month or limits: what it held goes back; how much to ask for stays. */
+static void lease_move(struct rlredis *r, struct lease *l, const struct rl_limits *lim, int64_t window_index,
+                       int64_t month) {
+  lease_give_back(r, l);
+  l->window_s = lim->window_s;
+  l->window_index = window_index;
+  l->month = month;
+  l->rate = lim->rate;
+  l->quota = lim->quota;
+}
+
+/* Keeps the units q's call reserved beyond its checks (reply: the script's four counts, reply[3] > 0). */
+static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t reply[4]) {
+  struct lease *l = lease_find(r, q->bucket, q->digest);
+  struct rl_limits lim = {q->rate, q->window_s, q->quota};
+  if (l == NULL) {
+    l = calloc(1, sizeof(*l));
+    if (l == NULL) return; /* the units stay counted in Redis until their window and month end */
+    memcpy(l->digest, q->digest, sizeof(l->digest));
+    l->next = r->leases[q->bucket];
+    r->leases[q->bucket] = l;
+    lease_move(r, l, &lim, q->window_index, q->month);
+  } else if (!lease_fits(l, &lim, q->window_index, q->month)) {
+    lease_move(r, l, &lim, q->window_index, q->month);
+  }
+  l->left += reply[3];
+  l->seen_w = reply[0] + (int64_t)q->n + reply[3];
+  l->seen_q = reply[1] + reply[2] + reply[3];
+  if (lease_asked(q) > l->want) l->want = lease_asked(q);
+  l->used = true;
+  l->starved = false;
+}
+
+/* Every VTS_REDIS_LEASE_IDLE_MS: a lease not used since the last sweep goes back. */
+static void on_sweep(uv_timer_t *t) {
+  struct rlredis *r = t->data;
+  for (unsigned b = 0; b < SENT_BUCKETS; b++) {
+    struct lease *l = r->leases[b];
+    while (l != NULL) {
+      struct lease *next = l->next;
+      if (!l->used)
+        lease_drop(r, b, l);
+      else
+        l->used = false;
+      l = next;
+    }
+  }
+  if (r->ac != NULL && r->ready && !r->closing) redis_conn_write_now(r->ac);
+}
+
+/*
+ * Admits one check from the key's lease, if it holds a unit for this window and month, and asks for the next lease
+ * once half of this one is used. Returns whether it admitted (cb was called); when not, *want is what the key's next
+ * call should ask for: a lease used up before the next one came asks for twice as much.
+ */
+static bool lease_take(struct rlredis *r, unsigned bucket, const char *digest, const struct rl_limits *lim, int64_t now,
+                       int64_t window_index, int64_t month, const struct rl_owed *owed, rlredis_cb cb, void *arg,
+                       int64_t *want) {
+  *want = 0;
+  struct lease *l = lease_find(r, bucket, digest);
+  if (l == NULL) return false;
+  if (!lease_fits(l, lim, window_index, month)) lease_move(r, l, lim, window_index, month);
+  if (l->left == 0) {
+    if (!l->starved && key_in_flight(r, bucket, digest)) {
+      l->starved = true;
+      l->want = 2 * l->want < VTS_REDIS_LEASE_MAX ? 2 * l->want : VTS_REDIS_LEASE_MAX;
+    }
+    *want = l->want;
+    return false;
+  }
+  l->left--;
+  l->used = true;
+  r->leased++;
+  struct rlredis_result res = {RL_ALLOW, l->seen_w - l->left, l->seen_q - l->left, 0};
+  if (l->left * 2 <= l->want && !key_in_flight(r, bucket, digest)) {
+    struct rlreq *q = open_batch(r, digest, lim, window_index, month);
+    if (q == NULL) q = batch_new(r, digest, lim, now, window_index, month);
+    if (q != NULL) {
+      q->lease_want = l->want;
+      if (owed->seq >= q->owed.seq) q->owed = *owed;
+    }
+  }
+  cb(arg, 0, &res);
+  return true;
+}
+
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
                   const struct rl_owed *owed, rlredis_cb cb, void *arg) {
   if (r->closing) return -ECANCELED;
@@ -530,38 +750,16 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   if (!r->ready && r->connects > 0) return -ENOTCONN;
   if (r->stalled) return -ETIMEDOUT;
   int64_t month = rlcalc_month_index(now), window_index = rlcalc_window_index(now, lim->window_s);
+  unsigned bucket = sent_bucket(digest);
+  int64_t want;
+  if (lease_take(r, bucket, digest, lim, now, window_index, month, owed, cb, arg, &want)) return 0;
   struct rlreq *q = open_batch(r, digest, lim, window_index, month);
   if (q == NULL) {
-    q = calloc(1, sizeof(*q));
+    q = batch_new(r, digest, lim, now, window_index, month);
     if (q == NULL) return -ENOMEM;
-    q->r = r;
-    util_copy_str(q->digest, sizeof(q->digest), digest);
-    q->bucket = sent_bucket(q->digest);
-    q->window_s = lim->window_s;
-    q->window_index = window_index;
-    q->month = month;
-    q->rate = lim->rate;
-    q->quota = lim->quota;
-    q->lens[0] = window_key(q->keys[0], digest, lim->window_s, now, "");
-    q->lens[1] = month_key(q->keys[1], digest, month, "");
-    q->lens[2] = window_key(q->keys[2], digest, lim->window_s, now, ":owed");
-    q->lens[3] = month_key(q->keys[3], digest, month, ":owed");
-    set_num(q, 0, lim->rate);
-    /* The window counter is created during its window, so its length plus a second outlives the window. */
-    set_num(q, 1, lim->window_s + 1);
-    set_num(q, 2, lim->quota);
-    set_num(q, 3, rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S);
-    q->lens[SCRIPT_KEYS + 4] = util_copy_str(q->nums[4], sizeof(q->nums[4]), r->gateway_id);
-    if (req_add(q, cb, arg) != 0) {
-      free(q);
-      return -ENOMEM;
-    }
-    r->refs++;
-    open_append(r, q);
-    uv_prepare_start(&r->flush, on_flush);
-  } else if (req_add(q, cb, arg) != 0) {
-    return -ENOMEM;
   }
+  if (want > q->lease_want) q->lease_want = want;
+  if (req_add(q, cb, arg) != 0) return -ENOMEM;
   /* The fallback's whole count for the period: the newest one says all that the older ones said. */
   if (owed->seq >= q->owed.seq) q->owed = *owed;
   return 0;
@@ -604,17 +802,27 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, cons
   r->flush.data = r;
   r->flush_open = true;
   r->refs++; /* the flush handle */
+  uv_timer_init(loop, &r->sweep);
+  r->sweep.data = r;
+  uv_timer_start(&r->sweep, on_sweep, VTS_REDIS_LEASE_IDLE_MS, VTS_REDIS_LEASE_IDLE_MS);
+  uv_unref((uv_handle_t *)&r->sweep); /* the sweep alone must not keep a draining worker's loop alive */
+  r->refs++;
   conn_start(r);
   return r;
 }
 
 void rlredis_free(struct rlredis *r) {
   if (r == NULL) return;
+  /* Unused leases go back while the connection is there to take them. */
+  for (unsigned b = 0; b < SENT_BUCKETS; b++)
+    while (r->leases[b] != NULL) lease_drop(r, b, r->leases[b]);
+  if (r->ac != NULL && r->ready) redis_conn_write_now(r->ac);
   r->closing = true;
   conn_drop(r);
   /* Checks gathered but not sent: answered now, as the connection's own are. */
   flush_open_batches(r, true);
   uv_close((uv_handle_t *)&r->conn_timer, conn_timer_closed);
+  uv_close((uv_handle_t *)&r->sweep, conn_timer_closed);
   if (r->flush_open) {
     r->flush_open = false;
     uv_close((uv_handle_t *)&r->flush, conn_timer_closed);
@@ -626,4 +834,5 @@ void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {
   out->redis_errors += r->errors;
   out->redis_noscript += r->noscript;
   out->redis_connects += r->connects;
+  out->redis_leased += r->leased;
 }

@@ -8,6 +8,14 @@
  * one command for many requests instead of one each, and a lone request waits for nothing. Commands for different
  * keys are pipelined on the connection.
  *
+ * A key busy enough that its checks gather (two or more in a call) also gets a lease: the call asks Redis to reserve
+ * as many units again in the window and the month, at most a sixteenth of what is left of either (so a key near its
+ * limits gets none, and is decided exactly as before). The worker admits the key's next checks from its lease at
+ * once, without a round trip, and asks for the next lease when half is used. A lease is for one window and month:
+ * what is left of it is given back to Redis when the window changes, when it was not used for VTS_REDIS_LEASE_IDLE_MS,
+ * and when the worker closes. So a key never gets more than its limits; while a worker holds unused units, another
+ * may be refused the last few of them for up to VTS_REDIS_LEASE_IDLE_MS.
+ *
  * hiredis 0.14 has no async timeouts, so every command has its own libuv timer (VTS_REDIS_COMMAND_TIMEOUT_MS): on
  * expiry its checks are answered as faults and the reply, if it ever comes, is dropped (the command stays
  * allocated until hiredis hands its callback back, which it always does: with the reply, or NULL when the
@@ -36,6 +44,7 @@ struct rlredis_result {
   enum rl_outcome outcome;
   int64_t window_used;
   int64_t quota_used;
+  uint64_t owed_seq; /* the number of the owed counts the deciding call carried (0: none, or decided from a lease) */
 };
 
 /*
@@ -58,9 +67,10 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, cons
 void rlredis_free(struct rlredis *r);
 /*
  * Sends one check of the key with this digest at second now, with what this gateway's fallback counted for the key
- * in the current window and month (owed), which Redis adds to its own counts. Returns 0 (cb will be called), or a
- * negative errno at once, without calling cb, when the store cannot take it: -ENOTCONN (no connection, or none
- * ready yet after an outage), -ETIMEDOUT (connection stalled), -EIO, -ENOMEM, -ECANCELED (closing).
+ * in the current window and month (owed), which Redis adds to its own counts. Returns 0 (cb will be called, before
+ * this returns when the key's lease admits it), or a negative errno at once, without calling cb, when the store
+ * cannot take it: -ENOTCONN (no connection, or none ready yet after an outage), -ETIMEDOUT (connection stalled),
+ * -EIO, -ENOMEM, -ECANCELED (closing).
  */
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
                   const struct rl_owed *owed, rlredis_cb cb, void *arg);

@@ -1,7 +1,8 @@
 /*
  * The redis provider against a real redis-server that each test starts on a free port and kills at teardown: the
  * script's exactness across processes, the checks of one loop turn decided in one call as they would be one by one,
- * NOSCRIPT recovery, fail-closed and fail-open when Redis is stopped or frozen,
+ * a busy key's leases (taken, used without a round trip, given back; never past the limit), the fallback's counts
+ * written back once, NOSCRIPT recovery, fail-closed and fail-open when Redis is stopped or frozen,
  * reconnection after a restart. Skipped, with a message, when redis-server is not installed.
  */
 #include <errno.h>
@@ -159,20 +160,24 @@ static struct ratelimit_stats stats(struct fx *f) {
 #define PROCS 4
 #define CHECKS_PER_PROC 30
 
-static void test_script_admits_exactly_limit_across_processes(void **state) {
-  FX();
-  start(f, 37, true);
-  assert_string_equal(ratelimit_provider(&f->cfg), "redis");
-  /* This process's connection gets ready now: left unserved while the workers run, it would pass its deadline. */
-  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
-  _Atomic int *counts = mmap(NULL, 4 * sizeof(*counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+/* What the workers of run_workers decided: counts by outcome, and how many were admitted from a lease. */
+struct worker_counts {
+  _Atomic int outcomes[4];
+  _Atomic int leased;
+};
+
+/*
+ * PROCS workers, each its own process with its own loop and connection, making `rounds` rounds of `per_round`
+ * checks of f's key at once (each round waited for); returns what they decided, in shared memory (munmap it).
+ */
+static struct worker_counts *run_workers(struct fx *f, int rounds, int per_round) {
+  struct worker_counts *counts = mmap(NULL, sizeof(*counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   assert_true(counts != MAP_FAILED);
   pid_t pids[PROCS];
   for (int p = 0; p < PROCS; p++) {
     pids[p] = fork();
     assert_true(pids[p] >= 0);
     if (pids[p] == 0) {
-      /* A worker: its own loop and connection, sending all its checks at once. */
       uv_loop_t loop;
       uv_loop_init(&loop);
       struct ratelimit *rl = ratelimit_new(&loop, &f->cfg);
@@ -185,9 +190,13 @@ static void test_script_admits_exactly_limit_across_processes(void **state) {
         ratelimit_stats(rl, &st);
       }
       struct answers a = {0};
-      for (int i = 0; i < CHECKS_PER_PROC; i++) ratelimit_check(rl, &f->key, on_decision, &a);
-      while (a.n < CHECKS_PER_PROC) uv_run(&loop, UV_RUN_ONCE);
-      for (int o = 0; o < 4; o++) atomic_fetch_add(&counts[o], a.outcomes[o]);
+      for (int round = 0; round < rounds; round++) {
+        for (int i = 0; i < per_round; i++) ratelimit_check(rl, &f->key, on_decision, &a);
+        while (a.n < (round + 1) * per_round) uv_run(&loop, UV_RUN_ONCE);
+      }
+      for (int o = 0; o < 4; o++) atomic_fetch_add(&counts->outcomes[o], a.outcomes[o]);
+      ratelimit_stats(rl, &st);
+      atomic_fetch_add(&counts->leased, (int)st.redis_leased);
       ratelimit_free(rl);
       uv_run(&loop, UV_RUN_DEFAULT);
       _exit(0);
@@ -198,10 +207,22 @@ static void test_script_admits_exactly_limit_across_processes(void **state) {
     assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
+  return counts;
+}
+
+static void test_script_admits_exactly_limit_across_processes(void **state) {
+  FX();
+  start(f, 37, true);
+  assert_string_equal(ratelimit_provider(&f->cfg), "redis");
+  /* This process's connection gets ready now: left unserved while the workers run, it would pass its deadline. */
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  /* Each worker sends all its checks at once. */
+  struct worker_counts *c = run_workers(f, 1, CHECKS_PER_PROC);
+  _Atomic int *counts = c->outcomes;
   assert_int_equal(counts[RL_UNAVAILABLE], 0);
   assert_int_equal(counts[RL_ALLOW], 36);
   assert_int_equal(counts[RL_LIMITED], PROCS * CHECKS_PER_PROC - 36);
-  munmap(counts, 4 * sizeof(*counts));
+  munmap(c, sizeof(*c));
   /* And this process, a fifth worker, is refused too, with exact headers. */
   struct rl_decision d = check(f, NULL);
   assert_int_equal(d.outcome, RL_LIMITED);
@@ -378,6 +399,118 @@ static void test_noscript_after_script_flush_is_recovered_with_eval(void **state
   assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
   assert_int_equal(stats(f).redis_noscript, 1);
   assert_int_equal(stats(f).fallbacks, 0);
+}
+
+/* The count Redis holds under a key name (0 when there is none). */
+static long long redis_count(struct fx *f, const char *name) {
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "GET %s", name);
+  assert_non_null(r);
+  long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+  freeReplyObject(r);
+  redisFree(c);
+  return v;
+}
+
+/* Redis's counts of the key's current window (of f->cfg.rate_window_s) and month. */
+static void key_counts(struct fx *f, const struct key_entry *key, long long *window, long long *month) {
+  char name[128];
+  int64_t now = util_wall_s();
+  snprintf(name, sizeof(name), "vts:rl:{%.16s}:w:%lld:%lld", key->digest, (long long)f->cfg.rate_window_s,
+           (long long)rlcalc_window_index(now, f->cfg.rate_window_s));
+  *window = redis_count(f, name);
+  snprintf(name, sizeof(name), "vts:rl:{%.16s}:q:%lld", key->digest,
+           (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)));
+  *month = redis_count(f, name);
+}
+
+static void test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle(void **state) {
+  FX();
+  start(f, 1000, true);
+  f->key.quota = 100000;
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW); /* connected; 1 used */
+  long calls = script_calls(f);
+  struct seq s;
+  /* Eight checks gathered in one call: it also reserves eight more units (far from the limits) for this worker. */
+  checks_at_once(f, 8, &s);
+  assert_int_equal(script_calls(f), calls + 1);
+  assert_int_equal(s.d[7].remaining, 1000 - 9);
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 9 + 8);
+  assert_int_equal(month, 9 + 8);
+  /* The next eight are admitted at once from the lease, each with the count of the unit it took. */
+  for (int i = 0; i < 8; i++) {
+    struct answers a = {0};
+    ratelimit_check(f->rl, &f->key, on_decision, &a);
+    assert_int_equal(a.n, 1); /* decided before ratelimit_check returned: no round trip */
+    assert_int_equal(a.last.outcome, RL_ALLOW);
+    assert_int_equal(a.last.remaining, 1000 - (10 + i));
+    assert_int_equal(a.last.quota_remaining, 100000 - (10 + i));
+    assert_int_equal(a.last.reserved_in, RL_STORE_REDIS);
+  }
+  assert_int_equal(stats(f).redis_leased, 8);
+  assert_int_equal(script_calls(f), calls + 1);
+  /* Used up: the next check goes to Redis, with the call the half-used lease asked for, which leases again. */
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 1000 - 18);
+  assert_int_equal(script_calls(f), calls + 2);
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 18 + 8);
+  /* Unused for VTS_REDIS_LEASE_IDLE_MS, the lease goes back: Redis counts exactly what was admitted. */
+  run_for_ms(&f->loop, 3 * VTS_REDIS_LEASE_IDLE_MS);
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 18);
+  assert_int_equal(month, 18);
+  d = check(f, NULL);
+  assert_int_equal(d.remaining, 1000 - 19);
+  assert_int_equal(stats(f).redis_leased, 8);
+}
+
+#define LEASE_ROUNDS 5
+#define LEASE_ROUND_CHECKS 100
+
+/*
+ * Four workers, each making five rounds of a hundred checks at once of a key of 1000 an hour: leases are taken, used
+ * and given back, and still no more than 1000 are admitted; once the workers are gone Redis counts every request in
+ * the window and exactly the admitted ones in the month (no unit left reserved).
+ */
+static void test_leases_across_processes_never_admit_past_the_limit_and_all_go_back(void **state) {
+  FX();
+  start(f, 1000, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct worker_counts *c = run_workers(f, LEASE_ROUNDS, LEASE_ROUND_CHECKS);
+  _Atomic int *counts = c->outcomes;
+  int total = PROCS * LEASE_ROUNDS * LEASE_ROUND_CHECKS;
+  assert_int_equal(counts[RL_UNAVAILABLE], 0);
+  assert_int_equal(counts[RL_ALLOW] + counts[RL_LIMITED], total);
+  assert_true(counts[RL_ALLOW] <= 999); /* the parent took one */
+  assert_true(c->leased > 0);           /* leases were used */
+  /* Every lease went back with its worker: the window holds every request, the month every admitted one. */
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, total + 1);
+  assert_int_equal(month, counts[RL_ALLOW] + 1);
+  munmap(c, sizeof(*c));
+}
+
+/* Near its limits a key gets no lease: five checks at once with 20 left of the window lease nothing. */
+static void test_a_key_near_its_limit_gets_no_lease(void **state) {
+  FX();
+  start(f, 20, true);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct seq s;
+  checks_at_once(f, 5, &s);
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 6);
+  assert_int_equal(month, 6);
+  long calls = script_calls(f);
+  assert_int_equal(check(f, NULL).remaining, 20 - 7);
+  assert_int_equal(script_calls(f), calls + 1);
+  assert_int_equal(stats(f).redis_leased, 0);
 }
 
 /* A field of the hash of this gateway's fallback counts for the key's current month, as a number (-1: none). */
@@ -597,6 +730,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_noscript_after_script_flush_is_recovered_with_eval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fallback_counts_are_written_back_once_and_a_late_older_statement_is_ignored,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_key_near_its_limit_gets_no_lease, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_leases_across_processes_never_admit_past_the_limit_and_all_go_back, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_open_continues_from_redis_counts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_frozen_redis_is_decided_within_the_command_timeout, setup, teardown),
