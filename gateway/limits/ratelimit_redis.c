@@ -152,7 +152,7 @@ struct rlreq {
   bool in_redis;      /* hiredis holds a callback with this request */
   bool timer_open;    /* the timer's close callback has not run yet */
   bool tried_eval;    /* NOSCRIPT was answered once already */
-  int64_t lease_want; /* a lease asked for by a call with no check yet (the key's lease half used) */
+  int64_t lease_want; /* units the key's lease asks for (half used, or used up); may be a call with no check */
   char keys[SCRIPT_KEYS][RLREDIS_KEY_BYTES];
   char nums[SCRIPT_ARGS][24];
   size_t lens[SCRIPT_KEYS + SCRIPT_ARGS]; /* of keys, then of nums */
