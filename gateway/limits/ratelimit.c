@@ -310,7 +310,8 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
   rl_unref(rl);
 }
 
-void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
+/* ratelimit_check, or with spend false ratelimit_check_unspent. */
+static void check(struct ratelimit *rl, const struct key_entry *key, bool spend, rl_cb cb, void *arg) {
   struct rl_limits lim;
   struct rl_decision d;
   rlcalc_limits(key, &rl->cfg, &lim);
@@ -334,25 +335,19 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
     }
     decide_fault(rl, key->digest, &lim, &d);
   } else {
-    decide_memory(rl, key->digest, &lim, util_wall_s(), true, &d);
+    decide_memory(rl, key->digest, &lim, util_wall_s(), spend, &d);
   }
   count(rl, &d);
   cb(arg, &d);
 }
 
+void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
+  check(rl, key, true, cb, arg);
+}
+
+/* With Redis a unit is reserved as for any request (one script for all checks): the caller's refund gives it back. */
 void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
-  if (rl->redis != NULL) {
-    /* Redis reserves the unit as for any request (one script for all): the caller's refund gives it back. */
-    ratelimit_check(rl, key, cb, arg);
-    return;
-  }
-  struct rl_limits lim;
-  struct rl_decision d;
-  rlcalc_limits(key, &rl->cfg, &lim);
-  rl->stats.checks++;
-  decide_memory(rl, key->digest, &lim, util_wall_s(), false, &d);
-  count(rl, &d);
-  cb(arg, &d);
+  check(rl, key, false, cb, arg);
 }
 
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
