@@ -103,6 +103,9 @@ struct rlredis {
   struct rlreq *sent[SENT_BUCKETS];   /* sent and not yet decided, by key: at most one per key at a time */
   struct lease *leases[SENT_BUCKETS]; /* by key, as sent */
   uv_timer_t sweep;                   /* gives back the leases left unused */
+  char server_id[41];                 /* the run_id of the server this connection reached, "" until known */
+  struct lease *orphans;              /* leases held when a connection to server orphans_of was lost */
+  char orphans_of[41];
   uint64_t backoff_ms;
   int refs; /* conn_timer, sweep, flush and every live request: the struct is freed with the last */
   char sha[41];
@@ -161,6 +164,7 @@ struct rlreq {
 #define RLREDIS_BATCH_MAX 256
 
 static void conn_start(struct rlredis *r);
+static void leases_resolve(struct rlredis *r);
 static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
 static void on_flush(uv_prepare_t *h);
 
@@ -247,23 +251,34 @@ static void schedule_reconnect(struct rlredis *r) {
 }
 
 /*
- * The connection is gone: the leases are forgotten, not given back. The server may come back without the units they
- * hold (a restart without its data), and giving them back there would take other requests' counts; a server that
- * kept them keeps them counted, the safe side.
+ * The connection is gone: the units its leases hold stay reserved in the server. They are kept aside, with the
+ * server's run_id, until the next connection is ready (leases_resolve): if it reaches the same server process, whose
+ * counts still hold them, they go back; a server that restarted (maybe from a snapshot older than the lease) or
+ * another one (a failover) may not hold them, and giving them back there would take other requests' counts, so they
+ * are forgotten and stay counted where they are, the safe side. A server whose run_id is not known (INFO refused)
+ * gets nothing back.
  */
-static void leases_forget(struct rlredis *r) {
+static void leases_orphan(struct rlredis *r) {
   for (unsigned b = 0; b < SENT_BUCKETS; b++) {
     while (r->leases[b] != NULL) {
       struct lease *l = r->leases[b];
       r->leases[b] = l->next;
-      free(l);
+      bool keep =
+          l->left > 0 && r->server_id[0] != '\0' && (r->orphans == NULL || strcmp(r->orphans_of, r->server_id) == 0);
+      if (!keep) {
+        free(l);
+        continue;
+      }
+      if (r->orphans == NULL) memcpy(r->orphans_of, r->server_id, sizeof(r->orphans_of));
+      l->next = r->orphans;
+      r->orphans = l;
     }
   }
 }
 
 /* Frees the connection now; its pending requests are called back with a NULL reply (a fault) before it returns. */
 static void conn_drop(struct rlredis *r) {
-  leases_forget(r);
+  leases_orphan(r);
   redisAsyncContext *ac = r->ac;
   r->ac = NULL;
   r->ready = false;
@@ -317,12 +332,28 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
   if (rep->type == REDIS_REPLY_STRING) {
     /* SCRIPT LOAD answered: the connection is ready. */
     r->ready = true;
+    leases_resolve(r);
     if (!r->stalled) uv_timer_stop(&r->conn_timer);
     r->connects++;
     r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
     if (r->down_logged) log_msg(LOG_INFO, "redis connected", NULL);
     r->down_logged = false;
   }
+}
+
+/* INFO server answered: the run_id of the process this connection reached (an error, say an ACL refusal, leaves it
+ * unknown; the connection serves as well). */
+static void on_server_info(redisAsyncContext *c, void *reply, void *privdata) {
+  struct rlredis *r = privdata;
+  const redisReply *rep = reply;
+  if (rep == NULL || c != r->ac || rep->type != REDIS_REPLY_STRING) return;
+  const char *at = strstr(rep->str, "\nrun_id:");
+  if (at == NULL) return;
+  at += sizeof("\nrun_id:") - 1;
+  size_t n = strspn(at, "0123456789abcdef");
+  if (n != sizeof(r->server_id) - 1) return;
+  memcpy(r->server_id, at, n);
+  r->server_id[n] = '\0';
 }
 
 static void on_connect(const redisAsyncContext *c, int status) {
@@ -340,7 +371,7 @@ static void on_disconnect(const redisAsyncContext *c, int status) {
   (void)status;
   struct rlredis *r = c->data;
   if (c != r->ac) return;
-  leases_forget(r);
+  leases_orphan(r);
   r->ac = NULL;
   r->ready = false;
   r->stalled = false;
@@ -361,9 +392,12 @@ static void conn_start(struct rlredis *r) {
   r->ac = ac;
   r->ready = false;
   r->stalled = false;
+  r->server_id[0] = '\0';
   uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_CONNECT_TIMEOUT_MS, 0);
-  /* Queued behind the connection's own preparation and ahead of any check issued meanwhile, so the very first
-   * EVALSHA already finds the script. */
+  /* Queued behind the connection's own preparation and ahead of any check issued meanwhile: which server this is
+   * (known before the connection is ready, for the leases a lost connection left), then the script, so the very
+   * first EVALSHA already finds it. */
+  redisAsyncCommand(ac, on_server_info, r, "INFO server");
   redisAsyncCommand(ac, on_setup_reply, r, "SCRIPT LOAD %s", script);
 }
 
@@ -643,6 +677,21 @@ static void lease_give_back(struct rlredis *r, struct lease *l) {
   l->left = 0;
 }
 
+/* Frees the leases a lost connection left, their units given back first when give_back. */
+static void orphans_free(struct rlredis *r, bool give_back) {
+  while (r->orphans != NULL) {
+    struct lease *l = r->orphans;
+    r->orphans = l->next;
+    if (give_back) lease_give_back(r, l);
+    free(l);
+  }
+}
+
+/* The connection is ready: the leases the lost one left go back if it reached the same server (see leases_orphan). */
+static void leases_resolve(struct rlredis *r) {
+  orphans_free(r, r->server_id[0] != '\0' && strcmp(r->orphans_of, r->server_id) == 0);
+}
+
 /* Takes the lease out of its bucket and frees it, its unused units given back. */
 static void lease_drop(struct rlredis *r, unsigned bucket, struct lease *l) {
   struct lease **at = &r->leases[bucket];
@@ -819,6 +868,7 @@ void rlredis_free(struct rlredis *r) {
   if (r->ac != NULL && r->ready) redis_conn_write_now(r->ac);
   r->closing = true;
   conn_drop(r);
+  orphans_free(r, false); /* a lost connection's: no server to take them now */
   /* Checks gathered but not sent: answered now, as the connection's own are. */
   flush_open_batches(r, true);
   uv_close((uv_handle_t *)&r->conn_timer, conn_timer_closed);

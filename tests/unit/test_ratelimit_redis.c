@@ -513,6 +513,93 @@ static void test_a_key_near_its_limit_gets_no_lease(void **state) {
   assert_int_equal(stats(f).redis_leased, 0);
 }
 
+/*
+ * A check with f's connection ready, then eight at once, which lease eight more units: Redis counts 17 in the window
+ * and the month while the worker holds 8 of them.
+ */
+static void lease_eight(struct fx *f) {
+  f->key.quota = 100000;
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct seq s;
+  checks_at_once(f, 8, &s);
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 17);
+  assert_int_equal(month, 17);
+}
+
+/* Runs f's loop until the limiter has made its second connection and the loop has run max_ms more. */
+static void run_until_reconnected(struct fx *f, uint64_t max_ms) {
+  uint64_t until = util_now_ms() + 3000;
+  while (stats(f).redis_connects < 2 && util_now_ms() < until) run_for_ms(&f->loop, 5);
+  assert_int_equal(stats(f).redis_connects, 2);
+  run_for_ms(&f->loop, max_ms);
+}
+
+/* Redis's counts of f's key must become want in both the window and the month within a second. */
+static void assert_counts_become(struct fx *f, long long want) {
+  long long window, month;
+  uint64_t until = util_now_ms() + 1000;
+  do {
+    run_for_ms(&f->loop, 10);
+    key_counts(f, &f->key, &window, &month);
+  } while ((window != want || month != want) && util_now_ms() < until);
+  assert_int_equal(window, want);
+  assert_int_equal(month, want);
+}
+
+/* A connection lost while it held a lease (killed by the server): the next one, to the same server, gives it back. */
+static void test_a_lease_of_a_lost_connection_goes_back_to_the_same_server(void **state) {
+  FX();
+  start(f, 1000, true);
+  lease_eight(f);
+  redis_command(f, "CLIENT KILL TYPE normal"); /* every client but the one that asks */
+  run_until_reconnected(f, 0);
+  assert_counts_become(f, 9);
+  assert_int_equal(check(f, NULL).remaining, 1000 - 10);
+}
+
+/*
+ * A server that restarted may not hold what the lost connection leased (here it holds other counts): nothing is given
+ * back to it, and its counts stay as they are.
+ */
+static void test_a_lease_of_a_lost_connection_is_not_given_back_to_a_restarted_server(void **state) {
+  FX();
+  start(f, 1000, true);
+  lease_eight(f);
+  redis_stop(f);
+  run_for_ms(&f->loop, 50); /* the connection is seen lost */
+  redis_start(f);           /* same port, a new process */
+  char name[128], cmd[256];
+  int64_t now = util_wall_s();
+  snprintf(name, sizeof(name), "vts:rl:{%.16s}:w:%lld:%lld", f->key.digest, (long long)f->cfg.rate_window_s,
+           (long long)rlcalc_window_index(now, f->cfg.rate_window_s));
+  snprintf(cmd, sizeof(cmd), "SET %s 40", name);
+  redis_command(f, cmd);
+  snprintf(name, sizeof(name), "vts:rl:{%.16s}:q:%lld", f->key.digest,
+           (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)));
+  snprintf(cmd, sizeof(cmd), "SET %s 40", name);
+  redis_command(f, cmd);
+  run_until_reconnected(f, 3 * VTS_REDIS_LEASE_IDLE_MS);
+  assert_counts_become(f, 40);
+  assert_int_equal(check(f, NULL).remaining, 1000 - 41);
+}
+
+/*
+ * A server that refuses INFO serves checks as well, but which server it is stays unknown: a lease of a connection lost
+ * there is not given back (it stays counted).
+ */
+static void test_a_server_that_refuses_info_serves_and_keeps_a_lost_lease_counted(void **state) {
+  FX();
+  start(f, 1000, true);
+  redis_command(f, "ACL SETUSER default -info");
+  lease_eight(f);
+  redis_command(f, "CLIENT KILL TYPE normal");
+  run_until_reconnected(f, 3 * VTS_REDIS_LEASE_IDLE_MS);
+  assert_counts_become(f, 17);
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+}
+
 /* A field of the hash of this gateway's fallback counts for the key's current month, as a number (-1: none). */
 static long long month_fallback_field(struct fx *f, const char *suffix) {
   char cmd[256];
@@ -733,6 +820,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_key_near_its_limit_gets_no_lease, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_lease_of_a_lost_connection_goes_back_to_the_same_server, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_lease_of_a_lost_connection_is_not_given_back_to_a_restarted_server, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_server_that_refuses_info_serves_and_keeps_a_lost_lease_counted, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_leases_across_processes_never_admit_past_the_limit_and_all_go_back, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_stopped_redis_fail_closed_answers_unavailable_at_once, setup, teardown),
