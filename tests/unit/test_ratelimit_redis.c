@@ -413,16 +413,31 @@ static long long redis_count(struct fx *f, const char *name) {
   return v;
 }
 
-/* Redis's counts of the key's current window (of f->cfg.rate_window_s) and month. */
-static void key_counts(struct fx *f, const struct key_entry *key, long long *window, long long *month) {
-  char name[128];
+/* The names of the Redis counters of the key's current window (of f->cfg.rate_window_s) and month. */
+static void key_names(struct fx *f, const struct key_entry *key, char window[128], char month[128]) {
   int64_t now = util_wall_s();
-  snprintf(name, sizeof(name), "vts:rl:{%.16s}:w:%lld:%lld", key->digest, (long long)f->cfg.rate_window_s,
+  snprintf(window, 128, "vts:rl:{%.16s}:w:%lld:%lld", key->digest, (long long)f->cfg.rate_window_s,
            (long long)rlcalc_window_index(now, f->cfg.rate_window_s));
-  *window = redis_count(f, name);
-  snprintf(name, sizeof(name), "vts:rl:{%.16s}:q:%lld", key->digest,
-           (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)));
-  *month = redis_count(f, name);
+  snprintf(month, 128, "vts:rl:{%.16s}:q:%lld", key->digest, (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)));
+}
+
+/* Redis's counts of the key's current window and month. */
+static void key_counts(struct fx *f, const struct key_entry *key, long long *window, long long *month) {
+  char wname[128], mname[128];
+  key_names(f, key, wname, mname);
+  *window = redis_count(f, wname);
+  *month = redis_count(f, mname);
+}
+
+/* One check (the connection ready), then n at once: Redis must then count want in the window and the month. */
+static void checks_then_counts(struct fx *f, int n, long long want) {
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
+  struct seq s;
+  checks_at_once(f, n, &s);
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, want);
+  assert_int_equal(month, want);
 }
 
 static void test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle(void **state) {
@@ -500,13 +515,7 @@ static void test_leases_across_processes_never_admit_past_the_limit_and_all_go_b
 static void test_a_key_near_its_limit_gets_no_lease(void **state) {
   FX();
   start(f, 20, true);
-  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
-  struct seq s;
-  checks_at_once(f, 5, &s);
-  long long window, month;
-  key_counts(f, &f->key, &window, &month);
-  assert_int_equal(window, 6);
-  assert_int_equal(month, 6);
+  checks_then_counts(f, 5, 6);
   long calls = script_calls(f);
   assert_int_equal(check(f, NULL).remaining, 20 - 7);
   assert_int_equal(script_calls(f), calls + 1);
@@ -519,13 +528,7 @@ static void test_a_key_near_its_limit_gets_no_lease(void **state) {
  */
 static void lease_eight(struct fx *f) {
   f->key.quota = 100000;
-  assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
-  struct seq s;
-  checks_at_once(f, 8, &s);
-  long long window, month;
-  key_counts(f, &f->key, &window, &month);
-  assert_int_equal(window, 17);
-  assert_int_equal(month, 17);
+  checks_then_counts(f, 8, 17);
 }
 
 /* Runs f's loop until the limiter has made its second connection and the loop has run max_ms more. */
@@ -570,15 +573,9 @@ static void test_a_lease_of_a_lost_connection_is_not_given_back_to_a_restarted_s
   redis_stop(f);
   run_for_ms(&f->loop, 50); /* the connection is seen lost */
   redis_start(f);           /* same port, a new process */
-  char name[128], cmd[256];
-  int64_t now = util_wall_s();
-  snprintf(name, sizeof(name), "vts:rl:{%.16s}:w:%lld:%lld", f->key.digest, (long long)f->cfg.rate_window_s,
-           (long long)rlcalc_window_index(now, f->cfg.rate_window_s));
-  snprintf(cmd, sizeof(cmd), "SET %s 40", name);
-  redis_command(f, cmd);
-  snprintf(name, sizeof(name), "vts:rl:{%.16s}:q:%lld", f->key.digest,
-           (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)));
-  snprintf(cmd, sizeof(cmd), "SET %s 40", name);
+  char wname[128], mname[128], cmd[300];
+  key_names(f, &f->key, wname, mname);
+  snprintf(cmd, sizeof(cmd), "MSET %s 40 %s 40", wname, mname);
   redis_command(f, cmd);
   run_until_reconnected(f, 3 * VTS_REDIS_LEASE_IDLE_MS);
   assert_counts_become(f, 40);
