@@ -1,9 +1,10 @@
 /*
  * The redis provider against a real redis-server that each test starts on a free port and kills at teardown: the
  * script's exactness across processes, the checks of one loop turn decided in one call as they would be one by one,
- * a busy key's leases (taken, used without a round trip, given back; never past the limit), the fallback's counts
- * written back once, NOSCRIPT recovery, fail-closed and fail-open when Redis is stopped or frozen,
- * reconnection after a restart. Skipped, with a message, when redis-server is not installed.
+ * a busy key's leases (taken, used without a round trip, given back when idle, at the window's end and after a lost
+ * connection to the same server only; never past the limit), the fallback's counts written back once, NOSCRIPT
+ * recovery, fail-closed and fail-open when Redis is stopped or frozen, reconnection after a restart. Skipped, with a
+ * message, when redis-server is not installed.
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -413,11 +414,11 @@ static long long redis_count(struct fx *f, const char *name) {
   return v;
 }
 
-/* The names of the Redis counters of the key's current window (of f->cfg.rate_window_s) and month. */
+/* The names of the Redis counters of the key's current window (its own length, or the default) and month. */
 static void key_names(struct fx *f, const struct key_entry *key, char window[128], char month[128]) {
-  int64_t now = util_wall_s();
-  snprintf(window, 128, "vts:rl:{%.16s}:w:%lld:%lld", key->digest, (long long)f->cfg.rate_window_s,
-           (long long)rlcalc_window_index(now, f->cfg.rate_window_s));
+  int64_t now = util_wall_s(), window_s = key->window_s > 0 ? key->window_s : f->cfg.rate_window_s;
+  snprintf(window, 128, "vts:rl:{%.16s}:w:%lld:%lld", key->digest, (long long)window_s,
+           (long long)rlcalc_window_index(now, window_s));
   snprintf(month, 128, "vts:rl:{%.16s}:q:%lld", key->digest, (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)));
 }
 
@@ -529,6 +530,38 @@ static void test_a_key_near_its_limit_gets_no_lease(void **state) {
 static void lease_eight(struct fx *f) {
   f->key.quota = 100000;
   checks_then_counts(f, 8, 17);
+}
+
+/* Waits until the next window of window_s seconds begins: running loop, or with loop NULL standing still (no timer
+ * of the limiter runs meanwhile). */
+static void wait_for_next_window(uv_loop_t *loop, int64_t window_s) {
+  int64_t w = rlcalc_window_index(util_wall_s(), window_s);
+  while (rlcalc_window_index(util_wall_s(), window_s) == w) {
+    if (loop != NULL)
+      run_for_ms(loop, 5);
+    else
+      usleep(5000);
+  }
+}
+
+/*
+ * A lease belongs to its window: the first check in the next window gives back what the lease held (before its own
+ * call, on the same connection), then is decided and leases again in the new window.
+ */
+static void test_a_lease_goes_back_when_its_window_ends(void **state) {
+  FX();
+  start(f, 1000, true);
+  f->key.window_s = 2;
+  wait_for_next_window(&f->loop, 2); /* the lease and its checks early in one window */
+  lease_eight(f);
+  wait_for_next_window(NULL, 2); /* no sweep has run: the lease is still held */
+  struct rl_decision d = check(f, NULL);
+  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(d.remaining, 1000 - 1);
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 1 + 8);    /* the check and the new window's lease */
+  assert_int_equal(month, 9 + 1 + 8); /* the old lease's 8 went back; the check and the new lease's 8 */
 }
 
 /* Runs f's loop until the limiter has made its second connection and the loop has run max_ms more. */
@@ -817,6 +850,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_key_near_its_limit_gets_no_lease, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_lease_goes_back_when_its_window_ends, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_of_a_lost_connection_goes_back_to_the_same_server, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_of_a_lost_connection_is_not_given_back_to_a_restarted_server, setup,
                                       teardown),
