@@ -11,9 +11,9 @@
 
 #include "common/buf.h"
 #include "common/limits.h"
-#include "fetcher/platform/jsonstream.h"
-#include "fetcher/captions/textclean.h"
-#include "fetcher/captions/xmlscan.h"
+#include "fetcher/readers/jsonstream.h"
+#include "fetcher/readers/textclean.h"
+#include "fetcher/readers/xmlscan.h"
 
 /* Anything later than this (about 31 years of video) is not a caption time. */
 #define MAX_TIME_MS 1e12

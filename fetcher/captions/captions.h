@@ -3,12 +3,12 @@
  * Entities decoded (twice for ASR text that arrives double-escaped), tags stripped, empty cues dropped,
  * window/style events and line-break appends skipped. Times in seconds.
  *
- * Decisions (see fetcher/captions/textclean.h for the text rules):
+ * Decisions (see fetcher/readers/textclean.h for the text rules):
  * - Invalid UTF-8 in cue text becomes U+FFFD, in all three shapes: one bad byte must not cost a whole transcript.
  * - json3 text is taken as it is (it is JSON, not markup): no entity decoding, no tag stripping.
  * - A time that is not a plain non-negative decimal (sign, exponent, empty, past 10^12 ms) refuses the body:
  *   such a body is not a caption track, and guessing would publish wrong times. A missing time counts as 0.
- * - XML is scanned strictly (fetcher/captions/xmlscan.h): DOCTYPE, CDATA, mismatched tags and unknown roots are
+ * - XML is scanned strictly (fetcher/readers/xmlscan.h): DOCTYPE, CDATA, mismatched tags and unknown roots are
  * refused.
  * - More than VTS_MAX_SEGMENTS cues, or a body over VTS_MAX_UPSTREAM_BODY_BYTES, is -EPROTO.
  */

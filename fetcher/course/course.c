@@ -1,4 +1,4 @@
-#include "fetcher/platform/innertube.h"
+#include "fetcher/course/course.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,14 +7,14 @@
 
 #include "common/limits.h"
 #include "common/log.h"
-#include "common/percent.h"
 #include "common/util.h"
 #include "fetcher/captions/captions.h"
 #include "fetcher/captions/transcript.h"
+#include "fetcher/platform/client.h"
 #include "fetcher/platform/player.h"
 #include "fetcher/speech/speech.h"
 
-struct innertube {
+struct course {
   const struct vts_config *cfg;
   struct upstream *up;
   struct profile_source profiles;
@@ -23,96 +23,8 @@ struct innertube {
   size_t nclients;
 };
 
-#define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-/* Copies the characters from v up to the next '"' when they are all allowed and fit; else leaves out empty. */
-static void copy_quoted(const char *v, const char *end, const char *allowed, char *out, size_t outlen) {
-  out[0] = '\0';
-  size_t n = 0;
-  while (v + n < end && v[n] != '"') {
-    if (v[n] == '\0' || strchr(allowed, v[n]) == NULL) return;
-    n++;
-  }
-  if (v + n >= end || n == 0 || n >= outlen) return;
-  memcpy(out, v, n);
-  out[n] = '\0';
-}
-
-/*
- * The value of the first "key": "value" pair named key. Whitespace around the colon is accepted: the page is
- * minified today, and might not stay so.
- */
-static void find_value(const char *html, size_t len, const char *key, const char *allowed, char *out, size_t outlen) {
-  out[0] = '\0';
-  const char *end = html + len;
-  const char *at = memmem(html, len, key, strlen(key));
-  if (at == NULL) return;
-  const char *v = at + strlen(key);
-  while (v < end && (*v == ' ' || *v == ':')) v++;
-  if (v < end && *v == '"') copy_quoted(v + 1, end, allowed, out, outlen);
-}
-
-static int contains(const char *html, size_t len, const char *needle) {
-  return memmem(html, len, needle, strlen(needle)) != NULL;
-}
-
-void innertube_page_scan(const char *html, size_t len, struct innertube_page *out) {
-  memset(out, 0, sizeof(*out));
-  out->consent_wall = contains(html, len, "action=\"https://consent.youtube.com");
-  /* The wall's hidden field <input type="hidden" name="v" value="..."> is what answers it. */
-  static const char v_field[] = "name=\"v\" value=\"";
-  const char *v = out->consent_wall ? memmem(html, len, v_field, strlen(v_field)) : NULL;
-  if (v != NULL) copy_quoted(v + strlen(v_field), html + len, ALNUM "._+-", out->consent_v, sizeof(out->consent_v));
-  out->recaptcha = contains(html, len, "class=\"g-recaptcha\"");
-  find_value(html, len, "\"INNERTUBE_API_KEY\"", ALNUM "_-", out->api_key, sizeof(out->api_key));
-  find_value(html, len, "\"VISITOR_DATA\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
-  if (out->visitor_data[0] == '\0')
-    find_value(html, len, "\"visitorData\"", ALNUM "_-%=", out->visitor_data, sizeof(out->visitor_data));
-}
-
-/* Whether the query parameter at q (n bytes, up to '&' or '#') is named name ("fmt" matches "fmt" and "fmt=..."). */
-static int param_named(const char *q, size_t n, const char *name) {
-  size_t len = strlen(name);
-  return n >= len && strncmp(q, name, len) == 0 && (n == len || q[len] == '=');
-}
-
-int innertube_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, struct buf *out) {
-  struct buf mapped = BUF_INIT;
-  int rv = upstream_map_url(up, base_url, &mapped);
-  if (rv != 0) goto fail;
-  const char *path = strstr(mapped.data, "://");
-  path = path ? path + 3 + strcspn(path + 3, "/") : mapped.data;
-  size_t path_len = strcspn(path, "?#");
-  /* A caption URL that leads anywhere but the timedtext endpoint is not a caption URL. */
-  rv = -EPERM;
-  if (path_len != strlen("/api/timedtext") || strncmp(path, "/api/timedtext", path_len) != 0) goto fail;
-  rv = buf_append(out, mapped.data, (size_t)(path - mapped.data) + path_len);
-  if (rv != 0) goto fail;
-  const char *q = path + path_len;
-  char sep = '?';
-  if (*q == '?') {
-    q++;
-    /* Keep every parameter in its order except fmt and tlang, which we choose. */
-    while (*q != '\0' && *q != '#') {
-      size_t n = strcspn(q, "&#");
-      if (n > 0 && !param_named(q, n, "fmt") && !param_named(q, n, "tlang")) {
-        rv = buf_printf(out, "%c%.*s", sep, (int)n, q);
-        if (rv != 0) goto fail;
-        sep = '&';
-      }
-      q += n;
-      if (*q == '&') q++;
-    }
-  }
-  rv = buf_printf(out, "%cfmt=json3", sep);
-  if (rv == 0 && tlang[0] != '\0') rv = buf_printf(out, "&tlang=%s", tlang);
-fail:
-  buf_free(&mapped);
-  return rv;
-}
-
-int innertube_new(const struct vts_config *cfg, struct upstream *up, struct innertube **out, char *err, size_t errlen) {
-  struct innertube *it = calloc(1, sizeof(*it));
+int course_new(const struct vts_config *cfg, struct upstream *up, struct course **out, char *err, size_t errlen) {
+  struct course *it = calloc(1, sizeof(*it));
   if (it == NULL) return -ENOMEM;
   it->cfg = cfg;
   it->up = up;
@@ -129,22 +41,22 @@ int innertube_new(const struct vts_config *cfg, struct upstream *up, struct inne
   return 0;
 }
 
-void innertube_free(struct innertube *it) { free(it); }
+void course_free(struct course *it) { free(it); }
 
-int innertube_config_check(const struct vts_config *cfg, char *err, size_t errlen) {
-  struct innertube *it = NULL;
-  int rv = innertube_new(cfg, NULL, &it, err, errlen);
-  innertube_free(it);
+int course_config_check(const struct vts_config *cfg, char *err, size_t errlen) {
+  struct course *it = NULL;
+  int rv = course_new(cfg, NULL, &it, err, errlen);
+  course_free(it);
   return rv;
 }
 
-size_t innertube_client_count(const struct innertube *it) { return it->nclients; }
+size_t course_client_count(const struct course *it) { return it->nclients; }
 
-const struct client_profile *innertube_client_at(const struct innertube *it, size_t i) {
+const struct client_profile *course_client_at(const struct course *it, size_t i) {
   return i < it->nclients ? &it->clients[i].profile : NULL;
 }
 
-void innertube_refresh_profiles(struct innertube *it) {
+void course_refresh_profiles(struct course *it) {
   if (!profiles_source_refresh(&it->profiles) || it->profiles.generation == it->generation) return;
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t n = 0;
@@ -163,7 +75,7 @@ void innertube_refresh_profiles(struct innertube *it) {
 
 /* The state of one job's flow. */
 struct flow {
-  struct innertube *it;
+  struct course *it;
   const char *video_id;
   const char *lang;
   const char *translate;          /* "" or the language asked for the chosen track's translation */
@@ -172,10 +84,10 @@ struct flow {
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
-  struct innertube_page page;
+  struct client_page page;
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */
   struct upstream_response resp;
-  struct innertube_result *res;
+  struct course_result *res;
 };
 
 /*
@@ -184,7 +96,7 @@ struct flow {
  */
 enum verdict { V_DONE, V_STOP, V_REFUSED, V_BLOCKED };
 
-static void set_result(struct innertube_result *res, uint8_t outcome, uint8_t reason, const char *detail) {
+static void set_result(struct course_result *res, uint8_t outcome, uint8_t reason, const char *detail) {
   res->outcome = outcome;
   res->reason = reason;
   snprintf(res->detail, sizeof(res->detail), "%s", detail);
@@ -201,7 +113,7 @@ static enum verdict transfer_verdict(int rv) {
  * Performs req into f->resp and accepts only a 200. Otherwise sets res (a transport error or "http_<status>" with
  * its reason) and returns the verdict; V_DONE means the 200 arrived.
  */
-static enum verdict fetch_200(struct flow *f, const struct upstream_request *req, struct innertube_result *res) {
+static enum verdict fetch_200(struct flow *f, const struct upstream_request *req, struct course_result *res) {
   int rv = upstream_fetch(f->it->up, req, &f->resp);
   if (rv != 0) {
     set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, f->resp.reason, upstream_strerror(rv));
@@ -217,7 +129,7 @@ static enum verdict fetch_200(struct flow *f, const struct upstream_request *req
   return st == 429 ? V_BLOCKED : V_REFUSED;
 }
 
-static enum verdict get_watch_page(struct flow *f, struct innertube_result *res) {
+static enum verdict get_watch_page(struct flow *f, struct course_result *res) {
   char url[64];
   snprintf(url, sizeof(url), "/watch?v=%s", f->video_id);
   static const char *const headers[] = {"Accept-Language: en-US,en;q=0.9", NULL};
@@ -233,7 +145,7 @@ static enum verdict get_watch_page(struct flow *f, struct innertube_result *res)
     req.cookie = f->cookie[0] ? f->cookie : NULL;
     enum verdict v = fetch_200(f, &req, res);
     if (v != V_DONE) return v;
-    innertube_page_scan(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &f->page);
+    client_page_scan(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &f->page);
     if (!f->page.consent_wall) break;
     if (attempt > 0 || f->page.consent_v[0] == '\0') {
       set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_CONSENT, "consent");
@@ -252,54 +164,12 @@ static enum verdict get_watch_page(struct flow *f, struct innertube_result *res)
   return V_DONE;
 }
 
-static int build_player_body(const struct flow *f, const struct client_profile *c, const char *ua, struct buf *body) {
-  int rv = buf_puts(body, "{\"context\":{\"client\":{\"clientName\":\"");
-  if (rv == 0) rv = buf_json_escape(body, c->name, strlen(c->name));
-  if (rv == 0) rv = buf_puts(body, "\",\"clientVersion\":\"");
-  if (rv == 0) rv = buf_json_escape(body, c->version, strlen(c->version));
-  if (rv == 0) rv = buf_puts(body, "\"");
-  for (size_t i = 0; rv == 0 && i < c->nfields; i++) {
-    const struct profile_field *pf = &c->fields[i];
-    rv = buf_printf(body, ",\"%s\":", pf->key);
-    if (rv == 0 && pf->is_number) rv = buf_puts(body, pf->value);
-    if (rv == 0 && !pf->is_number) rv = buf_puts(body, "\"");
-    if (rv == 0 && !pf->is_number) rv = buf_json_escape(body, pf->value, strlen(pf->value));
-    if (rv == 0 && !pf->is_number) rv = buf_puts(body, "\"");
-  }
-  if (rv == 0 && c->user_agent_in_context) {
-    rv = buf_puts(body, ",\"userAgent\":\"");
-    if (rv == 0) rv = buf_json_escape(body, ua, strlen(ua));
-    if (rv == 0) rv = buf_puts(body, "\"");
-  }
-  if (rv == 0 && c->needs_page && f->page.visitor_data[0] != '\0') {
-    /* The page holds it percent-encoded; a value with a malformed escape is left out rather than sent mangled. */
-    char decoded[sizeof(f->page.visitor_data)];
-    long n = percent_decode(f->page.visitor_data, strlen(f->page.visitor_data), decoded, sizeof(decoded), 0);
-    if (n >= 0) {
-      rv = buf_puts(body, ",\"visitorData\":\"");
-      if (rv == 0) rv = buf_json_escape(body, decoded, (size_t)n);
-      if (rv == 0) rv = buf_puts(body, "\"");
-    }
-  }
-  if (rv == 0)
-    rv = buf_printf(body, "}},\"videoId\":\"%s\",\"contentCheckOk\":true,\"racyCheckOk\":true}", f->video_id);
-  return rv;
-}
-
-/* The user agent of a profile: "{version}" replaced by its version. */
-static int build_user_agent(const struct client_profile *c, struct buf *ua) {
-  static const char mark[] = "{version}";
-  const char *at = strstr(c->user_agent, mark);
-  if (at == NULL) return buf_puts(ua, c->user_agent);
-  return buf_printf(ua, "%.*s%s%s", (int)(at - c->user_agent), c->user_agent, c->version, at + strlen(mark));
-}
-
 static enum verdict fetch_track(struct flow *f, const char *user_agent, const struct caption_track *track,
-                                struct innertube_result *res) {
+                                struct course_result *res) {
   struct buf url = BUF_INIT;
   struct segment_list segs = {0};
   enum verdict v = V_REFUSED;
-  int rv = innertube_timedtext_url(f->it->up, track->base_url, f->tlang, &url);
+  int rv = client_timedtext_url(f->it->up, track->base_url, f->tlang, &url);
   if (rv != 0) {
     if (rv == -ENOMEM) {
       set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
@@ -375,7 +245,7 @@ static const char *not_playable_detail(enum playability p) {
  * A speech job on a playable reply: the audio through the job's proxy (the platform binds audio URLs to the address
  * that asked for the player reply), recognised into segments, serialised with source "speech".
  */
-static enum verdict speech_step(struct flow *f, const struct player_info *pi, struct innertube_result *res) {
+static enum verdict speech_step(struct flow *f, const struct player_info *pi, struct course_result *res) {
   struct segment_list sl;
   memset(&sl, 0, sizeof(sl));
   char lang[16] = "", detail[64] = "";
@@ -402,7 +272,7 @@ static enum verdict speech_step(struct flow *f, const struct player_info *pi, st
  * A tracks job on a playable reply: its track list and translation languages, empty lists when it has none. The
  * first playable reply decides, so a tracks job costs one player request.
  */
-static enum verdict tracks_step(const struct player_info *pi, struct innertube_result *res) {
+static enum verdict tracks_step(const struct player_info *pi, struct course_result *res) {
   int rv = player_tracks_json(pi, &res->body);
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "tracks_too_large" : "no_memory");
@@ -413,7 +283,7 @@ static enum verdict tracks_step(const struct player_info *pi, struct innertube_r
 }
 
 /* After a 200 player reply: playability, then the speech step, the track list or a caption track. */
-static enum verdict after_player(struct flow *f, const char *ua, struct innertube_result *res) {
+static enum verdict after_player(struct flow *f, const char *ua, struct course_result *res) {
   struct player_info pi;
   enum verdict v = V_REFUSED;
   if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
@@ -472,7 +342,7 @@ done:
 }
 
 /* One client on the current egress: the watch page when it needs one (once per egress), the player, the track. */
-static enum verdict try_client(struct flow *f, const struct client_profile *c, struct innertube_result *res) {
+static enum verdict try_client(struct flow *f, const struct client_profile *c, struct course_result *res) {
   if (c->needs_page) {
     if (f->page_state == 0) {
       enum verdict v = get_watch_page(f, res);
@@ -505,8 +375,8 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
   if (rv == 0)
     rv = c->needs_page ? buf_printf(&url, "/youtubei/v1/player?key=%s&prettyPrint=false", f->page.api_key)
                        : buf_puts(&url, "/youtubei/v1/player?prettyPrint=false");
-  if (rv == 0) rv = build_user_agent(c, &ua);
-  if (rv == 0) rv = build_player_body(f, c, ua.data, &body);
+  if (rv == 0) rv = client_user_agent(c, &ua);
+  if (rv == 0) rv = client_player_body(c, ua.data, f->video_id, f->page.visitor_data, &body);
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
     goto done;
@@ -534,7 +404,7 @@ done:
 
 /* Records one player attempt for the per-proxy and per-client counters the result carries. */
 static void record_attempt(struct flow *f, const struct client_profile *c, enum verdict v) {
-  struct innertube_result *res = f->res;
+  struct course_result *res = f->res;
   if (res->nattempts == PROTO_MAX_ATTEMPTS) return;
   struct proto_attempt *a = &res->attempts[res->nattempts++];
   a->proxy = (uint8_t)upstream_job_proxy_index(f->it->up);
@@ -548,15 +418,14 @@ static void record_attempt(struct flow *f, const struct client_profile *c, enum 
  * How much a refusal says about the video, to choose the answer when no client is left: a block (502) outranks any
  * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404).
  */
-static int rank(const struct innertube_result *r, enum verdict v) {
+static int rank(const struct course_result *r, enum verdict v) {
   if (v == V_BLOCKED) return 4;
   if (r->outcome == PROTO_NO_CAPTIONS) return 2;
   if (r->outcome == PROTO_NOT_AVAILABLE) return 1;
   return 3;
 }
 
-static void log_refusal(struct flow *f, const struct client_profile *c, const struct innertube_result *r,
-                        enum verdict v) {
+static void log_refusal(struct flow *f, const struct client_profile *c, const struct course_result *r, enum verdict v) {
   char client[72], proxy[16];
   snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
   snprintf(proxy, sizeof(proxy), "%d", upstream_job_proxy_index(f->it->up));
@@ -569,14 +438,14 @@ static void log_refusal(struct flow *f, const struct client_profile *c, const st
  * request each); a block moves the same client to another proxy while VTS_UPSTREAM_ATTEMPTS and the proxies allow,
  * else to the next client. With no client left, the highest-ranked refusal is the answer.
  */
-static void run_flow(struct flow *f, struct innertube_result *res) {
-  struct innertube *it = f->it;
+static void run_flow(struct flow *f, struct course_result *res) {
+  struct course *it = f->it;
   f->res = res;
   res->lang[0] = '\0';
   res->nattempts = 0;
   buf_reset(&res->body);
   set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_clients");
-  struct innertube_result best;
+  struct course_result best;
   memset(&best, 0, sizeof(best));
   int best_rank = 0;
   size_t next = 0;
@@ -620,25 +489,23 @@ out:
   buf_free(&f->resp.body);
 }
 
-void innertube_fetch_captions(struct innertube *it, const char *video_id, const char *lang, const char *translate,
-                              const char *request_id, struct innertube_result *res) {
+void course_fetch_captions(struct course *it, const char *video_id, const char *lang, const char *translate,
+                           const char *request_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = lang, .translate = translate, .request_id = request_id};
   run_flow(&f, res);
 }
 
-void innertube_fetch_tracks(struct innertube *it, const char *video_id, const char *request_id,
-                            struct innertube_result *res) {
+void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .tracks = 1};
   run_flow(&f, res);
 }
 
-void innertube_fetch_speech(struct innertube *it, const char *video_id, const char *request_id,
-                            struct innertube_result *res) {
+void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .speech = 1};
   run_flow(&f, res);
 }
 
-void innertube_probe(struct innertube *it, size_t client, const char *video_id, struct innertube_result *res) {
+void course_probe(struct course *it, size_t client, const char *video_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = "probe", .res = res};
   res->lang[0] = '\0';
   res->nattempts = 0;

@@ -1,4 +1,4 @@
-#include "fetcher/platform/transport.h"
+#include "fetcher/egress/transport.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "fetcher/platform/upstream.h"
+#include "fetcher/egress/upstream.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fetcher/platform/transport.h"
+#include "fetcher/egress/transport.h"
 
 /* The platform's own hosts. Anything else is refused, whatever a reply or a redirect says. */
 #define PLATFORM_HOST "www.youtube.com"

@@ -12,8 +12,8 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/util.h"
-#include "fetcher/platform/jsonstream.h"
-#include "fetcher/captions/textclean.h"
+#include "fetcher/readers/jsonstream.h"
+#include "fetcher/readers/textclean.h"
 
 /* Containers we descend into. */
 enum {

@@ -20,10 +20,10 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fetcher/platform/innertube.h"
-#include "fetcher/loop/job.h"
-#include "fetcher/loop/pool.h"
-#include "fetcher/platform/upstream.h"
+#include "fetcher/course/course.h"
+#include "fetcher/process/job.h"
+#include "fetcher/process/pool.h"
+#include "fetcher/egress/upstream.h"
 #include "proto/link.h"
 #include "proto/proto.h"
 
@@ -131,29 +131,29 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
   }
   char err[256];
   struct upstream *up = NULL;
-  struct innertube *it = NULL;
+  struct course *it = NULL;
   int rv = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
   if (rv == 0) rv = upstream_new(cfg, &up, err, sizeof(err));
-  if (rv == 0) rv = innertube_new(cfg, up, &it, err, sizeof(err));
+  if (rv == 0) rv = course_new(cfg, up, &it, err, sizeof(err));
   if (rv != 0) {
     fprintf(stderr, "vts-fetcher: %s\n", rv == -EINVAL ? err : strerror(-rv));
-    innertube_free(it);
+    course_free(it);
     upstream_free(up);
     return 1;
   }
-  struct innertube_result res;
+  struct course_result res;
   memset(&res, 0, sizeof(res));
   int found = 0;
   size_t nproxies = upstream_proxy_count(up);
   printf("%-14s %-6s %-12s %-16s %-13s %-24s %s\n", "client", "proxy", "video", "outcome", "reason", "detail", "ms");
-  for (size_t c = 0; c < innertube_client_count(it); c++) {
-    const struct client_profile *p = innertube_client_at(it, c);
+  for (size_t c = 0; c < course_client_count(it); c++) {
+    const struct client_profile *p = course_client_at(it, c);
     for (size_t e = nproxies > 0 ? 1 : 0; e <= nproxies; e++) {
       for (size_t v = 0; v < nids; v++) {
         uint64_t t0 = util_now_ms();
         upstream_begin_job(up, t0 + (uint64_t)cfg->job_timeout_ms, "probe");
         upstream_use_egress(up, (int)e);
-        innertube_probe(it, c, ids[v], &res);
+        course_probe(it, c, ids[v], &res);
         char proxy[16];
         snprintf(proxy, sizeof(proxy), e == 0 ? "none" : "%zu", e);
         printf("%-14s %-6s %-12s %-16s %-13s %-24s %llu\n", p->name, proxy, ids[v], outcome_name(res.outcome),
@@ -164,7 +164,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
   }
   fflush(stdout);
   buf_free(&res.body);
-  innertube_free(it);
+  course_free(it);
   upstream_free(up);
   curl_global_cleanup();
   return found ? 0 : 1;
@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
   log_init("fetcher", level);
 
   /* Settings that would make every child fail are refused here, once, before anything forks. */
-  if (innertube_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0 ||
+  if (course_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0 ||
       (link_list_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;

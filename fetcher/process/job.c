@@ -1,4 +1,4 @@
-#include "fetcher/loop/job.h"
+#include "fetcher/process/job.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -17,9 +17,9 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fetcher/platform/innertube.h"
-#include "fetcher/loop/peers.h"
-#include "fetcher/platform/upstream.h"
+#include "fetcher/course/course.h"
+#include "fetcher/process/peers.h"
+#include "fetcher/egress/upstream.h"
 #include "proto/link.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -39,8 +39,8 @@
 struct job_runner {
   const struct vts_config *cfg;
   struct upstream *up;
-  struct innertube *it;
-  struct innertube_result out;
+  struct course *it;
+  struct course_result out;
 };
 
 int job_limits_init(void) {
@@ -138,7 +138,7 @@ int job_runner_new(const struct vts_config *cfg, struct job_runner **out, char *
   if (r == NULL) return -ENOMEM;
   r->cfg = cfg;
   int rv = upstream_new(cfg, &r->up, err, errlen);
-  if (rv == 0) rv = innertube_new(cfg, r->up, &r->it, err, errlen);
+  if (rv == 0) rv = course_new(cfg, r->up, &r->it, err, errlen);
   if (rv != 0) {
     job_runner_free(r);
     return rv;
@@ -149,7 +149,7 @@ int job_runner_new(const struct vts_config *cfg, struct job_runner **out, char *
 
 void job_runner_free(struct job_runner *r) {
   if (r == NULL) return;
-  innertube_free(r->it);
+  course_free(r->it);
   upstream_free(r->up);
   buf_free(&r->out.body);
   free(r);
@@ -159,23 +159,23 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   uint64_t start = util_now_ms();
   uint64_t budget = job->deadline_ms > 0 ? job->deadline_ms : (uint64_t)r->cfg->job_timeout_ms;
   watchdog_arm(job, budget + VTS_FETCHER_WATCHDOG_GRACE_MS);
-  struct innertube_result *out = &r->out;
+  struct course_result *out = &r->out;
   buf_reset(&out->body);
   out->lang[0] = '\0';
   out->nattempts = 0;
   out->reason = PROTO_REASON_INTERNAL;
-  innertube_refresh_profiles(r->it);
+  course_refresh_profiles(r->it);
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
   } else {
     upstream_begin_job(r->up, start + budget, job->request_id);
     if (job->kind == PROTO_KIND_SPEECH)
-      innertube_fetch_speech(r->it, job->video_id, job->request_id, out);
+      course_fetch_speech(r->it, job->video_id, job->request_id, out);
     else if (job->kind == PROTO_KIND_TRACKS)
-      innertube_fetch_tracks(r->it, job->video_id, job->request_id, out);
+      course_fetch_tracks(r->it, job->video_id, job->request_id, out);
     else
-      innertube_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, out);
+      course_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, out);
   }
   watchdog_disarm();
   if (util_now_ms() - start >= budget + VTS_FETCHER_WATCHDOG_GRACE_MS) watchdog_exit();

@@ -4,7 +4,7 @@
  * ps->mu, and a link has at most one operation in flight, started either by its own callback or, when it has none,
  * by the loop's thread.
  */
-#include "fetcher/loop/peers.h"
+#include "fetcher/process/peers.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -1,4 +1,4 @@
-#include "fetcher/loop/pool.h"
+#include "fetcher/process/pool.h"
 
 #include <errno.h>
 #include <signal.h>

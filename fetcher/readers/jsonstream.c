@@ -1,5 +1,5 @@
 /* Bounded streaming JSON reader (see jsonstream.h). */
-#include "fetcher/platform/jsonstream.h"
+#include "fetcher/readers/jsonstream.h"
 
 #include <errno.h>
 #include <yajl/yajl_parse.h>

@@ -1,5 +1,5 @@
 /* Cue text cleaning (see textclean.h). Every pass writes at most as many bytes as the sizes reserved for it. */
-#include "fetcher/captions/textclean.h"
+#include "fetcher/readers/textclean.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* Strict bounded XML tokenizer (see xmlscan.h). Every loop advances p and stops at end: the scan is linear. */
-#include "fetcher/captions/xmlscan.h"
+#include "fetcher/readers/xmlscan.h"
 
 #include <errno.h>
 #include <string.h>

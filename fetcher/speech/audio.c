@@ -8,7 +8,7 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "fetcher/platform/transport.h"
+#include "fetcher/egress/transport.h"
 
 #define AUDIO_PLATFORM_DOMAIN "googlevideo.com"
 

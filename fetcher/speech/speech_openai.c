@@ -13,8 +13,8 @@
 #include "fetcher/speech/audio.h"
 #include "fetcher/speech/decode.h"
 #include "fetcher/speech/engine.h"
-#include "fetcher/platform/jsonstream.h"
-#include "fetcher/platform/transport.h"
+#include "fetcher/readers/jsonstream.h"
+#include "fetcher/egress/transport.h"
 
 #define OPENAI_PATH "/v1/audio/transcriptions"
 #define WAV_HEADER_BYTES 44
@@ -264,7 +264,7 @@ static int add_segment(struct segment_list *out, const struct segment *seg, cons
 /*
  * Reads one verbose_json reply into out, times shifted by offset; part_seconds is the length of the audio sent, for
  * a reply that has text but no segments (a server that ignored response_format). The reply is untrusted: it goes
- * through the bounded streaming reader (fetcher/platform/jsonstream.h). Returns 0, -EPROTO, -E2BIG or -ENOMEM.
+ * through the bounded streaming reader (fetcher/readers/jsonstream.h). Returns 0, -EPROTO, -E2BIG or -ENOMEM.
  */
 static int parse_reply(const char *body, size_t len, double offset, double part_seconds, struct segment_list *out,
                        char lang[16]) {

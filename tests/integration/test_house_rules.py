@@ -49,7 +49,7 @@ def test_style_check_names_each_offence(tmp_path):
     tree = _scratch_tree(tmp_path, {
         "common/x.c": CLEAN_C,
         "gateway/http/bad.c": "#include <stdio.h>\n\nvoid bad_name(char *o, int v) { sprintf(o, \"%d\", v); }\n",
-        "fetcher/loop/ugly.c": "int  ugly_f( int a ){return a;}\n",
+        "fetcher/process/ugly.c": "int  ugly_f( int a ){return a;}\n",
         "gateway/keys/ok.c": "#include <stdlib.h>\n\nlong ok_parse(const char *s) { return strtol(s, NULL, 10); }\n",
         "tests/unit/t.c": "#include <stdlib.h>\n\nint t_value(const char *s) { return atoi(s); }\n",
         "state/quota.snapshot": "x\n",
@@ -59,7 +59,7 @@ def test_style_check_names_each_offence(tmp_path):
     assert r.returncode == 1, r.stdout
     out = r.stdout.splitlines()
     assert "style: not formatted (run clang-format -i on these files)" in out
-    assert "  fetcher/loop/ugly.c:1" in out, r.stdout
+    assert "  fetcher/process/ugly.c:1" in out, r.stdout
     assert "style: banned function (use snprintf, buf_*, strtok_r, gmtime_r, util_parse_i64)" in out
     assert any(line.startswith("  gateway/http/bad.c:3:") and "sprintf(" in line for line in out), r.stdout
     # strtol is not banned, and tests/ is not production code.
@@ -84,6 +84,30 @@ def test_style_check_refuses_a_circle_of_includes(tmp_path):
     # One direction only is fine: b no longer includes a.
     (tree / "gateway/limits/b.c").write_text('#include "gateway/limits/b.h"\n')
     assert _check(tree).returncode == 0
+
+
+def test_style_check_refuses_an_upward_include_between_the_fetchers_folders(tmp_path):
+    tree = _scratch_tree(tmp_path, {
+        "fetcher/course/course.h": "struct course;\n",
+        "fetcher/egress/up.h": '#include "fetcher/course/course.h"\n',
+        "fetcher/readers/r.h": "struct r_thing;\n",
+        "fetcher/nowhere/n.h": '#include "fetcher/readers/r.h"\n',
+        "common/x.c": CLEAN_C,
+    })
+    r = _check(tree)
+    assert r.returncode == 1, r.stdout
+    assert r.stdout.splitlines() == [
+        "style: upward include between the fetcher's folders "
+        "(order: process course speech platform captions egress readers)",
+        "  fetcher/egress/up.h:1: includes fetcher/course",
+        "  fetcher/nowhere/n.h: the folder fetcher/nowhere has no place in the order"], r.stdout
+    # Downward is fine: course may include egress, egress the readers.
+    (tree / "fetcher/egress/up.h").write_text('#include "fetcher/readers/r.h"\n')
+    (tree / "fetcher/course/course.h").write_text('#include "fetcher/egress/up.h"\n')
+    (tree / "fetcher/nowhere/n.h").unlink()
+    _git(tree, "add", "-A")
+    r = _check(tree)
+    assert r.returncode == 0, r.stdout
 
 
 def test_style_check_sees_new_files_before_they_are_committed(tmp_path):

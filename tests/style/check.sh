@@ -3,7 +3,9 @@
 #   1. every C file is formatted by the repository's .clang-format (clang-format --dry-run -Werror);
 #   2. production C (common/, proto/, gateway/, fetcher/) calls none of the banned functions: unbounded or
 #      non-reentrant ones (sprintf, strcpy, strtok, gmtime, ...) and parsers without error reporting (atoi, ...);
-#   3. no circle of includes between production modules (a .c and its .h are one module);
+#   3. no circle of includes between production modules (a .c and its .h are one module), and no fetcher folder
+#      includes one above it (the order below: the process, the job's course, speech, the platform client, captions,
+#      egress, the shared readers);
 #   4. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs).
 # Prints every offence as file:line and exits 1 when there is any. VTS_STYLE_ROOT checks another tree (its tests).
 set -uo pipefail
@@ -69,6 +71,30 @@ def visit(m):
 for m in sorted(deps):
     if not state.get(m):
         visit(m)
+PY
+  )
+fi
+
+# The fetcher's folders form a tree by the path of a job: a folder includes only itself and the folders below it.
+fetcher_order=(process course speech platform captions egress readers)
+if [ ${#prod_c[@]} -gt 0 ]; then
+  offence "upward include between the fetcher's folders (order: ${fetcher_order[*]})" < <(python3 - \
+    "${fetcher_order[*]}" "${prod_c[@]}" <<'PY'
+import re, sys
+order = sys.argv[1].split()
+for f in sys.argv[2:]:
+    parts = f.split("/")
+    if parts[0] != "fetcher" or len(parts) < 3:
+        continue
+    if parts[1] not in order:
+        print(f"{f}: the folder fetcher/{parts[1]} has no place in the order")
+        continue
+    here = order.index(parts[1])
+    with open(f, encoding="utf-8", errors="replace") as src:
+        for n, line in enumerate(src, 1):
+            m = re.match(r'\s*#\s*include\s+"fetcher/([^/"]+)/', line)
+            if m and (m.group(1) not in order or order.index(m.group(1)) < here):
+                print(f"{f}:{n}: includes fetcher/{m.group(1)}")
 PY
   )
 fi

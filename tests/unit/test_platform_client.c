@@ -16,8 +16,8 @@
 #include <errno.h>
 
 #include "common/config.h"
-#include "fetcher/platform/innertube.h"
-#include "fetcher/platform/upstream.h"
+#include "fetcher/platform/client.h"
+#include "fetcher/egress/upstream.h"
 
 /* VTS_INNERTUBE_CLIENTS against the built-in profiles. */
 static int clients_parse(const char *spec, struct innertube_client *out, size_t max, size_t *n, char *err,
@@ -78,11 +78,11 @@ static void test_clients_spec_over_the_limit_refused(void **state) {
   assert_int_equal(n, 2);
 }
 
-static void scan(const char *html, struct innertube_page *p) { innertube_page_scan(html, strlen(html), p); }
+static void scan(const char *html, struct client_page *p) { client_page_scan(html, strlen(html), p); }
 
 static void test_page_scan_reads_key_and_visitor_data(void **state) {
   (void)state;
-  struct innertube_page p;
+  struct client_page p;
   scan("<script>ytcfg.set({\"INNERTUBE_API_KEY\":\"AIzaTest_key-1\",\"VISITOR_DATA\":\"Cgt%3D\"});</script>", &p);
   assert_string_equal(p.api_key, "AIzaTest_key-1");
   assert_string_equal(p.visitor_data, "Cgt%3D");
@@ -95,7 +95,7 @@ static void test_page_scan_reads_key_and_visitor_data(void **state) {
 
 static void test_page_scan_refuses_unsafe_or_unterminated_values(void **state) {
   (void)state;
-  struct innertube_page p;
+  struct client_page p;
   scan("\"INNERTUBE_API_KEY\":\"bad\\\"key\"", &p);
   assert_string_equal(p.api_key, "");
   scan("\"INNERTUBE_API_KEY\":\"a&b=c\"", &p);
@@ -114,7 +114,7 @@ static void test_page_scan_refuses_unsafe_or_unterminated_values(void **state) {
 
 static void test_page_scan_recognises_consent_wall_and_its_v(void **state) {
   (void)state;
-  struct innertube_page p;
+  struct client_page p;
   scan(
       "<form action=\"https://consent.youtube.com/s\" method=\"POST\"><input type=\"hidden\" name=\"gl\" "
       "value=\"DE\"><input type=\"hidden\" name=\"v\" value=\"cb.20250101-01-p0.en+FX+7\"></form>",
@@ -133,7 +133,7 @@ static void test_page_scan_recognises_consent_wall_and_its_v(void **state) {
 
 static void test_page_scan_recognises_recaptcha(void **state) {
   (void)state;
-  struct innertube_page p;
+  struct client_page p;
   scan("<form action=\"/das_captcha\" method=\"POST\"><div class=\"g-recaptcha\" data-sitekey=\"x\"></div></form>", &p);
   assert_true(p.recaptcha);
   assert_string_equal(p.api_key, "");
@@ -159,19 +159,19 @@ static char *read_capture(const char *name, size_t *len) {
 }
 
 /* Scans a capture into p; skips the test when the captures are not there. */
-static void scan_capture(const char *name, struct innertube_page *p) {
+static void scan_capture(const char *name, struct client_page *p) {
   size_t len;
   char *html = read_capture(name, &len);
   if (html == NULL) {
     TEST_SKIP("capture %s not found (VTS_SHARED_FIXTURES)", name);
   }
-  innertube_page_scan(html, len, p);
+  client_page_scan(html, len, p);
   free(html);
 }
 
 static void test_page_scan_on_real_captures(void **state) {
   (void)state;
-  struct innertube_page p;
+  struct client_page p;
   scan_capture("youtube.html.static", &p);
   assert_false(p.consent_wall);
   assert_false(p.recaptcha);
@@ -203,7 +203,7 @@ static struct upstream *make_upstream(const char *url) {
 
 static void assert_timedtext(struct upstream *u, const char *base, int want_rv, const char *want) {
   struct buf out = BUF_INIT;
-  int rv = innertube_timedtext_url(u, base, "", &out);
+  int rv = client_timedtext_url(u, base, "", &out);
   if (rv != want_rv) fail_msg("%s: returned %d, expected %d", base, rv, want_rv);
   if (want != NULL) assert_string_equal(out.data, want);
   buf_free(&out);
@@ -244,7 +244,7 @@ static void test_timedtext_url_asks_a_translation_once(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct buf out = BUF_INIT;
-    assert_int_equal(innertube_timedtext_url(u, cases[i].base, cases[i].tlang, &out), 0);
+    assert_int_equal(client_timedtext_url(u, cases[i].base, cases[i].tlang, &out), 0);
     assert_string_equal(out.data, cases[i].want);
     buf_free(&out);
   }

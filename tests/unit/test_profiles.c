@@ -17,7 +17,7 @@
 #include "common/config.h"
 #include "common/util.h"
 #include "fetcher/platform/profiles.h"
-#include "fetcher/platform/upstream.h"
+#include "fetcher/egress/upstream.h"
 
 static const char *field(const struct client_profile *p, const char *key) {
   for (size_t i = 0; i < p->nfields; i++)

@@ -1,0 +1,48 @@
+/*
+ * The platform client's requests, built from a profile and what a watch page told: the watch page's values (API key,
+ * visitor data, consent wall, recaptcha), the player request's body and user agent, and a caption track's timedtext
+ * URL. Nothing here performs a request: the job's course (fetcher/course/course.h) sends them through egress.
+ */
+#ifndef VTS_CLIENT_H
+#define VTS_CLIENT_H
+
+#include <stddef.h>
+
+#include "common/buf.h"
+#include "fetcher/egress/upstream.h"
+#include "fetcher/platform/profiles.h"
+
+#define CLIENT_VISITOR_DATA_MAX 512
+
+/* What a watch page holds for us. */
+struct client_page {
+  int consent_wall;                           /* the page is the consent wall (a form posting to consent.youtube.com) */
+  char consent_v[128];                        /* the wall's "v" field, "" when missing or unusable */
+  int recaptcha;                              /* the "unusual traffic" page with a g-recaptcha form */
+  char api_key[128];                          /* INNERTUBE_API_KEY, "" when absent */
+  char visitor_data[CLIENT_VISITOR_DATA_MAX]; /* VISITOR_DATA / visitorData, "" when absent */
+};
+
+/* Scans a watch page. Values are kept only when made of safe characters (they travel in URLs and JSON). */
+void client_page_scan(const char *html, size_t len, struct client_page *out);
+
+/*
+ * Builds the timedtext URL of a caption track: baseUrl mapped onto the upstream origin (see upstream_map_url; only
+ * the /api/timedtext path is accepted), any fmt parameter replaced by fmt=json3, and any tlang by tlang=<tlang> when
+ * tlang is not "" (the platform's translation of the track; tlang is a checked language code). Returns 0, -EPERM,
+ * -EINVAL or -ENOMEM.
+ */
+int client_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, struct buf *out);
+
+/*
+ * The player request's JSON body for client c: its name, version and context fields, the user agent when the profile
+ * puts it in the context, visitorData (percent-decoded; left out when malformed) when the client needs the page and
+ * visitor_data is not "", and video_id with the content checks accepted. Returns 0 or -ENOMEM.
+ */
+int client_player_body(const struct client_profile *c, const char *ua, const char *video_id, const char *visitor_data,
+                       struct buf *body);
+
+/* The user agent of a profile: "{version}" replaced by its version. Returns 0 or -ENOMEM. */
+int client_user_agent(const struct client_profile *c, struct buf *ua);
+
+#endif
