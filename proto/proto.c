@@ -82,6 +82,9 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
   if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
+  if (res->negress > PROTO_MAX_EGRESS) return -EINVAL;
+  for (uint8_t i = 0; i < res->negress; i++)
+    if (res->egress[i].egress >= PROTO_MAX_EGRESS) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
   int rv = put_header(out, type);
   if (rv == 0) rv = put_be(out, res->job_id, 8);
@@ -96,6 +99,13 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
     rv = put_u8(out, res->attempts[i].proxy);
     if (rv == 0) rv = put_u8(out, res->attempts[i].result);
     if (rv == 0) rv = put_str(out, res->attempts[i].client, PROTO_MAX_CLIENT_NAME);
+  }
+  if (rv == 0) rv = put_u8(out, res->negress);
+  for (uint8_t i = 0; rv == 0 && i < res->negress; i++) {
+    rv = put_u8(out, res->egress[i].egress);
+    if (rv == 0) rv = put_be(out, res->egress[i].left, 4);
+    if (rv == 0) rv = put_be(out, res->egress[i].waits, 4);
+    if (rv == 0) rv = put_be(out, res->egress[i].declines, 4);
   }
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
   if (rv == 0) rv = put_be(out, res->body_len, 4);
@@ -180,6 +190,19 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
     a->result = (uint8_t)v;
     if (get_str(&r, a->client, sizeof(a->client)) != 0) return -EPROTO;
   }
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_MAX_EGRESS) return -EPROTO;
+  res->negress = (uint8_t)v;
+  for (uint8_t i = 0; i < res->negress; i++) {
+    struct proto_egress *e = &res->egress[i];
+    if (get_be(&r, 1, &v) != 0 || v >= PROTO_MAX_EGRESS) return -EPROTO;
+    e->egress = (uint8_t)v;
+    if (get_be(&r, 4, &v) != 0) return -EPROTO;
+    e->left = (uint32_t)v;
+    if (get_be(&r, 4, &v) != 0) return -EPROTO;
+    e->waits = (uint32_t)v;
+    if (get_be(&r, 4, &v) != 0) return -EPROTO;
+    e->declines = (uint32_t)v;
+  }
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->cache_ms = (uint32_t)v;
   if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
@@ -222,8 +245,9 @@ int proto_outcome_status(uint8_t outcome) {
 }
 
 static const char *const reason_names[PROTO_REASON__COUNT] = {
-    "none",    "no_captions", "not_playable", "http_429",  "recaptcha", "bot_check", "http_5xx", "http_other",
-    "timeout", "consent",     "po_token",     "malformed", "network",   "refused",   "speech",   "internal"};
+    "none",     "no_captions", "not_playable", "http_429", "recaptcha",    "bot_check",
+    "http_5xx", "http_other",  "timeout",      "consent",  "po_token",     "malformed",
+    "network",  "refused",     "speech",       "internal", "egress_budget"};
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";

@@ -18,9 +18,10 @@
 
 /*
  * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
- * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist.
+ * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries its
+ * fetcher's egress budgets.
  */
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -67,22 +68,23 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
  * detail string, which is for people.
  */
 enum proto_reason {
-  PROTO_REASON_NONE = 0,     /* success, or a failure of the gateway's own (queue, deadline) */
-  PROTO_REASON_NO_CAPTIONS,  /* playable, no caption track */
-  PROTO_REASON_NOT_PLAYABLE, /* every client agrees: private, removed, age-restricted, unplayable, offline */
-  PROTO_REASON_HTTP_429,     /* 429 from the platform: a block of our address */
-  PROTO_REASON_RECAPTCHA,    /* the "unusual traffic" page: a block */
-  PROTO_REASON_BOT_CHECK,    /* "confirm you're not a bot": a block */
-  PROTO_REASON_HTTP_5XX,     /* the platform failed */
-  PROTO_REASON_HTTP_OTHER,   /* another unexpected status (403 on a caption URL, 404...) */
-  PROTO_REASON_TIMEOUT,      /* the job's deadline passed in a transfer */
-  PROTO_REASON_CONSENT,      /* a consent wall we could not answer */
-  PROTO_REASON_PO_TOKEN,     /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
-  PROTO_REASON_MALFORMED,    /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
-  PROTO_REASON_NETWORK,      /* DNS, connect, TLS or proxy failure: nothing reached the platform */
-  PROTO_REASON_REFUSED,      /* a URL or redirect off the allowed hosts */
-  PROTO_REASON_SPEECH,       /* the speech pipeline failed (audio, decoding, recogniser) */
-  PROTO_REASON_INTERNAL,     /* out of memory, a result too large, a bad job */
+  PROTO_REASON_NONE = 0,      /* success, or a failure of the gateway's own (queue, deadline) */
+  PROTO_REASON_NO_CAPTIONS,   /* playable, no caption track */
+  PROTO_REASON_NOT_PLAYABLE,  /* every client agrees: private, removed, age-restricted, unplayable, offline */
+  PROTO_REASON_HTTP_429,      /* 429 from the platform: a block of our address */
+  PROTO_REASON_RECAPTCHA,     /* the "unusual traffic" page: a block */
+  PROTO_REASON_BOT_CHECK,     /* "confirm you're not a bot": a block */
+  PROTO_REASON_HTTP_5XX,      /* the platform failed */
+  PROTO_REASON_HTTP_OTHER,    /* another unexpected status (403 on a caption URL, 404...) */
+  PROTO_REASON_TIMEOUT,       /* the job's deadline passed in a transfer */
+  PROTO_REASON_CONSENT,       /* a consent wall we could not answer */
+  PROTO_REASON_PO_TOKEN,      /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
+  PROTO_REASON_MALFORMED,     /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
+  PROTO_REASON_NETWORK,       /* DNS, connect, TLS or proxy failure: nothing reached the platform */
+  PROTO_REASON_REFUSED,       /* a URL or redirect off the allowed hosts */
+  PROTO_REASON_SPEECH,        /* the speech pipeline failed (audio, decoding, recogniser) */
+  PROTO_REASON_INTERNAL,      /* out of memory, a result too large, a bad job */
+  PROTO_REASON_EGRESS_BUDGET, /* every egress had spent its budget (VTS_EGRESS_RATE) until past the deadline */
   PROTO_REASON__COUNT
 };
 
@@ -99,6 +101,18 @@ struct proto_attempt {
   uint8_t proxy;                          /* 0: no proxy; n: entry n (1-based) of VTS_UPSTREAM_PROXY */
   uint8_t result;                         /* enum proto_attempt_result */
   char client[PROTO_MAX_CLIENT_NAME + 1]; /* the client profile's name */
+};
+
+/*
+ * The budget of one egress of the fetcher that sent a result (fetcher/egress/pace.h), for the per-egress gauges and
+ * counters: what it holds now, and what this process waited for or declined since its previous result.
+ */
+#define PROTO_MAX_EGRESS (VTS_UPSTREAM_MAX_PROXIES + 1) /* the direct route and every proxy */
+struct proto_egress {
+  uint8_t egress;    /* 0: the direct route; n: entry n (1-based) of VTS_UPSTREAM_PROXY */
+  uint32_t left;     /* whole requests its budget holds */
+  uint32_t waits;    /* requests that waited for a unit of it */
+  uint32_t declines; /* jobs given back to a dispatcher for want of it */
 };
 
 struct proto_job {
@@ -121,6 +135,8 @@ struct proto_result {
   uint8_t reason;                /* enum proto_reason: what metrics count */
   uint8_t nattempts;
   struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
+  uint8_t negress; /* fetcher -> dispatcher: the paced egresses of its process, 0 when none is paced */
+  struct proto_egress egress[PROTO_MAX_EGRESS];
   /*
    * Dispatcher -> worker: how long the answer may still be kept, in ms (0: do not keep). A worker keeps a hot answer
    * in its own cache no longer than the shared entry lives. A fetcher sends 0; the dispatcher ignores what it sends.

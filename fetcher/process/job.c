@@ -192,6 +192,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   res->reason = out->reason;
   res->nattempts = out->nattempts;
   memcpy(res->attempts, out->attempts, sizeof(res->attempts));
+  res->negress = (uint8_t)upstream_budget_report(r->up, res->egress);
   res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
   res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;
 

@@ -37,6 +37,7 @@ enum metrics_upstream {
   MU_INTERNAL,
   MU_OTHER,
   MU_NETWORK,
+  MU_EGRESS_BUDGET,
   MU__COUNT
 };
 
@@ -50,6 +51,17 @@ struct metrics_attempts {
   _Atomic uint64_t client[METRICS_MAX_CLIENTS + 1][MA__COUNT]; /* the last row is "other" */
   char client_names[METRICS_MAX_CLIENTS][32];                  /* written once by the dispatcher, then read */
   _Atomic int nclients;                                        /* names published (release after the name) */
+};
+
+/*
+ * The budgets of the fetchers' egresses (VTS_EGRESS_RATE), by position (0 the direct route, n proxy n), as fetchers
+ * report them in their results: the units left (the latest report of any fetcher), and waits and declines summed.
+ */
+struct metrics_egress {
+  _Atomic int reported[METRICS_MAX_PROXIES]; /* a fetcher reported this egress: it is listed */
+  _Atomic int64_t left[METRICS_MAX_PROXIES];
+  _Atomic uint64_t waits[METRICS_MAX_PROXIES];
+  _Atomic uint64_t declines[METRICS_MAX_PROXIES];
 };
 
 struct metrics_worker {
@@ -88,6 +100,7 @@ struct metrics_dispatcher {
   _Atomic int64_t jobs_waiting;      /* gauge: jobs asking Redis or waiting on a claim */
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
+  struct metrics_egress egress;
   _Atomic int64_t cache_bytes;
   _Atomic int64_t cache_entries;
 };

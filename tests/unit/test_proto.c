@@ -181,6 +181,8 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.nattempts = 2;
   r.attempts[0] = (struct proto_attempt){.proxy = 1, .result = PROTO_ATTEMPT_BLOCKED, .client = "VISIONOS"};
   r.attempts[1] = (struct proto_attempt){.proxy = 16, .result = PROTO_ATTEMPT_FAILED, .client = "ANDROID_VR"};
+  r.negress = 1;
+  r.egress[0] = (struct proto_egress){.egress = 16, .left = 29, .waits = 3, .declines = 70000};
   struct buf b = BUF_INIT;
   assert_int_equal(proto_encode_result(&b, &r), 0);
   struct proto_result d;
@@ -191,15 +193,28 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   assert_int_equal(d.attempts[1].proxy, 16);
   assert_int_equal(d.attempts[0].result, PROTO_ATTEMPT_BLOCKED);
   assert_string_equal(d.attempts[1].client, "ANDROID_VR");
+  assert_int_equal(d.negress, 1);
+  assert_int_equal(d.egress[0].egress, 16);
+  assert_int_equal(d.egress[0].left, 29);
+  assert_int_equal(d.egress[0].waits, 3);
+  assert_int_equal(d.egress[0].declines, 70000);
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
-  size_t reason_at = b.len - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2; /* body length, cache_ms, two attempts */
+  /* Back over the body length, cache_ms, one egress, two attempts, the reason and the attempt count. */
+  size_t egress_at = b.len - 4 - 4 - 13;
+  size_t reason_at = egress_at - 1 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
   b.data[reason_at] = PROTO_REASON_NETWORK;
   b.data[reason_at + 2 + 2 + 2 + 8] = 17;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[reason_at + 2 + 2 + 2 + 8] = 16;
+  assert_int_equal(b.data[egress_at], 16);
+  b.data[egress_at] = PROTO_MAX_EGRESS;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[egress_at] = 16;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
   r.reason = PROTO_REASON__COUNT;
   buf_reset(&b);
   assert_int_equal(proto_encode_result(&b, &r), -EINVAL);
