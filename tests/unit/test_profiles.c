@@ -186,17 +186,24 @@ static void test_clients_resolve_against_file_profiles(void **state) {
   assert_non_null(strstr(err, "unknown client \"NOPE\" (known: VISIONOS, ANDROID"));
 }
 
-static struct upstream *two_proxies_resting(struct vts_config *cfg, int64_t rest_ms) {
+/* An upstream through the proxies of list, with VTS_EGRESS_RATE rate and VTS_EGRESS_BURST burst. */
+static struct upstream *with_proxies(struct vts_config *cfg, const char *list, int64_t rest_ms, int64_t rate,
+                                     int64_t burst) {
   memset(cfg, 0, sizeof(*cfg));
   snprintf(cfg->upstream_url, sizeof(cfg->upstream_url), "http://127.0.0.1:9");
-  snprintf(cfg->upstream_proxy, sizeof(cfg->upstream_proxy), "http://127.0.0.1:8,http://u:secret@127.0.0.1:7");
+  snprintf(cfg->upstream_proxy, sizeof(cfg->upstream_proxy), "%s", list);
   cfg->proxy_rest_ms = rest_ms;
-  cfg->egress_rate = 900; /* the defaults of VTS_EGRESS_RATE and VTS_EGRESS_BURST */
-  cfg->egress_burst = 30;
+  cfg->egress_rate = rate;
+  cfg->egress_burst = burst;
   struct upstream *u = NULL;
   char err[256];
-  assert_int_equal(upstream_new(cfg, &u, err, sizeof(err)), 0);
+  if (upstream_new(cfg, &u, err, sizeof(err)) != 0) fail_msg("upstream_new: %s", err);
   return u;
+}
+
+static struct upstream *two_proxies_resting(struct vts_config *cfg, int64_t rest_ms) {
+  /* The defaults of VTS_EGRESS_RATE and VTS_EGRESS_BURST. */
+  return with_proxies(cfg, "http://127.0.0.1:8,http://u:secret@127.0.0.1:7", rest_ms, 900, 30);
 }
 
 static struct upstream *two_proxies(struct vts_config *cfg) { return two_proxies_resting(cfg, 60000); }
@@ -270,15 +277,7 @@ static void test_when_all_rest_the_one_resting_longest_is_tried(void **state) {
 static void test_rotating_proxy_never_rests_and_takes_the_next_attempt(void **state) {
   (void)state;
   struct vts_config cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://127.0.0.1:9");
-  snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "rotating+http://u:secret@127.0.0.1:7");
-  cfg.proxy_rest_ms = 60000;
-  cfg.egress_rate = 900;
-  cfg.egress_burst = 30;
-  struct upstream *u = NULL;
-  char err[256];
-  assert_int_equal(upstream_new(&cfg, &u, err, sizeof(err)), 0);
+  struct upstream *u = with_proxies(&cfg, "rotating+http://u:secret@127.0.0.1:7", 60000, 900, 30);
   upstream_begin_job(u, util_now_ms() + 1000, "t");
   assert_int_equal(upstream_job_proxy_index(u), 1);
   /* curl is given the URL without its prefix. */
@@ -296,16 +295,8 @@ static void test_rotating_proxy_never_rests_and_takes_the_next_attempt(void **st
 static void test_a_spent_budget_gives_way_to_another_proxy(void **state) {
   (void)state;
   struct vts_config cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://127.0.0.1:9");
-  /* Proxy 1: one request an hour; proxy 2: the same, its single unit spent below through a real fetch. */
-  snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "http://127.0.0.1:8;rate=1;burst=1,http://127.0.0.1:7");
-  cfg.proxy_rest_ms = 60000;
-  cfg.egress_rate = 1;
-  cfg.egress_burst = 1;
-  struct upstream *u = NULL;
-  char err[256];
-  assert_int_equal(upstream_new(&cfg, &u, err, sizeof(err)), 0);
+  /* One request an hour on each proxy: proxy 1 by its own option, proxy 2 by VTS_EGRESS_RATE and VTS_EGRESS_BURST. */
+  struct upstream *u = with_proxies(&cfg, "http://127.0.0.1:8;rate=1;burst=1,http://127.0.0.1:7", 60000, 1, 1);
   struct upstream_request req = {.method = UPSTREAM_GET, .url = "/watch?v=x", .max_bytes = 1024};
   struct upstream_response resp = {0};
   upstream_begin_job(u, util_now_ms() + 1000, "t");
