@@ -286,16 +286,21 @@ static int spend_budget(void *ctx) {
     uint64_t t = now_us(), wait;
     if (pace_take(bucket(u, pos), &u->rule[pos], t, &wait) == 0) return 0;
     uint64_t wait_ms = (wait + 999) / 1000;
-    if (t / 1000 + wait_ms >= u->deadline_ms) {
+    int past = t / 1000 + wait_ms >= u->deadline_ms;
+    char egress[16], ms[24];
+    snprintf(egress, sizeof(egress), "%d", pos);
+    snprintf(ms, sizeof(ms), "%llu", (unsigned long long)wait_ms);
+    if (past) {
       u->budget_wait_ms = wait_ms;
-      char egress[16], ms[24];
-      snprintf(egress, sizeof(egress), "%d", pos);
-      snprintf(ms, sizeof(ms), "%llu", (unsigned long long)wait_ms);
       log_msg(LOG_INFO, "egress budget spent past the deadline", "request_id", u->request_id, "=proxy", egress,
               "=wait_ms", ms, NULL);
       return -EAGAIN;
     }
-    if (!waited) u->waits[pos]++;
+    if (!waited) {
+      u->waits[pos]++;
+      log_msg(LOG_INFO, "waiting for the egress budget", "request_id", u->request_id, "=proxy", egress, "=wait_ms", ms,
+              NULL);
+    }
     waited = 1;
     /* Another child may take the unit first: then the loop waits for the next one, still within the deadline. */
     struct timespec ts = {.tv_sec = (time_t)(wait / 1000000), .tv_nsec = (long)(wait % 1000000) * 1000L};

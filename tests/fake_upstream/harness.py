@@ -66,11 +66,14 @@ class FakeUpstream:
 
 
 class EgressProxy:
-    """egress_proxy.py on a free port of 127.0.0.1, its outgoing connections from source."""
+    """egress_proxy.py on a free port of 127.0.0.1, its outgoing connections from source; with more sources, a
+    rotating proxy (each connection from the next source in turn)."""
 
-    def __init__(self, source):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "egress_proxy.py"), "--port", "0",
-                                      "--source", source], stdout=subprocess.PIPE, text=True)
+    def __init__(self, source, *more_sources):
+        args = [sys.executable, os.path.join(HERE, "egress_proxy.py"), "--port", "0"]
+        for s in (source,) + more_sources:
+            args += ["--source", s]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("READY "):
             self.proc.kill()
@@ -80,6 +83,11 @@ class EgressProxy:
 
     def url(self, credentials=""):
         return "http://%s127.0.0.1:%d" % (credentials + "@" if credentials else "", self.port)
+
+    def connections(self):
+        """How many client connections it accepted (its GET /__count)."""
+        with urllib.request.urlopen("http://127.0.0.1:%d/__count" % self.port, timeout=5) as r:
+            return int(r.read())
 
     def close(self):
         self.proc.kill()
@@ -91,6 +99,8 @@ def fetcher_env(upstream_url, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k not in ("http_proxy", "https_proxy")}
     env["VTS_UPSTREAM_URL"] = upstream_url
     env["VTS_LOG_LEVEL"] = "info"
+    # The fake platform rations nothing: unpaced unless the test sets a budget (tests/integration/test_egress_pacing.py).
+    env["VTS_EGRESS_RATE"] = "0"
     env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "detect_leaks=1")
     env.update({k: str(v) for k, v in extra.items()})
     return env
