@@ -58,6 +58,7 @@ static const struct var vars[] = {
     I(proxy_rest_ms, "VTS_PROXY_REST_MS", "30000", 100, 86400000),
     I(egress_rate, "VTS_EGRESS_RATE", "900", 0, 3600000),
     I(egress_burst, "VTS_EGRESS_BURST", "30", 1, 100000),
+    B(egress_decline, "VTS_EGRESS_DECLINE", "false"),
     B(speech_fallback, "VTS_SPEECH_FALLBACK", "false"),
     S(speech_engine, "VTS_SPEECH_ENGINE", "pocketsphinx"),
     S(speech_url, "VTS_SPEECH_URL", ""),

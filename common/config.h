@@ -43,6 +43,7 @@ struct vts_config {
   int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
   int64_t egress_rate;                         /* VTS_EGRESS_RATE: platform requests an hour per egress, 0 unpaced */
   int64_t egress_burst;                        /* VTS_EGRESS_BURST: of those, how many at once */
+  bool egress_decline;                         /* VTS_EGRESS_DECLINE: give a job back when every budget is spent */
   bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
   char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */

@@ -76,6 +76,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->lang, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->translate, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
+  if (rv == 0) rv = put_u8(out, job->declines);
   return rv;
 }
 
@@ -123,15 +124,20 @@ int proto_encode_result_last(struct buf *out, const struct proto_result *res) {
 
 int proto_encode_ready(struct buf *out) { return put_header(out, PROTO_READY); }
 
-int proto_encode_decline(struct buf *out, uint64_t job_id) {
+int proto_encode_decline(struct buf *out, uint64_t job_id, uint8_t why) {
+  if (why > PROTO_DECLINE_BUDGET) return -EINVAL;
   int rv = put_header(out, PROTO_DECLINE);
-  return rv ? rv : put_be(out, job_id, 8);
+  if (rv == 0) rv = put_be(out, job_id, 8);
+  return rv ? rv : put_u8(out, why);
 }
 
-int proto_decode_decline(const void *data, size_t len, uint64_t *job_id) {
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t *why) {
   struct reader r;
+  uint64_t v;
   if (open_reader(&r, data, len, PROTO_DECLINE, PROTO_DECLINE) != 0) return -EPROTO;
-  if (get_be(&r, 8, job_id) != 0 || r.left != 0) return -EPROTO;
+  if (get_be(&r, 8, job_id) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_DECLINE_BUDGET || r.left != 0) return -EPROTO;
+  *why = (uint8_t)v;
   return 0;
 }
 
@@ -160,6 +166,8 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
   if (get_str(&r, job->translate, sizeof(job->translate)) != 0) return -EPROTO;
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  job->declines = (uint8_t)v;
   return r.left == 0 ? 0 : -EPROTO;
 }
 

@@ -40,7 +40,9 @@ enum proto_type {
    * fetcher -> dispatcher: "busy: job_id given back, not run". A fetcher serving several dispatchers offers itself to
    * each; a job that reaches it while it runs another goes straight back this way. The dispatcher puts the job first
    * in line for another idle fetcher (it is no failure) and answers at once with a READY; it gives this fetcher
-   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64.
+   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64, why u8 (enum
+   * proto_decline_why): a job given back because every egress of that fetcher spent its budget counts in the job's
+   * declines.
    */
   PROTO_DECLINE = 5,
 };
@@ -115,6 +117,9 @@ struct proto_egress {
   uint32_t declines; /* jobs given back to a dispatcher for want of it */
 };
 
+/* Why a fetcher gave a job back. */
+enum proto_decline_why { PROTO_DECLINE_BUSY = 0, PROTO_DECLINE_BUDGET = 1 };
+
 struct proto_job {
   uint64_t job_id;                           /* assigned by the dispatcher; 0 in a worker's request */
   uint8_t kind;                              /* enum proto_kind */
@@ -123,6 +128,7 @@ struct proto_job {
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
   char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
+  uint8_t declines; /* times fetchers gave it back for want of budget (dispatcher -> fetcher) */
 };
 
 struct proto_result {
@@ -154,8 +160,8 @@ int proto_encode_result(struct buf *out, const struct proto_result *res);
 int proto_encode_result_last(struct buf *out, const struct proto_result *res);
 /* Appends an encoded READY. */
 int proto_encode_ready(struct buf *out);
-/* Appends an encoded DECLINE of job_id. */
-int proto_encode_decline(struct buf *out, uint64_t job_id);
+/* Appends an encoded DECLINE of job_id, for why (enum proto_decline_why). Returns 0, -EINVAL or -ENOMEM. */
+int proto_encode_decline(struct buf *out, uint64_t job_id, uint8_t why);
 
 /* Reads the type of a message after checking magic and version. Returns the type (> 0), or -EPROTO. */
 int proto_peek_type(const void *data, size_t len);
@@ -168,7 +174,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
 
 /* Decodes a DECLINE. Returns 0, or -EPROTO. */
-int proto_decode_decline(const void *data, size_t len, uint64_t *job_id);
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t *why);
 
 /*
  * Longest key proto_job_key writes: a requested language, '>' and a translation language, or the tracks marker.

@@ -109,7 +109,14 @@ void core_fetcher_added(struct core *c, uint64_t now, uint64_t fetcher);
 /* Its connection closed: its job fails (fetcher_lost). */
 void core_fetcher_gone(struct core *c, uint64_t now, uint64_t fetcher);
 /* A request from a fetcher: READY, DECLINE(job_id), RESULT or RESULT_LAST (res), or NULL for a malformed one. */
-enum core_fetcher_msg { CORE_READY, CORE_DECLINE, CORE_RESULT, CORE_RESULT_LAST, CORE_MALFORMED };
+enum core_fetcher_msg {
+  CORE_READY,
+  CORE_DECLINE,        /* given back: the fetcher is busy */
+  CORE_DECLINE_BUDGET, /* given back: every egress of the fetcher spent its budget (counted in the job's declines) */
+  CORE_RESULT,
+  CORE_RESULT_LAST,
+  CORE_MALFORMED
+};
 void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *token, enum core_fetcher_msg type,
                       uint64_t declined_job, const struct proto_result *res);
 

@@ -384,14 +384,16 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
   size_t len = nng_msg_len(msg);
   int type = proto_peek_type(body, len);
   uint64_t declined = 0;
+  uint8_t why = PROTO_DECLINE_BUSY;
   if (type == PROTO_READY) {
     nng_msg_clear(msg);
     core_fetcher_msg(d->core, now, id, msg, CORE_READY, 0, NULL);
     return;
   }
-  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined) == 0) {
+  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined, &why) == 0) {
     nng_msg_clear(msg);
-    core_fetcher_msg(d->core, now, id, msg, CORE_DECLINE, declined, NULL);
+    core_fetcher_msg(d->core, now, id, msg, why == PROTO_DECLINE_BUDGET ? CORE_DECLINE_BUDGET : CORE_DECLINE, declined,
+                     NULL);
     return;
   }
   struct proto_result res;

@@ -121,9 +121,9 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
-               translate=""):
+               translate="", declines=0):
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
-            _str(video_id) + _str(lang) + _str(translate) + _str(request_id))
+            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]))
 
 
 def _strings(msg, off, count):
@@ -176,17 +176,20 @@ def decode_job(msg):
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
     job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
     fields, off = _strings(msg, 17, 4)
-    assert off == len(msg), "trailing bytes after the job"
+    assert off + 1 == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "translate": fields[2], "request_id": fields[3]}
+            "translate": fields[2], "request_id": fields[3], "declines": msg[off]}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
 
 
-def encode_decline(job_id):
-    """A busy fetcher's DECLINE of job_id."""
-    return b"VT" + PROTO_VERSION + bytes([PROTO_DECLINE]) + struct.pack(">Q", job_id)
+DECLINE_BUSY, DECLINE_BUDGET = 0, 1
+
+
+def encode_decline(job_id, why=DECLINE_BUSY):
+    """A fetcher's DECLINE of job_id: busy, or (DECLINE_BUDGET) every egress budget spent."""
+    return b"VT" + PROTO_VERSION + bytes([PROTO_DECLINE]) + struct.pack(">QB", job_id, why)
 
 SP_REQ0_HELLO = b"\x00SP\x00\x00\x30\x00\x00"
 SP_REP0_HELLO = b"\x00SP\x00\x00\x31\x00\x00"

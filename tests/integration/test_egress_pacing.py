@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
-from stack import Stack, metric  # noqa: E402
+from stack import Fetchers, Stack, metric  # noqa: E402
 
 OK, UPSTREAM_FAILED = 1, 3
 PLAYER = "POST /youtubei/v1/player "
@@ -40,6 +40,16 @@ def run_once(upstream, video, **env):
     fields = dict(part.split("=", 1) for part in last[-1].split(" "))
     logs = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     return int(fields["outcome"]), fields["detail"], logs, took
+
+
+def wait_for(cond, what, timeout=15):
+    """Polls cond until it holds, at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
 
 
 def messages(logs, msg):
@@ -246,3 +256,43 @@ def test_each_proxy_spends_its_own_entry_budget_and_nothing_passes_it(tmp_path):
     assert metric(text, "vts_upstream_outcomes_total", kind="egress_budget") == 12 - served
     for p in proxies:
         assert "127.0.0.1:%d" % p.port not in text
+
+
+def test_a_fetcher_without_budget_gives_the_job_to_another_that_has_some(tmp_path):
+    # Fetcher A (the stack's) spends its two units on the warm-up and gives back what it cannot pace; fetcher B, on
+    # another address (a proxy on 127.0.0.3), is unpaced.
+    stack = Stack(tmp_path, fetchers=1, gateway_env={"VTS_JOB_TIMEOUT_MS": "3000"},
+                  fetcher_env={"VTS_EGRESS_RATE": SLOW_RATE, "VTS_EGRESS_BURST": 2, "VTS_EGRESS_DECLINE": "true"})
+    proxy = harness.EgressProxy("127.0.0.3")
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other = None
+    try:
+        other = Fetchers(other_dir, stack.gateway.jobs_port, stack.upstream.url, workers=1,
+                         env={"VTS_UPSTREAM_PROXY": proxy.url(), "VTS_JOB_TIMEOUT_MS": "3000"})
+        wait_for(lambda: metric(stack.metrics(), "vts_fetchers_idle") == 2, "both fetchers idle at the dispatcher")
+        # A has been idle the longest: each job reaches it first, goes back once, and B serves it.
+        statuses = [stack.get("benchDecl%02d" % i).status for i in range(3)]
+        served = stack.upstream.stats()
+        other.stop()
+        other = None
+        # B gone: A gives the job back until the job says it went back VTS_EGRESS_MAX_DECLINES (3) times, then
+        # answers it.
+        last = stack.get("benchDecl03")
+        stats = stack.upstream.stats()
+        text = stack.metrics()
+        log = stack.fetchers.log_text()
+    finally:
+        if other is not None:
+            other.stop()
+        stack.close()
+        proxy.close()
+    assert statuses == [200, 200, 200]
+    assert served["sources"] == {"127.0.0.3": 6}
+    assert_502_budget(last)
+    assert stats["sources"] == {"127.0.0.3": 6}
+    declined = [json.loads(line) for line in log.splitlines() if "job declined: every egress budget spent" in line]
+    assert len(declined) == 3 + 3
+    assert metric(text, "vts_egress_budget_declines_total", egress="0") == 6
+    assert metric(text, "vts_egress_budget_left", egress="0") == 0
+    assert metric(text, "vts_upstream_outcomes_total", kind="egress_budget") == 1

@@ -36,6 +36,7 @@ struct rec {
   char video[12];
   uint64_t ttl_ms; /* A_CLAIM, A_PUT */
   uint32_t deadline_ms;
+  uint8_t declines; /* A_JOB: times it was given back for want of budget */
 };
 
 struct fx {
@@ -72,6 +73,7 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
   r->job_id = job->job_id;
   r->kind = job->kind;
   r->deadline_ms = job->deadline_ms;
+  r->declines = job->declines;
   snprintf(r->video, sizeof(r->video), "%s", job->video_id);
   if (f->send_fails > 0) {
     f->send_fails--;
@@ -319,6 +321,42 @@ static void test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line(v
   assert_int_equal(st.jobs_in_flight, 1);
 }
 
+/* Starts the core, asks for vidAAAAAAA1 (waiter 0) and gives it to fetcher 1: returns the record of that job. */
+static struct rec *assign_one(struct fx *f) {
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  return next(f, A_JOB);
+}
+
+/* A job given back for want of budget goes on, first in line, carrying the count; one given back as busy does not. */
+static void test_a_budget_decline_is_counted_in_the_job(void **state) {
+  struct fx *f = *state;
+  struct rec *r = assign_one(f);
+  uint64_t job = r->job_id;
+  assert_int_equal(r->declines, 0);
+  core_fetcher_msg(f->core, T0 + 10, 1, TOKEN(2), CORE_DECLINE_BUDGET, job, NULL);
+  assert_ptr_equal(next(f, A_READY)->token, TOKEN(2));
+  ready(f, T0 + 20, 1, 3);
+  core_tick(f->core, T0 + 20, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->declines, 1);
+  core_fetcher_msg(f->core, T0 + 30, 1, TOKEN(4), CORE_DECLINE, job, NULL);
+  assert_ptr_equal(next(f, A_READY)->token, TOKEN(4));
+  core_fetcher_msg(f->core, T0 + 40, 1, TOKEN(5), CORE_READY, 0, NULL);
+  core_tick(f->core, T0 + 40, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->declines, 1);
+  /* The deadline stays the job's own: 40 ms of its 5 s went by. */
+  assert_int_equal(r->deadline_ms, 5000 - 40);
+  none(f);
+  assert_int_equal(stats(f).jobs_declined, 2);
+}
+
 static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **state) {
   struct fx *f = *state;
   start(f, false);
@@ -351,12 +389,8 @@ static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **
 
 static void test_a_body_that_is_not_a_transcript_fails_and_is_not_cached(void **state) {
   struct fx *f = *state;
-  start(f, false);
+  uint64_t job = assign_one(f)->job_id;
   struct proto_job a = request("vidAAAAAAA1");
-  core_request(f->core, T0, &f->w[0], &a);
-  ready(f, T0, 1, 1);
-  core_tick(f->core, T0, 1000);
-  uint64_t job = next(f, A_JOB)->job_id;
   struct proto_result bad = result(job, PROTO_OK, "{\"videoId\":\"vidAAAAAAA1\"}");
   deliver(f, T0 + 1, 1, 2, &bad);
   struct rec *r = next(f, A_ANSWER);
@@ -559,6 +593,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_budget_decline_is_counted_in_the_job, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_captions_becomes_a_speech_job_within_its_concurrency, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_body_that_is_not_a_transcript_fails_and_is_not_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connections_beyond_the_cap_and_protocol_errors_are_closed, setup, teardown),

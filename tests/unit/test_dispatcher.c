@@ -873,7 +873,7 @@ static void test_declined_job_goes_to_another_fetcher_first_in_line_and_is_no_fa
   fetcher_expect_nothing(&g.f, QUIET_MS);
   /* The fetcher is busy elsewhere: it gives A back, and the acknowledgement is a READY. */
   struct buf b = BUF_INIT;
-  assert_int_equal(proto_encode_decline(&b, job.job_id), 0);
+  assert_int_equal(proto_encode_decline(&b, job.job_id, PROTO_DECLINE_BUSY), 0);
   peer_send(&g.f, &b);
   buf_free(&b);
   fetcher_expect_ready(&g.f, 2000);

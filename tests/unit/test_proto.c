@@ -20,6 +20,7 @@ static struct proto_job sample_job(void) {
   memcpy(j.lang, "pt-BR", 6);
   memcpy(j.translate, "fr", 3);
   memcpy(j.request_id, "req-1", 6);
+  j.declines = 2;
   return j;
 }
 
@@ -37,6 +38,7 @@ static void test_job_round_trips_every_field(void **state) {
   assert_string_equal(out.lang, "pt-BR");
   assert_string_equal(out.translate, "fr");
   assert_string_equal(out.request_id, "req-1");
+  assert_int_equal(out.declines, 2);
   buf_free(&b);
 }
 
@@ -151,26 +153,36 @@ static void test_result_last_has_the_result_encoding_under_its_own_type(void **s
   buf_free(&last);
 }
 
-static void test_decline_carries_its_job_id_and_nothing_else(void **state) {
+static void test_decline_carries_its_job_id_and_why_and_nothing_else(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
-  assert_int_equal(proto_encode_decline(&b, 0x0102030405060708ULL), 0);
-  static const unsigned char want[] = {'V', 'T', PROTO_VERSION, 5, 1, 2, 3, 4, 5, 6, 7, 8};
+  assert_int_equal(proto_encode_decline(&b, 0x0102030405060708ULL, PROTO_DECLINE_BUDGET), 0);
+  static const unsigned char want[] = {'V', 'T', PROTO_VERSION, 5, 1, 2, 3, 4, 5, 6, 7, 8, PROTO_DECLINE_BUDGET};
   assert_int_equal(b.len, sizeof(want));
   assert_memory_equal(b.data, want, sizeof(want));
   assert_int_equal(proto_peek_type(b.data, b.len), PROTO_DECLINE);
   uint64_t id = 0;
-  assert_int_equal(proto_decode_decline(b.data, b.len, &id), 0);
+  uint8_t why = 9;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), 0);
   assert_true(id == 0x0102030405060708ULL);
-  /* Shorter, longer, or another type: rejected whole. */
-  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_decline(b.data, n, &id), -EPROTO);
+  assert_int_equal(why, PROTO_DECLINE_BUDGET);
+  /* Shorter, longer, an unknown why, or another type: rejected whole. */
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_decline(b.data, n, &id, &why), -EPROTO);
+  b.data[b.len - 1] = PROTO_DECLINE_BUDGET + 1;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), -EPROTO);
+  b.data[b.len - 1] = PROTO_DECLINE_BUSY;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), 0);
+  assert_int_equal(why, PROTO_DECLINE_BUSY);
+  struct buf bad = BUF_INIT;
+  assert_int_equal(proto_encode_decline(&bad, 1, PROTO_DECLINE_BUDGET + 1), -EINVAL);
+  buf_free(&bad);
   assert_int_equal(buf_append(&b, "", 1), 0);
-  assert_int_equal(proto_decode_decline(b.data, b.len, &id), -EPROTO);
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), -EPROTO);
   struct proto_result res;
   assert_int_equal(proto_decode_result(b.data, b.len - 1, &res), -EPROTO);
   struct buf ready = BUF_INIT;
   assert_int_equal(proto_encode_ready(&ready), 0);
-  assert_int_equal(proto_decode_decline(ready.data, ready.len, &id), -EPROTO);
+  assert_int_equal(proto_decode_decline(ready.data, ready.len, &id, &why), -EPROTO);
   buf_free(&ready);
   buf_free(&b);
 }
@@ -288,7 +300,7 @@ int main(void) {
       cmocka_unit_test(test_job_key_keeps_kinds_and_translations_apart),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
-      cmocka_unit_test(test_decline_carries_its_job_id_and_nothing_else),
+      cmocka_unit_test(test_decline_carries_its_job_id_and_why_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
