@@ -92,6 +92,28 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   buf_free(&b);
 }
 
+/* Budgets by egress position: the latest units left, waits and declines summed; only reported egresses listed. */
+static void test_egress_budgets_are_listed_by_position(void **state) {
+  (void)state;
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_EGRESS_BUDGET), MU_EGRESS_BUDGET);
+  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_EGRESS_BUDGET, .negress = 2};
+  r.egress[0] = (struct proto_egress){.egress = 1, .left = 7, .waits = 2, .declines = 1};
+  r.egress[1] = (struct proto_egress){.egress = 16, .left = 30, .waits = 0, .declines = 0};
+  metrics_upstream(&r);
+  r.negress = 1;
+  r.egress[0] = (struct proto_egress){.egress = 1, .left = 3, .waits = 5, .declines = 4};
+  metrics_upstream(&r);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"egress_budget\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_egress_budget_left{egress=\"1\"} 3\n"));
+  assert_non_null(strstr(b.data, "vts_egress_budget_waits_total{egress=\"1\"} 7\n"));
+  assert_non_null(strstr(b.data, "vts_egress_budget_declines_total{egress=\"1\"} 5\n"));
+  assert_non_null(strstr(b.data, "vts_egress_budget_left{egress=\"16\"} 30\n"));
+  assert_null(strstr(b.data, "vts_egress_budget_left{egress=\"0\"}"));
+  buf_free(&b);
+}
+
 static void test_every_family_has_help_and_type(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
@@ -120,7 +142,10 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_ratelimit_store_errors_total",
                          "vts_ratelimit_fallbacks_total",
                          "vts_worker_restarts_total",
-                         "vts_jobs_total"};
+                         "vts_jobs_total",
+                         "vts_egress_budget_left",
+                         "vts_egress_budget_waits_total",
+                         "vts_egress_budget_declines_total"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     char help[128], type[128];
     snprintf(help, sizeof(help), "# HELP %s ", names[i]);
@@ -135,6 +160,7 @@ int main(void) {
       cmocka_unit_test(test_requests_from_two_worker_processes_are_summed),
       cmocka_unit_test(test_unlisted_status_counts_as_other),
       cmocka_unit_test(test_upstream_outcomes_map_to_fixed_kinds),
+      cmocka_unit_test(test_egress_budgets_are_listed_by_position),
       cmocka_unit_test(test_every_family_has_help_and_type),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
