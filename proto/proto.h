@@ -70,23 +70,23 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
  * detail string, which is for people.
  */
 enum proto_reason {
-  PROTO_REASON_NONE = 0,      /* success, or a failure of the gateway's own (queue, deadline) */
-  PROTO_REASON_NO_CAPTIONS,   /* playable, no caption track */
-  PROTO_REASON_NOT_PLAYABLE,  /* every client agrees: private, removed, age-restricted, unplayable, offline */
-  PROTO_REASON_HTTP_429,      /* 429 from the platform: a block of our address */
-  PROTO_REASON_RECAPTCHA,     /* the "unusual traffic" page: a block */
-  PROTO_REASON_BOT_CHECK,     /* "confirm you're not a bot": a block */
-  PROTO_REASON_HTTP_5XX,      /* the platform failed */
-  PROTO_REASON_HTTP_OTHER,    /* another unexpected status (403 on a caption URL, 404...) */
-  PROTO_REASON_TIMEOUT,       /* the job's deadline passed in a transfer */
-  PROTO_REASON_CONSENT,       /* a consent wall we could not answer */
-  PROTO_REASON_PO_TOKEN,      /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
-  PROTO_REASON_MALFORMED,     /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
-  PROTO_REASON_NETWORK,       /* DNS, connect, TLS or proxy failure: nothing reached the platform */
-  PROTO_REASON_REFUSED,       /* a URL or redirect off the allowed hosts */
-  PROTO_REASON_SPEECH,        /* the speech pipeline failed (audio, decoding, recogniser) */
-  PROTO_REASON_INTERNAL,      /* out of memory, a result too large, a bad job */
-  PROTO_REASON_EGRESS_BUDGET, /* every egress had spent its budget (VTS_EGRESS_RATE) until past the deadline */
+  PROTO_REASON_NONE = 0,     /* success, or a failure of the gateway's own (queue, deadline) */
+  PROTO_REASON_NO_CAPTIONS,  /* playable, no caption track */
+  PROTO_REASON_NOT_PLAYABLE, /* every client agrees: private, removed, age-restricted, unplayable, offline */
+  PROTO_REASON_HTTP_429,     /* 429 from the platform: a block of our address */
+  PROTO_REASON_RECAPTCHA,    /* the "unusual traffic" page: a block */
+  PROTO_REASON_BOT_CHECK,    /* "confirm you're not a bot": a block */
+  PROTO_REASON_HTTP_5XX,     /* the platform failed */
+  PROTO_REASON_HTTP_OTHER,   /* another unexpected status (403 on a caption URL, 404...) */
+  PROTO_REASON_TIMEOUT,      /* the job's deadline passed in a transfer */
+  PROTO_REASON_CONSENT,      /* a consent wall we could not answer */
+  PROTO_REASON_PO_TOKEN,     /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
+  PROTO_REASON_MALFORMED,    /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
+  PROTO_REASON_NETWORK,      /* DNS, connect, TLS or proxy failure: nothing reached the platform */
+  PROTO_REASON_REFUSED,      /* a URL or redirect off the allowed hosts */
+  PROTO_REASON_SPEECH,       /* the speech pipeline failed (audio, decoding, recogniser) */
+  PROTO_REASON_INTERNAL,     /* out of memory, a result too large, a bad job */
+  PROTO_REASON_BUDGET,       /* "egress_budget": no egress had a unit of its budget (VTS_EGRESS_RATE) in time */
   PROTO_REASON__COUNT
 };
 

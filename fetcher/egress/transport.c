@@ -109,7 +109,7 @@ uint8_t transport_reason(int err) {
     case -ENOMEM:
       return PROTO_REASON_INTERNAL;
     case -EAGAIN:
-      return PROTO_REASON_EGRESS_BUDGET;
+      return PROTO_REASON_BUDGET;
     default:
       return PROTO_REASON_INTERNAL;
   }

@@ -72,7 +72,7 @@ typedef int (*transport_policy)(const void *ctx, const char *url, struct buf *ou
  * body of a redirect is dropped. When final_url is given, the URL of the last hop is left in it (reset first).
  * Returns as transport_perform, the policy's error for req->url, -EPERM for a Location the policy refuses and -ELOOP
  * past max_redirects (*reason PROTO_REASON_REFUSED for both), or req->admit's error (-EAGAIN: *reason
- * PROTO_REASON_EGRESS_BUDGET).
+ * PROTO_REASON_BUDGET).
  */
 int transport_fetch(struct transport *t, const struct transport_req *req, transport_policy policy, const void *ctx,
                     int max_redirects, struct buf *out, long *status, uint8_t *reason, struct buf *final_url);

@@ -117,7 +117,7 @@ uint64_t upstream_job_deadline(const struct upstream *u);
  * (VTS_EGRESS_RATE an hour, VTS_EGRESS_BURST at once, or the ";rate=N;burst=N" of its VTS_UPSTREAM_PROXY entry; a
  * rotating+ proxy is unpaced unless it says a rate). The budgets live with the proxies' health: shared by a fetcher's
  * children after upstream_health_share. A request whose egress has no unit waits for one if it comes before the
- * job's deadline; else upstream_fetch fails with -EAGAIN (reason PROTO_REASON_EGRESS_BUDGET) and nothing is sent.
+ * job's deadline; else upstream_fetch fails with -EAGAIN (reason PROTO_REASON_BUDGET) and nothing is sent.
  */
 
 /* Milliseconds until the first egress a job could use holds a unit (0: one holds one now): a Retry-After. */

@@ -113,7 +113,7 @@ int metrics_upstream_kind(int outcome, int reason) {
              {PROTO_REASON_BOT_CHECK, MU_BOT_CHECK}, {PROTO_REASON_HTTP_5XX, MU_HTTP_5XX},
              {PROTO_REASON_TIMEOUT, MU_TIMEOUT},     {PROTO_REASON_CONSENT, MU_CONSENT},
              {PROTO_REASON_PO_TOKEN, MU_PO_TOKEN},   {PROTO_REASON_MALFORMED, MU_MALFORMED},
-             {PROTO_REASON_NETWORK, MU_NETWORK},     {PROTO_REASON_EGRESS_BUDGET, MU_EGRESS_BUDGET}};
+             {PROTO_REASON_NETWORK, MU_NETWORK},     {PROTO_REASON_BUDGET, MU_EGRESS_BUDGET}};
   for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
     if (map[i].reason == reason) return map[i].kind;
   return MU_OTHER;

@@ -105,8 +105,8 @@ static void assert_rendered(const char *const *want, size_t n, const char *absen
 /* Budgets by egress position: the latest units left, waits and declines summed; only reported egresses listed. */
 static void test_egress_budgets_are_listed_by_position(void **state) {
   (void)state;
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_EGRESS_BUDGET), MU_EGRESS_BUDGET);
-  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_EGRESS_BUDGET, .negress = 2};
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_BUDGET), MU_EGRESS_BUDGET);
+  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_BUDGET, .negress = 2};
   r.egress[0] = (struct proto_egress){.egress = 1, .left = 7, .waits = 2, .declines = 1};
   r.egress[1] = (struct proto_egress){.egress = 16, .left = 30, .waits = 0, .declines = 0};
   metrics_upstream(&r);

@@ -304,7 +304,7 @@ static void test_a_spent_budget_gives_way_to_another_proxy(void **state) {
   /* Nothing listens on the proxy: the request spends its unit and fails to connect. */
   assert_int_equal(upstream_fetch(u, &req, &resp), -ENETUNREACH);
   assert_int_equal(upstream_fetch(u, &req, &resp), -EAGAIN);
-  assert_int_equal(resp.reason, PROTO_REASON_EGRESS_BUDGET);
+  assert_int_equal(resp.reason, PROTO_REASON_BUDGET);
   uint64_t wait = upstream_budget_refused_wait_ms(u);
   assert_true(wait > 3590000 && wait <= 3600000);
   for (int i = 0; i < 3; i++) {
