@@ -2,7 +2,7 @@
  * The speech-recognition fallback: the audio of a video (fetcher/speech/audio.h), decoded to 16 kHz mono
  * (fetcher/speech/decode.h), recognised by the configured engine into timed segments.
  *
- * Engines (VTS_SPEECH_ENGINE):
+ * Engines (VTS_SPEECH_ENGINE; their table, and what an engine fills, is fetcher/speech/engine.h):
  *   pocketsphinx  embedded, English. VTS_POCKETSPHINX_MODEL_DIR names the acoustic model directory (default
  *                 /usr/share/pocketsphinx/model/en-us/en-us); the dictionary cmudict-en-us.dict and the language
  *                 model en-us.lm.bin are taken from that directory, else from its parent (Debian's layout).
