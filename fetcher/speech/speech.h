@@ -29,7 +29,8 @@
  * Returns an enum proto_outcome:
  *   PROTO_NOT_AVAILABLE    no usable audio format, audio too long or too big, no speech recognised
  *   PROTO_UPSTREAM_FAILED  audio download refused or failed, transcription server failing or timing out
- *   PROTO_INTERNAL         decoder or engine fault, deadline passed in the embedded engine
+ *   PROTO_INTERNAL         decoder or engine fault, deadline passed in the embedded engine, an engine name not in
+ *                          the table (engine.h; the configuration refuses one)
  *
  * The platform binds an audio URL to the address that fetched the player reply, so a fetcher that used a proxy for
  * the player request passes the same proxy here.
