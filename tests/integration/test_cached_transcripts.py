@@ -245,7 +245,7 @@ def test_a_late_revalidation_is_a_304_without_quota_after_the_body_left_the_work
     assert first.status == 200  # the first of the month's two requests
     etag = first.headers["etag"]
     # The worker's own cache drops the body after L1_TTL_S; what this test is about is what comes after that.
-    time.sleep(L1_TTL_S + 0.5)
+    time.sleep(L1_TTL_S + 0.5)  # the wait is the test: the worker's cache holds the body L1_TTL_S
     l1_hits = stack.gateway.metric("vts_cache_l1_hits_total")
     dispatcher_hits = stack.gateway.metric("vts_cache_hits_total")
     for _ in range(3):
@@ -320,7 +320,7 @@ def test_a_large_body_goes_out_from_a_memory_file_byte_for_byte(stack):
         s.settimeout(10)
         s.connect(("127.0.0.1", stack.gateway.port))
         s.sendall(req * 23 + req.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
-        time.sleep(0.2)
+        time.sleep(0.2)  # the wait is the test: a reader that holds back while the server fills the socket
         chunks = []
         while True:
             chunk = s.recv(65536)

@@ -117,7 +117,7 @@ static int run_until_ms(int (*pred)(void), uint64_t ms) {
       if (n > 0) fx.got_len += (size_t)n;
     }
     fx.got[fx.got_len] = '\0';
-    usleep(1000);
+    usleep(1000); /* poll interval: the loop and the client's socket again, until the deadline */
   }
   return pred();
 }

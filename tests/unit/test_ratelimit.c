@@ -729,7 +729,7 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
   assert_string_equal(ratelimit_provider(&cfg), "memory");
   /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   uv_loop_t loop;
   struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
   struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};

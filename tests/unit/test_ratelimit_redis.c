@@ -86,7 +86,7 @@ static void start(struct fx *f, int64_t rate, bool fail_closed) {
   assert_int_equal(util_random_hex(f->key.digest, 32), 0);
   f->key.active = 1;
   f->key.rate = rate;
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   new_limiter(f);
 }
 
@@ -540,7 +540,7 @@ static void wait_for_next_window(uv_loop_t *loop, int64_t window_s) {
     if (loop != NULL)
       run_for_ms(loop, 5);
     else
-      usleep(5000);
+      usleep(5000); /* the wait is the test: the next window of the wall clock */
   }
 }
 
@@ -812,7 +812,7 @@ static void test_redis_down_at_start_is_a_fault_not_a_hang(void **state) {
   f->cfg.rate_limit_fail_closed = false;
   snprintf(f->cfg.redis_url, sizeof(f->cfg.redis_url), "redis://127.0.0.1:%d", f->port);
   assert_int_equal(util_random_hex(f->key.digest, 32), 0);
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   new_limiter(f);
   uint64_t ms;
   struct rl_decision d = check(f, &ms);
