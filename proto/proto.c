@@ -209,21 +209,21 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
 
 int proto_outcome_status(uint8_t outcome) {
   switch (outcome) {
-    case PROTO_OK:
-      return 200;
-    case PROTO_NOT_AVAILABLE:
-    case PROTO_NO_CAPTIONS:
-      return 404;
-    case PROTO_UPSTREAM_FAILED:
-      return 502;
+#define PROTO_OUTCOME_STATUS_(id, value, status, kind) \
+  case PROTO_##id:                                     \
+    return status;
+    PROTO_OUTCOMES(PROTO_OUTCOME_STATUS_)
+#undef PROTO_OUTCOME_STATUS_
     default:
       return 500;
   }
 }
 
 static const char *const reason_names[PROTO_REASON__COUNT] = {
-    "none",    "no_captions", "not_playable", "http_429",  "recaptcha", "bot_check", "http_5xx", "http_other",
-    "timeout", "consent",     "po_token",     "malformed", "network",   "refused",   "speech",   "internal"};
+#define PROTO_REASON_NAME_(id, name, kind) [PROTO_REASON_##id] = name,
+    PROTO_REASONS(PROTO_REASON_NAME_)
+#undef PROTO_REASON_NAME_
+};
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";

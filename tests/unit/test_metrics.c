@@ -1,6 +1,7 @@
 /* Unit tests of the shared metrics region and its Prometheus text. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,8 +26,8 @@ static void test_requests_from_two_worker_processes_are_summed(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
       metrics_set_worker(w);
-      metrics_request(MR_HEALTH, 200, 300);
-      metrics_request(MR_TRANSCRIPT, 401, 1500);
+      metrics_request(ROUTE_HEALTH, 200, 300);
+      metrics_request(ROUTE_TRANSCRIPT, 401, 1500);
       _exit(0);
     }
     int st;
@@ -49,7 +50,7 @@ static void test_requests_from_two_worker_processes_are_summed(void **state) {
 static void test_unlisted_status_counts_as_other(void **state) {
   (void)state;
   metrics_set_worker(5);
-  metrics_request(MR_OTHER, 418, 10);
+  metrics_request(ROUTE_OTHER, 418, 10);
   struct buf b = BUF_INIT;
   assert_int_equal(metrics_render(&b), 0);
   assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"other\",status=\"other\"} 1\n"));
@@ -89,6 +90,60 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   assert_non_null(strstr(b.data, "vts_upstream_client_successes_total{client=\"ANDROID\"} 1\n"));
   assert_non_null(strstr(b.data, "vts_upstream_client_attempts_total{client=\"other\"} 1\n"));
   assert_null(strstr(b.data, "bad\"name"));
+  buf_free(&b);
+}
+
+static void test_not_modified_is_counted_as_304(void **state) {
+  (void)state;
+  metrics_set_worker(6);
+  metrics_request(ROUTE_TRANSCRIPT, 304, 10);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"/v1/video/transcript\",status=\"304\"} 1\n"));
+  assert_null(strstr(b.data, "vts_http_requests_total{route=\"/v1/video/transcript\",status=\"other\"}"));
+  buf_free(&b);
+}
+
+/* A reason whose name is also a kind's label is counted under that kind, never under "other". */
+static void test_a_reason_named_as_a_kind_is_counted_under_it(void **state) {
+  (void)state;
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_INTERNAL), MU_INTERNAL);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_NO_CAPTIONS), MU_NO_CAPTIONS);
+  static const char *const labels[MU__COUNT] = {
+#define LABEL_(id, label) [MU_##id] = label,
+      METRICS_UPSTREAM_KINDS(LABEL_)
+#undef LABEL_
+  };
+  for (int r = 0; r < PROTO_REASON__COUNT; r++) {
+    for (int k = 0; k < MU__COUNT; k++) {
+      if (strcmp(proto_reason_name((uint8_t)r), labels[k]) != 0) continue;
+      int got = metrics_upstream_kind(PROTO_UPSTREAM_FAILED, r);
+      if (got != k)
+        fail_msg("reason %s counted as %s, expected %s", proto_reason_name((uint8_t)r), labels[got], labels[k]);
+    }
+  }
+}
+
+/* The dispatcher's rows as it publishes them: a labelled family has one HELP and one line per row. */
+static void test_dispatcher_counters_render_one_line_per_row(void **state) {
+  (void)state;
+  struct metrics_dispatcher *d = &metrics_shared()->dispatcher;
+  atomic_store(&d->counters[DC_jobs_created], 7);
+  atomic_store(&d->counters[DC_speech_jobs], 2);
+  atomic_store(&d->counters[DC_deadline_expired], 3);
+  atomic_store(&d->counters[DC_jobs_waiting], 4);
+  atomic_store(&d->counters[DC_late_results], 99);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data,
+                         "# HELP vts_jobs_total Jobs started, by kind.\n# TYPE vts_jobs_total counter\n"
+                         "vts_jobs_total{kind=\"captions\"} 7\nvts_jobs_total{kind=\"speech\"} 2\n"));
+  const char *help = strstr(b.data, "# HELP vts_jobs_total ");
+  assert_null(strstr(help + 1, "# HELP vts_jobs_total "));
+  assert_non_null(strstr(b.data, "\nvts_job_deadline_expired_total 3\n"));
+  assert_non_null(strstr(b.data, "# TYPE vts_jobs_waiting gauge\nvts_jobs_waiting 4\n"));
+  /* A row with no metric name is the core's own: it never shows. */
+  assert_null(strstr(b.data, " 99\n"));
   buf_free(&b);
 }
 
@@ -135,6 +190,9 @@ int main(void) {
       cmocka_unit_test(test_requests_from_two_worker_processes_are_summed),
       cmocka_unit_test(test_unlisted_status_counts_as_other),
       cmocka_unit_test(test_upstream_outcomes_map_to_fixed_kinds),
+      cmocka_unit_test(test_not_modified_is_counted_as_304),
+      cmocka_unit_test(test_a_reason_named_as_a_kind_is_counted_under_it),
+      cmocka_unit_test(test_dispatcher_counters_render_one_line_per_row),
       cmocka_unit_test(test_every_family_has_help_and_type),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
