@@ -176,11 +176,12 @@ static const char *http_date_now(void) {
   return date;
 }
 
-int http_request_id_valid(const char *s, size_t len) { return ident_token_valid(s, len, VTS_MAX_REQUEST_ID_BYTES); }
+/* Whether s (len bytes) is an acceptable client X-Request-Id: 1..64 characters of [A-Za-z0-9._-]. */
+static int request_id_valid(const char *s, size_t len) { return ident_token_valid(s, len, VTS_MAX_REQUEST_ID_BYTES); }
 
 static void conn_set_request_id(struct http_conn *conn) {
   if (conn->rid_set) return;
-  if (conn->rid_in_seen && !conn->rid_in_bad && http_request_id_valid(conn->rid_in, conn->rid_in_len)) {
+  if (conn->rid_in_seen && !conn->rid_in_bad && request_id_valid(conn->rid_in, conn->rid_in_len)) {
     memcpy(conn->rid, conn->rid_in, conn->rid_in_len);
     conn->rid[conn->rid_in_len] = '\0';
   } else {

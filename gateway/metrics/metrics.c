@@ -82,7 +82,8 @@ void metrics_l1_hit(void) {
 /* The outcome's kind, from its row in proto.h; BY_REASON: the kind of the reason's row. */
 #define MU_BY_REASON (-1)
 
-int metrics_upstream_kind(int outcome, int reason) {
+/* The kind a job's outcome (enum proto_outcome) and reason (enum proto_reason) are counted under. */
+static int upstream_kind(int outcome, int reason) {
   int kind;
   switch (outcome) {
 #define OUTCOME_KIND_(id, value, status, k) \
@@ -131,7 +132,7 @@ static void count_attempt(_Atomic uint64_t *row, uint8_t result) {
 void metrics_upstream(const struct proto_result *res) {
   if (shm == NULL) return;
   struct metrics_dispatcher *d = &shm->dispatcher;
-  atomic_fetch_add_explicit(&d->upstream[metrics_upstream_kind(res->outcome, res->reason)], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&d->upstream[upstream_kind(res->outcome, res->reason)], 1, memory_order_relaxed);
   for (uint8_t i = 0; i < res->nattempts && i < PROTO_MAX_ATTEMPTS; i++) {
     const struct proto_attempt *at = &res->attempts[i];
     if (at->proxy < METRICS_MAX_PROXIES) count_attempt(d->attempts.proxy[at->proxy], at->result);

@@ -115,8 +115,6 @@ struct proto_result;
  * its result lists (vts_upstream_proxy_*_total, vts_upstream_client_*_total).
  */
 void metrics_upstream(const struct proto_result *res);
-/* The kind a job's outcome (enum proto_outcome) and reason (enum proto_reason) are counted under. */
-int metrics_upstream_kind(int outcome, int reason);
 
 /* Renders every metric in the Prometheus text format (version 0.0.4) into out. Returns 0 or -ENOMEM. */
 int metrics_render(struct buf *out);

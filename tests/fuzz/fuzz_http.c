@@ -31,6 +31,8 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "common/ident.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/http/handlers.h"
@@ -208,7 +210,7 @@ static void check_responses(const char *d, size_t n) {
       } else if (header_is(line, len, "Date", &v, &vlen)) {
         have_date = 1;
       } else if (header_is(line, len, "X-Request-Id", &v, &vlen)) {
-        if (!http_request_id_valid(v, vlen)) die("bad X-Request-Id");
+        if (!ident_token_valid(v, vlen, VTS_MAX_REQUEST_ID_BYTES)) die("bad X-Request-Id");
         have_rid = 1;
       } else if (header_is(line, len, "Connection", &v, &vlen)) {
         if (vlen == 5 && strncasecmp(v, "close", 5) == 0) closed = 1;

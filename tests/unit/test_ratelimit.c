@@ -77,12 +77,21 @@ static void test_window_is_aligned_to_multiples_of_its_length(void **state) {
   assert_int_equal(rlcalc_window_reset(T_2026_01_01, 86400), T_2026_01_01 + 86400);
 }
 
+/* A refusal's Retry-After: the whole seconds to the end of its window, at least 1; only a refusal has one. */
 static void test_retry_after_is_whole_seconds_to_reset_at_least_one(void **state) {
   (void)state;
-  assert_int_equal(rlcalc_retry_after(960, 1020), 60);
-  assert_int_equal(rlcalc_retry_after(1019, 1020), 1);
-  assert_int_equal(rlcalc_retry_after(1020, 1020), 1);
-  assert_int_equal(rlcalc_retry_after(1030, 1020), 1);
+  const struct rl_limits lim = {.rate = 5, .window_s = 60, .quota = 100};
+  struct rl_decision d;
+  rlcalc_decision(&d, RL_LIMITED, &lim, 960, 5, 10);
+  assert_int_equal(d.reset, 1020);
+  assert_int_equal(d.retry_after, 60);
+  rlcalc_decision(&d, RL_LIMITED, &lim, 1019, 5, 10);
+  assert_int_equal(d.retry_after, 1);
+  rlcalc_decision(&d, RL_LIMITED, &lim, 1020, 5, 10);
+  assert_int_equal(d.reset, 1080);
+  assert_int_equal(d.retry_after, 60);
+  rlcalc_decision(&d, RL_ALLOW, &lim, 1019, 3, 10);
+  assert_int_equal(d.retry_after, 0);
 }
 
 static void test_month_rolls_from_december_to_january(void **state) {
