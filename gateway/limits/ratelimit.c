@@ -366,8 +366,6 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   if (in == RL_STORE_REDIS && rl->redis != NULL) rlredis_refund(rl->redis, d->digest, d->reserved_month);
 }
 
-const char *ratelimit_gateway_id(void) { return rl_gateway_id; }
-
 void ratelimit_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {
   *out = rl->stats;
   if (rl->redis != NULL) rlredis_stats(rl->redis, out);

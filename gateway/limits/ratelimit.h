@@ -79,11 +79,6 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
  * customer may be billed one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
-/*
- * The master, before fork: a random identity for this gateway's run, under which Redis keeps what its fail-open
- * fallback counted (see ratelimit_redis.h). Part of ratelimit_shm_init; exposed for tests.
- */
-const char *ratelimit_gateway_id(void);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

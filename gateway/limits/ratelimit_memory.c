@@ -343,14 +343,6 @@ void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_lim
   if (atomic_load(&s->quota) != before) atomic_fetch_add(&t->generation, 1);
 }
 
-int64_t rlmem_quota_used(struct rlmem_table *t, const char *digest, int64_t now) {
-  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, now);
-  if (s == NULL) return 0;
-  int64_t period, used;
-  word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, &period, &used);
-  return used;
-}
-
 static int snapshot_path(char *out, size_t outlen, const char *dir) {
   int n = snprintf(out, outlen, "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
   return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
