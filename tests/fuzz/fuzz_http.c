@@ -122,7 +122,8 @@ static void setup(void) {
   if (config_load(&fz.cfg, err, sizeof(err)) != 0) die(err);
   log_init("worker", LOG_ERROR);
   if (uv_loop_init(&fz.loop) != 0) die("uv_loop_init failed");
-  if (ratelimit_shm_init(&fz.cfg) != 0) die("ratelimit_shm_init failed");
+  char rl_err[512];
+  if (ratelimit_shm_init(&fz.cfg, rl_err, sizeof(rl_err)) != 0) die(rl_err);
   fz.ctx.cfg = &fz.cfg;
   fz.ctx.keys = keystore_load(keys, err, sizeof(err));
   if (fz.ctx.keys == NULL) die(err);

@@ -620,7 +620,7 @@ static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
   fclose(f);
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/sub", file);
-  assert_true(ratelimit_shm_init_err(&cfg, err, sizeof(err)) < 0);
+  assert_true(ratelimit_shm_init(&cfg, err, sizeof(err)) < 0);
   assert_non_null(strstr(err, "VTS_STATE_DIR"));
   remove_tree(dir);
 }
@@ -631,7 +631,7 @@ static void test_missing_state_dir_is_created(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/a/b", dir);
-  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
+  assert_int_equal(ratelimit_shm_init(&cfg, err, sizeof(err)), 0);
   struct stat st;
   assert_int_equal(stat(cfg.state_dir, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
@@ -717,7 +717,7 @@ static void test_bad_redis_url_names_the_variable(void **state) {
 static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
   char err[512] = "";
   snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
-  if (ratelimit_shm_init_err(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shm_init(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(loop), 0);
   struct ratelimit *rl = ratelimit_new(loop, cfg);
   assert_non_null(rl);

@@ -59,7 +59,7 @@ static void redis_command(struct fx *f, const char *cmd) { test_redis_command(f-
 
 static void new_limiter(struct fx *f) {
   char err[512] = "";
-  if (ratelimit_shm_init_err(&f->cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shm_init(&f->cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(&f->loop), 0);
   f->rl = ratelimit_new(&f->loop, &f->cfg);
   assert_non_null(f->rl);
