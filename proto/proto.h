@@ -70,6 +70,10 @@ enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRA
 #define PROTO_OUTCOME_ENUM_(id, value, status, kind) PROTO_##id = value,
 enum proto_outcome { PROTO_OUTCOMES(PROTO_OUTCOME_ENUM_) };
 #undef PROTO_OUTCOME_ENUM_
+/* The outcomes' wire values are 1 to PROTO_NOUTCOMES (proto.c checks it at compile time). */
+#define PROTO_OUTCOME_ONE_(id, value, status, kind) +1
+enum { PROTO_NOUTCOMES = 0 PROTO_OUTCOMES(PROTO_OUTCOME_ONE_) };
+#undef PROTO_OUTCOME_ONE_
 
 enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOURCE_SPEECH = 2 };
 
