@@ -203,6 +203,21 @@ def test_if_none_match_answers_304_with_rate_limit_headers_and_no_body(stack):
     assert star.status == 304
 
 
+def test_a_304_is_counted_under_its_own_status(stack):
+    etag = get(stack, LONG).headers["etag"]
+
+    def counts():
+        return {st: stack.gateway.metric("vts_http_requests_total", route="/v1/video/transcript", status=st)
+                for st in ("304", "other")}
+
+    before = counts()
+    r = get(stack, LONG, if_none_match=etag)
+    assert r.status == 304, r
+    # The worker counts an answer once it has been written, which may be just after the client read it.
+    want = {"304": before["304"] + 1, "other": before["other"]}
+    assert wait_for(lambda: counts() == want, 5), f"before {before}, now {counts()}, expected {want}"
+
+
 def test_a_304_counts_in_the_short_window(stack):
     first = get(stack, SMALL, key=WINDOW_KEY)
     assert first.status == 200 and first.headers["x-ratelimit-remaining"] == "3"

@@ -57,7 +57,18 @@ def test_metrics_port_answers_only_metrics(gateway):
     resp = conn.getresponse()
     assert resp.status == 404
     assert resp.read() == b'{"error":{"code":"not_found","message":"No such resource."}}'
+    conn.request("POST", "/metrics")
+    resp = conn.getresponse()
+    assert resp.status == 405
+    assert resp.getheader("Allow") == "GET, HEAD"
+    assert resp.read() == b'{"error":{"code":"method_not_allowed","message":"Method not allowed for this resource."}}'
     conn.close()
+
+
+def test_public_port_does_not_answer_metrics(gateway):
+    resp = gateway.request("GET", "/metrics")
+    assert resp.status == 404
+    assert resp.body == b'{"error":{"code":"not_found","message":"No such resource."}}'
 
 
 def test_worker_restart_is_counted(gateway):
