@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
 from stack import Fetchers, Stack, metric  # noqa: E402
+from vtsproc import wait_for  # noqa: E402
 
 OK, UPSTREAM_FAILED = 1, 3
 PLAYER = "POST /youtubei/v1/player "
@@ -40,16 +41,6 @@ def run_once(upstream, video, **env):
     fields = dict(part.split("=", 1) for part in last[-1].split(" "))
     logs = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     return int(fields["outcome"]), fields["detail"], logs, took
-
-
-def wait_for(cond, what, timeout=15):
-    """Polls cond until it holds, at most timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def messages(logs, msg):
@@ -270,7 +261,7 @@ def test_a_fetcher_without_budget_gives_the_job_to_another_that_has_some(tmp_pat
     try:
         other = Fetchers(other_dir, stack.gateway.jobs_port, stack.upstream.url, workers=1,
                          env={"VTS_UPSTREAM_PROXY": proxy.url(), "VTS_JOB_TIMEOUT_MS": "3000"})
-        wait_for(lambda: metric(stack.metrics(), "vts_fetchers_idle") == 2, "both fetchers idle at the dispatcher")
+        assert wait_for(lambda: metric(stack.metrics(), "vts_fetchers_idle") == 2, 15), "both fetchers idle"
         # A has been idle the longest: each job reaches it first, goes back once, and B serves it.
         statuses = [stack.get("benchDecl%02d" % i).status for i in range(3)]
         served = stack.upstream.stats()
