@@ -75,8 +75,11 @@
 
 /* Rate limit and monthly quota (gateway/ratelimit*.c). */
 /*
- * Distinct keys the shared table holds in one month (slots of keys whose window and month are over are reused):
- * 2.6 times VTS_MAX_KEYS, so the key file can never fill it, rotations included. Past it: 503 rate_limit_unavailable.
+ * Slots of the shared rate-limit table: 2.6 times VTS_MAX_KEYS. Any number of distinct keys in a month is served (no
+ * 503): slots of keys whose window and month are over are reused first, and past that a new key takes the slot of
+ * the key decided least recently among the few it probes. Such a key is forgotten: its window and month count from
+ * zero if it comes back. Since the key file holds at most VTS_MAX_KEYS at once, a key still in it is forgotten only
+ * after more than VTS_RATELIMIT_SLOTS - VTS_MAX_KEYS keys retired from the file were used after its own last request.
  */
 #define VTS_RATELIMIT_SLOTS 262144
 #define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000 /* quota snapshot to VTS_STATE_DIR at most this often */

@@ -44,6 +44,7 @@ struct rlmem_slot {
    * this gateway), and the highest number Redis is known to hold. Equal: nothing new to tell Redis. */
   _Atomic uint64_t owed_seq;
   _Atomic uint64_t told_seq;
+  _Atomic int64_t used_s; /* the last second the key was decided: a full probe window gives up its oldest */
 };
 
 struct rlmem_table {
@@ -114,45 +115,64 @@ static bool slot_stale(struct rlmem_slot *s, int64_t now) {
 
 /*
  * How far from its home slot a key may live. Slots are never emptied (only taken over), so after months of new keys
- * a table may hold no free slot at all: without a bound, every new key would scan all of it. With at most 38% of
- * the slots live (VTS_RATELIMIT_SLOTS), a linear-probing run this long does not happen in practice.
+ * a table may hold no free slot at all: every new key then scans its whole window, so the window is short. With at
+ * most 38% of the slots live (VTS_RATELIMIT_SLOTS), a linear-probing run this long does not happen in practice.
  */
-#define RLMEM_MAX_PROBES 512
+#define RLMEM_MAX_PROBES 64
 
 /*
- * Finds the key's slot; when create is set and it has none, claims the first stale slot of its probe chain, else
- * the free slot that ends the chain. Linear probing: slots are taken over, never emptied, so no chain is ever cut.
- * The whole chain is searched before a stale slot is claimed, so a key never gets a second slot.
+ * Finds the key's slot; when create is set and it has none, claims the first stale slot of its probe window, else
+ * the free slot that ends the chain, else (a window with neither) the slot used least recently: its key has not been
+ * seen for longer than any other of the window, so its counts are the ones forgotten (limits.h says what that costs).
+ * Linear probing: slots are taken over, never emptied, so no chain is ever cut. The whole window is searched before a
+ * slot is claimed, so a key never gets a second slot.
  */
 static struct rlmem_slot *slot_find(struct rlmem_table *t, uint64_t tag, bool create, int64_t now) {
   uint32_t mask = t->nslots - 1;
   uint32_t probes = t->nslots < RLMEM_MAX_PROBES ? t->nslots : RLMEM_MAX_PROBES;
   for (int attempt = 0; attempt < 8; attempt++) {
-    struct rlmem_slot *claim = NULL;
-    uint64_t claim_tag = 0;
+    struct rlmem_slot *claim = NULL, *oldest = NULL;
+    uint64_t claim_tag = 0, oldest_tag = 0;
+    int64_t oldest_s = INT64_MAX;
+    bool chain_end = false;
     for (uint32_t i = 0; i < probes; i++) {
       struct rlmem_slot *s = &t->slots[(tag + i) & mask];
       uint64_t cur = atomic_load(&s->tag);
       if (cur == tag) return s;
       if (cur == 0) {
         if (claim == NULL) claim = s;
+        chain_end = true;
         break;
       }
-      if (create && claim == NULL && slot_stale(s, now)) {
+      if (!create || claim != NULL) continue;
+      if (slot_stale(s, now)) {
         claim = s;
         claim_tag = cur;
+        continue;
+      }
+      int64_t used = atomic_load(&s->used_s);
+      if (used < oldest_s) {
+        oldest = s;
+        oldest_tag = cur;
+        oldest_s = used;
       }
     }
-    if (!create || claim == NULL) return NULL;
+    if (!create) return NULL;
+    if (claim == NULL && !chain_end && oldest != NULL) {
+      claim = oldest;
+      claim_tag = oldest_tag;
+    }
+    if (claim == NULL) return NULL;
     uint64_t expected = claim_tag;
     if (atomic_compare_exchange_strong(&claim->tag, &expected, tag)) {
       if (claim_tag != 0) {
-        /* Taken over: the old key's periods are over, but its words must not be read as this key's. */
+        /* Taken over: the old key's counts must not be read as this key's. */
         atomic_store(&claim->window, 0);
         atomic_store(&claim->quota, 0);
         atomic_store(&claim->owed_window, 0);
         atomic_store(&claim->owed_quota, 0);
       }
+      atomic_store(&claim->used_s, now);
       return claim;
     }
     /* Another process claimed this slot first, maybe for the same key; else search again. */
@@ -227,6 +247,8 @@ static int check(struct rlmem_table *t, const char *digest, const struct rl_limi
                  struct rl_decision *d) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
+  if (atomic_load_explicit(&s->used_s, memory_order_relaxed) < now)
+    atomic_store_explicit(&s->used_s, now, memory_order_relaxed);
   int64_t month = rlcalc_month_index(now);
   int64_t reset = rlcalc_window_reset(now, lim->window_s);
   int64_t qperiod, qused, wperiod, wused;

@@ -353,38 +353,74 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   assert_int_equal(owed.quota, -1);
 }
 
-static void test_full_table_refuses_a_new_key_until_a_slot_is_over(void **state) {
+static void test_full_table_gives_a_new_key_the_least_recently_used_slot(void **state) {
   (void)state;
   struct rlmem_table *t = rlmem_create(4);
   struct rl_limits l = limits(5, 60, 100);
   struct rl_decision d;
   char digest[65];
+  int64_t now = T_2026_01_31_235959 - 100;
   for (int i = 0; i < 4; i++) {
     numbered_digest(digest, (uint64_t)i + 1);
-    assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
+    assert_int_equal(rlmem_check(t, digest, &l, now + i, &d), 0);
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 100, &d), -ENOSPC);
-  /* Known keys still work. */
+  /* Key 1 comes back last: key 2 is now the one decided least recently. */
   numbered_digest(digest, 1);
-  assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
-  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(rlmem_check(t, digest, &l, now + 10, &d), 0);
   assert_int_equal(d.remaining, 3);
-  /* Windows over, month not: nothing can be taken over yet. */
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959, &d), -ENOSPC);
-  /* In February every January slot is over: a new key takes one, and starts from zero. */
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01, &d), 0);
+  /* A new key in a full table in the same month: admitted, from zero, in key 2's slot. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, now + 11, &d), 0);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 4);
   assert_int_equal(d.quota_remaining, 99);
-  /* A key that was used in February keeps its slot and its counts; the others can be taken over. */
-  for (int i = 0; i < 3; i++) {
-    numbered_digest(digest, (uint64_t)i + 9);
-    assert_int_equal(rlmem_check(t, digest, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(rlmem_quota_used(t, digest_a, now + 11), 1);
+  /* Keys 1, 3 and 4 keep their counts; key 2 was forgotten and counts from zero again. */
+  numbered_digest(digest, 1);
+  assert_int_equal(rlmem_quota_used(t, digest, now + 11), 2);
+  numbered_digest(digest, 3);
+  assert_int_equal(rlmem_quota_used(t, digest, now + 11), 1);
+  numbered_digest(digest, 4);
+  assert_int_equal(rlmem_quota_used(t, digest, now + 11), 1);
+  numbered_digest(digest, 2);
+  assert_int_equal(rlmem_quota_used(t, digest, now + 11), 0);
+  /* A stale slot (window and month over) is still taken before any live one: in February, key b takes one. */
+  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(d.quota_remaining, 99);
+  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01 + 1), 0);
+  rlmem_destroy(t);
+}
+
+/*
+ * The promise of limits.h: ten million distinct keys in one month (forty times the table) are each decided, none
+ * refused for want of a slot. Bounded in time: each new key scans at most its probe window.
+ */
+#define TEN_MILLION_KEYS 10000000u
+static void test_ten_million_distinct_keys_in_one_month_never_lack_a_slot(void **state) {
+  (void)state;
+  struct rlmem_table *t = rlmem_create(VTS_RATELIMIT_SLOTS);
+  assert_non_null(t);
+  struct rl_limits l = limits(5, 60, 100);
+  struct rl_decision d;
+  char digest[65];
+  int64_t now = T_2026_01_01 + 100;
+  uint64_t refused = 0, other = 0;
+  uint64_t started = util_now_ms();
+  for (uint64_t i = 0; i < TEN_MILLION_KEYS; i++) {
+    numbered_digest(digest, (i + 1) * UINT64_C(0x9E3779B97F4A7C15));
+    /* The month goes on: a second passes every 4 keys (about 29 days in all). */
+    if (rlmem_check(t, digest, &l, now + (int64_t)(i / 4), &d) != 0)
+      refused++;
+    else if (d.outcome != RL_ALLOW || d.quota_remaining != 99)
+      other++;
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01 + 1, &d), 0);
-  assert_int_equal(d.remaining, 3);
-  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01 + 1), 2);
-  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), -ENOSPC);
+  uint64_t took = util_now_ms() - started;
+  if (refused != 0 || other != 0)
+    fail_msg("%llu keys refused, %llu not admitted as new", (unsigned long long)refused, (unsigned long long)other);
+  assert_int_equal(rlcalc_month_index(now), rlcalc_month_index(now + TEN_MILLION_KEYS / 4));
+  /* The last key is remembered: its next request counts on from one. */
+  assert_int_equal(rlmem_check(t, digest, &l, now + TEN_MILLION_KEYS / 4, &d), 0);
+  assert_int_equal(d.quota_remaining, 98);
+  print_message("10000000 distinct keys in one month: 0 refused, %llu ms\n", (unsigned long long)took);
   rlmem_destroy(t);
 }
 
@@ -814,7 +850,8 @@ int main(void) {
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_fallback_counts_are_owed_per_window_and_month, table_setup, table_teardown),
-      cmocka_unit_test(test_full_table_refuses_a_new_key_until_a_slot_is_over),
+      cmocka_unit_test(test_full_table_gives_a_new_key_the_least_recently_used_slot),
+      cmocka_unit_test(test_ten_million_distinct_keys_in_one_month_never_lack_a_slot),
       cmocka_unit_test(test_each_month_takes_more_new_keys_than_the_key_file_holds),
       cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
