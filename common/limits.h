@@ -91,6 +91,8 @@
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
 #define VTS_REDIS_LEASE_IDLE_MS 100        /* a worker's lease of a key's units unused this long goes back to Redis */
+#define VTS_GATEWAY_HEARTBEAT_MS 1000      /* each gateway announces itself in Redis this often... */
+#define VTS_GATEWAY_HEARTBEAT_TTL_MS 3000  /* ...and counts as sharing the keys' limits this long after */
 #define VTS_REDIS_LEASE_MAX 1024           /* units a lease asks for at most (and at most 1/16 of what is left) */
 #define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
 #define VTS_RCACHE_COMMAND_TIMEOUT_MS 250  /* the dispatcher's Redis (shared cache, claims): a reply later fails */

@@ -45,6 +45,12 @@ struct rlmem_slot {
   _Atomic uint64_t owed_seq;
   _Atomic uint64_t told_seq;
   _Atomic int64_t used_s; /* the last second the key was decided: a full probe window gives up its oldest */
+  /*
+   * A fallback shared among gateways (rlmem_check_share): the counts of the window and the month when this gateway's
+   * fallback began deciding the key, same layouts as above; zero while Redis answers (rlmem_mirror clears them).
+   */
+  _Atomic uint64_t share_window;
+  _Atomic uint64_t share_quota;
 };
 
 struct rlmem_table {
@@ -242,11 +248,43 @@ static int64_t window_now(int64_t now, int64_t window_end, int64_t window_s) {
   return window_end - window_s > now ? window_end - window_s : now;
 }
 
-/* rlmem_check, or with reserve false rlmem_check_unspent. */
-static int check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now, bool reserve,
-                 struct rl_decision *d) {
+/*
+ * The cap of a counter shared among n gateways while none can reach Redis: the count when this gateway's fallback
+ * began deciding the key in this period (base, recorded on first use), plus an n-th of what was left then. Each of
+ * the n gateways admits at most its n-th, so together they admit at most what was left.
+ */
+static int64_t share_cap(_Atomic uint64_t *count_word, _Atomic uint64_t *base_word, int bits, int64_t mine,
+                         int64_t step, int64_t max, uint32_t n) {
+  uint64_t b = atomic_load(base_word);
+  int64_t base;
+  for (;;) {
+    if (b != 0 && (int64_t)(b >> bits) == mine) {
+      base = (int64_t)(b & COUNT_MASK(bits));
+      break;
+    }
+    int64_t period, cur;
+    word_period(atomic_load(count_word), bits, mine, step, &period, &cur);
+    if (atomic_compare_exchange_weak(base_word, &b, ((uint64_t)mine << bits) | (uint64_t)cur)) {
+      base = cur;
+      break;
+    }
+  }
+  return base >= max ? base : base + (max - base) / (int64_t)n;
+}
+
+/* rlmem_check, or with reserve false rlmem_check_unspent; share > 1 decides by a share (rlmem_check_share). */
+static int check(struct rlmem_table *t, const char *digest, const struct rl_limits *full, int64_t now, bool reserve,
+                 uint32_t share, struct rl_decision *d) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
+  struct rl_limits shared = *full;
+  if (share > 1) {
+    shared.quota =
+        share_cap(&s->quota, &s->share_quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, full->quota, share);
+    shared.rate = share_cap(&s->window, &s->share_window, WINDOW_COUNT_BITS, rlcalc_window_reset(now, full->window_s),
+                            full->window_s, full->rate, share);
+  }
+  const struct rl_limits *lim = &shared;
   if (atomic_load_explicit(&s->used_s, memory_order_relaxed) < now)
     atomic_store_explicit(&s->used_s, now, memory_order_relaxed);
   int64_t month = rlcalc_month_index(now);
@@ -283,12 +321,23 @@ static int check(struct rlmem_table *t, const char *digest, const struct rl_limi
 
 int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                 struct rl_decision *d) {
-  return check(t, digest, lim, now, true, d);
+  return check(t, digest, lim, now, true, 1, d);
 }
 
 int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                         struct rl_decision *d) {
-  return check(t, digest, lim, now, false, d);
+  return check(t, digest, lim, now, false, 1, d);
+}
+
+int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                      uint32_t gateways, struct rl_decision *d) {
+  int rv = check(t, digest, lim, now, true, gateways > 1 ? gateways : 1, d);
+  if (rv == 0) {
+    /* The key's limits as configured; what is left is this gateway's share of them. */
+    d->limit = lim->rate;
+    d->quota_limit = lim->quota;
+  }
+  return rv;
 }
 
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month) {
@@ -359,6 +408,9 @@ void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_lim
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return;
   word_raise(&s->window, WINDOW_COUNT_BITS, rlcalc_window_reset(now, lim->window_s), window_used);
+  /* Redis answers: a later fallback shares what is left then, counted from there. */
+  atomic_store(&s->share_window, 0);
+  atomic_store(&s->share_quota, 0);
   uint64_t before = atomic_load(&s->quota);
   word_raise(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), quota_used);
   if (atomic_load(&s->quota) != before) atomic_fetch_add(&t->generation, 1);

@@ -36,6 +36,15 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
  */
 int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                         struct rl_decision *d);
+/*
+ * The redis provider's fail-open fallback while Redis cannot answer, with gateways sharing the key (the live gateways
+ * Redis last counted, at least 1): decides as rlmem_check, but admits at most this gateway's share of what the key
+ * had left when this gateway's fallback began deciding it, in the window and in the month: the count then, plus
+ * (limit - count then) / gateways, rounded down. The gateways together admit no more than what was left. d's limits
+ * are the key's; its remaining counts are of the share. rlmem_mirror (Redis answering) ends the shared period.
+ */
+int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                      uint32_t gateways, struct rl_decision *d);
 /* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*

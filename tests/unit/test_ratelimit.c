@@ -451,6 +451,57 @@ static void test_each_month_takes_more_new_keys_than_the_key_file_holds(void **s
   rlmem_destroy(t);
 }
 
+/*
+ * Three gateways fall back at once against a key Redis counted 50 units short of its quota: each admits its third,
+ * rounded down, so together they admit at most the 50; when Redis answers again, a later outage shares afresh.
+ */
+static void test_a_shared_fallback_admits_each_gateway_its_share_of_what_was_left(void **state) {
+  (void)state;
+  struct rl_limits l = limits(1000, 3600, 100);
+  int64_t now = T_2026_01_01 + 100;
+  struct rlmem_table *gw[3];
+  int64_t admitted = 0;
+  for (int g = 0; g < 3; g++) {
+    gw[g] = rlmem_create(64);
+    assert_non_null(gw[g]);
+    rlmem_mirror(gw[g], digest_a, &l, now, 50, 50); /* what Redis last said */
+    struct rl_decision d;
+    for (int i = 0; i < 40; i++) {
+      assert_int_equal(rlmem_check_share(gw[g], digest_a, &l, now, 3, &d), 0);
+      if (d.outcome == RL_ALLOW) {
+        admitted++;
+        assert_int_equal(d.quota_limit, 100);
+        assert_int_equal(d.limit, 1000);
+      } else {
+        assert_int_equal(d.outcome, RL_QUOTA);
+        assert_int_equal(d.quota_remaining, 0);
+      }
+    }
+    assert_int_equal(rlmem_quota_used(gw[g], digest_a, now), 50 + 16);
+  }
+  assert_int_equal(admitted, 48);
+  /* The window is shared the same way: 9 left of 10, three gateways, three each. */
+  struct rl_limits w = limits(10, 60, 1000);
+  struct rl_decision d;
+  rlmem_mirror(gw[0], digest_b, &w, now, 1, 1);
+  int allowed = 0;
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(rlmem_check_share(gw[0], digest_b, &w, now, 3, &d), 0);
+    allowed += d.outcome == RL_ALLOW;
+  }
+  assert_int_equal(allowed, 3);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  /* Redis answered again (the mirror), then a second outage: what is left now is shared, from the count now. */
+  rlmem_mirror(gw[0], digest_a, &l, now, 90, 90);
+  for (int i = 0; i < 10; i++) assert_int_equal(rlmem_check_share(gw[0], digest_a, &l, now, 3, &d), 0);
+  assert_int_equal(rlmem_quota_used(gw[0], digest_a, now), 90 + 3);
+  /* One gateway alone keeps the whole of what is left. */
+  rlmem_mirror(gw[1], digest_a, &l, now, 97, 97);
+  for (int i = 0; i < 10; i++) assert_int_equal(rlmem_check_share(gw[1], digest_a, &l, now, 1, &d), 0);
+  assert_int_equal(rlmem_quota_used(gw[1], digest_a, now), 100);
+  for (int g = 0; g < 3; g++) rlmem_destroy(gw[g]);
+}
+
 static void test_mirror_raises_counts_so_a_fallback_continues(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(5, 60, 100);
@@ -854,6 +905,7 @@ int main(void) {
       cmocka_unit_test(test_ten_million_distinct_keys_in_one_month_never_lack_a_slot),
       cmocka_unit_test(test_each_month_takes_more_new_keys_than_the_key_file_holds),
       cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
+      cmocka_unit_test(test_a_shared_fallback_admits_each_gateway_its_share_of_what_was_left),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_quota, table_setup, table_teardown),
       cmocka_unit_test(test_snapshot_restores_this_months_usage),
