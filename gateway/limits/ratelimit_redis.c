@@ -327,8 +327,13 @@ static void on_heartbeat(redisAsyncContext *c, void *reply, void *privdata) {
   redisReply *rep = reply;
   if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
     const redisReply *n = rep->element[3];
-    if (n->type == REDIS_REPLY_INTEGER && n->integer >= 1 && n->integer <= UINT32_MAX)
+    if (n->type == REDIS_REPLY_INTEGER && n->integer >= 1 && n->integer <= UINT32_MAX &&
+        (uint32_t)n->integer != r->gateways) {
       r->gateways = (uint32_t)n->integer;
+      char count[16];
+      snprintf(count, sizeof(count), "%u", r->gateways);
+      log_msg(LOG_INFO, "gateways sharing the rate limits", "=gateways", count, NULL);
+    }
   }
   rlredis_unref(r);
 }
