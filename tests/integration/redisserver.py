@@ -78,12 +78,17 @@ class Redis:
     def thaw(self):
         self.proc.send_signal(signal.SIGCONT)
 
-    def command(self, *args):
-        """Sends one command (RESP), after AUTH when the server wants it, and returns the first line of the answer."""
+    def _request(self, args):
+        """The bytes of one command, after AUTH when the server wants it."""
         req = _resp(args)
         if self.auth is not None:
             user, password = self.auth
             req = _resp(("AUTH", password) if user is None else ("AUTH", user, password)) + req
+        return req
+
+    def command(self, *args):
+        """Sends one command (RESP), after AUTH when the server wants it, and returns the first line of the answer."""
+        req = self._request(args)
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
             s.sendall(req)
             if self.auth is not None:
@@ -98,10 +103,7 @@ class Redis:
 
     def call(self, *args):
         """Sends one command and returns its whole answer: bytes, an int, None, a list, or an Exception for an error."""
-        req = _resp(args)
-        if self.auth is not None:
-            user, password = self.auth
-            req = _resp(("AUTH", password) if user is None else ("AUTH", user, password)) + req
+        req = self._request(args)
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
             s.sendall(req)
             f = s.makefile("rb")
