@@ -764,6 +764,11 @@ static void test_bad_redis_url_names_the_variable(void **state) {
     if (redis_conn_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
     assert_non_null(strstr(err, "VTS_REDIS_URL"));
     assert_null(strstr(err, "pw"));
+    /* The cache's own URL is refused alike, naming its own variable. */
+    if (redis_conn_resolve_var("VTS_REDIS_CACHE_URL", bad[i], &a, err, sizeof(err)) != -EINVAL)
+      fail_msg("accepted %s", bad[i]);
+    if (strncmp(err, "VTS_REDIS_CACHE_URL: ", 21) != 0) fail_msg("%s: %s", bad[i], err);
+    assert_null(strstr(err, "pw"));
   }
 }
 
