@@ -49,12 +49,17 @@ static const char get_script[] =
     "if ettl < ttl then ttl = ettl end\n"
     "return {e, ttl, k}\n";
 /*
- * Claims KEYS[2] unless the result KEYS[1] (or the video's "cannot be played" KEYS[3]) is there already, in one step: a
+ * Claims KEYS[2] unless the result KEYS[1] (an alias only with its entry: ARGV[3] is the video's key prefix; or the
+ * video's "cannot be played" KEYS[3]) is there already, in one step: a
  * claimant that finishes between a waiter's lookup and its claim leaves the result, never a free claim without one. 1
  * won, 0 held, 2 cached now.
  */
 static const char claim_script[] =
-    "if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 2 end\n"
+    "if redis.call('EXISTS', KEYS[3]) == 1 then return 2 end\n"
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v and (string.sub(v, 1, 3) ~= 'VA1' or redis.call('EXISTS', ARGV[3] .. string.sub(v, 4)) == 1) then\n"
+    "  return 2\n"
+    "end\n"
     "if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
     "return 0\n";
 /* Extends a claim that is still the caller's, or takes it again when it lapsed (a Redis pause) and is free. */
@@ -448,10 +453,11 @@ void rcache_claim(struct rcache *rc, uint64_t tag, const char *video_id, const c
   char value[RCACHE_OWNER_BYTES + 24], px[24];
   snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
   snprintf(px, sizeof(px), "%llu", (unsigned long long)(ttl_ms > 0 ? ttl_ms : 1));
-  char gone[RCACHE_KEY_BYTES];
+  char gone[RCACHE_KEY_BYTES], prefix[RCACHE_KEY_BYTES];
   key_of(video_id, PROTO_GONE_KEY, gone, sizeof(gone));
-  const char *argv[] = {"EVAL", claim_script, "3", entry, q->key, gone, value, px};
-  req_send(rc, q, 8, argv, NULL);
+  snprintf(prefix, sizeof(prefix), RCACHE_PREFIX, video_id);
+  const char *argv[] = {"EVAL", claim_script, "3", entry, q->key, gone, value, px, prefix};
+  req_send(rc, q, 9, argv, NULL);
 }
 
 void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
