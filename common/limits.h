@@ -76,8 +76,11 @@
 
 /* Rate limit and monthly quota (gateway/ratelimit*.c). */
 /*
- * Distinct keys the shared table holds in one month (slots of keys whose window and month are over are reused):
- * 2.6 times VTS_MAX_KEYS, so the key file can never fill it, rotations included. Past it: 503 rate_limit_unavailable.
+ * Slots of the shared rate-limit table: 2.6 times VTS_MAX_KEYS. Any number of distinct keys in a month is served (no
+ * 503): slots of keys whose window and month are over are reused first, and past that a new key takes the slot of
+ * the key decided least recently among the few it probes. Such a key is forgotten: its window and month count from
+ * zero if it comes back. Since the key file holds at most VTS_MAX_KEYS at once, a key still in it is forgotten only
+ * after more than VTS_RATELIMIT_SLOTS - VTS_MAX_KEYS keys retired from the file were used after its own last request.
  */
 #define VTS_RATELIMIT_SLOTS 262144
 #define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000 /* quota snapshot to VTS_STATE_DIR at most this often */
@@ -89,6 +92,8 @@
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
 #define VTS_REDIS_LEASE_IDLE_MS 100        /* a worker's lease of a key's units unused this long goes back to Redis */
+#define VTS_GATEWAY_HEARTBEAT_MS 1000      /* each gateway announces itself in Redis this often... */
+#define VTS_GATEWAY_HEARTBEAT_TTL_MS 3000  /* ...and counts as sharing the keys' limits this long after */
 #define VTS_REDIS_LEASE_MAX 1024           /* units a lease asks for at most (and at most 1/16 of what is left) */
 #define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
 #define VTS_RCACHE_COMMAND_TIMEOUT_MS 250  /* the dispatcher's Redis (shared cache, claims): a reply later fails */
