@@ -29,6 +29,7 @@ static const struct api_error_info errors[API_ERR__COUNT] = {
     ERR(API_ERR_INVALID_FORMAT, 400, "bad_request", "format must be one of json, text, srt, vtt."),
     ERR(API_ERR_AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once."),
     ERR(API_ERR_INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
+    ERR(API_ERR_NOT_IMPLEMENTED, 501, "not_implemented", "This method is not implemented."),
 };
 
 const struct api_error_info *api_error_get(enum api_error e) {

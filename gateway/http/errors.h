@@ -32,6 +32,7 @@ enum api_error {
   API_ERR_INVALID_FORMAT,         /* 400 bad_request: format not one of RENDER_FORMAT_NAMES, or repeated */
   API_ERR_AMBIGUOUS_TRANSLATE,    /* 400 ambiguous_language: translate repeated */
   API_ERR_INVALID_TRANSLATE,      /* 400 invalid_language: translate malformed */
+  API_ERR_NOT_IMPLEMENTED,        /* 501 not_implemented: a method the server does not know */
   API_ERR__COUNT
 };
 

@@ -96,6 +96,10 @@ static void on_metrics_request(void *app, struct http_request *req) {
     http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, "Allow: GET, HEAD\r\n");
     return;
   }
+  if (req->has_body) {
+    http_respond_error(req, API_ERR_PAYLOAD_TOO_LARGE, NULL);
+    return;
+  }
   struct buf b = BUF_INIT;
   if (metrics_render(&b) != 0) {
     buf_free(&b);

@@ -15,10 +15,10 @@
 
 enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_TRACKS, MR_OTHER, MR__COUNT };
 
-/* Statuses the gateway answers; anything else is counted as "other". */
+/* Statuses the gateway answers (and 499, a client gone before its answer); anything else is counted as "other". */
 #define METRICS_STATUSES \
-  { 200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 502, 503 }
-#define METRICS_NSTATUS 14  /* the list above plus "other" */
+  { 200, 304, 400, 401, 404, 405, 408, 413, 414, 429, 431, 499, 500, 501, 502, 503 }
+#define METRICS_NSTATUS 17  /* the list above plus "other" */
 #define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
 
 /* Upstream outcomes reported by fetchers, by kind (the result's outcome and typed reason, mapped to a fixed set). */
@@ -117,6 +117,8 @@ enum metrics_route metrics_route_of(const char *path, size_t len);
 void metrics_request(enum metrics_route route, int status, uint64_t dur_us);
 /* Worker: connection opened (+1) or closed (-1). */
 void metrics_connections(int delta);
+/* Master: the worker of slot index is gone; its gauges (connections open, keys loaded) read as nothing now. */
+void metrics_worker_gone(int index);
 /* Worker: rate-limit store error, and whether the memory limiter took over. */
 void metrics_ratelimit_store_error(int fell_back);
 /* Worker: a reserved unit of a key's monthly quota was given back (the answer was not a 200 with a transcript). */

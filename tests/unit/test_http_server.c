@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <llhttp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct fixture {
   char query[64];
   char key[64];
   int key_state;
+  int has_body;
   char rid[80];
 };
 
@@ -51,6 +53,7 @@ static void on_request(void *app, struct http_request *req) {
   snprintf(f->query, sizeof(f->query), "%.*s", req->query ? (int)req->query_len : 0, req->query ? req->query : "");
   snprintf(f->key, sizeof(f->key), "%.*s", req->api_key ? (int)req->api_key_len : 0, req->api_key ? req->api_key : "");
   f->key_state = req->key_state;
+  f->has_body = req->has_body;
   snprintf(f->rid, sizeof(f->rid), "%s", req->request_id);
   if (f->async) {
     http_request_hold(req);
@@ -157,7 +160,7 @@ static void test_request_fields_reach_the_handler(void **state) {
 
 static void test_invalid_request_id_is_replaced(void **state) {
   (void)state;
-  send_all("GET / HTTP/1.1\r\nX-Request-Id: a b\r\n\r\n");
+  send_all("GET / HTTP/1.1\r\nHost: t\r\nX-Request-Id: a b\r\n\r\n");
   assert_true(run_until(one_response));
   assert_int_equal(strlen(fx.rid), 32);
   assert_int_equal(fx.key_state, HTTP_KEY_ABSENT);
@@ -166,7 +169,7 @@ static void test_invalid_request_id_is_replaced(void **state) {
 static void test_async_answers_keep_pipelined_order(void **state) {
   (void)state;
   fx.async = 1;
-  send_all("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+  send_all("GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n");
   /* The second request waits for the first answer: only one reaches the handler. */
   assert_true(run_until(one_held));
   assert_false(run_until_ms(two_held, 200));
@@ -191,7 +194,7 @@ static void on_drained(void *arg) { ((struct fixture *)arg)->drained = 1; }
 static void test_answer_after_connection_closed_is_dropped(void **state) {
   (void)state;
   fx.async = 1;
-  send_all("GET /slow HTTP/1.1\r\n\r\n");
+  send_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
   assert_true(run_until(one_held));
   close(fx.client);
   fx.client = -1;
@@ -220,6 +223,189 @@ static void test_request_id_validation(void **state) {
   assert_false(http_request_id_valid("a\r", 2));
 }
 
+static int second_response(void) { return count_responses() >= 2; }
+
+static const char BAD_REQUEST[] =
+    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 68\r\n";
+
+/* Sends each request on a connection of its own and expects a 400 that the handler never saw. */
+static void expect_400(const char *request) {
+  send_all(request);
+  assert_true(run_until(one_response));
+  if (strncmp(fx.got, BAD_REQUEST, strlen(BAD_REQUEST)) != 0) fail_msg("%s: got %.80s", request, fx.got);
+  assert_string_equal(fx.path, "");
+}
+
+static void test_host_missing_repeated_or_malformed_is_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\n\r\n");
+}
+
+static void test_two_hosts_are_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\nHost: t\r\nhost: t\r\n\r\n");
+}
+
+static void test_host_with_a_space_is_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\nHost: a b\r\n\r\n");
+}
+
+static void test_whitespace_before_a_colon_is_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\nHost: t\r\nX-A : 1\r\n\r\n");
+}
+
+static int nothing_yet(void) { return fx.got_len > 0; }
+
+static void test_whitespace_before_a_colon_in_the_next_read_is_400(void **state) {
+  (void)state;
+  /* The name ends exactly where the first read ends; the space comes with the second. */
+  send_all("GET /p HTTP/1.1\r\nHost: t\r\nX-A");
+  /* Nothing is answered for an incomplete head: this window only lets the loop parse the first read alone. */
+  assert_false(run_until_ms(nothing_yet, 100));
+  expect_400(" : 1\r\n\r\n");
+}
+
+static void test_http10_without_host_is_served(void **state) {
+  (void)state;
+  send_all("GET /p HTTP/1.0\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p");
+  assert_non_null(strstr(fx.got, "HTTP/1.1 200 OK\r\n"));
+}
+
+static void test_absolute_form_target_is_routed_by_its_path(void **state) {
+  (void)state;
+  send_all("GET http://Example.test:8080/p/q?a=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p/q");
+  assert_string_equal(fx.query, "a=1");
+}
+
+static void test_absolute_form_without_a_path_is_the_root(void **state) {
+  (void)state;
+  send_all("GET HTTPS://t?x=2 HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/");
+  assert_string_equal(fx.query, "x=2");
+}
+
+static void test_absolute_form_without_a_host_is_400(void **state) {
+  (void)state;
+  expect_400("GET http:///p HTTP/1.1\r\nHost: t\r\n\r\n");
+}
+
+static void test_unknown_method_is_501(void **state) {
+  (void)state;
+  send_all("FROB /p HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 501 Not Implemented\r\n"));
+  assert_non_null(strstr(fx.got,
+                         "\r\nConnection: close\r\n\r\n"
+                         "{\"error\":{\"code\":\"not_implemented\",\"message\":\"This method is not implemented.\"}}"));
+  assert_string_equal(fx.path, "");
+}
+
+static void test_a_method_llhttp_knows_but_rfc_9110_does_not_is_501(void **state) {
+  (void)state;
+  send_all("MKCOL /p HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 501 Not Implemented\r\n"));
+  assert_string_equal(fx.path, "");
+}
+
+static void test_garbage_instead_of_a_method_is_400(void **state) {
+  (void)state;
+  expect_400("\x16\x03\x01 /p HTTP/1.1\r\nHost: t\r\n\r\n");
+}
+
+static void test_a_request_with_a_body_reaches_its_route_and_then_closes(void **state) {
+  (void)state;
+  /* The route decides first (404, 405), then the body's 413; the body is never parsed as a request. */
+  send_all("POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 40\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p");
+  assert_int_equal(fx.has_body, 1);
+  assert_non_null(strstr(fx.got, "\r\nConnection: close\r\n"));
+  /* No second answer comes: the bytes after the head were never parsed as a request. */
+  assert_false(run_until_ms(second_response, 200));
+  assert_string_equal(fx.path, "/p");
+}
+
+static void test_a_401_says_how_to_authenticate(void **state) {
+  (void)state;
+  fx.async = 1;
+  send_all("GET /p HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_held));
+  http_respond_error(fx.held[0], API_ERR_UNAUTHORIZED, NULL);
+  http_request_release(fx.held[0]);
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 401 Unauthorized\r\n"));
+  assert_non_null(strstr(fx.got, "\r\nWWW-Authenticate: ApiKey header=\"x-api-key\"\r\n"));
+}
+
+static int held_gone(void) { return fx.nheld == 1 && http_request_gone(fx.held[0]); }
+
+static void test_a_reset_before_the_answer_makes_the_request_gone(void **state) {
+  (void)state;
+  fx.async = 1;
+  send_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_held));
+  struct linger lg = {.l_onoff = 1, .l_linger = 0};
+  assert_int_equal(setsockopt(fx.client, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+  close(fx.client);
+  fx.client = -1;
+  assert_true(run_until(held_gone));
+  assert_int_equal(http_respond(fx.held[0], 200, NULL, "{}", 2, NULL), 0);
+  http_request_release(fx.held[0]);
+}
+
+static void test_a_half_close_before_the_answer_still_gets_it(void **state) {
+  (void)state;
+  fx.async = 1;
+  send_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_held));
+  assert_int_equal(shutdown(fx.client, SHUT_WR), 0);
+  assert_false(run_until_ms(held_gone, 100));
+  http_respond(fx.held[0], 200, NULL, "{}", 2, NULL);
+  http_request_release(fx.held[0]);
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 200 OK\r\n"));
+}
+
+static void test_host_validation(void **state) {
+  (void)state;
+  static const char *const good[] = {"",
+                                     "t",
+                                     "example.com",
+                                     "Example.COM:8080",
+                                     "10.0.0.1:80",
+                                     "[::1]",
+                                     "[::1]:8080",
+                                     "[::ffff:1.2.3.4]",
+                                     "a%41b",
+                                     "x-y_z~!$&'()*+,;=",
+                                     "h:"};
+  static const char *const bad[] = {"a b",   "a/b",  "a@b", "a?b",  "a#b",   "[::1",  "[]",
+                                    "[::g]", "h:8o", "a%4", "a%zz", "\"h\"", "h:1:2", "[::1]x"};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    if (!http_host_valid(good[i], strlen(good[i]))) fail_msg("\"%s\" should be a valid Host", good[i]);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (http_host_valid(bad[i], strlen(bad[i]))) fail_msg("\"%s\" should not be a valid Host", bad[i]);
+}
+
+static void test_known_methods_are_rfc_9110s_and_patch(void **state) {
+  (void)state;
+  static const int known[] = {HTTP_GET,     HTTP_HEAD,    HTTP_POST,  HTTP_PUT,  HTTP_DELETE,
+                              HTTP_CONNECT, HTTP_OPTIONS, HTTP_TRACE, HTTP_PATCH};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) assert_true(http_method_known(known[i]));
+  assert_false(http_method_known(HTTP_PROPFIND));
+  assert_false(http_method_known(HTTP_MKCOL));
+  assert_false(http_method_known(HTTP_PURGE));
+  assert_false(http_method_known(-1));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_request_fields_reach_the_handler, setup, teardown),
@@ -227,6 +413,24 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_async_answers_keep_pipelined_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_answer_after_connection_closed_is_dropped, setup, teardown),
       cmocka_unit_test(test_request_id_validation),
+      cmocka_unit_test_setup_teardown(test_host_missing_repeated_or_malformed_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_hosts_are_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_with_a_space_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_whitespace_before_a_colon_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_whitespace_before_a_colon_in_the_next_read_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_http10_without_host_is_served, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_form_target_is_routed_by_its_path, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_form_without_a_path_is_the_root, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_form_without_a_host_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_method_is_501, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_method_llhttp_knows_but_rfc_9110_does_not_is_501, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_instead_of_a_method_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_request_with_a_body_reaches_its_route_and_then_closes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_401_says_how_to_authenticate, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_reset_before_the_answer_makes_the_request_gone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_half_close_before_the_answer_still_gets_it, setup, teardown),
+      cmocka_unit_test(test_host_validation),
+      cmocka_unit_test(test_known_methods_are_rfc_9110s_and_patch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
