@@ -149,10 +149,8 @@ struct http_conn {
   int rid_in_seen;
   int rid_in_bad;
   char rid[VTS_MAX_REQUEST_ID_BYTES + 1];
-  char host[VTS_MAX_HOST_BYTES];
-  size_t host_len;
   unsigned host_count;
-  int host_bad;
+  unsigned char host_state;     /* enum host_state: the Host value is checked as it arrives, never kept */
   const char *exec_end;         /* the end of the bytes llhttp is parsing now */
   struct conn_negotiation *neg; /* made on the first Accept-Encoding or If-None-Match, kept with the connection */
 
@@ -346,9 +344,8 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->rid_in_seen = 0;
   conn->rid_in_bad = 0;
   conn->rid_set = 0;
-  conn->host_len = 0;
   conn->host_count = 0;
-  conn->host_bad = 0;
+  conn->host_state = 0;
   if (conn->neg != NULL) {
     memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
     memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
@@ -481,6 +478,8 @@ static int on_header_field_complete(llhttp_t *p) {
   return 0;
 }
 
+static void host_feed(unsigned char *state, const char *s, size_t len);
+
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   struct http_conn *conn = p->data;
   if (count_header_bytes(conn, len) != 0) return HPE_USER;
@@ -506,7 +505,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       append_capped(conn->neg->acc_buf, sizeof(conn->neg->acc_buf), &conn->neg->acc.len, &conn->neg->acc.bad, at, len);
       break;
     case HDR_HOST:
-      append_capped(conn->host, sizeof(conn->host), &conn->host_len, &conn->host_bad, at, len);
+      host_feed(&conn->host_state, at, len);
       break;
     default:
       break;
@@ -546,32 +545,66 @@ static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-int http_host_valid(const char *s, size_t len) {
-  size_t i = 0;
-  if (len > 0 && s[0] == '[') {
-    /* An IP literal: hex digits, colons and dots (an embedded IPv4), in brackets. */
-    for (i = 1; i < len && s[i] != ']'; i++)
-      if (!is_hex(s[i]) && s[i] != ':' && s[i] != '.') return 0;
-    if (i == len || i == 1) return 0;
-    i++;
-  } else {
-    /* A reg-name (an IPv4 address is one too): unreserved, sub-delims and %XX. */
-    while (i < len && s[i] != ':') {
-      char c = s[i];
-      if (c == '%') {
-        if (i + 2 >= len || !is_hex(s[i + 1]) || !is_hex(s[i + 2])) return 0;
-        i += 3;
-        continue;
-      }
-      if (!is_alpha(c) && !is_digit(c) && (c == '\0' || strchr("-._~!$&'()*+,;=", c) == NULL)) return 0;
-      i++;
-    }
+/*
+ * Where a Host value stands after the bytes seen so far: uri-host [":" port], where uri-host is a reg-name
+ * (unreserved, sub-delims and %XX; an IPv4 address is one too) or an IP literal in brackets (hex digits, colons and
+ * dots). The value arrives in pieces and is checked byte by byte, so no connection keeps a copy of it. Trailing
+ * whitespace (llhttp leaves it in the value) may follow a complete host.
+ */
+enum host_state {
+  HOST_EMPTY = 0,
+  HOST_NAME,
+  HOST_PCT1, /* after '%' */
+  HOST_PCT2, /* after '%' and one hex digit */
+  HOST_LITERAL_OPEN,
+  HOST_LITERAL,
+  HOST_LITERAL_END,
+  HOST_PORT,
+  HOST_WS,
+  HOST_BAD
+};
+
+static int host_complete(enum host_state st) {
+  return st == HOST_EMPTY || st == HOST_NAME || st == HOST_LITERAL_END || st == HOST_PORT || st == HOST_WS;
+}
+
+static enum host_state host_step(enum host_state st, char c) {
+  if (c == ' ' || c == '\t') return host_complete(st) ? HOST_WS : HOST_BAD;
+  if (st == HOST_EMPTY && c == '[') return HOST_LITERAL_OPEN;
+  switch (st) {
+    case HOST_EMPTY: /* a reg-name begins */
+    case HOST_NAME:
+      if (c == '%') return HOST_PCT1;
+      if (c == ':') return HOST_PORT;
+      if (is_alpha(c) || is_digit(c) || (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL)) return HOST_NAME;
+      return HOST_BAD;
+    case HOST_PCT1:
+      return is_hex(c) ? HOST_PCT2 : HOST_BAD;
+    case HOST_PCT2:
+      return is_hex(c) ? HOST_NAME : HOST_BAD;
+    case HOST_LITERAL_OPEN:
+    case HOST_LITERAL:
+      if (c == ']') return st == HOST_LITERAL ? HOST_LITERAL_END : HOST_BAD;
+      return is_hex(c) || c == ':' || c == '.' ? HOST_LITERAL : HOST_BAD;
+    case HOST_LITERAL_END:
+      return c == ':' ? HOST_PORT : HOST_BAD;
+    case HOST_PORT:
+      return is_digit(c) ? HOST_PORT : HOST_BAD;
+    default:
+      return HOST_BAD;
   }
-  if (i == len) return 1;
-  if (s[i] != ':') return 0;
-  for (i++; i < len; i++)
-    if (!is_digit(s[i])) return 0;
-  return 1;
+}
+
+static void host_feed(unsigned char *state, const char *s, size_t len) {
+  enum host_state st = *state;
+  for (size_t i = 0; i < len && st != HOST_BAD; i++) st = host_step(st, s[i]);
+  *state = (unsigned char)st;
+}
+
+int http_host_valid(const char *s, size_t len) {
+  unsigned char st = HOST_EMPTY;
+  host_feed(&st, s, len);
+  return host_complete((enum host_state)st);
 }
 
 /*
@@ -611,9 +644,8 @@ static int on_headers_complete(llhttp_t *p) {
     return -1;
   }
   /* RFC 9112 3.2: an HTTP/1.1 request has exactly one Host, and a valid one; an HTTP/1.0 request may have none. */
-  conn->host_len = trim_trailing_ws(conn->host, conn->host_len);
   if (conn->host_count > 1 || (conn->host_count == 0 && p->http_minor >= 1) ||
-      (conn->host_count == 1 && (conn->host_bad || !http_host_valid(conn->host, conn->host_len)))) {
+      (conn->host_count == 1 && !host_complete((enum host_state)conn->host_state))) {
     conn->err = API_ERR_BAD_REQUEST;
     return -1;
   }

@@ -267,6 +267,24 @@ static void test_whitespace_before_a_colon_in_the_next_read_is_400(void **state)
   expect_400(" : 1\r\n\r\n");
 }
 
+static void test_a_host_in_two_reads_is_checked_whole(void **state) {
+  (void)state;
+  send_all("GET /p HTTP/1.1\r\nHost: [::");
+  /* Nothing is answered for an incomplete head: this window only lets the loop parse the first read alone. */
+  assert_false(run_until_ms(nothing_yet, 100));
+  send_all("1]:8080\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p");
+  assert_non_null(strstr(fx.got, "HTTP/1.1 200 OK\r\n"));
+}
+
+static void test_a_space_inside_a_host_in_the_next_read_is_400(void **state) {
+  (void)state;
+  send_all("GET /p HTTP/1.1\r\nHost: a");
+  assert_false(run_until_ms(nothing_yet, 100));
+  expect_400(" b\r\n\r\n");
+}
+
 static void test_http10_without_host_is_served(void **state) {
   (void)state;
   send_all("GET /p HTTP/1.0\r\n\r\n");
@@ -386,9 +404,11 @@ static void test_host_validation(void **state) {
                                      "[::ffff:1.2.3.4]",
                                      "a%41b",
                                      "x-y_z~!$&'()*+,;=",
+                                     "t  ",
+                                     "[::1]:80\t",
                                      "h:"};
-  static const char *const bad[] = {"a b",   "a/b",  "a@b", "a?b",  "a#b",   "[::1",  "[]",
-                                    "[::g]", "h:8o", "a%4", "a%zz", "\"h\"", "h:1:2", "[::1]x"};
+  static const char *const bad[] = {"a b", "a/b",  "a@b",   "a?b",   "a#b",    "[::1",  "[]",      "[::g]", "h:8o",
+                                    "a%4", "a%zz", "\"h\"", "h:1:2", "[::1]x", "a b c", "[::1] x", "a%4 "};
   for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
     if (!http_host_valid(good[i], strlen(good[i]))) fail_msg("\"%s\" should be a valid Host", good[i]);
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -419,6 +439,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_whitespace_before_a_colon_is_400, setup, teardown),
       cmocka_unit_test_setup_teardown(test_whitespace_before_a_colon_in_the_next_read_is_400, setup, teardown),
       cmocka_unit_test_setup_teardown(test_http10_without_host_is_served, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_host_in_two_reads_is_checked_whole, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_space_inside_a_host_in_the_next_read_is_400, setup, teardown),
       cmocka_unit_test_setup_teardown(test_absolute_form_target_is_routed_by_its_path, setup, teardown),
       cmocka_unit_test_setup_teardown(test_absolute_form_without_a_path_is_the_root, setup, teardown),
       cmocka_unit_test_setup_teardown(test_absolute_form_without_a_host_is_400, setup, teardown),
