@@ -9,9 +9,9 @@
  *
  * RFC 9112 as a server: an HTTP/1.1 request needs exactly one valid Host (400 otherwise), an absolute-form target
  * (http://host/path) is served by its path, whitespace between a header's name and its colon is 400, and a method
- * the server does not know is 501 (see http_method_known). A client whose connection resets before its answer is
- * logged with status 499; the handler finds the request gone (http_request_gone). Over VTS_MAX_CONNS a connection
- * gets a 503 with Retry-After and is closed.
+ * the server does not know is 501 (it knows RFC 9110's methods and PATCH). A client whose connection resets before
+ * its answer is logged with status 499; the handler finds the request gone (http_request_gone). Over VTS_MAX_CONNS a
+ * connection gets a 503 with Retry-After and is closed.
  *
  * One request per connection is handled at a time: the parser pauses after each complete request and resumes once
  * its response is written, so pipelined responses cannot overtake each other.
@@ -116,19 +116,5 @@ void http_request_hold(struct http_request *req);
 void http_request_release(struct http_request *req);
 /* Whether the client is gone (connection closed), so that an answer would go nowhere. */
 int http_request_gone(const struct http_request *req);
-
-/*
- * Whether the method (llhttp_method_t) is one of RFC 9110's (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE)
- * or PATCH: a route answers those 405 with Allow when it does not take them; any other method is 501.
- */
-int http_method_known(int method);
-/*
- * Whether s (len bytes) is a valid Host field value (RFC 9110 7.2: uri-host [":" port]; empty allowed): a reg-name
- * of unreserved, pct-encoded and sub-delims characters, an IPv4 address, or an IP literal in brackets.
- */
-int http_host_valid(const char *s, size_t len);
-
-/* Whether s (len bytes) is an acceptable client X-Request-Id: 1..64 characters of [A-Za-z0-9._-]. */
-int http_request_id_valid(const char *s, size_t len);
 
 #endif
