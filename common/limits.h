@@ -8,13 +8,13 @@
 /*
  * HTTP front (gateway/http/http.c). Its timeouts and connection cap are configuration (common/config.c):
  * VTS_HEADER_TIMEOUT_MS (headers not complete in time: 408 and close), VTS_IDLE_TIMEOUT_MS (idle keep-alive: close),
- * VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess refused at accept),
+ * VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess answered 503),
  * VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
  */
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
 #define VTS_MAX_HEADER_COUNT 64                    /* 431 */
-#define VTS_MAX_BODY_BYTES 0                       /* GET carries no body: Content-Length > 0 is 413 */
+#define VTS_MAX_BODY_BYTES 0                       /* no route reads a body: Content-Length > 0 is 413 */
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
@@ -27,6 +27,8 @@
 #define VTS_MAX_KEY_WINDOW_S 86400                 /* per-key window field (seconds) */
 #define VTS_MAX_KEY_QUOTA 1000000000000LL          /* per-key monthly quota field */
 #define VTS_LINGER_MS 2000                         /* after a closing answer: unread input is discarded this long */
+#define VTS_MAX_REFUSED_CONNS 64                   /* over VTS_MAX_CONNS: 503s in progress at once; beyond, closed */
+#define VTS_CONN_CAP_RETRY_AFTER_S 1               /* Retry-After of that 503 */
 #define VTS_LISTEN_BACKLOG 511                     /* pending connections per worker socket */
 #define VTS_MAX_LOGGED_PATH_BYTES 256              /* access log: longer paths are cut */
 

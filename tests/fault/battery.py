@@ -447,8 +447,10 @@ def malformed_cases(n, seed):
         return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(11))
 
     def random_bytes():
-        # A first byte that no method starts with: llhttp refuses at once.
-        first = bytes([rnd.choice([c for c in range(256) if not (65 <= c <= 90)])])
+        # A first byte that no method token holds (nor a CR or LF, skipped before a request line): llhttp refuses at
+        # once, and it is not an unknown method (a token, 501) but a malformed request line.
+        tchars = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n"
+        first = bytes([rnd.choice([c for c in range(256) if c not in tchars])])
         return "random bytes", first + os.urandom(rnd.randint(0, 400)) + b"\r\n\r\n", {400}, True
 
     def truncated_line():
@@ -462,12 +464,14 @@ def malformed_cases(n, seed):
 
     def bad_method():
         m = rnd.choice(["FOO", "GETT", "G3T", "get", "BREW", "\x7fGET"])
-        return "unknown method", ("%s /health HTTP/1.1\r\n\r\n" % m).encode(), {400}, True
+        # A token is a method the server does not know (501); a byte no method may hold is a bad request line.
+        return ("unknown method", ("%s /health HTTP/1.1\r\nHost: a\r\n\r\n" % m).encode(),
+                {400} if m.startswith("\x7f") else {501}, True)
 
     def wrong_method():
         m = rnd.choice(["POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"])
         p = rnd.choice(["/health", "/openapi.json", tr])
-        return "other method", ("%s %s HTTP/1.1\r\nContent-Length: 0\r\n\r\n" % (m, p)).encode(), {405}, True
+        return "other method", ("%s %s HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n" % (m, p)).encode(), {405}, True
 
     def huge_headers():
         if rnd.random() < 0.5:
@@ -501,7 +505,7 @@ def malformed_cases(n, seed):
 
     def body_on_get():
         n = rnd.randint(1, 5000)
-        return ("body on GET", ("GET /health HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % n).encode() + b"z" * n,
+        return ("body on GET", ("GET /health HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % n).encode() + b"z" * n,
                 {413}, True)
 
     def nul_bytes():
@@ -517,17 +521,17 @@ def malformed_cases(n, seed):
     def bad_escape_query():
         v = rnd.choice(["%zz", "%4", "%", "%G0abcdefghi", "abc%0", "%%%%"])
         return ("invalid percent escape (query)",
-                ("GET %s?video_id=%s HTTP/1.1\r\n%s\r\n" % (tr, v, key)).encode(), {400}, True)
+                ("GET %s?video_id=%s HTTP/1.1\r\nHost: a\r\n%s\r\n" % (tr, v, key)).encode(), {400}, True)
 
     def bad_escape_path():
-        return "invalid percent escape (path)", b"GET /he%zzalth HTTP/1.1\r\n\r\n", {404}, True
+        return "invalid percent escape (path)", b"GET /he%zzalth HTTP/1.1\r\nHost: a\r\n\r\n", {404}, True
 
     def overlong_url():
         n = rnd.randint(8 * 1024 + 1, 20 * 1024)
         return "overlong URL", ("GET /" + "u" * n + " HTTP/1.1\r\n\r\n").encode(), {414}, True
 
     def unknown_path():
-        return "unknown path", ("GET /%s HTTP/1.1\r\n\r\n" % rid()).encode(), {404}, True
+        return "unknown path", ("GET /%s HTTP/1.1\r\nHost: a\r\n\r\n" % rid()).encode(), {404}, True
 
     def bad_version():
         v = rnd.choice(["HTTP/2.0", "HTTP/1.2", "HTTX/1.1", "HTTP/11", "HTTP/1.1 x"])
@@ -537,12 +541,13 @@ def malformed_cases(n, seed):
         bad = rnd.choice([b"X-A: a\rb\r\n", b"Transfer-Encoding: chunked\r\n", b"Content-Length: 1\r\n"])
         expect = 413 if bad.startswith(b"Content-Length") else 400
         return ("good, then bad, pipelined",
-                b"GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n" + bad + b"\r\nGET /health HTTP/1.1\r\n\r\n",
+                b"GET /health HTTP/1.1\r\nHost: a\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\n" + bad +
+                b"\r\nGET /health HTTP/1.1\r\nHost: a\r\n\r\n",
                 {(200, expect)}, True)
 
     def pipelined_many():
         k = rnd.randint(2, 40)
-        return "pipelined, %s" % ("over 32" if k > 32 else "up to 32"), b"GET /nope HTTP/1.1\r\n\r\n" * k, \
+        return "pipelined, %s" % ("over 32" if k > 32 else "up to 32"), b"GET /nope HTTP/1.1\r\nHost: a\r\n\r\n" * k, \
             {(404,) * k}, True
 
     gens = [random_bytes, truncated_line, bad_method, wrong_method, huge_headers, bare_cr, obs_fold,
