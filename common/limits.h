@@ -14,7 +14,8 @@
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
 #define VTS_MAX_HEADER_COUNT 64                    /* 431 */
-#define VTS_MAX_BODY_BYTES 0                       /* no route reads a body: Content-Length > 0 is 413 */
+#define VTS_MAX_BODY_BYTES 0                       /* a route that reads no body: Content-Length > 0 is 413 */
+#define VTS_MAX_REQUEST_BODY_BYTES (1024 * 1024)   /* a route that reads one (POST /v1/jobs): larger is 413 */
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */

@@ -40,7 +40,23 @@
   X(AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once.")                          \
   X(INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.")     \
   /* a method the server does not know */                                                                    \
-  X(NOT_IMPLEMENTED, 501, "not_implemented", "This method is not implemented.")
+  X(NOT_IMPLEMENTED, 501, "not_implemented", "This method is not implemented.")                              \
+  /* request bodies (POST /v1/jobs) */                                                                       \
+  X(LENGTH_REQUIRED, 411, "length_required", "A request body needs a Content-Length.")                       \
+  X(BODY_TOO_LARGE, 413, "payload_too_large", "The request body is larger than 1 MiB.")                      \
+  X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type", "The request body must be application/json.")     \
+  X(BODY_TIMEOUT, 408, "request_timeout", "The request body took too long.")                                 \
+  /* batch jobs; the 400s of a body's members carry a message naming the member (http_respond_error_msg) */  \
+  X(INVALID_JSON, 400, "invalid_json", "The request body must be a JSON object.")                            \
+  X(INVALID_MEMBER, 400, "invalid_request", "A member of the request body is not valid.")                    \
+  X(TOO_MANY_ITEMS, 400, "too_many_items", "The job holds more videos than VTS_JOB_MAX_ITEMS.")              \
+  X(JOB_SOURCE, 400, "ambiguous_request", "Give exactly one of video_ids, playlist_id and channel_id.")      \
+  X(JOB_NOT_IMPLEMENTED, 501, "not_implemented", "This kind of job is not implemented yet.")                 \
+  X(TOO_MANY_JOBS, 429, "too_many_open_jobs", "This API key has as many open jobs as VTS_JOBS_MAX_OPEN.")    \
+  X(JOB_NOT_FOUND, 404, "not_found", "No such job.")                                                         \
+  X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")              \
+  X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                         \
+  X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")
 
 #define API_ERROR_ENUM_(id, status, code, message) API_ERR_##id,
 enum api_error { API_OK = 0, API_ERRORS(API_ERROR_ENUM_) API_ERR__COUNT };

@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
+#include "gateway/http/jobs_api.h"
 #include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "gateway/http/render.h"
@@ -379,7 +380,7 @@ static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route
     http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, route_allow_header(r, allow, sizeof(allow)));
     return;
   }
-  /* No route reads a body: once the path and method exist (404 and 405 come first), a body is 413. */
+  /* A route that reads no body: once the path and method exist (404 and 405 come first), a body is 413. */
   if (req->has_body) {
     http_respond_error(req, API_ERR_PAYLOAD_TOO_LARGE, NULL);
     return;

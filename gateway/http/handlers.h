@@ -7,19 +7,8 @@
 #ifndef VTS_HANDLERS_H
 #define VTS_HANDLERS_H
 
-#include <stdint.h>
-
-#include "common/config.h"
+#include "gateway/http/appctx.h"
 #include "gateway/http/http.h"
-#include "gateway/keys/keys.h"
-#include "gateway/limits/ratelimit.h"
-
-struct handlers_ctx {
-  const struct vts_config *cfg;
-  struct keystore *keys; /* the current key store; the worker swaps it on reload */
-  struct ratelimit *rl;
-  uint64_t started_ms; /* util_now_ms() when the master started: /health uptime */
-};
 
 /* The http_request_cb of a worker; app is a struct handlers_ctx that outlives every request. */
 void handlers_request(void *app, struct http_request *req);

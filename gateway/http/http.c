@@ -45,6 +45,7 @@
 enum conn_state {
   CONN_IDLE,    /* between requests: no byte of the next one yet */
   CONN_HEADERS, /* a request has begun: its headers must complete in time */
+  CONN_BODY,    /* the body of a route that reads one is arriving: it must complete in time too */
   CONN_BUSY,    /* a complete request is with its handler */
   CONN_WRITING, /* its response is being written */
   CONN_LINGER,  /* answered with close: FIN sent, discarding input until the peer closes */
@@ -58,8 +59,12 @@ enum hdr {
   HDR_ACCEPT_ENCODING,
   HDR_IF_NONE_MATCH,
   HDR_ACCEPT,
-  HDR_HOST
+  HDR_HOST,
+  HDR_CONTENT_TYPE
 };
+
+/* The longest Content-Type value kept ("application/json; charset=utf-8" and some room). */
+#define HTTP_CTYPE_BYTES 64
 
 /* A request header whose lines are joined into one list value (RFC 9110 5.3), up to a cap. */
 struct list_header {
@@ -155,6 +160,13 @@ struct http_conn {
   unsigned char host_state;     /* enum host_state: the Host value is checked as it arrives, never kept */
   const char *exec_end;         /* the end of the bytes llhttp is parsing now */
   struct conn_negotiation *neg; /* made on the first Accept-Encoding or If-None-Match, kept with the connection */
+  char ctype[HTTP_CTYPE_BYTES]; /* Content-Type, for a route that reads a body */
+  size_t ctype_len;
+  int ctype_seen;
+  int ctype_bad;
+  int cenc_seen;    /* Content-Encoding was sent */
+  struct buf body;  /* the body of a route that reads one, at most VTS_MAX_REQUEST_BODY_BYTES */
+  size_t body_left; /* its bytes still to come */
 
   /*
    * Bytes that arrived behind a complete request (in its read, or read while it was answered: reading goes on then,
@@ -227,6 +239,7 @@ static void conn_body_done(struct http_conn *conn) {
 static void conn_unref(struct http_conn *conn) {
   if (--conn->refs > 0) return;
   buf_free(&conn->url);
+  buf_free(&conn->body);
   free(conn->pending);
   free(conn->neg);
   conn_body_done(conn);
@@ -349,6 +362,12 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->rid_set = 0;
   conn->host_count = 0;
   conn->host_state = 0;
+  conn->ctype_len = 0;
+  conn->ctype_seen = 0;
+  conn->ctype_bad = 0;
+  conn->cenc_seen = 0;
+  buf_free(&conn->body); /* a body is rare: an idle connection keeps none */
+  conn->body_left = 0;
   if (conn->neg != NULL) {
     memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
     memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
@@ -472,6 +491,12 @@ static int on_header_field_complete(llhttp_t *p) {
   } else if (hname_is(conn, "host")) {
     conn->host_count++;
     conn->cur_hdr = HDR_HOST;
+  } else if (hname_is(conn, "content-type")) {
+    if (conn->ctype_seen) conn->ctype_bad = 1;
+    conn->ctype_seen = 1;
+    conn->cur_hdr = HDR_CONTENT_TYPE;
+  } else if (hname_is(conn, "content-encoding")) {
+    conn->cenc_seen = 1;
   } else if (hname_is(conn, "transfer-encoding")) {
     /* GET carries no body; any Transfer-Encoding is a framing question we refuse to answer. */
     conn->err = API_ERR_BAD_REQUEST;
@@ -509,6 +534,9 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       break;
     case HDR_HOST:
       host_feed(&conn->host_state, at, len);
+      break;
+    case HDR_CONTENT_TYPE:
+      append_capped(conn->ctype, sizeof(conn->ctype), &conn->ctype_len, &conn->ctype_bad, at, len);
       break;
     default:
       break;
@@ -712,6 +740,37 @@ static int on_headers_complete(llhttp_t *p) {
       req->api_key_len = conn->api_key_len;
     }
   }
+  if (conn->ctype_seen && !conn->ctype_bad) {
+    req->content_type = conn->ctype;
+    req->content_type_len = trim_trailing_ws(conn->ctype, conn->ctype_len);
+  }
+  req->content_encoded = conn->cenc_seen;
+  enum http_route route = route_find(req->path, req->path_len);
+  if (route_reads_body(route, req->method)) {
+    /*
+     * RFC 9110 8.6 and 15.5.12: a body is framed by Content-Length here (Transfer-Encoding is refused above), so a
+     * POST without one is 411; one larger than we read is 413 at once, unread (15.5.14), and the connection closes.
+     */
+    if (!(p->flags & F_CONTENT_LENGTH)) {
+      conn->err = API_ERR_LENGTH_REQUIRED;
+      return -1;
+    }
+    if (p->content_length > VTS_MAX_REQUEST_BODY_BYTES) {
+      conn->err = API_ERR_BODY_TOO_LARGE;
+      return -1;
+    }
+    if (p->content_length > 0) {
+      /* The body has the header timeout of its own, from the end of the head. */
+      conn->body_left = (size_t)p->content_length;
+      if (buf_reserve(&conn->body, conn->body_left + 1) != 0) {
+        conn->err = API_ERR_SERVICE_UNAVAILABLE;
+        return -1;
+      }
+      conn->state = CONN_BODY;
+      conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+    }
+    return 0;
+  }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
     /*
      * A body no route reads: the request goes to its route now, without its body, so that 404 and 405 come before
@@ -724,8 +783,25 @@ static int on_headers_complete(llhttp_t *p) {
   return 0;
 }
 
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+  struct http_conn *conn = p->data;
+  /* Only a route that reads a body gets here with one (another stops at its head); Content-Length bounds it. */
+  if (conn->state != CONN_BODY || len > conn->body_left || buf_append(&conn->body, at, len) != 0) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return HPE_USER;
+  }
+  conn->body_left -= len;
+  return 0;
+}
+
 static int on_message_complete(llhttp_t *p) {
   struct http_conn *conn = p->data;
+  if (conn->state == CONN_BODY) {
+    uv_timer_stop(&conn->timer);
+    if (conn->body.data != NULL) conn->body.data[conn->body.len] = '\0'; /* reserved: parsers take a C string */
+    conn->req.body = conn->body.data != NULL ? conn->body.data : "";
+    conn->req.body_len = conn->body.len;
+  }
   conn->state = CONN_BUSY;
   /* One request at a time: parsing resumes once this response has been written. */
   return HPE_PAUSED;
@@ -784,10 +860,22 @@ static int unknown_method_at(const char *pos, const char *end) {
 }
 
 static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
-  size_t ok = framing_scan(conn->last_byte, data, len);
-  conn->exec_end = data + ok;
-  llhttp_errno_t e = llhttp_execute(&conn->parser, data, ok);
-  conn->exec_end = NULL;
+  size_t ok;
+  llhttp_errno_t e;
+  for (;;) {
+    /* A body's bytes are not request head: they go to llhttp unscanned, bounded by what Content-Length leaves. */
+    int in_body = conn->state == CONN_BODY;
+    ok = in_body ? (len < conn->body_left ? len : conn->body_left) : framing_scan(conn->last_byte, data, len);
+    conn->exec_end = data + ok;
+    e = llhttp_execute(&conn->parser, data, ok);
+    conn->exec_end = NULL;
+    if (e != HPE_OK || ok == len) break;
+    /* All of ok was taken and more follows: go on if a body began (or went on) within these bytes. */
+    if (conn->state != CONN_BODY && !in_body) break;
+    if (ok > 0) conn->last_byte = in_body ? 0 : (unsigned char)data[ok - 1];
+    data += ok;
+    len -= ok;
+  }
   if (conn->head_begun) {
     /* A head that is complete already needs no deadline (the usual case: no timer set and stopped per request). */
     conn->head_begun = 0;
@@ -822,7 +910,7 @@ static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
     conn_fail(conn, API_ERR_BAD_REQUEST);
     return;
   }
-  if (len > 0) conn->last_byte = (unsigned char)data[len - 1];
+  if (len > 0) conn->last_byte = conn->state == CONN_BODY ? 0 : (unsigned char)data[len - 1];
 }
 
 /*
@@ -882,6 +970,9 @@ static void on_timer(uv_timer_t *t) {
     case CONN_HEADERS:
       conn_fail(conn, API_ERR_REQUEST_TIMEOUT);
       break;
+    case CONN_BODY:
+      conn_fail(conn, API_ERR_BODY_TIMEOUT);
+      break;
     case CONN_BUSY:
       break;
     case CONN_IDLE:
@@ -911,7 +1002,7 @@ static void conn_next(struct http_conn *conn) {
     conn_execute(conn, rest, rest_len);
     free(rest);
     if (conn->closing || conn->state == CONN_BUSY || conn->state == CONN_WRITING || conn->state == CONN_LINGER) return;
-    if (conn->state == CONN_HEADERS) {
+    if (conn->state == CONN_HEADERS || conn->state == CONN_BODY) {
       conn_read_start(conn);
       return;
     }
@@ -1117,6 +1208,23 @@ int http_respond_error(struct http_request *req, enum api_error e, const char *e
   return http_respond(req, info->status, extra_headers, info->body, info->body_len, NULL);
 }
 
+int http_respond_error_msg(struct http_request *req, enum api_error e, const char *message, const char *extra_headers) {
+  const struct api_error_info *info = api_error_get(e);
+  struct buf b = BUF_INIT;
+  int rv = buf_puts(&b, "{\"error\":{\"code\":\"");
+  rv |= buf_puts(&b, info->code);
+  rv |= buf_puts(&b, "\",\"message\":\"");
+  rv |= buf_json_escape(&b, message, strlen(message));
+  rv |= buf_puts(&b, "\"}}");
+  if (rv != 0) {
+    buf_free(&b);
+    return http_respond_error(req, e, extra_headers);
+  }
+  size_t len = 0;
+  char *body = buf_steal(&b, &len);
+  return http_respond(req, info->status, extra_headers, body, len, body);
+}
+
 /* ---- server ---- */
 
 static void refuse_closed(uv_handle_t *h) { free(h); }
@@ -1206,6 +1314,7 @@ struct http_server *http_server_new(uv_loop_t *loop, const struct vts_config *cf
   parser_settings.on_header_value_complete = on_header_value_complete;
   parser_settings.on_headers_complete = on_headers_complete;
   parser_settings.on_message_complete = on_message_complete;
+  parser_settings.on_body = on_body;
   return srv;
 }
 

@@ -58,6 +58,13 @@ struct http_request {
    * decided that the path and method exist (404 and 405 come first), and the connection closes after the answer.
    */
   int has_body;
+  /* A route that reads a body (routes.h: a POST): its bytes, complete, and the Content-Type value (NULL when absent,
+   * repeated or too long); content_encoded when a Content-Encoding was sent. body is NULL for another route. */
+  const char *body;
+  size_t body_len;
+  const char *content_type;
+  size_t content_type_len;
+  int content_encoded;
   const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
   char key_id[65];        /* name of the authenticated key for the access log, "" when none */
   uint64_t start_ms;      /* util_now_ms() when the request began */
@@ -109,6 +116,9 @@ int http_respond_ref(struct http_request *req, int status, const char *extra_hea
                      int body_fd, void (*release)(void *owner), void *owner);
 /* Answers req with the Error body of e and its status. */
 int http_respond_error(struct http_request *req, enum api_error e, const char *extra_headers);
+
+/* As http_respond_error, with message in place of e's own (JSON-escaped here): a 400 naming what was bad. */
+int http_respond_error_msg(struct http_request *req, enum api_error e, const char *message, const char *extra_headers);
 
 /* Keeps req (and its connection's memory) alive across an asynchronous step; pair with http_request_release. */
 void http_request_hold(struct http_request *req);

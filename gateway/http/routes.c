@@ -1,5 +1,6 @@
 #include "gateway/http/routes.h"
 
+#include <errno.h>
 #include <llhttp.h>
 #include <string.h>
 
@@ -16,12 +17,53 @@ static const struct {
         [ROUTE_OTHER] = {"other", 0, ROUTE_SERVER_PUBLIC},
 };
 
+#define ROUTE_ID_MARK "{id}"
+
+static int id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/*
+ * Whether path (len bytes) matches pattern; with "{id}" in it, where that segment is in path (*id_at, *id_len).
+ * The id is what lies between the pattern's prefix and suffix: a non-empty run of id characters, so it never
+ * holds a '/'.
+ */
+static int route_match(const char *pattern, const char *path, size_t len, size_t *id_at, size_t *id_len) {
+  const char *mark = strstr(pattern, ROUTE_ID_MARK);
+  if (mark == NULL) {
+    *id_at = *id_len = 0;
+    return strlen(pattern) == len && memcmp(pattern, path, len) == 0;
+  }
+  size_t pre = (size_t)(mark - pattern);
+  const char *suffix = mark + strlen(ROUTE_ID_MARK);
+  size_t post = strlen(suffix);
+  if (len <= pre + post || memcmp(pattern, path, pre) != 0 || memcmp(suffix, path + len - post, post) != 0) return 0;
+  size_t n = len - pre - post;
+  if (n > ROUTE_ID_MAX) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!id_char(path[pre + i])) return 0;
+  *id_at = pre;
+  *id_len = n;
+  return 1;
+}
+
 enum http_route route_find(const char *path, size_t len) {
+  size_t at, n;
   for (int r = 0; r < ROUTE_OTHER; r++) {
-    if (strlen(routes[r].path) == len && memcmp(routes[r].path, path, len) == 0) return (enum http_route)r;
+    if (route_match(routes[r].path, path, len, &at, &n)) return (enum http_route)r;
   }
   return ROUTE_OTHER;
 }
+
+int route_id(enum http_route r, const char *path, size_t len, const char **id, size_t *id_len) {
+  size_t at, n;
+  if (r < 0 || r >= ROUTE_OTHER || !route_match(routes[r].path, path, len, &at, &n) || n == 0) return -ENOENT;
+  *id = path + at;
+  *id_len = n;
+  return 0;
+}
+
+int route_reads_body(enum http_route r, int method) { return method == HTTP_POST && route_allows(r, method); }
 
 const char *route_label(enum http_route r) { return r >= 0 && r < ROUTE__COUNT ? routes[r].path : "other"; }
 

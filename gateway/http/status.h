@@ -12,14 +12,17 @@
  */
 #define HTTP_STATUSES(X)                    \
   X(200, "OK")                              \
+  X(202, "Accepted")                        \
   X(304, "Not Modified")                    \
   X(400, "Bad Request")                     \
   X(401, "Unauthorized")                    \
   X(404, "Not Found")                       \
   X(405, "Method Not Allowed")              \
   X(408, "Request Timeout")                 \
+  X(411, "Length Required")                 \
   X(413, "Content Too Large")               \
   X(414, "URI Too Long")                    \
+  X(415, "Unsupported Media Type")          \
   X(429, "Too Many Requests")               \
   X(431, "Request Header Fields Too Large") \
   X(499, "Client Closed Request")           \

@@ -15,6 +15,7 @@
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/handlers.h"
 #include "gateway/http/http.h"
+#include "gateway/jobs/jobstore.h"
 #include "gateway/metrics/metrics.h"
 #include "gateway/limits/ratelimit.h"
 
@@ -226,5 +227,6 @@ fail:
   log_batch(0); /* what the last turns held */
   uv_loop_close(&w.loop);
   keystore_free(w.ctx.keys);
+  jobstore_close(w.ctx.jobs);
   return status;
 }

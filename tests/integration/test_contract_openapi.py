@@ -50,7 +50,8 @@ def test_document_declares_version_and_paths_of_the_api():
     doc = load_document()
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
+    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks", "/v1/jobs",
+                                 "/v1/jobs/{id}", "/v1/jobs/{id}/items"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert "security" not in doc, "security must apply to the protected operations only"
@@ -64,7 +65,10 @@ def test_document_declares_version_and_paths_of_the_api():
 def test_every_get_has_a_head_twin_with_its_parameters_and_statuses():
     doc = load_document()
     for path, item in doc["paths"].items():
-        assert set(item) == {"get", "head"}, f"{path}: {sorted(item)}"
+        if "get" not in item:
+            assert "head" not in item, path
+            continue
+        assert {"get", "head"} <= set(item), f"{path}: {sorted(item)}"
         get, head = item["get"], item["head"]
         assert head.get("parameters") == get.get("parameters"), path
         assert set(head["responses"]) == set(get["responses"]), path
@@ -82,11 +86,16 @@ def test_error_code_enum_equals_the_codes_of_the_error_table():
         f"only in gateway/http/errors.h: {sorted(set(error_catalogue()) - set(enum))}")
 
 
+# The codes only the batch jobs' endpoints answer (a request body, its members, the job store).
+JOBS_ONLY_CODES = {"length_required", "unsupported_media_type", "invalid_json", "invalid_request", "too_many_items",
+                   "too_many_open_jobs", "invalid_cursor", "invalid_limit", "jobs_unavailable"}
+
+
 def test_every_transcript_error_code_is_declared_under_its_status():
     # Every code the transcript endpoint can answer must validate as the body of its own status there; not_found and
     # method_not_allowed belong to other paths and methods.
     for code, (status, _) in error_catalogue().items():
-        if code in ("not_found", "method_not_allowed"):
+        if code in ("not_found", "method_not_allowed") or code in JOBS_ONLY_CODES:
             continue
         headers = {"x-request-id": "r1", "content-type": "application/json", "retry-after": "1",
                    "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000000",
@@ -124,7 +133,7 @@ def test_405_carries_allow_as_declared(gateway, path):
     check_response("DELETE", path, r.status, r.headers, r.body)
     doc = load_document()
     allow = doc["components"]["headers"]["Allow"]
-    assert allow["schema"]["const"] == "GET, HEAD"
+    assert "GET, HEAD" in allow["schema"]["enum"]
 
 
 def test_openapi_json_is_served_byte_for_byte(gateway):

@@ -1,0 +1,573 @@
+/* The batch jobs' routes of a worker (see jobs_api.h). */
+#include "gateway/http/jobs_api.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <yajl/yajl_tree.h>
+
+#include "common/buf.h"
+#include "common/ident.h"
+#include "common/log.h"
+#include "common/percent.h"
+#include "common/util.h"
+#include "gateway/http/render.h"
+#include "gateway/http/routes.h"
+#include "gateway/http/videourl.h"
+#include "gateway/jobs/jobstore.h"
+
+/* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
+#define JOBS_RL_HEADERS_BYTES 192
+/* The rate-limit lines and a Location line. */
+#define JOBS_HEADERS_BYTES (JOBS_RL_HEADERS_BYTES + 64)
+/* The default and the largest page of GET /v1/jobs/{id}/items. */
+#define JOBS_PAGE_DEFAULT 100
+#define JOBS_PAGE_MAX 1000
+/* A 400's message names the member: its name, an index and a short reason. */
+#define JOBS_MSG_BYTES 160
+
+enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS };
+
+/* One jobs request across the limiter's answer. */
+struct jobs_call {
+  struct handlers_ctx *ctx;
+  struct http_request *req;
+  enum jobs_op op;
+  struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
+  char job_id[ROUTE_ID_MAX + 1];
+  struct rl_decision rl; /* given back when done: with Redis, even an unspent check may hold a unit */
+  char rl_headers[JOBS_RL_HEADERS_BYTES];
+};
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
+  if (ctx->jobs != NULL) return ctx->jobs;
+  char path[CONFIG_STR_MAX + 16];
+  snprintf(path, sizeof(path), "%s/jobs.db", ctx->cfg->state_dir);
+  if (mkdir(ctx->cfg->state_dir, 0700) != 0 && errno != EEXIST) {
+    log_msg(LOG_ERROR, "job store unavailable", "path", ctx->cfg->state_dir, "error", strerror(errno), NULL);
+    return NULL;
+  }
+  char err[256] = "";
+  if (jobstore_open(path, &ctx->jobs, err, sizeof(err)) != 0) {
+    log_msg(LOG_ERROR, "job store unavailable", "error", err, NULL);
+    ctx->jobs = NULL;
+  }
+  return ctx->jobs;
+}
+
+/* ---- POST /v1/jobs: the body ---- */
+
+/* A body's request, checked. ids holds n distinct video ids in their first order. */
+struct job_request {
+  char (*ids)[VTS_VIDEO_ID_LEN + 1];
+  size_t n;
+  char language[16];
+  char translate[16];
+  enum render_format format;
+};
+
+/* The members POST /v1/jobs knows. */
+static const char *const job_members[] = {"video_ids", "playlist_id", "channel_id",  "limit", "language",
+                                          "translate", "format",      "webhook_url", NULL};
+
+static int known_member(const char *name) {
+  for (int i = 0; job_members[i] != NULL; i++)
+    if (strcmp(job_members[i], name) == 0) return 1;
+  return 0;
+}
+
+/* An open-addressed set of the ids taken so far (indices into ids, +1; 0 is empty), for folding duplicates. */
+struct idset {
+  uint32_t *slot;
+  size_t cap; /* a power of two, at least twice the most ids */
+};
+
+static uint32_t id_hash(const char *id) {
+  uint32_t h = 2166136261u; /* FNV-1a: the ids are checked, and a collision only costs a compare */
+  for (int i = 0; i < VTS_VIDEO_ID_LEN; i++) h = (h ^ (unsigned char)id[i]) * 16777619u;
+  return h;
+}
+
+/* Adds ids[i] unless an equal id is there already. Returns 1 when added, 0 for a duplicate. */
+static int idset_add(struct idset *s, char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t i) {
+  size_t at = id_hash(ids[i]) & (s->cap - 1);
+  while (s->slot[at] != 0) {
+    if (memcmp(ids[s->slot[at] - 1], ids[i], VTS_VIDEO_ID_LEN) == 0) return 0;
+    at = (at + 1) & (s->cap - 1);
+  }
+  s->slot[at] = (uint32_t)i + 1;
+  return 1;
+}
+
+/* A string member's value, or NULL when it is not a string. */
+static const char *str_of(yajl_val v) { return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL; }
+
+/* Reads a language member (language or translate) into out; an API_ERR with msg on a bad one. */
+static enum api_error read_language(const char *name, yajl_val v, char *out, size_t cap, char *msg) {
+  const char *s = str_of(v);
+  if (s == NULL || !ident_language_valid(s, strlen(s)) || strlen(s) >= cap) {
+    snprintf(msg, JOBS_MSG_BYTES, "%s must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.", name);
+    return API_ERR_INVALID_MEMBER;
+  }
+  util_copy_str(out, cap, s);
+  return API_OK;
+}
+
+/*
+ * Checks the body of POST /v1/jobs into jr. Returns API_OK, or the error with msg naming the member (msg "" when
+ * the row's own message says it). Members are checked in a fixed order: the JSON, unknown members, the source
+ * (exactly one of video_ids, playlist_id, channel_id), the options, then video_ids entry by entry.
+ */
+static enum api_error read_job_request(const struct vts_config *cfg, const char *body, size_t len,
+                                       struct job_request *jr, char *msg) {
+  msg[0] = '\0';
+  char errbuf[128];
+  if (body == NULL || len == 0 || memchr(body, '\0', len) != NULL) return API_ERR_INVALID_JSON;
+  yajl_val root = yajl_tree_parse(body, errbuf, sizeof(errbuf));
+  if (root == NULL || !YAJL_IS_OBJECT(root)) {
+    yajl_tree_free(root);
+    return API_ERR_INVALID_JSON;
+  }
+  enum api_error e = API_OK;
+  yajl_val video_ids = NULL, limit = NULL;
+  int sources = 0, playlist = 0, webhook = 0;
+  size_t nkeys = root->u.object.len;
+  for (size_t i = 0; i < nkeys && e == API_OK; i++) {
+    const char *k = root->u.object.keys[i];
+    yajl_val v = root->u.object.values[i];
+    for (size_t j = 0; j < i; j++) {
+      if (strcmp(root->u.object.keys[j], k) == 0) {
+        snprintf(msg, JOBS_MSG_BYTES, "%.40s is given more than once.", k);
+        e = API_ERR_INVALID_MEMBER;
+      }
+    }
+    if (e != API_OK) break;
+    if (!known_member(k)) {
+      snprintf(msg, JOBS_MSG_BYTES, "%.40s is not a member of a job request.", k);
+      e = API_ERR_INVALID_MEMBER;
+    } else if (strcmp(k, "video_ids") == 0) {
+      video_ids = v;
+      sources++;
+    } else if (strcmp(k, "playlist_id") == 0 || strcmp(k, "channel_id") == 0) {
+      playlist = 1;
+      sources++;
+    } else if (strcmp(k, "limit") == 0) {
+      limit = v;
+    } else if (strcmp(k, "language") == 0) {
+      e = read_language("language", v, jr->language, sizeof(jr->language), msg);
+    } else if (strcmp(k, "translate") == 0) {
+      e = read_language("translate", v, jr->translate, sizeof(jr->translate), msg);
+    } else if (strcmp(k, "format") == 0) {
+      const char *s = str_of(v);
+      if (s == NULL || render_format_from_name(s, strlen(s), &jr->format) != 0) {
+        snprintf(msg, JOBS_MSG_BYTES, "format must be one of %s.", RENDER_FORMAT_NAMES);
+        e = API_ERR_INVALID_MEMBER;
+      }
+    } else if (strcmp(k, "webhook_url") == 0) {
+      webhook = 1;
+    }
+  }
+  if (e == API_OK && sources != 1) e = API_ERR_JOB_SOURCE;
+  int64_t cap = cfg->job_max_items;
+  if (e == API_OK && limit != NULL) {
+    if (!YAJL_IS_INTEGER(limit) || YAJL_GET_INTEGER(limit) < 1) {
+      snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer of at least 1.");
+      e = API_ERR_INVALID_MEMBER;
+    } else if (YAJL_GET_INTEGER(limit) < cap) {
+      cap = YAJL_GET_INTEGER(limit);
+    }
+  }
+  if (e == API_OK && playlist) {
+    snprintf(msg, JOBS_MSG_BYTES, "Jobs of playlist_id or channel_id are not implemented yet.");
+    e = API_ERR_JOB_NOT_IMPLEMENTED;
+  }
+  if (e == API_OK && webhook) {
+    snprintf(msg, JOBS_MSG_BYTES, "webhook_url is not implemented yet.");
+    e = API_ERR_JOB_NOT_IMPLEMENTED;
+  }
+  if (e == API_OK && (!YAJL_IS_ARRAY(video_ids) || video_ids->u.array.len == 0)) {
+    snprintf(msg, JOBS_MSG_BYTES, "video_ids must be a non-empty array of video ids or video URLs.");
+    e = API_ERR_INVALID_MEMBER;
+  }
+  struct idset set = {0};
+  if (e == API_OK) {
+    size_t len_in = video_ids->u.array.len;
+    jr->ids = calloc(len_in, sizeof(*jr->ids));
+    set.cap = 16;
+    while (set.cap < 2 * len_in) set.cap *= 2;
+    set.slot = calloc(set.cap, sizeof(*set.slot));
+    if (jr->ids == NULL || set.slot == NULL) e = API_ERR_SERVICE_UNAVAILABLE;
+  }
+  for (size_t i = 0; e == API_OK && i < video_ids->u.array.len; i++) {
+    const char *s = str_of(video_ids->u.array.values[i]);
+    size_t sl = s != NULL ? strlen(s) : 0;
+    char *id = jr->ids[jr->n];
+    if (s != NULL && ident_video_id_valid(s, sl)) {
+      memcpy(id, s, VTS_VIDEO_ID_LEN);
+      id[VTS_VIDEO_ID_LEN] = '\0';
+    } else if (s == NULL || videourl_parse(s, sl, id) != 0) {
+      snprintf(msg, JOBS_MSG_BYTES, "video_ids[%zu] is neither a video id nor a recognised video URL.", i);
+      e = API_ERR_INVALID_VIDEO_ID;
+      break;
+    }
+    if (!idset_add(&set, jr->ids, jr->n)) continue; /* a duplicate: folded into its first place */
+    if ((int64_t)jr->n == cap) {
+      if (limit != NULL && cap < cfg->job_max_items) break; /* limit reached: the rest is not asked for */
+      snprintf(msg, JOBS_MSG_BYTES, "video_ids holds more than %lld distinct videos (VTS_JOB_MAX_ITEMS).",
+               (long long)cfg->job_max_items);
+      e = API_ERR_TOO_MANY_ITEMS;
+      break;
+    }
+    jr->n++;
+  }
+  free(set.slot);
+  yajl_tree_free(root);
+  return e;
+}
+
+/* ---- answers ---- */
+
+static void put_time(struct buf *b, const char *name, int64_t ms) {
+  char ts[40];
+  util_rfc3339(ts, sizeof(ts), ms);
+  buf_printf(b, ",\"%s\":\"%s\"", name, ts);
+}
+
+/* The job as GET /v1/jobs/{id} shows it. */
+static int job_json(struct buf *b, const struct jobstore_job *j) {
+  int rv = buf_printf(b, "{\"id\":\"%s\",\"status\":\"%s\",\"total\":%zu,\"counts\":{", j->id, j->status, j->total);
+  for (int s = 0; s < ITEM__COUNT; s++)
+    rv |= buf_printf(b, "%s\"%s\":%zu", s > 0 ? "," : "", jobstore_item_status_name((enum jobstore_item_status)s),
+                     j->counts[s]);
+  rv |= buf_puts(b, "}");
+  put_time(b, "created", j->created_ms);
+  put_time(b, "updated", j->updated_ms);
+  rv |= buf_printf(b, ",\"format\":\"%s\"", j->format[0] != '\0' ? j->format : "json");
+  if (j->language[0] != '\0') rv |= buf_printf(b, ",\"language\":\"%s\"", j->language);
+  if (j->translate[0] != '\0') rv |= buf_printf(b, ",\"translate\":\"%s\"", j->translate);
+  rv |= buf_puts(b, "}");
+  return rv;
+}
+
+static void respond_buf(struct jobs_call *c, int status, const char *headers, struct buf *b) {
+  if (b->data == NULL && buf_reserve(b, 1) != 0) {
+    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    return;
+  }
+  size_t len = 0;
+  char *body = buf_steal(b, &len);
+  http_respond(c->req, status, headers, body, len, body);
+}
+
+static void store_error(struct jobs_call *c, int rv) {
+  if (rv == -ENOENT) {
+    http_respond_error(c->req, API_ERR_JOB_NOT_FOUND, c->rl_headers);
+    return;
+  }
+  char code[16];
+  snprintf(code, sizeof(code), "%d", rv);
+  log_msg(LOG_ERROR, "job store failed", "request_id", c->req->request_id, "error", code, NULL);
+  http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+}
+
+static void jobs_create(struct jobs_call *c, struct jobstore *js) {
+  struct http_request *req = c->req;
+  /* RFC 9110 15.5.16: a body of another media type, or in a content coding we do not read, is 415. */
+  static const char json[] = "application/json";
+  size_t jl = sizeof(json) - 1;
+  const char *ct = req->content_type;
+  size_t ctl = req->content_type_len;
+  int json_type = ct != NULL && ctl >= jl && strncasecmp(ct, json, jl) == 0 &&
+                  (ctl == jl || ct[jl] == ';' || ct[jl] == ' ' || ct[jl] == '\t');
+  if (!json_type || req->content_encoded) {
+    http_respond_error(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, c->rl_headers);
+    return;
+  }
+  struct job_request jr = {.format = RENDER_JSON};
+  char msg[JOBS_MSG_BYTES];
+  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, &jr, msg);
+  if (e != API_OK) {
+    if (msg[0] != '\0')
+      http_respond_error_msg(req, e, msg, c->rl_headers);
+    else
+      http_respond_error(req, e, c->rl_headers);
+    free(jr.ids);
+    return;
+  }
+  size_t open_jobs = 0;
+  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
+  if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
+    free(jr.ids);
+    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    return;
+  }
+  static const char *const format_names[] = {"json", "text", "srt", "vtt"};
+  struct jobstore_spec spec = {.key_id = c->key.name,
+                               .language = jr.language,
+                               .translate = jr.translate,
+                               .format = format_names[jr.format],
+                               .webhook_url = "",
+                               .webhook_secret = "",
+                               .source = "video_ids"};
+  char id[JOBSTORE_ID_LEN + 1];
+  int64_t now = wall_ms();
+  if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr.ids, jr.n, now, id);
+  size_t n = jr.n;
+  free(jr.ids);
+  if (rv != 0) {
+    store_error(c, rv == -ENOENT ? -EIO : rv);
+    return;
+  }
+  struct buf b = BUF_INIT;
+  int brv = buf_printf(&b, "{\"id\":\"%s\",\"status\":\"queued\",\"total\":%zu", id, n);
+  put_time(&b, "created", now);
+  brv |= buf_puts(&b, "}");
+  if (brv != 0) {
+    buf_free(&b);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    return;
+  }
+  char headers[JOBS_HEADERS_BYTES];
+  snprintf(headers, sizeof(headers), "%sLocation: /v1/jobs/%s\r\n", c->rl_headers, id);
+  char total[24];
+  snprintf(total, sizeof(total), "%zu", n);
+  log_msg(LOG_INFO, "job accepted", "request_id", req->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
+          NULL);
+  respond_buf(c, 202, headers, &b);
+}
+
+static void jobs_get(struct jobs_call *c, struct jobstore *js) {
+  struct jobstore_job j;
+  int rv = 0;
+  if (c->op == JOBS_CANCEL) {
+    size_t n = 0;
+    rv = jobstore_cancel(js, c->key.name, c->job_id, wall_ms(), &n);
+  }
+  if (rv == 0) rv = jobstore_get(js, c->key.name, c->job_id, &j);
+  if (rv != 0) {
+    store_error(c, rv);
+    return;
+  }
+  struct buf b = BUF_INIT;
+  if (job_json(&b, &j) != 0) {
+    buf_free(&b);
+    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    return;
+  }
+  respond_buf(c, 200, c->rl_headers, &b);
+}
+
+/* The walk of one page of items into the answer. */
+struct items_walk {
+  struct buf *b;
+  enum render_format format;
+  size_t n;
+  int failed; /* no memory, or a stored answer that is not a transcript */
+};
+
+static int item_json(void *arg, const struct jobstore_item *it) {
+  struct items_walk *w = arg;
+  struct buf *b = w->b;
+  int rv = buf_printf(b, "%s{\"video_id\":\"%s\",\"status\":\"%s\"", w->n++ > 0 ? "," : "", it->video_id,
+                      jobstore_item_status_name(it->status));
+  if (it->status == ITEM_DONE && it->body != NULL) {
+    rv |= buf_puts(b, ",\"transcript\":");
+    if (w->format == RENDER_JSON) {
+      rv |= buf_append(b, it->body, it->body_len);
+    } else {
+      struct buf r = BUF_INIT;
+      int rr = render_transcript(w->format, it->body, it->body_len, &r);
+      rv |= rr;
+      rv |= buf_puts(b, "\"");
+      if (rr == 0) rv |= buf_json_escape(b, r.data != NULL ? r.data : "", r.len);
+      rv |= buf_puts(b, "\"");
+      buf_free(&r);
+    }
+  } else if (it->status == ITEM_FAILED) {
+    const char *code = it->error_code != NULL ? it->error_code : "transcript_fetch_failed";
+    const char *m = it->error_message != NULL ? it->error_message : "";
+    rv |= buf_puts(b, ",\"error\":{\"code\":\"");
+    rv |= buf_json_escape(b, code, strlen(code));
+    rv |= buf_puts(b, "\",\"message\":\"");
+    rv |= buf_json_escape(b, m, strlen(m));
+    rv |= buf_puts(b, "\"}");
+  }
+  rv |= buf_puts(b, "}");
+  if (rv != 0) w->failed = 1;
+  return rv != 0 ? -ENOMEM : 0;
+}
+
+/*
+ * The items' query: cursor (a next_cursor we gave: the position after which the page starts, in decimal) and limit.
+ * A repeated or malformed one is 400; unknown parameters are ignored.
+ */
+static enum api_error read_items_query(const char *qs, size_t len, int64_t *after, int64_t *limit) {
+  *after = 0;
+  *limit = JOBS_PAGE_DEFAULT;
+  int seen_cursor = 0, seen_limit = 0;
+  size_t i = 0;
+  while (i < len) {
+    size_t end = i;
+    while (end < len && qs[end] != '&') end++;
+    const char *eq = memchr(qs + i, '=', end - i);
+    size_t nlen = eq != NULL ? (size_t)(eq - (qs + i)) : end - i;
+    const char *val = eq != NULL ? eq + 1 : qs + end;
+    size_t vlen = (size_t)(qs + end - val);
+    char v[32];
+    long dl = percent_decode(val, vlen, v, sizeof(v) - 1, PERCENT_PLUS_IS_SPACE);
+    int is_cursor = nlen == 6 && memcmp(qs + i, "cursor", 6) == 0;
+    int is_limit = nlen == 5 && memcmp(qs + i, "limit", 5) == 0;
+    if (is_cursor) {
+      if (seen_cursor++ || dl <= 0 || util_parse_i64_n(v, (size_t)dl, 1, INT64_MAX, after) != 0)
+        return API_ERR_INVALID_CURSOR;
+    } else if (is_limit) {
+      if (seen_limit++ || dl <= 0 || util_parse_i64_n(v, (size_t)dl, 1, JOBS_PAGE_MAX, limit) != 0)
+        return API_ERR_INVALID_LIMIT;
+    }
+    i = end + 1;
+  }
+  return API_OK;
+}
+
+static void jobs_items(struct jobs_call *c, struct jobstore *js) {
+  int64_t after, limit;
+  struct http_request *req = c->req;
+  enum api_error e = read_items_query(req->query != NULL ? req->query : "", req->query_len, &after, &limit);
+  if (e != API_OK) {
+    http_respond_error(req, e, c->rl_headers);
+    return;
+  }
+  struct jobstore_job j;
+  int rv = jobstore_get(js, c->key.name, c->job_id, &j);
+  if (rv != 0) {
+    store_error(c, rv);
+    return;
+  }
+  struct buf b = BUF_INIT;
+  struct items_walk w = {.b = &b, .format = RENDER_JSON};
+  if (j.format[0] != '\0') render_format_from_name(j.format, strlen(j.format), &w.format);
+  int64_t next = 0;
+  rv = buf_puts(&b, "{\"items\":[");
+  if (rv == 0) rv = jobstore_items(js, c->key.name, c->job_id, after, (size_t)limit, item_json, &w, &next);
+  if (rv == 0)
+    rv = next > 0 ? buf_printf(&b, "],\"next_cursor\":\"%lld\"}", (long long)next)
+                  : buf_puts(&b, "],\"next_cursor\":null}");
+  if (rv != 0) {
+    buf_free(&b);
+    if (w.failed || rv == -ENOMEM)
+      http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    else
+      store_error(c, rv);
+    return;
+  }
+  respond_buf(c, 200, c->rl_headers, &b);
+}
+
+/* ---- the common path: key, window, store ---- */
+
+static void rl_headers_of(struct jobs_call *c, const struct rl_decision *d) {
+  struct strb b = strb_init(c->rl_headers, sizeof(c->rl_headers));
+  strb_puts(&b, "X-RateLimit-Limit: ");
+  strb_u64(&b, d->limit > 0 ? (uint64_t)d->limit : 0);
+  strb_puts(&b, "\r\nX-RateLimit-Remaining: ");
+  strb_u64(&b, d->remaining > 0 ? (uint64_t)d->remaining : 0);
+  strb_puts(&b, "\r\nX-RateLimit-Reset: ");
+  strb_u64(&b, d->reset > 0 ? (uint64_t)d->reset : 0);
+  strb_puts(&b, "\r\n");
+  if (d->outcome == RL_LIMITED || d->outcome == RL_UNAVAILABLE) {
+    strb_puts(&b, "Retry-After: ");
+    strb_u64(&b, d->retry_after >= 1 ? (uint64_t)d->retry_after : 1);
+    strb_puts(&b, "\r\n");
+  }
+}
+
+static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
+  struct jobs_call *c = arg;
+  struct http_request *req = c->req;
+  c->rl = *d;
+  if (http_request_gone(req)) goto done;
+  rl_headers_of(c, d);
+  if (d->outcome != RL_ALLOW) {
+    http_respond_error(req,
+                       d->outcome == RL_LIMITED ? API_ERR_RATE_LIMITED
+                       : d->outcome == RL_QUOTA ? API_ERR_QUOTA_EXCEEDED
+                                                : API_ERR_RATE_LIMIT_UNAVAILABLE,
+                       c->rl_headers);
+    goto done;
+  }
+  struct jobstore *js = jobs_api_store(c->ctx);
+  if (js == NULL) {
+    http_respond_error(req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+    goto done;
+  }
+  switch (c->op) {
+    case JOBS_CREATE:
+      jobs_create(c, js);
+      break;
+    case JOBS_GET:
+    case JOBS_CANCEL:
+      jobs_get(c, js);
+      break;
+    case JOBS_ITEMS:
+      jobs_items(c, js);
+      break;
+  }
+done:
+  ratelimit_refund(c->ctx->rl, &c->rl);
+  http_request_release(req);
+  free(c);
+}
+
+/*
+ * Every jobs route: the key (401), then the short window, counted once and spending no unit of the month
+ * (ratelimit_check_unspent): a job's items pay the month one by one as their transcripts are delivered.
+ */
+static void jobs_begin(struct handlers_ctx *ctx, struct http_request *req, enum jobs_op op, enum http_route route) {
+  const struct key_entry *key = NULL;
+  if (req->key_state == HTTP_KEY_PRESENT) key = keystore_lookup(ctx->keys, req->api_key, req->api_key_len);
+  if (key == NULL) {
+    http_respond_error(req, API_ERR_UNAUTHORIZED, NULL);
+    return;
+  }
+  util_copy_str(req->key_id, sizeof(req->key_id), key->name);
+  struct jobs_call *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
+    return;
+  }
+  c->ctx = ctx;
+  c->req = req;
+  c->op = op;
+  c->key = *key;
+  const char *id;
+  size_t id_len;
+  if (route_id(route, req->path, req->path_len, &id, &id_len) == 0) {
+    memcpy(c->job_id, id, id_len);
+    c->job_id[id_len] = '\0';
+  }
+  http_request_hold(req);
+  ratelimit_check_unspent(ctx->rl, &c->key, on_jobs_rate_decided, c);
+}
+
+void handle_jobs_create(struct handlers_ctx *ctx, struct http_request *req) {
+  jobs_begin(ctx, req, JOBS_CREATE, ROUTE_JOBS);
+}
+
+void handle_job(struct handlers_ctx *ctx, struct http_request *req) {
+  jobs_begin(ctx, req, req->method == HTTP_DELETE ? JOBS_CANCEL : JOBS_GET, ROUTE_JOB);
+}
+
+void handle_job_items(struct handlers_ctx *ctx, struct http_request *req) {
+  jobs_begin(ctx, req, JOBS_ITEMS, ROUTE_JOB_ITEMS);
+}
