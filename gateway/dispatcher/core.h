@@ -46,6 +46,7 @@ struct dispatcher_stats {
 /* The shell's handle of one worker request, embedded in its own record; the core links it into a job's waiters. */
 struct core_waiter {
   struct core_waiter *next;
+  int internal; /* the shell's own request (a batch job's item, runner.h), not a worker's */
 };
 
 /* What the core asks the shell to do. ctx is passed back. The redis_* members are NULL without Redis. */

@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/cache/rcache.h"
+#include "gateway/dispatcher/runner.h"
 #include "gateway/metrics/metrics.h"
 #include "proto/link.h"
 
@@ -73,6 +74,7 @@ struct dispatcher {
   const struct vts_config *cfg;
   struct core *core;
   struct rcache *rcache; /* NULL without VTS_REDIS_URL */
+  struct runner *runner; /* the batch jobs' runner; NULL when the job store cannot be opened */
   uv_loop_t loop;
   uv_async_t wake;
   uv_timer_t timer;
@@ -249,12 +251,16 @@ static void send_reply(struct slot *s, const struct buf *enc) {
 #define SLOT_OF(w) ((struct slot *)(void *)((char *)(w)-offsetof(struct slot, waiter)))
 
 static void act_answer(void *ctx, struct core_waiter *waiters, const struct proto_result *res, uint64_t cache_ms) {
-  (void)ctx;
+  struct dispatcher *d = ctx;
   struct buf b = BUF_INIT;
-  encode_reply(&b, res, cache_ms);
   while (waiters != NULL) {
     struct core_waiter *next = waiters->next;
-    send_reply(SLOT_OF(waiters), &b);
+    if (waiters->internal) {
+      runner_answer(d->runner, waiters, res); /* a batch job's item: the runner made it, so it exists */
+    } else {
+      if (b.len == 0) encode_reply(&b, res, cache_ms);
+      send_reply(SLOT_OF(waiters), &b);
+    }
     waiters = next;
   }
   buf_free(&b);
@@ -365,7 +371,13 @@ static void on_timer(uv_timer_t *t);
 static void settle(struct dispatcher *d) {
   arm_worker_recv(d);
   uint64_t now = util_now_ms();
+  pthread_mutex_lock(&d->lock);
+  bool stopping = d->stop_asked;
+  pthread_mutex_unlock(&d->lock);
+  /* Batch items first (they start only into fetchers idle now), then the core hands queued jobs to fetchers. */
+  uint64_t runner_wake = d->runner != NULL && !stopping ? runner_pump(d->runner, now) : UINT64_MAX;
   uint64_t wake = core_tick(d->core, now, d->wrecv_armed ? IDLE_WAKE_MS : REARM_RETRY_MS);
+  if (runner_wake < wake) wake = runner_wake;
   publish_stats(d);
   pthread_mutex_lock(&d->lock);
   bool stop = stop_due(d, now);
@@ -572,6 +584,8 @@ static void teardown(struct dispatcher *d) {
   d->rcache = NULL;
   core_free(d->core);
   d->core = NULL;
+  runner_free(d->runner);
+  d->runner = NULL;
   while (d->slots.next != &d->slots) slot_free(d->slots.next);
   if (d->faio != NULL) nng_aio_free(d->faio);
   d->faio = NULL;
@@ -637,6 +651,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   }
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;
+  d->runner = runner_new(cfg, d->core);
 
   what = "fetcher socket";
   url = cfg->jobs_url;

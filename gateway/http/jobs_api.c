@@ -498,7 +498,8 @@ static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
   c->rl = *d;
   if (http_request_gone(req)) goto done;
   rl_headers_of(c, d);
-  if (d->outcome != RL_ALLOW) {
+  /* A month used up refuses a new job (its items could only fail), never reading or cancelling the jobs made. */
+  if (d->outcome != RL_ALLOW && !(d->outcome == RL_QUOTA && c->op != JOBS_CREATE)) {
     http_respond_error(req,
                        d->outcome == RL_LIMITED ? API_ERR_RATE_LIMITED
                        : d->outcome == RL_QUOTA ? API_ERR_QUOTA_EXCEEDED

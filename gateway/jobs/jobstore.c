@@ -288,11 +288,12 @@ int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
 int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
   memset(out, 0, sizeof(*out));
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  sqlite3_stmt *st = prepare(js,
-                             "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format FROM "
-                             "items i JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=? ORDER BY "
-                             "i.job_id,i.seq LIMIT 1",
-                             "i", now_ms);
+  sqlite3_stmt *st =
+      prepare(js,
+              "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
+              "items i JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=? ORDER BY "
+              "i.job_id,i.seq LIMIT 1",
+              "i", now_ms);
   int rv = st ? 0 : -EIO;
   if (rv == 0) {
     int rc = sqlite3_step(st);
@@ -305,6 +306,7 @@ int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct 
       copy_column(st, 5, out->language, sizeof(out->language));
       copy_column(st, 6, out->translate, sizeof(out->translate));
       copy_column(st, 7, out->format, sizeof(out->format));
+      out->created_ms = sqlite3_column_int64(st, 8);
     } else {
       rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
     }

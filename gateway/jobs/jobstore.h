@@ -103,7 +103,8 @@ struct jobstore_task {
   char language[32];
   char translate[32];
   char format[16];
-  int tries; /* earlier takes of this item */
+  int tries;          /* earlier takes of this item */
+  int64_t created_ms; /* when its job was made: an item rationed past VTS_JOB_MAX_AGE_S of it fails */
 };
 
 /*

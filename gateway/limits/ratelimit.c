@@ -337,6 +337,17 @@ static void check(struct ratelimit *rl, const struct key_entry *key, bool spend,
   cb(arg, &d);
 }
 
+int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month) {
+  if (rl_table == NULL) return -ENODEV;
+  struct rl_limits lim;
+  rlcalc_limits(key, cfg, &lim);
+  return rlmem_charge_month(rl_table, key->digest, lim.quota, util_wall_s(), month);
+}
+
+void ratelimit_give_back(const struct key_entry *key, int64_t month) {
+  if (rl_table != NULL) rlmem_refund(rl_table, key->digest, month);
+}
+
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
   check(rl, key, true, cb, arg);
 }

@@ -77,6 +77,17 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
  * customer may be billed one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
+/*
+ * Takes one unit of the month of key, outside any request: a batch job's item answered with a transcript (the
+ * dispatcher's runner; the job's request was counted in the window). From the shared table the master made, so any
+ * process forked after ratelimit_shm_init may call it. Returns 1 when taken (*month is its month, for
+ * ratelimit_give_back), 0 when the key's month is used up, -ENOSPC or -ENODEV (no table). The table is the month of
+ * the memory provider; with VTS_REDIS_URL it is only the fallback's, so the units are not counted in Redis (not
+ * done yet).
+ */
+int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month);
+/* Gives back a unit ratelimit_charge_month took (the item's answer could not be kept). */
+void ratelimit_give_back(const struct key_entry *key, int64_t month);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

@@ -330,6 +330,18 @@ int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct 
   return check(t, digest, lim, now, false, 1, d);
 }
 
+int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month) {
+  struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
+  if (s == NULL) return -ENOSPC;
+  if (atomic_load_explicit(&s->used_s, memory_order_relaxed) < now)
+    atomic_store_explicit(&s->used_s, now, memory_order_relaxed);
+  int64_t qperiod, qused;
+  if (!word_take(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, quota, &qperiod, &qused)) return 0;
+  atomic_fetch_add(&t->generation, 1);
+  *month = qperiod;
+  return 1;
+}
+
 int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                       uint32_t gateways, struct rl_decision *d) {
   int rv = check(t, digest, lim, now, true, gateways > 1 ? gateways : 1, d);

@@ -37,6 +37,12 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
 int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                         struct rl_decision *d);
 /*
+ * Takes one unit of the month of the key, counting nothing in the window: a batch job's item answered with a
+ * transcript (the job's request counted in the window once). Returns 1 when taken (its month in *month), 0 when the
+ * month is used up, -ENOSPC as rlmem_check.
+ */
+int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month);
+/*
  * The redis provider's fail-open fallback while Redis cannot answer, with gateways sharing the key (the live gateways
  * Redis last counted, at least 1): decides as rlmem_check, but admits at most this gateway's share of what the key
  * had left when this gateway's fallback began deciding it, in the window and in the month: the count then, plus

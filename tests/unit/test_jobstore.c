@@ -98,6 +98,7 @@ static void test_a_job_lives_through_its_items(void **state) {
   assert_int_equal(t.seq, 1);
   assert_string_equal(t.video_id, "ourVideo001");
   assert_string_equal(t.key_id, "keyA");
+  assert_int_equal(t.created_ms, 1000); /* the job's age bounds how long a rationed item may wait */
   assert_int_equal(t.tries, 0);
   assert_int_equal(jobstore_done(f->js, id, t.seq, "{\"a\":1}", 7, 2100), 0);
   /* Done once: a second end of the same item is refused. */

@@ -1,0 +1,247 @@
+/* The batch jobs' runner (see runner.h). */
+#include "gateway/dispatcher/runner.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/jobs/jobstore.h"
+#include "gateway/keys/keys.h"
+#include "gateway/limits/ratelimit.h"
+
+/* How often ended jobs past VTS_JOB_TTL_S are deleted, and the key file looked at for changes. */
+#define RUNNER_EXPIRE_MS 60000
+#define RUNNER_KEYS_POLL_MS 1000
+/* A taken item's lease past its deadline: a taker alive that long has answered it. */
+#define RUNNER_LEASE_SLACK_MS 30000
+
+/*
+ * The synchronous endpoint's codes and messages, as the rows of gateway/http/errors.h spell them (the dispatcher does
+ * not include the worker's modules; tests/unit/test_runner.c holds them equal).
+ */
+#define RUNNER_NOT_AVAILABLE "No accessible transcript was found for this video."
+#define RUNNER_UPSTREAM_FAILED "The video platform did not return the transcript."
+#define RUNNER_FETCH_FAILED "The transcript could not be fetched."
+#define RUNNER_QUOTA_EXCEEDED "The monthly quota of this API key is used up."
+
+struct runner_item {
+  struct core_waiter waiter;       /* first: the core's handle */
+  struct runner_item *prev, *next; /* runner.items: freed with the runner when the core never answered */
+  struct jobstore_task task;
+};
+
+struct runner {
+  const struct vts_config *cfg;
+  struct core *core;
+  struct jobstore *js;
+  struct keystore *keys;
+  struct timespec keys_mtime;
+  uint64_t keys_checked_ms;
+  uint64_t in_flight;
+  struct runner_item *items;
+  uint64_t next_take_ms;
+  uint64_t next_expire_ms;
+};
+
+uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct) {
+  if (share_pct <= 0 || connected == 0 || queued >= idle) return 0;
+  uint64_t cap = connected * (uint64_t)share_pct / 100;
+  if (cap == 0) cap = 1;
+  if (in_flight >= cap) return 0;
+  uint64_t room = cap - in_flight;
+  uint64_t free_now = idle - queued;
+  return room < free_now ? room : free_now;
+}
+
+void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t created_ms, int64_t max_age_ms,
+                  struct runner_outcome *out) {
+  memset(out, 0, sizeof(*out));
+  out->verdict = RUNNER_FAIL;
+  switch (res != NULL ? proto_outcome_status(res->outcome) : 500) {
+    case 200:
+      out->verdict = RUNNER_DONE;
+      return;
+    case 404:
+      out->code = "transcript_not_available";
+      out->message = RUNNER_NOT_AVAILABLE;
+      return;
+    case 502:
+      if (res->reason == PROTO_REASON_BUDGET && now_ms + RUNNER_RATION_RETRY_MS - created_ms <= max_age_ms) {
+        out->verdict = RUNNER_RETRY;
+        out->not_before_ms = now_ms + RUNNER_RATION_RETRY_MS;
+        return;
+      }
+      out->code = "upstream_transcript_failed";
+      out->message = RUNNER_UPSTREAM_FAILED;
+      return;
+    default:
+      out->code = "transcript_fetch_failed";
+      out->message = RUNNER_FETCH_FAILED;
+      return;
+  }
+}
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The key file again when it changed: an item is charged to its key's month as the file says now. */
+static void keys_refresh(struct runner *r, uint64_t now) {
+  if (r->keys != NULL && now < r->keys_checked_ms + RUNNER_KEYS_POLL_MS) return;
+  r->keys_checked_ms = now;
+  struct stat st;
+  if (stat(r->cfg->keys_file, &st) != 0) return;
+  if (r->keys != NULL && st.st_mtim.tv_sec == r->keys_mtime.tv_sec && st.st_mtim.tv_nsec == r->keys_mtime.tv_nsec)
+    return;
+  char err[256] = "";
+  struct keystore *ks = keystore_load(r->cfg->keys_file, err, sizeof(err));
+  if (ks == NULL) {
+    log_msg(LOG_WARN, "runner keeps its keys: key file not loaded", "error", err, NULL);
+    return;
+  }
+  keystore_free(r->keys);
+  r->keys = ks;
+  r->keys_mtime = st.st_mtim;
+}
+
+static const struct key_entry *key_named(const struct runner *r, const char *name) {
+  for (size_t i = 0; r->keys != NULL && i < keystore_count(r->keys); i++) {
+    const struct key_entry *k = keystore_entry(r->keys, i);
+    if (strcmp(k->name, name) == 0) return k;
+  }
+  return NULL;
+}
+
+struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
+  struct runner *r = calloc(1, sizeof(*r));
+  if (r == NULL) return NULL;
+  r->cfg = cfg;
+  r->core = core;
+  char path[CONFIG_STR_MAX + 16];
+  snprintf(path, sizeof(path), "%s/jobs.db", cfg->state_dir);
+  char err[256] = "";
+  if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
+    log_msg(LOG_ERROR, "batch jobs not run: no state directory", "path", cfg->state_dir, NULL);
+    free(r);
+    return NULL;
+  }
+  if (jobstore_open(path, &r->js, err, sizeof(err)) != 0) {
+    log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
+    free(r);
+    return NULL;
+  }
+  /* One gateway owns the directory: what was running when it stopped (or was killed) runs again now. */
+  int n = jobstore_recover(r->js, INT64_MAX);
+  if (n > 0) {
+    char num[16];
+    snprintf(num, sizeof(num), "%d", n);
+    log_msg(LOG_INFO, "batch items resumed", "=items", num, NULL);
+  }
+  return r;
+}
+
+void runner_free(struct runner *r) {
+  if (r == NULL) return;
+  /* Items the core never answered (the dispatcher stopping): still running in the store, put back at the next start. */
+  while (r->items != NULL) {
+    struct runner_item *it = r->items;
+    r->items = it->next;
+    free(it);
+  }
+  jobstore_close(r->js);
+  keystore_free(r->keys);
+  free(r);
+}
+
+/* Starts one taken item: a request of the core of its own, answered (maybe at once) through runner_answer. */
+static void start_item(struct runner *r, uint64_t now, const struct jobstore_task *t) {
+  struct runner_item *it = calloc(1, sizeof(*it));
+  if (it == NULL) {
+    jobstore_retry(r->js, t->job_id, t->seq, wall_ms() + RUNNER_POLL_MS, wall_ms());
+    return;
+  }
+  it->task = *t;
+  it->waiter.internal = 1;
+  it->next = r->items;
+  if (r->items != NULL) r->items->prev = it;
+  r->items = it;
+  struct proto_job job = {.kind = PROTO_KIND_CAPTIONS, .deadline_ms = (uint32_t)r->cfg->job_timeout_ms};
+  memcpy(job.video_id, t->video_id, sizeof(job.video_id));
+  util_copy_str(job.lang, sizeof(job.lang), t->language);
+  util_copy_str(job.translate, sizeof(job.translate), t->translate);
+  snprintf(job.request_id, sizeof(job.request_id), "%s-%lld", t->job_id, (long long)t->seq);
+  r->in_flight++;
+  core_request(r->core, now, &it->waiter, &job);
+}
+
+uint64_t runner_pump(struct runner *r, uint64_t now) {
+  if (now >= r->next_expire_ms) {
+    r->next_expire_ms = now + RUNNER_EXPIRE_MS;
+    int n = jobstore_expire(r->js, wall_ms(), r->cfg->job_ttl_s * 1000);
+    if (n < 0) log_msg(LOG_WARN, "expiring batch jobs failed", NULL);
+  }
+  uint64_t wake = now + RUNNER_POLL_MS;
+  if (now < r->next_take_ms) return r->next_take_ms;
+  keys_refresh(r, now);
+  for (int started = 0; started < RUNNER_BURST; started++) {
+    struct dispatcher_stats st;
+    core_stats(r->core, &st);
+    if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, r->in_flight,
+                    r->cfg->jobs_fetcher_share) == 0)
+      return wake;
+    struct jobstore_task t;
+    int64_t wall = wall_ms();
+    int rv = jobstore_take(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &t);
+    if (rv != 0) {
+      if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
+      r->next_take_ms = now + RUNNER_POLL_MS;
+      return r->next_take_ms;
+    }
+    start_item(r, now, &t);
+  }
+  return now; /* more may start: the next loop turn */
+}
+
+void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_result *res) {
+  struct runner_item *it = (struct runner_item *)(void *)w;
+  const struct jobstore_task *t = &it->task;
+  r->in_flight--;
+  if (it->prev != NULL)
+    it->prev->next = it->next;
+  else
+    r->items = it->next;
+  if (it->next != NULL) it->next->prev = it->prev;
+  int64_t now = wall_ms();
+  struct runner_outcome o;
+  runner_judge(res, now, t->created_ms, r->cfg->job_max_age_s * 1000, &o);
+  int rv = 0;
+  if (o.verdict == RUNNER_DONE) {
+    const struct key_entry *key = key_named(r, t->key_id);
+    int64_t month = 0;
+    int charged = key != NULL ? ratelimit_charge_month(r->cfg, key, &month) : 0;
+    if (charged == 1) {
+      rv = jobstore_done(r->js, t->job_id, t->seq, res->body, res->body_len, now);
+      /* Cancelled meanwhile, or its lease lost: nothing was delivered, so nothing is owed. */
+      if (rv != 0) ratelimit_give_back(key, month);
+    } else {
+      rv = jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
+    }
+  } else if (o.verdict == RUNNER_RETRY) {
+    rv = jobstore_retry(r->js, t->job_id, t->seq, o.not_before_ms, now);
+  } else {
+    rv = jobstore_fail(r->js, t->job_id, t->seq, o.code, o.message, now);
+  }
+  if (rv != 0 && rv != -ENOENT) {
+    char seq[24];
+    snprintf(seq, sizeof(seq), "%lld", (long long)t->seq);
+    log_msg(LOG_ERROR, "batch item not recorded", "job_id", t->job_id, "=seq", seq, NULL);
+  }
+  free(it);
+}

@@ -1,0 +1,62 @@
+/*
+ * The batch jobs' runner, in the dispatcher: takes the queued items of the job store (gateway/jobs/jobstore.h) and
+ * hands each to the core as a request of its own (a core_waiter marked internal), so an item goes through the same
+ * cache, coalescing, claims and fetchers as a synchronous request. It keeps fetchers free for those:
+ *
+ *   an item starts only while no request waits in the core's queue beyond the idle fetchers (queued < idle), and at
+ *   most VTS_JOBS_FETCHER_SHARE percent of the connected fetchers hold items at once (at least one item when a
+ *   fetcher is connected and the share is not 0), so the rest always serve synchronous requests at once.
+ *
+ * An item answered with a transcript costs one unit of the month of the job's key (ratelimit_charge_month) and keeps
+ * the transcript's JSON (the store compresses it; the items endpoint renders the job's format); past the month it
+ * fails quota_exceeded. A 404 fails transcript_not_available, a 500 transcript_fetch_failed, a 502
+ * upstream_transcript_failed, except a 502 for a ration (the egress budget): the item goes back to the queue, not
+ * to be taken before RUNNER_RATION_RETRY_MS, until VTS_JOB_MAX_AGE_S after its job was made. Taking an item leases it
+ * for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back every item
+ * left running (a gateway killed mid-job resumes it). Ended jobs are deleted VTS_JOB_TTL_S after their last change.
+ */
+#ifndef VTS_DISPATCH_RUNNER_H
+#define VTS_DISPATCH_RUNNER_H
+
+#include <stdint.h>
+
+#include "common/config.h"
+#include "gateway/dispatcher/core.h"
+#include "proto/proto.h"
+
+/* An item met a ration: tried again after this long (the platform's budgets refill over minutes). */
+#define RUNNER_RATION_RETRY_MS 30000
+/* With nothing to take, the store is asked again this often. */
+#define RUNNER_POLL_MS 200
+/* Items started in one loop turn at most, so that a burst of cache hits does not hold the loop. */
+#define RUNNER_BURST 32
+
+/* How many items may start now (pure): the rule above. */
+uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct);
+
+/* What an item's answer makes of it (pure). */
+enum runner_verdict { RUNNER_DONE, RUNNER_FAIL, RUNNER_RETRY };
+struct runner_outcome {
+  enum runner_verdict verdict;
+  const char *code;      /* RUNNER_FAIL: the synchronous endpoint's code */
+  const char *message;   /* and its message */
+  int64_t not_before_ms; /* RUNNER_RETRY: wall clock */
+};
+/* res's outcome for an item of a job made at created_ms, at wall time now_ms, with max_age_ms. */
+void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t created_ms, int64_t max_age_ms,
+                  struct runner_outcome *out);
+
+struct runner;
+
+/* Opens the store (VTS_STATE_DIR/jobs.db) and puts back the items left running. NULL when it cannot (logged). */
+struct runner *runner_new(const struct vts_config *cfg, struct core *core);
+void runner_free(struct runner *r);
+/*
+ * Starts what may start now (the core's gauges decide) and expires old jobs now and then. Returns the monotonic time
+ * it wants to be called again by at the latest.
+ */
+uint64_t runner_pump(struct runner *r, uint64_t now);
+/* The answer of an internal waiter (the shell's answer action hands it over); res borrowed for the call. */
+void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_result *res);
+
+#endif

@@ -1,0 +1,160 @@
+"""Batch jobs run end to end: the real gateway (its dispatcher's runner), a fetcher pool and the fake platform. Items
+go through the same cache and fetchers as synchronous requests, each transcript delivered costs one unit of the
+month and no more, items past the month fail quota_exceeded, the job's format decides what an item's transcript is,
+and a gateway killed with SIGKILL mid-job resumes it on restart from the store, losing no item and running none
+twice."""
+import json
+import sqlite3
+
+from conftest import ACTIVE_KEY, _contract_check, http_request
+from stack import Stack
+from vtsproc import wait_for
+
+# The fake platform answers every "bench…" id as its one-track English video.
+TRANSCRIPT = {"language": "en", "source": "captions", "text": "Hello and welcome to the fake platform",
+              "segments": [{"text": "Hello and welcome", "start": 0.12, "duration": 2.4},
+                           {"text": "to the fake platform", "start": 2.52, "duration": 3}]}
+JOBKEY = "vts_test_key_jobs"
+
+
+def call(gw, method, path, body=None, key=JOBKEY):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+    try:
+        headers = {"x-api-key": key}
+        if body is not None:
+            headers["content-type"] = "application/json"
+        conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        hdrs = {k.lower(): v for k, v in resp.getheaders()}
+    finally:
+        conn.close()
+    _contract_check(method, path, resp.status, hdrs, raw)
+    return resp.status, hdrs, json.loads(raw) if raw else None
+
+
+def start_job(gw, body):
+    status, h, job = call(gw, "POST", "/v1/jobs", body)
+    assert status == 202, job
+    return h["location"]
+
+
+def wait_job_done(gw, loc, timeout=60):
+    def done():
+        status, _, job = call(gw, "GET", loc)
+        return job if status == 200 and job["status"] == "done" else None
+    job = wait_for(done, timeout)
+    assert job, call(gw, "GET", loc)
+    return job
+
+
+def all_items(gw, loc):
+    items, cursor = [], None
+    while True:
+        status, _, page = call(gw, "GET", loc + "/items?limit=7" + ("&cursor=" + cursor if cursor else ""))
+        assert status == 200
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
+
+
+def player_requests(stack, video):
+    return stack.requests().get("POST /youtubei/v1/player " + video, 0)
+
+
+def sync_get(stack, video):
+    return http_request(stack.gateway.port, "GET", "/v1/video/transcript?video_id=" + video,
+                        headers={"x-api-key": JOBKEY})
+
+
+def test_items_run_through_the_cache_and_each_transcript_costs_one_unit(tmp_path):
+    # Eight transcripts and one video the platform cannot play; a month of 8 + 1 units.
+    ids = ["benchJr%04d" % i for i in range(8)]
+    stack = Stack(tmp_path, keys=[("jobs", JOBKEY, "active", 1000, 60, 9)], fetchers=2)
+    try:
+        loc = start_job(stack.gateway, {"video_ids": ids[:4] + ["nonexistent"] + ids[4:]})
+        job = wait_job_done(stack.gateway, loc)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 8, "failed": 1, "cancelled": 0}
+        items = all_items(stack.gateway, loc)
+        assert [i["video_id"] for i in items] == ids[:4] + ["nonexistent"] + ids[4:]
+        for i in items:
+            if i["video_id"] == "nonexistent":
+                assert i == {"video_id": "nonexistent", "status": "failed", "error": {
+                    "code": "transcript_not_available",
+                    "message": "No accessible transcript was found for this video."}}
+            else:
+                assert i == {"video_id": i["video_id"], "status": "done", "transcript": TRANSCRIPT}
+        for v in ids:
+            assert player_requests(stack, v) == 1, v
+        # The month: 8 units spent by the job, 1 left for one synchronous transcript (served from the cache the job
+        # filled: no platform request), then none.
+        r = sync_get(stack, ids[0])
+        assert r.status == 200 and json.loads(r.body) == TRANSCRIPT
+        assert player_requests(stack, ids[0]) == 1
+        r = sync_get(stack, ids[1])
+        assert (r.status, json.loads(r.body)["error"]["code"]) == (429, "quota_exceeded")
+    finally:
+        stack.close()
+
+
+def test_items_past_the_month_fail_quota_exceeded_and_format_decides_the_transcript(tmp_path):
+    ids = ["benchJq%04d" % i for i in range(5)]
+    stack = Stack(tmp_path, keys=[("jobs", JOBKEY, "active", 1000, 60, 3)], fetchers=2)
+    try:
+        loc = start_job(stack.gateway, {"video_ids": ids, "format": "text"})
+        job = wait_job_done(stack.gateway, loc)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 3, "failed": 2, "cancelled": 0}
+        items = all_items(stack.gateway, loc)
+        done = [i for i in items if i["status"] == "done"]
+        failed = [i for i in items if i["status"] == "failed"]
+        assert all(i["transcript"] == TRANSCRIPT["text"] for i in done)
+        assert all(i["error"] == {"code": "quota_exceeded",
+                                  "message": "The monthly quota of this API key is used up."} for i in failed)
+        r = sync_get(stack, ids[0])
+        assert (r.status, json.loads(r.body)["error"]["code"]) == (429, "quota_exceeded")
+    finally:
+        stack.close()
+
+
+def statuses(db_path):
+    db = sqlite3.connect(str(db_path))
+    try:
+        return dict(db.execute("SELECT video_id, status FROM items").fetchall())
+    finally:
+        db.close()
+
+
+def test_a_gateway_killed_mid_job_resumes_it_losing_no_item_and_running_none_twice(tmp_path):
+    ids = ["benchJk%04d" % i for i in range(24)]
+    # Every platform request takes 150 ms, so the kill lands while items run.
+    stack = Stack(tmp_path, keys=[("jobs", JOBKEY, "active", 1000, 60, 1000)], fetchers=2,
+                  upstream_args=("--delay-ms", "150"))
+    gw = stack.gateway
+    try:
+        loc = start_job(gw, {"video_ids": ids})
+        db = gw.state_dir / "jobs.db"
+        assert wait_for(lambda: list(statuses(db).values()).count(2) >= 4, 60), statuses(db)
+        gw.kill()
+        at_kill = statuses(db)
+        done_at_kill = {v for v, s in at_kill.items() if s == 2}
+        running_at_kill = {v for v, s in at_kill.items() if s == 1}
+        assert len(done_at_kill) < len(ids), "the job ended before the kill: nothing was tested"
+        before = {v: player_requests(stack, v) for v in ids}
+        gw.start()
+        job = wait_job_done(gw, loc, timeout=90)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 24, "failed": 0, "cancelled": 0}
+        items = all_items(gw, loc)
+        assert [i["video_id"] for i in items] == ids
+        assert all(i["transcript"] == TRANSCRIPT for i in items)
+        for v in ids:
+            n = player_requests(stack, v)
+            if v in done_at_kill:
+                assert n == 1 and before[v] == 1, (v, n)  # recorded before the kill: never run again
+            elif v in running_at_kill:
+                assert n in (1, 2), (v, n)  # in a fetcher's hands at the kill: its answer was lost with the gateway
+            else:
+                assert n == 1, (v, n)  # queued at the kill: run once, after the restart
+    finally:
+        stack.close()
