@@ -1,0 +1,344 @@
+"""The two images built and run for real with podman: deploy/Dockerfile.gateway and deploy/Dockerfile.fetcher are
+built from a Debian 12 base made here with debootstrap from the mirror apt uses (no container registry is reachable),
+and a gateway and a fetcher container serve a transcript of the fake platform as the images' own users, with the
+folders of deploy/prepare.sh mounted where deploy/compose.yaml mounts them.
+
+Host networking keeps every address on 127.0.0.1. podman runs with a configuration of the test's own
+(CONTAINERS_CONF: runc, lower default ulimits), never the machine's. The base image (localhost/vts-base:bookworm)
+and the images' layers are kept by podman between runs, so a second run only compiles what changed; tests/run.sh runs
+this file in a stage of its own, which prints its time."""
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD_DIR, REPO, free_port, http_request, wait_for
+from vtsproc import children_of, metric, scrape
+
+yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read deploy/compose.yaml")
+
+PODMAN = shutil.which("podman")
+DEBOOTSTRAP = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap")
+                                               else None)
+if not PODMAN or not DEBOOTSTRAP or os.geteuid() != 0:
+    pytest.skip("podman, debootstrap and root are needed to build and run the images (deploy/deps.sh installs "
+                "podman, runc and debootstrap)", allow_module_level=True)
+
+BASE = "localhost/vts-base:bookworm"
+IMAGES = {"gateway": "localhost/vts-gateway:test", "fetcher": "localhost/vts-fetcher:test"}
+USERS = {"gateway": 10001, "fetcher": 10002}
+CONF = """[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+"""
+# What the run measured, printed at the end of the module (the stage runs with -s).
+FIGURES = []
+
+
+@pytest.fixture(scope="module")
+def podman(tmp_path_factory):
+    conf = tmp_path_factory.mktemp("podman") / "containers.conf"
+    conf.write_text(CONF)
+    env = dict(os.environ, CONTAINERS_CONF=str(conf))
+
+    def run(*args, check=True, timeout=120, stdin=None):
+        out = subprocess.run([PODMAN, *args], env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
+        if check and out.returncode != 0:
+            raise AssertionError("podman %s: exit %d\n%s" % (" ".join(args), out.returncode, out.stderr[-3000:]))
+        return out
+
+    run.env = env
+    yield run
+    for line in FIGURES:
+        print("\n" + line, end="")
+    print()
+
+
+def _apt_mirrors():
+    """(archive URL, security URL or None) of the Debian mirror apt is configured with on this host."""
+    entries = []
+    for path in [Path("/etc/apt/sources.list")] + sorted(Path("/etc/apt/sources.list.d").glob("*")):
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        for m in re.finditer(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", text, re.M):
+            entries.append((m.group(1), [m.group(2)]))
+        for block in re.split(r"\n\s*\n", text):
+            uris = re.search(r"^URIs:\s*(\S+)", block, re.M | re.I)
+            suites = re.search(r"^Suites:\s*(.+)$", block, re.M | re.I)
+            if uris and suites and not re.search(r"^Enabled:\s*no", block, re.M | re.I):
+                entries.append((uris.group(1), suites.group(1).split()))
+    archive = next((u for u, s in entries if "bookworm" in s), None)
+    security = next((u for u, s in entries if "bookworm-security" in s), None)
+    assert archive, "no Debian bookworm mirror in /etc/apt/sources.list*"
+    return archive.rstrip("/"), security.rstrip("/") if security else None
+
+
+def _make_base(podman, work):
+    """A minimal Debian 12 root made with debootstrap, with what debian:bookworm-slim adds (apt keeps no downloaded
+    package, dpkg installs no documentation), imported as BASE."""
+    archive, security = _apt_mirrors()
+    root = work / "rootfs"
+    out = subprocess.run([DEBOOTSTRAP, "--variant=minbase", "bookworm", str(root), archive], capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    lines = ["deb %s bookworm main" % archive, "deb %s bookworm-updates main" % archive]
+    if security:
+        lines.append("deb %s bookworm-security main" % security)
+    (root / "etc/apt/sources.list").write_text("\n".join(lines) + "\n")
+    (root / "etc/apt/apt.conf.d/docker-clean").write_text(
+        'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };\n'
+        'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };\n'
+        'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";\n')
+    (root / "etc/dpkg/dpkg.cfg.d/docker-slim").write_text(
+        "path-exclude /usr/share/doc/*\npath-include /usr/share/doc/*/copyright\npath-exclude /usr/share/man/*\n"
+        "path-exclude /usr/share/info/*\npath-exclude /usr/share/locale/*\n")
+    for d in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info",
+              "usr/share/locale"):
+        for p in (root / d).glob("*"):
+            if p.is_file() and not (d == "var/cache/apt/archives" and p.name == "lock"):
+                p.unlink()
+            elif p.is_dir() and d != "var/cache/apt/archives":
+                shutil.rmtree(p)
+    tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+    imp = subprocess.run([PODMAN, "import", "--change", "CMD [\"/bin/bash\"]", "-", BASE], stdin=tar.stdout,
+                         env=podman.env, capture_output=True, text=True, timeout=300)
+    tar.stdout.close()
+    assert tar.wait() == 0 and imp.returncode == 0, imp.stderr[-2000:]
+    shutil.rmtree(root)
+
+
+def _size_mb(podman, image):
+    return int(podman("image", "inspect", "--format", "{{.Size}}", image).stdout.strip()) / 1e6
+
+
+@pytest.fixture(scope="module")
+def images(podman, tmp_path_factory):
+    t0 = time.monotonic()
+    if podman("image", "exists", BASE, check=False).returncode != 0:
+        _make_base(podman, tmp_path_factory.mktemp("base"))
+        FIGURES.append("containers: base image %s made with debootstrap in %.0f s" % (BASE, time.monotonic() - t0))
+    else:
+        FIGURES.append("containers: base image %s kept from an earlier run" % BASE)
+    for name in ("gateway", "fetcher"):
+        t1 = time.monotonic()
+        # docker format: the OCI one has no HEALTHCHECK. Host networking: apt reaches the mirror as the host does.
+        podman("build", "--format", "docker", "--network", "host", "--build-arg", "BASE_IMAGE=" + BASE,
+               "-f", "deploy/Dockerfile." + name, "-t", IMAGES[name], str(REPO), timeout=1800)
+        FIGURES.append("containers: %s image built in %.0f s, %.0f MB" %
+                       (name, time.monotonic() - t1, _size_mb(podman, IMAGES[name])))
+    return IMAGES
+
+
+def _compose():
+    return yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())
+
+
+def _mounts(service, prepared):
+    """The -v options of compose's bind mounts of service, the host side in the folder prepare.sh made."""
+    out = []
+    for v in _compose()["services"][service].get("volumes", []):
+        host, target, *mode = v.split(":")
+        if host.startswith("./"):
+            out += ["-v", "%s:%s%s" % (prepared / host[2:], target, ":" + mode[0] if mode else "")]
+    return out
+
+
+class Prepared(type(Path())):
+    """The prepared folder (a Path) and the plain API key made in it."""
+
+    def __new__(cls, path, key):
+        self = super().__new__(cls, path)
+        self.key = key
+        return self
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    """deploy/prepare.sh's folder, made by the command the README gives, with one key made by vts-keys."""
+    d = tmp_path / "deploy"
+    out = subprocess.run([str(REPO / "deploy" / "prepare.sh"), str(d)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    keys = subprocess.run([str(BUILD_DIR / "bin" / "vts-keys"), "-f", str(d / "keys" / "keys.db"), "create", "alice"],
+                          capture_output=True, text=True, timeout=30, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    assert keys.returncode == 0, keys.stderr
+    return Prepared(d, keys.stdout.strip())
+
+
+@pytest.fixture
+def containers(podman):
+    """Names of the containers a test starts; each is removed at teardown."""
+    names = []
+    yield names
+    for n in names:
+        podman("rm", "-f", "-t", "0", n, check=False)
+
+
+def _start(podman, containers, image, name, args, cmd=()):
+    containers.append(name)
+    podman("run", "-d", "--name", name, "--network", "host", *args, IMAGES[image], *cmd)
+
+
+def _uids(pid):
+    """(real, effective, saved, fs uid), (the same gids) of a host process."""
+    status = Path("/proc/%d/status" % pid).read_text()
+    uid = tuple(int(x) for x in re.search(r"^Uid:\s+(.+)$", status, re.M).group(1).split())
+    gid = tuple(int(x) for x in re.search(r"^Gid:\s+(.+)$", status, re.M).group(1).split())
+    return uid, gid
+
+
+def _pid(podman, name):
+    return int(podman("inspect", "--format", "{{.State.Pid}}", name).stdout.strip())
+
+
+def _files(podman, name, pattern):
+    """Files of a running container whose name matches pattern (find -name), outside /proc and /sys."""
+    out = podman("exec", name, "find", "/", "(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o",
+                 "-type", "f", "-name", pattern, "-print", check=False)
+    return sorted(out.stdout.split())
+
+
+def test_images_are_built_from_a_local_base_and_run_as_their_own_users(podman, images):
+    for name, image in images.items():
+        cfg = podman("image", "inspect", "--format", "{{.Config.User}} {{json .Config.Entrypoint}}", image)
+        user, entry = cfg.stdout.strip().split(" ", 1)
+        assert user == "vts", (name, user)
+        assert entry == '["/usr/local/bin/vts-entrypoint","/usr/local/bin/vts-%s"]' % name
+        ids = podman("run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", "id -u; id -g").stdout.split()
+        assert ids == [str(USERS[name])] * 2, (name, ids)
+        # No private key of any kind in an image: the jobs link's files are mounted at run time only.
+        found = podman("run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "/bin/sh", image, "-c",
+                       "find / -xdev -type f \\( -name '*.key' -o -name keys.db -o -name .env \\) -print; "
+                       "grep -rl -e 'PRIVATE KEY-----' /etc /usr/local /var /root /home /opt /srv /tmp || true")
+        assert found.stdout.split() == [], (name, found.stdout)
+    hc = podman("image", "inspect", "--format", "{{json .Config.Healthcheck.Test}}", images["gateway"]).stdout.strip()
+    assert hc == '["CMD","/usr/local/bin/vts-healthcheck"]', hc
+
+
+def test_gateway_and_fetcher_containers_serve_as_their_users_and_see_a_revocation(podman, images, prepared,
+                                                                                    containers, upstream):
+    port, jobs, metrics = free_port(), free_port(), free_port()
+    tag = str(os.getpid())
+    gw_env = ["-e", "VTS_LISTEN=127.0.0.1:%d" % port, "-e", "VTS_JOBS_URL=tls+tcp://127.0.0.1:%d" % jobs,
+              "-e", "VTS_METRICS_LISTEN=127.0.0.1:%d" % metrics, "-e", "VTS_WORKERS=1"]
+    t0 = time.monotonic()
+    _start(podman, containers, "gateway", "vts-test-gateway-" + tag, gw_env + _mounts("gateway", prepared))
+    _start(podman, containers, "fetcher", "vts-test-fetcher-" + tag,
+           ["-e", "VTS_JOBS_URL=tls+tcp://localhost:%d" % jobs, "-e", "VTS_UPSTREAM_URL=" + upstream.url,
+            *_mounts("fetcher", prepared)], cmd=("--workers", "1"))
+    gw, fe = containers
+
+    def fetcher_idle():
+        try:
+            return metric(scrape(metrics), "vts_fetchers_idle") == 1
+        except OSError:
+            return False
+
+    assert wait_for(fetcher_idle, 30, interval=0.1), podman("logs", gw, check=False).stderr[-3000:] + \
+        podman("logs", fe, check=False).stderr[-3000:]
+    FIGURES.append("containers: gateway and fetcher started and linked over mutual TLS in %.1f s" %
+                   (time.monotonic() - t0))
+
+    r = http_request(port, "GET", "/v1/video/transcript?video_id=capJson3xx1", headers={"x-api-key": prepared.key})
+    assert r.status == 200, (r.status, r.body)
+    assert r.json()["text"] == "Hello and welcome to the fake platform"
+
+    # Every process of each container runs as the image's user and group, not root.
+    for name, image in ((gw, "gateway"), (fe, "fetcher")):
+        pid = _pid(podman, name)
+        procs = [pid] + children_of(pid)
+        assert len(procs) >= 2, (name, procs)  # the gateway's master and children; the fetcher's parent and child
+        for p in procs:
+            assert _uids(p) == ((USERS[image],) * 4, (USERS[image],) * 4), (name, p, _uids(p))
+
+    # Each container holds its own private key only: the CA key stays in jobs-ca/, which no container mounts.
+    assert _files(podman, gw, "*.key") == ["/etc/vts-jobs-tls/gateway.key"]
+    assert _files(podman, fe, "*.key") == ["/etc/vts-jobs-tls/fetcher.key"]
+
+    # The health check asks the port of VTS_LISTEN (not 8080); pointed elsewhere, the same script fails.
+    assert podman("healthcheck", "run", gw, check=False).returncode == 0
+    other = podman("exec", "-e", "VTS_LISTEN=0.0.0.0:%d" % free_port(), gw, "/usr/local/bin/vts-healthcheck",
+                   check=False)
+    assert other.returncode != 0
+
+    # A key revoked on the host, in the mounted folder, is refused by the running container within seconds.
+    revoke = subprocess.run([str(BUILD_DIR / "bin" / "vts-keys"), "-f", str(prepared / "keys" / "keys.db"), "revoke",
+                             "alice"], capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    assert revoke.returncode == 0, revoke.stderr
+    st = os.stat(prepared / "keys" / "keys.db")
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, USERS["gateway"], 0o640)
+    t1 = time.monotonic()
+
+    def refused():
+        return http_request(port, "GET", "/v1/video/transcript?video_id=capJson3xx1",
+                            headers={"x-api-key": prepared.key}).status == 401
+
+    assert wait_for(refused, 5, interval=0.1), "the revoked key is still served"
+    FIGURES.append("containers: a key revoked on the host refused after %.1f s" % (time.monotonic() - t1))
+
+    # SIGTERM (podman stop) drains: both exit 0.
+    for name in (fe, gw):
+        podman("stop", "-t", "30", name, timeout=60)
+        assert podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip() == "0", \
+            podman("logs", name, check=False).stderr[-2000:]
+
+
+def test_a_program_that_cannot_start_backs_off_instead_of_looping(podman, images, prepared, containers):
+    """A bad setting stops the program at once; the restart policy starts the container again, and the entrypoint
+    waits 1, 2, 4, ... s first: at most a handful of starts in 10 s (a tight loop makes dozens)."""
+    tag = str(os.getpid())
+    _start(podman, containers, "gateway", "vts-test-badgw-" + tag,
+           ["--restart", "always", "-e", "VTS_WORKERS=many", *_mounts("gateway", prepared)])
+    _start(podman, containers, "fetcher", "vts-test-badfe-" + tag,
+           ["--restart", "always", "-e", "VTS_UPSTREAM_URL=ftp://127.0.0.1:1", *_mounts("fetcher", prepared)])
+
+    def restarts(name):
+        return int(podman("inspect", "--format", "{{.RestartCount}}", name).stdout.strip())
+
+    names = containers[-2:]
+    # The third restart comes after pauses of 1 and 2 s; the fifth would need 1 + 2 + 4 + 8 s.
+    assert wait_for(lambda: all(restarts(n) >= 3 for n in names), 20, interval=0.2), [restarts(n) for n in names]
+    t0 = time.monotonic()
+    wait_for(lambda: time.monotonic() - t0 > 5 or any(restarts(n) > 4 for n in names), 6, interval=0.2)
+    assert all(restarts(n) <= 4 for n in names), [restarts(n) for n in names]
+    for name, line in zip(names, ('VTS_WORKERS: invalid value "many"', "VTS_UPSTREAM_URL")):
+        log = podman("logs", name).stderr + podman("logs", name).stdout
+        assert line in log, log[-2000:]
+        assert '"component":"entrypoint"' in log and '"msg":"started again within 60 s of the last start: ' \
+            'waiting before the next","restarts":2,"wait_s":2}' in log, log[-2000:]
+    # A stop during the pause is at once.
+    t1 = time.monotonic()
+    for name in names:
+        podman("stop", "-t", "10", name)
+    assert time.monotonic() - t1 < 8
+
+
+def test_the_build_context_leaves_out_secrets_build_trees_and_history(podman, images, tmp_path):
+    """.dockerignore, applied by the engine itself to a copy of the repository's layout with the files prepare.sh
+    and a build leave: only sources reach a build."""
+    ctx = tmp_path / "ctx"
+    present = ["common/buf.c", "deploy/container/vts-entrypoint", "CMakeLists.txt",
+               "deploy/keys/keys.db", "deploy/jobs-ca/ca.key", "deploy/jobs-tls/gateway/gateway.key",
+               "deploy/jobs-tls/fetcher/fetcher.key", "deploy/.env", "build/bin/vts-gateway", "build-asan/CMakeCache.txt",
+               ".git/HEAD", ".run/keys.db", "state/quota.snapshot", "tests/contract/node_modules/x/index.js",
+               "tests/unit/test_x.c", "elsewhere/server.key"]
+    for rel in present:
+        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ctx / rel).write_text("x\n")
+    shutil.copy(REPO / ".dockerignore", ctx / ".dockerignore")
+    (tmp_path / "Containerfile.ctx").write_text("FROM %s\nCOPY . /ctx\n" % BASE)
+    tag = "localhost/vts-context-test:%d" % os.getpid()
+    try:
+        podman("build", "--network", "host", "-f", str(tmp_path / "Containerfile.ctx"), "-t", tag, str(ctx))
+        seen = podman("run", "--rm", "--network", "none", tag, "find", "/ctx", "-type", "f").stdout.split()
+    finally:
+        podman("rmi", "-f", tag, check=False)
+    assert sorted(p[len("/ctx/"):] for p in seen) == [".dockerignore", "CMakeLists.txt", "common/buf.c",
+                                                      "deploy/container/vts-entrypoint"]
