@@ -724,3 +724,36 @@ def test_only_gateway_pods_reach_redis_and_both_use_the_password_secret():
     assert names.index("REDIS_PASSWORD") < names.index("VTS_REDIS_URL")
     assert k8s_env("gateway")["VTS_REDIS_URL"] == "redis://:$(REDIS_PASSWORD)@vts-redis:6379/0"
     assert k8s_find("Secret", "vts-redis")
+
+
+def test_mounted_secrets_are_folders_readable_by_the_images_group_and_hold_no_ca_key():
+    """The images' users own a fixed gid equal to their uid; Kubernetes mounts each Secret as a folder with mode 0440
+    and that gid as fsGroup (and a missing Secret stops the pod: optional: false); compose mounts per-role folders of
+    deploy/prepare.sh, never the CA's."""
+    for image, name in IMAGES.items():
+        stage = final_stage(name)
+        run = " ".join(args for kw, args in stage["instr"] if kw == "RUN")
+        user = docker_one(stage, "USER")
+        gid = int(re.search(r"groupadd [^&;]*--gid (\d+) %s\b" % re.escape(user), run).group(1))
+        uid = re.search(r"useradd [^&;]*--uid (\d+)[^&;]* %s\b" % re.escape(user), run)
+        assert re.search(r"useradd [^&;]*--gid %d\b" % gid, run) and int(uid.group(1)) == gid, name
+        dep, c = k8s_deployment_of(image)
+        sc = dep["spec"]["template"]["spec"]["securityContext"]
+        assert (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]) == (gid, gid, gid), (image, sc)
+        secrets = [v["secret"] for v in dep["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+        assert secrets, image
+        for sec in secrets:
+            assert sec.get("defaultMode") == 0o440 and sec.get("optional") is False, (image, sec)
+            assert "items" not in sec
+        assert not any("subPath" in m for m in c.get("volumeMounts", [])), "a subPath mount never sees a new version"
+        binds = [v.split(":") for v in compose_service_of(image)[1]["volumes"] if v.startswith("./")]
+        assert binds, image
+        for host, _target, mode in binds:
+            assert mode == "ro" and "jobs-ca" not in host and not os.path.splitext(host)[1], (image, host)
+        # deploy/prepare.sh gives each of these folders the image's group.
+        prepare = (DEPLOY / "prepare.sh").read_text()
+        ids = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)=(\d+)$", prepare, re.M)}
+        for host, _target, _mode in binds:
+            m = re.search(r"chown -R root:\$(\w+) [^\n]*\"\$dir/%s\"" % re.escape(host[2:]), prepare)
+            assert m and ids.get(m.group(1)) == gid, (image, host)
+        assert "%d" % gid in (DEPLOY / "compose.yaml").read_text().split("services:")[0], "compose's header names it"
