@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ static const struct var vars[] = {
     S(jobs_tls_ca, "VTS_JOBS_TLS_CA", ""),
     S(jobs_tls_cert, "VTS_JOBS_TLS_CERT", ""),
     S(jobs_tls_key, "VTS_JOBS_TLS_KEY", ""),
+    B(jobs_insecure, "VTS_JOBS_INSECURE", "false"),
     I(jobs_max_fetchers, "VTS_JOBS_MAX_FETCHERS", "1024", 1, 65536),
     I(jobs_resolve_s, "VTS_JOBS_RESOLVE_S", "10", 1, 3600),
     S(keys_file, "VTS_KEYS_FILE", "keys.db"),
@@ -95,10 +97,27 @@ static int parse_listen(struct vts_config *cfg, const char *v) {
   return config_parse_listen(v, cfg->listen_host, sizeof(cfg->listen_host), &cfg->listen_port);
 }
 
+bool config_host_loopback(const char *host) {
+  char bare[64];
+  size_t n = strlen(host);
+  if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+    if (n - 2 >= sizeof(bare)) return false;
+    memcpy(bare, host + 1, n - 2);
+    bare[n - 2] = '\0';
+    host = bare;
+  }
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return strcmp(host, "localhost") == 0;
+}
+
 /*
  * VTS_JOBS_URL: one URL, or (for a fetcher) a comma-separated list of up to VTS_JOBS_MAX_URLS, each tcp:// or
  * tls+tcp:// with a host and a port. A tls+tcp URL needs the three TLS settings: without them the link would be as
- * open as plain tcp while looking protected.
+ * open as plain tcp while looking protected. Plain tcp:// authenticates nobody, so off loopback it is refused unless
+ * VTS_JOBS_INSECURE=true says the network is private by other means.
  */
 static int check_jobs_url(const struct vts_config *cfg, char *err, size_t errlen) {
   bool tls = false;
@@ -121,6 +140,14 @@ static int check_jobs_url(const struct vts_config *cfg, char *err, size_t errlen
     }
     if (n > VTS_JOBS_MAX_URLS) {
       snprintf(err, errlen, "VTS_JOBS_URL: more than %d URLs", VTS_JOBS_MAX_URLS);
+      return -EINVAL;
+    }
+    if (!this_tls && !cfg->jobs_insecure && !config_host_loopback(host)) {
+      snprintf(err, errlen,
+               "VTS_JOBS_URL: plain \"%.64s\" is off loopback, where any process that reaches it can take jobs and "
+               "answer them: use tls+tcp:// with VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY, or set "
+               "VTS_JOBS_INSECURE=true",
+               url);
       return -EINVAL;
     }
     tls = tls || this_tls;

@@ -58,11 +58,7 @@ static bool numeric_host(const char *host) {
 bool link_url_loopback(const char *url) {
   char host[256];
   if (url_host(url, host, sizeof(host)) != 0) return false;
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
-  return strcmp(host, "localhost") == 0;
+  return config_host_loopback(host);
 }
 
 /* The three files and the variables that name them, in the order a message names them. */

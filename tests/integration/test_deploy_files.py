@@ -757,3 +757,21 @@ def test_mounted_secrets_are_folders_readable_by_the_images_group_and_hold_no_ca
             m = re.search(r"chown -R root:\$(\w+) [^\n]*\"\$dir/%s\"" % re.escape(host[2:]), prepare)
             assert m and ids.get(m.group(1)) == gid, (image, host)
         assert "%d" % gid in (DEPLOY / "compose.yaml").read_text().split("services:")[0], "compose's header names it"
+
+
+def test_shipped_defaults_are_mutual_tls_and_a_redis_password():
+    """Plain tcp off loopback is a start error (VTS_JOBS_INSECURE): the images' own defaults are mutual TLS, and
+    compose runs Redis with the password deploy/prepare.sh writes to deploy/.env, which the gateway's URL carries."""
+    for name in IMAGES.values():
+        env = docker_env(final_stage(name))
+        assert env["VTS_JOBS_URL"].startswith("tls+tcp://"), name
+        assert all(env.get(v) for v in ("VTS_JOBS_TLS_CA", "VTS_JOBS_TLS_CERT", "VTS_JOBS_TLS_KEY")), name
+        assert "VTS_JOBS_INSECURE" not in env
+    for image in IMAGES:
+        assert "VTS_JOBS_INSECURE" not in compose_env(image) and "VTS_JOBS_INSECURE" not in k8s_env(image)
+    redis = compose()["services"]["redis"]["command"]
+    password = redis[redis.index("--requirepass") + 1]
+    assert password == "${REDIS_PASSWORD:?run deploy/prepare.sh first}"
+    assert compose_env("gateway")["VTS_REDIS_URL"] == "redis://:%s@redis:6379/0" % password
+    assert re.search(r"^  printf 'REDIS_PASSWORD=%s\\n' \"\$\(openssl rand -hex 32\)\" >\"\$dir/.env\"$",
+                     (DEPLOY / "prepare.sh").read_text(), re.M)
