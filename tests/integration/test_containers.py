@@ -228,12 +228,38 @@ def test_images_are_built_from_a_local_base_and_run_as_their_own_users(podman, i
     assert hc == '["CMD","/usr/local/bin/vts-healthcheck"]', hc
 
 
+@pytest.fixture
+def redis_with_password(prepared):
+    """A real redis-server on 127.0.0.1 that requires the password prepare.sh wrote to .env, as compose's does."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server is not installed (deploy/deps.sh installs it)")
+    from redisserver import Redis
+    password = re.fullmatch(r"REDIS_PASSWORD=([0-9a-f]{64})\n", (prepared / ".env").read_text()).group(1)
+    server = Redis(args=["--requirepass", password], auth=(None, password))
+    server.start()
+    server.password = password
+    yield server
+    server.stop()
+
+
+def _compose_redis_url(password, port):
+    """compose's VTS_REDIS_URL of the gateway, with the password compose reads from .env and Redis on the host."""
+    url = _compose()["services"]["gateway"]["environment"]["VTS_REDIS_URL"]
+    url = re.sub(r"\$\{REDIS_PASSWORD:\?[^}]*\}", password, url)
+    assert url == "redis://:%s@redis:6379/0" % password, url
+    return url.replace("@redis:6379/", "@127.0.0.1:%d/" % port)
+
+
 def test_gateway_and_fetcher_containers_serve_as_their_users_and_see_a_revocation(podman, images, prepared,
-                                                                                    containers, upstream):
+                                                                                    containers, upstream,
+                                                                                    redis_with_password):
     port, jobs, metrics = free_port(), free_port(), free_port()
     tag = str(os.getpid())
+    redis = redis_with_password
     gw_env = ["-e", "VTS_LISTEN=127.0.0.1:%d" % port, "-e", "VTS_JOBS_URL=tls+tcp://127.0.0.1:%d" % jobs,
-              "-e", "VTS_METRICS_LISTEN=127.0.0.1:%d" % metrics, "-e", "VTS_WORKERS=1"]
+              "-e", "VTS_METRICS_LISTEN=127.0.0.1:%d" % metrics, "-e", "VTS_WORKERS=1",
+              "-e", "VTS_REDIS_URL=" + _compose_redis_url(redis.password, redis.port),
+              "-e", "VTS_RATE_LIMIT_FAIL_CLOSED=true"]
     t0 = time.monotonic()
     _start(podman, containers, "gateway", "vts-test-gateway-" + tag, gw_env + _mounts("gateway", prepared))
     _start(podman, containers, "fetcher", "vts-test-fetcher-" + tag,
@@ -255,6 +281,9 @@ def test_gateway_and_fetcher_containers_serve_as_their_users_and_see_a_revocatio
     r = http_request(port, "GET", "/v1/video/transcript?video_id=capJson3xx1", headers={"x-api-key": prepared.key})
     assert r.status == 200, (r.status, r.body)
     assert r.json()["text"] == "Hello and welcome to the fake platform"
+    # The limits are in the Redis that requires the password (fail-closed: a refused AUTH would be a 503).
+    assert http_request(port, "GET", "/health").json()["rateLimitProvider"] == "redis"
+    assert int(redis.command("DBSIZE")[1:]) > 0
 
     # Every process of each container runs as the image's user and group, not root.
     for name, image in ((gw, "gateway"), (fe, "fetcher")):
