@@ -24,9 +24,27 @@ yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read deploy
 PODMAN = shutil.which("podman")
 DEBOOTSTRAP = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap")
                                                else None)
-if not PODMAN or not DEBOOTSTRAP or os.geteuid() != 0:
-    pytest.skip("podman, debootstrap and root are needed to build and run the images (deploy/deps.sh installs "
-                "podman, runc and debootstrap)", allow_module_level=True)
+# The engine runs as root (rootful podman: the containers' uids are the host's, as prepare.sh's owners assume). A
+# user who is not root runs what needs root through sudo without a password prompt, as deploy/deps.sh installs.
+ROOT = os.geteuid() == 0
+if not PODMAN or not DEBOOTSTRAP:
+    pytest.skip("podman and debootstrap are needed to build and run the images (deploy/deps.sh installs podman, runc "
+                "and debootstrap)", allow_module_level=True)
+if not ROOT and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0:
+    pytest.skip("building and running the images needs root, or sudo without a password prompt",
+                allow_module_level=True)
+
+
+def as_root(argv, env=None):
+    """argv run as root: as it is when we are root, else through sudo -n, with the variables of env set."""
+    if ROOT:
+        return list(argv)
+    return ["sudo", "-n", "env", *("%s=%s" % kv for kv in (env or {}).items()), *argv]
+
+
+def root_run(argv, env=None, timeout=60, **kw):
+    full = dict(os.environ, **(env or {}))
+    return subprocess.run(as_root(argv, env), env=full, capture_output=True, text=True, timeout=timeout, **kw)
 
 BASE = "localhost/vts-base:bookworm"
 IMAGES = {"gateway": "localhost/vts-gateway:test", "fetcher": "localhost/vts-fetcher:test"}
@@ -46,10 +64,10 @@ FIGURES = []
 def podman(tmp_path_factory):
     conf = tmp_path_factory.mktemp("podman") / "containers.conf"
     conf.write_text(CONF)
-    env = dict(os.environ, CONTAINERS_CONF=str(conf))
+    env = {"CONTAINERS_CONF": str(conf)}
 
-    def run(*args, check=True, timeout=120, stdin=None):
-        out = subprocess.run([PODMAN, *args], env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
+    def run(*args, check=True, timeout=120):
+        out = root_run([PODMAN, *args], env, timeout=timeout)
         if check and out.returncode != 0:
             raise AssertionError("podman %s: exit %d\n%s" % (" ".join(args), out.returncode, out.stderr[-3000:]))
         return out
@@ -81,38 +99,43 @@ def _apt_mirrors():
     return archive.rstrip("/"), security.rstrip("/") if security else None
 
 
+# Run as root with the arguments ROOTFS ARCHIVE SECURITY IMAGE: debootstrap into ROOTFS (a new folder), what
+# debian:bookworm-slim adds (apt keeps no downloaded package; dpkg installs no documentation but the copyright files),
+# the host's mirror as the sources, the import of the tree as IMAGE, and ROOTFS removed. Every path is under ROOTFS,
+# which must be a non-empty absolute path ending in /rootfs.
+MAKE_BASE = r"""
+set -eu
+root=$1 archive=$2 security=$3 image=$4
+case "$root" in /?*/rootfs) ;; *) echo "make-base: refusing root folder '$root'" >&2; exit 1 ;; esac
+[ -n "$image" ] && [ ! -e "$root" ] || { echo "make-base: bad arguments" >&2; exit 1; }
+debootstrap --variant=minbase bookworm "$root" "$archive" >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
+{
+  echo "deb $archive bookworm main"
+  echo "deb $archive bookworm-updates main"
+  [ -z "$security" ] || echo "deb $security bookworm-security main"
+} >"$root/etc/apt/sources.list"
+printf '%s\n' \
+  'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' \
+  'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' \
+  'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' >"$root/etc/apt/apt.conf.d/docker-clean"
+printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+  'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' \
+  >"$root/etc/dpkg/dpkg.cfg.d/docker-slim"
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/man/* \
+  "$root"/usr/share/info/* "$root"/usr/share/locale/*
+find "$root/usr/share/doc" ! -type d ! -name copyright -delete
+find "$root/usr/share/doc" -depth -mindepth 1 -type d -empty -delete
+tar -C "$root" --numeric-owner -c . | podman import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
+rm -rf "$root" "$root.log"
+"""
+
+
 def _make_base(podman, work):
-    """A minimal Debian 12 root made with debootstrap, with what debian:bookworm-slim adds (apt keeps no downloaded
-    package, dpkg installs no documentation), imported as BASE."""
+    """A minimal Debian 12 made with debootstrap from the mirror apt uses here, imported as BASE."""
     archive, security = _apt_mirrors()
-    root = work / "rootfs"
-    out = subprocess.run([DEBOOTSTRAP, "--variant=minbase", "bookworm", str(root), archive], capture_output=True,
-                         text=True, timeout=900)
+    out = root_run(["bash", "-c", MAKE_BASE, "make-base", str(work / "rootfs"), archive, security or "", BASE],
+                   podman.env, timeout=1200)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    lines = ["deb %s bookworm main" % archive, "deb %s bookworm-updates main" % archive]
-    if security:
-        lines.append("deb %s bookworm-security main" % security)
-    (root / "etc/apt/sources.list").write_text("\n".join(lines) + "\n")
-    (root / "etc/apt/apt.conf.d/docker-clean").write_text(
-        'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };\n'
-        'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };\n'
-        'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";\n')
-    (root / "etc/dpkg/dpkg.cfg.d/docker-slim").write_text(
-        "path-exclude /usr/share/doc/*\npath-include /usr/share/doc/*/copyright\npath-exclude /usr/share/man/*\n"
-        "path-exclude /usr/share/info/*\npath-exclude /usr/share/locale/*\n")
-    for d in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info",
-              "usr/share/locale"):
-        for p in (root / d).glob("*"):
-            if p.is_file() and not (d == "var/cache/apt/archives" and p.name == "lock"):
-                p.unlink()
-            elif p.is_dir() and d != "var/cache/apt/archives":
-                shutil.rmtree(p)
-    tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
-    imp = subprocess.run([PODMAN, "import", "--change", "CMD [\"/bin/bash\"]", "-", BASE], stdin=tar.stdout,
-                         env=podman.env, capture_output=True, text=True, timeout=300)
-    tar.stdout.close()
-    assert tar.wait() == 0 and imp.returncode == 0, imp.stderr[-2000:]
-    shutil.rmtree(root)
 
 
 def _size_mb(podman, image):
@@ -170,12 +193,16 @@ class Prepared(type(Path())):
 def prepared(tmp_path):
     """deploy/prepare.sh's folder, made by the command the README gives, with one key made by vts-keys."""
     d = tmp_path / "deploy"
-    out = subprocess.run([str(REPO / "deploy" / "prepare.sh"), str(d)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    keys = subprocess.run([str(BUILD_DIR / "bin" / "vts-keys"), "-f", str(d / "keys" / "keys.db"), "create", "alice"],
-                          capture_output=True, text=True, timeout=30, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
-    assert keys.returncode == 0, keys.stderr
-    return Prepared(d, keys.stdout.strip())
+    try:
+        out = root_run([str(REPO / "deploy" / "prepare.sh"), str(d)])
+        assert out.returncode == 0, out.stderr
+        keys = root_run([str(BUILD_DIR / "bin" / "vts-keys"), "-f", str(d / "keys" / "keys.db"), "create", "alice"],
+                        {"ASAN_OPTIONS": "detect_leaks=0"})
+        assert keys.returncode == 0, keys.stderr
+        yield Prepared(d, keys.stdout.strip())
+    finally:
+        # Owned by root (and the images' uids): removed here, so that nothing stays behind.
+        root_run(["rm", "-rf", str(d)])
 
 
 @pytest.fixture
@@ -234,7 +261,8 @@ def redis_with_password(prepared):
     if not shutil.which("redis-server"):
         pytest.skip("redis-server is not installed (deploy/deps.sh installs it)")
     from redisserver import Redis
-    password = re.fullmatch(r"REDIS_PASSWORD=([0-9a-f]{64})\n", (prepared / ".env").read_text()).group(1)
+    env_file = root_run(["cat", str(prepared / ".env")]).stdout
+    password = re.fullmatch(r"REDIS_PASSWORD=([0-9a-f]{64})\n", env_file).group(1)
     server = Redis(args=["--requirepass", password], auth=(None, password))
     server.start()
     server.password = password
@@ -304,12 +332,11 @@ def test_gateway_and_fetcher_containers_serve_as_their_users_and_see_a_revocatio
     assert other.returncode != 0
 
     # A key revoked on the host, in the mounted folder, is refused by the running container within seconds.
-    revoke = subprocess.run([str(BUILD_DIR / "bin" / "vts-keys"), "-f", str(prepared / "keys" / "keys.db"), "revoke",
-                             "alice"], capture_output=True, text=True, timeout=30,
-                            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    revoke = root_run([str(BUILD_DIR / "bin" / "vts-keys"), "-f", str(prepared / "keys" / "keys.db"), "revoke",
+                       "alice"], {"ASAN_OPTIONS": "detect_leaks=0"})
     assert revoke.returncode == 0, revoke.stderr
-    st = os.stat(prepared / "keys" / "keys.db")
-    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, USERS["gateway"], 0o640)
+    st = root_run(["stat", "-c", "%u %g %a", str(prepared / "keys" / "keys.db")]).stdout.split()
+    assert st == ["0", str(USERS["gateway"]), "640"], st
     t1 = time.monotonic()
 
     def refused():
@@ -354,6 +381,41 @@ def test_a_program_that_cannot_start_backs_off_instead_of_looping(podman, images
     for name in names:
         podman("stop", "-t", "10", name)
     assert time.monotonic() - t1 < 8
+
+
+def test_prepare_keeps_what_exists_and_makes_the_owners_and_modes_again(prepared):
+    """A second run of deploy/prepare.sh replaces nothing and puts back the owners and modes the README's table says;
+    each certificate carries its role (the gateway's serves, the fetchers' is a client's) and the names dialled."""
+    files = ["jobs-ca/ca.key", "jobs-ca/ca.crt", "jobs-tls/gateway/gateway.key", "jobs-tls/gateway/gateway.crt",
+             "jobs-tls/fetcher/fetcher.key", "jobs-tls/fetcher/fetcher.crt", "keys/keys.db", ".env"]
+    paths = [str(prepared / f) for f in files]
+    before = root_run(["sha256sum", *paths]).stdout
+    root_run(["chmod", "0644", str(prepared / "keys/keys.db"), str(prepared / "jobs-tls/fetcher/fetcher.key")])
+    root_run(["chown", "root:root", str(prepared / "jobs-tls/gateway/gateway.key"), str(prepared / "keys")])
+    out = root_run([str(REPO / "deploy" / "prepare.sh"), str(prepared)])
+    assert out.returncode == 0, out.stderr
+    assert root_run(["sha256sum", *paths]).stdout == before
+    want = {"keys": "0:10001 2750", "keys/keys.db": "0:10001 640", "jobs-ca": "0:0 700", "jobs-ca/ca.key": "0:0 600",
+            "jobs-ca/ca.crt": "0:0 644", "jobs-tls/gateway": "0:10001 750", "jobs-tls/gateway/ca.crt": "0:10001 640",
+            "jobs-tls/gateway/gateway.crt": "0:10001 640", "jobs-tls/gateway/gateway.key": "0:10001 640",
+            "jobs-tls/fetcher": "0:10002 750", "jobs-tls/fetcher/ca.crt": "0:10002 640",
+            "jobs-tls/fetcher/fetcher.crt": "0:10002 640", "jobs-tls/fetcher/fetcher.key": "0:10002 640",
+            ".env": "0:0 600"}
+    got = root_run(["stat", "-c", "%u:%g %a", *(str(prepared / k) for k in want)]).stdout.splitlines()
+    assert dict(zip(want, got)) == want
+    # Nothing else in the folders the containers mount (no CA key, no request or serial file).
+    listed = root_run(["find", str(prepared / "keys"), str(prepared / "jobs-tls"), "-type", "f"]).stdout.split()
+    # (vts-keys's lock file beside the key file aside.)
+    listed = [p[len(str(prepared)) + 1:] for p in listed if not p.endswith(".lock")]
+    assert sorted(listed) == sorted(["keys/keys.db"] + [k for k in want if k.startswith("jobs-tls/") and "." in k])
+    for role, usage in (("gateway", "TLS Web Server Authentication"), ("fetcher", "TLS Web Client Authentication")):
+        text = root_run(["openssl", "x509", "-noout", "-text", "-in",
+                         str(prepared / "jobs-tls" / role / (role + ".crt"))]).stdout
+        assert re.search(r"Extended Key Usage:\s*\n\s*%s\s*\n" % usage, text), text
+        assert "DNS:vts-gateway-jobs, DNS:gateway, DNS:localhost" in text
+        verify = root_run(["openssl", "verify", "-CAfile", str(prepared / "jobs-tls" / role / "ca.crt"),
+                           str(prepared / "jobs-tls" / role / (role + ".crt"))])
+        assert verify.stdout.strip().endswith(": OK"), verify.stdout + verify.stderr
 
 
 def test_the_build_context_leaves_out_secrets_build_trees_and_history(podman, images, tmp_path):
