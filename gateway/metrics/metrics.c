@@ -14,8 +14,8 @@ static const int statuses[] = METRICS_STATUSES;
 #define NSTATUS_LISTED ((int)(sizeof(statuses) / sizeof(statuses[0])))
 static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                        0.1,    0.25,  0.5,    1,     2.5,  10};
-static const char *const route_names[MR__COUNT] = {"/health",  "/openapi.json",    "/v1/video/transcript",
-                                                   "/metrics", "/v1/video/tracks", "other"};
+static const char *const route_names[MR__COUNT] = {
+    "/health", "/openapi.json", "/v1/video/transcript", "/metrics", "/v1/video/tracks", "/ready", "other"};
 static const char *const upstream_names[MU__COUNT] = {
     "ok",      "no_captions", "not_available", "http_429",  "recaptcha", "bot_check", "http_5xx",
     "timeout", "consent",     "po_token",      "malformed", "internal",  "other",     "network"};
@@ -30,6 +30,10 @@ int metrics_init(void) {
 
 struct metrics_shm *metrics_shared(void) {
   return shm;
+}
+
+int64_t metrics_fetchers_connected(void) {
+  return shm != NULL ? atomic_load_explicit(&shm->dispatcher.fetchers_connected, memory_order_relaxed) : -1;
 }
 
 void metrics_set_worker(int index) {

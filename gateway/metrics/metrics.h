@@ -13,7 +13,7 @@
 
 #define METRICS_MAX_WORKERS 256
 
-enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_TRACKS, MR_OTHER, MR__COUNT };
+enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_TRACKS, MR_READY, MR_OTHER, MR__COUNT };
 
 /* Statuses the gateway answers; anything else is counted as "other". */
 #define METRICS_STATUSES \
@@ -125,6 +125,9 @@ void metrics_quota_refund(void);
 void metrics_keys_loaded(int64_t now_s);
 /* Any process: a key file load failed and the keys in service stayed as they were. */
 void metrics_keys_reload_failed(void);
+/* Fetchers connected to the gateway's dispatcher, as it last published them (0 before it did; -1 without the region).
+ */
+int64_t metrics_fetchers_connected(void);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
 

@@ -21,7 +21,8 @@ class Fetchers:
 
     def __init__(self, tmp_path, jobs_port, upstream_url, workers=2, env=None, jobs_scheme="tcp"):
         self.log_path = os.path.join(str(tmp_path), "fetcher.log")
-        full = dict(os.environ, VTS_JOBS_URL="%s://127.0.0.1:%d" % (jobs_scheme, jobs_port), VTS_UPSTREAM_URL=upstream_url,
+        full = {k: v for k, v in os.environ.items() if k.lower() not in harness.PROXY_VARS}
+        full.update(VTS_JOBS_URL="%s://127.0.0.1:%d" % (jobs_scheme, jobs_port), VTS_UPSTREAM_URL=upstream_url,
                     ASAN_OPTIONS="detect_leaks=0")
         full.update({k: str(v) for k, v in (env or {}).items()})
         self._log = open(self.log_path, "ab")

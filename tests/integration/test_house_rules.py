@@ -138,12 +138,14 @@ def test_never_collected():
 '''
 
 
-def _pytest(tmp_path, source, ci):
+def _pytest(tmp_path, source, ci, require=""):
     test_file = tmp_path / "cases" / "test_cases.py"
     test_file.parent.mkdir(exist_ok=True)
     test_file.write_text(source)
     skip_log = tmp_path / "skips.txt"
-    env = dict(os.environ, PYTHONPATH=str(HERE), VTS_SKIP_LOG=str(skip_log))
+    if skip_log.exists():
+        skip_log.unlink()
+    env = dict(os.environ, PYTHONPATH=str(HERE), VTS_SKIP_LOG=str(skip_log), VTS_REQUIRE=require)
     env.pop("CI", None)
     if ci:
         env["CI"] = "true"
@@ -175,10 +177,11 @@ def test_a_skipped_module_fails_the_run_under_ci(tmp_path):
     assert skips == "test_cases.py: vts_no_such_module is needed\n"
 
 
-def _unit_program(tmp_path, name, ci):
+def _unit_program(tmp_path, name, ci, require=""):
     from conftest import BUILD_DIR
-    skip_log = tmp_path / f"skips-{ci}.txt"
-    env = dict(os.environ, VTS_SHARED_FIXTURES=str(tmp_path / "no-captures"), VTS_SKIP_LOG=str(skip_log))
+    skip_log = tmp_path / f"skips-{ci}-{require}.txt"
+    env = dict(os.environ, VTS_SHARED_FIXTURES=str(tmp_path / "no-captures"), VTS_SKIP_LOG=str(skip_log),
+               VTS_REQUIRE=require)
     env.pop("CI", None)
     if ci:
         env["CI"] = "true"
@@ -186,14 +189,41 @@ def _unit_program(tmp_path, name, ci):
     return r, skip_log.read_text().splitlines() if skip_log.exists() else []
 
 
-def test_a_unit_test_skip_is_counted_and_fails_under_ci(tmp_path):
-    """test_conformance without the captures: four cases skip; under CI=true they fail and the program exits 4."""
-    why = "test_conformance.c: VTS_SHARED_FIXTURES is not a directory: no conformance with real captures"
-    r, skips = _unit_program(tmp_path, "test_conformance", ci=False)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert skips == [why] * 4
-    assert "[  SKIPPED ] 4 test(s)" in r.stdout + r.stderr
-    r, skips = _unit_program(tmp_path, "test_conformance", ci=True)
+def test_a_unit_test_without_the_captures_is_not_run_here_and_fails_where_required(tmp_path):
+    """test_conformance without the captures: four cases are "not run here (captures)" with how to get them, even
+    under CI=true; with VTS_REQUIRE=captures (as .ci/run sets) they fail and the program exits 4."""
+    why = ("test_conformance.c: not run here (captures): no conformance with real captures: the platform captures "
+           "are kept outside the repository: put their folder (youtube-transcript-api/, newpipe/) at ../shared/fixtures "
+           "beside the checkout, or set VTS_SHARED_FIXTURES to it")
+    for ci in (False, True):
+        r, skips = _unit_program(tmp_path, "test_conformance", ci=ci)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert skips == [why] * 4
+        assert "[  SKIPPED ] 4 test(s)" in r.stdout + r.stderr
+    r, skips = _unit_program(tmp_path, "test_conformance", ci=True, require="captures,root")
     assert r.returncode == 4, r.stdout + r.stderr
-    assert skips == [why] * 4
-    assert "skipped under CI=true, which makes a skip a failure" in r.stdout + r.stderr
+    assert skips == []
+    assert "captures is required here (VTS_REQUIRE) but missing" in r.stdout + r.stderr
+
+
+NOT_HERE_TESTS = '''
+from conftest import not_here
+
+def test_runs():
+    assert True
+
+def test_needs_the_captures():
+    not_here("captures", "put them beside the checkout")
+'''
+
+
+def test_a_test_not_run_here_is_listed_apart_and_fails_only_where_required(tmp_path):
+    line = "test_cases.py::test_needs_the_captures: not run here (captures): put them beside the checkout\n"
+    r, skips = _pytest(tmp_path, NOT_HERE_TESTS, ci=True)
+    assert r.returncode == 0, r.stdout
+    assert "1 passed, 1 skipped" in r.stdout
+    assert skips == line
+    r, skips = _pytest(tmp_path, NOT_HERE_TESTS, ci=True, require="captures")
+    assert r.returncode == 1, r.stdout
+    assert "1 failed, 1 passed" in r.stdout
+    assert "captures is required here (VTS_REQUIRE=captures) but missing: put them beside the checkout" in r.stdout

@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import ACTIVE_KEY
+from conftest import ACTIVE_KEY, CAPTURES_HOWTO, not_here
 from stack import Stack, harness, metric
 
 NOT_AVAILABLE = (b'{"error":{"code":"transcript_not_available",'
@@ -23,7 +23,8 @@ CAPTURES = {"realTracks1": os.path.join(FIXTURES, "youtube-transcript-api", "you
 def stack(tmp_path_factory):
     captures = os.path.join(FIXTURES, "youtube-transcript-api")
     if not all(os.path.exists(p) for p in CAPTURES.values()):
-        pytest.skip("captures not found (set VTS_SHARED_FIXTURES): the real track lists are compared")
+        missing = [p for p in CAPTURES.values() if not os.path.exists(p)]
+        not_here("captures", f"{missing[0]} is missing (the real track lists are compared); {CAPTURES_HOWTO}")
     s = Stack(tmp_path_factory.mktemp("tracks"), upstream_args=["--captures", captures])
     yield s
     s.close()
