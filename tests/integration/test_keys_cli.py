@@ -147,16 +147,23 @@ def test_malformed_key_file_is_refused_with_its_line_number(tmp_path):
     assert r.returncode == 1 and "line 2:" in r.stderr
 
 
-def test_file_defaults_to_env_then_keys_db(tmp_path):
+def test_file_is_f_then_env_and_never_a_guess_in_the_current_folder(tmp_path):
     env_file = tmp_path / "from-env.db"
     r = subprocess.run([str(KEYS), "create", "a"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
                        env={**os.environ, "VTS_KEYS_FILE": str(env_file)})
     assert r.returncode == 0, r.stderr
     assert records(env_file)[0][0] == "a"
+    # Neither -f nor VTS_KEYS_FILE: a keys.db here would be a file the service never reads.
     env = {k: v for k, v in os.environ.items() if k != "VTS_KEYS_FILE"}
-    r = subprocess.run([str(KEYS), "create", "b"], capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    assert records(tmp_path / "keys.db")[0][0] == "b"
+    for vts_keys_file in (None, ""):
+        if vts_keys_file is not None:
+            env["VTS_KEYS_FILE"] = vts_keys_file
+        for args in (["create", "b"], ["list"]):
+            r = subprocess.run([str(KEYS)] + args, capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
+            assert (r.returncode, r.stdout) == (2, ""), r
+            assert r.stderr.splitlines()[0] == ("vts-keys: which key file? name the one the service reads: -f FILE, "
+                                                "or VTS_KEYS_FILE (deploy/run-local.sh's is .run/keys.db)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["from-env.db", "from-env.db.lock"]
 
 
 def test_concurrent_creates_lose_no_update(tmp_path):
