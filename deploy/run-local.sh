@@ -21,7 +21,8 @@ build="${VTS_BUILD_DIR:-$root/build}"
 build_type=()
 [ -f "$build/CMakeCache.txt" ] || build_type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 cmake -S "$root" -B "$build" "${build_type[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+# The three programs only (the tests, benchmarks and fuzzers are tests/run.sh's).
+cmake --build "$build" -j"$(nproc)" --target vts-gateway vts-fetcher vts-keys >/dev/null
 
 run="${VTS_RUN_DIR:-$root/.run}"
 mkdir -p "$run/state"
