@@ -19,6 +19,8 @@ run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/vts-run.XXXXXX") || exit 1
 chmod 711 "$run_tmp"
 trap 'rm -rf "$run_tmp"' EXIT
 export TMPDIR=$run_tmp
+# Nor any bytecode in the checkout (pytest's rewritten test modules, the fake platform's).
+export PYTHONDONTWRITEBYTECODE=1
 skip_log=$run_tmp/skips
 : >"$skip_log"
 export VTS_SKIP_LOG=$skip_log

@@ -29,11 +29,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+# A test run leaves no bytecode in the checkout: every module imported from here on is compiled in memory only
+# (tests/run.sh sets PYTHONDONTWRITEBYTECODE, which covers this file too).
+sys.dont_write_bytecode = True
 
 from vtsproc import (children_of, free_port, log_records, metric, process_gone, process_name, read_log,  # noqa: F401
                      scrape, wait_for, wait_metric, write_keyfile)
