@@ -176,12 +176,15 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
       snprintf(with_scheme, sizeof(with_scheme), "http://%s", std);
       std = with_scheme;
     }
-    rv = std != NULL && strchr(std, ',') == NULL ? parse_proxies(u, u->egress_var, std, err, errlen) : 0;
-    if (std != NULL && strchr(std, ',') != NULL) {
+    if (std == NULL) {
+      u->egress_var = NULL;
+      rv = 0;
+    } else if (strchr(std, ',') != NULL) {
       snprintf(err, errlen, "%s: invalid value: expected one proxy URL", u->egress_var);
       rv = -EINVAL;
+    } else {
+      rv = parse_proxies(u, u->egress_var, std, err, errlen);
     }
-    if (std == NULL) u->egress_var = NULL;
   }
   if (rv != 0) goto fail;
 

@@ -233,3 +233,12 @@ def test_an_unknown_vts_variable_is_a_warning_naming_the_nearest_known_one(tmp_p
     warned = [(e["level"], e["variable"], e["nearest"]) for e in records(proc.stderr)
               if e["msg"] == "unknown variable ignored"]
     assert warned == [("warn", "VTS_UPSTREAM_PROXI", "VTS_UPSTREAM_PROXY")]
+
+
+def test_a_standard_proxy_variable_that_is_no_proxy_url_stops_the_fetcher_naming_it():
+    env = harness.fetcher_env("http://127.0.0.1:%d" % free_port(), http_proxy="ftp://vtsuser:s3cret@127.0.0.1:21")
+    r = subprocess.run([harness.fetcher_binary(), "--once", "capJson3xx1"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == ("vts-fetcher: http_proxy: invalid value: entry 1 is not an http://, https://, socks5:// or "
+                        "socks5h:// URL\n")
