@@ -234,6 +234,9 @@ class Gateway:
             "VTS_METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
             "VTS_ENV": "test",
             "XDG_RUNTIME_DIR": str(self.tmp_path),
+            # The drain of the harness's gateways stays at 10 s (the service's default covers a 30 s job): a test that
+            # stops a gateway with a request held does not wait 35 s for it. Tests of the drain set their own.
+            "VTS_DRAIN_TIMEOUT_MS": "10000",
         })
         # Leak reports of sanitizer builds would turn every clean exit into a failure of unrelated tests.
         self.env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
