@@ -149,11 +149,15 @@ def test_serving_only_when_ready_a_second_one_refused_and_sighup_stops_everythin
         first.kill()
 
 
-def test_a_program_that_cannot_start_stops_run_local_with_its_own_line(tmp_path, upstream):
-    # A setting only the gateway refuses: the fetchers start, the gateway exits 2 at each try until supervisord gives up.
-    bad = {"VTS_REDIS_URL": "rediss://127.0.0.1:%d" % free_port()}
-    env = dict(os.environ, VTS_KEYS_FILE=str(tmp_path / "keys.db"), **bad)
-    own = subprocess.run([str(BUILD_DIR / "bin" / "vts-gateway")], env=env, capture_output=True, text=True, timeout=30)
+# A setting only one program refuses: the other starts, the one exits 2 at each try until supervisord gives up.
+@pytest.mark.parametrize("program,binary,bad", [
+    ("gateway", "vts-gateway", {"VTS_REDIS_URL": "rediss://127.0.0.1:1"}),
+    ("fetcher:fetcher_00", "vts-fetcher", {"VTS_CLIENT_PROFILES": "/nonexistent/profiles.json"}),
+])
+def test_a_program_that_cannot_start_stops_run_local_with_its_own_line(tmp_path, upstream, program, binary, bad):
+    env = dict(os.environ, VTS_KEYS_FILE=str(tmp_path / "keys.db"), VTS_JOBS_URL="tcp://127.0.0.1:%d" % free_port(),
+               **bad)
+    own = subprocess.run([str(BUILD_DIR / "bin" / binary)], env=env, capture_output=True, text=True, timeout=30)
     assert own.returncode == 2 and own.stderr.count("\n") == 1, own
     r = RunLocal(tmp_path / "run", upstream.url, env=bad)
     try:
@@ -161,7 +165,7 @@ def test_a_program_that_cannot_start_stops_run_local_with_its_own_line(tmp_path,
         assert r.wait() == 1
         took = time.monotonic() - t0
         assert "serving" not in r.out()
-        assert r.err().splitlines()[0] == "%s: gateway cannot start: %s" % (ME, own.stderr.strip())
+        assert r.err().splitlines()[0] == "%s: %s cannot start: %s" % (ME, program, own.stderr.strip())
         assert took < START_TIMEOUT_S
         sv = r.supervisord_pid()
         assert sv is None or wait_for(lambda: not _session_pids(sv), 10), "left running: %s" % _session_pids(sv)
