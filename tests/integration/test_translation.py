@@ -5,7 +5,7 @@ transcript."""
 import pytest
 
 from conftest import shared_fixtures
-from stack import Stack, harness
+from stack import Stack
 
 NOT_AVAILABLE = (b'{"error":{"code":"transcript_not_available",'
                  b'"message":"No accessible transcript was found for this video."}}')
