@@ -7,6 +7,11 @@
 #include "common/ident.h"
 #include "common/limits.h"
 
+#define OUTCOME_VALUE_CHECK_(id, value, status, kind) \
+  _Static_assert((value) >= 1 && (value) <= PROTO_NOUTCOMES, "outcome " #id ": wire values are 1 to the row count");
+PROTO_OUTCOMES(OUTCOME_VALUE_CHECK_)
+#undef OUTCOME_VALUE_CHECK_
+
 struct reader {
   const unsigned char *p;
   size_t left;
@@ -80,7 +85,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
 }
 
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
-  if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
+  if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
   int rv = put_header(out, type);
@@ -160,7 +165,7 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   if (open_reader(&r, data, len, PROTO_RESULT, PROTO_RESULT_LAST) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   res->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || v < PROTO_OK || v > PROTO_NO_CAPTIONS) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < 1 || v > PROTO_NOUTCOMES) return -EPROTO;
   res->outcome = (uint8_t)v;
   if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_SPEECH) return -EPROTO;
   res->source = (uint8_t)v;
@@ -209,21 +214,21 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
 
 int proto_outcome_status(uint8_t outcome) {
   switch (outcome) {
-    case PROTO_OK:
-      return 200;
-    case PROTO_NOT_AVAILABLE:
-    case PROTO_NO_CAPTIONS:
-      return 404;
-    case PROTO_UPSTREAM_FAILED:
-      return 502;
+#define PROTO_OUTCOME_STATUS_(id, value, status, kind) \
+  case PROTO_##id:                                     \
+    return status;
+    PROTO_OUTCOMES(PROTO_OUTCOME_STATUS_)
+#undef PROTO_OUTCOME_STATUS_
     default:
       return 500;
   }
 }
 
 static const char *const reason_names[PROTO_REASON__COUNT] = {
-    "none",    "no_captions", "not_playable", "http_429",  "recaptcha", "bot_check", "http_5xx", "http_other",
-    "timeout", "consent",     "po_token",     "malformed", "network",   "refused",   "speech",   "internal"};
+#define PROTO_REASON_NAME_(id, name, kind) [PROTO_REASON_##id] = name,
+    PROTO_REASONS(PROTO_REASON_NAME_)
+#undef PROTO_REASON_NAME_
+};
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";

@@ -50,14 +50,30 @@ enum proto_type {
  */
 enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3 };
 
-/* What happened to a job; the gateway maps it to the HTTP status of ARCHITECTURE.md "Outcomes". */
-enum proto_outcome {
-  PROTO_OK = 1,              /* 200, body is the final public JSON */
-  PROTO_NOT_AVAILABLE = 2,   /* 404 transcript_not_available */
-  PROTO_UPSTREAM_FAILED = 3, /* 502 upstream_transcript_failed */
-  PROTO_INTERNAL = 4,        /* 500 transcript_fetch_failed */
-  PROTO_NO_CAPTIONS = 5,     /* fetcher -> dispatcher only: playable but no captions; speech may follow, else 404 */
-};
+/*
+ * What happened to a job, one row each: X(id, wire value, HTTP status, metric kind). The gateway answers the status
+ * (ARCHITECTURE.md "Outcomes"); vts_upstream_outcomes_total counts the job under the metric kind, the row's suffix of
+ * enum metrics_upstream, or under its reason's kind (BY_REASON).
+ *   OK               200, body is the final public JSON
+ *   NOT_AVAILABLE    404 transcript_not_available
+ *   UPSTREAM_FAILED  502 upstream_transcript_failed
+ *   INTERNAL         500 transcript_fetch_failed
+ *   NO_CAPTIONS      fetcher -> dispatcher only: playable but no captions; speech may follow, else 404
+ */
+#define PROTO_OUTCOMES(X)                 \
+  X(OK, 1, 200, OK)                       \
+  X(NOT_AVAILABLE, 2, 404, NOT_AVAILABLE) \
+  X(UPSTREAM_FAILED, 3, 502, BY_REASON)   \
+  X(INTERNAL, 4, 500, INTERNAL)           \
+  X(NO_CAPTIONS, 5, 404, NO_CAPTIONS)
+
+#define PROTO_OUTCOME_ENUM_(id, value, status, kind) PROTO_##id = value,
+enum proto_outcome { PROTO_OUTCOMES(PROTO_OUTCOME_ENUM_) };
+#undef PROTO_OUTCOME_ENUM_
+/* The outcomes' wire values are 1 to PROTO_NOUTCOMES (proto.c checks it at compile time). */
+#define PROTO_OUTCOME_ONE_(id, value, status, kind) +1
+enum { PROTO_NOUTCOMES = 0 PROTO_OUTCOMES(PROTO_OUTCOME_ONE_) };
+#undef PROTO_OUTCOME_ONE_
 
 enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOURCE_SPEECH = 2 };
 
@@ -65,28 +81,50 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
  * Why a job ended as it did: set where the failure happens (the transport, the player step, the caption step) and
  * carried unchanged to the result, the metrics (vts_upstream_outcomes_total) and the logs. Nothing decides on the
  * detail string, which is for people.
+ *
+ * X(id, name, metric kind), one row per reason (PROTO_REASON_<id>): name is its stable name in logs, metric kind the
+ * suffix of enum metrics_upstream it is counted under when its outcome counts by reason. A reason's number goes on
+ * the wire: a new reason is a new row at the end.
  */
-enum proto_reason {
-  PROTO_REASON_NONE = 0,     /* success, or a failure of the gateway's own (queue, deadline) */
-  PROTO_REASON_NO_CAPTIONS,  /* playable, no caption track */
-  PROTO_REASON_NOT_PLAYABLE, /* every client agrees: private, removed, age-restricted, unplayable, offline */
-  PROTO_REASON_HTTP_429,     /* 429 from the platform: a block of our address */
-  PROTO_REASON_RECAPTCHA,    /* the "unusual traffic" page: a block */
-  PROTO_REASON_BOT_CHECK,    /* "confirm you're not a bot": a block */
-  PROTO_REASON_HTTP_5XX,     /* the platform failed */
-  PROTO_REASON_HTTP_OTHER,   /* another unexpected status (403 on a caption URL, 404...) */
-  PROTO_REASON_TIMEOUT,      /* the job's deadline passed in a transfer */
-  PROTO_REASON_CONSENT,      /* a consent wall we could not answer */
-  PROTO_REASON_PO_TOKEN,     /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
-  PROTO_REASON_MALFORMED,    /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
-  PROTO_REASON_NETWORK,      /* DNS, connect, TLS or proxy failure: nothing reached the platform */
-  PROTO_REASON_REFUSED,      /* a URL or redirect off the allowed hosts */
-  PROTO_REASON_SPEECH,       /* the speech pipeline failed (audio, decoding, recogniser) */
-  PROTO_REASON_INTERNAL,     /* out of memory, a result too large, a bad job */
-  PROTO_REASON__COUNT
-};
+#define PROTO_REASONS(X)                                                             \
+  /* success, or a failure of the gateway's own (queue, deadline) */                 \
+  X(NONE, "none", OTHER)                                                             \
+  /* playable, no caption track */                                                   \
+  X(NO_CAPTIONS, "no_captions", NO_CAPTIONS)                                         \
+  /* every client agrees: private, removed, age-restricted, unplayable, offline */   \
+  X(NOT_PLAYABLE, "not_playable", OTHER)                                             \
+  /* 429 from the platform: a block of our address */                                \
+  X(HTTP_429, "http_429", HTTP_429)                                                  \
+  /* the "unusual traffic" page: a block */                                          \
+  X(RECAPTCHA, "recaptcha", RECAPTCHA)                                               \
+  /* "confirm you're not a bot": a block */                                          \
+  X(BOT_CHECK, "bot_check", BOT_CHECK)                                               \
+  /* the platform failed */                                                          \
+  X(HTTP_5XX, "http_5xx", HTTP_5XX)                                                  \
+  /* another unexpected status (403 on a caption URL, 404...) */                     \
+  X(HTTP_OTHER, "http_other", OTHER)                                                 \
+  /* the job's deadline passed in a transfer */                                      \
+  X(TIMEOUT, "timeout", TIMEOUT)                                                     \
+  /* a consent wall we could not answer */                                           \
+  X(CONSENT, "consent", CONSENT)                                                     \
+  /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */               \
+  X(PO_TOKEN, "po_token", PO_TOKEN)                                                  \
+  /* a reply not in the platform's shape: unparsable, truncated, too large, empty */ \
+  X(MALFORMED, "malformed", MALFORMED)                                               \
+  /* DNS, connect, TLS or proxy failure: nothing reached the platform */             \
+  X(NETWORK, "network", NETWORK)                                                     \
+  /* a URL or redirect off the allowed hosts */                                      \
+  X(REFUSED, "refused", OTHER)                                                       \
+  /* the speech pipeline failed (audio, decoding, recogniser) */                     \
+  X(SPEECH, "speech", OTHER)                                                         \
+  /* out of memory, a result too large, a bad job */                                 \
+  X(INTERNAL, "internal", INTERNAL)
 
-/* A short stable name of a reason ("http_429", "network"), for logs and metric labels. */
+#define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
+enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
+#undef PROTO_REASON_ENUM_
+
+/* A short stable name of a reason ("http_429", "network"), for logs. */
 const char *proto_reason_name(uint8_t reason);
 
 #define PROTO_MAX_ATTEMPTS 16    /* attempt records a result carries; later attempts go unrecorded */

@@ -56,22 +56,7 @@ fi
 stage "fault battery" tests/fault/run.sh
 stage "fuzz (libFuzzer, ${VTS_FUZZ_SECONDS:-15} s a target)" tests/fuzz/run.sh all "${VTS_FUZZ_SECONDS:-15}"
 
-sort -u -o "$skip_log" "$skip_log" # the unit tests run in two builds
-# A test that needs what this checkout or user lacks by design (the captures beside the checkout, root) is "not run
-# here": listed apart, with how to get it, and no failure; a run that must have them names them in VTS_REQUIRE.
-not_here=$(grep -c ': not run here (' "$skip_log")
-skipped=$(($(wc -l <"$skip_log") - not_here))
-if [ "$skipped" -gt 0 ]; then
-  echo "skipped tests (a missing tool or fixture; they fail the run with CI=true):"
-  grep -v ': not run here (' "$skip_log" | sed 's/^/  /'
-fi
-if [ "$not_here" -gt 0 ]; then
-  echo "tests not run here (what this checkout or user lacks; VTS_REQUIRE=WHAT,... makes it a failure):"
-  grep ': not run here (' "$skip_log" | sed 's/^/  /'
-fi
-[ ${#failed[@]} -gt 0 ] && echo "FAILED stages: ${failed[*]}"
-# The last line is the summary CI reads: stages passed and failed, the number of tests skipped, and of those not run
-# here with what they need (e.g. "stages: 9 passed, 0 failed, 0 skipped, 6 not run here (captures)").
-needs=$(grep -o ': not run here ([a-z]*)' "$skip_log" | sed 's/.*(\(.*\))/\1/' | sort -u | paste -sd, -)
-echo "stages: $passed passed, ${#failed[@]} failed, $skipped skipped, $not_here not run here${needs:+ ($needs)}"
+# The lists of skipped tests and of tests not run here, then the summary's two lines; the last is the one CI reads
+# (tests/summary.sh says their shape).
+tests/summary.sh "$skip_log" "$passed" "${failed[@]}"
 [ ${#failed[@]} -eq 0 ]

@@ -6,6 +6,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/util.h"
 #include "proto/proto.h"
 
@@ -48,14 +49,9 @@ void transport_cleanup(struct transport *t) {
   t->curl = NULL;
 }
 
-int transport_host_is_loopback(const char *host) {
-  return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
-         strcmp(host, "[::1]") == 0;
-}
-
 int transport_scheme_allowed(const char *scheme, const char *host) {
   if (strcmp(scheme, "https") == 0) return 0;
-  if (strcmp(scheme, "http") == 0 && transport_host_is_loopback(host)) return 0;
+  if (strcmp(scheme, "http") == 0 && netaddr_is_loopback(host)) return 0;
   return -EPERM;
 }
 

@@ -82,10 +82,7 @@ const char *transport_header(struct transport *t, const char *name);
 int transport_url_parts(const char *url, char *scheme, size_t scheme_len, char *host, size_t host_len, char *port,
                         size_t port_len);
 
-/* Whether host (lowercased, without brackets) is a loopback name or address. */
-int transport_host_is_loopback(const char *host);
-
-/* The scheme rule of every transfer: https, or http to a loopback host. Returns 0, or -EPERM. */
+/* The scheme rule of every transfer: https, or http to a loopback host (netaddr_is_loopback). Returns 0, or -EPERM. */
 int transport_scheme_allowed(const char *scheme, const char *host);
 
 /* The reason (enum proto_reason) an errno of transport_perform stands for. */

@@ -11,6 +11,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/util.h"
 #include "fetcher/egress/transport.h"
 
@@ -151,7 +152,7 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");
     goto fail;
   }
-  u->loopback = transport_host_is_loopback(u->host);
+  u->loopback = netaddr_is_loopback(u->host);
   if (transport_scheme_allowed(scheme, u->host) != 0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected https://, or http:// on a loopback host");
     goto fail;

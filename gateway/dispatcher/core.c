@@ -767,5 +767,6 @@ void core_stats(struct core *c, struct dispatcher_stats *out) {
   c->st.cache_entries = cs.entries;
   c->st.cache_bytes = cs.bytes;
   c->st.cache_evictions = cs.evictions;
+  c->st.deadline_expired = c->st.queue_timeouts + c->st.run_timeouts;
   *out = c->st;
 }

@@ -58,7 +58,7 @@ for p in ports:
                   headers={"x-api-key": key})
         if c.getresponse().status == 200:
             break
-        time.sleep(0.1)
+        time.sleep(0.1)  # poll interval: a warm-up request again, at most 100 times
 end = time.monotonic() + seconds
 def client(k):
     conns = {}

@@ -230,7 +230,7 @@ class Gateway:
                     return self
             except OSError:
                 pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the deadline
         raise RuntimeError("vts-gateway did not answer /health:\n" + self.log_text()[-2000:])
 
     def worker_pids(self):
@@ -244,7 +244,7 @@ class Gateway:
         while time.monotonic() < deadline:
             if len(self.worker_pids()) == n:
                 return True
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the deadline
         return False
 
     def log_text(self):
@@ -330,7 +330,7 @@ class Stack:
                         return time.monotonic() - t0
                 except OSError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the deadline
         raise RuntimeError("the pool did not serve a transcript within %ss" % timeout)
 
     def close(self):
@@ -361,7 +361,7 @@ class Redis:
                     if s.recv(16).startswith(b"+PONG"):
                         return self
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.05)  # poll interval: until the deadline
         raise RuntimeError("redis-server did not start")
 
     def signal(self, sig):

@@ -268,7 +268,7 @@ class Gateway:
                     return self
             except OSError:
                 pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: /health again until START_TIMEOUT_S
         self.kill()
         pytest.fail(f"vts-gateway did not answer /health within {START_TIMEOUT_S} s:\n{self.log_text()}")
 
@@ -351,7 +351,7 @@ def exchange_in_parts(port, parts, pause=0.1, timeout=5.0):
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         for i, part in enumerate(parts):
             if i:
-                time.sleep(pause)
+                time.sleep(pause)  # the wait is the test: each part arrives in a read of its own
             s.sendall(part)
         return read_until_close(s, timeout)
 

@@ -82,7 +82,7 @@ class Stack:
                 if r.status == 200:
                     self.upstream.reset()
                     return
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the pool serves, within timeout
         raise AssertionError("the stack did not serve a transcript within %ss:\n%s\n%s" % (
             timeout, self.gateway.log_text()[-3000:], self.fetchers.log_text()[-3000:]))
 

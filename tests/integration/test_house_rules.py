@@ -5,6 +5,7 @@ through a pytest run that loads this suite's conftest.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,65 @@ def test_style_check_sees_new_files_before_they_are_committed(tmp_path):
     assert any(line.startswith("  proto/new.c:3:") for line in r.stdout.splitlines()), r.stdout
 
 
+# The sleeps are spelt through SLEEP, so that this file itself does not hold one.
+SLEEP = "time.sleep"
+SLEEPY_PY = f"""import time
+
+
+def test_waits():
+    {SLEEP}(0.1)
+    {SLEEP}(0.2)  # the wait is the test: an idle connection
+    {SLEEP}(0.3)  # poll interval: until the deadline
+    {SLEEP}(0.4)  # a pause
+    {SLEEP}(0.5)  # poll interval:
+"""
+
+SLEEPY_C = """#include <time.h>
+#include <unistd.h>
+
+void t_wait(void) {
+  usleep(1000);
+  sleep(1); /* the wait is the test: a window of the wall clock */
+  struct timespec ts = {0, 1000};
+  nanosleep(&ts, NULL);
+}
+"""
+
+
+def test_style_check_refuses_a_bare_sleep_in_a_test(tmp_path):
+    tree = _scratch_tree(tmp_path, {
+        "common/x.c": CLEAN_C,
+        "tests/integration/test_a.py": SLEEPY_PY,
+        "tests/fake_upstream/f.py": f"import time\n\n\ndef drip():\n    {SLEEP}(1)\n",
+        "tests/unit/t.c": SLEEPY_C,
+        # Outside what the rule reads: C beside the unit tests, and Python outside tests/.
+        "tests/bench/b.c": SLEEPY_C,
+        "deploy/d.py": f"import time\n\n{SLEEP}(1)\n",
+    })
+    r = _check(tree)
+    assert r.returncode == 1, r.stdout
+    assert r.stdout.splitlines() == [
+        'style: bare sleep in a test (wait for the event with a bounded poll, or give the reason on its line: '
+        '"the wait is the test: ..." or "poll interval: ...")',
+        f"  tests/fake_upstream/f.py:5:    {SLEEP}(1)",
+        f"  tests/integration/test_a.py:5:    {SLEEP}(0.1)",
+        f"  tests/integration/test_a.py:8:    {SLEEP}(0.4)  # a pause",
+        f"  tests/integration/test_a.py:9:    {SLEEP}(0.5)  # poll interval:",
+        "  tests/unit/t.c:5:  usleep(1000);",
+        "  tests/unit/t.c:8:  nanosleep(&ts, NULL);"], r.stdout
+    # Each sleep given its reason (or gone) passes.
+    fixed = SLEEPY_PY.replace("  # a pause", "  # the wait is the test: a slow peer")
+    fixed = fixed.replace("# poll interval:\n", "# poll interval: within 5 s\n").replace(f"    {SLEEP}(0.1)\n", "")
+    (tree / "tests/integration/test_a.py").write_text(fixed)
+    (tree / "tests/fake_upstream/f.py").write_text(
+        f"import time\n\n\ndef drip():\n    {SLEEP}(1)  # the wait is the test: a platform that drips\n")
+    (tree / "tests/unit/t.c").write_text(SLEEPY_C.replace("  usleep(1000);\n", "")
+                                         .replace("  nanosleep(&ts, NULL);",
+                                                  "  nanosleep(&ts, NULL);  // poll interval: until done"))
+    r = _check(tree)
+    assert r.returncode == 0, r.stdout
+
+
 SKIPPING_TESTS = '''
 import pytest
 
@@ -227,3 +287,48 @@ def test_a_test_not_run_here_is_listed_apart_and_fails_only_where_required(tmp_p
     assert r.returncode == 1, r.stdout
     assert "1 failed, 1 passed" in r.stdout
     assert "captures is required here (VTS_REQUIRE=captures) but missing: put them beside the checkout" in r.stdout
+
+
+SUMMARY = REPO / "tests" / "summary.sh"
+STAGES_LINE = r"stages: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped"
+
+
+def _summary(tmp_path, skip_lines, passed, *failed):
+    skip_log = tmp_path / "skips"
+    skip_log.write_text("".join(line + "\n" for line in skip_lines))
+    return subprocess.run([str(SUMMARY), str(skip_log), str(passed), *failed], capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_the_run_ends_with_the_not_run_here_count_then_the_stages_line_ci_reads(tmp_path):
+    """The unit tests' lines come twice (two builds) and count once; the tests not run here are listed and counted on
+    their own line, with what they need; the last line is exactly the shape CI reads, with nothing after it."""
+    captures = "test_a.c: not run here (captures): put the captures beside the checkout"
+    root = "test_b.py::test_owner: not run here (root): run as root or through sudo"
+    tool = "test_c.py::test_tool: frobnicate is not installed"
+    r = _summary(tmp_path, [tool, captures, root, captures], 7, "fuzz")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert r.stdout == (
+        "skipped tests (a missing tool or fixture; they fail the run with CI=true):\n"
+        f"  {tool}\n"
+        "tests not run here (what this checkout or user lacks; VTS_REQUIRE=WHAT,... makes it a failure):\n"
+        f"  {captures}\n"
+        f"  {root}\n"
+        "FAILED stages: fuzz\n"
+        "not run here (captures,root): 2\n"
+        "stages: 7 passed, 1 failed, 1 skipped\n")
+    assert re.fullmatch(STAGES_LINE, r.stdout.splitlines()[-1])
+
+
+def test_a_run_with_every_test_run_still_says_how_many_were_not(tmp_path):
+    r = _summary(tmp_path, [], 9)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "not run here: 0\nstages: 9 passed, 0 failed, 0 skipped\n"
+
+
+def test_tests_run_sh_writes_nothing_after_the_summary():
+    """The summary is the last thing tests/run.sh runs; only its exit status follows."""
+    lines = [line for line in (REPO / "tests" / "run.sh").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert lines[-2:] == ['tests/summary.sh "$skip_log" "$passed" "${failed[@]}"', "[ ${#failed[@]} -eq 0 ]"]

@@ -90,6 +90,11 @@ def test_ready_is_503_until_a_fetcher_connects_then_200_and_503_again_when_it_go
             assert r.status == 503, r
             assert r.body == (json.dumps(error_body("service_unavailable"), separators=(",", ":")).encode()
                               if method == "GET" else b"")
+        r = gw.request("POST", "/ready")
+        assert (r.status, r.headers["allow"]) == (405, "GET, HEAD"), r
+        # /ready is a route of its own in the metrics, not "other"
+        assert gw.metric("vts_http_requests_total", route="/ready", status="503") == 2
+        assert gw.metric("vts_http_requests_total", route="/ready", status="405") == 1
         assert gw.request("GET", "/health").status == 200, "liveness stays as the contract says"
         fetchers = Fetchers(tmp_path, gw.jobs_port, fake.url, workers=1)
         assert wait_for(lambda: gw.request("GET", "/ready").status == 200, 10), gw.log_text()[-2000:]

@@ -214,7 +214,7 @@ static int chosen(struct upstream *u) {
 
 /* Waits for the clock itself: the rest under test is a length of time. */
 static void wait_until(uint64_t t) {
-  while (util_now_ms() < t) usleep(5000);
+  while (util_now_ms() < t) usleep(5000); /* the wait is the test: a rest is a length of time */
 }
 
 static void test_proxies_alternate_and_a_blocked_one_rests(void **state) {
@@ -252,7 +252,7 @@ static void test_when_all_rest_the_one_resting_longest_is_tried(void **state) {
     assert_int_equal(upstream_use_egress(u, 1), 0);
     upstream_egress_report(u, 1);
   }
-  usleep(2000);
+  usleep(2000); /* the wait is the test: proxy 1 began to rest before proxy 2 */
   for (int i = 0; i < 2; i++) {
     assert_int_equal(upstream_use_egress(u, 2), 0);
     upstream_egress_report(u, 1);

@@ -256,6 +256,34 @@ static void test_ok_result_without_body_is_rejected(void **state) {
   buf_free(&b);
 }
 
+/* Every outcome of the table crosses the wire; 0 and the value after the last row do not, either way. */
+static void test_every_outcome_round_trips_and_no_other(void **state) {
+  (void)state;
+  struct proto_result in, out;
+  memset(&in, 0, sizeof(in));
+  in.job_id = 9;
+  in.body = "{}";
+  in.body_len = 2;
+  struct buf b = BUF_INIT;
+  for (int o = 1; o <= PROTO_NOUTCOMES; o++) {
+    in.outcome = (uint8_t)o;
+    buf_reset(&b);
+    assert_int_equal(proto_encode_result(&b, &in), 0);
+    assert_int_equal(proto_decode_result(b.data, b.len, &out), 0);
+    assert_int_equal(out.outcome, o);
+  }
+  size_t outcome_at = 4 + 8; /* header, job_id */
+  b.data[outcome_at] = 0;
+  assert_int_equal(proto_decode_result(b.data, b.len, &out), -EPROTO);
+  b.data[outcome_at] = PROTO_NOUTCOMES + 1;
+  assert_int_equal(proto_decode_result(b.data, b.len, &out), -EPROTO);
+  in.outcome = 0;
+  assert_int_equal(proto_encode_result(&b, &in), -EINVAL);
+  in.outcome = PROTO_NOUTCOMES + 1;
+  assert_int_equal(proto_encode_result(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
 static void test_outcomes_map_to_the_architecture_statuses(void **state) {
   (void)state;
   assert_int_equal(proto_outcome_status(PROTO_OK), 200);
@@ -279,6 +307,7 @@ int main(void) {
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
       cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),
       cmocka_unit_test(test_ok_result_without_body_is_rejected),
+      cmocka_unit_test(test_every_outcome_round_trips_and_no_other),
       cmocka_unit_test(test_outcomes_map_to_the_architecture_statuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
