@@ -24,6 +24,7 @@ struct vts_config {
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
   char state_dir[CONFIG_STR_MAX];              /* VTS_STATE_DIR */
   char redis_url[CONFIG_STR_MAX];              /* VTS_REDIS_URL, empty when unset */
+  char redis_cache_url[CONFIG_STR_MAX];        /* VTS_REDIS_CACHE_URL: the transcript cache's Redis, "" for redis_url */
   bool rate_limit_fail_closed;                 /* VTS_RATE_LIMIT_FAIL_CLOSED */
   int64_t rate_limit;                          /* VTS_RATE_LIMIT */
   int64_t rate_window_s;                       /* VTS_RATE_WINDOW_S */
@@ -41,6 +42,9 @@ struct vts_config {
   char client_profiles[CONFIG_STR_MAX];        /* VTS_CLIENT_PROFILES, a JSON file path, empty when unset */
   int64_t upstream_attempts;                   /* VTS_UPSTREAM_ATTEMPTS: egress attempts of a blocked job */
   int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
+  int64_t egress_rate;                         /* VTS_EGRESS_RATE: platform requests an hour per egress, 0 unpaced */
+  int64_t egress_burst;                        /* VTS_EGRESS_BURST: of those, how many at once */
+  bool egress_decline;                         /* VTS_EGRESS_DECLINE: give a job back when every budget is spent */
   bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
   char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */

@@ -18,9 +18,10 @@
 
 /*
  * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
- * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist.
+ * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries its
+ * fetcher's egress budgets.
  */
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -39,7 +40,9 @@ enum proto_type {
    * fetcher -> dispatcher: "busy: job_id given back, not run". A fetcher serving several dispatchers offers itself to
    * each; a job that reaches it while it runs another goes straight back this way. The dispatcher puts the job first
    * in line for another idle fetcher (it is no failure) and answers at once with a READY; it gives this fetcher
-   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64.
+   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64, why u8 (enum
+   * proto_decline_why): a job given back because every egress of that fetcher spent its budget counts in the job's
+   * declines.
    */
   PROTO_DECLINE = 5,
 };
@@ -118,7 +121,9 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
   /* the speech pipeline failed (audio, decoding, recogniser) */                     \
   X(SPEECH, "speech", OTHER)                                                         \
   /* out of memory, a result too large, a bad job */                                 \
-  X(INTERNAL, "internal", INTERNAL)
+  X(INTERNAL, "internal", INTERNAL)                                                  \
+  /* no egress had a unit of its budget (VTS_EGRESS_RATE) in time */                 \
+  X(BUDGET, "egress_budget", EGRESS_BUDGET)
 
 #define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
 enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
@@ -139,6 +144,21 @@ struct proto_attempt {
   char client[PROTO_MAX_CLIENT_NAME + 1]; /* the client profile's name */
 };
 
+/*
+ * The budget of one egress of the fetcher that sent a result (fetcher/egress/pace.h), for the per-egress gauges and
+ * counters: what it holds now, and what this process waited for or declined since its previous result.
+ */
+#define PROTO_MAX_EGRESS (VTS_UPSTREAM_MAX_PROXIES + 1) /* the direct route and every proxy */
+struct proto_egress {
+  uint8_t egress;    /* 0: the direct route; n: entry n (1-based) of VTS_UPSTREAM_PROXY */
+  uint32_t left;     /* whole requests its budget holds */
+  uint32_t waits;    /* requests that waited for a unit of it */
+  uint32_t declines; /* jobs given back to a dispatcher for want of it */
+};
+
+/* Why a fetcher gave a job back. */
+enum proto_decline_why { PROTO_DECLINE_BUSY = 0, PROTO_DECLINE_BUDGET = 1 };
+
 struct proto_job {
   uint64_t job_id;                           /* assigned by the dispatcher; 0 in a worker's request */
   uint8_t kind;                              /* enum proto_kind */
@@ -147,6 +167,7 @@ struct proto_job {
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
   char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
+  uint8_t declines; /* times fetchers gave it back for want of budget (dispatcher -> fetcher) */
 };
 
 struct proto_result {
@@ -159,6 +180,8 @@ struct proto_result {
   uint8_t reason;                /* enum proto_reason: what metrics count */
   uint8_t nattempts;
   struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
+  uint8_t negress; /* fetcher -> dispatcher: the paced egresses of its process, 0 when none is paced */
+  struct proto_egress egress[PROTO_MAX_EGRESS];
   /*
    * Dispatcher -> worker: how long the answer may still be kept, in ms (0: do not keep). A worker keeps a hot answer
    * in its own cache no longer than the shared entry lives. A fetcher sends 0; the dispatcher ignores what it sends.
@@ -176,8 +199,8 @@ int proto_encode_result(struct buf *out, const struct proto_result *res);
 int proto_encode_result_last(struct buf *out, const struct proto_result *res);
 /* Appends an encoded READY. */
 int proto_encode_ready(struct buf *out);
-/* Appends an encoded DECLINE of job_id. */
-int proto_encode_decline(struct buf *out, uint64_t job_id);
+/* Appends an encoded DECLINE of job_id, for why (enum proto_decline_why). Returns 0, -EINVAL or -ENOMEM. */
+int proto_encode_decline(struct buf *out, uint64_t job_id, uint8_t why);
 
 /* Reads the type of a message after checking magic and version. Returns the type (> 0), or -EPROTO. */
 int proto_peek_type(const void *data, size_t len);
@@ -190,20 +213,34 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
 
 /* Decodes a DECLINE. Returns 0, or -EPROTO. */
-int proto_decode_decline(const void *data, size_t len, uint64_t *job_id);
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t *why);
 
 /*
  * Longest key proto_job_key writes: a requested language, '>' and a translation language, or the tracks marker.
  */
 #define PROTO_MAX_JOB_KEY (2 * PROTO_MAX_LANG + 1)
 
+/* The job key of a video's track list, and of "this video cannot be played": no language can be either. */
+#define PROTO_TRACKS_KEY "*tracks"
+#define PROTO_GONE_KEY "*gone"
+
 /*
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
- * same key have the same answer. A transcript's key is its requested language (so caches written before
- * translations existed stay valid), with ">xx" for a translation into xx; the tracks of a video have the key
- * "*tracks", which no language can be. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
+ * same key have the same answer. A transcript's key is its requested language in its canonical spelling
+ * (ident_language_canon: "en-us" and "en-US" are one key), with ">xx" for a translation into xx; the tracks of a
+ * video have the key PROTO_TRACKS_KEY. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/*
+ * The key of the track a transcript result holds, whatever spelling asked for it: '=', the served language, '#' and
+ * 48 bits of the SHA-256 of its body (which names its source) in hex. Two requests served the same transcript share it,
+ * so a cache keeps one copy of the transcript under it and only a small alias under each request's own job key.
+ */
+void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/* Whether res says the video itself cannot be played: the answer of every language and kind of the video. */
+int proto_result_gone(const struct proto_result *res);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);

@@ -104,6 +104,8 @@ uint8_t transport_reason(int err) {
       return PROTO_REASON_REFUSED;
     case -ENOMEM:
       return PROTO_REASON_INTERNAL;
+    case -EAGAIN:
+      return PROTO_REASON_BUDGET;
     default:
       return PROTO_REASON_INTERNAL;
   }
@@ -217,6 +219,8 @@ int transport_perform(struct transport *t, const struct transport_req *req, stru
   curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, req->accept_encoding);
   /* An empty string, not NULL: NULL would let curl take http_proxy from the environment. */
   curl_easy_setopt(c, CURLOPT_PROXY, req->proxy != NULL ? req->proxy : "");
+  curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, req->fresh_connection ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_FORBID_REUSE, req->fresh_connection ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, remaining);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
   curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_bytes);
@@ -260,6 +264,10 @@ int transport_fetch(struct transport *t, const struct transport_req *req, transp
   for (int hops = 0; rv == 0; hops++) {
     out->len = start; /* a redirect's own body is not the answer */
     hop.url = url.data;
+    if (hop.admit != NULL) {
+      rv = hop.admit(hop.admit_ctx);
+      if (rv != 0) break;
+    }
     rv = transport_perform(t, &hop, out, status, reason);
     if (rv != 0 || *status < 300 || *status > 399 || *status == 304) break;
     /* curl resolves a relative Location against the URL it just fetched. */

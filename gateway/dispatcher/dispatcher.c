@@ -333,6 +333,11 @@ static void act_redis_release(void *ctx, uint64_t job_id, const char *video_id, 
   rcache_release(d->rcache, job_id, video_id, key);
 }
 
+static void act_redis_renew(void *ctx, uint64_t job_id, const char *video_id, const char *key, uint64_t ttl_ms) {
+  struct dispatcher *d = ctx;
+  rcache_renew(d->rcache, job_id, video_id, key, ttl_ms);
+}
+
 /* ---- the loop ---- */
 
 static void metrics_publish_dispatcher(const struct dispatcher_stats *st);
@@ -400,14 +405,16 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
   size_t len = nng_msg_len(msg);
   int type = proto_peek_type(body, len);
   uint64_t declined = 0;
+  uint8_t why = PROTO_DECLINE_BUSY;
   if (type == PROTO_READY) {
     nng_msg_clear(msg);
     core_fetcher_msg(d->core, now, id, msg, CORE_READY, 0, NULL);
     return;
   }
-  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined) == 0) {
+  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined, &why) == 0) {
     nng_msg_clear(msg);
-    core_fetcher_msg(d->core, now, id, msg, CORE_DECLINE, declined, NULL);
+    core_fetcher_msg(d->core, now, id, msg, why == PROTO_DECLINE_BUDGET ? CORE_DECLINE_BUDGET : CORE_DECLINE, declined,
+                     NULL);
     return;
   }
   struct proto_result res;
@@ -644,6 +651,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
     ops.redis_claim = act_redis_claim;
     ops.redis_put = act_redis_put;
     ops.redis_release = act_redis_release;
+    ops.redis_renew = act_redis_renew;
   }
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;

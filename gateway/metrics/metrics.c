@@ -52,6 +52,13 @@ void metrics_connections(int delta) {
   if (self) atomic_fetch_add_explicit(&self->connections_open, delta, memory_order_relaxed);
 }
 
+void metrics_worker_gone(int index) {
+  if (shm == NULL || index < 0 || index >= METRICS_MAX_WORKERS) return;
+  /* Its counters stay (they count what happened); a gauge of a dead process would drift forever. */
+  atomic_store_explicit(&shm->workers[index].connections_open, 0, memory_order_relaxed);
+  atomic_store_explicit(&shm->workers[index].keys_loaded_s, 0, memory_order_relaxed);
+}
+
 void metrics_ratelimit_store_error(int fell_back) {
   if (self == NULL) return;
   atomic_fetch_add_explicit(&self->ratelimit_store_errors, 1, memory_order_relaxed);
@@ -134,6 +141,17 @@ static void count_attempt(_Atomic uint64_t *row, uint8_t result) {
   if (result == PROTO_ATTEMPT_OK) atomic_fetch_add_explicit(&row[MA_SUCCESSES], 1, memory_order_relaxed);
 }
 
+static void count_egress(struct metrics_egress *m, const struct proto_result *res) {
+  for (uint8_t i = 0; i < res->negress && i < PROTO_MAX_EGRESS; i++) {
+    const struct proto_egress *e = &res->egress[i];
+    if (e->egress >= METRICS_MAX_PROXIES) continue;
+    atomic_store_explicit(&m->left[e->egress], e->left, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->waits[e->egress], e->waits, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->declines[e->egress], e->declines, memory_order_relaxed);
+    atomic_store_explicit(&m->reported[e->egress], 1, memory_order_release);
+  }
+}
+
 void metrics_upstream(const struct proto_result *res) {
   if (shm == NULL) return;
   struct metrics_dispatcher *d = &shm->dispatcher;
@@ -143,6 +161,7 @@ void metrics_upstream(const struct proto_result *res) {
     if (at->proxy < METRICS_MAX_PROXIES) count_attempt(d->attempts.proxy[at->proxy], at->result);
     count_attempt(d->attempts.client[client_row(&d->attempts, at->client)], at->result);
   }
+  count_egress(&d->egress, res);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -236,6 +255,34 @@ static int render_attempts(struct buf *out, const struct metrics_attempts *a) {
   return rv;
 }
 
+/*
+ * The egresses' budgets, by egress (its position: 0 the direct route, n entry n of VTS_UPSTREAM_PROXY; never its URL).
+ * Only egresses a fetcher reported as paced are listed.
+ */
+static int render_egress(struct buf *out, const struct metrics_egress *m) {
+  static const struct {
+    const char *name, *type, *help;
+  } fam[3] = {
+      {"vts_egress_budget_left", "gauge",
+       "Platform requests the egress's budget holds, as its fetcher last reported, by egress (0 direct, n proxy n)."},
+      {"vts_egress_budget_waits_total", "counter", "Platform requests that waited for the egress's budget."},
+      {"vts_egress_budget_declines_total", "counter",
+       "Jobs a fetcher gave back to a dispatcher because the egress's budget was spent."},
+  };
+  int rv = 0;
+  for (int f = 0; rv == 0 && f < 3; f++) {
+    rv = family(out, fam[f].name, fam[f].type, fam[f].help);
+    for (int e = 0; rv == 0 && e < METRICS_MAX_PROXIES; e++) {
+      if (!atomic_load_explicit(&m->reported[e], memory_order_acquire)) continue;
+      long long v = f == 0   ? (long long)LOAD(m->left[e])
+                    : f == 1 ? (long long)LOAD(m->waits[e])
+                             : (long long)LOAD(m->declines[e]);
+      rv = buf_printf(out, "%s{egress=\"%d\"} %lld\n", fam[f].name, e, v);
+    }
+  }
+  return rv;
+}
+
 /* A metric family with one unlabelled sample. */
 struct scalar {
   const char *name, *type, *help;
@@ -306,5 +353,6 @@ int metrics_render(struct buf *out) {
     rv = buf_printf(out, "vts_upstream_outcomes_total{kind=\"%s\"} %llu\n", upstream_names[i],
                     (unsigned long long)LOAD(d->upstream[i]));
   if (rv == 0) rv = render_attempts(out, &d->attempts);
+  if (rv == 0) rv = render_egress(out, &d->egress);
   return rv;
 }

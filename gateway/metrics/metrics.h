@@ -38,7 +38,8 @@
   X(MALFORMED, "malformed")         \
   X(INTERNAL, "internal")           \
   X(OTHER, "other")                 \
-  X(NETWORK, "network")
+  X(NETWORK, "network")             \
+  X(EGRESS_BUDGET, "egress_budget")
 
 #define METRICS_UPSTREAM_ENUM_(id, label) MU_##id,
 enum metrics_upstream { METRICS_UPSTREAM_KINDS(METRICS_UPSTREAM_ENUM_) MU__COUNT };
@@ -54,6 +55,17 @@ struct metrics_attempts {
   _Atomic uint64_t client[METRICS_MAX_CLIENTS + 1][MA__COUNT]; /* the last row is "other" */
   char client_names[METRICS_MAX_CLIENTS][32];                  /* written once by the dispatcher, then read */
   _Atomic int nclients;                                        /* names published (release after the name) */
+};
+
+/*
+ * The budgets of the fetchers' egresses (VTS_EGRESS_RATE), by position (0 the direct route, n proxy n), as fetchers
+ * report them in their results: the units left (the latest report of any fetcher), and waits and declines summed.
+ */
+struct metrics_egress {
+  _Atomic int reported[METRICS_MAX_PROXIES]; /* a fetcher reported this egress: it is listed */
+  _Atomic int64_t left[METRICS_MAX_PROXIES];
+  _Atomic uint64_t waits[METRICS_MAX_PROXIES];
+  _Atomic uint64_t declines[METRICS_MAX_PROXIES];
 };
 
 struct metrics_worker {
@@ -73,6 +85,7 @@ struct metrics_dispatcher {
   _Atomic uint64_t counters[DC__COUNT];
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
+  struct metrics_egress egress;
 };
 
 struct metrics_master {
@@ -98,6 +111,8 @@ void metrics_set_worker(int index);
 void metrics_request(enum http_route route, int status, uint64_t dur_us);
 /* Worker: connection opened (+1) or closed (-1). */
 void metrics_connections(int delta);
+/* Master: the worker of slot index is gone; its gauges (connections open, keys loaded) read as nothing now. */
+void metrics_worker_gone(int index);
 /* Worker: rate-limit store error, and whether the memory limiter took over. */
 void metrics_ratelimit_store_error(int fell_back);
 /* Worker: a reserved unit of a key's monthly quota was given back (the answer was not a 200 with a transcript). */

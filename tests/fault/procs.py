@@ -271,8 +271,9 @@ class Fetchers:
         self.log_path = Path(workdir) / "fetcher.log"
         if self.log_path.exists():
             self.log_path.unlink()
+        # The fake platform rations nothing: the fetchers are unpaced unless a case says otherwise.
         full = dict(os.environ, VTS_JOBS_URL="tcp://127.0.0.1:%d" % jobs_port, VTS_UPSTREAM_URL=upstream_url,
-                    ASAN_OPTIONS="detect_leaks=0")
+                    ASAN_OPTIONS="detect_leaks=0", VTS_EGRESS_RATE="0")
         full.update({k: str(v) for k, v in (env or {}).items()})
         self.workers = workers
         self.proc = _spawn([harness.fetcher_binary(), "--workers", str(workers)], full, self.log_path)

@@ -79,6 +79,8 @@ def _kill_group(proc):
 # A skip is a test that did not run. Under CI=true (tests/run.sh in CI) it fails the run instead, so a missing tool or
 # fixture cannot pass for green; every skip is also written to $VTS_SKIP_LOG (one line each) for the stages summary.
 CI_SKIPS_FAIL = os.environ.get("CI", "").lower() == "true"
+# The fake platform rations nothing: every fetcher a test starts is unpaced unless the test sets a budget.
+os.environ.setdefault("VTS_EGRESS_RATE", "0")
 
 
 def _skip_reason(longrepr):

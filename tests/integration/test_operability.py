@@ -187,6 +187,38 @@ def test_http_proxy_is_the_egress_when_vts_upstream_proxy_is_unset_and_no_proxy_
         fake.close()
 
 
+def test_a_standard_proxy_spends_the_egress_budget_and_its_value_is_one_plain_url():
+    """The standard variable's proxy is an egress like any other: it waits for VTS_EGRESS_RATE's units (one at once,
+    one a second: the caption download waits for the next). rotating+ and ;rate= are VTS_UPSTREAM_PROXY's alone."""
+    fake = harness.FakeUpstream()
+    proxy = harness.EgressProxy(SERVED)
+    try:
+        fake.reset()
+        proc = run_once(fake.url, http_proxy=proxy.url(), VTS_EGRESS_RATE="3600", VTS_EGRESS_BURST="1")
+        assert proc.stderr.splitlines()[-1] == "outcome=1 lang=en detail=ok"
+        assert fake.stats()["sources"] == {SERVED: 2}
+        waits = [e for e in records(proc.stderr) if e["msg"] == "waiting for the egress budget"]
+        assert [(e["proxy"], 900 <= e["wait_ms"] <= 1000) for e in waits] == [(1, True)], waits
+    finally:
+        proxy.close()
+        fake.close()
+    for value in ("rotating+http://127.0.0.1:1", "http://127.0.0.1:1;rate=5"):
+        env = harness.fetcher_env("http://127.0.0.1:%d" % free_port(), http_proxy=value)
+        r = subprocess.run([harness.fetcher_binary(), "--once", "capJson3xx1"], env=env, capture_output=True,
+                           text=True, timeout=30)
+        if value.startswith("rotating+"):
+            assert (r.returncode, r.stderr) == (2, "vts-fetcher: http_proxy: invalid value: entry 1 is not an "
+                                                   "http://, https://, socks5:// or socks5h:// URL\n"), value
+        else:
+            # curl is given the value whole, as any other tool reading the variable would be: no option of ours is
+            # cut from it (curl refuses it, and each client's request fails on the network through that proxy).
+            assert r.returncode == 0, r.stderr
+            assert r.stderr.splitlines()[-1] == "outcome=3 lang= detail=network"
+            failed = [e for e in records(r.stderr) if e["msg"] == "upstream request failed"]
+            assert [(e["proxy"], e["reason"], "127.0.0.1:1;rate=5" in e["error"]) for e in failed] == \
+                [(1, "network", True)] * 2, r.stderr
+
+
 def _egress_line(tmp_path, **env):
     """The fetcher's "upstream egress" line at start (serving, its dispatcher not there) and its whole log."""
     log_path = tmp_path / ("fetcher-%d.log" % free_port())

@@ -170,6 +170,38 @@ static void test_dispatcher_counters_render_one_line_per_row(void **state) {
   buf_free(&b);
 }
 
+/* Renders the page and finds every line of want in it, and absent nowhere (NULL: no check). */
+static void assert_rendered(const char *const *want, size_t n, const char *absent) {
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  for (size_t i = 0; i < n; i++)
+    if (strstr(b.data, want[i]) == NULL) fail_msg("not on the page: %s", want[i]);
+  if (absent != NULL && strstr(b.data, absent) != NULL) fail_msg("on the page: %s", absent);
+  buf_free(&b);
+}
+
+/* Budgets by egress position: the latest units left, waits and declines summed; only reported egresses listed. */
+static void test_egress_budgets_are_listed_by_position(void **state) {
+  (void)state;
+  unsigned long long budget_before = outcomes_of("egress_budget");
+  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_BUDGET, .negress = 2};
+  r.egress[0] = (struct proto_egress){.egress = 1, .left = 7, .waits = 2, .declines = 1};
+  r.egress[1] = (struct proto_egress){.egress = 16, .left = 30, .waits = 0, .declines = 0};
+  metrics_upstream(&r);
+  r.negress = 1;
+  r.egress[0] = (struct proto_egress){.egress = 1, .left = 3, .waits = 5, .declines = 4};
+  metrics_upstream(&r);
+  static const char *const want[] = {
+      "vts_egress_budget_left{egress=\"1\"} 3\n",
+      "vts_egress_budget_waits_total{egress=\"1\"} 7\n",
+      "vts_egress_budget_declines_total{egress=\"1\"} 5\n",
+      "vts_egress_budget_left{egress=\"16\"} 30\n",
+  };
+  assert_rendered(want, sizeof(want) / sizeof(want[0]), "vts_egress_budget_left{egress=\"0\"}");
+  /* Both jobs are counted under the budget's own kind. */
+  assert_int_equal(outcomes_of("egress_budget"), budget_before + 2);
+}
+
 static void test_every_family_has_help_and_type(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
@@ -198,7 +230,10 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_ratelimit_store_errors_total",
                          "vts_ratelimit_fallbacks_total",
                          "vts_worker_restarts_total",
-                         "vts_jobs_total"};
+                         "vts_jobs_total",
+                         "vts_egress_budget_left",
+                         "vts_egress_budget_waits_total",
+                         "vts_egress_budget_declines_total"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     char help[128], type[128];
     snprintf(help, sizeof(help), "# HELP %s ", names[i]);
@@ -216,6 +251,7 @@ int main(void) {
       cmocka_unit_test(test_not_modified_is_counted_as_304),
       cmocka_unit_test(test_a_reason_named_as_a_kind_is_counted_under_it),
       cmocka_unit_test(test_dispatcher_counters_render_one_line_per_row),
+      cmocka_unit_test(test_egress_budgets_are_listed_by_position),
       cmocka_unit_test(test_every_family_has_help_and_type),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
