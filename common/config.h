@@ -25,6 +25,7 @@ struct vts_config {
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
   char state_dir[CONFIG_STR_MAX];              /* VTS_STATE_DIR */
   char redis_url[CONFIG_STR_MAX];              /* VTS_REDIS_URL, empty when unset */
+  char redis_cache_url[CONFIG_STR_MAX];        /* VTS_REDIS_CACHE_URL: the transcript cache's Redis, "" for redis_url */
   bool rate_limit_fail_closed;                 /* VTS_RATE_LIMIT_FAIL_CLOSED */
   int64_t rate_limit;                          /* VTS_RATE_LIMIT */
   int64_t rate_window_s;                       /* VTS_RATE_WINDOW_S */
@@ -42,6 +43,9 @@ struct vts_config {
   char client_profiles[CONFIG_STR_MAX];        /* VTS_CLIENT_PROFILES, a JSON file path, empty when unset */
   int64_t upstream_attempts;                   /* VTS_UPSTREAM_ATTEMPTS: egress attempts of a blocked job */
   int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
+  int64_t egress_rate;                         /* VTS_EGRESS_RATE: platform requests an hour per egress, 0 unpaced */
+  int64_t egress_burst;                        /* VTS_EGRESS_BURST: of those, how many at once */
+  bool egress_decline;                         /* VTS_EGRESS_DECLINE: give a job back when every budget is spent */
   bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
   char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */
@@ -60,13 +64,19 @@ struct vts_config {
 
 /* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */
 const char *config_default(const char *name);
+/* The variable of the table whose name is nearest to name (fewest characters to insert, delete or change). */
+const char *config_nearest(const char *name);
+/*
+ * Calls found(name, nearest, arg) for each VTS_* variable of env (an environ-style array) that no program of vts and
+ * none of its scripts reads: a misspelt setting that would otherwise be ignored without a word. nearest is the known
+ * variable nearest to it. Returns how many there were.
+ */
+size_t config_unknown_vars(char *const *env, void (*found)(const char *name, const char *nearest, void *arg),
+                           void *arg);
+/* Logs a warning ("unknown variable ignored", the variable and the nearest known one) for each of those. */
+void config_warn_unknown(char *const *env);
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
-/*
- * True when host (as config_parse_listen gives it: an IPv6 address in brackets or bare) is a loopback address
- * (127.0.0.0/8, ::1) or "localhost": only processes of this host can reach it.
- */
-bool config_host_loopback(const char *host);
 
 /*
  * Fills cfg from the environment with defaults for unset variables. Returns 0, or -EINVAL with a one-line message

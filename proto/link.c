@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 
 bool link_url_tls(const char *url) { return strncmp(url, "tls+tcp://", 10) == 0; }
 
@@ -57,8 +58,7 @@ static bool numeric_host(const char *host) {
 
 bool link_url_loopback(const char *url) {
   char host[256];
-  if (url_host(url, host, sizeof(host)) != 0) return false;
-  return config_host_loopback(host);
+  return url_host(url, host, sizeof(host)) == 0 && netaddr_is_loopback(host);
 }
 
 /* The three files and the variables that name them, in the order a message names them. */

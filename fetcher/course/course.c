@@ -104,7 +104,8 @@ static void set_result(struct course_result *res, uint8_t outcome, uint8_t reaso
 
 /* The verdict for a failed transfer: out of time or memory ends the job; no connection is the egress's fault. */
 static enum verdict transfer_verdict(int rv) {
-  if (rv == -ETIMEDOUT || rv == -ENOMEM) return V_STOP;
+  /* A spent budget has waited as long as the deadline allows: no other client or proxy would fare better. */
+  if (rv == -ETIMEDOUT || rv == -ENOMEM || rv == -EAGAIN) return V_STOP;
   if (rv == -ENETUNREACH) return V_BLOCKED;
   return V_REFUSED;
 }
@@ -429,8 +430,26 @@ static void log_refusal(struct flow *f, const struct client_profile *c, const st
   char client[72], proxy[16];
   snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
   snprintf(proxy, sizeof(proxy), "%d", upstream_job_proxy_index(f->it->up));
-  log_msg(LOG_INFO, v == V_BLOCKED ? "player client blocked" : "player client refused", "request_id", f->request_id,
-          "client", client, "=proxy", proxy, "reason", proto_reason_name(r->reason), "detail", r->detail, NULL);
+  /*
+   * What the platform did is a warning an operator must see, with its kind (the reason field, as
+   * vts_upstream_outcomes_total counts it): a block of the address, a failure of the platform, or a request that
+   * reached nothing (network: DNS, connect, TLS, the proxy), which is no block. A refusal of this client alone (not
+   * playable for it, a token it lacks) is the course's ordinary business.
+   */
+  const char *msg = "player client refused";
+  enum log_level level = LOG_INFO;
+  if (r->reason == PROTO_REASON_NETWORK) {
+    msg = "platform unreachable";
+    level = LOG_WARN;
+  } else if (v == V_BLOCKED) {
+    msg = "player client blocked";
+    level = LOG_WARN;
+  } else if (r->reason == PROTO_REASON_HTTP_5XX || r->reason == PROTO_REASON_MALFORMED ||
+             r->reason == PROTO_REASON_TIMEOUT) {
+    level = LOG_WARN;
+  }
+  log_msg(level, msg, "request_id", f->request_id, "client", client, "=proxy", proxy, "reason",
+          proto_reason_name(r->reason), "detail", r->detail, NULL);
 }
 
 /*
@@ -457,7 +476,7 @@ static void run_flow(struct flow *f, struct course_result *res) {
       f->cookie[0] = '\0';
     }
     int blocked = 0; /* the latest verdict on this egress was a block */
-    int can_move = egress + 1 < attempts && upstream_proxy_count(it->up) > (size_t)egress + 1;
+    int can_move = egress + 1 < attempts && upstream_has_next_egress(it->up);
     while (next < it->nclients) {
       const struct client_profile *c = &it->clients[next].profile;
       enum verdict v = try_client(f, c, res);

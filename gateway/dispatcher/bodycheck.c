@@ -11,6 +11,8 @@
 #include <yajl/yajl_parse.h>
 
 #include "common/limits.h"
+#include "common/util.h"
+#include "proto/proto.h"
 
 enum value { V_STRING, V_NUMBER, V_BOOLEAN, V_ARRAY };
 
@@ -107,14 +109,10 @@ static int on_string(void *ctx, const unsigned char *s, size_t len) {
   return 0;
 }
 
-static int on_integer(void *ctx, long long v) {
-  (void)v;
-  return expecting(ctx, V_NUMBER) != NULL;
-}
-
-static int on_double(void *ctx, double v) {
-  (void)v;
-  return expecting(ctx, V_NUMBER) != NULL;
+/* yajl hands every number over as its text (yajl_number set): read as the renderers read a time. */
+static int on_number(void *ctx, const char *s, size_t len) {
+  int64_t ms;
+  return expecting(ctx, V_NUMBER) != NULL && bodycheck_seconds_ms(s, len, &ms) == 0;
 }
 
 static int on_boolean(void *ctx, int v) {
@@ -169,8 +167,7 @@ static int on_end_array(void *ctx) {
 static const yajl_callbacks callbacks = {
     .yajl_null = on_null,
     .yajl_boolean = on_boolean,
-    .yajl_integer = on_integer,
-    .yajl_double = on_double,
+    .yajl_number = on_number,
     .yajl_string = on_string,
     .yajl_start_map = on_start_map,
     .yajl_map_key = on_map_key,
@@ -214,4 +211,30 @@ int bodycheck_transcript(const char *body, size_t len, const char **why) {
 
 int bodycheck_tracks(const char *body, size_t len, const char **why) {
   return check(&tracks, "not_a_track_list", body, len, why);
+}
+
+int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why) {
+  return kind == PROTO_KIND_TRACKS ? bodycheck_tracks(body, len, why) : bodycheck_transcript(body, len, why);
+}
+
+int bodycheck_seconds_ms(const char *s, size_t len, int64_t *ms) {
+  size_t dot = 0;
+  while (dot < len && s[dot] != '.') dot++;
+  int64_t whole;
+  if (dot == 0 || util_parse_i64_n(s, dot, 0, BODYCHECK_MAX_SECONDS, &whole) != 0) return -EPROTO;
+  size_t ndigits = dot < len ? len - dot - 1 : 0;
+  if (dot < len && ndigits == 0) return -EPROTO; /* "1." is not JSON */
+  int64_t frac = 0;
+  int round_up = 0;
+  for (size_t i = 0; i < ndigits; i++) {
+    char c = s[dot + 1 + i];
+    if (c < '0' || c > '9') return -EPROTO;
+    if (i < 3)
+      frac = frac * 10 + (c - '0');
+    else if (i == 3)
+      round_up = c >= '5'; /* later digits are below half a millisecond */
+  }
+  for (size_t i = ndigits; i < 3; i++) frac *= 10;
+  *ms = whole * 1000 + frac + round_up;
+  return 0;
 }

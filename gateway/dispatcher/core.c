@@ -86,9 +86,10 @@ struct job {
   uint64_t created_ms;
   uint64_t deadline_ms; /* waiting or queued: fail when not taken by then; running: fail at deadline + grace */
   uint64_t assigned_ms;
-  uint64_t poll_ms; /* J_WAIT: when to ask Redis again */
-  bool claimed;     /* this gateway holds the claim: released when the job ends */
-  bool waited;      /* it waited on another gateway's claim */
+  uint64_t poll_ms;  /* J_WAIT: when to ask Redis again */
+  bool claimed;      /* this gateway holds the claim: renewed while the job lives, released when it ends */
+  uint64_t renew_ms; /* claimed: when to renew the claim next */
+  bool waited;       /* it waited on another gateway's claim */
   struct fetcher *fetcher;
   struct core_waiter *waiters, **waiters_tail;
   size_t nwaiters;
@@ -280,6 +281,35 @@ static void count_outcome(struct core *c, uint8_t outcome) {
   }
 }
 
+/*
+ * Keeps res in the memory cache as the answer of (video_id, key) for at most max_ttl_ms, into *ttl (0 when not kept).
+ * A video that cannot be played is kept once, under PROTO_GONE_KEY, as the answer of all its keys. A transcript is
+ * kept once per served track (proto_track_key): every key it answers shares that entry's body.
+ */
+static void keep(struct core *c, const char *video_id, const char *key, const struct proto_result *res,
+                 uint64_t max_ttl_ms, uint64_t *ttl) {
+  *ttl = 0;
+  if (proto_result_gone(res)) key = PROTO_GONE_KEY;
+  if (res->outcome != PROTO_OK || strcmp(key, PROTO_TRACKS_KEY) == 0) {
+    if (cache_put(c->cache, video_id, key, res, max_ttl_ms, ttl) != 0) *ttl = 0;
+    return;
+  }
+  char track[PROTO_MAX_JOB_KEY + 1];
+  proto_track_key(res, track);
+  struct proto_result held;
+  struct entity *ent = NULL;
+  if (cache_lookup(c->cache, video_id, track, &held, NULL, &ent) != 0 || held.body_len != res->body_len ||
+      memcmp(held.body, res->body, res->body_len) != 0) {
+    entity_unref(ent);
+    ent = NULL;
+    if (cache_put(c->cache, video_id, track, res, max_ttl_ms, NULL) != 0 ||
+        cache_lookup(c->cache, video_id, track, &held, NULL, &ent) != 0)
+      return;
+  }
+  if (cache_put_entity(c->cache, video_id, key, res, ent, max_ttl_ms, ttl) != 0) *ttl = 0;
+  entity_unref(ent);
+}
+
 /* Answers every waiter with res and the cache lifetime, then ends the job. */
 static void job_answer(struct core *c, struct job *j, const struct proto_result *res, uint64_t ttl) {
   struct core_waiter *w = j->waiters;
@@ -296,8 +326,9 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   res.job_id = j->id;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  if (cache_put(c->cache, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl) != 0) ttl = 0;
-  if (ttl > 0 && c->ops.redis_put != NULL) c->ops.redis_put(c->ops.ctx, j->pj.video_id, j->key, &res, ttl);
+  keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+  if (ttl > 0 && c->ops.redis_put != NULL)
+    c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
 
   count_outcome(c, res.outcome);
@@ -322,9 +353,7 @@ static void job_result(struct core *c, struct job *j, const struct proto_result 
   uint64_t fetcher = j->fetcher != NULL ? j->fetcher->id : 0;
   job_detach(c, j);
   const char *why = NULL;
-  int (*bodycheck)(const char *, size_t, const char **) =
-      j->pj.kind == PROTO_KIND_TRACKS ? bodycheck_tracks : bodycheck_transcript;
-  if (res->outcome == PROTO_OK && bodycheck(res->body, res->body_len, &why) != 0) {
+  if (res->outcome == PROTO_OK && bodycheck_result(j->pj.kind, res->body, res->body_len, &why) != 0) {
     /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
     c->st.results_refused++;
     log_msg(LOG_WARN, "fetcher result refused: not what its job asked for", "request_id", j->pj.request_id, "=job_id",
@@ -374,7 +403,8 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
   proto_job_key(req, key);
   struct proto_result hit;
   uint64_t ttl_left;
-  if (cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
+  if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) == 0 ||
+      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
     c->st.cache_hits++;
     log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
             "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
@@ -419,7 +449,7 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
     /* Another gateway fetched it: kept here too for what is left of its lifetime. */
     c->st.redis_hits++;
     uint64_t ttl = 0;
-    if (cache_put(c->cache, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl) != 0) ttl = 0;
+    keep(c, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl);
     log_msg(LOG_DEBUG, "redis cache hit", "request_id", j->pj.request_id, "video_id", j->pj.video_id, "lang",
             j->pj.lang, "=waiters", NUM(j->nwaiters), NULL);
     struct proto_result res = *hit;
@@ -428,9 +458,8 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
     return;
   }
   if (status == -ENOENT && c->ops.redis_claim != NULL) {
-    uint64_t left = j->deadline_ms > now ? j->deadline_ms - now : 1;
     job_move(c, j, &c->remote, J_CLAIM, false);
-    c->ops.redis_claim(c->ops.ctx, j->id, j->pj.video_id, j->key, left);
+    c->ops.redis_claim(c->ops.ctx, j->id, j->pj.video_id, j->key, CORE_CLAIM_TTL_MS);
     return;
   }
   job_run_here(c, j); /* Redis did not answer: fetched here, as without Redis */
@@ -457,6 +486,7 @@ void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int statu
   }
   if (status > 0) {
     j->claimed = true;
+    j->renew_ms = now + CORE_CLAIM_RENEW_MS;
     c->st.claims_won++;
     if (j->waited) {
       c->st.claim_takeovers++;
@@ -544,15 +574,17 @@ static void fetcher_leaving(struct core *c, struct fetcher *f, void *token) {
 }
 
 /*
- * The fetcher gave job_id back unrun: it is busy with another dispatcher's job. The job goes first in line for another
- * idle fetcher, with its deadline unchanged (no failure, never run twice); this fetcher stays connected but is given
- * nothing until it asks again. The READY answer is the acknowledgement.
+ * The fetcher gave job_id back unrun: it is busy with another dispatcher's job, or (budget) every egress it has spent
+ * its budget. The job goes first in line for another idle fetcher, with its deadline unchanged (no failure, never run
+ * twice); a job given back for want of budget carries the count, so that fetchers stop giving it back and answer it.
+ * This fetcher stays connected but is given nothing until it asks again. The READY answer is the acknowledgement.
  */
-static void fetcher_declined(struct core *c, struct fetcher *f, uint64_t job_id, void *token) {
+static void fetcher_declined(struct core *c, struct fetcher *f, uint64_t job_id, void *token, bool budget) {
   if (f->state == F_BUSY && f->job_id == job_id && f->job != NULL) {
     struct job *j = f->job;
     job_detach(c, j);
     j->assigned_ms = 0;
+    if (budget && j->pj.declines < UINT8_MAX) j->pj.declines++;
     job_enqueue(c, j, true);
     c->st.jobs_declined++;
     log_msg(LOG_INFO, "job declined by a busy fetcher: queued again", "request_id", j->pj.request_id, "=job_id",
@@ -622,7 +654,8 @@ void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *toke
       fetcher_set_idle(c, f, token);
       return;
     case CORE_DECLINE:
-      fetcher_declined(c, f, declined_job, token);
+    case CORE_DECLINE_BUDGET:
+      fetcher_declined(c, f, declined_job, token, type == CORE_DECLINE_BUDGET);
       return;
     case CORE_RESULT:
     case CORE_RESULT_LAST:
@@ -707,10 +740,27 @@ static void expire_remote(struct core *c, uint64_t now, uint64_t *wake) {
   }
 }
 
+/* Renews the claims of the jobs of list l that this gateway holds, as they come due. */
+static void renew_claims(struct core *c, struct list *l, uint64_t now, uint64_t *wake) {
+  if (c->ops.redis_renew == NULL) return;
+  for (struct link *k = l->head.next; k != &l->head; k = k->next) {
+    struct job *j = CONTAINER_OF(k, struct job, q);
+    if (!j->claimed) continue;
+    if (j->renew_ms <= now) {
+      c->ops.redis_renew(c->ops.ctx, j->id, j->pj.video_id, j->key, CORE_CLAIM_TTL_MS);
+      j->renew_ms = now + CORE_CLAIM_RENEW_MS;
+    }
+    wake_at(wake, j->renew_ms);
+  }
+}
+
 uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms) {
   event_now = now;
   uint64_t wake = now + idle_ms;
   expire_remote(c, now, &wake);
+  renew_claims(c, &c->q_captions, now, &wake);
+  renew_claims(c, &c->q_speech, now, &wake);
+  renew_claims(c, &c->running, now, &wake);
   struct list *queues[2] = {&c->q_captions, &c->q_speech};
   for (int i = 0; i < 2; i++) {
     /* Each queue is FIFO with one timeout for all its jobs, so its deadlines only grow: the head is the earliest. */
@@ -767,5 +817,6 @@ void core_stats(struct core *c, struct dispatcher_stats *out) {
   c->st.cache_entries = cs.entries;
   c->st.cache_bytes = cs.bytes;
   c->st.cache_evictions = cs.evictions;
+  c->st.deadline_expired = c->st.queue_timeouts + c->st.run_timeouts;
   *out = c->st;
 }

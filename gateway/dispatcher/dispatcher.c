@@ -76,6 +76,7 @@ struct dispatcher {
   uv_loop_t loop;
   uv_async_t wake;
   uv_timer_t timer;
+  uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -332,6 +333,11 @@ static void act_redis_release(void *ctx, uint64_t job_id, const char *video_id, 
   rcache_release(d->rcache, job_id, video_id, key);
 }
 
+static void act_redis_renew(void *ctx, uint64_t job_id, const char *video_id, const char *key, uint64_t ttl_ms) {
+  struct dispatcher *d = ctx;
+  rcache_renew(d->rcache, job_id, video_id, key, ttl_ms);
+}
+
 /* ---- the loop ---- */
 
 static void metrics_publish_dispatcher(const struct dispatcher_stats *st);
@@ -376,6 +382,21 @@ static void settle(struct dispatcher *d) {
 
 static void on_timer(uv_timer_t *t) { settle(t->data); }
 
+/*
+ * A gateway without fetchers answers /health but every transcript waits for its deadline and fails: say why, once,
+ * where an operator looks first.
+ */
+static void on_lonely(uv_timer_t *t) {
+  struct dispatcher *d = t->data;
+  struct dispatcher_stats st;
+  core_stats(d->core, &st);
+  if (st.fetchers_connected > 0) return;
+  char after[24];
+  snprintf(after, sizeof(after), "%d", VTS_NO_FETCHER_WARN_MS / 1000);
+  log_msg(LOG_WARN, "no fetcher connected: transcript requests wait for one and fail at their deadline", "=after_s",
+          after, "jobs_url", d->cfg->jobs_url, NULL);
+}
+
 /* A fetcher's message to the core: its request (the message, body cleared, or a copy of its header) and content. */
 static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe) {
   uint64_t id = nng_pipe_id(pipe);
@@ -384,14 +405,16 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
   size_t len = nng_msg_len(msg);
   int type = proto_peek_type(body, len);
   uint64_t declined = 0;
+  uint8_t why = PROTO_DECLINE_BUSY;
   if (type == PROTO_READY) {
     nng_msg_clear(msg);
     core_fetcher_msg(d->core, now, id, msg, CORE_READY, 0, NULL);
     return;
   }
-  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined) == 0) {
+  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined, &why) == 0) {
     nng_msg_clear(msg);
-    core_fetcher_msg(d->core, now, id, msg, CORE_DECLINE, declined, NULL);
+    core_fetcher_msg(d->core, now, id, msg, why == PROTO_DECLINE_BUDGET ? CORE_DECLINE_BUDGET : CORE_DECLINE, declined,
+                     NULL);
     return;
   }
   struct proto_result res;
@@ -494,31 +517,11 @@ static void on_redis_claimed(void *arg, uint64_t job_id, int status) {
 static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
   struct metrics_shm *shm = metrics_shared();
   if (shm == NULL) return;
-  struct metrics_dispatcher *m = &shm->dispatcher;
-  atomic_store_explicit(&m->cache_hits, st->cache_hits, memory_order_relaxed);
-  atomic_store_explicit(&m->cache_misses, st->cache_misses, memory_order_relaxed);
-  atomic_store_explicit(&m->coalesced, st->coalesced, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_total[PROTO_KIND_CAPTIONS], st->jobs_created, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_total[PROTO_KIND_SPEECH], st->speech_jobs, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_queued, (int64_t)st->jobs_queued, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_in_flight, (int64_t)st->jobs_in_flight, memory_order_relaxed);
-  atomic_store_explicit(&m->speech_in_flight, (int64_t)st->speech_in_flight, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_connected, (int64_t)st->fetchers_connected, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_idle, (int64_t)st->fetchers_idle, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_lost_with_job, st->fetcher_lost, memory_order_relaxed);
-  atomic_store_explicit(&m->job_deadline_expired, st->queue_timeouts + st->run_timeouts, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_declined, st->jobs_declined, memory_order_relaxed);
-  atomic_store_explicit(&m->results_refused, st->results_refused, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_refused, st->fetchers_refused, memory_order_relaxed);
-  atomic_store_explicit(&m->rejected_full, st->rejected_full, memory_order_relaxed);
-  atomic_store_explicit(&m->protocol_errors, st->protocol_errors, memory_order_relaxed);
-  atomic_store_explicit(&m->redis_hits, st->redis_hits, memory_order_relaxed);
-  atomic_store_explicit(&m->claims_won, st->claims_won, memory_order_relaxed);
-  atomic_store_explicit(&m->claims_waited, st->claims_waited, memory_order_relaxed);
-  atomic_store_explicit(&m->claim_takeovers, st->claim_takeovers, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_waiting, (int64_t)st->jobs_waiting, memory_order_relaxed);
-  atomic_store_explicit(&m->cache_bytes, (int64_t)st->cache_bytes, memory_order_relaxed);
-  atomic_store_explicit(&m->cache_entries, (int64_t)st->cache_entries, memory_order_relaxed);
+  _Atomic uint64_t *m = shm->dispatcher.counters;
+#define PUBLISH_(field, type, metric, labels, help) \
+  atomic_store_explicit(&m[DC_##field], st->field, memory_order_relaxed);
+  DISPATCHER_COUNTERS(PUBLISH_)
+#undef PUBLISH_
 }
 
 /* ---- process ---- */
@@ -591,6 +594,7 @@ static void teardown(struct dispatcher *d) {
   if (d->loop_ready) {
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->timer, NULL);
+    uv_close((uv_handle_t *)&d->lonely, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     uv_loop_close(&d->loop);
     d->loop_ready = false;
@@ -628,7 +632,8 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   if (rv != 0) goto fail;
   uv_async_init(&d->loop, &d->wake, on_wake);
   uv_timer_init(&d->loop, &d->timer);
-  d->wake.data = d->timer.data = d;
+  uv_timer_init(&d->loop, &d->lonely);
+  d->wake.data = d->timer.data = d->lonely.data = d;
   d->loop_ready = true;
 
   what = "cache";
@@ -646,6 +651,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
     ops.redis_claim = act_redis_claim;
     ops.redis_put = act_redis_put;
     ops.redis_release = act_redis_release;
+    ops.redis_renew = act_redis_renew;
   }
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;
@@ -693,6 +699,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   log_msg(LOG_INFO, "dispatcher started", "jobs_url", cfg->jobs_url, "worker_url", worker_url, "redis",
           d->rcache != NULL ? "cache and claims" : "none", NULL);
   settle(d);
+  uv_timer_start(&d->lonely, on_lonely, VTS_NO_FETCHER_WARN_MS, 0);
   uv_run(&d->loop, UV_RUN_DEFAULT);
   pthread_join(sig_thread, NULL);
   link_teardown_watchdog(VTS_DISPATCH_STOP_TIMEOUT_MS, 0, "dispatcher teardown stuck in nng: exiting without it");

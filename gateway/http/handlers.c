@@ -16,12 +16,13 @@
 #include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "gateway/http/render.h"
+#include "gateway/http/routes.h"
+#include "gateway/metrics/metrics.h"
 #include "proto/proto.h"
 
 extern const unsigned char openapi_json[];
 extern const size_t openapi_json_len;
 
-#define ALLOW_HEADER "Allow: GET, HEAD\r\n"
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 #define RL_HEADERS_BYTES 192
 /* The rate-limit lines, then ETag (~50), Cache-Control (~45), Vary (~25) and Content-Encoding (~25). */
@@ -50,6 +51,24 @@ struct transcript {
   char ent_etag[ENTITY_ETAG_BYTES];
 };
 
+/* Answers 200 with the JSON body built in b (taking it), or 503 when building it failed (rv != 0). */
+static void respond_built(struct http_request *req, struct buf *b, int rv) {
+  if (rv != 0) {
+    buf_free(b);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
+    return;
+  }
+  size_t len = 0;
+  char *body = buf_steal(b, &len);
+  http_respond(req, 200, NULL, body, len, body);
+}
+
+/* The Vary of a transcript or track list: Accept too when it chose the format (no format parameter). */
+static const char *answer_vary(const struct transcript *t) {
+  return t->kind == PROTO_KIND_CAPTIONS && !t->q.format_given ? "Vary: Accept, Accept-Encoding\r\n"
+                                                              : "Vary: Accept-Encoding\r\n";
+}
+
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -66,14 +85,22 @@ static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
                    "\"speechFallbackEnabled\":%s}",
                    uv_version_string(), ratelimit_provider(ctx->cfg), ts, (unsigned long long)(up_ms / 1000),
                    (unsigned)(up_ms % 1000), VTS_VERSION, ctx->cfg->speech_fallback ? "true" : "false");
-  if (rv != 0) {
-    buf_free(&b);
+  respond_built(req, &b, rv);
+}
+
+/*
+ * Readiness, apart from /health (liveness, whose answer the contract fixes): 200 once a fetcher is connected to this
+ * gateway's dispatcher, 503 service_unavailable before, when a transcript request could only wait for its deadline.
+ */
+static void handle_ready(struct handlers_ctx *ctx, struct http_request *req) {
+  (void)ctx;
+  int64_t fetchers = metrics_fetchers_connected();
+  if (fetchers <= 0) {
     http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
     return;
   }
-  size_t len = 0;
-  char *body = buf_steal(&b, &len);
-  http_respond(req, 200, NULL, body, len, body);
+  struct buf b = BUF_INIT;
+  respond_built(req, &b, buf_printf(&b, "{\"status\":\"ready\",\"fetchers\":%lld}", (long long)fetchers));
 }
 
 static void handle_openapi(struct handlers_ctx *ctx, struct http_request *req) {
@@ -104,8 +131,10 @@ static int choose_form(const struct http_request *req, const struct entity *ent,
 
 /*
  * Answers a transcript from its entity: the form the request's Accept-Encoding picks, or 304 when If-None-Match
- * names that form's ETag. The body is the final public JSON, serialised once by the fetcher and compressed once by
- * this worker; the connection writes it by reference, never a copy.
+ * named that form's ETag before the limiter (revalidation). An entity that came back from the dispatcher is always
+ * a 200 with its unit spent: that revalidation may have made the platform work (If-None-Match: * on a video never
+ * fetched), so it is an ordinary request. The body is the final public JSON, serialised once by the fetcher and
+ * compressed once by this worker; the connection writes it by reference, never a copy.
  */
 static void respond_entity(struct transcript *t, struct entity *ent) {
   struct http_request *req = t->req;
@@ -118,7 +147,8 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     memcpy(etag, t->ent_etag, sizeof(etag));
     notmod = 1;
   } else {
-    notmod = choose_form(req, ent, &coding, etag);
+    choose_form(req, ent, &coding, etag);
+    notmod = 0;
   }
   uint64_t now = util_now_ms();
   uint64_t max_age_s = ent->expires_ms > now ? (ent->expires_ms - now) / 1000 : 0;
@@ -130,7 +160,8 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
   strb_puts(&h, etag);
   strb_puts(&h, "\r\nCache-Control: private, max-age=");
   strb_u64(&h, max_age_s);
-  strb_puts(&h, "\r\nVary: Accept-Encoding\r\n");
+  strb_puts(&h, "\r\n");
+  strb_puts(&h, answer_vary(t));
   if (name != NULL && !notmod) {
     strb_puts(&h, "Content-Encoding: ");
     strb_puts(&h, name);
@@ -176,7 +207,11 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
   }
   size_t len = 0;
   char *body = buf_steal(&b, &len);
-  http_respond_typed(t->req, 200, render_content_type(t->format), t->rl_headers, body, len, body);
+  char headers[ANSWER_HEADERS_BYTES];
+  struct strb h = strb_init(headers, sizeof(headers));
+  strb_puts(&h, t->rl_headers);
+  if (!t->q.format_given) strb_puts(&h, "Vary: Accept\r\n");
+  http_respond_typed(t->req, 200, render_content_type(t->format), headers, body, len, body);
   t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
 }
 
@@ -328,29 +363,50 @@ static void handle_tracks(struct handlers_ctx *ctx, struct http_request *req) {
   handle_video(ctx, req, PROTO_KIND_TRACKS);
 }
 
-struct route {
-  const char *path;
-  void (*handle)(struct handlers_ctx *ctx, struct http_request *req);
-};
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-static const struct route routes[] = {
-    {"/health", handle_health},
-    {"/openapi.json", handle_openapi},
-    {"/v1/video/transcript", handle_transcript},
-    {"/v1/video/tracks", handle_tracks},
-};
-
-void handlers_request(void *app, struct http_request *req) {
-  struct handlers_ctx *ctx = app;
-  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-    const struct route *r = &routes[i];
-    if (strlen(r->path) != req->path_len || memcmp(r->path, req->path, req->path_len) != 0) continue;
-    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-      http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, ALLOW_HEADER);
-      return;
-    }
-    r->handle(ctx, req);
+/* The sums of every process's slot, on the metrics listener. */
+static void handle_metrics(struct handlers_ctx *ctx, struct http_request *req) {
+  (void)ctx;
+  struct buf b = BUF_INIT;
+  if (metrics_render(&b) != 0) {
+    buf_free(&b);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
     return;
   }
-  http_respond_error(req, API_ERR_NOT_FOUND, NULL);
+  size_t len = 0;
+  char *body = buf_steal(&b, &len);
+  http_respond_typed(req, 200, METRICS_CONTENT_TYPE, NULL, body, len, body);
 }
+
+typedef void route_handler(struct handlers_ctx *ctx, struct http_request *req);
+
+static route_handler *const handlers[ROUTE_OTHER] = {
+#define ROUTE_HANDLER_(id, path, methods, server, handler) [ROUTE_##id] = handler,
+    HTTP_ROUTES(ROUTE_HANDLER_)
+#undef ROUTE_HANDLER_
+};
+
+/* The route table's decision for a request that came to the listener server. */
+static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route_server server) {
+  enum http_route r = route_find(req->path, req->path_len);
+  if (!route_served_by(r, server)) {
+    http_respond_error(req, API_ERR_NOT_FOUND, NULL);
+    return;
+  }
+  if (!route_allows(r, req->method)) {
+    char allow[ROUTE_ALLOW_BYTES];
+    http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, route_allow_header(r, allow, sizeof(allow)));
+    return;
+  }
+  /* No route reads a body: once the path and method exist (404 and 405 come first), a body is 413. */
+  if (req->has_body) {
+    http_respond_error(req, API_ERR_PAYLOAD_TOO_LARGE, NULL);
+    return;
+  }
+  handlers[r](ctx, req);
+}
+
+void handlers_request(void *app, struct http_request *req) { serve(app, req, ROUTE_SERVER_PUBLIC); }
+
+void handlers_metrics_request(void *app, struct http_request *req) { serve(app, req, ROUTE_SERVER_METRICS); }

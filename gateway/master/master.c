@@ -196,6 +196,8 @@ static void reap(struct master *m) {
     }
     if (c == NULL) continue;
     c->pid = 0;
+    /* A worker killed mid-connection never counted its connections down: its replacement starts from zero. */
+    if (c->role == ROLE_WORKER) metrics_worker_gone((int)(c - m->children));
     char p[16], code[16];
     snprintf(p, sizeof(p), "%d", (int)pid);
     if (WIFSIGNALED(status))
@@ -304,8 +306,10 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     log_msg(LOG_ERROR, "cannot make a private directory for the dispatcher socket", "error", strerror(-rv), NULL);
     goto fail;
   }
-  rv = ratelimit_shm_init(cfg);
+  char rl_err[512];
+  rv = ratelimit_shm_init(cfg, rl_err, sizeof(rl_err));
   if (rv != 0) {
+    log_msg(LOG_ERROR, rl_err, NULL);
     log_msg(LOG_ERROR, "rate-limit shared memory failed", "error", strerror(-rv), NULL);
     goto fail;
   }

@@ -125,37 +125,6 @@ static int setup_commands(const struct redis_addr *addr, struct setup_cmd cmds[2
   return n;
 }
 
-redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen) {
-  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  redisContext *c = redisConnectWithTimeout(addr->ip, addr->port, tv);
-  if (c == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  if (c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
-    snprintf(err, errlen, "%s", c->errstr[0] != '\0' ? c->errstr : "cannot set the timeout");
-    goto fail;
-  }
-  struct setup_cmd cmds[2];
-  int n = setup_commands(addr, cmds);
-  for (int i = 0; i < n; i++) {
-    redisReply *r = redisCommandArgv(c, cmds[i].argc, cmds[i].argv, NULL);
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (!ok) {
-      /* Redis's own error line (WRONGPASS, NOPERM, ...) says what is wrong and never repeats the password. */
-      snprintf(err, errlen, "%s failed: %s", cmds[i].argv[0],
-               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : (c->errstr[0] != '\0' ? c->errstr : "no reply"));
-    }
-    freeReplyObject(r);
-    if (!ok) goto fail;
-  }
-  return c;
-
-fail:
-  redisFree(c);
-  return NULL;
-}
-
 redisAsyncContext *redis_conn_open_async(uv_loop_t *loop, const struct redis_addr *addr, void *data,
                                          redisConnectCallback *on_connect, redisDisconnectCallback *on_disconnect,
                                          redisCallbackFn *setup_cb, void *setup_arg, char *err, size_t errlen) {
@@ -250,25 +219,30 @@ static int parse_url(const char *url, char *host, size_t hostlen, struct redis_a
 }
 
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen) {
+  return redis_conn_resolve_var("VTS_REDIS_URL", url, out, err, errlen);
+}
+
+int redis_conn_resolve_var(const char *var, const char *url, struct redis_addr *out, char *err, size_t errlen) {
   char host[256];
   memset(out, 0, sizeof(*out));
   if (strncasecmp(url, "rediss://", 9) == 0) {
     snprintf(err, errlen,
-             "VTS_REDIS_URL: rediss:// (TLS) is not supported (hiredis 0.14 has no TLS): run a TLS sidecar such as "
-             "stunnel next to the gateway and set VTS_REDIS_URL to redis://127.0.0.1:<its local port>");
+             "%s: rediss:// (TLS) is not supported (hiredis 0.14 has no TLS): run a TLS sidecar such as "
+             "stunnel next to the gateway and set %s to redis://127.0.0.1:<its local port>",
+             var, var);
     return -EINVAL;
   }
   if (parse_url(url, host, sizeof(host), out) != 0) {
     /* The value is not repeated: it may hold a password. */
     memset(out, 0, sizeof(*out));
-    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://[[user]:password@]host[:port][/db]");
+    snprintf(err, errlen, "%s: invalid value: expected redis://[[user]:password@]host[:port][/db]", var);
     return -EINVAL;
   }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   struct addrinfo *res = NULL;
   int rv = getaddrinfo(host, NULL, &hints, &res);
   if (rv != 0 || res == NULL) {
-    snprintf(err, errlen, "VTS_REDIS_URL: cannot resolve host %s: %s", host, gai_strerror(rv));
+    snprintf(err, errlen, "%s: cannot resolve host %s: %s", var, host, gai_strerror(rv));
     return -EHOSTUNREACH;
   }
   const void *a = res->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
@@ -276,7 +250,7 @@ int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_
   const char *ok = inet_ntop(res->ai_family, a, out->ip, sizeof(out->ip));
   freeaddrinfo(res);
   if (ok == NULL) {
-    snprintf(err, errlen, "VTS_REDIS_URL: cannot use the address of host %s", host);
+    snprintf(err, errlen, "%s: cannot use the address of host %s", var, host);
     return -EHOSTUNREACH;
   }
   return 0;

@@ -36,12 +36,8 @@ struct redis_addr {
  * VTS_REDIS_URL in err, never the password.
  */
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen);
-
-/*
- * Opens a blocking connection whose connect and every command are bounded by timeout_ms, prepared like every
- * other connection (authenticated, database selected). Returns the context, or NULL with a short reason in err.
- */
-redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen);
+/* The same for the URL of another variable (VTS_REDIS_CACHE_URL), which err names instead. */
+int redis_conn_resolve_var(const char *var, const char *url, struct redis_addr *out, char *err, size_t errlen);
 
 /*
  * Starts an async connection on loop: the socket is watched by our binding (below), connect and disconnect call

@@ -50,7 +50,7 @@ def test_document_declares_version_and_paths_of_the_api():
     doc = load_document()
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
+    assert set(doc["paths"]) == {"/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert "security" not in doc, "security must apply to the protected operations only"
@@ -58,6 +58,7 @@ def test_document_declares_version_and_paths_of_the_api():
         assert doc["paths"]["/v1/video/transcript"][method]["security"] == [{"ApiKeyAuth": []}]
         assert doc["paths"]["/v1/video/tracks"][method]["security"] == [{"ApiKeyAuth": []}]
         assert doc["paths"]["/health"][method]["security"] == [], "a public operation says so: security []"
+        assert doc["paths"]["/ready"][method]["security"] == []
         assert doc["paths"]["/openapi.json"][method]["security"] == []
 
 
@@ -73,13 +74,13 @@ def test_every_get_has_a_head_twin_with_its_parameters_and_statuses():
             assert "content" not in spec, f"HEAD {path} {status} declares a body"
 
 
-def test_error_code_enum_equals_the_codes_of_errors_c():
+def test_error_code_enum_equals_the_codes_of_the_error_table():
     doc = load_document()
     enum = doc["components"]["schemas"]["ErrorCode"]["enum"]
     assert len(enum) == len(set(enum)), f"ErrorCode enum repeats a code: {enum}"
     assert set(enum) == set(error_catalogue()), (
         f"only in the document: {sorted(set(enum) - set(error_catalogue()))}, "
-        f"only in gateway/http/errors.c: {sorted(set(error_catalogue()) - set(enum))}")
+        f"only in gateway/http/errors.h: {sorted(set(error_catalogue()) - set(enum))}")
 
 
 def test_every_transcript_error_code_is_declared_under_its_status():
@@ -89,7 +90,8 @@ def test_every_transcript_error_code_is_declared_under_its_status():
         if code in ("not_found", "method_not_allowed"):
             continue
         headers = {"x-request-id": "r1", "content-type": "application/json", "retry-after": "1",
-                   "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000000"}
+                   "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000000",
+                   "www-authenticate": 'ApiKey header="x-api-key"'}
         check_response("GET", "/v1/video/transcript", status, headers, json.dumps(error_body(code)).encode())
 
 
@@ -114,7 +116,7 @@ def test_rate_limit_headers_are_declared_on_every_answer_that_carries_them(metho
     assert not set(RATE_LIMIT_HEADERS) & set(spec["headers"]), "a 401 is answered before the limiter"
 
 
-@pytest.mark.parametrize("path", ["/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"])
+@pytest.mark.parametrize("path", ["/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"])
 def test_405_carries_allow_as_declared(gateway, path):
     r = gateway.request("DELETE", path)
     assert r.status == 405, r

@@ -427,7 +427,7 @@ def test_supervisord_stops_the_gateway_before_the_fetchers_and_names_each_fetche
 
 # ---- health ----
 
-def test_probes_and_healthcheck_hit_health_on_the_http_port():
+def test_probes_and_healthcheck_hit_health_and_ready_on_the_http_port():
     stage = final_stage("Dockerfile.gateway")
     hc = docker_one(stage, "HEALTHCHECK")
     # The image's health check script asks /health on the port of VTS_LISTEN, whatever it is (run for real, against
@@ -441,9 +441,12 @@ def test_probes_and_healthcheck_hit_health_on_the_http_port():
 
     _, c = k8s_deployment_of("gateway")
     http_port = host_port(effective(k8s_env("gateway"), "VTS_LISTEN"))[1]
-    for probe in ("readinessProbe", "livenessProbe"):
+    # Liveness is /health; readiness is /ready (503 until a fetcher is connected), and the headless Service the
+    # fetchers dial still names the gateways not ready yet, or none would ever get its first fetcher.
+    for probe, path in (("readinessProbe", "/ready"), ("livenessProbe", "/health")):
         get = c[probe]["httpGet"]
-        assert get["path"] == "/health" and container_port(c, get["port"]) == http_port, (probe, get)
+        assert get["path"] == path and container_port(c, get["port"]) == http_port, (probe, get)
+    assert _k8s_gateway_service(headless=True)["spec"]["publishNotReadyAddresses"] is True
 
 
 # ---- images ----
@@ -650,9 +653,10 @@ def _local_env(deploy_env, gw, upstream_url):
     env["VTS_METRICS_LISTEN"] = "127.0.0.1:%d" % gw.metrics_port
     env["VTS_KEYS_FILE"] = str(gw.keys_file)
     env["VTS_STATE_DIR"] = str(gw.state_dir)
-    if "VTS_REDIS_URL" in env:
-        # Nobody listens there: the gateway falls back to its memory limiter, as with Redis down.
-        env["VTS_REDIS_URL"] = "redis://127.0.0.1:%d/0" % free_port()
+    for var in ("VTS_REDIS_URL", "VTS_REDIS_CACHE_URL"):
+        if var in env:
+            # Nobody listens there: the gateway falls back to its memory limiter and cache, as with Redis down.
+            env[var] = "redis://127.0.0.1:%d/0" % free_port()
     env["VTS_UPSTREAM_URL"] = upstream_url
     return env
 
@@ -775,3 +779,34 @@ def test_shipped_defaults_are_mutual_tls_and_a_redis_password():
     assert compose_env("gateway")["VTS_REDIS_URL"] == "redis://:%s@redis:6379/0" % password
     assert re.search(r"^  printf 'REDIS_PASSWORD=%s\\n' \"\$\(openssl rand -hex 32\)\" >\"\$dir/.env\"$",
                      (DEPLOY / "prepare.sh").read_text(), re.M)
+
+
+def _redis_conf(name):
+    """{directive: value} of deploy/redis/NAME."""
+    conf = {}
+    for line in (DEPLOY / "redis" / name).read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.strip().partition(" ")
+            conf[key] = value
+    return conf
+
+
+def test_shipped_redis_run_the_counters_and_the_cache_configurations():
+    """compose's counters Redis (VTS_REDIS_URL) loads deploy/redis/counters.conf (bounded, noeviction) and its cache
+    Redis (VTS_REDIS_CACHE_URL) deploy/redis/cache.conf (bounded, allkeys-lru), both with the password; Kubernetes'
+    Redis carries counters.conf's bound and policy."""
+    counters, cache = _redis_conf("counters.conf"), _redis_conf("cache.conf")
+    assert (counters["maxmemory-policy"], cache["maxmemory-policy"]) == ("noeviction", "allkeys-lru")
+    services = compose()["services"]
+    password = "${REDIS_PASSWORD:?run deploy/prepare.sh first}"
+    for service, conf in (("redis", "counters.conf"), ("redis-cache", "cache.conf")):
+        s = services[service]
+        assert s["command"] == ["redis-server", "/usr/local/etc/redis/" + conf, "--requirepass", password], service
+        assert "./redis:/usr/local/etc/redis:ro" in s["volumes"], service
+    genv = compose_env("gateway")
+    assert genv["VTS_REDIS_URL"] == "redis://:%s@redis:6379/0" % password
+    assert genv["VTS_REDIS_CACHE_URL"] == "redis://:%s@redis-cache:6379/0" % password
+    assert set(services["gateway"]["depends_on"]) == {"redis", "redis-cache"}
+    args = k8s_find("StatefulSet", "vts-redis")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    for key in ("maxmemory", "maxmemory-policy", "appendonly", "appendfsync"):
+        assert args[args.index("--" + key) + 1] == counters[key], key

@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -36,7 +37,7 @@ class Load:
                 status = type(e).__name__
             self.done.append(time.monotonic())
             self.results.append((status, t))
-            time.sleep(0.005)
+            time.sleep(0.005)  # the wait is the test: the client's pace
 
     def __enter__(self):
         self._thread.start()
@@ -205,12 +206,14 @@ def test_broken_key_file_keeps_current_keys(make_gateway):
 
 
 def run_gateway_expecting_exit(env, timeout=10):
-    full = dict(os.environ)
-    full.update({"VTS_LISTEN": f"127.0.0.1:{free_port()}", "VTS_WORKERS": "1", "VTS_KEYS_FILE": "/nonexistent/keys",
-                 "VTS_METRICS_LISTEN": ""})
-    full.update(env)
-    return subprocess.run([str(BUILD_DIR / "bin" / "vts-gateway")], env=full, capture_output=True, timeout=timeout,
-                          start_new_session=True)
+    # The state folder is the test's own: a master that stops writes its quota snapshot there, not in the checkout.
+    with tempfile.TemporaryDirectory(prefix="vts-state-") as state:
+        full = dict(os.environ)
+        full.update({"VTS_LISTEN": f"127.0.0.1:{free_port()}", "VTS_WORKERS": "1",
+                     "VTS_KEYS_FILE": "/nonexistent/keys", "VTS_METRICS_LISTEN": "", "VTS_STATE_DIR": state})
+        full.update(env)
+        return subprocess.run([str(BUILD_DIR / "bin" / "vts-gateway")], env=full, capture_output=True,
+                              timeout=timeout, start_new_session=True)
 
 
 def test_bad_env_value_stops_with_one_line_naming_it():
@@ -250,7 +253,7 @@ def test_sighup_storm_while_workers_restart_kills_no_worker(gateway):
     def storm():
         while not stop.is_set():
             os.kill(master, signal.SIGHUP)
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # the wait is the test: the storm's pace
 
     kills = 5
     thread = threading.Thread(target=storm, daemon=True)
@@ -262,7 +265,7 @@ def test_sighup_storm_while_workers_restart_kills_no_worker(gateway):
             replaced = wait_for(lambda: len(gateway.worker_pids()) == 2 and before[0] not in gateway.worker_pids(), 5)
             assert replaced, f"worker not replaced: {gateway.worker_pids()}"
             # A run shorter than the master's healthy run would back the next restart off: space the kills.
-            time.sleep(1.1)
+            time.sleep(1.1)  # the wait is the test: each worker outlives the master's healthy run
     finally:
         stop.set()
         thread.join(5)

@@ -22,7 +22,7 @@
 #define MAX_REC 64
 
 /* What the core asked for, in order. */
-enum act { A_ANSWER, A_JOB, A_READY, A_DROP, A_CLOSE, A_GET, A_CLAIM, A_PUT, A_RELEASE };
+enum act { A_ANSWER, A_JOB, A_READY, A_DROP, A_CLOSE, A_GET, A_CLAIM, A_PUT, A_RELEASE, A_RENEW };
 struct rec {
   enum act act;
   struct core_waiter *w; /* A_ANSWER: one record per waiter */
@@ -36,6 +36,7 @@ struct rec {
   char video[12];
   uint64_t ttl_ms; /* A_CLAIM, A_PUT */
   uint32_t deadline_ms;
+  uint8_t declines; /* A_JOB: times it was given back for want of budget */
 };
 
 struct fx {
@@ -44,6 +45,7 @@ struct fx {
   struct rec rec[MAX_REC];
   size_t n, seen; /* recorded; checked so far */
   int send_fails; /* the next send_job calls that fail */
+  char last_put_key[PROTO_MAX_JOB_KEY + 1];
   struct core_waiter w[8];
 };
 
@@ -72,6 +74,7 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
   r->job_id = job->job_id;
   r->kind = job->kind;
   r->deadline_ms = job->deadline_ms;
+  r->declines = job->declines;
   snprintf(r->video, sizeof(r->video), "%s", job->video_id);
   if (f->send_fails > 0) {
     f->send_fails--;
@@ -100,7 +103,8 @@ static void on_claim(void *ctx, uint64_t job_id, const char *video, const char *
   snprintf(r->video, sizeof(r->video), "%s", video);
 }
 static void on_put(void *ctx, const char *video, const char *key, const struct proto_result *res, uint64_t ttl_ms) {
-  (void)key;
+  struct fx *f = ctx;
+  snprintf(f->last_put_key, sizeof(f->last_put_key), "%s", key);
   struct rec *r = add(ctx, A_PUT);
   r->outcome = res->outcome;
   r->ttl_ms = ttl_ms;
@@ -110,6 +114,14 @@ static void on_release(void *ctx, uint64_t job_id, const char *video, const char
   (void)key;
   struct rec *r = add(ctx, A_RELEASE);
   r->job_id = job_id;
+  snprintf(r->video, sizeof(r->video), "%s", video);
+}
+
+static void on_renew(void *ctx, uint64_t job_id, const char *video, const char *key, uint64_t ttl_ms) {
+  (void)key;
+  struct rec *r = add(ctx, A_RENEW);
+  r->job_id = job_id;
+  r->ttl_ms = ttl_ms;
   snprintf(r->video, sizeof(r->video), "%s", video);
 }
 
@@ -135,6 +147,7 @@ static void start(struct fx *f, bool redis) {
     ops.redis_claim = on_claim;
     ops.redis_put = on_put;
     ops.redis_release = on_release;
+    ops.redis_renew = on_renew;
   }
   f->core = core_new(&f->cfg, &ops);
   assert_non_null(f->core);
@@ -279,6 +292,14 @@ static void test_deadlines_fail_queued_and_running_jobs(void **state) {
   assert_int_equal(st.run_timeouts, 1);
   assert_int_equal(st.late_results, 1);
   assert_int_equal(st.fetchers_idle, 1);
+  /* Nor was it kept: the same video asked again is a new job, given to that fetcher. */
+  core_request(f->core, T0 + 13001, &f->w[2], &b);
+  core_tick(f->core, T0 + 13001, 60000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 3);
+  assert_ptr_equal(r->token, TOKEN(2));
+  assert_int_not_equal(r->job_id, job);
+  none(f);
 }
 
 static void test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line(void **state) {
@@ -319,6 +340,42 @@ static void test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line(v
   assert_int_equal(st.jobs_in_flight, 1);
 }
 
+/* Starts the core, asks for vidAAAAAAA1 (waiter 0) and gives it to fetcher 1: returns the record of that job. */
+static struct rec *assign_one(struct fx *f) {
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  return next(f, A_JOB);
+}
+
+/* A job given back for want of budget goes on, first in line, carrying the count; one given back as busy does not. */
+static void test_a_budget_decline_is_counted_in_the_job(void **state) {
+  struct fx *f = *state;
+  struct rec *r = assign_one(f);
+  uint64_t job = r->job_id;
+  assert_int_equal(r->declines, 0);
+  core_fetcher_msg(f->core, T0 + 10, 1, TOKEN(2), CORE_DECLINE_BUDGET, job, NULL);
+  assert_ptr_equal(next(f, A_READY)->token, TOKEN(2));
+  ready(f, T0 + 20, 1, 3);
+  core_tick(f->core, T0 + 20, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->declines, 1);
+  core_fetcher_msg(f->core, T0 + 30, 1, TOKEN(4), CORE_DECLINE, job, NULL);
+  assert_ptr_equal(next(f, A_READY)->token, TOKEN(4));
+  core_fetcher_msg(f->core, T0 + 40, 1, TOKEN(5), CORE_READY, 0, NULL);
+  core_tick(f->core, T0 + 40, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->declines, 1);
+  /* The deadline stays the job's own: 40 ms of its 5 s went by. */
+  assert_int_equal(r->deadline_ms, 5000 - 40);
+  none(f);
+  assert_int_equal(stats(f).jobs_declined, 2);
+}
+
 static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **state) {
   struct fx *f = *state;
   start(f, false);
@@ -349,14 +406,134 @@ static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **
   assert_int_equal(stats(f).speech_jobs, 2);
 }
 
-static void test_a_body_that_is_not_a_transcript_fails_and_is_not_cached(void **state) {
+static void test_not_available_is_kept_for_the_negative_lifetime_and_a_failure_not_at_all(void **state) {
   struct fx *f = *state;
   start(f, false);
-  struct proto_job a = request("vidAAAAAAA1");
+  f->cfg.speech_fallback = false; /* read by the core at each result */
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2"), c = request("vidCCCCCCC3");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  core_request(f->core, T0, &f->w[2], &c);
+  ready(f, T0, 1, 1);
+  ready(f, T0, 2, 2);
+  ready(f, T0, 3, 3);
+  core_tick(f->core, T0, 1000);
+  uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id, jc = next(f, A_JOB)->job_id;
+  struct proto_result gone = result(ja, PROTO_NOT_AVAILABLE, NULL), no_captions = result(jb, PROTO_NO_CAPTIONS, NULL),
+                      failed = result(jc, PROTO_UPSTREAM_FAILED, NULL);
+  deliver(f, T0 + 100, 1, 4, &gone);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(r->cache_ms, 60000);
+  /* Without speech, a video without captions is not available, kept as long. */
+  deliver(f, T0 + 100, 2, 5, &no_captions);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(r->cache_ms, 60000);
+  deliver(f, T0 + 100, 3, 6, &failed);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r->cache_ms, 0);
+  none(f);
+
+  /* Within the negative lifetime both are answered from the cache with what is left; the failure is asked again. */
+  core_request(f->core, T0 + 60099, &f->w[3], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(r->cache_ms, 1);
+  core_request(f->core, T0 + 60099, &f->w[4], &b);
+  assert_int_equal(next(f, A_ANSWER)->cache_ms, 1);
+  core_request(f->core, T0 + 60099, &f->w[5], &c);
+  core_tick(f->core, T0 + 60099, 1000);
+  r = next(f, A_JOB);
+  assert_string_equal(r->video, "vidCCCCCCC3");
+  assert_int_not_equal(r->job_id, jc);
+  none(f);
+  /* At its end the entry is gone: the video is asked of a fetcher again. */
+  core_request(f->core, T0 + 60100, &f->w[6], &a);
+  core_tick(f->core, T0 + 60100, 1000);
+  assert_string_equal(next(f, A_JOB)->video, "vidAAAAAAA1");
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.outcome_not_available, 2);
+  assert_int_equal(st.outcome_upstream_failed, 1);
+  assert_int_equal(st.cache_hits, 2);
+  assert_int_equal(st.speech_jobs, 0);
+}
+
+static void test_captions_jobs_go_before_speech_jobs(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
   core_request(f->core, T0, &f->w[0], &a);
   ready(f, T0, 1, 1);
   core_tick(f->core, T0, 1000);
-  uint64_t job = next(f, A_JOB)->job_id;
+  uint64_t ja = next(f, A_JOB)->job_id;
+  core_request(f->core, T0 + 10, &f->w[1], &b); /* queued: the only fetcher is busy */
+  core_tick(f->core, T0 + 10, 1000);
+  none(f);
+  /* A comes back without captions and becomes a speech job; its fetcher is idle again and gets B first. */
+  struct proto_result no_captions = result(ja, PROTO_NO_CAPTIONS, NULL);
+  deliver(f, T0 + 20, 1, 2, &no_captions);
+  core_tick(f->core, T0 + 20, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->video, "vidBBBBBBB2");
+  assert_int_equal(r->kind, PROTO_KIND_CAPTIONS);
+  assert_ptr_equal(r->token, TOKEN(2));
+  uint64_t jb = r->job_id;
+  none(f);
+  struct proto_result ok = result(jb, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 30, 1, 3, &ok);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[1]);
+  core_tick(f->core, T0 + 30, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, ja);
+  assert_int_equal(r->kind, PROTO_KIND_SPEECH);
+  assert_ptr_equal(r->token, TOKEN(3));
+  none(f);
+}
+
+static void test_a_leaving_fetcher_is_acknowledged_given_nothing_and_forgotten(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  uint64_t ja = next(f, A_JOB)->job_id;
+  /* Its last result is answered, then acknowledged with READY, and the queued B is not given to it. */
+  struct proto_result ok = result(ja, PROTO_OK, BODY_OK);
+  core_fetcher_msg(f->core, T0 + 10, 1, TOKEN(2), CORE_RESULT_LAST, 0, &ok);
+  core_tick(f->core, T0 + 10, 1000);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[0]);
+  struct rec *r = next(f, A_READY);
+  assert_int_equal(r->fetcher, 1);
+  assert_ptr_equal(r->token, TOKEN(2));
+  none(f);
+  /* Forgotten: asking again, even with no other fetcher in line, gets it nothing; its request is dropped. */
+  ready(f, T0 + 20, 1, 3);
+  assert_ptr_equal(next(f, A_DROP)->token, TOKEN(3));
+  core_tick(f->core, T0 + 20, 1000);
+  none(f);
+  ready(f, T0 + 30, 2, 4);
+  core_tick(f->core, T0 + 30, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 2);
+  assert_string_equal(r->video, "vidBBBBBBB2");
+  /* Its connection dropping fails nothing. */
+  core_fetcher_gone(f->core, T0 + 40, 1);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.fetcher_lost, 0);
+  assert_int_equal(st.jobs_in_flight, 1);
+  assert_int_equal(st.fetchers_connected, 1);
+}
+
+static void test_a_body_that_is_not_a_transcript_fails_and_is_not_cached(void **state) {
+  struct fx *f = *state;
+  uint64_t job = assign_one(f)->job_id;
+  struct proto_job a = request("vidAAAAAAA1");
   struct proto_result bad = result(job, PROTO_OK, "{\"videoId\":\"vidAAAAAAA1\"}");
   deliver(f, T0 + 1, 1, 2, &bad);
   struct rec *r = next(f, A_ANSWER);
@@ -443,7 +620,7 @@ static void test_a_won_claim_runs_here_writes_redis_then_releases(void **state) 
   core_redis_got(f->core, T0 + 3, job, -ENOENT, NULL, 0);
   struct rec *r = next(f, A_CLAIM);
   assert_int_equal(r->job_id, job);
-  assert_int_equal(r->ttl_ms, 5000 - 3); /* the claim lives as long as the job may */
+  assert_int_equal(r->ttl_ms, CORE_CLAIM_TTL_MS); /* short: renewed while the job lives */
   core_redis_claimed(f->core, T0 + 5, job, 1);
   ready(f, T0 + 5, 1, 1);
   core_tick(f->core, T0 + 5, 1000);
@@ -508,7 +685,7 @@ static void test_a_claim_gone_without_a_result_is_taken_over(void **state) {
   core_tick(f->core, T0 + CORE_CLAIM_POLL_MS, 1000);
   next(f, A_GET);
   core_redis_got(f->core, T0 + CORE_CLAIM_POLL_MS, job, -ENOENT, NULL, 0);
-  assert_int_equal(next(f, A_CLAIM)->ttl_ms, 5000 - CORE_CLAIM_POLL_MS);
+  assert_int_equal(next(f, A_CLAIM)->ttl_ms, CORE_CLAIM_TTL_MS);
   core_redis_claimed(f->core, T0 + CORE_CLAIM_POLL_MS, job, 1);
   ready(f, T0 + 60, 1, 1);
   core_tick(f->core, T0 + 60, 1000);
@@ -552,6 +729,158 @@ static void test_redis_faults_never_hold_a_job_back(void **state) {
   none(f);
 }
 
+/*
+ * A claim is short and renewed while its job is queued or runs, so a claimant that dies stops renewing and the others
+ * take over within CORE_CLAIM_TTL_MS; the renewals end with the job.
+ */
+static void test_a_won_claim_is_renewed_while_its_job_lives_and_no_longer(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidRENEW001");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0, job, -ENOENT, NULL, 0);
+  assert_int_equal(next(f, A_CLAIM)->ttl_ms, CORE_CLAIM_TTL_MS);
+  core_redis_claimed(f->core, T0, job, 1);
+  /* Queued (no fetcher yet): renewed when due, and the core asks to be woken for it. */
+  assert_int_equal(core_tick(f->core, T0, 5000), T0 + CORE_CLAIM_RENEW_MS);
+  none(f);
+  core_tick(f->core, T0 + CORE_CLAIM_RENEW_MS, 5000);
+  struct rec *r = next(f, A_RENEW);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->ttl_ms, CORE_CLAIM_TTL_MS);
+  none(f);
+  ready(f, T0 + 1500, 1, 1);
+  core_tick(f->core, T0 + 1500, 5000);
+  assert_int_equal(next(f, A_JOB)->job_id, job);
+  /* Running: renewed every CORE_CLAIM_RENEW_MS. */
+  core_tick(f->core, T0 + 2 * CORE_CLAIM_RENEW_MS, 5000);
+  assert_int_equal(next(f, A_RENEW)->job_id, job);
+  core_tick(f->core, T0 + 2 * CORE_CLAIM_RENEW_MS + 10, 5000);
+  none(f);
+  core_tick(f->core, T0 + 3 * CORE_CLAIM_RENEW_MS, 5000);
+  assert_int_equal(next(f, A_RENEW)->job_id, job);
+  struct proto_result ok = result(job, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 3100, 1, 2, &ok);
+  next(f, A_PUT);
+  next(f, A_RELEASE);
+  next(f, A_ANSWER);
+  core_tick(f->core, T0 + 10 * CORE_CLAIM_RENEW_MS, 5000);
+  none(f);
+}
+
+/* A waiter whose claimant went silent takes the video over once the claim lapses: seconds, not the job deadline. */
+static void test_a_waiter_takes_over_a_silent_claimant_within_the_claim_ttl(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  f->cfg.job_timeout_ms = 30000; /* the core reads its limits from cfg: the deadline is far */
+  struct proto_job a = request("vidSILENT01");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0, job, -ENOENT, NULL, 0);
+  next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0, job, 0); /* held by a gateway that is then killed */
+  uint64_t now = T0, took = 0;
+  /* Redis holds the dead claim for CORE_CLAIM_TTL_MS from its last renewal (at T0 at the latest): polls find it. */
+  while (took == 0 && now < T0 + 10000) {
+    uint64_t wake = core_tick(f->core, now, 1000);
+    if (f->seen < f->n) {
+      next(f, A_GET);
+      core_redis_got(f->core, now, job, -ENOENT, NULL, 0);
+      next(f, A_CLAIM);
+      core_redis_claimed(f->core, now, job, now >= T0 + CORE_CLAIM_TTL_MS ? 1 : 0);
+      if (now >= T0 + CORE_CLAIM_TTL_MS) took = now;
+      none(f);
+      f->n = f->seen = 0; /* a poll every CORE_CLAIM_POLL_MS: only the last ones matter */
+      continue;
+    }
+    now = wake;
+  }
+  assert_true(took >= T0 + CORE_CLAIM_TTL_MS && took <= T0 + CORE_CLAIM_TTL_MS + CORE_CLAIM_POLL_MS);
+  ready(f, now, 1, 1);
+  core_tick(f->core, now, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(stats(f).claim_takeovers, 1);
+}
+
+/* Spellings of one language are one key; a spelling served another's track shares that track's entry. */
+static void test_spellings_are_one_key_and_share_the_served_track(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  core_fetcher_added(f->core, T0, 7);
+  ready(f, T0, 7, 1);
+  struct proto_job a = request("vidSPELL001");
+  snprintf(a.lang, sizeof(a.lang), "en-us");
+  core_request(f->core, T0, &f->w[0], &a);
+  snprintf(a.lang, sizeof(a.lang), "en-US");
+  core_request(f->core, T0, &f->w[1], &a); /* the same key: coalesced */
+  core_tick(f->core, T0, 1000);
+  struct rec *r = next(f, A_JOB);
+  struct proto_result res = result(r->job_id, PROTO_OK, BODY_OK);
+  snprintf(res.lang, sizeof(res.lang), "en-US");
+  deliver(f, T0 + 100, 7, 2, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  snprintf(a.lang, sizeof(a.lang), "en-Us");
+  core_request(f->core, T0 + 200, &f->w[2], &a);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK); /* a hit */
+  none(f);
+  /* An unknown language served the same track: one more small entry, the body shared. */
+  snprintf(a.lang, sizeof(a.lang), "xx");
+  core_request(f->core, T0 + 300, &f->w[3], &a);
+  core_tick(f->core, T0 + 300, 1000);
+  r = next(f, A_JOB);
+  res.job_id = r->job_id;
+  deliver(f, T0 + 400, 7, 3, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.jobs_created, 2);
+  assert_int_equal(st.coalesced, 1);
+  assert_int_equal(st.cache_hits, 1);
+  assert_int_equal(st.cache_entries, 3); /* the track, and the keys "en-US" and "xx" aliasing it */
+}
+
+/* A video that cannot be played is one entry: every language and kind of it is answered from it, no job. */
+static void test_a_video_that_cannot_be_played_answers_every_key_of_it(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidGONE0001");
+  core_request(f->core, T0, &f->w[0], &a);
+  struct rec *r = next(f, A_GET);
+  core_redis_got(f->core, T0 + 1, r->job_id, -ENOENT, NULL, 0);
+  r = next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0 + 2, r->job_id, 1);
+  core_fetcher_added(f->core, T0 + 3, 7);
+  ready(f, T0 + 3, 7, 1);
+  core_tick(f->core, T0 + 3, 1000);
+  r = next(f, A_JOB);
+  struct proto_result res = result(r->job_id, PROTO_NOT_AVAILABLE, NULL);
+  res.reason = PROTO_REASON_NOT_PLAYABLE;
+  res.source = PROTO_SOURCE_NONE;
+  deliver(f, T0 + 100, 7, 2, &res);
+  r = next(f, A_PUT);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_string_equal(f->last_put_key, PROTO_GONE_KEY);
+  next(f, A_RELEASE);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_NOT_AVAILABLE);
+  none(f);
+  static const char *const langs[] = {"fr", "de-AT", ""};
+  for (int i = 0; i < 3; i++) {
+    snprintf(a.lang, sizeof(a.lang), "%s", langs[i]);
+    core_request(f->core, T0 + 200, &f->w[1], &a);
+    r = next(f, A_ANSWER);
+    assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+    assert_int_equal(r->cache_ms, 60000 - 100);
+  }
+  a.kind = PROTO_KIND_TRACKS;
+  core_request(f->core, T0 + 200, &f->w[1], &a);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_NOT_AVAILABLE);
+  none(f);
+  assert_int_equal(stats(f).jobs_created, 1);
+}
+
 int main(void) {
   log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
   const struct CMUnitTest tests[] = {
@@ -559,7 +888,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_budget_decline_is_counted_in_the_job, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_captions_becomes_a_speech_job_within_its_concurrency, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_not_available_is_kept_for_the_negative_lifetime_and_a_failure_not_at_all,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_captions_jobs_go_before_speech_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_leaving_fetcher_is_acknowledged_given_nothing_and_forgotten, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_a_body_that_is_not_a_transcript_fails_and_is_not_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connections_beyond_the_cap_and_protocol_errors_are_closed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_bad_request_and_a_full_table_are_answered_at_once, setup, teardown),
@@ -567,6 +902,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_lost_claim_waits_and_is_answered_from_redis, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_claim_gone_without_a_result_is_taken_over, setup, teardown),
       cmocka_unit_test_setup_teardown(test_redis_faults_never_hold_a_job_back, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_won_claim_is_renewed_while_its_job_lives_and_no_longer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_waiter_takes_over_a_silent_claimant_within_the_claim_ttl, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_spellings_are_one_key_and_share_the_served_track, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_video_that_cannot_be_played_answers_every_key_of_it, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

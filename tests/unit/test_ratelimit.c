@@ -66,6 +66,30 @@ static void remove_tree(const char *dir) {
   assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * The key's admitted count of the month of second now as the table keeps it: what a snapshot taken at now writes for
+ * it (a line "tag month used", the tag the digest's first 16 hex digits), 0 when it writes none.
+ */
+static int64_t quota_used(struct rlmem_table *t, const char *digest, int64_t now) {
+  char dir[64], path[128], line[128];
+  make_tmpdir(dir, sizeof(dir));
+  assert_int_equal(rlmem_snapshot_write(t, dir, now), 0);
+  snprintf(path, sizeof(path), "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  long long used = 0;
+  while (fgets(line, sizeof(line), fp) != NULL) {
+    char tag[17];
+    long long month, n;
+    if (sscanf(line, "%16s %lld %lld", tag, &month, &n) == 3 && strncmp(tag, digest, 16) == 0 &&
+        month == rlcalc_month_index(now))
+      used = n;
+  }
+  fclose(fp);
+  remove_tree(dir);
+  return used;
+}
+
 static void test_window_is_aligned_to_multiples_of_its_length(void **state) {
   (void)state;
   assert_int_equal(rlcalc_window_index(1000, 60), 16);
@@ -77,12 +101,21 @@ static void test_window_is_aligned_to_multiples_of_its_length(void **state) {
   assert_int_equal(rlcalc_window_reset(T_2026_01_01, 86400), T_2026_01_01 + 86400);
 }
 
+/* A refusal's Retry-After: the whole seconds to the end of its window, at least 1; only a refusal has one. */
 static void test_retry_after_is_whole_seconds_to_reset_at_least_one(void **state) {
   (void)state;
-  assert_int_equal(rlcalc_retry_after(960, 1020), 60);
-  assert_int_equal(rlcalc_retry_after(1019, 1020), 1);
-  assert_int_equal(rlcalc_retry_after(1020, 1020), 1);
-  assert_int_equal(rlcalc_retry_after(1030, 1020), 1);
+  const struct rl_limits lim = {.rate = 5, .window_s = 60, .quota = 100};
+  struct rl_decision d;
+  rlcalc_decision(&d, RL_LIMITED, &lim, 960, 5, 10);
+  assert_int_equal(d.reset, 1020);
+  assert_int_equal(d.retry_after, 60);
+  rlcalc_decision(&d, RL_LIMITED, &lim, 1019, 5, 10);
+  assert_int_equal(d.retry_after, 1);
+  rlcalc_decision(&d, RL_LIMITED, &lim, 1020, 5, 10);
+  assert_int_equal(d.reset, 1080);
+  assert_int_equal(d.retry_after, 60);
+  rlcalc_decision(&d, RL_ALLOW, &lim, 1019, 3, 10);
+  assert_int_equal(d.retry_after, 0);
 }
 
 static void test_month_rolls_from_december_to_january(void **state) {
@@ -177,7 +210,7 @@ static void test_memory_admits_exactly_limit_then_limits_until_reset(void **stat
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 4);
   assert_int_equal(d.reset, 1080);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 6);
+  assert_int_equal(quota_used(t, digest_a, now), 6);
 }
 
 static void test_quota_exhaustion_answers_quota_and_remaining_stays_the_windows(void **state) {
@@ -202,7 +235,7 @@ static void test_quota_exhaustion_answers_quota_and_remaining_stays_the_windows(
   assert_int_equal(d.quota_remaining, 0);
   assert_int_equal(d.quota_reset, T_2026_02_01);
   assert_int_equal(d.reserved_in, RL_STORE_NONE);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 3);
+  assert_int_equal(quota_used(t, digest_a, now), 3);
 }
 
 static void test_window_counts_every_request_and_refusals_reserve_no_quota(void **state) {
@@ -216,7 +249,7 @@ static void test_window_counts_every_request_and_refusals_reserve_no_quota(void 
   }
   assert_int_equal(limited, 3);
   assert_int_equal(d.remaining, 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 2);
+  assert_int_equal(quota_used(t, digest_a, 1000), 2);
   /* A larger window shows all five requests were counted in it. */
   struct rl_limits wider = limits(7, 60, 10);
   rlmem_check(t, digest_a, &wider, 1000, &d);
@@ -232,9 +265,9 @@ static void test_refund_gives_the_months_unit_back_once(void **state) {
   rlmem_check(t, digest_a, &l, now, &d);
   rlmem_check(t, digest_a, &l, now, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 2);
+  assert_int_equal(quota_used(t, digest_a, now), 2);
   rlmem_refund(t, digest_a, d.reserved_month);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 1);
+  assert_int_equal(quota_used(t, digest_a, now), 1);
   rlmem_check(t, digest_a, &l, now, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   rlmem_check(t, digest_a, &l, now, &d);
@@ -243,9 +276,9 @@ static void test_refund_gives_the_months_unit_back_once(void **state) {
   rlmem_check(t, digest_a, &l, T_2026_02_01, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   rlmem_refund(t, digest_a, rlcalc_month_index(now));
-  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01), 1);
+  assert_int_equal(quota_used(t, digest_a, T_2026_02_01), 1);
   rlmem_refund(t, digest_b, rlcalc_month_index(now));
-  assert_int_equal(rlmem_quota_used(t, digest_b, now), 0);
+  assert_int_equal(quota_used(t, digest_b, now), 0);
 }
 
 /* A request that spends nothing of the month (a 304) counts in the window and is refused as any other would be. */
@@ -259,7 +292,7 @@ static void test_unspent_check_counts_the_window_reserves_no_unit_and_refuses_al
   assert_int_equal(d.remaining, 3);
   assert_int_equal(d.quota_remaining, 2);
   assert_int_equal(d.reserved_month, 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 0);
+  assert_int_equal(quota_used(t, digest_a, now), 0);
   /* No usage changed: no snapshot becomes due (at exit, when one is due whatever the interval). */
   uint64_t gen;
   assert_false(rlmem_snapshot_begin(t, 0, true, &gen));
@@ -275,7 +308,7 @@ static void test_unspent_check_counts_the_window_reserves_no_unit_and_refuses_al
   assert_int_equal(rlmem_check_unspent(t, digest_a, &wide_month, now, &d), 0);
   assert_int_equal(d.outcome, RL_LIMITED);
   assert_int_equal(d.remaining, 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 2);
+  assert_int_equal(quota_used(t, digest_a, now), 2);
 }
 
 static void test_quota_checked_before_window_when_both_are_spent(void **state) {
@@ -331,7 +364,7 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   rlmem_owed(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.quota, 1);
   assert_true(owed.seq > seq); /* every change gets a higher number */
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 5);
+  assert_int_equal(quota_used(t, digest_a, now), 5);
   /* Once Redis answered a call carrying them, they are not said again; an older number's answer changes nothing. */
   rlmem_owed_told(t, digest_a, owed.seq);
   rlmem_owed_told(t, digest_a, seq);
@@ -353,38 +386,74 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   assert_int_equal(owed.quota, -1);
 }
 
-static void test_full_table_refuses_a_new_key_until_a_slot_is_over(void **state) {
+static void test_full_table_gives_a_new_key_the_least_recently_used_slot(void **state) {
   (void)state;
   struct rlmem_table *t = rlmem_create(4);
   struct rl_limits l = limits(5, 60, 100);
   struct rl_decision d;
   char digest[65];
+  int64_t now = T_2026_01_31_235959 - 100;
   for (int i = 0; i < 4; i++) {
     numbered_digest(digest, (uint64_t)i + 1);
-    assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
+    assert_int_equal(rlmem_check(t, digest, &l, now + i, &d), 0);
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 100, &d), -ENOSPC);
-  /* Known keys still work. */
+  /* Key 1 comes back last: key 2 is now the one decided least recently. */
   numbered_digest(digest, 1);
-  assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
-  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(rlmem_check(t, digest, &l, now + 10, &d), 0);
   assert_int_equal(d.remaining, 3);
-  /* Windows over, month not: nothing can be taken over yet. */
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959, &d), -ENOSPC);
-  /* In February every January slot is over: a new key takes one, and starts from zero. */
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01, &d), 0);
+  /* A new key in a full table in the same month: admitted, from zero, in key 2's slot. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, now + 11, &d), 0);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 4);
   assert_int_equal(d.quota_remaining, 99);
-  /* A key that was used in February keeps its slot and its counts; the others can be taken over. */
-  for (int i = 0; i < 3; i++) {
-    numbered_digest(digest, (uint64_t)i + 9);
-    assert_int_equal(rlmem_check(t, digest, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(quota_used(t, digest_a, now + 11), 1);
+  /* Keys 1, 3 and 4 keep their counts; key 2 was forgotten and counts from zero again. */
+  numbered_digest(digest, 1);
+  assert_int_equal(quota_used(t, digest, now + 11), 2);
+  numbered_digest(digest, 3);
+  assert_int_equal(quota_used(t, digest, now + 11), 1);
+  numbered_digest(digest, 4);
+  assert_int_equal(quota_used(t, digest, now + 11), 1);
+  numbered_digest(digest, 2);
+  assert_int_equal(quota_used(t, digest, now + 11), 0);
+  /* A stale slot (window and month over) is still taken before any live one: in February, key b takes one. */
+  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(d.quota_remaining, 99);
+  assert_int_equal(quota_used(t, digest_a, T_2026_02_01 + 1), 0);
+  rlmem_destroy(t);
+}
+
+/*
+ * The promise of limits.h: ten million distinct keys in one month (forty times the table) are each decided, none
+ * refused for want of a slot. Bounded in time: each new key scans at most its probe window.
+ */
+#define TEN_MILLION_KEYS 10000000u
+static void test_ten_million_distinct_keys_in_one_month_never_lack_a_slot(void **state) {
+  (void)state;
+  struct rlmem_table *t = rlmem_create(VTS_RATELIMIT_SLOTS);
+  assert_non_null(t);
+  struct rl_limits l = limits(5, 60, 100);
+  struct rl_decision d;
+  char digest[65];
+  int64_t now = T_2026_01_01 + 100;
+  uint64_t refused = 0, other = 0;
+  uint64_t started = util_now_ms();
+  for (uint64_t i = 0; i < TEN_MILLION_KEYS; i++) {
+    numbered_digest(digest, (i + 1) * UINT64_C(0x9E3779B97F4A7C15));
+    /* The month goes on: a second passes every 4 keys (about 29 days in all). */
+    if (rlmem_check(t, digest, &l, now + (int64_t)(i / 4), &d) != 0)
+      refused++;
+    else if (d.outcome != RL_ALLOW || d.quota_remaining != 99)
+      other++;
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01 + 1, &d), 0);
-  assert_int_equal(d.remaining, 3);
-  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01 + 1), 2);
-  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), -ENOSPC);
+  uint64_t took = util_now_ms() - started;
+  if (refused != 0 || other != 0)
+    fail_msg("%llu keys refused, %llu not admitted as new", (unsigned long long)refused, (unsigned long long)other);
+  assert_int_equal(rlcalc_month_index(now), rlcalc_month_index(now + TEN_MILLION_KEYS / 4));
+  /* The last key is remembered: its next request counts on from one. */
+  assert_int_equal(rlmem_check(t, digest, &l, now + TEN_MILLION_KEYS / 4, &d), 0);
+  assert_int_equal(d.quota_remaining, 98);
+  print_message("10000000 distinct keys in one month: 0 refused, %llu ms\n", (unsigned long long)took);
   rlmem_destroy(t);
 }
 
@@ -413,6 +482,57 @@ static void test_each_month_takes_more_new_keys_than_the_key_file_holds(void **s
                (unsigned long long)refused, (unsigned long long)other);
   }
   rlmem_destroy(t);
+}
+
+/*
+ * Three gateways fall back at once against a key Redis counted 50 units short of its quota: each admits its third,
+ * rounded down, so together they admit at most the 50; when Redis answers again, a later outage shares afresh.
+ */
+static void test_a_shared_fallback_admits_each_gateway_its_share_of_what_was_left(void **state) {
+  (void)state;
+  struct rl_limits l = limits(1000, 3600, 100);
+  int64_t now = T_2026_01_01 + 100;
+  struct rlmem_table *gw[3];
+  int64_t admitted = 0;
+  for (int g = 0; g < 3; g++) {
+    gw[g] = rlmem_create(64);
+    assert_non_null(gw[g]);
+    rlmem_mirror(gw[g], digest_a, &l, now, 50, 50); /* what Redis last said */
+    struct rl_decision d;
+    for (int i = 0; i < 40; i++) {
+      assert_int_equal(rlmem_check_share(gw[g], digest_a, &l, now, 3, &d), 0);
+      if (d.outcome == RL_ALLOW) {
+        admitted++;
+        assert_int_equal(d.quota_limit, 100);
+        assert_int_equal(d.limit, 1000);
+      } else {
+        assert_int_equal(d.outcome, RL_QUOTA);
+        assert_int_equal(d.quota_remaining, 0);
+      }
+    }
+    assert_int_equal(quota_used(gw[g], digest_a, now), 50 + 16);
+  }
+  assert_int_equal(admitted, 48);
+  /* The window is shared the same way: 9 left of 10, three gateways, three each. */
+  struct rl_limits w = limits(10, 60, 1000);
+  struct rl_decision d;
+  rlmem_mirror(gw[0], digest_b, &w, now, 1, 1);
+  int allowed = 0;
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(rlmem_check_share(gw[0], digest_b, &w, now, 3, &d), 0);
+    allowed += d.outcome == RL_ALLOW;
+  }
+  assert_int_equal(allowed, 3);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  /* Redis answered again (the mirror), then a second outage: what is left now is shared, from the count now. */
+  rlmem_mirror(gw[0], digest_a, &l, now, 90, 90);
+  for (int i = 0; i < 10; i++) assert_int_equal(rlmem_check_share(gw[0], digest_a, &l, now, 3, &d), 0);
+  assert_int_equal(quota_used(gw[0], digest_a, now), 90 + 3);
+  /* One gateway alone keeps the whole of what is left. */
+  rlmem_mirror(gw[1], digest_a, &l, now, 97, 97);
+  for (int i = 0; i < 10; i++) assert_int_equal(rlmem_check_share(gw[1], digest_a, &l, now, 1, &d), 0);
+  assert_int_equal(quota_used(gw[1], digest_a, now), 100);
+  for (int g = 0; g < 3; g++) rlmem_destroy(gw[g]);
 }
 
 static void test_mirror_raises_counts_so_a_fallback_continues(void **state) {
@@ -463,14 +583,14 @@ static void test_forked_processes_admit_exactly_limit(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(777, 60, 1000000);
   assert_int_equal(hammer(t, &l, 1000), 777);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 777);
+  assert_int_equal(quota_used(t, digest_a, 1000), 777);
 }
 
 static void test_forked_processes_admit_exactly_quota(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(100000, 60, 301);
   assert_int_equal(hammer(t, &l, 1000), 301);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 301);
+  assert_int_equal(quota_used(t, digest_a, 1000), 301);
   /* Every try counted in the window, refused or not. */
   struct rl_limits more = limits(100000, 60, 1000000);
   struct rl_decision d;
@@ -495,8 +615,8 @@ static void test_snapshot_restores_this_months_usage(void **state) {
   struct rlmem_table *u = rlmem_create(64);
   char err[256] = "";
   assert_int_equal(rlmem_snapshot_restore(u, dir, now + 86400, err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(u, digest_a, now), 7);
-  assert_int_equal(rlmem_quota_used(u, digest_b, now), 1);
+  assert_int_equal(quota_used(u, digest_a, now), 7);
+  assert_int_equal(quota_used(u, digest_b, now), 1);
   /* A restored table goes on counting from there. */
   struct rl_limits small = limits(100, 60, 8);
   rlmem_check(u, digest_a, &small, now + 86400, &d);
@@ -520,7 +640,7 @@ static void test_snapshot_of_a_past_month_is_ignored(void **state) {
   struct rlmem_table *u = rlmem_create(64);
   char err[256] = "";
   assert_int_equal(rlmem_snapshot_restore(u, dir, T_2026_01_01, err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(u, digest_a, T_2026_01_01), 0);
+  assert_int_equal(quota_used(u, digest_a, T_2026_01_01), 0);
   rlmem_destroy(u);
   remove_tree(dir);
 }
@@ -531,7 +651,7 @@ static void test_missing_snapshot_is_no_usage(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct rlmem_table *t = rlmem_create(64);
   assert_int_equal(rlmem_snapshot_restore(t, dir, 1000, err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 0);
+  assert_int_equal(quota_used(t, digest_a, 1000), 0);
   rlmem_destroy(t);
   remove_tree(dir);
 }
@@ -587,7 +707,7 @@ static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
   fclose(f);
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/sub", file);
-  assert_true(ratelimit_shm_init_err(&cfg, err, sizeof(err)) < 0);
+  assert_true(ratelimit_shm_init(&cfg, err, sizeof(err)) < 0);
   assert_non_null(strstr(err, "VTS_STATE_DIR"));
   remove_tree(dir);
 }
@@ -598,7 +718,7 @@ static void test_missing_state_dir_is_created(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/a/b", dir);
-  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
+  assert_int_equal(ratelimit_shm_init(&cfg, err, sizeof(err)), 0);
   struct stat st;
   assert_int_equal(stat(cfg.state_dir, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
@@ -677,6 +797,11 @@ static void test_bad_redis_url_names_the_variable(void **state) {
     if (redis_conn_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
     assert_non_null(strstr(err, "VTS_REDIS_URL"));
     assert_null(strstr(err, "pw"));
+    /* The cache's own URL is refused alike, naming its own variable. */
+    if (redis_conn_resolve_var("VTS_REDIS_CACHE_URL", bad[i], &a, err, sizeof(err)) != -EINVAL)
+      fail_msg("accepted %s", bad[i]);
+    if (strncmp(err, "VTS_REDIS_CACHE_URL: ", 21) != 0) fail_msg("%s: %s", bad[i], err);
+    assert_null(strstr(err, "pw"));
   }
 }
 
@@ -684,7 +809,7 @@ static void test_bad_redis_url_names_the_variable(void **state) {
 static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
   char err[512] = "";
   snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
-  if (ratelimit_shm_init_err(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shm_init(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(loop), 0);
   struct ratelimit *rl = ratelimit_new(loop, cfg);
   assert_non_null(rl);
@@ -729,7 +854,7 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
   assert_string_equal(ratelimit_provider(&cfg), "memory");
   /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   uv_loop_t loop;
   struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
   struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};
@@ -787,7 +912,7 @@ static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
   stop_limiter(rl, &loop); /* well before the first timer tick */
   struct rlmem_table *t = rlmem_create(64);
   assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(t, digest_b, util_wall_s()), 3);
+  assert_int_equal(quota_used(t, digest_b, util_wall_s()), 3);
   rlmem_destroy(t);
   ratelimit_shm_free();
   remove_tree(dir);
@@ -814,9 +939,11 @@ int main(void) {
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_fallback_counts_are_owed_per_window_and_month, table_setup, table_teardown),
-      cmocka_unit_test(test_full_table_refuses_a_new_key_until_a_slot_is_over),
+      cmocka_unit_test(test_full_table_gives_a_new_key_the_least_recently_used_slot),
+      cmocka_unit_test(test_ten_million_distinct_keys_in_one_month_never_lack_a_slot),
       cmocka_unit_test(test_each_month_takes_more_new_keys_than_the_key_file_holds),
       cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
+      cmocka_unit_test(test_a_shared_fallback_admits_each_gateway_its_share_of_what_was_left),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_quota, table_setup, table_teardown),
       cmocka_unit_test(test_snapshot_restores_this_months_usage),
