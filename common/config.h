@@ -19,6 +19,7 @@ struct vts_config {
   char jobs_tls_ca[CONFIG_STR_MAX];            /* VTS_JOBS_TLS_CA: PEM file of the CA both link ends trust */
   char jobs_tls_cert[CONFIG_STR_MAX];          /* VTS_JOBS_TLS_CERT: PEM file of this end's certificate */
   char jobs_tls_key[CONFIG_STR_MAX];           /* VTS_JOBS_TLS_KEY: PEM file of this end's private key */
+  bool jobs_insecure;                          /* VTS_JOBS_INSECURE: plain tcp:// allowed off loopback */
   int64_t jobs_max_fetchers;                   /* VTS_JOBS_MAX_FETCHERS: fetcher connections per dispatcher */
   int64_t jobs_resolve_s;                      /* VTS_JOBS_RESOLVE_S: a fetcher re-resolves VTS_JOBS_URL this often */
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
@@ -68,6 +69,17 @@ struct vts_config {
 
 /* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */
 const char *config_default(const char *name);
+/* The variable of the table whose name is nearest to name (fewest characters to insert, delete or change). */
+const char *config_nearest(const char *name);
+/*
+ * Calls found(name, nearest, arg) for each VTS_* variable of env (an environ-style array) that no program of vts and
+ * none of its scripts reads: a misspelt setting that would otherwise be ignored without a word. nearest is the known
+ * variable nearest to it. Returns how many there were.
+ */
+size_t config_unknown_vars(char *const *env, void (*found)(const char *name, const char *nearest, void *arg),
+                           void *arg);
+/* Logs a warning ("unknown variable ignored", the variable and the nearest known one) for each of those. */
+void config_warn_unknown(char *const *env);
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
 
