@@ -158,3 +158,31 @@ def test_a_gateway_killed_mid_job_resumes_it_losing_no_item_and_running_none_twi
                 assert n == 1, (v, n)  # queued at the kill: run once, after the restart
     finally:
         stack.close()
+
+
+def test_synchronous_misses_never_wait_for_job_items(tmp_path, share=None):
+    # Two fetchers, items on half of them: one fetcher is always free, so a synchronous miss is handed to a fetcher
+    # at once (queue_ms, in the dispatcher's log line of its job) while the job runs, never after an item's fetch.
+    ids = ["benchJs%04d" % i for i in range(16)]
+    stack = Stack(tmp_path, keys=[("jobs", JOBKEY, "active", 1000, 60, 1000)], fetchers=2,
+                  upstream_args=("--delay-ms", "300"),
+                  gateway_env={"VTS_JOBS_FETCHER_SHARE": share} if share is not None else None)
+    gw = stack.gateway
+    try:
+        loc = start_job(gw, {"video_ids": ids})
+        job_id = loc.rsplit("/", 1)[1]
+        assert wait_for(lambda: call(gw, "GET", loc)[2]["counts"]["done"] >= 1, 30)
+        misses = ["benchSy%04d" % i for i in range(3)]
+        for v in misses:
+            r = sync_get(stack, v)
+            assert r.status == 200 and json.loads(r.body) == TRANSCRIPT
+        assert call(gw, "GET", loc)[2]["status"] == "running", "the job ended before the misses: nothing was tested"
+        wait_job_done(gw, loc)
+        finished = [r for r in gw.log_records() if r.get("msg") == "job finished"]
+        sync = [r for r in finished if r["video_id"] in misses]
+        items = [r for r in finished if r["request_id"].startswith(job_id + "-")]
+        assert len(sync) == 3 and len(items) == 16
+        # One platform request takes 300 ms: a miss that waited for an item would show at least that.
+        assert all(r["queue_ms"] < 300 for r in sync), [(r["video_id"], r["queue_ms"]) for r in sync]
+    finally:
+        stack.close()
