@@ -98,6 +98,7 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
     if (rv == 0) rv = put_str(out, res->attempts[i].client, PROTO_MAX_CLIENT_NAME);
   }
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
+  if (rv == 0) rv = put_be(out, res->retry_after_s, 4);
   if (rv == 0) rv = put_be(out, res->body_len, 4);
   if (rv == 0 && res->body_len > 0) rv = buf_append(out, res->body, res->body_len);
   return rv;
@@ -182,6 +183,8 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   }
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->cache_ms = (uint32_t)v;
+  if (get_be(&r, 4, &v) != 0) return -EPROTO;
+  res->retry_after_s = (uint32_t)v;
   if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
   res->body = v ? (const char *)r.p : NULL;
   res->body_len = (uint32_t)v;
@@ -222,8 +225,10 @@ int proto_outcome_status(uint8_t outcome) {
 }
 
 static const char *const reason_names[PROTO_REASON__COUNT] = {
-    "none",    "no_captions", "not_playable", "http_429",  "recaptcha", "bot_check", "http_5xx", "http_other",
-    "timeout", "consent",     "po_token",     "malformed", "network",   "refused",   "speech",   "internal"};
+    "none",      "no_captions", "not_playable",    "http_429",    "recaptcha",
+    "bot_check", "http_5xx",    "http_other",      "timeout",     "consent",
+    "po_token",  "malformed",   "network",         "refused",     "speech",
+    "internal",  "rationed",    "client_outdated", "wrong_video", "translation_throttled"};
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";

@@ -18,9 +18,11 @@
 
 /*
  * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
- * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist.
+ * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries the seconds
+ * after which the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
+ * translation_throttled exist.
  */
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -83,6 +85,11 @@ enum proto_reason {
   PROTO_REASON_REFUSED,      /* a URL or redirect off the allowed hosts */
   PROTO_REASON_SPEECH,       /* the speech pipeline failed (audio, decoding, recogniser) */
   PROTO_REASON_INTERNAL,     /* out of memory, a result too large, a bad job */
+  PROTO_REASON_RATIONED, /* the platform's ration of our address ("content isn't available, try again later"): a block
+                          */
+  PROTO_REASON_CLIENT_OUTDATED,       /* the client profile is retired ("Watch on the latest version"): next client */
+  PROTO_REASON_WRONG_VIDEO,           /* the player answered for another video: a block, the reply unused */
+  PROTO_REASON_TRANSLATION_THROTTLED, /* 429 or an empty body on a translated (tlang) caption track */
   PROTO_REASON__COUNT
 };
 
@@ -126,6 +133,11 @@ struct proto_result {
    * in its own cache no longer than the shared entry lives. A fetcher sends 0; the dispatcher ignores what it sends.
    */
   uint32_t cache_ms;
+  /*
+   * Seconds after which the platform may serve this job's like again (the HTTP Retry-After of a 502), 0 for none: set
+   * by a fetcher when every egress it could use rests, or translations do; carried unchanged to the worker.
+   */
+  uint32_t retry_after_s;
   const char *body; /* borrowed: points into the decoded message or the caller's memory */
   uint32_t body_len;
 };

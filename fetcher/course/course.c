@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -14,6 +15,9 @@
 #include "fetcher/platform/player.h"
 #include "fetcher/speech/speech.h"
 
+/* A retired client profile is named in a warning at most once in this time, per process. */
+#define COURSE_OUTDATED_LOG_MS 60000
+
 struct course {
   const struct vts_config *cfg;
   struct upstream *up;
@@ -21,6 +25,7 @@ struct course {
   unsigned generation; /* of profiles.set that clients were resolved against */
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t nclients;
+  uint64_t outdated_logged_ms[VTS_INNERTUBE_MAX_CLIENTS]; /* when each client was last said to be retired */
 };
 
 int course_new(const struct vts_config *cfg, struct upstream *up, struct course **out, char *err, size_t errlen) {
@@ -70,6 +75,7 @@ void course_refresh_profiles(struct course *it) {
   }
   memcpy(it->clients, clients, sizeof(clients));
   it->nclients = n;
+  memset(it->outdated_logged_ms, 0, sizeof(it->outdated_logged_ms));
   it->generation = it->profiles.generation;
 }
 
@@ -164,6 +170,24 @@ static enum verdict get_watch_page(struct flow *f, struct course_result *res) {
   return V_DONE;
 }
 
+/* Whole seconds of a Retry-After for ms, rounded up (a retry before the time would find the rest unfinished). */
+static uint32_t retry_after_s(uint64_t ms) {
+  uint64_t s = (ms + 999) / 1000;
+  return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+}
+
+/*
+ * A throttled translation: a 502 that says when translations come back through the first egress (at least 1 s: the
+ * platform said no to this one just now).
+ */
+static enum verdict translation_throttled(struct flow *f, struct course_result *res) {
+  upstream_translation_report(f->it->up, 1);
+  set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED, "translation_throttled");
+  uint64_t left = upstream_translation_rest_left_ms(f->it->up);
+  res->retry_after_s = left > 0 ? retry_after_s(left) : 1;
+  return V_DONE;
+}
+
 static enum verdict fetch_track(struct flow *f, const char *user_agent, const struct caption_track *track,
                                 struct course_result *res) {
   struct buf url = BUF_INIT;
@@ -187,11 +211,21 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
   v = fetch_200(f, &req, res);
+  /*
+   * A translation the platform throttles (429, or an empty 200) ends the job: translations rest through this egress,
+   * which keeps serving everything else (it answered the player request).
+   */
+  if (f->tlang[0] != '\0' &&
+      ((v != V_DONE && res->reason == PROTO_REASON_HTTP_429) || (v == V_DONE && f->resp.body.len == 0))) {
+    v = translation_throttled(f, res);
+    goto done;
+  }
   if (v != V_DONE) {
     /* 403 or 429 on a caption URL: the platform refuses captions to the address that asked for the player reply. */
     if (v == V_REFUSED && f->resp.status == 403) v = V_BLOCKED;
     goto done;
   }
+  if (f->tlang[0] != '\0') upstream_translation_report(f->it->up, 0);
   v = V_REFUSED;
   /* The platform answers an empty 200 to a track it will not serve this client (a PO token it wanted, for one). */
   if (f->resp.body.len == 0) {
@@ -282,18 +316,54 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
+/*
+ * A client profile the platform retired: the next client's turn, never a block. Operators must replace the profile,
+ * so it is named in a warning, at most once a minute per process.
+ */
+static void client_outdated(struct flow *f, const struct client_profile *c) {
+  struct course *it = f->it;
+  size_t i = 0;
+  while (i < it->nclients && &it->clients[i].profile != c) i++;
+  uint64_t now = util_now_ms();
+  if (i < it->nclients) {
+    if (it->outdated_logged_ms[i] != 0 && now - it->outdated_logged_ms[i] < COURSE_OUTDATED_LOG_MS) return;
+    it->outdated_logged_ms[i] = now;
+  }
+  char client[72];
+  snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
+  log_msg(LOG_WARN, "client profile retired by the platform: replace it (VTS_INNERTUBE_CLIENTS, VTS_CLIENT_PROFILES)",
+          "request_id", f->request_id, "client", client, NULL);
+}
+
 /* After a 200 player reply: playability, then the speech step, the track list or a caption track. */
-static enum verdict after_player(struct flow *f, const char *ua, struct course_result *res) {
+static enum verdict after_player(struct flow *f, const struct client_profile *c, const char *ua,
+                                 struct course_result *res) {
   struct player_info pi;
   enum verdict v = V_REFUSED;
   if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_player_reply");
     goto done;
   }
-  /* A bot check is about the address we came from, not the video. */
+  /* The reply of another video: nothing of it is used (its tracks would be served and cached as this video's). */
+  if (!player_is_for(&pi, f->video_id)) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_WRONG_VIDEO, "wrong_video");
+    v = V_BLOCKED;
+    goto done;
+  }
+  /* A bot check and the platform's ration are about the address we came from, not the video. */
   if (pi.playability == PLAY_BOT_CHECK) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_BOT_CHECK, "bot_check");
     v = V_BLOCKED;
+    goto done;
+  }
+  if (pi.playability == PLAY_RATIONED) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED, "rationed");
+    v = V_BLOCKED;
+    goto done;
+  }
+  if (pi.playability == PLAY_CLIENT_OUTDATED) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_CLIENT_OUTDATED, "client_outdated");
+    client_outdated(f, c);
     goto done;
   }
   /* Another client may be allowed what this one is refused ("made for kids" on some apps): the next one decides. */
@@ -317,6 +387,12 @@ static enum verdict after_player(struct flow *f, const char *ua, struct course_r
   if (idx < 0 || (size_t)idx >= pi.ntracks) {
     /* Tracks exist but each wants a PO token (exp=xpe, exp=xpv): another client may be given usable ones. */
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
+    goto done;
+  }
+  /* A translation into the track's own language is the track itself: no tlang request. */
+  if (f->translate[0] != '\0' && strcasecmp(f->translate, pi.tracks[idx].lang) == 0) {
+    f->tlang[0] = '\0';
+    v = fetch_track(f, ua, &pi.tracks[idx], res);
     goto done;
   }
   /*
@@ -392,7 +468,7 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
   v = fetch_200(f, &req, res);
-  if (v == V_DONE) v = after_player(f, ua.data, res);
+  if (v == V_DONE) v = after_player(f, c, ua.data, res);
 done:
   buf_free(&url);
   buf_free(&body);
@@ -444,7 +520,15 @@ static void run_flow(struct flow *f, struct course_result *res) {
   res->lang[0] = '\0';
   res->nattempts = 0;
   buf_reset(&res->body);
+  res->retry_after_s = 0;
   set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_clients");
+  /* Translations rest through every egress: the platform would refuse this one too; it is not asked. */
+  if (f->translate[0] != '\0' && upstream_translation_egress(it->up) != 0) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED, "translations_resting");
+    res->retry_after_s = retry_after_s(upstream_translation_rest_left_ms(it->up));
+    if (res->retry_after_s == 0) res->retry_after_s = 1;
+    return;
+  }
   struct course_result best;
   memset(&best, 0, sizeof(best));
   int best_rank = 0;
@@ -486,6 +570,9 @@ static void run_flow(struct flow *f, struct course_result *res) {
   }
   if (best_rank > 0) set_result(res, best.outcome, best.reason, best.detail);
 out:
+  /* A 502 while every egress rests says when the first comes back. */
+  if (res->outcome == PROTO_UPSTREAM_FAILED && res->retry_after_s == 0)
+    res->retry_after_s = retry_after_s(upstream_rest_left_ms(it->up));
   buf_free(&f->resp.body);
 }
 
@@ -508,6 +595,7 @@ void course_fetch_speech(struct course *it, const char *video_id, const char *re
 void course_probe(struct course *it, size_t client, const char *video_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = "probe", .res = res};
   res->lang[0] = '\0';
+  res->retry_after_s = 0;
   res->nattempts = 0;
   buf_reset(&res->body);
   if (client >= it->nclients) {

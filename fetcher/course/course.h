@@ -52,7 +52,8 @@ struct course_result {
   uint8_t reason;                /* enum proto_reason */
   uint8_t nattempts;             /* player attempts, by client and proxy, for the counters */
   struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
-  struct buf body; /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
+  uint32_t retry_after_s; /* a 502's Retry-After: every egress rests (or translations do) for that long; 0 for none */
+  struct buf body;        /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
 };
 
 /*

@@ -74,11 +74,35 @@ int upstream_use_egress(struct upstream *u, int index);
 size_t upstream_proxy_count(const struct upstream *u);
 
 /*
- * Reports how the current proxy fared in this job: blocked (429, recaptcha, bot check, 403 on captions, or no
- * connection), or served. VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at
- * each further block up to VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row.
+ * Reports how the current egress (its proxy, or the direct route) fared in this job: blocked (429, recaptcha, bot
+ * check, the platform's ration, a reply for another video, 403 on captions, or no connection), or served.
+ * VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at each further block up to
+ * VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row and the rest.
  */
 void upstream_egress_report(struct upstream *u, int blocked);
+
+/*
+ * When every egress a job may use (the proxies, or the direct route without them) rests: the ms until the first
+ * comes back (a 502's Retry-After). 0 when one does not rest.
+ */
+uint64_t upstream_rest_left_ms(const struct upstream *u);
+
+/*
+ * Reports how a translated caption track (tlang) fared through the current egress: throttled (429 or an empty body)
+ * rests translations through that egress at once, for VTS_PROXY_REST_MS doubling at each further throttle in a row
+ * (up to VTS_PROXY_REST_MAX_FACTOR times); served ends the row and the rest. The egress itself is not rested.
+ */
+void upstream_translation_report(struct upstream *u, int throttled);
+
+/* The same as upstream_rest_left_ms for translations: every egress's translations rest, until the first is back. */
+uint64_t upstream_translation_rest_left_ms(const struct upstream *u);
+
+/*
+ * For a job that asks for a translation, before its first request: keeps its egress when translations do not rest
+ * there, else moves it to a proxy whose translations do not (one not resting itself first). Returns 0, or -EAGAIN
+ * when translations rest through every egress (upstream_translation_rest_left_ms says until when).
+ */
+int upstream_translation_egress(struct upstream *u);
 
 /*
  * Performs one request, following allowed redirects. Any HTTP status is a success (resp->status says which).

@@ -18,6 +18,13 @@ enum playability {
   PLAY_UNPLAYABLE,     /* UNPLAYABLE: 404 */
   PLAY_LIVE_OFFLINE,   /* LIVE_STREAM_OFFLINE: 404 */
   PLAY_OTHER,          /* any other non-OK status: 404 */
+  /*
+   * A non-OK status whose reason text is one of the platform's phrases about us rather than the video (the one table
+   * of them is in player.c): its ration of our address ("This content isn't available, try again later."), a block
+   * (502); and a client version it retired ("Watch on the latest version of YouTube."), the next client's turn.
+   */
+  PLAY_RATIONED,
+  PLAY_CLIENT_OUTDATED,
 };
 
 struct caption_track {
@@ -26,7 +33,7 @@ struct caption_track {
   char name[128];   /* name (its runs joined, or simpleText), cleaned; "" when absent */
   int is_asr;       /* kind == "asr" */
   int translatable; /* isTranslatable: the platform translates it (tlang) */
-  int po_token;     /* the baseUrl carries exp=xpe or exp=xpv: the track needs a PO token we do not have */
+  int po_token;     /* the baseUrl's exp names xpe or xpv (alone or in a list): the track needs a PO token we lack */
 };
 
 /* One of the languages the platform translates translatable tracks into (translationLanguages[]). */
@@ -47,6 +54,8 @@ struct audio_format {
 
 struct player_info {
   enum playability playability;
+  char video_id[16];   /* videoDetails.videoId, "" when absent (or not a plain id: see player_is_for) */
+  int has_video_id;    /* the reply named a videoDetails.videoId */
   char reason[128];    /* the upstream reason, for logs only, never sent to clients */
   char subreason[128]; /* errorScreen.playerErrorMessageRenderer.subreason text, for logs only */
   struct caption_track *tracks;
@@ -66,6 +75,12 @@ struct player_info {
  */
 int player_parse(const char *json, size_t len, struct player_info *out);
 void player_info_free(struct player_info *pi);
+
+/*
+ * Whether the reply is for video_id: it names no video, or exactly that one. The platform sometimes answers with the
+ * reply of another video; nothing of such a reply may be used.
+ */
+int player_is_for(const struct player_info *pi, const char *video_id);
 
 /*
  * Chooses a track: the requested language exactly, manual before asr; then the same base language ("pt" for

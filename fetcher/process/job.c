@@ -163,6 +163,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   buf_reset(&out->body);
   out->lang[0] = '\0';
   out->nattempts = 0;
+  out->retry_after_s = 0;
   out->reason = PROTO_REASON_INTERNAL;
   course_refresh_profiles(r->it);
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
@@ -192,6 +193,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   res->reason = out->reason;
   res->nattempts = out->nattempts;
   memcpy(res->attempts, out->attempts, sizeof(res->attempts));
+  res->retry_after_s = out->outcome == PROTO_UPSTREAM_FAILED ? out->retry_after_s : 0;
   res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
   res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;
 

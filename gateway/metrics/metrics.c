@@ -17,8 +17,9 @@ static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.
 static const char *const route_names[MR__COUNT] = {"/health",  "/openapi.json",    "/v1/video/transcript",
                                                    "/metrics", "/v1/video/tracks", "other"};
 static const char *const upstream_names[MU__COUNT] = {
-    "ok",      "no_captions", "not_available", "http_429",  "recaptcha", "bot_check", "http_5xx",
-    "timeout", "consent",     "po_token",      "malformed", "internal",  "other",     "network"};
+    "ok",       "no_captions", "not_available", "http_429",        "recaptcha",   "bot_check",
+    "http_5xx", "timeout",     "consent",       "po_token",        "malformed",   "internal",
+    "other",    "network",     "rationed",      "client_outdated", "wrong_video", "translation_throttled"};
 
 int metrics_init(void) {
   void *p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -109,11 +110,19 @@ int metrics_upstream_kind(int outcome, int reason) {
   }
   static const struct {
     int reason, kind;
-  } map[] = {{PROTO_REASON_HTTP_429, MU_HTTP_429},   {PROTO_REASON_RECAPTCHA, MU_RECAPTCHA},
-             {PROTO_REASON_BOT_CHECK, MU_BOT_CHECK}, {PROTO_REASON_HTTP_5XX, MU_HTTP_5XX},
-             {PROTO_REASON_TIMEOUT, MU_TIMEOUT},     {PROTO_REASON_CONSENT, MU_CONSENT},
-             {PROTO_REASON_PO_TOKEN, MU_PO_TOKEN},   {PROTO_REASON_MALFORMED, MU_MALFORMED},
-             {PROTO_REASON_NETWORK, MU_NETWORK}};
+  } map[] = {{PROTO_REASON_HTTP_429, MU_HTTP_429},
+             {PROTO_REASON_RECAPTCHA, MU_RECAPTCHA},
+             {PROTO_REASON_BOT_CHECK, MU_BOT_CHECK},
+             {PROTO_REASON_HTTP_5XX, MU_HTTP_5XX},
+             {PROTO_REASON_TIMEOUT, MU_TIMEOUT},
+             {PROTO_REASON_CONSENT, MU_CONSENT},
+             {PROTO_REASON_PO_TOKEN, MU_PO_TOKEN},
+             {PROTO_REASON_MALFORMED, MU_MALFORMED},
+             {PROTO_REASON_NETWORK, MU_NETWORK},
+             {PROTO_REASON_RATIONED, MU_RATIONED},
+             {PROTO_REASON_CLIENT_OUTDATED, MU_CLIENT_OUTDATED},
+             {PROTO_REASON_WRONG_VIDEO, MU_WRONG_VIDEO},
+             {PROTO_REASON_TRANSLATION_THROTTLED, MU_TRANSLATION_THROTTLED}};
   for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
     if (map[i].reason == reason) return map[i].kind;
   return MU_OTHER;

@@ -18,13 +18,14 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x03"
+PROTO_VERSION = b"\x04"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
-           "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal"]
+           "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal",
+           "rationed", "client_outdated", "wrong_video", "translation_throttled"]
 ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 
@@ -139,17 +140,19 @@ def decode_result(msg, last=False):
         (n,) = struct.unpack(">H", msg[off + 2:off + 4])
         attempts.append((proxy, result, msg[off + 4:off + 4 + n].decode()))
         off += 4 + n
-    cache_ms, body_len = struct.unpack(">II", msg[off:off + 8])
-    body = msg[off + 8:]
+    cache_ms, retry_after_s, body_len = struct.unpack(">III", msg[off:off + 12])
+    body = msg[off + 12:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
-            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "cache_ms": cache_ms, "body": body}
+            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "cache_ms": cache_ms,
+            "retry_after_s": retry_after_s, "body": body}
 
 
-def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5):
+def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5,
+                  retry_after_s=0):
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
-            _str(lang) + _str(detail) + bytes([reason, 0]) + struct.pack(">II", 0, len(body)) + body)
+            _str(lang) + _str(detail) + bytes([reason, 0]) + struct.pack(">III", 0, retry_after_s, len(body)) + body)
 
 
 def decode_job(msg):

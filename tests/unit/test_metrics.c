@@ -68,6 +68,11 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED), MU_MALFORMED);
   assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN), MU_PO_TOKEN);
   assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_NETWORK), MU_NETWORK);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED), MU_RATIONED);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_CLIENT_OUTDATED), MU_CLIENT_OUTDATED);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_WRONG_VIDEO), MU_WRONG_VIDEO);
+  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED),
+                   MU_TRANSLATION_THROTTLED);
   assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH), MU_OTHER);
   struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_HTTP_429};
   metrics_upstream(&r);

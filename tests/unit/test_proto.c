@@ -96,6 +96,7 @@ static void test_result_round_trips_body_bytes(void **state) {
   in.source = PROTO_SOURCE_CAPTIONS;
   in.fetch_ms = 12;
   in.cache_ms = 86400000;
+  in.retry_after_s = 1800;
   memcpy(in.lang, "en", 3);
   memcpy(in.detail, "ok", 3);
   in.body = "{\"a\":\"\0b\"}";
@@ -109,6 +110,7 @@ static void test_result_round_trips_body_bytes(void **state) {
   assert_memory_equal(out.body, in.body, 10);
   assert_string_equal(out.lang, "en");
   assert_int_equal(out.cache_ms, 86400000);
+  assert_int_equal(out.retry_after_s, 1800);
   buf_free(&b);
 }
 
@@ -193,7 +195,8 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   assert_string_equal(d.attempts[1].client, "ANDROID_VR");
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
-  size_t reason_at = b.len - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2; /* body length, cache_ms, two attempts */
+  /* body length, retry_after_s, cache_ms, two attempts */
+  size_t reason_at = b.len - 4 - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
