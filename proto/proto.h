@@ -20,7 +20,7 @@
  * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
  * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries the seconds
  * after which the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
- * translation_throttled exist.
+ * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video).
  */
 #define PROTO_VERSION 4
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
@@ -116,6 +116,12 @@ struct proto_job {
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
   char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
+  /*
+   * Dispatcher -> fetcher: what a fetcher learnt of the video's player reply lately (a player summary, see
+   * proto_result), to use instead of a player request; NULL/0 for none. Borrowed, like a result's body.
+   */
+  const char *player;
+  uint32_t player_len;
 };
 
 struct proto_result {
@@ -138,6 +144,14 @@ struct proto_result {
    * by a fetcher when every egress it could use rests, or translations do; carried unchanged to the worker.
    */
   uint32_t retry_after_s;
+  /*
+   * Fetcher -> dispatcher: the summary of a playable player reply the job read (its caption tracks with their URLs
+   * and translation languages, as a minimal player reply, at most VTS_MAX_PLAYER_SUMMARY_BYTES), and how long it may
+   * be used for the video's next jobs (ms, bounded by its caption URLs' expire); NULL/0 for none. Borrowed.
+   */
+  const char *player;
+  uint32_t player_len;
+  uint32_t player_ttl_ms;
   const char *body; /* borrowed: points into the decoded message or the caller's memory */
   uint32_t body_len;
 };

@@ -709,12 +709,83 @@ const char *player_translation_code(const struct player_info *pi, const char *la
   return NULL;
 }
 
+/* The value of parameter name ("expire") in url's query as a whole number, or -1. */
+static int64_t query_number(const char *url, const char *name) {
+  size_t n = strlen(name);
+  const char *q = strchr(url, '?');
+  while (q) {
+    q++;
+    if (strncmp(q, name, n) == 0 && q[n] == '=') {
+      int64_t v;
+      size_t len = strcspn(q + n + 1, "&#");
+      return util_parse_i64_n(q + n + 1, len, 0, INT64_MAX, &v) == 0 ? v : -1;
+    }
+    q = strchr(q, '&');
+  }
+  return -1;
+}
+
+int64_t player_tracks_expire_s(const struct player_info *pi) {
+  int64_t first = 0;
+  for (size_t i = 0; i < pi->ntracks; i++) {
+    int64_t e = query_number(pi->tracks[i].base_url, "expire");
+    if (e > 0 && (first == 0 || e < first)) first = e;
+  }
+  return first;
+}
+
 /* Appends "key":"value" (value JSON-escaped) with a leading comma unless first. */
 static int put_member(struct buf *out, int first, const char *key, const char *value) {
   int rv = buf_printf(out, "%s\"%s\":\"", first ? "" : ",", key);
   if (rv == 0) rv = buf_json_escape(out, value, strlen(value));
   if (rv == 0) rv = buf_puts(out, "\"");
   return rv;
+}
+
+/*
+ * The end of a JSON document appended to out from start on, after rv (0, or what an append returned): 0, or -E2BIG
+ * past max bytes, or -ENOMEM; on failure out is left as it was before it.
+ */
+static int json_written(struct buf *out, size_t start, int rv, size_t max) {
+  if (rv == 0 && out->len - start > max) rv = -E2BIG;
+  if (rv == 0) return 0;
+  out->len = start;
+  if (out->data != NULL) out->data[out->len] = '\0';
+  return rv == -E2BIG ? rv : -ENOMEM;
+}
+
+int player_summary_json(const struct player_info *pi, const char *video_id, struct buf *out) {
+  size_t start = out->len;
+  int rv = buf_puts(out, "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{");
+  if (rv == 0) rv = put_member(out, 1, "videoId", video_id);
+  if (rv == 0) rv = buf_puts(out, "},\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[");
+  for (size_t i = 0; rv == 0 && i < pi->ntracks; i++) {
+    const struct caption_track *t = &pi->tracks[i];
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "baseUrl", t->base_url);
+    if (rv == 0) rv = put_member(out, 0, "languageCode", t->lang);
+    if (rv == 0) rv = buf_puts(out, ",\"name\":{");
+    if (rv == 0) rv = put_member(out, 1, "simpleText", t->name);
+    if (rv == 0) rv = buf_puts(out, "}");
+    if (rv == 0 && t->is_asr) rv = put_member(out, 0, "kind", "asr");
+    if (rv == 0) rv = buf_printf(out, ",\"isTranslatable\":%s}", t->translatable ? "true" : "false");
+  }
+  /* The default track as the platform names it: through the default audio track. */
+  if (rv == 0 && pi->default_track >= 0)
+    rv = buf_printf(out, "],\"audioTracks\":[{\"defaultCaptionTrackIndex\":%d}],\"defaultAudioTrackIndex\":0",
+                    pi->default_track);
+  else if (rv == 0)
+    rv = buf_puts(out, "]");
+  if (rv == 0) rv = buf_puts(out, ",\"translationLanguages\":[");
+  for (size_t i = 0; rv == 0 && i < pi->ntranslations; i++) {
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "languageCode", pi->translations[i].lang);
+    if (rv == 0) rv = buf_puts(out, ",\"languageName\":{");
+    if (rv == 0) rv = put_member(out, 1, "simpleText", pi->translations[i].name);
+    if (rv == 0) rv = buf_puts(out, "}}");
+  }
+  if (rv == 0) rv = buf_puts(out, "]}}}");
+  return json_written(out, start, rv, VTS_MAX_PLAYER_SUMMARY_BYTES);
 }
 
 int player_tracks_json(const struct player_info *pi, struct buf *out) {
@@ -736,11 +807,5 @@ int player_tracks_json(const struct player_info *pi, struct buf *out) {
     if (rv == 0) rv = buf_puts(out, "}");
   }
   if (rv == 0) rv = buf_puts(out, "]}");
-  if (rv == 0 && out->len - start > VTS_MAX_TRANSCRIPT_BYTES) rv = -E2BIG;
-  if (rv != 0) {
-    out->len = start;
-    if (out->data != NULL) out->data[out->len] = '\0';
-    return rv == -E2BIG ? rv : -ENOMEM;
-  }
-  return 0;
+  return json_written(out, start, rv, VTS_MAX_TRANSCRIPT_BYTES);
 }

@@ -96,6 +96,20 @@ int player_choose_track(const struct player_info *pi, const char *lang);
 const char *player_translation_code(const struct player_info *pi, const char *lang);
 
 /*
+ * Appends the summary of a playable reply for video_id to out: a minimal player reply of the same shape, which
+ * player_parse reads back into the same playability, caption tracks (URLs, languages, names, kinds, translatable,
+ * the default track) and translation languages; no audio formats. What a video's next jobs use instead of a player
+ * request. Returns 0, -E2BIG past VTS_MAX_PLAYER_SUMMARY_BYTES, or -ENOMEM; out is left as it was on failure.
+ */
+int player_summary_json(const struct player_info *pi, const char *video_id, struct buf *out);
+
+/*
+ * The earliest expire (unix seconds) among the caption tracks' URLs (their expire= parameter), 0 when none says:
+ * after it the platform refuses them.
+ */
+int64_t player_tracks_expire_s(const struct player_info *pi);
+
+/*
  * Appends the public body of GET /v1/video/tracks to out: {"tracks":[{"language","name","kind","translatable"}...],
  * "translationLanguages":[{"language","name"}...]}, in the platform's order, kind "manual" or "asr". Returns 0,
  * -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or -ENOMEM; out is left as it was on failure.

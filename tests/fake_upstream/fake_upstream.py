@@ -101,7 +101,10 @@ Translation: every OK reply lists translationLanguages (fr, es, zh-Hant; or the 
 URL with tlang=xx answers the track's cues translated into xx (TRANSLATED, or the text prefixed with "[xx] "), as the
 platform translates a translatable track. Every timedtext query, tlang included, is recorded under "timedtext".
 
-Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
+Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses), and those that start
+with "mlang" as multiLang01. Ids that start with "stale" behave as multiLang01 too, and their caption URLs carry a
+generation (gen=N): POST /__renew?v=ID starts a new one, and timedtext answers 404 to the URLs of older ones, as the
+platform refuses caption URLs past their expire.
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
 
 With --captures DIR (the youtube-transcript-api folder of ../shared/fixtures), four more ids serve the real
@@ -185,6 +188,8 @@ def track_url(video, lang, kind="", fmt="srv3", po_token=False, client=None, exp
     ]
     if po_token:
         params.append(("exp", exp))
+    if video.startswith("stale"):
+        params.append(("gen", str(CAPTION_GEN.get(video, 0))))
     if client:
         params.append(("c", client))
     if kind:
@@ -210,6 +215,8 @@ def caption_track(video, lang, name, kind="", po_token=False, client=None, exp="
 
 
 AUDIO = {}  # itag -> bytes, from --audio-m4a / --audio-webm
+# Videos "stale*": the generation of their caption URLs; POST /__renew?v=ID makes the URLs given so far answer 404.
+CAPTION_GEN = {}
 AUDIO_DURATION_MS = [12480]
 
 
@@ -688,6 +695,11 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         length = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(length) if length else b""
+        if url.path == "/__renew":
+            video = urllib.parse.parse_qs(url.query).get("v", [""])[0]
+            CAPTION_GEN[video] = CAPTION_GEN.get(video, 0) + 1
+            self.send_json(200, {"gen": CAPTION_GEN[video]})
+            return
         if url.path == "/__reset":
             STATS.reset()
             RATIONS.reset()
@@ -765,7 +777,7 @@ class Handler(BaseHTTPRequestHandler):
         elif video == "capSrv3xxx1":
             self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English (auto-generated)",
                                                                         "asr")]))
-        elif video == "multiLang01":
+        elif video == "multiLang01" or video.startswith(("mlang", "stale")):
             tracks = [caption_track(video, "en", "English"),
                       caption_track(video, "en", "English (auto-generated)", "asr"),
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
@@ -890,6 +902,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, "", "text/plain; charset=UTF-8")
             else:
                 self.send(429, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+            return
+        if video.startswith("stale") and query.get("gen", [""])[0] != str(CAPTION_GEN.get(video, 0)):
+            self.send(404, "", "text/html; charset=UTF-8")
             return
         if video == "redirOkxxx1" and "moved" not in query:
             self.redirect(PLATFORM + "/api/timedtext?moved=1&" + urllib.parse.urlencode(query, doseq=True))

@@ -111,9 +111,9 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
-               translate=""):
+               translate="", player=b""):
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
-            _str(video_id) + _str(lang) + _str(translate) + _str(request_id))
+            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + struct.pack(">I", len(player)) + player)
 
 
 def _strings(msg, off, count):
@@ -140,19 +140,23 @@ def decode_result(msg, last=False):
         (n,) = struct.unpack(">H", msg[off + 2:off + 4])
         attempts.append((proxy, result, msg[off + 4:off + 4 + n].decode()))
         off += 4 + n
-    cache_ms, retry_after_s, body_len = struct.unpack(">III", msg[off:off + 12])
-    body = msg[off + 12:]
+    cache_ms, retry_after_s, player_ttl_ms, player_len = struct.unpack(">IIII", msg[off:off + 16])
+    player = msg[off + 16:off + 16 + player_len]
+    off += 16 + player_len
+    (body_len,) = struct.unpack(">I", msg[off:off + 4])
+    body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "cache_ms": cache_ms,
-            "retry_after_s": retry_after_s, "body": body}
+            "retry_after_s": retry_after_s, "player_ttl_ms": player_ttl_ms, "player": player, "body": body}
 
 
 def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5,
                   retry_after_s=0):
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
-            _str(lang) + _str(detail) + bytes([reason, 0]) + struct.pack(">III", 0, retry_after_s, len(body)) + body)
+            _str(lang) + _str(detail) + bytes([reason, 0]) + struct.pack(">IIIII", 0, retry_after_s, 0, 0, len(body)) +
+            body)
 
 
 def decode_job(msg):
@@ -160,9 +164,11 @@ def decode_job(msg):
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
     job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
     fields, off = _strings(msg, 17, 4)
-    assert off == len(msg), "trailing bytes after the job"
+    (player_len,) = struct.unpack(">I", msg[off:off + 4])
+    player = msg[off + 4:off + 4 + player_len]
+    assert off + 4 + player_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "translate": fields[2], "request_id": fields[3]}
+            "translate": fields[2], "request_id": fields[3], "player": player}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])

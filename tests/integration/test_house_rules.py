@@ -187,13 +187,13 @@ def _unit_program(tmp_path, name, ci):
 
 
 def test_a_unit_test_skip_is_counted_and_fails_under_ci(tmp_path):
-    """test_conformance without the captures: its eight cases skip; under CI=true they fail and the program exits 8."""
+    """test_conformance without the captures: its nine cases skip; under CI=true they fail and the program exits 9."""
     why = "test_conformance.c: VTS_SHARED_FIXTURES is not a directory: no conformance with real captures"
     r, skips = _unit_program(tmp_path, "test_conformance", ci=False)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert skips == [why] * 8
-    assert "[  SKIPPED ] 8 test(s)" in r.stdout + r.stderr
+    assert skips == [why] * 9
+    assert "[  SKIPPED ] 9 test(s)" in r.stdout + r.stderr
     r, skips = _unit_program(tmp_path, "test_conformance", ci=True)
-    assert r.returncode == 8, r.stdout + r.stderr
-    assert skips == [why] * 8
+    assert r.returncode == 9, r.stdout + r.stderr
+    assert skips == [why] * 9
     assert "skipped under CI=true, which makes a skip a failure" in r.stdout + r.stderr

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <yajl/yajl_tree.h>
 
+#include "common/buf.h"
 #include "fetcher/captions/captions.h"
 #include "fetcher/platform/player.h"
 #include "testdata.h"
@@ -518,6 +519,56 @@ static void test_exp_lists_naming_xpe_mark_po_token_tracks(void **state) {
   free(text);
 }
 
+/* The summary of a player reply reads back as the same reply, for every playable capture. */
+static void test_a_player_summary_reads_back_as_its_reply(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  for (size_t i = 0; i < sizeof(players) / sizeof(players[0]); i++) {
+    const struct expect *e = &players[i];
+    if (e->play != PLAY_OK) continue;
+    size_t len = 0;
+    char *body = read_fixture(root, e->dir, e->file, &len);
+    if (!body) fail_msg("%s is missing", e->file);
+    struct player_info a, b;
+    assert_int_equal(player_parse(body, len, &a), 0);
+    struct buf sum = BUF_INIT;
+    if (player_summary_json(&a, "zzSummary01", &sum) != 0) fail_msg("%s: no summary", e->file);
+    char *copy = testdata_exact(sum.data, sum.len);
+    if (player_parse(copy, sum.len, &b) != 0) fail_msg("%s: summary not a player reply", e->file);
+    assert_int_equal(b.playability, PLAY_OK);
+    assert_true(player_is_for(&b, "zzSummary01"));
+    if (b.ntracks != a.ntracks || b.default_track != a.default_track || b.ntranslations != a.ntranslations)
+      fail_msg("%s: summary has %zu tracks (default %d), %zu translations", e->file, b.ntracks, b.default_track,
+               b.ntranslations);
+    for (size_t t = 0; t < a.ntracks; t++) {
+      assert_string_equal(b.tracks[t].base_url, a.tracks[t].base_url);
+      assert_string_equal(b.tracks[t].lang, a.tracks[t].lang);
+      assert_string_equal(b.tracks[t].name, a.tracks[t].name);
+      assert_int_equal(b.tracks[t].is_asr, a.tracks[t].is_asr);
+      assert_int_equal(b.tracks[t].translatable, a.tracks[t].translatable);
+      assert_int_equal(b.tracks[t].po_token, a.tracks[t].po_token);
+    }
+    for (size_t t = 0; t < a.ntranslations; t++) {
+      assert_string_equal(b.translations[t].lang, a.translations[t].lang);
+      assert_string_equal(b.translations[t].name, a.translations[t].name);
+    }
+    assert_int_equal(player_choose_track(&b, "en"), e->choice_en);
+    assert_int_equal(player_choose_track(&b, ""), e->choice_any);
+    assert_int_equal(b.naudio, 0); /* no audio: a speech job asks the platform */
+    /* The captured caption URLs expire (a unix time of the capture's day); without tracks nothing says when. */
+    int64_t expire = player_tracks_expire_s(&a);
+    if (a.ntracks > 0 && (expire < 1500000000 || expire > 2500000000))
+      fail_msg("%s: expire %lld", e->file, (long long)expire);
+    if (a.ntracks == 0) assert_int_equal(expire, 0);
+    assert_int_equal(player_tracks_expire_s(&b), expire);
+    player_info_free(&a);
+    player_info_free(&b);
+    buf_free(&sum);
+    free(copy);
+    free(body);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_player_replies_parse_to_their_outcomes),
@@ -528,6 +579,7 @@ int main(void) {
       cmocka_unit_test(test_retired_client_reasons_are_client_outdated),
       cmocka_unit_test(test_a_reply_for_another_video_is_not_for_the_one_asked),
       cmocka_unit_test(test_exp_lists_naming_xpe_mark_po_token_tracks),
+      cmocka_unit_test(test_a_player_summary_reads_back_as_its_reply),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

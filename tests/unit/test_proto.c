@@ -3,11 +3,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 #include <errno.h>
 
+#include "common/limits.h"
 #include "proto/proto.h"
 
 static struct proto_job sample_job(void) {
@@ -195,8 +197,8 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   assert_string_equal(d.attempts[1].client, "ANDROID_VR");
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
-  /* body length, retry_after_s, cache_ms, two attempts */
-  size_t reason_at = b.len - 4 - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
+  /* body length, the player summary's length (none) and lifetime, retry_after_s, cache_ms, two attempts */
+  size_t reason_at = b.len - 4 - 4 - 4 - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
@@ -206,6 +208,53 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.reason = PROTO_REASON__COUNT;
   buf_reset(&b);
   assert_int_equal(proto_encode_result(&b, &r), -EINVAL);
+  buf_free(&b);
+}
+
+/* A player summary travels with a result (fetcher -> dispatcher) and a job (dispatcher -> fetcher), bounded. */
+static void test_player_summary_round_trips_in_a_job_and_a_result(void **state) {
+  (void)state;
+  static const char summary[] = "{\"playabilityStatus\":{\"status\":\"OK\"}}";
+  struct proto_job job = sample_job(), jout;
+  job.player = summary;
+  job.player_len = sizeof(summary) - 1;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &job), 0);
+  assert_int_equal(proto_decode_job(b.data, b.len, &jout), 0);
+  assert_int_equal(jout.player_len, sizeof(summary) - 1);
+  assert_memory_equal(jout.player, summary, sizeof(summary) - 1);
+  assert_string_equal(jout.request_id, job.request_id);
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_job(b.data, n, &jout), -EPROTO);
+
+  struct proto_result res, rout;
+  memset(&res, 0, sizeof(res));
+  res.outcome = PROTO_OK;
+  res.body = "{}";
+  res.body_len = 2;
+  res.player = summary;
+  res.player_len = sizeof(summary) - 1;
+  res.player_ttl_ms = 1800000;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_result(&b, &res), 0);
+  assert_int_equal(proto_decode_result(b.data, b.len, &rout), 0);
+  assert_int_equal(rout.player_ttl_ms, 1800000);
+  assert_int_equal(rout.player_len, sizeof(summary) - 1);
+  assert_memory_equal(rout.player, summary, sizeof(summary) - 1);
+  assert_int_equal(rout.body_len, 2);
+  assert_memory_equal(rout.body, "{}", 2);
+
+  /* Past the bound, neither is encoded. */
+  char *big = calloc(1, VTS_MAX_PLAYER_SUMMARY_BYTES + 1);
+  assert_non_null(big);
+  res.player = big;
+  res.player_len = VTS_MAX_PLAYER_SUMMARY_BYTES + 1;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_result(&b, &res), -EINVAL);
+  job.player = big;
+  job.player_len = VTS_MAX_PLAYER_SUMMARY_BYTES + 1;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_job(&b, &job), -EINVAL);
+  free(big);
   buf_free(&b);
 }
 
@@ -279,6 +328,7 @@ int main(void) {
       cmocka_unit_test(test_decline_carries_its_job_id_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
+      cmocka_unit_test(test_player_summary_round_trips_in_a_job_and_a_result),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
       cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),
       cmocka_unit_test(test_ok_result_without_body_is_rejected),
