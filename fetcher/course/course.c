@@ -401,9 +401,12 @@ static enum verdict reuse_summary(struct flow *f, struct course_result *res) {
   f->reusing = 1;
   v = playable_step(f, &pi, ua.data, res);
   f->reusing = 0;
-  /* Only what decides the job stands; a refusal of this summary is asked again of the platform. */
-  if (v != V_DONE && v != V_STOP) v = V_REFUSED;
-  if (f->stale || v == V_REFUSED) {
+  /* Only what decides the job stands; anything else is asked again of the platform, a block on another egress. */
+  if (v == V_BLOCKED && !f->stale) {
+    upstream_egress_report(f->it->up, 1);
+    upstream_next_egress(f->it->up);
+  }
+  if (f->stale || (v != V_DONE && v != V_STOP)) {
     v = V_REFUSED;
     buf_reset(&res->body);
   }
