@@ -767,15 +767,13 @@ int player_summary_json(const struct player_info *pi, const char *video_id, stru
     if (rv == 0) rv = buf_puts(out, ",\"name\":{");
     if (rv == 0) rv = put_member(out, 1, "simpleText", t->name);
     if (rv == 0) rv = buf_puts(out, "}");
-    if (rv == 0 && t->is_asr) rv = put_member(out, 0, "kind", "asr");
+    if (rv == 0) rv = put_member(out, 0, "kind", t->is_asr ? "asr" : "");
     if (rv == 0) rv = buf_printf(out, ",\"isTranslatable\":%s}", t->translatable ? "true" : "false");
   }
-  /* The default track as the platform names it: through the default audio track. */
-  if (rv == 0 && pi->default_track >= 0)
+  /* The default track as the platform names it: through the default audio track (-1, none, is read as absent). */
+  if (rv == 0)
     rv = buf_printf(out, "],\"audioTracks\":[{\"defaultCaptionTrackIndex\":%d}],\"defaultAudioTrackIndex\":0",
                     pi->default_track);
-  else if (rv == 0)
-    rv = buf_puts(out, "]");
   if (rv == 0) rv = buf_puts(out, ",\"translationLanguages\":[");
   for (size_t i = 0; rv == 0 && i < pi->ntranslations; i++) {
     rv = buf_puts(out, i > 0 ? ",{" : "{");

@@ -297,8 +297,16 @@ static void job_answer(struct core *c, struct job *j, const struct proto_result 
  */
 #define CORE_PLAYER_KEY "*player"
 
-static void keep_player(struct core *c, const char *video_id, const struct proto_result *res) {
+static void keep_player(struct core *c, const struct job *j, const struct proto_result *res) {
   if (res->player_len == 0 || res->player_ttl_ms == 0) return;
+  /* Checked as every result is: what goes to other fetchers must be a summary. */
+  const char *why = NULL;
+  if (bodycheck_player(res->player, res->player_len, &why) != 0) {
+    log_msg(LOG_WARN, "fetcher player summary refused: not a summary", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "video_id", j->pj.video_id, "why", why, "=bytes", NUM(res->player_len), NULL);
+    return;
+  }
+  const char *video_id = j->pj.video_id;
   struct proto_result p = {.outcome = PROTO_OK, .body = res->player, .body_len = res->player_len};
   uint64_t ttl = 0;
   (void)cache_put(c->cache, video_id, CORE_PLAYER_KEY, &p, res->player_ttl_ms, &ttl);
@@ -311,7 +319,7 @@ static void keep_player(struct core *c, const char *video_id, const struct proto
 static void job_finish(struct core *c, struct job *j, const struct proto_result *in) {
   struct proto_result res = *in;
   res.job_id = j->id;
-  keep_player(c, j->pj.video_id, &res);
+  keep_player(c, j, &res);
   /* Workers are not told of it. */
   res.player = NULL;
   res.player_len = 0;

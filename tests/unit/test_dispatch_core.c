@@ -36,7 +36,7 @@ struct rec {
   char video[12];
   uint64_t ttl_ms; /* A_CLAIM, A_PUT */
   uint32_t deadline_ms;
-  char player[128]; /* A_JOB: the player summary handed with it; A_ANSWER: one a worker was sent (never) */
+  char player[512]; /* A_JOB: the player summary handed with it; A_ANSWER: one a worker was sent (never) */
   uint32_t player_len;
 };
 
@@ -564,7 +564,10 @@ static void test_redis_faults_never_hold_a_job_back(void **state) {
 static void test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime(void **state) {
   struct fx *f = *state;
   start(f, false);
-  static const char summary[] = "{\"playabilityStatus\":{\"status\":\"OK\"}}";
+  static const char summary[] =
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"vidAAAAAAA1\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[{\"defaultCaptionTrackIndex\":-1}],"
+      "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}";
   struct proto_job a = request("vidAAAAAAA1");
   core_request(f->core, T0, &f->w[0], &a);
   ready(f, T0, 7, 1);
@@ -608,6 +611,26 @@ static void test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_li
   assert_int_equal(r->player_len, 0);
   res = result(r->job_id, PROTO_OK, BODY_OK);
   deliver(f, T0 + 500, 7, 5, &res);
+  next(f, A_ANSWER);
+
+  /* A summary that is not one is never kept nor handed on. */
+  struct proto_job e = request("vidCCCCCCC3");
+  core_request(f->core, T0 + 600, &f->w[2], &e);
+  core_tick(f->core, T0 + 600, 1000);
+  r = next(f, A_JOB);
+  res = result(r->job_id, PROTO_OK, BODY_OK);
+  res.player = "{\"playabilityStatus\":{\"status\":\"OK\"}}";
+  res.player_len = (uint32_t)strlen(res.player);
+  res.player_ttl_ms = 2000;
+  deliver(f, T0 + 700, 7, 6, &res);
+  next(f, A_ANSWER);
+  snprintf(e.lang, sizeof(e.lang), "fr");
+  core_request(f->core, T0 + 800, &f->w[2], &e);
+  core_tick(f->core, T0 + 800, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->player_len, 0);
+  res = result(r->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 900, 7, 7, &res);
   next(f, A_ANSWER);
 
   /* Past the lifetime the fetcher gave it (2 s from T0 + 100): the next job asks the platform again. */
