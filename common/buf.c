@@ -31,7 +31,7 @@ int buf_append(struct buf *b, const void *data, size_t len) {
 
 int buf_puts(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
 
-int buf_vprintf(struct buf *b, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static int vprintf_append(struct buf *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap2);
@@ -47,7 +47,7 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap) {
 int buf_printf(struct buf *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int rv = buf_vprintf(b, fmt, ap);
+  int rv = vprintf_append(b, fmt, ap);
   va_end(ap);
   return rv;
 }

@@ -22,7 +22,6 @@ int buf_append(struct buf *b, const void *data, size_t len);
 int buf_puts(struct buf *b, const char *s);
 /* Appends printf-style text. */
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Appends s (len bytes) as the inside of a JSON string: quotes, backslashes and control characters escaped. */
 int buf_json_escape(struct buf *b, const char *s, size_t len);
 /* Empties the buffer, keeping its memory. */

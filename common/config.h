@@ -41,6 +41,9 @@ struct vts_config {
   char client_profiles[CONFIG_STR_MAX];        /* VTS_CLIENT_PROFILES, a JSON file path, empty when unset */
   int64_t upstream_attempts;                   /* VTS_UPSTREAM_ATTEMPTS: egress attempts of a blocked job */
   int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
+  int64_t egress_rate;                         /* VTS_EGRESS_RATE: platform requests an hour per egress, 0 unpaced */
+  int64_t egress_burst;                        /* VTS_EGRESS_BURST: of those, how many at once */
+  bool egress_decline;                         /* VTS_EGRESS_DECLINE: give a job back when every budget is spent */
   bool speech_fallback;                        /* VTS_SPEECH_FALLBACK */
   char speech_engine[32];                      /* VTS_SPEECH_ENGINE: pocketsphinx | openai */
   char speech_url[CONFIG_STR_MAX];             /* VTS_SPEECH_URL */

@@ -53,6 +53,7 @@
 #define VTS_UPSTREAM_MAX_PROXIES 16                            /* entries of VTS_UPSTREAM_PROXY: more stops the start */
 #define VTS_PROXY_BLOCKS_TO_REST 2         /* blocks in a row that send a proxy to rest (VTS_PROXY_REST_MS, doubling) */
 #define VTS_PROXY_REST_MAX_FACTOR 16       /* a proxy's rest doubles up to this many times VTS_PROXY_REST_MS */
+#define VTS_EGRESS_MAX_DECLINES 3          /* budget declines of a job (VTS_EGRESS_DECLINE); then it is a 502 */
 #define VTS_INNERTUBE_MAX_CLIENTS 8        /* entries of VTS_INNERTUBE_CLIENTS: more stops the start */
 #define VTS_FETCHER_WATCHDOG_GRACE_MS 2000 /* past the job deadline plus this the process is killed: 500 */
 #define VTS_FETCHER_CPU_GRACE_S 30         /* CPU seconds a job may use beyond 2x its deadline: killed, 500 */

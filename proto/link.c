@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 
 bool link_url_tls(const char *url) { return strncmp(url, "tls+tcp://", 10) == 0; }
 
@@ -57,12 +58,7 @@ static bool numeric_host(const char *host) {
 
 bool link_url_loopback(const char *url) {
   char host[256];
-  if (url_host(url, host, sizeof(host)) != 0) return false;
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
-  return strcmp(host, "localhost") == 0;
+  return url_host(url, host, sizeof(host)) == 0 && netaddr_is_loopback(host);
 }
 
 /* The three files and the variables that name them, in the order a message names them. */

@@ -7,6 +7,11 @@
 #include "common/ident.h"
 #include "common/limits.h"
 
+#define OUTCOME_VALUE_CHECK_(id, value, status, kind) \
+  _Static_assert((value) >= 1 && (value) <= PROTO_NOUTCOMES, "outcome " #id ": wire values are 1 to the row count");
+PROTO_OUTCOMES(OUTCOME_VALUE_CHECK_)
+#undef OUTCOME_VALUE_CHECK_
+
 struct reader {
   const unsigned char *p;
   size_t left;
@@ -94,13 +99,17 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->lang, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->translate, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
+  if (rv == 0) rv = put_u8(out, job->declines);
   if (rv == 0) rv = put_blob(out, job->player, job->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
   return rv;
 }
 
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
-  if (res->outcome < PROTO_OK || res->outcome > PROTO_NO_CAPTIONS || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
+  if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
+  if (res->negress > PROTO_MAX_EGRESS) return -EINVAL;
+  for (uint8_t i = 0; i < res->negress; i++)
+    if (res->egress[i].egress >= PROTO_MAX_EGRESS) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
   int rv = put_header(out, type);
   if (rv == 0) rv = put_be(out, res->job_id, 8);
@@ -115,6 +124,13 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
     rv = put_u8(out, res->attempts[i].proxy);
     if (rv == 0) rv = put_u8(out, res->attempts[i].result);
     if (rv == 0) rv = put_str(out, res->attempts[i].client, PROTO_MAX_CLIENT_NAME);
+  }
+  if (rv == 0) rv = put_u8(out, res->negress);
+  for (uint8_t i = 0; rv == 0 && i < res->negress; i++) {
+    rv = put_u8(out, res->egress[i].egress);
+    if (rv == 0) rv = put_be(out, res->egress[i].left, 4);
+    if (rv == 0) rv = put_be(out, res->egress[i].waits, 4);
+    if (rv == 0) rv = put_be(out, res->egress[i].declines, 4);
   }
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
   if (rv == 0) rv = put_be(out, res->retry_after_s, 4);
@@ -135,15 +151,20 @@ int proto_encode_result_last(struct buf *out, const struct proto_result *res) {
 
 int proto_encode_ready(struct buf *out) { return put_header(out, PROTO_READY); }
 
-int proto_encode_decline(struct buf *out, uint64_t job_id) {
+int proto_encode_decline(struct buf *out, uint64_t job_id, uint8_t why) {
+  if (why > PROTO_DECLINE_BUDGET) return -EINVAL;
   int rv = put_header(out, PROTO_DECLINE);
-  return rv ? rv : put_be(out, job_id, 8);
+  if (rv == 0) rv = put_be(out, job_id, 8);
+  return rv ? rv : put_u8(out, why);
 }
 
-int proto_decode_decline(const void *data, size_t len, uint64_t *job_id) {
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t *why) {
   struct reader r;
+  uint64_t v;
   if (open_reader(&r, data, len, PROTO_DECLINE, PROTO_DECLINE) != 0) return -EPROTO;
-  if (get_be(&r, 8, job_id) != 0 || r.left != 0) return -EPROTO;
+  if (get_be(&r, 8, job_id) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_DECLINE_BUDGET || r.left != 0) return -EPROTO;
+  *why = (uint8_t)v;
   return 0;
 }
 
@@ -172,6 +193,8 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
   if (get_str(&r, job->translate, sizeof(job->translate)) != 0) return -EPROTO;
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  job->declines = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &job->player, &job->player_len) != 0) return -EPROTO;
   return r.left == 0 ? 0 : -EPROTO;
 }
@@ -183,7 +206,7 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   if (open_reader(&r, data, len, PROTO_RESULT, PROTO_RESULT_LAST) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   res->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || v < PROTO_OK || v > PROTO_NO_CAPTIONS) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < 1 || v > PROTO_NOUTCOMES) return -EPROTO;
   res->outcome = (uint8_t)v;
   if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_SPEECH) return -EPROTO;
   res->source = (uint8_t)v;
@@ -202,6 +225,19 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
     if (get_be(&r, 1, &v) != 0 || v > PROTO_ATTEMPT_FAILED) return -EPROTO;
     a->result = (uint8_t)v;
     if (get_str(&r, a->client, sizeof(a->client)) != 0) return -EPROTO;
+  }
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_MAX_EGRESS) return -EPROTO;
+  res->negress = (uint8_t)v;
+  for (uint8_t i = 0; i < res->negress; i++) {
+    struct proto_egress *e = &res->egress[i];
+    if (get_be(&r, 1, &v) != 0 || v >= PROTO_MAX_EGRESS) return -EPROTO;
+    e->egress = (uint8_t)v;
+    if (get_be(&r, 4, &v) != 0) return -EPROTO;
+    e->left = (uint32_t)v;
+    if (get_be(&r, 4, &v) != 0) return -EPROTO;
+    e->waits = (uint32_t)v;
+    if (get_be(&r, 4, &v) != 0) return -EPROTO;
+    e->declines = (uint32_t)v;
   }
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->cache_ms = (uint32_t)v;
@@ -237,23 +273,21 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
 
 int proto_outcome_status(uint8_t outcome) {
   switch (outcome) {
-    case PROTO_OK:
-      return 200;
-    case PROTO_NOT_AVAILABLE:
-    case PROTO_NO_CAPTIONS:
-      return 404;
-    case PROTO_UPSTREAM_FAILED:
-      return 502;
+#define PROTO_OUTCOME_STATUS_(id, value, status, kind) \
+  case PROTO_##id:                                     \
+    return status;
+    PROTO_OUTCOMES(PROTO_OUTCOME_STATUS_)
+#undef PROTO_OUTCOME_STATUS_
     default:
       return 500;
   }
 }
 
 static const char *const reason_names[PROTO_REASON__COUNT] = {
-    "none",      "no_captions", "not_playable",    "http_429",    "recaptcha",
-    "bot_check", "http_5xx",    "http_other",      "timeout",     "consent",
-    "po_token",  "malformed",   "network",         "refused",     "speech",
-    "internal",  "rationed",    "client_outdated", "wrong_video", "translation_throttled"};
+#define PROTO_REASON_NAME_(id, name, kind) [PROTO_REASON_##id] = name,
+    PROTO_REASONS(PROTO_REASON_NAME_)
+#undef PROTO_REASON_NAME_
+};
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";

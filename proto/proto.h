@@ -18,11 +18,12 @@
 
 /*
  * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
- * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries the seconds
- * after which the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
+ * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries its
+ * fetcher's egress budgets, a DECLINE why it was sent, a job its declines; 5: a result carries the seconds after which
+ * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
  * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video).
  */
-#define PROTO_VERSION 4
+#define PROTO_VERSION 5
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -41,7 +42,9 @@ enum proto_type {
    * fetcher -> dispatcher: "busy: job_id given back, not run". A fetcher serving several dispatchers offers itself to
    * each; a job that reaches it while it runs another goes straight back this way. The dispatcher puts the job first
    * in line for another idle fetcher (it is no failure) and answers at once with a READY; it gives this fetcher
-   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64.
+   * nothing more until the fetcher says READY (or RESULT) again. Fields: job_id u64, why u8 (enum
+   * proto_decline_why): a job given back because every egress of that fetcher spent its budget counts in the job's
+   * declines.
    */
   PROTO_DECLINE = 5,
 };
@@ -52,14 +55,30 @@ enum proto_type {
  */
 enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3 };
 
-/* What happened to a job; the gateway maps it to the HTTP status of ARCHITECTURE.md "Outcomes". */
-enum proto_outcome {
-  PROTO_OK = 1,              /* 200, body is the final public JSON */
-  PROTO_NOT_AVAILABLE = 2,   /* 404 transcript_not_available */
-  PROTO_UPSTREAM_FAILED = 3, /* 502 upstream_transcript_failed */
-  PROTO_INTERNAL = 4,        /* 500 transcript_fetch_failed */
-  PROTO_NO_CAPTIONS = 5,     /* fetcher -> dispatcher only: playable but no captions; speech may follow, else 404 */
-};
+/*
+ * What happened to a job, one row each: X(id, wire value, HTTP status, metric kind). The gateway answers the status
+ * (ARCHITECTURE.md "Outcomes"); vts_upstream_outcomes_total counts the job under the metric kind, the row's suffix of
+ * enum metrics_upstream, or under its reason's kind (BY_REASON).
+ *   OK               200, body is the final public JSON
+ *   NOT_AVAILABLE    404 transcript_not_available
+ *   UPSTREAM_FAILED  502 upstream_transcript_failed
+ *   INTERNAL         500 transcript_fetch_failed
+ *   NO_CAPTIONS      fetcher -> dispatcher only: playable but no captions; speech may follow, else 404
+ */
+#define PROTO_OUTCOMES(X)                 \
+  X(OK, 1, 200, OK)                       \
+  X(NOT_AVAILABLE, 2, 404, NOT_AVAILABLE) \
+  X(UPSTREAM_FAILED, 3, 502, BY_REASON)   \
+  X(INTERNAL, 4, 500, INTERNAL)           \
+  X(NO_CAPTIONS, 5, 404, NO_CAPTIONS)
+
+#define PROTO_OUTCOME_ENUM_(id, value, status, kind) PROTO_##id = value,
+enum proto_outcome { PROTO_OUTCOMES(PROTO_OUTCOME_ENUM_) };
+#undef PROTO_OUTCOME_ENUM_
+/* The outcomes' wire values are 1 to PROTO_NOUTCOMES (proto.c checks it at compile time). */
+#define PROTO_OUTCOME_ONE_(id, value, status, kind) +1
+enum { PROTO_NOUTCOMES = 0 PROTO_OUTCOMES(PROTO_OUTCOME_ONE_) };
+#undef PROTO_OUTCOME_ONE_
 
 enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOURCE_SPEECH = 2 };
 
@@ -67,33 +86,60 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
  * Why a job ended as it did: set where the failure happens (the transport, the player step, the caption step) and
  * carried unchanged to the result, the metrics (vts_upstream_outcomes_total) and the logs. Nothing decides on the
  * detail string, which is for people.
+ *
+ * X(id, name, metric kind), one row per reason (PROTO_REASON_<id>): name is its stable name in logs, metric kind the
+ * suffix of enum metrics_upstream it is counted under when its outcome counts by reason. A reason's number goes on
+ * the wire: a new reason is a new row at the end.
  */
-enum proto_reason {
-  PROTO_REASON_NONE = 0,     /* success, or a failure of the gateway's own (queue, deadline) */
-  PROTO_REASON_NO_CAPTIONS,  /* playable, no caption track */
-  PROTO_REASON_NOT_PLAYABLE, /* every client agrees: private, removed, age-restricted, unplayable, offline */
-  PROTO_REASON_HTTP_429,     /* 429 from the platform: a block of our address */
-  PROTO_REASON_RECAPTCHA,    /* the "unusual traffic" page: a block */
-  PROTO_REASON_BOT_CHECK,    /* "confirm you're not a bot": a block */
-  PROTO_REASON_HTTP_5XX,     /* the platform failed */
-  PROTO_REASON_HTTP_OTHER,   /* another unexpected status (403 on a caption URL, 404...) */
-  PROTO_REASON_TIMEOUT,      /* the job's deadline passed in a transfer */
-  PROTO_REASON_CONSENT,      /* a consent wall we could not answer */
-  PROTO_REASON_PO_TOKEN,     /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */
-  PROTO_REASON_MALFORMED,    /* a reply not in the platform's shape: unparsable, truncated, too large, empty */
-  PROTO_REASON_NETWORK,      /* DNS, connect, TLS or proxy failure: nothing reached the platform */
-  PROTO_REASON_REFUSED,      /* a URL or redirect off the allowed hosts */
-  PROTO_REASON_SPEECH,       /* the speech pipeline failed (audio, decoding, recogniser) */
-  PROTO_REASON_INTERNAL,     /* out of memory, a result too large, a bad job */
-  PROTO_REASON_RATIONED, /* the platform's ration of our address ("content isn't available, try again later"): a block
-                          */
-  PROTO_REASON_CLIENT_OUTDATED,       /* the client profile is retired ("Watch on the latest version"): next client */
-  PROTO_REASON_WRONG_VIDEO,           /* the player answered for another video: a block, the reply unused */
-  PROTO_REASON_TRANSLATION_THROTTLED, /* 429 or an empty body on a translated (tlang) caption track */
-  PROTO_REASON__COUNT
-};
+#define PROTO_REASONS(X)                                                             \
+  /* success, or a failure of the gateway's own (queue, deadline) */                 \
+  X(NONE, "none", OTHER)                                                             \
+  /* playable, no caption track */                                                   \
+  X(NO_CAPTIONS, "no_captions", NO_CAPTIONS)                                         \
+  /* every client agrees: private, removed, age-restricted, unplayable, offline */   \
+  X(NOT_PLAYABLE, "not_playable", OTHER)                                             \
+  /* 429 from the platform: a block of our address */                                \
+  X(HTTP_429, "http_429", HTTP_429)                                                  \
+  /* the "unusual traffic" page: a block */                                          \
+  X(RECAPTCHA, "recaptcha", RECAPTCHA)                                               \
+  /* "confirm you're not a bot": a block */                                          \
+  X(BOT_CHECK, "bot_check", BOT_CHECK)                                               \
+  /* the platform failed */                                                          \
+  X(HTTP_5XX, "http_5xx", HTTP_5XX)                                                  \
+  /* another unexpected status (403 on a caption URL, 404...) */                     \
+  X(HTTP_OTHER, "http_other", OTHER)                                                 \
+  /* the job's deadline passed in a transfer */                                      \
+  X(TIMEOUT, "timeout", TIMEOUT)                                                     \
+  /* a consent wall we could not answer */                                           \
+  X(CONSENT, "consent", CONSENT)                                                     \
+  /* every track wanted a proof-of-origin token (exp=xpe / exp=xpv) */               \
+  X(PO_TOKEN, "po_token", PO_TOKEN)                                                  \
+  /* a reply not in the platform's shape: unparsable, truncated, too large, empty */ \
+  X(MALFORMED, "malformed", MALFORMED)                                               \
+  /* DNS, connect, TLS or proxy failure: nothing reached the platform */             \
+  X(NETWORK, "network", NETWORK)                                                     \
+  /* a URL or redirect off the allowed hosts */                                      \
+  X(REFUSED, "refused", OTHER)                                                       \
+  /* the speech pipeline failed (audio, decoding, recogniser) */                     \
+  X(SPEECH, "speech", OTHER)                                                         \
+  /* out of memory, a result too large, a bad job */                                 \
+  X(INTERNAL, "internal", INTERNAL)                                                  \
+  /* no egress had a unit of its budget (VTS_EGRESS_RATE) in time */                 \
+  X(BUDGET, "egress_budget", EGRESS_BUDGET)                                          \
+  /* the platform's ration of our address ("try again later"): a block */            \
+  X(RATIONED, "rationed", RATIONED)                                                  \
+  /* a retired client profile ("Watch on the latest version"): next client */        \
+  X(CLIENT_OUTDATED, "client_outdated", CLIENT_OUTDATED)                             \
+  /* the player answered for another video: a block, the reply unused */             \
+  X(WRONG_VIDEO, "wrong_video", WRONG_VIDEO)                                         \
+  /* 429 or an empty body on a translated (tlang) caption track */                   \
+  X(TRANSLATION_THROTTLED, "translation_throttled", TRANSLATION_THROTTLED)
 
-/* A short stable name of a reason ("http_429", "network"), for logs and metric labels. */
+#define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
+enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
+#undef PROTO_REASON_ENUM_
+
+/* A short stable name of a reason ("http_429", "network"), for logs. */
 const char *proto_reason_name(uint8_t reason);
 
 #define PROTO_MAX_ATTEMPTS 16    /* attempt records a result carries; later attempts go unrecorded */
@@ -108,6 +154,21 @@ struct proto_attempt {
   char client[PROTO_MAX_CLIENT_NAME + 1]; /* the client profile's name */
 };
 
+/*
+ * The budget of one egress of the fetcher that sent a result (fetcher/egress/pace.h), for the per-egress gauges and
+ * counters: what it holds now, and what this process waited for or declined since its previous result.
+ */
+#define PROTO_MAX_EGRESS (VTS_UPSTREAM_MAX_PROXIES + 1) /* the direct route and every proxy */
+struct proto_egress {
+  uint8_t egress;    /* 0: the direct route; n: entry n (1-based) of VTS_UPSTREAM_PROXY */
+  uint32_t left;     /* whole requests its budget holds */
+  uint32_t waits;    /* requests that waited for a unit of it */
+  uint32_t declines; /* jobs given back to a dispatcher for want of it */
+};
+
+/* Why a fetcher gave a job back. */
+enum proto_decline_why { PROTO_DECLINE_BUSY = 0, PROTO_DECLINE_BUDGET = 1 };
+
 struct proto_job {
   uint64_t job_id;                           /* assigned by the dispatcher; 0 in a worker's request */
   uint8_t kind;                              /* enum proto_kind */
@@ -116,6 +177,7 @@ struct proto_job {
   char lang[PROTO_MAX_LANG + 1];             /* requested language, "" for none */
   char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
+  uint8_t declines; /* times fetchers gave it back for want of budget (dispatcher -> fetcher) */
   /*
    * Dispatcher -> fetcher: what a fetcher learnt of the video's player reply lately (a player summary, see
    * proto_result), to use instead of a player request; NULL/0 for none. Borrowed, like a result's body.
@@ -134,6 +196,8 @@ struct proto_result {
   uint8_t reason;                /* enum proto_reason: what metrics count */
   uint8_t nattempts;
   struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
+  uint8_t negress; /* fetcher -> dispatcher: the paced egresses of its process, 0 when none is paced */
+  struct proto_egress egress[PROTO_MAX_EGRESS];
   /*
    * Dispatcher -> worker: how long the answer may still be kept, in ms (0: do not keep). A worker keeps a hot answer
    * in its own cache no longer than the shared entry lives. A fetcher sends 0; the dispatcher ignores what it sends.
@@ -141,7 +205,8 @@ struct proto_result {
   uint32_t cache_ms;
   /*
    * Seconds after which the platform may serve this job's like again (the HTTP Retry-After of a 502), 0 for none: set
-   * by a fetcher when every egress it could use rests, or translations do; carried unchanged to the worker.
+   * by a fetcher when every egress it could use rests, or translations do, or no egress had a unit of its budget in
+   * time; carried unchanged to the worker.
    */
   uint32_t retry_after_s;
   /*
@@ -164,8 +229,8 @@ int proto_encode_result(struct buf *out, const struct proto_result *res);
 int proto_encode_result_last(struct buf *out, const struct proto_result *res);
 /* Appends an encoded READY. */
 int proto_encode_ready(struct buf *out);
-/* Appends an encoded DECLINE of job_id. */
-int proto_encode_decline(struct buf *out, uint64_t job_id);
+/* Appends an encoded DECLINE of job_id, for why (enum proto_decline_why). Returns 0, -EINVAL or -ENOMEM. */
+int proto_encode_decline(struct buf *out, uint64_t job_id, uint8_t why);
 
 /* Reads the type of a message after checking magic and version. Returns the type (> 0), or -EPROTO. */
 int proto_peek_type(const void *data, size_t len);
@@ -178,7 +243,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job);
 int proto_decode_result(const void *data, size_t len, struct proto_result *res);
 
 /* Decodes a DECLINE. Returns 0, or -EPROTO. */
-int proto_decode_decline(const void *data, size_t len, uint64_t *job_id);
+int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t *why);
 
 /*
  * Longest key proto_job_key writes: a requested language, '>' and a translation language, or the tracks marker.

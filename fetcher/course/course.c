@@ -114,7 +114,8 @@ static void set_result(struct course_result *res, uint8_t outcome, uint8_t reaso
 
 /* The verdict for a failed transfer: out of time or memory ends the job; no connection is the egress's fault. */
 static enum verdict transfer_verdict(int rv) {
-  if (rv == -ETIMEDOUT || rv == -ENOMEM) return V_STOP;
+  /* A spent budget has waited as long as the deadline allows: no other client or proxy would fare better. */
+  if (rv == -ETIMEDOUT || rv == -ENOMEM || rv == -EAGAIN) return V_STOP;
   if (rv == -ENETUNREACH) return V_BLOCKED;
   return V_REFUSED;
 }
@@ -613,7 +614,7 @@ static void run_flow(struct flow *f, struct course_result *res) {
       f->cookie[0] = '\0';
     }
     int blocked = 0; /* the latest verdict on this egress was a block */
-    int can_move = egress + 1 < attempts && upstream_proxy_count(it->up) > (size_t)egress + 1;
+    int can_move = egress + 1 < attempts && upstream_has_next_egress(it->up);
     while (next < it->nclients) {
       const struct client_profile *c = &it->clients[next].profile;
       enum verdict v = try_client(f, c, res);

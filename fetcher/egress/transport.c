@@ -6,6 +6,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/util.h"
 #include "proto/proto.h"
 
@@ -48,14 +49,9 @@ void transport_cleanup(struct transport *t) {
   t->curl = NULL;
 }
 
-int transport_host_is_loopback(const char *host) {
-  return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
-         strcmp(host, "[::1]") == 0;
-}
-
 int transport_scheme_allowed(const char *scheme, const char *host) {
   if (strcmp(scheme, "https") == 0) return 0;
-  if (strcmp(scheme, "http") == 0 && transport_host_is_loopback(host)) return 0;
+  if (strcmp(scheme, "http") == 0 && netaddr_is_loopback(host)) return 0;
   return -EPERM;
 }
 
@@ -108,6 +104,8 @@ uint8_t transport_reason(int err) {
       return PROTO_REASON_REFUSED;
     case -ENOMEM:
       return PROTO_REASON_INTERNAL;
+    case -EAGAIN:
+      return PROTO_REASON_BUDGET;
     default:
       return PROTO_REASON_INTERNAL;
   }
@@ -221,6 +219,8 @@ int transport_perform(struct transport *t, const struct transport_req *req, stru
   curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, req->accept_encoding);
   /* An empty string, not NULL: NULL would let curl take http_proxy from the environment. */
   curl_easy_setopt(c, CURLOPT_PROXY, req->proxy != NULL ? req->proxy : "");
+  curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, req->fresh_connection ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_FORBID_REUSE, req->fresh_connection ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, remaining);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
   curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_bytes);
@@ -264,6 +264,10 @@ int transport_fetch(struct transport *t, const struct transport_req *req, transp
   for (int hops = 0; rv == 0; hops++) {
     out->len = start; /* a redirect's own body is not the answer */
     hop.url = url.data;
+    if (hop.admit != NULL) {
+      rv = hop.admit(hop.admit_ctx);
+      if (rv != 0) break;
+    }
     rv = transport_perform(t, &hop, out, status, reason);
     if (rv != 0 || *status < 300 || *status > 399 || *status == 304) break;
     /* curl resolves a relative Location against the URL it just fetched. */

@@ -38,6 +38,10 @@ struct transport_req {
   size_t max_bytes;            /* body cap in decoded bytes: past it the transfer is aborted */
   const char *request_id;      /* tags the log line, or NULL */
   int operator_url;            /* the URL is the operator's own setting (the speech engine): plain http allowed */
+  int fresh_connection;        /* a new connection, closed after this transfer (a rotating proxy's new address) */
+  /* Called before every hop of transport_fetch (a budget to spend): a negative return ends the fetch with it. */
+  int (*admit)(void *ctx);
+  void *admit_ctx;
 };
 
 /* Creates the handle with the settings every transfer shares. Returns 0, or -ENOMEM. */
@@ -67,7 +71,8 @@ typedef int (*transport_policy)(const void *ctx, const char *url, struct buf *ou
  * at most max_redirects times (301, 302 and 303 turn a POST into a GET, as browsers do; 307 and 308 repeat it). The
  * body of a redirect is dropped. When final_url is given, the URL of the last hop is left in it (reset first).
  * Returns as transport_perform, the policy's error for req->url, -EPERM for a Location the policy refuses and -ELOOP
- * past max_redirects (*reason PROTO_REASON_REFUSED for both).
+ * past max_redirects (*reason PROTO_REASON_REFUSED for both), or req->admit's error (-EAGAIN: *reason
+ * PROTO_REASON_BUDGET).
  */
 int transport_fetch(struct transport *t, const struct transport_req *req, transport_policy policy, const void *ctx,
                     int max_redirects, struct buf *out, long *status, uint8_t *reason, struct buf *final_url);
@@ -82,10 +87,7 @@ const char *transport_header(struct transport *t, const char *name);
 int transport_url_parts(const char *url, char *scheme, size_t scheme_len, char *host, size_t host_len, char *port,
                         size_t port_len);
 
-/* Whether host (lowercased, without brackets) is a loopback name or address. */
-int transport_host_is_loopback(const char *host);
-
-/* The scheme rule of every transfer: https, or http to a loopback host. Returns 0, or -EPERM. */
+/* The scheme rule of every transfer: https, or http to a loopback host (netaddr_is_loopback). Returns 0, or -EPERM. */
 int transport_scheme_allowed(const char *scheme, const char *host);
 
 /* The reason (enum proto_reason) an errno of transport_perform stands for. */

@@ -8,11 +8,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/util.h"
+#include "fetcher/egress/pace.h"
 #include "fetcher/egress/transport.h"
+#include "proto/proto.h"
 
 /* The platform's own hosts. Anything else is refused, whatever a reply or a redirect says. */
 #define PLATFORM_HOST "www.youtube.com"
@@ -41,11 +45,25 @@ struct upstream_health {
 
 static struct upstream_health *shared_health;
 
+/* The direct route (0) and every proxy (1..16): the egresses a budget belongs to, by position. */
+#define UPSTREAM_EGRESSES (VTS_UPSTREAM_MAX_PROXIES + 1)
+
+/* The budgets of every egress, shared like health: one fetcher process (all its children) spends from one bucket. */
+struct upstream_pace {
+  struct pace_bucket bucket[UPSTREAM_EGRESSES];
+};
+
+static struct upstream_pace *shared_pace;
+
 int upstream_health_share(void) {
   void *p = mmap(NULL, sizeof(struct upstream_health), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return -errno;
   memset(p, 0, sizeof(struct upstream_health));
   shared_health = p;
+  p = mmap(NULL, sizeof(struct upstream_pace), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return -errno;
+  memset(p, 0, sizeof(struct upstream_pace));
+  shared_pace = p;
   return 0;
 }
 
@@ -64,9 +82,49 @@ struct upstream {
   const char *job_proxy; /* the proxy of the current job, NULL for none */
   uint64_t deadline_ms;
   const char *request_id;
+  /* Budgets (pace.h), by egress position: the rule of each, and this process's waits and declines not yet reported. */
+  struct upstream_pace *pace; /* shared by a fetcher's children, or this process's own */
+  int own_pace;
+  struct pace_rule rule[UPSTREAM_EGRESSES];
+  int rotating[UPSTREAM_EGRESSES]; /* a rotating proxy: a new connection, and a new address, for every request */
+  uint32_t waits[UPSTREAM_EGRESSES];
+  uint32_t declines[UPSTREAM_EGRESSES];
 };
 
-static int parse_proxies(struct upstream *u, const char *list, char *err, size_t errlen) {
+#define ROTATING_PREFIX "rotating+"
+
+/*
+ * The options after a proxy URL: ";rate=N" (requests an hour, 0 unpaced) and ";burst=N", each at most once. A
+ * rotating proxy without a rate is unpaced; any other proxy takes VTS_EGRESS_RATE and VTS_EGRESS_BURST for what it
+ * does not say. Returns 0, or -EINVAL with err naming the entry (never its value, which may hold credentials).
+ */
+static int parse_proxy_options(struct upstream *u, size_t pos, const char *opts, const struct vts_config *cfg,
+                               char *err, size_t errlen) {
+  int64_t rate = u->rotating[pos] ? 0 : cfg->egress_rate, burst = cfg->egress_burst;
+  int have_rate = 0, have_burst = 0;
+  while (*opts == ';') {
+    opts++;
+    size_t n = strcspn(opts, ";");
+    int is_rate = strncmp(opts, "rate=", 5) == 0, is_burst = strncmp(opts, "burst=", 6) == 0;
+    size_t skip = is_rate ? 5 : 6;
+    int64_t *v = is_rate ? &rate : &burst;
+    int *seen = is_rate ? &have_rate : &have_burst;
+    if ((!is_rate && !is_burst) || *seen || n <= skip ||
+        util_parse_i64_n(opts + skip, n - skip, is_rate ? 0 : 1, is_rate ? PACE_MAX_PER_HOUR : PACE_MAX_BURST, v) !=
+            0) {
+      snprintf(err, errlen,
+               "VTS_UPSTREAM_PROXY: invalid value: entry %zu: expected options ;rate=N (0 to %d requests an hour) "
+               "and ;burst=N (1 to %d), each at most once",
+               pos, PACE_MAX_PER_HOUR, PACE_MAX_BURST);
+      return -EINVAL;
+    }
+    *seen = 1;
+    opts += n;
+  }
+  return pace_rule_make(rate, burst, &u->rule[pos]);
+}
+
+static int parse_proxies(struct upstream *u, const char *list, const struct vts_config *cfg, char *err, size_t errlen) {
   const char *p = list;
   while (*p != '\0') {
     const char *comma = strchr(p, ',');
@@ -79,15 +137,25 @@ static int parse_proxies(struct upstream *u, const char *list, char *err, size_t
     char *proxy = strndup(p, n);
     if (proxy == NULL) return -ENOMEM;
     u->proxies[u->nproxies++] = proxy;
+    size_t pos = u->nproxies;
+    if (strncmp(proxy, ROTATING_PREFIX, strlen(ROTATING_PREFIX)) == 0) {
+      u->rotating[pos] = 1;
+      memmove(proxy, proxy + strlen(ROTATING_PREFIX), strlen(proxy + strlen(ROTATING_PREFIX)) + 1);
+    }
     if (strncmp(proxy, "http://", 7) != 0 && strncmp(proxy, "https://", 8) != 0 &&
         strncmp(proxy, "socks5://", 9) != 0 && strncmp(proxy, "socks5h://", 10) != 0) {
       /* The value may hold credentials: name the variable, not the value. */
       snprintf(err, errlen,
                "VTS_UPSTREAM_PROXY: invalid value: entry %zu is not an http://, https://, socks5:// "
-               "or socks5h:// URL",
+               "or socks5h:// URL (optionally after rotating+)",
                u->nproxies);
       return -EINVAL;
     }
+    /* What follows the URL is ours: curl is given the URL alone. */
+    char *opts = strchr(proxy, ';');
+    int rv = parse_proxy_options(u, pos, opts ? opts : "", cfg, err, errlen);
+    if (rv != 0) return rv;
+    if (opts != NULL) *opts = '\0';
     p = comma ? comma + 1 : p + n;
     if (comma != NULL && *p == '\0') {
       snprintf(err, errlen, "VTS_UPSTREAM_PROXY: invalid value: empty entry");
@@ -108,7 +176,7 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");
     goto fail;
   }
-  u->loopback = transport_host_is_loopback(u->host);
+  u->loopback = netaddr_is_loopback(u->host);
   if (transport_scheme_allowed(scheme, u->host) != 0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected https://, or http:// on a loopback host");
     goto fail;
@@ -122,8 +190,13 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
   int is_v6 = strchr(u->host, ':') != NULL;
   snprintf(u->origin, sizeof(u->origin), "%s://%s%s%s%s%s", scheme, is_v6 ? "[" : "", u->host, is_v6 ? "]" : "",
            port[0] ? ":" : "", port);
-  rv = parse_proxies(u, cfg->upstream_proxy, err, errlen);
+  rv = parse_proxies(u, cfg->upstream_proxy, cfg, err, errlen);
   if (rv != 0) goto fail;
+  if (pace_rule_make(cfg->egress_rate, cfg->egress_burst, &u->rule[0]) != 0) {
+    snprintf(err, errlen, "VTS_EGRESS_RATE: invalid value: expected 0 to %d requests an hour", PACE_MAX_PER_HOUR);
+    rv = -EINVAL;
+    goto fail;
+  }
 
   rv = -ENOMEM;
   u->egress = -1;
@@ -137,6 +210,12 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
     u->health = calloc(1, sizeof(*u->health));
     if (u->health == NULL) goto fail;
     u->own_health = 1;
+  }
+  u->pace = shared_pace;
+  if (u->pace == NULL) {
+    u->pace = calloc(1, sizeof(*u->pace));
+    if (u->pace == NULL) goto fail;
+    u->own_pace = 1;
   }
   if (transport_init(&u->t) != 0) goto fail;
   /* The cookie engine keeps what the platform sets (a consent answer, a visitor id) for the rest of the job. */
@@ -164,7 +243,114 @@ void upstream_free(struct upstream *u) {
   transport_cleanup(&u->t);
   for (size_t i = 0; i < u->nproxies; i++) free(u->proxies[i]);
   if (u->own_health) free(u->health);
+  if (u->own_pace) free(u->pace);
   free(u);
+}
+
+/* ---- egress budgets (pace.h) ---- */
+
+static uint64_t now_us(void) { return util_now_ms() * 1000; }
+
+static struct pace_bucket *bucket(struct upstream *u, int pos) { return &u->pace->bucket[pos]; }
+
+/* Whether proxy i is resting now (then it is chosen only when every proxy rests). */
+static int egress_resting(const struct upstream *u, size_t i, uint64_t now_ms) {
+  return atomic_load_explicit(&u->health->p[i].rest_until_ms, memory_order_relaxed) > now_ms;
+}
+
+/*
+ * Among the proxies a job has not tried and that do not rest, the one whose budget holds a unit soonest, i itself
+ * when it holds one now: the health choice stands unless its budget is spent and another's is not. Returns an index.
+ */
+static int prefer_budget(struct upstream *u, int i) {
+  if (i < 0) return i;
+  uint64_t t = now_us();
+  uint64_t best_wait = pace_wait_us(bucket(u, i + 1), &u->rule[i + 1], t);
+  int best = i;
+  for (size_t k = 0; k < u->nproxies && best_wait > 0; k++) {
+    if ((u->tried & (1u << k)) || egress_resting(u, k, t / 1000)) continue;
+    uint64_t w = pace_wait_us(bucket(u, (int)k + 1), &u->rule[k + 1], t);
+    if (w < best_wait) {
+      best_wait = w;
+      best = (int)k;
+    }
+  }
+  return best;
+}
+
+/*
+ * Spends one unit of the current egress's budget before a platform request (transport_req.admit: every hop of a
+ * redirect is a request). A spent budget is waited for while the unit comes before the job's deadline, counted once
+ * per request; past the deadline, -EAGAIN (the log line says when the unit comes; upstream_budget_wait_ms, when the
+ * first egress the job could use holds one).
+ */
+static int spend_budget(void *ctx) {
+  struct upstream *u = ctx;
+  int pos = u->egress + 1;
+  int waited = 0;
+  for (;;) {
+    uint64_t t = now_us(), wait;
+    if (pace_take(bucket(u, pos), &u->rule[pos], t, &wait) == 0) return 0;
+    uint64_t wait_ms = (wait + 999) / 1000;
+    int past = t / 1000 + wait_ms >= u->deadline_ms;
+    char egress[16], ms[24];
+    snprintf(egress, sizeof(egress), "%d", pos);
+    snprintf(ms, sizeof(ms), "%llu", (unsigned long long)wait_ms);
+    if (past) {
+      log_msg(LOG_INFO, "egress budget spent past the deadline", "request_id", u->request_id, "=proxy", egress,
+              "=wait_ms", ms, NULL);
+      return -EAGAIN;
+    }
+    if (!waited) {
+      u->waits[pos]++;
+      log_msg(LOG_INFO, "waiting for the egress budget", "request_id", u->request_id, "=proxy", egress, "=wait_ms", ms,
+              NULL);
+    }
+    waited = 1;
+    /* Another child may take the unit first: then the loop waits for the next one, still within the deadline. */
+    struct timespec ts = {.tv_sec = (time_t)(wait / 1000000), .tv_nsec = (long)(wait % 1000000) * 1000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* The positions a job of this process can go out through: every proxy, or the direct route when there is none. */
+static void egress_span(const struct upstream *u, int *first, int *last) {
+  *first = u->nproxies > 0 ? 1 : 0;
+  *last = (int)u->nproxies;
+}
+
+uint64_t upstream_budget_wait_ms(struct upstream *u) {
+  int first, last;
+  egress_span(u, &first, &last);
+  uint64_t t = now_us(), best = UINT64_MAX;
+  for (int pos = first; pos <= last; pos++) {
+    uint64_t w = pace_wait_us(bucket(u, pos), &u->rule[pos], t);
+    if (w < best) best = w;
+  }
+  return (best + 999) / 1000;
+}
+
+void upstream_budget_declined(struct upstream *u) {
+  int first, last;
+  egress_span(u, &first, &last);
+  for (int pos = first; pos <= last; pos++) u->declines[pos]++;
+}
+
+size_t upstream_budget_report(struct upstream *u, struct proto_egress *out) {
+  int first, last;
+  egress_span(u, &first, &last);
+  uint64_t t = now_us();
+  size_t n = 0;
+  for (int pos = first; pos <= last; pos++) {
+    if (pace_unpaced(&u->rule[pos])) continue;
+    out[n++] = (struct proto_egress){.egress = (uint8_t)pos,
+                                     .left = pace_left(bucket(u, pos), &u->rule[pos], t),
+                                     .waits = u->waits[pos],
+                                     .declines = u->declines[pos]};
+    u->waits[pos] = 0;
+    u->declines[pos] = 0;
+  }
+  return n;
 }
 
 /* Uses proxy i (or none for -1) from now on: a proxy change is a new connection and a new identity (no cookies). */
@@ -203,11 +389,16 @@ void upstream_begin_job(struct upstream *u, uint64_t deadline_ms, const char *re
   u->request_id = request_id;
   u->tried = 0;
   /* A job must not see the cookies of another (a consent answer, a visitor id): each job starts clean. */
-  use_egress(u, u->nproxies > 0 ? choose_egress(u) : -1);
+  use_egress(u, u->nproxies > 0 ? prefer_budget(u, choose_egress(u)) : -1);
 }
 
 int upstream_next_egress(struct upstream *u) {
-  int i = u->nproxies > 1 ? choose_egress(u) : -1;
+  /* A rotating proxy's next request goes out on a new connection, from another address: the job stays with it. */
+  if (u->egress >= 0 && u->rotating[u->egress + 1]) {
+    use_egress(u, u->egress);
+    return 0;
+  }
+  int i = u->nproxies > 1 ? prefer_budget(u, choose_egress(u)) : -1;
   if (i < 0) return -ENOENT;
   use_egress(u, i);
   return 0;
@@ -221,10 +412,20 @@ int upstream_use_egress(struct upstream *u, int index) {
 
 size_t upstream_proxy_count(const struct upstream *u) { return u->nproxies; }
 
+int upstream_has_next_egress(const struct upstream *u) {
+  if (u->egress >= 0 && u->rotating[u->egress + 1]) return 1;
+  for (size_t i = 0; i < u->nproxies; i++)
+    if (!(u->tried & (1u << i))) return 1;
+  return 0;
+}
+
 /* The health of the current job's egress: a proxy's, or the direct route's. */
 static struct proxy_health *job_health(struct upstream *u) {
   return u->egress >= 0 ? &u->health->p[u->egress] : &u->health->direct;
 }
+
+/* Whether the current job's egress is a rotating proxy: many addresses behind one URL, never rested as one. */
+static int job_rotating(const struct upstream *u) { return u->egress >= 0 && u->rotating[u->egress + 1]; }
 
 /* The next length of a rest that doubles in a row: the base first, then twice the last, up to the cap. */
 static uint64_t next_rest(const struct upstream *u, uint64_t last) {
@@ -233,6 +434,8 @@ static uint64_t next_rest(const struct upstream *u, uint64_t last) {
 }
 
 void upstream_egress_report(struct upstream *u, int blocked) {
+  /* A block through a rotating proxy was one of its addresses, not a reason to rest them all. */
+  if (job_rotating(u)) return;
   struct proxy_health *h = job_health(u);
   if (!blocked) {
     atomic_store_explicit(&h->blocks_in_row, 0, memory_order_relaxed);
@@ -277,6 +480,8 @@ uint64_t upstream_rest_left_ms(const struct upstream *u) { return first_back_ms(
 uint64_t upstream_translation_rest_left_ms(const struct upstream *u) { return first_back_ms(u, 1); }
 
 void upstream_translation_report(struct upstream *u, int throttled) {
+  /* The next translation through a rotating proxy goes out from another address: nothing to rest. */
+  if (job_rotating(u)) return;
   struct proxy_health *h = job_health(u);
   if (!throttled) {
     atomic_store_explicit(&h->tl_rest_ms, 0, memory_order_relaxed);
@@ -372,6 +577,8 @@ const char *upstream_strerror(int err) {
       return "no_memory";
     case -ENETUNREACH:
       return "network";
+    case -EAGAIN:
+      return "egress_budget";
     default:
       return "transport";
   }
@@ -395,6 +602,9 @@ int upstream_fetch(struct upstream *u, const struct upstream_request *req, struc
       .accept_encoding = "gzip",
       .proxy = u->job_proxy,
       .proxy_index = upstream_job_proxy_index(u),
+      .fresh_connection = u->rotating[u->egress + 1],
+      .admit = spend_budget,
+      .admit_ctx = u,
       .deadline_ms = u->deadline_ms,
       .max_bytes = req->max_bytes,
       .request_id = u->request_id,

@@ -13,6 +13,7 @@
 
 #include "common/buf.h"
 #include "common/config.h"
+#include "proto/proto.h"
 
 struct upstream;
 
@@ -70,6 +71,12 @@ int upstream_next_egress(struct upstream *u);
 /* Uses proxy index (1-based, 0 for none) for the rest of the job, whatever its health (the probe). 0 or -EINVAL. */
 int upstream_use_egress(struct upstream *u, int index);
 
+/*
+ * Whether upstream_next_egress has somewhere to go: a proxy the job has not used, or the same rotating proxy (a new
+ * connection is a new address).
+ */
+int upstream_has_next_egress(const struct upstream *u);
+
 /* The number of proxies in VTS_UPSTREAM_PROXY. */
 size_t upstream_proxy_count(const struct upstream *u);
 
@@ -77,7 +84,7 @@ size_t upstream_proxy_count(const struct upstream *u);
  * Reports how the current egress (its proxy, or the direct route) fared in this job: blocked (429, recaptcha, bot
  * check, the platform's ration, a reply for another video, 403 on captions, or no connection), or served.
  * VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at each further block up to
- * VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row and the rest.
+ * VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row and the rest. A rotating proxy is never rested.
  */
 void upstream_egress_report(struct upstream *u, int blocked);
 
@@ -90,7 +97,8 @@ uint64_t upstream_rest_left_ms(const struct upstream *u);
 /*
  * Reports how a translated caption track (tlang) fared through the current egress: throttled (429 or an empty body)
  * rests translations through that egress at once, for VTS_PROXY_REST_MS doubling at each further throttle in a row
- * (up to VTS_PROXY_REST_MAX_FACTOR times); served ends the row and the rest. The egress itself is not rested.
+ * (up to VTS_PROXY_REST_MAX_FACTOR times); served ends the row and the rest. The egress itself is not rested, nor
+ * are a rotating proxy's translations (its next request goes out from another address).
  */
 void upstream_translation_report(struct upstream *u, int throttled);
 
@@ -108,7 +116,8 @@ int upstream_translation_egress(struct upstream *u);
  * Performs one request, following allowed redirects. Any HTTP status is a success (resp->status says which).
  * Returns 0; -ETIMEDOUT when the deadline passed; -EFBIG past max_bytes; -EPERM for a URL or a redirect off the
  * platform hosts; -ELOOP for too many redirects; -EBADMSG for a truncated or undecodable body; -ENETUNREACH when
- * nothing reached the platform (DNS, connect, TLS, proxy); -EIO for another transport failure; -ENOMEM.
+ * nothing reached the platform (DNS, connect, TLS, proxy); -EIO for another transport failure; -EAGAIN when the
+ * egress's budget holds no unit before the deadline (nothing was sent); -ENOMEM.
  * resp->reason is the typed reason of a failure (transport.h). resp->body holds what arrived (possibly partial) in
  * every case.
  */
@@ -127,6 +136,26 @@ const char *upstream_job_proxy(const struct upstream *u);
 int upstream_job_proxy_index(const struct upstream *u);
 /* The current job's deadline (util_now_ms clock). */
 uint64_t upstream_job_deadline(const struct upstream *u);
+
+/*
+ * Budgets. Every egress (the direct route, each proxy) spends one unit of its budget on every platform request
+ * (VTS_EGRESS_RATE an hour, VTS_EGRESS_BURST at once, or the ";rate=N;burst=N" of its VTS_UPSTREAM_PROXY entry; a
+ * rotating+ proxy is unpaced unless it says a rate). The budgets live with the proxies' health: shared by a fetcher's
+ * children after upstream_health_share. A request whose egress has no unit waits for one if it comes before the
+ * job's deadline; else upstream_fetch fails with -EAGAIN (reason PROTO_REASON_BUDGET) and nothing is sent.
+ */
+
+/* Milliseconds until the first egress a job could use holds a unit (0: one holds one now): a Retry-After. */
+uint64_t upstream_budget_wait_ms(struct upstream *u);
+
+/* Counts a job given back to its dispatcher for want of budget, against every egress the job could have used. */
+void upstream_budget_declined(struct upstream *u);
+
+/*
+ * Writes the state of every paced egress of this process into out (PROTO_MAX_EGRESS entries at most): the units
+ * left now, and the waits and declines of this process since the previous call, which are reset. Returns the count.
+ */
+size_t upstream_budget_report(struct upstream *u, struct proto_egress *out);
 
 /* A short stable name for an error of upstream_fetch, for result details and logs ("timeout", "too_large"...). */
 const char *upstream_strerror(int err);

@@ -198,11 +198,17 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   res->nattempts = out->nattempts;
   memcpy(res->attempts, out->attempts, sizeof(res->attempts));
   res->retry_after_s = out->outcome == PROTO_UPSTREAM_FAILED ? out->retry_after_s : 0;
+  /* No egress had a unit of its budget in time: the 502 says when the first holds one (at least 1 s). */
+  if (out->outcome == PROTO_UPSTREAM_FAILED && out->reason == PROTO_REASON_BUDGET) {
+    uint64_t s = (upstream_budget_wait_ms(r->up) + 999) / 1000;
+    res->retry_after_s = s == 0 ? 1 : s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+  }
   if (out->player_ttl_ms > 0 && out->player.len > 0) {
     res->player = out->player.data;
     res->player_len = (uint32_t)out->player.len;
     res->player_ttl_ms = out->player_ttl_ms;
   }
+  res->negress = (uint8_t)upstream_budget_report(r->up, res->egress);
   res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
   res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;
 
@@ -213,6 +219,14 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   log_msg(LOG_INFO, "job done", "request_id", job->request_id, "=job_id", job_id, "video_id", job->video_id, "=outcome",
           outcome, "lang", res->lang, "detail", res->detail, "reason", proto_reason_name(res->reason), "=dur_ms", dur,
           NULL);
+}
+
+int job_runner_declines(struct job_runner *r, const struct proto_job *job) {
+  if (!r->cfg->egress_decline || job->declines >= VTS_EGRESS_MAX_DECLINES) return 0;
+  uint64_t budget = job->deadline_ms > 0 ? job->deadline_ms : (uint64_t)r->cfg->job_timeout_ms;
+  if (upstream_budget_wait_ms(r->up) < budget) return 0;
+  upstream_budget_declined(r->up);
+  return 1;
 }
 
 /* Shared between the job loop and its signal thread. */
@@ -265,6 +279,10 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
   struct proto_job job;
   struct proto_result res;
   while (peers_wait_job(st.ps, &job)) {
+    if (job_runner_declines(r, &job)) {
+      if (peers_give_back(st.ps, &job)) break;
+      continue;
+    }
     job_runner_run(r, &job, &res);
     if (peers_finish(st.ps, &res)) break;
   }

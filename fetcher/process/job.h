@@ -35,6 +35,13 @@ void job_runner_free(struct job_runner *r);
 void job_runner_run(struct job_runner *r, const struct proto_job *job, struct proto_result *res);
 
 /*
+ * Whether job should go back to its dispatcher unrun: VTS_EGRESS_DECLINE is set, the job was given back fewer than
+ * VTS_EGRESS_MAX_DECLINES times, and no egress of this process holds a unit before the job's deadline (another
+ * fetcher may). Counts the decline for the metrics of the next result.
+ */
+int job_runner_declines(struct job_runner *r, const struct proto_job *job);
+
+/*
  * Serves jobs from the dispatchers of cfg->jobs_url until SIGTERM or SIGINT: an idle process stops at once, a busy
  * one finishes its job and delivers the result first. Blocks both signals in the calling thread (call it before any
  * other thread exists). Returns 0 after a requested stop, or a negative error when the socket cannot be set up.

@@ -97,7 +97,7 @@ static void peer_offer(struct peer *p) {
 
 static void peer_decline(struct peer *p, const struct proto_job *job) {
   struct buf b = BUF_INIT;
-  proto_encode_decline(&b, job->job_id);
+  proto_encode_decline(&b, job->job_id, PROTO_DECLINE_BUSY);
   log_msg(LOG_INFO, "job declined: busy with another", "request_id", job->request_id, "url", p->url, NULL);
   peer_send(p, &b, P_DECLINING);
   buf_free(&b);
@@ -476,6 +476,24 @@ int peers_finish(struct peers *ps, struct proto_result *res) {
     while (!ps->acked && util_now_ms() < until) wait_until(ps, until);
     if (!ps->acked) log_msg(LOG_WARN, "last result not acknowledged", NULL);
   }
+  int stopping = ps->stopping;
+  pthread_mutex_unlock(&ps->mu);
+  buf_free(&b);
+  return stopping;
+}
+
+int peers_give_back(struct peers *ps, const struct proto_job *job) {
+  struct buf b = BUF_INIT;
+  pthread_mutex_lock(&ps->mu);
+  struct peer *p = ps->job_from;
+  ps->job_from = NULL;
+  if (p != NULL && proto_encode_decline(&b, job->job_id, PROTO_DECLINE_BUDGET) == 0) {
+    log_msg(LOG_INFO, "job declined: every egress budget spent", "request_id", job->request_id, "url", p->url, NULL);
+    /* The acknowledgement (a READY) brings this link back to rest, and the process offers itself again. */
+    peer_send(p, &b, P_DECLINING);
+  }
+  ps->busy = false;
+  offer_resting(ps);
   int stopping = ps->stopping;
   pthread_mutex_unlock(&ps->mu);
   buf_free(&b);

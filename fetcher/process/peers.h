@@ -40,6 +40,13 @@ int peers_wait_job(struct peers *ps, struct proto_job *job);
  */
 int peers_finish(struct peers *ps, struct proto_result *res);
 
+/*
+ * Gives the job peers_wait_job returned back to the dispatcher that gave it, unrun, because every egress of this
+ * process spent its budget (a DECLINE that the dispatcher counts in the job), and offers the process to every
+ * dispatcher again. Returns 1 when the process is stopping (the caller leaves its loop), else 0.
+ */
+int peers_give_back(struct peers *ps, const struct proto_job *job);
+
 /* Asks the loop to stop: an idle wait returns at once, a job in progress finishes first. Safe from any thread. */
 void peers_stop(struct peers *ps);
 

@@ -22,7 +22,8 @@ static int mime_is_decodable(const char *mime) {
   return (n == 9 && strncmp(mime, "audio/mp4", 9) == 0) || (n == 10 && strncmp(mime, "audio/webm", 10) == 0);
 }
 
-int64_t audio_estimated_bytes(const struct audio_format *af) {
+/* The expected download size of af in bytes: content_length, else bitrate * duration, else -1. */
+static int64_t estimated_bytes(const struct audio_format *af) {
   if (af->content_length > 0) return af->content_length;
   /* bitrate is bits per second, so bits / 8 over the duration in ms gives bytes / 1000. */
   if (af->bitrate > 0 && af->duration_ms > 0 && af->bitrate <= INT64_MAX / af->duration_ms)
@@ -45,7 +46,7 @@ int audio_choose(const struct player_info *pi) {
     const struct audio_format *af = &pi->audio[i];
     if (!usable(af) || (any_default && !af->is_default)) continue;
     /* A format of unknown size sorts after every format of known size. */
-    int64_t size = audio_estimated_bytes(af);
+    int64_t size = estimated_bytes(af);
     if (size < 0) size = INT64_MAX;
     if (best < 0 || size < best_size) {
       best = (int)i;

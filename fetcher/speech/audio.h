@@ -20,9 +20,6 @@
  */
 int audio_choose(const struct player_info *pi);
 
-/* The expected download size of af in bytes: content_length, else bitrate * duration, else -1. */
-int64_t audio_estimated_bytes(const struct audio_format *af);
-
 /*
  * Checks url against the download policy: the host is a subdomain of googlevideo.com (matched on a dot boundary)
  * or exactly the host of cfg->upstream_url; the scheme is https, or http to a loopback address.

@@ -1,11 +1,16 @@
 /*
- * The interface between the speech fallback (fetcher/speech/speech.c) and its recognition engines: what an engine
- * is given (the audio) and what it fills (a segment list, fetcher/captions/segments.h). speech.c picks the engine of
- * VTS_SPEECH_ENGINE; an engine knows nothing of speech.c.
+ * The speech engines: one struct of operations each engine fills (in a file of its own, speech_<name>.c), and the
+ * table of them, chosen by the name VTS_SPEECH_ENGINE gives. An engine is given the audio and fills a segment list
+ * (fetcher/captions/segments.h); it knows nothing of speech.c, which downloads and decodes the audio and turns what
+ * an engine returns into an outcome.
+ *
+ * A new engine is one file that defines `const struct speech_engine speech_engine_<name>` and one row in
+ * SPEECH_ENGINES below.
  */
 #ifndef VTS_SPEECH_ENGINE_H
 #define VTS_SPEECH_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,29 +26,42 @@ struct speech_audio {
   const char *original_name; /* file name for the original bytes ("audio.m4a", "audio.webm"), or NULL */
 };
 
-/*
- * Recognises audio with the embedded pocketsphinx engine. Utterances are cut at the silences its voice activity
- * detector finds (and after VTS_SPEECH_MAX_UTTERANCE_S of uninterrupted speech), and split further at pauses
- * between words and at the longest pause of a run past VTS_MAX_SPEECH_SEGMENT_S (segment_list_group_words); each
- * piece becomes a segment. model_dir is the acoustic model directory (NULL or "" for the default).
- * Appends to out and sets lang to "en". Returns 0, -ENOENT (model files missing), -ETIMEDOUT (deadline passed), -E2BIG
- * (more than VTS_MAX_SEGMENTS), -ENOMEM, or -EIO (decoder fault).
- */
-int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
-                                  struct segment_list *out, char lang[16], char *detail, size_t detaillen);
+/* What an engine is asked to do. */
+struct speech_request {
+  const struct vts_config *cfg; /* the engine's own settings (VTS_SPEECH_URL, VTS_POCKETSPHINX_MODEL_DIR, ...) */
+  const struct speech_audio *audio;
+  uint64_t deadline_ms_abs;
+  size_t max_upload_bytes; /* the largest body an engine sends in one request (VTS_SPEECH_MAX_UPLOAD_BYTES) */
+};
 
-/*
- * Recognises audio with a /v1/audio/transcriptions server (multipart: file, model, response_format=verbose_json,
- * timestamp_granularities[] word and segment). A segment past VTS_MAX_SPEECH_SEGMENT_S is cut at the longest pause
- * between its words (segment_list_group_words), or evenly when the server gave no word times.
- * The original file is sent when it fits in max_upload_bytes; otherwise the samples are sent as WAV parts of at
- * most max_upload_bytes each, and each part's segment times are shifted by the part's offset. Appends to out and
- * sets lang from the reply's "language" ("english" -> "en"; "und" when unknown). Returns 0, -EINVAL (no
- * VTS_SPEECH_URL), -EIO (connection failed or a non-200 answer), -ETIMEDOUT, -EPROTO (a reply that is not
- * verbose_json or is too large), -E2BIG (more than VTS_MAX_SEGMENTS), or -ENOMEM.
- */
-int speech_openai_recognise(const struct vts_config *cfg, const struct speech_audio *audio, size_t max_upload_bytes,
-                            uint64_t deadline_ms_abs, struct segment_list *out, char lang[16], char *detail,
-                            size_t detaillen);
+/* One engine: its name and the operations it fills. */
+struct speech_engine {
+  const char *name; /* its VTS_SPEECH_ENGINE value */
+  /*
+   * Whether a server recognises the audio: its being unreachable, failing, late or answering nonsense (-EIO,
+   * -ETIMEDOUT, -EPROTO) is then the upstream's failure (PROTO_UPSTREAM_FAILED) and not an internal one.
+   */
+  bool remote;
+  /*
+   * Recognises req->audio: appends timed segments (ordered, in seconds from the start of the audio) to out and sets
+   * lang. Returns 0, or -errno with a short reason in detail: -ENOENT (model missing), -EINVAL (not configured),
+   * -ETIMEDOUT (req->deadline_ms_abs passed), -E2BIG (more than VTS_MAX_SEGMENTS), -ENOMEM, -EIO (engine or server
+   * fault), -EPROTO (a reply that cannot be read).
+   */
+  int (*recognise)(const struct speech_request *req, struct segment_list *out, char lang[16], char *detail,
+                   size_t detaillen);
+};
+
+/* The engines, one row each: X(name) names speech_engine_<name>, whose .name is "<name>". */
+#define SPEECH_ENGINES(X) \
+  X(pocketsphinx)         \
+  X(openai)
+
+#define SPEECH_ENGINE_DECLARE(name) extern const struct speech_engine speech_engine_##name;
+SPEECH_ENGINES(SPEECH_ENGINE_DECLARE)
+#undef SPEECH_ENGINE_DECLARE
+
+/* The engine called name, or NULL when there is none. */
+const struct speech_engine *speech_engine_find(const char *name);
 
 #endif

@@ -40,8 +40,8 @@ static int decode_outcome(int rv, char *detail, size_t detaillen) {
   return PROTO_INTERNAL;
 }
 
-static int engine_outcome(int openai, int rv, char *detail, size_t detaillen) {
-  if (openai && (rv == -EIO || rv == -ETIMEDOUT || rv == -EPROTO)) return PROTO_UPSTREAM_FAILED;
+static int engine_outcome(const struct speech_engine *engine, int rv, char *detail, size_t detaillen) {
+  if (engine->remote && (rv == -EIO || rv == -ETIMEDOUT || rv == -EPROTO)) return PROTO_UPSTREAM_FAILED;
   if (rv == -ETIMEDOUT)
     set_detail(detail, detaillen, "speech_timeout");
   else if (rv == -ENOENT)
@@ -62,10 +62,14 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
   struct decode_pcm pcm = {0};
   uint64_t t0 = util_now_ms();
   int outcome, rv;
-  int openai = strcmp(cfg->speech_engine, "openai") == 0;
   memset(out, 0, sizeof(*out));
   lang[0] = '\0';
   set_detail(detail, detaillen, "");
+  const struct speech_engine *engine = speech_engine_find(cfg->speech_engine);
+  if (engine == NULL) { /* the configuration refuses an unknown name; a caller's own struct may still hold one */
+    set_detail(detail, detaillen, "speech_not_configured");
+    return PROTO_INTERNAL;
+  }
 
   int idx = audio_choose(pi);
   if (idx < 0) {
@@ -100,14 +104,11 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
                                .original = file.data,
                                .original_len = file.len,
                                .original_name = original_name(af->mime)};
-  if (openai)
-    rv = speech_openai_recognise(cfg, &audio, VTS_SPEECH_MAX_UPLOAD_BYTES, deadline_ms_abs, out, lang, detail,
-                                 detaillen);
-  else
-    rv = speech_pocketsphinx_recognise(cfg->pocketsphinx_model_dir, &audio, deadline_ms_abs, out, lang, detail,
-                                       detaillen);
+  struct speech_request req = {
+      .cfg = cfg, .audio = &audio, .deadline_ms_abs = deadline_ms_abs, .max_upload_bytes = VTS_SPEECH_MAX_UPLOAD_BYTES};
+  rv = engine->recognise(&req, out, lang, detail, detaillen);
   if (rv != 0) {
-    outcome = engine_outcome(openai, rv, detail, detaillen);
+    outcome = engine_outcome(engine, rv, detail, detaillen);
     goto fail;
   }
   if (out->len == 0) {
@@ -123,8 +124,8 @@ int speech_transcribe_via(const struct vts_config *cfg, const struct player_info
   snprintf(decode_ms, sizeof(decode_ms), "%llu", (unsigned long long)(t_decode - t_download));
   snprintf(recognise_ms, sizeof(recognise_ms), "%llu", (unsigned long long)(util_now_ms() - t_decode));
   snprintf(nseg, sizeof(nseg), "%zu", out->len);
-  log_msg(LOG_INFO, "speech transcribed", "engine", cfg->speech_engine, "=itag", itag, "=audio_s", audio_s,
-          "=download_ms", download_ms, "=decode_ms", decode_ms, "=recognise_ms", recognise_ms, "=segments", nseg, NULL);
+  log_msg(LOG_INFO, "speech transcribed", "engine", engine->name, "=itag", itag, "=audio_s", audio_s, "=download_ms",
+          download_ms, "=decode_ms", decode_ms, "=recognise_ms", recognise_ms, "=segments", nseg, NULL);
   decode_pcm_free(&pcm);
   buf_free(&file);
   return PROTO_OK;

@@ -2,7 +2,7 @@
  * The speech-recognition fallback: the audio of a video (fetcher/speech/audio.h), decoded to 16 kHz mono
  * (fetcher/speech/decode.h), recognised by the configured engine into timed segments.
  *
- * Engines (VTS_SPEECH_ENGINE):
+ * Engines (VTS_SPEECH_ENGINE; their table, and what an engine fills, is fetcher/speech/engine.h):
  *   pocketsphinx  embedded, English. VTS_POCKETSPHINX_MODEL_DIR names the acoustic model directory (default
  *                 /usr/share/pocketsphinx/model/en-us/en-us); the dictionary cmudict-en-us.dict and the language
  *                 model en-us.lm.bin are taken from that directory, else from its parent (Debian's layout).
@@ -29,7 +29,8 @@
  * Returns an enum proto_outcome:
  *   PROTO_NOT_AVAILABLE    no usable audio format, audio too long or too big, no speech recognised
  *   PROTO_UPSTREAM_FAILED  audio download refused or failed, transcription server failing or timing out
- *   PROTO_INTERNAL         decoder or engine fault, deadline passed in the embedded engine
+ *   PROTO_INTERNAL         decoder or engine fault, deadline passed in the embedded engine, an engine name not in
+ *                          the table (engine.h; the configuration refuses one)
  *
  * The platform binds an audio URL to the address that fetched the player reply, so a fetcher that used a proxy for
  * the player request passes the same proxy here.

@@ -1,4 +1,7 @@
-/* A remote speech engine: any server that speaks OpenAI's POST /v1/audio/transcriptions with verbose_json. */
+/*
+ * A remote speech engine (VTS_SPEECH_ENGINE=openai): any server that speaks OpenAI's POST /v1/audio/transcriptions
+ * with verbose_json.
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -395,9 +398,22 @@ done:
   return rv;
 }
 
-int speech_openai_recognise(const struct vts_config *cfg, const struct speech_audio *audio, size_t max_upload_bytes,
-                            uint64_t deadline_ms_abs, struct segment_list *out, char lang[16], char *detail,
+/*
+ * Sends the audio as multipart (file, model, response_format=verbose_json, timestamp_granularities[] word and
+ * segment). A segment past VTS_MAX_SPEECH_SEGMENT_S is cut at the longest pause between its words
+ * (segment_list_group_words), or evenly when the server gave no word times. The original file is sent when it fits
+ * in req->max_upload_bytes; otherwise the samples are sent as WAV parts of at most that many bytes each, and each
+ * part's segment times are shifted by the part's offset. Sets lang from the reply's "language" ("english" -> "en";
+ * "und" when unknown). Returns 0, -EINVAL (no VTS_SPEECH_URL), -EIO (connection failed or a non-200 answer),
+ * -ETIMEDOUT, -EPROTO (a reply that is not verbose_json or is too large), -E2BIG (more than VTS_MAX_SEGMENTS), or
+ * -ENOMEM.
+ */
+static int openai_recognise(const struct speech_request *req, struct segment_list *out, char lang[16], char *detail,
                             size_t detaillen) {
+  const struct vts_config *cfg = req->cfg;
+  const struct speech_audio *audio = req->audio;
+  const size_t max_upload_bytes = req->max_upload_bytes;
+  const uint64_t deadline_ms_abs = req->deadline_ms_abs;
   struct buf url = BUF_INIT, wav = BUF_INIT, reply = BUF_INIT;
   int rv;
   lang[0] = '\0';
@@ -439,3 +455,5 @@ done:
   buf_free(&reply);
   return rv;
 }
+
+const struct speech_engine speech_engine_openai = {.name = "openai", .remote = true, .recognise = openai_recognise};

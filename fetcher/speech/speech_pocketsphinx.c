@@ -1,4 +1,4 @@
-/* The embedded speech engine: CMU pocketsphinx with its US English model. */
+/* The embedded speech engine (VTS_SPEECH_ENGINE=pocketsphinx): CMU pocketsphinx with its US English model. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -96,11 +96,20 @@ static int end_utterance(ps_decoder_t *ps, double audio_s, struct segment_list *
   return collect_utterance(ps, audio_s, out);
 }
 
-int speech_pocketsphinx_recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
-                                  struct segment_list *out, char lang[16], char *detail, size_t detaillen) {
+/*
+ * Utterances are cut at the silences the voice activity detector finds (and after VTS_SPEECH_MAX_UTTERANCE_S of
+ * uninterrupted speech), and split further at pauses between words and at the longest pause of a run past
+ * VTS_MAX_SPEECH_SEGMENT_S (segment_list_group_words); each piece becomes a segment. The acoustic model directory is
+ * VTS_POCKETSPHINX_MODEL_DIR (its default when empty). Sets lang to "en". Returns 0, -ENOENT (model files missing),
+ * -ETIMEDOUT (deadline passed), -E2BIG (more than VTS_MAX_SEGMENTS), -ENOMEM, or -EIO (decoder fault).
+ */
+static int pocketsphinx_recognise(const struct speech_request *req, struct segment_list *out, char lang[16],
+                                  char *detail, size_t detaillen) {
+  const struct speech_audio *audio = req->audio;
+  const uint64_t deadline_ms_abs = req->deadline_ms_abs;
   ps_decoder_t *ps = NULL;
   cmd_ln_t *cfg = NULL;
-  int rv = decoder_open(model_dir, &ps, &cfg);
+  int rv = decoder_open(req->cfg->pocketsphinx_model_dir, &ps, &cfg);
   if (rv != 0) {
     set_detail(detail, detaillen, rv == -ENOENT ? "speech_model_missing" : "speech_engine_init");
     return rv;
@@ -152,3 +161,6 @@ fail:
   cmd_ln_free_r(cfg);
   return rv;
 }
+
+const struct speech_engine speech_engine_pocketsphinx = {
+    .name = "pocketsphinx", .remote = false, .recognise = pocketsphinx_recognise};

@@ -574,15 +574,17 @@ static void fetcher_leaving(struct core *c, struct fetcher *f, void *token) {
 }
 
 /*
- * The fetcher gave job_id back unrun: it is busy with another dispatcher's job. The job goes first in line for another
- * idle fetcher, with its deadline unchanged (no failure, never run twice); this fetcher stays connected but is given
- * nothing until it asks again. The READY answer is the acknowledgement.
+ * The fetcher gave job_id back unrun: it is busy with another dispatcher's job, or (budget) every egress it has spent
+ * its budget. The job goes first in line for another idle fetcher, with its deadline unchanged (no failure, never run
+ * twice); a job given back for want of budget carries the count, so that fetchers stop giving it back and answer it.
+ * This fetcher stays connected but is given nothing until it asks again. The READY answer is the acknowledgement.
  */
-static void fetcher_declined(struct core *c, struct fetcher *f, uint64_t job_id, void *token) {
+static void fetcher_declined(struct core *c, struct fetcher *f, uint64_t job_id, void *token, bool budget) {
   if (f->state == F_BUSY && f->job_id == job_id && f->job != NULL) {
     struct job *j = f->job;
     job_detach(c, j);
     j->assigned_ms = 0;
+    if (budget && j->pj.declines < UINT8_MAX) j->pj.declines++;
     job_enqueue(c, j, true);
     c->st.jobs_declined++;
     log_msg(LOG_INFO, "job declined by a busy fetcher: queued again", "request_id", j->pj.request_id, "=job_id",
@@ -652,7 +654,8 @@ void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *toke
       fetcher_set_idle(c, f, token);
       return;
     case CORE_DECLINE:
-      fetcher_declined(c, f, declined_job, token);
+    case CORE_DECLINE_BUDGET:
+      fetcher_declined(c, f, declined_job, token, type == CORE_DECLINE_BUDGET);
       return;
     case CORE_RESULT:
     case CORE_RESULT_LAST:
@@ -806,5 +809,6 @@ void core_stats(struct core *c, struct dispatcher_stats *out) {
   c->st.cache_entries = cs.entries;
   c->st.cache_bytes = cs.bytes;
   c->st.cache_evictions = cs.evictions;
+  c->st.deadline_expired = c->st.queue_timeouts + c->st.run_timeouts;
   *out = c->st;
 }

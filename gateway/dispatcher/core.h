@@ -24,45 +24,17 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "gateway/dispatcher/counters.h"
 #include "proto/proto.h"
 
 #define CORE_CLAIM_POLL_MS 50 /* a job waiting on another gateway's claim asks Redis again this often */
 
-/* Counters for metrics; gauges are values of the moment, the rest count since the dispatcher started. */
+/* The counters of counters.h, one member each; gauges are values of the moment, the rest count since the start. */
+#define DISPATCHER_STATS_FIELD_(field, type, metric, labels, help) uint64_t field;
 struct dispatcher_stats {
-  uint64_t requests;           /* worker requests received */
-  uint64_t cache_hits;         /* answered from the shared cache */
-  uint64_t cache_misses;       /* needed a job (new or coalesced) */
-  uint64_t coalesced;          /* joined a job already queued or running */
-  uint64_t jobs_created;       /* captions jobs started */
-  uint64_t speech_jobs;        /* jobs re-queued for speech recognition */
-  uint64_t jobs_queued;        /* gauge: waiting for an idle fetcher (both queues) */
-  uint64_t jobs_in_flight;     /* gauge: held by a fetcher */
-  uint64_t speech_in_flight;   /* gauge: speech jobs held by a fetcher */
-  uint64_t fetchers_connected; /* gauge */
-  uint64_t fetchers_idle;      /* gauge */
-  uint64_t outcome_ok;         /* jobs finished, by outcome */
-  uint64_t outcome_not_available;
-  uint64_t outcome_upstream_failed;
-  uint64_t outcome_internal;
-  uint64_t queue_timeouts;   /* no fetcher took the job in time */
-  uint64_t run_timeouts;     /* a fetcher held the job past its deadline */
-  uint64_t fetcher_lost;     /* a fetcher's connection dropped while it held a job */
-  uint64_t protocol_errors;  /* malformed or out-of-order messages */
-  uint64_t late_results;     /* results for jobs that had already failed */
-  uint64_t jobs_declined;    /* jobs a busy fetcher gave back unrun: queued again, first in line */
-  uint64_t results_refused;  /* OK results whose body was not a transcript: their jobs failed */
-  uint64_t fetchers_refused; /* connections closed at once: VTS_JOBS_MAX_FETCHERS were connected */
-  uint64_t rejected_full;    /* refused because VTS_DISPATCH_MAX_JOBS were pending */
-  uint64_t redis_hits;       /* jobs answered from the Redis cache: another gateway had fetched them */
-  uint64_t claims_won;       /* jobs this gateway fetched for every gateway */
-  uint64_t claims_waited;    /* jobs that waited on another gateway's claim */
-  uint64_t claim_takeovers;  /* of those, jobs whose claimant went away without a result: fetched here */
-  uint64_t jobs_waiting;     /* gauge: jobs asking Redis or waiting on another gateway's claim */
-  uint64_t cache_entries;    /* gauge */
-  uint64_t cache_bytes;      /* gauge */
-  uint64_t cache_evictions;
+  DISPATCHER_COUNTERS(DISPATCHER_STATS_FIELD_)
 };
+#undef DISPATCHER_STATS_FIELD_
 
 /* The shell's handle of one worker request, embedded in its own record; the core links it into a job's waiters. */
 struct core_waiter {
@@ -109,7 +81,14 @@ void core_fetcher_added(struct core *c, uint64_t now, uint64_t fetcher);
 /* Its connection closed: its job fails (fetcher_lost). */
 void core_fetcher_gone(struct core *c, uint64_t now, uint64_t fetcher);
 /* A request from a fetcher: READY, DECLINE(job_id), RESULT or RESULT_LAST (res), or NULL for a malformed one. */
-enum core_fetcher_msg { CORE_READY, CORE_DECLINE, CORE_RESULT, CORE_RESULT_LAST, CORE_MALFORMED };
+enum core_fetcher_msg {
+  CORE_READY,
+  CORE_DECLINE,        /* given back: the fetcher is busy */
+  CORE_DECLINE_BUDGET, /* given back: every egress of the fetcher spent its budget (counted in the job's declines) */
+  CORE_RESULT,
+  CORE_RESULT_LAST,
+  CORE_MALFORMED
+};
 void core_fetcher_msg(struct core *c, uint64_t now, uint64_t fetcher, void *token, enum core_fetcher_msg type,
                       uint64_t declined_job, const struct proto_result *res);
 

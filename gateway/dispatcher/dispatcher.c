@@ -384,14 +384,16 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
   size_t len = nng_msg_len(msg);
   int type = proto_peek_type(body, len);
   uint64_t declined = 0;
+  uint8_t why = PROTO_DECLINE_BUSY;
   if (type == PROTO_READY) {
     nng_msg_clear(msg);
     core_fetcher_msg(d->core, now, id, msg, CORE_READY, 0, NULL);
     return;
   }
-  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined) == 0) {
+  if (type == PROTO_DECLINE && proto_decode_decline(body, len, &declined, &why) == 0) {
     nng_msg_clear(msg);
-    core_fetcher_msg(d->core, now, id, msg, CORE_DECLINE, declined, NULL);
+    core_fetcher_msg(d->core, now, id, msg, why == PROTO_DECLINE_BUDGET ? CORE_DECLINE_BUDGET : CORE_DECLINE, declined,
+                     NULL);
     return;
   }
   struct proto_result res;
@@ -494,31 +496,11 @@ static void on_redis_claimed(void *arg, uint64_t job_id, int status) {
 static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
   struct metrics_shm *shm = metrics_shared();
   if (shm == NULL) return;
-  struct metrics_dispatcher *m = &shm->dispatcher;
-  atomic_store_explicit(&m->cache_hits, st->cache_hits, memory_order_relaxed);
-  atomic_store_explicit(&m->cache_misses, st->cache_misses, memory_order_relaxed);
-  atomic_store_explicit(&m->coalesced, st->coalesced, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_total[PROTO_KIND_CAPTIONS], st->jobs_created, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_total[PROTO_KIND_SPEECH], st->speech_jobs, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_queued, (int64_t)st->jobs_queued, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_in_flight, (int64_t)st->jobs_in_flight, memory_order_relaxed);
-  atomic_store_explicit(&m->speech_in_flight, (int64_t)st->speech_in_flight, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_connected, (int64_t)st->fetchers_connected, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_idle, (int64_t)st->fetchers_idle, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_lost_with_job, st->fetcher_lost, memory_order_relaxed);
-  atomic_store_explicit(&m->job_deadline_expired, st->queue_timeouts + st->run_timeouts, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_declined, st->jobs_declined, memory_order_relaxed);
-  atomic_store_explicit(&m->results_refused, st->results_refused, memory_order_relaxed);
-  atomic_store_explicit(&m->fetchers_refused, st->fetchers_refused, memory_order_relaxed);
-  atomic_store_explicit(&m->rejected_full, st->rejected_full, memory_order_relaxed);
-  atomic_store_explicit(&m->protocol_errors, st->protocol_errors, memory_order_relaxed);
-  atomic_store_explicit(&m->redis_hits, st->redis_hits, memory_order_relaxed);
-  atomic_store_explicit(&m->claims_won, st->claims_won, memory_order_relaxed);
-  atomic_store_explicit(&m->claims_waited, st->claims_waited, memory_order_relaxed);
-  atomic_store_explicit(&m->claim_takeovers, st->claim_takeovers, memory_order_relaxed);
-  atomic_store_explicit(&m->jobs_waiting, (int64_t)st->jobs_waiting, memory_order_relaxed);
-  atomic_store_explicit(&m->cache_bytes, (int64_t)st->cache_bytes, memory_order_relaxed);
-  atomic_store_explicit(&m->cache_entries, (int64_t)st->cache_entries, memory_order_relaxed);
+  _Atomic uint64_t *m = shm->dispatcher.counters;
+#define PUBLISH_(field, type, metric, labels, help) \
+  atomic_store_explicit(&m[DC_##field], st->field, memory_order_relaxed);
+  DISPATCHER_COUNTERS(PUBLISH_)
+#undef PUBLISH_
 }
 
 /* ---- process ---- */

@@ -1,6 +1,6 @@
 /*
- * A worker's link to the dispatcher: a req0 socket over ipc, one nng context and aio per job, and a small cache of
- * hot results (L1) in front of it.
+ * A worker's link to the dispatcher: a req0 socket over ipc, one nng context and aio per job, with the small cache of
+ * hot results (l1cache.c) in front of it.
  *
  * nng completes our aios on its own threads. Those callbacks touch nothing but a pending job's state and the done
  * queue, under one mutex, and wake the loop with uv_async_send; the loop thread then drains the whole queue (libuv
@@ -24,7 +24,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/cache/cache.h"
+#include "gateway/http/l1cache.h"
 
 /* A reply is a result from a fetcher (at most VTS_MAX_MESSAGE_BYTES on the wire) plus our prefix and backtrace. */
 #define CLIENT_RECV_MAX_BYTES (VTS_MAX_MESSAGE_BYTES + 64)
@@ -55,8 +55,6 @@ static struct {
   uv_loop_t *loop;
   uv_async_t async;
   nng_socket sock;
-  struct cache *l1;          /* loop thread only */
-  struct cache *validators;  /* loop thread only: transcripts' validators, for as long as their shared entry lives */
   uint64_t reply_timeout_ms; /* the dispatcher's longest possible answer time, plus a margin */
   pthread_mutex_t lock;      /* guards what follows, and every pending's state, link_lost and reply */
   struct pending *in_flight;
@@ -137,38 +135,8 @@ static void pending_free(struct pending *p) {
 }
 
 /*
- * The entity L1 already holds for p's key when it has exactly res's answer, as a new reference; else NULL. When an
- * L1 entry expires under load, every request in flight misses it and each reply comes back with the same body: the
- * first one made the entity (and its compressed forms), the others share it.
- */
-static struct entity *l1_same(const struct pending *p, const struct proto_result *res) {
-  struct proto_result held;
-  struct entity *ent = NULL;
-  if (cache_lookup(client.l1, p->video_id, p->key, &held, NULL, &ent) != 0) return NULL;
-  const struct entity_form *f = &ent->form[ENTITY_IDENTITY];
-  if (held.outcome == res->outcome && f->len == res->body_len &&
-      (f->len == 0 || memcmp(f->data, res->body, f->len) == 0))
-    return ent;
-  entity_unref(ent);
-  return NULL;
-}
-
-/*
- * L1 keeps a body for seconds; a client revalidates minutes or hours later. The validator (the ETag, without the
- * body) stays as long as the dispatcher keeps the transcript, so that such a revalidation is still known for a 304
- * before the limiter decides. A validator that cannot be kept only costs that knowledge.
- */
-static void keep_validator(const struct pending *p, const struct proto_result *res, const struct entity *ent,
-                           uint32_t ttl) {
-  struct entity *v = entity_validator(ent);
-  if (v == NULL) return;
-  cache_put_entity(client.validators, p->video_id, p->key, res, v, ttl, NULL);
-  entity_unref(v);
-}
-
-/*
  * Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. A transcript's entity
- * (its compressed forms and ETag) is made here, once per answer from the dispatcher: every L1 hit after it shares it.
+ * (its compressed forms and ETag) is made there, once per answer from the dispatcher: every L1 hit after it shares it.
  */
 static void deliver(struct pending *p, bool fail) {
   if (fail) {
@@ -187,14 +155,7 @@ static void deliver(struct pending *p, bool fail) {
     size_t len = nng_msg_len(p->reply);
     if (proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
       r = &res;
-      uint32_t ttl = res.cache_ms;
-      ent = l1_same(p, &res);
-      if (ent == NULL) {
-        ent = entity_new(res.body, res.body_len, res.outcome == PROTO_OK ? ENTITY_COMPRESS | ENTITY_FILE : 0);
-        if (ent != NULL) ent->expires_ms = util_now_ms() + ttl;
-        if (ent != NULL && ttl > 0) cache_put_entity(client.l1, p->video_id, p->key, &res, ent, ttl, NULL);
-        if (ent != NULL && ttl > 0 && res.outcome == PROTO_OK) keep_validator(p, &res, ent, ttl);
-      }
+      ent = l1cache_answer(p->video_id, p->key, &res);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
@@ -247,15 +208,10 @@ int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const ch
       (uint64_t)cfg->job_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS + VTS_DISPATCH_CLIENT_MARGIN_MS;
   if (cfg->speech_fallback) client.reply_timeout_ms += (uint64_t)cfg->speech_timeout_ms + VTS_DISPATCH_RESULT_GRACE_MS;
 
-  struct cache_limits lim = {VTS_L1_CACHE_BYTES, VTS_L1_CACHE_TTL_MS, VTS_L1_CACHE_TTL_MS};
   bool sock_open = false;
-  int rv = -ENOMEM;
   nng_dialer dialer;
-  struct cache_limits vlim = {VTS_L1_VALIDATOR_BYTES, UINT64_MAX, 0};
-  client.l1 = cache_new(&lim, NULL);
-  if (client.l1 == NULL) goto fail;
-  client.validators = cache_new(&vlim, NULL);
-  if (client.validators == NULL) goto fail;
+  int rv = l1cache_init();
+  if (rv != 0) goto fail;
 
   rv = nng_req0_open(&client.sock);
 
@@ -291,10 +247,7 @@ nng_fail:
   rv = -EIO;
 fail:
   if (sock_open) nng_close(client.sock);
-  cache_free(client.l1);
-  client.l1 = NULL;
-  cache_free(client.validators);
-  client.validators = NULL;
+  l1cache_free();
   return rv;
 }
 
@@ -347,24 +300,12 @@ void dispatch_client_close(void) {
   drain(true);
   close_bounded(client.sock);
   uv_close((uv_handle_t *)&client.async, NULL);
-  cache_free(client.l1);
-  client.l1 = NULL;
-  cache_free(client.validators);
-  client.validators = NULL;
+  l1cache_free();
   client.open = false;
 }
 
 struct entity *dispatch_cached(const char *video_id, const char *key) {
-  struct proto_result res;
-  struct entity *ent = NULL;
-  if (!client.open) return NULL;
-  if (cache_lookup(client.l1, video_id, key, &res, NULL, &ent) == 0) {
-    if (res.outcome == PROTO_OK) return ent;
-    entity_unref(ent);
-    return NULL;
-  }
-  if (cache_lookup(client.validators, video_id, key, &res, NULL, &ent) == 0) return ent;
-  return NULL;
+  return client.open ? l1cache_known(video_id, key) : NULL;
 }
 
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
@@ -380,8 +321,7 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   memcpy(p->video_id, job->video_id, sizeof(p->video_id));
   proto_job_key(job, p->key);
 
-  uint64_t ttl_left;
-  if (cache_lookup(client.l1, job->video_id, p->key, &p->hit, &ttl_left, &p->ent) == 0) {
+  if (l1cache_lookup(job->video_id, p->key, &p->hit, &p->ent) == 0) {
     /*
      * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
      * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.

@@ -7,33 +7,42 @@
 
 #include <stddef.h>
 
-enum api_error {
-  API_OK = 0,
-  API_ERR_UNAUTHORIZED,           /* 401 UNAUTHORIZED */
-  API_ERR_INVALID_VIDEO_ID,       /* 400 invalid_video_id */
-  API_ERR_INVALID_VIDEO_URL,      /* 400 invalid_video_url */
-  API_ERR_AMBIGUOUS_REQUEST,      /* 400 ambiguous_request */
-  API_ERR_INVALID_LANGUAGE,       /* 400 invalid_language */
-  API_ERR_AMBIGUOUS_LANGUAGE,     /* 400 ambiguous_language */
-  API_ERR_NOT_AVAILABLE,          /* 404 transcript_not_available */
-  API_ERR_RATE_LIMITED,           /* 429 rate_limited */
-  API_ERR_QUOTA_EXCEEDED,         /* 429 quota_exceeded */
-  API_ERR_UPSTREAM_FAILED,        /* 502 upstream_transcript_failed */
-  API_ERR_FETCH_FAILED,           /* 500 transcript_fetch_failed */
-  API_ERR_RATE_LIMIT_UNAVAILABLE, /* 503 rate_limit_unavailable */
-  API_ERR_NOT_FOUND,              /* 404 not_found: unknown path */
-  API_ERR_METHOD_NOT_ALLOWED,     /* 405 method_not_allowed */
-  API_ERR_BAD_REQUEST,            /* 400 bad_request: malformed HTTP, smuggling shapes */
-  API_ERR_URI_TOO_LONG,           /* 414 uri_too_long */
-  API_ERR_HEADERS_TOO_LARGE,      /* 431 headers_too_large */
-  API_ERR_PAYLOAD_TOO_LARGE,      /* 413 payload_too_large */
-  API_ERR_REQUEST_TIMEOUT,        /* 408 request_timeout */
-  API_ERR_SERVICE_UNAVAILABLE,    /* 503 service_unavailable: shutting down, connection cap */
-  API_ERR_INVALID_FORMAT,         /* 400 bad_request: format not one of RENDER_FORMAT_NAMES, or repeated */
-  API_ERR_AMBIGUOUS_TRANSLATE,    /* 400 ambiguous_language: translate repeated */
-  API_ERR_INVALID_TRANSLATE,      /* 400 invalid_language: translate malformed */
-  API_ERR__COUNT
-};
+/*
+ * X(id, status, code, message), one row per answer (API_ERR_<id>); several rows may share a code with their own
+ * message. Every status here has its row in status.h.
+ */
+#define API_ERRORS(X)                                                                                        \
+  X(UNAUTHORIZED, 401, "UNAUTHORIZED", "A valid x-api-key header is required.")                              \
+  X(INVALID_VIDEO_ID, 400, "invalid_video_id", "video_id must be 11 characters of A-Z, a-z, 0-9, _ or -.")   \
+  X(INVALID_VIDEO_URL, 400, "invalid_video_url", "video_url is not a recognised video URL.")                 \
+  X(AMBIGUOUS_REQUEST, 400, "ambiguous_request", "Give exactly one of video_id and video_url.")              \
+  X(INVALID_LANGUAGE, 400, "invalid_language", "language must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.")       \
+  X(AMBIGUOUS_LANGUAGE, 400, "ambiguous_language", "Give at most one of language and lang.")                 \
+  X(NOT_AVAILABLE, 404, "transcript_not_available", "No accessible transcript was found for this video.")    \
+  X(RATE_LIMITED, 429, "rate_limited", "Rate limit exceeded; retry after the time in Retry-After.")          \
+  X(QUOTA_EXCEEDED, 429, "quota_exceeded", "The monthly quota of this API key is used up.")                  \
+  X(UPSTREAM_FAILED, 502, "upstream_transcript_failed", "The video platform did not return the transcript.") \
+  X(FETCH_FAILED, 500, "transcript_fetch_failed", "The transcript could not be fetched.")                    \
+  X(RATE_LIMIT_UNAVAILABLE, 503, "rate_limit_unavailable", "The rate-limit store is unavailable.")           \
+  /* an unknown path */                                                                                      \
+  X(NOT_FOUND, 404, "not_found", "No such resource.")                                                        \
+  X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "Method not allowed for this resource.")                  \
+  /* malformed HTTP, smuggling shapes */                                                                     \
+  X(BAD_REQUEST, 400, "bad_request", "Malformed HTTP request.")                                              \
+  X(URI_TOO_LONG, 414, "uri_too_long", "The request line is too long.")                                      \
+  X(HEADERS_TOO_LARGE, 431, "headers_too_large", "The request headers are too large.")                       \
+  X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "This endpoint takes no request body.")                     \
+  X(REQUEST_TIMEOUT, 408, "request_timeout", "The request headers took too long.")                           \
+  /* shutting down, connection cap */                                                                        \
+  X(SERVICE_UNAVAILABLE, 503, "service_unavailable", "The service is not accepting requests now.")           \
+  /* format not one of RENDER_FORMAT_NAMES, or repeated */                                                   \
+  X(INVALID_FORMAT, 400, "bad_request", "format must be one of json, text, srt, vtt.")                       \
+  X(AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once.")                          \
+  X(INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.")
+
+#define API_ERROR_ENUM_(id, status, code, message) API_ERR_##id,
+enum api_error { API_OK = 0, API_ERRORS(API_ERROR_ENUM_) API_ERR__COUNT };
+#undef API_ERROR_ENUM_
 
 struct api_error_info {
   int status;

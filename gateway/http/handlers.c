@@ -16,12 +16,13 @@
 #include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "gateway/http/render.h"
+#include "gateway/http/routes.h"
+#include "gateway/metrics/metrics.h"
 #include "proto/proto.h"
 
 extern const unsigned char openapi_json[];
 extern const size_t openapi_json_len;
 
-#define ALLOW_HEADER "Allow: GET, HEAD\r\n"
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 #define RL_HEADERS_BYTES 192
 /* The rate-limit lines, then ETag (~50), Cache-Control (~45), Vary (~25) and Content-Encoding (~25). */
@@ -343,29 +344,45 @@ static void handle_tracks(struct handlers_ctx *ctx, struct http_request *req) {
   handle_video(ctx, req, PROTO_KIND_TRACKS);
 }
 
-struct route {
-  const char *path;
-  void (*handle)(struct handlers_ctx *ctx, struct http_request *req);
-};
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-static const struct route routes[] = {
-    {"/health", handle_health},
-    {"/openapi.json", handle_openapi},
-    {"/v1/video/transcript", handle_transcript},
-    {"/v1/video/tracks", handle_tracks},
-};
-
-void handlers_request(void *app, struct http_request *req) {
-  struct handlers_ctx *ctx = app;
-  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-    const struct route *r = &routes[i];
-    if (strlen(r->path) != req->path_len || memcmp(r->path, req->path, req->path_len) != 0) continue;
-    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-      http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, ALLOW_HEADER);
-      return;
-    }
-    r->handle(ctx, req);
+/* The sums of every process's slot, on the metrics listener. */
+static void handle_metrics(struct handlers_ctx *ctx, struct http_request *req) {
+  (void)ctx;
+  struct buf b = BUF_INIT;
+  if (metrics_render(&b) != 0) {
+    buf_free(&b);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
     return;
   }
-  http_respond_error(req, API_ERR_NOT_FOUND, NULL);
+  size_t len = 0;
+  char *body = buf_steal(&b, &len);
+  http_respond_typed(req, 200, METRICS_CONTENT_TYPE, NULL, body, len, body);
 }
+
+typedef void route_handler(struct handlers_ctx *ctx, struct http_request *req);
+
+static route_handler *const handlers[ROUTE_OTHER] = {
+#define ROUTE_HANDLER_(id, path, methods, server, handler) [ROUTE_##id] = handler,
+    HTTP_ROUTES(ROUTE_HANDLER_)
+#undef ROUTE_HANDLER_
+};
+
+/* The route table's decision for a request that came to the listener server. */
+static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route_server server) {
+  enum http_route r = route_find(req->path, req->path_len);
+  if (!route_served_by(r, server)) {
+    http_respond_error(req, API_ERR_NOT_FOUND, NULL);
+    return;
+  }
+  if (!route_allows(r, req->method)) {
+    char allow[ROUTE_ALLOW_BYTES];
+    http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, route_allow_header(r, allow, sizeof(allow)));
+    return;
+  }
+  handlers[r](ctx, req);
+}
+
+void handlers_request(void *app, struct http_request *req) { serve(app, req, ROUTE_SERVER_PUBLIC); }
+
+void handlers_metrics_request(void *app, struct http_request *req) { serve(app, req, ROUTE_SERVER_METRICS); }

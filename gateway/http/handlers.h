@@ -1,7 +1,8 @@
 /*
- * The routes of a worker: GET /health, GET /openapi.json and GET /v1/video/transcript (auth -> rate limit and quota
- * -> query validation -> dispatch), each also answering HEAD. Unknown paths are 404 not_found; a known path with
- * another method is 405 method_not_allowed with Allow: GET, HEAD.
+ * The routes of a worker, as the table of routes.h lists them: GET /health, GET /openapi.json,
+ * GET /v1/video/transcript and GET /v1/video/tracks (auth -> rate limit and quota -> query validation -> dispatch)
+ * on the public listener, GET /metrics on the metrics listener, each also answering HEAD. Unknown paths are 404
+ * not_found; a known path with another method is 405 method_not_allowed with an Allow header naming its methods.
  */
 #ifndef VTS_HANDLERS_H
 #define VTS_HANDLERS_H
@@ -22,5 +23,7 @@ struct handlers_ctx {
 
 /* The http_request_cb of a worker; app is a struct handlers_ctx that outlives every request. */
 void handlers_request(void *app, struct http_request *req);
+/* The http_request_cb of a worker's metrics listener (VTS_METRICS_LISTEN); app as for handlers_request. */
+void handlers_metrics_request(void *app, struct http_request *req);
 
 #endif

@@ -17,6 +17,8 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/http/routes.h"
+#include "gateway/http/status.h"
 
 /*
  * One read buffer per worker serves every connection: libuv fills it and our read callback parses it at once, so it
@@ -174,11 +176,12 @@ static const char *http_date_now(void) {
   return date;
 }
 
-int http_request_id_valid(const char *s, size_t len) { return ident_token_valid(s, len, VTS_MAX_REQUEST_ID_BYTES); }
+/* Whether s (len bytes) is an acceptable client X-Request-Id: 1..64 characters of [A-Za-z0-9._-]. */
+static int request_id_valid(const char *s, size_t len) { return ident_token_valid(s, len, VTS_MAX_REQUEST_ID_BYTES); }
 
 static void conn_set_request_id(struct http_conn *conn) {
   if (conn->rid_set) return;
-  if (conn->rid_in_seen && !conn->rid_in_bad && http_request_id_valid(conn->rid_in, conn->rid_in_len)) {
+  if (conn->rid_in_seen && !conn->rid_in_bad && request_id_valid(conn->rid_in, conn->rid_in_len)) {
     memcpy(conn->rid, conn->rid_in, conn->rid_in_len);
     conn->rid[conn->rid_in_len] = '\0';
   } else {
@@ -744,41 +747,6 @@ static void on_written_idle(uv_idle_t *h) {
 
 /* ---- responses ---- */
 
-static const char *reason_phrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 304:
-      return "Not Modified";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Content Too Large";
-    case 414:
-      return "URI Too Long";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Unknown";
-  }
-}
-
 static void access_log(const struct http_conn *conn, int status) {
   const struct http_request *req = &conn->req;
   /* The path as logged: at most VTS_MAX_LOGGED_PATH_BYTES, up to a NUL byte if it holds one. */
@@ -787,7 +755,7 @@ static void access_log(const struct http_conn *conn, int status) {
   const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
   log_access(req->request_id, method, plen > 0 ? req->path : "", plen, (uint64_t)status, util_now_ms() - req->start_ms,
              req->key_id);
-  metrics_request(metrics_route_of(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
+  metrics_request(route_find(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
 }
 
 /*
@@ -843,7 +811,7 @@ static int respond(struct http_request *req, int status, const char *content_typ
   strb_puts(&h, "HTTP/1.1 ");
   strb_u64(&h, (uint64_t)status);
   strb_puts(&h, " ");
-  strb_puts(&h, reason_phrase(status));
+  strb_puts(&h, http_status_reason(status));
   if (status == 304) {
     /* A 304 describes the representation the client holds: no content headers of its own, and no body. */
     body_len = 0;

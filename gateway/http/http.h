@@ -99,7 +99,4 @@ void http_request_release(struct http_request *req);
 /* Whether the client is gone (connection closed), so that an answer would go nowhere. */
 int http_request_gone(const struct http_request *req);
 
-/* Whether s (len bytes) is an acceptable client X-Request-Id: 1..64 characters of [A-Za-z0-9._-]. */
-int http_request_id_valid(const char *s, size_t len);
-
 #endif

@@ -83,30 +83,6 @@ static void on_sighup(uv_signal_t *s, int signum) {
   keys_reload(s->data, "SIGHUP");
 }
 
-#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
-
-/* The metrics port answers GET /metrics only, with the sums of every process's slot. */
-static void on_metrics_request(void *app, struct http_request *req) {
-  (void)app;
-  if (req->path_len != 8 || memcmp(req->path, "/metrics", 8) != 0) {
-    http_respond_error(req, API_ERR_NOT_FOUND, NULL);
-    return;
-  }
-  if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-    http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, "Allow: GET, HEAD\r\n");
-    return;
-  }
-  struct buf b = BUF_INIT;
-  if (metrics_render(&b) != 0) {
-    buf_free(&b);
-    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
-    return;
-  }
-  size_t len = 0;
-  char *body = buf_steal(&b, &len);
-  http_respond_typed(req, 200, METRICS_CONTENT_TYPE, NULL, body, len, body);
-}
-
 /* Metrics are for operators: a metrics port that cannot be opened is logged, and the worker serves on. */
 static void metrics_server_start(struct worker *w) {
   if (w->cfg->metrics_listen[0] == '\0') return;
@@ -114,7 +90,7 @@ static void metrics_server_start(struct worker *w) {
   if (config_parse_listen(w->cfg->metrics_listen, w->metrics_cfg.listen_host, sizeof(w->metrics_cfg.listen_host),
                           &w->metrics_cfg.listen_port) != 0)
     return;
-  w->metrics_srv = http_server_new(&w->loop, &w->metrics_cfg, on_metrics_request, w);
+  w->metrics_srv = http_server_new(&w->loop, &w->metrics_cfg, handlers_metrics_request, &w->ctx);
   if (w->metrics_srv == NULL) return;
   int rv = http_server_listen(w->metrics_srv);
   if (rv != 0) {

@@ -9,18 +9,16 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/buf.h"
 #include "common/ident.h"
 #include "common/limits.h"
+#include "common/safefile.h"
 #include "common/util.h"
 
 #define KEYS_FIELDS 6
@@ -374,37 +372,8 @@ const struct key_entry *keystore_entry(const struct keystore *ks, size_t i) {
   return &ks->entries[i];
 }
 
-/* fsync of the directory that holds path, so the rename itself survives a crash. */
-static int sync_dir_of(const char *path) {
-  char copy[4096];
-  if (strlen(path) >= sizeof(copy)) return -ENAMETOOLONG;
-  memcpy(copy, path, strlen(path) + 1);
-  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  int rc = fsync(fd) == 0 ? 0 : -errno;
-  close(fd);
-  return rc;
-}
-
-/* Writes all of data to fd. Returns 0, or -errno. */
-static int write_all(int fd, const char *data, size_t len) {
-  size_t off = 0;
-  while (off < len) {
-    ssize_t w = write(fd, data + off, len - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    off += (size_t)w;
-  }
-  return 0;
-}
-
 int keystore_save(const char *path, const struct key_entry *entries, size_t n, char *err, size_t errlen) {
   struct buf out = BUF_INIT;
-  char tmp[4096];
-  int fd = -1;
-  int tmp_exists = 0; /* the temporary file is removed on any failure before the rename */
   int rc = 0;
   char why[128];
   if (n > VTS_MAX_KEYS) {
@@ -443,70 +412,13 @@ int keystore_save(const char *path, const struct key_entry *entries, size_t n, c
     goto fail;
   }
 
-  if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp)) {
-    rc = -ENAMETOOLONG;
-    set_err(err, errlen, "%s: path too long", path);
-    goto fail;
-  }
   /*
    * The new file takes the place of the old one, so it keeps its owner, group and mode: the service reading it
    * (often as another user, through the group) must still be able to after `sudo vts-keys revoke`. A new file is
    * KEYS_FILE_NEW_MODE, owned by whoever runs the tool.
    */
-  struct stat old;
-  int had_old = stat(path, &old) == 0;
-  if (!had_old && errno != ENOENT) {
-    rc = -errno;
-    set_err(err, errlen, "%s: %s", path, strerror(-rc));
-    goto fail;
-  }
-  mode_t mode = had_old ? (old.st_mode & 07777) : KEYS_FILE_NEW_MODE;
-  fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) {
-    rc = -errno;
-    set_err(err, errlen, "create a temporary file beside %s: %s", path, strerror(-rc));
-    goto fail;
-  }
-  tmp_exists = 1;
-  const char *step = "chown";
-  rc = !had_old || fchown(fd, old.st_uid, old.st_gid) == 0 ? 0 : -errno;
-  if (rc == 0) {
-    step = "chmod"; /* after chown, which may clear set-id bits; whatever the umask */
-    rc = fchmod(fd, mode) == 0 ? 0 : -errno;
-  }
-  if (rc == 0) {
-    step = "write";
-    rc = write_all(fd, out.data, out.len);
-  }
-  if (rc == 0) {
-    step = "fsync";
-    rc = fsync(fd) == 0 ? 0 : -errno;
-  }
-  if (rc == 0) {
-    step = "close";
-    rc = close(fd) == 0 ? 0 : -errno;
-    fd = -1;
-  }
-  if (rc == 0) {
-    step = "rename";
-    rc = rename(tmp, path) == 0 ? 0 : -errno;
-  }
-  if (rc != 0) {
-    set_err(err, errlen, "%s %s: %s", step, tmp, strerror(-rc));
-    goto fail;
-  }
-  tmp_exists = 0;
-  rc = sync_dir_of(path);
-  if (rc != 0) {
-    set_err(err, errlen, "fsync the directory of %s: %s", path, strerror(-rc));
-    goto fail;
-  }
-  buf_free(&out);
-  return 0;
-
+  rc = safefile_replace(path, out.data, out.len, KEYS_FILE_NEW_MODE, SAFEFILE_KEEP_OWNER, err, errlen);
 fail:
-  if (fd >= 0) close(fd);
-  if (tmp_exists) unlink(tmp);
   buf_free(&out);
   return rc;
 }

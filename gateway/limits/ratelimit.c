@@ -91,7 +91,7 @@ void ratelimit_shm_free(void) {
   rl_table = NULL;
 }
 
-int ratelimit_shm_init_err(const struct vts_config *cfg, char *err, size_t errlen) {
+int ratelimit_shm_init(const struct vts_config *cfg, char *err, size_t errlen) {
   ratelimit_shm_free();
   int rv;
   struct rlmem_table *t = rlmem_create(VTS_RATELIMIT_SLOTS);
@@ -125,13 +125,6 @@ int ratelimit_shm_init_err(const struct vts_config *cfg, char *err, size_t errle
 
 fail:
   rlmem_destroy(t);
-  return rv;
-}
-
-int ratelimit_shm_init(const struct vts_config *cfg) {
-  char err[512];
-  int rv = ratelimit_shm_init_err(cfg, err, sizeof(err));
-  if (rv != 0) log_msg(LOG_ERROR, err, NULL);
   return rv;
 }
 
@@ -365,8 +358,6 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   rlmem_refund(rl_table, d->digest, d->reserved_month);
   if (in == RL_STORE_REDIS && rl->redis != NULL) rlredis_refund(rl->redis, d->digest, d->reserved_month);
 }
-
-const char *ratelimit_gateway_id(void) { return rl_gateway_id; }
 
 void ratelimit_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {
   *out = rl->stats;

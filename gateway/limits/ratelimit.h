@@ -39,16 +39,14 @@ typedef void (*rl_cb)(void *arg, const struct rl_decision *d);
 
 struct ratelimit;
 
-/* Master, before fork: creates the shared-memory table (memory provider, also redis fallback). Returns 0 or -errno. */
-int ratelimit_shm_init(const struct vts_config *cfg);
 /*
- * As ratelimit_shm_init, but instead of logging the reason of a failure, writes it as one line naming the variable
- * (VTS_STATE_DIR or VTS_REDIS_URL) into err. It also: creates VTS_STATE_DIR when missing and checks it is writable,
- * reloads this month's usage from its snapshot (memory provider); resolves the Redis host once, so workers never
- * block on a name lookup (redis provider: a new address of the host needs a restart). Calling it again replaces
- * the table.
+ * Master, before fork: creates the shared-memory table (memory provider, also redis fallback). It also: creates
+ * VTS_STATE_DIR when missing and checks it is writable, reloads this month's usage from its snapshot (memory
+ * provider); resolves the Redis host once, so workers never block on a name lookup (redis provider: a new address of
+ * the host needs a restart). Calling it again replaces the table. Returns 0, or -errno with the reason as one line
+ * naming the variable (VTS_STATE_DIR or VTS_REDIS_URL) in err.
  */
-int ratelimit_shm_init_err(const struct vts_config *cfg, char *err, size_t errlen);
+int ratelimit_shm_init(const struct vts_config *cfg, char *err, size_t errlen);
 /* Master, at exit, after ratelimit_snapshot_now: unmaps the table. */
 void ratelimit_shm_free(void);
 /*
@@ -79,11 +77,6 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
  * customer may be billed one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
-/*
- * The master, before fork: a random identity for this gateway's run, under which Redis keeps what its fail-open
- * fallback counted (see ratelimit_redis.h). Part of ratelimit_shm_init; exposed for tests.
- */
-const char *ratelimit_gateway_id(void);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

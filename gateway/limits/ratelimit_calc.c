@@ -24,7 +24,8 @@ int64_t rlcalc_window_reset(int64_t now, int64_t window_s) {
   return (rlcalc_window_index(now, window_s) + 1) * window_s;
 }
 
-int64_t rlcalc_retry_after(int64_t now, int64_t reset) { return reset - now >= 1 ? reset - now : 1; }
+/* Whole seconds from now to reset, at least 1. */
+static int64_t retry_after(int64_t now, int64_t reset) { return reset - now >= 1 ? reset - now : 1; }
 
 /*
  * Days since 1970-01-01 of a civil date. The calendar repeats every 400 years (an era); counting years from March
@@ -99,5 +100,5 @@ void rlcalc_decision(struct rl_decision *d, enum rl_outcome outcome, const struc
   }
   d->quota_remaining = min_nonneg(lim->quota - quota_used, lim->quota);
   d->remaining = min_nonneg(lim->rate - window_used, lim->rate);
-  d->retry_after = outcome == RL_LIMITED ? rlcalc_retry_after(now, d->reset) : 0;
+  d->retry_after = outcome == RL_LIMITED ? retry_after(now, d->reset) : 0;
 }

@@ -77,8 +77,6 @@ void rlcalc_limits(const struct key_entry *key, const struct vts_config *cfg, st
 int64_t rlcalc_window_index(int64_t now, int64_t window_s);
 /* End of the window holding second now: (index + 1) * window_s. */
 int64_t rlcalc_window_reset(int64_t now, int64_t window_s);
-/* Whole seconds from now to reset, at least 1. */
-int64_t rlcalc_retry_after(int64_t now, int64_t reset);
 /* Months since January 1970 of the UTC calendar date of second now (January 1970 is 0). */
 int64_t rlcalc_month_index(int64_t now);
 /* Unix second of 00:00 UTC on the 1st of month (as counted by rlcalc_month_index). */

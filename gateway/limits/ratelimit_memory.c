@@ -1,7 +1,6 @@
 #include "gateway/limits/ratelimit_memory.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -13,7 +12,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/limits.h"
+#include "common/safefile.h"
 #include "common/util.h"
 
 /*
@@ -342,47 +343,19 @@ void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_lim
   if (atomic_load(&s->quota) != before) atomic_fetch_add(&t->generation, 1);
 }
 
-int64_t rlmem_quota_used(struct rlmem_table *t, const char *digest, int64_t now) {
-  struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, now);
-  if (s == NULL) return 0;
-  int64_t period, used;
-  word_period(atomic_load(&s->quota), QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, &period, &used);
-  return used;
-}
-
-static int snapshot_path(char *out, size_t outlen, const char *dir, const char *suffix) {
-  int n = snprintf(out, outlen, "%s/%s%s", dir, RLMEM_SNAPSHOT_FILE, suffix);
+static int snapshot_path(char *out, size_t outlen, const char *dir) {
+  int n = snprintf(out, outlen, "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
   return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
-/* Makes a rename in dir durable. */
-static int fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  int rv = fsync(fd) == 0 ? 0 : -errno;
-  close(fd);
-  return rv;
-}
-
 int rlmem_snapshot_write(struct rlmem_table *t, const char *dir, int64_t now) {
-  char tmp[PATH_MAX], final[PATH_MAX], suffix[32];
-  snprintf(suffix, sizeof(suffix), ".tmp.%ld", (long)getpid());
-  int rv = snapshot_path(tmp, sizeof(tmp), dir, suffix);
-  if (rv == 0) rv = snapshot_path(final, sizeof(final), dir, "");
+  char path[PATH_MAX];
+  int rv = snapshot_path(path, sizeof(path), dir);
   if (rv != 0) return rv;
-
   int64_t month = rlcalc_month_index(now);
-  FILE *f = NULL;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return -errno;
-  f = fdopen(fd, "w");
-  if (f == NULL) {
-    rv = -errno;
-    close(fd);
-    goto fail;
-  }
-  if (fprintf(f, "%s\n", SNAPSHOT_HEADER) < 0) goto fail_errno;
-  for (uint32_t i = 0; i < t->nslots; i++) {
+  struct buf out = BUF_INIT;
+  rv = buf_printf(&out, "%s\n", SNAPSHOT_HEADER);
+  for (uint32_t i = 0; rv == 0 && i < t->nslots; i++) {
     uint64_t tag = atomic_load(&t->slots[i].tag);
     if (tag == 0) continue;
     uint64_t q = atomic_load(&t->slots[i].quota);
@@ -390,20 +363,10 @@ int rlmem_snapshot_write(struct rlmem_table *t, const char *dir, int64_t now) {
     uint64_t used = q & COUNT_MASK(QUOTA_COUNT_BITS);
     /* Only the current month matters to a restart; a later month appears when the clock sits on the boundary. */
     if (used == 0 || qmonth < month) continue;
-    if (fprintf(f, "%016" PRIx64 " %" PRId64 " %" PRIu64 "\n", tag, qmonth, used) < 0) goto fail_errno;
+    rv = buf_printf(&out, "%016" PRIx64 " %" PRId64 " %" PRIu64 "\n", tag, qmonth, used);
   }
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) goto fail_errno;
-  rv = fclose(f) == 0 ? 0 : -errno;
-  f = NULL;
-  if (rv != 0) goto fail;
-  if (rename(tmp, final) != 0) goto fail_errno;
-  return fsync_dir(dir);
-
-fail_errno:
-  rv = errno != 0 ? -errno : -EIO;
-fail:
-  if (f != NULL) fclose(f);
-  unlink(tmp);
+  if (rv == 0) rv = safefile_replace(path, out.data, out.len, 0600, 0, NULL, 0);
+  buf_free(&out);
   return rv;
 }
 
@@ -425,7 +388,7 @@ static int parse_snapshot_line(char *line, uint64_t *tag, int64_t *month, int64_
 
 int rlmem_snapshot_restore(struct rlmem_table *t, const char *dir, int64_t now, char *err, size_t errlen) {
   char path[PATH_MAX];
-  int rv = snapshot_path(path, sizeof(path), dir, "");
+  int rv = snapshot_path(path, sizeof(path), dir);
   if (rv != 0) {
     snprintf(err, errlen, "VTS_STATE_DIR: path too long");
     return rv;

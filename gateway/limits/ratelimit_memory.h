@@ -58,8 +58,6 @@ void rlmem_owed_told(struct rlmem_table *t, const char *digest, uint64_t seq);
  */
 void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                   int64_t window_used, int64_t quota_used);
-/* Admitted count of the key this month (0 when unknown), for tests and diagnostics. */
-int64_t rlmem_quota_used(struct rlmem_table *t, const char *digest, int64_t now);
 
 /*
  * Writes every key's usage of the month of second now to dir/quota.snapshot: a temporary file, fsync, rename, so a

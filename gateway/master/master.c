@@ -304,8 +304,10 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     log_msg(LOG_ERROR, "cannot make a private directory for the dispatcher socket", "error", strerror(-rv), NULL);
     goto fail;
   }
-  rv = ratelimit_shm_init(cfg);
+  char rl_err[512];
+  rv = ratelimit_shm_init(cfg, rl_err, sizeof(rl_err));
   if (rv != 0) {
+    log_msg(LOG_ERROR, rl_err, NULL);
     log_msg(LOG_ERROR, "rate-limit shared memory failed", "error", strerror(-rv), NULL);
     goto fail;
   }

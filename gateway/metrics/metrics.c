@@ -10,16 +10,13 @@
 static struct metrics_shm *shm;
 static struct metrics_worker *self;
 
-static const int statuses[] = METRICS_STATUSES;
-#define NSTATUS_LISTED ((int)(sizeof(statuses) / sizeof(statuses[0])))
 static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                        0.1,    0.25,  0.5,    1,     2.5,  10};
-static const char *const route_names[MR__COUNT] = {"/health",  "/openapi.json",    "/v1/video/transcript",
-                                                   "/metrics", "/v1/video/tracks", "other"};
 static const char *const upstream_names[MU__COUNT] = {
-    "ok",       "no_captions", "not_available", "http_429",        "recaptcha",   "bot_check",
-    "http_5xx", "timeout",     "consent",       "po_token",        "malformed",   "internal",
-    "other",    "network",     "rationed",      "client_outdated", "wrong_video", "translation_throttled"};
+#define UPSTREAM_NAME_(id, label) [MU_##id] = label,
+    METRICS_UPSTREAM_KINDS(UPSTREAM_NAME_)
+#undef UPSTREAM_NAME_
+};
 
 int metrics_init(void) {
   void *p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -37,22 +34,9 @@ void metrics_set_worker(int index) {
   self = (shm != NULL && index >= 0 && index < METRICS_MAX_WORKERS) ? &shm->workers[index] : NULL;
 }
 
-enum metrics_route metrics_route_of(const char *path, size_t len) {
-  for (int r = 0; r < MR_OTHER; r++) {
-    if (strlen(route_names[r]) == len && memcmp(route_names[r], path, len) == 0) return (enum metrics_route)r;
-  }
-  return MR_OTHER;
-}
-
-static int status_index(int status) {
-  for (int i = 0; i < NSTATUS_LISTED; i++)
-    if (statuses[i] == status) return i;
-  return NSTATUS_LISTED;
-}
-
-void metrics_request(enum metrics_route route, int status, uint64_t dur_us) {
-  if (self == NULL || route < 0 || route >= MR__COUNT) return;
-  atomic_fetch_add_explicit(&self->requests[route][status_index(status)], 1, memory_order_relaxed);
+void metrics_request(enum http_route route, int status, uint64_t dur_us) {
+  if (self == NULL || route < 0 || route >= ROUTE__COUNT) return;
+  atomic_fetch_add_explicit(&self->requests[route][http_status_index(status)], 1, memory_order_relaxed);
   int b = 0;
   while (b < METRICS_NBUCKETS - 1 && (double)dur_us / 1e6 > buckets_s[b]) b++;
   atomic_fetch_add_explicit(&self->latency_bucket[route][b], 1, memory_order_relaxed);
@@ -95,37 +79,33 @@ void metrics_l1_hit(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
 }
 
-int metrics_upstream_kind(int outcome, int reason) {
+/* The outcome's kind, from its row in proto.h; BY_REASON: the kind of the reason's row. */
+#define MU_BY_REASON (-1)
+
+/* The kind a job's outcome (enum proto_outcome) and reason (enum proto_reason) are counted under. */
+static int upstream_kind(int outcome, int reason) {
+  int kind;
   switch (outcome) {
-    case PROTO_OK:
-      return MU_OK;
-    case PROTO_NO_CAPTIONS:
-      return MU_NO_CAPTIONS;
-    case PROTO_NOT_AVAILABLE:
-      return MU_NOT_AVAILABLE;
-    case PROTO_INTERNAL:
-      return MU_INTERNAL;
+#define OUTCOME_KIND_(id, value, status, k) \
+  case PROTO_##id:                          \
+    kind = MU_##k;                          \
+    break;
+    PROTO_OUTCOMES(OUTCOME_KIND_)
+#undef OUTCOME_KIND_
     default:
+      kind = MU_BY_REASON;
       break;
   }
-  static const struct {
-    int reason, kind;
-  } map[] = {{PROTO_REASON_HTTP_429, MU_HTTP_429},
-             {PROTO_REASON_RECAPTCHA, MU_RECAPTCHA},
-             {PROTO_REASON_BOT_CHECK, MU_BOT_CHECK},
-             {PROTO_REASON_HTTP_5XX, MU_HTTP_5XX},
-             {PROTO_REASON_TIMEOUT, MU_TIMEOUT},
-             {PROTO_REASON_CONSENT, MU_CONSENT},
-             {PROTO_REASON_PO_TOKEN, MU_PO_TOKEN},
-             {PROTO_REASON_MALFORMED, MU_MALFORMED},
-             {PROTO_REASON_NETWORK, MU_NETWORK},
-             {PROTO_REASON_RATIONED, MU_RATIONED},
-             {PROTO_REASON_CLIENT_OUTDATED, MU_CLIENT_OUTDATED},
-             {PROTO_REASON_WRONG_VIDEO, MU_WRONG_VIDEO},
-             {PROTO_REASON_TRANSLATION_THROTTLED, MU_TRANSLATION_THROTTLED}};
-  for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-    if (map[i].reason == reason) return map[i].kind;
-  return MU_OTHER;
+  if (kind != MU_BY_REASON) return kind;
+  switch (reason) {
+#define REASON_KIND_(id, name, k) \
+  case PROTO_REASON_##id:         \
+    return MU_##k;
+    PROTO_REASONS(REASON_KIND_)
+#undef REASON_KIND_
+    default:
+      return MU_OTHER;
+  }
 }
 
 /* The row of a client name: found, newly published (the dispatcher is the only writer), or the "other" row. */
@@ -149,15 +129,27 @@ static void count_attempt(_Atomic uint64_t *row, uint8_t result) {
   if (result == PROTO_ATTEMPT_OK) atomic_fetch_add_explicit(&row[MA_SUCCESSES], 1, memory_order_relaxed);
 }
 
+static void count_egress(struct metrics_egress *m, const struct proto_result *res) {
+  for (uint8_t i = 0; i < res->negress && i < PROTO_MAX_EGRESS; i++) {
+    const struct proto_egress *e = &res->egress[i];
+    if (e->egress >= METRICS_MAX_PROXIES) continue;
+    atomic_store_explicit(&m->left[e->egress], e->left, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->waits[e->egress], e->waits, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->declines[e->egress], e->declines, memory_order_relaxed);
+    atomic_store_explicit(&m->reported[e->egress], 1, memory_order_release);
+  }
+}
+
 void metrics_upstream(const struct proto_result *res) {
   if (shm == NULL) return;
   struct metrics_dispatcher *d = &shm->dispatcher;
-  atomic_fetch_add_explicit(&d->upstream[metrics_upstream_kind(res->outcome, res->reason)], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&d->upstream[upstream_kind(res->outcome, res->reason)], 1, memory_order_relaxed);
   for (uint8_t i = 0; i < res->nattempts && i < PROTO_MAX_ATTEMPTS; i++) {
     const struct proto_attempt *at = &res->attempts[i];
     if (at->proxy < METRICS_MAX_PROXIES) count_attempt(d->attempts.proxy[at->proxy], at->result);
     count_attempt(d->attempts.client[client_row(&d->attempts, at->client)], at->result);
   }
+  count_egress(&d->egress, res);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -177,33 +169,33 @@ static int family(struct buf *out, const char *name, const char *type, const cha
 
 static int render_http(struct buf *out) {
   int rv = family(out, "vts_http_requests_total", "counter", "HTTP requests answered, by route and status.");
-  for (int r = 0; rv == 0 && r < MR__COUNT; r++) {
-    for (int s = 0; rv == 0 && s <= NSTATUS_LISTED; s++) {
+  for (int r = 0; rv == 0 && r < ROUTE__COUNT; r++) {
+    for (int s = 0; rv == 0 && s <= HTTP_NSTATUS; s++) {
       uint64_t n = sum_workers(offsetof(struct metrics_worker, requests) +
                                ((size_t)r * METRICS_NSTATUS + (size_t)s) * sizeof(_Atomic uint64_t));
       if (n == 0) continue;
       char code[8];
-      if (s < NSTATUS_LISTED)
-        snprintf(code, sizeof(code), "%d", statuses[s]);
+      if (s < HTTP_NSTATUS)
+        snprintf(code, sizeof(code), "%d", http_status_code(s));
       else
         memcpy(code, "other", 6);
-      rv = buf_printf(out, "vts_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n", route_names[r], code,
-                      (unsigned long long)n);
+      rv = buf_printf(out, "vts_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                      route_label((enum http_route)r), code, (unsigned long long)n);
     }
   }
   if (rv == 0)
     rv = family(out, "vts_http_request_duration_seconds", "histogram", "Time from request parsed to response queued.");
-  for (int r = 0; rv == 0 && r < MR__COUNT; r++) {
+  for (int r = 0; rv == 0 && r < ROUTE__COUNT; r++) {
     uint64_t cum = 0;
     for (int b = 0; rv == 0 && b < METRICS_NBUCKETS; b++) {
       cum += sum_workers(offsetof(struct metrics_worker, latency_bucket) +
                          ((size_t)r * METRICS_NBUCKETS + (size_t)b) * sizeof(_Atomic uint64_t));
       if (b < METRICS_NBUCKETS - 1)
-        rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", route_names[r],
-                        buckets_s[b], (unsigned long long)cum);
+        rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                        route_label((enum http_route)r), buckets_s[b], (unsigned long long)cum);
       else
         rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                        route_names[r], (unsigned long long)cum);
+                        route_label((enum http_route)r), (unsigned long long)cum);
     }
     uint64_t sum_us =
         sum_workers(offsetof(struct metrics_worker, latency_sum_us) + (size_t)r * sizeof(_Atomic uint64_t));
@@ -211,7 +203,8 @@ static int render_http(struct buf *out) {
       rv = buf_printf(out,
                       "vts_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
                       "vts_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-                      route_names[r], (double)sum_us / 1e6, route_names[r], (unsigned long long)cum);
+                      route_label((enum http_route)r), (double)sum_us / 1e6, route_label((enum http_route)r),
+                      (unsigned long long)cum);
   }
   return rv;
 }
@@ -250,11 +243,65 @@ static int render_attempts(struct buf *out, const struct metrics_attempts *a) {
   return rv;
 }
 
+/*
+ * The egresses' budgets, by egress (its position: 0 the direct route, n entry n of VTS_UPSTREAM_PROXY; never its URL).
+ * Only egresses a fetcher reported as paced are listed.
+ */
+static int render_egress(struct buf *out, const struct metrics_egress *m) {
+  static const struct {
+    const char *name, *type, *help;
+  } fam[3] = {
+      {"vts_egress_budget_left", "gauge",
+       "Platform requests the egress's budget holds, as its fetcher last reported, by egress (0 direct, n proxy n)."},
+      {"vts_egress_budget_waits_total", "counter", "Platform requests that waited for the egress's budget."},
+      {"vts_egress_budget_declines_total", "counter",
+       "Jobs a fetcher gave back to a dispatcher because the egress's budget was spent."},
+  };
+  int rv = 0;
+  for (int f = 0; rv == 0 && f < 3; f++) {
+    rv = family(out, fam[f].name, fam[f].type, fam[f].help);
+    for (int e = 0; rv == 0 && e < METRICS_MAX_PROXIES; e++) {
+      if (!atomic_load_explicit(&m->reported[e], memory_order_acquire)) continue;
+      long long v = f == 0   ? (long long)LOAD(m->left[e])
+                    : f == 1 ? (long long)LOAD(m->waits[e])
+                             : (long long)LOAD(m->declines[e]);
+      rv = buf_printf(out, "%s{egress=\"%d\"} %lld\n", fam[f].name, e, v);
+    }
+  }
+  return rv;
+}
+
 /* A metric family with one unlabelled sample. */
 struct scalar {
   const char *name, *type, *help;
   long long value;
 };
+
+static const struct {
+  const char *metric, *type, *labels, *help;
+} dispatcher_rows[DC__COUNT] = {
+#define DISPATCHER_ROW_(field, type, metric, labels, help) [DC_##field] = {metric, #type, labels, help},
+    DISPATCHER_COUNTERS(DISPATCHER_ROW_)
+#undef DISPATCHER_ROW_
+};
+
+/* The dispatcher's counters with a metric name, each family's HELP and TYPE once, before its first row. */
+static int render_dispatcher(struct buf *out, const struct metrics_dispatcher *d) {
+  int rv = 0;
+  const char *family_name = NULL;
+  for (int i = 0; rv == 0 && i < DC__COUNT; i++) {
+    const char *name = dispatcher_rows[i].metric;
+    if (name == NULL) continue;
+    if (family_name == NULL || strcmp(family_name, name) != 0)
+      rv = family(out, name, dispatcher_rows[i].type, dispatcher_rows[i].help);
+    family_name = name;
+    const char *labels = dispatcher_rows[i].labels;
+    if (rv == 0)
+      rv = buf_printf(out, "%s%s%s%s %llu\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "",
+                      (unsigned long long)LOAD(d->counters[i]));
+  }
+  return rv;
+}
 
 int metrics_render(struct buf *out) {
   if (shm == NULL) return 0;
@@ -263,49 +310,8 @@ int metrics_render(struct buf *out) {
   for (int w = 0; w < METRICS_MAX_WORKERS; w++) conns += LOAD(shm->workers[w].connections_open);
   const struct scalar scalars[] = {
       {"vts_http_connections_open", "gauge", "Client connections open.", (long long)conns},
-      {"vts_cache_hits_total", "counter", "Transcript cache hits (dispatcher cache).", (long long)LOAD(d->cache_hits)},
       {"vts_cache_l1_hits_total", "counter", "Transcript cache hits in a worker's own cache.",
        (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_hits))},
-      {"vts_cache_misses_total", "counter", "Transcript cache misses.", (long long)LOAD(d->cache_misses)},
-      {"vts_cache_bytes", "gauge", "Bytes held by the dispatcher cache.", (long long)LOAD(d->cache_bytes)},
-      {"vts_cache_entries", "gauge", "Entries in the dispatcher cache.", (long long)LOAD(d->cache_entries)},
-      {"vts_coalesced_requests_total", "counter", "Requests that joined a job already running.",
-       (long long)LOAD(d->coalesced)},
-      {"vts_jobs_queued", "gauge", "Jobs waiting for an idle fetcher.", (long long)LOAD(d->jobs_queued)},
-      {"vts_jobs_in_flight", "gauge", "Jobs held by fetchers.", (long long)LOAD(d->jobs_in_flight)},
-      {"vts_speech_jobs_in_flight", "gauge", "Speech jobs held by fetchers (part of vts_jobs_in_flight).",
-       (long long)LOAD(d->speech_in_flight)},
-      {"vts_fetchers_connected", "gauge", "Fetcher processes connected to the dispatcher.",
-       (long long)LOAD(d->fetchers_connected)},
-      {"vts_fetchers_idle", "gauge", "Connected fetchers waiting for a job.", (long long)LOAD(d->fetchers_idle)},
-      {"vts_fetchers_lost_total", "counter", "Fetcher connections that dropped while holding a job.",
-       (long long)LOAD(d->fetchers_lost_with_job)},
-      {"vts_job_deadline_expired_total", "counter", "Jobs failed at their deadline.",
-       (long long)LOAD(d->job_deadline_expired)},
-      {"vts_dispatch_jobs_declined_total", "counter",
-       "Jobs a busy fetcher gave back unrun; each went first in line for another fetcher.",
-       (long long)LOAD(d->jobs_declined)},
-      {"vts_dispatch_results_refused_total", "counter",
-       "Fetcher results refused because their body was not what the job asked for (the job failed, nothing cached).",
-       (long long)LOAD(d->results_refused)},
-      {"vts_dispatch_fetchers_refused_total", "counter",
-       "Fetcher connections closed at once because VTS_JOBS_MAX_FETCHERS were connected.",
-       (long long)LOAD(d->fetchers_refused)},
-      {"vts_dispatch_rejected_full_total", "counter", "Requests refused because the dispatcher's job table was full.",
-       (long long)LOAD(d->rejected_full)},
-      {"vts_dispatch_protocol_errors_total", "counter", "Malformed or out-of-order messages on the jobs link.",
-       (long long)LOAD(d->protocol_errors)},
-      {"vts_dispatch_redis_hits_total", "counter", "Jobs answered from the transcript cache in Redis.",
-       (long long)LOAD(d->redis_hits)},
-      {"vts_dispatch_claims_won_total", "counter", "Jobs this gateway fetched for every gateway (claim won in Redis).",
-       (long long)LOAD(d->claims_won)},
-      {"vts_dispatch_claims_waited_total", "counter", "Jobs that waited on another gateway's claim.",
-       (long long)LOAD(d->claims_waited)},
-      {"vts_dispatch_claim_takeovers_total", "counter",
-       "Jobs fetched here because the gateway holding the claim went away without a result.",
-       (long long)LOAD(d->claim_takeovers)},
-      {"vts_jobs_waiting", "gauge", "Jobs asking Redis or waiting on another gateway's claim.",
-       (long long)LOAD(d->jobs_waiting)},
       {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},
       {"vts_ratelimit_fallbacks_total", "counter",
@@ -329,15 +335,12 @@ int metrics_render(struct buf *out) {
     rv = family(out, scalars[i].name, scalars[i].type, scalars[i].help);
     if (rv == 0) rv = buf_printf(out, "%s %lld\n", scalars[i].name, scalars[i].value);
   }
-  if (rv == 0) rv = family(out, "vts_jobs_total", "counter", "Jobs started, by kind.");
-  if (rv == 0)
-    rv = buf_printf(out, "vts_jobs_total{kind=\"captions\"} %llu\nvts_jobs_total{kind=\"speech\"} %llu\n",
-                    (unsigned long long)LOAD(d->jobs_total[PROTO_KIND_CAPTIONS]),
-                    (unsigned long long)LOAD(d->jobs_total[PROTO_KIND_SPEECH]));
+  if (rv == 0) rv = render_dispatcher(out, d);
   if (rv == 0) rv = family(out, "vts_upstream_outcomes_total", "counter", "Fetcher job outcomes, by kind.");
   for (int i = 0; rv == 0 && i < MU__COUNT; i++)
     rv = buf_printf(out, "vts_upstream_outcomes_total{kind=\"%s\"} %llu\n", upstream_names[i],
                     (unsigned long long)LOAD(d->upstream[i]));
   if (rv == 0) rv = render_attempts(out, &d->attempts);
+  if (rv == 0) rv = render_egress(out, &d->egress);
   return rv;
 }

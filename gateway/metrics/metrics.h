@@ -10,39 +10,44 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "gateway/dispatcher/counters.h"
+#include "gateway/http/routes.h"
+#include "gateway/http/status.h"
 
 #define METRICS_MAX_WORKERS 256
 
-enum metrics_route { MR_HEALTH = 0, MR_OPENAPI, MR_TRANSCRIPT, MR_METRICS, MR_TRACKS, MR_OTHER, MR__COUNT };
-
-/* Statuses the gateway answers; anything else is counted as "other". */
-#define METRICS_STATUSES \
-  { 200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 502, 503 }
-#define METRICS_NSTATUS 14  /* the list above plus "other" */
+/* vts_http_requests_total counts by the statuses of status.h, and one more column for any other status. */
+#define METRICS_NSTATUS (HTTP_NSTATUS + 1)
 #define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
 
-/* Upstream outcomes reported by fetchers, by kind (the result's outcome and typed reason, mapped to a fixed set). */
-enum metrics_upstream {
-  MU_OK = 0,
-  MU_NO_CAPTIONS,
-  MU_NOT_AVAILABLE,
-  MU_HTTP_429,
-  MU_RECAPTCHA,
-  MU_BOT_CHECK,
-  MU_HTTP_5XX,
-  MU_TIMEOUT,
-  MU_CONSENT,
-  MU_PO_TOKEN,
-  MU_MALFORMED,
-  MU_INTERNAL,
-  MU_OTHER,
-  MU_NETWORK,
-  MU_RATIONED,
-  MU_CLIENT_OUTDATED,
-  MU_WRONG_VIDEO,
-  MU_TRANSLATION_THROTTLED,
-  MU__COUNT
-};
+/*
+ * The kinds vts_upstream_outcomes_total counts a finished job under, X(id, label): MU_<id>. A job's outcome row in
+ * proto.h names its kind, or lets its reason's row name it (BY_REASON).
+ */
+#define METRICS_UPSTREAM_KINDS(X)       \
+  X(OK, "ok")                           \
+  X(NO_CAPTIONS, "no_captions")         \
+  X(NOT_AVAILABLE, "not_available")     \
+  X(HTTP_429, "http_429")               \
+  X(RECAPTCHA, "recaptcha")             \
+  X(BOT_CHECK, "bot_check")             \
+  X(HTTP_5XX, "http_5xx")               \
+  X(TIMEOUT, "timeout")                 \
+  X(CONSENT, "consent")                 \
+  X(PO_TOKEN, "po_token")               \
+  X(MALFORMED, "malformed")             \
+  X(INTERNAL, "internal")               \
+  X(OTHER, "other")                     \
+  X(NETWORK, "network")                 \
+  X(EGRESS_BUDGET, "egress_budget")     \
+  X(RATIONED, "rationed")               \
+  X(CLIENT_OUTDATED, "client_outdated") \
+  X(WRONG_VIDEO, "wrong_video")         \
+  X(TRANSLATION_THROTTLED, "translation_throttled")
+
+#define METRICS_UPSTREAM_ENUM_(id, label) MU_##id,
+enum metrics_upstream { METRICS_UPSTREAM_KINDS(METRICS_UPSTREAM_ENUM_) MU__COUNT };
+#undef METRICS_UPSTREAM_ENUM_
 
 /* Player attempts reported by fetchers in their results, per proxy (by index) and per client profile name. */
 #define METRICS_MAX_PROXIES 17 /* index 0 is "no proxy", then VTS_UPSTREAM_PROXY entries 1..16 */
@@ -56,10 +61,21 @@ struct metrics_attempts {
   _Atomic int nclients;                                        /* names published (release after the name) */
 };
 
+/*
+ * The budgets of the fetchers' egresses (VTS_EGRESS_RATE), by position (0 the direct route, n proxy n), as fetchers
+ * report them in their results: the units left (the latest report of any fetcher), and waits and declines summed.
+ */
+struct metrics_egress {
+  _Atomic int reported[METRICS_MAX_PROXIES]; /* a fetcher reported this egress: it is listed */
+  _Atomic int64_t left[METRICS_MAX_PROXIES];
+  _Atomic uint64_t waits[METRICS_MAX_PROXIES];
+  _Atomic uint64_t declines[METRICS_MAX_PROXIES];
+};
+
 struct metrics_worker {
-  _Atomic uint64_t requests[MR__COUNT][METRICS_NSTATUS];
-  _Atomic uint64_t latency_bucket[MR__COUNT][METRICS_NBUCKETS];
-  _Atomic uint64_t latency_sum_us[MR__COUNT];
+  _Atomic uint64_t requests[ROUTE__COUNT][METRICS_NSTATUS];
+  _Atomic uint64_t latency_bucket[ROUTE__COUNT][METRICS_NBUCKETS];
+  _Atomic uint64_t latency_sum_us[ROUTE__COUNT];
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
@@ -68,32 +84,12 @@ struct metrics_worker {
   _Atomic int64_t connections_open;
 };
 
+/* Written by the dispatcher alone: the rows of counters.h as it last published them, and what fetchers report. */
 struct metrics_dispatcher {
-  _Atomic uint64_t cache_hits;
-  _Atomic uint64_t cache_misses;
-  _Atomic uint64_t coalesced;
-  _Atomic uint64_t jobs_total[3]; /* by kind: 1 captions, 2 speech */
-  _Atomic int64_t jobs_queued;
-  _Atomic int64_t jobs_in_flight;
-  _Atomic int64_t speech_in_flight;
-  _Atomic int64_t fetchers_connected;
-  _Atomic int64_t fetchers_idle;
-  _Atomic uint64_t fetchers_lost_with_job;
-  _Atomic uint64_t job_deadline_expired;
-  _Atomic uint64_t jobs_declined;    /* given back unrun by a busy fetcher */
-  _Atomic uint64_t results_refused;  /* OK results whose body was not what the job asked for */
-  _Atomic uint64_t fetchers_refused; /* connections closed at once: VTS_JOBS_MAX_FETCHERS reached */
-  _Atomic uint64_t rejected_full;    /* requests refused: VTS_DISPATCH_MAX_JOBS jobs pending */
-  _Atomic uint64_t protocol_errors;  /* malformed or out-of-order link messages */
-  _Atomic uint64_t redis_hits;       /* jobs answered from the Redis cache */
-  _Atomic uint64_t claims_won;       /* jobs fetched here for every gateway */
-  _Atomic uint64_t claims_waited;    /* jobs that waited on another gateway's claim */
-  _Atomic uint64_t claim_takeovers;  /* of those, fetched here because the claimant went away */
-  _Atomic int64_t jobs_waiting;      /* gauge: jobs asking Redis or waiting on a claim */
+  _Atomic uint64_t counters[DC__COUNT];
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
-  _Atomic int64_t cache_bytes;
-  _Atomic int64_t cache_entries;
+  struct metrics_egress egress;
 };
 
 struct metrics_master {
@@ -115,10 +111,8 @@ struct metrics_shm *metrics_shared(void);
 /* Selects the slot of this worker process (0-based), after fork. */
 void metrics_set_worker(int index);
 
-/* The route of a request path (len bytes, no query). */
-enum metrics_route metrics_route_of(const char *path, size_t len);
 /* Worker: one answered request of route with status, taking dur_us. */
-void metrics_request(enum metrics_route route, int status, uint64_t dur_us);
+void metrics_request(enum http_route route, int status, uint64_t dur_us);
 /* Worker: connection opened (+1) or closed (-1). */
 void metrics_connections(int delta);
 /* Worker: rate-limit store error, and whether the memory limiter took over. */
@@ -138,8 +132,6 @@ struct proto_result;
  * its result lists (vts_upstream_proxy_*_total, vts_upstream_client_*_total).
  */
 void metrics_upstream(const struct proto_result *res);
-/* The kind a job's outcome (enum proto_outcome) and reason (enum proto_reason) are counted under. */
-int metrics_upstream_kind(int outcome, int reason);
 
 /* Renders every metric in the Prometheus text format (version 0.0.4) into out. Returns 0 or -ENOMEM. */
 int metrics_render(struct buf *out);

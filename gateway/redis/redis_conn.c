@@ -125,37 +125,6 @@ static int setup_commands(const struct redis_addr *addr, struct setup_cmd cmds[2
   return n;
 }
 
-redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen) {
-  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  redisContext *c = redisConnectWithTimeout(addr->ip, addr->port, tv);
-  if (c == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  if (c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
-    snprintf(err, errlen, "%s", c->errstr[0] != '\0' ? c->errstr : "cannot set the timeout");
-    goto fail;
-  }
-  struct setup_cmd cmds[2];
-  int n = setup_commands(addr, cmds);
-  for (int i = 0; i < n; i++) {
-    redisReply *r = redisCommandArgv(c, cmds[i].argc, cmds[i].argv, NULL);
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (!ok) {
-      /* Redis's own error line (WRONGPASS, NOPERM, ...) says what is wrong and never repeats the password. */
-      snprintf(err, errlen, "%s failed: %s", cmds[i].argv[0],
-               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : (c->errstr[0] != '\0' ? c->errstr : "no reply"));
-    }
-    freeReplyObject(r);
-    if (!ok) goto fail;
-  }
-  return c;
-
-fail:
-  redisFree(c);
-  return NULL;
-}
-
 redisAsyncContext *redis_conn_open_async(uv_loop_t *loop, const struct redis_addr *addr, void *data,
                                          redisConnectCallback *on_connect, redisDisconnectCallback *on_disconnect,
                                          redisCallbackFn *setup_cb, void *setup_arg, char *err, size_t errlen) {

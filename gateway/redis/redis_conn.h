@@ -38,12 +38,6 @@ struct redis_addr {
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen);
 
 /*
- * Opens a blocking connection whose connect and every command are bounded by timeout_ms, prepared like every
- * other connection (authenticated, database selected). Returns the context, or NULL with a short reason in err.
- */
-redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen);
-
-/*
  * Starts an async connection on loop: the socket is watched by our binding (below), connect and disconnect call
  * on_connect / on_disconnect with ac->data = data, and the preparing commands are queued at once, each answered to
  * setup_cb(ac, reply, setup_arg); commands the caller queues afterwards are sent behind them. Returns the context, or

@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
   if (mkdtemp(dir) == NULL) return 1;
   setenv("VTS_STATE_DIR", dir, 1);
   unsetenv("VTS_REDIS_URL");
-  if (config_load(&cfg, err, sizeof(err)) != 0 || ratelimit_shm_init(&cfg) != 0) {
+  if (config_load(&cfg, err, sizeof(err)) != 0 || ratelimit_shm_init(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "setup failed: %s\n", err);
     return 1;
   }

@@ -99,7 +99,9 @@ int main(int argc, char **argv) {
   char lang[16] = "", detail[64] = "";
   double c0 = cpu_seconds();
   uint64_t w0 = util_now_ms();
-  int rv = speech_pocketsphinx_recognise(NULL, &audio, w0 + 24ULL * 3600 * 1000, &segs, lang, detail, sizeof(detail));
+  static struct vts_config cfg; /* all empty: the engine's default model */
+  struct speech_request req = {.cfg = &cfg, .audio = &audio, .deadline_ms_abs = w0 + 24ULL * 3600 * 1000};
+  int rv = speech_engine_pocketsphinx.recognise(&req, &segs, lang, detail, sizeof(detail));
   double cpu = cpu_seconds() - c0;
   double wall = (double)(util_now_ms() - w0) / 1000;
   if (rv != 0) {

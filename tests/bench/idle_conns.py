@@ -47,7 +47,7 @@ def main():
         data = b""
         while b"\r\n\r\n" not in data:
             data += s.recv(4096)
-    time.sleep(0.5)
+    time.sleep(0.5)  # the wait is the test: the connections stay idle while the workers' memory is read
     after, _ = worker_rss_kib(master)
     print("%d idle keep-alive connections: workers' RSS %.1f MB -> %.1f MB, %.1f MB more per worker (%d workers)"
           % (n, before / 1024, after / 1024, (after - before) / 1024 / max(workers, 1), workers))

@@ -38,6 +38,8 @@ key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000 --win
 export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
   VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=info VTS_METRICS_LISTEN= \
   VTS_WORKERS=${VTS_WORKERS:-2}
+# The fake platform rations nothing: the service's own speed is measured, its fetchers unpaced.
+export VTS_EGRESS_RATE=0
 export XDG_RUNTIME_DIR=$work # the gateways' IPC sockets go with the run's folder
 "$build/bin/vts-gateway" 2>"$work/gateway.log" &
 gw=$!; pids+=($gw)

@@ -35,7 +35,7 @@ def main():
         samples.append(after)
         if len(samples) >= SETTLE_SAMPLES and len(set(samples[-SETTLE_SAMPLES:])) == 1:
             break
-        time.sleep(0.2)
+        time.sleep(0.2)  # poll interval: the workers' memory again until it settles, within the deadline
     print("%d connections that never read a transcript answer: workers' RSS %.1f MB -> %.1f MB, %.1f MB more in all "
           "(%d workers; target <= 50 MB)" % (n, before / 1024, after / 1024, (after - before) / 1024, workers))
     for s in socks:

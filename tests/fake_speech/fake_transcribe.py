@@ -123,7 +123,7 @@ class Handler(BaseHTTPRequestHandler):
         if scenario == "deep":
             return self.reply(200, '{"segments":' + "[" * 5000 + "]" * 5000 + "}")
         if scenario == "slow":
-            time.sleep(self.server.slow_seconds)
+            time.sleep(self.server.slow_seconds)  # the wait is the test: a slow transcription server
         if name.endswith(".wav"):
             try:
                 with wave.open(io.BytesIO(data)) as w:

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A small HTTP forward proxy for the egress tests (standard library only).
 
-    python3 egress_proxy.py --port N --source ADDR     (0 picks a free port; prints "READY <port>")
+    python3 egress_proxy.py --port N --source ADDR [--source ADDR...]   (0 picks a free port; prints "READY <port>")
 
 It listens on 127.0.0.1 and makes every outgoing connection from the source address ADDR (127.0.0.2, 127.0.0.3...:
-Linux answers the whole 127.0.0.0/8 on loopback), so the fake platform sees which egress a request took. It speaks
+Linux answers the whole 127.0.0.0/8 on loopback), so the fake platform sees which egress a request took. Given
+several sources it is a rotating proxy, as the ones sold behind one gateway URL: each client connection goes out
+from the next source in turn (the first connection from the first), so a new connection is a new address. It speaks
 both forms a client uses: CONNECT host:port (a tunnel) and an absolute-URI request ("GET http://host:port/path"),
 which is passed on as it came, with the rest of that client connection piped to the same origin (every test here
 talks to one origin). GET /__count answers how many client connections it accepted.
@@ -17,6 +19,14 @@ import threading
 
 CONNECTIONS = [0]
 LOCK = threading.Lock()
+
+
+def next_source(sources):
+    """The source of the connection being accepted: the sources in turn, one per client connection."""
+    with LOCK:
+        source = sources[CONNECTIONS[0] % len(sources)]
+        CONNECTIONS[0] += 1
+    return source
 
 
 def pipe(src, dst):
@@ -48,7 +58,7 @@ def read_head(conn):
     return data
 
 
-def serve(conn, source):
+def serve(conn, sources):
     upstream = None
     try:
         head = read_head(conn)
@@ -61,8 +71,7 @@ def serve(conn, source):
                 body = str(CONNECTIONS[0]).encode()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
             return
-        with LOCK:
-            CONNECTIONS[0] += 1
+        source = next_source(sources)
         if method == "CONNECT":
             host, port = target.rsplit(":", 1)
             rest = head.split(b"\r\n\r\n", 1)[1]
@@ -94,7 +103,8 @@ def serve(conn, source):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--source", required=True, help="source address of outgoing connections")
+    parser.add_argument("--source", action="append", required=True,
+                        help="source address of outgoing connections; repeated: one per connection, in turn")
     args = parser.parse_args()
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

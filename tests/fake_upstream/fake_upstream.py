@@ -76,7 +76,8 @@ carry c=<clientName>, as the platform's do):
 
 Blocking by egress address: with --block-source ADDR (repeatable) and --block-mode 429|recaptcha, every request
 arriving from ADDR gets a 429 (mode 429) or, for the watch page, the recaptcha page and for the player a 429 (mode
-recaptcha). Requests are also counted by source address under "sources" in /__stats, and blocked ones under
+recaptcha). Requests are also counted by source address under "sources" in /__stats (with the monotonic second of
+each arrival under "source_times", for the pacing benchmark), and blocked ones under
 "blocked". The player's X-YouTube-Client-Name header is recorded under "client_ids" per video, and its
 context.client with the User-Agent and X-YouTube-Client-Version headers under "contexts".
 
@@ -415,6 +416,7 @@ class Stats:
         self.cookies = {}
         self.sent = {}
         self.sources = {}
+        self.source_times = {}
         self.blocked = {}
         self.client_ids = {}
         self.contexts = {}
@@ -438,7 +440,8 @@ class Stats:
             return {"requests": dict(self.requests), "clients": dict(self.clients),
                     "player_keys": dict(self.player_keys), "player_visitor": dict(self.player_visitor),
                     "timedtext": dict(self.timedtext), "cookies": dict(self.cookies), "sent": dict(self.sent),
-                    "sources": dict(self.sources), "blocked": dict(self.blocked),
+                    "sources": dict(self.sources), "source_times": dict(self.source_times),
+                    "blocked": dict(self.blocked),
                     "client_ids": dict(self.client_ids), "contexts": dict(self.contexts),
                     "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled)}
 
@@ -604,7 +607,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body[sent:sent + 1])
                 self.wfile.flush()
                 sent += 1
-                time.sleep(DRIP_INTERVAL_S)
+                time.sleep(DRIP_INTERVAL_S)  # the wait is the test: a platform that drips its reply
         except OSError:
             pass
         STATS.add(STATS.sent, video, sent)
@@ -620,7 +623,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()
-            time.sleep(0.05)
+            time.sleep(0.05)  # the wait is the test: the half body goes out before the reset
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             # Closed here, before the server's own shutdown(SHUT_WR) could send a FIN ahead of the reset.
             self.connection.close()
@@ -658,6 +661,7 @@ class Handler(BaseHTTPRequestHandler):
         """Counts the request by source address; answers it as a block when that address is blocked."""
         source = self.client_address[0]
         STATS.bump(STATS.sources, source)
+        STATS.add(STATS.source_times, source, time.monotonic())
         if source not in BLOCK["sources"]:
             return False
         STATS.bump(STATS.blocked, source)
@@ -677,7 +681,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, STATS.snapshot())
             return
         STATS.count("GET %s %s" % (url.path, video))
-        time.sleep(DELAY_S[0])
+        time.sleep(DELAY_S[0])  # the wait is the test: the platform's latency, set by /__delay
         if self.egress_blocked(url.path):
             return
         if url.path == "/watch":
@@ -705,7 +709,7 @@ class Handler(BaseHTTPRequestHandler):
             RATIONS.reset()
             self.send_json(200, {"ok": True})
             return
-        time.sleep(DELAY_S[0])
+        time.sleep(DELAY_S[0])  # the wait is the test: the platform's latency, set by /__delay
         if url.path != "/youtubei/v1/player":
             STATS.count("POST %s" % url.path)
             self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
@@ -772,7 +776,7 @@ class Handler(BaseHTTPRequestHandler):
         if video in ("capJson3xx1", "consentOk01", "capSrv1xxx1", "slowPlayer1", "truncated01", "oversizeCap",
                      "long1500seg", "longHour248", "redirOkxxx1", "realWatch01", "realConsent", "realConsBad", "realRecapt1"):
             if video == "slowPlayer1":
-                time.sleep(SLOW_SECONDS)
+                time.sleep(SLOW_SECONDS)  # the wait is the test: a slow platform
             self.send_json(200, player_ok(origin, video, one_en))
         elif video == "capSrv3xxx1":
             self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English (auto-generated)",
@@ -836,7 +840,7 @@ class Handler(BaseHTTPRequestHandler):
         elif video.startswith("bench"):
             self.send_json(200, player_ok(origin, video, one_en))
         elif video.startswith(("slow", "lazy")):
-            time.sleep(SLOW_SECONDS if video.startswith("slow") else LAZY_SECONDS)
+            time.sleep(SLOW_SECONDS if video.startswith("slow") else LAZY_SECONDS)  # the wait is the test: a slow platform
             self.send_json(200, player_ok(origin, video, one_en))
         elif video == "poToken0001":
             tracks = [caption_track(video, "en", "English", po_token=True),

@@ -18,14 +18,14 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x04"
+PROTO_VERSION = b"\x05"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
            "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal",
-           "rationed", "client_outdated", "wrong_video", "translation_throttled"]
+           "egress_budget", "rationed", "client_outdated", "wrong_video", "translation_throttled"]
 ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 
@@ -66,11 +66,14 @@ class FakeUpstream:
 
 
 class EgressProxy:
-    """egress_proxy.py on a free port of 127.0.0.1, its outgoing connections from source."""
+    """egress_proxy.py on a free port of 127.0.0.1, its outgoing connections from source; with more sources, a
+    rotating proxy (each connection from the next source in turn)."""
 
-    def __init__(self, source):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "egress_proxy.py"), "--port", "0",
-                                      "--source", source], stdout=subprocess.PIPE, text=True)
+    def __init__(self, source, *more_sources):
+        args = [sys.executable, os.path.join(HERE, "egress_proxy.py"), "--port", "0"]
+        for s in (source,) + more_sources:
+            args += ["--source", s]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("READY "):
             self.proc.kill()
@@ -80,6 +83,11 @@ class EgressProxy:
 
     def url(self, credentials=""):
         return "http://%s127.0.0.1:%d" % (credentials + "@" if credentials else "", self.port)
+
+    def connections(self):
+        """How many client connections it accepted (its GET /__count)."""
+        with urllib.request.urlopen("http://127.0.0.1:%d/__count" % self.port, timeout=5) as r:
+            return int(r.read())
 
     def close(self):
         self.proc.kill()
@@ -91,6 +99,8 @@ def fetcher_env(upstream_url, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k not in ("http_proxy", "https_proxy")}
     env["VTS_UPSTREAM_URL"] = upstream_url
     env["VTS_LOG_LEVEL"] = "info"
+    # The fake platform rations nothing: unpaced unless the test sets a budget (tests/integration/test_egress_pacing.py).
+    env["VTS_EGRESS_RATE"] = "0"
     env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "detect_leaks=1")
     env.update({k: str(v) for k, v in extra.items()})
     return env
@@ -111,9 +121,10 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
-               translate="", player=b""):
+               translate="", declines=0, player=b""):
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
-            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + struct.pack(">I", len(player)) + player)
+            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]) +
+            struct.pack(">I", len(player)) + player)
 
 
 def _strings(msg, off, count):
@@ -140,6 +151,13 @@ def decode_result(msg, last=False):
         (n,) = struct.unpack(">H", msg[off + 2:off + 4])
         attempts.append((proxy, result, msg[off + 4:off + 4 + n].decode()))
         off += 4 + n
+    negress = msg[off]
+    off += 1
+    egress = {}
+    for _ in range(negress):
+        position, left, waits, declines = struct.unpack(">BIII", msg[off:off + 13])
+        egress[position] = {"left": left, "waits": waits, "declines": declines}
+        off += 13
     cache_ms, retry_after_s, player_ttl_ms, player_len = struct.unpack(">IIII", msg[off:off + 16])
     player = msg[off + 16:off + 16 + player_len]
     off += 16 + player_len
@@ -147,7 +165,7 @@ def decode_result(msg, last=False):
     body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
-            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "cache_ms": cache_ms,
+            "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "egress": egress, "cache_ms": cache_ms,
             "retry_after_s": retry_after_s, "player_ttl_ms": player_ttl_ms, "player": player, "body": body}
 
 
@@ -155,28 +173,33 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
                   retry_after_s=0):
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
-            _str(lang) + _str(detail) + bytes([reason, 0]) + struct.pack(">IIIII", 0, retry_after_s, 0, 0, len(body)) +
-            body)
+            _str(lang) + _str(detail) + bytes([reason, 0, 0]) +
+            struct.pack(">IIIII", 0, retry_after_s, 0, 0, len(body)) + body)
 
 
 def decode_job(msg):
-    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id)."""
+    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id, declines, player)."""
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
     job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
     fields, off = _strings(msg, 17, 4)
+    declines = msg[off]
+    off += 1
     (player_len,) = struct.unpack(">I", msg[off:off + 4])
     player = msg[off + 4:off + 4 + player_len]
     assert off + 4 + player_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "translate": fields[2], "request_id": fields[3], "player": player}
+            "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
 
 
-def encode_decline(job_id):
-    """A busy fetcher's DECLINE of job_id."""
-    return b"VT" + PROTO_VERSION + bytes([PROTO_DECLINE]) + struct.pack(">Q", job_id)
+DECLINE_BUSY, DECLINE_BUDGET = 0, 1
+
+
+def encode_decline(job_id, why=DECLINE_BUSY):
+    """A fetcher's DECLINE of job_id: busy, or (DECLINE_BUDGET) every egress budget spent."""
+    return b"VT" + PROTO_VERSION + bytes([PROTO_DECLINE]) + struct.pack(">QB", job_id, why)
 
 SP_REQ0_HELLO = b"\x00SP\x00\x00\x30\x00\x00"
 SP_REP0_HELLO = b"\x00SP\x00\x00\x31\x00\x00"

@@ -284,7 +284,7 @@ def slowloris_main(port, target, interval, mode, open_count, out):
                 drop(st)
             open_count.value = 0
             ramp_from = None
-            time.sleep(0.02)
+            time.sleep(0.02)  # poll interval: the attack's mode again
             continue
         now = time.monotonic()
         if ramp_from is None:
@@ -352,14 +352,14 @@ def check_slowloris(work):
             return r
 
         for _ in range(SLOW_ROUNDS):
-            time.sleep(SLOW_SETTLE_S)
+            time.sleep(SLOW_SETTLE_S)  # the wait is the test: the gateway at rest between two rounds
             base.append(probe("base"))
             mode.value = 1
             # The attack ramps up over one header timeout; measure once the first of its 408s came.
             deadline = time.monotonic() + 10
             while open_count.value < SLOW_CONNS and time.monotonic() < deadline:
-                time.sleep(0.02)
-            time.sleep(SLOW_SETTLE_S)
+                time.sleep(0.02)  # poll interval: the attack's connections again, within 10 s
+            time.sleep(SLOW_SETTLE_S)  # the wait is the test: the gateway under a settled attack
             samples = []
             stop = threading.Event()
 
@@ -367,7 +367,7 @@ def check_slowloris(work):
                 while not stop.is_set():
                     # The workers' own gauge: cheap, where /proc/net/tcp would walk thousands of TIME_WAITs.
                     samples.append(metric(gw.metrics(), "vts_http_connections_open"))
-                    time.sleep(0.25)
+                    time.sleep(0.25)  # the wait is the test: one sample of the gauge every 250 ms
 
             sampler = threading.Thread(target=sample)
             sampler.start()
@@ -717,7 +717,7 @@ def check_kill9(work):
                       [(rnd.uniform(0.1, 0.85) * KILL_LOAD_SECONDS, "worker") for _ in range(KILL_WORKER_KILLS)])
         kills = []
         for at, what in plan:
-            time.sleep(max(0.0, start + at - time.monotonic()))
+            time.sleep(max(0.0, start + at - time.monotonic()))  # the wait is the test: the kill plan's moment
             if what == "fetcher":
                 pids = stack.fetchers.child_pids()
                 if not pids:
@@ -730,7 +730,7 @@ def check_kill9(work):
                 ready_by = time.monotonic() + 2
                 while (sum(1 for s in procs.tcp_sockets(gw.port) if s[0] == "LISTEN") < 2 and
                        time.monotonic() < ready_by):
-                    time.sleep(0.01)
+                    time.sleep(0.01)  # poll interval: the listening sockets again, within 2 s
                 pids = gw.worker_pids()
                 if len(pids) < 2:
                     continue
@@ -743,7 +743,7 @@ def check_kill9(work):
                 # Its listening socket lives until the kernel has torn the process down (the sanitizer's large
                 # mappings first): connections queued on it meanwhile are reset, never accepted.
                 while not procs.process_gone(pid) and time.monotonic() - t < 2:
-                    time.sleep(0.001)
+                    time.sleep(0.001)  # poll interval: the process again, within 2 s
                 kills.append({"what": what, "pid": pid, "t": t, "gone": time.monotonic(), "ports": ports})
         for t in clients:
             t.join(KILL_LOAD_SECONDS + 30)
@@ -809,13 +809,13 @@ def check_kill9(work):
             held = [s for s in procs.tcp_sockets(gw.port) if s[0] in ("ESTABLISHED", "CLOSE_WAIT")]
             if not held or time.monotonic() > deadline:
                 break
-            time.sleep(0.1)
+            time.sleep(0.1)  # poll interval: the server's connections again, within 3.5 s
         res.expect(not held, "%d server connections still open after the clients closed" % len(held))
 
         whole = stack.fetchers and len(stack.fetchers.child_pids()) == KILL_FETCHERS
         deadline = time.monotonic() + 3
         while not (whole and len(gw.worker_pids()) == 2) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: the pools again, within 3 s
             whole = len(stack.fetchers.child_pids()) == KILL_FETCHERS
         res.expect(whole, "fetcher pool has %d of %d" % (len(stack.fetchers.child_pids()), KILL_FETCHERS))
         res.expect(len(gw.worker_pids()) == 2, "workers: %d of 2" % len(gw.worker_pids()))
@@ -859,7 +859,7 @@ def redis_phases(stack, redis, hit_ids):
                 conn.close()
                 conn = None
             records.append(rec)
-            time.sleep(0.002)
+            time.sleep(0.002)  # the wait is the test: the client's pace
         if conn is not None:
             conn.close()
 
@@ -880,7 +880,7 @@ def redis_phases(stack, redis, hit_ids):
             starts[name] = time.monotonic()
             if action is not None:
                 action()
-            time.sleep(REDIS_PHASE_SECONDS)
+            time.sleep(REDIS_PHASE_SECONDS)  # the wait is the test: the load runs through the phase
             fb[name] = fallbacks() - f0
     finally:
         stop.set()

@@ -230,7 +230,7 @@ class Gateway:
                     return self
             except OSError:
                 pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the deadline
         raise RuntimeError("vts-gateway did not answer /health:\n" + self.log_text()[-2000:])
 
     def worker_pids(self):
@@ -244,7 +244,7 @@ class Gateway:
         while time.monotonic() < deadline:
             if len(self.worker_pids()) == n:
                 return True
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the deadline
         return False
 
     def log_text(self):
@@ -271,8 +271,9 @@ class Fetchers:
         self.log_path = Path(workdir) / "fetcher.log"
         if self.log_path.exists():
             self.log_path.unlink()
+        # The fake platform rations nothing: the fetchers are unpaced unless a case says otherwise.
         full = dict(os.environ, VTS_JOBS_URL="tcp://127.0.0.1:%d" % jobs_port, VTS_UPSTREAM_URL=upstream_url,
-                    ASAN_OPTIONS="detect_leaks=0")
+                    ASAN_OPTIONS="detect_leaks=0", VTS_EGRESS_RATE="0")
         full.update({k: str(v) for k, v in (env or {}).items()})
         self.workers = workers
         self.proc = _spawn([harness.fetcher_binary(), "--workers", str(workers)], full, self.log_path)
@@ -330,7 +331,7 @@ class Stack:
                         return time.monotonic() - t0
                 except OSError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the deadline
         raise RuntimeError("the pool did not serve a transcript within %ss" % timeout)
 
     def close(self):
@@ -361,7 +362,7 @@ class Redis:
                     if s.recv(16).startswith(b"+PONG"):
                         return self
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.05)  # poll interval: until the deadline
         raise RuntimeError("redis-server did not start")
 
     def signal(self, sig):

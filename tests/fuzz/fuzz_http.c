@@ -31,6 +31,8 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "common/ident.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/http/handlers.h"
@@ -120,7 +122,8 @@ static void setup(void) {
   if (config_load(&fz.cfg, err, sizeof(err)) != 0) die(err);
   log_init("worker", LOG_ERROR);
   if (uv_loop_init(&fz.loop) != 0) die("uv_loop_init failed");
-  if (ratelimit_shm_init(&fz.cfg) != 0) die("ratelimit_shm_init failed");
+  char rl_err[512];
+  if (ratelimit_shm_init(&fz.cfg, rl_err, sizeof(rl_err)) != 0) die(rl_err);
   fz.ctx.cfg = &fz.cfg;
   fz.ctx.keys = keystore_load(keys, err, sizeof(err));
   if (fz.ctx.keys == NULL) die(err);
@@ -208,7 +211,7 @@ static void check_responses(const char *d, size_t n) {
       } else if (header_is(line, len, "Date", &v, &vlen)) {
         have_date = 1;
       } else if (header_is(line, len, "X-Request-Id", &v, &vlen)) {
-        if (!http_request_id_valid(v, vlen)) die("bad X-Request-Id");
+        if (!ident_token_valid(v, vlen, VTS_MAX_REQUEST_ID_BYTES)) die("bad X-Request-Id");
         have_rid = 1;
       } else if (header_is(line, len, "Connection", &v, &vlen)) {
         if (vlen == 5 && strncasecmp(v, "close", 5) == 0) closed = 1;

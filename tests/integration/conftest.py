@@ -73,6 +73,8 @@ def _kill_group(proc):
 # A skip is a test that did not run. Under CI=true (tests/run.sh in CI) it fails the run instead, so a missing tool or
 # fixture cannot pass for green; every skip is also written to $VTS_SKIP_LOG (one line each) for the stages summary.
 CI_SKIPS_FAIL = os.environ.get("CI", "").lower() == "true"
+# The fake platform rations nothing: every fetcher a test starts is unpaced unless the test sets a budget.
+os.environ.setdefault("VTS_EGRESS_RATE", "0")
 
 
 def _skip_reason(longrepr):
@@ -204,7 +206,7 @@ class Gateway:
                     return self
             except OSError:
                 pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: /health again until START_TIMEOUT_S
         self.kill()
         pytest.fail(f"vts-gateway did not answer /health within {START_TIMEOUT_S} s:\n{self.log_text()}")
 
@@ -287,7 +289,7 @@ def exchange_in_parts(port, parts, pause=0.1, timeout=5.0):
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         for i, part in enumerate(parts):
             if i:
-                time.sleep(pause)
+                time.sleep(pause)  # the wait is the test: each part arrives in a read of its own
             s.sendall(part)
         return read_until_close(s, timeout)
 

@@ -17,7 +17,7 @@ import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI_PATH = ROOT / "gateway" / "http" / "openapi.json"
-ERRORS_C = ROOT / "gateway" / "http" / "errors.c"
+ERRORS_H = ROOT / "gateway" / "http" / "errors.h"
 
 _document = None
 
@@ -43,17 +43,18 @@ def load_document():
 
 
 def error_catalogue():
-    """{code: (status, message)} as gateway/http/errors.c defines them."""
-    text = ERRORS_C.read_text(encoding="utf-8")
+    """{code: (status, message)} as the rows of API_ERRORS in gateway/http/errors.h define them."""
+    text = ERRORS_H.read_text(encoding="utf-8")
+    text = re.sub(r"\\\n", "\n", text)  # the table's line continuations
     text = re.sub(r'"\s*\n\s*"', "", text)  # joined string literals
-    found = re.findall(r'ERR\(\s*API_ERR_\w+\s*,\s*(\d+)\s*,\s*"([^"]+)"\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)', text)
+    found = re.findall(r'\bX\(\s*[A-Z_]+\s*,\s*(\d+)\s*,\s*"([^"]+)"\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)', text)
     out = {}
     for status, code, message in found:
         parts = re.findall(r'"((?:[^"\\]|\\.)*)"', message)
         # A code may have a second, narrower message (bad_request for a bad format): the first one is the code's own.
         out.setdefault(code, (int(status), "".join(parts).encode().decode("unicode_escape")))
     if not out:
-        raise AssertionError(f"no error definitions found in {ERRORS_C}")
+        raise AssertionError(f"no error definitions found in {ERRORS_H}")
     return out
 
 

@@ -52,7 +52,7 @@ class Redis:
                     return
             except OSError:
                 pass
-            time.sleep(0.02)
+            time.sleep(0.02)  # poll interval: PING again until the deadline
         self.stop()
         raise AssertionError("redis-server did not start on port %d" % self.port)
 

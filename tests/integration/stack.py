@@ -21,8 +21,9 @@ class Fetchers:
 
     def __init__(self, tmp_path, jobs_port, upstream_url, workers=2, env=None, jobs_scheme="tcp"):
         self.log_path = os.path.join(str(tmp_path), "fetcher.log")
+        # The fake platform rations nothing: unpaced unless the test sets a budget (test_egress_pacing.py).
         full = dict(os.environ, VTS_JOBS_URL="%s://127.0.0.1:%d" % (jobs_scheme, jobs_port), VTS_UPSTREAM_URL=upstream_url,
-                    ASAN_OPTIONS="detect_leaks=0")
+                    ASAN_OPTIONS="detect_leaks=0", VTS_EGRESS_RATE="0")
         full.update({k: str(v) for k, v in (env or {}).items()})
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([harness.fetcher_binary(), "--workers", str(workers)], env=full,
@@ -81,7 +82,7 @@ class Stack:
                 if r.status == 200:
                     self.upstream.reset()
                     return
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the pool serves, within timeout
         raise AssertionError("the stack did not serve a transcript within %ss:\n%s\n%s" % (
             timeout, self.gateway.log_text()[-3000:], self.fetchers.log_text()[-3000:]))
 

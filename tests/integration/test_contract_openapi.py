@@ -73,13 +73,13 @@ def test_every_get_has_a_head_twin_with_its_parameters_and_statuses():
             assert "content" not in spec, f"HEAD {path} {status} declares a body"
 
 
-def test_error_code_enum_equals_the_codes_of_errors_c():
+def test_error_code_enum_equals_the_codes_of_the_error_table():
     doc = load_document()
     enum = doc["components"]["schemas"]["ErrorCode"]["enum"]
     assert len(enum) == len(set(enum)), f"ErrorCode enum repeats a code: {enum}"
     assert set(enum) == set(error_catalogue()), (
         f"only in the document: {sorted(set(enum) - set(error_catalogue()))}, "
-        f"only in gateway/http/errors.c: {sorted(set(error_catalogue()) - set(enum))}")
+        f"only in gateway/http/errors.h: {sorted(set(error_catalogue()) - set(enum))}")
 
 
 def test_every_transcript_error_code_is_declared_under_its_status():

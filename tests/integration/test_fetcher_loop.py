@@ -107,7 +107,7 @@ def test_speech_job_runs_the_speech_flow_over_the_job_loop(dispatcher, start_fet
 
 def test_fetcher_started_before_dispatcher_keeps_dialing(dispatcher, start_fetcher):
     proc = start_fetcher(dispatcher)
-    time.sleep(0.6)
+    time.sleep(0.6)  # the wait is the test: a fetcher with no dispatcher to dial lives on
     assert proc.poll() is None, "the fetcher must wait for the dispatcher, not exit"
     dispatcher.listen()
     conn = dispatcher.accept(timeout=5)
@@ -138,7 +138,7 @@ def test_sigterm_when_busy_sends_a_last_result_and_exits_once_acknowledged(dispa
     # A stopping fetcher's result is a RESULT_LAST: "done, and leaving", not "idle".
     res = decode_result(conn.recv(timeout=5), last=True)
     assert (res["job_id"], res["outcome"], res["detail"]) == (11, 3, "timeout")
-    time.sleep(0.1)
+    time.sleep(0.1)  # the wait is the test: unacknowledged, the fetcher stays
     assert proc.poll() is None, "the fetcher must wait for the acknowledgement"
     t0 = time.monotonic()
     conn.reply(READY)
@@ -241,7 +241,7 @@ def test_dispatcher_restart_gets_a_new_ready(dispatcher, start_fetcher):
     assert conn.recv() == READY
     conn.close()
     dispatcher.lsock.close()
-    time.sleep(0.3)
+    time.sleep(0.3)  # the wait is the test: a fetcher whose dispatcher went away lives on
     assert proc.poll() is None, "a lost dispatcher must not end the fetcher"
     restarted = harness.FakeDispatcher(dispatcher.port)
     try:
@@ -264,10 +264,8 @@ def test_children_do_not_outlive_a_killed_supervisor(dispatcher, start_fetcher):
     assert len(kids) == 2
     proc.kill()
     proc.wait(timeout=5)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and any(os.path.exists("/proc/%d" % k) for k in kids):
-        time.sleep(0.05)
-    assert not any(os.path.exists("/proc/%d" % k) for k in kids), "children survived their supervisor"
+    assert wait_for(lambda: not any(os.path.exists("/proc/%d" % k) for k in kids), 3), \
+        "children survived their supervisor"
 
 
 def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetcher, upstream):
@@ -280,7 +278,7 @@ def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetche
     conn.reply(encode_job(51, "hangPlayer1", deadline_ms=500, request_id="req-watchdog"))
     job_reached_platform(upstream, "hangPlayer1", before)
     proc.send_signal(signal.SIGSTOP)
-    time.sleep(0.5 + 2.0 + 0.5)  # deadline + VTS_FETCHER_WATCHDOG_GRACE_MS + margin
+    time.sleep(0.5 + 2.0 + 0.5)  # the wait is the test: stopped past deadline + VTS_FETCHER_WATCHDOG_GRACE_MS
     proc.send_signal(signal.SIGCONT)
     assert harness.wait_exit(proc, 5) == 124
     assert conn.closed_within(2), "the dispatcher must see the connection drop"

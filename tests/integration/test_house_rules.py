@@ -119,6 +119,65 @@ def test_style_check_sees_new_files_before_they_are_committed(tmp_path):
     assert any(line.startswith("  proto/new.c:3:") for line in r.stdout.splitlines()), r.stdout
 
 
+# The sleeps are spelt through SLEEP, so that this file itself does not hold one.
+SLEEP = "time.sleep"
+SLEEPY_PY = f"""import time
+
+
+def test_waits():
+    {SLEEP}(0.1)
+    {SLEEP}(0.2)  # the wait is the test: an idle connection
+    {SLEEP}(0.3)  # poll interval: until the deadline
+    {SLEEP}(0.4)  # a pause
+    {SLEEP}(0.5)  # poll interval:
+"""
+
+SLEEPY_C = """#include <time.h>
+#include <unistd.h>
+
+void t_wait(void) {
+  usleep(1000);
+  sleep(1); /* the wait is the test: a window of the wall clock */
+  struct timespec ts = {0, 1000};
+  nanosleep(&ts, NULL);
+}
+"""
+
+
+def test_style_check_refuses_a_bare_sleep_in_a_test(tmp_path):
+    tree = _scratch_tree(tmp_path, {
+        "common/x.c": CLEAN_C,
+        "tests/integration/test_a.py": SLEEPY_PY,
+        "tests/fake_upstream/f.py": f"import time\n\n\ndef drip():\n    {SLEEP}(1)\n",
+        "tests/unit/t.c": SLEEPY_C,
+        # Outside what the rule reads: C beside the unit tests, and Python outside tests/.
+        "tests/bench/b.c": SLEEPY_C,
+        "deploy/d.py": f"import time\n\n{SLEEP}(1)\n",
+    })
+    r = _check(tree)
+    assert r.returncode == 1, r.stdout
+    assert r.stdout.splitlines() == [
+        'style: bare sleep in a test (wait for the event with a bounded poll, or give the reason on its line: '
+        '"the wait is the test: ..." or "poll interval: ...")',
+        f"  tests/fake_upstream/f.py:5:    {SLEEP}(1)",
+        f"  tests/integration/test_a.py:5:    {SLEEP}(0.1)",
+        f"  tests/integration/test_a.py:8:    {SLEEP}(0.4)  # a pause",
+        f"  tests/integration/test_a.py:9:    {SLEEP}(0.5)  # poll interval:",
+        "  tests/unit/t.c:5:  usleep(1000);",
+        "  tests/unit/t.c:8:  nanosleep(&ts, NULL);"], r.stdout
+    # Each sleep given its reason (or gone) passes.
+    fixed = SLEEPY_PY.replace("  # a pause", "  # the wait is the test: a slow peer")
+    fixed = fixed.replace("# poll interval:\n", "# poll interval: within 5 s\n").replace(f"    {SLEEP}(0.1)\n", "")
+    (tree / "tests/integration/test_a.py").write_text(fixed)
+    (tree / "tests/fake_upstream/f.py").write_text(
+        f"import time\n\n\ndef drip():\n    {SLEEP}(1)  # the wait is the test: a platform that drips\n")
+    (tree / "tests/unit/t.c").write_text(SLEEPY_C.replace("  usleep(1000);\n", "")
+                                         .replace("  nanosleep(&ts, NULL);",
+                                                  "  nanosleep(&ts, NULL);  // poll interval: until done"))
+    r = _check(tree)
+    assert r.returncode == 0, r.stdout
+
+
 SKIPPING_TESTS = '''
 import pytest
 

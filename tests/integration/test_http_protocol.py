@@ -160,9 +160,9 @@ def test_request_sent_while_the_previous_is_answered_is_served_after_it(make_gat
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
         s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
                   "X-Request-Id: slow\r\n\r\n".encode())
-        time.sleep(0.2)
+        assert wait_for(lambda: gateway.metric("vts_cache_misses_total") == 1, 5), "the request never reached a job"
         s.sendall(b"GET /nope HTTP/1.1\r\nHost: t\r\nX-Request-Id: next\r\n\r\nGET /hea")
-        time.sleep(0.1)
+        time.sleep(0.1)  # the wait is the test: the rest of the request comes in a later read
         s.sendall(b"lth HTTP/1.1\r\nHost: t\r\nX-Request-Id: last\r\n\r\n")
         data = half_close_and_read(s)
     got = parse_responses(data)
@@ -182,13 +182,12 @@ def test_more_input_than_is_held_while_a_request_is_answered_is_read_after_it(ma
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as s:
         s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
                   "X-Request-Id: slow\r\n\r\n".encode())
-        time.sleep(0.1)
+        assert wait_for(lambda: gateway.metric("vts_cache_misses_total") == 1, 5), "the request never reached a job"
         # A second thread sends while this one reads: the answers must not fill the socket's buffers unread.
         sender = threading.Thread(target=lambda: (s.sendall(follow), s.shutdown(socket.SHUT_WR)))
         sender.start()
-        time.sleep(0.25)
         # Still answering the first request: the server has stopped reading, so the rest waits in its socket.
-        assert server_unread_bytes(gateway.port, s.getsockname()[1]) > 0
+        assert wait_for(lambda: server_unread_bytes(gateway.port, s.getsockname()[1]) > 0, 5)
         data = read_until_close(s, 10)
         sender.join(5)
         assert not sender.is_alive()
@@ -302,7 +301,7 @@ def test_health_has_exactly_the_spec_fields(gateway):
 
 def test_health_uptime_counts_from_master_start(gateway):
     first = gateway.request("GET", "/health").json()["uptime"]
-    time.sleep(1.1)
+    time.sleep(1.1)  # the wait is the test: the uptime moves with the clock
     second = gateway.request("GET", "/health").json()["uptime"]
     assert 1.0 <= second - first < 3.0
 

@@ -216,7 +216,7 @@ def _wait_for(gateway, key, expected, what):
         streak = streak + 1 if last == expected else 0
         if streak >= 8:
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # poll interval: ask again until the streak or RELOAD_TIMEOUT_S
     pytest.fail(f"{what}: expected {expected} from every worker within {RELOAD_TIMEOUT_S}s, last {last}")
 
 

@@ -4,11 +4,11 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
 from stack import metric as value
+from vtsproc import wait_for
 
 
 def scrape(gw):
@@ -57,22 +57,33 @@ def test_metrics_port_answers_only_metrics(gateway):
     resp = conn.getresponse()
     assert resp.status == 404
     assert resp.read() == b'{"error":{"code":"not_found","message":"No such resource."}}'
+    conn.request("POST", "/metrics")
+    resp = conn.getresponse()
+    assert resp.status == 405
+    assert resp.getheader("Allow") == "GET, HEAD"
+    assert resp.read() == b'{"error":{"code":"method_not_allowed","message":"Method not allowed for this resource."}}'
     conn.close()
+
+
+def test_public_port_does_not_answer_metrics(gateway):
+    resp = gateway.request("GET", "/metrics")
+    assert resp.status == 404
+    assert resp.body == b'{"error":{"code":"not_found","message":"No such resource."}}'
 
 
 def test_worker_restart_is_counted(gateway):
     before = value(scrape(gateway), "vts_worker_restarts_total")
     victim = gateway.worker_pids()[0]
     os.kill(victim, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def counted():
         try:
-            if value(scrape(gateway), "vts_worker_restarts_total") == before + 1:
-                return
+            return value(scrape(gateway), "vts_worker_restarts_total") == before + 1
         except ConnectionError:
-            pass  # the scrape reached the killed worker's socket before it was gone
-        time.sleep(0.05)
-    pytest.fail(f"vts_worker_restarts_total did not move from {before} after a worker was killed")
+            return False  # the scrape reached the killed worker's socket before it was gone
+
+    if not wait_for(counted, 5):
+        pytest.fail(f"vts_worker_restarts_total did not move from {before} after a worker was killed")
 
 
 def test_open_connections_gauge_counts_clients(gateway):

@@ -36,7 +36,7 @@ class Load:
                 status = type(e).__name__
             self.done.append(time.monotonic())
             self.results.append((status, t))
-            time.sleep(0.005)
+            time.sleep(0.005)  # the wait is the test: the client's pace
 
     def __enter__(self):
         self._thread.start()
@@ -250,7 +250,7 @@ def test_sighup_storm_while_workers_restart_kills_no_worker(gateway):
     def storm():
         while not stop.is_set():
             os.kill(master, signal.SIGHUP)
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # the wait is the test: the storm's pace
 
     kills = 5
     thread = threading.Thread(target=storm, daemon=True)
@@ -262,7 +262,7 @@ def test_sighup_storm_while_workers_restart_kills_no_worker(gateway):
             replaced = wait_for(lambda: len(gateway.worker_pids()) == 2 and before[0] not in gateway.worker_pids(), 5)
             assert replaced, f"worker not replaced: {gateway.worker_pids()}"
             # A run shorter than the master's healthy run would back the next restart off: space the kills.
-            time.sleep(1.1)
+            time.sleep(1.1)  # the wait is the test: each worker outlives the master's healthy run
     finally:
         stop.set()
         thread.join(5)

@@ -1,6 +1,7 @@
 """The transcript cache in Redis: gateways that share one Redis share transcripts (the second gateway's request
 makes no upstream request), and a stopped Redis costs nothing but the sharing."""
 from stack import Stack
+from vtsproc import wait_for
 
 
 def test_two_gateways_sharing_redis_share_transcripts(tmp_path, redis):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ACTIVE_KEY, BUILD_DIR, REPO, free_port, http_request, write_keyfile
+from conftest import ACTIVE_KEY, BUILD_DIR, REPO, free_port, http_request, wait_for, write_keyfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
@@ -103,7 +103,7 @@ class Supervised:
             if (len(st) == FETCHERS + 1 and all(state == "RUNNING" for state, _ in st.values()) and
                     self.metric("vts_fetchers_idle") == FETCHERS):
                 return
-            time.sleep(0.1)
+            time.sleep(0.1)  # poll interval: the status and the gauge again, until timeout
         raise AssertionError("not ready within %ss: %r\n%s" % (timeout, self.status(), self.text("*")))
 
     def ctl(self, *args, timeout=60):
@@ -130,11 +130,8 @@ class Supervised:
         return None
 
     def wait_metric(self, name, value, timeout=10):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.metric(name) == value:
-                return
-            time.sleep(0.05)
+        if wait_for(lambda: self.metric(name) == value, timeout):
+            return
         raise AssertionError("%s never reached %s (last %s)" % (name, value, self.metric(name)))
 
     def get(self, video_id, timeout=30):
@@ -163,7 +160,7 @@ class Supervised:
             pass
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and _session_pids(self.proc.pid):
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval: until the session's processes are gone, within 10 s
         self.out.close()
         self.upstream.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -226,7 +223,7 @@ def _wait_restarted(sv, old, timeout=2.0):
             return st
         if time.monotonic() > deadline:
             raise AssertionError("not restarted within %ss: %r" % (timeout, st))
-        time.sleep(0.05)
+        time.sleep(0.05)  # poll interval: the status again, until timeout
 
 
 def test_killed_fetcher_is_restarted_within_2s_and_the_next_request_is_served(sv):

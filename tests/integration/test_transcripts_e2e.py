@@ -11,6 +11,7 @@ import urllib.parse
 import pytest
 
 from stack import Stack, metric
+from vtsproc import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -149,14 +150,10 @@ def test_1500_segment_transcript_round_trips_exactly(stack):
 def test_request_id_travels_to_the_fetcher_logs(stack):
     r = stack.get("benchTrace1", headers={"X-Request-Id": "e2e-trace-0001"})
     assert r.status == 200 and r.headers["x-request-id"] == "e2e-trace-0001"
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        lines = [json.loads(l) for l in stack.fetchers.log_text().splitlines() if "e2e-trace-0001" in l]
-        if lines:
-            assert all(l["request_id"] == "e2e-trace-0001" for l in lines)
-            return
-        time.sleep(0.05)
-    pytest.fail("no fetcher log line carries the request id")
+    lines = wait_for(lambda: [json.loads(l) for l in stack.fetchers.log_text().splitlines() if "e2e-trace-0001" in l], 3)
+    if not lines:
+        pytest.fail("no fetcher log line carries the request id")
+    assert all(l["request_id"] == "e2e-trace-0001" for l in lines)
 
 
 def test_hanging_platform_is_502_at_the_deadline_and_the_pool_recovers(stack):
@@ -180,10 +177,8 @@ def test_kill9_of_the_fetcher_holding_a_job_is_500_at_once_and_the_pool_is_whole
 
         t = threading.Thread(target=ask)
         t.start()
-        deadline = time.monotonic() + 10
-        while "POST /youtubei/v1/player hangPlayer1" not in s.requests():
-            assert time.monotonic() < deadline, "the job never reached the platform"
-            time.sleep(0.01)
+        assert wait_for(lambda: "POST /youtubei/v1/player hangPlayer1" in s.requests(), 10, interval=0.005), \
+            "the job never reached the platform"
         killed_at = time.monotonic()
         os.kill(holder, signal.SIGKILL)
         t.join(30)
@@ -192,12 +187,7 @@ def test_kill9_of_the_fetcher_holding_a_job_is_500_at_once_and_the_pool_is_whole
         print("500 after the kill: %.1f ms" % ((box["t"] - killed_at) * 1000))
         assert box["t"] - killed_at < 0.1, "500 came %.3f s after the kill" % (box["t"] - killed_at)
         # The pool is whole again: a new process serves the next job.
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
-            pids = s.fetchers.child_pids()
-            if pids and pids[0] != holder:
-                break
-            time.sleep(0.02)
+        wait_for(lambda: s.fetchers.child_pids() and s.fetchers.child_pids()[0] != holder, 1.5)
         assert s.fetchers.child_pids() and s.fetchers.child_pids()[0] != holder
         assert s.get("benchKill01").status == 200
         assert s.requests()["POST /youtubei/v1/player hangPlayer1"] == 1, "the job must not run twice"
@@ -211,8 +201,15 @@ def test_dispatcher_metrics_move_with_cache_jobs_and_outcomes(stack):
     assert stack.get("benchMetric").status == 200   # miss: a job
     assert stack.get("benchMetric").status == 200   # hit (worker or dispatcher cache)
     assert stack.get("http429xxx1").status == 502
-    time.sleep(0.3)  # the dispatcher publishes its counters after each event
-    after = stack.metrics()
+
+    def settled():
+        # The dispatcher publishes its counters after each event: the last one, the 502's job, frees its fetcher.
+        m = stack.metrics()
+        moved = metric(m, "vts_upstream_outcomes_total", kind="http_429") - \
+            metric(before, "vts_upstream_outcomes_total", kind="http_429")
+        return m if moved == 1 and metric(m, "vts_fetchers_idle") == 2 and metric(m, "vts_jobs_in_flight") == 0 else None
+
+    after = wait_for(settled, 5) or stack.metrics()
     assert metric(after, "vts_cache_misses_total") - metric(before, "vts_cache_misses_total") == 2
     hits = (metric(after, "vts_cache_hits_total") + metric(after, "vts_cache_l1_hits_total")) - \
         (metric(before, "vts_cache_hits_total") + metric(before, "vts_cache_l1_hits_total"))

@@ -103,7 +103,7 @@ def wait_for(predicate, timeout, interval=0.02):
         value = predicate()
         if value:
             return value
-        time.sleep(interval)
+        time.sleep(interval)  # poll interval: between two checks of the predicate, until the deadline
     return predicate()
 
 

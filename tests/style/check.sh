@@ -6,7 +6,11 @@
 #   3. no circle of includes between production modules (a .c and its .h are one module), and no fetcher folder
 #      includes one above it (the order below: the process, the job's course, speech, the platform client, captions,
 #      egress, the shared readers);
-#   4. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs).
+#   4. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs);
+#   5. no bare sleep in tests/ (Python's time.sleep anywhere, C's sleep, usleep and nanosleep in tests/unit): a
+#      test waits on the event it needs (a message, a counter, a socket state) with a bounded poll. A sleep stays only
+#      with its reason on its line: "the wait is the test: ..." (the behaviour under test is a length of time: an idle
+#      connection, a slow peer, an expiry) or "poll interval: ..." (the pause between two checks of a bounded poll).
 # Prints every offence as file:line and exits 1 when there is any. VTS_STYLE_ROOT checks another tree (its tests).
 set -uo pipefail
 root=${VTS_STYLE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -98,6 +102,16 @@ for f in sys.argv[2:]:
 PY
   )
 fi
+
+# A sleep's reason is a comment on its own line.
+sleep_reason='(#|//|/\*).*(the wait is the test|poll interval): [^ ]'
+mapfile -t test_py < <(files 'tests/*.py' 'tests/*.sh')
+mapfile -t test_c < <(files 'tests/unit/*.[ch]')
+offence "bare sleep in a test (wait for the event with a bounded poll, or give the reason on its line: \"the wait is \
+the test: ...\" or \"poll interval: ...\")" < <({
+  [ ${#test_py[@]} -gt 0 ] && grep -HnE '(^|[^A-Za-z0-9_])time\.sleep[[:space:]]*\(' "${test_py[@]}"
+  [ ${#test_c[@]} -gt 0 ] && grep -HnE '(^|[^A-Za-z0-9_.>])(sleep|usleep|nanosleep)[[:space:]]*\(' "${test_c[@]}"
+} | grep -vE "$sleep_reason")
 
 offence "runtime file tracked (git rm --cached it; .gitignore covers it)" < <(git ls-files |
   grep -E '(^|/)state/|\.snapshot$|\.ipc$|\.log$|\.pid$|(^|/)core(\.[0-9]+)?$')

@@ -36,6 +36,7 @@ struct rec {
   char video[12];
   uint64_t ttl_ms; /* A_CLAIM, A_PUT */
   uint32_t deadline_ms;
+  uint8_t declines; /* A_JOB: times it was given back for want of budget */
   char player[512]; /* A_JOB: the player summary handed with it; A_ANSWER: one a worker was sent (never) */
   uint32_t player_len;
 };
@@ -75,6 +76,7 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
   r->job_id = job->job_id;
   r->kind = job->kind;
   r->deadline_ms = job->deadline_ms;
+  r->declines = job->declines;
   snprintf(r->video, sizeof(r->video), "%s", job->video_id);
   r->player_len = job->player_len;
   if (job->player_len > 0) snprintf(r->player, sizeof(r->player), "%.*s", (int)job->player_len, job->player);
@@ -284,6 +286,14 @@ static void test_deadlines_fail_queued_and_running_jobs(void **state) {
   assert_int_equal(st.run_timeouts, 1);
   assert_int_equal(st.late_results, 1);
   assert_int_equal(st.fetchers_idle, 1);
+  /* Nor was it kept: the same video asked again is a new job, given to that fetcher. */
+  core_request(f->core, T0 + 13001, &f->w[2], &b);
+  core_tick(f->core, T0 + 13001, 60000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 3);
+  assert_ptr_equal(r->token, TOKEN(2));
+  assert_int_not_equal(r->job_id, job);
+  none(f);
 }
 
 static void test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line(void **state) {
@@ -324,6 +334,42 @@ static void test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line(v
   assert_int_equal(st.jobs_in_flight, 1);
 }
 
+/* Starts the core, asks for vidAAAAAAA1 (waiter 0) and gives it to fetcher 1: returns the record of that job. */
+static struct rec *assign_one(struct fx *f) {
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  return next(f, A_JOB);
+}
+
+/* A job given back for want of budget goes on, first in line, carrying the count; one given back as busy does not. */
+static void test_a_budget_decline_is_counted_in_the_job(void **state) {
+  struct fx *f = *state;
+  struct rec *r = assign_one(f);
+  uint64_t job = r->job_id;
+  assert_int_equal(r->declines, 0);
+  core_fetcher_msg(f->core, T0 + 10, 1, TOKEN(2), CORE_DECLINE_BUDGET, job, NULL);
+  assert_ptr_equal(next(f, A_READY)->token, TOKEN(2));
+  ready(f, T0 + 20, 1, 3);
+  core_tick(f->core, T0 + 20, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->declines, 1);
+  core_fetcher_msg(f->core, T0 + 30, 1, TOKEN(4), CORE_DECLINE, job, NULL);
+  assert_ptr_equal(next(f, A_READY)->token, TOKEN(4));
+  core_fetcher_msg(f->core, T0 + 40, 1, TOKEN(5), CORE_READY, 0, NULL);
+  core_tick(f->core, T0 + 40, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->declines, 1);
+  /* The deadline stays the job's own: 40 ms of its 5 s went by. */
+  assert_int_equal(r->deadline_ms, 5000 - 40);
+  none(f);
+  assert_int_equal(stats(f).jobs_declined, 2);
+}
+
 static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **state) {
   struct fx *f = *state;
   start(f, false);
@@ -354,14 +400,134 @@ static void test_no_captions_becomes_a_speech_job_within_its_concurrency(void **
   assert_int_equal(stats(f).speech_jobs, 2);
 }
 
-static void test_a_body_that_is_not_a_transcript_fails_and_is_not_cached(void **state) {
+static void test_not_available_is_kept_for_the_negative_lifetime_and_a_failure_not_at_all(void **state) {
   struct fx *f = *state;
   start(f, false);
-  struct proto_job a = request("vidAAAAAAA1");
+  f->cfg.speech_fallback = false; /* read by the core at each result */
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2"), c = request("vidCCCCCCC3");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  core_request(f->core, T0, &f->w[2], &c);
+  ready(f, T0, 1, 1);
+  ready(f, T0, 2, 2);
+  ready(f, T0, 3, 3);
+  core_tick(f->core, T0, 1000);
+  uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id, jc = next(f, A_JOB)->job_id;
+  struct proto_result gone = result(ja, PROTO_NOT_AVAILABLE, NULL), no_captions = result(jb, PROTO_NO_CAPTIONS, NULL),
+                      failed = result(jc, PROTO_UPSTREAM_FAILED, NULL);
+  deliver(f, T0 + 100, 1, 4, &gone);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(r->cache_ms, 60000);
+  /* Without speech, a video without captions is not available, kept as long. */
+  deliver(f, T0 + 100, 2, 5, &no_captions);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(r->cache_ms, 60000);
+  deliver(f, T0 + 100, 3, 6, &failed);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r->cache_ms, 0);
+  none(f);
+
+  /* Within the negative lifetime both are answered from the cache with what is left; the failure is asked again. */
+  core_request(f->core, T0 + 60099, &f->w[3], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(r->cache_ms, 1);
+  core_request(f->core, T0 + 60099, &f->w[4], &b);
+  assert_int_equal(next(f, A_ANSWER)->cache_ms, 1);
+  core_request(f->core, T0 + 60099, &f->w[5], &c);
+  core_tick(f->core, T0 + 60099, 1000);
+  r = next(f, A_JOB);
+  assert_string_equal(r->video, "vidCCCCCCC3");
+  assert_int_not_equal(r->job_id, jc);
+  none(f);
+  /* At its end the entry is gone: the video is asked of a fetcher again. */
+  core_request(f->core, T0 + 60100, &f->w[6], &a);
+  core_tick(f->core, T0 + 60100, 1000);
+  assert_string_equal(next(f, A_JOB)->video, "vidAAAAAAA1");
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.outcome_not_available, 2);
+  assert_int_equal(st.outcome_upstream_failed, 1);
+  assert_int_equal(st.cache_hits, 2);
+  assert_int_equal(st.speech_jobs, 0);
+}
+
+static void test_captions_jobs_go_before_speech_jobs(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
   core_request(f->core, T0, &f->w[0], &a);
   ready(f, T0, 1, 1);
   core_tick(f->core, T0, 1000);
-  uint64_t job = next(f, A_JOB)->job_id;
+  uint64_t ja = next(f, A_JOB)->job_id;
+  core_request(f->core, T0 + 10, &f->w[1], &b); /* queued: the only fetcher is busy */
+  core_tick(f->core, T0 + 10, 1000);
+  none(f);
+  /* A comes back without captions and becomes a speech job; its fetcher is idle again and gets B first. */
+  struct proto_result no_captions = result(ja, PROTO_NO_CAPTIONS, NULL);
+  deliver(f, T0 + 20, 1, 2, &no_captions);
+  core_tick(f->core, T0 + 20, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->video, "vidBBBBBBB2");
+  assert_int_equal(r->kind, PROTO_KIND_CAPTIONS);
+  assert_ptr_equal(r->token, TOKEN(2));
+  uint64_t jb = r->job_id;
+  none(f);
+  struct proto_result ok = result(jb, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 30, 1, 3, &ok);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[1]);
+  core_tick(f->core, T0 + 30, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->job_id, ja);
+  assert_int_equal(r->kind, PROTO_KIND_SPEECH);
+  assert_ptr_equal(r->token, TOKEN(3));
+  none(f);
+}
+
+static void test_a_leaving_fetcher_is_acknowledged_given_nothing_and_forgotten(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[0], &a);
+  core_request(f->core, T0, &f->w[1], &b);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 1000);
+  uint64_t ja = next(f, A_JOB)->job_id;
+  /* Its last result is answered, then acknowledged with READY, and the queued B is not given to it. */
+  struct proto_result ok = result(ja, PROTO_OK, BODY_OK);
+  core_fetcher_msg(f->core, T0 + 10, 1, TOKEN(2), CORE_RESULT_LAST, 0, &ok);
+  core_tick(f->core, T0 + 10, 1000);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[0]);
+  struct rec *r = next(f, A_READY);
+  assert_int_equal(r->fetcher, 1);
+  assert_ptr_equal(r->token, TOKEN(2));
+  none(f);
+  /* Forgotten: asking again, even with no other fetcher in line, gets it nothing; its request is dropped. */
+  ready(f, T0 + 20, 1, 3);
+  assert_ptr_equal(next(f, A_DROP)->token, TOKEN(3));
+  core_tick(f->core, T0 + 20, 1000);
+  none(f);
+  ready(f, T0 + 30, 2, 4);
+  core_tick(f->core, T0 + 30, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 2);
+  assert_string_equal(r->video, "vidBBBBBBB2");
+  /* Its connection dropping fails nothing. */
+  core_fetcher_gone(f->core, T0 + 40, 1);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.fetcher_lost, 0);
+  assert_int_equal(st.jobs_in_flight, 1);
+  assert_int_equal(st.fetchers_connected, 1);
+}
+
+static void test_a_body_that_is_not_a_transcript_fails_and_is_not_cached(void **state) {
+  struct fx *f = *state;
+  uint64_t job = assign_one(f)->job_id;
+  struct proto_job a = request("vidAAAAAAA1");
   struct proto_result bad = result(job, PROTO_OK, "{\"videoId\":\"vidAAAAAAA1\"}");
   deliver(f, T0 + 1, 1, 2, &bad);
   struct rec *r = next(f, A_ANSWER);
@@ -652,7 +818,13 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_budget_decline_is_counted_in_the_job, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_captions_becomes_a_speech_job_within_its_concurrency, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_not_available_is_kept_for_the_negative_lifetime_and_a_failure_not_at_all,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_captions_jobs_go_before_speech_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_leaving_fetcher_is_acknowledged_given_nothing_and_forgotten, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_a_body_that_is_not_a_transcript_fails_and_is_not_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connections_beyond_the_cap_and_protocol_errors_are_closed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_bad_request_and_a_full_table_are_answered_at_once, setup, teardown),

@@ -117,7 +117,7 @@ static int run_until_ms(int (*pred)(void), uint64_t ms) {
       if (n > 0) fx.got_len += (size_t)n;
     }
     fx.got[fx.got_len] = '\0';
-    usleep(1000);
+    usleep(1000); /* poll interval: the loop and the client's socket again, until the deadline */
   }
   return pred();
 }
@@ -205,19 +205,32 @@ static void test_answer_after_connection_closed_is_dropped(void **state) {
   http_request_release(fx.held[0]);
 }
 
-static void test_request_id_validation(void **state) {
+static size_t want_responses;
+static int wanted_responses(void) { return count_responses() >= want_responses; }
+
+/* A client's X-Request-Id is kept when it is 1..64 characters of [A-Za-z0-9._-]; any other is replaced by ours. */
+static void test_request_id_is_kept_only_when_valid(void **state) {
   (void)state;
-  assert_true(http_request_id_valid("a", 1));
-  assert_true(http_request_id_valid("A-b_c.9", 7));
-  char max[65];
-  memset(max, 'x', 64);
-  max[64] = '\0';
-  assert_true(http_request_id_valid(max, 64));
-  assert_false(http_request_id_valid(max, 0));
-  assert_false(http_request_id_valid("x", 65));
-  assert_false(http_request_id_valid("a b", 3));
-  assert_false(http_request_id_valid("a/b", 3));
-  assert_false(http_request_id_valid("a\r", 2));
+  char id64[65], id65[66];
+  memset(id64, 'x', 64);
+  id64[64] = '\0';
+  memset(id65, 'x', 65);
+  id65[65] = '\0';
+  const struct {
+    const char *id;
+    int kept;
+  } cases[] = {{"a", 1}, {"A-b_c.9", 1}, {id64, 1}, {id65, 0}, {"a b", 0}, {"a/b", 0}, {"a\"b", 0}, {"", 0}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char req[256];
+    snprintf(req, sizeof(req), "GET /%zu HTTP/1.1\r\nX-Request-Id: %s\r\n\r\n", i, cases[i].id);
+    send_all(req);
+    want_responses = i + 1;
+    assert_true(run_until(wanted_responses));
+    int same = strcmp(fx.rid, cases[i].id) == 0;
+    if (cases[i].kept && !same) fail_msg("id \"%s\" not kept: the request had \"%s\"", cases[i].id, fx.rid);
+    if (!cases[i].kept && (same || strlen(fx.rid) != 32))
+      fail_msg("id \"%s\" not replaced by a generated one: the request had \"%s\"", cases[i].id, fx.rid);
+  }
 }
 
 int main(void) {
@@ -226,7 +239,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_invalid_request_id_is_replaced, setup, teardown),
       cmocka_unit_test_setup_teardown(test_async_answers_keep_pipelined_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_answer_after_connection_closed_is_dropped, setup, teardown),
-      cmocka_unit_test(test_request_id_validation),
+      cmocka_unit_test_setup_teardown(test_request_id_is_kept_only_when_valid, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

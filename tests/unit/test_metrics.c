@@ -1,9 +1,11 @@
 /* Unit tests of the shared metrics region and its Prometheus text. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,8 +27,8 @@ static void test_requests_from_two_worker_processes_are_summed(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
       metrics_set_worker(w);
-      metrics_request(MR_HEALTH, 200, 300);
-      metrics_request(MR_TRANSCRIPT, 401, 1500);
+      metrics_request(ROUTE_HEALTH, 200, 300);
+      metrics_request(ROUTE_TRANSCRIPT, 401, 1500);
       _exit(0);
     }
     int st;
@@ -49,31 +51,54 @@ static void test_requests_from_two_worker_processes_are_summed(void **state) {
 static void test_unlisted_status_counts_as_other(void **state) {
   (void)state;
   metrics_set_worker(5);
-  metrics_request(MR_OTHER, 418, 10);
+  metrics_request(ROUTE_OTHER, 418, 10);
   struct buf b = BUF_INIT;
   assert_int_equal(metrics_render(&b), 0);
   assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"other\",status=\"other\"} 1\n"));
   buf_free(&b);
 }
 
+/* The sample of vts_upstream_outcomes_total for kind in the page rendered now. */
+static unsigned long long outcomes_of(const char *kind) {
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  char line[96];
+  snprintf(line, sizeof(line), "\nvts_upstream_outcomes_total{kind=\"%s\"} ", kind);
+  const char *at = strstr(b.data, line);
+  if (at == NULL) fail_msg("no sample for kind %s", kind);
+  unsigned long long n = strtoull(at + strlen(line), NULL, 10);
+  buf_free(&b);
+  return n;
+}
+
+/* One finished job counted: the kind named gains one. */
+static void assert_counted_as(uint8_t outcome, uint8_t reason, const char *kind) {
+  unsigned long long before = outcomes_of(kind);
+  struct proto_result r = {.outcome = outcome, .reason = reason};
+  metrics_upstream(&r);
+  unsigned long long after = outcomes_of(kind);
+  if (after != before + 1)
+    fail_msg("outcome %d, reason %s: kind %s went from %llu to %llu, expected one more", outcome,
+             proto_reason_name(reason), kind, before, after);
+}
+
 static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   (void)state;
-  assert_int_equal(metrics_upstream_kind(PROTO_OK, PROTO_REASON_NONE), MU_OK);
-  assert_int_equal(metrics_upstream_kind(PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS), MU_NO_CAPTIONS);
-  assert_int_equal(metrics_upstream_kind(PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE), MU_NOT_AVAILABLE);
-  assert_int_equal(metrics_upstream_kind(PROTO_INTERNAL, PROTO_REASON_INTERNAL), MU_INTERNAL);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_HTTP_5XX), MU_HTTP_5XX);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_RECAPTCHA), MU_RECAPTCHA);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_TIMEOUT), MU_TIMEOUT);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED), MU_MALFORMED);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN), MU_PO_TOKEN);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_NETWORK), MU_NETWORK);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED), MU_RATIONED);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_CLIENT_OUTDATED), MU_CLIENT_OUTDATED);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_WRONG_VIDEO), MU_WRONG_VIDEO);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED),
-                   MU_TRANSLATION_THROTTLED);
-  assert_int_equal(metrics_upstream_kind(PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH), MU_OTHER);
+  assert_counted_as(PROTO_OK, PROTO_REASON_NONE, "ok");
+  assert_counted_as(PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "not_available");
+  assert_counted_as(PROTO_INTERNAL, PROTO_REASON_INTERNAL, "internal");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_HTTP_5XX, "http_5xx");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_RECAPTCHA, "recaptcha");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_TIMEOUT, "timeout");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "malformed");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_NETWORK, "network");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED, "rationed");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_CLIENT_OUTDATED, "client_outdated");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_WRONG_VIDEO, "wrong_video");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED, "translation_throttled");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH, "other");
   struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_HTTP_429};
   metrics_upstream(&r);
   metrics_upstream(&r);
@@ -86,7 +111,8 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   struct buf b = BUF_INIT;
   assert_int_equal(metrics_render(&b), 0);
   assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"http_429\"} 2\n"));
-  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"network\"} 1\n"));
+  /* The second network failure: the first was counted above. */
+  assert_non_null(strstr(b.data, "vts_upstream_outcomes_total{kind=\"network\"} 2\n"));
   assert_non_null(strstr(b.data, "vts_upstream_proxy_attempts_total{proxy=\"2\"} 2\n"));
   assert_non_null(strstr(b.data, "vts_upstream_proxy_blocks_total{proxy=\"1\"} 1\n"));
   assert_non_null(strstr(b.data, "vts_upstream_proxy_successes_total{proxy=\"2\"} 1\n"));
@@ -95,6 +121,89 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   assert_non_null(strstr(b.data, "vts_upstream_client_attempts_total{client=\"other\"} 1\n"));
   assert_null(strstr(b.data, "bad\"name"));
   buf_free(&b);
+}
+
+static void test_not_modified_is_counted_as_304(void **state) {
+  (void)state;
+  metrics_set_worker(6);
+  metrics_request(ROUTE_TRANSCRIPT, 304, 10);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "vts_http_requests_total{route=\"/v1/video/transcript\",status=\"304\"} 1\n"));
+  assert_null(strstr(b.data, "vts_http_requests_total{route=\"/v1/video/transcript\",status=\"other\"}"));
+  buf_free(&b);
+}
+
+/* A reason whose name is also a kind's label is counted under that kind, never under "other". */
+static void test_a_reason_named_as_a_kind_is_counted_under_it(void **state) {
+  (void)state;
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_INTERNAL, "internal");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_NO_CAPTIONS, "no_captions");
+  static const char *const labels[MU__COUNT] = {
+#define LABEL_(id, label) [MU_##id] = label,
+      METRICS_UPSTREAM_KINDS(LABEL_)
+#undef LABEL_
+  };
+  for (int r = 0; r < PROTO_REASON__COUNT; r++) {
+    for (int k = 0; k < MU__COUNT; k++)
+      if (strcmp(proto_reason_name((uint8_t)r), labels[k]) == 0)
+        assert_counted_as(PROTO_UPSTREAM_FAILED, (uint8_t)r, labels[k]);
+  }
+}
+
+/* The dispatcher's rows as it publishes them: a labelled family has one HELP and one line per row. */
+static void test_dispatcher_counters_render_one_line_per_row(void **state) {
+  (void)state;
+  struct metrics_dispatcher *d = &metrics_shared()->dispatcher;
+  atomic_store(&d->counters[DC_jobs_created], 7);
+  atomic_store(&d->counters[DC_speech_jobs], 2);
+  atomic_store(&d->counters[DC_deadline_expired], 3);
+  atomic_store(&d->counters[DC_jobs_waiting], 4);
+  atomic_store(&d->counters[DC_late_results], 99);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data,
+                         "# HELP vts_jobs_total Jobs started, by kind.\n# TYPE vts_jobs_total counter\n"
+                         "vts_jobs_total{kind=\"captions\"} 7\nvts_jobs_total{kind=\"speech\"} 2\n"));
+  const char *help = strstr(b.data, "# HELP vts_jobs_total ");
+  assert_null(strstr(help + 1, "# HELP vts_jobs_total "));
+  assert_non_null(strstr(b.data, "\nvts_job_deadline_expired_total 3\n"));
+  assert_non_null(strstr(b.data, "# TYPE vts_jobs_waiting gauge\nvts_jobs_waiting 4\n"));
+  /* A row with no metric name is the core's own: it never shows. */
+  assert_null(strstr(b.data, " 99\n"));
+  buf_free(&b);
+}
+
+/* Renders the page and finds every line of want in it, and absent nowhere (NULL: no check). */
+static void assert_rendered(const char *const *want, size_t n, const char *absent) {
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  for (size_t i = 0; i < n; i++)
+    if (strstr(b.data, want[i]) == NULL) fail_msg("not on the page: %s", want[i]);
+  if (absent != NULL && strstr(b.data, absent) != NULL) fail_msg("on the page: %s", absent);
+  buf_free(&b);
+}
+
+/* Budgets by egress position: the latest units left, waits and declines summed; only reported egresses listed. */
+static void test_egress_budgets_are_listed_by_position(void **state) {
+  (void)state;
+  unsigned long long budget_before = outcomes_of("egress_budget");
+  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_BUDGET, .negress = 2};
+  r.egress[0] = (struct proto_egress){.egress = 1, .left = 7, .waits = 2, .declines = 1};
+  r.egress[1] = (struct proto_egress){.egress = 16, .left = 30, .waits = 0, .declines = 0};
+  metrics_upstream(&r);
+  r.negress = 1;
+  r.egress[0] = (struct proto_egress){.egress = 1, .left = 3, .waits = 5, .declines = 4};
+  metrics_upstream(&r);
+  static const char *const want[] = {
+      "vts_egress_budget_left{egress=\"1\"} 3\n",
+      "vts_egress_budget_waits_total{egress=\"1\"} 7\n",
+      "vts_egress_budget_declines_total{egress=\"1\"} 5\n",
+      "vts_egress_budget_left{egress=\"16\"} 30\n",
+  };
+  assert_rendered(want, sizeof(want) / sizeof(want[0]), "vts_egress_budget_left{egress=\"0\"}");
+  /* Both jobs are counted under the budget's own kind. */
+  assert_int_equal(outcomes_of("egress_budget"), budget_before + 2);
 }
 
 static void test_every_family_has_help_and_type(void **state) {
@@ -125,7 +234,10 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_ratelimit_store_errors_total",
                          "vts_ratelimit_fallbacks_total",
                          "vts_worker_restarts_total",
-                         "vts_jobs_total"};
+                         "vts_jobs_total",
+                         "vts_egress_budget_left",
+                         "vts_egress_budget_waits_total",
+                         "vts_egress_budget_declines_total"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     char help[128], type[128];
     snprintf(help, sizeof(help), "# HELP %s ", names[i]);
@@ -140,6 +252,10 @@ int main(void) {
       cmocka_unit_test(test_requests_from_two_worker_processes_are_summed),
       cmocka_unit_test(test_unlisted_status_counts_as_other),
       cmocka_unit_test(test_upstream_outcomes_map_to_fixed_kinds),
+      cmocka_unit_test(test_not_modified_is_counted_as_304),
+      cmocka_unit_test(test_a_reason_named_as_a_kind_is_counted_under_it),
+      cmocka_unit_test(test_dispatcher_counters_render_one_line_per_row),
+      cmocka_unit_test(test_egress_budgets_are_listed_by_position),
       cmocka_unit_test(test_every_family_has_help_and_type),
   };
   return cmocka_run_group_tests(tests, setup, NULL);

@@ -191,10 +191,17 @@ static void test_page_scan_on_real_captures(void **state) {
   assert_string_equal(p.api_key, "");
 }
 
+/* A configuration with nothing set but the egress budget's defaults (VTS_EGRESS_RATE, VTS_EGRESS_BURST). */
+static void config_clear(struct vts_config *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->egress_rate = 900;
+  cfg->egress_burst = 30;
+}
+
 static struct upstream *make_upstream(const char *url) {
   static struct vts_config cfg;
   char err[256];
-  memset(&cfg, 0, sizeof(cfg));
+  config_clear(&cfg);
   snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "%s", url);
   struct upstream *u = NULL;
   if (upstream_new(&cfg, &u, err, sizeof(err)) != 0) fail_msg("upstream_new(%s): %s", url, err);
@@ -284,15 +291,37 @@ static void test_upstream_settings_checked(void **state) {
   static const char *const bad_urls[] = {"http://www.youtube.com", "http://10.0.0.1:80", "https://x/path",
                                          "ftp://127.0.0.1", "nonsense"};
   for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
-    memset(&cfg, 0, sizeof(cfg));
+    config_clear(&cfg);
     snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "%s", bad_urls[i]);
     if (upstream_config_check(&cfg, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad_urls[i]);
     assert_non_null(strstr(err, "VTS_UPSTREAM_URL"));
   }
-  memset(&cfg, 0, sizeof(cfg));
+  config_clear(&cfg);
   snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://localhost:1234");
   snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "http://p1:3128,socks5h://u:pw@p2:1080");
   assert_int_equal(upstream_config_check(&cfg, err, sizeof(err)), 0);
+  /* A rotating proxy, and the per-entry budget options. */
+  static const char *const good_proxies[] = {"rotating+http://u:pw@gw:8000",
+                                             "rotating+socks5://gw:1080;rate=3600;burst=5", "http://p1:3128;rate=0",
+                                             "https://p1:3128;burst=2,rotating+https://gw:443;rate=120"};
+  for (size_t i = 0; i < sizeof(good_proxies) / sizeof(good_proxies[0]); i++) {
+    snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "%s", good_proxies[i]);
+    if (upstream_config_check(&cfg, err, sizeof(err)) != 0) fail_msg("refused %s: %s", good_proxies[i], err);
+  }
+  static const char *const bad_proxies[] = {"rotating+p1:3128",
+                                            "rotating+ftp://u:pw@gw:21",
+                                            "http://u:pw@p1:3128;rate=-1",
+                                            "http://u:pw@p1:3128;rate=",
+                                            "http://u:pw@p1:3128;burst=0",
+                                            "http://u:pw@p1:3128;rate=1;rate=2",
+                                            "http://u:pw@p1:3128;speed=9",
+                                            "http://u:pw@p1:3128;rate=3600001"};
+  for (size_t i = 0; i < sizeof(bad_proxies) / sizeof(bad_proxies[0]); i++) {
+    snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "%s", bad_proxies[i]);
+    if (upstream_config_check(&cfg, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad_proxies[i]);
+    assert_non_null(strstr(err, "VTS_UPSTREAM_PROXY: invalid value: entry 1"));
+    assert_null(strstr(err, "pw"));
+  }
   snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "http://p1:3128,");
   assert_int_equal(upstream_config_check(&cfg, err, sizeof(err)), -EINVAL);
   snprintf(cfg.upstream_proxy, sizeof(cfg.upstream_proxy), "p1:3128");

@@ -186,15 +186,24 @@ static void test_clients_resolve_against_file_profiles(void **state) {
   assert_non_null(strstr(err, "unknown client \"NOPE\" (known: VISIONOS, ANDROID"));
 }
 
-static struct upstream *two_proxies_resting(struct vts_config *cfg, int64_t rest_ms) {
+/* An upstream through the proxies of list, with VTS_EGRESS_RATE rate and VTS_EGRESS_BURST burst. */
+static struct upstream *with_proxies(struct vts_config *cfg, const char *list, int64_t rest_ms, int64_t rate,
+                                     int64_t burst) {
   memset(cfg, 0, sizeof(*cfg));
   snprintf(cfg->upstream_url, sizeof(cfg->upstream_url), "http://127.0.0.1:9");
-  snprintf(cfg->upstream_proxy, sizeof(cfg->upstream_proxy), "http://127.0.0.1:8,http://u:secret@127.0.0.1:7");
+  snprintf(cfg->upstream_proxy, sizeof(cfg->upstream_proxy), "%s", list);
   cfg->proxy_rest_ms = rest_ms;
+  cfg->egress_rate = rate;
+  cfg->egress_burst = burst;
   struct upstream *u = NULL;
   char err[256];
-  assert_int_equal(upstream_new(cfg, &u, err, sizeof(err)), 0);
+  if (upstream_new(cfg, &u, err, sizeof(err)) != 0) fail_msg("upstream_new: %s", err);
   return u;
+}
+
+static struct upstream *two_proxies_resting(struct vts_config *cfg, int64_t rest_ms) {
+  /* The defaults of VTS_EGRESS_RATE and VTS_EGRESS_BURST. */
+  return with_proxies(cfg, "http://127.0.0.1:8,http://u:secret@127.0.0.1:7", rest_ms, 900, 30);
 }
 
 static struct upstream *two_proxies(struct vts_config *cfg) { return two_proxies_resting(cfg, 60000); }
@@ -214,7 +223,7 @@ static int chosen(struct upstream *u) {
 
 /* Waits for the clock itself: the rest under test is a length of time. */
 static void wait_until(uint64_t t) {
-  while (util_now_ms() < t) usleep(5000);
+  while (util_now_ms() < t) usleep(5000); /* the wait is the test: a rest is a length of time */
 }
 
 static void test_proxies_alternate_and_a_blocked_one_rests(void **state) {
@@ -252,7 +261,7 @@ static void test_when_all_rest_the_one_resting_longest_is_tried(void **state) {
     assert_int_equal(upstream_use_egress(u, 1), 0);
     upstream_egress_report(u, 1);
   }
-  usleep(2000);
+  usleep(2000); /* the wait is the test: proxy 1 began to rest before proxy 2 */
   for (int i = 0; i < 2; i++) {
     assert_int_equal(upstream_use_egress(u, 2), 0);
     upstream_egress_report(u, 1);
@@ -261,6 +270,63 @@ static void test_when_all_rest_the_one_resting_longest_is_tried(void **state) {
     upstream_begin_job(u, deadline, "t");
     assert_int_equal(upstream_job_proxy_index(u), 1);
   }
+  upstream_free(u);
+}
+
+/* A rotating proxy is many addresses: blocks never rest it, and a blocked job moves to it again (a new connection). */
+static void test_rotating_proxy_never_rests_and_takes_the_next_attempt(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = with_proxies(&cfg, "rotating+http://u:secret@127.0.0.1:7", 60000, 900, 30);
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  assert_int_equal(upstream_job_proxy_index(u), 1);
+  /* curl is given the URL without its prefix. */
+  assert_string_equal(upstream_job_proxy(u), "http://u:secret@127.0.0.1:7");
+  for (int i = 0; i < 5; i++) {
+    upstream_egress_report(u, 1);
+    assert_true(upstream_has_next_egress(u));
+    assert_int_equal(upstream_next_egress(u), 0);
+    assert_int_equal(upstream_job_proxy_index(u), 1);
+  }
+  assert_int_equal(upstream_rest_left_ms(u), 0);
+  /* Nor do its translations rest: the next one goes out from another address. */
+  upstream_translation_report(u, 1);
+  assert_int_equal(upstream_translation_rest_left_ms(u), 0);
+  assert_int_equal(upstream_translation_egress(u), 0);
+  assert_int_equal(upstream_job_proxy_index(u), 1);
+  upstream_free(u);
+}
+
+/* A proxy whose budget is spent gives way to one whose budget holds a unit; with every budget spent, health decides. */
+static void test_a_spent_budget_gives_way_to_another_proxy(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  /* One request an hour on each proxy: proxy 1 by its own option, proxy 2 by VTS_EGRESS_RATE and VTS_EGRESS_BURST. */
+  struct upstream *u = with_proxies(&cfg, "http://127.0.0.1:8;rate=1;burst=1,http://127.0.0.1:7", 60000, 1, 1);
+  struct upstream_request req = {.method = UPSTREAM_GET, .url = "/watch?v=x", .max_bytes = 1024};
+  struct upstream_response resp = {0};
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  assert_int_equal(upstream_job_proxy_index(u), 1);
+  /* Nothing listens on the proxy: the request spends its unit and fails to connect. */
+  assert_int_equal(upstream_fetch(u, &req, &resp), -ENETUNREACH);
+  assert_int_equal(upstream_fetch(u, &req, &resp), -EAGAIN);
+  assert_int_equal(resp.reason, PROTO_REASON_BUDGET);
+  /* Proxy 2 still holds its unit: the first egress the job could use has one now. */
+  assert_int_equal(upstream_budget_wait_ms(u), 0);
+  for (int i = 0; i < 3; i++) {
+    upstream_begin_job(u, util_now_ms() + 1000, "t");
+    assert_int_equal(upstream_job_proxy_index(u), 2);
+  }
+  assert_int_equal(upstream_fetch(u, &req, &resp), -ENETUNREACH);
+  uint64_t wait = upstream_budget_wait_ms(u);
+  assert_true(wait > 3590000 && wait <= 3600000);
+  struct proto_egress rep[PROTO_MAX_EGRESS];
+  assert_int_equal(upstream_budget_report(u, rep), 2);
+  assert_int_equal(rep[0].egress, 1);
+  assert_int_equal(rep[0].left, 0);
+  assert_int_equal(rep[1].egress, 2);
+  assert_int_equal(rep[1].left, 0);
+  buf_free(&resp.body);
   upstream_free(u);
 }
 
@@ -299,12 +365,7 @@ static void test_rest_doubles_with_each_further_block_and_a_served_job_resets_it
 static void test_the_direct_route_rests_and_says_when_it_is_back(void **state) {
   (void)state;
   struct vts_config cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "http://127.0.0.1:9");
-  cfg.proxy_rest_ms = 60000;
-  struct upstream *u = NULL;
-  char err[256];
-  assert_int_equal(upstream_new(&cfg, &u, err, sizeof(err)), 0);
+  struct upstream *u = with_proxies(&cfg, "", 60000, 900, 30); /* no proxy: the direct route */
   upstream_begin_job(u, util_now_ms() + 1000, "t");
   assert_int_equal(upstream_job_proxy_index(u), 0);
   upstream_egress_report(u, 1);
@@ -393,6 +454,8 @@ int main(void) {
       cmocka_unit_test(test_the_direct_route_rests_and_says_when_it_is_back),
       cmocka_unit_test(test_rest_left_is_the_first_proxy_back_when_all_rest),
       cmocka_unit_test(test_translations_rest_apart_from_their_egress),
+      cmocka_unit_test(test_rotating_proxy_never_rests_and_takes_the_next_attempt),
+      cmocka_unit_test(test_a_spent_budget_gives_way_to_another_proxy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@ static struct proto_job sample_job(void) {
   memcpy(j.lang, "pt-BR", 6);
   memcpy(j.translate, "fr", 3);
   memcpy(j.request_id, "req-1", 6);
+  j.declines = 2;
   return j;
 }
 
@@ -39,6 +40,7 @@ static void test_job_round_trips_every_field(void **state) {
   assert_string_equal(out.lang, "pt-BR");
   assert_string_equal(out.translate, "fr");
   assert_string_equal(out.request_id, "req-1");
+  assert_int_equal(out.declines, 2);
   buf_free(&b);
 }
 
@@ -155,26 +157,36 @@ static void test_result_last_has_the_result_encoding_under_its_own_type(void **s
   buf_free(&last);
 }
 
-static void test_decline_carries_its_job_id_and_nothing_else(void **state) {
+static void test_decline_carries_its_job_id_and_why_and_nothing_else(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
-  assert_int_equal(proto_encode_decline(&b, 0x0102030405060708ULL), 0);
-  static const unsigned char want[] = {'V', 'T', PROTO_VERSION, 5, 1, 2, 3, 4, 5, 6, 7, 8};
+  assert_int_equal(proto_encode_decline(&b, 0x0102030405060708ULL, PROTO_DECLINE_BUDGET), 0);
+  static const unsigned char want[] = {'V', 'T', PROTO_VERSION, 5, 1, 2, 3, 4, 5, 6, 7, 8, PROTO_DECLINE_BUDGET};
   assert_int_equal(b.len, sizeof(want));
   assert_memory_equal(b.data, want, sizeof(want));
   assert_int_equal(proto_peek_type(b.data, b.len), PROTO_DECLINE);
   uint64_t id = 0;
-  assert_int_equal(proto_decode_decline(b.data, b.len, &id), 0);
+  uint8_t why = 9;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), 0);
   assert_true(id == 0x0102030405060708ULL);
-  /* Shorter, longer, or another type: rejected whole. */
-  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_decline(b.data, n, &id), -EPROTO);
+  assert_int_equal(why, PROTO_DECLINE_BUDGET);
+  /* Shorter, longer, an unknown why, or another type: rejected whole. */
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_decline(b.data, n, &id, &why), -EPROTO);
+  b.data[b.len - 1] = PROTO_DECLINE_BUDGET + 1;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), -EPROTO);
+  b.data[b.len - 1] = PROTO_DECLINE_BUSY;
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), 0);
+  assert_int_equal(why, PROTO_DECLINE_BUSY);
+  struct buf bad = BUF_INIT;
+  assert_int_equal(proto_encode_decline(&bad, 1, PROTO_DECLINE_BUDGET + 1), -EINVAL);
+  buf_free(&bad);
   assert_int_equal(buf_append(&b, "", 1), 0);
-  assert_int_equal(proto_decode_decline(b.data, b.len, &id), -EPROTO);
+  assert_int_equal(proto_decode_decline(b.data, b.len, &id, &why), -EPROTO);
   struct proto_result res;
   assert_int_equal(proto_decode_result(b.data, b.len - 1, &res), -EPROTO);
   struct buf ready = BUF_INIT;
   assert_int_equal(proto_encode_ready(&ready), 0);
-  assert_int_equal(proto_decode_decline(ready.data, ready.len, &id), -EPROTO);
+  assert_int_equal(proto_decode_decline(ready.data, ready.len, &id, &why), -EPROTO);
   buf_free(&ready);
   buf_free(&b);
 }
@@ -185,6 +197,8 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.nattempts = 2;
   r.attempts[0] = (struct proto_attempt){.proxy = 1, .result = PROTO_ATTEMPT_BLOCKED, .client = "VISIONOS"};
   r.attempts[1] = (struct proto_attempt){.proxy = 16, .result = PROTO_ATTEMPT_FAILED, .client = "ANDROID_VR"};
+  r.negress = 1;
+  r.egress[0] = (struct proto_egress){.egress = 16, .left = 29, .waits = 3, .declines = 70000};
   struct buf b = BUF_INIT;
   assert_int_equal(proto_encode_result(&b, &r), 0);
   struct proto_result d;
@@ -195,16 +209,31 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   assert_int_equal(d.attempts[1].proxy, 16);
   assert_int_equal(d.attempts[0].result, PROTO_ATTEMPT_BLOCKED);
   assert_string_equal(d.attempts[1].client, "ANDROID_VR");
+  assert_int_equal(d.negress, 1);
+  assert_int_equal(d.egress[0].egress, 16);
+  assert_int_equal(d.egress[0].left, 29);
+  assert_int_equal(d.egress[0].waits, 3);
+  assert_int_equal(d.egress[0].declines, 70000);
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
-  /* body length, the player summary's length (none) and lifetime, retry_after_s, cache_ms, two attempts */
-  size_t reason_at = b.len - 4 - 4 - 4 - 4 - 4 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
+  /*
+   * Back over the body length, the player summary's length (none) and lifetime, retry_after_s, cache_ms, one egress,
+   * two attempts, the reason and the attempt count.
+   */
+  size_t egress_at = b.len - 4 - 4 - 4 - 4 - 4 - 13;
+  size_t reason_at = egress_at - 1 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
   b.data[reason_at] = PROTO_REASON_NETWORK;
   b.data[reason_at + 2 + 2 + 2 + 8] = 17;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[reason_at + 2 + 2 + 2 + 8] = 16;
+  assert_int_equal(b.data[egress_at], 16);
+  b.data[egress_at] = PROTO_MAX_EGRESS;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[egress_at] = 16;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
   r.reason = PROTO_REASON__COUNT;
   buf_reset(&b);
   assert_int_equal(proto_encode_result(&b, &r), -EINVAL);
@@ -224,6 +253,7 @@ static void test_player_summary_round_trips_in_a_job_and_a_result(void **state) 
   assert_int_equal(jout.player_len, sizeof(summary) - 1);
   assert_memory_equal(jout.player, summary, sizeof(summary) - 1);
   assert_string_equal(jout.request_id, job.request_id);
+  assert_int_equal(jout.declines, job.declines);
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_job(b.data, n, &jout), -EPROTO);
 
   struct proto_result res, rout;
@@ -308,6 +338,52 @@ static void test_ok_result_without_body_is_rejected(void **state) {
   buf_free(&b);
 }
 
+/* Every outcome of the table crosses the wire; 0 and the value after the last row do not, either way. */
+static void test_every_outcome_round_trips_and_no_other(void **state) {
+  (void)state;
+  struct proto_result in, out;
+  memset(&in, 0, sizeof(in));
+  in.job_id = 9;
+  in.body = "{}";
+  in.body_len = 2;
+  struct buf b = BUF_INIT;
+  for (int o = 1; o <= PROTO_NOUTCOMES; o++) {
+    in.outcome = (uint8_t)o;
+    buf_reset(&b);
+    assert_int_equal(proto_encode_result(&b, &in), 0);
+    assert_int_equal(proto_decode_result(b.data, b.len, &out), 0);
+    assert_int_equal(out.outcome, o);
+  }
+  size_t outcome_at = 4 + 8; /* header, job_id */
+  b.data[outcome_at] = 0;
+  assert_int_equal(proto_decode_result(b.data, b.len, &out), -EPROTO);
+  b.data[outcome_at] = PROTO_NOUTCOMES + 1;
+  assert_int_equal(proto_decode_result(b.data, b.len, &out), -EPROTO);
+  in.outcome = 0;
+  assert_int_equal(proto_encode_result(&b, &in), -EINVAL);
+  in.outcome = PROTO_NOUTCOMES + 1;
+  assert_int_equal(proto_encode_result(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
+/* A reason's number is on the wire: the rows keep their places, and the later ones follow the budget's. */
+static void test_reasons_keep_their_wire_numbers(void **state) {
+  (void)state;
+  assert_int_equal(PROTO_REASON_INTERNAL, 15);
+  assert_int_equal(PROTO_REASON_BUDGET, 16);
+  assert_int_equal(PROTO_REASON_RATIONED, 17);
+  assert_int_equal(PROTO_REASON_CLIENT_OUTDATED, 18);
+  assert_int_equal(PROTO_REASON_WRONG_VIDEO, 19);
+  assert_int_equal(PROTO_REASON_TRANSLATION_THROTTLED, 20);
+  assert_int_equal(PROTO_REASON__COUNT, 21);
+  assert_string_equal(proto_reason_name(PROTO_REASON_BUDGET), "egress_budget");
+  assert_string_equal(proto_reason_name(PROTO_REASON_RATIONED), "rationed");
+  assert_string_equal(proto_reason_name(PROTO_REASON_CLIENT_OUTDATED), "client_outdated");
+  assert_string_equal(proto_reason_name(PROTO_REASON_WRONG_VIDEO), "wrong_video");
+  assert_string_equal(proto_reason_name(PROTO_REASON_TRANSLATION_THROTTLED), "translation_throttled");
+  assert_string_equal(proto_reason_name(PROTO_REASON__COUNT), "unknown");
+}
+
 static void test_outcomes_map_to_the_architecture_statuses(void **state) {
   (void)state;
   assert_int_equal(proto_outcome_status(PROTO_OK), 200);
@@ -325,13 +401,15 @@ int main(void) {
       cmocka_unit_test(test_job_key_keeps_kinds_and_translations_apart),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
-      cmocka_unit_test(test_decline_carries_its_job_id_and_nothing_else),
+      cmocka_unit_test(test_decline_carries_its_job_id_and_why_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_player_summary_round_trips_in_a_job_and_a_result),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
       cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),
       cmocka_unit_test(test_ok_result_without_body_is_rejected),
+      cmocka_unit_test(test_every_outcome_round_trips_and_no_other),
+      cmocka_unit_test(test_reasons_keep_their_wire_numbers),
       cmocka_unit_test(test_outcomes_map_to_the_architecture_statuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

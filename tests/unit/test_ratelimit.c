@@ -66,6 +66,30 @@ static void remove_tree(const char *dir) {
   assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * The key's admitted count of the month of second now as the table keeps it: what a snapshot taken at now writes for
+ * it (a line "tag month used", the tag the digest's first 16 hex digits), 0 when it writes none.
+ */
+static int64_t quota_used(struct rlmem_table *t, const char *digest, int64_t now) {
+  char dir[64], path[128], line[128];
+  make_tmpdir(dir, sizeof(dir));
+  assert_int_equal(rlmem_snapshot_write(t, dir, now), 0);
+  snprintf(path, sizeof(path), "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  long long used = 0;
+  while (fgets(line, sizeof(line), fp) != NULL) {
+    char tag[17];
+    long long month, n;
+    if (sscanf(line, "%16s %lld %lld", tag, &month, &n) == 3 && strncmp(tag, digest, 16) == 0 &&
+        month == rlcalc_month_index(now))
+      used = n;
+  }
+  fclose(fp);
+  remove_tree(dir);
+  return used;
+}
+
 static void test_window_is_aligned_to_multiples_of_its_length(void **state) {
   (void)state;
   assert_int_equal(rlcalc_window_index(1000, 60), 16);
@@ -77,12 +101,21 @@ static void test_window_is_aligned_to_multiples_of_its_length(void **state) {
   assert_int_equal(rlcalc_window_reset(T_2026_01_01, 86400), T_2026_01_01 + 86400);
 }
 
+/* A refusal's Retry-After: the whole seconds to the end of its window, at least 1; only a refusal has one. */
 static void test_retry_after_is_whole_seconds_to_reset_at_least_one(void **state) {
   (void)state;
-  assert_int_equal(rlcalc_retry_after(960, 1020), 60);
-  assert_int_equal(rlcalc_retry_after(1019, 1020), 1);
-  assert_int_equal(rlcalc_retry_after(1020, 1020), 1);
-  assert_int_equal(rlcalc_retry_after(1030, 1020), 1);
+  const struct rl_limits lim = {.rate = 5, .window_s = 60, .quota = 100};
+  struct rl_decision d;
+  rlcalc_decision(&d, RL_LIMITED, &lim, 960, 5, 10);
+  assert_int_equal(d.reset, 1020);
+  assert_int_equal(d.retry_after, 60);
+  rlcalc_decision(&d, RL_LIMITED, &lim, 1019, 5, 10);
+  assert_int_equal(d.retry_after, 1);
+  rlcalc_decision(&d, RL_LIMITED, &lim, 1020, 5, 10);
+  assert_int_equal(d.reset, 1080);
+  assert_int_equal(d.retry_after, 60);
+  rlcalc_decision(&d, RL_ALLOW, &lim, 1019, 3, 10);
+  assert_int_equal(d.retry_after, 0);
 }
 
 static void test_month_rolls_from_december_to_january(void **state) {
@@ -177,7 +210,7 @@ static void test_memory_admits_exactly_limit_then_limits_until_reset(void **stat
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 4);
   assert_int_equal(d.reset, 1080);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 6);
+  assert_int_equal(quota_used(t, digest_a, now), 6);
 }
 
 static void test_quota_exhaustion_answers_quota_and_remaining_stays_the_windows(void **state) {
@@ -202,7 +235,7 @@ static void test_quota_exhaustion_answers_quota_and_remaining_stays_the_windows(
   assert_int_equal(d.quota_remaining, 0);
   assert_int_equal(d.quota_reset, T_2026_02_01);
   assert_int_equal(d.reserved_in, RL_STORE_NONE);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 3);
+  assert_int_equal(quota_used(t, digest_a, now), 3);
 }
 
 static void test_window_counts_every_request_and_refusals_reserve_no_quota(void **state) {
@@ -216,7 +249,7 @@ static void test_window_counts_every_request_and_refusals_reserve_no_quota(void 
   }
   assert_int_equal(limited, 3);
   assert_int_equal(d.remaining, 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 2);
+  assert_int_equal(quota_used(t, digest_a, 1000), 2);
   /* A larger window shows all five requests were counted in it. */
   struct rl_limits wider = limits(7, 60, 10);
   rlmem_check(t, digest_a, &wider, 1000, &d);
@@ -232,9 +265,9 @@ static void test_refund_gives_the_months_unit_back_once(void **state) {
   rlmem_check(t, digest_a, &l, now, &d);
   rlmem_check(t, digest_a, &l, now, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 2);
+  assert_int_equal(quota_used(t, digest_a, now), 2);
   rlmem_refund(t, digest_a, d.reserved_month);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 1);
+  assert_int_equal(quota_used(t, digest_a, now), 1);
   rlmem_check(t, digest_a, &l, now, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   rlmem_check(t, digest_a, &l, now, &d);
@@ -243,9 +276,9 @@ static void test_refund_gives_the_months_unit_back_once(void **state) {
   rlmem_check(t, digest_a, &l, T_2026_02_01, &d);
   assert_int_equal(d.outcome, RL_ALLOW);
   rlmem_refund(t, digest_a, rlcalc_month_index(now));
-  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01), 1);
+  assert_int_equal(quota_used(t, digest_a, T_2026_02_01), 1);
   rlmem_refund(t, digest_b, rlcalc_month_index(now));
-  assert_int_equal(rlmem_quota_used(t, digest_b, now), 0);
+  assert_int_equal(quota_used(t, digest_b, now), 0);
 }
 
 /* A request that spends nothing of the month (a 304) counts in the window and is refused as any other would be. */
@@ -259,7 +292,7 @@ static void test_unspent_check_counts_the_window_reserves_no_unit_and_refuses_al
   assert_int_equal(d.remaining, 3);
   assert_int_equal(d.quota_remaining, 2);
   assert_int_equal(d.reserved_month, 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 0);
+  assert_int_equal(quota_used(t, digest_a, now), 0);
   /* No usage changed: no snapshot becomes due (at exit, when one is due whatever the interval). */
   uint64_t gen;
   assert_false(rlmem_snapshot_begin(t, 0, true, &gen));
@@ -275,7 +308,7 @@ static void test_unspent_check_counts_the_window_reserves_no_unit_and_refuses_al
   assert_int_equal(rlmem_check_unspent(t, digest_a, &wide_month, now, &d), 0);
   assert_int_equal(d.outcome, RL_LIMITED);
   assert_int_equal(d.remaining, 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 2);
+  assert_int_equal(quota_used(t, digest_a, now), 2);
 }
 
 static void test_quota_checked_before_window_when_both_are_spent(void **state) {
@@ -331,7 +364,7 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   rlmem_owed(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.quota, 1);
   assert_true(owed.seq > seq); /* every change gets a higher number */
-  assert_int_equal(rlmem_quota_used(t, digest_a, now), 5);
+  assert_int_equal(quota_used(t, digest_a, now), 5);
   /* Once Redis answered a call carrying them, they are not said again; an older number's answer changes nothing. */
   rlmem_owed_told(t, digest_a, owed.seq);
   rlmem_owed_told(t, digest_a, seq);
@@ -383,7 +416,7 @@ static void test_full_table_refuses_a_new_key_until_a_slot_is_over(void **state)
   }
   assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01 + 1, &d), 0);
   assert_int_equal(d.remaining, 3);
-  assert_int_equal(rlmem_quota_used(t, digest_a, T_2026_02_01 + 1), 2);
+  assert_int_equal(quota_used(t, digest_a, T_2026_02_01 + 1), 2);
   assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), -ENOSPC);
   rlmem_destroy(t);
 }
@@ -463,14 +496,14 @@ static void test_forked_processes_admit_exactly_limit(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(777, 60, 1000000);
   assert_int_equal(hammer(t, &l, 1000), 777);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 777);
+  assert_int_equal(quota_used(t, digest_a, 1000), 777);
 }
 
 static void test_forked_processes_admit_exactly_quota(void **state) {
   struct rlmem_table *t = *state;
   struct rl_limits l = limits(100000, 60, 301);
   assert_int_equal(hammer(t, &l, 1000), 301);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 301);
+  assert_int_equal(quota_used(t, digest_a, 1000), 301);
   /* Every try counted in the window, refused or not. */
   struct rl_limits more = limits(100000, 60, 1000000);
   struct rl_decision d;
@@ -495,8 +528,8 @@ static void test_snapshot_restores_this_months_usage(void **state) {
   struct rlmem_table *u = rlmem_create(64);
   char err[256] = "";
   assert_int_equal(rlmem_snapshot_restore(u, dir, now + 86400, err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(u, digest_a, now), 7);
-  assert_int_equal(rlmem_quota_used(u, digest_b, now), 1);
+  assert_int_equal(quota_used(u, digest_a, now), 7);
+  assert_int_equal(quota_used(u, digest_b, now), 1);
   /* A restored table goes on counting from there. */
   struct rl_limits small = limits(100, 60, 8);
   rlmem_check(u, digest_a, &small, now + 86400, &d);
@@ -520,7 +553,7 @@ static void test_snapshot_of_a_past_month_is_ignored(void **state) {
   struct rlmem_table *u = rlmem_create(64);
   char err[256] = "";
   assert_int_equal(rlmem_snapshot_restore(u, dir, T_2026_01_01, err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(u, digest_a, T_2026_01_01), 0);
+  assert_int_equal(quota_used(u, digest_a, T_2026_01_01), 0);
   rlmem_destroy(u);
   remove_tree(dir);
 }
@@ -531,7 +564,7 @@ static void test_missing_snapshot_is_no_usage(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct rlmem_table *t = rlmem_create(64);
   assert_int_equal(rlmem_snapshot_restore(t, dir, 1000, err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(t, digest_a, 1000), 0);
+  assert_int_equal(quota_used(t, digest_a, 1000), 0);
   rlmem_destroy(t);
   remove_tree(dir);
 }
@@ -587,7 +620,7 @@ static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
   fclose(f);
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/sub", file);
-  assert_true(ratelimit_shm_init_err(&cfg, err, sizeof(err)) < 0);
+  assert_true(ratelimit_shm_init(&cfg, err, sizeof(err)) < 0);
   assert_non_null(strstr(err, "VTS_STATE_DIR"));
   remove_tree(dir);
 }
@@ -598,7 +631,7 @@ static void test_missing_state_dir_is_created(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/a/b", dir);
-  assert_int_equal(ratelimit_shm_init_err(&cfg, err, sizeof(err)), 0);
+  assert_int_equal(ratelimit_shm_init(&cfg, err, sizeof(err)), 0);
   struct stat st;
   assert_int_equal(stat(cfg.state_dir, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
@@ -684,7 +717,7 @@ static void test_bad_redis_url_names_the_variable(void **state) {
 static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
   char err[512] = "";
   snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
-  if (ratelimit_shm_init_err(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shm_init(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(loop), 0);
   struct ratelimit *rl = ratelimit_new(loop, cfg);
   assert_non_null(rl);
@@ -729,7 +762,7 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
   assert_string_equal(ratelimit_provider(&cfg), "memory");
   /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   uv_loop_t loop;
   struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
   struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};
@@ -787,7 +820,7 @@ static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
   stop_limiter(rl, &loop); /* well before the first timer tick */
   struct rlmem_table *t = rlmem_create(64);
   assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
-  assert_int_equal(rlmem_quota_used(t, digest_b, util_wall_s()), 3);
+  assert_int_equal(quota_used(t, digest_b, util_wall_s()), 3);
   rlmem_destroy(t);
   ratelimit_shm_free();
   remove_tree(dir);

@@ -59,7 +59,7 @@ static void redis_command(struct fx *f, const char *cmd) { test_redis_command(f-
 
 static void new_limiter(struct fx *f) {
   char err[512] = "";
-  if (ratelimit_shm_init_err(&f->cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shm_init(&f->cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(&f->loop), 0);
   f->rl = ratelimit_new(&f->loop, &f->cfg);
   assert_non_null(f->rl);
@@ -86,7 +86,7 @@ static void start(struct fx *f, int64_t rate, bool fail_closed) {
   assert_int_equal(util_random_hex(f->key.digest, 32), 0);
   f->key.active = 1;
   f->key.rate = rate;
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   new_limiter(f);
 }
 
@@ -230,7 +230,7 @@ static void test_script_admits_exactly_limit_across_processes(void **state) {
   assert_int_equal(d.limit, 37);
   assert_int_equal(d.remaining, 0);
   assert_int_equal(d.reset, rlcalc_window_reset(util_wall_s(), 3600));
-  assert_int_equal(d.retry_after, rlcalc_retry_after(util_wall_s(), d.reset));
+  assert_int_equal(d.retry_after, d.reset - util_wall_s()); /* the whole seconds left of the window */
 }
 
 static void test_quota_exhaustion_in_redis_answers_quota(void **state) {
@@ -540,7 +540,7 @@ static void wait_for_next_window(uv_loop_t *loop, int64_t window_s) {
     if (loop != NULL)
       run_for_ms(loop, 5);
     else
-      usleep(5000);
+      usleep(5000); /* the wait is the test: the next window of the wall clock */
   }
 }
 
@@ -630,12 +630,42 @@ static void test_a_server_that_refuses_info_serves_and_keeps_a_lost_lease_counte
   assert_int_equal(check(f, NULL).outcome, RL_ALLOW);
 }
 
+/* The hash of the gateways' fallback counts for the key's current month. */
+static void owed_hash(struct fx *f, char *out, size_t cap) {
+  snprintf(out, cap, "vts:rl:{%.16s}:q:%lld:owed", f->key.digest,
+           (long long)rlcalc_month_yyyymm(rlcalc_month_index(util_wall_s())));
+}
+
+/*
+ * This gateway's name in that hash, as Redis holds it: the one field without a ':' (its count; "<name>:seq" is its
+ * number). The test runs one gateway, so the hash has one such field once a fallback was reported.
+ */
+static void this_gateway(struct fx *f, char *out, size_t cap) {
+  char cmd[256], hash[128];
+  owed_hash(f, hash, sizeof(hash));
+  snprintf(cmd, sizeof(cmd), "HKEYS %s", hash);
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, cmd);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+  int found = 0;
+  for (size_t i = 0; i < r->elements; i++) {
+    if (strchr(r->element[i]->str, ':') != NULL) continue;
+    snprintf(out, cap, "%s", r->element[i]->str);
+    found++;
+  }
+  freeReplyObject(r);
+  redisFree(c);
+  if (found != 1) fail_msg("%s: %d gateway fields, expected one", hash, found);
+}
+
 /* A field of the hash of this gateway's fallback counts for the key's current month, as a number (-1: none). */
 static long long month_fallback_field(struct fx *f, const char *suffix) {
-  char cmd[256];
-  int64_t now = util_wall_s();
-  snprintf(cmd, sizeof(cmd), "HGET vts:rl:{%.16s}:q:%lld:owed %s%s", f->key.digest,
-           (long long)rlcalc_month_yyyymm(rlcalc_month_index(now)), ratelimit_gateway_id(), suffix);
+  char cmd[320], hash[128], gw[64];
+  owed_hash(f, hash, sizeof(hash));
+  this_gateway(f, gw, sizeof(gw));
+  snprintf(cmd, sizeof(cmd), "HGET %s %s%s", hash, gw, suffix);
   redisContext *c = test_redis_sync(f->port);
   assert_non_null(c);
   redisReply *r = redisCommand(c, cmd);
@@ -648,10 +678,10 @@ static long long month_fallback_field(struct fx *f, const char *suffix) {
 
 /* Sets this gateway's stored fallback count of the key's month and its number, as a newer statement would have. */
 static void set_month_fallback(struct fx *f, long long count, long long seq) {
-  char cmd[256];
-  snprintf(cmd, sizeof(cmd), "HSET vts:rl:{%.16s}:q:%lld:owed %s %lld %s:seq %lld", f->key.digest,
-           (long long)rlcalc_month_yyyymm(rlcalc_month_index(util_wall_s())), ratelimit_gateway_id(), count,
-           ratelimit_gateway_id(), seq);
+  char cmd[320], hash[128], gw[64];
+  owed_hash(f, hash, sizeof(hash));
+  this_gateway(f, gw, sizeof(gw));
+  snprintf(cmd, sizeof(cmd), "HSET %s %s %lld %s:seq %lld", hash, gw, count, gw, seq);
   redis_command(f, cmd);
 }
 
@@ -812,7 +842,7 @@ static void test_redis_down_at_start_is_a_fault_not_a_hang(void **state) {
   f->cfg.rate_limit_fail_closed = false;
   snprintf(f->cfg.redis_url, sizeof(f->cfg.redis_url), "redis://127.0.0.1:%d", f->port);
   assert_int_equal(util_random_hex(f->key.digest, 32), 0);
-  while (util_wall_s() % 3600 > 3590) sleep(1);
+  while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   new_limiter(f);
   uint64_t ms;
   struct rl_decision d = check(f, &ms);

@@ -277,7 +277,7 @@ static void test_frozen_redis_costs_one_deadline_then_is_skipped(void **state) {
   if (skipped >= VTS_RCACHE_COMMAND_TIMEOUT_MS / 2)
     fail_msg("commands during the pause took %llu ms", (unsigned long long)skipped);
   /* After the retry pause it reconnects and the entry is there. */
-  usleep((VTS_RCACHE_RETRY_MS + 50) * 1000);
+  usleep((VTS_RCACHE_RETRY_MS + 50) * 1000); /* the wait is the test: the retry pause */
   assert_int_equal(get(f, f->rc, "frozen00001", "", &out, &ttl), 0);
 }
 
@@ -311,7 +311,7 @@ static void test_a_claim_is_won_once_and_released_by_its_holder_only(void **stat
   assert_int_equal(key_exists(f, "vts:claim:{alreadyIn01}:en"), 0);
   assert_int_equal(claim(f, f->rc, 3, "expiring001", 100), 1);
   assert_int_equal(claim(f, f->other, 4, "expiring001", 100), 0);
-  usleep(200 * 1000);
+  usleep(200 * 1000); /* the wait is the test: the claim's 100 ms lifetime ends */
   assert_int_equal(claim(f, f->other, 4, "expiring001", 60000), 1);
 }
 

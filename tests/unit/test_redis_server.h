@@ -70,7 +70,7 @@ static pid_t test_redis_start(int port) {
       redisFree(c);
       if (ok) return pid;
     }
-    usleep(10000);
+    usleep(10000); /* poll interval: PING again until the start timeout */
   }
   fail_msg("redis-server did not start on port %d", port);
   return -1;

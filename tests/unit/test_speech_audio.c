@@ -42,17 +42,20 @@ static void test_smallest_format_by_content_length_is_chosen(void **state) {
 
 static void test_bitrate_times_duration_stands_in_for_missing_length(void **state) {
   (void)state;
-  /* 48 kbit/s for 100 s is 600 kB, smaller than the 1 MB of the other. */
+  /* 48 kbit/s for 100 s is 600 kB, smaller than the 1 MB of the other... */
   struct audio_format f[] = {fmt(U, 140, 1000000, 130000, 100000, M4A, 1), fmt(U, 139, -1, 48000, 100000, M4A, 1)};
   assert_int_equal(choose(f, 2), 1);
-  assert_int_equal(audio_estimated_bytes(&f[1]), 600000);
+  /* ...exactly: one byte less wins over it, one byte more does not. */
+  struct audio_format less[] = {fmt(U, 139, -1, 48000, 100000, M4A, 1), fmt(U, 140, 599999, 130000, 100000, M4A, 1)};
+  assert_int_equal(choose(less, 2), 1);
+  struct audio_format more[] = {fmt(U, 139, -1, 48000, 100000, M4A, 1), fmt(U, 140, 600001, 130000, 100000, M4A, 1)};
+  assert_int_equal(choose(more, 2), 0);
 }
 
 static void test_format_of_unknown_size_comes_last(void **state) {
   (void)state;
   struct audio_format f[] = {fmt(U, 1, -1, 0, -1, M4A, 1), fmt(U, 2, 9000000, 0, -1, WEBM, 1)};
   assert_int_equal(choose(f, 2), 1);
-  assert_int_equal(audio_estimated_bytes(&f[0]), -1);
 }
 
 static void test_default_audio_track_wins_over_smaller_dubs(void **state) {

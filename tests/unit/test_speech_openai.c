@@ -35,7 +35,10 @@ struct result {
 static void run(const struct vts_config *cfg, const struct speech_audio *audio, size_t max_upload, uint64_t deadline,
                 struct result *r) {
   memset(r, 0, sizeof(*r));
-  r->rv = speech_openai_recognise(cfg, audio, max_upload, deadline, &r->segs, r->lang, r->detail, sizeof(r->detail));
+  const struct speech_engine *engine = speech_engine_find("openai");
+  assert_non_null(engine);
+  struct speech_request req = {.cfg = cfg, .audio = audio, .deadline_ms_abs = deadline, .max_upload_bytes = max_upload};
+  r->rv = engine->recognise(&req, &r->segs, r->lang, r->detail, sizeof(r->detail));
 }
 
 static void run_model(const char *scenario, const char *model, struct result *r) {

@@ -58,6 +58,19 @@ static int reference_of(const char *id, struct buf *out) {
   return rv;
 }
 
+/* Runs the embedded engine from the table, with its acoustic model in model_dir ("" for the default). */
+static int recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
+                     struct segment_list *out, char lang[16], char *detail, size_t detaillen) {
+  static struct vts_config cfg;
+  const struct speech_engine *engine = speech_engine_find("pocketsphinx");
+  assert_non_null(engine);
+  assert_false(engine->remote);
+  memset(&cfg, 0, sizeof(cfg));
+  snprintf(cfg.pocketsphinx_model_dir, sizeof(cfg.pocketsphinx_model_dir), "%s", model_dir);
+  struct speech_request req = {.cfg = &cfg, .audio = audio, .deadline_ms_abs = deadline_ms_abs};
+  return engine->recognise(&req, out, lang, detail, detaillen);
+}
+
 static void recognise_file(const char *path, struct run *r) {
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
@@ -67,8 +80,7 @@ static void recognise_file(const char *path, struct run *r) {
     struct speech_audio audio = {.pcm = pcm.samples, .nsamples = pcm.len};
     char detail[64] = "";
     r->seconds = (double)pcm.len / DECODE_SAMPLE_RATE;
-    r->rv =
-        speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
+    r->rv = recognise("", &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
   }
   decode_pcm_free(&pcm);
   buf_free(&file);
@@ -216,8 +228,7 @@ static void test_silence_gives_no_segments(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = sizeof(silence) / sizeof(silence[0])};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(
-      speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)), 0);
+  assert_int_equal(recognise("", &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)), 0);
   assert_int_equal(segs.len, 0);
   assert_string_equal(lang, "en");
   th_free_segments(&segs);
@@ -229,8 +240,7 @@ static void test_passed_deadline_is_etimedout(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = 16000};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(speech_pocketsphinx_recognise(NULL, &audio, util_now_ms() - 1, &segs, lang, detail, sizeof(detail)),
-                   -ETIMEDOUT);
+  assert_int_equal(recognise("", &audio, util_now_ms() - 1, &segs, lang, detail, sizeof(detail)), -ETIMEDOUT);
   assert_string_equal(detail, "speech_timeout");
   assert_int_equal(segs.len, 0);
   th_free_segments(&segs);
@@ -242,8 +252,7 @@ static void test_missing_model_dir_is_enoent(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = 1600};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  int rv = speech_pocketsphinx_recognise("/nonexistent/model", &audio, util_now_ms() + 60000, &segs, lang, detail,
-                                         sizeof(detail));
+  int rv = recognise("/nonexistent/model", &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail));
   assert_int_equal(rv, -ENOENT);
   assert_string_equal(detail, "speech_model_missing");
   th_free_segments(&segs);

@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/limits.h"
 #include "common/util.h"
+#include "fetcher/speech/engine.h"
 #include "fetcher/speech/speech.h"
 #include "proto/proto.h"
 #include "test_speech_util.h"
@@ -260,6 +261,37 @@ static void test_missing_model_is_internal(void **state) {
   assert_failed(&o, PROTO_INTERNAL, "speech_model_missing");
 }
 
+static void test_engines_are_chosen_by_their_name(void **state) {
+  (void)state;
+  assert_ptr_equal(speech_engine_find("pocketsphinx"), &speech_engine_pocketsphinx);
+  assert_ptr_equal(speech_engine_find("openai"), &speech_engine_openai);
+  assert_false(speech_engine_pocketsphinx.remote);
+  assert_true(speech_engine_openai.remote);
+  /* Every row of the table is found by the name it carries, and fills its operation. */
+#define CHECK_ROW(row)                                              \
+  assert_string_equal(speech_engine_##row.name, #row);              \
+  assert_ptr_equal(speech_engine_find(#row), &speech_engine_##row); \
+  assert_non_null(speech_engine_##row.recognise);
+  SPEECH_ENGINES(CHECK_ROW)
+#undef CHECK_ROW
+  assert_null(speech_engine_find("whisper"));
+  assert_null(speech_engine_find("OpenAI"));
+  assert_null(speech_engine_find("openai "));
+  assert_null(speech_engine_find(""));
+  assert_null(speech_engine_find(NULL));
+}
+
+static void test_an_engine_not_in_the_table_is_internal_before_any_download(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  make_cfg(&cfg, "whisper", "");
+  struct player_info pi = {.playability = PLAY_OK, .default_track = -1};
+  struct outcome o;
+  memset(&o, 0, sizeof(o));
+  o.outcome = speech_transcribe_via(&cfg, &pi, NULL, util_now_ms() + 1000, &o.segs, o.lang, o.detail, sizeof(o.detail));
+  assert_failed(&o, PROTO_INTERNAL, "speech_not_configured");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pocketsphinx_transcribes_the_chosen_audio),
@@ -276,6 +308,8 @@ int main(void) {
       cmocka_unit_test(test_failing_speech_server_is_upstream_failed),
       cmocka_unit_test(test_malformed_speech_reply_is_upstream_failed),
       cmocka_unit_test(test_missing_model_is_internal),
+      cmocka_unit_test(test_engines_are_chosen_by_their_name),
+      cmocka_unit_test(test_an_engine_not_in_the_table_is_internal_before_any_download),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,35 @@
+/*
+ * A worker's small cache of hot answers (L1, VTS_L1_CACHE_*) in front of its link to the dispatcher, and the policy
+ * of what it keeps: an answer the dispatcher says may be kept (its cache_ms), never longer than the shared entry
+ * lives, with its entity (the compressed forms and ETag) made once and shared by every hit; a transcript's validator
+ * goes to the ETag store for as long as the shared entry lives. Loop thread only.
+ */
+#ifndef VTS_L1CACHE_H
+#define VTS_L1CACHE_H
+
+#include "gateway/cache/entity.h"
+#include "proto/proto.h"
+
+/* Creates L1 and the ETag store. Returns 0, or -ENOMEM. */
+int l1cache_init(void);
+/* Frees both; references handed out stay valid. */
+void l1cache_free(void);
+/*
+ * The answer L1 holds for (video_id, key: proto_job_key): 0 with hit filled (its body borrowed from *ent) and *ent a
+ * new reference that keeps the body alive even if L1 drops the entry; -ENOENT when it holds none.
+ */
+int l1cache_lookup(const char *video_id, const char *key, struct proto_result *hit, struct entity **ent);
+/*
+ * The entity of res, the dispatcher's answer for (video_id, key), as a new reference (NULL when memory ran out): the
+ * one L1 already holds when it has exactly this answer (when an entry expires under load, every request in flight
+ * misses it and each reply comes back with the same body), else a new one, kept in L1 for res->cache_ms, its
+ * validator in the ETag store when res is a PROTO_OK.
+ */
+struct entity *l1cache_answer(const char *video_id, const char *key, const struct proto_result *res);
+/*
+ * What this worker knows of a PROTO_OK answer for (video_id, key), without a job: a new reference to its entity
+ * when L1 holds it, else to its validator from the ETag store; NULL when neither is there.
+ */
+struct entity *l1cache_known(const char *video_id, const char *key);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * Every route the gateway answers, one row each. The handlers' dispatch (404 for a path no row has, 405 with its
+ * Allow header for a method its row lacks), the listener that serves it and the route label of
+ * vts_http_requests_total are all read from this table: adding a route is adding its row (and writing its handler).
+ */
+#ifndef VTS_HTTP_ROUTES_H
+#define VTS_HTTP_ROUTES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A set of methods: the bits of llhttp's method numbers (HTTP_GET, HTTP_HEAD, ...). */
+#define ROUTE_METHOD(m) (UINT64_C(1) << (m))
+#define ROUTE_GET_HEAD (ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD))
+
+/*
+ * X(id, path, methods, server, handler), in the order /metrics lists the routes:
+ *   id       ROUTE_<id> in enum http_route
+ *   path     the exact path, without the query
+ *   methods  the methods it answers; another is 405 method_not_allowed with an Allow header naming these
+ *   server   PUBLIC (VTS_LISTEN) or METRICS (VTS_METRICS_LISTEN); the other listener answers 404
+ *   handler  its function in handlers.c
+ */
+#define HTTP_ROUTES(X)                                                             \
+  X(HEALTH, "/health", ROUTE_GET_HEAD, PUBLIC, handle_health)                      \
+  X(OPENAPI, "/openapi.json", ROUTE_GET_HEAD, PUBLIC, handle_openapi)              \
+  X(TRANSCRIPT, "/v1/video/transcript", ROUTE_GET_HEAD, PUBLIC, handle_transcript) \
+  X(METRICS, "/metrics", ROUTE_GET_HEAD, METRICS, handle_metrics)                  \
+  X(TRACKS, "/v1/video/tracks", ROUTE_GET_HEAD, PUBLIC, handle_tracks)
+
+#define ROUTE_ENUM_(id, path, methods, server, handler) ROUTE_##id,
+/* A route by its row; ROUTE_OTHER is every path no row has. */
+enum http_route { HTTP_ROUTES(ROUTE_ENUM_) ROUTE_OTHER, ROUTE__COUNT };
+#undef ROUTE_ENUM_
+
+/* The listeners a route may be served by. */
+enum route_server { ROUTE_SERVER_PUBLIC, ROUTE_SERVER_METRICS };
+
+/* The route of a request path (len bytes, no query), whichever listener it came to; ROUTE_OTHER for none. */
+enum http_route route_find(const char *path, size_t len);
+/* The label of a route in metrics: its path, "other" for ROUTE_OTHER. */
+const char *route_label(enum http_route r);
+/* Whether the listener server answers route r. */
+int route_served_by(enum http_route r, enum route_server server);
+/* Whether route r answers method (an llhttp method number). */
+int route_allows(enum http_route r, int method);
+/*
+ * Writes the "Allow: GET, HEAD\r\n" header line of route r into out (cap bytes, NUL-terminated; ROUTE_ALLOW_BYTES
+ * holds any). Returns out.
+ */
+#define ROUTE_ALLOW_BYTES 128
+const char *route_allow_header(enum http_route r, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,389 @@
+/* Batch jobs in SQLite (see jobstore.h). */
+#include "gateway/jobs/jobstore.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/util.h"
+
+struct jobstore {
+  sqlite3 *db;
+};
+
+static const char *const item_status_names[ITEM__COUNT] = {"queued", "running", "done", "failed", "cancelled"};
+
+const char *jobstore_item_status_name(enum jobstore_item_status s) {
+  return (unsigned)s < ITEM__COUNT ? item_status_names[s] : "unknown";
+}
+
+/*
+ * The schema. An item's answer is zlib-compressed in body, body_len its size before. not_before_ms holds back an
+ * item that met a ration; lease_ms is when a running item's taker is presumed dead.
+ */
+static const char schema[] =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE IF NOT EXISTS jobs("
+    " id TEXT PRIMARY KEY, key_id TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,"
+    " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, total INTEGER NOT NULL,"
+    " language TEXT NOT NULL, translate TEXT NOT NULL, format TEXT NOT NULL,"
+    " webhook_url TEXT NOT NULL, webhook_secret TEXT NOT NULL, source TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key_id);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs(updated_ms);"
+    "CREATE TABLE IF NOT EXISTS items("
+    " job_id TEXT NOT NULL, seq INTEGER NOT NULL, video_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    " not_before_ms INTEGER NOT NULL DEFAULT 0, lease_ms INTEGER NOT NULL DEFAULT 0, tries INTEGER NOT NULL DEFAULT 0,"
+    " error_code TEXT, error_message TEXT, body BLOB, body_len INTEGER,"
+    " PRIMARY KEY(job_id, seq)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);";
+
+static void say(char *err, size_t errlen, const char *path, const char *what) {
+  if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
+}
+
+int jobstore_open(const char *path, struct jobstore **out, char *err, size_t errlen) {
+  struct jobstore *js = calloc(1, sizeof(*js));
+  if (!js) return -ENOMEM;
+  int rc = sqlite3_open_v2(path, &js->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(js->db, 5000);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(js->db, schema, NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    say(err, errlen, path, js->db ? sqlite3_errmsg(js->db) : sqlite3_errstr(rc));
+    sqlite3_close(js->db);
+    free(js);
+    return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+  }
+  *out = js;
+  return 0;
+}
+
+void jobstore_close(struct jobstore *js) {
+  if (!js) return;
+  sqlite3_close(js->db);
+  free(js);
+}
+
+/* A prepared statement with its parameters bound from a format: 's' text, 'i' int64, 'b' blob (pointer, length). */
+static sqlite3_stmt *prepare(struct jobstore *js, const char *sql, const char *types, ...) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(js->db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+  va_list ap;
+  va_start(ap, types);
+  int rc = SQLITE_OK;
+  for (int i = 0; types[i] != '\0' && rc == SQLITE_OK; i++) {
+    if (types[i] == 's') {
+      rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+    } else if (types[i] == 'i') {
+      rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+    } else {
+      const void *p = va_arg(ap, const void *);
+      size_t n = va_arg(ap, size_t);
+      rc = sqlite3_bind_blob64(st, i + 1, p, n, SQLITE_STATIC);
+    }
+  }
+  va_end(ap);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
+}
+
+/* Runs a statement that returns no rows. Returns the number of rows changed, or -EIO. */
+static int run(struct jobstore *js, sqlite3_stmt *st) {
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? sqlite3_changes(js->db) : -EIO;
+}
+
+static int exec(struct jobstore *js, const char *sql) {
+  return sqlite3_exec(js->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+/* Ends a transaction: commits when rv >= 0, rolls back otherwise; a failed commit is -EIO. */
+static int finish(struct jobstore *js, int rv) {
+  if (rv >= 0) {
+    if (exec(js, "COMMIT") == 0) return rv;
+    rv = -EIO;
+  }
+  exec(js, "ROLLBACK");
+  return rv;
+}
+
+static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
+  const unsigned char *s = sqlite3_column_text(st, col);
+  snprintf(out, outlen, "%s", s ? (const char *)s : "");
+}
+
+int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
+                    const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
+                    char id_out[JOBSTORE_ID_LEN + 1]) {
+  if (n == 0) return -EINVAL;
+  char rnd[13];
+  int rv = util_random_hex(rnd, 6);
+  if (rv != 0) return rv;
+  /* The creation time first: ids sort as the jobs were made, which is the order items are taken in. */
+  snprintf(id_out, JOBSTORE_ID_LEN + 1, "j%012" PRIx64 "%s", (uint64_t)now_ms & UINT64_C(0xffffffffffff), rnd);
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  rv = run(js, prepare(js,
+                       "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                       "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                       "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language, spec->translate,
+                       spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
+  sqlite3_stmt *st =
+      rv >= 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", id_out) : NULL;
+  if (rv >= 0 && !st) rv = -EIO;
+  for (size_t i = 0; rv >= 0 && i < n; i++) {
+    if (sqlite3_bind_int64(st, 2, (int64_t)i + 1) != SQLITE_OK ||
+        sqlite3_bind_text(st, 3, video_ids[i], -1, SQLITE_STATIC) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+      rv = -EIO;
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+/* The status a job shows, from its counts. */
+static const char *job_status(const struct jobstore_job *j, int cancelled) {
+  if (j->counts[ITEM_QUEUED] + j->counts[ITEM_RUNNING] == 0) return cancelled ? "cancelled" : "done";
+  if (cancelled) return "cancelled";
+  return j->counts[ITEM_QUEUED] == j->total ? "queued" : "running";
+}
+
+int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, struct jobstore_job *out) {
+  memset(out, 0, sizeof(*out));
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT cancelled,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                             "webhook_secret FROM jobs WHERE id=? AND key_id=?",
+                             "ss", job_id, key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? -ENOENT : -EIO;
+  }
+  int cancelled = sqlite3_column_int(st, 0);
+  snprintf(out->id, sizeof(out->id), "%s", job_id);
+  out->created_ms = sqlite3_column_int64(st, 1);
+  out->updated_ms = sqlite3_column_int64(st, 2);
+  out->total = (size_t)sqlite3_column_int64(st, 3);
+  copy_column(st, 4, out->language, sizeof(out->language));
+  copy_column(st, 5, out->translate, sizeof(out->translate));
+  copy_column(st, 6, out->format, sizeof(out->format));
+  copy_column(st, 7, out->webhook_url, sizeof(out->webhook_url));
+  copy_column(st, 8, out->webhook_secret, sizeof(out->webhook_secret));
+  sqlite3_finalize(st);
+  st = prepare(js, "SELECT status,count(*) FROM items WHERE job_id=? GROUP BY status", "s", job_id);
+  if (!st) return -EIO;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int s = sqlite3_column_int(st, 0);
+    if (s >= 0 && s < ITEM__COUNT) out->counts[s] = (size_t)sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return -EIO;
+  out->status = job_status(out, cancelled);
+  return 0;
+}
+
+/* Whether job_id is key_id's: 0, -ENOENT or -EIO. */
+static int owned(struct jobstore *js, const char *key_id, const char *job_id) {
+  sqlite3_stmt *st = prepare(js, "SELECT 1 FROM jobs WHERE id=? AND key_id=?", "ss", job_id, key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+}
+
+static int item_row(sqlite3_stmt *st, jobstore_item_fn fn, void *ctx) {
+  struct jobstore_item it = {.seq = sqlite3_column_int64(st, 0)};
+  copy_column(st, 1, it.video_id, sizeof(it.video_id));
+  int s = sqlite3_column_int(st, 2);
+  it.status = s >= 0 && s < ITEM__COUNT ? (enum jobstore_item_status)s : ITEM_FAILED;
+  it.error_code = (const char *)sqlite3_column_text(st, 3);
+  it.error_message = (const char *)sqlite3_column_text(st, 4);
+  char *plain = NULL;
+  if (it.status == ITEM_DONE) {
+    const void *z = sqlite3_column_blob(st, 5);
+    size_t zlen = (size_t)sqlite3_column_bytes(st, 5);
+    sqlite3_int64 len = sqlite3_column_int64(st, 6);
+    if (len < 0 || len > VTS_MAX_TRANSCRIPT_BYTES) return -EBADMSG;
+    plain = malloc(len > 0 ? (size_t)len : 1);
+    if (!plain) return -ENOMEM;
+    uLongf out_len = (uLongf)len;
+    if (uncompress((Bytef *)plain, &out_len, z, (uLong)zlen) != Z_OK || out_len != (uLongf)len) {
+      free(plain);
+      return -EBADMSG;
+    }
+    it.body = plain;
+    it.body_len = (size_t)len;
+  }
+  int rv = fn(ctx, &it);
+  free(plain);
+  return rv;
+}
+
+int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                   jobstore_item_fn fn, void *ctx, int64_t *next) {
+  *next = 0;
+  /* One read transaction: the page and the question whether more follow see the same state. */
+  if (exec(js, "BEGIN") != 0) return -EIO;
+  int rv = owned(js, key_id, job_id);
+  sqlite3_stmt *st = NULL;
+  if (rv == 0) {
+    st = prepare(js,
+                 "SELECT seq,video_id,status,error_code,error_message,body,body_len FROM items WHERE job_id=? AND "
+                 "seq>? ORDER BY seq LIMIT ?",
+                 "sii", job_id, after, (int64_t)limit + 1);
+    if (!st) rv = -EIO;
+  }
+  size_t seen = 0;
+  int64_t last = after;
+  int rc = SQLITE_DONE;
+  while (rv == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (seen == limit) {
+      *next = last; /* a row past the page: more follow */
+      break;
+    }
+    last = sqlite3_column_int64(st, 0);
+    rv = item_row(st, fn, ctx);
+    seen++;
+  }
+  if (rv == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE) rv = -EIO;
+  sqlite3_finalize(st);
+  exec(js, "COMMIT");
+  return rv;
+}
+
+int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
+  *n = 0;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int rv = owned(js, key_id, job_id);
+  if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
+  if (rv >= 0) *n = (size_t)rv;
+  if (rv >= 0 && run(js, prepare(js, "UPDATE jobs SET cancelled=1,updated_ms=? WHERE id=?", "is", now_ms, job_id)) < 0)
+    rv = -EIO;
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND EXISTS(SELECT 1 FROM items i WHERE "
+                             "i.job_id=j.id AND i.status IN (0,1))",
+                             "s", key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  *n = rc == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
+int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+  memset(out, 0, sizeof(*out));
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format FROM "
+                             "items i JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=? ORDER BY "
+                             "i.job_id,i.seq LIMIT 1",
+                             "i", now_ms);
+  int rv = st ? 0 : -EIO;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      copy_column(st, 0, out->job_id, sizeof(out->job_id));
+      out->seq = sqlite3_column_int64(st, 1);
+      copy_column(st, 2, out->video_id, sizeof(out->video_id));
+      out->tries = sqlite3_column_int(st, 3);
+      copy_column(st, 4, out->key_id, sizeof(out->key_id));
+      copy_column(st, 5, out->language, sizeof(out->language));
+      copy_column(st, 6, out->translate, sizeof(out->translate));
+      copy_column(st, 7, out->format, sizeof(out->format));
+    } else {
+      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
+    }
+  }
+  sqlite3_finalize(st);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
+                         now_ms + lease_ms, out->job_id, out->seq));
+  if (rv >= 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, out->job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+/* Changes a running item with the statement sql (its last two parameters are job_id and seq), and the job's time. */
+static int end_running(struct jobstore *js, sqlite3_stmt *st, const char *job_id, int64_t now_ms) {
+  if (!st) {
+    exec(js, "ROLLBACK");
+    return -EIO;
+  }
+  int rv = run(js, st);
+  if (rv == 0) rv = -ENOENT;
+  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len, int64_t now_ms) {
+  if (len > VTS_MAX_TRANSCRIPT_BYTES) return -EINVAL;
+  uLongf zlen = compressBound((uLong)len);
+  Bytef *z = malloc(zlen);
+  if (!z) return -ENOMEM;
+  if (compress2(z, &zlen, (const Bytef *)body, (uLong)len, 6) != Z_OK) {
+    free(z);
+    return -ENOMEM;
+  }
+  int rv = -EIO;
+  if (exec(js, "BEGIN IMMEDIATE") == 0)
+    rv = end_running(js,
+                     prepare(js, "UPDATE items SET status=2,body=?,body_len=? WHERE job_id=? AND seq=? AND status=1",
+                             "bisi", z, (size_t)zlen, (int64_t)len, job_id, seq),
+                     job_id, now_ms);
+  free(z);
+  return rv;
+}
+
+int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
+                  int64_t now_ms) {
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  return end_running(
+      js,
+      prepare(js, "UPDATE items SET status=3,error_code=?,error_message=? WHERE job_id=? AND seq=? AND status=1",
+              "sssi", code, message, job_id, seq),
+      job_id, now_ms);
+}
+
+int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  return end_running(
+      js,
+      prepare(js, "UPDATE items SET status=0,not_before_ms=?,lease_ms=0 WHERE job_id=? AND seq=? AND status=1", "isi",
+              not_before_ms, job_id, seq),
+      job_id, now_ms);
+}
+
+int jobstore_recover(struct jobstore *js, int64_t now_ms) {
+  return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
+}
+
+int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int64_t before = now_ms - ttl_ms;
+  int rv = run(js, prepare(js,
+                           "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE updated_ms<? AND NOT EXISTS("
+                           "SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status=1))",
+                           "i", before));
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "DELETE FROM jobs WHERE updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE "
+                         "i.job_id=jobs.id)",
+                         "i", before));
+  return finish(js, rv);
+}

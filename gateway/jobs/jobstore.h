@@ -1,0 +1,133 @@
+/*
+ * The durable state of batch jobs in an embedded SQLite database (VTS_STATE_DIR/jobs.db, WAL mode): a job, the key
+ * that made it, its options, and its items in the job's order, each queued, running (taken, with a lease), done (its
+ * answer kept compressed), failed (the error code and message of the synchronous endpoint) or cancelled. Every change
+ * is one transaction, so a process killed at any point loses nothing that was answered; a running item whose lease
+ * ran out (its taker died) goes back to the queue. Several processes may open the same file: SQLite's locks order
+ * them, and a take hands an item to one taker only.
+ */
+#ifndef VTS_JOBSTORE_H
+#define VTS_JOBSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+
+#define JOBSTORE_ID_LEN 25 /* "j" + 12 hex digits of the creation time in ms + 12 random hex digits */
+
+enum jobstore_item_status { ITEM_QUEUED, ITEM_RUNNING, ITEM_DONE, ITEM_FAILED, ITEM_CANCELLED, ITEM__COUNT };
+
+/* "queued", "running", "done", "failed", "cancelled". */
+const char *jobstore_item_status_name(enum jobstore_item_status s);
+
+struct jobstore;
+
+/*
+ * Opens (creating when missing) the database at path. Returns 0, or a negative errno with err saying what failed
+ * (the path and SQLite's message).
+ */
+int jobstore_open(const char *path, struct jobstore **out, char *err, size_t errlen);
+void jobstore_close(struct jobstore *js);
+
+/* What a job asks for, besides its videos. Strings are "" when not given. */
+struct jobstore_spec {
+  const char *key_id;   /* the API key's id: a job is visible only to it */
+  const char *language; /* as the transcript endpoint's */
+  const char *translate;
+  const char *format;
+  const char *webhook_url;
+  const char *webhook_secret;
+  const char *source; /* "video_ids", "playlist:<id>" or "channel:<id>" */
+};
+
+/*
+ * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued.
+ * Returns 0 with the job's id in id_out, -EINVAL (n is 0), or -EIO.
+ */
+int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
+                    const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
+                    char id_out[JOBSTORE_ID_LEN + 1]);
+
+/* A job as GET /v1/jobs/{id} shows it. status is "queued", "running", "done" or "cancelled". */
+struct jobstore_job {
+  char id[JOBSTORE_ID_LEN + 1];
+  const char *status;
+  int64_t created_ms;
+  int64_t updated_ms;
+  size_t total;
+  size_t counts[ITEM__COUNT];
+  char language[32];
+  char translate[32];
+  char format[16];
+  char webhook_url[2048];
+  char webhook_secret[64];
+};
+
+/* The job id of key_id. Returns 0, -ENOENT (no such job, or another key's), or -EIO. */
+int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, struct jobstore_job *out);
+
+/* One item as GET /v1/jobs/{id}/items shows it. body is the answer (done), NULL otherwise; valid during the call. */
+struct jobstore_item {
+  int64_t seq; /* 1-based position in the job */
+  char video_id[VTS_VIDEO_ID_LEN + 1];
+  enum jobstore_item_status status;
+  const char *error_code;    /* failed: the synchronous endpoint's code */
+  const char *error_message; /* failed: its message */
+  const char *body;
+  size_t body_len;
+};
+
+typedef int (*jobstore_item_fn)(void *ctx, const struct jobstore_item *item);
+
+/*
+ * Calls fn for at most limit items of job_id (key_id's) after position after (0 for the first), in order. *next is the
+ * position to continue after, or 0 at the end. fn returning non-zero stops the walk and is returned. Returns 0,
+ * -ENOENT, -EIO, -EBADMSG (a stored answer that does not decompress) or fn's value.
+ */
+int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                   jobstore_item_fn fn, void *ctx, int64_t *next);
+
+/* Cancels what has not started. Returns 0 with the number of items cancelled in *n, -ENOENT or -EIO. */
+int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
+
+/* The jobs of key_id with items queued or running. Returns 0 or -EIO. */
+int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n);
+
+/* An item handed to a taker. */
+struct jobstore_task {
+  char job_id[JOBSTORE_ID_LEN + 1];
+  int64_t seq;
+  char video_id[VTS_VIDEO_ID_LEN + 1];
+  char key_id[64];
+  char language[32];
+  char translate[32];
+  char format[16];
+  int tries; /* earlier takes of this item */
+};
+
+/*
+ * Takes the next queued item whose time has come (oldest first among the jobs, in each job's order) and marks it
+ * running until now_ms + lease_ms. Returns 0, -EAGAIN (nothing to take now), or -EIO.
+ */
+int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out);
+
+/*
+ * Ends a running item: done with its answer (kept compressed), or failed with the endpoint's code and message.
+ * Returns 0, -ENOENT (not running any more: cancelled, or its lease ran out and another took it), or -EIO.
+ */
+int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len, int64_t now_ms);
+int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
+                  int64_t now_ms);
+
+/* Puts a running item back in the queue, not to be taken before not_before_ms (a ration met). Returns as done. */
+int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms);
+
+/* Running items whose lease ended before now_ms go back to the queue. Returns how many, or -EIO. */
+int jobstore_recover(struct jobstore *js, int64_t now_ms);
+
+/* Deletes the jobs last changed before now_ms - ttl_ms (none running), with their items. Returns how many jobs, or
+ * -EIO. */
+int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * Unit tests of the batch jobs' SQLite store on real database files: a job's life (create, take, done, failed, retry,
+ * cancel), pages of items in order, a job seen only by its key, two handles on one file (as two gateway processes)
+ * never taking the same item, a writer killed with SIGKILL losing nothing it committed, leases that run out, expiry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gateway/jobs/jobstore.h"
+
+struct fixture {
+  char dir[64];
+  char path[96];
+  struct jobstore *js;
+};
+
+static int setup(void **state) {
+  struct fixture *f = calloc(1, sizeof(*f));
+  snprintf(f->dir, sizeof(f->dir), "/tmp/vts-jobstore.XXXXXX");
+  if (!mkdtemp(f->dir)) return -1;
+  snprintf(f->path, sizeof(f->path), "%s/jobs.db", f->dir);
+  char err[256];
+  if (jobstore_open(f->path, &f->js, err, sizeof(err)) != 0) return -1;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  struct fixture *f = *state;
+  jobstore_close(f->js);
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+  int rc = system(cmd);
+  free(f);
+  return rc == 0 ? 0 : -1;
+}
+
+static const char ids[][VTS_VIDEO_ID_LEN + 1] = {"ourVideo001", "ourVideo002", "ourVideo003", "ourVideo004",
+                                                 "ourVideo005"};
+
+static const struct jobstore_spec spec_a = {.key_id = "keyA",
+                                            .language = "en",
+                                            .translate = "",
+                                            .format = "json",
+                                            .webhook_url = "",
+                                            .webhook_secret = "",
+                                            .source = "video_ids"};
+
+static void make_job(struct jobstore *js, size_t n, int64_t now, char *id) {
+  assert_int_equal(jobstore_create(js, &spec_a, ids, n, now, id), 0);
+  assert_int_equal(strlen(id), JOBSTORE_ID_LEN);
+}
+
+/* Items collected by a walk, as "video_id:status[:body or code]" joined by spaces. */
+struct seen {
+  char text[1024];
+};
+
+static int collect(void *ctx, const struct jobstore_item *it) {
+  struct seen *s = ctx;
+  size_t n = strlen(s->text);
+  snprintf(s->text + n, sizeof(s->text) - n, "%s%s:%s", n ? " " : "", it->video_id,
+           jobstore_item_status_name(it->status));
+  n = strlen(s->text);
+  if (it->status == ITEM_DONE) snprintf(s->text + n, sizeof(s->text) - n, ":%.*s", (int)it->body_len, it->body);
+  if (it->status == ITEM_FAILED) snprintf(s->text + n, sizeof(s->text) - n, ":%s", it->error_code);
+  return 0;
+}
+
+static void test_a_job_lives_through_its_items(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 3, 1000, id);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "queued");
+  assert_int_equal(j.total, 3);
+  assert_int_equal(j.counts[ITEM_QUEUED], 3);
+  assert_int_equal(j.created_ms, 1000);
+  assert_string_equal(j.language, "en");
+  assert_string_equal(j.format, "json");
+
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+  assert_string_equal(t.job_id, id);
+  assert_int_equal(t.seq, 1);
+  assert_string_equal(t.video_id, "ourVideo001");
+  assert_string_equal(t.key_id, "keyA");
+  assert_int_equal(t.tries, 0);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{\"a\":1}", 7, 2100), 0);
+  /* Done once: a second end of the same item is refused. */
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{}", 2, 2100), -ENOENT);
+
+  assert_int_equal(jobstore_take(f->js, 2200, 60000, &t), 0);
+  assert_int_equal(t.seq, 2);
+  assert_int_equal(jobstore_fail(f->js, id, t.seq, "transcript_not_available", "No transcript.", 2300), 0);
+
+  /* A ration met: back in the queue, not before its time. */
+  assert_int_equal(jobstore_take(f->js, 2400, 60000, &t), 0);
+  assert_int_equal(t.seq, 3);
+  assert_int_equal(jobstore_retry(f->js, id, t.seq, 5000, 2500), 0);
+  assert_int_equal(jobstore_take(f->js, 4999, 60000, &t), -EAGAIN);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "running");
+  assert_int_equal(j.updated_ms, 2500);
+  assert_int_equal(jobstore_take(f->js, 5000, 60000, &t), 0);
+  assert_int_equal(t.seq, 3);
+  assert_int_equal(t.tries, 1);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{\"c\":3}", 7, 5100), 0);
+
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "done");
+  assert_int_equal(j.counts[ITEM_DONE], 2);
+  assert_int_equal(j.counts[ITEM_FAILED], 1);
+  struct seen s = {{0}};
+  int64_t next = -1;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 100, collect, &s, &next), 0);
+  assert_string_equal(
+      s.text, "ourVideo001:done:{\"a\":1} ourVideo002:failed:transcript_not_available ourVideo003:done:{\"c\":3}");
+  assert_int_equal(next, 0);
+  size_t open = 9;
+  assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
+  assert_int_equal(open, 0);
+}
+
+static void test_items_page_in_order_with_a_cursor(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 5, 1000, id);
+  struct seen s = {{0}};
+  int64_t next = 0;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 2, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo001:queued ourVideo002:queued");
+  assert_int_equal(next, 2);
+  memset(&s, 0, sizeof(s));
+  assert_int_equal(jobstore_items(f->js, "keyA", id, next, 2, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo003:queued ourVideo004:queued");
+  assert_int_equal(next, 4);
+  memset(&s, 0, sizeof(s));
+  assert_int_equal(jobstore_items(f->js, "keyA", id, next, 2, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo005:queued");
+  assert_int_equal(next, 0);
+  /* A page that ends exactly at the last item says so. */
+  memset(&s, 0, sizeof(s));
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 3, 2, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo004:queued ourVideo005:queued");
+  assert_int_equal(next, 0);
+}
+
+static void test_a_job_is_seen_only_by_its_key(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, id);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyB", id, &j), -ENOENT);
+  assert_int_equal(jobstore_get(f->js, "keyA", "j000000000000000000000000", &j), -ENOENT);
+  struct seen s = {{0}};
+  int64_t next;
+  assert_int_equal(jobstore_items(f->js, "keyB", id, 0, 10, collect, &s, &next), -ENOENT);
+  assert_string_equal(s.text, "");
+  size_t n = 7;
+  assert_int_equal(jobstore_cancel(f->js, "keyB", id, 2000, &n), -ENOENT);
+  assert_int_equal(n, 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "queued");
+  assert_int_equal(jobstore_open_jobs(f->js, "keyA", &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(jobstore_open_jobs(f->js, "keyB", &n), 0);
+  assert_int_equal(n, 0);
+}
+
+static void test_cancel_stops_what_has_not_started(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 3, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1200, &n), 0);
+  assert_int_equal(n, 2);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "cancelled");
+  assert_int_equal(j.counts[ITEM_CANCELLED], 2);
+  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  /* Nothing more is taken; the running one still ends. */
+  assert_int_equal(jobstore_take(f->js, 1300, 60000, &t), -EAGAIN);
+  assert_int_equal(jobstore_done(f->js, id, 1, "{}", 2, 1400), 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "cancelled");
+  assert_int_equal(j.counts[ITEM_DONE], 1);
+}
+
+static void test_jobs_are_taken_oldest_first(void **state) {
+  struct fixture *f = *state;
+  char older[JOBSTORE_ID_LEN + 1], newer[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, older);
+  make_job(f->js, 1, 2000, newer);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), 0);
+  assert_string_equal(t.job_id, older);
+  assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), 0);
+  assert_string_equal(t.job_id, newer);
+  assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), -EAGAIN);
+}
+
+static void test_two_handles_never_take_the_same_item(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 5, 1000, id);
+  struct jobstore *other;
+  char err[256];
+  assert_int_equal(jobstore_open(f->path, &other, err, sizeof(err)), 0);
+  int taken[6] = {0};
+  for (int i = 0; i < 5; i++) {
+    struct jobstore_task t;
+    assert_int_equal(jobstore_take(i % 2 ? other : f->js, 2000, 60000, &t), 0);
+    assert_true(t.seq >= 1 && t.seq <= 5);
+    assert_int_equal(taken[t.seq], 0);
+    taken[t.seq] = 1;
+  }
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(other, 2000, 60000, &t), -EAGAIN);
+  jobstore_close(other);
+}
+
+static void test_a_killed_writer_loses_nothing_it_committed(void **state) {
+  struct fixture *f = *state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct jobstore *js;
+    char err[256], id[JOBSTORE_ID_LEN + 1];
+    if (jobstore_open(f->path, &js, err, sizeof(err)) != 0) _exit(2);
+    if (jobstore_create(js, &spec_a, ids, 4, 1000, id) != 0) _exit(3);
+    struct jobstore_task t;
+    if (jobstore_take(js, 1100, 500, &t) != 0 || jobstore_done(js, id, t.seq, "{\"x\":1}", 7, 1200) != 0) _exit(4);
+    if (jobstore_take(js, 1300, 500, &t) != 0) _exit(5);
+    raise(SIGKILL); /* dies holding item 2 running, with no close */
+    _exit(6);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  jobstore_close(f->js);
+  char err[256];
+  assert_int_equal(jobstore_open(f->path, &f->js, err, sizeof(err)), 0);
+  struct jobstore_task t;
+  /* Its running item comes back once the lease has passed, and no sooner. */
+  assert_int_equal(jobstore_recover(f->js, 1700), 0);
+  assert_int_equal(jobstore_take(f->js, 1700, 500, &t), 0);
+  assert_int_equal(t.seq, 3);
+  assert_int_equal(jobstore_recover(f->js, 1801), 1);
+  assert_int_equal(jobstore_take(f->js, 1801, 500, &t), 0);
+  assert_int_equal(t.seq, 2);
+  assert_int_equal(t.tries, 1);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", t.job_id, &j), 0);
+  assert_int_equal(j.total, 4);
+  assert_int_equal(j.counts[ITEM_DONE], 1);
+  assert_int_equal(j.counts[ITEM_RUNNING], 2);
+  assert_int_equal(j.counts[ITEM_QUEUED], 1);
+}
+
+static void test_a_taker_whose_lease_ran_out_cannot_end_the_item(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  struct jobstore_task first, second;
+  assert_int_equal(jobstore_take(f->js, 1000, 100, &first), 0);
+  assert_int_equal(jobstore_recover(f->js, 1200), 1);
+  assert_int_equal(jobstore_take(f->js, 1200, 100, &second), 0);
+  assert_int_equal(second.seq, first.seq);
+  /* Both believe they hold it; the item is ended once. */
+  assert_int_equal(jobstore_done(f->js, id, second.seq, "{}", 2, 1250), 0);
+  assert_int_equal(jobstore_done(f->js, id, first.seq, "{}", 2, 1260), -ENOENT);
+}
+
+static void test_old_jobs_expire_with_their_items(void **state) {
+  struct fixture *f = *state;
+  char old[JOBSTORE_ID_LEN + 1], young[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, old);
+  make_job(f->js, 2, 50000, young);
+  assert_int_equal(jobstore_expire(f->js, 60000, 20000), 1); /* the old job, with its items */
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", old, &j), -ENOENT);
+  assert_int_equal(jobstore_get(f->js, "keyA", young, &j), 0);
+  assert_int_equal(j.total, 2);
+}
+
+static void test_bad_input_is_refused(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec_a, ids, 0, 1000, id), -EINVAL);
+  struct jobstore *js = NULL;
+  char err[256] = "";
+  assert_int_equal(jobstore_open("/nonexistent-dir/x/jobs.db", &js, err, sizeof(err)), -EIO);
+  assert_null(js);
+  assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_a_job_lives_through_its_items, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_items_page_in_order_with_a_cursor, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_job_is_seen_only_by_its_key, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel_stops_what_has_not_started, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_jobs_are_taken_oldest_first, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_handles_never_take_the_same_item, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_killed_writer_loses_nothing_it_committed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_taker_whose_lease_ran_out_cannot_end_the_item, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_old_jobs_expire_with_their_items, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_input_is_refused, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
