@@ -52,14 +52,39 @@ int buf_printf(struct buf *b, const char *fmt, ...) {
   return rv;
 }
 
-/* The bytes a JSON string holds as they are: not a control character, DEL, '"' (0x22) or '\\' (0x5c). */
+/*
+ * The bytes a JSON string holds as they are: not a control character, DEL, '"' (0x22) or '\\' (0x5c), and not a
+ * byte of a multi-byte character either (those are checked for valid UTF-8 first).
+ */
 static const unsigned char json_plain_table[256] = {
     [0x20 ... 0x21] = 1,
     [0x23 ... 0x5b] = 1,
     [0x5d ... 0x7e] = 1,
-    [0x80 ... 0xff] = 1,
 };
 static inline int json_plain(unsigned char c) { return json_plain_table[c]; }
+
+/* The length of the valid UTF-8 character (RFC 3629: shortest form, no surrogates) s begins with, or 0. */
+static size_t utf8_char_len(const unsigned char *s, size_t len) {
+  unsigned char c = s[0];
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4;
+  else
+    return 0;
+  if (c == 0xe0) lo = 0xa0;
+  if (c == 0xed) hi = 0x9f;
+  if (c == 0xf0) lo = 0x90;
+  if (c == 0xf4) hi = 0x8f;
+  if (len < n || s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return n;
+}
 
 int buf_json_escape(struct buf *b, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
@@ -85,6 +110,14 @@ int buf_json_escape(struct buf *b, const char *s, size_t len) {
       if (i == len) break;
     }
     unsigned char c = (unsigned char)s[i];
+    if (c >= 0x80) {
+      /* A valid character goes as it is; each byte of an invalid sequence becomes U+FFFD, so the line stays JSON. */
+      size_t ulen = utf8_char_len((const unsigned char *)s + i, len - i);
+      rv = ulen > 0 ? buf_append(b, s + i, ulen) : buf_append(b, "\\ufffd", 6);
+      if (rv != 0) return rv;
+      if (ulen > 1) i += ulen - 1;
+      continue;
+    }
     char esc[7];
     size_t n = 0;
     if (c == '"' || c == '\\') {

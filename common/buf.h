@@ -22,7 +22,10 @@ int buf_append(struct buf *b, const void *data, size_t len);
 int buf_puts(struct buf *b, const char *s);
 /* Appends printf-style text. */
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends s (len bytes) as the inside of a JSON string: quotes, backslashes and control characters escaped. */
+/*
+ * Appends s (len bytes) as the inside of a JSON string: quotes, backslashes and control characters escaped, and each
+ * byte that is not part of a valid UTF-8 character written as \ufffd (JSON text is UTF-8, RFC 8259 8.1).
+ */
 int buf_json_escape(struct buf *b, const char *s, size_t len);
 /* Empties the buffer, keeping its memory. */
 void buf_reset(struct buf *b);

@@ -39,6 +39,7 @@ static const struct var vars[] = {
     S(keys_file, "VTS_KEYS_FILE", "keys.db"),
     S(state_dir, "VTS_STATE_DIR", "state"),
     S(redis_url, "VTS_REDIS_URL", ""),
+    S(redis_cache_url, "VTS_REDIS_CACHE_URL", ""),
     B(rate_limit_fail_closed, "VTS_RATE_LIMIT_FAIL_CLOSED", "false"),
     I(rate_limit, "VTS_RATE_LIMIT", "60", 1, 1000000000),
     I(rate_window_s, "VTS_RATE_WINDOW_S", "60", 1, 86400),

@@ -24,6 +24,7 @@ struct vts_config {
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */
   char state_dir[CONFIG_STR_MAX];              /* VTS_STATE_DIR */
   char redis_url[CONFIG_STR_MAX];              /* VTS_REDIS_URL, empty when unset */
+  char redis_cache_url[CONFIG_STR_MAX];        /* VTS_REDIS_CACHE_URL: the transcript cache's Redis, "" for redis_url */
   bool rate_limit_fail_closed;                 /* VTS_RATE_LIMIT_FAIL_CLOSED */
   int64_t rate_limit;                          /* VTS_RATE_LIMIT */
   int64_t rate_window_s;                       /* VTS_RATE_WINDOW_S */

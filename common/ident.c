@@ -17,6 +17,24 @@ int ident_language_valid(const char *s, size_t len) {
   return region >= 2 && region <= 8;
 }
 
+static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+static char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
+
+void ident_language_canon(const char *s, size_t len, char *out) {
+  size_t i = 0;
+  for (; i < len && s[i] != '-'; i++) out[i] = lower(s[i]);
+  while (i < len) {
+    out[i] = s[i]; /* the '-' */
+    size_t start = ++i;
+    while (i < len && s[i] != '-') i++;
+    size_t n = i - start;
+    for (size_t k = 0; k < n; k++) {
+      char c = s[start + k];
+      out[start + k] = n == 2 || (n == 4 && k == 0) ? upper(c) : lower(c);
+    }
+  }
+}
+
 /* Whether every byte of s[0, len) is a letter, a digit, '_', '-', or (with dot) '.'. */
 static int all_word_chars(const char *s, size_t len, int dot) {
   for (size_t i = 0; i < len; i++) {

@@ -8,13 +8,13 @@
 /*
  * HTTP front (gateway/http/http.c). Its timeouts and connection cap are configuration (common/config.c):
  * VTS_HEADER_TIMEOUT_MS (headers not complete in time: 408 and close), VTS_IDLE_TIMEOUT_MS (idle keep-alive: close),
- * VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess refused at accept),
+ * VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess answered 503),
  * VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
  */
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */
 #define VTS_MAX_HEADER_COUNT 64                    /* 431 */
-#define VTS_MAX_BODY_BYTES 0                       /* GET carries no body: Content-Length > 0 is 413 */
+#define VTS_MAX_BODY_BYTES 0                       /* no route reads a body: Content-Length > 0 is 413 */
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
@@ -27,6 +27,8 @@
 #define VTS_MAX_KEY_WINDOW_S 86400                 /* per-key window field (seconds) */
 #define VTS_MAX_KEY_QUOTA 1000000000000LL          /* per-key monthly quota field */
 #define VTS_LINGER_MS 2000                         /* after a closing answer: unread input is discarded this long */
+#define VTS_MAX_REFUSED_CONNS 64                   /* over VTS_MAX_CONNS: 503s in progress at once; beyond, closed */
+#define VTS_CONN_CAP_RETRY_AFTER_S 1               /* Retry-After of that 503 */
 #define VTS_LISTEN_BACKLOG 511                     /* pending connections per worker socket */
 #define VTS_MAX_LOGGED_PATH_BYTES 256              /* access log: longer paths are cut */
 
@@ -80,8 +82,11 @@
 
 /* Rate limit and monthly quota (gateway/ratelimit*.c). */
 /*
- * Distinct keys the shared table holds in one month (slots of keys whose window and month are over are reused):
- * 2.6 times VTS_MAX_KEYS, so the key file can never fill it, rotations included. Past it: 503 rate_limit_unavailable.
+ * Slots of the shared rate-limit table: 2.6 times VTS_MAX_KEYS. Any number of distinct keys in a month is served (no
+ * 503): slots of keys whose window and month are over are reused first, and past that a new key takes the slot of
+ * the key decided least recently among the few it probes. Such a key is forgotten: its window and month count from
+ * zero if it comes back. Since the key file holds at most VTS_MAX_KEYS at once, a key still in it is forgotten only
+ * after more than VTS_RATELIMIT_SLOTS - VTS_MAX_KEYS keys retired from the file were used after its own last request.
  */
 #define VTS_RATELIMIT_SLOTS 262144
 #define VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS 1000 /* quota snapshot to VTS_STATE_DIR at most this often */
@@ -93,6 +98,8 @@
 #define VTS_REDIS_STALL_MS 1000            /* a connection with a timed-out command unanswered this long is redialled */
 #define VTS_REDIS_QUOTA_TTL_MARGIN_S 86400 /* a month counter outlives its month by this much */
 #define VTS_REDIS_LEASE_IDLE_MS 100        /* a worker's lease of a key's units unused this long goes back to Redis */
+#define VTS_GATEWAY_HEARTBEAT_MS 1000      /* each gateway announces itself in Redis this often... */
+#define VTS_GATEWAY_HEARTBEAT_TTL_MS 3000  /* ...and counts as sharing the keys' limits this long after */
 #define VTS_REDIS_LEASE_MAX 1024           /* units a lease asks for at most (and at most 1/16 of what is left) */
 #define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
 #define VTS_RCACHE_COMMAND_TIMEOUT_MS 250  /* the dispatcher's Redis (shared cache, claims): a reply later fails */

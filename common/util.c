@@ -37,6 +37,60 @@ void util_http_date(char *out, size_t outlen, time_t t) {
   strftime(out, outlen, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
+static uint64_t rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+static void sip_round(uint64_t v[4]) {
+  v[0] += v[1];
+  v[1] = rotl64(v[1], 13) ^ v[0];
+  v[0] = rotl64(v[0], 32);
+  v[2] += v[3];
+  v[3] = rotl64(v[3], 16) ^ v[2];
+  v[0] += v[3];
+  v[3] = rotl64(v[3], 21) ^ v[0];
+  v[2] += v[1];
+  v[1] = rotl64(v[1], 17) ^ v[2];
+  v[2] = rotl64(v[2], 32);
+}
+
+static void sip_compress(struct util_siphash *h, uint64_t m) {
+  h->v[3] ^= m;
+  sip_round(h->v);
+  sip_round(h->v);
+  h->v[0] ^= m;
+}
+
+void util_siphash_init(struct util_siphash *h, const unsigned char key[16]) {
+  uint64_t k0 = 0, k1 = 0;
+  for (int i = 7; i >= 0; i--) {
+    k0 = (k0 << 8) | key[i];
+    k1 = (k1 << 8) | key[8 + i];
+  }
+  h->v[0] = k0 ^ UINT64_C(0x736f6d6570736575);
+  h->v[1] = k1 ^ UINT64_C(0x646f72616e646f6d);
+  h->v[2] = k0 ^ UINT64_C(0x6c7967656e657261);
+  h->v[3] = k1 ^ UINT64_C(0x7465646279746573);
+  h->tail = 0;
+  h->len = 0;
+}
+
+void util_siphash_update(struct util_siphash *h, const void *data, size_t len) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < len; i++) {
+    h->tail |= (uint64_t)p[i] << (8 * (h->len & 7));
+    if ((++h->len & 7) == 0) {
+      sip_compress(h, h->tail);
+      h->tail = 0;
+    }
+  }
+}
+
+uint64_t util_siphash_final(struct util_siphash *h) {
+  sip_compress(h, h->tail | ((uint64_t)(h->len & 0xff) << 56));
+  h->v[2] ^= 0xff;
+  for (int i = 0; i < 4; i++) sip_round(h->v);
+  return h->v[0] ^ h->v[1] ^ h->v[2] ^ h->v[3];
+}
+
 int util_random_bytes(void *out, size_t n) {
   unsigned char *raw = out;
   size_t got = 0;

@@ -21,6 +21,18 @@ int util_random_hex(char *out, size_t nbytes);
 int util_random_bytes(void *out, size_t n);
 /* Writes the 2*n lowercase hex characters of raw and a NUL into out. */
 void util_hex(const unsigned char *raw, size_t n, char *out);
+/*
+ * SipHash-2-4, a keyed hash for tables whose keys a client chooses: without the key, no one can make many keys meet
+ * in one bucket. Fed in pieces (init, update, final); the same bytes give the same hash however they are split.
+ */
+struct util_siphash {
+  uint64_t v[4];
+  uint64_t tail; /* up to 7 bytes not yet compressed, little-endian */
+  size_t len;    /* bytes fed so far */
+};
+void util_siphash_init(struct util_siphash *h, const unsigned char key[16]);
+void util_siphash_update(struct util_siphash *h, const void *data, size_t len);
+uint64_t util_siphash_final(struct util_siphash *h);
 /* SHA-256 of data, its 32 bytes into md. */
 void util_sha256(const void *data, size_t len, unsigned char md[32]);
 /* SHA-256 of data as 64 lowercase hex characters and a NUL into out (65 bytes). */

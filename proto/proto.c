@@ -6,6 +6,7 @@
 
 #include "common/ident.h"
 #include "common/limits.h"
+#include "common/util.h"
 
 #define OUTCOME_VALUE_CHECK_(id, value, status, kind) \
   _Static_assert((value) >= 1 && (value) <= PROTO_NOUTCOMES, "outcome " #id ": wire values are 1 to the row count");
@@ -257,18 +258,37 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]) {
   /* The fields are bounded by their arrays, so the key always fits. */
   if (job->kind == PROTO_KIND_TRACKS) {
-    memcpy(out, "*tracks", sizeof("*tracks"));
+    memcpy(out, PROTO_TRACKS_KEY, sizeof(PROTO_TRACKS_KEY));
     return;
   }
   size_t n = strnlen(job->lang, PROTO_MAX_LANG);
-  memcpy(out, job->lang, n);
+  ident_language_canon(job->lang, n, out);
   if (job->translate[0] != '\0') {
     out[n++] = '>';
     size_t t = strnlen(job->translate, PROTO_MAX_LANG);
-    memcpy(out + n, job->translate, t);
+    ident_language_canon(job->translate, t, out + n);
     n += t;
   }
   out[n] = '\0';
+}
+
+void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY + 1]) {
+  unsigned char md[32];
+  util_sha256(res->body, res->body_len, md); /* the body names its source too */
+  size_t n = strnlen(res->lang, PROTO_MAX_LANG);
+  out[0] = '=';
+  ident_language_canon(res->lang, n, out + 1);
+  out[1 + n] = '#';
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < 6; i++) {
+    out[2 + n + 2 * i] = hex[md[i] >> 4];
+    out[3 + n + 2 * i] = hex[md[i] & 15];
+  }
+  out[2 + n + 12] = '\0';
+}
+
+int proto_result_gone(const struct proto_result *res) {
+  return res->outcome == PROTO_NOT_AVAILABLE && res->reason == PROTO_REASON_NOT_PLAYABLE;
 }
 
 int proto_outcome_status(uint8_t outcome) {

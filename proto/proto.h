@@ -250,13 +250,27 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
  */
 #define PROTO_MAX_JOB_KEY (2 * PROTO_MAX_LANG + 1)
 
+/* The job key of a video's track list, and of "this video cannot be played": no language can be either. */
+#define PROTO_TRACKS_KEY "*tracks"
+#define PROTO_GONE_KEY "*gone"
+
 /*
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
- * same key have the same answer. A transcript's key is its requested language (so caches written before
- * translations existed stay valid), with ">xx" for a translation into xx; the tracks of a video have the key
- * "*tracks", which no language can be. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
+ * same key have the same answer. A transcript's key is its requested language in its canonical spelling
+ * (ident_language_canon: "en-us" and "en-US" are one key), with ">xx" for a translation into xx; the tracks of a
+ * video have the key PROTO_TRACKS_KEY. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/*
+ * The key of the track a transcript result holds, whatever spelling asked for it: '=', the served language, '#' and
+ * 48 bits of the SHA-256 of its body (which names its source) in hex. Two requests served the same transcript share it,
+ * so a cache keeps one copy of the transcript under it and only a small alias under each request's own job key.
+ */
+void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/* Whether res says the video itself cannot be played: the answer of every language and kind of the video. */
+int proto_result_gone(const struct proto_result *res);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/limits.h"
 #include "common/util.h"
@@ -33,13 +34,28 @@ struct cache {
   struct cache_stats stats;
 };
 
+/*
+ * The key of this process's hash: drawn once, on the first hash (after the fork, so each process has its own). Video
+ * ids and languages come from clients; with an unkeyed hash, they could choose ids that all land in one bucket.
+ */
+static unsigned char hash_key[16];
+static int hash_key_ready;
+
 uint64_t cache_key_hash(const char *video_id, const char *lang) {
-  /* FNV-1a over "video_id NUL lang": the NUL keeps ("ab","c") apart from ("a","bc"). */
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = video_id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-  h *= 1099511628211ULL;
-  for (const char *p = lang; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-  return h;
+  if (!hash_key_ready) {
+    if (util_random_bytes(hash_key, sizeof(hash_key)) != 0) {
+      /* getrandom does not fail once the kernel's pool is ready; never go unkeyed, even so. */
+      uint64_t t = util_now_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&hash_key;
+      memcpy(hash_key, &t, sizeof(t));
+    }
+    hash_key_ready = 1;
+  }
+  /* SipHash over "video_id NUL lang": the NUL keeps ("ab","c") apart from ("a","bc"). */
+  struct util_siphash h;
+  util_siphash_init(&h, hash_key);
+  util_siphash_update(&h, video_id, strlen(video_id) + 1);
+  util_siphash_update(&h, lang, strlen(lang));
+  return util_siphash_final(&h);
 }
 
 struct cache *cache_new(const struct cache_limits *limits, cache_clock_fn now_ms) {

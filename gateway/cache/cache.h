@@ -66,7 +66,10 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 
-/* Hash of a (video_id, lang) key, shared with the dispatcher's job table so both agree on key identity. */
+/*
+ * Hash of a (video_id, lang) key, shared with the dispatcher's job table so both agree on key identity. Keyed with
+ * random bytes drawn by each process on its first call: the same key hashes alike within a process only.
+ */
 uint64_t cache_key_hash(const char *video_id, const char *lang);
 
 #endif

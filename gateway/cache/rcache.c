@@ -14,26 +14,59 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/dispatcher/bodycheck.h"
 #include "gateway/redis/redis_conn.h"
 
-/* Value layout: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. */
+/*
+ * Value layouts. An entry: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. An alias: "VA1" | the job
+ * key of an entry of the same video (a track key, proto_track_key). A transcript is stored once under its track key,
+ * and each job key it answers holds an alias of it; a track list and a 404 are stored under their job key; a video
+ * that cannot be played under PROTO_GONE_KEY, for all its keys.
+ */
 #define RCACHE_MAGIC "VC1"
+#define RCACHE_ALIAS "VA1"
 #define RCACHE_HEADER 6
 #define RCACHE_KEY_BYTES 96
 #define RCACHE_OWNER_BYTES 64
 
-/* GET and PTTL in one step: nil for no value, else {value, ttl}; a value of another type is an error reply. */
+/*
+ * The answer of a job key in one step: the video's "cannot be played" entry (KEYS[1]) if there is one, else the
+ * value of the job key (KEYS[2]), an alias followed to its entry (ARGV[1] is the video's key prefix). nil for none
+ * (an alias whose entry is gone included), else {value, ttl left, the key it was read from}; the ttl of an alias
+ * and its entry is the shorter. A value of another type is an error reply.
+ */
 static const char get_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
+    "if v then return {v, redis.call('PTTL', KEYS[1]), KEYS[1]} end\n"
+    "v = redis.call('GET', KEYS[2])\n"
     "if not v then return nil end\n"
-    "return {v, redis.call('PTTL', KEYS[1])}\n";
+    "local ttl = redis.call('PTTL', KEYS[2])\n"
+    "if string.sub(v, 1, 3) ~= 'VA1' then return {v, ttl, KEYS[2]} end\n"
+    "local k = ARGV[1] .. string.sub(v, 4)\n"
+    "local e = redis.call('GET', k)\n"
+    "if not e then return nil end\n"
+    "local ettl = redis.call('PTTL', k)\n"
+    "if ettl < ttl then ttl = ettl end\n"
+    "return {e, ttl, k}\n";
 /*
- * Claims KEYS[2] unless the result KEYS[1] is there already, in one step: a claimant that finishes between a
- * waiter's lookup and its claim leaves the result, never a free claim without one. 1 won, 0 held, 2 cached now.
+ * Claims KEYS[2] unless the result KEYS[1] (an alias only with its entry: ARGV[3] is the video's key prefix; or the
+ * video's "cannot be played" KEYS[3]) is there already, in one step: a
+ * claimant that finishes between a waiter's lookup and its claim leaves the result, never a free claim without one. 1
+ * won, 0 held, 2 cached now.
  */
 static const char claim_script[] =
-    "if redis.call('EXISTS', KEYS[1]) == 1 then return 2 end\n"
+    "if redis.call('EXISTS', KEYS[3]) == 1 then return 2 end\n"
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v and (string.sub(v, 1, 3) ~= 'VA1' or redis.call('EXISTS', ARGV[3] .. string.sub(v, 4)) == 1) then\n"
+    "  return 2\n"
+    "end\n"
     "if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+    "return 0\n";
+/* Extends a claim that is still the caller's, or takes it again when it lapsed (a Redis pause) and is free. */
+static const char renew_script[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
+    "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end\n"
     "return 0\n";
 /* Deletes a claim only when it is still the caller's. */
 static const char release_script[] =
@@ -50,6 +83,7 @@ struct rreq {
   uint64_t tag;
   uint64_t deadline_ms;
   char video_id[12]; /* R_GET: for the log line and the delete of a bad value */
+  uint8_t job_kind;  /* R_GET: what the job key answers (enum proto_kind), for the body check */
   char key[RCACHE_KEY_BYTES];
 };
 
@@ -84,13 +118,11 @@ static void ring_remove(struct rreq *q) {
   q->prev = q->next = q;
 }
 
-/* The key of (video, lang); the video id is the hash tag, so a Redis Cluster keeps a video's entries together. */
-static void key_of(const char *video_id, const char *lang, char *out, size_t outlen) {
-  snprintf(out, outlen, "vts:transcript:{%s}:%s", video_id, lang[0] != '\0' ? lang : "-");
+/* The key of (video, job key); the video id is the hash tag, so a Redis Cluster keeps a video's entries together. */
+#define RCACHE_PREFIX "vts:transcript:{%s}:"
+static void key_of(const char *video_id, const char *key, char *out, size_t outlen) {
+  snprintf(out, outlen, RCACHE_PREFIX "%s", video_id, key[0] != '\0' ? key : "-");
 }
-
-/* The lead of every transcript body the fetcher serialises (fetcher/captions/transcript.c). */
-#define RCACHE_BODY_LEAD "{\"language\":"
 
 static bool lang_chars_valid(const unsigned char *s, size_t len) {
   for (size_t i = 0; i < len; i++) {
@@ -100,31 +132,31 @@ static bool lang_chars_valid(const unsigned char *s, size_t len) {
 }
 
 /*
- * Checks a value read under our key before anything of it is used: Redis may be shared, written by an older
- * version, or tampered with. The shape (magic, outcome, source, language), the size (a body within what a fetcher
- * may produce, present exactly for a 200) and the body's JSON object lead. Fills res (borrowing v) when it passes.
- * Returns 0, or -EPROTO.
+ * Checks a value read for a job of this kind before anything of it is used: Redis may be shared, written by an older
+ * version, or tampered with. The shape (magic, outcome, source, language), a "cannot be played" entry (gone) being
+ * a 404, and a 200's body passing the very check a fetcher's result passes (bodycheck_result). Fills res (borrowing
+ * v) when it passes. Returns 0, or -EPROTO.
  */
-static int entry_parse(const unsigned char *v, size_t vlen, struct proto_result *res) {
+static int entry_parse(const unsigned char *v, size_t vlen, uint8_t kind, bool gone, struct proto_result *res) {
   if (vlen < RCACHE_HEADER || memcmp(v, RCACHE_MAGIC, 3) != 0) return -EPROTO;
   unsigned outcome = v[3], source = v[4], langlen = v[5];
   if (outcome != PROTO_OK && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
-  if (source > PROTO_SOURCE_SPEECH || (outcome == PROTO_OK && source == PROTO_SOURCE_NONE)) return -EPROTO;
+  if (gone && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
+  if (source > PROTO_SOURCE_SPEECH) return -EPROTO;
+  if (outcome == PROTO_OK && (kind == PROTO_KIND_TRACKS) != (source == PROTO_SOURCE_NONE)) return -EPROTO;
   if (langlen > PROTO_MAX_LANG || (size_t)RCACHE_HEADER + langlen > vlen) return -EPROTO;
   if (!lang_chars_valid(v + RCACHE_HEADER, langlen)) return -EPROTO;
   const char *body = (const char *)v + RCACHE_HEADER + langlen;
   size_t body_len = vlen - RCACHE_HEADER - langlen;
   if (outcome == PROTO_OK) {
-    size_t lead = sizeof(RCACHE_BODY_LEAD) - 1;
-    if (body_len > VTS_MAX_TRANSCRIPT_BYTES || body_len < lead + 1 || memcmp(body, RCACHE_BODY_LEAD, lead) != 0 ||
-        body[body_len - 1] != '}')
-      return -EPROTO;
+    if (bodycheck_result(kind, body, body_len, NULL) != 0) return -EPROTO;
   } else if (body_len != 0) {
     return -EPROTO;
   }
   memset(res, 0, sizeof(*res));
   res->outcome = (uint8_t)outcome;
   res->source = (uint8_t)source;
+  res->reason = gone ? PROTO_REASON_NOT_PLAYABLE : PROTO_REASON_NONE;
   memcpy(res->lang, v + RCACHE_HEADER, langlen);
   res->lang[langlen] = '\0';
   res->body = body;
@@ -249,18 +281,29 @@ static void req_send(struct rcache *rc, struct rreq *q, int argc, const char **a
   if (!rc->closing) uv_timer_start(&rc->soon, on_soon, 0, 0);
 }
 
-/* A lookup's reply: nil, or {value, ttl}; anything else under our key is deleted. */
+/* A lookup's reply: nil, or {value, ttl, key}; anything else under our keys is deleted. */
 static void got(struct rcache *rc, struct rreq *q, const redisReply *r) {
   struct proto_result res;
   if (r->type == REDIS_REPLY_NIL) {
     rc->get_cb(rc->arg, q->tag, -ENOENT, NULL, 0);
     return;
   }
-  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
-      r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer > 0 &&
-      entry_parse((const unsigned char *)r->element[0]->str, r->element[0]->len, &res) == 0) {
-    rc->get_cb(rc->arg, q->tag, 0, &res, (uint64_t)r->element[1]->integer);
-    return;
+  char gone[RCACHE_KEY_BYTES];
+  key_of(q->video_id, PROTO_GONE_KEY, gone, sizeof(gone));
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING &&
+      r->element[1]->type == REDIS_REPLY_INTEGER && r->element[2]->type == REDIS_REPLY_STRING) {
+    const redisReply *from = r->element[2];
+    bool is_gone = from->len == strlen(gone) && memcmp(from->str, gone, from->len) == 0;
+    if (r->element[1]->integer > 0 &&
+        entry_parse((const unsigned char *)r->element[0]->str, r->element[0]->len, q->job_kind, is_gone, &res) == 0) {
+      rc->get_cb(rc->arg, q->tag, 0, &res, (uint64_t)r->element[1]->integer);
+      return;
+    }
+    /* The bad value is deleted where it was read: the job key, the entry an alias named, or the video's 404. */
+    if (from->len < RCACHE_KEY_BYTES) {
+      memcpy(q->key, from->str, from->len);
+      q->key[from->len] = '\0';
+    }
   }
   /* Not ours to trust: gone, so the fetch that follows this miss stores a good entry in its place. */
   log_msg(LOG_WARN, "bad transcript cache entry in Redis deleted", "video_id", q->video_id, NULL);
@@ -299,11 +342,13 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
 
 struct rcache *rcache_new(uv_loop_t *loop, const struct vts_config *cfg, rcache_get_cb get_cb, rcache_claim_cb claim_cb,
                           void *arg) {
-  if (cfg->redis_url[0] == '\0') return NULL;
+  const char *var = cfg->redis_cache_url[0] != '\0' ? "VTS_REDIS_CACHE_URL" : "VTS_REDIS_URL";
+  const char *url = cfg->redis_cache_url[0] != '\0' ? cfg->redis_cache_url : cfg->redis_url;
+  if (url[0] == '\0') return NULL;
   struct rcache *rc = calloc(1, sizeof(*rc));
   if (rc == NULL) return NULL;
   char err[256];
-  if (redis_conn_resolve(cfg->redis_url, &rc->addr, err, sizeof(err)) != 0) {
+  if (redis_conn_resolve_var(var, url, &rc->addr, err, sizeof(err)) != 0) {
     log_msg(LOG_WARN, "transcript cache in Redis disabled", "error", err, NULL);
     free(rc);
     return NULL;
@@ -343,8 +388,25 @@ void rcache_close(struct rcache *rc) {
 void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
   struct rreq *q = req_new(rc, R_GET, tag, video_id, key);
   if (q == NULL) return; /* out of memory: the job's own deadline answers it */
-  const char *argv[] = {"EVAL", get_script, "1", q->key};
-  req_send(rc, q, 4, argv, NULL);
+  q->job_kind = strcmp(key, PROTO_TRACKS_KEY) == 0 ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
+  char gone[RCACHE_KEY_BYTES], prefix[RCACHE_KEY_BYTES];
+  key_of(video_id, PROTO_GONE_KEY, gone, sizeof(gone));
+  snprintf(prefix, sizeof(prefix), RCACHE_PREFIX, video_id);
+  const char *argv[] = {"EVAL", get_script, "2", gone, q->key, prefix};
+  req_send(rc, q, 6, argv, NULL);
+}
+
+/* Sends SET key value PX ttl_ms, nothing called back. Returns 0 once sent, or -ENOMEM. */
+static int set_value(struct rcache *rc, const char *video_id, const char *key, const void *v, size_t vlen,
+                     uint64_t ttl_ms) {
+  struct rreq *q = req_new(rc, R_OTHER, 0, video_id, key);
+  if (q == NULL) return -ENOMEM;
+  char px[24];
+  snprintf(px, sizeof(px), "%llu", (unsigned long long)ttl_ms);
+  const char *argv[] = {"SET", q->key, v, "PX", px};
+  const size_t lens[] = {3, strlen(q->key), vlen, 2, strlen(px)};
+  req_send(rc, q, 5, argv, lens);
+  return 0;
 }
 
 int rcache_put(struct rcache *rc, const char *video_id, const char *key, const struct proto_result *res,
@@ -352,26 +414,27 @@ int rcache_put(struct rcache *rc, const char *video_id, const char *key, const s
   if (res->outcome != PROTO_OK && res->outcome != PROTO_NOT_AVAILABLE) return -EINVAL;
   if (ttl_ms == 0) return 0;
   if (conn(rc) == NULL) return -EIO;
-  struct rreq *q = req_new(rc, R_OTHER, 0, video_id, key);
-  if (q == NULL) return -ENOMEM;
+  /* A transcript goes under its track's key, once for all the spellings served it; the job key is an alias of it. */
+  char track[PROTO_MAX_JOB_KEY + 1];
+  const char *entry_key = key;
+  if (res->outcome == PROTO_OK && strcmp(key, PROTO_TRACKS_KEY) != 0) {
+    proto_track_key(res, track);
+    entry_key = track;
+  }
   size_t langlen = strlen(res->lang);
   struct buf v = BUF_INIT;
   unsigned char head[RCACHE_HEADER] = {'V', 'C', '1', res->outcome, res->source, (unsigned char)langlen};
   int rv = buf_append(&v, head, sizeof(head));
   if (rv == 0) rv = buf_append(&v, res->lang, langlen);
   if (rv == 0 && res->outcome == PROTO_OK) rv = buf_append(&v, res->body, res->body_len);
-  if (rv != 0) {
-    buf_free(&v);
-    free(q);
-    return rv;
-  }
-  char px[24];
-  snprintf(px, sizeof(px), "%llu", (unsigned long long)ttl_ms);
-  const char *argv[] = {"SET", q->key, v.data, "PX", px};
-  const size_t lens[] = {3, strlen(q->key), v.len, 2, strlen(px)};
-  req_send(rc, q, 5, argv, lens);
+  if (rv == 0) rv = set_value(rc, video_id, entry_key, v.data, v.len, ttl_ms);
   buf_free(&v); /* hiredis formatted its own copy */
-  return 0;
+  if (rv == 0 && entry_key != key) {
+    char alias[sizeof(RCACHE_ALIAS) + PROTO_MAX_JOB_KEY];
+    int n = snprintf(alias, sizeof(alias), RCACHE_ALIAS "%s", entry_key);
+    rv = set_value(rc, video_id, key, alias, (size_t)n, ttl_ms);
+  }
+  return rv;
 }
 
 /* The claim key of (video, key), beside the cache entry in the same Cluster slot. */
@@ -390,8 +453,11 @@ void rcache_claim(struct rcache *rc, uint64_t tag, const char *video_id, const c
   char value[RCACHE_OWNER_BYTES + 24], px[24];
   snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
   snprintf(px, sizeof(px), "%llu", (unsigned long long)(ttl_ms > 0 ? ttl_ms : 1));
-  const char *argv[] = {"EVAL", claim_script, "2", entry, q->key, value, px};
-  req_send(rc, q, 7, argv, NULL);
+  char gone[RCACHE_KEY_BYTES], prefix[RCACHE_KEY_BYTES];
+  key_of(video_id, PROTO_GONE_KEY, gone, sizeof(gone));
+  snprintf(prefix, sizeof(prefix), RCACHE_PREFIX, video_id);
+  const char *argv[] = {"EVAL", claim_script, "3", entry, q->key, gone, value, px, prefix};
+  req_send(rc, q, 9, argv, NULL);
 }
 
 void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
@@ -402,4 +468,15 @@ void rcache_release(struct rcache *rc, uint64_t tag, const char *video_id, const
   snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
   const char *argv[] = {"EVAL", release_script, "1", q->key, value};
   req_send(rc, q, 5, argv, NULL);
+}
+
+void rcache_renew(struct rcache *rc, uint64_t tag, const char *video_id, const char *key, uint64_t ttl_ms) {
+  struct rreq *q = req_new(rc, R_OTHER, tag, video_id, key);
+  if (q == NULL) return;
+  claim_key(q);
+  char value[RCACHE_OWNER_BYTES + 24], px[24];
+  snprintf(value, sizeof(value), "%s:%llu", rc->owner, (unsigned long long)tag);
+  snprintf(px, sizeof(px), "%llu", (unsigned long long)(ttl_ms > 0 ? ttl_ms : 1));
+  const char *argv[] = {"EVAL", renew_script, "1", q->key, value, px};
+  req_send(rc, q, 6, argv, NULL);
 }

@@ -11,8 +11,11 @@
 #include <yajl/yajl_parse.h>
 
 #include "common/limits.h"
+#include "common/util.h"
+#include "proto/proto.h"
 
-enum value { V_STRING, V_NUMBER, V_BOOLEAN, V_ARRAY, V_OBJECT };
+/* V_NUMBER: a time (bodycheck_seconds_ms reads it); V_INTEGER: an index, -1 included. */
+enum value { V_STRING, V_NUMBER, V_INTEGER, V_BOOLEAN, V_ARRAY, V_OBJECT };
 
 struct object;
 
@@ -73,14 +76,14 @@ static const struct member ctrack_members[] = {{"baseUrl", V_STRING, NULL, NULL}
                                                {"kind", V_STRING, track_kinds, NULL},
                                                {"isTranslatable", V_BOOLEAN, NULL, NULL}};
 static const struct object ctrack = MEMBERS(ctrack_members);
-static const struct member audio_members[] = {{"defaultCaptionTrackIndex", V_NUMBER, NULL, NULL}};
+static const struct member audio_members[] = {{"defaultCaptionTrackIndex", V_INTEGER, NULL, NULL}};
 static const struct object audio = MEMBERS(audio_members);
 static const struct member tlang_members[] = {{"languageCode", V_STRING, NULL, NULL},
                                               {"languageName", V_OBJECT, NULL, &text}};
 static const struct object tlang = MEMBERS(tlang_members);
 static const struct member renderer_members[] = {{"captionTracks", V_ARRAY, NULL, &ctrack},
                                                  {"audioTracks", V_ARRAY, NULL, &audio},
-                                                 {"defaultAudioTrackIndex", V_NUMBER, NULL, NULL},
+                                                 {"defaultAudioTrackIndex", V_INTEGER, NULL, NULL},
                                                  {"translationLanguages", V_ARRAY, NULL, &tlang}};
 static const struct object renderer = MEMBERS(renderer_members);
 static const struct member captions_members[] = {{"playerCaptionsTracklistRenderer", V_OBJECT, NULL, &renderer}};
@@ -142,14 +145,22 @@ static int on_string(void *ctx, const unsigned char *s, size_t len) {
   return 0;
 }
 
-static int on_integer(void *ctx, long long v) {
-  (void)v;
-  return expecting(ctx, V_NUMBER) != NULL;
+/* An index: an optional minus and 1 to 9 digits. */
+static bool integer_valid(const char *s, size_t len) {
+  size_t i = len > 0 && s[0] == '-' ? 1 : 0;
+  if (len - i < 1 || len - i > 9) return false;
+  for (; i < len; i++)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
 }
 
-static int on_double(void *ctx, double v) {
-  (void)v;
-  return expecting(ctx, V_NUMBER) != NULL;
+/* yajl hands every number over as its text (yajl_number set): a time is read as the renderers read it. */
+static int on_number(void *ctx, const char *s, size_t len) {
+  struct frame *f = cur(ctx);
+  if (f != NULL && !f->in_array && f->next != NULL && f->next->value == V_INTEGER)
+    return expecting(ctx, V_INTEGER) != NULL && integer_valid(s, len);
+  int64_t ms;
+  return expecting(ctx, V_NUMBER) != NULL && bodycheck_seconds_ms(s, len, &ms) == 0;
 }
 
 static int on_boolean(void *ctx, int v) {
@@ -207,8 +218,7 @@ static int on_end_array(void *ctx) {
 static const yajl_callbacks callbacks = {
     .yajl_null = on_null,
     .yajl_boolean = on_boolean,
-    .yajl_integer = on_integer,
-    .yajl_double = on_double,
+    .yajl_number = on_number,
     .yajl_string = on_string,
     .yajl_start_map = on_start_map,
     .yajl_map_key = on_map_key,
@@ -257,4 +267,30 @@ int bodycheck_tracks(const char *body, size_t len, const char **why) {
 
 int bodycheck_player(const char *body, size_t len, const char **why) {
   return check(&summary, "not_a_player_summary", VTS_MAX_PLAYER_SUMMARY_BYTES, body, len, why);
+}
+
+int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why) {
+  return kind == PROTO_KIND_TRACKS ? bodycheck_tracks(body, len, why) : bodycheck_transcript(body, len, why);
+}
+
+int bodycheck_seconds_ms(const char *s, size_t len, int64_t *ms) {
+  size_t dot = 0;
+  while (dot < len && s[dot] != '.') dot++;
+  int64_t whole;
+  if (dot == 0 || util_parse_i64_n(s, dot, 0, BODYCHECK_MAX_SECONDS, &whole) != 0) return -EPROTO;
+  size_t ndigits = dot < len ? len - dot - 1 : 0;
+  if (dot < len && ndigits == 0) return -EPROTO; /* "1." is not JSON */
+  int64_t frac = 0;
+  int round_up = 0;
+  for (size_t i = 0; i < ndigits; i++) {
+    char c = s[dot + 1 + i];
+    if (c < '0' || c > '9') return -EPROTO;
+    if (i < 3)
+      frac = frac * 10 + (c - '0');
+    else if (i == 3)
+      round_up = c >= '5'; /* later digits are below half a millisecond */
+  }
+  for (size_t i = ndigits; i < 3; i++) frac *= 10;
+  *ms = whole * 1000 + frac + round_up;
+  return 0;
 }

@@ -7,13 +7,14 @@
 #define VTS_BODYCHECK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Checks that body (len bytes) is one transcript response as the API defines it: a JSON object with exactly the
  * string "language", "source" ("captions" or "speech"), the string "text" and "segments", an array of objects with
- * exactly the string "text" and the numbers "start" and "duration"; valid UTF-8, no other keys, nothing after it, at
- * most VTS_MAX_TRANSCRIPT_BYTES. Returns 0, -E2BIG (too large) or -EINVAL; *why (when not NULL) is set to a short
- * static reason for the log ("too_large", "not_json", "not_a_transcript").
+ * exactly the string "text" and the numbers "start" and "duration" (each a time bodycheck_seconds_ms reads); valid
+ * UTF-8, no other keys, nothing after it, at most VTS_MAX_TRANSCRIPT_BYTES. Returns 0, -E2BIG (too large) or -EINVAL;
+ * *why (when not NULL) is set to a short static reason for the log ("too_large", "not_json", "not_a_transcript").
  */
 int bodycheck_transcript(const char *body, size_t len, const char **why);
 
@@ -33,5 +34,23 @@ int bodycheck_tracks(const char *body, size_t len, const char **why);
  * {"simpleText"})}), at most VTS_MAX_PLAYER_SUMMARY_BYTES. *why is "not_a_player_summary" for another shape.
  */
 int bodycheck_player(const char *body, size_t len, const char **why);
+
+/*
+ * The one check of a body about to be cached or served as the answer of a job of this kind (enum proto_kind: a track
+ * list for PROTO_KIND_TRACKS, a transcript otherwise), whoever produced it: a fetcher's result, or an entry read from
+ * Redis. Same returns as above.
+ */
+int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why);
+
+/*
+ * Milliseconds of the JSON number s[0, len) read as seconds from its digits: an integer part of at most
+ * BODYCHECK_MAX_SECONDS and a fraction rounded half up to three digits. The renderers of SubRip and WebVTT read a
+ * segment's times with it, and bodycheck_transcript refuses a body with a time it refuses, so a transcript that was
+ * served as JSON can always be rendered. Returns 0, or -EPROTO for a negative, exponent or out-of-range number.
+ */
+int bodycheck_seconds_ms(const char *s, size_t len, int64_t *ms);
+
+/* Seconds past this are not a transcript's times (the fetcher's serialiser refuses them too). */
+#define BODYCHECK_MAX_SECONDS 1000000000LL
 
 #endif

@@ -86,9 +86,10 @@ struct job {
   uint64_t created_ms;
   uint64_t deadline_ms; /* waiting or queued: fail when not taken by then; running: fail at deadline + grace */
   uint64_t assigned_ms;
-  uint64_t poll_ms; /* J_WAIT: when to ask Redis again */
-  bool claimed;     /* this gateway holds the claim: released when the job ends */
-  bool waited;      /* it waited on another gateway's claim */
+  uint64_t poll_ms;  /* J_WAIT: when to ask Redis again */
+  bool claimed;      /* this gateway holds the claim: renewed while the job lives, released when it ends */
+  uint64_t renew_ms; /* claimed: when to renew the claim next */
+  bool waited;       /* it waited on another gateway's claim */
   struct fetcher *fetcher;
   struct core_waiter *waiters, **waiters_tail;
   size_t nwaiters;
@@ -283,6 +284,35 @@ static void count_outcome(struct core *c, uint8_t outcome) {
   }
 }
 
+/*
+ * Keeps res in the memory cache as the answer of (video_id, key) for at most max_ttl_ms, into *ttl (0 when not kept).
+ * A video that cannot be played is kept once, under PROTO_GONE_KEY, as the answer of all its keys. A transcript is
+ * kept once per served track (proto_track_key): every key it answers shares that entry's body.
+ */
+static void keep(struct core *c, const char *video_id, const char *key, const struct proto_result *res,
+                 uint64_t max_ttl_ms, uint64_t *ttl) {
+  *ttl = 0;
+  if (proto_result_gone(res)) key = PROTO_GONE_KEY;
+  if (res->outcome != PROTO_OK || strcmp(key, PROTO_TRACKS_KEY) == 0) {
+    if (cache_put(c->cache, video_id, key, res, max_ttl_ms, ttl) != 0) *ttl = 0;
+    return;
+  }
+  char track[PROTO_MAX_JOB_KEY + 1];
+  proto_track_key(res, track);
+  struct proto_result held;
+  struct entity *ent = NULL;
+  if (cache_lookup(c->cache, video_id, track, &held, NULL, &ent) != 0 || held.body_len != res->body_len ||
+      memcmp(held.body, res->body, res->body_len) != 0) {
+    entity_unref(ent);
+    ent = NULL;
+    if (cache_put(c->cache, video_id, track, res, max_ttl_ms, NULL) != 0 ||
+        cache_lookup(c->cache, video_id, track, &held, NULL, &ent) != 0)
+      return;
+  }
+  if (cache_put_entity(c->cache, video_id, key, res, ent, max_ttl_ms, ttl) != 0) *ttl = 0;
+  entity_unref(ent);
+}
+
 /* Answers every waiter with res and the cache lifetime, then ends the job. */
 static void job_answer(struct core *c, struct job *j, const struct proto_result *res, uint64_t ttl) {
   struct core_waiter *w = j->waiters;
@@ -292,8 +322,9 @@ static void job_answer(struct core *c, struct job *j, const struct proto_result 
 
 /*
  * The dispatcher's cache also keeps, for a while, what a fetcher learnt of a video's player reply (its summary), under
- * a key no job has (a language holds no '*', and the tracks' key is "*tracks"). The video's next jobs, of any kind but
- * speech and whatever their language or translation, are handed it, so that one player request serves them all.
+ * a key no job or track has (PROTO_TRACKS_KEY and PROTO_GONE_KEY are others; a language holds no '*'). The video's
+ * next jobs, of any kind but speech and whatever their language or translation, are handed it, so that one player
+ * request serves them all.
  */
 #define CORE_PLAYER_KEY "*player"
 
@@ -326,8 +357,9 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   res.player_ttl_ms = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  if (cache_put(c->cache, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl) != 0) ttl = 0;
-  if (ttl > 0 && c->ops.redis_put != NULL) c->ops.redis_put(c->ops.ctx, j->pj.video_id, j->key, &res, ttl);
+  keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+  if (ttl > 0 && c->ops.redis_put != NULL)
+    c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
 
   count_outcome(c, res.outcome);
@@ -352,9 +384,7 @@ static void job_result(struct core *c, struct job *j, const struct proto_result 
   uint64_t fetcher = j->fetcher != NULL ? j->fetcher->id : 0;
   job_detach(c, j);
   const char *why = NULL;
-  int (*bodycheck)(const char *, size_t, const char **) =
-      j->pj.kind == PROTO_KIND_TRACKS ? bodycheck_tracks : bodycheck_transcript;
-  if (res->outcome == PROTO_OK && bodycheck(res->body, res->body_len, &why) != 0) {
+  if (res->outcome == PROTO_OK && bodycheck_result(j->pj.kind, res->body, res->body_len, &why) != 0) {
     /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
     c->st.results_refused++;
     log_msg(LOG_WARN, "fetcher result refused: not what its job asked for", "request_id", j->pj.request_id, "=job_id",
@@ -404,7 +434,8 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
   proto_job_key(req, key);
   struct proto_result hit;
   uint64_t ttl_left;
-  if (cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
+  if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) == 0 ||
+      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
     c->st.cache_hits++;
     log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
             "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
@@ -449,7 +480,7 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
     /* Another gateway fetched it: kept here too for what is left of its lifetime. */
     c->st.redis_hits++;
     uint64_t ttl = 0;
-    if (cache_put(c->cache, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl) != 0) ttl = 0;
+    keep(c, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl);
     log_msg(LOG_DEBUG, "redis cache hit", "request_id", j->pj.request_id, "video_id", j->pj.video_id, "lang",
             j->pj.lang, "=waiters", NUM(j->nwaiters), NULL);
     struct proto_result res = *hit;
@@ -458,9 +489,8 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
     return;
   }
   if (status == -ENOENT && c->ops.redis_claim != NULL) {
-    uint64_t left = j->deadline_ms > now ? j->deadline_ms - now : 1;
     job_move(c, j, &c->remote, J_CLAIM, false);
-    c->ops.redis_claim(c->ops.ctx, j->id, j->pj.video_id, j->key, left);
+    c->ops.redis_claim(c->ops.ctx, j->id, j->pj.video_id, j->key, CORE_CLAIM_TTL_MS);
     return;
   }
   job_run_here(c, j); /* Redis did not answer: fetched here, as without Redis */
@@ -487,6 +517,7 @@ void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int statu
   }
   if (status > 0) {
     j->claimed = true;
+    j->renew_ms = now + CORE_CLAIM_RENEW_MS;
     c->st.claims_won++;
     if (j->waited) {
       c->st.claim_takeovers++;
@@ -749,10 +780,27 @@ static void expire_remote(struct core *c, uint64_t now, uint64_t *wake) {
   }
 }
 
+/* Renews the claims of the jobs of list l that this gateway holds, as they come due. */
+static void renew_claims(struct core *c, struct list *l, uint64_t now, uint64_t *wake) {
+  if (c->ops.redis_renew == NULL) return;
+  for (struct link *k = l->head.next; k != &l->head; k = k->next) {
+    struct job *j = CONTAINER_OF(k, struct job, q);
+    if (!j->claimed) continue;
+    if (j->renew_ms <= now) {
+      c->ops.redis_renew(c->ops.ctx, j->id, j->pj.video_id, j->key, CORE_CLAIM_TTL_MS);
+      j->renew_ms = now + CORE_CLAIM_RENEW_MS;
+    }
+    wake_at(wake, j->renew_ms);
+  }
+}
+
 uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms) {
   event_now = now;
   uint64_t wake = now + idle_ms;
   expire_remote(c, now, &wake);
+  renew_claims(c, &c->q_captions, now, &wake);
+  renew_claims(c, &c->q_speech, now, &wake);
+  renew_claims(c, &c->running, now, &wake);
   struct list *queues[2] = {&c->q_captions, &c->q_speech};
   for (int i = 0; i < 2; i++) {
     /* Each queue is FIFO with one timeout for all its jobs, so its deadlines only grow: the head is the earliest. */

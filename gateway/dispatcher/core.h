@@ -12,7 +12,8 @@
  *
  * Claims (with Redis, ops->redis_get set): a request that misses the memory cache makes a job that first asks Redis
  * (another gateway may have fetched it); on a miss it claims the video's job key there. The winner queues the job
- * for a fetcher, writes the result to Redis when it ends and releases its claim; the others wait, asking Redis again
+ * for a fetcher, renews its claim every CORE_CLAIM_RENEW_MS while the job lives, writes the result to Redis when it
+ * ends and releases its claim; the others wait, asking Redis again
  * every CORE_CLAIM_POLL_MS until the result is there (answered from it), the claim is gone without one (they claim in
  * turn: the claimant died or failed) or their own deadline passes. A Redis that fails to answer is a miss, and a
  * failed claim is a claim won: the job runs here, never waits on Redis.
@@ -28,6 +29,12 @@
 #include "proto/proto.h"
 
 #define CORE_CLAIM_POLL_MS 50 /* a job waiting on another gateway's claim asks Redis again this often */
+/*
+ * A claim lives this long unless renewed, and its holder renews it this often while its job is queued or runs: a
+ * claimant that dies (killed, its host gone) delays the others by CORE_CLAIM_TTL_MS at most, never a job's deadline.
+ */
+#define CORE_CLAIM_TTL_MS 3000
+#define CORE_CLAIM_RENEW_MS 1000
 
 /* The counters of counters.h, one member each; gauges are values of the moment, the rest count since the start. */
 #define DISPATCHER_STATS_FIELD_(field, type, metric, labels, help) uint64_t field;
@@ -62,6 +69,8 @@ struct core_ops {
   void (*redis_claim)(void *ctx, uint64_t job_id, const char *video_id, const char *key, uint64_t ttl_ms);
   void (*redis_put)(void *ctx, const char *video_id, const char *key, const struct proto_result *res, uint64_t ttl_ms);
   void (*redis_release)(void *ctx, uint64_t job_id, const char *video_id, const char *key);
+  /* Extends the job's claim to ttl_ms from now while it is still this gateway's (no answer). */
+  void (*redis_renew)(void *ctx, uint64_t job_id, const char *video_id, const char *key, uint64_t ttl_ms);
 };
 
 struct core;

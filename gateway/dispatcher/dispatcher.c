@@ -332,6 +332,11 @@ static void act_redis_release(void *ctx, uint64_t job_id, const char *video_id, 
   rcache_release(d->rcache, job_id, video_id, key);
 }
 
+static void act_redis_renew(void *ctx, uint64_t job_id, const char *video_id, const char *key, uint64_t ttl_ms) {
+  struct dispatcher *d = ctx;
+  rcache_renew(d->rcache, job_id, video_id, key, ttl_ms);
+}
+
 /* ---- the loop ---- */
 
 static void metrics_publish_dispatcher(const struct dispatcher_stats *st);
@@ -628,6 +633,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
     ops.redis_claim = act_redis_claim;
     ops.redis_put = act_redis_put;
     ops.redis_release = act_redis_release;
+    ops.redis_renew = act_redis_renew;
   }
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;

@@ -51,6 +51,12 @@ struct transcript {
   char ent_etag[ENTITY_ETAG_BYTES];
 };
 
+/* The Vary of a transcript or track list: Accept too when it chose the format (no format parameter). */
+static const char *answer_vary(const struct transcript *t) {
+  return t->kind == PROTO_KIND_CAPTIONS && !t->q.format_given ? "Vary: Accept, Accept-Encoding\r\n"
+                                                              : "Vary: Accept-Encoding\r\n";
+}
+
 static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -105,8 +111,10 @@ static int choose_form(const struct http_request *req, const struct entity *ent,
 
 /*
  * Answers a transcript from its entity: the form the request's Accept-Encoding picks, or 304 when If-None-Match
- * names that form's ETag. The body is the final public JSON, serialised once by the fetcher and compressed once by
- * this worker; the connection writes it by reference, never a copy.
+ * named that form's ETag before the limiter (revalidation). An entity that came back from the dispatcher is always
+ * a 200 with its unit spent: that revalidation may have made the platform work (If-None-Match: * on a video never
+ * fetched), so it is an ordinary request. The body is the final public JSON, serialised once by the fetcher and
+ * compressed once by this worker; the connection writes it by reference, never a copy.
  */
 static void respond_entity(struct transcript *t, struct entity *ent) {
   struct http_request *req = t->req;
@@ -119,7 +127,8 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     memcpy(etag, t->ent_etag, sizeof(etag));
     notmod = 1;
   } else {
-    notmod = choose_form(req, ent, &coding, etag);
+    choose_form(req, ent, &coding, etag);
+    notmod = 0;
   }
   uint64_t now = util_now_ms();
   uint64_t max_age_s = ent->expires_ms > now ? (ent->expires_ms - now) / 1000 : 0;
@@ -131,7 +140,8 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
   strb_puts(&h, etag);
   strb_puts(&h, "\r\nCache-Control: private, max-age=");
   strb_u64(&h, max_age_s);
-  strb_puts(&h, "\r\nVary: Accept-Encoding\r\n");
+  strb_puts(&h, "\r\n");
+  strb_puts(&h, answer_vary(t));
   if (name != NULL && !notmod) {
     strb_puts(&h, "Content-Encoding: ");
     strb_puts(&h, name);
@@ -177,7 +187,11 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
   }
   size_t len = 0;
   char *body = buf_steal(&b, &len);
-  http_respond_typed(t->req, 200, render_content_type(t->format), t->rl_headers, body, len, body);
+  char headers[ANSWER_HEADERS_BYTES];
+  struct strb h = strb_init(headers, sizeof(headers));
+  strb_puts(&h, t->rl_headers);
+  if (!t->q.format_given) strb_puts(&h, "Vary: Accept\r\n");
+  http_respond_typed(t->req, 200, render_content_type(t->format), headers, body, len, body);
   t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
 }
 
@@ -378,6 +392,11 @@ static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route
   if (!route_allows(r, req->method)) {
     char allow[ROUTE_ALLOW_BYTES];
     http_respond_error(req, API_ERR_METHOD_NOT_ALLOWED, route_allow_header(r, allow, sizeof(allow)));
+    return;
+  }
+  /* No route reads a body: once the path and method exist (404 and 405 come first), a body is 413. */
+  if (req->has_body) {
+    http_respond_error(req, API_ERR_PAYLOAD_TOO_LARGE, NULL);
     return;
   }
   handlers[r](ctx, req);

@@ -35,6 +35,12 @@
 #define HTTP_REQUEST_ID_RANDOM_BYTES 16
 /* Random bytes drawn at once for request ids: one getrandom call every 256 requests instead of one each. */
 #define HTTP_RID_POOL_BYTES (256 * HTTP_REQUEST_ID_RANDOM_BYTES)
+/* Logged (and counted) for a request whose client reset its connection before the answer; never sent. */
+#define HTTP_STATUS_CLIENT_GONE 499
+/* What a connection over VTS_MAX_CONNS is told before it is closed. */
+#define HTTP_STR_(x) #x
+#define HTTP_STR(x) HTTP_STR_(x)
+#define HTTP_CAP_RETRY_AFTER "Retry-After: " HTTP_STR(VTS_CONN_CAP_RETRY_AFTER_S) "\r\n"
 
 enum conn_state {
   CONN_IDLE,    /* between requests: no byte of the next one yet */
@@ -51,7 +57,8 @@ enum hdr {
   HDR_TRANSFER_ENCODING,
   HDR_ACCEPT_ENCODING,
   HDR_IF_NONE_MATCH,
-  HDR_ACCEPT
+  HDR_ACCEPT,
+  HDR_HOST
 };
 
 /* A request header whose lines are joined into one list value (RFC 9110 5.3), up to a cap. */
@@ -96,6 +103,7 @@ struct http_server {
   void *drained_arg;
   struct http_conn *conns; /* every open connection, for the drain */
   size_t nconns;
+  size_t nrefused; /* of those, connections over VTS_MAX_CONNS being answered 503 */
   /* Made in the worker (never before a fork), so no two processes draw the same ids. */
   unsigned char rid_pool[HTTP_RID_POOL_BYTES];
   size_t rid_pool_used;
@@ -122,6 +130,7 @@ struct http_conn {
   unsigned rid_set : 1;
   unsigned peer_done : 1;  /* the client closed its side (or failed) while a request was answered */
   unsigned head_begun : 1; /* a request head began in the bytes being parsed: its deadline is not set yet */
+  unsigned refused : 1;    /* over VTS_MAX_CONNS: answered 503 and closed */
   unsigned char last_byte; /* last byte given to llhttp, for the framing scan across reads */
   enum api_error err;      /* our verdict when we stop llhttp from a callback */
 
@@ -142,6 +151,9 @@ struct http_conn {
   int rid_in_seen;
   int rid_in_bad;
   char rid[VTS_MAX_REQUEST_ID_BYTES + 1];
+  unsigned host_count;
+  unsigned char host_state;     /* enum host_state: the Host value is checked as it arrives, never kept */
+  const char *exec_end;         /* the end of the bytes llhttp is parsing now */
   struct conn_negotiation *neg; /* made on the first Accept-Encoding or If-None-Match, kept with the connection */
 
   /*
@@ -242,6 +254,7 @@ static void conn_close(struct http_conn *conn) {
     srv->conns = conn->next;
   if (conn->next != NULL) conn->next->prev = conn->prev;
   srv->nconns--;
+  if (conn->refused) srv->nrefused--;
   metrics_connections(-1);
   uv_close((uv_handle_t *)&conn->timer, on_conn_handle_closed);
   uv_close((uv_handle_t *)&conn->tcp, on_conn_handle_closed);
@@ -334,6 +347,8 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->rid_in_seen = 0;
   conn->rid_in_bad = 0;
   conn->rid_set = 0;
+  conn->host_count = 0;
+  conn->host_state = 0;
   if (conn->neg != NULL) {
     memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
     memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
@@ -391,6 +406,14 @@ static void append_capped(char *dst, size_t cap, size_t *dlen, int *bad, const c
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   struct http_conn *conn = p->data;
   if (count_header_bytes(conn, len) != 0) return HPE_USER;
+  /*
+   * RFC 9112 5.1: whitespace between a field name and its colon is 400 (a proxy might read the name otherwise). The
+   * byte after the name's last piece, when it is in these bytes, is what ended the name: it must be the colon.
+   */
+  if (memchr(at, ' ', len) != NULL || memchr(at, '\t', len) != NULL || (at + len < conn->exec_end && at[len] != ':')) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return HPE_USER;
+  }
   if (conn->hname_len + len < sizeof(conn->hname)) {
     memcpy(conn->hname + conn->hname_len, at, len);
     conn->hname_len += len;
@@ -446,6 +469,9 @@ static int on_header_field_complete(llhttp_t *p) {
       conn->cur_hdr = HDR_ACCEPT;
       list_header_begin(&n->acc, n->acc_buf, sizeof(n->acc_buf));
     }
+  } else if (hname_is(conn, "host")) {
+    conn->host_count++;
+    conn->cur_hdr = HDR_HOST;
   } else if (hname_is(conn, "transfer-encoding")) {
     /* GET carries no body; any Transfer-Encoding is a framing question we refuse to answer. */
     conn->err = API_ERR_BAD_REQUEST;
@@ -454,6 +480,8 @@ static int on_header_field_complete(llhttp_t *p) {
   conn->hname_len = 0;
   return 0;
 }
+
+static void host_feed(unsigned char *state, const char *s, size_t len);
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   struct http_conn *conn = p->data;
@@ -479,6 +507,9 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     case HDR_ACCEPT:
       append_capped(conn->neg->acc_buf, sizeof(conn->neg->acc_buf), &conn->neg->acc.len, &conn->neg->acc.bad, at, len);
       break;
+    case HDR_HOST:
+      host_feed(&conn->host_state, at, len);
+      break;
     default:
       break;
   }
@@ -496,6 +527,118 @@ static size_t trim_trailing_ws(const char *s, size_t len) {
   return len;
 }
 
+/*
+ * Whether the method (llhttp_method_t) is one of RFC 9110's (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE)
+ * or PATCH: a route answers those 405 with Allow when it does not take them; any other method is 501.
+ */
+static int method_known(int method) {
+  switch (method) {
+    case HTTP_GET:
+    case HTTP_HEAD:
+    case HTTP_POST:
+    case HTTP_PUT:
+    case HTTP_DELETE:
+    case HTTP_CONNECT:
+    case HTTP_OPTIONS:
+    case HTTP_TRACE:
+    case HTTP_PATCH:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/*
+ * Where a Host value stands after the bytes seen so far: uri-host [":" port], where uri-host is a reg-name
+ * (unreserved, sub-delims and %XX; an IPv4 address is one too) or an IP literal in brackets (hex digits, colons and
+ * dots). The value arrives in pieces and is checked byte by byte, so no connection keeps a copy of it. Trailing
+ * whitespace (llhttp leaves it in the value) may follow a complete host.
+ */
+enum host_state {
+  HOST_EMPTY = 0,
+  HOST_NAME,
+  HOST_PCT1, /* after '%' */
+  HOST_PCT2, /* after '%' and one hex digit */
+  HOST_LITERAL_OPEN,
+  HOST_LITERAL,
+  HOST_LITERAL_END,
+  HOST_PORT,
+  HOST_WS,
+  HOST_BAD
+};
+
+static int host_complete(enum host_state st) {
+  return st == HOST_EMPTY || st == HOST_NAME || st == HOST_LITERAL_END || st == HOST_PORT || st == HOST_WS;
+}
+
+static enum host_state host_step(enum host_state st, char c) {
+  if (c == ' ' || c == '\t') return host_complete(st) ? HOST_WS : HOST_BAD;
+  if (st == HOST_EMPTY && c == '[') return HOST_LITERAL_OPEN;
+  switch (st) {
+    case HOST_EMPTY: /* a reg-name begins */
+    case HOST_NAME:
+      if (c == '%') return HOST_PCT1;
+      if (c == ':') return HOST_PORT;
+      if (is_alpha(c) || is_digit(c) || (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL)) return HOST_NAME;
+      return HOST_BAD;
+    case HOST_PCT1:
+      return is_hex(c) ? HOST_PCT2 : HOST_BAD;
+    case HOST_PCT2:
+      return is_hex(c) ? HOST_NAME : HOST_BAD;
+    case HOST_LITERAL_OPEN:
+    case HOST_LITERAL:
+      if (c == ']') return st == HOST_LITERAL ? HOST_LITERAL_END : HOST_BAD;
+      return is_hex(c) || c == ':' || c == '.' ? HOST_LITERAL : HOST_BAD;
+    case HOST_LITERAL_END:
+      return c == ':' ? HOST_PORT : HOST_BAD;
+    case HOST_PORT:
+      return is_digit(c) ? HOST_PORT : HOST_BAD;
+    default:
+      return HOST_BAD;
+  }
+}
+
+static void host_feed(unsigned char *state, const char *s, size_t len) {
+  enum host_state st = *state;
+  for (size_t i = 0; i < len && st != HOST_BAD; i++) st = host_step(st, s[i]);
+  *state = (unsigned char)st;
+}
+
+/*
+ * Whether s (len bytes) is a valid Host field value (RFC 9110 7.2: uri-host [":" port]; empty allowed): a reg-name
+ * of unreserved, pct-encoded and sub-delims characters, an IPv4 address, or an IP literal in brackets.
+ */
+static int host_valid(const char *s, size_t len) {
+  unsigned char st = HOST_EMPTY;
+  host_feed(&st, s, len);
+  return host_complete((enum host_state)st);
+}
+
+/*
+ * An absolute-form target (RFC 9112 3.2.2, "http://host/path?query"): *path_at is where its path begins (at its '?'
+ * or its end when it has none). Returns 1 for one with a valid authority, 0 for any other form, -1 for an
+ * absolute-form target without a valid authority.
+ */
+static int absolute_form(const char *url, size_t len, size_t *path_at) {
+  size_t start;
+  *path_at = 0;
+  if (len >= 7 && strncasecmp(url, "http://", 7) == 0)
+    start = 7;
+  else if (len >= 8 && strncasecmp(url, "https://", 8) == 0)
+    start = 8;
+  else
+    return 0;
+  size_t end = start;
+  while (end < len && url[end] != '/' && url[end] != '?') end++;
+  if (end == start || !host_valid(url + start, end - start)) return -1;
+  *path_at = end;
+  return 1;
+}
+
 static int on_headers_complete(llhttp_t *p) {
   struct http_conn *conn = p->data;
   struct http_request *req = &conn->req;
@@ -511,19 +654,38 @@ static int on_headers_complete(llhttp_t *p) {
     conn->err = API_ERR_BAD_REQUEST;
     return -1;
   }
-  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
-    conn->err = API_ERR_PAYLOAD_TOO_LARGE;
+  /* RFC 9112 3.2: an HTTP/1.1 request has exactly one Host, and a valid one; an HTTP/1.0 request may have none. */
+  if (conn->host_count > 1 || (conn->host_count == 0 && p->http_minor >= 1) ||
+      (conn->host_count == 1 && !host_complete((enum host_state)conn->host_state))) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return -1;
+  }
+  if (!method_known(req->method)) {
+    conn->err = API_ERR_NOT_IMPLEMENTED;
     return -1;
   }
   conn->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !conn->srv->draining;
 
   const char *url = conn->url.data != NULL ? conn->url.data : "";
-  const char *q = memchr(url, '?', conn->url.len);
-  req->path = url;
-  req->path_len = q != NULL ? (size_t)(q - url) : conn->url.len;
+  size_t path_at = 0;
+  int absolute = absolute_form(url, conn->url.len, &path_at);
+  if (absolute < 0) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return -1;
+  }
+  /* An absolute-form target's authority stands for Host (RFC 9112 3.2.2): the route is its path. */
+  const char *target = url + path_at;
+  size_t target_len = conn->url.len - path_at;
+  const char *q = memchr(target, '?', target_len);
+  req->path = target;
+  req->path_len = q != NULL ? (size_t)(q - target) : target_len;
   if (q != NULL) {
     req->query = q + 1;
-    req->query_len = conn->url.len - req->path_len - 1;
+    req->query_len = target_len - req->path_len - 1;
+  }
+  if (absolute && req->path_len == 0) {
+    req->path = "/";
+    req->path_len = 1;
   }
   conn->rid_in_len = trim_trailing_ws(conn->rid_in, conn->rid_in_len);
   conn_set_request_id(conn);
@@ -549,6 +711,15 @@ static int on_headers_complete(llhttp_t *p) {
       req->api_key = conn->api_key;
       req->api_key_len = conn->api_key_len;
     }
+  }
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
+    /*
+     * A body no route reads: the request goes to its route now, without its body, so that 404 and 405 come before
+     * 413 (RFC 9110 15.5.6). The body is never parsed; the connection closes after the answer.
+     */
+    req->has_body = 1;
+    conn->keep_alive = 0;
+    return HPE_PAUSED;
   }
   return 0;
 }
@@ -586,19 +757,37 @@ static size_t framing_scan(unsigned char prev, const char *data, size_t len) {
 
 static void conn_dispatch(struct http_conn *conn);
 
-/* Answers a protocol error and closes the connection after the answer. */
-static void conn_fail(struct http_conn *conn, enum api_error e) {
+/* Answers a protocol error (with extra_headers, or NULL) and closes the connection after the answer. */
+static void conn_fail_with(struct http_conn *conn, enum api_error e, const char *extra_headers) {
   conn_read_stop(conn);
   uv_timer_stop(&conn->timer);
   conn->keep_alive = 0;
   conn->state = CONN_BUSY;
   conn_set_request_id(conn);
-  http_respond_error(&conn->req, e, NULL);
+  http_respond_error(&conn->req, e, extra_headers);
+}
+
+static void conn_fail(struct http_conn *conn, enum api_error e) { conn_fail_with(conn, e, NULL); }
+
+static int is_tchar(char c) {
+  return is_alpha(c) || is_digit(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/*
+ * llhttp refuses a method it does not know as it refuses garbage. From where it stopped, a token that a space ends
+ * (or these bytes end) is a method, which RFC 9110 9.1 answers 501; anything else is a malformed request line.
+ */
+static int unknown_method_at(const char *pos, const char *end) {
+  if (pos == NULL || pos >= end || !is_tchar(*pos)) return 0;
+  while (pos < end && is_tchar(*pos)) pos++;
+  return pos == end || *pos == ' ';
 }
 
 static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
   size_t ok = framing_scan(conn->last_byte, data, len);
+  conn->exec_end = data + ok;
   llhttp_errno_t e = llhttp_execute(&conn->parser, data, ok);
+  conn->exec_end = NULL;
   if (conn->head_begun) {
     /* A head that is complete already needs no deadline (the usual case: no timer set and stopped per request). */
     conn->head_begun = 0;
@@ -619,6 +808,10 @@ static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
       conn->pending_len = len - used;
     }
     conn_dispatch(conn);
+    return;
+  }
+  if (e == HPE_INVALID_METHOD && unknown_method_at(llhttp_get_error_pos(&conn->parser), data + ok)) {
+    conn_fail(conn, API_ERR_NOT_IMPLEMENTED);
     return;
   }
   if (e != HPE_OK) {
@@ -655,9 +848,21 @@ static void conn_hold_input(struct http_conn *conn, ssize_t n, const char *data)
   if (conn->pending_len >= HTTP_READ_BUF_BYTES) conn_read_stop(conn);
 }
 
+static void access_log(const struct http_conn *conn, int status);
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
   struct http_conn *conn = s->data;
   if (n == 0 || conn->closing) return;
+  if (conn->state == CONN_BUSY && n < 0 && n != UV_EOF) {
+    /*
+     * Reset before its answer: the client is gone, and the handler learns it (http_request_gone), so that nothing
+     * is charged for an answer no one reads. The end of the stream alone (a half-close, maybe behind pipelined
+     * requests) is not gone: those still get their answers.
+     */
+    access_log(conn, HTTP_STATUS_CLIENT_GONE);
+    conn_close(conn);
+    return;
+  }
   if (conn->state == CONN_BUSY || conn->state == CONN_WRITING) {
     conn_hold_input(conn, n, b->base);
     return;
@@ -826,6 +1031,8 @@ static int respond(struct http_request *req, int status, const char *content_typ
   strb_puts(&h, "\r\nX-Request-Id: ");
   strb_puts(&h, req->request_id);
   strb_puts(&h, "\r\n");
+  /* RFC 9110 11.6.1: every 401 says how to authenticate. */
+  if (status == 401) strb_puts(&h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
   if (extra_headers != NULL) strb_puts(&h, extra_headers);
   strb_puts(&h, connection);
   strb_puts(&h, "\r\n");
@@ -914,7 +1121,7 @@ int http_respond_error(struct http_request *req, enum api_error e, const char *e
 
 static void refuse_closed(uv_handle_t *h) { free(h); }
 
-/* Over the connection cap: take the connection off the queue and close it at once. */
+/* Draining, out of memory, or too many 503s in progress: take the connection off the queue and close it at once. */
 static void refuse(struct http_server *srv) {
   uv_tcp_t *t = malloc(sizeof(*t));
   if (t == NULL) return;
@@ -932,7 +1139,9 @@ static void on_connection(uv_stream_t *server, int status) {
     log_msg(LOG_WARN, "accept failed", "error", uv_strerror(status), NULL);
     return;
   }
-  if (srv->draining || srv->nconns >= (size_t)srv->cfg->max_conns) {
+  /* Over the cap a connection is told so (503, Retry-After), up to VTS_MAX_REFUSED_CONNS such answers at once. */
+  int over = srv->nconns - srv->nrefused >= (size_t)srv->cfg->max_conns;
+  if (srv->draining || (over && srv->nrefused >= VTS_MAX_REFUSED_CONNS)) {
     refuse(srv);
     return;
   }
@@ -965,6 +1174,12 @@ static void on_connection(uv_stream_t *server, int status) {
   llhttp_set_lenient_transfer_encoding(&conn->parser, 0);
   conn->parser.data = conn;
   conn_reset_request(conn);
+  if (over) {
+    conn->refused = 1;
+    srv->nrefused++;
+    conn_fail_with(conn, API_ERR_SERVICE_UNAVAILABLE, HTTP_CAP_RETRY_AFTER);
+    return;
+  }
   conn_enter_idle(conn);
 }
 

@@ -4,7 +4,14 @@
  * that adds the headers every answer carries (Content-Type, Content-Length, Date, X-Request-Id; a 304 carries no
  * Content-Type or Content-Length). The status line and headers go out with the body in one vectored write; the
  * body is never copied, so one cached body can be in flight to many connections at once. An answer the client does
- * not read within VTS_WRITE_TIMEOUT_MS closes its connection.
+ * not read within VTS_WRITE_TIMEOUT_MS closes its connection. A 401 also carries WWW-Authenticate
+ * (HTTP_AUTH_CHALLENGE).
+ *
+ * RFC 9112 as a server: an HTTP/1.1 request needs exactly one valid Host (400 otherwise), an absolute-form target
+ * (http://host/path) is served by its path, whitespace between a header's name and its colon is 400, and a method
+ * the server does not know is 501 (it knows RFC 9110's methods and PATCH). A client whose connection resets before
+ * its answer is logged with status 499; the handler finds the request gone (http_request_gone). Over VTS_MAX_CONNS a
+ * connection gets a 503 with Retry-After and is closed.
  *
  * One request per connection is handled at a time: the parser pauses after each complete request and resumes once
  * its response is written, so pipelined responses cannot overtake each other.
@@ -19,6 +26,12 @@
 
 #include "common/config.h"
 #include "gateway/http/errors.h"
+
+/*
+ * The challenge of every 401: the API key travels in the x-api-key request header (SPEC section 5), which no
+ * registered scheme names, so the scheme is ApiKey and its parameter says which header carries the key.
+ */
+#define HTTP_AUTH_CHALLENGE "ApiKey header=\"x-api-key\""
 
 /* Whether the x-api-key header of a request was absent, present, or present but unusable (too long, repeated). */
 enum http_key_state { HTTP_KEY_ABSENT = 0, HTTP_KEY_PRESENT, HTTP_KEY_INVALID };
@@ -40,6 +53,11 @@ struct http_request {
   size_t accept_encoding_len;
   const char *if_none_match;
   size_t if_none_match_len;
+  /*
+   * The request carries a body (Content-Length > 0): no route reads one, so the route answers 413 once it has
+   * decided that the path and method exist (404 and 405 come first), and the connection closes after the answer.
+   */
+  int has_body;
   const char *request_id; /* echoed or generated X-Request-Id, NUL-terminated */
   char key_id[65];        /* name of the authenticated key for the access log, "" when none */
   uint64_t start_ms;      /* util_now_ms() when the request began */

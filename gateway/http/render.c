@@ -12,10 +12,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "common/limits.h"
-#include "common/util.h"
-
-/* Seconds past this are not a transcript's times (the fetcher's serialiser refuses them too). */
-#define RENDER_MAX_SECONDS 1000000000LL
+#include "gateway/dispatcher/bodycheck.h"
 
 int render_format_from_name(const char *s, size_t len, enum render_format *out) {
   static const struct {
@@ -137,32 +134,6 @@ struct reader {
   int seen_segments; /* the body had its segments array */
 };
 
-/*
- * Milliseconds of a JSON number of seconds, from its digits: an integer part, and a fraction rounded half up to
- * three digits. Returns 0, or -EPROTO for a negative, exponent or out-of-range number.
- */
-static int number_ms(const char *s, size_t len, int64_t *ms) {
-  size_t dot = 0;
-  while (dot < len && s[dot] != '.') dot++;
-  int64_t whole;
-  if (dot == 0 || util_parse_i64_n(s, dot, 0, RENDER_MAX_SECONDS, &whole) != 0) return -EPROTO;
-  size_t ndigits = dot < len ? len - dot - 1 : 0;
-  if (dot < len && ndigits == 0) return -EPROTO; /* "1." is not JSON */
-  int64_t frac = 0;
-  int round_up = 0;
-  for (size_t i = 0; i < ndigits; i++) {
-    char c = s[dot + 1 + i];
-    if (c < '0' || c > '9') return -EPROTO;
-    if (i < 3)
-      frac = frac * 10 + (c - '0');
-    else if (i == 3)
-      round_up = c >= '5'; /* later digits are below half a millisecond */
-  }
-  for (size_t i = ndigits; i < 3; i++) frac *= 10;
-  *ms = whole * 1000 + frac + round_up;
-  return 0;
-}
-
 /* Writes v in decimal, with leading zeros up to min_digits, into out (room for 20). Returns the length. */
 static size_t format_uint(char *out, uint64_t v, size_t min_digits) {
   char digits[20];
@@ -273,7 +244,7 @@ static int on_number(void *ctx, const char *s, size_t len) {
   struct reader *r = ctx;
   if (r->depth == 3 && r->in_segments && (r->field == FIELD_START || r->field == FIELD_DURATION)) {
     int64_t ms;
-    if (number_ms(s, len, &ms) != 0) return fail(r, -EPROTO);
+    if (bodycheck_seconds_ms(s, len, &ms) != 0) return fail(r, -EPROTO);
     if (r->field == FIELD_START)
       r->start_ms = ms;
     else

@@ -6,7 +6,10 @@
 #ifndef VTS_HTTP_STATUS_H
 #define VTS_HTTP_STATUS_H
 
-/* X(code, reason phrase), in the order /metrics lists them. */
+/*
+ * X(code, reason phrase), in the order /metrics lists them. 499 is never sent: it is the status a request is logged
+ * and counted with when its client reset the connection before its answer.
+ */
 #define HTTP_STATUSES(X)                    \
   X(200, "OK")                              \
   X(304, "Not Modified")                    \
@@ -19,7 +22,9 @@
   X(414, "URI Too Long")                    \
   X(429, "Too Many Requests")               \
   X(431, "Request Header Fields Too Large") \
+  X(499, "Client Closed Request")           \
   X(500, "Internal Server Error")           \
+  X(501, "Not Implemented")                 \
   X(502, "Bad Gateway")                     \
   X(503, "Service Unavailable")
 

@@ -254,8 +254,10 @@ static void reserved(struct rl_decision *d, enum rl_store in, const char *digest
  * request may spend a unit of the month (else see rlmem_check_unspent).
  */
 static void decide_memory(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, int64_t now,
-                          bool spend, struct rl_decision *d) {
-  int rv = spend ? rlmem_check(rl_table, digest, lim, now, d) : rlmem_check_unspent(rl_table, digest, lim, now, d);
+                          bool spend, uint32_t gateways, struct rl_decision *d) {
+  int rv = !spend         ? rlmem_check_unspent(rl_table, digest, lim, now, d)
+           : gateways > 1 ? rlmem_check_share(rl_table, digest, lim, now, gateways, d)
+                          : rlmem_check(rl_table, digest, lim, now, d);
   if (rv == 0) {
     if (spend && d->outcome == RL_ALLOW) reserved(d, RL_STORE_MEMORY, digest, d->reserved_month);
     return;
@@ -275,7 +277,8 @@ static void decide_fault(struct ratelimit *rl, const char *digest, const struct 
     return;
   }
   rl->stats.fallbacks++;
-  decide_memory(rl, digest, lim, now, true, d);
+  /* Every gateway that shares the key falls back too: each admits its share of what the key had left. */
+  decide_memory(rl, digest, lim, now, true, rlredis_gateways(rl->redis), d);
   if (d->outcome == RL_UNAVAILABLE) return;
   /* What the fallback counted is owed to Redis, which adds it with the key's next answer (once: see the script). */
   rlmem_owe(rl_table, digest, d);
@@ -328,7 +331,7 @@ static void check(struct ratelimit *rl, const struct key_entry *key, bool spend,
     }
     decide_fault(rl, key->digest, &lim, &d);
   } else {
-    decide_memory(rl, key->digest, &lim, util_wall_s(), spend, &d);
+    decide_memory(rl, key->digest, &lim, util_wall_s(), spend, 1, &d);
   }
   count(rl, &d);
   cb(arg, &d);

@@ -45,6 +45,13 @@ struct rlmem_slot {
    * this gateway), and the highest number Redis is known to hold. Equal: nothing new to tell Redis. */
   _Atomic uint64_t owed_seq;
   _Atomic uint64_t told_seq;
+  _Atomic int64_t used_s; /* the last second the key was decided: a full probe window gives up its oldest */
+  /*
+   * A fallback shared among gateways (rlmem_check_share): the counts of the window and the month when this gateway's
+   * fallback began deciding the key, same layouts as above; zero while Redis answers (rlmem_mirror clears them).
+   */
+  _Atomic uint64_t share_window;
+  _Atomic uint64_t share_quota;
 };
 
 struct rlmem_table {
@@ -115,45 +122,64 @@ static bool slot_stale(struct rlmem_slot *s, int64_t now) {
 
 /*
  * How far from its home slot a key may live. Slots are never emptied (only taken over), so after months of new keys
- * a table may hold no free slot at all: without a bound, every new key would scan all of it. With at most 38% of
- * the slots live (VTS_RATELIMIT_SLOTS), a linear-probing run this long does not happen in practice.
+ * a table may hold no free slot at all: every new key then scans its whole window, so the window is short. With at
+ * most 38% of the slots live (VTS_RATELIMIT_SLOTS), a linear-probing run this long does not happen in practice.
  */
-#define RLMEM_MAX_PROBES 512
+#define RLMEM_MAX_PROBES 64
 
 /*
- * Finds the key's slot; when create is set and it has none, claims the first stale slot of its probe chain, else
- * the free slot that ends the chain. Linear probing: slots are taken over, never emptied, so no chain is ever cut.
- * The whole chain is searched before a stale slot is claimed, so a key never gets a second slot.
+ * Finds the key's slot; when create is set and it has none, claims the first stale slot of its probe window, else
+ * the free slot that ends the chain, else (a window with neither) the slot used least recently: its key has not been
+ * seen for longer than any other of the window, so its counts are the ones forgotten (limits.h says what that costs).
+ * Linear probing: slots are taken over, never emptied, so no chain is ever cut. The whole window is searched before a
+ * slot is claimed, so a key never gets a second slot.
  */
 static struct rlmem_slot *slot_find(struct rlmem_table *t, uint64_t tag, bool create, int64_t now) {
   uint32_t mask = t->nslots - 1;
   uint32_t probes = t->nslots < RLMEM_MAX_PROBES ? t->nslots : RLMEM_MAX_PROBES;
   for (int attempt = 0; attempt < 8; attempt++) {
-    struct rlmem_slot *claim = NULL;
-    uint64_t claim_tag = 0;
+    struct rlmem_slot *claim = NULL, *oldest = NULL;
+    uint64_t claim_tag = 0, oldest_tag = 0;
+    int64_t oldest_s = INT64_MAX;
+    bool chain_end = false;
     for (uint32_t i = 0; i < probes; i++) {
       struct rlmem_slot *s = &t->slots[(tag + i) & mask];
       uint64_t cur = atomic_load(&s->tag);
       if (cur == tag) return s;
       if (cur == 0) {
         if (claim == NULL) claim = s;
+        chain_end = true;
         break;
       }
-      if (create && claim == NULL && slot_stale(s, now)) {
+      if (!create || claim != NULL) continue;
+      if (slot_stale(s, now)) {
         claim = s;
         claim_tag = cur;
+        continue;
+      }
+      int64_t used = atomic_load(&s->used_s);
+      if (used < oldest_s) {
+        oldest = s;
+        oldest_tag = cur;
+        oldest_s = used;
       }
     }
-    if (!create || claim == NULL) return NULL;
+    if (!create) return NULL;
+    if (claim == NULL && !chain_end && oldest != NULL) {
+      claim = oldest;
+      claim_tag = oldest_tag;
+    }
+    if (claim == NULL) return NULL;
     uint64_t expected = claim_tag;
     if (atomic_compare_exchange_strong(&claim->tag, &expected, tag)) {
       if (claim_tag != 0) {
-        /* Taken over: the old key's periods are over, but its words must not be read as this key's. */
+        /* Taken over: the old key's counts must not be read as this key's. */
         atomic_store(&claim->window, 0);
         atomic_store(&claim->quota, 0);
         atomic_store(&claim->owed_window, 0);
         atomic_store(&claim->owed_quota, 0);
       }
+      atomic_store(&claim->used_s, now);
       return claim;
     }
     /* Another process claimed this slot first, maybe for the same key; else search again. */
@@ -223,11 +249,45 @@ static int64_t window_now(int64_t now, int64_t window_end, int64_t window_s) {
   return window_end - window_s > now ? window_end - window_s : now;
 }
 
-/* rlmem_check, or with reserve false rlmem_check_unspent. */
-static int check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now, bool reserve,
-                 struct rl_decision *d) {
+/*
+ * The cap of a counter shared among n gateways while none can reach Redis: the count when this gateway's fallback
+ * began deciding the key in this period (base, recorded on first use), plus an n-th of what was left then. Each of
+ * the n gateways admits at most its n-th, so together they admit at most what was left.
+ */
+static int64_t share_cap(_Atomic uint64_t *count_word, _Atomic uint64_t *base_word, int bits, int64_t mine,
+                         int64_t step, int64_t max, uint32_t n) {
+  uint64_t b = atomic_load(base_word);
+  int64_t base;
+  for (;;) {
+    if (b != 0 && (int64_t)(b >> bits) == mine) {
+      base = (int64_t)(b & COUNT_MASK(bits));
+      break;
+    }
+    int64_t period, cur;
+    word_period(atomic_load(count_word), bits, mine, step, &period, &cur);
+    if (atomic_compare_exchange_weak(base_word, &b, ((uint64_t)mine << bits) | (uint64_t)cur)) {
+      base = cur;
+      break;
+    }
+  }
+  return base >= max ? base : base + (max - base) / (int64_t)n;
+}
+
+/* rlmem_check, or with reserve false rlmem_check_unspent; share > 1 decides by a share (rlmem_check_share). */
+static int check(struct rlmem_table *t, const char *digest, const struct rl_limits *full, int64_t now, bool reserve,
+                 uint32_t share, struct rl_decision *d) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
+  struct rl_limits shared = *full;
+  if (share > 1) {
+    shared.quota =
+        share_cap(&s->quota, &s->share_quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, full->quota, share);
+    shared.rate = share_cap(&s->window, &s->share_window, WINDOW_COUNT_BITS, rlcalc_window_reset(now, full->window_s),
+                            full->window_s, full->rate, share);
+  }
+  const struct rl_limits *lim = &shared;
+  if (atomic_load_explicit(&s->used_s, memory_order_relaxed) < now)
+    atomic_store_explicit(&s->used_s, now, memory_order_relaxed);
   int64_t month = rlcalc_month_index(now);
   int64_t reset = rlcalc_window_reset(now, lim->window_s);
   int64_t qperiod, qused, wperiod, wused;
@@ -262,12 +322,23 @@ static int check(struct rlmem_table *t, const char *digest, const struct rl_limi
 
 int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                 struct rl_decision *d) {
-  return check(t, digest, lim, now, true, d);
+  return check(t, digest, lim, now, true, 1, d);
 }
 
 int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                         struct rl_decision *d) {
-  return check(t, digest, lim, now, false, d);
+  return check(t, digest, lim, now, false, 1, d);
+}
+
+int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                      uint32_t gateways, struct rl_decision *d) {
+  int rv = check(t, digest, lim, now, true, gateways > 1 ? gateways : 1, d);
+  if (rv == 0) {
+    /* The key's limits as configured; what is left is this gateway's share of them. */
+    d->limit = lim->rate;
+    d->quota_limit = lim->quota;
+  }
+  return rv;
 }
 
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month) {
@@ -338,6 +409,9 @@ void rlmem_mirror(struct rlmem_table *t, const char *digest, const struct rl_lim
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return;
   word_raise(&s->window, WINDOW_COUNT_BITS, rlcalc_window_reset(now, lim->window_s), window_used);
+  /* Redis answers: a later fallback shares what is left then, counted from there. */
+  atomic_store(&s->share_window, 0);
+  atomic_store(&s->share_quota, 0);
   uint64_t before = atomic_load(&s->quota);
   word_raise(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), quota_used);
   if (atomic_load(&s->quota) != before) atomic_fetch_add(&t->generation, 1);

@@ -3,7 +3,8 @@
  * fork and shared by every worker. Each slot packs a key's window (end second and admitted count) into one 64-bit
  * word and its month (index and used count) into another; both change only by compare-and-swap, so workers never
  * lock and exactly `limit` requests pass per window. Monthly usage is snapshotted to a file and restored at start.
- * A slot whose key's window and month are both over is taken over by the next new key that probes it.
+ * A slot whose key's window and month are both over is taken over by the next new key that probes it; when a new
+ * key's probe window holds no such slot and no free one, it takes the slot whose key was decided least recently.
  */
 #ifndef VTS_RATELIMIT_MEMORY_H
 #define VTS_RATELIMIT_MEMORY_H
@@ -25,7 +26,7 @@ void rlmem_destroy(struct rlmem_table *t);
 /*
  * Decides one request of the key with this SHA-256 hex digest at wall second now, into d. Counts the request in the
  * window whatever the outcome; reserves a quota unit only when admitting (d->reserved_month is then its month).
- * Returns 0, or -ENOSPC when the key is new and the table has no free slot.
+ * Returns 0, or -ENOSPC when the key is new and other processes kept taking the slots it tried (never in practice).
  */
 int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                 struct rl_decision *d);
@@ -35,6 +36,15 @@ int rlmem_check(struct rlmem_table *t, const char *digest, const struct rl_limit
  */
 int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
                         struct rl_decision *d);
+/*
+ * The redis provider's fail-open fallback while Redis cannot answer, with gateways sharing the key (the live gateways
+ * Redis last counted, at least 1): decides as rlmem_check, but admits at most this gateway's share of what the key
+ * had left when this gateway's fallback began deciding it, in the window and in the month: the count then, plus
+ * (limit - count then) / gateways, rounded down. The gateways together admit no more than what was left. d's limits
+ * are the key's; its remaining counts are of the share. rlmem_mirror (Redis answering) ends the shared period.
+ */
+int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
+                      uint32_t gateways, struct rl_decision *d);
 /* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -110,7 +111,15 @@ struct rlredis {
   int refs; /* conn_timer, sweep, flush and every live request: the struct is freed with the last */
   char sha[41];
   uint64_t timeouts, errors, noscript, connects, leased;
+  uint32_t gateways; /* live gateways Redis counted at the last heartbeat (1 until known) */
+  unsigned sweeps;   /* sweeps since the last heartbeat */
 };
+
+/*
+ * The gateways' heartbeats: one sorted set of gateway ids by the wall-clock millisecond of their last beat (the hosts'
+ * clocks agree to well within VTS_GATEWAY_HEARTBEAT_TTL_MS under NTP), gone with the last gateway.
+ */
+#define HEARTBEAT_KEY "vts:gateways"
 
 /*
  * Units of a key that Redis reserved for this worker in one window and month (see ratelimit_redis.h), given out to
@@ -311,6 +320,43 @@ static void conn_stalled(struct rlredis *r) {
   if (r->ready) uv_timer_start(&r->conn_timer, on_deadline_timer, VTS_REDIS_STALL_MS, 0);
 }
 
+/* EXEC answered the heartbeat: the last of its replies is the count of live gateways. */
+static void on_heartbeat(redisAsyncContext *c, void *reply, void *privdata) {
+  (void)c;
+  struct rlredis *r = privdata;
+  redisReply *rep = reply;
+  if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
+    const redisReply *n = rep->element[3];
+    if (n->type == REDIS_REPLY_INTEGER && n->integer >= 1 && n->integer <= UINT32_MAX &&
+        (uint32_t)n->integer != r->gateways) {
+      r->gateways = (uint32_t)n->integer;
+      char count[16];
+      snprintf(count, sizeof(count), "%u", r->gateways);
+      log_msg(LOG_INFO, "gateways sharing the rate limits", "=gateways", count, NULL);
+    }
+  }
+  rlredis_unref(r);
+}
+
+/*
+ * Announces this gateway and forgets those silent for VTS_GATEWAY_HEARTBEAT_TTL_MS, in one transaction whose answer
+ * is how many share the keys: kept for a fallback to divide by. Plain commands, so that scripts count only checks.
+ */
+static void heartbeat(struct rlredis *r) {
+  r->sweeps = 0;
+  if (r->ac == NULL || !r->ready || r->stalled || r->closing) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  redisAsyncContext *ac = r->ac;
+  if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK) return;
+  redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", HEARTBEAT_KEY, now, r->gateway_id);
+  redisAsyncCommand(ac, NULL, NULL, "ZREMRANGEBYSCORE %s -inf %lld", HEARTBEAT_KEY, now - VTS_GATEWAY_HEARTBEAT_TTL_MS);
+  redisAsyncCommand(ac, NULL, NULL, "PEXPIRE %s %d", HEARTBEAT_KEY, VTS_GATEWAY_HEARTBEAT_TTL_MS);
+  redisAsyncCommand(ac, NULL, NULL, "ZCARD %s", HEARTBEAT_KEY);
+  if (redisAsyncCommand(ac, on_heartbeat, r, "EXEC") == REDIS_OK) r->refs++;
+}
+
 static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
   struct rlredis *r = privdata;
   redisReply *rep = reply;
@@ -338,6 +384,7 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
     r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
     if (r->down_logged) log_msg(LOG_INFO, "redis connected", NULL);
     r->down_logged = false;
+    heartbeat(r);
   }
 }
 
@@ -748,6 +795,7 @@ static void on_sweep(uv_timer_t *t) {
       l = next;
     }
   }
+  if (++r->sweeps * VTS_REDIS_LEASE_IDLE_MS >= VTS_GATEWAY_HEARTBEAT_MS) heartbeat(r);
   if (r->ac != NULL && r->ready && !r->closing) redis_conn_write_now(r->ac);
 }
 
@@ -837,6 +885,7 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, cons
   r->addr = *addr;
   snprintf(r->gateway_id, sizeof(r->gateway_id), "%s", gateway_id);
   r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
+  r->gateways = 1;
   r->refs = 1;
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdlen = 0;
@@ -878,6 +927,8 @@ void rlredis_free(struct rlredis *r) {
     uv_close((uv_handle_t *)&r->flush, conn_timer_closed);
   }
 }
+
+uint32_t rlredis_gateways(const struct rlredis *r) { return r != NULL ? r->gateways : 1; }
 
 void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {
   out->redis_timeouts += r->timeouts;

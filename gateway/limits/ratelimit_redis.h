@@ -81,6 +81,13 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
  * sent, or a negative errno (-ENOTCONN, -EIO, -ECANCELED) when it was not.
  */
 int rlredis_refund(struct rlredis *r, const char *digest, int64_t month);
+/*
+ * How many gateways share the keys' limits: every VTS_GATEWAY_HEARTBEAT_MS a connection announces its gateway in
+ * Redis (a sorted set, "vts:gateways", of ids by the last beat; a gateway silent for VTS_GATEWAY_HEARTBEAT_TTL_MS is
+ * no longer counted) and keeps the count Redis answers. While Redis cannot answer, the last count stands: the
+ * fallback admits each key's share (rlmem_check_share). 1 until Redis has answered.
+ */
+uint32_t rlredis_gateways(const struct rlredis *r);
 /* Adds this connection's counters to the redis_* fields of out. */
 void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out);
 

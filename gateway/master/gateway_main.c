@@ -49,7 +49,9 @@ int main(int argc, char **argv) {
   log_init("gateway", level);
   /* The URL is checked before anything starts: a refused one (rediss://, a malformed one) stops here, exit 2. */
   struct redis_addr redis;
-  if (cfg.redis_url[0] != '\0' && redis_conn_resolve(cfg.redis_url, &redis, err, sizeof(err)) != 0) {
+  if ((cfg.redis_url[0] != '\0' && redis_conn_resolve(cfg.redis_url, &redis, err, sizeof(err)) != 0) ||
+      (cfg.redis_cache_url[0] != '\0' &&
+       redis_conn_resolve_var("VTS_REDIS_CACHE_URL", cfg.redis_cache_url, &redis, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vts-gateway: %s\n", err);
     return EXIT_BAD_CONFIG;
   }

@@ -196,6 +196,8 @@ static void reap(struct master *m) {
     }
     if (c == NULL) continue;
     c->pid = 0;
+    /* A worker killed mid-connection never counted its connections down: its replacement starts from zero. */
+    if (c->role == ROLE_WORKER) metrics_worker_gone((int)(c - m->children));
     char p[16], code[16];
     snprintf(p, sizeof(p), "%d", (int)pid);
     if (WIFSIGNALED(status))

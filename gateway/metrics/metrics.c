@@ -47,6 +47,13 @@ void metrics_connections(int delta) {
   if (self) atomic_fetch_add_explicit(&self->connections_open, delta, memory_order_relaxed);
 }
 
+void metrics_worker_gone(int index) {
+  if (shm == NULL || index < 0 || index >= METRICS_MAX_WORKERS) return;
+  /* Its counters stay (they count what happened); a gauge of a dead process would drift forever. */
+  atomic_store_explicit(&shm->workers[index].connections_open, 0, memory_order_relaxed);
+  atomic_store_explicit(&shm->workers[index].keys_loaded_s, 0, memory_order_relaxed);
+}
+
 void metrics_ratelimit_store_error(int fell_back) {
   if (self == NULL) return;
   atomic_fetch_add_explicit(&self->ratelimit_store_errors, 1, memory_order_relaxed);

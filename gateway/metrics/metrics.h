@@ -115,6 +115,8 @@ void metrics_set_worker(int index);
 void metrics_request(enum http_route route, int status, uint64_t dur_us);
 /* Worker: connection opened (+1) or closed (-1). */
 void metrics_connections(int delta);
+/* Master: the worker of slot index is gone; its gauges (connections open, keys loaded) read as nothing now. */
+void metrics_worker_gone(int index);
 /* Worker: rate-limit store error, and whether the memory limiter took over. */
 void metrics_ratelimit_store_error(int fell_back);
 /* Worker: a reserved unit of a key's monthly quota was given back (the answer was not a 200 with a transcript). */

@@ -219,25 +219,30 @@ static int parse_url(const char *url, char *host, size_t hostlen, struct redis_a
 }
 
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen) {
+  return redis_conn_resolve_var("VTS_REDIS_URL", url, out, err, errlen);
+}
+
+int redis_conn_resolve_var(const char *var, const char *url, struct redis_addr *out, char *err, size_t errlen) {
   char host[256];
   memset(out, 0, sizeof(*out));
   if (strncasecmp(url, "rediss://", 9) == 0) {
     snprintf(err, errlen,
-             "VTS_REDIS_URL: rediss:// (TLS) is not supported (hiredis 0.14 has no TLS): run a TLS sidecar such as "
-             "stunnel next to the gateway and set VTS_REDIS_URL to redis://127.0.0.1:<its local port>");
+             "%s: rediss:// (TLS) is not supported (hiredis 0.14 has no TLS): run a TLS sidecar such as "
+             "stunnel next to the gateway and set %s to redis://127.0.0.1:<its local port>",
+             var, var);
     return -EINVAL;
   }
   if (parse_url(url, host, sizeof(host), out) != 0) {
     /* The value is not repeated: it may hold a password. */
     memset(out, 0, sizeof(*out));
-    snprintf(err, errlen, "VTS_REDIS_URL: invalid value: expected redis://[[user]:password@]host[:port][/db]");
+    snprintf(err, errlen, "%s: invalid value: expected redis://[[user]:password@]host[:port][/db]", var);
     return -EINVAL;
   }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   struct addrinfo *res = NULL;
   int rv = getaddrinfo(host, NULL, &hints, &res);
   if (rv != 0 || res == NULL) {
-    snprintf(err, errlen, "VTS_REDIS_URL: cannot resolve host %s: %s", host, gai_strerror(rv));
+    snprintf(err, errlen, "%s: cannot resolve host %s: %s", var, host, gai_strerror(rv));
     return -EHOSTUNREACH;
   }
   const void *a = res->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
@@ -245,7 +250,7 @@ int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_
   const char *ok = inet_ntop(res->ai_family, a, out->ip, sizeof(out->ip));
   freeaddrinfo(res);
   if (ok == NULL) {
-    snprintf(err, errlen, "VTS_REDIS_URL: cannot use the address of host %s", host);
+    snprintf(err, errlen, "%s: cannot use the address of host %s", var, host);
     return -EHOSTUNREACH;
   }
   return 0;

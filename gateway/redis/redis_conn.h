@@ -36,6 +36,8 @@ struct redis_addr {
  * VTS_REDIS_URL in err, never the password.
  */
 int redis_conn_resolve(const char *url, struct redis_addr *out, char *err, size_t errlen);
+/* The same for the URL of another variable (VTS_REDIS_CACHE_URL), which err names instead. */
+int redis_conn_resolve_var(const char *var, const char *url, struct redis_addr *out, char *err, size_t errlen);
 
 /*
  * Starts an async connection on loop: the socket is watched by our binding (below), connect and disconnect call

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import procs  # noqa: E402
 from procs import KEY, Conn, Gateway, Redis, Stack, get  # noqa: E402
+from vtsproc import wait_for  # noqa: E402
 
 MP = multiprocessing.get_context("fork")
 
@@ -446,8 +447,10 @@ def malformed_cases(n, seed):
         return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(11))
 
     def random_bytes():
-        # A first byte that no method starts with: llhttp refuses at once.
-        first = bytes([rnd.choice([c for c in range(256) if not (65 <= c <= 90)])])
+        # A first byte that no method token holds (nor a CR or LF, skipped before a request line): llhttp refuses at
+        # once, and it is not an unknown method (a token, 501) but a malformed request line.
+        tchars = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n"
+        first = bytes([rnd.choice([c for c in range(256) if c not in tchars])])
         return "random bytes", first + os.urandom(rnd.randint(0, 400)) + b"\r\n\r\n", {400}, True
 
     def truncated_line():
@@ -461,12 +464,14 @@ def malformed_cases(n, seed):
 
     def bad_method():
         m = rnd.choice(["FOO", "GETT", "G3T", "get", "BREW", "\x7fGET"])
-        return "unknown method", ("%s /health HTTP/1.1\r\n\r\n" % m).encode(), {400}, True
+        # A token is a method the server does not know (501); a byte no method may hold is a bad request line.
+        return ("unknown method", ("%s /health HTTP/1.1\r\nHost: a\r\n\r\n" % m).encode(),
+                {400} if m.startswith("\x7f") else {501}, True)
 
     def wrong_method():
         m = rnd.choice(["POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"])
         p = rnd.choice(["/health", "/openapi.json", tr])
-        return "other method", ("%s %s HTTP/1.1\r\nContent-Length: 0\r\n\r\n" % (m, p)).encode(), {405}, True
+        return "other method", ("%s %s HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n" % (m, p)).encode(), {405}, True
 
     def huge_headers():
         if rnd.random() < 0.5:
@@ -500,7 +505,7 @@ def malformed_cases(n, seed):
 
     def body_on_get():
         n = rnd.randint(1, 5000)
-        return ("body on GET", ("GET /health HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % n).encode() + b"z" * n,
+        return ("body on GET", ("GET /health HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % n).encode() + b"z" * n,
                 {413}, True)
 
     def nul_bytes():
@@ -516,17 +521,17 @@ def malformed_cases(n, seed):
     def bad_escape_query():
         v = rnd.choice(["%zz", "%4", "%", "%G0abcdefghi", "abc%0", "%%%%"])
         return ("invalid percent escape (query)",
-                ("GET %s?video_id=%s HTTP/1.1\r\n%s\r\n" % (tr, v, key)).encode(), {400}, True)
+                ("GET %s?video_id=%s HTTP/1.1\r\nHost: a\r\n%s\r\n" % (tr, v, key)).encode(), {400}, True)
 
     def bad_escape_path():
-        return "invalid percent escape (path)", b"GET /he%zzalth HTTP/1.1\r\n\r\n", {404}, True
+        return "invalid percent escape (path)", b"GET /he%zzalth HTTP/1.1\r\nHost: a\r\n\r\n", {404}, True
 
     def overlong_url():
         n = rnd.randint(8 * 1024 + 1, 20 * 1024)
         return "overlong URL", ("GET /" + "u" * n + " HTTP/1.1\r\n\r\n").encode(), {414}, True
 
     def unknown_path():
-        return "unknown path", ("GET /%s HTTP/1.1\r\n\r\n" % rid()).encode(), {404}, True
+        return "unknown path", ("GET /%s HTTP/1.1\r\nHost: a\r\n\r\n" % rid()).encode(), {404}, True
 
     def bad_version():
         v = rnd.choice(["HTTP/2.0", "HTTP/1.2", "HTTX/1.1", "HTTP/11", "HTTP/1.1 x"])
@@ -536,12 +541,13 @@ def malformed_cases(n, seed):
         bad = rnd.choice([b"X-A: a\rb\r\n", b"Transfer-Encoding: chunked\r\n", b"Content-Length: 1\r\n"])
         expect = 413 if bad.startswith(b"Content-Length") else 400
         return ("good, then bad, pipelined",
-                b"GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n" + bad + b"\r\nGET /health HTTP/1.1\r\n\r\n",
+                b"GET /health HTTP/1.1\r\nHost: a\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\n" + bad +
+                b"\r\nGET /health HTTP/1.1\r\nHost: a\r\n\r\n",
                 {(200, expect)}, True)
 
     def pipelined_many():
         k = rnd.randint(2, 40)
-        return "pipelined, %s" % ("over 32" if k > 32 else "up to 32"), b"GET /nope HTTP/1.1\r\n\r\n" * k, \
+        return "pipelined, %s" % ("over 32" if k > 32 else "up to 32"), b"GET /nope HTTP/1.1\r\nHost: a\r\n\r\n" * k, \
             {(404,) * k}, True
 
     gens = [random_bytes, truncated_line, bad_method, wrong_method, huge_headers, bare_cr, obs_fold,
@@ -954,6 +960,129 @@ def check_redis(work):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# f. gateways sharing one Redis
+
+SHARE_FREEZE_S = 10.0
+SHARE_LEFT = 50                   # the key's units left when Redis freezes
+SHARE_CLIENTS = 4                 # per gateway
+SHARE_TAKEOVER_LIMIT_S = 5.0      # a dead claimant's video is fetched by a waiter within this of the kill
+SHARE_KEY = "vts_fault_key_fifty"
+
+
+def wait_log(gw, msg, timeout, **fields):
+    return wait_for(lambda: any(r.get("msg") == msg and all(r.get(k) == v for k, v in fields.items())
+                                for r in gw.log_records()), timeout, 0.05)
+
+
+def check_gateways(work):
+    """Two gateways on one real redis-server and one fetcher pool serving both. Redis frozen (SIGSTOP) for 10 s while
+    clients hammer both gateways with a key that has 50 units left: each falls back to its half, so at most 50 are
+    served (25 each), the rest 429. Then a gateway killed -9 while it holds the claim of a video the platform takes
+    3 s to answer: the other gateway, waiting on that claim, fetches the video itself within 5 s of the kill and
+    answers 200, never a 5xx."""
+    res = Result("f. gateways")
+    d = work / "gateways"
+    d.mkdir(parents=True, exist_ok=True)
+    redis = Redis(d).start()
+    upstream = procs.harness.FakeUpstream()
+    keys = [("fault", KEY, "active", 1000000, 60, 1000000000), ("fifty", SHARE_KEY, "active", 1000000, 3600,
+                                                                   SHARE_LEFT)]
+    gws = []
+    fetchers = None
+    try:
+        for i in range(2):
+            gws.append(Gateway(d / ("gw%d" % i), env={"VTS_REDIS_URL": redis.url}, workers=1, keys=keys).start())
+        urls = ",".join("tcp://127.0.0.1:%d" % gw.jobs_port for gw in gws)
+        fetchers = procs.Fetchers(d, gws[0].jobs_port, upstream.url, 2, {"VTS_JOBS_URL": urls})
+        video = "capJson3xx1"
+
+        def both_served():
+            try:
+                return all(get(gw.port, "/v1/video/transcript?video_id=" + video, {"x-api-key": KEY}).status == 200
+                           for gw in gws)
+            except OSError:
+                return False
+
+        wait_for(both_served, 20, 0.1)
+        for gw in gws:
+            res.expect(wait_log(gw, "gateways sharing the rate limits", 10, gateways=2),
+                       "a gateway never counted two gateways")
+        # Phase 1: the freeze.
+        served, other = [], []
+        lock = threading.Lock()
+        redis.signal(signal.SIGSTOP)
+        end = time.monotonic() + SHARE_FREEZE_S
+        try:
+            def client(gw):
+                while time.monotonic() < end:
+                    try:
+                        r = get(gw.port, "/v1/video/transcript?video_id=" + video, {"x-api-key": SHARE_KEY})
+                        st = r.status
+                    except OSError as e:
+                        st = "connection error " + type(e).__name__
+                    with lock:
+                        (served if st == 200 else other).append(st)
+
+            threads = [threading.Thread(target=client, args=(gw,)) for gw in gws for _ in range(SHARE_CLIENTS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(SHARE_FREEZE_S + 30)
+        finally:
+            redis.signal(signal.SIGCONT)
+        res.count("freeze 200", len(served))
+        for st in set(other):
+            res.count("freeze %s" % st, other.count(st))
+        res.figure("%.0f s Redis freeze, 2 gateways, a key with %d left: %d served, %d refused (%s)" % (
+            SHARE_FREEZE_S, SHARE_LEFT, len(served), len(other), ", ".join(sorted(str(x) for x in set(other)))))
+        res.expect(len(served) <= SHARE_LEFT, "%d served through the freeze, %d were left" % (len(served), SHARE_LEFT))
+        res.expect(len(served) == SHARE_LEFT // 2 * 2, "each gateway's half: %d served" % len(served))
+        res.expect(set(other) <= {429}, "during the freeze: %r" % sorted(set(map(str, other))))
+        # Phase 2: the dead claimant.
+        lazy = "lazyFault01"
+        claimant, waiter = gws
+        out = {}
+
+        def ask(gw, name):
+            try:
+                r = get(gw.port, "/v1/video/transcript?video_id=" + lazy, {"x-api-key": KEY}, timeout=60)
+                out[name] = (r.status, time.monotonic())
+            except OSError as e:
+                out[name] = ("connection error " + type(e).__name__, time.monotonic())
+
+        t1 = threading.Thread(target=ask, args=(claimant, "claimant"))
+        t1.start()
+        won = wait_log(claimant, "job assigned", 10, video_id=lazy)
+        res.expect(won, "the claimant never ran its job")
+        t2 = threading.Thread(target=ask, args=(waiter, "waiter"))
+        t2.start()
+        waited = wait_for(lambda: "\nvts_dispatch_claims_waited_total 1\n" in waiter.metrics(), 10)
+        res.expect(waited, "the waiter never waited on the claim")
+        procs._kill_group(claimant.proc)
+        killed = time.monotonic()
+        taken = wait_log(waiter, "claim taken over: its holder went away without a result", 15, video_id=lazy)
+        took = time.monotonic() - killed
+        t2.join(60)
+        t1.join(10)
+        st, at = out.get("waiter", ("no answer", float("inf")))
+        res.count("takeover %s" % st)
+        res.figure("a gateway killed -9 holding a claim: the other took the video over after %.2f s, answered %s "
+                   "%.2f s after the kill" % (took, st, at - killed))
+        res.expect(taken and took < SHARE_TAKEOVER_LIMIT_S, "takeover after %.2f s" % took)
+        res.expect(st == 200, "the waiter answered %s" % st)
+    finally:
+        if fetchers is not None:
+            fetchers.stop()
+        for gw in gws:
+            gw.stop()
+        upstream.close()
+        if redis.proc.poll() is None:
+            redis.signal(signal.SIGCONT)
+        redis.stop()
+    return res
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # e. a hostile platform
 
 def check_upstream(work):
@@ -1028,6 +1157,7 @@ CHECKS = {
     "kill9": check_kill9,
     "redis": check_redis,
     "upstream": check_upstream,
+    "gateways": check_gateways,
 }
 
 

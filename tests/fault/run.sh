@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the fault battery (tests/fault/battery.py) against the ASan+UBSan build when there is one.
 #   VTS_BUILD_DIR   build to test (default: build-asan, else build)
-#   tests/fault/run.sh [--only slowloris,malformed,kill9,redis,upstream] [--workdir DIR]
+#   tests/fault/run.sh [--only slowloris,malformed,kill9,redis,upstream,gateways] [--workdir DIR]
 # Exits non-zero when a check fails; the logs of a failed run are kept (the last line names the folder).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

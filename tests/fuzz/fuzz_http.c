@@ -159,6 +159,7 @@ static int status_expected(int status) {
     case 414:
     case 431:
     case 500: /* a valid transcript request: no dispatcher */
+    case 501: /* a method the server does not know */
       return 1;
     default:
       return 0;

@@ -8,7 +8,8 @@ from conftest import free_port
 
 
 def _resp(args):
-    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 
 def _read_line(s):
@@ -26,10 +27,12 @@ class Redis:
     """A redis-server of our own on a free port, killed at teardown. Without data_dir it keeps no data across a
     restart; with one, every write is in its append-only file there (fsync always), so a restart keeps them.
     args: more redis-server arguments (a password, ACL users); auth: (user, password) the test's own commands
-    authenticate with (user None: the requirepass password)."""
+    authenticate with (user None: the requirepass password). conf: a redis.conf to start from (a file shipped in
+    deploy/redis/); the test's own port, address and persistence override it."""
 
-    def __init__(self, data_dir=None, args=(), auth=None):
+    def __init__(self, data_dir=None, args=(), auth=None, conf=None):
         self.port = free_port()
+        self.conf = conf
         self.proc = None
         self.data_dir = data_dir
         self.args = list(args)
@@ -43,7 +46,8 @@ class Redis:
         persist = (["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.data_dir)] if self.data_dir
                    else ["--appendonly", "no"])
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""] + persist + self.args,
+            ["redis-server"] + ([str(self.conf)] if self.conf else [])
+            + ["--port", str(self.port), "--bind", "127.0.0.1", "--save", ""] + persist + self.args,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -74,12 +78,17 @@ class Redis:
     def thaw(self):
         self.proc.send_signal(signal.SIGCONT)
 
-    def command(self, *args):
-        """Sends one command (RESP), after AUTH when the server wants it, and returns the first line of the answer."""
+    def _request(self, args):
+        """The bytes of one command, after AUTH when the server wants it."""
         req = _resp(args)
         if self.auth is not None:
             user, password = self.auth
             req = _resp(("AUTH", password) if user is None else ("AUTH", user, password)) + req
+        return req
+
+    def command(self, *args):
+        """Sends one command (RESP), after AUTH when the server wants it, and returns the first line of the answer."""
+        req = self._request(args)
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
             s.sendall(req)
             if self.auth is not None:
@@ -91,3 +100,34 @@ class Redis:
                     break
                 buf += chunk
         return buf.split(b"\r\n", 1)[0]
+
+    def call(self, *args):
+        """Sends one command and returns its whole answer: bytes, an int, None, a list, or an Exception for an error."""
+        req = self._request(args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(req)
+            f = s.makefile("rb")
+            if self.auth is not None:
+                _parse(f)
+            return _parse(f)
+
+
+def _parse(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest
+    if kind == b"-":
+        return Exception(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2]
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_parse(f) for _ in range(n)]
+    raise AssertionError("not a RESP reply: %r" % line)

@@ -89,7 +89,8 @@ def test_every_transcript_error_code_is_declared_under_its_status():
         if code in ("not_found", "method_not_allowed"):
             continue
         headers = {"x-request-id": "r1", "content-type": "application/json", "retry-after": "1",
-                   "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000000"}
+                   "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000000",
+                   "www-authenticate": 'ApiKey header="x-api-key"'}
         check_response("GET", "/v1/video/transcript", status, headers, json.dumps(error_body(code)).encode())
 
 

@@ -31,7 +31,8 @@ def test_request_line_of_another_http_version_gets_400(gateway, version):
 
 @pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1"])
 def test_http1_request_lines_are_still_served(gateway, version):
-    data = raw_exchange(gateway.port, b"GET /health " + version + b"\r\nConnection: close\r\n\r\n", timeout=5)
+    data = raw_exchange(gateway.port, b"GET /health " + version + b"\r\nHost: a\r\nConnection: close\r\n\r\n",
+                        timeout=5)
     [(status, _, _)] = parse_responses(data)
     assert status == 200
 

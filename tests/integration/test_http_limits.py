@@ -12,6 +12,7 @@ BAD_REQUEST = b'{"error":{"code":"bad_request","message":"Malformed HTTP request
 URI_TOO_LONG = b'{"error":{"code":"uri_too_long","message":"The request line is too long."}}'
 HEADERS_TOO_LARGE = b'{"error":{"code":"headers_too_large","message":"The request headers are too large."}}'
 PAYLOAD_TOO_LARGE = b'{"error":{"code":"payload_too_large","message":"This endpoint takes no request body."}}'
+SERVICE_UNAVAILABLE = b'{"error":{"code":"service_unavailable","message":"The service is not accepting requests now."}}'
 REQUEST_TIMEOUT = b'{"error":{"code":"request_timeout","message":"The request headers took too long."}}'
 
 MAX_URL = 8 * 1024
@@ -75,6 +76,25 @@ def test_header_count_at_limit_is_accepted(gateway):
 def test_request_body_gets_413(gateway):
     assert_error(gateway.port, b"GET /health HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello", 413,
                  PAYLOAD_TOO_LARGE)
+
+
+def test_request_body_on_a_route_without_that_method_is_405_not_413(gateway):
+    # RFC 9110 15.5.6: the method is refused first; the body is never read (the connection closes).
+    for path in ("/health", "/v1/video/transcript?video_id=abcdefghijk"):
+        data = raw_exchange(gateway.port, f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello".encode())
+        head = data.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+        assert head[0] == "HTTP/1.1 405 Method Not Allowed", data
+        [(st, headers, body)] = parse_responses(data)
+        assert headers["allow"] == "GET, HEAD"
+        assert headers["connection"] == "close"
+        assert body == b'{"error":{"code":"method_not_allowed","message":"Method not allowed for this resource."}}'
+
+
+def test_request_body_on_an_unknown_path_is_404(gateway):
+    st, headers, body = one_answer(gateway.port,
+                                   b"PUT /nope HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+    assert st == 404 and headers["connection"] == "close"
+    assert body == b'{"error":{"code":"not_found","message":"No such resource."}}'
 
 
 def test_zero_content_length_is_accepted(gateway):
@@ -192,7 +212,7 @@ def test_idle_keep_alive_connection_is_closed(make_gateway):
     assert 0.5 <= idle < 2.5, idle
 
 
-def test_connection_cap_closes_excess_at_accept(make_gateway):
+def test_connection_over_the_cap_gets_503_with_retry_after(make_gateway):
     gw = make_gateway(env={"VTS_MAX_CONNS": "2"}, workers=1)
     # Wait until the harness's own health probes are gone from the worker: the scrape's own connection is the one
     # left open.
@@ -204,8 +224,18 @@ def test_connection_cap_closes_excess_at_accept(make_gateway):
             s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
             assert s.recv(65536).startswith(b"HTTP/1.1 200 ")
             held.append(s)
-        data = raw_exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n", timeout=3)
-        assert data == b"", "a connection over the cap was served"
+        # Told at once (before its request is read), then closed: not served, and not reset.
+        start = time.monotonic()
+        data = raw_exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n", timeout=5)
+        assert time.monotonic() - start < 4, "the refused connection was kept open"
+        head = data.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+        assert head[0] == "HTTP/1.1 503 Service Unavailable", data
+        assert [line.split(":", 1)[0] for line in head[1:]] == ["Content-Type", "Content-Length", "Date",
+                                                                  "X-Request-Id", "Retry-After", "Connection"]
+        [(st, headers, body)] = parse_responses(data)
+        assert headers["retry-after"] == "1"
+        assert headers["connection"] == "close"
+        assert body == SERVICE_UNAVAILABLE
         held.pop().close()
         assert wait_for(lambda: gw.metric("vts_http_connections_open") == 2, 5)  # one held, and the scrape
         [(st, _, _)] = parse_responses(raw_exchange(gw.port, b"GET /health HTTP/1.1\r\nHost: t\r\n"

@@ -53,9 +53,12 @@ def test_a_bad_entry_in_redis_is_deleted_and_refetched(tmp_path, redis):
         assert r.status == 200, r
         assert r.json()["segments"][0]["text"] == "Hello and welcome"
         assert s.requests()["POST /youtubei/v1/player capJson3xx1"] == 1, "not refetched"
-        # The bad entry is gone and the fetch stored a good one in its place.
-        stored = redis.command("EVAL", "return string.find(redis.call('GET', KEYS[1]), 'Hello and welcome', 1, true)"
-                               " ~= nil and 1 or 0", "1", key)
+        # The bad entry is gone and the fetch stored a good one in its place: the key an alias of the transcript's
+        # entry (one per served track), which holds the transcript.
+        stored = redis.command("EVAL", "local v = redis.call('GET', KEYS[1]) "
+                               "if string.sub(v, 1, 4) ~= 'VA1=' then return 0 end "
+                               "local e = redis.call('GET', 'vts:transcript:{capJson3xx1}:' .. string.sub(v, 4)) "
+                               "return string.find(e, 'Hello and welcome', 1, true) ~= nil and 1 or 0", "1", key)
         assert stored == b":1"
         log = s.gateway.log_text()
         assert "bad transcript cache entry in Redis deleted" in log

@@ -46,7 +46,7 @@ def test_acl_user_with_a_password_and_a_database_carries_limits_and_cache(tmp_pa
         assert r.status == 200, r
         assert r.headers["x-ratelimit-remaining"] == str(1000000 - 2)  # the warm-up and this one
         assert count_in_db(acl_redis, 3, "vts:rl:*") >= 2
-        assert count_in_db(acl_redis, 3, "vts:transcript:{capJson3xx1}:*") == 1
+        assert count_in_db(acl_redis, 3, "vts:transcript:{capJson3xx1}:*") == 2  # the transcript and its alias
         assert count_in_db(acl_redis, 0, "vts:*") == 0
         # No connection was refused for its credentials (a slow start may still log "not ready in time").
         refused = [rec for rec in stack.gateway.log_records() if rec.get("msg") == "redis unavailable" and

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -15,6 +16,8 @@
 #include "fetcher/platform/player.h"
 #include "gateway/dispatcher/bodycheck.h"
 #include "testdata.h"
+#include "gateway/http/render.h"
+#include "proto/proto.h"
 
 static int check(const char *body, const char **why) { return bodycheck_transcript(body, strlen(body), why); }
 
@@ -47,7 +50,7 @@ static void test_what_the_fetcher_serialises_passes(void **state) {
 static void test_keys_in_any_order_and_no_segments_pass(void **state) {
   (void)state;
   assert_int_equal(check("{\"segments\":[],\"text\":\"\",\"source\":\"speech\",\"language\":\"en\"}", NULL), 0);
-  assert_int_equal(check(" {\"language\":\"en\",\"segments\":[{\"duration\":2,\"start\":1e0,\"text\":\"a\"}],"
+  assert_int_equal(check(" {\"language\":\"en\",\"segments\":[{\"duration\":2,\"start\":1.5,\"text\":\"a\"}],"
                          "\"text\":\"a\",\"source\":\"captions\"} ",
                          NULL),
                    0);
@@ -185,6 +188,10 @@ static void test_a_player_summary_passes_and_other_shapes_are_refused(void **sta
       "\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],"
       "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}",
       "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"\",\"segments\":[]}",
+      /* an index is a whole number */
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0.5,"
+      "\"translationLanguages\":[]}}}",
   };
   for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
     why = NULL;
@@ -198,6 +205,50 @@ static void test_a_player_summary_passes_and_other_shapes_are_refused(void **sta
   free(reply);
 }
 
+/*
+ * A body served as JSON can always be rendered as SubRip or WebVTT: a time the renderers refuse (an exponent, a sign,
+ * past BODYCHECK_MAX_SECONDS) makes the check refuse the body, and a time they read passes it.
+ */
+static void test_a_time_the_renderers_refuse_is_refused(void **state) {
+  (void)state;
+  static const struct {
+    const char *start;
+    int ok;
+  } times[] = {{"0", 1},     {"1.5", 1}, {"2.6755", 1}, {"1000000000", 1}, {"1e2", 0},  {"1E2", 0},
+               {"1.0e1", 0}, {"-1", 0},  {"-0.5", 0},   {"1000000001", 0}, {"1e-3", 0}, {"12345678901234567890", 0}};
+  for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":"
+             "[{\"text\":\"a\",\"start\":%s,\"duration\":1}]}",
+             times[i].start);
+    const char *why = NULL;
+    int checked = bodycheck_transcript(body, strlen(body), &why);
+    struct buf out = BUF_INIT;
+    int rendered = render_transcript(RENDER_SRT, body, strlen(body), &out);
+    buf_free(&out);
+    if ((checked == 0) != times[i].ok || (rendered == 0) != times[i].ok)
+      fail_msg("start %s: check %d (%s), render %d, expected both to %s", times[i].start, checked, why, rendered,
+               times[i].ok ? "pass" : "refuse");
+    if (!times[i].ok) assert_string_equal(why, "not_a_transcript");
+  }
+}
+
+/* One function answers for both kinds of job, whoever produced the body. */
+static void test_the_result_check_follows_the_kind_of_job(void **state) {
+  (void)state;
+  static const char transcript[] = "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"\",\"segments\":[]}";
+  static const char tracks[] = "{\"tracks\":[],\"translationLanguages\":[]}";
+  const char *why = NULL;
+  assert_int_equal(bodycheck_result(PROTO_KIND_CAPTIONS, transcript, strlen(transcript), &why), 0);
+  assert_int_equal(bodycheck_result(PROTO_KIND_SPEECH, transcript, strlen(transcript), &why), 0);
+  assert_int_equal(bodycheck_result(PROTO_KIND_TRACKS, tracks, strlen(tracks), &why), 0);
+  assert_int_equal(bodycheck_result(PROTO_KIND_TRACKS, transcript, strlen(transcript), &why), -EINVAL);
+  assert_string_equal(why, "not_a_track_list");
+  assert_int_equal(bodycheck_result(PROTO_KIND_CAPTIONS, tracks, strlen(tracks), &why), -EINVAL);
+  assert_string_equal(why, "not_a_transcript");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_what_the_fetcher_serialises_passes),
@@ -207,6 +258,8 @@ int main(void) {
       cmocka_unit_test(test_a_body_over_the_size_limit_is_refused_unread),
       cmocka_unit_test(test_a_track_list_passes_and_other_shapes_are_refused),
       cmocka_unit_test(test_a_player_summary_passes_and_other_shapes_are_refused),
+      cmocka_unit_test(test_a_time_the_renderers_refuse_is_refused),
+      cmocka_unit_test(test_the_result_check_follows_the_kind_of_job),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <errno.h>
@@ -313,8 +315,44 @@ static void test_put_entity_shares_it_and_charges_all_its_forms(void **state) {
   entity_unref(e);
 }
 
+/* The hash a new child process gives (video_id, lang): the child draws its own key on its first hash. */
+static uint64_t hash_in_a_child(const char *video_id, const char *lang) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    uint64_t h = cache_key_hash(video_id, lang);
+    _exit(write(fds[1], &h, sizeof(h)) == (ssize_t)sizeof(h) ? 0 : 1);
+  }
+  uint64_t h = 0;
+  assert_int_equal(read(fds[0], &h, sizeof(h)), (ssize_t)sizeof(h));
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(fds[0]);
+  close(fds[1]);
+  return h;
+}
+
+/*
+ * Video ids and languages are the client's choice: with a hash anyone can compute, a client could pick thousands that
+ * share a bucket. Runs first, before this process hashes anything, so that each child draws a key of its own.
+ */
+static void test_key_hash_is_keyed_per_process_and_stable_within_one(void **state) {
+  (void)state;
+  uint64_t a = hash_in_a_child("abcdefghijk", "en"), b = hash_in_a_child("abcdefghijk", "en");
+  assert_true(a != b);
+  uint64_t mine = cache_key_hash("abcdefghijk", "en");
+  assert_true(mine == cache_key_hash("abcdefghijk", "en"));
+  assert_true(mine != cache_key_hash("abcdefghijk", "e"));
+  /* The NUL between the two parts keeps ("ab", "c") apart from ("a", "bc"). */
+  assert_true(cache_key_hash("ab", "c") != cache_key_hash("a", "bc"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_key_hash_is_keyed_per_process_and_stable_within_one),
       cmocka_unit_test(test_hit_returns_stored_body_outcome_lang_and_ttl_left),
       cmocka_unit_test(test_key_is_video_and_requested_language),
       cmocka_unit_test(test_ok_entry_expires_at_its_ttl),

@@ -22,7 +22,7 @@
 #define MAX_REC 64
 
 /* What the core asked for, in order. */
-enum act { A_ANSWER, A_JOB, A_READY, A_DROP, A_CLOSE, A_GET, A_CLAIM, A_PUT, A_RELEASE };
+enum act { A_ANSWER, A_JOB, A_READY, A_DROP, A_CLOSE, A_GET, A_CLAIM, A_PUT, A_RELEASE, A_RENEW };
 struct rec {
   enum act act;
   struct core_waiter *w; /* A_ANSWER: one record per waiter */
@@ -47,6 +47,7 @@ struct fx {
   struct rec rec[MAX_REC];
   size_t n, seen; /* recorded; checked so far */
   int send_fails; /* the next send_job calls that fail */
+  char last_put_key[PROTO_MAX_JOB_KEY + 1];
   struct core_waiter w[8];
 };
 
@@ -107,7 +108,8 @@ static void on_claim(void *ctx, uint64_t job_id, const char *video, const char *
   snprintf(r->video, sizeof(r->video), "%s", video);
 }
 static void on_put(void *ctx, const char *video, const char *key, const struct proto_result *res, uint64_t ttl_ms) {
-  (void)key;
+  struct fx *f = ctx;
+  snprintf(f->last_put_key, sizeof(f->last_put_key), "%s", key);
   struct rec *r = add(ctx, A_PUT);
   r->outcome = res->outcome;
   r->ttl_ms = ttl_ms;
@@ -117,6 +119,14 @@ static void on_release(void *ctx, uint64_t job_id, const char *video, const char
   (void)key;
   struct rec *r = add(ctx, A_RELEASE);
   r->job_id = job_id;
+  snprintf(r->video, sizeof(r->video), "%s", video);
+}
+
+static void on_renew(void *ctx, uint64_t job_id, const char *video, const char *key, uint64_t ttl_ms) {
+  (void)key;
+  struct rec *r = add(ctx, A_RENEW);
+  r->job_id = job_id;
+  r->ttl_ms = ttl_ms;
   snprintf(r->video, sizeof(r->video), "%s", video);
 }
 
@@ -142,6 +152,7 @@ static void start(struct fx *f, bool redis) {
     ops.redis_claim = on_claim;
     ops.redis_put = on_put;
     ops.redis_release = on_release;
+    ops.redis_renew = on_renew;
   }
   f->core = core_new(&f->cfg, &ops);
   assert_non_null(f->core);
@@ -614,7 +625,7 @@ static void test_a_won_claim_runs_here_writes_redis_then_releases(void **state) 
   core_redis_got(f->core, T0 + 3, job, -ENOENT, NULL, 0);
   struct rec *r = next(f, A_CLAIM);
   assert_int_equal(r->job_id, job);
-  assert_int_equal(r->ttl_ms, 5000 - 3); /* the claim lives as long as the job may */
+  assert_int_equal(r->ttl_ms, CORE_CLAIM_TTL_MS); /* short: renewed while the job lives */
   core_redis_claimed(f->core, T0 + 5, job, 1);
   ready(f, T0 + 5, 1, 1);
   core_tick(f->core, T0 + 5, 1000);
@@ -679,7 +690,7 @@ static void test_a_claim_gone_without_a_result_is_taken_over(void **state) {
   core_tick(f->core, T0 + CORE_CLAIM_POLL_MS, 1000);
   next(f, A_GET);
   core_redis_got(f->core, T0 + CORE_CLAIM_POLL_MS, job, -ENOENT, NULL, 0);
-  assert_int_equal(next(f, A_CLAIM)->ttl_ms, 5000 - CORE_CLAIM_POLL_MS);
+  assert_int_equal(next(f, A_CLAIM)->ttl_ms, CORE_CLAIM_TTL_MS);
   core_redis_claimed(f->core, T0 + CORE_CLAIM_POLL_MS, job, 1);
   ready(f, T0 + 60, 1, 1);
   core_tick(f->core, T0 + 60, 1000);
@@ -809,6 +820,158 @@ static void test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_li
   none(f);
 }
 
+/*
+ * A claim is short and renewed while its job is queued or runs, so a claimant that dies stops renewing and the others
+ * take over within CORE_CLAIM_TTL_MS; the renewals end with the job.
+ */
+static void test_a_won_claim_is_renewed_while_its_job_lives_and_no_longer(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidRENEW001");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0, job, -ENOENT, NULL, 0);
+  assert_int_equal(next(f, A_CLAIM)->ttl_ms, CORE_CLAIM_TTL_MS);
+  core_redis_claimed(f->core, T0, job, 1);
+  /* Queued (no fetcher yet): renewed when due, and the core asks to be woken for it. */
+  assert_int_equal(core_tick(f->core, T0, 5000), T0 + CORE_CLAIM_RENEW_MS);
+  none(f);
+  core_tick(f->core, T0 + CORE_CLAIM_RENEW_MS, 5000);
+  struct rec *r = next(f, A_RENEW);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(r->ttl_ms, CORE_CLAIM_TTL_MS);
+  none(f);
+  ready(f, T0 + 1500, 1, 1);
+  core_tick(f->core, T0 + 1500, 5000);
+  assert_int_equal(next(f, A_JOB)->job_id, job);
+  /* Running: renewed every CORE_CLAIM_RENEW_MS. */
+  core_tick(f->core, T0 + 2 * CORE_CLAIM_RENEW_MS, 5000);
+  assert_int_equal(next(f, A_RENEW)->job_id, job);
+  core_tick(f->core, T0 + 2 * CORE_CLAIM_RENEW_MS + 10, 5000);
+  none(f);
+  core_tick(f->core, T0 + 3 * CORE_CLAIM_RENEW_MS, 5000);
+  assert_int_equal(next(f, A_RENEW)->job_id, job);
+  struct proto_result ok = result(job, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 3100, 1, 2, &ok);
+  next(f, A_PUT);
+  next(f, A_RELEASE);
+  next(f, A_ANSWER);
+  core_tick(f->core, T0 + 10 * CORE_CLAIM_RENEW_MS, 5000);
+  none(f);
+}
+
+/* A waiter whose claimant went silent takes the video over once the claim lapses: seconds, not the job deadline. */
+static void test_a_waiter_takes_over_a_silent_claimant_within_the_claim_ttl(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  f->cfg.job_timeout_ms = 30000; /* the core reads its limits from cfg: the deadline is far */
+  struct proto_job a = request("vidSILENT01");
+  core_request(f->core, T0, &f->w[0], &a);
+  uint64_t job = next(f, A_GET)->job_id;
+  core_redis_got(f->core, T0, job, -ENOENT, NULL, 0);
+  next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0, job, 0); /* held by a gateway that is then killed */
+  uint64_t now = T0, took = 0;
+  /* Redis holds the dead claim for CORE_CLAIM_TTL_MS from its last renewal (at T0 at the latest): polls find it. */
+  while (took == 0 && now < T0 + 10000) {
+    uint64_t wake = core_tick(f->core, now, 1000);
+    if (f->seen < f->n) {
+      next(f, A_GET);
+      core_redis_got(f->core, now, job, -ENOENT, NULL, 0);
+      next(f, A_CLAIM);
+      core_redis_claimed(f->core, now, job, now >= T0 + CORE_CLAIM_TTL_MS ? 1 : 0);
+      if (now >= T0 + CORE_CLAIM_TTL_MS) took = now;
+      none(f);
+      f->n = f->seen = 0; /* a poll every CORE_CLAIM_POLL_MS: only the last ones matter */
+      continue;
+    }
+    now = wake;
+  }
+  assert_true(took >= T0 + CORE_CLAIM_TTL_MS && took <= T0 + CORE_CLAIM_TTL_MS + CORE_CLAIM_POLL_MS);
+  ready(f, now, 1, 1);
+  core_tick(f->core, now, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_int_equal(r->job_id, job);
+  assert_int_equal(stats(f).claim_takeovers, 1);
+}
+
+/* Spellings of one language are one key; a spelling served another's track shares that track's entry. */
+static void test_spellings_are_one_key_and_share_the_served_track(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  core_fetcher_added(f->core, T0, 7);
+  ready(f, T0, 7, 1);
+  struct proto_job a = request("vidSPELL001");
+  snprintf(a.lang, sizeof(a.lang), "en-us");
+  core_request(f->core, T0, &f->w[0], &a);
+  snprintf(a.lang, sizeof(a.lang), "en-US");
+  core_request(f->core, T0, &f->w[1], &a); /* the same key: coalesced */
+  core_tick(f->core, T0, 1000);
+  struct rec *r = next(f, A_JOB);
+  struct proto_result res = result(r->job_id, PROTO_OK, BODY_OK);
+  snprintf(res.lang, sizeof(res.lang), "en-US");
+  deliver(f, T0 + 100, 7, 2, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  snprintf(a.lang, sizeof(a.lang), "en-Us");
+  core_request(f->core, T0 + 200, &f->w[2], &a);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK); /* a hit */
+  none(f);
+  /* An unknown language served the same track: one more small entry, the body shared. */
+  snprintf(a.lang, sizeof(a.lang), "xx");
+  core_request(f->core, T0 + 300, &f->w[3], &a);
+  core_tick(f->core, T0 + 300, 1000);
+  r = next(f, A_JOB);
+  res.job_id = r->job_id;
+  deliver(f, T0 + 400, 7, 3, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.jobs_created, 2);
+  assert_int_equal(st.coalesced, 1);
+  assert_int_equal(st.cache_hits, 1);
+  assert_int_equal(st.cache_entries, 3); /* the track, and the keys "en-US" and "xx" aliasing it */
+}
+
+/* A video that cannot be played is one entry: every language and kind of it is answered from it, no job. */
+static void test_a_video_that_cannot_be_played_answers_every_key_of_it(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  struct proto_job a = request("vidGONE0001");
+  core_request(f->core, T0, &f->w[0], &a);
+  struct rec *r = next(f, A_GET);
+  core_redis_got(f->core, T0 + 1, r->job_id, -ENOENT, NULL, 0);
+  r = next(f, A_CLAIM);
+  core_redis_claimed(f->core, T0 + 2, r->job_id, 1);
+  core_fetcher_added(f->core, T0 + 3, 7);
+  ready(f, T0 + 3, 7, 1);
+  core_tick(f->core, T0 + 3, 1000);
+  r = next(f, A_JOB);
+  struct proto_result res = result(r->job_id, PROTO_NOT_AVAILABLE, NULL);
+  res.reason = PROTO_REASON_NOT_PLAYABLE;
+  res.source = PROTO_SOURCE_NONE;
+  deliver(f, T0 + 100, 7, 2, &res);
+  r = next(f, A_PUT);
+  assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+  assert_string_equal(f->last_put_key, PROTO_GONE_KEY);
+  next(f, A_RELEASE);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_NOT_AVAILABLE);
+  none(f);
+  static const char *const langs[] = {"fr", "de-AT", ""};
+  for (int i = 0; i < 3; i++) {
+    snprintf(a.lang, sizeof(a.lang), "%s", langs[i]);
+    core_request(f->core, T0 + 200, &f->w[1], &a);
+    r = next(f, A_ANSWER);
+    assert_int_equal(r->outcome, PROTO_NOT_AVAILABLE);
+    assert_int_equal(r->cache_ms, 60000 - 100);
+  }
+  a.kind = PROTO_KIND_TRACKS;
+  core_request(f->core, T0 + 200, &f->w[1], &a);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_NOT_AVAILABLE);
+  none(f);
+  assert_int_equal(stats(f).jobs_created, 1);
+}
+
 int main(void) {
   log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
   const struct CMUnitTest tests[] = {
@@ -832,6 +995,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_lost_claim_waits_and_is_answered_from_redis, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_claim_gone_without_a_result_is_taken_over, setup, teardown),
       cmocka_unit_test_setup_teardown(test_redis_faults_never_hold_a_job_back, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_won_claim_is_renewed_while_its_job_lives_and_no_longer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_waiter_takes_over_a_silent_claimant_within_the_claim_ttl, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_spellings_are_one_key_and_share_the_served_track, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_video_that_cannot_be_played_answers_every_key_of_it, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <llhttp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct fixture {
   char query[64];
   char key[64];
   int key_state;
+  int has_body;
   char rid[80];
 };
 
@@ -51,6 +53,7 @@ static void on_request(void *app, struct http_request *req) {
   snprintf(f->query, sizeof(f->query), "%.*s", req->query ? (int)req->query_len : 0, req->query ? req->query : "");
   snprintf(f->key, sizeof(f->key), "%.*s", req->api_key ? (int)req->api_key_len : 0, req->api_key ? req->api_key : "");
   f->key_state = req->key_state;
+  f->has_body = req->has_body;
   snprintf(f->rid, sizeof(f->rid), "%s", req->request_id);
   if (f->async) {
     http_request_hold(req);
@@ -70,6 +73,25 @@ static int free_port(void) {
   return ntohs(a.sin_port);
 }
 
+/* A new client connection (the blocking connect completes in the listen backlog; the loop accepts it later). */
+static void client_connect(void) {
+  fx.client = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)fx.cfg.listen_port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(connect(fx.client, (struct sockaddr *)&a, sizeof(a)), 0);
+  fcntl(fx.client, F_SETFL, O_NONBLOCK);
+}
+
+/* Closes the client connection and opens another, forgetting what the handler saw and what came back. */
+static void client_reconnect(void) {
+  close(fx.client);
+  fx.got_len = 0;
+  fx.got[0] = '\0';
+  fx.path[0] = '\0';
+  client_connect();
+}
+
 static int setup(void **state) {
   (void)state;
   memset(&fx, 0, sizeof(fx));
@@ -82,13 +104,7 @@ static int setup(void **state) {
   fx.srv = http_server_new(&fx.loop, &fx.cfg, on_request, &fx);
   assert_non_null(fx.srv);
   assert_int_equal(http_server_listen(fx.srv), 0);
-
-  fx.client = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET,
-                          .sin_port = htons((uint16_t)fx.cfg.listen_port),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(connect(fx.client, (struct sockaddr *)&a, sizeof(a)), 0);
-  fcntl(fx.client, F_SETFL, O_NONBLOCK);
+  client_connect();
   return 0;
 }
 
@@ -157,7 +173,7 @@ static void test_request_fields_reach_the_handler(void **state) {
 
 static void test_invalid_request_id_is_replaced(void **state) {
   (void)state;
-  send_all("GET / HTTP/1.1\r\nX-Request-Id: a b\r\n\r\n");
+  send_all("GET / HTTP/1.1\r\nHost: t\r\nX-Request-Id: a b\r\n\r\n");
   assert_true(run_until(one_response));
   assert_int_equal(strlen(fx.rid), 32);
   assert_int_equal(fx.key_state, HTTP_KEY_ABSENT);
@@ -166,7 +182,7 @@ static void test_invalid_request_id_is_replaced(void **state) {
 static void test_async_answers_keep_pipelined_order(void **state) {
   (void)state;
   fx.async = 1;
-  send_all("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+  send_all("GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n");
   /* The second request waits for the first answer: only one reaches the handler. */
   assert_true(run_until(one_held));
   assert_false(run_until_ms(two_held, 200));
@@ -191,7 +207,7 @@ static void on_drained(void *arg) { ((struct fixture *)arg)->drained = 1; }
 static void test_answer_after_connection_closed_is_dropped(void **state) {
   (void)state;
   fx.async = 1;
-  send_all("GET /slow HTTP/1.1\r\n\r\n");
+  send_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
   assert_true(run_until(one_held));
   close(fx.client);
   fx.client = -1;
@@ -222,7 +238,7 @@ static void test_request_id_is_kept_only_when_valid(void **state) {
   } cases[] = {{"a", 1}, {"A-b_c.9", 1}, {id64, 1}, {id65, 0}, {"a b", 0}, {"a/b", 0}, {"a\"b", 0}, {"", 0}};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char req[256];
-    snprintf(req, sizeof(req), "GET /%zu HTTP/1.1\r\nX-Request-Id: %s\r\n\r\n", i, cases[i].id);
+    snprintf(req, sizeof(req), "GET /%zu HTTP/1.1\r\nHost: t\r\nX-Request-Id: %s\r\n\r\n", i, cases[i].id);
     send_all(req);
     want_responses = i + 1;
     assert_true(run_until(wanted_responses));
@@ -233,6 +249,234 @@ static void test_request_id_is_kept_only_when_valid(void **state) {
   }
 }
 
+static int second_response(void) { return count_responses() >= 2; }
+
+static const char BAD_REQUEST[] =
+    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 68\r\n";
+
+/* Sends each request on a connection of its own and expects a 400 that the handler never saw. */
+static void expect_400(const char *request) {
+  send_all(request);
+  assert_true(run_until(one_response));
+  if (strncmp(fx.got, BAD_REQUEST, strlen(BAD_REQUEST)) != 0) fail_msg("%s: got %.80s", request, fx.got);
+  assert_string_equal(fx.path, "");
+}
+
+static void test_host_missing_repeated_or_malformed_is_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\n\r\n");
+}
+
+static void test_two_hosts_are_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\nHost: t\r\nhost: t\r\n\r\n");
+}
+
+static void test_host_with_a_space_is_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\nHost: a b\r\n\r\n");
+}
+
+static void test_whitespace_before_a_colon_is_400(void **state) {
+  (void)state;
+  expect_400("GET /p HTTP/1.1\r\nHost: t\r\nX-A : 1\r\n\r\n");
+}
+
+static int nothing_yet(void) { return fx.got_len > 0; }
+
+static void test_whitespace_before_a_colon_in_the_next_read_is_400(void **state) {
+  (void)state;
+  /* The name ends exactly where the first read ends; the space comes with the second. */
+  send_all("GET /p HTTP/1.1\r\nHost: t\r\nX-A");
+  /* Nothing is answered for an incomplete head: this window only lets the loop parse the first read alone. */
+  assert_false(run_until_ms(nothing_yet, 100));
+  expect_400(" : 1\r\n\r\n");
+}
+
+static void test_a_host_in_two_reads_is_checked_whole(void **state) {
+  (void)state;
+  send_all("GET /p HTTP/1.1\r\nHost: [::");
+  /* Nothing is answered for an incomplete head: this window only lets the loop parse the first read alone. */
+  assert_false(run_until_ms(nothing_yet, 100));
+  send_all("1]:8080\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p");
+  assert_non_null(strstr(fx.got, "HTTP/1.1 200 OK\r\n"));
+}
+
+static void test_a_space_inside_a_host_in_the_next_read_is_400(void **state) {
+  (void)state;
+  send_all("GET /p HTTP/1.1\r\nHost: a");
+  assert_false(run_until_ms(nothing_yet, 100));
+  expect_400(" b\r\n\r\n");
+}
+
+static void test_http10_without_host_is_served(void **state) {
+  (void)state;
+  send_all("GET /p HTTP/1.0\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p");
+  assert_non_null(strstr(fx.got, "HTTP/1.1 200 OK\r\n"));
+}
+
+static void test_absolute_form_target_is_routed_by_its_path(void **state) {
+  (void)state;
+  send_all("GET http://Example.test:8080/p/q?a=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p/q");
+  assert_string_equal(fx.query, "a=1");
+}
+
+static void test_absolute_form_without_a_path_is_the_root(void **state) {
+  (void)state;
+  send_all("GET HTTPS://t?x=2 HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/");
+  assert_string_equal(fx.query, "x=2");
+}
+
+static void test_absolute_form_without_a_host_is_400(void **state) {
+  (void)state;
+  expect_400("GET http:///p HTTP/1.1\r\nHost: t\r\n\r\n");
+}
+
+static void test_unknown_method_is_501(void **state) {
+  (void)state;
+  send_all("FROB /p HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 501 Not Implemented\r\n"));
+  assert_non_null(strstr(fx.got,
+                         "\r\nConnection: close\r\n\r\n"
+                         "{\"error\":{\"code\":\"not_implemented\",\"message\":\"This method is not implemented.\"}}"));
+  assert_string_equal(fx.path, "");
+}
+
+static void test_a_method_llhttp_knows_but_rfc_9110_does_not_is_501(void **state) {
+  (void)state;
+  send_all("MKCOL /p HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 501 Not Implemented\r\n"));
+  assert_string_equal(fx.path, "");
+}
+
+static void test_garbage_instead_of_a_method_is_400(void **state) {
+  (void)state;
+  expect_400("\x16\x03\x01 /p HTTP/1.1\r\nHost: t\r\n\r\n");
+}
+
+static void test_a_request_with_a_body_reaches_its_route_and_then_closes(void **state) {
+  (void)state;
+  /* The route decides first (404, 405), then the body's 413; the body is never parsed as a request. */
+  send_all("POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 40\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_response));
+  assert_string_equal(fx.path, "/p");
+  assert_int_equal(fx.has_body, 1);
+  assert_non_null(strstr(fx.got, "\r\nConnection: close\r\n"));
+  /* No second answer comes: the bytes after the head were never parsed as a request. */
+  assert_false(run_until_ms(second_response, 200));
+  assert_string_equal(fx.path, "/p");
+}
+
+static void test_a_401_says_how_to_authenticate(void **state) {
+  (void)state;
+  fx.async = 1;
+  send_all("GET /p HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_held));
+  http_respond_error(fx.held[0], API_ERR_UNAUTHORIZED, NULL);
+  http_request_release(fx.held[0]);
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 401 Unauthorized\r\n"));
+  assert_non_null(strstr(fx.got, "\r\nWWW-Authenticate: ApiKey header=\"x-api-key\"\r\n"));
+}
+
+static int held_gone(void) { return fx.nheld == 1 && http_request_gone(fx.held[0]); }
+
+static void test_a_reset_before_the_answer_makes_the_request_gone(void **state) {
+  (void)state;
+  fx.async = 1;
+  send_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_held));
+  struct linger lg = {.l_onoff = 1, .l_linger = 0};
+  assert_int_equal(setsockopt(fx.client, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+  close(fx.client);
+  fx.client = -1;
+  assert_true(run_until(held_gone));
+  assert_int_equal(http_respond(fx.held[0], 200, NULL, "{}", 2, NULL), 0);
+  http_request_release(fx.held[0]);
+}
+
+static void test_a_half_close_before_the_answer_still_gets_it(void **state) {
+  (void)state;
+  fx.async = 1;
+  send_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(run_until(one_held));
+  assert_int_equal(shutdown(fx.client, SHUT_WR), 0);
+  assert_false(run_until_ms(held_gone, 100));
+  http_respond(fx.held[0], 200, NULL, "{}", 2, NULL);
+  http_request_release(fx.held[0]);
+  assert_true(run_until(one_response));
+  assert_non_null(strstr(fx.got, "HTTP/1.1 200 OK\r\n"));
+}
+
+/* Sends one request on a connection of its own; returns its status (0 for none) and leaves the handler's view in fx. */
+static int status_of(const char *request) {
+  client_reconnect();
+  send_all(request);
+  if (!run_until(one_response)) return 0;
+  int status = 0;
+  if (sscanf(fx.got, "HTTP/1.1 %d ", &status) != 1) return 0;
+  return status;
+}
+
+static void test_host_values_are_checked_by_their_grammar(void **state) {
+  (void)state;
+  static const char *const good[] = {"",
+                                     "t",
+                                     "example.com",
+                                     "Example.COM:8080",
+                                     "10.0.0.1:80",
+                                     "[::1]",
+                                     "[::1]:8080",
+                                     "[::ffff:1.2.3.4]",
+                                     "a%41b",
+                                     "x-y_z~!$&'()*+,;=",
+                                     "t  ",
+                                     "[::1]:80\t",
+                                     "h:"};
+  static const char *const bad[] = {"a b", "a/b",  "a@b",   "a?b",   "a#b",    "[::1",  "[]",      "[::g]", "h:8o",
+                                    "a%4", "a%zz", "\"h\"", "h:1:2", "[::1]x", "a b c", "[::1] x", "a%4 "};
+  char req[128];
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    snprintf(req, sizeof(req), "GET /p HTTP/1.1\r\nHost: %s\r\n\r\n", good[i]);
+    int status = status_of(req);
+    if (status != 200 || strcmp(fx.path, "/p") != 0) fail_msg("Host \"%s\": status %d, not served", good[i], status);
+  }
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    snprintf(req, sizeof(req), "GET /p HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+    int status = status_of(req);
+    if (status != 400 || fx.path[0] != '\0') fail_msg("Host \"%s\": status %d, not refused", bad[i], status);
+  }
+}
+
+static void test_known_methods_are_rfc_9110s_and_patch(void **state) {
+  (void)state;
+  /* Each reaches the handler (a route answers 405 to those it does not take); CONNECT's target is authority-form. */
+  static const char *const known[] = {"GET /p",       "HEAD /p",    "POST /p",  "PUT /p",  "DELETE /p",
+                                      "CONNECT t:80", "OPTIONS /p", "TRACE /p", "PATCH /p"};
+  static const char *const unknown[] = {"PROPFIND /p", "MKCOL /p", "PURGE /p", "LINK /p", "SEARCH /p"};
+  char req[128];
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+    snprintf(req, sizeof(req), "%s HTTP/1.1\r\nHost: t\r\n\r\n", known[i]);
+    int status = status_of(req);
+    if (status != 200 || fx.path[0] == '\0') fail_msg("%s: status %d, not served", known[i], status);
+  }
+  for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+    snprintf(req, sizeof(req), "%s HTTP/1.1\r\nHost: t\r\n\r\n", unknown[i]);
+    int status = status_of(req);
+    if (status != 501 || fx.path[0] != '\0') fail_msg("%s: status %d, not 501", unknown[i], status);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_request_fields_reach_the_handler, setup, teardown),
@@ -240,6 +484,26 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_async_answers_keep_pipelined_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_answer_after_connection_closed_is_dropped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_request_id_is_kept_only_when_valid, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_missing_repeated_or_malformed_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_hosts_are_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_with_a_space_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_whitespace_before_a_colon_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_whitespace_before_a_colon_in_the_next_read_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_http10_without_host_is_served, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_host_in_two_reads_is_checked_whole, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_space_inside_a_host_in_the_next_read_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_form_target_is_routed_by_its_path, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_form_without_a_path_is_the_root, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_form_without_a_host_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_method_is_501, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_method_llhttp_knows_but_rfc_9110_does_not_is_501, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_instead_of_a_method_is_400, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_request_with_a_body_reaches_its_route_and_then_closes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_401_says_how_to_authenticate, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_reset_before_the_answer_makes_the_request_gone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_half_close_before_the_answer_still_gets_it, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_values_are_checked_by_their_grammar, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_known_methods_are_rfc_9110s_and_patch, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,31 @@ static void test_job_key_keeps_kinds_and_translations_apart(void **state) {
   j.kind = PROTO_KIND_TRACKS;
   proto_job_key(&j, key);
   assert_string_equal(key, "*tracks");
+  /* BCP 47 casing: every spelling of one language is one key. */
+  j.kind = PROTO_KIND_CAPTIONS;
+  static const char *const spellings[][2] = {
+      {"en-aA", "en-AA"},   {"en-Us", "en-US"},           {"zh-hant", "zh-Hant"},        {"sr-LATN", "sr-Latn"},
+      {"es-419", "es-419"}, {"de-CH-1996", "de-CH-1996"}, {"ca-VALENCIA", "ca-valencia"}};
+  for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+    snprintf(j.lang, sizeof(j.lang), "%s", spellings[i][0]);
+    snprintf(j.translate, sizeof(j.translate), "%s", spellings[i][0]);
+    proto_job_key(&j, key);
+    char want[PROTO_MAX_JOB_KEY + 1];
+    snprintf(want, sizeof(want), "%s>%s", spellings[i][1], spellings[i][1]);
+    assert_string_equal(key, want);
+  }
+  /* A transcript's track key: its served language, canonical, and its body's digest. */
+  struct proto_result r;
+  memset(&r, 0, sizeof(r));
+  memcpy(r.lang, "pt-br", 6);
+  r.body = "{}";
+  r.body_len = 2;
+  proto_track_key(&r, key);
+  assert_string_equal(key, "=pt-BR#44136fa355b3"); /* SHA-256 of "{}" begins 44136fa355b3 */
+  memcpy(r.lang, "abc-abcdefghijk", 16);
+  proto_track_key(&r, key);
+  assert_int_equal(strlen(key), 1 + 15 + 1 + 12);
+  j.kind = PROTO_KIND_TRACKS;
   /* The longest fields fit whole. */
   j.kind = PROTO_KIND_CAPTIONS;
   memcpy(j.lang, "abc-abcdefghijk", 16);

@@ -386,38 +386,74 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   assert_int_equal(owed.quota, -1);
 }
 
-static void test_full_table_refuses_a_new_key_until_a_slot_is_over(void **state) {
+static void test_full_table_gives_a_new_key_the_least_recently_used_slot(void **state) {
   (void)state;
   struct rlmem_table *t = rlmem_create(4);
   struct rl_limits l = limits(5, 60, 100);
   struct rl_decision d;
   char digest[65];
+  int64_t now = T_2026_01_31_235959 - 100;
   for (int i = 0; i < 4; i++) {
     numbered_digest(digest, (uint64_t)i + 1);
-    assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
+    assert_int_equal(rlmem_check(t, digest, &l, now + i, &d), 0);
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959 - 100, &d), -ENOSPC);
-  /* Known keys still work. */
+  /* Key 1 comes back last: key 2 is now the one decided least recently. */
   numbered_digest(digest, 1);
-  assert_int_equal(rlmem_check(t, digest, &l, T_2026_01_31_235959 - 100, &d), 0);
-  assert_int_equal(d.outcome, RL_ALLOW);
+  assert_int_equal(rlmem_check(t, digest, &l, now + 10, &d), 0);
   assert_int_equal(d.remaining, 3);
-  /* Windows over, month not: nothing can be taken over yet. */
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_01_31_235959, &d), -ENOSPC);
-  /* In February every January slot is over: a new key takes one, and starts from zero. */
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01, &d), 0);
+  /* A new key in a full table in the same month: admitted, from zero, in key 2's slot. */
+  assert_int_equal(rlmem_check(t, digest_a, &l, now + 11, &d), 0);
   assert_int_equal(d.outcome, RL_ALLOW);
   assert_int_equal(d.remaining, 4);
   assert_int_equal(d.quota_remaining, 99);
-  /* A key that was used in February keeps its slot and its counts; the others can be taken over. */
-  for (int i = 0; i < 3; i++) {
-    numbered_digest(digest, (uint64_t)i + 9);
-    assert_int_equal(rlmem_check(t, digest, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(quota_used(t, digest_a, now + 11), 1);
+  /* Keys 1, 3 and 4 keep their counts; key 2 was forgotten and counts from zero again. */
+  numbered_digest(digest, 1);
+  assert_int_equal(quota_used(t, digest, now + 11), 2);
+  numbered_digest(digest, 3);
+  assert_int_equal(quota_used(t, digest, now + 11), 1);
+  numbered_digest(digest, 4);
+  assert_int_equal(quota_used(t, digest, now + 11), 1);
+  numbered_digest(digest, 2);
+  assert_int_equal(quota_used(t, digest, now + 11), 0);
+  /* A stale slot (window and month over) is still taken before any live one: in February, key b takes one. */
+  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), 0);
+  assert_int_equal(d.quota_remaining, 99);
+  assert_int_equal(quota_used(t, digest_a, T_2026_02_01 + 1), 0);
+  rlmem_destroy(t);
+}
+
+/*
+ * The promise of limits.h: ten million distinct keys in one month (forty times the table) are each decided, none
+ * refused for want of a slot. Bounded in time: each new key scans at most its probe window.
+ */
+#define TEN_MILLION_KEYS 10000000u
+static void test_ten_million_distinct_keys_in_one_month_never_lack_a_slot(void **state) {
+  (void)state;
+  struct rlmem_table *t = rlmem_create(VTS_RATELIMIT_SLOTS);
+  assert_non_null(t);
+  struct rl_limits l = limits(5, 60, 100);
+  struct rl_decision d;
+  char digest[65];
+  int64_t now = T_2026_01_01 + 100;
+  uint64_t refused = 0, other = 0;
+  uint64_t started = util_now_ms();
+  for (uint64_t i = 0; i < TEN_MILLION_KEYS; i++) {
+    numbered_digest(digest, (i + 1) * UINT64_C(0x9E3779B97F4A7C15));
+    /* The month goes on: a second passes every 4 keys (about 29 days in all). */
+    if (rlmem_check(t, digest, &l, now + (int64_t)(i / 4), &d) != 0)
+      refused++;
+    else if (d.outcome != RL_ALLOW || d.quota_remaining != 99)
+      other++;
   }
-  assert_int_equal(rlmem_check(t, digest_a, &l, T_2026_02_01 + 1, &d), 0);
-  assert_int_equal(d.remaining, 3);
-  assert_int_equal(quota_used(t, digest_a, T_2026_02_01 + 1), 2);
-  assert_int_equal(rlmem_check(t, digest_b, &l, T_2026_02_01 + 1, &d), -ENOSPC);
+  uint64_t took = util_now_ms() - started;
+  if (refused != 0 || other != 0)
+    fail_msg("%llu keys refused, %llu not admitted as new", (unsigned long long)refused, (unsigned long long)other);
+  assert_int_equal(rlcalc_month_index(now), rlcalc_month_index(now + TEN_MILLION_KEYS / 4));
+  /* The last key is remembered: its next request counts on from one. */
+  assert_int_equal(rlmem_check(t, digest, &l, now + TEN_MILLION_KEYS / 4, &d), 0);
+  assert_int_equal(d.quota_remaining, 98);
+  print_message("10000000 distinct keys in one month: 0 refused, %llu ms\n", (unsigned long long)took);
   rlmem_destroy(t);
 }
 
@@ -446,6 +482,57 @@ static void test_each_month_takes_more_new_keys_than_the_key_file_holds(void **s
                (unsigned long long)refused, (unsigned long long)other);
   }
   rlmem_destroy(t);
+}
+
+/*
+ * Three gateways fall back at once against a key Redis counted 50 units short of its quota: each admits its third,
+ * rounded down, so together they admit at most the 50; when Redis answers again, a later outage shares afresh.
+ */
+static void test_a_shared_fallback_admits_each_gateway_its_share_of_what_was_left(void **state) {
+  (void)state;
+  struct rl_limits l = limits(1000, 3600, 100);
+  int64_t now = T_2026_01_01 + 100;
+  struct rlmem_table *gw[3];
+  int64_t admitted = 0;
+  for (int g = 0; g < 3; g++) {
+    gw[g] = rlmem_create(64);
+    assert_non_null(gw[g]);
+    rlmem_mirror(gw[g], digest_a, &l, now, 50, 50); /* what Redis last said */
+    struct rl_decision d;
+    for (int i = 0; i < 40; i++) {
+      assert_int_equal(rlmem_check_share(gw[g], digest_a, &l, now, 3, &d), 0);
+      if (d.outcome == RL_ALLOW) {
+        admitted++;
+        assert_int_equal(d.quota_limit, 100);
+        assert_int_equal(d.limit, 1000);
+      } else {
+        assert_int_equal(d.outcome, RL_QUOTA);
+        assert_int_equal(d.quota_remaining, 0);
+      }
+    }
+    assert_int_equal(quota_used(gw[g], digest_a, now), 50 + 16);
+  }
+  assert_int_equal(admitted, 48);
+  /* The window is shared the same way: 9 left of 10, three gateways, three each. */
+  struct rl_limits w = limits(10, 60, 1000);
+  struct rl_decision d;
+  rlmem_mirror(gw[0], digest_b, &w, now, 1, 1);
+  int allowed = 0;
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(rlmem_check_share(gw[0], digest_b, &w, now, 3, &d), 0);
+    allowed += d.outcome == RL_ALLOW;
+  }
+  assert_int_equal(allowed, 3);
+  assert_int_equal(d.outcome, RL_LIMITED);
+  /* Redis answered again (the mirror), then a second outage: what is left now is shared, from the count now. */
+  rlmem_mirror(gw[0], digest_a, &l, now, 90, 90);
+  for (int i = 0; i < 10; i++) assert_int_equal(rlmem_check_share(gw[0], digest_a, &l, now, 3, &d), 0);
+  assert_int_equal(quota_used(gw[0], digest_a, now), 90 + 3);
+  /* One gateway alone keeps the whole of what is left. */
+  rlmem_mirror(gw[1], digest_a, &l, now, 97, 97);
+  for (int i = 0; i < 10; i++) assert_int_equal(rlmem_check_share(gw[1], digest_a, &l, now, 1, &d), 0);
+  assert_int_equal(quota_used(gw[1], digest_a, now), 100);
+  for (int g = 0; g < 3; g++) rlmem_destroy(gw[g]);
 }
 
 static void test_mirror_raises_counts_so_a_fallback_continues(void **state) {
@@ -710,6 +797,11 @@ static void test_bad_redis_url_names_the_variable(void **state) {
     if (redis_conn_resolve(bad[i], &a, err, sizeof(err)) != -EINVAL) fail_msg("accepted %s", bad[i]);
     assert_non_null(strstr(err, "VTS_REDIS_URL"));
     assert_null(strstr(err, "pw"));
+    /* The cache's own URL is refused alike, naming its own variable. */
+    if (redis_conn_resolve_var("VTS_REDIS_CACHE_URL", bad[i], &a, err, sizeof(err)) != -EINVAL)
+      fail_msg("accepted %s", bad[i]);
+    if (strncmp(err, "VTS_REDIS_CACHE_URL: ", 21) != 0) fail_msg("%s: %s", bad[i], err);
+    assert_null(strstr(err, "pw"));
   }
 }
 
@@ -847,9 +939,11 @@ int main(void) {
                                       table_teardown),
       cmocka_unit_test_setup_teardown(test_quota_resets_at_midnight_utc_on_the_first, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_fallback_counts_are_owed_per_window_and_month, table_setup, table_teardown),
-      cmocka_unit_test(test_full_table_refuses_a_new_key_until_a_slot_is_over),
+      cmocka_unit_test(test_full_table_gives_a_new_key_the_least_recently_used_slot),
+      cmocka_unit_test(test_ten_million_distinct_keys_in_one_month_never_lack_a_slot),
       cmocka_unit_test(test_each_month_takes_more_new_keys_than_the_key_file_holds),
       cmocka_unit_test_setup_teardown(test_mirror_raises_counts_so_a_fallback_continues, table_setup, table_teardown),
+      cmocka_unit_test(test_a_shared_fallback_admits_each_gateway_its_share_of_what_was_left),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_limit, table_setup, table_teardown),
       cmocka_unit_test_setup_teardown(test_forked_processes_admit_exactly_quota, table_setup, table_teardown),
       cmocka_unit_test(test_snapshot_restores_this_months_usage),

@@ -132,6 +132,12 @@ static int claim(struct fx *f, struct rcache *rc, uint64_t tag, const char *vide
   return f->a.status;
 }
 
+/* A transcript as a fetcher serialises it: Redis entries pass the same check as a fetcher's result. */
+#define TRANSCRIPT(lang)                                                                 \
+  "{\"language\":\"" lang                                                                \
+  "\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":\"a\",\"start\":1," \
+  "\"duration\":2}]}"
+
 static struct proto_result ok_result(const char *body) {
   struct proto_result r;
   memset(&r, 0, sizeof(r));
@@ -153,7 +159,7 @@ static void test_no_redis_url_means_no_cache(void **state) {
 static void test_ok_entry_round_trips_with_its_ttl(void **state) {
   struct fx *f = *state;
   NEED_REDIS(f);
-  struct proto_result in = ok_result("{\"language\":\"pt-BR\"}"), out;
+  struct proto_result in = ok_result(TRANSCRIPT("pt-BR")), out;
   assert_int_equal(rcache_put(f->rc, "abcdefghijk", "pt", &in, 60000), 0);
   uint64_t ttl = 0;
   assert_int_equal(get(f, f->rc, "abcdefghijk", "pt", &out, &ttl), 0);
@@ -228,6 +234,16 @@ static void test_bad_values_under_our_key_are_misses_and_deleted(void **state) {
       {"foreign0009",
        "VC1\x02\x00\x00"
        "oops"}, /* a 404 with a body */
+      {"foreign0011",
+       "VC1\x01\x01\x02"
+       "en{\"language\":\"en\",\"planted\":<b>not json</b>}"}, /* our lead, then anything */
+      {"foreign0012",
+       "VC1\x01\x01\x02"
+       "en{\"language\":\"en\",\"source\":\"captions\",\"text\":\"a\",\"segments\":[{\"text\":\"a\","
+       "\"start\":1e2,\"duration\":2}]}"}, /* a time the renderers refuse */
+      {"foreign0013",
+       "VC1\x01\x00\x02"
+       "en{\"tracks\":[],\"translationLanguages\":[]}"}, /* a track list where a transcript belongs */
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char key[96];
@@ -257,7 +273,7 @@ static void test_bad_values_under_our_key_are_misses_and_deleted(void **state) {
 static void test_frozen_redis_costs_one_deadline_then_is_skipped(void **state) {
   struct fx *f = *state;
   NEED_REDIS(f);
-  struct proto_result in = ok_result("{\"language\":\"en\"}"), out;
+  struct proto_result in = ok_result(TRANSCRIPT("en")), out;
   uint64_t ttl;
   assert_int_equal(rcache_put(f->rc, "frozen00001", "", &in, 60000), 0);
   assert_int_equal(get(f, f->rc, "frozen00001", "", &out, &ttl), 0);
@@ -305,7 +321,7 @@ static void test_a_claim_is_won_once_and_released_by_its_holder_only(void **stat
   freeReplyObject(r);
   redisFree(c);
   /* A video whose result is cached is not claimed: the claimant is told to read it. */
-  struct proto_result in = ok_result("{\"language\":\"en\"}");
+  struct proto_result in = ok_result(TRANSCRIPT("en"));
   assert_int_equal(rcache_put(f->rc, "alreadyIn01", "en", &in, 60000), 0);
   assert_int_equal(claim(f, f->rc, 6, "alreadyIn01", 60000), 2);
   assert_int_equal(key_exists(f, "vts:claim:{alreadyIn01}:en"), 0);
@@ -315,6 +331,155 @@ static void test_a_claim_is_won_once_and_released_by_its_holder_only(void **stat
   assert_int_equal(claim(f, f->other, 4, "expiring001", 60000), 1);
 }
 
+/* Keys of the video in the test's Redis, by pattern, and the bytes their values hold. */
+static int count_keys(struct fx *f, const char *pattern, long long *bytes) {
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "KEYS %s", pattern);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+  int n = (int)r->elements;
+  *bytes = 0;
+  for (size_t i = 0; i < r->elements; i++) {
+    redisReply *l = redisCommand(c, "STRLEN %s", r->element[i]->str);
+    assert_non_null(l);
+    *bytes += l->integer;
+    freeReplyObject(l);
+  }
+  freeReplyObject(r);
+  redisFree(c);
+  return n;
+}
+
+static void test_spellings_served_one_track_share_one_entry(void **state) {
+  struct fx *f = *state;
+  NEED_REDIS(f);
+  struct proto_result in = ok_result(TRANSCRIPT("pt-BR")), out;
+  uint64_t ttl;
+  static const char *const keys[] = {"pt-BR", "pt", "xx", "yyy"};
+  for (size_t i = 0; i < 4; i++) assert_int_equal(rcache_put(f->rc, "spellings01", keys[i], &in, 60000), 0);
+  for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(get(f, f->other, "spellings01", keys[i], &out, &ttl), 0);
+    assert_string_equal(out.lang, "pt-BR");
+    assert_int_equal(out.body_len, in.body_len);
+    assert_memory_equal(out.body, in.body, in.body_len);
+  }
+  /* One entry holds the body; each spelling is an alias of a few bytes. */
+  long long bytes = 0;
+  assert_int_equal(count_keys(f, "vts:transcript:{spellings01}:=*", &bytes), 1);
+  assert_int_equal(bytes, 6 + 5 + (long long)in.body_len);
+  assert_int_equal(count_keys(f, "vts:transcript:{spellings01}:*", &bytes), 5);
+  assert_int_equal(bytes, 6 + 5 + (long long)in.body_len + 4 * (3 + 1 + 5 + 1 + 12));
+  /* Another track of the same language is another entry. */
+  struct proto_result asr = ok_result(TRANSCRIPT("pt-BR") "\n");
+  assert_int_equal(rcache_put(f->rc, "spellings01", "pt-PT", &asr, 60000), 0);
+  assert_int_equal(get(f, f->rc, "spellings01", "pt-PT", &out, &ttl), 0);
+  assert_int_equal(out.body_len, asr.body_len);
+  assert_int_equal(count_keys(f, "vts:transcript:{spellings01}:=*", &bytes), 2);
+  /* An alias whose entry is gone (evicted first, say) is a miss, and leaves the video's key free to claim. */
+  char entry[96];
+  struct proto_result probe = ok_result(TRANSCRIPT("pt-BR"));
+  proto_track_key(&probe, entry);
+  redisContext *c = test_redis_sync(f->port);
+  redisReply *r = redisCommand(c, "DEL vts:transcript:{spellings01}:%s", entry);
+  assert_int_equal(r->integer, 1);
+  freeReplyObject(r);
+  redisFree(c);
+  assert_int_equal(get(f, f->rc, "spellings01", "xx", &out, &ttl), -ENOENT);
+  f->a.got = false;
+  rcache_claim(f->rc, 12, "spellings01", "xx", 60000);
+  await(f);
+  assert_int_equal(f->a.status, 1);
+  /* While the entry is there, its alias is the result: nothing to claim. */
+  f->a.got = false;
+  rcache_claim(f->rc, 13, "spellings01", "pt-PT", 60000);
+  await(f);
+  assert_int_equal(f->a.status, 2);
+}
+
+static void test_a_track_list_round_trips(void **state) {
+  struct fx *f = *state;
+  NEED_REDIS(f);
+  static const char body[] =
+      "{\"tracks\":[{\"language\":\"en\",\"name\":\"English\",\"kind\":\"asr\",\"translatable\":"
+      "true}],\"translationLanguages\":[]}";
+  struct proto_result in = ok_result(body), out;
+  in.source = PROTO_SOURCE_NONE;
+  in.lang[0] = '\0';
+  assert_int_equal(rcache_put(f->rc, "tracklist01", PROTO_TRACKS_KEY, &in, 60000), 0);
+  uint64_t ttl;
+  /* Read by the other gateway: kept, not deleted as bad. */
+  assert_int_equal(get(f, f->other, "tracklist01", PROTO_TRACKS_KEY, &out, &ttl), 0);
+  assert_int_equal(out.outcome, PROTO_OK);
+  assert_int_equal(out.body_len, strlen(body));
+  assert_memory_equal(out.body, body, strlen(body));
+  assert_int_equal(get(f, f->other, "tracklist01", PROTO_TRACKS_KEY, &out, &ttl), 0);
+  assert_int_equal(key_exists(f, "vts:transcript:{tracklist01}:*tracks"), 1);
+  /* A track list is no transcript: asked as one, it is refused. */
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "GET vts:transcript:{tracklist01}:*tracks");
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  redisReply *w = redisCommand(c, "SET vts:transcript:{tracklist01}:en %b PX 60000", r->str, r->len);
+  freeReplyObject(w);
+  freeReplyObject(r);
+  redisFree(c);
+  assert_int_equal(get(f, f->rc, "tracklist01", "en", &out, &ttl), -ENOENT);
+}
+
+static void test_a_video_that_cannot_be_played_is_one_entry_for_every_key(void **state) {
+  struct fx *f = *state;
+  NEED_REDIS(f);
+  struct proto_result gone;
+  memset(&gone, 0, sizeof(gone));
+  gone.outcome = PROTO_NOT_AVAILABLE;
+  gone.reason = PROTO_REASON_NOT_PLAYABLE;
+  assert_int_equal(rcache_put(f->rc, "privatevid1", PROTO_GONE_KEY, &gone, 60000), 0);
+  static const char *const keys[] = {"en", "fr-CA", "", "en>de", PROTO_TRACKS_KEY};
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    struct proto_result out;
+    uint64_t ttl;
+    assert_int_equal(get(f, f->other, "privatevid1", keys[i], &out, &ttl), 0);
+    assert_int_equal(out.outcome, PROTO_NOT_AVAILABLE);
+    assert_int_equal(out.reason, PROTO_REASON_NOT_PLAYABLE);
+    assert_true(ttl > 59000 && ttl <= 60000);
+  }
+  long long bytes = 0;
+  assert_int_equal(count_keys(f, "vts:transcript:{privatevid1}:*", &bytes), 1);
+  assert_int_equal(bytes, 6);
+  /* Nothing to claim either: the answer is there. */
+  assert_int_equal(claim(f, f->rc, 11, "privatevid1", 60000), 2);
+}
+
+static void test_a_claim_is_renewed_by_its_holder_only(void **state) {
+  struct fx *f = *state;
+  NEED_REDIS(f);
+  assert_int_equal(claim(f, f->rc, 1, "renewed0001", 300), 1);
+  rcache_renew(f->rc, 1, "renewed0001", "en", 60000);
+  rcache_renew(f->other, 1, "renewed0001", "en", 1); /* another gateway's renewal changes nothing */
+  /* A round trip on each connection: the renewals ahead of it have run. */
+  assert_int_equal(claim(f, f->rc, 2, "renewed0001", 60000), 0);
+  assert_int_equal(claim(f, f->other, 9, "renewed0001", 60000), 0);
+  usleep(400 * 1000); /* the wait is the test: past the claim's first lifetime (300 ms) */
+  /* Past the first lifetime: still held, behind the renewals on the connections. */
+  assert_int_equal(claim(f, f->other, 9, "renewed0001", 60000), 0);
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "PTTL vts:claim:{renewed0001}:en");
+  assert_true(r->integer > 59000 && r->integer <= 60000);
+  freeReplyObject(r);
+  /* Lapsed (a Redis pause) and free: the holder's renewal takes it again. */
+  r = redisCommand(c, "DEL vts:claim:{renewed0001}:en");
+  freeReplyObject(r);
+  rcache_renew(f->rc, 1, "renewed0001", "en", 60000);
+  assert_int_equal(claim(f, f->rc, 2, "renewed0001", 60000), 0);
+  r = redisCommand(c, "GET vts:claim:{renewed0001}:en");
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  assert_true(r->len > 2 && memcmp(r->str + r->len - 2, ":1", 2) == 0);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_redis_url_means_no_cache),
@@ -322,7 +487,11 @@ int main(void) {
       cmocka_unit_test(test_not_available_is_stored_and_5xx_is_refused),
       cmocka_unit_test(test_bad_values_under_our_key_are_misses_and_deleted),
       cmocka_unit_test(test_a_claim_is_won_once_and_released_by_its_holder_only),
+      cmocka_unit_test(test_a_claim_is_renewed_by_its_holder_only),
       cmocka_unit_test(test_frozen_redis_costs_one_deadline_then_is_skipped),
+      cmocka_unit_test(test_spellings_served_one_track_share_one_entry),
+      cmocka_unit_test(test_a_track_list_round_trips),
+      cmocka_unit_test(test_a_video_that_cannot_be_played_is_one_entry_for_every_key),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -109,8 +109,12 @@ static void test_json_escape_of_every_byte(void **state) {
       snprintf(want, sizeof(want), "a\\rz");
     else if (c == '\t')
       snprintf(want, sizeof(want), "a\\tz");
+    else if (c >= 0x80)
+      snprintf(want, sizeof(want), "a\\ufffdz"); /* a lone byte >= 0x80 is never UTF-8 */
     else if (c < 0x20 || c == 0x7f)
       snprintf(want, sizeof(want), "a\\u%04xz", c);
+    else if (c >= 0x80)
+      snprintf(want, sizeof(want), "a\\ufffdz"); /* a lone byte >= 0x80 is never UTF-8 */
     else
       snprintf(want, sizeof(want), "a%cz", c);
     buf_reset(&b);
@@ -125,8 +129,56 @@ static void test_json_escape_of_every_byte(void **state) {
   buf_free(&b);
 }
 
+static void json_escape_is(const char *in, const char *want) {
+  struct buf b = BUF_INIT;
+  assert_int_equal(buf_json_escape(&b, in, strlen(in)), 0);
+  if (strcmp(b.data, want) != 0) fail_msg("escape of \"%s\": got \"%s\", want \"%s\"", in, b.data, want);
+  buf_free(&b);
+}
+
+static void test_json_escape_keeps_utf8_and_replaces_every_invalid_byte(void **state) {
+  (void)state;
+  /* Valid characters of two, three and four bytes, at the ends of their ranges, go as they are. */
+  json_escape_is("caf\xc3\xa9 \xc2\x80\xdf\xbf", "caf\xc3\xa9 \xc2\x80\xdf\xbf");
+  json_escape_is("\xe0\xa0\x80\xed\x9f\xbf\xef\xbf\xbf", "\xe0\xa0\x80\xed\x9f\xbf\xef\xbf\xbf");
+  json_escape_is("\xf0\x90\x80\x80\xf4\x8f\xbf\xbf", "\xf0\x90\x80\x80\xf4\x8f\xbf\xbf");
+  /* Overlong forms, surrogates, code points over U+10FFFF, a lone continuation, a cut character. */
+  json_escape_is("\xc0\xaf", "\\ufffd\\ufffd");
+  json_escape_is("\xe0\x80\xaf", "\\ufffd\\ufffd\\ufffd");
+  json_escape_is("\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd");
+  json_escape_is("\xf4\x90\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd");
+  json_escape_is("\xf5\x80", "\\ufffd\\ufffd");
+  json_escape_is(
+      "a\x80"
+      "b",
+      "a\\ufffdb");
+  json_escape_is("\xe2\x82", "\\ufffd\\ufffd");
+  json_escape_is("\xe2\x82\"", "\\ufffd\\ufffd\\\"");
+}
+
+static uint64_t siphash_of(const unsigned char *msg, size_t len, size_t piece) {
+  unsigned char key[16];
+  for (int i = 0; i < 16; i++) key[i] = (unsigned char)i;
+  struct util_siphash h;
+  util_siphash_init(&h, key);
+  for (size_t at = 0; at < len; at += piece) util_siphash_update(&h, msg + at, len - at < piece ? len - at : piece);
+  return util_siphash_final(&h);
+}
+
+static void test_siphash_matches_the_reference_vectors_however_fed(void **state) {
+  (void)state;
+  /* The SipHash-2-4 paper's vectors: key 00..0f, messages 00, 01, .. of length 0, 8 and 15. */
+  unsigned char msg[15];
+  for (int i = 0; i < 15; i++) msg[i] = (unsigned char)i;
+  assert_true(siphash_of(msg, 0, 1) == UINT64_C(0x726fdb47dd0e0e31));
+  assert_true(siphash_of(msg, 8, 8) == UINT64_C(0x93f5f5799a932462));
+  for (size_t piece = 1; piece <= 15; piece++) assert_true(siphash_of(msg, 15, piece) == UINT64_C(0xa129ca6149be45e5));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_json_escape_keeps_utf8_and_replaces_every_invalid_byte),
+      cmocka_unit_test(test_siphash_matches_the_reference_vectors_however_fed),
       cmocka_unit_test(test_decimal_digits),
       cmocka_unit_test(test_json_escape_of_every_byte),
       cmocka_unit_test(test_builder_appends_and_stops_at_the_first_piece_that_does_not_fit),
