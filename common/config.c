@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/limits.h"
+#include "common/log.h"
 #include "common/util.h"
 
 enum kind { K_STR, K_INT, K_BOOL, K_LISTEN };
@@ -72,9 +73,28 @@ static const struct var vars[] = {
     I(idle_timeout_ms, "VTS_IDLE_TIMEOUT_MS", "60000", 100, 3600000),
     I(write_timeout_ms, "VTS_WRITE_TIMEOUT_MS", "30000", 100, 3600000),
     I(max_conns, "VTS_MAX_CONNS", "16384", 1, 1000000),
-    I(drain_timeout_ms, "VTS_DRAIN_TIMEOUT_MS", "10000", 0, 600000),
+    I(drain_timeout_ms, "VTS_DRAIN_TIMEOUT_MS", "35000", 0, 600000),
     S(log_level, "VTS_LOG_LEVEL", "info"),
     I(workers, "VTS_WORKERS", "0", 0, 256),
+};
+
+/*
+ * VTS_* variables read by the scripts around the programs (deploy/run-local.sh, supervisord.conf, the tests), not by
+ * the programs: they reach the programs' environment and are no mistake there.
+ */
+static const char *const other_vars[] = {
+    "VTS_BIN",
+    "VTS_BUILD_DIR",
+    "VTS_FETCHERS",
+    "VTS_RUN_DIR",
+    "VTS_SKIP_LOG",
+    "VTS_FAULT_SEED",
+    "VTS_FUZZ_SECONDS",
+    "VTS_STYLE_ROOT",
+    "VTS_TEST_DATA",
+    "VTS_SHARED_FIXTURES",
+    "VTS_TEST_DISPATCHER_LOG",
+    "VTS_REQUIRE",
 };
 
 const char *config_default(const char *name) {
@@ -83,6 +103,70 @@ const char *config_default(const char *name) {
   }
   return NULL;
 }
+
+/* Edit distance between a and b (the number of characters to insert, delete or change), up to 64 characters. */
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strnlen(a, 64), lb = strnlen(b, 64);
+  size_t row[65];
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+static int known_var(const char *name) {
+  if (config_default(name) != NULL || strcmp(name, "VTS_KEYS_FILE") == 0) return 1;
+  for (size_t i = 0; i < sizeof(other_vars) / sizeof(other_vars[0]); i++)
+    if (strcmp(other_vars[i], name) == 0) return 1;
+  return 0;
+}
+
+const char *config_nearest(const char *name) {
+  const char *best = vars[0].name;
+  size_t best_d = (size_t)-1;
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    size_t d = edit_distance(name, vars[i].name);
+    if (d < best_d) {
+      best_d = d;
+      best = vars[i].name;
+    }
+  }
+  return best;
+}
+
+size_t config_unknown_vars(char *const *env, void (*found)(const char *name, const char *nearest, void *arg),
+                           void *arg) {
+  size_t n = 0;
+  for (char *const *e = env; e != NULL && *e != NULL; e++) {
+    if (strncmp(*e, "VTS_", 4) != 0) continue;
+    size_t len = strcspn(*e, "=");
+    char name[72];
+    if (len >= sizeof(name)) len = sizeof(name) - 1;
+    memcpy(name, *e, len);
+    name[len] = '\0';
+    if (known_var(name)) continue;
+    n++;
+    if (found != NULL) found(name, config_nearest(name), arg);
+  }
+  return n;
+}
+
+static void warn_unknown(const char *name, const char *nearest, void *arg) {
+  (void)arg;
+  log_msg(LOG_WARN, "unknown variable ignored", "variable", name, "nearest", nearest, NULL);
+}
+
+void config_warn_unknown(char *const *env) { config_unknown_vars(env, warn_unknown, NULL); }
 
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port) {
   const char *colon = strrchr(v, ':');

@@ -63,6 +63,17 @@ struct vts_config {
 
 /* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */
 const char *config_default(const char *name);
+/* The variable of the table whose name is nearest to name (fewest characters to insert, delete or change). */
+const char *config_nearest(const char *name);
+/*
+ * Calls found(name, nearest, arg) for each VTS_* variable of env (an environ-style array) that no program of vts and
+ * none of its scripts reads: a misspelt setting that would otherwise be ignored without a word. nearest is the known
+ * variable nearest to it. Returns how many there were.
+ */
+size_t config_unknown_vars(char *const *env, void (*found)(const char *name, const char *nearest, void *arg),
+                           void *arg);
+/* Logs a warning ("unknown variable ignored", the variable and the nearest known one) for each of those. */
+void config_warn_unknown(char *const *env);
 /* Splits "HOST:PORT" into host (hostlen bytes with the NUL) and port. Returns 0, or -EINVAL. */
 int config_parse_listen(const char *v, char *host, size_t hostlen, int *port);
 

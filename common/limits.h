@@ -112,6 +112,7 @@
 #define VTS_DISPATCH_CLIENT_MARGIN_MS 2000    /* a worker waits this much past the dispatcher's deadlines: 500 */
 #define VTS_DISPATCH_STOP_TIMEOUT_MS 2000     /* nng teardown stuck this long (nng 1.5.2 close race): leave anyway */
 #define VTS_DISPATCH_CONNECT_WAIT_MS 1000     /* a worker without a dispatcher connection this long: 500 */
+#define VTS_NO_FETCHER_WARN_MS 10000          /* no fetcher connected this long after the start: a warning */
 #define VTS_DISPATCH_RECONNECT_MIN_MS 20      /* worker redial backoff to a restarted dispatcher, from */
 #define VTS_DISPATCH_RECONNECT_MAX_MS 500     /* ... up to */
 #define VTS_L1_CACHE_BYTES (16 * 1024 * 1024) /* per-worker cache of hot results, bodies and overhead */

@@ -12,8 +12,17 @@ vts_install_packages "${VTS_BUILD_PACKAGES[@]}" "${VTS_TEST_PACKAGES[@]}" || { e
 failed=()
 passed=0
 # Unit tests (tests/unit/test_skip.h) and the pytest suites (tests/integration/conftest.py) append one line per skip.
-skip_log=$(mktemp "${TMPDIR:-/tmp}/vts-skips.XXXXXX")
-trap 'rm -f "$skip_log"' EXIT
+# Every temporary file of the run (pytest's folders, the tests' own, the unit tests' and the fuzzers') lives in one
+# folder of the run's, removed at its end. Others may pass through it (not list it): a key file test hands a folder
+# inside to another user.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/vts-run.XXXXXX") || exit 1
+chmod 711 "$run_tmp"
+trap 'rm -rf "$run_tmp"' EXIT
+export TMPDIR=$run_tmp
+# Nor any bytecode in the checkout (pytest's rewritten test modules, the fake platform's).
+export PYTHONDONTWRITEBYTECODE=1
+skip_log=$run_tmp/skips
+: >"$skip_log"
 export VTS_SKIP_LOG=$skip_log
 stage() { # name, command...
   local name=$1; shift
@@ -47,13 +56,7 @@ fi
 stage "fault battery" tests/fault/run.sh
 stage "fuzz (libFuzzer, ${VTS_FUZZ_SECONDS:-15} s a target)" tests/fuzz/run.sh all "${VTS_FUZZ_SECONDS:-15}"
 
-sort -u -o "$skip_log" "$skip_log" # the unit tests run in two builds
-skipped=$(wc -l <"$skip_log")
-if [ "$skipped" -gt 0 ]; then
-  echo "skipped tests (a missing tool or fixture; they fail the run with CI=true):"
-  sed 's/^/  /' "$skip_log"
-fi
-[ ${#failed[@]} -gt 0 ] && echo "FAILED stages: ${failed[*]}"
-# The last line is the summary CI reads: stages passed and failed, then the number of tests skipped.
-echo "stages: $passed passed, ${#failed[@]} failed, $skipped skipped"
+# The lists of skipped tests and of tests not run here, then the summary's two lines; the last is the one CI reads
+# (tests/summary.sh says their shape).
+tests/summary.sh "$skip_log" "$passed" "${failed[@]}"
 [ ${#failed[@]} -eq 0 ]

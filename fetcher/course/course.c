@@ -567,8 +567,26 @@ static void log_refusal(struct flow *f, const struct client_profile *c, const st
   char client[72], proxy[16];
   snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
   snprintf(proxy, sizeof(proxy), "%d", upstream_job_proxy_index(f->it->up));
-  log_msg(LOG_INFO, v == V_BLOCKED ? "player client blocked" : "player client refused", "request_id", f->request_id,
-          "client", client, "=proxy", proxy, "reason", proto_reason_name(r->reason), "detail", r->detail, NULL);
+  /*
+   * What the platform did is a warning an operator must see, with its kind (the reason field, as
+   * vts_upstream_outcomes_total counts it): a block of the address, a failure of the platform, or a request that
+   * reached nothing (network: DNS, connect, TLS, the proxy), which is no block. A refusal of this client alone (not
+   * playable for it, a token it lacks) is the course's ordinary business.
+   */
+  const char *msg = "player client refused";
+  enum log_level level = LOG_INFO;
+  if (r->reason == PROTO_REASON_NETWORK) {
+    msg = "platform unreachable";
+    level = LOG_WARN;
+  } else if (v == V_BLOCKED) {
+    msg = "player client blocked";
+    level = LOG_WARN;
+  } else if (r->reason == PROTO_REASON_HTTP_5XX || r->reason == PROTO_REASON_MALFORMED ||
+             r->reason == PROTO_REASON_TIMEOUT) {
+    level = LOG_WARN;
+  }
+  log_msg(level, msg, "request_id", f->request_id, "client", client, "=proxy", proxy, "reason",
+          proto_reason_name(r->reason), "detail", r->detail, NULL);
 }
 
 /*

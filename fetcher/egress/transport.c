@@ -241,7 +241,7 @@ int transport_perform(struct transport *t, const struct transport_req *req, stru
     log_msg(LOG_DEBUG, "upstream request", "request_id", req->request_id, "target", target, "=upstream_status", code,
             "=dur_ms", dur, "=proxy", proxy, NULL);
   else
-    log_msg(LOG_INFO, "upstream request failed", "request_id", req->request_id, "target", target, "=upstream_status",
+    log_msg(LOG_WARN, "upstream request failed", "request_id", req->request_id, "target", target, "=upstream_status",
             code, "=dur_ms", dur, "=proxy", proxy, "reason", proto_reason_name(*reason), "error",
             t->errbuf[0] ? t->errbuf : curl_easy_strerror(cc), NULL);
 fail:

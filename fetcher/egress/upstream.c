@@ -74,6 +74,7 @@ struct upstream {
   int loopback;                /* the upstream is a loopback host: every platform host maps onto it */
   char *proxies[VTS_UPSTREAM_MAX_PROXIES];
   size_t nproxies;
+  const char *egress_var;         /* the variable the proxies came from, NULL for none (direct) */
   struct upstream_health *health; /* shared by a fetcher's children, or this process's own */
   int own_health;
   uint64_t rest_base_ms; /* VTS_PROXY_REST_MS */
@@ -98,8 +99,8 @@ struct upstream {
  * rotating proxy without a rate is unpaced; any other proxy takes VTS_EGRESS_RATE and VTS_EGRESS_BURST for what it
  * does not say. Returns 0, or -EINVAL with err naming the entry (never its value, which may hold credentials).
  */
-static int parse_proxy_options(struct upstream *u, size_t pos, const char *opts, const struct vts_config *cfg,
-                               char *err, size_t errlen) {
+static int parse_proxy_options(struct upstream *u, const char *var, size_t pos, const char *opts,
+                               const struct vts_config *cfg, char *err, size_t errlen) {
   int64_t rate = u->rotating[pos] ? 0 : cfg->egress_rate, burst = cfg->egress_burst;
   int have_rate = 0, have_burst = 0;
   while (*opts == ';') {
@@ -113,9 +114,9 @@ static int parse_proxy_options(struct upstream *u, size_t pos, const char *opts,
         util_parse_i64_n(opts + skip, n - skip, is_rate ? 0 : 1, is_rate ? PACE_MAX_PER_HOUR : PACE_MAX_BURST, v) !=
             0) {
       snprintf(err, errlen,
-               "VTS_UPSTREAM_PROXY: invalid value: entry %zu: expected options ;rate=N (0 to %d requests an hour) "
+               "%s: invalid value: entry %zu: expected options ;rate=N (0 to %d requests an hour) "
                "and ;burst=N (1 to %d), each at most once",
-               pos, PACE_MAX_PER_HOUR, PACE_MAX_BURST);
+               var, pos, PACE_MAX_PER_HOUR, PACE_MAX_BURST);
       return -EINVAL;
     }
     *seen = 1;
@@ -124,13 +125,18 @@ static int parse_proxy_options(struct upstream *u, size_t pos, const char *opts,
   return pace_rule_make(rate, burst, &u->rule[pos]);
 }
 
-static int parse_proxies(struct upstream *u, const char *list, const struct vts_config *cfg, char *err, size_t errlen) {
+/*
+ * The proxy list of variable var. VTS_UPSTREAM_PROXY's entries (ours) may start with rotating+ and end with options;
+ * a standard proxy variable's value is one plain URL, paced by VTS_EGRESS_RATE and VTS_EGRESS_BURST.
+ */
+static int parse_proxies(struct upstream *u, const char *var, int ours, const char *list, const struct vts_config *cfg,
+                         char *err, size_t errlen) {
   const char *p = list;
   while (*p != '\0') {
     const char *comma = strchr(p, ',');
     size_t n = comma ? (size_t)(comma - p) : strlen(p);
     if (n == 0 || u->nproxies == VTS_UPSTREAM_MAX_PROXIES) {
-      snprintf(err, errlen, "VTS_UPSTREAM_PROXY: invalid value: expected 1 to %d comma-separated proxy URLs",
+      snprintf(err, errlen, "%s: invalid value: expected 1 to %d comma-separated proxy URLs", var,
                VTS_UPSTREAM_MAX_PROXIES);
       return -EINVAL;
     }
@@ -138,31 +144,78 @@ static int parse_proxies(struct upstream *u, const char *list, const struct vts_
     if (proxy == NULL) return -ENOMEM;
     u->proxies[u->nproxies++] = proxy;
     size_t pos = u->nproxies;
-    if (strncmp(proxy, ROTATING_PREFIX, strlen(ROTATING_PREFIX)) == 0) {
+    if (ours && strncmp(proxy, ROTATING_PREFIX, strlen(ROTATING_PREFIX)) == 0) {
       u->rotating[pos] = 1;
       memmove(proxy, proxy + strlen(ROTATING_PREFIX), strlen(proxy + strlen(ROTATING_PREFIX)) + 1);
     }
     if (strncmp(proxy, "http://", 7) != 0 && strncmp(proxy, "https://", 8) != 0 &&
         strncmp(proxy, "socks5://", 9) != 0 && strncmp(proxy, "socks5h://", 10) != 0) {
       /* The value may hold credentials: name the variable, not the value. */
-      snprintf(err, errlen,
-               "VTS_UPSTREAM_PROXY: invalid value: entry %zu is not an http://, https://, socks5:// "
-               "or socks5h:// URL (optionally after rotating+)",
-               u->nproxies);
+      snprintf(err, errlen, "%s: invalid value: entry %zu is not an http://, https://, socks5:// or socks5h:// URL%s",
+               var, u->nproxies, ours ? " (optionally after rotating+)" : "");
       return -EINVAL;
     }
     /* What follows the URL is ours: curl is given the URL alone. */
-    char *opts = strchr(proxy, ';');
-    int rv = parse_proxy_options(u, pos, opts ? opts : "", cfg, err, errlen);
+    char *opts = ours ? strchr(proxy, ';') : NULL;
+    int rv = parse_proxy_options(u, var, pos, opts ? opts : "", cfg, err, errlen);
     if (rv != 0) return rv;
     if (opts != NULL) *opts = '\0';
     p = comma ? comma + 1 : p + n;
     if (comma != NULL && *p == '\0') {
-      snprintf(err, errlen, "VTS_UPSTREAM_PROXY: invalid value: empty entry");
+      snprintf(err, errlen, "%s: invalid value: empty entry", var);
       return -EINVAL;
     }
   }
   return 0;
+}
+
+/* Whether host is named by the NO_PROXY list (comma- or space-separated: "*", a host, a domain and its subdomains). */
+static int no_proxy_names(const char *list, const char *host) {
+  size_t hlen = strlen(host);
+  for (const char *p = list; *p != '\0';) {
+    p += strspn(p, ", \t");
+    size_t n = strcspn(p, ", \t");
+    const char *e = p;
+    size_t elen = n;
+    if (elen > 0 && e[0] == '.') {
+      e++;
+      elen--;
+    }
+    const char *colon = memchr(e, ':', elen);
+    if (colon != NULL && memchr(colon + 1, ':', elen - (size_t)(colon + 1 - e)) == NULL) elen = (size_t)(colon - e);
+    if (elen == 1 && e[0] == '*') return 1;
+    if (elen > 0 && elen <= hlen && strncasecmp(host + hlen - elen, e, elen) == 0 &&
+        (elen == hlen || host[hlen - elen - 1] == '.'))
+      return 1;
+    p += n;
+  }
+  return 0;
+}
+
+/*
+ * The standard proxy variables, read as curl and most tools read them, for when VTS_UPSTREAM_PROXY is unset:
+ * https_proxy or HTTPS_PROXY for an https:// platform, http_proxy for an http:// one (lowercase only, as curl does:
+ * HTTP_PROXY may come from a CGI request's Proxy header), then all_proxy or ALL_PROXY; none when NO_PROXY or no_proxy
+ * names the platform's host. The transport sets each request's proxy itself, so curl's own reading of them is off.
+ * Returns the value (a borrowed pointer into the environment) and its variable's name in var, or NULL.
+ */
+static const char *standard_proxy(const char *scheme, const char *host, const char **var) {
+  static const char *const https_vars[] = {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+  static const char *const http_vars[] = {"http_proxy", "all_proxy", "ALL_PROXY"};
+  int https = strcmp(scheme, "https") == 0;
+  const char *const *vars = https ? https_vars : http_vars;
+  size_t nvars = https ? sizeof(https_vars) / sizeof(https_vars[0]) : sizeof(http_vars) / sizeof(http_vars[0]);
+  const char *val = NULL;
+  for (size_t i = 0; i < nvars && val == NULL; i++) {
+    val = getenv(vars[i]);
+    if (val != NULL && val[0] == '\0') val = NULL;
+    if (val != NULL) *var = vars[i];
+  }
+  if (val == NULL) return NULL;
+  const char *no_proxy = getenv("no_proxy");
+  if (no_proxy == NULL || no_proxy[0] == '\0') no_proxy = getenv("NO_PROXY");
+  if (no_proxy != NULL && no_proxy_names(no_proxy, host)) return NULL;
+  return val;
 }
 
 static int upstream_new_handle(const struct vts_config *cfg, struct upstream **out, int with_curl, char *err,
@@ -190,7 +243,27 @@ static int upstream_new_handle(const struct vts_config *cfg, struct upstream **o
   int is_v6 = strchr(u->host, ':') != NULL;
   snprintf(u->origin, sizeof(u->origin), "%s://%s%s%s%s%s", scheme, is_v6 ? "[" : "", u->host, is_v6 ? "]" : "",
            port[0] ? ":" : "", port);
-  rv = parse_proxies(u, cfg->upstream_proxy, cfg, err, errlen);
+  u->egress_var = "VTS_UPSTREAM_PROXY";
+  if (cfg->upstream_proxy[0] != '\0') {
+    rv = parse_proxies(u, u->egress_var, 1, cfg->upstream_proxy, cfg, err, errlen);
+  } else {
+    const char *std = standard_proxy(scheme, u->host, &u->egress_var);
+    char with_scheme[CONFIG_STR_MAX];
+    /* As curl reads these, a value without a scheme is an http:// proxy. */
+    if (std != NULL && strstr(std, "://") == NULL) {
+      snprintf(with_scheme, sizeof(with_scheme), "http://%s", std);
+      std = with_scheme;
+    }
+    if (std == NULL) {
+      u->egress_var = NULL;
+      rv = 0;
+    } else if (strchr(std, ',') != NULL) {
+      snprintf(err, errlen, "%s: invalid value: expected one proxy URL", u->egress_var);
+      rv = -EINVAL;
+    } else {
+      rv = parse_proxies(u, u->egress_var, 0, std, cfg, err, errlen);
+    }
+  }
   if (rv != 0) goto fail;
   if (pace_rule_make(cfg->egress_rate, cfg->egress_burst, &u->rule[0]) != 0) {
     snprintf(err, errlen, "VTS_EGRESS_RATE: invalid value: expected 0 to %d requests an hour", PACE_MAX_PER_HOUR);
@@ -232,6 +305,25 @@ int upstream_config_check(const struct vts_config *cfg, char *err, size_t errlen
   int rv = upstream_new_handle(cfg, &u, 0, err, errlen);
   upstream_free(u);
   return rv;
+}
+
+int upstream_egress_describe(const struct vts_config *cfg, char *out, size_t outlen) {
+  struct upstream *u = NULL;
+  char err[256];
+  int rv = upstream_new_handle(cfg, &u, 0, err, sizeof(err));
+  if (rv != 0) return rv;
+  size_t used = (size_t)snprintf(out, outlen, "%s", u->nproxies == 0 ? "direct" : u->egress_var);
+  for (size_t i = 0; i < u->nproxies && used < outlen; i++) {
+    /* scheme://host:port only: the userinfo may hold credentials. */
+    const char *p = u->proxies[i];
+    const char *rest = strstr(p, "://") + 3;
+    const char *at = strchr(rest, '@');
+    const char *hostport = at != NULL && at < rest + strcspn(rest, "/") ? at + 1 : rest;
+    used += (size_t)snprintf(out + used, outlen - used, "%s%.*s%.*s", i == 0 ? " " : ",", (int)(rest - p), p,
+                             (int)strcspn(hostport, "/"), hostport);
+  }
+  upstream_free(u);
+  return 0;
 }
 
 int upstream_new(const struct vts_config *cfg, struct upstream **out, char *err, size_t errlen) {

@@ -37,10 +37,19 @@ struct upstream_response {
 };
 
 /*
- * Checks VTS_UPSTREAM_URL and VTS_UPSTREAM_PROXY without creating anything (a supervisor checks before forking).
- * Returns 0, or -EINVAL with a one-line message naming the variable in err.
+ * Checks VTS_UPSTREAM_URL and VTS_UPSTREAM_PROXY (or, when it is unset, the standard proxy variables: https_proxy,
+ * HTTPS_PROXY, http_proxy for an http:// platform, all_proxy, ALL_PROXY, with NO_PROXY / no_proxy) without creating
+ * anything (a supervisor checks before forking). Returns 0, or -EINVAL with a one-line message naming the variable in
+ * err.
  */
 int upstream_config_check(const struct vts_config *cfg, char *err, size_t errlen);
+
+/*
+ * Says which egress the platform's requests take, for the log at start: "direct", or the variable the proxies come
+ * from (VTS_UPSTREAM_PROXY, or https_proxy and the other standard proxy variables when it is unset) and the proxies
+ * as scheme://host:port, never their credentials ("https_proxy http://proxy.example:3128"). Returns 0, or -EINVAL.
+ */
+int upstream_egress_describe(const struct vts_config *cfg, char *out, size_t outlen);
 
 /*
  * Creates the client from cfg (VTS_UPSTREAM_URL, VTS_UPSTREAM_PROXY). Returns 0, -EINVAL with a one-line message

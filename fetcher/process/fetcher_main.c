@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/ident.h"
@@ -187,6 +188,13 @@ int main(int argc, char **argv) {
       (link_list_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;
+  }
+
+  config_warn_unknown(environ);
+  if (argc == 1 || (argc == 3 && strcmp(argv[1], "--workers") == 0)) {
+    char egress[512];
+    if (upstream_egress_describe(&cfg, egress, sizeof(egress)) == 0)
+      log_msg(LOG_INFO, "upstream egress", "egress", egress, NULL);
   }
 
   if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0)

@@ -76,6 +76,7 @@ struct dispatcher {
   uv_loop_t loop;
   uv_async_t wake;
   uv_timer_t timer;
+  uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -381,6 +382,21 @@ static void settle(struct dispatcher *d) {
 
 static void on_timer(uv_timer_t *t) { settle(t->data); }
 
+/*
+ * A gateway without fetchers answers /health but every transcript waits for its deadline and fails: say why, once,
+ * where an operator looks first.
+ */
+static void on_lonely(uv_timer_t *t) {
+  struct dispatcher *d = t->data;
+  struct dispatcher_stats st;
+  core_stats(d->core, &st);
+  if (st.fetchers_connected > 0) return;
+  char after[24];
+  snprintf(after, sizeof(after), "%d", VTS_NO_FETCHER_WARN_MS / 1000);
+  log_msg(LOG_WARN, "no fetcher connected: transcript requests wait for one and fail at their deadline", "=after_s",
+          after, "jobs_url", d->cfg->jobs_url, NULL);
+}
+
 /* A fetcher's message to the core: its request (the message, body cleared, or a copy of its header) and content. */
 static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe) {
   uint64_t id = nng_pipe_id(pipe);
@@ -578,6 +594,7 @@ static void teardown(struct dispatcher *d) {
   if (d->loop_ready) {
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->timer, NULL);
+    uv_close((uv_handle_t *)&d->lonely, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     uv_loop_close(&d->loop);
     d->loop_ready = false;
@@ -615,7 +632,8 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   if (rv != 0) goto fail;
   uv_async_init(&d->loop, &d->wake, on_wake);
   uv_timer_init(&d->loop, &d->timer);
-  d->wake.data = d->timer.data = d;
+  uv_timer_init(&d->loop, &d->lonely);
+  d->wake.data = d->timer.data = d->lonely.data = d;
   d->loop_ready = true;
 
   what = "cache";
@@ -681,6 +699,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   log_msg(LOG_INFO, "dispatcher started", "jobs_url", cfg->jobs_url, "worker_url", worker_url, "redis",
           d->rcache != NULL ? "cache and claims" : "none", NULL);
   settle(d);
+  uv_timer_start(&d->lonely, on_lonely, VTS_NO_FETCHER_WARN_MS, 0);
   uv_run(&d->loop, UV_RUN_DEFAULT);
   pthread_join(sig_thread, NULL);
   link_teardown_watchdog(VTS_DISPATCH_STOP_TIMEOUT_MS, 0, "dispatcher teardown stuck in nng: exiting without it");

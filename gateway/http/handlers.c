@@ -51,6 +51,18 @@ struct transcript {
   char ent_etag[ENTITY_ETAG_BYTES];
 };
 
+/* Answers 200 with the JSON body built in b (taking it), or 503 when building it failed (rv != 0). */
+static void respond_built(struct http_request *req, struct buf *b, int rv) {
+  if (rv != 0) {
+    buf_free(b);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
+    return;
+  }
+  size_t len = 0;
+  char *body = buf_steal(b, &len);
+  http_respond(req, 200, NULL, body, len, body);
+}
+
 /* The Vary of a transcript or track list: Accept too when it chose the format (no format parameter). */
 static const char *answer_vary(const struct transcript *t) {
   return t->kind == PROTO_KIND_CAPTIONS && !t->q.format_given ? "Vary: Accept, Accept-Encoding\r\n"
@@ -73,14 +85,22 @@ static void handle_health(struct handlers_ctx *ctx, struct http_request *req) {
                    "\"speechFallbackEnabled\":%s}",
                    uv_version_string(), ratelimit_provider(ctx->cfg), ts, (unsigned long long)(up_ms / 1000),
                    (unsigned)(up_ms % 1000), VTS_VERSION, ctx->cfg->speech_fallback ? "true" : "false");
-  if (rv != 0) {
-    buf_free(&b);
+  respond_built(req, &b, rv);
+}
+
+/*
+ * Readiness, apart from /health (liveness, whose answer the contract fixes): 200 once a fetcher is connected to this
+ * gateway's dispatcher, 503 service_unavailable before, when a transcript request could only wait for its deadline.
+ */
+static void handle_ready(struct handlers_ctx *ctx, struct http_request *req) {
+  (void)ctx;
+  int64_t fetchers = metrics_fetchers_connected();
+  if (fetchers <= 0) {
     http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
     return;
   }
-  size_t len = 0;
-  char *body = buf_steal(&b, &len);
-  http_respond(req, 200, NULL, body, len, body);
+  struct buf b = BUF_INIT;
+  respond_built(req, &b, buf_printf(&b, "{\"status\":\"ready\",\"fetchers\":%lld}", (long long)fetchers));
 }
 
 static void handle_openapi(struct handlers_ctx *ctx, struct http_request *req) {

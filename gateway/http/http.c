@@ -26,6 +26,13 @@
  */
 #define HTTP_READ_BUF_BYTES (64 * 1024)
 /*
+ * A request still waiting for its answer when the drain ends gets 503 with this Retry-After (seconds: another
+ * gateway, or this one restarted, answers by then), and its connection this long to write it (well inside the
+ * master's MASTER_STOP_GRACE_MS past the drain).
+ */
+#define HTTP_DRAIN_RETRY_AFTER_S "1"
+#define HTTP_DRAIN_ANSWER_GRACE_MS 1000
+/*
  * Status line and fixed headers (~200 bytes), X-Request-Id (64), Connection (24) and the caller's extra lines (rate
  * limit ~130, ETag, Cache-Control, Vary and Content-Encoding ~140) must fit here.
  */
@@ -1252,14 +1259,35 @@ static void on_drained_tick(uv_timer_t *t) {
   if (srv->drained != NULL) srv->drained(srv->drained_arg);
 }
 
+static void on_drain_last(uv_timer_t *t) {
+  struct http_server *srv = t->data;
+  while (srv->conns != NULL) conn_close(srv->conns);
+}
+
+/*
+ * The drain's end. A request still with its handler (waiting for its job) gets 503 service_unavailable with
+ * Retry-After, and its access line, rather than a connection closed under it; its connection closes once that answer
+ * is written, or HTTP_DRAIN_ANSWER_GRACE_MS later at the latest. Every other connection closes now.
+ */
 static void on_drain_deadline(uv_timer_t *t) {
   struct http_server *srv = t->data;
   if (srv->nconns > 0) {
     char n[32];
     snprintf(n, sizeof(n), "%zu", srv->nconns);
-    log_msg(LOG_WARN, "drain deadline: closing connections", "=connections", n, NULL);
+    log_msg(LOG_WARN, "drain deadline: answering 503 and closing connections", "=connections", n, NULL);
   }
-  while (srv->conns != NULL) conn_close(srv->conns);
+  struct http_conn *conn = srv->conns;
+  while (conn != NULL) {
+    struct http_conn *next = conn->next;
+    if (conn->state == CONN_BUSY) {
+      conn->keep_alive = 0;
+      http_respond_error(&conn->req, API_ERR_SERVICE_UNAVAILABLE, "Retry-After: " HTTP_DRAIN_RETRY_AFTER_S "\r\n");
+    } else {
+      conn_close(conn);
+    }
+    conn = next;
+  }
+  if (srv->nconns > 0) uv_timer_start(&srv->drain_timer, on_drain_last, HTTP_DRAIN_ANSWER_GRACE_MS, 0);
 }
 
 void http_server_drain(struct http_server *srv, void (*done)(void *arg), void *arg) {

@@ -80,7 +80,8 @@ int http_listen_addr(const struct vts_config *cfg, struct sockaddr_storage *ss);
 int http_server_listen(struct http_server *srv);
 /*
  * Stops accepting, closes idle connections and lets each request in progress finish, with Connection: close.
- * Connections still open after VTS_DRAIN_TIMEOUT_MS are closed. done(arg) is called once no connection remains.
+ * After VTS_DRAIN_TIMEOUT_MS, a request still with its handler is answered 503 service_unavailable with Retry-After
+ * (and logged), and every connection is closed. done(arg) is called once no connection remains.
  */
 void http_server_drain(struct http_server *srv, void (*done)(void *arg), void *arg);
 /* Closes the server's handles and frees it once they are closed; call after the drain reported done. */

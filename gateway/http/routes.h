@@ -26,7 +26,8 @@
   X(OPENAPI, "/openapi.json", ROUTE_GET_HEAD, PUBLIC, handle_openapi)              \
   X(TRANSCRIPT, "/v1/video/transcript", ROUTE_GET_HEAD, PUBLIC, handle_transcript) \
   X(METRICS, "/metrics", ROUTE_GET_HEAD, METRICS, handle_metrics)                  \
-  X(TRACKS, "/v1/video/tracks", ROUTE_GET_HEAD, PUBLIC, handle_tracks)
+  X(TRACKS, "/v1/video/tracks", ROUTE_GET_HEAD, PUBLIC, handle_tracks)             \
+  X(READY, "/ready", ROUTE_GET_HEAD, PUBLIC, handle_ready)
 
 #define ROUTE_ENUM_(id, path, methods, server, handler) ROUTE_##id,
 /* A route by its row; ROUTE_OTHER is every path no row has. */

@@ -6,7 +6,8 @@
  *   vts-keys [-f FILE] revoke NAME
  *   vts-keys [-f FILE] list                                              never prints keys or digests
  *
- * FILE defaults to $VTS_KEYS_FILE, then keys.db. Every change runs under an exclusive flock on FILE.lock, so two
+ * FILE defaults to $VTS_KEYS_FILE; with neither, nothing is done (exit 2): a file in the current folder would be one
+ * the service never reads. Every change runs under an exclusive flock on FILE.lock, so two
  * concurrent runs cannot lose each other's update, and is written atomically (keystore_save). Running gateways pick
  * the change up on SIGHUP or when they notice the file changed. Exit status: 0 ok, 1 failure, 2 usage.
  */
@@ -31,7 +32,8 @@ static const char usage_text[] =
     "       vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N]\n"
     "       vts-keys [-f FILE] revoke NAME\n"
     "       vts-keys [-f FILE] list\n"
-    "FILE defaults to $VTS_KEYS_FILE, then keys.db. A limit of 0 means the service default.\n";
+    "FILE is the service's key file (VTS_KEYS_FILE when -f is not given; deploy/run-local.sh's is .run/keys.db).\n"
+    "A limit of 0 means the service default.\n";
 
 struct limits_opt {
   int64_t rate, window_s, quota;
@@ -230,7 +232,7 @@ static int list(const char *path) {
 
 int main(int argc, char **argv) {
   const char *path = getenv("VTS_KEYS_FILE");
-  if (path == NULL || *path == '\0') path = "keys.db";
+  if (path != NULL && *path == '\0') path = NULL;
   int i = 1;
   while (i < argc && argv[i][0] == '-') {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -243,6 +245,10 @@ int main(int argc, char **argv) {
     i += 2;
   }
   if (i >= argc) return usage(NULL);
+  if (path == NULL)
+    return usage(
+        "which key file? name the one the service reads: -f FILE, or VTS_KEYS_FILE (deploy/run-local.sh's "
+        "is .run/keys.db)");
   const char *cmd = argv[i++];
 
   if (strcmp(cmd, "list") == 0) {

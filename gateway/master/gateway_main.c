@@ -1,6 +1,7 @@
 /* vts-gateway: validates the environment and the key file, then runs the master (gateway/master/master.h). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -60,5 +61,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vts-gateway: VTS_KEYS_FILE: %s\n", err);
     return EXIT_BAD_CONFIG;
   }
+  config_warn_unknown(environ);
   return master_run(&cfg, keys);
 }

@@ -30,6 +30,11 @@ struct metrics_shm *metrics_shared(void) {
   return shm;
 }
 
+int64_t metrics_fetchers_connected(void) {
+  if (shm == NULL) return -1;
+  return (int64_t)atomic_load_explicit(&shm->dispatcher.counters[DC_fetchers_connected], memory_order_relaxed);
+}
+
 void metrics_set_worker(int index) {
   self = (shm != NULL && index >= 0 && index < METRICS_MAX_WORKERS) ? &shm->workers[index] : NULL;
 }

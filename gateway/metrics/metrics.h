@@ -125,6 +125,9 @@ void metrics_quota_refund(void);
 void metrics_keys_loaded(int64_t now_s);
 /* Any process: a key file load failed and the keys in service stayed as they were. */
 void metrics_keys_reload_failed(void);
+/* Fetchers connected to the gateway's dispatcher, as it last published them (0 before it did; -1 without the region).
+ */
+int64_t metrics_fetchers_connected(void);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
 

@@ -4,10 +4,12 @@
  * request costs (1 / rps per core, from tests/bench/run.sh) to get the limiter's share.
  *   build/bin/bench_ratelimit [CALLS]
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -40,11 +42,30 @@ static double run(struct ratelimit *rl, struct key_entry *keys, int nkeys, long 
   return ns;
 }
 
+/* Removes dir and the files in it (the limiter writes only files there). */
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d != NULL) {
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      char path[1024];
+      snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
 int main(int argc, char **argv) {
   long calls = argc > 1 ? strtol(argv[1], NULL, 10) : 2000000;
   static struct vts_config cfg;
   char err[256];
-  char dir[] = "/tmp/vts-bench-rl.XXXXXX";
+  /* The state folder (quota snapshots) is the run's own, under TMPDIR, and removed at the end. */
+  const char *tmp = getenv("TMPDIR");
+  char dir[512];
+  snprintf(dir, sizeof(dir), "%s/vts-bench-rl.XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
   if (mkdtemp(dir) == NULL) return 1;
   setenv("VTS_STATE_DIR", dir, 1);
   unsetenv("VTS_REDIS_URL");
@@ -79,5 +100,6 @@ int main(int argc, char **argv) {
   ratelimit_free(rl);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  remove_dir(dir);
   return 0;
 }

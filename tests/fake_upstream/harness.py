@@ -95,8 +95,13 @@ class EgressProxy:
         self.proc.stdout.close()
 
 
+# The standard proxy variables (either case): a fetcher honours them when VTS_UPSTREAM_PROXY is unset, so a test's
+# fetcher gets only those the test sets.
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
 def fetcher_env(upstream_url, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k not in ("http_proxy", "https_proxy")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_") and k.lower() not in PROXY_VARS}
     env["VTS_UPSTREAM_URL"] = upstream_url
     env["VTS_LOG_LEVEL"] = "info"
     # The fake platform rations nothing: unpaced unless the test sets a budget (tests/integration/test_egress_pacing.py).

@@ -21,8 +21,10 @@ class Fetchers:
 
     def __init__(self, tmp_path, jobs_port, upstream_url, workers=2, env=None, jobs_scheme="tcp"):
         self.log_path = os.path.join(str(tmp_path), "fetcher.log")
-        # The fake platform rations nothing: unpaced unless the test sets a budget (test_egress_pacing.py).
-        full = dict(os.environ, VTS_JOBS_URL="%s://127.0.0.1:%d" % (jobs_scheme, jobs_port), VTS_UPSTREAM_URL=upstream_url,
+        # The fake platform rations nothing: unpaced unless the test sets a budget (test_egress_pacing.py). No standard
+        # proxy variable of the caller's reaches the fetchers: they would make it their egress.
+        full = {k: v for k, v in os.environ.items() if k.lower() not in harness.PROXY_VARS}
+        full.update(VTS_JOBS_URL="%s://127.0.0.1:%d" % (jobs_scheme, jobs_port), VTS_UPSTREAM_URL=upstream_url,
                     ASAN_OPTIONS="detect_leaks=0", VTS_EGRESS_RATE="0")
         full.update({k: str(v) for k, v in (env or {}).items()})
         self._log = open(self.log_path, "ab")

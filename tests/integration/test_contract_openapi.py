@@ -50,7 +50,7 @@ def test_document_declares_version_and_paths_of_the_api():
     doc = load_document()
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
-    assert set(doc["paths"]) == {"/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
+    assert set(doc["paths"]) == {"/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert "security" not in doc, "security must apply to the protected operations only"
@@ -58,6 +58,7 @@ def test_document_declares_version_and_paths_of_the_api():
         assert doc["paths"]["/v1/video/transcript"][method]["security"] == [{"ApiKeyAuth": []}]
         assert doc["paths"]["/v1/video/tracks"][method]["security"] == [{"ApiKeyAuth": []}]
         assert doc["paths"]["/health"][method]["security"] == [], "a public operation says so: security []"
+        assert doc["paths"]["/ready"][method]["security"] == []
         assert doc["paths"]["/openapi.json"][method]["security"] == []
 
 
@@ -118,7 +119,7 @@ def test_rate_limit_headers_are_declared_on_every_answer_that_carries_them(metho
     assert not set(RATE_LIMIT_HEADERS) & set(spec["headers"]), "a 401 is answered before the limiter"
 
 
-@pytest.mark.parametrize("path", ["/health", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"])
+@pytest.mark.parametrize("path", ["/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"])
 def test_405_carries_allow_as_declared(gateway, path):
     r = gateway.request("DELETE", path)
     assert r.status == 405, r

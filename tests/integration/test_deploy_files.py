@@ -423,7 +423,7 @@ def test_supervisord_stops_the_gateway_before_the_fetchers_and_names_each_fetche
 
 # ---- health ----
 
-def test_probes_and_healthcheck_hit_health_on_the_http_port():
+def test_probes_and_healthcheck_hit_health_and_ready_on_the_http_port():
     stage = final_stage("Dockerfile.gateway")
     http_port = host_port(effective(docker_env(stage), "VTS_LISTEN"))[1]
     hc = docker_one(stage, "HEALTHCHECK")
@@ -434,9 +434,12 @@ def test_probes_and_healthcheck_hit_health_on_the_http_port():
 
     _, c = k8s_deployment_of("gateway")
     http_port = host_port(effective(k8s_env("gateway"), "VTS_LISTEN"))[1]
-    for probe in ("readinessProbe", "livenessProbe"):
+    # Liveness is /health; readiness is /ready (503 until a fetcher is connected), and the headless Service the
+    # fetchers dial still names the gateways not ready yet, or none would ever get its first fetcher.
+    for probe, path in (("readinessProbe", "/ready"), ("livenessProbe", "/health")):
         get = c[probe]["httpGet"]
-        assert get["path"] == "/health" and container_port(c, get["port"]) == http_port, (probe, get)
+        assert get["path"] == path and container_port(c, get["port"]) == http_port, (probe, get)
+    assert _k8s_gateway_service(headless=True)["spec"]["publishNotReadyAddresses"] is True
 
 
 # ---- images ----

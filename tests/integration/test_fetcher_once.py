@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
+from conftest import shared_fixtures  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
 DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.02.35"]
@@ -289,10 +290,7 @@ def test_bad_arguments_exit_2(upstream, args):
 
 @pytest.fixture(scope="module")
 def captures():
-    path = os.environ.get("VTS_SHARED_FIXTURES", os.path.join(harness.ROOT, "..", "shared", "fixtures"))
-    path = os.path.join(path, "youtube-transcript-api")
-    if not os.path.isdir(path):
-        pytest.skip("captures not found (set VTS_SHARED_FIXTURES)")
+    path = shared_fixtures("youtube-transcript-api")
     fake = harness.FakeUpstream(["--captures", path])
     yield fake
     fake.close()

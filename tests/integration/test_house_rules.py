@@ -5,6 +5,7 @@ through a pytest run that loads this suite's conftest.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,12 +198,14 @@ def test_never_collected():
 '''
 
 
-def _pytest(tmp_path, source, ci):
+def _pytest(tmp_path, source, ci, require=""):
     test_file = tmp_path / "cases" / "test_cases.py"
     test_file.parent.mkdir(exist_ok=True)
     test_file.write_text(source)
     skip_log = tmp_path / "skips.txt"
-    env = dict(os.environ, PYTHONPATH=str(HERE), VTS_SKIP_LOG=str(skip_log))
+    if skip_log.exists():
+        skip_log.unlink()
+    env = dict(os.environ, PYTHONPATH=str(HERE), VTS_SKIP_LOG=str(skip_log), VTS_REQUIRE=require)
     env.pop("CI", None)
     if ci:
         env["CI"] = "true"
@@ -234,10 +237,11 @@ def test_a_skipped_module_fails_the_run_under_ci(tmp_path):
     assert skips == "test_cases.py: vts_no_such_module is needed\n"
 
 
-def _unit_program(tmp_path, name, ci):
+def _unit_program(tmp_path, name, ci, require=""):
     from conftest import BUILD_DIR
-    skip_log = tmp_path / f"skips-{ci}.txt"
-    env = dict(os.environ, VTS_SHARED_FIXTURES=str(tmp_path / "no-captures"), VTS_SKIP_LOG=str(skip_log))
+    skip_log = tmp_path / f"skips-{ci}-{require}.txt"
+    env = dict(os.environ, VTS_SHARED_FIXTURES=str(tmp_path / "no-captures"), VTS_SKIP_LOG=str(skip_log),
+               VTS_REQUIRE=require)
     env.pop("CI", None)
     if ci:
         env["CI"] = "true"
@@ -245,14 +249,86 @@ def _unit_program(tmp_path, name, ci):
     return r, skip_log.read_text().splitlines() if skip_log.exists() else []
 
 
-def test_a_unit_test_skip_is_counted_and_fails_under_ci(tmp_path):
-    """test_conformance without the captures: its nine cases skip; under CI=true they fail and the program exits 9."""
-    why = "test_conformance.c: VTS_SHARED_FIXTURES is not a directory: no conformance with real captures"
-    r, skips = _unit_program(tmp_path, "test_conformance", ci=False)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert skips == [why] * 9
-    assert "[  SKIPPED ] 9 test(s)" in r.stdout + r.stderr
-    r, skips = _unit_program(tmp_path, "test_conformance", ci=True)
+def test_a_unit_test_without_the_captures_is_not_run_here_and_fails_where_required(tmp_path):
+    """test_conformance without the captures: nine cases are "not run here (captures)" with how to get them, even
+    under CI=true; with VTS_REQUIRE=captures (as .ci/run sets) they fail and the program exits 9."""
+    why = ("test_conformance.c: not run here (captures): no conformance with real captures: the platform captures "
+           "are kept outside the repository: put their folder (youtube-transcript-api/, newpipe/) at ../shared/fixtures "
+           "beside the checkout, or set VTS_SHARED_FIXTURES to it")
+    for ci in (False, True):
+        r, skips = _unit_program(tmp_path, "test_conformance", ci=ci)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert skips == [why] * 9
+        assert "[  SKIPPED ] 9 test(s)" in r.stdout + r.stderr
+    r, skips = _unit_program(tmp_path, "test_conformance", ci=True, require="captures,root")
     assert r.returncode == 9, r.stdout + r.stderr
-    assert skips == [why] * 9
-    assert "skipped under CI=true, which makes a skip a failure" in r.stdout + r.stderr
+    assert skips == []
+    assert "captures is required here (VTS_REQUIRE) but missing" in r.stdout + r.stderr
+
+
+NOT_HERE_TESTS = '''
+from conftest import not_here
+
+def test_runs():
+    assert True
+
+def test_needs_the_captures():
+    not_here("captures", "put them beside the checkout")
+'''
+
+
+def test_a_test_not_run_here_is_listed_apart_and_fails_only_where_required(tmp_path):
+    line = "test_cases.py::test_needs_the_captures: not run here (captures): put them beside the checkout\n"
+    r, skips = _pytest(tmp_path, NOT_HERE_TESTS, ci=True)
+    assert r.returncode == 0, r.stdout
+    assert "1 passed, 1 skipped" in r.stdout
+    assert skips == line
+    r, skips = _pytest(tmp_path, NOT_HERE_TESTS, ci=True, require="captures")
+    assert r.returncode == 1, r.stdout
+    assert "1 failed, 1 passed" in r.stdout
+    assert "captures is required here (VTS_REQUIRE=captures) but missing: put them beside the checkout" in r.stdout
+
+
+SUMMARY = REPO / "tests" / "summary.sh"
+STAGES_LINE = r"stages: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped"
+
+
+def _summary(tmp_path, skip_lines, passed, *failed):
+    skip_log = tmp_path / "skips"
+    skip_log.write_text("".join(line + "\n" for line in skip_lines))
+    return subprocess.run([str(SUMMARY), str(skip_log), str(passed), *failed], capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_the_run_ends_with_the_not_run_here_count_then_the_stages_line_ci_reads(tmp_path):
+    """The unit tests' lines come twice (two builds) and count once; the tests not run here are listed and counted on
+    their own line, with what they need; the last line is exactly the shape CI reads, with nothing after it."""
+    captures = "test_a.c: not run here (captures): put the captures beside the checkout"
+    root = "test_b.py::test_owner: not run here (root): run as root or through sudo"
+    tool = "test_c.py::test_tool: frobnicate is not installed"
+    r = _summary(tmp_path, [tool, captures, root, captures], 7, "fuzz")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert r.stdout == (
+        "skipped tests (a missing tool or fixture; they fail the run with CI=true):\n"
+        f"  {tool}\n"
+        "tests not run here (what this checkout or user lacks; VTS_REQUIRE=WHAT,... makes it a failure):\n"
+        f"  {captures}\n"
+        f"  {root}\n"
+        "FAILED stages: fuzz\n"
+        "not run here (captures,root): 2\n"
+        "stages: 7 passed, 1 failed, 1 skipped\n")
+    assert re.fullmatch(STAGES_LINE, r.stdout.splitlines()[-1])
+
+
+def test_a_run_with_every_test_run_still_says_how_many_were_not(tmp_path):
+    r = _summary(tmp_path, [], 9)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "not run here: 0\nstages: 9 passed, 0 failed, 0 skipped\n"
+
+
+def test_tests_run_sh_writes_nothing_after_the_summary():
+    """The summary is the last thing tests/run.sh runs; only its exit status follows."""
+    lines = [line for line in (REPO / "tests" / "run.sh").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert lines[-2:] == ['tests/summary.sh "$skip_log" "$passed" "${failed[@]}"', "[ ${#failed[@]} -eq 0 ]"]

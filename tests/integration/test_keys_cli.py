@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, free_port
+from conftest import BUILD_DIR, free_port, not_here
 from contract import error_body
 from vtsproc import metric, scrape, wait_for
 
@@ -147,16 +147,23 @@ def test_malformed_key_file_is_refused_with_its_line_number(tmp_path):
     assert r.returncode == 1 and "line 2:" in r.stderr
 
 
-def test_file_defaults_to_env_then_keys_db(tmp_path):
+def test_file_is_f_then_env_and_never_a_guess_in_the_current_folder(tmp_path):
     env_file = tmp_path / "from-env.db"
     r = subprocess.run([str(KEYS), "create", "a"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
                        env={**os.environ, "VTS_KEYS_FILE": str(env_file)})
     assert r.returncode == 0, r.stderr
     assert records(env_file)[0][0] == "a"
+    # Neither -f nor VTS_KEYS_FILE: a keys.db here would be a file the service never reads.
     env = {k: v for k, v in os.environ.items() if k != "VTS_KEYS_FILE"}
-    r = subprocess.run([str(KEYS), "create", "b"], capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    assert records(tmp_path / "keys.db")[0][0] == "b"
+    for vts_keys_file in (None, ""):
+        if vts_keys_file is not None:
+            env["VTS_KEYS_FILE"] = vts_keys_file
+        for args in (["create", "b"], ["list"]):
+            r = subprocess.run([str(KEYS)] + args, capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
+            assert (r.returncode, r.stdout) == (2, ""), r
+            assert r.stderr.splitlines()[0] == ("vts-keys: which key file? name the one the service reads: -f FILE, "
+                                                "or VTS_KEYS_FILE (deploy/run-local.sh's is .run/keys.db)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["from-env.db", "from-env.db.lock"]
 
 
 def test_concurrent_creates_lose_no_update(tmp_path):
@@ -249,33 +256,54 @@ def _as_nobody():
     os.setuid(NOBODY)
 
 
+def _root_prefix():
+    """The argv prefix that runs a command as root: none for root, sudo -n for a user sudo lets in without asking for
+    a password; not_here("root") otherwise."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True, timeout=30).returncode == 0:
+        return ["sudo", "-n"]
+    not_here("root", "an operator's `sudo vts-keys` is run as root: run as root, or as a user sudo lets in without a "
+                     "password (sudo -n)")
+
+
 @pytest.fixture
-def shared_dir():
-    """A directory other users can enter (pytest's own are root's only); the tests below need root to chown."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the key file is given to another user")
-    path = tempfile.mkdtemp(prefix="vts-keys-owner-")
-    os.chmod(path, 0o755)
+def service_home(tmp_path):
+    """A folder the service's user can enter, with a copy of vts-keys it can run (the build may be in a checkout no
+    other user may enter, as /root is), and that user: nobody when we are root, else ourselves, with root reached
+    through sudo. Yields (folder, keys binary, root prefix, (uid, gid), preexec function to become that user)."""
+    prefix = _root_prefix()
+    path = Path(tempfile.mkdtemp(prefix="vts-keys-owner-"))
     try:
-        yield Path(path)
+        os.chmod(path, 0o755)
+        binary = path / "vts-keys"
+        shutil.copy2(KEYS, binary)
+        if prefix:
+            yield path, binary, prefix, (os.getuid(), os.getgid()), None
+        else:
+            yield path, binary, prefix, (NOBODY, NOBODY), _as_nobody
     finally:
+        # Root may have left a file of its own in our folder: ours to remove all the same (the folder is ours).
         shutil.rmtree(path)
 
 
-def test_rewrite_by_root_keeps_the_files_owner_group_and_mode(shared_dir):
-    keys_file = shared_dir / "keys.db"
+def test_rewrite_by_root_keeps_the_files_owner_group_and_mode(service_home):
+    folder, binary, as_root, (uid, gid), as_service = service_home
+    keys_file = folder / "keys.db"
     create(keys_file, "alice")
     create(keys_file, "bob")
-    os.chown(keys_file, NOBODY, NOBODY)
+    if not as_root:
+        os.chown(keys_file, uid, gid)
     os.chmod(keys_file, 0o640)
     for args in (("revoke", "alice"), ("set", "bob", "--rate", "5"), ("create", "carol")):
-        r = run_keys(keys_file, *args)
+        r = subprocess.run(as_root + [str(binary), "-f", str(keys_file)] + list(args), capture_output=True, text=True,
+                           timeout=30)
         assert r.returncode == 0, f"{args}: exit {r.returncode}, stderr {r.stderr!r}"
         st = keys_file.stat()
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o640), args
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (uid, gid, 0o640), args
     # The service's user still reads what root wrote.
-    r = subprocess.run([str(KEYS), "-f", str(keys_file), "list"], capture_output=True, text=True, timeout=30,
-                       preexec_fn=_as_nobody)
+    r = subprocess.run([str(binary), "-f", str(keys_file), "list"], capture_output=True, text=True, timeout=30,
+                       preexec_fn=as_service)
     assert r.returncode == 0, r.stderr
     assert [line.split()[:2] for line in r.stdout.splitlines()[1:]] == [["alice", "revoked"], ["bob", "active"],
                                                                          ["carol", "active"]]

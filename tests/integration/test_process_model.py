@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -205,12 +206,14 @@ def test_broken_key_file_keeps_current_keys(make_gateway):
 
 
 def run_gateway_expecting_exit(env, timeout=10):
-    full = dict(os.environ)
-    full.update({"VTS_LISTEN": f"127.0.0.1:{free_port()}", "VTS_WORKERS": "1", "VTS_KEYS_FILE": "/nonexistent/keys",
-                 "VTS_METRICS_LISTEN": ""})
-    full.update(env)
-    return subprocess.run([str(BUILD_DIR / "bin" / "vts-gateway")], env=full, capture_output=True, timeout=timeout,
-                          start_new_session=True)
+    # The state folder is the test's own: a master that stops writes its quota snapshot there, not in the checkout.
+    with tempfile.TemporaryDirectory(prefix="vts-state-") as state:
+        full = dict(os.environ)
+        full.update({"VTS_LISTEN": f"127.0.0.1:{free_port()}", "VTS_WORKERS": "1",
+                     "VTS_KEYS_FILE": "/nonexistent/keys", "VTS_METRICS_LISTEN": "", "VTS_STATE_DIR": state})
+        full.update(env)
+        return subprocess.run([str(BUILD_DIR / "bin" / "vts-gateway")], env=full, capture_output=True,
+                              timeout=timeout, start_new_session=True)
 
 
 def test_bad_env_value_stops_with_one_line_naming_it():

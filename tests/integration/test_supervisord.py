@@ -68,7 +68,7 @@ class Supervised:
         (self.run_dir / "state").mkdir()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_")}
         self.env.update({
-            # What deploy/run-local.sh exports before `exec supervisord -c deploy/supervisord.conf`.
+            # What deploy/run-local.sh exports before it starts supervisord -c deploy/supervisord.conf.
             "VTS_RUN_DIR": str(self.run_dir),
             "VTS_BIN": str(BUILD_DIR / "bin"),
             "VTS_FETCHERS": str(FETCHERS),

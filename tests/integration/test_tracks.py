@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import ACTIVE_KEY
+from conftest import ACTIVE_KEY, CAPTURES_HOWTO, not_here
 from stack import Stack, harness, metric
 
 NOT_AVAILABLE = (b'{"error":{"code":"transcript_not_available",'
@@ -21,10 +21,10 @@ CAPTURES = {"realTracks1": os.path.join(FIXTURES, "youtube-transcript-api", "you
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
+    # The real track lists are served only with the captures; every other case runs on the fake's own replies.
     captures = os.path.join(FIXTURES, "youtube-transcript-api")
-    if not all(os.path.exists(p) for p in CAPTURES.values()):
-        pytest.skip("captures not found (set VTS_SHARED_FIXTURES): the real track lists are compared")
-    s = Stack(tmp_path_factory.mktemp("tracks"), upstream_args=["--captures", captures])
+    args = ["--captures", captures] if all(os.path.exists(p) for p in CAPTURES.values()) else []
+    s = Stack(tmp_path_factory.mktemp("tracks"), upstream_args=args)
     yield s
     s.close()
 
@@ -70,6 +70,8 @@ def test_a_track_that_is_not_translatable_says_so(stack):
 
 @pytest.mark.parametrize("video", ["realTracks1", "realTracks2"])
 def test_real_captured_track_lists_come_back_whole(stack, video):
+    if not os.path.exists(CAPTURES[video]):
+        not_here("captures", f"{CAPTURES[video]} is missing (the real track lists are compared); {CAPTURES_HOWTO}")
     with open(CAPTURES[video], encoding="utf-8") as f:
         renderer = json.load(f)["captions"]["playerCaptionsTracklistRenderer"]
 

@@ -1,22 +1,19 @@
 """translate=xx on the transcript endpoint end to end: the chosen track fetched translated by the platform (tlang, sent
 once), the answer in xx, 404 when the track is not translatable or xx not offered, cached apart from the untranslated
 transcript."""
-import os
 
 import pytest
 
-from stack import Stack, harness
+from conftest import shared_fixtures
+from stack import Stack
 
 NOT_AVAILABLE = (b'{"error":{"code":"transcript_not_available",'
                  b'"message":"No accessible transcript was found for this video."}}')
-FIXTURES = os.environ.get("VTS_SHARED_FIXTURES", os.path.join(harness.ROOT, "..", "shared", "fixtures"))
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    captures = os.path.join(FIXTURES, "youtube-transcript-api")
-    if not os.path.isdir(captures):
-        pytest.skip("captures not found (set VTS_SHARED_FIXTURES): the real translation list is used")
+    captures = shared_fixtures("youtube-transcript-api")
     s = Stack(tmp_path_factory.mktemp("translation"), upstream_args=["--captures", captures])
     yield s
     s.close()

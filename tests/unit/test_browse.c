@@ -1,7 +1,7 @@
 /*
  * Unit tests of the browse reader: our own small replies for the exact order, the traps and the refusals, then the
  * real captures of playlists and channel tabs (../shared/fixtures/newpipe/playlist and channel; without them these
- * tests skip, and fail under CI=true: copy the shared fixtures beside the checkout).
+ * tests are "not run here (captures)", and fail where VTS_REQUIRE names the captures).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -185,12 +185,12 @@ static void test_request_bodies_and_ids(void **state) {
   assert_int_equal(browse_playlist_id("PLabc", id, 7), -EINVAL);
 }
 
-/* The reply body of a recorded exchange of the captures, parsed; skips when the captures are absent. */
+/* The reply body of a recorded exchange of the captures, parsed; not run here when the captures are absent. */
 static int parse_capture(const char *name, struct browse_page *p, long *code) {
   const char *dir = getenv("VTS_SHARED_FIXTURES");
   struct stat st;
   if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    TEST_SKIP("VTS_SHARED_FIXTURES is not a directory: no browse captures (put ../shared beside the checkout)");
+    TEST_NOT_HERE("captures", "no browse captures: %s", TEST_CAPTURES_HOWTO);
   char path[4096];
   snprintf(path, sizeof(path), "%s/newpipe/%s", dir, name);
   size_t len;

@@ -81,7 +81,7 @@ static const char *fixtures_dir(void) {
   const char *dir = getenv("VTS_SHARED_FIXTURES");
   struct stat st;
   if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    TEST_SKIP("VTS_SHARED_FIXTURES is not a directory: no conformance with real captures");
+    TEST_NOT_HERE("captures", "no conformance with real captures: %s", TEST_CAPTURES_HOWTO);
   }
   return dir;
 }

@@ -163,7 +163,7 @@ static void scan_capture(const char *name, struct client_page *p) {
   size_t len;
   char *html = read_capture(name, &len);
   if (html == NULL) {
-    TEST_SKIP("capture %s not found (VTS_SHARED_FIXTURES)", name);
+    TEST_NOT_HERE("captures", "capture %s not found: %s", name, TEST_CAPTURES_HOWTO);
   }
   client_page_scan(html, len, p);
   free(html);

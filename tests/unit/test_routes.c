@@ -16,6 +16,8 @@ static void test_a_route_is_found_by_its_exact_path_only(void **state) {
   (void)state;
   assert_int_equal(route_find("/health", 7), ROUTE_HEALTH);
   assert_int_equal(route_find("/v1/video/tracks", 16), ROUTE_TRACKS);
+  assert_int_equal(route_find("/ready", 6), ROUTE_READY);
+  assert_string_equal(route_label(ROUTE_READY), "/ready");
   assert_int_equal(route_find("/health/", 8), ROUTE_OTHER);
   assert_int_equal(route_find("/healt", 6), ROUTE_OTHER);
   assert_int_equal(route_find("", 0), ROUTE_OTHER);
@@ -29,6 +31,8 @@ static void test_metrics_is_served_on_the_metrics_listener_only(void **state) {
   assert_false(route_served_by(ROUTE_METRICS, ROUTE_SERVER_PUBLIC));
   assert_true(route_served_by(ROUTE_HEALTH, ROUTE_SERVER_PUBLIC));
   assert_false(route_served_by(ROUTE_HEALTH, ROUTE_SERVER_METRICS));
+  assert_true(route_served_by(ROUTE_READY, ROUTE_SERVER_PUBLIC));
+  assert_false(route_served_by(ROUTE_READY, ROUTE_SERVER_METRICS));
   assert_false(route_served_by(ROUTE_OTHER, ROUTE_SERVER_PUBLIC));
 }
 
