@@ -8,6 +8,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/util.h"
 
 enum kind { K_STR, K_INT, K_BOOL, K_LISTEN };
@@ -35,6 +36,7 @@ static const struct var vars[] = {
     S(jobs_tls_ca, "VTS_JOBS_TLS_CA", ""),
     S(jobs_tls_cert, "VTS_JOBS_TLS_CERT", ""),
     S(jobs_tls_key, "VTS_JOBS_TLS_KEY", ""),
+    B(jobs_insecure, "VTS_JOBS_INSECURE", "false"),
     I(jobs_max_fetchers, "VTS_JOBS_MAX_FETCHERS", "1024", 1, 65536),
     I(jobs_resolve_s, "VTS_JOBS_RESOLVE_S", "10", 1, 3600),
     S(keys_file, "VTS_KEYS_FILE", "keys.db"),
@@ -186,7 +188,8 @@ static int parse_listen(struct vts_config *cfg, const char *v) {
 /*
  * VTS_JOBS_URL: one URL, or (for a fetcher) a comma-separated list of up to VTS_JOBS_MAX_URLS, each tcp:// or
  * tls+tcp:// with a host and a port. A tls+tcp URL needs the three TLS settings: without them the link would be as
- * open as plain tcp while looking protected.
+ * open as plain tcp while looking protected. Plain tcp:// authenticates nobody, so off loopback it is refused unless
+ * VTS_JOBS_INSECURE=true says the network is private by other means.
  */
 static int check_jobs_url(const struct vts_config *cfg, char *err, size_t errlen) {
   bool tls = false;
@@ -209,6 +212,14 @@ static int check_jobs_url(const struct vts_config *cfg, char *err, size_t errlen
     }
     if (n > VTS_JOBS_MAX_URLS) {
       snprintf(err, errlen, "VTS_JOBS_URL: more than %d URLs", VTS_JOBS_MAX_URLS);
+      return -EINVAL;
+    }
+    if (!this_tls && !cfg->jobs_insecure && !netaddr_is_loopback(host)) {
+      snprintf(err, errlen,
+               "VTS_JOBS_URL: plain \"%.64s\" is off loopback, where any process that reaches it can take jobs and "
+               "answer them: use tls+tcp:// with VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY, or set "
+               "VTS_JOBS_INSECURE=true",
+               url);
       return -EINVAL;
     }
     tls = tls || this_tls;

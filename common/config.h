@@ -19,6 +19,7 @@ struct vts_config {
   char jobs_tls_ca[CONFIG_STR_MAX];            /* VTS_JOBS_TLS_CA: PEM file of the CA both link ends trust */
   char jobs_tls_cert[CONFIG_STR_MAX];          /* VTS_JOBS_TLS_CERT: PEM file of this end's certificate */
   char jobs_tls_key[CONFIG_STR_MAX];           /* VTS_JOBS_TLS_KEY: PEM file of this end's private key */
+  bool jobs_insecure;                          /* VTS_JOBS_INSECURE: plain tcp:// allowed off loopback */
   int64_t jobs_max_fetchers;                   /* VTS_JOBS_MAX_FETCHERS: fetcher connections per dispatcher */
   int64_t jobs_resolve_s;                      /* VTS_JOBS_RESOLVE_S: a fetcher re-resolves VTS_JOBS_URL this often */
   char keys_file[CONFIG_STR_MAX];              /* VTS_KEYS_FILE */

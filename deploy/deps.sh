@@ -66,8 +66,11 @@ VTS_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libnng-dev libhi
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us)
 # What deploy/run-local.sh needs beyond that: supervisord to run the service, curl for the README's next commands.
 VTS_RUN_PACKAGES=(supervisor curl)
-# What the tests need beyond that: real servers and tools started by the tests themselves.
+# What the tests need beyond that: real servers and tools started by the tests themselves (podman, runc and
+# debootstrap build and run the images from a local Debian base; systemd-analyze checks the units, groff the man
+# pages).
 VTS_TEST_PACKAGES=(redis-server supervisor python3 python3-pytest python3-jsonschema python3-yaml wrk nginx-light curl
-  procps ffmpeg pocketsphinx-testdata prometheus clang clang-format libclang-rt-14-dev git openssl python3-brotli)
+  procps ffmpeg pocketsphinx-testdata prometheus clang clang-format libclang-rt-14-dev git openssl python3-brotli
+  podman runc netavark uidmap debootstrap systemd groff-base)
 # Node.js and npm run the OpenAPI validator; machines that already carry a Node.js of their own keep it.
 if ! command -v npm >/dev/null 2>&1; then VTS_TEST_PACKAGES+=(nodejs npm); fi

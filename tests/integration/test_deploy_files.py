@@ -86,13 +86,17 @@ def parse_dockerfile(path):
             continue
         lines.append(cur + raw)
         cur = ""
-    stages = []
+    stages, global_args = [], {}
     for line in lines:
         kw, _, args = line.strip().partition(" ")
         kw, args = kw.upper(), " ".join(args.split())
-        if kw == "FROM":
+        if kw == "ARG" and not stages:
+            name, _, default = args.partition("=")
+            global_args[name] = default
+        elif kw == "FROM":
             words = args.split()
-            stages.append({"base": words[0], "name": words[2] if len(words) > 2 else None, "instr": []})
+            base = re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], words[0])
+            stages.append({"base": base, "name": words[2] if len(words) > 2 else None, "instr": []})
         else:
             stages[-1]["instr"].append((kw, args))
     return stages
@@ -425,11 +429,14 @@ def test_supervisord_stops_the_gateway_before_the_fetchers_and_names_each_fetche
 
 def test_probes_and_healthcheck_hit_health_and_ready_on_the_http_port():
     stage = final_stage("Dockerfile.gateway")
-    http_port = host_port(effective(docker_env(stage), "VTS_LISTEN"))[1]
     hc = docker_one(stage, "HEALTHCHECK")
-    url = re.search(r"https?://\S+", hc).group(0)
-    assert urlsplit(url).port == http_port and urlsplit(url).path == "/health", hc
-    probe_tool = hc.split(" CMD ", 1)[1].split()[0]
+    # The image's health check script asks /health on the port of VTS_LISTEN, whatever it is (run for real, against
+    # a real gateway, by test_containers.py), with a tool the image installs.
+    (script,) = json.loads(hc.split(" CMD ", 1)[1])
+    assert [args for kw, args in stage["instr"] if kw == "COPY" and script.rsplit("/", 1)[1] in args]
+    text = (DEPLOY / "container" / script.rsplit("/", 1)[1]).read_text()
+    assert "VTS_LISTEN" in text and "/health" in text
+    probe_tool = re.search(r"^exec (\S+)", text, re.M).group(1)
     assert probe_tool in stage_packages(stage), "the HEALTHCHECK runs %s, which the image must install" % probe_tool
 
     _, c = k8s_deployment_of("gateway")
@@ -539,9 +546,9 @@ def test_k8s_secret_is_mounted_where_vts_keys_file_points():
     dep, c = k8s_deployment_of("gateway")
     keys_file = effective(k8s_env("gateway"), "VTS_KEYS_FILE")
     assert _k8s_secret_item(dep, c, keys_file), keys_file
-    # compose mounts the host's key file at the same place, read-only.
+    # compose mounts the host's folder of the key file (a folder, so that a rewritten file is seen), read-only.
     ckeys = effective(compose_env("gateway"), "VTS_KEYS_FILE")
-    assert any(v.split(":")[1:] == [ckeys, "ro"] for v in compose_service_of("gateway")[1]["volumes"])
+    assert any(v.split(":")[1:] == [os.path.dirname(ckeys), "ro"] for v in compose_service_of("gateway")[1]["volumes"])
 
 
 def _selects(selector, dep):
@@ -605,6 +612,9 @@ def container_argv(image, where):
     """The argv of the image's container: ENTRYPOINT + CMD, with compose's command or k8s's args replacing CMD."""
     stage = final_stage(IMAGES[image])
     entry = docker_exec_form(stage, "ENTRYPOINT") or []
+    # The images' entrypoint pauses after a quick exit, then runs the program (its argument) as process 1.
+    assert entry[:1] == ["/usr/local/bin/vts-entrypoint"], entry
+    entry = entry[1:]
     cmd = docker_exec_form(stage, "CMD") or []
     if where == "compose":
         svc = compose_service_of(image)[1]
@@ -643,9 +653,10 @@ def _local_env(deploy_env, gw, upstream_url):
     env["VTS_METRICS_LISTEN"] = "127.0.0.1:%d" % gw.metrics_port
     env["VTS_KEYS_FILE"] = str(gw.keys_file)
     env["VTS_STATE_DIR"] = str(gw.state_dir)
-    if "VTS_REDIS_URL" in env:
-        # Nobody listens there: the gateway falls back to its memory limiter, as with Redis down.
-        env["VTS_REDIS_URL"] = "redis://127.0.0.1:%d/0" % free_port()
+    for var in ("VTS_REDIS_URL", "VTS_REDIS_CACHE_URL"):
+        if var in env:
+            # Nobody listens there: the gateway falls back to its memory limiter and cache, as with Redis down.
+            env[var] = "redis://127.0.0.1:%d/0" % free_port()
     env["VTS_UPSTREAM_URL"] = upstream_url
     return env
 
@@ -717,3 +728,85 @@ def test_only_gateway_pods_reach_redis_and_both_use_the_password_secret():
     assert names.index("REDIS_PASSWORD") < names.index("VTS_REDIS_URL")
     assert k8s_env("gateway")["VTS_REDIS_URL"] == "redis://:$(REDIS_PASSWORD)@vts-redis:6379/0"
     assert k8s_find("Secret", "vts-redis")
+
+
+def test_mounted_secrets_are_folders_readable_by_the_images_group_and_hold_no_ca_key():
+    """The images' users own a fixed gid equal to their uid; Kubernetes mounts each Secret as a folder with mode 0440
+    and that gid as fsGroup (and a missing Secret stops the pod: optional: false); compose mounts per-role folders of
+    deploy/prepare.sh, never the CA's."""
+    for image, name in IMAGES.items():
+        stage = final_stage(name)
+        run = " ".join(args for kw, args in stage["instr"] if kw == "RUN")
+        user = docker_one(stage, "USER")
+        gid = int(re.search(r"groupadd [^&;]*--gid (\d+) %s\b" % re.escape(user), run).group(1))
+        uid = re.search(r"useradd [^&;]*--uid (\d+)[^&;]* %s\b" % re.escape(user), run)
+        assert re.search(r"useradd [^&;]*--gid %d\b" % gid, run) and int(uid.group(1)) == gid, name
+        dep, c = k8s_deployment_of(image)
+        sc = dep["spec"]["template"]["spec"]["securityContext"]
+        assert (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]) == (gid, gid, gid), (image, sc)
+        secrets = [v["secret"] for v in dep["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+        assert secrets, image
+        for sec in secrets:
+            assert sec.get("defaultMode") == 0o440 and sec.get("optional") is False, (image, sec)
+            assert "items" not in sec
+        assert not any("subPath" in m for m in c.get("volumeMounts", [])), "a subPath mount never sees a new version"
+        binds = [v.split(":") for v in compose_service_of(image)[1]["volumes"] if v.startswith("./")]
+        assert binds, image
+        for host, _target, mode in binds:
+            assert mode == "ro" and "jobs-ca" not in host and not os.path.splitext(host)[1], (image, host)
+        # deploy/prepare.sh gives each of these folders the image's group.
+        prepare = (DEPLOY / "prepare.sh").read_text()
+        ids = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)=(\d+)$", prepare, re.M)}
+        for host, _target, _mode in binds:
+            m = re.search(r"chown -R root:\$(\w+) [^\n]*\"\$dir/%s\"" % re.escape(host[2:]), prepare)
+            assert m and ids.get(m.group(1)) == gid, (image, host)
+        assert "%d" % gid in (DEPLOY / "compose.yaml").read_text().split("services:")[0], "compose's header names it"
+
+
+def test_shipped_defaults_are_mutual_tls_and_a_redis_password():
+    """Plain tcp off loopback is a start error (VTS_JOBS_INSECURE): the images' own defaults are mutual TLS, and
+    compose runs Redis with the password deploy/prepare.sh writes to deploy/.env, which the gateway's URL carries."""
+    for name in IMAGES.values():
+        env = docker_env(final_stage(name))
+        assert env["VTS_JOBS_URL"].startswith("tls+tcp://"), name
+        assert all(env.get(v) for v in ("VTS_JOBS_TLS_CA", "VTS_JOBS_TLS_CERT", "VTS_JOBS_TLS_KEY")), name
+        assert "VTS_JOBS_INSECURE" not in env
+    for image in IMAGES:
+        assert "VTS_JOBS_INSECURE" not in compose_env(image) and "VTS_JOBS_INSECURE" not in k8s_env(image)
+    redis = compose()["services"]["redis"]["command"]
+    password = redis[redis.index("--requirepass") + 1]
+    assert password == "${REDIS_PASSWORD:?run deploy/prepare.sh first}"
+    assert compose_env("gateway")["VTS_REDIS_URL"] == "redis://:%s@redis:6379/0" % password
+    assert re.search(r"^  printf 'REDIS_PASSWORD=%s\\n' \"\$\(openssl rand -hex 32\)\" >\"\$dir/.env\"$",
+                     (DEPLOY / "prepare.sh").read_text(), re.M)
+
+
+def _redis_conf(name):
+    """{directive: value} of deploy/redis/NAME."""
+    conf = {}
+    for line in (DEPLOY / "redis" / name).read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.strip().partition(" ")
+            conf[key] = value
+    return conf
+
+
+def test_shipped_redis_run_the_counters_and_the_cache_configurations():
+    """compose's counters Redis (VTS_REDIS_URL) loads deploy/redis/counters.conf (bounded, noeviction) and its cache
+    Redis (VTS_REDIS_CACHE_URL) deploy/redis/cache.conf (bounded, allkeys-lru), both with the password; Kubernetes'
+    Redis carries counters.conf's bound and policy."""
+    counters, cache = _redis_conf("counters.conf"), _redis_conf("cache.conf")
+    assert (counters["maxmemory-policy"], cache["maxmemory-policy"]) == ("noeviction", "allkeys-lru")
+    services = compose()["services"]
+    password = "${REDIS_PASSWORD:?run deploy/prepare.sh first}"
+    for service, conf in (("redis", "counters.conf"), ("redis-cache", "cache.conf")):
+        s = services[service]
+        assert s["command"] == ["redis-server", "/usr/local/etc/redis/" + conf, "--requirepass", password], service
+        assert "./redis:/usr/local/etc/redis:ro" in s["volumes"], service
+    genv = compose_env("gateway")
+    assert genv["VTS_REDIS_URL"] == "redis://:%s@redis:6379/0" % password
+    assert genv["VTS_REDIS_CACHE_URL"] == "redis://:%s@redis-cache:6379/0" % password
+    assert set(services["gateway"]["depends_on"]) == {"redis", "redis-cache"}
+    args = k8s_find("StatefulSet", "vts-redis")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    for key in ("maxmemory", "maxmemory-policy", "appendonly", "appendfsync"):
+        assert args[args.index("--" + key) + 1] == counters[key], key

@@ -251,10 +251,47 @@ PLAIN_WARNING = ("jobs link is plain tcp on a non-loopback address: any process 
                  "answer them; use tls+tcp:// with VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY")
 
 
+def _plain_refused(name, url):
+    return ('%s: VTS_JOBS_URL: plain "%s" is off loopback, where any process that reaches it can take jobs and '
+            'answer them: use tls+tcp:// with VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY, or set '
+            'VTS_JOBS_INSECURE=true\n' % (name, url))
+
+
+@pytest.mark.parametrize("name,urls,refused", [
+    ("vts-gateway", "tcp://0.0.0.0:7400", "tcp://0.0.0.0:7400"),
+    ("vts-gateway", "tcp://[::]:7400", "tcp://[::]:7400"),
+    ("vts-gateway", "tcp://128.0.0.1:7400", "tcp://128.0.0.1:7400"),
+    ("vts-fetcher", "tcp://gateway.example:7400", "tcp://gateway.example:7400"),
+    ("vts-fetcher", "tcp://127.0.0.1:7400,tcp://gateway.example:7400", "tcp://gateway.example:7400"),
+    ("vts-fetcher", "tls+tcp://gateway.example:7400,tcp://[::2]:7400", "tcp://[::2]:7400"),
+])
+def test_plain_tcp_off_loopback_is_a_start_error(tmp_path, certs, name, urls, refused):
+    env = {"VTS_JOBS_URL": urls, "VTS_KEYS_FILE": str(tmp_path / "keys.db"), **certs.env(name.split("-")[1])}
+    r = run_binary(name, env)
+    assert (r.returncode, r.stderr) == (2, _plain_refused(name, refused))
+    # VTS_JOBS_INSECURE=false is the default, said out loud.
+    r = run_binary(name, dict(env, VTS_JOBS_INSECURE="false"))
+    assert (r.returncode, r.stderr) == (2, _plain_refused(name, refused))
+
+
+@pytest.mark.parametrize("url", ["tcp://127.0.0.1:%d", "tcp://127.8.9.10:%d", "tcp://localhost:%d", "tcp://[::1]:%d"])
+def test_plain_tcp_on_loopback_starts_without_the_setting(tmp_path, url):
+    gw = Gateway(tmp_path)
+    gw.env["VTS_JOBS_URL"] = url % gw.jobs_port
+    gw.start()
+    try:
+        assert wait_for(lambda: dispatcher_started(gw), 5)
+        assert not [x for x in gw.log_records() if x.get("msg") == PLAIN_WARNING]
+    finally:
+        assert gw.stop() == 0
+
+
 @pytest.mark.parametrize("host,warned", [("0.0.0.0", True), ("127.0.0.1", False)])
 def test_plain_tcp_warns_only_off_loopback(tmp_path, host, warned):
+    """With VTS_JOBS_INSECURE=true, plain tcp off loopback starts, with a warning."""
     gw = Gateway(tmp_path)
     gw.env["VTS_JOBS_URL"] = "tcp://%s:%d" % (host, gw.jobs_port)
+    gw.env["VTS_JOBS_INSECURE"] = "true"
     gw.start()
     try:
         assert wait_for(lambda: dispatcher_started(gw), 5)
