@@ -68,6 +68,10 @@
 #define VTS_FETCHER_STOP_TIMEOUT_MS 2000   /* closing the links stuck this long (nng 1.5.2 close race): leave anyway */
 #define VTS_JOBS_MAX_URLS 16               /* entries of a fetcher's VTS_JOBS_URL: more stops the start */
 #define VTS_FETCHER_MAX_DISPATCHERS 64     /* addresses a fetcher serves; those past it are left out (logged) */
+#define VTS_MAX_PLAYER_SUMMARY_BYTES (512 * 1024) /* a larger player summary is not kept for reuse */
+#define VTS_PLAYER_REUSE_MAX_MS                                                        \
+  (30 * 60 * 1000) /* a player summary is reused this long at most (and never past the \
+                      expire of its caption URLs) */
 
 /* Speech fallback (fetcher/speech/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
 #define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)        /* larger audio download: 404 (too long to transcribe) */

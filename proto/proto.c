@@ -33,6 +33,13 @@ static int put_str(struct buf *b, const char *s, size_t max) {
   return rv ? rv : buf_append(b, s, n);
 }
 
+/* A blob: u32 length and bytes, at most max. */
+static int put_blob(struct buf *b, const char *data, uint32_t len, size_t max) {
+  if (len > max || (len > 0 && data == NULL)) return -EINVAL;
+  int rv = put_be(b, len, 4);
+  return rv || len == 0 ? rv : buf_append(b, data, len);
+}
+
 static int put_header(struct buf *b, enum proto_type type) {
   int rv = buf_append(b, "VT", 2);
   if (rv == 0) rv = put_u8(b, PROTO_VERSION);
@@ -62,6 +69,17 @@ static int get_str(struct reader *r, char *out, size_t cap) {
   return 0;
 }
 
+/* Reads a blob of at most max bytes; *data borrows from the message (NULL for an empty one). */
+static int get_blob(struct reader *r, size_t max, const char **data, uint32_t *len) {
+  uint64_t n;
+  if (get_be(r, 4, &n) != 0 || n > max || r->left < n) return -EPROTO;
+  *data = n ? (const char *)r->p : NULL;
+  *len = (uint32_t)n;
+  r->p += n;
+  r->left -= n;
+  return 0;
+}
+
 /* Checks the header for one of two types (pass the same type twice for one) and positions r after it. */
 static int open_reader(struct reader *r, const void *data, size_t len, enum proto_type want, enum proto_type or_want) {
   int type = proto_peek_type(data, len);
@@ -83,6 +101,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->translate, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
   if (rv == 0) rv = put_u8(out, job->declines);
+  if (rv == 0) rv = put_blob(out, job->player, job->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
   return rv;
 }
 
@@ -115,6 +134,9 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
     if (rv == 0) rv = put_be(out, res->egress[i].declines, 4);
   }
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
+  if (rv == 0) rv = put_be(out, res->retry_after_s, 4);
+  if (rv == 0) rv = put_be(out, res->player_ttl_ms, 4);
+  if (rv == 0) rv = put_blob(out, res->player, res->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
   if (rv == 0) rv = put_be(out, res->body_len, 4);
   if (rv == 0 && res->body_len > 0) rv = buf_append(out, res->body, res->body_len);
   return rv;
@@ -174,6 +196,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->declines = (uint8_t)v;
+  if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &job->player, &job->player_len) != 0) return -EPROTO;
   return r.left == 0 ? 0 : -EPROTO;
 }
 
@@ -219,6 +242,11 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   }
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->cache_ms = (uint32_t)v;
+  if (get_be(&r, 4, &v) != 0) return -EPROTO;
+  res->retry_after_s = (uint32_t)v;
+  if (get_be(&r, 4, &v) != 0) return -EPROTO;
+  res->player_ttl_ms = (uint32_t)v;
+  if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &res->player, &res->player_len) != 0) return -EPROTO;
   if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
   res->body = v ? (const char *)r.p : NULL;
   res->body_len = (uint32_t)v;

@@ -19,9 +19,11 @@
 /*
  * 2: a result carries its typed reason and player attempts; 3: a result carries the cache lifetime left (dispatcher
  * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries its
- * fetcher's egress budgets.
+ * fetcher's egress budgets, a DECLINE why it was sent, a job its declines; 5: a result carries the seconds after which
+ * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
+ * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video).
  */
-#define PROTO_VERSION 4
+#define PROTO_VERSION 5
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -123,7 +125,15 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
   /* out of memory, a result too large, a bad job */                                 \
   X(INTERNAL, "internal", INTERNAL)                                                  \
   /* no egress had a unit of its budget (VTS_EGRESS_RATE) in time */                 \
-  X(BUDGET, "egress_budget", EGRESS_BUDGET)
+  X(BUDGET, "egress_budget", EGRESS_BUDGET)                                          \
+  /* the platform's ration of our address ("try again later"): a block */            \
+  X(RATIONED, "rationed", RATIONED)                                                  \
+  /* a retired client profile ("Watch on the latest version"): next client */        \
+  X(CLIENT_OUTDATED, "client_outdated", CLIENT_OUTDATED)                             \
+  /* the player answered for another video: a block, the reply unused */             \
+  X(WRONG_VIDEO, "wrong_video", WRONG_VIDEO)                                         \
+  /* 429 or an empty body on a translated (tlang) caption track */                   \
+  X(TRANSLATION_THROTTLED, "translation_throttled", TRANSLATION_THROTTLED)
 
 #define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
 enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
@@ -168,6 +178,12 @@ struct proto_job {
   char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
   uint8_t declines; /* times fetchers gave it back for want of budget (dispatcher -> fetcher) */
+  /*
+   * Dispatcher -> fetcher: what a fetcher learnt of the video's player reply lately (a player summary, see
+   * proto_result), to use instead of a player request; NULL/0 for none. Borrowed, like a result's body.
+   */
+  const char *player;
+  uint32_t player_len;
 };
 
 struct proto_result {
@@ -187,6 +203,20 @@ struct proto_result {
    * in its own cache no longer than the shared entry lives. A fetcher sends 0; the dispatcher ignores what it sends.
    */
   uint32_t cache_ms;
+  /*
+   * Seconds after which the platform may serve this job's like again (the HTTP Retry-After of a 502), 0 for none: set
+   * by a fetcher when every egress it could use rests, or translations do, or no egress had a unit of its budget in
+   * time; carried unchanged to the worker.
+   */
+  uint32_t retry_after_s;
+  /*
+   * Fetcher -> dispatcher: the summary of a playable player reply the job read (its caption tracks with their URLs
+   * and translation languages, as a minimal player reply, at most VTS_MAX_PLAYER_SUMMARY_BYTES), and how long it may
+   * be used for the video's next jobs (ms, bounded by its caption URLs' expire); NULL/0 for none. Borrowed.
+   */
+  const char *player;
+  uint32_t player_len;
+  uint32_t player_ttl_ms;
   const char *body; /* borrowed: points into the decoded message or the caller's memory */
   uint32_t body_len;
 };

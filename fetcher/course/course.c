@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -14,6 +15,9 @@
 #include "fetcher/platform/player.h"
 #include "fetcher/speech/speech.h"
 
+/* A retired client profile is named in a warning at most once in this time, per process. */
+#define COURSE_OUTDATED_LOG_MS 60000
+
 struct course {
   const struct vts_config *cfg;
   struct upstream *up;
@@ -21,6 +25,7 @@ struct course {
   unsigned generation; /* of profiles.set that clients were resolved against */
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t nclients;
+  uint64_t outdated_logged_ms[VTS_INNERTUBE_MAX_CLIENTS]; /* when each client was last said to be retired */
 };
 
 int course_new(const struct vts_config *cfg, struct upstream *up, struct course **out, char *err, size_t errlen) {
@@ -70,6 +75,7 @@ void course_refresh_profiles(struct course *it) {
   }
   memcpy(it->clients, clients, sizeof(clients));
   it->nclients = n;
+  memset(it->outdated_logged_ms, 0, sizeof(it->outdated_logged_ms));
   it->generation = it->profiles.generation;
 }
 
@@ -85,6 +91,10 @@ struct flow {
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
+  const char *player; /* the video's player summary handed with the job, NULL for none */
+  size_t player_len;
+  int reusing;      /* the caption step runs on that summary */
+  int stale;        /* a caption URL of the summary answered 403 or 404: a fresh reply is wanted */
   char cookie[160]; /* "CONSENT=YES+..." once the consent wall was answered, else "" */
   struct upstream_response resp;
   struct course_result *res;
@@ -165,6 +175,24 @@ static enum verdict get_watch_page(struct flow *f, struct course_result *res) {
   return V_DONE;
 }
 
+/* Whole seconds of a Retry-After for ms, rounded up (a retry before the time would find the rest unfinished). */
+static uint32_t retry_after_s(uint64_t ms) {
+  uint64_t s = (ms + 999) / 1000;
+  return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+}
+
+/*
+ * A throttled translation: a 502 that says when translations come back through the first egress (at least 1 s: the
+ * platform said no to this one just now).
+ */
+static enum verdict translation_throttled(struct flow *f, struct course_result *res) {
+  upstream_translation_report(f->it->up, 1);
+  set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED, "translation_throttled");
+  uint64_t left = upstream_translation_rest_left_ms(f->it->up);
+  res->retry_after_s = left > 0 ? retry_after_s(left) : 1;
+  return V_DONE;
+}
+
 static enum verdict fetch_track(struct flow *f, const char *user_agent, const struct caption_track *track,
                                 struct course_result *res) {
   struct buf url = BUF_INIT;
@@ -188,11 +216,28 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
   v = fetch_200(f, &req, res);
+  /* A reused caption URL the platform no longer serves: the summary is stale, not the video gone. */
+  if (f->reusing && v != V_DONE && (f->resp.status == 403 || f->resp.status == 404) &&
+      res->reason == PROTO_REASON_HTTP_OTHER) {
+    f->stale = 1;
+    v = V_REFUSED;
+    goto done;
+  }
+  /*
+   * A translation the platform throttles (429, or an empty 200) ends the job: translations rest through this egress,
+   * which keeps serving everything else (it answered the player request).
+   */
+  if (f->tlang[0] != '\0' &&
+      ((v != V_DONE && res->reason == PROTO_REASON_HTTP_429) || (v == V_DONE && f->resp.body.len == 0))) {
+    v = translation_throttled(f, res);
+    goto done;
+  }
   if (v != V_DONE) {
     /* 403 or 429 on a caption URL: the platform refuses captions to the address that asked for the player reply. */
     if (v == V_REFUSED && f->resp.status == 403) v = V_BLOCKED;
     goto done;
   }
+  if (f->tlang[0] != '\0') upstream_translation_report(f->it->up, 0);
   v = V_REFUSED;
   /* The platform answers an empty 200 to a track it will not serve this client (a PO token it wanted, for one). */
   if (f->resp.body.len == 0) {
@@ -283,18 +328,143 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
+/* A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list or a caption track. */
+static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
+                                  struct course_result *res) {
+  if (f->speech) return speech_step(f, pi, res);
+  if (f->tracks) return tracks_step(pi, res);
+  if (pi->ntracks == 0) {
+    set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
+    return V_REFUSED;
+  }
+  int idx = player_choose_track(pi, f->lang);
+  if (idx < 0 || (size_t)idx >= pi->ntracks) {
+    /* Tracks exist but each wants a PO token (exp=xpe, exp=xpv): another client may be given usable ones. */
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
+    return V_REFUSED;
+  }
+  /* A translation into the track's own language is the track itself: no tlang request. */
+  if (f->translate[0] != '\0' && strcasecmp(f->translate, pi->tracks[idx].lang) == 0) {
+    f->tlang[0] = '\0';
+    return fetch_track(f, ua, &pi->tracks[idx], res);
+  }
+  /*
+   * The platform translates a track it marks translatable into a language it lists; it says so in the same reply for
+   * every client, so a refusal here is the answer, not a reason to ask another client.
+   */
+  if (f->translate[0] != '\0' && !pi->tracks[idx].translatable) {
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "not_translatable");
+    return V_DONE;
+  }
+  const char *code = f->translate[0] != '\0' ? player_translation_code(pi, f->translate) : "";
+  if (code == NULL) {
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "translation_not_offered");
+    return V_DONE;
+  }
+  snprintf(f->tlang, sizeof(f->tlang), "%s", code);
+  return fetch_track(f, ua, &pi->tracks[idx], res);
+}
+
+/*
+ * Keeps the summary of a playable reply in the result, for the video's next jobs (the dispatcher hands it with them):
+ * the latest playable reply of the job, for as long as its caption URLs stay valid, VTS_PLAYER_REUSE_MAX_MS at most.
+ */
+static void keep_summary(struct flow *f, const struct player_info *pi, struct course_result *res) {
+  res->player_ttl_ms = 0;
+  buf_reset(&res->player);
+  uint64_t ttl = VTS_PLAYER_REUSE_MAX_MS;
+  int64_t expire = player_tracks_expire_s(pi), now = util_wall_s();
+  if (expire > 0) {
+    if (expire <= now) return;
+    if ((uint64_t)(expire - now) < ttl / 1000) ttl = (uint64_t)(expire - now) * 1000;
+  }
+  if (player_summary_json(pi, f->video_id, &res->player) == 0) res->player_ttl_ms = (uint32_t)ttl;
+}
+
+/*
+ * A job handed the video's player summary: the reply it stands for, without a player request. Returns the verdict
+ * that decides the job, or V_REFUSED when the summary cannot serve (unreadable, or a caption URL that no longer
+ * answers: 403 or 404): the job then asks the platform for a fresh reply, as any other.
+ */
+static enum verdict reuse_summary(struct flow *f, struct course_result *res) {
+  struct player_info pi;
+  struct buf ua = BUF_INIT;
+  enum verdict v = V_REFUSED;
+  if (player_parse(f->player, f->player_len, &pi) != 0 || pi.playability != PLAY_OK ||
+      !player_is_for(&pi, f->video_id) || f->it->nclients == 0)
+    goto done;
+  /* The caption request goes as the first client's, the one that usually read the reply. */
+  if (client_user_agent(&f->it->clients[0].profile, &ua) != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+    v = V_STOP;
+    goto done;
+  }
+  f->reusing = 1;
+  v = playable_step(f, &pi, ua.data, res);
+  f->reusing = 0;
+  /* Only what decides the job stands; anything else is asked again of the platform, a block on another egress. */
+  if (v == V_BLOCKED && !f->stale) {
+    upstream_egress_report(f->it->up, 1);
+    upstream_next_egress(f->it->up);
+  }
+  if (f->stale || (v != V_DONE && v != V_STOP)) {
+    v = V_REFUSED;
+    buf_reset(&res->body);
+  }
+done:
+  buf_free(&ua);
+  player_info_free(&pi);
+  return v;
+}
+
+/*
+ * A client profile the platform retired: the next client's turn, never a block. Operators must replace the profile,
+ * so it is named in a warning, at most once a minute per process.
+ */
+static void client_outdated(struct flow *f, const struct client_profile *c) {
+  struct course *it = f->it;
+  size_t i = 0;
+  while (i < it->nclients && &it->clients[i].profile != c) i++;
+  uint64_t now = util_now_ms();
+  if (i < it->nclients) {
+    if (it->outdated_logged_ms[i] != 0 && now - it->outdated_logged_ms[i] < COURSE_OUTDATED_LOG_MS) return;
+    it->outdated_logged_ms[i] = now;
+  }
+  char client[72];
+  snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
+  log_msg(LOG_WARN, "client profile retired by the platform: replace it (VTS_INNERTUBE_CLIENTS, VTS_CLIENT_PROFILES)",
+          "request_id", f->request_id, "client", client, NULL);
+}
+
 /* After a 200 player reply: playability, then the speech step, the track list or a caption track. */
-static enum verdict after_player(struct flow *f, const char *ua, struct course_result *res) {
+static enum verdict after_player(struct flow *f, const struct client_profile *c, const char *ua,
+                                 struct course_result *res) {
   struct player_info pi;
   enum verdict v = V_REFUSED;
   if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_player_reply");
     goto done;
   }
-  /* A bot check is about the address we came from, not the video. */
+  /* The reply of another video: nothing of it is used (its tracks would be served and cached as this video's). */
+  if (!player_is_for(&pi, f->video_id)) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_WRONG_VIDEO, "wrong_video");
+    v = V_BLOCKED;
+    goto done;
+  }
+  /* A bot check and the platform's ration are about the address we came from, not the video. */
   if (pi.playability == PLAY_BOT_CHECK) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_BOT_CHECK, "bot_check");
     v = V_BLOCKED;
+    goto done;
+  }
+  if (pi.playability == PLAY_RATIONED) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED, "rationed");
+    v = V_BLOCKED;
+    goto done;
+  }
+  if (pi.playability == PLAY_CLIENT_OUTDATED) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_CLIENT_OUTDATED, "client_outdated");
+    client_outdated(f, c);
     goto done;
   }
   /* Another client may be allowed what this one is refused ("made for kids" on some apps): the next one decides. */
@@ -302,41 +472,8 @@ static enum verdict after_player(struct flow *f, const char *ua, struct course_r
     set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, not_playable_detail(pi.playability));
     goto done;
   }
-  if (f->speech) {
-    v = speech_step(f, &pi, res);
-    goto done;
-  }
-  if (f->tracks) {
-    v = tracks_step(&pi, res);
-    goto done;
-  }
-  if (pi.ntracks == 0) {
-    set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
-    goto done;
-  }
-  int idx = player_choose_track(&pi, f->lang);
-  if (idx < 0 || (size_t)idx >= pi.ntracks) {
-    /* Tracks exist but each wants a PO token (exp=xpe, exp=xpv): another client may be given usable ones. */
-    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
-    goto done;
-  }
-  /*
-   * The platform translates a track it marks translatable into a language it lists; it says so in the same reply for
-   * every client, so a refusal here is the answer, not a reason to ask another client.
-   */
-  if (f->translate[0] != '\0' && !pi.tracks[idx].translatable) {
-    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "not_translatable");
-    v = V_DONE;
-    goto done;
-  }
-  const char *code = f->translate[0] != '\0' ? player_translation_code(&pi, f->translate) : "";
-  if (code == NULL) {
-    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "translation_not_offered");
-    v = V_DONE;
-    goto done;
-  }
-  snprintf(f->tlang, sizeof(f->tlang), "%s", code);
-  v = fetch_track(f, ua, &pi.tracks[idx], res);
+  if (!f->speech) keep_summary(f, &pi, res);
+  v = playable_step(f, &pi, ua, res);
 done:
   player_info_free(&pi);
   return v;
@@ -393,7 +530,7 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
   v = fetch_200(f, &req, res);
-  if (v == V_DONE) v = after_player(f, ua.data, res);
+  if (v == V_DONE) v = after_player(f, c, ua.data, res);
 done:
   buf_free(&url);
   buf_free(&body);
@@ -463,10 +600,29 @@ static void run_flow(struct flow *f, struct course_result *res) {
   res->lang[0] = '\0';
   res->nattempts = 0;
   buf_reset(&res->body);
+  res->retry_after_s = 0;
+  res->player_ttl_ms = 0;
+  buf_reset(&res->player);
   set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_clients");
+  /* Translations rest through every egress: the platform would refuse this one too; it is not asked. */
+  if (f->translate[0] != '\0' && upstream_translation_egress(it->up) != 0) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED, "translations_resting");
+    res->retry_after_s = retry_after_s(upstream_translation_rest_left_ms(it->up));
+    if (res->retry_after_s == 0) res->retry_after_s = 1;
+    return;
+  }
   struct course_result best;
   memset(&best, 0, sizeof(best));
   int best_rank = 0;
+  /* The video's player summary, when the dispatcher handed one: no player request unless it is stale. */
+  if (f->player_len > 0 && !f->speech) {
+    enum verdict v = reuse_summary(f, res);
+    if (v == V_DONE || v == V_STOP) {
+      if (v == V_DONE) upstream_egress_report(it->up, 0);
+      goto out;
+    }
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_clients");
+  }
   size_t next = 0;
   int attempts = (int)it->cfg->upstream_attempts;
   for (int egress = 0; egress < attempts; egress++) {
@@ -505,17 +661,34 @@ static void run_flow(struct flow *f, struct course_result *res) {
   }
   if (best_rank > 0) set_result(res, best.outcome, best.reason, best.detail);
 out:
+  /* A 502 while every egress rests says when the first comes back. */
+  if (res->outcome == PROTO_UPSTREAM_FAILED && res->retry_after_s == 0)
+    res->retry_after_s = retry_after_s(upstream_rest_left_ms(it->up));
   buf_free(&f->resp.body);
 }
 
 void course_fetch_captions(struct course *it, const char *video_id, const char *lang, const char *translate,
-                           const char *request_id, struct course_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = lang, .translate = translate, .request_id = request_id};
+                           const char *request_id, const char *player, size_t player_len, struct course_result *res) {
+  struct flow f = {.it = it,
+                   .video_id = video_id,
+                   .lang = lang,
+                   .translate = translate,
+                   .request_id = request_id,
+                   .player = player,
+                   .player_len = player_len};
   run_flow(&f, res);
 }
 
-void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .tracks = 1};
+void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
+                         size_t player_len, struct course_result *res) {
+  struct flow f = {.it = it,
+                   .video_id = video_id,
+                   .lang = "",
+                   .translate = "",
+                   .request_id = request_id,
+                   .tracks = 1,
+                   .player = player,
+                   .player_len = player_len};
   run_flow(&f, res);
 }
 
@@ -527,6 +700,7 @@ void course_fetch_speech(struct course *it, const char *video_id, const char *re
 void course_probe(struct course *it, size_t client, const char *video_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = "probe", .res = res};
   res->lang[0] = '\0';
+  res->retry_after_s = 0;
   res->nattempts = 0;
   buf_reset(&res->body);
   if (client >= it->nclients) {

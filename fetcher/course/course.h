@@ -52,7 +52,10 @@ struct course_result {
   uint8_t reason;                /* enum proto_reason */
   uint8_t nattempts;             /* player attempts, by client and proxy, for the counters */
   struct proto_attempt attempts[PROTO_MAX_ATTEMPTS];
-  struct buf body; /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
+  uint32_t retry_after_s; /* a 502's Retry-After: every egress rests (or translations do) for that long; 0 for none */
+  struct buf body;        /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
+  struct buf player;      /* the summary of the job's latest playable player reply (see proto_result); buf_free it */
+  uint32_t player_ttl_ms; /* how long the summary may be reused, 0: not at all */
 };
 
 /*
@@ -63,14 +66,19 @@ struct course_result {
  * what happened.
  */
 void course_fetch_captions(struct course *it, const char *video_id, const char *lang, const char *translate,
-                           const char *request_id, struct course_result *res);
+                           const char *request_id, const char *player, size_t player_len, struct course_result *res);
 
 /*
+ * With player (player_len bytes, a summary of the video's player reply handed by the dispatcher, see proto_result),
+ * the captions and tracks jobs use it instead of a player request; a caption URL of it that answers 403 or 404 is
+ * fetched once more after a fresh player reply, as is a summary that cannot be read.
+ *
  * Runs a tracks job for video_id: the same clients in turn; the first playable reply's caption tracks and translation
  * languages become the public tracks body (player_tracks_json), empty lists when it has none. Refusals as for
  * captions.
  */
-void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, struct course_result *res);
+void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
+                         size_t player_len, struct course_result *res);
 
 /*
  * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline

@@ -23,19 +23,24 @@
 #define CONSENT_HOST "consent.youtube.com"
 
 /*
- * Health of one proxy, shared by every child of a fetcher (mapped before fork) and updated with atomics: blocks in a
- * row, and the rest a blocked proxy takes. Any reply that is not a block ends the row and the doubling.
+ * Health of one egress (a proxy, or the direct route), shared by every child of a fetcher (mapped before fork) and
+ * updated with atomics: blocks in a row, and the rest a blocked egress takes. Any reply that is not a block ends the
+ * row and the doubling, and a rest. Translations (tlang) rest apart: the platform throttles them far harder than
+ * the rest, so a throttled translation rests the translations through that egress, not the egress.
  */
 struct proxy_health {
   _Atomic uint32_t blocks_in_row;
   _Atomic uint64_t rest_until_ms; /* util_now_ms clock; 0: not resting */
   _Atomic uint64_t rest_since_ms;
-  _Atomic uint64_t rest_ms; /* length of the last rest: the next one doubles it */
+  _Atomic uint64_t rest_ms;     /* length of the last rest: the next one doubles it */
+  _Atomic uint64_t tl_until_ms; /* translations rest until then (util_now_ms clock); 0: not resting */
+  _Atomic uint64_t tl_rest_ms;  /* length of the translations' last rest: the next one in a row doubles it */
 };
 
 struct upstream_health {
   _Atomic uint32_t next; /* where the next job starts looking, so children spread over the proxies */
   struct proxy_health p[VTS_UPSTREAM_MAX_PROXIES];
+  struct proxy_health direct; /* the direct route, the egress when no proxy is configured */
 };
 
 static struct upstream_health *shared_health;
@@ -85,7 +90,6 @@ struct upstream {
   int rotating[UPSTREAM_EGRESSES]; /* a rotating proxy: a new connection, and a new address, for every request */
   uint32_t waits[UPSTREAM_EGRESSES];
   uint32_t declines[UPSTREAM_EGRESSES];
-  uint64_t budget_wait_ms; /* the last refusal of a unit: how long until one was due */
 };
 
 #define ROTATING_PREFIX "rotating+"
@@ -369,7 +373,8 @@ static int prefer_budget(struct upstream *u, int i) {
 /*
  * Spends one unit of the current egress's budget before a platform request (transport_req.admit: every hop of a
  * redirect is a request). A spent budget is waited for while the unit comes before the job's deadline, counted once
- * per request; past the deadline, -EAGAIN and budget_wait_ms says when the unit comes.
+ * per request; past the deadline, -EAGAIN (the log line says when the unit comes; upstream_budget_wait_ms, when the
+ * first egress the job could use holds one).
  */
 static int spend_budget(void *ctx) {
   struct upstream *u = ctx;
@@ -384,7 +389,6 @@ static int spend_budget(void *ctx) {
     snprintf(egress, sizeof(egress), "%d", pos);
     snprintf(ms, sizeof(ms), "%llu", (unsigned long long)wait_ms);
     if (past) {
-      u->budget_wait_ms = wait_ms;
       log_msg(LOG_INFO, "egress budget spent past the deadline", "request_id", u->request_id, "=proxy", egress,
               "=wait_ms", ms, NULL);
       return -EAGAIN;
@@ -417,8 +421,6 @@ uint64_t upstream_budget_wait_ms(struct upstream *u) {
   }
   return (best + 999) / 1000;
 }
-
-uint64_t upstream_budget_refused_wait_ms(const struct upstream *u) { return u->budget_wait_ms; }
 
 void upstream_budget_declined(struct upstream *u) {
   int first, last;
@@ -478,7 +480,6 @@ void upstream_begin_job(struct upstream *u, uint64_t deadline_ms, const char *re
   u->deadline_ms = deadline_ms;
   u->request_id = request_id;
   u->tried = 0;
-  u->budget_wait_ms = 0;
   /* A job must not see the cookies of another (a consent answer, a visitor id): each job starts clean. */
   use_egress(u, u->nproxies > 0 ? prefer_budget(u, choose_egress(u)) : -1);
 }
@@ -510,21 +511,35 @@ int upstream_has_next_egress(const struct upstream *u) {
   return 0;
 }
 
+/* The health of the current job's egress: a proxy's, or the direct route's. */
+static struct proxy_health *job_health(struct upstream *u) {
+  return u->egress >= 0 ? &u->health->p[u->egress] : &u->health->direct;
+}
+
+/* Whether the current job's egress is a rotating proxy: many addresses behind one URL, never rested as one. */
+static int job_rotating(const struct upstream *u) { return u->egress >= 0 && u->rotating[u->egress + 1]; }
+
+/* The next length of a rest that doubles in a row: the base first, then twice the last, up to the cap. */
+static uint64_t next_rest(const struct upstream *u, uint64_t last) {
+  uint64_t cap = u->rest_base_ms * VTS_PROXY_REST_MAX_FACTOR;
+  return last == 0 ? u->rest_base_ms : (last * 2 > cap ? cap : last * 2);
+}
+
 void upstream_egress_report(struct upstream *u, int blocked) {
-  /* A rotating proxy is many addresses behind one URL: a block was one of them, not a reason to rest them all. */
-  if (u->egress < 0 || u->rotating[u->egress + 1]) return;
-  struct proxy_health *h = &u->health->p[u->egress];
+  /* A block through a rotating proxy was one of its addresses, not a reason to rest them all. */
+  if (job_rotating(u)) return;
+  struct proxy_health *h = job_health(u);
   if (!blocked) {
     atomic_store_explicit(&h->blocks_in_row, 0, memory_order_relaxed);
     atomic_store_explicit(&h->rest_ms, 0, memory_order_relaxed);
+    /* It served: whatever rest it was in is over (it was tried because every egress rested). */
+    atomic_store_explicit(&h->rest_until_ms, 0, memory_order_relaxed);
     return;
   }
   uint32_t row = atomic_fetch_add_explicit(&h->blocks_in_row, 1, memory_order_relaxed) + 1;
   if (row < VTS_PROXY_BLOCKS_TO_REST) return;
   uint64_t now = util_now_ms();
-  uint64_t len = atomic_load_explicit(&h->rest_ms, memory_order_relaxed);
-  uint64_t cap = u->rest_base_ms * VTS_PROXY_REST_MAX_FACTOR;
-  len = len == 0 ? u->rest_base_ms : (len * 2 > cap ? cap : len * 2);
+  uint64_t len = next_rest(u, atomic_load_explicit(&h->rest_ms, memory_order_relaxed));
   atomic_store_explicit(&h->rest_ms, len, memory_order_relaxed);
   atomic_store_explicit(&h->rest_since_ms, now, memory_order_relaxed);
   atomic_store_explicit(&h->rest_until_ms, now + len, memory_order_relaxed);
@@ -534,6 +549,64 @@ void upstream_egress_report(struct upstream *u, int blocked) {
   snprintf(blocks, sizeof(blocks), "%u", row);
   log_msg(LOG_WARN, "proxy resting after blocks", "request_id", u->request_id, "=proxy", proxy, "=blocks_in_row",
           blocks, "=rest_ms", rest, NULL);
+}
+
+/*
+ * The egresses a job may use are the proxies, or the direct route when none is configured. How long until the first
+ * of them is back from its rest (of the egress, or of its translations): 0 when one is not resting.
+ */
+static uint64_t first_back_ms(const struct upstream *u, int translations) {
+  uint64_t now = util_now_ms(), first = UINT64_MAX;
+  size_t n = u->nproxies > 0 ? u->nproxies : 1;
+  for (size_t i = 0; i < n; i++) {
+    const struct proxy_health *h = u->nproxies > 0 ? &u->health->p[i] : &u->health->direct;
+    uint64_t t = atomic_load_explicit(translations ? &h->tl_until_ms : &h->rest_until_ms, memory_order_relaxed);
+    if (t <= now) return 0;
+    if (t - now < first) first = t - now;
+  }
+  return first;
+}
+
+uint64_t upstream_rest_left_ms(const struct upstream *u) { return first_back_ms(u, 0); }
+
+uint64_t upstream_translation_rest_left_ms(const struct upstream *u) { return first_back_ms(u, 1); }
+
+void upstream_translation_report(struct upstream *u, int throttled) {
+  /* The next translation through a rotating proxy goes out from another address: nothing to rest. */
+  if (job_rotating(u)) return;
+  struct proxy_health *h = job_health(u);
+  if (!throttled) {
+    atomic_store_explicit(&h->tl_rest_ms, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->tl_until_ms, 0, memory_order_relaxed);
+    return;
+  }
+  /* One throttle rests translations at once: the platform says plainly that it will not translate for a while. */
+  uint64_t len = next_rest(u, atomic_load_explicit(&h->tl_rest_ms, memory_order_relaxed));
+  atomic_store_explicit(&h->tl_rest_ms, len, memory_order_relaxed);
+  atomic_store_explicit(&h->tl_until_ms, util_now_ms() + len, memory_order_relaxed);
+  char proxy[16], rest[24];
+  snprintf(proxy, sizeof(proxy), "%d", u->egress + 1);
+  snprintf(rest, sizeof(rest), "%llu", (unsigned long long)len);
+  log_msg(LOG_WARN, "translations resting after a throttle", "request_id", u->request_id, "=proxy", proxy, "=rest_ms",
+          rest, NULL);
+}
+
+int upstream_translation_egress(struct upstream *u) {
+  if (upstream_translation_rest_left_ms(u) > 0) return -EAGAIN;
+  uint64_t now = util_now_ms();
+  if (atomic_load_explicit(&job_health(u)->tl_until_ms, memory_order_relaxed) <= now) return 0;
+  /* Another proxy whose translations do not rest, one not resting itself first; the job has used none yet. */
+  int pick = -1;
+  for (size_t i = 0; i < u->nproxies; i++) {
+    const struct proxy_health *h = &u->health->p[i];
+    if (atomic_load_explicit(&h->tl_until_ms, memory_order_relaxed) > now) continue;
+    if (pick < 0 || atomic_load_explicit(&h->rest_until_ms, memory_order_relaxed) <= now) pick = (int)i;
+    if (atomic_load_explicit(&h->rest_until_ms, memory_order_relaxed) <= now) break;
+  }
+  if (pick < 0 || u->egress < 0) return -EAGAIN;
+  u->tried &= ~(1u << u->egress);
+  use_egress(u, pick);
+  return 0;
 }
 
 const char *upstream_job_proxy(const struct upstream *u) { return u->job_proxy; }

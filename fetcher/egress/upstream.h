@@ -90,11 +90,36 @@ int upstream_has_next_egress(const struct upstream *u);
 size_t upstream_proxy_count(const struct upstream *u);
 
 /*
- * Reports how the current proxy fared in this job: blocked (429, recaptcha, bot check, 403 on captions, or no
- * connection), or served. VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at
- * each further block up to VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row.
+ * Reports how the current egress (its proxy, or the direct route) fared in this job: blocked (429, recaptcha, bot
+ * check, the platform's ration, a reply for another video, 403 on captions, or no connection), or served.
+ * VTS_PROXY_BLOCKS_TO_REST blocks in a row send it to rest for VTS_PROXY_REST_MS, doubling at each further block up to
+ * VTS_PROXY_REST_MAX_FACTOR times; a served job ends the row and the rest. A rotating proxy is never rested.
  */
 void upstream_egress_report(struct upstream *u, int blocked);
+
+/*
+ * When every egress a job may use (the proxies, or the direct route without them) rests: the ms until the first
+ * comes back (a 502's Retry-After). 0 when one does not rest.
+ */
+uint64_t upstream_rest_left_ms(const struct upstream *u);
+
+/*
+ * Reports how a translated caption track (tlang) fared through the current egress: throttled (429 or an empty body)
+ * rests translations through that egress at once, for VTS_PROXY_REST_MS doubling at each further throttle in a row
+ * (up to VTS_PROXY_REST_MAX_FACTOR times); served ends the row and the rest. The egress itself is not rested, nor
+ * are a rotating proxy's translations (its next request goes out from another address).
+ */
+void upstream_translation_report(struct upstream *u, int throttled);
+
+/* The same as upstream_rest_left_ms for translations: every egress's translations rest, until the first is back. */
+uint64_t upstream_translation_rest_left_ms(const struct upstream *u);
+
+/*
+ * For a job that asks for a translation, before its first request: keeps its egress when translations do not rest
+ * there, else moves it to a proxy whose translations do not (one not resting itself first). Returns 0, or -EAGAIN
+ * when translations rest through every egress (upstream_translation_rest_left_ms says until when).
+ */
+int upstream_translation_egress(struct upstream *u);
 
 /*
  * Performs one request, following allowed redirects. Any HTTP status is a success (resp->status says which).
@@ -131,9 +156,6 @@ uint64_t upstream_job_deadline(const struct upstream *u);
 
 /* Milliseconds until the first egress a job could use holds a unit (0: one holds one now): a Retry-After. */
 uint64_t upstream_budget_wait_ms(struct upstream *u);
-
-/* After upstream_fetch failed with -EAGAIN in this job: how long until the refused unit was due, in ms. */
-uint64_t upstream_budget_refused_wait_ms(const struct upstream *u);
 
 /* Counts a job given back to its dispatcher for want of budget, against every egress the job could have used. */
 void upstream_budget_declined(struct upstream *u);

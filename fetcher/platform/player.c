@@ -44,6 +44,7 @@ enum {
   N_TL_NAME,                    /* .translationLanguages[].languageName */
   N_TL_NAME_RUNS,               /* .languageName.runs */
   N_TL_NAME_RUN,                /* .languageName.runs[] */
+  N_DETAILS,                    /* videoDetails */
 };
 
 /* Keys we read. */
@@ -81,6 +82,8 @@ enum {
   F_IS_TRANSLATABLE,
   F_TRANSLATION_LANGUAGES,
   F_LANGUAGE_NAME,
+  F_VIDEO_DETAILS,
+  F_VIDEO_ID,
 };
 
 static const struct {
@@ -91,6 +94,8 @@ static const struct {
     {JSONSTREAM_ROOT, "playabilityStatus", F_PLAYABILITY},
     {JSONSTREAM_ROOT, "captions", F_CAPTIONS},
     {JSONSTREAM_ROOT, "streamingData", F_STREAMING},
+    {JSONSTREAM_ROOT, "videoDetails", F_VIDEO_DETAILS},
+    {N_DETAILS, "videoId", F_VIDEO_ID},
     {N_PLAY, "status", F_STATUS},
     {N_PLAY, "reason", F_REASON},
     {N_PLAY, "errorScreen", F_ERROR_SCREEN},
@@ -141,6 +146,7 @@ static const struct {
   int child;
 } children[] = {
     {JSONSTREAM_ROOT, F_PLAYABILITY, 0, N_PLAY},
+    {JSONSTREAM_ROOT, F_VIDEO_DETAILS, 0, N_DETAILS},
     {N_PLAY, F_ERROR_SCREEN, 0, N_SCREEN},
     {N_SCREEN, F_PEMR, 0, N_PEMR},
     {N_PEMR, F_SUBREASON, 0, N_SUBREASON},
@@ -173,6 +179,7 @@ struct parse {
   struct player_info *out;
   char status[32];
   int has_status;
+  struct buf top_reason;    /* playabilityStatus.reason as sent, for the phrases of reason_phrases */
   struct buf screen_reason; /* errorScreen reason text: the reason when the top-level one is missing */
   struct buf subreason;
   int bot_reason;         /* some reason text says "bot" */
@@ -238,16 +245,86 @@ static int mentions_bot(const char *s, size_t len) {
   return 0;
 }
 
-/* Whether the query of url holds the parameter param ("exp=xpe") exactly. */
-static int has_param(const char *url, const char *param) {
+/* A comma between the items of a list value, as sent (",") or percent-encoded ("%2C"): its length, else 0. */
+static size_t list_comma(const char *s, size_t left) {
+  if (left >= 1 && s[0] == ',') return 1;
+  if (left >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'C' || s[2] == 'c')) return 3;
+  return 0;
+}
+
+/*
+ * Whether a track URL's exp parameter names an experiment that makes the platform want a proof-of-origin token:
+ * xpe or xpv, alone ("exp=xpe") or in a list ("exp=xpo,xpe", "exp=xpo%2Cxwmhp%2Cxpe").
+ */
+static int wants_po_token(const char *url) {
   const char *q = strchr(url, '?');
-  size_t n = strlen(param);
   while (q) {
     q++;
-    if (strncmp(q, param, n) == 0 && (q[n] == '&' || q[n] == '\0' || q[n] == '#')) return 1;
+    if (strncmp(q, "exp=", 4) == 0) {
+      const char *v = q + 4;
+      size_t len = strcspn(v, "&#"), i = 0;
+      while (i < len) {
+        size_t n = 0;
+        while (i + n < len && list_comma(v + i + n, len - i - n) == 0) n++;
+        if (n == 3 && (memcmp(v + i, "xpe", 3) == 0 || memcmp(v + i, "xpv", 3) == 0)) return 1;
+        i += n;
+        if (i < len) i += list_comma(v + i, len - i);
+      }
+    }
     q = strchr(q, '&');
   }
   return 0;
+}
+
+/*
+ * The one table of the platform's reason texts that speak of us, not of the video: each a phrase looked for in the
+ * reasons of a non-OK reply (top-level, error screen, subreason), letters compared without case and any apostrophe
+ * (' or the typographic one the platform writes) read as "'". A new wording of the platform is a new row.
+ */
+static const struct {
+  const char *phrase;
+  enum playability play;
+} reason_phrases[] = {
+    {"content isn't available, try again later", PLAY_RATIONED},
+    {"the page needs to be reloaded", PLAY_RATIONED},
+    {"watch on the latest version of youtube", PLAY_CLIENT_OUTDATED},
+    {"no longer supported on this application or device", PLAY_CLIENT_OUTDATED},
+};
+
+/* Bytes of s at `at` that match the phrase character want (ASCII lowercase or "'"), or 0. */
+static size_t phrase_char(const char *s, size_t len, size_t at, char want) {
+  const unsigned char *u = (const unsigned char *)s + at;
+  if (at >= len) return 0;
+  /* U+2018 and U+2019, the typographic quotes, are E2 80 98 and E2 80 99 in UTF-8. */
+  if (want == '\'' && len - at >= 3 && u[0] == 0xE2 && u[1] == 0x80 && (u[2] == 0x98 || u[2] == 0x99)) return 3;
+  unsigned char c = u[0] >= 'A' && u[0] <= 'Z' ? (unsigned char)(u[0] | 0x20) : u[0];
+  return c == (unsigned char)want ? 1 : 0;
+}
+
+static int holds_phrase(const char *s, size_t len, const char *phrase) {
+  for (size_t i = 0; i < len; i++) {
+    size_t at = i;
+    const char *p = phrase;
+    for (; *p != '\0'; p++) {
+      size_t n = phrase_char(s, len, at, *p);
+      if (n == 0) break;
+      at += n;
+    }
+    if (*p == '\0') return 1;
+  }
+  return 0;
+}
+
+/* The playability a reason phrase of the table names in any of the reply's reason texts, or PLAY_OK for none. */
+static enum playability phrase_playability(const struct parse *p) {
+  const struct buf *texts[] = {&p->top_reason, &p->screen_reason, &p->subreason};
+  for (size_t i = 0; i < sizeof(reason_phrases) / sizeof(reason_phrases[0]); i++) {
+    for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+      if (texts[t]->len > 0 && holds_phrase(texts[t]->data, texts[t]->len, reason_phrases[i].phrase))
+        return reason_phrases[i].play;
+    }
+  }
+  return PLAY_OK;
 }
 
 static int player_key(void *ctx, int node, const char *key, size_t len) {
@@ -308,8 +385,8 @@ static int close_track(struct parse *p) {
     return 0;
   }
   if (grow((void **)&pi->tracks, pi->ntracks, &p->tracks_cap, sizeof(*pi->tracks)) < 0) return -ENOMEM;
-  /* exp=xpe and exp=xpv mark tracks the platform serves only with a proof-of-origin token. */
-  p->track.po_token = has_param(p->track.base_url, "exp=xpe") || has_param(p->track.base_url, "exp=xpv");
+  /* exp=xpe and exp=xpv (also in a list) mark tracks the platform serves only with a proof-of-origin token. */
+  p->track.po_token = wants_po_token(p->track.base_url);
   pi->tracks[pi->ntracks] = p->track;
   memset(&p->track, 0, sizeof(p->track)); /* ownership of base_url moved */
   p->track_map[upstream] = (int)pi->ntracks;
@@ -443,6 +520,19 @@ static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind ki
       } else if (field == F_REASON) {
         textclean_copy(p->out->reason, sizeof(p->out->reason), s, len);
         p->bot_reason |= mentions_bot(s, len);
+        buf_reset(&p->top_reason);
+        return add_text(&p->top_reason, s, len);
+      }
+      return 0;
+    case N_DETAILS:
+      if (field == F_VIDEO_ID) {
+        /* An id that is not a plain token, or too long, is kept as "": it matches no video asked for. */
+        p->out->has_video_id = 1;
+        p->out->video_id[0] = '\0';
+        if (kind == JSONSTREAM_STRING && len < sizeof(p->out->video_id) && is_token(s, len)) {
+          memcpy(p->out->video_id, s, len);
+          p->out->video_id[len] = '\0';
+        }
       }
       return 0;
     case N_SUBREASON:
@@ -483,6 +573,10 @@ static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind ki
 static const struct jsonstream_ops player_ops = {player_key, player_open, player_close, player_scalar};
 
 static enum playability map_status(const struct parse *p) {
+  if (strcmp(p->status, "OK") != 0) {
+    enum playability phrase = phrase_playability(p);
+    if (phrase != PLAY_OK) return phrase;
+  }
   static const struct {
     const char *status;
     enum playability play;
@@ -513,8 +607,12 @@ static int default_track(const struct parse *p) {
 int player_parse(const char *json, size_t len, struct player_info *out) {
   memset(out, 0, sizeof(*out));
   out->default_track = -1;
-  struct parse p = {
-      .out = out, .screen_reason = BUF_INIT, .subreason = BUF_INIT, .name = BUF_INIT, .default_audio_track = -1};
+  struct parse p = {.out = out,
+                    .top_reason = BUF_INIT,
+                    .screen_reason = BUF_INIT,
+                    .subreason = BUF_INIT,
+                    .name = BUF_INIT,
+                    .default_audio_track = -1};
   format_reset(&p.format);
   int rv = jsonstream_parse(json, len, 1, &player_ops, &p);
   if (rv == 0 && !p.has_status) rv = -EPROTO;
@@ -529,6 +627,7 @@ fail:
   free(p.format.url);
   free(p.track_map);
   free(p.audio_default);
+  buf_free(&p.top_reason);
   buf_free(&p.screen_reason);
   buf_free(&p.subreason);
   buf_free(&p.name);
@@ -552,6 +651,10 @@ void player_info_free(struct player_info *pi) {
   pi->ntracks = 0;
   pi->audio = NULL;
   pi->naudio = 0;
+}
+
+int player_is_for(const struct player_info *pi, const char *video_id) {
+  return !pi->has_video_id || strcmp(pi->video_id, video_id) == 0;
 }
 
 /* The base language: "pt" of "pt-BR". */
@@ -606,12 +709,81 @@ const char *player_translation_code(const struct player_info *pi, const char *la
   return NULL;
 }
 
+/* The value of parameter name ("expire") in url's query as a whole number, or -1. */
+static int64_t query_number(const char *url, const char *name) {
+  size_t n = strlen(name);
+  const char *q = strchr(url, '?');
+  while (q) {
+    q++;
+    if (strncmp(q, name, n) == 0 && q[n] == '=') {
+      int64_t v;
+      size_t len = strcspn(q + n + 1, "&#");
+      return util_parse_i64_n(q + n + 1, len, 0, INT64_MAX, &v) == 0 ? v : -1;
+    }
+    q = strchr(q, '&');
+  }
+  return -1;
+}
+
+int64_t player_tracks_expire_s(const struct player_info *pi) {
+  int64_t first = 0;
+  for (size_t i = 0; i < pi->ntracks; i++) {
+    int64_t e = query_number(pi->tracks[i].base_url, "expire");
+    if (e > 0 && (first == 0 || e < first)) first = e;
+  }
+  return first;
+}
+
 /* Appends "key":"value" (value JSON-escaped) with a leading comma unless first. */
 static int put_member(struct buf *out, int first, const char *key, const char *value) {
   int rv = buf_printf(out, "%s\"%s\":\"", first ? "" : ",", key);
   if (rv == 0) rv = buf_json_escape(out, value, strlen(value));
   if (rv == 0) rv = buf_puts(out, "\"");
   return rv;
+}
+
+/*
+ * The end of a JSON document appended to out from start on, after rv (0, or what an append returned): 0, or -E2BIG
+ * past max bytes, or -ENOMEM; on failure out is left as it was before it.
+ */
+static int json_written(struct buf *out, size_t start, int rv, size_t max) {
+  if (rv == 0 && out->len - start > max) rv = -E2BIG;
+  if (rv == 0) return 0;
+  out->len = start;
+  if (out->data != NULL) out->data[out->len] = '\0';
+  return rv == -E2BIG ? rv : -ENOMEM;
+}
+
+int player_summary_json(const struct player_info *pi, const char *video_id, struct buf *out) {
+  size_t start = out->len;
+  int rv = buf_puts(out, "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{");
+  if (rv == 0) rv = put_member(out, 1, "videoId", video_id);
+  if (rv == 0) rv = buf_puts(out, "},\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[");
+  for (size_t i = 0; rv == 0 && i < pi->ntracks; i++) {
+    const struct caption_track *t = &pi->tracks[i];
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "baseUrl", t->base_url);
+    if (rv == 0) rv = put_member(out, 0, "languageCode", t->lang);
+    if (rv == 0) rv = buf_puts(out, ",\"name\":{");
+    if (rv == 0) rv = put_member(out, 1, "simpleText", t->name);
+    if (rv == 0) rv = buf_puts(out, "}");
+    if (rv == 0) rv = put_member(out, 0, "kind", t->is_asr ? "asr" : "");
+    if (rv == 0) rv = buf_printf(out, ",\"isTranslatable\":%s}", t->translatable ? "true" : "false");
+  }
+  /* The default track as the platform names it: through the default audio track (-1, none, is read as absent). */
+  if (rv == 0)
+    rv = buf_printf(out, "],\"audioTracks\":[{\"defaultCaptionTrackIndex\":%d}],\"defaultAudioTrackIndex\":0",
+                    pi->default_track);
+  if (rv == 0) rv = buf_puts(out, ",\"translationLanguages\":[");
+  for (size_t i = 0; rv == 0 && i < pi->ntranslations; i++) {
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "languageCode", pi->translations[i].lang);
+    if (rv == 0) rv = buf_puts(out, ",\"languageName\":{");
+    if (rv == 0) rv = put_member(out, 1, "simpleText", pi->translations[i].name);
+    if (rv == 0) rv = buf_puts(out, "}}");
+  }
+  if (rv == 0) rv = buf_puts(out, "]}}}");
+  return json_written(out, start, rv, VTS_MAX_PLAYER_SUMMARY_BYTES);
 }
 
 int player_tracks_json(const struct player_info *pi, struct buf *out) {
@@ -633,11 +805,5 @@ int player_tracks_json(const struct player_info *pi, struct buf *out) {
     if (rv == 0) rv = buf_puts(out, "}");
   }
   if (rv == 0) rv = buf_puts(out, "]}");
-  if (rv == 0 && out->len - start > VTS_MAX_TRANSCRIPT_BYTES) rv = -E2BIG;
-  if (rv != 0) {
-    out->len = start;
-    if (out->data != NULL) out->data[out->len] = '\0';
-    return rv == -E2BIG ? rv : -ENOMEM;
-  }
-  return 0;
+  return json_written(out, start, rv, VTS_MAX_TRANSCRIPT_BYTES);
 }

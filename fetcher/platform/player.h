@@ -18,6 +18,13 @@ enum playability {
   PLAY_UNPLAYABLE,     /* UNPLAYABLE: 404 */
   PLAY_LIVE_OFFLINE,   /* LIVE_STREAM_OFFLINE: 404 */
   PLAY_OTHER,          /* any other non-OK status: 404 */
+  /*
+   * A non-OK status whose reason text is one of the platform's phrases about us rather than the video (the one table
+   * of them is in player.c): its ration of our address ("This content isn't available, try again later."), a block
+   * (502); and a client version it retired ("Watch on the latest version of YouTube."), the next client's turn.
+   */
+  PLAY_RATIONED,
+  PLAY_CLIENT_OUTDATED,
 };
 
 struct caption_track {
@@ -26,7 +33,7 @@ struct caption_track {
   char name[128];   /* name (its runs joined, or simpleText), cleaned; "" when absent */
   int is_asr;       /* kind == "asr" */
   int translatable; /* isTranslatable: the platform translates it (tlang) */
-  int po_token;     /* the baseUrl carries exp=xpe or exp=xpv: the track needs a PO token we do not have */
+  int po_token;     /* the baseUrl's exp names xpe or xpv (alone or in a list): the track needs a PO token we lack */
 };
 
 /* One of the languages the platform translates translatable tracks into (translationLanguages[]). */
@@ -47,6 +54,8 @@ struct audio_format {
 
 struct player_info {
   enum playability playability;
+  char video_id[16];   /* videoDetails.videoId, "" when absent (or not a plain id: see player_is_for) */
+  int has_video_id;    /* the reply named a videoDetails.videoId */
   char reason[128];    /* the upstream reason, for logs only, never sent to clients */
   char subreason[128]; /* errorScreen.playerErrorMessageRenderer.subreason text, for logs only */
   struct caption_track *tracks;
@@ -68,6 +77,12 @@ int player_parse(const char *json, size_t len, struct player_info *out);
 void player_info_free(struct player_info *pi);
 
 /*
+ * Whether the reply is for video_id: it names no video, or exactly that one. The platform sometimes answers with the
+ * reply of another video; nothing of such a reply may be used.
+ */
+int player_is_for(const struct player_info *pi, const char *video_id);
+
+/*
  * Chooses a track: the requested language exactly, manual before asr; then the same base language ("pt" for
  * "pt-BR", and "pt-BR" for "pt"); then the default track; then the first manual track; then the first.
  * lang "" means no preference: the default track. Tracks that need a PO token are skipped. Returns an index or -1.
@@ -79,6 +94,20 @@ int player_choose_track(const struct player_info *pi, const char *lang);
  * case ("zh-hant" finds "zh-Hant"): a pointer into pi, valid while pi is, or NULL when the platform does not offer it.
  */
 const char *player_translation_code(const struct player_info *pi, const char *lang);
+
+/*
+ * Appends the summary of a playable reply for video_id to out: a minimal player reply of the same shape, which
+ * player_parse reads back into the same playability, caption tracks (URLs, languages, names, kinds, translatable,
+ * the default track) and translation languages; no audio formats. What a video's next jobs use instead of a player
+ * request. Returns 0, -E2BIG past VTS_MAX_PLAYER_SUMMARY_BYTES, or -ENOMEM; out is left as it was on failure.
+ */
+int player_summary_json(const struct player_info *pi, const char *video_id, struct buf *out);
+
+/*
+ * The earliest expire (unix seconds) among the caption tracks' URLs (their expire= parameter), 0 when none says:
+ * after it the platform refuses them.
+ */
+int64_t player_tracks_expire_s(const struct player_info *pi);
 
 /*
  * Appends the public body of GET /v1/video/tracks to out: {"tracks":[{"language","name","kind","translatable"}...],

@@ -165,6 +165,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
   }
   fflush(stdout);
   buf_free(&res.body);
+  buf_free(&res.player);
   course_free(it);
   upstream_free(up);
   curl_global_cleanup();

@@ -152,6 +152,7 @@ void job_runner_free(struct job_runner *r) {
   course_free(r->it);
   upstream_free(r->up);
   buf_free(&r->out.body);
+  buf_free(&r->out.player);
   free(r);
 }
 
@@ -163,6 +164,9 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   buf_reset(&out->body);
   out->lang[0] = '\0';
   out->nattempts = 0;
+  out->retry_after_s = 0;
+  out->player_ttl_ms = 0;
+  buf_reset(&out->player);
   out->reason = PROTO_REASON_INTERNAL;
   course_refresh_profiles(r->it);
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
@@ -173,9 +177,10 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
     if (job->kind == PROTO_KIND_SPEECH)
       course_fetch_speech(r->it, job->video_id, job->request_id, out);
     else if (job->kind == PROTO_KIND_TRACKS)
-      course_fetch_tracks(r->it, job->video_id, job->request_id, out);
+      course_fetch_tracks(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
     else
-      course_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, out);
+      course_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, job->player,
+                            job->player_len, out);
   }
   watchdog_disarm();
   if (util_now_ms() - start >= budget + VTS_FETCHER_WATCHDOG_GRACE_MS) watchdog_exit();
@@ -192,6 +197,17 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   res->reason = out->reason;
   res->nattempts = out->nattempts;
   memcpy(res->attempts, out->attempts, sizeof(res->attempts));
+  res->retry_after_s = out->outcome == PROTO_UPSTREAM_FAILED ? out->retry_after_s : 0;
+  /* No egress had a unit of its budget in time: the 502 says when the first holds one (at least 1 s). */
+  if (out->outcome == PROTO_UPSTREAM_FAILED && out->reason == PROTO_REASON_BUDGET) {
+    uint64_t s = (upstream_budget_wait_ms(r->up) + 999) / 1000;
+    res->retry_after_s = s == 0 ? 1 : s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+  }
+  if (out->player_ttl_ms > 0 && out->player.len > 0) {
+    res->player = out->player.data;
+    res->player_len = (uint32_t)out->player.len;
+    res->player_ttl_ms = out->player_ttl_ms;
+  }
   res->negress = (uint8_t)upstream_budget_report(r->up, res->egress);
   res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
   res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;

@@ -59,6 +59,7 @@ struct peers {
   bool busy;     /* a job was taken and its result is not sent yet */
   bool have_job; /* job is taken but not yet handed to the loop */
   struct proto_job job;
+  struct buf job_player; /* a copy of the job's player summary (the message it came in is freed at once) */
   struct peer *job_from;
   bool stopping;
   bool acked; /* the RESULT_LAST was acknowledged */
@@ -127,6 +128,14 @@ static void peer_answered(struct peer *p, const void *body, size_t len) {
         ps->busy = true;
         ps->have_job = true;
         ps->job = job;
+        /* Without memory for its copy the job goes without the summary: it asks the platform instead. */
+        buf_reset(&ps->job_player);
+        ps->job.player = NULL;
+        ps->job.player_len = 0;
+        if (job.player_len > 0 && buf_append(&ps->job_player, job.player, job.player_len) == 0) {
+          ps->job.player = ps->job_player.data;
+          ps->job.player_len = job.player_len;
+        }
         ps->job_from = p;
         p->state = P_RUNNING;
         pthread_cond_broadcast(&ps->cond);
@@ -517,5 +526,6 @@ void peers_free(struct peers *ps) {
   for (size_t i = 0; i < ps->n; i++) peer_close(ps->links[i]);
   pthread_cond_destroy(&ps->cond);
   pthread_mutex_destroy(&ps->mu);
+  buf_free(&ps->job_player);
   free(ps);
 }

@@ -27,7 +27,8 @@ int peers_new(const struct vts_config *cfg, struct peers **out, char *err, size_
 
 /*
  * Waits for the next job from any dispatcher, re-resolving the names on schedule meanwhile. Returns 1 with *job
- * filled (the process is busy from then on: later jobs are declined), or 0 once peers_stop was called.
+ * filled (the process is busy from then on: later jobs are declined), or 0 once peers_stop was called. job->player
+ * borrows memory of ps, valid until the next call.
  */
 int peers_wait_job(struct peers *ps, struct proto_job *job);
 

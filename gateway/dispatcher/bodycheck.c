@@ -1,7 +1,7 @@
 /*
  * The result checks as one yajl callback parser driven by a description of the expected shape: an object whose
- * members are each a string (maybe one of a few values), a number, a boolean or an array of objects described the
- * same way. A body is checked in one pass without building a tree of it.
+ * members are each a string (maybe one of a few values), a number, a boolean, an object or an array of objects
+ * described the same way. A body is checked in one pass without building a tree of it.
  */
 #include "gateway/dispatcher/bodycheck.h"
 
@@ -14,7 +14,8 @@
 #include "common/util.h"
 #include "proto/proto.h"
 
-enum value { V_STRING, V_NUMBER, V_BOOLEAN, V_ARRAY };
+/* V_NUMBER: a time (bodycheck_seconds_ms reads it); V_INTEGER: an index, -1 included. */
+enum value { V_STRING, V_NUMBER, V_INTEGER, V_BOOLEAN, V_ARRAY, V_OBJECT };
 
 struct object;
 
@@ -22,7 +23,7 @@ struct member {
   const char *name;
   enum value value;
   const char *const *one_of;  /* V_STRING: the values allowed (NULL-terminated), or NULL for any string */
-  const struct object *items; /* V_ARRAY: the shape of each element, always an object */
+  const struct object *items; /* V_ARRAY: the shape of each element, always an object; V_OBJECT: its shape */
 };
 
 /* An object with exactly these members, each once, in any order. */
@@ -57,8 +58,43 @@ static const struct member tracks_members[] = {{"tracks", V_ARRAY, NULL, &track}
                                                {"translationLanguages", V_ARRAY, NULL, &language}};
 static const struct object tracks = MEMBERS(tracks_members);
 
-/* Both shapes nest an array of objects in an object, no deeper. */
-#define MAX_DEPTH 2
+/*
+ * A player summary, as fetcher/platform/player.c writes it (a minimal player reply): playable, naming its video, with
+ * the caption tracks, the default track and the translation languages.
+ */
+static const char *const ok_status[] = {"OK", NULL};
+static const char *const track_kinds[] = {"", "asr", NULL};
+static const struct member text_members[] = {{"simpleText", V_STRING, NULL, NULL}};
+static const struct object text = MEMBERS(text_members);
+static const struct member play_members[] = {{"status", V_STRING, ok_status, NULL}};
+static const struct object play = MEMBERS(play_members);
+static const struct member details_members[] = {{"videoId", V_STRING, NULL, NULL}};
+static const struct object details = MEMBERS(details_members);
+static const struct member ctrack_members[] = {{"baseUrl", V_STRING, NULL, NULL},
+                                               {"languageCode", V_STRING, NULL, NULL},
+                                               {"name", V_OBJECT, NULL, &text},
+                                               {"kind", V_STRING, track_kinds, NULL},
+                                               {"isTranslatable", V_BOOLEAN, NULL, NULL}};
+static const struct object ctrack = MEMBERS(ctrack_members);
+static const struct member audio_members[] = {{"defaultCaptionTrackIndex", V_INTEGER, NULL, NULL}};
+static const struct object audio = MEMBERS(audio_members);
+static const struct member tlang_members[] = {{"languageCode", V_STRING, NULL, NULL},
+                                              {"languageName", V_OBJECT, NULL, &text}};
+static const struct object tlang = MEMBERS(tlang_members);
+static const struct member renderer_members[] = {{"captionTracks", V_ARRAY, NULL, &ctrack},
+                                                 {"audioTracks", V_ARRAY, NULL, &audio},
+                                                 {"defaultAudioTrackIndex", V_INTEGER, NULL, NULL},
+                                                 {"translationLanguages", V_ARRAY, NULL, &tlang}};
+static const struct object renderer = MEMBERS(renderer_members);
+static const struct member captions_members[] = {{"playerCaptionsTracklistRenderer", V_OBJECT, NULL, &renderer}};
+static const struct object captions = MEMBERS(captions_members);
+static const struct member summary_members[] = {{"playabilityStatus", V_OBJECT, NULL, &play},
+                                                {"videoDetails", V_OBJECT, NULL, &details},
+                                                {"captions", V_OBJECT, NULL, &captions}};
+static const struct object summary = MEMBERS(summary_members);
+
+/* The deepest shape: the summary's track names (summary, captions, renderer, track, name). */
+#define MAX_DEPTH 5
 
 /* One open object: its shape, the members seen, the member whose value comes next, and whether we are in its array. */
 struct frame {
@@ -109,8 +145,20 @@ static int on_string(void *ctx, const unsigned char *s, size_t len) {
   return 0;
 }
 
-/* yajl hands every number over as its text (yajl_number set): read as the renderers read a time. */
+/* An index: an optional minus and 1 to 9 digits. */
+static bool integer_valid(const char *s, size_t len) {
+  size_t i = len > 0 && s[0] == '-' ? 1 : 0;
+  if (len - i < 1 || len - i > 9) return false;
+  for (; i < len; i++)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+/* yajl hands every number over as its text (yajl_number set): a time is read as the renderers read it. */
 static int on_number(void *ctx, const char *s, size_t len) {
+  struct frame *f = cur(ctx);
+  if (f != NULL && !f->in_array && f->next != NULL && f->next->value == V_INTEGER)
+    return expecting(ctx, V_INTEGER) != NULL && integer_valid(s, len);
   int64_t ms;
   return expecting(ctx, V_NUMBER) != NULL && bodycheck_seconds_ms(s, len, &ms) == 0;
 }
@@ -132,7 +180,7 @@ static int on_start_map(void *ctx) {
   const struct object *shape;
   if (f == NULL && !p->done)
     shape = p->top;
-  else if (f != NULL && f->in_array && p->depth < MAX_DEPTH)
+  else if (f != NULL && f->next != NULL && (f->in_array || f->next->value == V_OBJECT) && p->depth < MAX_DEPTH)
     shape = f->next->items;
   else
     return 0;
@@ -146,6 +194,9 @@ static int on_end_map(void *ctx) {
   if (f == NULL || f->in_array || f->next != NULL || f->seen != (1u << f->shape->nmembers) - 1) return 0;
   p->depth--;
   if (p->depth == 0) p->done = true;
+  /* An object member's value is over; an array's element is not the end of the array. */
+  f = cur(p);
+  if (f != NULL && !f->in_array) f->next = NULL;
   return 1;
 }
 
@@ -176,10 +227,11 @@ static const yajl_callbacks callbacks = {
     .yajl_end_array = on_end_array,
 };
 
-static int check(const struct object *top, const char *other_shape, const char *body, size_t len, const char **why) {
+static int check(const struct object *top, const char *other_shape, size_t max, const char *body, size_t len,
+                 const char **why) {
   const char *reason = other_shape;
   int rv = -EINVAL;
-  if (len > VTS_MAX_TRANSCRIPT_BYTES) {
+  if (len > max) {
     if (why != NULL) *why = "too_large";
     return -E2BIG;
   }
@@ -206,11 +258,15 @@ static int check(const struct object *top, const char *other_shape, const char *
 }
 
 int bodycheck_transcript(const char *body, size_t len, const char **why) {
-  return check(&transcript, "not_a_transcript", body, len, why);
+  return check(&transcript, "not_a_transcript", VTS_MAX_TRANSCRIPT_BYTES, body, len, why);
 }
 
 int bodycheck_tracks(const char *body, size_t len, const char **why) {
-  return check(&tracks, "not_a_track_list", body, len, why);
+  return check(&tracks, "not_a_track_list", VTS_MAX_TRANSCRIPT_BYTES, body, len, why);
+}
+
+int bodycheck_player(const char *body, size_t len, const char **why) {
+  return check(&summary, "not_a_player_summary", VTS_MAX_PLAYER_SUMMARY_BYTES, body, len, why);
 }
 
 int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why) {

@@ -206,6 +206,9 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
   if (j == NULL) return NULL;
   j->id = ++c->next_job_id;
   j->pj = *req;
+  /* A worker's request names no player summary; one the cache holds is attached when the job is sent. */
+  j->pj.player = NULL;
+  j->pj.player_len = 0;
   /* A worker asks for a transcript or for tracks; only the dispatcher turns a transcript job into a speech job. */
   j->pj.kind = req->kind == PROTO_KIND_TRACKS ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
   proto_job_key(&j->pj, j->key);
@@ -318,12 +321,40 @@ static void job_answer(struct core *c, struct job *j, const struct proto_result 
 }
 
 /*
+ * The dispatcher's cache also keeps, for a while, what a fetcher learnt of a video's player reply (its summary), under
+ * a key no job or track has (PROTO_TRACKS_KEY and PROTO_GONE_KEY are others; a language holds no '*'). The video's
+ * next jobs, of any kind but speech and whatever their language or translation, are handed it, so that one player
+ * request serves them all.
+ */
+#define CORE_PLAYER_KEY "*player"
+
+static void keep_player(struct core *c, const struct job *j, const struct proto_result *res) {
+  if (res->player_len == 0 || res->player_ttl_ms == 0) return;
+  /* Checked as every result is: what goes to other fetchers must be a summary. */
+  const char *why = NULL;
+  if (bodycheck_player(res->player, res->player_len, &why) != 0) {
+    log_msg(LOG_WARN, "fetcher player summary refused: not a summary", "request_id", j->pj.request_id, "=job_id",
+            NUM(j->id), "video_id", j->pj.video_id, "why", why, "=bytes", NUM(res->player_len), NULL);
+    return;
+  }
+  const char *video_id = j->pj.video_id;
+  struct proto_result p = {.outcome = PROTO_OK, .body = res->player, .body_len = res->player_len};
+  uint64_t ttl = 0;
+  (void)cache_put(c->cache, video_id, CORE_PLAYER_KEY, &p, res->player_ttl_ms, &ttl);
+}
+
+/*
  * The job's final result: kept in the cache when it may be kept, written to Redis for the other gateways (before the
  * claim is released, so a waiter that sees the claim gone finds the result), answered to every waiter.
  */
 static void job_finish(struct core *c, struct job *j, const struct proto_result *in) {
   struct proto_result res = *in;
   res.job_id = j->id;
+  keep_player(c, j, &res);
+  /* Workers are not told of it. */
+  res.player = NULL;
+  res.player_len = 0;
+  res.player_ttl_ms = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
   keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
@@ -699,7 +730,16 @@ static void assign_jobs(struct core *c, uint64_t now) {
     f->token = NULL;
     f->state = F_BUSY;
     f->job_id = j->id;
-    if (c->ops.send_job(c->ops.ctx, f->id, token, &j->pj) != 0) {
+    /* The video's player summary, borrowed from the cache for the send (which copies it). */
+    struct proto_result player;
+    if (j->pj.kind != PROTO_KIND_SPEECH && cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
+      j->pj.player = player.body;
+      j->pj.player_len = player.body_len;
+    }
+    int sent = c->ops.send_job(c->ops.ctx, f->id, token, &j->pj);
+    j->pj.player = NULL;
+    j->pj.player_len = 0;
+    if (sent != 0) {
       /* Never handed over, so the fetcher never saw it: the job stays first in line; the fetcher is dropped. */
       log_msg(LOG_WARN, "cannot send job to fetcher", "=fetcher", NUM(f->id), NULL);
       fetcher_kill(c, f, "send_failed", true);

@@ -216,6 +216,20 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
   t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
 }
 
+/*
+ * A 502 the fetcher knows the end of (every egress resting, or translations): Retry-After, in seconds, after the
+ * rate-limit lines (a 502 never carries the limiter's own Retry-After, which only its 429 and 503 have).
+ */
+static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
+  if (seconds == 0) return;
+  size_t len = strlen(t->rl_headers);
+  struct strb b = {t->rl_headers, sizeof(t->rl_headers), len, 1};
+  strb_puts(&b, "Retry-After: ");
+  strb_u64(&b, seconds);
+  strb_puts(&b, "\r\n");
+  if (!b.ok) t->rl_headers[len] = '\0'; /* never half a header line */
+}
+
 static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
@@ -231,6 +245,7 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
       transcript_error(t, API_ERR_NOT_AVAILABLE);
       break;
     case 502:
+      upstream_retry_after(t, res->retry_after_s);
       transcript_error(t, API_ERR_UPSTREAM_FAILED);
       break;
     default:

@@ -81,11 +81,31 @@ each arrival under "source_times", for the pacing benchmark), and blocked ones u
 "blocked". The player's X-YouTube-Client-Name header is recorded under "client_ids" per video, and its
 context.client with the User-Agent and X-YouTube-Client-Version headers under "contexts".
 
+The platform's rationing (each reply below is a real capture read at start with only the field in question changed;
+they need --captures):
+  --ration-limit N       per source address, player and watch page requests are counted per window of
+                         --ration-window-s (default 3600, from the server's start); past N in a window the player is
+                         answered with the rationing reply: the captured VISIONOS refusal of
+                         ../newpipe/reel/*/*-player-unplayable.visionos.json, its playabilityStatus.reason made
+                         RATION_REASON and its videoDetails.videoId the id asked (the page is still served). Counted
+                         under "rationed" per source in /__stats.
+  --throttle-tlang N     per source address, timedtext requests with tlang are counted per window apart; past N they
+                         are answered 429 (--tlang-throttle-mode 429, the default) or an empty 200 (empty). Counted
+                         under "tlang_throttled" per source.
+  --wrong-video ID       (repeatable) the player request for ID is answered with another video's reply: the captured
+                         ANDROID reply youtube.innertube.json.static as it is (its own videoId and caption tracks).
+  --outdated-client NAME (repeatable) every player request of client NAME is answered with the retired-client reply:
+                         the captured VISIONOS refusal, its reason made OUTDATED_REASON, its videoId the id asked.
+POST /__reset clears these counts too.
+
 Translation: every OK reply lists translationLanguages (fr, es, zh-Hant; or the captured list below), and a timedtext
 URL with tlang=xx answers the track's cues translated into xx (TRANSLATED, or the text prefixed with "[xx] "), as the
 platform translates a translatable track. Every timedtext query, tlang included, is recorded under "timedtext".
 
-Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses).
+Ids that start with "bench" behave as capJson3xx1 (benchmarks use fresh ids for cache misses), and those that start
+with "mlang" as multiLang01. Ids that start with "stale" behave as multiLang01 too, and their caption URLs carry a
+generation (gen=N): POST /__renew?v=ID starts a new one, and timedtext answers 404 to the URLs of older ones, as the
+platform refuses caption URLs past their expire.
 Any other id of 11 characters behaves as ERROR "This video is unavailable".
 
 With --captures DIR (the youtube-transcript-api folder of ../shared/fixtures), four more ids serve the real
@@ -114,6 +134,7 @@ bytes they managed to send, per video, under "sent": {"huge100mb01": [8519680, .
 """
 
 import argparse
+import glob
 import gzip
 import json
 import os
@@ -168,6 +189,8 @@ def track_url(video, lang, kind="", fmt="srv3", po_token=False, client=None, exp
     ]
     if po_token:
         params.append(("exp", exp))
+    if video.startswith("stale"):
+        params.append(("gen", str(CAPTION_GEN.get(video, 0))))
     if client:
         params.append(("c", client))
     if kind:
@@ -193,6 +216,8 @@ def caption_track(video, lang, name, kind="", po_token=False, client=None, exp="
 
 
 AUDIO = {}  # itag -> bytes, from --audio-m4a / --audio-webm
+# Videos "stale*": the generation of their caption URLs; POST /__renew?v=ID makes the URLs given so far answer 404.
+CAPTION_GEN = {}
 AUDIO_DURATION_MS = [12480]
 
 
@@ -395,6 +420,8 @@ class Stats:
         self.blocked = {}
         self.client_ids = {}
         self.contexts = {}
+        self.rationed = {}
+        self.tlang_throttled = {}
 
     def add(self, table, video, value):
         with self.lock:
@@ -415,13 +442,46 @@ class Stats:
                     "timedtext": dict(self.timedtext), "cookies": dict(self.cookies), "sent": dict(self.sent),
                     "sources": dict(self.sources), "source_times": dict(self.source_times),
                     "blocked": dict(self.blocked),
-                    "client_ids": dict(self.client_ids), "contexts": dict(self.contexts)}
+                    "client_ids": dict(self.client_ids), "contexts": dict(self.contexts),
+                    "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled)}
 
 
 STATS = Stats()
 
 # --block-source addresses and --block-mode.
 BLOCK = {"sources": set(), "mode": "429"}
+
+# The platform's ration: --ration-limit, --throttle-tlang (None: no limit), their window, and what each source spent.
+RATION_REASON = "This content isn\u2019t available, try again later."
+OUTDATED_REASON = "Watch on the latest version of YouTube."
+RATION = {"limit": None, "tlang_limit": None, "tlang_mode": "429", "window_s": 3600, "started": time.monotonic(),
+          "wrong_videos": set(), "outdated_clients": set()}
+
+
+class Ration:
+    """Requests of each source address in the current window: player and page requests, and tlang requests."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        with self.lock:
+            self.window = None
+            self.spent = {}
+
+    def spend(self, source, kind, limit):
+        """Counts one request of kind from source; True when it is past limit in this window."""
+        window = int((time.monotonic() - RATION["started"]) // RATION["window_s"])
+        with self.lock:
+            if window != self.window:
+                self.window, self.spent = window, {}
+            key = (source, kind)
+            self.spent[key] = self.spent.get(key, 0) + 1
+            return limit is not None and self.spent[key] > limit
+
+
+RATIONS = Ration()
 # --delay-ms: every platform request (not the test's /__ requests) takes this long, each in its own thread.
 DELAY_S = [0.0]
 
@@ -441,10 +501,23 @@ def load_captures(folder):
     CAPTURES["v"] = re.search(r'name="v" value="([^"]+)"', CAPTURES["consent"]).group(1)
     CAPTURES["tracklist1"] = json.loads(read("youtube.innertube.json.static"))["captions"][
         "playerCaptionsTracklistRenderer"]
+    CAPTURES["android_reply"] = read("youtube.innertube.json.static")
+    refusals = glob.glob(os.path.join(folder, "..", "newpipe", "reel", "*", "*-player-unplayable.visionos.json"))
+    if refusals:
+        with open(sorted(refusals)[0], encoding="utf-8") as f:
+            CAPTURES["visionos_refusal"] = json.loads(json.load(f)["response"]["responseBody"])
     newpipe = os.path.join(folder, "..", "newpipe", "audiotracklanguage.player.json")
     if os.path.exists(newpipe):
         with open(newpipe, encoding="utf-8") as f:
             CAPTURES["tracklist2"] = json.load(f)["captions"]["playerCaptionsTracklistRenderer"]
+
+
+def captured_refusal(video, reason):
+    """The captured VISIONOS refusal with only its reason changed, and its videoId made the id asked."""
+    reply = json.loads(json.dumps(CAPTURES["visionos_refusal"]))
+    reply["playabilityStatus"]["reason"] = reason
+    reply["videoDetails"]["videoId"] = video
+    return reply
 
 
 def captured_tracks(video, tracklist):
@@ -612,6 +685,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.egress_blocked(url.path):
             return
         if url.path == "/watch":
+            # A page request spends the source's ration like a player request; the page itself is still served.
+            RATIONS.spend(self.client_address[0], "player", RATION["limit"])
             self.get_watch(video)
         elif url.path == "/api/timedtext":
             self.get_timedtext(video, query)
@@ -624,8 +699,14 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         length = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(length) if length else b""
+        if url.path == "/__renew":
+            video = urllib.parse.parse_qs(url.query).get("v", [""])[0]
+            CAPTION_GEN[video] = CAPTION_GEN.get(video, 0) + 1
+            self.send_json(200, {"gen": CAPTION_GEN[video]})
+            return
         if url.path == "/__reset":
             STATS.reset()
+            RATIONS.reset()
             self.send_json(200, {"ok": True})
             return
         time.sleep(DELAY_S[0])  # the wait is the test: the platform's latency, set by /__delay
@@ -658,6 +739,16 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_json(400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid "
                                                "API key.", "status": "INVALID_ARGUMENT"}})
                 return
+        if RATIONS.spend(self.client_address[0], "player", RATION["limit"]):
+            STATS.bump(STATS.rationed, self.client_address[0])
+            self.send_json(200, captured_refusal(video, RATION_REASON))
+            return
+        if name in RATION["outdated_clients"]:
+            self.send_json(200, captured_refusal(video, OUTDATED_REASON))
+            return
+        if video in RATION["wrong_videos"]:
+            self.send(200, CAPTURES["android_reply"])
+            return
         self.post_player(video, name)
 
     def get_watch(self, video):
@@ -690,7 +781,7 @@ class Handler(BaseHTTPRequestHandler):
         elif video == "capSrv3xxx1":
             self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English (auto-generated)",
                                                                         "asr")]))
-        elif video == "multiLang01":
+        elif video == "multiLang01" or video.startswith(("mlang", "stale")):
             tracks = [caption_track(video, "en", "English"),
                       caption_track(video, "en", "English (auto-generated)", "asr"),
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
@@ -809,6 +900,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def get_timedtext(self, video, query):
         STATS.add(STATS.timedtext, video, query)
+        if query.get("tlang", [""])[0] and RATIONS.spend(self.client_address[0], "tlang", RATION["tlang_limit"]):
+            STATS.bump(STATS.tlang_throttled, self.client_address[0])
+            if RATION["tlang_mode"] == "empty":
+                self.send(200, "", "text/plain; charset=UTF-8")
+            else:
+                self.send(429, RECAPTCHA_PAGE, "text/html; charset=utf-8")
+            return
+        if video.startswith("stale") and query.get("gen", [""])[0] != str(CAPTION_GEN.get(video, 0)):
+            self.send(404, "", "text/html; charset=UTF-8")
+            return
         if video == "redirOkxxx1" and "moved" not in query:
             self.redirect(PLATFORM + "/api/timedtext?moved=1&" + urllib.parse.urlencode(query, doseq=True))
             return
@@ -852,7 +953,17 @@ def main():
     parser.add_argument("--block-source", action="append", default=[], help="a source address to answer as blocked")
     parser.add_argument("--block-mode", choices=("429", "recaptcha"), default="429")
     parser.add_argument("--delay-ms", type=int, default=0, help="time every platform request takes (benchmarks)")
+    parser.add_argument("--ration-limit", type=int, help="player and page requests a source gets per window")
+    parser.add_argument("--ration-window-s", type=float, default=3600, help="the window of the ration")
+    parser.add_argument("--throttle-tlang", type=int, help="tlang requests a source gets per window")
+    parser.add_argument("--tlang-throttle-mode", choices=("429", "empty"), default="429")
+    parser.add_argument("--wrong-video", action="append", default=[], help="a video answered with another's reply")
+    parser.add_argument("--outdated-client", action="append", default=[], help="a client answered as retired")
     args = parser.parse_args()
+    RATION.update({"limit": args.ration_limit, "tlang_limit": args.throttle_tlang,
+                   "tlang_mode": args.tlang_throttle_mode, "window_s": args.ration_window_s,
+                   "wrong_videos": set(args.wrong_video), "outdated_clients": set(args.outdated_client)})
+    needs_captures = args.ration_limit is not None or args.wrong_video or args.outdated_client
     DELAY_S[0] = args.delay_ms / 1000.0
     BLOCK["sources"] = set(args.block_source)
     BLOCK["mode"] = args.block_mode
@@ -865,6 +976,8 @@ def main():
             AUDIO[249] = AUDIO[251] = f.read()
     if args.captures:
         load_captures(args.captures)
+    if needs_captures and "visionos_refusal" not in CAPTURES:
+        parser.error("--ration-limit, --wrong-video and --outdated-client answer captured replies: give --captures")
     server = Server((args.host, args.port), Handler)
     print("READY %d" % server.server_address[1], flush=True)
     try:

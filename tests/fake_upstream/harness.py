@@ -18,14 +18,14 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x04"
+PROTO_VERSION = b"\x05"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
            "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal",
-           "egress_budget"]
+           "egress_budget", "rationed", "client_outdated", "wrong_video", "translation_throttled"]
 ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 
@@ -126,9 +126,10 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
-               translate="", declines=0):
+               translate="", declines=0, player=b""):
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
-            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]))
+            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]) +
+            struct.pack(">I", len(player)) + player)
 
 
 def _strings(msg, off, count):
@@ -162,28 +163,37 @@ def decode_result(msg, last=False):
         position, left, waits, declines = struct.unpack(">BIII", msg[off:off + 13])
         egress[position] = {"left": left, "waits": waits, "declines": declines}
         off += 13
-    cache_ms, body_len = struct.unpack(">II", msg[off:off + 8])
-    body = msg[off + 8:]
+    cache_ms, retry_after_s, player_ttl_ms, player_len = struct.unpack(">IIII", msg[off:off + 16])
+    player = msg[off + 16:off + 16 + player_len]
+    off += 16 + player_len
+    (body_len,) = struct.unpack(">I", msg[off:off + 4])
+    body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "egress": egress, "cache_ms": cache_ms,
-            "body": body}
+            "retry_after_s": retry_after_s, "player_ttl_ms": player_ttl_ms, "player": player, "body": body}
 
 
-def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5):
+def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5,
+                  retry_after_s=0):
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
-            _str(lang) + _str(detail) + bytes([reason, 0, 0]) + struct.pack(">II", 0, len(body)) + body)
+            _str(lang) + _str(detail) + bytes([reason, 0, 0]) +
+            struct.pack(">IIIII", 0, retry_after_s, 0, 0, len(body)) + body)
 
 
 def decode_job(msg):
-    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id)."""
+    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id, declines, player)."""
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
     job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
     fields, off = _strings(msg, 17, 4)
-    assert off + 1 == len(msg), "trailing bytes after the job"
+    declines = msg[off]
+    off += 1
+    (player_len,) = struct.unpack(">I", msg[off:off + 4])
+    player = msg[off + 4:off + 4 + player_len]
+    assert off + 4 + player_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "translate": fields[2], "request_id": fields[3], "declines": msg[off]}
+            "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])

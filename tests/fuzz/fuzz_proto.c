@@ -23,8 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   buf_reset(&b);
   uint64_t declined;
-  if (proto_decode_decline(data, size, &declined) == 0) {
-    if (proto_encode_decline(&b, declined) != 0 || b.len != size || memcmp(b.data, data, size) != 0) abort();
+  uint8_t why;
+  if (proto_decode_decline(data, size, &declined, &why) == 0) {
+    if (proto_encode_decline(&b, declined, why) != 0 || b.len != size || memcmp(b.data, data, size) != 0) abort();
   }
   buf_free(&b);
   return 0;

@@ -74,7 +74,7 @@ def test_a_request_waits_for_its_unit_within_the_deadline(upstream):
     assert took >= 0.9
 
 
-def test_a_unit_due_past_the_deadline_is_502_and_nothing_is_sent(upstream):
+def test_a_unit_due_past_the_deadline_is_502_and_nothing_is_sent(upstream, tmp_path):
     outcome, detail, logs, _ = run_once(upstream, "capJson3xx1", VTS_EGRESS_RATE=3600, VTS_EGRESS_BURST=1,
                                         VTS_JOB_TIMEOUT_MS=600)
     assert (outcome, detail) == (UPSTREAM_FAILED, "egress_budget")
@@ -84,6 +84,19 @@ def test_a_unit_due_past_the_deadline_is_502_and_nothing_is_sent(upstream):
     assert [(e["proxy"], 900 <= e["wait_ms"] <= 1000) for e in spent] == [(0, True)]
     assert messages(logs, "waiting for the egress budget") == []
     assert [e["reason"] for e in messages(logs, "job done")] == ["egress_budget"]
+
+    # Through the service, the 502 says when the unit comes: one every 100 s, three at once; the warm-up spent two
+    # (its player request and caption download), the player request below the third.
+    stack = Stack(tmp_path, fetchers=1, gateway_env={"VTS_JOB_TIMEOUT_MS": "3000"},
+                  fetcher_env={"VTS_EGRESS_RATE": SLOW_RATE, "VTS_EGRESS_BURST": 3})
+    try:
+        r = stack.get("capJson3xx1")
+        requests = stack.requests()
+    finally:
+        stack.close()
+    assert_502_budget(r)
+    assert 95 <= int(r.headers["retry-after"]) <= 100, r.headers
+    assert requests == {PLAYER + "capJson3xx1": 1}
 
 
 def test_an_unpaced_direct_route_never_waits(upstream):

@@ -70,9 +70,10 @@ def test_the_requested_language_chooses_the_track_that_is_translated(stack):
     assert query["lang"] == ["pt-BR"] and query["tlang"] == ["zh-Hant"]
 
 
-@pytest.mark.parametrize("video,translate", [("multiLang01", "de"), ("noTranslat1", "fr")])
+@pytest.mark.parametrize("video,translate", [("mlangNoIt01", "it"), ("noTranslat1", "fr")])
 def test_not_offered_or_not_translatable_is_404_without_a_caption_download(stack, video, translate):
-    # multiLang01 does not offer German; noTranslat1's only track is not translatable.
+    # mlang* (as multiLang01, fresh: no player reply of it is kept yet) does not offer Italian (German, its default
+    # track's own language, is that track untranslated); noTranslat1's only track is not translatable.
     stack.upstream.reset()
     r = stack.get(query="video_id=%s&translate=%s" % (video, translate))
     assert r.status == 404, r
@@ -80,6 +81,17 @@ def test_not_offered_or_not_translatable_is_404_without_a_caption_download(stack
     assert video not in stack.upstream.stats()["timedtext"]
     assert player_requests(stack, video) == 1, "the platform's refusal is the answer, for every client"
     assert stack.get(query="video_id=" + video).status == 200
+
+
+def test_a_translation_into_the_tracks_own_language_is_the_track_without_tlang(stack):
+    # As multiLang01 (fresh): its default track is German, and German is not among its translation languages.
+    stack.upstream.reset()
+    r = stack.get(query="video_id=mlangOwnDe1&translate=de")
+    assert r.status == 200, r
+    assert r.json()["language"] == "de"
+    assert [s["text"] for s in r.json()["segments"]] == ["Hallo und willkommen", "auf der falschen Plattform"]
+    assert tlangs(stack, "mlangOwnDe1") == [[]]
+    assert player_requests(stack, "mlangOwnDe1") == 1
 
 
 def test_a_video_without_captions_has_nothing_to_translate(stack):

@@ -8,11 +8,14 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <stdlib.h>
 
 #include "common/limits.h"
 #include "fetcher/captions/segments.h"
 #include "fetcher/captions/transcript.h"
+#include "fetcher/platform/player.h"
 #include "gateway/dispatcher/bodycheck.h"
+#include "testdata.h"
 #include "gateway/http/render.h"
 #include "proto/proto.h"
 
@@ -152,6 +155,56 @@ static void test_a_track_list_passes_and_other_shapes_are_refused(void **state) 
   expect_refused("{\"translationLanguages\":[],\"tracks\":[]}", "not_a_transcript");
 }
 
+/* What a fetcher writes of a player reply passes; other shapes, and a summary that is not playable, do not. */
+static void test_a_player_summary_passes_and_other_shapes_are_refused(void **state) {
+  (void)state;
+  size_t len = 0;
+  char *reply = testdata_read("player_ok_tracks.json", &len);
+  assert_non_null(reply);
+  struct player_info pi;
+  assert_int_equal(player_parse(reply, len, &pi), 0);
+  assert_true(pi.ntracks > 0 && pi.default_track >= 0);
+  struct buf out = BUF_INIT;
+  assert_int_equal(player_summary_json(&pi, "vtsTestVid1", &out), 0);
+  const char *why = NULL;
+  assert_int_equal(bodycheck_player(out.data, out.len, &why), 0);
+  assert_string_equal(why, "");
+  /* A reply without captions and without a default track is a summary too. */
+  struct player_info none;
+  memset(&none, 0, sizeof(none));
+  none.default_track = -1;
+  buf_reset(&out);
+  assert_int_equal(player_summary_json(&none, "vtsTestVid1", &out), 0);
+  assert_int_equal(bodycheck_player(out.data, out.len, NULL), 0);
+  static const char *const refused[] = {
+      "{}",
+      "{\"playabilityStatus\":{\"status\":\"ERROR\"},\"videoDetails\":{\"videoId\":\"a\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0,"
+      "\"translationLanguages\":[]}}}",
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[{\"baseUrl\":1}],\"audioTracks\":[],"
+      "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}",
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"title\":\"x\"},"
+      "\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],"
+      "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}",
+      "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"\",\"segments\":[]}",
+      /* an index is a whole number */
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0.5,"
+      "\"translationLanguages\":[]}}}",
+  };
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    why = NULL;
+    if (bodycheck_player(refused[i], strlen(refused[i]), &why) != -EINVAL || strcmp(why, "not_a_player_summary") != 0)
+      fail_msg("summary %zu not refused as not_a_player_summary (%s)", i, why ? why : "(null)");
+  }
+  /* The transcript check refuses a summary. */
+  assert_int_equal(bodycheck_transcript(out.data, out.len, NULL), -EINVAL);
+  buf_free(&out);
+  player_info_free(&pi);
+  free(reply);
+}
+
 /*
  * A body served as JSON can always be rendered as SubRip or WebVTT: a time the renderers refuse (an exponent, a sign,
  * past BODYCHECK_MAX_SECONDS) makes the check refuse the body, and a time they read passes it.
@@ -204,6 +257,7 @@ int main(void) {
       cmocka_unit_test(test_what_is_not_json_is_refused),
       cmocka_unit_test(test_a_body_over_the_size_limit_is_refused_unread),
       cmocka_unit_test(test_a_track_list_passes_and_other_shapes_are_refused),
+      cmocka_unit_test(test_a_player_summary_passes_and_other_shapes_are_refused),
       cmocka_unit_test(test_a_time_the_renderers_refuse_is_refused),
       cmocka_unit_test(test_the_result_check_follows_the_kind_of_job),
   };

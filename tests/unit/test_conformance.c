@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <yajl/yajl_tree.h>
 
+#include "common/buf.h"
 #include "fetcher/captions/captions.h"
 #include "fetcher/platform/player.h"
 #include "testdata.h"
@@ -301,12 +302,284 @@ static void test_every_capture_has_an_expectation(void **state) {
   assert_int_equal(seen, sizeof(players) / sizeof(players[0]) + sizeof(pages) / sizeof(pages[0]) + 1);
 }
 
+/*
+ * The platform's pushback in the shape of its replies: a real capture with only the field in question changed, every
+ * occurrence of from replaced by to (at least one: a capture that no longer holds from fails the test). Returns a new
+ * exact-size copy (freed by the caller) and its length in *len.
+ */
+static char *with_changed(const char *text, size_t *len, const char *from, const char *to) {
+  size_t flen = strlen(from), tlen = strlen(to), n = 0;
+  for (const char *p = strstr(text, from); p; p = strstr(p + flen, from)) n++;
+  if (n == 0) fail_msg("the capture no longer holds \"%s\"", from);
+  size_t out_len = *len - n * flen + n * tlen;
+  char *out = malloc(out_len + 1);
+  assert_non_null(out);
+  size_t w = 0;
+  const char *r = text;
+  for (const char *p = strstr(r, from); p; p = strstr(r, from)) {
+    memcpy(out + w, r, (size_t)(p - r));
+    w += (size_t)(p - r);
+    memcpy(out + w, to, tlen);
+    w += tlen;
+    r = p + flen;
+  }
+  memcpy(out + w, r, *len - (size_t)(r - text));
+  w += *len - (size_t)(r - text);
+  assert_int_equal(w, out_len);
+  out[out_len] = '\0';
+  *len = out_len;
+  return out;
+}
+
+/* Parses a changed capture and checks its playability. */
+static void check_changed(const char *name, const char *text, size_t len, const char *from, const char *to,
+                          enum playability want) {
+  size_t n = len;
+  char *changed = with_changed(text, &n, from, to);
+  struct player_info pi;
+  if (player_parse(changed, n, &pi) != 0) fail_msg("%s with \"%s\": not parsed", name, to);
+  if (pi.playability != want) fail_msg("%s with \"%s\": playability %d, want %d", name, to, pi.playability, want);
+  player_info_free(&pi);
+  free(changed);
+}
+
+/* A string member of a capture, by path; the capture's own value, so that no id of it is written here. */
+static char *capture_string(const char *text, const char *const *path) {
+  char err[256];
+  yajl_val root = yajl_tree_parse(text, err, sizeof(err));
+  if (!root) fail_msg("capture not JSON: %s", err);
+  yajl_val v = yajl_tree_get(root, (const char **)path, yajl_t_string);
+  const char *str = v ? YAJL_GET_STRING(v) : NULL;
+  char *out = str ? strdup(str) : NULL;
+  yajl_tree_free(root);
+  if (!out) fail_msg("capture without %s", path[0]);
+  return out;
+}
+
+/* The VISIONOS refusal of the reel folder (a recorded exchange): its reply body. */
+static char *reel_unplayable_reply(const char *root) {
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s/newpipe/reel", root);
+  DIR *dates = opendir(dir);
+  if (!dates) fail_msg("%s is not readable", dir);
+  char *body = NULL;
+  static const char suffix[] = "-player-unplayable.visionos.json";
+  for (struct dirent *d = readdir(dates); d && !body; d = readdir(dates)) {
+    if (d->d_name[0] == '.') continue;
+    char sub[4096 + 256];
+    snprintf(sub, sizeof(sub), "%s/%s", dir, d->d_name);
+    DIR *files = opendir(sub);
+    if (!files) continue;
+    for (struct dirent *f = readdir(files); f && !body; f = readdir(files)) {
+      size_t n = strlen(f->d_name);
+      if (n < sizeof(suffix) || strcmp(f->d_name + n - (sizeof(suffix) - 1), suffix) != 0) continue;
+      char path[4096 + 512];
+      snprintf(path, sizeof(path), "%s/%s", sub, f->d_name);
+      size_t len;
+      char *text = testdata_read_path(path, &len);
+      if (!text) fail_msg("%s is not readable", path);
+      static const char *const body_path[] = {"response", "responseBody", NULL};
+      body = capture_string(text, body_path);
+      free(text);
+    }
+    closedir(files);
+  }
+  closedir(dates);
+  if (!body) fail_msg("no *%s under %s", suffix, dir);
+  return body;
+}
+
+/* The platform's ration of an address ("try again later", "reload"): its own playability, not an absent video. */
+static void test_rationing_reasons_are_a_ration_not_an_absence(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  const char *file = "youtube_video_unavailable.innertube.json.static";
+  size_t len;
+  char *text = read_fixture(root, "youtube-transcript-api", file, &len);
+  if (!text) fail_msg("%s is missing", file);
+  /* Its reason and its error screen's both say "This video is unavailable"; each wording of the ration replaces them.
+   */
+  const char *from = "This video is unavailable";
+  check_changed(file, text, len, from, "This content isn\xe2\x80\x99t available, try again later.", PLAY_RATIONED);
+  check_changed(file, text, len, from, "This content isn't available, try again later.", PLAY_RATIONED);
+  check_changed(file, text, len, from, "THIS CONTENT ISN'T AVAILABLE, TRY AGAIN LATER", PLAY_RATIONED);
+  check_changed(file, text, len, from, "The page needs to be reloaded.", PLAY_RATIONED);
+  /* Near misses stay what the status says. */
+  check_changed(file, text, len, from, "This content isn't available.", PLAY_UNAVAILABLE);
+  check_changed(file, text, len, from, "The page needs to be", PLAY_UNAVAILABLE);
+  /* Only the error screen's run saying it is enough (the top-level reason absent). */
+  size_t n = len;
+  char *no_top = with_changed(text, &n, "\"reason\": \"This video is unavailable\",", "");
+  check_changed(file, no_top, n, from, "The page needs to be reloaded.", PLAY_RATIONED);
+  free(no_top);
+  /* The status "UNPLAYABLE" the platform also sends with it. */
+  n = len;
+  char *unplayable = with_changed(text, &n, "\"status\": \"ERROR\"", "\"status\": \"UNPLAYABLE\"");
+  check_changed(file, unplayable, n, from, "The page needs to be reloaded.", PLAY_RATIONED);
+  check_changed(file, unplayable, n, from, "Video unavailable", PLAY_UNPLAYABLE);
+  free(unplayable);
+  free(text);
+}
+
+/* A client version the platform retired: its own playability, whatever video was asked. */
+static void test_retired_client_reasons_are_client_outdated(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  char *text = reel_unplayable_reply(root);
+  size_t len = strlen(text);
+  const char *name = "reel VISIONOS refusal";
+  const char *from = "This video is not available";
+  check_changed(name, text, len, from, "Watch on the latest version of YouTube.", PLAY_CLIENT_OUTDATED);
+  check_changed(name, text, len, from, "YouTube is no longer supported on this application or device.",
+                PLAY_CLIENT_OUTDATED);
+  check_changed(name, text, len, from, "This video is no longer available", PLAY_UNPLAYABLE);
+  /* Unchanged, it is the refusal it was, and the reply is for the video it names. */
+  struct player_info pi;
+  assert_int_equal(player_parse(text, len, &pi), 0);
+  assert_int_equal(pi.playability, PLAY_UNPLAYABLE);
+  static const char *const id_path[] = {"videoDetails", "videoId", NULL};
+  char *id = capture_string(text, id_path);
+  assert_int_equal(pi.has_video_id, 1);
+  assert_string_equal(pi.video_id, id);
+  assert_true(player_is_for(&pi, id));
+  player_info_free(&pi);
+  free(id);
+  free(text);
+}
+
+/* A reply names the video it is for; the reply of another video is never taken for the one asked. */
+static void test_a_reply_for_another_video_is_not_for_the_one_asked(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  size_t len = 0;
+  char *text = read_fixture(root, "youtube-transcript-api", "youtube.innertube.json.static", &len);
+  assert_non_null(text);
+  static const char *const id_path[] = {"videoDetails", "videoId", NULL};
+  char *id = capture_string(text, id_path);
+  struct player_info pi;
+  assert_int_equal(player_parse(text, len, &pi), 0);
+  assert_int_equal(pi.playability, PLAY_OK);
+  assert_string_equal(pi.video_id, id);
+  assert_true(player_is_for(&pi, id));
+  assert_false(player_is_for(&pi, "zzOtherVid1"));
+  player_info_free(&pi);
+  /* An id that is not a plain one matches nothing, not even itself. */
+  char changed_id[64];
+  snprintf(changed_id, sizeof(changed_id), "\"videoId\": \"%s\\u0000\"", id);
+  char from[64];
+  snprintf(from, sizeof(from), "\"videoId\": \"%s\"", id);
+  size_t n = len;
+  char *bad = with_changed(text, &n, from, changed_id);
+  assert_int_equal(player_parse(bad, n, &pi), 0);
+  assert_int_equal(pi.has_video_id, 1);
+  assert_false(player_is_for(&pi, id));
+  player_info_free(&pi);
+  free(bad);
+  free(id);
+  free(text);
+  /* A refusal without videoDetails names no video: it is not another's. */
+  text = read_fixture(root, "youtube-transcript-api", "youtube_video_unavailable.innertube.json.static", &len);
+  assert_non_null(text);
+  assert_int_equal(player_parse(text, len, &pi), 0);
+  assert_int_equal(pi.has_video_id, 0);
+  assert_true(player_is_for(&pi, "zzOtherVid1"));
+  player_info_free(&pi);
+  free(text);
+}
+
+/* Counts the tracks that want a PO token in a capture whose one exp=xpe is replaced by exp. */
+static size_t po_tracks_with(const char *text, size_t len, const char *exp) {
+  size_t n = len;
+  char *changed = with_changed(text, &n, "&exp=xpe&", exp);
+  struct player_info pi;
+  assert_int_equal(player_parse(changed, n, &pi), 0);
+  size_t npo = 0;
+  for (size_t i = 0; i < pi.ntracks; i++) npo += pi.tracks[i].po_token != 0;
+  assert_int_equal(pi.ntracks, 9);
+  player_info_free(&pi);
+  free(changed);
+  return npo;
+}
+
+static void test_exp_lists_naming_xpe_mark_po_token_tracks(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  size_t len = 0;
+  char *text = read_fixture(root, "youtube-transcript-api", "youtube_po_token_required.innertube.json.static", &len);
+  assert_non_null(text);
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpe&"), 1);
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpo%2Cxwmhp%2Cxpe&"), 1);
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpo%2cxpv&"), 1);
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpo,xpe&"), 1);
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpe,xpo&"), 1);
+  /* A list without xpe or xpv, or a longer name that merely starts so, asks for no token. */
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpo%2Cxwmhp&"), 0);
+  assert_int_equal(po_tracks_with(text, len, "&exp=xpex,xpvv&"), 0);
+  assert_int_equal(po_tracks_with(text, len, "&fexp=xpe&"), 0);
+  free(text);
+}
+
+/* The summary of a player reply reads back as the same reply, for every playable capture. */
+static void test_a_player_summary_reads_back_as_its_reply(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  for (size_t i = 0; i < sizeof(players) / sizeof(players[0]); i++) {
+    const struct expect *e = &players[i];
+    if (e->play != PLAY_OK) continue;
+    size_t len = 0;
+    char *body = read_fixture(root, e->dir, e->file, &len);
+    if (!body) fail_msg("%s is missing", e->file);
+    struct player_info a, b;
+    assert_int_equal(player_parse(body, len, &a), 0);
+    struct buf sum = BUF_INIT;
+    if (player_summary_json(&a, "zzSummary01", &sum) != 0) fail_msg("%s: no summary", e->file);
+    char *copy = testdata_exact(sum.data, sum.len);
+    if (player_parse(copy, sum.len, &b) != 0) fail_msg("%s: summary not a player reply", e->file);
+    assert_int_equal(b.playability, PLAY_OK);
+    assert_true(player_is_for(&b, "zzSummary01"));
+    if (b.ntracks != a.ntracks || b.default_track != a.default_track || b.ntranslations != a.ntranslations)
+      fail_msg("%s: summary has %zu tracks (default %d), %zu translations", e->file, b.ntracks, b.default_track,
+               b.ntranslations);
+    for (size_t t = 0; t < a.ntracks; t++) {
+      assert_string_equal(b.tracks[t].base_url, a.tracks[t].base_url);
+      assert_string_equal(b.tracks[t].lang, a.tracks[t].lang);
+      assert_string_equal(b.tracks[t].name, a.tracks[t].name);
+      assert_int_equal(b.tracks[t].is_asr, a.tracks[t].is_asr);
+      assert_int_equal(b.tracks[t].translatable, a.tracks[t].translatable);
+      assert_int_equal(b.tracks[t].po_token, a.tracks[t].po_token);
+    }
+    for (size_t t = 0; t < a.ntranslations; t++) {
+      assert_string_equal(b.translations[t].lang, a.translations[t].lang);
+      assert_string_equal(b.translations[t].name, a.translations[t].name);
+    }
+    assert_int_equal(player_choose_track(&b, "en"), e->choice_en);
+    assert_int_equal(player_choose_track(&b, ""), e->choice_any);
+    assert_int_equal(b.naudio, 0); /* no audio: a speech job asks the platform */
+    /* The captured caption URLs expire (a unix time of the capture's day); without tracks nothing says when. */
+    int64_t expire = player_tracks_expire_s(&a);
+    if (a.ntracks > 0 && (expire < 1500000000 || expire > 2500000000))
+      fail_msg("%s: expire %lld", e->file, (long long)expire);
+    if (a.ntracks == 0) assert_int_equal(expire, 0);
+    assert_int_equal(player_tracks_expire_s(&b), expire);
+    player_info_free(&a);
+    player_info_free(&b);
+    buf_free(&sum);
+    free(copy);
+    free(body);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_player_replies_parse_to_their_outcomes),
       cmocka_unit_test(test_pages_are_not_player_replies_nor_captions),
       cmocka_unit_test(test_srv1_capture_parses),
       cmocka_unit_test(test_every_capture_has_an_expectation),
+      cmocka_unit_test(test_rationing_reasons_are_a_ration_not_an_absence),
+      cmocka_unit_test(test_retired_client_reasons_are_client_outdated),
+      cmocka_unit_test(test_a_reply_for_another_video_is_not_for_the_one_asked),
+      cmocka_unit_test(test_exp_lists_naming_xpe_mark_po_token_tracks),
+      cmocka_unit_test(test_a_player_summary_reads_back_as_its_reply),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

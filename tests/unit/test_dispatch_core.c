@@ -37,6 +37,8 @@ struct rec {
   uint64_t ttl_ms; /* A_CLAIM, A_PUT */
   uint32_t deadline_ms;
   uint8_t declines; /* A_JOB: times it was given back for want of budget */
+  char player[512]; /* A_JOB: the player summary handed with it; A_ANSWER: one a worker was sent (never) */
+  uint32_t player_len;
 };
 
 struct fx {
@@ -64,6 +66,7 @@ static void on_answer(void *ctx, struct core_waiter *w, const struct proto_resul
     r->outcome = res->outcome;
     snprintf(r->detail, sizeof(r->detail), "%s", res->detail);
     r->cache_ms = cache_ms;
+    r->player_len = res->player_len;
   }
 }
 static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct proto_job *job) {
@@ -76,6 +79,8 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
   r->deadline_ms = job->deadline_ms;
   r->declines = job->declines;
   snprintf(r->video, sizeof(r->video), "%s", job->video_id);
+  r->player_len = job->player_len;
+  if (job->player_len > 0) snprintf(r->player, sizeof(r->player), "%.*s", (int)job->player_len, job->player);
   if (f->send_fails > 0) {
     f->send_fails--;
     return -1;
@@ -730,6 +735,92 @@ static void test_redis_faults_never_hold_a_job_back(void **state) {
 }
 
 /*
+ * What a fetcher learnt of a video's player reply is kept beside the cache for the lifetime it gave, handed with the
+ * video's next jobs (another language, a translation, its tracks), never with another video's, never to a worker.
+ */
+static void test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  static const char summary[] =
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"vidAAAAAAA1\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[{\"defaultCaptionTrackIndex\":-1}],"
+      "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}";
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 7, 1);
+  core_tick(f->core, T0, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_int_equal(r->player_len, 0); /* nothing known of the video yet */
+  struct proto_result res = result(r->job_id, PROTO_OK, BODY_OK);
+  res.player = summary;
+  res.player_len = sizeof(summary) - 1;
+  res.player_ttl_ms = 2000;
+  deliver(f, T0 + 100, 7, 2, &res);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->player_len, 0);
+  none(f);
+
+  /* Another language and the tracks of the video: each job carries it. */
+  struct proto_job b = request("vidAAAAAAA1");
+  snprintf(b.lang, sizeof(b.lang), "fr");
+  struct proto_job t = request("vidAAAAAAA1");
+  t.kind = PROTO_KIND_TRACKS;
+  struct proto_job *next_jobs[] = {&b, &t};
+  for (int i = 0; i < 2; i++) {
+    core_request(f->core, T0 + 200, &f->w[1], next_jobs[i]);
+    core_tick(f->core, T0 + 200, 1000);
+    r = next(f, A_JOB);
+    assert_int_equal(r->player_len, sizeof(summary) - 1);
+    assert_string_equal(r->player, summary);
+    res = result(r->job_id, PROTO_OK,
+                 next_jobs[i]->kind == PROTO_KIND_TRACKS ? "{\"tracks\":[],\"translationLanguages\":[]}" : BODY_OK);
+    deliver(f, T0 + 300, 7, 3 + i, &res);
+    assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+    none(f);
+  }
+
+  /* Another video: nothing of it. */
+  struct proto_job c = request("vidBBBBBBB2");
+  core_request(f->core, T0 + 400, &f->w[2], &c);
+  core_tick(f->core, T0 + 400, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->player_len, 0);
+  res = result(r->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 500, 7, 5, &res);
+  next(f, A_ANSWER);
+
+  /* A summary that is not one is never kept nor handed on. */
+  struct proto_job e = request("vidCCCCCCC3");
+  core_request(f->core, T0 + 600, &f->w[2], &e);
+  core_tick(f->core, T0 + 600, 1000);
+  r = next(f, A_JOB);
+  res = result(r->job_id, PROTO_OK, BODY_OK);
+  res.player = "{\"playabilityStatus\":{\"status\":\"OK\"}}";
+  res.player_len = (uint32_t)strlen(res.player);
+  res.player_ttl_ms = 2000;
+  deliver(f, T0 + 700, 7, 6, &res);
+  next(f, A_ANSWER);
+  snprintf(e.lang, sizeof(e.lang), "fr");
+  core_request(f->core, T0 + 800, &f->w[2], &e);
+  core_tick(f->core, T0 + 800, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->player_len, 0);
+  res = result(r->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 900, 7, 7, &res);
+  next(f, A_ANSWER);
+
+  /* Past the lifetime the fetcher gave it (2 s from T0 + 100): the next job asks the platform again. */
+  struct proto_job d = request("vidAAAAAAA1");
+  snprintf(d.lang, sizeof(d.lang), "de");
+  core_request(f->core, T0 + 2100, &f->w[3], &d);
+  core_tick(f->core, T0 + 2100, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->player_len, 0);
+  none(f);
+}
+
+/*
  * A claim is short and renewed while its job is queued or runs, so a claimant that dies stops renewing and the others
  * take over within CORE_CLAIM_TTL_MS; the renewals end with the job.
  */
@@ -886,6 +977,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_a_job_is_coalesced_assigned_answered_to_all_and_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_budget_decline_is_counted_in_the_job, setup, teardown),

@@ -94,6 +94,10 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "malformed");
   assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
   assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_NETWORK, "network");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED, "rationed");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_CLIENT_OUTDATED, "client_outdated");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_WRONG_VIDEO, "wrong_video");
+  assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_TRANSLATION_THROTTLED, "translation_throttled");
   assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH, "other");
   struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_HTTP_429};
   metrics_upstream(&r);

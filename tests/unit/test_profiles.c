@@ -288,6 +288,12 @@ static void test_rotating_proxy_never_rests_and_takes_the_next_attempt(void **st
     assert_int_equal(upstream_next_egress(u), 0);
     assert_int_equal(upstream_job_proxy_index(u), 1);
   }
+  assert_int_equal(upstream_rest_left_ms(u), 0);
+  /* Nor do its translations rest: the next one goes out from another address. */
+  upstream_translation_report(u, 1);
+  assert_int_equal(upstream_translation_rest_left_ms(u), 0);
+  assert_int_equal(upstream_translation_egress(u), 0);
+  assert_int_equal(upstream_job_proxy_index(u), 1);
   upstream_free(u);
 }
 
@@ -305,14 +311,15 @@ static void test_a_spent_budget_gives_way_to_another_proxy(void **state) {
   assert_int_equal(upstream_fetch(u, &req, &resp), -ENETUNREACH);
   assert_int_equal(upstream_fetch(u, &req, &resp), -EAGAIN);
   assert_int_equal(resp.reason, PROTO_REASON_BUDGET);
-  uint64_t wait = upstream_budget_refused_wait_ms(u);
-  assert_true(wait > 3590000 && wait <= 3600000);
+  /* Proxy 2 still holds its unit: the first egress the job could use has one now. */
+  assert_int_equal(upstream_budget_wait_ms(u), 0);
   for (int i = 0; i < 3; i++) {
     upstream_begin_job(u, util_now_ms() + 1000, "t");
     assert_int_equal(upstream_job_proxy_index(u), 2);
   }
   assert_int_equal(upstream_fetch(u, &req, &resp), -ENETUNREACH);
-  assert_int_equal(upstream_budget_wait_ms(u) > 3590000, 1);
+  uint64_t wait = upstream_budget_wait_ms(u);
+  assert_true(wait > 3590000 && wait <= 3600000);
   struct proto_egress rep[PROTO_MAX_EGRESS];
   assert_int_equal(upstream_budget_report(u, rep), 2);
   assert_int_equal(rep[0].egress, 1);
@@ -354,6 +361,86 @@ static void test_rest_doubles_with_each_further_block_and_a_served_job_resets_it
   upstream_free(u);
 }
 
+/* The direct route (no proxy configured) rests as a proxy does, and says until when. */
+static void test_the_direct_route_rests_and_says_when_it_is_back(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = with_proxies(&cfg, "", 60000, 900, 30); /* no proxy: the direct route */
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  assert_int_equal(upstream_job_proxy_index(u), 0);
+  upstream_egress_report(u, 1);
+  assert_int_equal(upstream_rest_left_ms(u), 0); /* one block: not resting yet */
+  upstream_egress_report(u, 1);
+  uint64_t left = upstream_rest_left_ms(u);
+  assert_true(left > 59000 && left <= 60000);
+  upstream_egress_report(u, 1); /* a further block doubles it */
+  left = upstream_rest_left_ms(u);
+  assert_true(left > 119000 && left <= 120000);
+  upstream_egress_report(u, 0); /* served: the rest is over */
+  assert_int_equal(upstream_rest_left_ms(u), 0);
+  upstream_free(u);
+}
+
+/* Every proxy must rest for a Retry-After; its value is the first to come back. */
+static void test_rest_left_is_the_first_proxy_back_when_all_rest(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = two_proxies_resting(&cfg, 60000);
+  block(u, 1, 2);
+  assert_int_equal(upstream_rest_left_ms(u), 0); /* proxy 2 does not rest */
+  block(u, 2, 3);                                /* 120 s */
+  uint64_t left = upstream_rest_left_ms(u);
+  assert_true(left > 59000 && left <= 60000);
+  upstream_free(u);
+}
+
+/*
+ * A throttled translation rests the translations through that egress at once, not the egress: untranslated jobs keep
+ * it, translation jobs take another proxy, and with every egress's translations resting they are refused until the
+ * first comes back.
+ */
+static void test_translations_rest_apart_from_their_egress(void **state) {
+  (void)state;
+  struct vts_config cfg;
+  struct upstream *u = two_proxies_resting(&cfg, 60000);
+  assert_int_equal(upstream_use_egress(u, 1), 0);
+  upstream_translation_report(u, 1);
+  assert_int_equal(upstream_rest_left_ms(u), 0);
+  assert_int_equal(upstream_translation_rest_left_ms(u), 0); /* proxy 2 still translates */
+  /* Untranslated jobs go on alternating over both proxies. */
+  int seen[3] = {0};
+  for (int i = 0; i < 4; i++) seen[chosen(u)]++;
+  assert_int_equal(seen[1], 2);
+  assert_int_equal(seen[2], 2);
+  /* A translation job that started on proxy 1 moves to proxy 2 before its first request; on proxy 2 it stays. */
+  for (int i = 0; i < 4; i++) {
+    upstream_begin_job(u, util_now_ms() + 1000, "t");
+    assert_int_equal(upstream_translation_egress(u), 0);
+    assert_int_equal(upstream_job_proxy_index(u), 2);
+    /* Proxy 1 was not used: the job may still move there after a block. */
+    assert_int_equal(upstream_next_egress(u), 0);
+    assert_int_equal(upstream_job_proxy_index(u), 1);
+  }
+  /* Proxy 2 throttles too: translations rest everywhere, until proxy 1's come back. */
+  assert_int_equal(upstream_use_egress(u, 2), 0);
+  upstream_translation_report(u, 1);
+  uint64_t left = upstream_translation_rest_left_ms(u);
+  assert_true(left > 58000 && left <= 60000);
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  assert_int_equal(upstream_translation_egress(u), -EAGAIN);
+  assert_int_equal(upstream_rest_left_ms(u), 0); /* the egresses themselves never rested */
+  /* A second throttle in a row doubles; a translation served ends the rest. */
+  upstream_translation_report(u, 1);
+  assert_true(upstream_translation_rest_left_ms(u) > 58000);
+  assert_int_equal(upstream_use_egress(u, 1), 0);
+  upstream_translation_report(u, 0);
+  assert_int_equal(upstream_translation_rest_left_ms(u), 0);
+  upstream_begin_job(u, util_now_ms() + 1000, "t");
+  assert_int_equal(upstream_translation_egress(u), 0);
+  assert_int_equal(upstream_job_proxy_index(u), 1);
+  upstream_free(u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtins_carry_the_whole_identity),
@@ -364,6 +451,9 @@ int main(void) {
       cmocka_unit_test(test_proxies_alternate_and_a_blocked_one_rests),
       cmocka_unit_test(test_when_all_rest_the_one_resting_longest_is_tried),
       cmocka_unit_test(test_rest_doubles_with_each_further_block_and_a_served_job_resets_it),
+      cmocka_unit_test(test_the_direct_route_rests_and_says_when_it_is_back),
+      cmocka_unit_test(test_rest_left_is_the_first_proxy_back_when_all_rest),
+      cmocka_unit_test(test_translations_rest_apart_from_their_egress),
       cmocka_unit_test(test_rotating_proxy_never_rests_and_takes_the_next_attempt),
       cmocka_unit_test(test_a_spent_budget_gives_way_to_another_proxy),
   };

@@ -4,11 +4,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 #include <errno.h>
 
+#include "common/limits.h"
 #include "proto/proto.h"
 
 static struct proto_job sample_job(void) {
@@ -124,6 +126,7 @@ static void test_result_round_trips_body_bytes(void **state) {
   in.source = PROTO_SOURCE_CAPTIONS;
   in.fetch_ms = 12;
   in.cache_ms = 86400000;
+  in.retry_after_s = 1800;
   memcpy(in.lang, "en", 3);
   memcpy(in.detail, "ok", 3);
   in.body = "{\"a\":\"\0b\"}";
@@ -137,6 +140,7 @@ static void test_result_round_trips_body_bytes(void **state) {
   assert_memory_equal(out.body, in.body, 10);
   assert_string_equal(out.lang, "en");
   assert_int_equal(out.cache_ms, 86400000);
+  assert_int_equal(out.retry_after_s, 1800);
   buf_free(&b);
 }
 
@@ -238,8 +242,11 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   assert_int_equal(d.egress[0].declines, 70000);
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
-  /* Back over the body length, cache_ms, one egress, two attempts, the reason and the attempt count. */
-  size_t egress_at = b.len - 4 - 4 - 13;
+  /*
+   * Back over the body length, the player summary's length (none) and lifetime, retry_after_s, cache_ms, one egress,
+   * two attempts, the reason and the attempt count.
+   */
+  size_t egress_at = b.len - 4 - 4 - 4 - 4 - 4 - 13;
   size_t reason_at = egress_at - 1 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
@@ -256,6 +263,54 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.reason = PROTO_REASON__COUNT;
   buf_reset(&b);
   assert_int_equal(proto_encode_result(&b, &r), -EINVAL);
+  buf_free(&b);
+}
+
+/* A player summary travels with a result (fetcher -> dispatcher) and a job (dispatcher -> fetcher), bounded. */
+static void test_player_summary_round_trips_in_a_job_and_a_result(void **state) {
+  (void)state;
+  static const char summary[] = "{\"playabilityStatus\":{\"status\":\"OK\"}}";
+  struct proto_job job = sample_job(), jout;
+  job.player = summary;
+  job.player_len = sizeof(summary) - 1;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &job), 0);
+  assert_int_equal(proto_decode_job(b.data, b.len, &jout), 0);
+  assert_int_equal(jout.player_len, sizeof(summary) - 1);
+  assert_memory_equal(jout.player, summary, sizeof(summary) - 1);
+  assert_string_equal(jout.request_id, job.request_id);
+  assert_int_equal(jout.declines, job.declines);
+  for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_job(b.data, n, &jout), -EPROTO);
+
+  struct proto_result res, rout;
+  memset(&res, 0, sizeof(res));
+  res.outcome = PROTO_OK;
+  res.body = "{}";
+  res.body_len = 2;
+  res.player = summary;
+  res.player_len = sizeof(summary) - 1;
+  res.player_ttl_ms = 1800000;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_result(&b, &res), 0);
+  assert_int_equal(proto_decode_result(b.data, b.len, &rout), 0);
+  assert_int_equal(rout.player_ttl_ms, 1800000);
+  assert_int_equal(rout.player_len, sizeof(summary) - 1);
+  assert_memory_equal(rout.player, summary, sizeof(summary) - 1);
+  assert_int_equal(rout.body_len, 2);
+  assert_memory_equal(rout.body, "{}", 2);
+
+  /* Past the bound, neither is encoded. */
+  char *big = calloc(1, VTS_MAX_PLAYER_SUMMARY_BYTES + 1);
+  assert_non_null(big);
+  res.player = big;
+  res.player_len = VTS_MAX_PLAYER_SUMMARY_BYTES + 1;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_result(&b, &res), -EINVAL);
+  job.player = big;
+  job.player_len = VTS_MAX_PLAYER_SUMMARY_BYTES + 1;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_job(&b, &job), -EINVAL);
+  free(big);
   buf_free(&b);
 }
 
@@ -337,6 +392,24 @@ static void test_every_outcome_round_trips_and_no_other(void **state) {
   buf_free(&b);
 }
 
+/* A reason's number is on the wire: the rows keep their places, and the later ones follow the budget's. */
+static void test_reasons_keep_their_wire_numbers(void **state) {
+  (void)state;
+  assert_int_equal(PROTO_REASON_INTERNAL, 15);
+  assert_int_equal(PROTO_REASON_BUDGET, 16);
+  assert_int_equal(PROTO_REASON_RATIONED, 17);
+  assert_int_equal(PROTO_REASON_CLIENT_OUTDATED, 18);
+  assert_int_equal(PROTO_REASON_WRONG_VIDEO, 19);
+  assert_int_equal(PROTO_REASON_TRANSLATION_THROTTLED, 20);
+  assert_int_equal(PROTO_REASON__COUNT, 21);
+  assert_string_equal(proto_reason_name(PROTO_REASON_BUDGET), "egress_budget");
+  assert_string_equal(proto_reason_name(PROTO_REASON_RATIONED), "rationed");
+  assert_string_equal(proto_reason_name(PROTO_REASON_CLIENT_OUTDATED), "client_outdated");
+  assert_string_equal(proto_reason_name(PROTO_REASON_WRONG_VIDEO), "wrong_video");
+  assert_string_equal(proto_reason_name(PROTO_REASON_TRANSLATION_THROTTLED), "translation_throttled");
+  assert_string_equal(proto_reason_name(PROTO_REASON__COUNT), "unknown");
+}
+
 static void test_outcomes_map_to_the_architecture_statuses(void **state) {
   (void)state;
   assert_int_equal(proto_outcome_status(PROTO_OK), 200);
@@ -357,10 +430,12 @@ int main(void) {
       cmocka_unit_test(test_decline_carries_its_job_id_and_why_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
+      cmocka_unit_test(test_player_summary_round_trips_in_a_job_and_a_result),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
       cmocka_unit_test(test_invalid_video_id_is_refused_on_both_sides),
       cmocka_unit_test(test_ok_result_without_body_is_rejected),
       cmocka_unit_test(test_every_outcome_round_trips_and_no_other),
+      cmocka_unit_test(test_reasons_keep_their_wire_numbers),
       cmocka_unit_test(test_outcomes_map_to_the_architecture_statuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
