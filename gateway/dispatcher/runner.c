@@ -70,15 +70,21 @@ void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t create
       out->code = "transcript_not_available";
       out->message = RUNNER_NOT_AVAILABLE;
       return;
-    case 502:
-      if (res->reason == PROTO_REASON_BUDGET && now_ms + RUNNER_RATION_RETRY_MS - created_ms <= max_age_ms) {
+    case 502: {
+      /* A ration: the 502's Retry-After, else (a budget or a ration that named no time) a default wait. */
+      int64_t wait = res->retry_after_s > 0 ? (int64_t)res->retry_after_s * 1000
+                     : res->reason == PROTO_REASON_BUDGET || res->reason == PROTO_REASON_RATIONED
+                         ? RUNNER_RATION_RETRY_MS
+                         : -1;
+      if (wait >= 0 && now_ms + wait - created_ms <= max_age_ms) {
         out->verdict = RUNNER_RETRY;
-        out->not_before_ms = now_ms + RUNNER_RATION_RETRY_MS;
+        out->not_before_ms = now_ms + wait;
         return;
       }
       out->code = "upstream_transcript_failed";
       out->message = RUNNER_UPSTREAM_FAILED;
       return;
+    }
     default:
       out->code = "transcript_fetch_failed";
       out->message = RUNNER_FETCH_FAILED;

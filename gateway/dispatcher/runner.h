@@ -10,8 +10,9 @@
  * An item answered with a transcript costs one unit of the month of the job's key (ratelimit_charge_month) and keeps
  * the transcript's JSON (the store compresses it; the items endpoint renders the job's format); past the month it
  * fails quota_exceeded. A 404 fails transcript_not_available, a 500 transcript_fetch_failed, a 502
- * upstream_transcript_failed, except a 502 for a ration (the egress budget): the item goes back to the queue, not
- * to be taken before RUNNER_RATION_RETRY_MS, until VTS_JOB_MAX_AGE_S after its job was made. Taking an item leases it
+ * upstream_transcript_failed, except a 502 for a ration (one carrying Retry-After, or of reason egress_budget or
+ * rationed): the item goes back to the queue, not to be taken before that time (RUNNER_RATION_RETRY_MS when it names
+ * none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making. Taking an item leases it
  * for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back every item
  * left running (a gateway killed mid-job resumes it). Ended jobs are deleted VTS_JOB_TTL_S after their last change.
  */
@@ -24,7 +25,7 @@
 #include "gateway/dispatcher/core.h"
 #include "proto/proto.h"
 
-/* An item met a ration: tried again after this long (the platform's budgets refill over minutes). */
+/* An item met a ration that named no time: tried again after this long (the budgets refill over minutes). */
 #define RUNNER_RATION_RETRY_MS 30000
 /* With nothing to take, the store is asked again this often. */
 #define RUNNER_POLL_MS 200

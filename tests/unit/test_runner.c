@@ -67,6 +67,18 @@ static void test_an_answer_makes_the_item_done_failed_or_retried(void **state) {
   assert_int_equal(o.verdict, RUNNER_RETRY);
   runner_judge(&r, day - RUNNER_RATION_RETRY_MS + 1, 0, day, &o);
   assert_fails_as(&o, API_ERR_UPSTREAM_FAILED);
+  /* The platform's own ration, and a 502 that carries Retry-After: its time, whatever the reason. */
+  r = result(PROTO_UPSTREAM_FAILED, PROTO_REASON_RATIONED);
+  runner_judge(&r, 1000, 0, day, &o);
+  assert_int_equal(o.verdict, RUNNER_RETRY);
+  assert_int_equal(o.not_before_ms, 1000 + RUNNER_RATION_RETRY_MS);
+  r = result(PROTO_UPSTREAM_FAILED, PROTO_REASON_HTTP_429);
+  r.retry_after_s = 120;
+  runner_judge(&r, 1000, 0, day, &o);
+  assert_int_equal(o.verdict, RUNNER_RETRY);
+  assert_int_equal(o.not_before_ms, 1000 + 120000);
+  runner_judge(&r, day - 119999, 0, day, &o);
+  assert_fails_as(&o, API_ERR_UPSTREAM_FAILED);
 }
 
 int main(void) {
