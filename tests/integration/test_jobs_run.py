@@ -186,3 +186,38 @@ def test_synchronous_misses_never_wait_for_job_items(tmp_path, share=None):
         assert all(r["queue_ms"] < 300 for r in sync), [(r["video_id"], r["queue_ms"]) for r in sync]
     finally:
         stack.close()
+
+
+def test_an_item_that_meets_a_ration_goes_back_to_the_queue_instead_of_failing(tmp_path):
+    import os
+    import time
+    from stack import harness
+    captures = os.path.join(os.environ.get("VTS_SHARED_FIXTURES", os.path.join(harness.ROOT, "..", "shared",
+                                                                                "fixtures")), "youtube-transcript-api")
+    ids = ["benchJr%04d" % i for i in range(4)]
+    # The platform rations past two player requests; one fetcher, so the items run one after the other.
+    stack = Stack(tmp_path, keys=[("jobs", JOBKEY, "active", 1000, 60, 1000)], fetchers=1,
+                  upstream_args=("--captures", captures, "--ration-limit", "2"))
+    gw = stack.gateway
+    try:
+        loc = start_job(gw, {"video_ids": ids})
+        db = gw.state_dir / "jobs.db"
+
+        def both_rationed_back():
+            con = sqlite3.connect(str(db))
+            try:
+                rows = con.execute("SELECT video_id, status, tries, not_before_ms FROM items ORDER BY seq").fetchall()
+            finally:
+                con.close()
+            return rows if [r[1] for r in rows] == [2, 2, 0, 0] and all(r[2] == 1 for r in rows[2:]) else None
+        rows = wait_for(both_rationed_back, 60)
+        assert rows, statuses(db)
+        now_ms = time.time() * 1000
+        # Put back for later (30 s for a ration that named no time, the 502's Retry-After otherwise), not failed.
+        assert all(now_ms < r[3] <= now_ms + 120000 for r in rows[2:]), rows
+        status, _, job = call(gw, "GET", loc)
+        assert job["status"] == "running"
+        assert job["counts"] == {"queued": 2, "running": 0, "done": 2, "failed": 0, "cancelled": 0}
+        assert sum(stack.upstream.stats()["rationed"].values()) >= 2
+    finally:
+        stack.close()
