@@ -67,7 +67,8 @@ enum hdr {
   HDR_IF_NONE_MATCH,
   HDR_ACCEPT,
   HDR_HOST,
-  HDR_CONTENT_TYPE
+  HDR_CONTENT_TYPE,
+  HDR_EXPECT
 };
 
 /* The longest Content-Type value kept ("application/json; charset=utf-8" and some room). */
@@ -171,7 +172,10 @@ struct http_conn {
   size_t ctype_len;
   int ctype_seen;
   int ctype_bad;
-  int cenc_seen;    /* Content-Encoding was sent */
+  int cenc_seen;   /* Content-Encoding was sent */
+  char expect[16]; /* Expect, for 100-continue */
+  size_t expect_len;
+  int expect_bad;
   struct buf body;  /* the body of a route that reads one, at most VTS_MAX_REQUEST_BODY_BYTES */
   size_t body_left; /* its bytes still to come */
 
@@ -373,6 +377,8 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->ctype_seen = 0;
   conn->ctype_bad = 0;
   conn->cenc_seen = 0;
+  conn->expect_len = 0;
+  conn->expect_bad = 0;
   buf_free(&conn->body); /* a body is rare: an idle connection keeps none */
   conn->body_left = 0;
   if (conn->neg != NULL) {
@@ -502,6 +508,9 @@ static int on_header_field_complete(llhttp_t *p) {
     if (conn->ctype_seen) conn->ctype_bad = 1;
     conn->ctype_seen = 1;
     conn->cur_hdr = HDR_CONTENT_TYPE;
+  } else if (hname_is(conn, "expect")) {
+    conn->cur_hdr = HDR_EXPECT;
+    if (conn->expect_len > 0) conn->expect_bad = 1;
   } else if (hname_is(conn, "content-encoding")) {
     conn->cenc_seen = 1;
   } else if (hname_is(conn, "transfer-encoding")) {
@@ -544,6 +553,9 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       break;
     case HDR_CONTENT_TYPE:
       append_capped(conn->ctype, sizeof(conn->ctype), &conn->ctype_len, &conn->ctype_bad, at, len);
+      break;
+    case HDR_EXPECT:
+      append_capped(conn->expect, sizeof(conn->expect), &conn->expect_len, &conn->expect_bad, at, len);
       break;
     default:
       break;
@@ -775,6 +787,19 @@ static int on_headers_complete(llhttp_t *p) {
       }
       conn->state = CONN_BODY;
       conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+      /*
+       * RFC 9110 10.1.1: a client that asked to hear before it sends the body (curl does for a large one) is told to
+       * go on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx. The line is tiny and the
+       * connection writes nothing else now: what the socket does not take is left, and the client goes on after its
+       * wait as it would anyway.
+       */
+      static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      size_t el = trim_trailing_ws(conn->expect, conn->expect_len);
+      if (!conn->expect_bad && p->http_minor >= 1 && el == 12 && strncasecmp(conn->expect, "100-continue", 12) == 0 &&
+          conn->pending == NULL) {
+        uv_buf_t b = uv_buf_init((char *)(uintptr_t)cont, sizeof(cont) - 1);
+        (void)uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
+      }
     }
     return 0;
   }

@@ -274,3 +274,21 @@ def test_methods_of_the_job_routes(make_gateway):
         assert (status, body, h["allow"]) == (405, err("method_not_allowed"), allow)
     assert call(gw, "GET", "/v1/jobs/" + "a" * 65)[0] == 404
     assert call(gw, "GET", "/v1/jobs/a/b/items")[0] == 404
+
+
+def test_expect_100_continue_is_answered_before_the_body(make_gateway):
+    gw = make_gateway(keys=keys())
+    body = json.dumps({"video_ids": IDS[:2]}).encode()
+    head = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\ncontent-type: application/json\r\n"
+            "Expect: 100-continue\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (ACTIVE_KEY, len(body)))
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as s:
+        s.sendall(head.encode())
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            chunk = s.recv(1)
+            assert chunk, interim
+            interim += chunk
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(body)
+        [(status, h, answer)] = parse_responses(read_until_close(s))
+    assert status == 202 and json.loads(answer)["total"] == 2
