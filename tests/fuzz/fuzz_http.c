@@ -150,16 +150,22 @@ static const char *find_crlfcrlf(const char *s, size_t n) {
 
 static int status_expected(int status) {
   switch (status) {
-    case 200: /* /health, /openapi.json */
+    case 200: /* /health, /openapi.json, a job */
+    case 202: /* a job accepted */
     case 400: /* framing, validation */
     case 401: /* no or unknown key */
     case 404:
     case 405:
+    case 408: /* a job's body cut short */
+    case 411: /* a job without Content-Length */
     case 413:
     case 414:
+    case 415: /* a job's body of another type */
+    case 429: /* the key's open jobs */
     case 431:
     case 500: /* a valid transcript request: no dispatcher */
-    case 501: /* a method the server does not know */
+    case 501: /* a method the server does not know; a playlist job */
+    case 503: /* /ready without a dispatcher; the job store */
       return 1;
     default:
       return 0;
@@ -190,6 +196,12 @@ static void check_responses(const char *d, size_t n) {
     for (int i = 9; i < 12; i++) {
       if (head[i] < '0' || head[i] > '9') die("bad status code");
       status = status * 10 + (head[i] - '0');
+    }
+    if (status == 100) {
+      /* The interim answer to Expect: 100-continue, before a job's body: a status line alone. */
+      if (end - head != 23 || memcmp(head, "HTTP/1.1 100 Continue", 21) != 0) die("bad 100 Continue");
+      off = (size_t)(end + 4 - d);
+      continue;
     }
     if (!status_expected(status)) die("unexpected status");
     int have_ct = 0, have_date = 0, have_rid = 0, have_cl = 0;
