@@ -40,7 +40,7 @@
   X(AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once.")                          \
   X(INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.")     \
   /* a method the server does not know */                                                                    \
-  X(NOT_IMPLEMENTED, 501, "not_implemented", "This method is not implemented.")
+  X(NOT_IMPLEMENTED, 501, "not_implemented", "The server does not support this method.")
 
 #define API_ERROR_ENUM_(id, status, code, message) API_ERR_##id,
 enum api_error { API_OK = 0, API_ERRORS(API_ERROR_ENUM_) API_ERR__COUNT };
