@@ -40,7 +40,7 @@
   X(AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once.")                          \
   X(INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.")     \
   /* a method the server does not know */                                                                    \
-  X(NOT_IMPLEMENTED, 501, "not_implemented", "This method is not implemented.")                              \
+  X(NOT_IMPLEMENTED, 501, "not_implemented", "The server does not support this method.")                     \
   /* request bodies (POST /v1/jobs) */                                                                       \
   X(LENGTH_REQUIRED, 411, "length_required", "A request body needs a Content-Length.")                       \
   X(BODY_TOO_LARGE, 413, "payload_too_large", "The request body is larger than 1 MiB.")                      \

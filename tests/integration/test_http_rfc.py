@@ -11,7 +11,7 @@ import pytest
 from conftest import parse_responses, raw_exchange, wait_for
 
 BAD_REQUEST = b'{"error":{"code":"bad_request","message":"Malformed HTTP request."}}'
-NOT_IMPLEMENTED = b'{"error":{"code":"not_implemented","message":"This method is not implemented."}}'
+NOT_IMPLEMENTED = b'{"error":{"code":"not_implemented","message":"The server does not support this method."}}'
 METHOD_NOT_ALLOWED = b'{"error":{"code":"method_not_allowed","message":"Method not allowed for this resource."}}'
 UNAUTHORIZED = b'{"error":{"code":"UNAUTHORIZED","message":"A valid x-api-key header is required."}}'
 TRANSCRIPT = "/v1/video/transcript"

@@ -3,11 +3,13 @@ openssl), the check of every result body, the start errors of a half-configured 
 open address, and the private directory of the workers' socket to the dispatcher. The real gateway and fetcher run on
 127.0.0.1; fetchers that misbehave are played by harness.FakeFetcher, which speaks nng's SP frames (inside TLS)."""
 import os
+import shutil
 import socket
 import ssl
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -301,8 +303,15 @@ def test_plain_tcp_warns_only_off_loopback(tmp_path, host, warned):
         gw.stop()
 
 
+def _runtime_dir():
+    """A short runtime folder: a socket's path has at most 107 bytes, and the run's temporary folders nest deep (a
+    longer XDG_RUNTIME_DIR is passed over for TMPDIR, which is not what these tests are about)."""
+    return tempfile.mkdtemp(prefix="xdg-")
+
+
 def test_dispatcher_socket_lives_in_a_private_directory_removed_at_stop(tmp_path):
-    gw = Gateway(tmp_path)
+    runtime = _runtime_dir()
+    gw = Gateway(tmp_path, env={"XDG_RUNTIME_DIR": runtime})
     gw.start()
     stopped = False
     try:
@@ -312,7 +321,7 @@ def test_dispatcher_socket_lives_in_a_private_directory_removed_at_stop(tmp_path
         path = url[len("ipc://"):]
         directory = os.path.dirname(path)
         assert os.path.basename(path) == "dispatcher.ipc"
-        assert os.path.dirname(directory) == str(tmp_path)  # XDG_RUNTIME_DIR of the harness
+        assert os.path.dirname(directory) == runtime  # XDG_RUNTIME_DIR
         assert os.path.basename(directory).startswith("vts-") and len(os.path.basename(directory)) == 10
         st = os.stat(directory)
         assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o700, os.getuid())
@@ -323,22 +332,25 @@ def test_dispatcher_socket_lives_in_a_private_directory_removed_at_stop(tmp_path
     finally:
         if not stopped:
             gw.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def test_two_gateways_of_one_user_get_different_directories(tmp_path):
+    runtime = _runtime_dir()
     gws = []
     for i in range(2):
         (tmp_path / str(i)).mkdir()
-        gw = Gateway(tmp_path / str(i), env={"XDG_RUNTIME_DIR": str(tmp_path)})
+        gw = Gateway(tmp_path / str(i), env={"XDG_RUNTIME_DIR": runtime})
         gws.append(gw)
         gw.start()
     try:
         urls = [wait_for(lambda gw=gw: dispatcher_started(gw), 5)[0]["worker_url"] for gw in gws]
         assert urls[0] != urls[1]
-        assert all(os.path.dirname(os.path.dirname(u[len("ipc://"):])) == str(tmp_path) for u in urls)
+        assert all(os.path.dirname(os.path.dirname(u[len("ipc://"):])) == runtime for u in urls)
     finally:
         for gw in gws:
             gw.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def test_gateway_refuses_a_list_of_jobs_urls(tmp_path):

@@ -345,9 +345,10 @@ static void test_unknown_method_is_501(void **state) {
   send_all("FROB /p HTTP/1.1\r\nHost: t\r\n\r\n");
   assert_true(run_until(one_response));
   assert_non_null(strstr(fx.got, "HTTP/1.1 501 Not Implemented\r\n"));
-  assert_non_null(strstr(fx.got,
-                         "\r\nConnection: close\r\n\r\n"
-                         "{\"error\":{\"code\":\"not_implemented\",\"message\":\"This method is not implemented.\"}}"));
+  assert_non_null(
+      strstr(fx.got,
+             "\r\nConnection: close\r\n\r\n"
+             "{\"error\":{\"code\":\"not_implemented\",\"message\":\"The server does not support this method.\"}}"));
   assert_string_equal(fx.path, "");
 }
 
