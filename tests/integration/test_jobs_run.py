@@ -221,3 +221,31 @@ def test_an_item_that_meets_a_ration_goes_back_to_the_queue_instead_of_failing(t
         assert sum(stack.upstream.stats()["rationed"].values()) >= 2
     finally:
         stack.close()
+
+
+def test_delete_cancels_what_has_not_started_and_the_platform_never_sees_it(tmp_path):
+    ids = ["benchJc%04d" % i for i in range(10)]
+    stack = Stack(tmp_path, keys=[("jobs", JOBKEY, "active", 1000, 60, 1000)], fetchers=1,
+                  upstream_args=("--delay-ms", "200"))
+    gw = stack.gateway
+    try:
+        loc = start_job(gw, {"video_ids": ids})
+        assert wait_for(lambda: call(gw, "GET", loc)[2]["counts"]["done"] >= 1, 30)
+        status, _, job = call(gw, "DELETE", loc)
+        assert status == 200 and job["status"] == "cancelled"
+        cancelled = job["counts"]["cancelled"]
+        assert cancelled >= 1 and job["counts"]["queued"] == 0
+
+        def settled():
+            j = call(gw, "GET", loc)[2]
+            return j if j["counts"]["running"] == 0 else None
+        job = wait_for(settled, 30)
+        assert job and job["status"] == "cancelled"
+        assert job["counts"]["cancelled"] == cancelled and job["counts"]["done"] == 10 - cancelled
+        items = all_items(gw, loc)
+        for i in items:
+            assert i["status"] in ("done", "cancelled")
+            assert player_requests(stack, i["video_id"]) == (1 if i["status"] == "done" else 0), i
+        assert [i["status"] for i in items] == ["done"] * (10 - cancelled) + ["cancelled"] * cancelled
+    finally:
+        stack.close()
