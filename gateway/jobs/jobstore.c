@@ -380,7 +380,7 @@ int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
   int64_t before = now_ms - ttl_ms;
   int rv = run(js, prepare(js,
                            "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE updated_ms<? AND NOT EXISTS("
-                           "SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status=1))",
+                           "SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)))",
                            "i", before));
   if (rv >= 0)
     rv = run(js, prepare(js,

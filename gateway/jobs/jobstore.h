@@ -127,8 +127,8 @@ int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t
 /* Running items whose lease ended before now_ms go back to the queue. Returns how many, or -EIO. */
 int jobstore_recover(struct jobstore *js, int64_t now_ms);
 
-/* Deletes the jobs last changed before now_ms - ttl_ms (none running), with their items. Returns how many jobs, or
- * -EIO. */
+/* Deletes the jobs that ended (no item queued or running) and last changed before now_ms - ttl_ms, with their items.
+ * Returns how many jobs, or -EIO. */
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
 
 #endif

@@ -292,3 +292,24 @@ def test_expect_100_continue_is_answered_before_the_body(make_gateway):
         s.sendall(body)
         [(status, h, answer)] = parse_responses(read_until_close(s))
     assert status == 202 and json.loads(answer)["total"] == 2
+
+
+def test_an_ended_job_is_deleted_after_its_ttl_and_an_open_one_kept(make_gateway):
+    import time
+    from vtsproc import wait_for
+    gw = make_gateway(env={"VTS_JOB_TTL_S": "1"}, keys=keys())
+    ended = post(gw, {"video_ids": IDS[:2]})[1]["location"]
+    waiting = post(gw, {"video_ids": IDS[2:4]})[1]["location"]
+    assert call(gw, "DELETE", ended)[0] == 200
+    t_end = time.time() + 1.2
+    assert wait_for(lambda: time.time() > t_end, 5)  # until the TTL has passed for both jobs
+    # The dispatcher deletes what expired at its start and every minute after: restart to see it now.
+    gw.stop()
+    gw.start()
+
+    def gone():
+        return call(gw, "GET", ended)[0] == 404
+    assert wait_for(gone, 10)
+    assert call(gw, "GET", ended)[::2] == (404, err("not_found", "No such job."))
+    status, _, job = call(gw, "GET", waiting)
+    assert status == 200 and job["counts"]["queued"] == 2

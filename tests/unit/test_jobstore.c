@@ -291,14 +291,20 @@ static void test_a_taker_whose_lease_ran_out_cannot_end_the_item(void **state) {
 
 static void test_old_jobs_expire_with_their_items(void **state) {
   struct fixture *f = *state;
-  char old[JOBSTORE_ID_LEN + 1], young[JOBSTORE_ID_LEN + 1];
+  char old[JOBSTORE_ID_LEN + 1], young[JOBSTORE_ID_LEN + 1], waiting[JOBSTORE_ID_LEN + 1];
   make_job(f->js, 2, 1000, old);
+  make_job(f->js, 2, 1500, waiting);
   make_job(f->js, 2, 50000, young);
-  assert_int_equal(jobstore_expire(f->js, 60000, 20000), 1); /* the old job, with its items */
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", old, 2000, &n), 0); /* ended */
+  assert_int_equal(jobstore_expire(f->js, 60000, 20000), 1);          /* the old ended job, with its items */
   struct jobstore_job j;
   assert_int_equal(jobstore_get(f->js, "keyA", old, &j), -ENOENT);
   assert_int_equal(jobstore_get(f->js, "keyA", young, &j), 0);
   assert_int_equal(j.total, 2);
+  /* An old job still waiting to run is kept: it has not ended. */
+  assert_int_equal(jobstore_get(f->js, "keyA", waiting, &j), 0);
+  assert_int_equal(j.counts[ITEM_QUEUED], 2);
 }
 
 static void test_bad_input_is_refused(void **state) {
