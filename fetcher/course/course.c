@@ -112,11 +112,17 @@ static void set_result(struct course_result *res, uint8_t outcome, uint8_t reaso
   snprintf(res->detail, sizeof(res->detail), "%s", detail);
 }
 
+/* A step's outcome, as the module that decided it set it, becomes the job's. */
+static void set_outcome(struct course_result *res, const struct fetch_outcome *o) {
+  set_result(res, o->outcome, o->reason, o->detail);
+}
+
 /* The verdict for a failed transfer: out of time or memory ends the job; no connection is the egress's fault. */
-static enum verdict transfer_verdict(int rv) {
+static enum verdict transfer_verdict(const struct fetch_outcome *o) {
   /* A spent budget has waited as long as the deadline allows: no other client or proxy would fare better. */
-  if (rv == -ETIMEDOUT || rv == -ENOMEM || rv == -EAGAIN) return V_STOP;
-  if (rv == -ENETUNREACH) return V_BLOCKED;
+  if (o->outcome == PROTO_INTERNAL || o->reason == PROTO_REASON_TIMEOUT || o->reason == PROTO_REASON_BUDGET)
+    return V_STOP;
+  if (o->reason == PROTO_REASON_NETWORK) return V_BLOCKED;
   return V_REFUSED;
 }
 
@@ -125,10 +131,9 @@ static enum verdict transfer_verdict(int rv) {
  * its reason) and returns the verdict; V_DONE means the 200 arrived.
  */
 static enum verdict fetch_200(struct flow *f, const struct upstream_request *req, struct course_result *res) {
-  int rv = upstream_fetch(f->it->up, req, &f->resp);
-  if (rv != 0) {
-    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, f->resp.reason, upstream_strerror(rv));
-    return transfer_verdict(rv);
+  if (upstream_fetch(f->it->up, req, &f->resp) != 0) {
+    set_outcome(res, &f->resp.outcome);
+    return transfer_verdict(&f->resp.outcome);
   }
   if (f->resp.status == 200) return V_DONE;
   long st = f->resp.status;
@@ -294,14 +299,11 @@ static const char *not_playable_detail(enum playability p) {
 static enum verdict speech_step(struct flow *f, const struct player_info *pi, struct course_result *res) {
   struct segment_list sl;
   memset(&sl, 0, sizeof(sl));
-  char lang[16] = "", detail[64] = "";
+  char lang[16] = "";
+  struct fetch_outcome o;
   int outcome = speech_transcribe_via(f->it->cfg, pi, upstream_job_proxy(f->it->up), upstream_job_deadline(f->it->up),
-                                      &sl, lang, detail, sizeof(detail));
-  uint8_t reason = outcome == PROTO_OK              ? PROTO_REASON_NONE
-                   : outcome == PROTO_NOT_AVAILABLE ? PROTO_REASON_NOT_PLAYABLE
-                   : outcome == PROTO_INTERNAL      ? PROTO_REASON_INTERNAL
-                                                    : PROTO_REASON_SPEECH;
-  set_result(res, (uint8_t)outcome, reason, detail);
+                                      &sl, lang, &o);
+  set_outcome(res, &o);
   if (outcome == PROTO_OK) {
     int rv = transcript_serialize(&sl, lang, "speech", &res->body);
     if (rv != 0)
