@@ -287,8 +287,23 @@ void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY 
   out[2 + n + 12] = '\0';
 }
 
+int proto_reason_gone(uint8_t reason) {
+  switch (reason) {
+    case PROTO_REASON_NOT_PLAYABLE:
+    case PROTO_REASON_AGE_RESTRICTED:
+    case PROTO_REASON_MEMBERS_ONLY:
+    case PROTO_REASON_PRIVATE:
+    case PROTO_REASON_REMOVED:
+    case PROTO_REASON_LIVE_NOT_ARCHIVED:
+    case PROTO_REASON_GEO_RESTRICTED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 int proto_result_gone(const struct proto_result *res) {
-  return res->outcome == PROTO_NOT_AVAILABLE && res->reason == PROTO_REASON_NOT_PLAYABLE;
+  return res->outcome == PROTO_NOT_AVAILABLE && proto_reason_gone(res->reason);
 }
 
 int proto_outcome_status(uint8_t outcome) {

@@ -133,7 +133,15 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
   /* the player answered for another video: a block, the reply unused */             \
   X(WRONG_VIDEO, "wrong_video", WRONG_VIDEO)                                         \
   /* 429 or an empty body on a translated (tlang) caption track */                   \
-  X(TRANSLATION_THROTTLED, "translation_throttled", TRANSLATION_THROTTLED)
+  X(TRANSLATION_THROTTLED, "translation_throttled", TRANSLATION_THROTTLED)           \
+  /* not playable, and the reply says why (NOT_PLAYABLE when it does not): */        \
+  X(AGE_RESTRICTED, "age_restricted", AGE_RESTRICTED)                                \
+  X(MEMBERS_ONLY, "members_only", MEMBERS_ONLY)                                      \
+  X(PRIVATE, "private", PRIVATE)                                                     \
+  X(REMOVED, "removed", REMOVED)                                                     \
+  /* a live stream not begun, or ended and not yet archived */                       \
+  X(LIVE_NOT_ARCHIVED, "live_not_archived", LIVE_NOT_ARCHIVED)                       \
+  X(GEO_RESTRICTED, "geo_restricted", GEO_RESTRICTED)
 
 #define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
 enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
@@ -268,6 +276,12 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
  * so a cache keeps one copy of the transcript under it and only a small alias under each request's own job key.
  */
 void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/*
+ * Whether a reason says the video itself cannot be played: PROTO_REASON_NOT_PLAYABLE, or one of the reasons that say
+ * why (age-restricted, members-only, private, removed, live not yet archived, not in the region).
+ */
+int proto_reason_gone(uint8_t reason);
 
 /* Whether res says the video itself cannot be played: the answer of every language and kind of the video. */
 int proto_result_gone(const struct proto_result *res);

@@ -272,6 +272,26 @@ done:
   return v;
 }
 
+/* The reason of a video that cannot be played: the case its reply said, or just that it cannot be. */
+static uint8_t not_playable_reason(enum play_why why) {
+  switch (why) {
+    case PLAY_WHY_AGE_RESTRICTED:
+      return PROTO_REASON_AGE_RESTRICTED;
+    case PLAY_WHY_MEMBERS_ONLY:
+      return PROTO_REASON_MEMBERS_ONLY;
+    case PLAY_WHY_PRIVATE:
+      return PROTO_REASON_PRIVATE;
+    case PLAY_WHY_REMOVED:
+      return PROTO_REASON_REMOVED;
+    case PLAY_WHY_LIVE_NOT_ARCHIVED:
+      return PROTO_REASON_LIVE_NOT_ARCHIVED;
+    case PLAY_WHY_GEO_RESTRICTED:
+      return PROTO_REASON_GEO_RESTRICTED;
+    default:
+      return PROTO_REASON_NOT_PLAYABLE;
+  }
+}
+
 static const char *not_playable_detail(enum playability p) {
   switch (p) {
     case PLAY_LOGIN_REQUIRED:
@@ -469,7 +489,7 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
   }
   /* Another client may be allowed what this one is refused ("made for kids" on some apps): the next one decides. */
   if (pi.playability != PLAY_OK) {
-    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, not_playable_detail(pi.playability));
+    set_result(res, PROTO_NOT_AVAILABLE, not_playable_reason(pi.why), not_playable_detail(pi.playability));
     goto done;
   }
   if (!f->speech) keep_summary(f, &pi, res);
@@ -554,13 +574,15 @@ static void record_attempt(struct flow *f, const struct client_profile *c, enum 
 
 /*
  * How much a refusal says about the video, to choose the answer when no client is left: a block (502) outranks any
- * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404).
+ * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404)
+ * with its case said, which outranks "not playable" unsaid.
  */
 static int rank(const struct course_result *r, enum verdict v) {
-  if (v == V_BLOCKED) return 4;
-  if (r->outcome == PROTO_NO_CAPTIONS) return 2;
-  if (r->outcome == PROTO_NOT_AVAILABLE) return 1;
-  return 3;
+  if (v == V_BLOCKED) return 5;
+  if (r->outcome == PROTO_NO_CAPTIONS) return 3;
+  if (r->outcome == PROTO_NOT_AVAILABLE)
+    return proto_reason_gone(r->reason) && r->reason != PROTO_REASON_NOT_PLAYABLE ? 2 : 1;
+  return 4;
 }
 
 static void log_refusal(struct flow *f, const struct client_profile *c, const struct course_result *r, enum verdict v) {

@@ -291,6 +291,33 @@ static const struct {
     {"no longer supported on this application or device", PLAY_CLIENT_OUTDATED},
 };
 
+/*
+ * The one table of the reason texts that say why a video cannot be played, read like reason_phrases (after it: a
+ * phrase about us decides first). The first row found in any reason text is the case. A new wording is a new row.
+ */
+static const struct {
+  const char *phrase;
+  enum play_why why;
+} why_phrases[] = {
+    {"inappropriate for some users", PLAY_WHY_AGE_RESTRICTED},
+    {"confirm your age", PLAY_WHY_AGE_RESTRICTED},
+    {"age-restricted", PLAY_WHY_AGE_RESTRICTED},
+    {"available to this channel's members", PLAY_WHY_MEMBERS_ONLY},
+    {"members-only", PLAY_WHY_MEMBERS_ONLY},
+    {"join this channel to get access", PLAY_WHY_MEMBERS_ONLY},
+    {"this video is private", PLAY_WHY_PRIVATE},
+    {"this is a private video", PLAY_WHY_PRIVATE},
+    {"has been removed", PLAY_WHY_REMOVED},
+    {"has been terminated", PLAY_WHY_REMOVED},
+    {"is no longer available", PLAY_WHY_REMOVED},
+    {"live event will begin", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"premieres in", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"premiere will begin", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"live stream recording is not available", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"not made this video available in your country", PLAY_WHY_GEO_RESTRICTED},
+    {"not available in your country", PLAY_WHY_GEO_RESTRICTED},
+};
+
 /* Bytes of s at `at` that match the phrase character want (ASCII lowercase or "'"), or 0. */
 static size_t phrase_char(const char *s, size_t len, size_t at, char want) {
   const unsigned char *u = (const unsigned char *)s + at;
@@ -325,6 +352,20 @@ static enum playability phrase_playability(const struct parse *p) {
     }
   }
   return PLAY_OK;
+}
+
+/* The case of a video the reply refuses (see enum play_why): a phrase of why_phrases, else what its status says. */
+static enum play_why refusal_why(const struct parse *p, enum playability play) {
+  if (play == PLAY_OK || play == PLAY_BOT_CHECK || play == PLAY_RATIONED || play == PLAY_CLIENT_OUTDATED)
+    return PLAY_WHY_UNSAID;
+  const struct buf *texts[] = {&p->top_reason, &p->screen_reason, &p->subreason};
+  for (size_t i = 0; i < sizeof(why_phrases) / sizeof(why_phrases[0]); i++) {
+    for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+      if (texts[t]->len > 0 && holds_phrase(texts[t]->data, texts[t]->len, why_phrases[i].phrase))
+        return why_phrases[i].why;
+    }
+  }
+  return play == PLAY_LIVE_OFFLINE ? PLAY_WHY_LIVE_NOT_ARCHIVED : PLAY_WHY_UNSAID;
 }
 
 static int player_key(void *ctx, int node, const char *key, size_t len) {
@@ -618,6 +659,7 @@ int player_parse(const char *json, size_t len, struct player_info *out) {
   if (rv == 0 && !p.has_status) rv = -EPROTO;
   if (rv < 0) goto fail;
   out->playability = map_status(&p);
+  out->why = refusal_why(&p, out->playability);
   if (!out->reason[0] && p.screen_reason.len)
     textclean_copy(out->reason, sizeof(out->reason), p.screen_reason.data, p.screen_reason.len);
   if (p.subreason.len) textclean_copy(out->subreason, sizeof(out->subreason), p.subreason.data, p.subreason.len);

@@ -27,6 +27,20 @@ enum playability {
   PLAY_CLIENT_OUTDATED,
 };
 
+/*
+ * Why a video cannot be played, when the reply says so (its status, or a phrase of the table in player.c in its
+ * reason texts); PLAY_WHY_UNSAID when it does not, and always for a playable reply or one refused for our sake.
+ */
+enum play_why {
+  PLAY_WHY_UNSAID = 0,
+  PLAY_WHY_AGE_RESTRICTED,
+  PLAY_WHY_MEMBERS_ONLY,
+  PLAY_WHY_PRIVATE,
+  PLAY_WHY_REMOVED,
+  PLAY_WHY_LIVE_NOT_ARCHIVED, /* LIVE_STREAM_OFFLINE, a premiere to come, a recording not yet available */
+  PLAY_WHY_GEO_RESTRICTED,
+};
+
 struct caption_track {
   char *base_url;   /* owned; the timedtext URL of the track */
   char lang[16];    /* languageCode */
@@ -54,6 +68,7 @@ struct audio_format {
 
 struct player_info {
   enum playability playability;
+  enum play_why why;   /* for a video that cannot be played (see enum play_why) */
   char video_id[16];   /* videoDetails.videoId, "" when absent (or not a plain id: see player_is_for) */
   int has_video_id;    /* the reply named a videoDetails.videoId */
   char reason[128];    /* the upstream reason, for logs only, never sent to clients */

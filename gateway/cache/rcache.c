@@ -21,7 +21,8 @@
  * Value layouts. An entry: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. An alias: "VA1" | the job
  * key of an entry of the same video (a track key, proto_track_key). A transcript is stored once under its track key,
  * and each job key it answers holds an alias of it; a track list and a 404 are stored under their job key; a video
- * that cannot be played under PROTO_GONE_KEY, for all its keys.
+ * that cannot be played under PROTO_GONE_KEY, for all its keys, its body empty or, when its reply said why, the one
+ * byte of that reason (proto_reason_gone).
  */
 #define RCACHE_MAGIC "VC1"
 #define RCACHE_ALIAS "VA1"
@@ -148,15 +149,19 @@ static int entry_parse(const unsigned char *v, size_t vlen, uint8_t kind, bool g
   if (!lang_chars_valid(v + RCACHE_HEADER, langlen)) return -EPROTO;
   const char *body = (const char *)v + RCACHE_HEADER + langlen;
   size_t body_len = vlen - RCACHE_HEADER - langlen;
+  uint8_t reason = gone ? PROTO_REASON_NOT_PLAYABLE : PROTO_REASON_NONE;
   if (outcome == PROTO_OK) {
     if (bodycheck_result(kind, body, body_len, NULL) != 0) return -EPROTO;
+  } else if (gone && body_len == 1 && proto_reason_gone((uint8_t)body[0])) {
+    reason = (uint8_t)body[0]; /* the case the reply said */
+    body_len = 0;
   } else if (body_len != 0) {
     return -EPROTO;
   }
   memset(res, 0, sizeof(*res));
   res->outcome = (uint8_t)outcome;
   res->source = (uint8_t)source;
-  res->reason = gone ? PROTO_REASON_NOT_PLAYABLE : PROTO_REASON_NONE;
+  res->reason = reason;
   memcpy(res->lang, v + RCACHE_HEADER, langlen);
   res->lang[langlen] = '\0';
   res->body = body;
@@ -427,6 +432,9 @@ int rcache_put(struct rcache *rc, const char *video_id, const char *key, const s
   int rv = buf_append(&v, head, sizeof(head));
   if (rv == 0) rv = buf_append(&v, res->lang, langlen);
   if (rv == 0 && res->outcome == PROTO_OK) rv = buf_append(&v, res->body, res->body_len);
+  /* A video that cannot be played keeps the case its reply said: one byte, its reason. */
+  if (rv == 0 && proto_result_gone(res) && res->reason != PROTO_REASON_NOT_PLAYABLE)
+    rv = buf_append(&v, &res->reason, 1);
   if (rv == 0) rv = set_value(rc, video_id, entry_key, v.data, v.len, ttl_ms);
   buf_free(&v); /* hiredis formatted its own copy */
   if (rv == 0 && entry_key != key) {

@@ -401,13 +401,26 @@ static void test_reasons_keep_their_wire_numbers(void **state) {
   assert_int_equal(PROTO_REASON_CLIENT_OUTDATED, 18);
   assert_int_equal(PROTO_REASON_WRONG_VIDEO, 19);
   assert_int_equal(PROTO_REASON_TRANSLATION_THROTTLED, 20);
-  assert_int_equal(PROTO_REASON__COUNT, 21);
+  assert_int_equal(PROTO_REASON_AGE_RESTRICTED, 21);
+  assert_int_equal(PROTO_REASON_MEMBERS_ONLY, 22);
+  assert_int_equal(PROTO_REASON_PRIVATE, 23);
+  assert_int_equal(PROTO_REASON_REMOVED, 24);
+  assert_int_equal(PROTO_REASON_LIVE_NOT_ARCHIVED, 25);
+  assert_int_equal(PROTO_REASON_GEO_RESTRICTED, 26);
+  assert_int_equal(PROTO_REASON__COUNT, 27);
   assert_string_equal(proto_reason_name(PROTO_REASON_BUDGET), "egress_budget");
   assert_string_equal(proto_reason_name(PROTO_REASON_RATIONED), "rationed");
   assert_string_equal(proto_reason_name(PROTO_REASON_CLIENT_OUTDATED), "client_outdated");
   assert_string_equal(proto_reason_name(PROTO_REASON_WRONG_VIDEO), "wrong_video");
   assert_string_equal(proto_reason_name(PROTO_REASON_TRANSLATION_THROTTLED), "translation_throttled");
+  assert_string_equal(proto_reason_name(PROTO_REASON_AGE_RESTRICTED), "age_restricted");
+  assert_string_equal(proto_reason_name(PROTO_REASON_LIVE_NOT_ARCHIVED), "live_not_archived");
   assert_string_equal(proto_reason_name(PROTO_REASON__COUNT), "unknown");
+  /* Every reason that says the video cannot be played, and no other. */
+  for (uint8_t r = 0; r < PROTO_REASON__COUNT; r++) {
+    int gone = r == PROTO_REASON_NOT_PLAYABLE || r >= PROTO_REASON_AGE_RESTRICTED;
+    assert_int_equal(proto_reason_gone(r), gone);
+  }
 }
 
 static void test_outcomes_map_to_the_architecture_statuses(void **state) {
