@@ -51,9 +51,10 @@ enum proto_type {
 
 /*
  * What a job asks for. CAPTIONS answers a transcript (and may become SPEECH in the dispatcher); TRACKS answers the
- * video's caption tracks and translation languages, the body of GET /v1/video/tracks.
+ * video's caption tracks and translation languages, the body of GET /v1/video/tracks; METADATA the video's details
+ * (title, channel, length...), the body of GET /v1/video/metadata.
  */
-enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3 };
+enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3, PROTO_KIND_METADATA = 4 };
 
 /*
  * What happened to a job, one row each: X(id, wire value, HTTP status, metric kind). The gateway answers the status
@@ -258,17 +259,22 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
  */
 #define PROTO_MAX_JOB_KEY (2 * PROTO_MAX_LANG + 1)
 
-/* The job key of a video's track list, and of "this video cannot be played": no language can be either. */
+/* The job keys of a video's track list, its metadata, and "this video cannot be played": no language can be any. */
 #define PROTO_TRACKS_KEY "*tracks"
+#define PROTO_METADATA_KEY "*metadata"
 #define PROTO_GONE_KEY "*gone"
 
 /*
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
  * same key have the same answer. A transcript's key is its requested language in its canonical spelling
  * (ident_language_canon: "en-us" and "en-US" are one key), with ">xx" for a translation into xx; the tracks of a
- * video have the key PROTO_TRACKS_KEY. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
+ * video have the key PROTO_TRACKS_KEY, its metadata PROTO_METADATA_KEY. Writes a NUL-terminated key into out
+ * (PROTO_MAX_JOB_KEY + 1 bytes).
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/* The kind of job a job key answers: PROTO_KIND_TRACKS, PROTO_KIND_METADATA, else PROTO_KIND_CAPTIONS. */
+uint8_t proto_key_kind(const char *key);
 
 /*
  * The key of the track a transcript result holds, whatever spelling asked for it: '=', the served language, '#' and

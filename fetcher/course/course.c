@@ -89,6 +89,7 @@ struct flow {
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
+  int metadata;   /* a metadata job: a playable reply's video details are the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
   const char *player; /* the video's player summary handed with the job, NULL for none */
@@ -348,11 +349,26 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
-/* A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list or a caption track. */
+/* A metadata job on a playable reply: its video details; the first playable reply decides, as for tracks. */
+static enum verdict metadata_step(const struct flow *f, const struct player_info *pi, struct course_result *res) {
+  int rv = player_metadata_json(pi, f->video_id, &res->body);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
+    return V_STOP;
+  }
+  set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
+  return V_DONE;
+}
+
+/*
+ * A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list, the video details or
+ * a caption track.
+ */
 static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
                                   struct course_result *res) {
   if (f->speech) return speech_step(f, pi, res);
   if (f->tracks) return tracks_step(pi, res);
+  if (f->metadata) return metadata_step(f, pi, res);
   if (pi->ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
     return V_REFUSED;
@@ -709,6 +725,19 @@ void course_fetch_tracks(struct course *it, const char *video_id, const char *re
                    .translate = "",
                    .request_id = request_id,
                    .tracks = 1,
+                   .player = player,
+                   .player_len = player_len};
+  run_flow(&f, res);
+}
+
+void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
+                           size_t player_len, struct course_result *res) {
+  struct flow f = {.it = it,
+                   .video_id = video_id,
+                   .lang = "",
+                   .translate = "",
+                   .request_id = request_id,
+                   .metadata = 1,
                    .player = player,
                    .player_len = player_len};
   run_flow(&f, res);

@@ -144,7 +144,7 @@ static int entry_parse(const unsigned char *v, size_t vlen, uint8_t kind, bool g
   if (outcome != PROTO_OK && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
   if (gone && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
   if (source > PROTO_SOURCE_SPEECH) return -EPROTO;
-  if (outcome == PROTO_OK && (kind == PROTO_KIND_TRACKS) != (source == PROTO_SOURCE_NONE)) return -EPROTO;
+  if (outcome == PROTO_OK && (kind != PROTO_KIND_CAPTIONS) != (source == PROTO_SOURCE_NONE)) return -EPROTO;
   if (langlen > PROTO_MAX_LANG || (size_t)RCACHE_HEADER + langlen > vlen) return -EPROTO;
   if (!lang_chars_valid(v + RCACHE_HEADER, langlen)) return -EPROTO;
   const char *body = (const char *)v + RCACHE_HEADER + langlen;
@@ -393,7 +393,7 @@ void rcache_close(struct rcache *rc) {
 void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
   struct rreq *q = req_new(rc, R_GET, tag, video_id, key);
   if (q == NULL) return; /* out of memory: the job's own deadline answers it */
-  q->job_kind = strcmp(key, PROTO_TRACKS_KEY) == 0 ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
+  q->job_kind = proto_key_kind(key);
   char gone[RCACHE_KEY_BYTES], prefix[RCACHE_KEY_BYTES];
   key_of(video_id, PROTO_GONE_KEY, gone, sizeof(gone));
   snprintf(prefix, sizeof(prefix), RCACHE_PREFIX, video_id);
@@ -422,7 +422,7 @@ int rcache_put(struct rcache *rc, const char *video_id, const char *key, const s
   /* A transcript goes under its track's key, once for all the spellings served it; the job key is an alias of it. */
   char track[PROTO_MAX_JOB_KEY + 1];
   const char *entry_key = key;
-  if (res->outcome == PROTO_OK && strcmp(key, PROTO_TRACKS_KEY) != 0) {
+  if (res->outcome == PROTO_OK && proto_key_kind(key) == PROTO_KIND_CAPTIONS) {
     proto_track_key(res, track);
     entry_key = track;
   }

@@ -39,7 +39,7 @@ struct transcript {
   struct rl_decision rl; /* holds the month's unit reserved at admission until the answer is known */
   char rl_headers[RL_HEADERS_BYTES];
   enum render_format format; /* of a 200; errors are always JSON */
-  uint8_t kind;              /* PROTO_KIND_CAPTIONS or PROTO_KIND_TRACKS */
+  uint8_t kind;              /* PROTO_KIND_CAPTIONS, PROTO_KIND_TRACKS or PROTO_KIND_METADATA */
   /* The query, read once when the request arrives; its 400 (query_error) is answered after the limiter. */
   struct transcript_query q;
   enum api_error query_error;
@@ -334,8 +334,8 @@ static void read_query(struct transcript *t) {
   struct http_request *req = t->req;
   struct transcript_query *q = &t->q;
   const char *qs = req->query != NULL ? req->query : "";
-  t->query_error = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, q)
-                                                : query_parse_transcript(qs, req->query_len, q);
+  t->query_error = t->kind == PROTO_KIND_CAPTIONS ? query_parse_transcript(qs, req->query_len, q)
+                                                  : query_parse_tracks(qs, req->query_len, q);
   if (t->query_error != API_OK) return;
   if (t->kind == PROTO_KIND_CAPTIONS)
     t->format = q->format_given ? q->format : render_format_from_accept(req->accept, req->accept_len);
@@ -396,6 +396,10 @@ static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req
 
 static void handle_tracks(struct handlers_ctx *ctx, struct http_request *req) {
   handle_video(ctx, req, PROTO_KIND_TRACKS);
+}
+
+static void handle_metadata(struct handlers_ctx *ctx, struct http_request *req) {
+  handle_video(ctx, req, PROTO_KIND_METADATA);
 }
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

@@ -165,7 +165,7 @@ static void test_pages_are_not_player_replies_nor_captions(void **state) {
   (void)state;
   const char *root = fixtures_dir();
   for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
-    size_t len;
+    size_t len = 0;
     char *body = read_fixture(root, "youtube-transcript-api", pages[i], &len);
     if (!body) fail_msg("%s is missing", pages[i]);
     struct player_info pi;

@@ -282,7 +282,7 @@ static void test_hostile_replies_are_refused(void **state) {
 
 static void test_truncated_reply_is_refused_at_every_byte(void **state) {
   (void)state;
-  size_t len;
+  size_t len = 0;
   char *body = testdata_read("player_ok_tracks.json", &len);
   assert_non_null(body);
   size_t end = len;
