@@ -89,6 +89,7 @@ struct flow {
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
+  int metadata;   /* a metadata job: a playable reply's video details are the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
   const char *player; /* the video's player summary handed with the job, NULL for none */
@@ -277,6 +278,26 @@ done:
   return v;
 }
 
+/* The reason of a video that cannot be played: the case its reply said, or just that it cannot be. */
+static uint8_t not_playable_reason(enum play_why why) {
+  switch (why) {
+    case PLAY_WHY_AGE_RESTRICTED:
+      return PROTO_REASON_AGE_RESTRICTED;
+    case PLAY_WHY_MEMBERS_ONLY:
+      return PROTO_REASON_MEMBERS_ONLY;
+    case PLAY_WHY_PRIVATE:
+      return PROTO_REASON_PRIVATE;
+    case PLAY_WHY_REMOVED:
+      return PROTO_REASON_REMOVED;
+    case PLAY_WHY_LIVE_NOT_ARCHIVED:
+      return PROTO_REASON_LIVE_NOT_ARCHIVED;
+    case PLAY_WHY_GEO_RESTRICTED:
+      return PROTO_REASON_GEO_RESTRICTED;
+    default:
+      return PROTO_REASON_NOT_PLAYABLE;
+  }
+}
+
 static const char *not_playable_detail(enum playability p) {
   switch (p) {
     case PLAY_LOGIN_REQUIRED:
@@ -330,11 +351,26 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
-/* A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list or a caption track. */
+/* A metadata job on a playable reply: its video details; the first playable reply decides, as for tracks. */
+static enum verdict metadata_step(const struct flow *f, const struct player_info *pi, struct course_result *res) {
+  int rv = player_metadata_json(pi, f->video_id, &res->body);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
+    return V_STOP;
+  }
+  set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
+  return V_DONE;
+}
+
+/*
+ * A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list, the video details or
+ * a caption track.
+ */
 static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
                                   struct course_result *res) {
   if (f->speech) return speech_step(f, pi, res);
   if (f->tracks) return tracks_step(pi, res);
+  if (f->metadata) return metadata_step(f, pi, res);
   if (pi->ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
     return V_REFUSED;
@@ -471,7 +507,7 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
   }
   /* Another client may be allowed what this one is refused ("made for kids" on some apps): the next one decides. */
   if (pi.playability != PLAY_OK) {
-    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, not_playable_detail(pi.playability));
+    set_result(res, PROTO_NOT_AVAILABLE, not_playable_reason(pi.why), not_playable_detail(pi.playability));
     goto done;
   }
   if (!f->speech) keep_summary(f, &pi, res);
@@ -556,13 +592,15 @@ static void record_attempt(struct flow *f, const struct client_profile *c, enum 
 
 /*
  * How much a refusal says about the video, to choose the answer when no client is left: a block (502) outranks any
- * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404).
+ * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404)
+ * with its case said, which outranks "not playable" unsaid.
  */
 static int rank(const struct course_result *r, enum verdict v) {
-  if (v == V_BLOCKED) return 4;
-  if (r->outcome == PROTO_NO_CAPTIONS) return 2;
-  if (r->outcome == PROTO_NOT_AVAILABLE) return 1;
-  return 3;
+  if (v == V_BLOCKED) return 5;
+  if (r->outcome == PROTO_NO_CAPTIONS) return 3;
+  if (r->outcome == PROTO_NOT_AVAILABLE)
+    return proto_reason_gone(r->reason) && r->reason != PROTO_REASON_NOT_PLAYABLE ? 2 : 1;
+  return 4;
 }
 
 static void log_refusal(struct flow *f, const struct client_profile *c, const struct course_result *r, enum verdict v) {
@@ -689,6 +727,19 @@ void course_fetch_tracks(struct course *it, const char *video_id, const char *re
                    .translate = "",
                    .request_id = request_id,
                    .tracks = 1,
+                   .player = player,
+                   .player_len = player_len};
+  run_flow(&f, res);
+}
+
+void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
+                           size_t player_len, struct course_result *res) {
+  struct flow f = {.it = it,
+                   .video_id = video_id,
+                   .lang = "",
+                   .translate = "",
+                   .request_id = request_id,
+                   .metadata = 1,
                    .player = player,
                    .player_len = player_len};
   run_flow(&f, res);

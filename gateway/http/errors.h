@@ -40,7 +40,14 @@
   X(AMBIGUOUS_TRANSLATE, 400, "ambiguous_language", "Give translate at most once.")                          \
   X(INVALID_TRANSLATE, 400, "invalid_language", "translate must match ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.")     \
   /* a method the server does not know */                                                                    \
-  X(NOT_IMPLEMENTED, 501, "not_implemented", "The server does not support this method.")
+  X(NOT_IMPLEMENTED, 501, "not_implemented", "The server does not support this method.")                     \
+  /* transcript_not_available with the case the platform's reply said (PROTO_REASONS, proto_reason_gone) */  \
+  X(NOT_AVAILABLE_AGE_RESTRICTED, 404, "transcript_not_available", "The video is age-restricted.")           \
+  X(NOT_AVAILABLE_MEMBERS_ONLY, 404, "transcript_not_available", "The video is for channel members only.")   \
+  X(NOT_AVAILABLE_PRIVATE, 404, "transcript_not_available", "The video is private.")                         \
+  X(NOT_AVAILABLE_REMOVED, 404, "transcript_not_available", "The video has been removed.")                   \
+  X(NOT_AVAILABLE_LIVE, 404, "transcript_not_available", "The live stream is not archived yet.")             \
+  X(NOT_AVAILABLE_GEO_RESTRICTED, 404, "transcript_not_available", "The video is not available in this region.")
 
 #define API_ERROR_ENUM_(id, status, code, message) API_ERR_##id,
 enum api_error { API_OK = 0, API_ERRORS(API_ERROR_ENUM_) API_ERR__COUNT };

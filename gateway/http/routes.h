@@ -27,6 +27,7 @@
   X(TRANSCRIPT, "/v1/video/transcript", ROUTE_GET_HEAD, PUBLIC, handle_transcript) \
   X(METRICS, "/metrics", ROUTE_GET_HEAD, METRICS, handle_metrics)                  \
   X(TRACKS, "/v1/video/tracks", ROUTE_GET_HEAD, PUBLIC, handle_tracks)             \
+  X(METADATA, "/v1/video/metadata", ROUTE_GET_HEAD, PUBLIC, handle_metadata)       \
   X(READY, "/ready", ROUTE_GET_HEAD, PUBLIC, handle_ready)
 
 #define ROUTE_ENUM_(id, path, methods, server, handler) ROUTE_##id,
