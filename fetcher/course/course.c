@@ -719,30 +719,29 @@ void course_fetch_captions(struct course *it, const char *video_id, const char *
   run_flow(&f, res);
 }
 
-void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
-                         size_t player_len, struct course_result *res) {
+/* A job answered from the player reply itself: its track list, or its metadata. */
+static void run_reply_job(struct course *it, const char *video_id, const char *request_id, const char *player,
+                          size_t player_len, int metadata, struct course_result *res) {
   struct flow f = {.it = it,
                    .video_id = video_id,
                    .lang = "",
                    .translate = "",
                    .request_id = request_id,
-                   .tracks = 1,
+                   .tracks = !metadata,
+                   .metadata = metadata,
                    .player = player,
                    .player_len = player_len};
   run_flow(&f, res);
 }
 
+void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
+                         size_t player_len, struct course_result *res) {
+  run_reply_job(it, video_id, request_id, player, player_len, 0, res);
+}
+
 void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
                            size_t player_len, struct course_result *res) {
-  struct flow f = {.it = it,
-                   .video_id = video_id,
-                   .lang = "",
-                   .translate = "",
-                   .request_id = request_id,
-                   .metadata = 1,
-                   .player = player,
-                   .player_len = player_len};
-  run_flow(&f, res);
+  run_reply_job(it, video_id, request_id, player, player_len, 1, res);
 }
 
 void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {
