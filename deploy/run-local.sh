@@ -3,7 +3,7 @@
 # and runs the service in the foreground on :8080 with embedded defaults (memory rate limiter, no Redis).
 # Launcher variables: VTS_BUILD_DIR (build directory, default build/), VTS_RUN_DIR (key file, state and logs, default
 # .run/), VTS_FETCHERS (fetcher processes, default 2); VTS_BIN is set for deploy/supervisord.conf. Any other VTS_* of
-# README.md "Configuration" passes through to the programs.
+# docs/REFERENCE.md "Configuration" passes through to the programs.
 #
 # It says "serving" once the gateway answers and a fetcher is connected to it (/ready); a program that cannot start
 # (a bad setting, a port taken) stops it with that program's own error line and exit status 1; Ctrl-C, SIGTERM or a
@@ -83,7 +83,7 @@ if ! "$build/bin/vts-keys" -f "$VTS_KEYS_FILE" list 2>/dev/null | grep -q '^demo
 else
   echo "the demo API key was shown when it was made; it is not kept in clear."
 fi
-echo "another key, any time: $keys_cmd create NAME     (list, revoke NAME: README, \"API keys\")"
+echo "another key, any time: $keys_cmd create NAME     (list, revoke NAME: docs/REFERENCE.md, \"API keys\")"
 
 # supervisord (Debian's supervisor) runs the gateway and the fetcher pool. It runs in a session of its own, so that a
 # closed terminal's SIGHUP (which supervisord takes as "reload") reaches only this script, which stops it.

@@ -91,7 +91,7 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
 
 int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) return -EINVAL;
-  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_TRACKS) return -EINVAL;
+  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_METADATA) return -EINVAL;
   int rv = put_header(out, PROTO_JOB);
   if (rv == 0) rv = put_be(out, job->job_id, 8);
   if (rv == 0) rv = put_u8(out, job->kind);
@@ -184,7 +184,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (open_reader(&r, data, len, PROTO_JOB, PROTO_JOB) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   job->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_TRACKS) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_METADATA) return -EPROTO;
   job->kind = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   job->deadline_ms = (uint32_t)v;
@@ -261,6 +261,10 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
     memcpy(out, PROTO_TRACKS_KEY, sizeof(PROTO_TRACKS_KEY));
     return;
   }
+  if (job->kind == PROTO_KIND_METADATA) {
+    memcpy(out, PROTO_METADATA_KEY, sizeof(PROTO_METADATA_KEY));
+    return;
+  }
   size_t n = strnlen(job->lang, PROTO_MAX_LANG);
   ident_language_canon(job->lang, n, out);
   if (job->translate[0] != '\0') {
@@ -287,8 +291,29 @@ void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY 
   out[2 + n + 12] = '\0';
 }
 
+uint8_t proto_key_kind(const char *key) {
+  if (strcmp(key, PROTO_TRACKS_KEY) == 0) return PROTO_KIND_TRACKS;
+  if (strcmp(key, PROTO_METADATA_KEY) == 0) return PROTO_KIND_METADATA;
+  return PROTO_KIND_CAPTIONS;
+}
+
+int proto_reason_gone(uint8_t reason) {
+  switch (reason) {
+    case PROTO_REASON_NOT_PLAYABLE:
+    case PROTO_REASON_AGE_RESTRICTED:
+    case PROTO_REASON_MEMBERS_ONLY:
+    case PROTO_REASON_PRIVATE:
+    case PROTO_REASON_REMOVED:
+    case PROTO_REASON_LIVE_NOT_ARCHIVED:
+    case PROTO_REASON_GEO_RESTRICTED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 int proto_result_gone(const struct proto_result *res) {
-  return res->outcome == PROTO_NOT_AVAILABLE && res->reason == PROTO_REASON_NOT_PLAYABLE;
+  return res->outcome == PROTO_NOT_AVAILABLE && proto_reason_gone(res->reason);
 }
 
 int proto_outcome_status(uint8_t outcome) {

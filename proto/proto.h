@@ -51,9 +51,10 @@ enum proto_type {
 
 /*
  * What a job asks for. CAPTIONS answers a transcript (and may become SPEECH in the dispatcher); TRACKS answers the
- * video's caption tracks and translation languages, the body of GET /v1/video/tracks.
+ * video's caption tracks and translation languages, the body of GET /v1/video/tracks; METADATA the video's details
+ * (title, channel, length...), the body of GET /v1/video/metadata.
  */
-enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3 };
+enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3, PROTO_KIND_METADATA = 4 };
 
 /*
  * What happened to a job, one row each: X(id, wire value, HTTP status, metric kind). The gateway answers the status
@@ -133,7 +134,15 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
   /* the player answered for another video: a block, the reply unused */             \
   X(WRONG_VIDEO, "wrong_video", WRONG_VIDEO)                                         \
   /* 429 or an empty body on a translated (tlang) caption track */                   \
-  X(TRANSLATION_THROTTLED, "translation_throttled", TRANSLATION_THROTTLED)
+  X(TRANSLATION_THROTTLED, "translation_throttled", TRANSLATION_THROTTLED)           \
+  /* not playable, and the reply says why (NOT_PLAYABLE when it does not): */        \
+  X(AGE_RESTRICTED, "age_restricted", AGE_RESTRICTED)                                \
+  X(MEMBERS_ONLY, "members_only", MEMBERS_ONLY)                                      \
+  X(PRIVATE, "private", PRIVATE)                                                     \
+  X(REMOVED, "removed", REMOVED)                                                     \
+  /* a live stream not begun, or ended and not yet archived */                       \
+  X(LIVE_NOT_ARCHIVED, "live_not_archived", LIVE_NOT_ARCHIVED)                       \
+  X(GEO_RESTRICTED, "geo_restricted", GEO_RESTRICTED)
 
 #define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
 enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
@@ -250,17 +259,22 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
  */
 #define PROTO_MAX_JOB_KEY (2 * PROTO_MAX_LANG + 1)
 
-/* The job key of a video's track list, and of "this video cannot be played": no language can be either. */
+/* The job keys of a video's track list, its metadata, and "this video cannot be played": no language can be any. */
 #define PROTO_TRACKS_KEY "*tracks"
+#define PROTO_METADATA_KEY "*metadata"
 #define PROTO_GONE_KEY "*gone"
 
 /*
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
  * same key have the same answer. A transcript's key is its requested language in its canonical spelling
  * (ident_language_canon: "en-us" and "en-US" are one key), with ">xx" for a translation into xx; the tracks of a
- * video have the key PROTO_TRACKS_KEY. Writes a NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
+ * video have the key PROTO_TRACKS_KEY, its metadata PROTO_METADATA_KEY. Writes a NUL-terminated key into out
+ * (PROTO_MAX_JOB_KEY + 1 bytes).
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/* The kind of job a job key answers: PROTO_KIND_TRACKS, PROTO_KIND_METADATA, else PROTO_KIND_CAPTIONS. */
+uint8_t proto_key_kind(const char *key);
 
 /*
  * The key of the track a transcript result holds, whatever spelling asked for it: '=', the served language, '#' and
@@ -268,6 +282,12 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
  * so a cache keeps one copy of the transcript under it and only a small alias under each request's own job key.
  */
 void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY + 1]);
+
+/*
+ * Whether a reason says the video itself cannot be played: PROTO_REASON_NOT_PLAYABLE, or one of the reasons that say
+ * why (age-restricted, members-only, private, removed, live not yet archived, not in the region).
+ */
+int proto_reason_gone(uint8_t reason);
 
 /* Whether res says the video itself cannot be played: the answer of every language and kind of the video. */
 int proto_result_gone(const struct proto_result *res);

@@ -89,6 +89,7 @@ struct flow {
   const char *request_id;
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
+  int metadata;   /* a metadata job: a playable reply's video details are the answer */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
   const char *player; /* the video's player summary handed with the job, NULL for none */
@@ -112,11 +113,17 @@ static void set_result(struct course_result *res, uint8_t outcome, uint8_t reaso
   snprintf(res->detail, sizeof(res->detail), "%s", detail);
 }
 
+/* A step's outcome, as the module that decided it set it, becomes the job's. */
+static void set_outcome(struct course_result *res, const struct fetch_outcome *o) {
+  set_result(res, o->outcome, o->reason, o->detail);
+}
+
 /* The verdict for a failed transfer: out of time or memory ends the job; no connection is the egress's fault. */
-static enum verdict transfer_verdict(int rv) {
+static enum verdict transfer_verdict(const struct fetch_outcome *o) {
   /* A spent budget has waited as long as the deadline allows: no other client or proxy would fare better. */
-  if (rv == -ETIMEDOUT || rv == -ENOMEM || rv == -EAGAIN) return V_STOP;
-  if (rv == -ENETUNREACH) return V_BLOCKED;
+  if (o->outcome == PROTO_INTERNAL || o->reason == PROTO_REASON_TIMEOUT || o->reason == PROTO_REASON_BUDGET)
+    return V_STOP;
+  if (o->reason == PROTO_REASON_NETWORK) return V_BLOCKED;
   return V_REFUSED;
 }
 
@@ -125,10 +132,9 @@ static enum verdict transfer_verdict(int rv) {
  * its reason) and returns the verdict; V_DONE means the 200 arrived.
  */
 static enum verdict fetch_200(struct flow *f, const struct upstream_request *req, struct course_result *res) {
-  int rv = upstream_fetch(f->it->up, req, &f->resp);
-  if (rv != 0) {
-    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED, f->resp.reason, upstream_strerror(rv));
-    return transfer_verdict(rv);
+  if (upstream_fetch(f->it->up, req, &f->resp) != 0) {
+    set_outcome(res, &f->resp.outcome);
+    return transfer_verdict(&f->resp.outcome);
   }
   if (f->resp.status == 200) return V_DONE;
   long st = f->resp.status;
@@ -272,6 +278,26 @@ done:
   return v;
 }
 
+/* The reason of a video that cannot be played: the case its reply said, or just that it cannot be. */
+static uint8_t not_playable_reason(enum play_why why) {
+  switch (why) {
+    case PLAY_WHY_AGE_RESTRICTED:
+      return PROTO_REASON_AGE_RESTRICTED;
+    case PLAY_WHY_MEMBERS_ONLY:
+      return PROTO_REASON_MEMBERS_ONLY;
+    case PLAY_WHY_PRIVATE:
+      return PROTO_REASON_PRIVATE;
+    case PLAY_WHY_REMOVED:
+      return PROTO_REASON_REMOVED;
+    case PLAY_WHY_LIVE_NOT_ARCHIVED:
+      return PROTO_REASON_LIVE_NOT_ARCHIVED;
+    case PLAY_WHY_GEO_RESTRICTED:
+      return PROTO_REASON_GEO_RESTRICTED;
+    default:
+      return PROTO_REASON_NOT_PLAYABLE;
+  }
+}
+
 static const char *not_playable_detail(enum playability p) {
   switch (p) {
     case PLAY_LOGIN_REQUIRED:
@@ -294,14 +320,11 @@ static const char *not_playable_detail(enum playability p) {
 static enum verdict speech_step(struct flow *f, const struct player_info *pi, struct course_result *res) {
   struct segment_list sl;
   memset(&sl, 0, sizeof(sl));
-  char lang[16] = "", detail[64] = "";
+  char lang[16] = "";
+  struct fetch_outcome o;
   int outcome = speech_transcribe_via(f->it->cfg, pi, upstream_job_proxy(f->it->up), upstream_job_deadline(f->it->up),
-                                      &sl, lang, detail, sizeof(detail));
-  uint8_t reason = outcome == PROTO_OK              ? PROTO_REASON_NONE
-                   : outcome == PROTO_NOT_AVAILABLE ? PROTO_REASON_NOT_PLAYABLE
-                   : outcome == PROTO_INTERNAL      ? PROTO_REASON_INTERNAL
-                                                    : PROTO_REASON_SPEECH;
-  set_result(res, (uint8_t)outcome, reason, detail);
+                                      &sl, lang, &o);
+  set_outcome(res, &o);
   if (outcome == PROTO_OK) {
     int rv = transcript_serialize(&sl, lang, "speech", &res->body);
     if (rv != 0)
@@ -328,11 +351,26 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
-/* A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list or a caption track. */
+/* A metadata job on a playable reply: its video details; the first playable reply decides, as for tracks. */
+static enum verdict metadata_step(const struct flow *f, const struct player_info *pi, struct course_result *res) {
+  int rv = player_metadata_json(pi, f->video_id, &res->body);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
+    return V_STOP;
+  }
+  set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
+  return V_DONE;
+}
+
+/*
+ * A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list, the video details or
+ * a caption track.
+ */
 static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
                                   struct course_result *res) {
   if (f->speech) return speech_step(f, pi, res);
   if (f->tracks) return tracks_step(pi, res);
+  if (f->metadata) return metadata_step(f, pi, res);
   if (pi->ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
     return V_REFUSED;
@@ -469,7 +507,7 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
   }
   /* Another client may be allowed what this one is refused ("made for kids" on some apps): the next one decides. */
   if (pi.playability != PLAY_OK) {
-    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, not_playable_detail(pi.playability));
+    set_result(res, PROTO_NOT_AVAILABLE, not_playable_reason(pi.why), not_playable_detail(pi.playability));
     goto done;
   }
   if (!f->speech) keep_summary(f, &pi, res);
@@ -554,13 +592,15 @@ static void record_attempt(struct flow *f, const struct client_profile *c, enum 
 
 /*
  * How much a refusal says about the video, to choose the answer when no client is left: a block (502) outranks any
- * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404).
+ * other failure (502), which outranks "no captions" (404, speech may follow), which outranks "not playable" (404)
+ * with its case said, which outranks "not playable" unsaid.
  */
 static int rank(const struct course_result *r, enum verdict v) {
-  if (v == V_BLOCKED) return 4;
-  if (r->outcome == PROTO_NO_CAPTIONS) return 2;
-  if (r->outcome == PROTO_NOT_AVAILABLE) return 1;
-  return 3;
+  if (v == V_BLOCKED) return 5;
+  if (r->outcome == PROTO_NO_CAPTIONS) return 3;
+  if (r->outcome == PROTO_NOT_AVAILABLE)
+    return proto_reason_gone(r->reason) && r->reason != PROTO_REASON_NOT_PLAYABLE ? 2 : 1;
+  return 4;
 }
 
 static void log_refusal(struct flow *f, const struct client_profile *c, const struct course_result *r, enum verdict v) {
@@ -679,17 +719,29 @@ void course_fetch_captions(struct course *it, const char *video_id, const char *
   run_flow(&f, res);
 }
 
-void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
-                         size_t player_len, struct course_result *res) {
+/* A job answered from the player reply itself: its track list, or its metadata. */
+static void run_reply_job(struct course *it, const char *video_id, const char *request_id, const char *player,
+                          size_t player_len, int metadata, struct course_result *res) {
   struct flow f = {.it = it,
                    .video_id = video_id,
                    .lang = "",
                    .translate = "",
                    .request_id = request_id,
-                   .tracks = 1,
+                   .tracks = !metadata,
+                   .metadata = metadata,
                    .player = player,
                    .player_len = player_len};
   run_flow(&f, res);
+}
+
+void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
+                         size_t player_len, struct course_result *res) {
+  run_reply_job(it, video_id, request_id, player, player_len, 0, res);
+}
+
+void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
+                           size_t player_len, struct course_result *res) {
+  run_reply_job(it, video_id, request_id, player, player_len, 1, res);
 }
 
 void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {

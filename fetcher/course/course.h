@@ -81,6 +81,13 @@ void course_fetch_tracks(struct course *it, const char *video_id, const char *re
                          size_t player_len, struct course_result *res);
 
 /*
+ * Runs a metadata job for video_id, as a tracks job: the first playable reply's video details (title, channel,
+ * length...) become the public metadata body (player_metadata_json); a summary handed serves it without a request.
+ */
+void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
+                           size_t player_len, struct course_result *res);
+
+/*
  * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline
  * (fetcher/speech/speech.h) through the job's proxy, and the result is the final public JSON with source "speech".
  * Outcomes as speech_transcribe_via's, or the player's refusals as for captions.

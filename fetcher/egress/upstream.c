@@ -651,7 +651,8 @@ fail:
   return rv;
 }
 
-const char *upstream_strerror(int err) {
+/* A short stable name for an error of upstream_fetch, for result details and logs ("timeout", "too_large"...). */
+static const char *upstream_strerror(int err) {
   switch (err) {
     case 0:
       return "ok";
@@ -701,6 +702,10 @@ int upstream_fetch(struct upstream *u, const struct upstream_request *req, struc
       .max_bytes = req->max_bytes,
       .request_id = u->request_id,
   };
-  return transport_fetch(&u->t, &tr, platform_policy, u, VTS_UPSTREAM_MAX_REDIRECTS, &resp->body, &resp->status,
-                         &resp->reason, NULL);
+  uint8_t reason = PROTO_REASON_NONE;
+  int rv = transport_fetch(&u->t, &tr, platform_policy, u, VTS_UPSTREAM_MAX_REDIRECTS, &resp->body, &resp->status,
+                           &reason, NULL);
+  uint8_t outcome = rv == 0 ? PROTO_OK : rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED;
+  fetch_outcome_set(&resp->outcome, outcome, reason, upstream_strerror(rv));
+  return rv;
 }

@@ -13,6 +13,7 @@
 
 #include "common/buf.h"
 #include "common/config.h"
+#include "fetcher/egress/outcome.h"
 #include "proto/proto.h"
 
 struct upstream;
@@ -31,8 +32,14 @@ struct upstream_request {
 };
 
 struct upstream_response {
-  long status;     /* HTTP status of the last hop */
-  uint8_t reason;  /* enum proto_reason of a failed transfer, PROTO_REASON_NONE after a completed one */
+  long status; /* HTTP status of the last hop */
+  /*
+   * How the transfer ended, whatever the status: PROTO_OK (reason none, detail "ok") when it completed; else
+   * PROTO_UPSTREAM_FAILED, or PROTO_INTERNAL out of memory, with the typed reason of the failure (transport.h) and a
+   * short stable detail ("timeout", "too_large", "bad_redirect", "too_many_redirects", "truncated", "no_memory",
+   * "network", "egress_budget", "transport").
+   */
+  struct fetch_outcome outcome;
   struct buf body; /* owned by the caller: buf_free it */
 };
 
@@ -127,7 +134,7 @@ int upstream_translation_egress(struct upstream *u);
  * platform hosts; -ELOOP for too many redirects; -EBADMSG for a truncated or undecodable body; -ENETUNREACH when
  * nothing reached the platform (DNS, connect, TLS, proxy); -EIO for another transport failure; -EAGAIN when the
  * egress's budget holds no unit before the deadline (nothing was sent); -ENOMEM.
- * resp->reason is the typed reason of a failure (transport.h). resp->body holds what arrived (possibly partial) in
+ * resp->outcome says what the transfer's end means for the job. resp->body holds what arrived (possibly partial) in
  * every case.
  */
 int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp);
@@ -165,8 +172,5 @@ void upstream_budget_declined(struct upstream *u);
  * left now, and the waits and declines of this process since the previous call, which are reset. Returns the count.
  */
 size_t upstream_budget_report(struct upstream *u, struct proto_egress *out);
-
-/* A short stable name for an error of upstream_fetch, for result details and logs ("timeout", "too_large"...). */
-const char *upstream_strerror(int err);
 
 #endif

@@ -45,6 +45,12 @@ enum {
   N_TL_NAME_RUNS,               /* .languageName.runs */
   N_TL_NAME_RUN,                /* .languageName.runs[] */
   N_DETAILS,                    /* videoDetails */
+  N_KEYWORDS,                   /* .keywords */
+  N_THUMBNAIL,                  /* .thumbnail */
+  N_THUMBS,                     /* .thumbnail.thumbnails */
+  N_THUMB,                      /* .thumbnail.thumbnails[] */
+  N_MICROFORMAT,                /* microformat */
+  N_PMR,                        /* .playerMicroformatRenderer */
 };
 
 /* Keys we read. */
@@ -84,6 +90,22 @@ enum {
   F_LANGUAGE_NAME,
   F_VIDEO_DETAILS,
   F_VIDEO_ID,
+  F_TITLE,
+  F_CHANNEL_ID,
+  F_AUTHOR,
+  F_LENGTH_SECONDS,
+  F_IS_LIVE,
+  F_IS_LIVE_CONTENT,
+  F_VIEW_COUNT,
+  F_SHORT_DESCRIPTION,
+  F_KEYWORDS,
+  F_THUMBNAIL,
+  F_THUMBNAILS,
+  F_WIDTH,
+  F_HEIGHT,
+  F_MICROFORMAT,
+  F_PMR_RENDERER,
+  F_PUBLISH_DATE,
 };
 
 static const struct {
@@ -96,6 +118,23 @@ static const struct {
     {JSONSTREAM_ROOT, "streamingData", F_STREAMING},
     {JSONSTREAM_ROOT, "videoDetails", F_VIDEO_DETAILS},
     {N_DETAILS, "videoId", F_VIDEO_ID},
+    {N_DETAILS, "title", F_TITLE},
+    {N_DETAILS, "channelId", F_CHANNEL_ID},
+    {N_DETAILS, "author", F_AUTHOR},
+    {N_DETAILS, "lengthSeconds", F_LENGTH_SECONDS},
+    {N_DETAILS, "isLive", F_IS_LIVE},
+    {N_DETAILS, "isLiveContent", F_IS_LIVE_CONTENT},
+    {N_DETAILS, "viewCount", F_VIEW_COUNT},
+    {N_DETAILS, "shortDescription", F_SHORT_DESCRIPTION},
+    {N_DETAILS, "keywords", F_KEYWORDS},
+    {N_DETAILS, "thumbnail", F_THUMBNAIL},
+    {N_THUMBNAIL, "thumbnails", F_THUMBNAILS},
+    {N_THUMB, "url", F_URL},
+    {N_THUMB, "width", F_WIDTH},
+    {N_THUMB, "height", F_HEIGHT},
+    {JSONSTREAM_ROOT, "microformat", F_MICROFORMAT},
+    {N_MICROFORMAT, "playerMicroformatRenderer", F_PMR_RENDERER},
+    {N_PMR, "publishDate", F_PUBLISH_DATE},
     {N_PLAY, "status", F_STATUS},
     {N_PLAY, "reason", F_REASON},
     {N_PLAY, "errorScreen", F_ERROR_SCREEN},
@@ -147,6 +186,12 @@ static const struct {
 } children[] = {
     {JSONSTREAM_ROOT, F_PLAYABILITY, 0, N_PLAY},
     {JSONSTREAM_ROOT, F_VIDEO_DETAILS, 0, N_DETAILS},
+    {N_DETAILS, F_KEYWORDS, 1, N_KEYWORDS},
+    {N_DETAILS, F_THUMBNAIL, 0, N_THUMBNAIL},
+    {N_THUMBNAIL, F_THUMBNAILS, 1, N_THUMBS},
+    {N_THUMBS, JSONSTREAM_ITEM, 0, N_THUMB},
+    {JSONSTREAM_ROOT, F_MICROFORMAT, 0, N_MICROFORMAT},
+    {N_MICROFORMAT, F_PMR_RENDERER, 0, N_PMR},
     {N_PLAY, F_ERROR_SCREEN, 0, N_SCREEN},
     {N_SCREEN, F_PEMR, 0, N_PEMR},
     {N_PEMR, F_SUBREASON, 0, N_SUBREASON},
@@ -196,7 +241,16 @@ struct parse {
   struct buf name;                /* the runs of the track or translation name being read */
   struct translation_language tl; /* the translation language being read */
   size_t translations_cap;        /* allocated out->translations */
+  struct thumbnail thumb;         /* the thumbnail being read */
+  size_t keywords_cap, thumbs_cap;
 };
+
+/* Bounds of the video details kept (struct video_details): bytes of each string, and counts of the lists. */
+#define DETAILS_MAX_TEXT 1024
+#define DETAILS_MAX_DESCRIPTION (16 * 1024)
+#define DETAILS_MAX_KEYWORDS 64
+#define DETAILS_MAX_KEYWORD 256
+#define DETAILS_MAX_THUMBS 16
 
 /* Grows *items (n used, *cap allocated, each size bytes) to hold one more. Returns 0, or -ENOMEM. */
 static int grow(void **items, size_t n, size_t *cap, size_t size) {
@@ -291,6 +345,33 @@ static const struct {
     {"no longer supported on this application or device", PLAY_CLIENT_OUTDATED},
 };
 
+/*
+ * The one table of the reason texts that say why a video cannot be played, read like reason_phrases (after it: a
+ * phrase about us decides first). The first row found in any reason text is the case. A new wording is a new row.
+ */
+static const struct {
+  const char *phrase;
+  enum play_why why;
+} why_phrases[] = {
+    {"inappropriate for some users", PLAY_WHY_AGE_RESTRICTED},
+    {"confirm your age", PLAY_WHY_AGE_RESTRICTED},
+    {"age-restricted", PLAY_WHY_AGE_RESTRICTED},
+    {"available to this channel's members", PLAY_WHY_MEMBERS_ONLY},
+    {"members-only", PLAY_WHY_MEMBERS_ONLY},
+    {"join this channel to get access", PLAY_WHY_MEMBERS_ONLY},
+    {"this video is private", PLAY_WHY_PRIVATE},
+    {"this is a private video", PLAY_WHY_PRIVATE},
+    {"has been removed", PLAY_WHY_REMOVED},
+    {"has been terminated", PLAY_WHY_REMOVED},
+    {"is no longer available", PLAY_WHY_REMOVED},
+    {"live event will begin", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"premieres in", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"premiere will begin", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"live stream recording is not available", PLAY_WHY_LIVE_NOT_ARCHIVED},
+    {"not made this video available in your country", PLAY_WHY_GEO_RESTRICTED},
+    {"not available in your country", PLAY_WHY_GEO_RESTRICTED},
+};
+
 /* Bytes of s at `at` that match the phrase character want (ASCII lowercase or "'"), or 0. */
 static size_t phrase_char(const char *s, size_t len, size_t at, char want) {
   const unsigned char *u = (const unsigned char *)s + at;
@@ -325,6 +406,47 @@ static enum playability phrase_playability(const struct parse *p) {
     }
   }
   return PLAY_OK;
+}
+
+/*
+ * A copy of a string of the reply for the video details: NUL bytes (from \u0000) left out, cut past max bytes at the
+ * start of a character. NULL only when out of memory.
+ */
+static char *dup_text(const char *s, size_t len, size_t max) {
+  if (len > max) {
+    len = max;
+    while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80) len--; /* s[len] continues a character: cut before it */
+  }
+  char *p = malloc(len + 1);
+  if (!p) return NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++)
+    if (s[i] != '\0') p[n++] = s[i];
+  p[n] = '\0';
+  return p;
+}
+
+/* Sets *dst to a copy of s (the previous value freed: a key sent twice keeps its last value). Returns 0 or -ENOMEM. */
+static int set_text(char **dst, const char *s, size_t len, size_t max) {
+  char *p = dup_text(s, len, max);
+  if (!p) return -ENOMEM;
+  free(*dst);
+  *dst = p;
+  return 0;
+}
+
+/* The case of a video the reply refuses (see enum play_why): a phrase of why_phrases, else what its status says. */
+static enum play_why refusal_why(const struct parse *p, enum playability play) {
+  if (play == PLAY_OK || play == PLAY_BOT_CHECK || play == PLAY_RATIONED || play == PLAY_CLIENT_OUTDATED)
+    return PLAY_WHY_UNSAID;
+  const struct buf *texts[] = {&p->top_reason, &p->screen_reason, &p->subreason};
+  for (size_t i = 0; i < sizeof(why_phrases) / sizeof(why_phrases[0]); i++) {
+    for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+      if (texts[t]->len > 0 && holds_phrase(texts[t]->data, texts[t]->len, why_phrases[i].phrase))
+        return why_phrases[i].why;
+    }
+  }
+  return play == PLAY_LIVE_OFFLINE ? PLAY_WHY_LIVE_NOT_ARCHIVED : PLAY_WHY_UNSAID;
 }
 
 static int player_key(void *ctx, int node, const char *key, size_t len) {
@@ -368,6 +490,9 @@ static int player_open(void *ctx, int node, int field, int is_array) {
     buf_reset(&p->name);
   } else if (child == N_TRANSLATION) {
     memset(&p->tl, 0, sizeof(p->tl));
+  } else if (child == N_THUMB) {
+    free(p->thumb.url);
+    p->thumb = (struct thumbnail){.url = NULL, .width = -1, .height = -1};
   } else if (child == N_AUDIO_TRACK) {
     if (grow((void **)&p->audio_default, p->naudio_tracks, &p->audio_default_cap, sizeof(int)) < 0) return -ENOMEM;
     p->audio_default[p->naudio_tracks++] = -1;
@@ -415,9 +540,20 @@ static int close_translation(struct parse *p) {
   return 0;
 }
 
+static int close_thumb(struct parse *p) {
+  struct video_details *d = &p->out->details;
+  if (!p->thumb.url || p->thumb.width < 0 || p->thumb.height < 0 || d->nthumbs == DETAILS_MAX_THUMBS) return 0;
+  if (grow((void **)&d->thumbs, d->nthumbs, &p->thumbs_cap, sizeof(*d->thumbs)) < 0) return -ENOMEM;
+  d->thumbs[d->nthumbs++] = p->thumb;
+  p->thumb.url = NULL; /* ownership moved */
+  return 0;
+}
+
 static int player_close(void *ctx, int node) {
   struct parse *p = ctx;
   switch (node) {
+    case N_THUMB:
+      return close_thumb(p);
     case N_TRACK:
       return close_track(p);
     case N_FORMAT:
@@ -503,6 +639,69 @@ static int scalar_format(struct parse *p, int field, enum jsonstream_kind kind, 
   return 0;
 }
 
+static int scalar_details(struct parse *p, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct video_details *d = &p->out->details;
+  int64_t v;
+  if (field == F_VIDEO_ID) {
+    /* An id that is not a plain token, or too long, is kept as "": it matches no video asked for. */
+    p->out->has_video_id = 1;
+    p->out->video_id[0] = '\0';
+    if (kind == JSONSTREAM_STRING && len < sizeof(p->out->video_id) && is_token(s, len)) {
+      memcpy(p->out->video_id, s, len);
+      p->out->video_id[len] = '\0';
+    }
+    return 0;
+  }
+  if (field == F_IS_LIVE || field == F_IS_LIVE_CONTENT) {
+    *(field == F_IS_LIVE ? &d->is_live : &d->is_live_content) = kind == JSONSTREAM_BOOL && len == 4;
+    return 0;
+  }
+  if (field == F_LENGTH_SECONDS || field == F_VIEW_COUNT) {
+    if (kind == JSONSTREAM_STRING || kind == JSONSTREAM_NUMBER)
+      *(field == F_LENGTH_SECONDS ? &d->length_s : &d->view_count) =
+          parse_count(s, len, INT64_MAX / 2, &v) == 0 ? v : -1;
+    return 0;
+  }
+  if (kind != JSONSTREAM_STRING) return 0;
+  switch (field) {
+    case F_TITLE:
+      return set_text(&d->title, s, len, DETAILS_MAX_TEXT);
+    case F_CHANNEL_ID:
+      return set_text(&d->channel_id, s, len, DETAILS_MAX_TEXT);
+    case F_AUTHOR:
+      return set_text(&d->channel_name, s, len, DETAILS_MAX_TEXT);
+    case F_SHORT_DESCRIPTION:
+      return set_text(&d->description, s, len, DETAILS_MAX_DESCRIPTION);
+    default:
+      return 0;
+  }
+}
+
+static int scalar_keyword(struct parse *p, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct video_details *d = &p->out->details;
+  if (kind != JSONSTREAM_STRING || d->nkeywords == DETAILS_MAX_KEYWORDS) return 0;
+  if (grow((void **)&d->keywords, d->nkeywords, &p->keywords_cap, sizeof(*d->keywords)) < 0) return -ENOMEM;
+  char *k = dup_text(s, len, DETAILS_MAX_KEYWORD);
+  if (!k) return -ENOMEM;
+  d->keywords[d->nkeywords++] = k;
+  return 0;
+}
+
+static int scalar_thumb(struct parse *p, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  int64_t v;
+  if (field == F_URL && kind == JSONSTREAM_STRING) {
+    free(p->thumb.url);
+    p->thumb.url = NULL; /* an unusable or overlong URL: the thumbnail is left out */
+    if (len <= DETAILS_MAX_TEXT && is_token(s, len)) {
+      p->thumb.url = dup_token(s, len);
+      if (!p->thumb.url) return -ENOMEM;
+    }
+  } else if ((field == F_WIDTH || field == F_HEIGHT) && kind == JSONSTREAM_NUMBER) {
+    *(field == F_WIDTH ? &p->thumb.width : &p->thumb.height) = parse_count(s, len, 1000000, &v) == 0 ? v : -1;
+  }
+  return 0;
+}
+
 static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
   struct parse *p = ctx;
   int64_t v;
@@ -525,16 +724,15 @@ static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind ki
       }
       return 0;
     case N_DETAILS:
-      if (field == F_VIDEO_ID) {
-        /* An id that is not a plain token, or too long, is kept as "": it matches no video asked for. */
-        p->out->has_video_id = 1;
-        p->out->video_id[0] = '\0';
-        if (kind == JSONSTREAM_STRING && len < sizeof(p->out->video_id) && is_token(s, len)) {
-          memcpy(p->out->video_id, s, len);
-          p->out->video_id[len] = '\0';
-        }
-      }
-      return 0;
+      return scalar_details(p, field, kind, s, len);
+    case N_KEYWORDS:
+      return scalar_keyword(p, kind, s, len);
+    case N_THUMB:
+      return scalar_thumb(p, field, kind, s, len);
+    case N_PMR:
+      return field == F_PUBLISH_DATE && kind == JSONSTREAM_STRING
+                 ? set_text(&p->out->details.publish_date, s, len, DETAILS_MAX_TEXT)
+                 : 0;
     case N_SUBREASON:
     case N_SUBREASON_RUN:
       return kind == JSONSTREAM_STRING ? add_text(&p->subreason, s, len) : 0;
@@ -607,6 +805,8 @@ static int default_track(const struct parse *p) {
 int player_parse(const char *json, size_t len, struct player_info *out) {
   memset(out, 0, sizeof(*out));
   out->default_track = -1;
+  out->details.length_s = -1;
+  out->details.view_count = -1;
   struct parse p = {.out = out,
                     .top_reason = BUF_INIT,
                     .screen_reason = BUF_INIT,
@@ -618,11 +818,13 @@ int player_parse(const char *json, size_t len, struct player_info *out) {
   if (rv == 0 && !p.has_status) rv = -EPROTO;
   if (rv < 0) goto fail;
   out->playability = map_status(&p);
+  out->why = refusal_why(&p, out->playability);
   if (!out->reason[0] && p.screen_reason.len)
     textclean_copy(out->reason, sizeof(out->reason), p.screen_reason.data, p.screen_reason.len);
   if (p.subreason.len) textclean_copy(out->subreason, sizeof(out->subreason), p.subreason.data, p.subreason.len);
   out->default_track = default_track(&p);
 fail:
+  free(p.thumb.url);
   track_reset(&p.track);
   free(p.format.url);
   free(p.track_map);
@@ -639,7 +841,23 @@ fail:
   return rv;
 }
 
+static void details_free(struct video_details *d) {
+  free(d->title);
+  free(d->channel_id);
+  free(d->channel_name);
+  free(d->description);
+  free(d->publish_date);
+  for (size_t i = 0; i < d->nkeywords; i++) free(d->keywords[i]);
+  free(d->keywords);
+  for (size_t i = 0; i < d->nthumbs; i++) free(d->thumbs[i].url);
+  free(d->thumbs);
+  memset(d, 0, sizeof(*d));
+  d->length_s = -1;
+  d->view_count = -1;
+}
+
 void player_info_free(struct player_info *pi) {
+  details_free(&pi->details);
   for (size_t i = 0; i < pi->ntracks; i++) free(pi->tracks[i].base_url);
   for (size_t i = 0; i < pi->naudio; i++) free(pi->audio[i].url);
   free(pi->tracks);
@@ -754,10 +972,69 @@ static int json_written(struct buf *out, size_t start, int rv, size_t max) {
   return rv == -E2BIG ? rv : -ENOMEM;
 }
 
+/* Appends "key":"value" (value JSON-escaped) with a leading comma, or "key":null for NULL value. */
+static int put_nullable(struct buf *out, const char *key, const char *value) {
+  return value ? put_member(out, 0, key, value) : buf_printf(out, ",\"%s\":null", key);
+}
+
+/* Appends the keywords as a JSON array of strings. */
+static int put_keywords(struct buf *out, const struct video_details *d) {
+  int rv = buf_puts(out, "[");
+  for (size_t i = 0; rv == 0 && i < d->nkeywords; i++) {
+    rv = buf_puts(out, i > 0 ? ",\"" : "\"");
+    if (rv == 0) rv = buf_json_escape(out, d->keywords[i], strlen(d->keywords[i]));
+    if (rv == 0) rv = buf_puts(out, "\"");
+  }
+  return rv == 0 ? buf_puts(out, "]") : rv;
+}
+
+/* Appends the thumbnails as a JSON array of {"url","width","height"}. */
+static int put_thumbs(struct buf *out, const struct video_details *d) {
+  int rv = buf_puts(out, "[");
+  for (size_t i = 0; rv == 0 && i < d->nthumbs; i++) {
+    rv = buf_puts(out, i > 0 ? ",{" : "{");
+    if (rv == 0) rv = put_member(out, 1, "url", d->thumbs[i].url);
+    if (rv == 0)
+      rv = buf_printf(out, ",\"width\":%lld,\"height\":%lld}", (long long)d->thumbs[i].width,
+                      (long long)d->thumbs[i].height);
+  }
+  return rv == 0 ? buf_puts(out, "]") : rv;
+}
+
+/* The video details in the platform's own shape, as members after videoDetails.videoId: only those the reply had. */
+static int put_summary_details(struct buf *out, const struct video_details *d) {
+  int rv = 0;
+  const struct {
+    const char *key;
+    const char *value;
+  } texts[] = {{"title", d->title},
+               {"channelId", d->channel_id},
+               {"author", d->channel_name},
+               {"shortDescription", d->description}};
+  for (size_t i = 0; rv == 0 && i < sizeof(texts) / sizeof(texts[0]); i++)
+    if (texts[i].value) rv = put_member(out, 0, texts[i].key, texts[i].value);
+  if (rv == 0 && d->length_s >= 0) rv = buf_printf(out, ",\"lengthSeconds\":\"%lld\"", (long long)d->length_s);
+  if (rv == 0 && d->view_count >= 0) rv = buf_printf(out, ",\"viewCount\":\"%lld\"", (long long)d->view_count);
+  if (rv == 0 && d->is_live) rv = buf_puts(out, ",\"isLive\":true");
+  if (rv == 0) rv = buf_printf(out, ",\"isLiveContent\":%s", d->is_live_content ? "true" : "false");
+  if (rv == 0) rv = buf_puts(out, ",\"keywords\":");
+  if (rv == 0) rv = put_keywords(out, d);
+  if (rv == 0) rv = buf_puts(out, ",\"thumbnail\":{\"thumbnails\":");
+  if (rv == 0) rv = put_thumbs(out, d);
+  if (rv == 0) rv = buf_puts(out, "}");
+  return rv;
+}
+
 int player_summary_json(const struct player_info *pi, const char *video_id, struct buf *out) {
   size_t start = out->len;
   int rv = buf_puts(out, "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{");
   if (rv == 0) rv = put_member(out, 1, "videoId", video_id);
+  if (rv == 0) rv = put_summary_details(out, &pi->details);
+  if (rv == 0 && pi->details.publish_date) {
+    rv = buf_puts(out, "},\"microformat\":{\"playerMicroformatRenderer\":{");
+    if (rv == 0) rv = put_member(out, 1, "publishDate", pi->details.publish_date);
+    if (rv == 0) rv = buf_puts(out, "}");
+  }
   if (rv == 0) rv = buf_puts(out, "},\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[");
   for (size_t i = 0; rv == 0 && i < pi->ntracks; i++) {
     const struct caption_track *t = &pi->tracks[i];
@@ -803,6 +1080,50 @@ int player_tracks_json(const struct player_info *pi, struct buf *out) {
     if (rv == 0) rv = put_member(out, 1, "language", pi->translations[i].lang);
     if (rv == 0) rv = put_member(out, 0, "name", pi->translations[i].name);
     if (rv == 0) rv = buf_puts(out, "}");
+  }
+  if (rv == 0) rv = buf_puts(out, "]}");
+  return json_written(out, start, rv, VTS_MAX_TRANSCRIPT_BYTES);
+}
+
+/* Whether the caption track at index i is the first of its language. */
+static int first_of_language(const struct player_info *pi, size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (strcmp(pi->tracks[j].lang, pi->tracks[i].lang) == 0) return 0;
+  return 1;
+}
+
+/* Appends a count, or null when absent (-1). */
+static int put_count(struct buf *out, const char *key, int64_t v) {
+  return v >= 0 ? buf_printf(out, ",\"%s\":%lld", key, (long long)v) : buf_printf(out, ",\"%s\":null", key);
+}
+
+int player_metadata_json(const struct player_info *pi, const char *video_id, struct buf *out) {
+  const struct video_details *d = &pi->details;
+  size_t start = out->len;
+  int rv = buf_puts(out, "{");
+  if (rv == 0) rv = put_member(out, 1, "videoId", video_id);
+  if (rv == 0) rv = put_nullable(out, "title", d->title);
+  if (rv == 0) rv = put_nullable(out, "channelId", d->channel_id);
+  if (rv == 0) rv = put_nullable(out, "channelName", d->channel_name);
+  if (rv == 0) rv = put_count(out, "lengthSeconds", d->length_s);
+  if (rv == 0)
+    rv = buf_printf(out, ",\"isLive\":%s,\"isLiveContent\":%s", d->is_live ? "true" : "false",
+                    d->is_live_content ? "true" : "false");
+  if (rv == 0) rv = put_count(out, "viewCount", d->view_count);
+  if (rv == 0) rv = put_nullable(out, "publishDate", d->publish_date);
+  if (rv == 0) rv = put_nullable(out, "description", d->description);
+  if (rv == 0) rv = buf_puts(out, ",\"keywords\":");
+  if (rv == 0) rv = put_keywords(out, d);
+  if (rv == 0) rv = buf_puts(out, ",\"thumbnails\":");
+  if (rv == 0) rv = put_thumbs(out, d);
+  if (rv == 0) rv = buf_puts(out, ",\"captionLanguages\":[");
+  int first = 1;
+  for (size_t i = 0; rv == 0 && i < pi->ntracks; i++) {
+    if (!first_of_language(pi, i)) continue;
+    rv = buf_puts(out, first ? "\"" : ",\"");
+    if (rv == 0) rv = buf_json_escape(out, pi->tracks[i].lang, strlen(pi->tracks[i].lang));
+    if (rv == 0) rv = buf_puts(out, "\"");
+    first = 0;
   }
   if (rv == 0) rv = buf_puts(out, "]}");
   return json_written(out, start, rv, VTS_MAX_TRANSCRIPT_BYTES);

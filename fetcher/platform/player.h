@@ -27,6 +27,20 @@ enum playability {
   PLAY_CLIENT_OUTDATED,
 };
 
+/*
+ * Why a video cannot be played, when the reply says so (its status, or a phrase of the table in player.c in its
+ * reason texts); PLAY_WHY_UNSAID when it does not, and always for a playable reply or one refused for our sake.
+ */
+enum play_why {
+  PLAY_WHY_UNSAID = 0,
+  PLAY_WHY_AGE_RESTRICTED,
+  PLAY_WHY_MEMBERS_ONLY,
+  PLAY_WHY_PRIVATE,
+  PLAY_WHY_REMOVED,
+  PLAY_WHY_LIVE_NOT_ARCHIVED, /* LIVE_STREAM_OFFLINE, a premiere to come, a recording not yet available */
+  PLAY_WHY_GEO_RESTRICTED,
+};
+
 struct caption_track {
   char *base_url;   /* owned; the timedtext URL of the track */
   char lang[16];    /* languageCode */
@@ -52,8 +66,36 @@ struct audio_format {
   int is_default; /* audioTrack.audioIsDefault, or no audioTrack at all */
 };
 
+/* One image of the video (videoDetails.thumbnail.thumbnails[]), kept only with its url, width and height. */
+struct thumbnail {
+  char *url; /* owned */
+  int64_t width, height;
+};
+
+/*
+ * What the reply says of the video besides playing it: videoDetails, and microformat.playerMicroformatRenderer where
+ * the reply carries it. Strings are owned, NULL when absent, cut (at a character's start) past their bounds in
+ * player.c; numbers -1 when absent.
+ */
+struct video_details {
+  char *title;
+  char *channel_id;
+  char *channel_name; /* author */
+  char *description;  /* shortDescription */
+  char *publish_date; /* microformat's publishDate */
+  int64_t length_s;   /* lengthSeconds */
+  int64_t view_count; /* viewCount */
+  int is_live;        /* isLive: true; absent is false */
+  int is_live_content;
+  char **keywords; /* owned, each owned */
+  size_t nkeywords;
+  struct thumbnail *thumbs;
+  size_t nthumbs;
+};
+
 struct player_info {
   enum playability playability;
+  enum play_why why;   /* for a video that cannot be played (see enum play_why) */
   char video_id[16];   /* videoDetails.videoId, "" when absent (or not a plain id: see player_is_for) */
   int has_video_id;    /* the reply named a videoDetails.videoId */
   char reason[128];    /* the upstream reason, for logs only, never sent to clients */
@@ -65,6 +107,7 @@ struct player_info {
   size_t ntranslations;
   struct audio_format *audio;
   size_t naudio;
+  struct video_details details;
 };
 
 /*
@@ -98,8 +141,9 @@ const char *player_translation_code(const struct player_info *pi, const char *la
 /*
  * Appends the summary of a playable reply for video_id to out: a minimal player reply of the same shape, which
  * player_parse reads back into the same playability, caption tracks (URLs, languages, names, kinds, translatable,
- * the default track) and translation languages; no audio formats. What a video's next jobs use instead of a player
- * request. Returns 0, -E2BIG past VTS_MAX_PLAYER_SUMMARY_BYTES, or -ENOMEM; out is left as it was on failure.
+ * the default track), translation languages and video details; no audio formats. What a video's next jobs use instead
+ * of a player request. Returns 0, -E2BIG past VTS_MAX_PLAYER_SUMMARY_BYTES, or -ENOMEM; out is left as it was on
+ * failure.
  */
 int player_summary_json(const struct player_info *pi, const char *video_id, struct buf *out);
 
@@ -115,5 +159,14 @@ int64_t player_tracks_expire_s(const struct player_info *pi);
  * -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or -ENOMEM; out is left as it was on failure.
  */
 int player_tracks_json(const struct player_info *pi, struct buf *out);
+
+/*
+ * Appends the public body of GET /v1/video/metadata for video_id to out: {"videoId","title","channelId",
+ * "channelName","lengthSeconds","isLive","isLiveContent","viewCount","publishDate","description","keywords",
+ * "thumbnails":[{"url","width","height"}],"captionLanguages"}, null for what the reply lacks; captionLanguages are the
+ * caption tracks' languages, each once, in the platform's order. Returns 0, -E2BIG past VTS_MAX_TRANSCRIPT_BYTES, or
+ * -ENOMEM; out is left as it was on failure.
+ */
+int player_metadata_json(const struct player_info *pi, const char *video_id, struct buf *out);
 
 #endif

@@ -15,8 +15,9 @@
 #define ALNUM UPPER "abcdefghijklmnopqrstuvwxyz0123456789"
 
 /*
- * The built-in profiles, as maintained downloaders sent them in late 2026. Versions move every few months: a newer
- * one goes into VTS_INNERTUBE_CLIENTS ("ANDROID:21.xx.yy") or, with a new identity, into VTS_CLIENT_PROFILES.
+ * The built-in profiles, as maintained downloaders sent them in late 2026 (checked against their state of August
+ * 2026; ANDROID_VR left out: the platform refused all its formats from 2026-08-17). Versions move every few months: a
+ * newer one goes into VTS_INNERTUBE_CLIENTS ("ANDROID:21.xx.yy") or, with a new identity, into VTS_CLIENT_PROFILES.
  */
 struct builtin {
   const char *name, *client_id, *version, *user_agent;
@@ -42,7 +43,7 @@ static const struct builtin builtins[] = {
       {"utcOffsetMinutes", "#0"}}},
     {"ANDROID",
      "3",
-     "21.02.35",
+     "21.26.364",
      "com.google.android.youtube/{version} (Linux; U; Android 11) gzip",
      0,
      1,
@@ -53,24 +54,9 @@ static const struct builtin builtins[] = {
       {"hl", "en"},
       {"gl", "US"},
       {"utcOffsetMinutes", "#0"}}},
-    {"ANDROID_VR",
-     "28",
-     "1.71.26",
-     "com.google.android.apps.youtube.vr.oculus/{version} (Linux; U; Android 12L; eureka-user "
-     "Build/SQ3A.220605.009.A1) gzip",
-     0,
-     1,
-     {{"deviceMake", "Oculus"},
-      {"deviceModel", "Quest 3"},
-      {"androidSdkVersion", "#32"},
-      {"osName", "Android"},
-      {"osVersion", "12L"},
-      {"hl", "en"},
-      {"gl", "US"},
-      {"utcOffsetMinutes", "#0"}}},
     {"IOS",
      "5",
-     "21.02.3",
+     "21.26.4",
      "com.google.ios.youtube/{version} (iPhone16,2; U; CPU iOS 18_3_2 like Mac OS X;)",
      0,
      1,
@@ -84,7 +70,7 @@ static const struct builtin builtins[] = {
       {"utcOffsetMinutes", "#0"}}},
     {"WEB",
      "1",
-     "2.20260114.08.00",
+     "2.20260708.00.00",
      PROFILES_BROWSER_UA,
      1,
      0,

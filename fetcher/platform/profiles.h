@@ -5,8 +5,8 @@
  * ...), extra request headers, and whether the watch page is fetched first (for its API key and visitor data).
  *
  * The built-in table follows what maintained downloaders send; VTS_CLIENT_PROFILES names a JSON file that adds
- * profiles or replaces built-in ones by name (README "Client profiles"); VTS_INNERTUBE_CLIENTS picks which are tried,
- * in order, by name, optionally overriding the version ("ANDROID" or "ANDROID:21.02.35").
+ * profiles or replaces built-in ones by name (docs/REFERENCE.md "Client profiles"); VTS_INNERTUBE_CLIENTS picks which
+ * are tried, in order, by name, optionally overriding the version ("ANDROID" or "ANDROID:21.26.364").
  */
 #ifndef VTS_PROFILES_H
 #define VTS_PROFILES_H

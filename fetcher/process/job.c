@@ -178,6 +178,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
       course_fetch_speech(r->it, job->video_id, job->request_id, out);
     else if (job->kind == PROTO_KIND_TRACKS)
       course_fetch_tracks(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
+    else if (job->kind == PROTO_KIND_METADATA)
+      course_fetch_metadata(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
     else
       course_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, job->player,
                             job->player_len, out);
@@ -188,9 +190,10 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
   res->outcome = out->outcome;
-  res->source = out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS ? PROTO_SOURCE_NONE
-                : job->kind == PROTO_KIND_SPEECH                           ? PROTO_SOURCE_SPEECH
-                                                                           : PROTO_SOURCE_CAPTIONS;
+  res->source = out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA
+                    ? PROTO_SOURCE_NONE
+                : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
+                                                 : PROTO_SOURCE_CAPTIONS;
   res->fetch_ms = (uint32_t)(util_now_ms() - start);
   snprintf(res->lang, sizeof(res->lang), "%s", out->outcome == PROTO_OK ? out->lang : "");
   snprintf(res->detail, sizeof(res->detail), "%s", out->detail);

@@ -9,6 +9,7 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/egress/transport.h"
+#include "proto/proto.h"
 
 #define AUDIO_PLATFORM_DOMAIN "googlevideo.com"
 
@@ -196,8 +197,20 @@ static int fetch_range(struct download *d, int64_t first, int64_t last, int64_t 
   return 0;
 }
 
+/*
+ * What a failed download means for the job: a file over VTS_MAX_AUDIO_BYTES is a video we do not transcribe (404),
+ * no memory is ours (500), anything else the platform's (502). The detail is the one the failure wrote.
+ */
+static int download_outcome(int rv, struct fetch_outcome *res) {
+  if (rv == -EFBIG) return fetch_outcome_keep(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE);
+  if (rv == -ENOMEM) return fetch_outcome_keep(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL);
+  return fetch_outcome_keep(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH);
+}
+
 int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
-                   struct buf *out, char *detail, size_t detaillen) {
+                   struct buf *out, struct fetch_outcome *res) {
+  char *detail = res->detail;
+  size_t detaillen = sizeof(res->detail);
   struct download d = {.cfg = cfg,
                        .proxy = proxy,
                        .url = BUF_INIT,
@@ -207,10 +220,9 @@ int audio_download(const char *url, const struct vts_config *cfg, const char *pr
                        .detaillen = detaillen};
   size_t start_len = out->len;
   int rv;
-  if (audio_url_allowed(url, cfg) != 0) {
-    set_detail(detail, detaillen, "audio_url_refused");
-    return -EPERM;
-  }
+  fetch_outcome_ok(res);
+  if (audio_url_allowed(url, cfg) != 0)
+    return fetch_outcome_set(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH, "audio_url_refused");
   /* The handle is reused across chunks so that the connection is kept alive. */
   if (buf_puts(&d.url, url) != 0 || transport_init(&d.t) != 0) {
     rv = -ENOMEM;
@@ -245,7 +257,7 @@ int audio_download(const char *url, const struct vts_config *cfg, const char *pr
   }
   buf_free(&d.url);
   transport_cleanup(&d.t);
-  return 0;
+  return PROTO_OK;
 
 fail:
   /* The caller gets its buffer back as it was, never a partial file. */
@@ -253,5 +265,5 @@ fail:
   if (out->data != NULL) out->data[out->len] = '\0';
   buf_free(&d.url);
   transport_cleanup(&d.t);
-  return rv;
+  return download_outcome(rv, res);
 }

@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "common/config.h"
+#include "fetcher/egress/outcome.h"
 #include "fetcher/platform/player.h"
 
 /*
@@ -31,11 +32,15 @@ int audio_url_allowed(const char *url, const struct vts_config *cfg);
  * Downloads url into out (appended) in ranged requests, following at most VTS_MAX_AUDIO_REDIRECTS redirects that
  * pass audio_url_allowed. proxy may be NULL; when the caller fetched the player reply through a proxy it must pass
  * the same one, since the platform binds audio URLs to the requesting address. Stops at deadline_ms_abs
- * (util_now_ms clock). On failure a short reason ("audio_http_403") goes to detail.
- * Returns 0, -EPERM (URL or redirect refused), -EFBIG (more than VTS_MAX_AUDIO_BYTES), -EIO (HTTP or network
- * failure, bad range reply), -ETIMEDOUT, or -ENOMEM.
+ * (util_now_ms clock). Sets res and returns its outcome:
+ *   PROTO_OK               out holds the file (detail "")
+ *   PROTO_NOT_AVAILABLE    more than VTS_MAX_AUDIO_BYTES (reason not_playable, detail "audio_too_big")
+ *   PROTO_UPSTREAM_FAILED  URL or redirect refused, HTTP or network failure, bad range reply, deadline passed (reason
+ *                          speech, detail "audio_url_refused", "audio_http_403", "audio_timeout"...)
+ *   PROTO_INTERNAL         out of memory (reason internal)
+ * On failure out is as it was.
  */
 int audio_download(const char *url, const struct vts_config *cfg, const char *proxy, uint64_t deadline_ms_abs,
-                   struct buf *out, char *detail, size_t detaillen);
+                   struct buf *out, struct fetch_outcome *res);
 
 #endif

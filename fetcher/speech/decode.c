@@ -10,6 +10,7 @@
 #include <libswresample/swresample.h>
 
 #include "common/limits.h"
+#include "proto/proto.h"
 
 /* Demuxer names as libavformat reports them after probing; the whitelist is their union. */
 #define DECODE_FORMAT_MP4 "mov,mp4,m4a,3gp,3g2,mj2"
@@ -260,7 +261,20 @@ static int decode_packets(struct decoder *d) {
   return rv;
 }
 
-int decode_audio(const void *data, size_t len, size_t max_samples, struct decode_pcm *out) {
+/*
+ * What a failed decoding means for the job: audio longer than the cap is a video we do not transcribe (404); a
+ * format refused, no memory or a corrupt file is a fault on our side of the job (500).
+ */
+static int decode_outcome(int rv, struct fetch_outcome *res) {
+  if (rv == 0) return fetch_outcome_ok(res);
+  if (rv == -EFBIG) return fetch_outcome_set(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "audio_too_long");
+  return fetch_outcome_set(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL,
+                           rv == -ENOTSUP  ? "audio_format_refused"
+                           : rv == -ENOMEM ? "decode_nomem"
+                                           : "audio_corrupt");
+}
+
+int decode_audio(const void *data, size_t len, size_t max_samples, struct decode_pcm *out, struct fetch_outcome *res) {
   struct decoder d = {.in = {.data = data, .len = len}, .max_samples = max_samples, .out = out, .stream = -1};
   int rv;
   out->len = 0;
@@ -303,7 +317,7 @@ done:
     avio_context_free(&d.io);
   }
   if (rv != 0) out->len = 0;
-  return rv;
+  return decode_outcome(rv, res);
 }
 
 void decode_pcm_free(struct decode_pcm *pcm) {

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fetcher/egress/outcome.h"
+
 #define DECODE_SAMPLE_RATE 16000
 
 struct decode_pcm {
@@ -19,12 +21,16 @@ struct decode_pcm {
 };
 
 /*
- * Decodes len bytes of data into out (replacing its content). At most max_samples samples are produced: a stream
- * whose declared or decoded length is longer fails with -EFBIG. A stream that ends well before its declared
- * duration is truncated. Returns 0, -ENOTSUP (a container or codec outside the whitelist), -EPROTO (corrupt,
- * truncated or not audio), -EFBIG, or -ENOMEM.
+ * Decodes len bytes of data into out (replacing its content). At most max_samples samples are produced. A stream
+ * that ends well before its declared duration is truncated. Sets res and returns its outcome:
+ *   PROTO_OK             out holds the samples
+ *   PROTO_NOT_AVAILABLE  the declared or decoded length is over max_samples (reason not_playable, detail
+ *                        "audio_too_long")
+ *   PROTO_INTERNAL       reason internal, detail "audio_format_refused" (a container or codec outside the
+ *                        whitelist), "audio_corrupt" (corrupt, truncated or not audio) or "decode_nomem"
+ * On failure out is empty.
  */
-int decode_audio(const void *data, size_t len, size_t max_samples, struct decode_pcm *out);
+int decode_audio(const void *data, size_t len, size_t max_samples, struct decode_pcm *out, struct fetch_outcome *res);
 
 /* Releases the samples; out is empty and reusable after. */
 void decode_pcm_free(struct decode_pcm *pcm);

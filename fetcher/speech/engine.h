@@ -2,7 +2,7 @@
  * The speech engines: one struct of operations each engine fills (in a file of its own, speech_<name>.c), and the
  * table of them, chosen by the name VTS_SPEECH_ENGINE gives. An engine is given the audio and fills a segment list
  * (fetcher/captions/segments.h); it knows nothing of speech.c, which downloads and decodes the audio and turns what
- * an engine returns into an outcome.
+ * an engine returns into the job's outcome.
  *
  * A new engine is one file that defines `const struct speech_engine speech_engine_<name>` and one row in
  * SPEECH_ENGINES below.
@@ -10,12 +10,12 @@
 #ifndef VTS_SPEECH_ENGINE_H
 #define VTS_SPEECH_ENGINE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/config.h"
 #include "fetcher/captions/segments.h"
+#include "fetcher/egress/outcome.h"
 
 /* The audio handed to an engine. */
 struct speech_audio {
@@ -38,18 +38,15 @@ struct speech_request {
 struct speech_engine {
   const char *name; /* its VTS_SPEECH_ENGINE value */
   /*
-   * Whether a server recognises the audio: its being unreachable, failing, late or answering nonsense (-EIO,
-   * -ETIMEDOUT, -EPROTO) is then the upstream's failure (PROTO_UPSTREAM_FAILED) and not an internal one.
-   */
-  bool remote;
-  /*
    * Recognises req->audio: appends timed segments (ordered, in seconds from the start of the audio) to out and sets
-   * lang. Returns 0, or -errno with a short reason in detail: -ENOENT (model missing), -EINVAL (not configured),
-   * -ETIMEDOUT (req->deadline_ms_abs passed), -E2BIG (more than VTS_MAX_SEGMENTS), -ENOMEM, -EIO (engine or server
-   * fault), -EPROTO (a reply that cannot be read).
+   * lang. Sets res and returns its outcome: PROTO_OK (detail ""), or the engine's own verdict on its failure:
+   * PROTO_UPSTREAM_FAILED (reason speech) when a server that recognises the audio is unreachable, failing, late or
+   * answers nonsense; PROTO_INTERNAL (reason internal) otherwise, with detail "speech_model_missing",
+   * "speech_not_configured", "speech_timeout" (req->deadline_ms_abs passed), "speech_too_many_segments" (more than
+   * VTS_MAX_SEGMENTS), "speech_engine_fault" or a more precise one ("speech_engine_init").
    */
-  int (*recognise)(const struct speech_request *req, struct segment_list *out, char lang[16], char *detail,
-                   size_t detaillen);
+  int (*recognise)(const struct speech_request *req, struct segment_list *out, char lang[16],
+                   struct fetch_outcome *res);
 };
 
 /* The engines, one row each: X(name) names speech_engine_<name>, whose .name is "<name>". */

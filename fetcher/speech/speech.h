@@ -18,6 +18,7 @@
 
 #include "common/config.h"
 #include "fetcher/captions/segments.h"
+#include "fetcher/egress/outcome.h"
 #include "fetcher/platform/player.h"
 
 /*
@@ -25,18 +26,18 @@
  * against cfg->speech_max_seconds, downloads it (audio_download, through proxy: NULL for none), decodes it with the
  * same cap and runs cfg->speech_engine. On PROTO_OK, out holds the segments (ordered, times in seconds from the start
  * of the audio; the caller frees them with segment_list_free) and lang the language of the transcript. Otherwise out is
- * empty and detail holds a short reason for logs ("no_audio_format", "audio_http_403", "speech_http_500").
- * Returns an enum proto_outcome:
- *   PROTO_NOT_AVAILABLE    no usable audio format, audio too long or too big, no speech recognised
- *   PROTO_UPSTREAM_FAILED  audio download refused or failed, transcription server failing or timing out
- *   PROTO_INTERNAL         decoder or engine fault, deadline passed in the embedded engine, an engine name not in
- *                          the table (engine.h; the configuration refuses one)
+ * empty. Sets res, as the step that failed decided it, and returns its outcome:
+ *   PROTO_NOT_AVAILABLE    reason not_playable: no usable audio format, audio too long or too big (declared, found
+ *                          in the download or in the decoding), no speech recognised
+ *   PROTO_UPSTREAM_FAILED  reason speech: audio download refused or failed, transcription server failing or timing out
+ *   PROTO_INTERNAL         reason internal: decoder or engine fault, deadline passed in the embedded engine, an engine
+ *                          name not in the table (engine.h; the configuration refuses one)
+ * res->detail is a short reason for logs ("no_audio_format", "audio_http_403", "speech_http_500").
  *
  * The platform binds an audio URL to the address that fetched the player reply, so a fetcher that used a proxy for
  * the player request passes the same proxy here.
  */
 int speech_transcribe_via(const struct vts_config *cfg, const struct player_info *pi, const char *proxy,
-                          uint64_t deadline_ms_abs, struct segment_list *out, char lang[16], char *detail,
-                          size_t detaillen);
+                          uint64_t deadline_ms_abs, struct segment_list *out, char lang[16], struct fetch_outcome *res);
 
 #endif

@@ -18,6 +18,7 @@
 #include "fetcher/speech/engine.h"
 #include "fetcher/readers/jsonstream.h"
 #include "fetcher/egress/transport.h"
+#include "proto/proto.h"
 
 #define OPENAI_PATH "/v1/audio/transcriptions"
 #define WAV_HEADER_BYTES 44
@@ -408,8 +409,8 @@ done:
  * -ETIMEDOUT, -EPROTO (a reply that is not verbose_json or is too large), -E2BIG (more than VTS_MAX_SEGMENTS), or
  * -ENOMEM.
  */
-static int openai_recognise(const struct speech_request *req, struct segment_list *out, char lang[16], char *detail,
-                            size_t detaillen) {
+static int openai_run(const struct speech_request *req, struct segment_list *out, char lang[16], char *detail,
+                      size_t detaillen) {
   const struct vts_config *cfg = req->cfg;
   const struct speech_audio *audio = req->audio;
   const size_t max_upload_bytes = req->max_upload_bytes;
@@ -456,4 +457,24 @@ done:
   return rv;
 }
 
-const struct speech_engine speech_engine_openai = {.name = "openai", .remote = true, .recognise = openai_recognise};
+/*
+ * openai_run, and what its failure means for the job: the server unreachable, failing, late or answering nonsense is
+ * the upstream's failure (502, reason speech, the detail it wrote); no VTS_SPEECH_URL, too many segments or no
+ * memory is ours (500, reason internal).
+ */
+static int openai_recognise(const struct speech_request *req, struct segment_list *out, char lang[16],
+                            struct fetch_outcome *res) {
+  fetch_outcome_ok(res);
+  int rv = openai_run(req, out, lang, res->detail, sizeof(res->detail));
+  if (rv == 0) return PROTO_OK;
+  if (rv == -EIO || rv == -ETIMEDOUT || rv == -EPROTO)
+    return fetch_outcome_keep(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_SPEECH);
+  if (rv == -EINVAL) return fetch_outcome_set(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "speech_not_configured");
+  if (rv == -ENOENT) return fetch_outcome_set(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "speech_model_missing");
+  if (rv == -E2BIG) return fetch_outcome_set(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "speech_too_many_segments");
+  if (res->detail[0] == '\0')
+    return fetch_outcome_set(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "speech_engine_fault");
+  return fetch_outcome_keep(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL);
+}
+
+const struct speech_engine speech_engine_openai = {.name = "openai", .recognise = openai_recognise};

@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
 #include "fetcher/speech/engine.h"
+#include "proto/proto.h"
 
 #define PS_FRAMES_PER_S 100
 /* Samples fed per call: the voice activity state is read this often (0.1 s). */
@@ -103,8 +104,8 @@ static int end_utterance(ps_decoder_t *ps, double audio_s, struct segment_list *
  * VTS_POCKETSPHINX_MODEL_DIR (its default when empty). Sets lang to "en". Returns 0, -ENOENT (model files missing),
  * -ETIMEDOUT (deadline passed), -E2BIG (more than VTS_MAX_SEGMENTS), -ENOMEM, or -EIO (decoder fault).
  */
-static int pocketsphinx_recognise(const struct speech_request *req, struct segment_list *out, char lang[16],
-                                  char *detail, size_t detaillen) {
+static int pocketsphinx_run(const struct speech_request *req, struct segment_list *out, char lang[16], char *detail,
+                            size_t detaillen) {
   const struct speech_audio *audio = req->audio;
   const uint64_t deadline_ms_abs = req->deadline_ms_abs;
   ps_decoder_t *ps = NULL;
@@ -162,5 +163,23 @@ fail:
   return rv;
 }
 
-const struct speech_engine speech_engine_pocketsphinx = {
-    .name = "pocketsphinx", .remote = false, .recognise = pocketsphinx_recognise};
+/*
+ * pocketsphinx_run, and what its failure means for the job: every one is ours (500, reason internal), the deadline
+ * passed included, with the detail of its kind.
+ */
+static int pocketsphinx_recognise(const struct speech_request *req, struct segment_list *out, char lang[16],
+                                  struct fetch_outcome *res) {
+  fetch_outcome_ok(res);
+  int rv = pocketsphinx_run(req, out, lang, res->detail, sizeof(res->detail));
+  if (rv == 0) return PROTO_OK;
+  const char *detail = rv == -ETIMEDOUT ? "speech_timeout"
+                       : rv == -ENOENT  ? "speech_model_missing"
+                       : rv == -E2BIG   ? "speech_too_many_segments"
+                       : rv == -EINVAL  ? "speech_not_configured"
+                                        : NULL;
+  if (detail == NULL && res->detail[0] == '\0') detail = "speech_engine_fault";
+  if (detail == NULL) return fetch_outcome_keep(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL);
+  return fetch_outcome_set(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, detail);
+}
+
+const struct speech_engine speech_engine_pocketsphinx = {.name = "pocketsphinx", .recognise = pocketsphinx_recognise};

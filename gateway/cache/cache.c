@@ -20,6 +20,7 @@ struct entry {
   struct entity *ent; /* the body: one reference of the cache's */
   uint8_t outcome;
   uint8_t source;
+  uint8_t reason; /* of a video that cannot be played: the case its reply said (proto_reason_gone) */
   char video_id[VTS_VIDEO_ID_LEN + 1];
   char key_lang[PROTO_MAX_JOB_KEY + 1]; /* the job key (proto_job_key): part of the key */
   char lang[PROTO_MAX_LANG + 1];        /* the language of the stored result */
@@ -195,6 +196,7 @@ int cache_put_entity(struct cache *c, const char *video_id, const char *lang, co
   e->ent = entity_ref(ent);
   e->outcome = outcome;
   e->source = res->source;
+  e->reason = proto_result_gone(res) ? res->reason : PROTO_REASON_NONE;
   memcpy(e->video_id, video_id, strlen(video_id) + 1);
   memcpy(e->key_lang, lang, strlen(lang) + 1);
   memcpy(e->lang, res->lang, strlen(res->lang) + 1);
@@ -235,6 +237,7 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
   memset(res, 0, sizeof(*res));
   res->outcome = e->outcome;
   res->source = e->source;
+  res->reason = e->reason;
   memcpy(res->lang, e->lang, sizeof(res->lang));
   memcpy(res->detail, "cache", sizeof("cache"));
   res->body = e->ent->form[ENTITY_IDENTITY].len > 0 ? e->ent->form[ENTITY_IDENTITY].data : NULL;

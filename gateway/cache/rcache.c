@@ -21,7 +21,8 @@
  * Value layouts. An entry: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. An alias: "VA1" | the job
  * key of an entry of the same video (a track key, proto_track_key). A transcript is stored once under its track key,
  * and each job key it answers holds an alias of it; a track list and a 404 are stored under their job key; a video
- * that cannot be played under PROTO_GONE_KEY, for all its keys.
+ * that cannot be played under PROTO_GONE_KEY, for all its keys, its body empty or, when its reply said why, the one
+ * byte of that reason (proto_reason_gone).
  */
 #define RCACHE_MAGIC "VC1"
 #define RCACHE_ALIAS "VA1"
@@ -143,20 +144,24 @@ static int entry_parse(const unsigned char *v, size_t vlen, uint8_t kind, bool g
   if (outcome != PROTO_OK && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
   if (gone && outcome != PROTO_NOT_AVAILABLE) return -EPROTO;
   if (source > PROTO_SOURCE_SPEECH) return -EPROTO;
-  if (outcome == PROTO_OK && (kind == PROTO_KIND_TRACKS) != (source == PROTO_SOURCE_NONE)) return -EPROTO;
+  if (outcome == PROTO_OK && (kind != PROTO_KIND_CAPTIONS) != (source == PROTO_SOURCE_NONE)) return -EPROTO;
   if (langlen > PROTO_MAX_LANG || (size_t)RCACHE_HEADER + langlen > vlen) return -EPROTO;
   if (!lang_chars_valid(v + RCACHE_HEADER, langlen)) return -EPROTO;
   const char *body = (const char *)v + RCACHE_HEADER + langlen;
   size_t body_len = vlen - RCACHE_HEADER - langlen;
+  uint8_t reason = gone ? PROTO_REASON_NOT_PLAYABLE : PROTO_REASON_NONE;
   if (outcome == PROTO_OK) {
     if (bodycheck_result(kind, body, body_len, NULL) != 0) return -EPROTO;
+  } else if (gone && body_len == 1 && proto_reason_gone((uint8_t)body[0])) {
+    reason = (uint8_t)body[0]; /* the case the reply said */
+    body_len = 0;
   } else if (body_len != 0) {
     return -EPROTO;
   }
   memset(res, 0, sizeof(*res));
   res->outcome = (uint8_t)outcome;
   res->source = (uint8_t)source;
-  res->reason = gone ? PROTO_REASON_NOT_PLAYABLE : PROTO_REASON_NONE;
+  res->reason = reason;
   memcpy(res->lang, v + RCACHE_HEADER, langlen);
   res->lang[langlen] = '\0';
   res->body = body;
@@ -388,7 +393,7 @@ void rcache_close(struct rcache *rc) {
 void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const char *key) {
   struct rreq *q = req_new(rc, R_GET, tag, video_id, key);
   if (q == NULL) return; /* out of memory: the job's own deadline answers it */
-  q->job_kind = strcmp(key, PROTO_TRACKS_KEY) == 0 ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
+  q->job_kind = proto_key_kind(key);
   char gone[RCACHE_KEY_BYTES], prefix[RCACHE_KEY_BYTES];
   key_of(video_id, PROTO_GONE_KEY, gone, sizeof(gone));
   snprintf(prefix, sizeof(prefix), RCACHE_PREFIX, video_id);
@@ -417,7 +422,7 @@ int rcache_put(struct rcache *rc, const char *video_id, const char *key, const s
   /* A transcript goes under its track's key, once for all the spellings served it; the job key is an alias of it. */
   char track[PROTO_MAX_JOB_KEY + 1];
   const char *entry_key = key;
-  if (res->outcome == PROTO_OK && strcmp(key, PROTO_TRACKS_KEY) != 0) {
+  if (res->outcome == PROTO_OK && proto_key_kind(key) == PROTO_KIND_CAPTIONS) {
     proto_track_key(res, track);
     entry_key = track;
   }
@@ -427,6 +432,9 @@ int rcache_put(struct rcache *rc, const char *video_id, const char *key, const s
   int rv = buf_append(&v, head, sizeof(head));
   if (rv == 0) rv = buf_append(&v, res->lang, langlen);
   if (rv == 0 && res->outcome == PROTO_OK) rv = buf_append(&v, res->body, res->body_len);
+  /* A video that cannot be played keeps the case its reply said: one byte, its reason. */
+  if (rv == 0 && proto_result_gone(res) && res->reason != PROTO_REASON_NOT_PLAYABLE)
+    rv = buf_append(&v, &res->reason, 1);
   if (rv == 0) rv = set_value(rc, video_id, entry_key, v.data, v.len, ttl_ms);
   buf_free(&v); /* hiredis formatted its own copy */
   if (rv == 0 && entry_key != key) {

@@ -40,9 +40,9 @@ struct rcache *rcache_new(uv_loop_t *loop, const struct vts_config *cfg, rcache_
 void rcache_close(struct rcache *rc);
 
 /*
- * Looks up (video_id, key): the video's "cannot be played" entry first (answered with reason
- * PROTO_REASON_NOT_PLAYABLE), then the key's value, an alias followed to its entry. A value that is not ours to trust
- * is a miss, and deleted.
+ * Looks up (video_id, key): the video's "cannot be played" entry first (answered with the reason it was stored with,
+ * PROTO_REASON_NOT_PLAYABLE or the case its reply said), then the key's value, an alias followed to its entry. A value
+ * that is not ours to trust is a miss, and deleted.
  */
 void rcache_get(struct rcache *rc, uint64_t tag, const char *video_id, const char *key);
 

@@ -1,7 +1,8 @@
 /*
  * The result checks as one yajl callback parser driven by a description of the expected shape: an object whose
- * members are each a string (maybe one of a few values), a number, a boolean, an object or an array of objects
- * described the same way. A body is checked in one pass without building a tree of it.
+ * members are each a string (maybe one of a few values), a number, a boolean, an object, an array of objects
+ * described the same way or an array of strings; a member may be optional, or null. A body is checked in one pass
+ * without building a tree of it.
  */
 #include "gateway/dispatcher/bodycheck.h"
 
@@ -14,8 +15,15 @@
 #include "common/util.h"
 #include "proto/proto.h"
 
-/* V_NUMBER: a time (bodycheck_seconds_ms reads it); V_INTEGER: an index, -1 included. */
-enum value { V_STRING, V_NUMBER, V_INTEGER, V_BOOLEAN, V_ARRAY, V_OBJECT };
+/*
+ * V_NUMBER: a time (bodycheck_seconds_ms reads it); V_INTEGER: an index, -1 included; V_COUNT: a whole number of up
+ * to 18 digits; V_STRINGS: an array of strings.
+ */
+enum value { V_STRING, V_NUMBER, V_INTEGER, V_BOOLEAN, V_ARRAY, V_OBJECT, V_COUNT, V_STRINGS };
+
+/* A member's flags: it may be left out; its value may be null. */
+#define M_OPTIONAL 1u
+#define M_NULLABLE 2u
 
 struct object;
 
@@ -24,12 +32,13 @@ struct member {
   enum value value;
   const char *const *one_of;  /* V_STRING: the values allowed (NULL-terminated), or NULL for any string */
   const struct object *items; /* V_ARRAY: the shape of each element, always an object; V_OBJECT: its shape */
+  unsigned flags;             /* M_OPTIONAL, M_NULLABLE */
 };
 
-/* An object with exactly these members, each once, in any order. */
+/* An object with these members, each once, in any order; every member not M_OPTIONAL present. */
 struct object {
   const struct member *members;
-  unsigned nmembers; /* at most 8: what was seen is kept as bits */
+  unsigned nmembers; /* at most 32: what was seen is kept as bits */
 };
 
 #define MEMBERS(m) \
@@ -39,23 +48,24 @@ static const char *const sources[] = {"captions", "speech", NULL};
 static const char *const kinds[] = {"manual", "asr", NULL};
 
 static const struct member segment_members[] = {
-    {"text", V_STRING, NULL, NULL}, {"start", V_NUMBER, NULL, NULL}, {"duration", V_NUMBER, NULL, NULL}};
+    {"text", V_STRING, NULL, NULL, 0}, {"start", V_NUMBER, NULL, NULL, 0}, {"duration", V_NUMBER, NULL, NULL, 0}};
 static const struct object segment = MEMBERS(segment_members);
-static const struct member transcript_members[] = {{"language", V_STRING, NULL, NULL},
-                                                   {"source", V_STRING, sources, NULL},
-                                                   {"text", V_STRING, NULL, NULL},
-                                                   {"segments", V_ARRAY, NULL, &segment}};
+static const struct member transcript_members[] = {{"language", V_STRING, NULL, NULL, 0},
+                                                   {"source", V_STRING, sources, NULL, 0},
+                                                   {"text", V_STRING, NULL, NULL, 0},
+                                                   {"segments", V_ARRAY, NULL, &segment, 0}};
 static const struct object transcript = MEMBERS(transcript_members);
 
-static const struct member track_members[] = {{"language", V_STRING, NULL, NULL},
-                                              {"name", V_STRING, NULL, NULL},
-                                              {"kind", V_STRING, kinds, NULL},
-                                              {"translatable", V_BOOLEAN, NULL, NULL}};
+static const struct member track_members[] = {{"language", V_STRING, NULL, NULL, 0},
+                                              {"name", V_STRING, NULL, NULL, 0},
+                                              {"kind", V_STRING, kinds, NULL, 0},
+                                              {"translatable", V_BOOLEAN, NULL, NULL, 0}};
 static const struct object track = MEMBERS(track_members);
-static const struct member language_members[] = {{"language", V_STRING, NULL, NULL}, {"name", V_STRING, NULL, NULL}};
+static const struct member language_members[] = {{"language", V_STRING, NULL, NULL, 0},
+                                                 {"name", V_STRING, NULL, NULL, 0}};
 static const struct object language = MEMBERS(language_members);
-static const struct member tracks_members[] = {{"tracks", V_ARRAY, NULL, &track},
-                                               {"translationLanguages", V_ARRAY, NULL, &language}};
+static const struct member tracks_members[] = {{"tracks", V_ARRAY, NULL, &track, 0},
+                                               {"translationLanguages", V_ARRAY, NULL, &language, 0}};
 static const struct object tracks = MEMBERS(tracks_members);
 
 /*
@@ -64,34 +74,71 @@ static const struct object tracks = MEMBERS(tracks_members);
  */
 static const char *const ok_status[] = {"OK", NULL};
 static const char *const track_kinds[] = {"", "asr", NULL};
-static const struct member text_members[] = {{"simpleText", V_STRING, NULL, NULL}};
+static const struct member text_members[] = {{"simpleText", V_STRING, NULL, NULL, 0}};
 static const struct object text = MEMBERS(text_members);
-static const struct member play_members[] = {{"status", V_STRING, ok_status, NULL}};
+static const struct member play_members[] = {{"status", V_STRING, ok_status, NULL, 0}};
 static const struct object play = MEMBERS(play_members);
-static const struct member details_members[] = {{"videoId", V_STRING, NULL, NULL}};
+static const struct member thumb_members[] = {
+    {"url", V_STRING, NULL, NULL, 0}, {"width", V_INTEGER, NULL, NULL, 0}, {"height", V_INTEGER, NULL, NULL, 0}};
+static const struct object thumb = MEMBERS(thumb_members);
+static const struct member thumbnail_members[] = {{"thumbnails", V_ARRAY, NULL, &thumb, 0}};
+static const struct object thumbnail = MEMBERS(thumbnail_members);
+/* The video details as the platform writes them, those the reply lacked left out. */
+static const struct member details_members[] = {{"videoId", V_STRING, NULL, NULL, 0},
+                                                {"title", V_STRING, NULL, NULL, M_OPTIONAL},
+                                                {"channelId", V_STRING, NULL, NULL, M_OPTIONAL},
+                                                {"author", V_STRING, NULL, NULL, M_OPTIONAL},
+                                                {"shortDescription", V_STRING, NULL, NULL, M_OPTIONAL},
+                                                {"lengthSeconds", V_STRING, NULL, NULL, M_OPTIONAL},
+                                                {"viewCount", V_STRING, NULL, NULL, M_OPTIONAL},
+                                                {"isLive", V_BOOLEAN, NULL, NULL, M_OPTIONAL},
+                                                {"isLiveContent", V_BOOLEAN, NULL, NULL, M_OPTIONAL},
+                                                {"keywords", V_STRINGS, NULL, NULL, M_OPTIONAL},
+                                                {"thumbnail", V_OBJECT, NULL, &thumbnail, M_OPTIONAL}};
 static const struct object details = MEMBERS(details_members);
-static const struct member ctrack_members[] = {{"baseUrl", V_STRING, NULL, NULL},
-                                               {"languageCode", V_STRING, NULL, NULL},
-                                               {"name", V_OBJECT, NULL, &text},
-                                               {"kind", V_STRING, track_kinds, NULL},
-                                               {"isTranslatable", V_BOOLEAN, NULL, NULL}};
+static const struct member pmr_members[] = {{"publishDate", V_STRING, NULL, NULL, 0}};
+static const struct object pmr = MEMBERS(pmr_members);
+static const struct member microformat_members[] = {{"playerMicroformatRenderer", V_OBJECT, NULL, &pmr, 0}};
+static const struct object microformat = MEMBERS(microformat_members);
+static const struct member ctrack_members[] = {{"baseUrl", V_STRING, NULL, NULL, 0},
+                                               {"languageCode", V_STRING, NULL, NULL, 0},
+                                               {"name", V_OBJECT, NULL, &text, 0},
+                                               {"kind", V_STRING, track_kinds, NULL, 0},
+                                               {"isTranslatable", V_BOOLEAN, NULL, NULL, 0}};
 static const struct object ctrack = MEMBERS(ctrack_members);
-static const struct member audio_members[] = {{"defaultCaptionTrackIndex", V_INTEGER, NULL, NULL}};
+static const struct member audio_members[] = {{"defaultCaptionTrackIndex", V_INTEGER, NULL, NULL, 0}};
 static const struct object audio = MEMBERS(audio_members);
-static const struct member tlang_members[] = {{"languageCode", V_STRING, NULL, NULL},
-                                              {"languageName", V_OBJECT, NULL, &text}};
+static const struct member tlang_members[] = {{"languageCode", V_STRING, NULL, NULL, 0},
+                                              {"languageName", V_OBJECT, NULL, &text, 0}};
 static const struct object tlang = MEMBERS(tlang_members);
-static const struct member renderer_members[] = {{"captionTracks", V_ARRAY, NULL, &ctrack},
-                                                 {"audioTracks", V_ARRAY, NULL, &audio},
-                                                 {"defaultAudioTrackIndex", V_INTEGER, NULL, NULL},
-                                                 {"translationLanguages", V_ARRAY, NULL, &tlang}};
+static const struct member renderer_members[] = {{"captionTracks", V_ARRAY, NULL, &ctrack, 0},
+                                                 {"audioTracks", V_ARRAY, NULL, &audio, 0},
+                                                 {"defaultAudioTrackIndex", V_INTEGER, NULL, NULL, 0},
+                                                 {"translationLanguages", V_ARRAY, NULL, &tlang, 0}};
 static const struct object renderer = MEMBERS(renderer_members);
-static const struct member captions_members[] = {{"playerCaptionsTracklistRenderer", V_OBJECT, NULL, &renderer}};
+static const struct member captions_members[] = {{"playerCaptionsTracklistRenderer", V_OBJECT, NULL, &renderer, 0}};
 static const struct object captions = MEMBERS(captions_members);
-static const struct member summary_members[] = {{"playabilityStatus", V_OBJECT, NULL, &play},
-                                                {"videoDetails", V_OBJECT, NULL, &details},
-                                                {"captions", V_OBJECT, NULL, &captions}};
+static const struct member summary_members[] = {{"playabilityStatus", V_OBJECT, NULL, &play, 0},
+                                                {"videoDetails", V_OBJECT, NULL, &details, 0},
+                                                {"microformat", V_OBJECT, NULL, &microformat, M_OPTIONAL},
+                                                {"captions", V_OBJECT, NULL, &captions, 0}};
 static const struct object summary = MEMBERS(summary_members);
+
+/* The public metadata of a video, as player_metadata_json writes it. */
+static const struct member metadata_members[] = {{"videoId", V_STRING, NULL, NULL, 0},
+                                                 {"title", V_STRING, NULL, NULL, M_NULLABLE},
+                                                 {"channelId", V_STRING, NULL, NULL, M_NULLABLE},
+                                                 {"channelName", V_STRING, NULL, NULL, M_NULLABLE},
+                                                 {"lengthSeconds", V_COUNT, NULL, NULL, M_NULLABLE},
+                                                 {"isLive", V_BOOLEAN, NULL, NULL, 0},
+                                                 {"isLiveContent", V_BOOLEAN, NULL, NULL, 0},
+                                                 {"viewCount", V_COUNT, NULL, NULL, M_NULLABLE},
+                                                 {"publishDate", V_STRING, NULL, NULL, M_NULLABLE},
+                                                 {"description", V_STRING, NULL, NULL, M_NULLABLE},
+                                                 {"keywords", V_STRINGS, NULL, NULL, 0},
+                                                 {"thumbnails", V_ARRAY, NULL, &thumb, 0},
+                                                 {"captionLanguages", V_STRINGS, NULL, NULL, 0}};
+static const struct object metadata = MEMBERS(metadata_members);
 
 /* The deepest shape: the summary's track names (summary, captions, renderer, track, name). */
 #define MAX_DEPTH 5
@@ -137,6 +184,8 @@ static int on_map_key(void *ctx, const unsigned char *s, size_t len) {
 }
 
 static int on_string(void *ctx, const unsigned char *s, size_t len) {
+  struct frame *f = cur(ctx);
+  if (f != NULL && f->in_array) return f->next != NULL && f->next->value == V_STRINGS; /* an element */
   const struct member *m = expecting(ctx, V_STRING);
   if (m == NULL) return 0;
   if (m->one_of == NULL) return 1;
@@ -154,11 +203,21 @@ static bool integer_valid(const char *s, size_t len) {
   return true;
 }
 
+/* A count: 1 to 18 digits. */
+static bool count_valid(const char *s, size_t len) {
+  if (len < 1 || len > 18) return false;
+  for (size_t i = 0; i < len; i++)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
 /* yajl hands every number over as its text (yajl_number set): a time is read as the renderers read it. */
 static int on_number(void *ctx, const char *s, size_t len) {
   struct frame *f = cur(ctx);
   if (f != NULL && !f->in_array && f->next != NULL && f->next->value == V_INTEGER)
     return expecting(ctx, V_INTEGER) != NULL && integer_valid(s, len);
+  if (f != NULL && !f->in_array && f->next != NULL && f->next->value == V_COUNT)
+    return expecting(ctx, V_COUNT) != NULL && count_valid(s, len);
   int64_t ms;
   return expecting(ctx, V_NUMBER) != NULL && bodycheck_seconds_ms(s, len, &ms) == 0;
 }
@@ -168,10 +227,12 @@ static int on_boolean(void *ctx, int v) {
   return expecting(ctx, V_BOOLEAN) != NULL;
 }
 
-/* Nowhere in either shape: yajl skips an event without a callback, so this refuses it. */
+/* Only as the value of a member that may be null: yajl skips an event without a callback, so this refuses others. */
 static int on_null(void *ctx) {
-  (void)ctx;
-  return 0;
+  struct frame *f = cur(ctx);
+  if (f == NULL || f->in_array || f->next == NULL || !(f->next->flags & M_NULLABLE)) return 0;
+  f->next = NULL;
+  return 1;
 }
 
 static int on_start_map(void *ctx) {
@@ -180,7 +241,7 @@ static int on_start_map(void *ctx) {
   const struct object *shape;
   if (f == NULL && !p->done)
     shape = p->top;
-  else if (f != NULL && f->next != NULL && (f->in_array || f->next->value == V_OBJECT) && p->depth < MAX_DEPTH)
+  else if (f != NULL && f->next != NULL && f->next->value == (f->in_array ? V_ARRAY : V_OBJECT) && p->depth < MAX_DEPTH)
     shape = f->next->items;
   else
     return 0;
@@ -191,7 +252,9 @@ static int on_start_map(void *ctx) {
 static int on_end_map(void *ctx) {
   struct parse *p = ctx;
   struct frame *f = cur(p);
-  if (f == NULL || f->in_array || f->next != NULL || f->seen != (1u << f->shape->nmembers) - 1) return 0;
+  if (f == NULL || f->in_array || f->next != NULL) return 0;
+  for (unsigned i = 0; i < f->shape->nmembers; i++)
+    if (!(f->seen & (1u << i)) && !(f->shape->members[i].flags & M_OPTIONAL)) return 0;
   p->depth--;
   if (p->depth == 0) p->done = true;
   /* An object member's value is over; an array's element is not the end of the array. */
@@ -202,7 +265,8 @@ static int on_end_map(void *ctx) {
 
 static int on_start_array(void *ctx) {
   struct frame *f = cur(ctx);
-  if (f == NULL || f->in_array || f->next == NULL || f->next->value != V_ARRAY) return 0;
+  if (f == NULL || f->in_array || f->next == NULL || (f->next->value != V_ARRAY && f->next->value != V_STRINGS))
+    return 0;
   f->in_array = true;
   return 1;
 }
@@ -269,8 +333,14 @@ int bodycheck_player(const char *body, size_t len, const char **why) {
   return check(&summary, "not_a_player_summary", VTS_MAX_PLAYER_SUMMARY_BYTES, body, len, why);
 }
 
+int bodycheck_metadata(const char *body, size_t len, const char **why) {
+  return check(&metadata, "not_metadata", VTS_MAX_TRANSCRIPT_BYTES, body, len, why);
+}
+
 int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why) {
-  return kind == PROTO_KIND_TRACKS ? bodycheck_tracks(body, len, why) : bodycheck_transcript(body, len, why);
+  if (kind == PROTO_KIND_TRACKS) return bodycheck_tracks(body, len, why);
+  if (kind == PROTO_KIND_METADATA) return bodycheck_metadata(body, len, why);
+  return bodycheck_transcript(body, len, why);
 }
 
 int bodycheck_seconds_ms(const char *s, size_t len, int64_t *ms) {

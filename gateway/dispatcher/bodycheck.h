@@ -26,19 +26,31 @@ int bodycheck_transcript(const char *body, size_t len, const char **why);
 int bodycheck_tracks(const char *body, size_t len, const char **why);
 
 /*
+ * The same for the public metadata of a video (GET /v1/video/metadata): exactly "videoId" (string), "title",
+ * "channelId", "channelName", "publishDate" and "description" (string or null), "lengthSeconds" and "viewCount" (a
+ * whole number or null), "isLive" and "isLiveContent" (booleans), "keywords" and "captionLanguages" (arrays of
+ * strings) and "thumbnails" (an array of objects with exactly "url", "width" and "height"). *why is "not_metadata".
+ */
+int bodycheck_metadata(const char *body, size_t len, const char **why);
+
+/*
  * The same for a player summary a fetcher sends with its result (see proto_result): exactly "playabilityStatus"
- * ({"status":"OK"}), "videoDetails" ({"videoId"}) and "captions" ({"playerCaptionsTracklistRenderer": "captionTracks"
- * (objects of the strings "baseUrl", "languageCode", "kind" ("" or "asr"), "name" {"simpleText"} and the boolean
- * "isTranslatable"), "audioTracks" (objects of the number "defaultCaptionTrackIndex"), the number
- * "defaultAudioTrackIndex" and "translationLanguages" (objects of "languageCode" and "languageName"
+ * ({"status":"OK"}), "videoDetails" ({"videoId"}, and those of "title", "channelId", "author",
+ * "shortDescription", "lengthSeconds", "viewCount" (strings), "isLive", "isLiveContent", "keywords" (strings) and
+ * "thumbnail" {"thumbnails": objects of "url", "width", "height"} the reply had), "microformat"
+ * ({"playerMicroformatRenderer": {"publishDate"}}, when the reply had it) and "captions"
+ * ({"playerCaptionsTracklistRenderer": "captionTracks" (objects of the strings "baseUrl", "languageCode", "kind" ("" or
+ * "asr"), "name" {"simpleText"} and the boolean "isTranslatable"), "audioTracks" (objects of the number
+ * "defaultCaptionTrackIndex"), the number "defaultAudioTrackIndex" and "translationLanguages" (objects of
+ * "languageCode" and "languageName"
  * {"simpleText"})}), at most VTS_MAX_PLAYER_SUMMARY_BYTES. *why is "not_a_player_summary" for another shape.
  */
 int bodycheck_player(const char *body, size_t len, const char **why);
 
 /*
  * The one check of a body about to be cached or served as the answer of a job of this kind (enum proto_kind: a track
- * list for PROTO_KIND_TRACKS, a transcript otherwise), whoever produced it: a fetcher's result, or an entry read from
- * Redis. Same returns as above.
+ * list for PROTO_KIND_TRACKS, metadata for PROTO_KIND_METADATA, a transcript otherwise), whoever produced it: a
+ * fetcher's result, or an entry read from Redis. Same returns as above.
  */
 int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why);
 

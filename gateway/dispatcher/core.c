@@ -120,7 +120,10 @@ static const char *u64s(char *buf, size_t len, uint64_t v) {
 #define NUM(v) u64s((char[24]){0}, 24, (uint64_t)(v))
 
 static const char *kind_name(uint8_t kind) {
-  return kind == PROTO_KIND_SPEECH ? "speech" : kind == PROTO_KIND_TRACKS ? "tracks" : "captions";
+  return kind == PROTO_KIND_SPEECH     ? "speech"
+         : kind == PROTO_KIND_TRACKS   ? "tracks"
+         : kind == PROTO_KIND_METADATA ? "metadata"
+                                       : "captions";
 }
 
 struct core *core_new(const struct vts_config *cfg, const struct core_ops *ops) {
@@ -209,8 +212,11 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
   /* A worker's request names no player summary; one the cache holds is attached when the job is sent. */
   j->pj.player = NULL;
   j->pj.player_len = 0;
-  /* A worker asks for a transcript or for tracks; only the dispatcher turns a transcript job into a speech job. */
-  j->pj.kind = req->kind == PROTO_KIND_TRACKS ? PROTO_KIND_TRACKS : PROTO_KIND_CAPTIONS;
+  /*
+   * A worker asks for a transcript, for tracks or for metadata; only the dispatcher turns a transcript job into a
+   * speech job.
+   */
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA ? req->kind : PROTO_KIND_CAPTIONS;
   proto_job_key(&j->pj, j->key);
   j->hash = cache_key_hash(req->video_id, j->key);
   j->created_ms = now;
@@ -293,7 +299,7 @@ static void keep(struct core *c, const char *video_id, const char *key, const st
                  uint64_t max_ttl_ms, uint64_t *ttl) {
   *ttl = 0;
   if (proto_result_gone(res)) key = PROTO_GONE_KEY;
-  if (res->outcome != PROTO_OK || strcmp(key, PROTO_TRACKS_KEY) == 0) {
+  if (res->outcome != PROTO_OK || proto_key_kind(key) != PROTO_KIND_CAPTIONS) {
     if (cache_put(c->cache, video_id, key, res, max_ttl_ms, ttl) != 0) *ttl = 0;
     return;
   }

@@ -40,7 +40,7 @@ struct transcript {
   struct rl_decision rl; /* holds the month's unit reserved at admission until the answer is known */
   char rl_headers[RL_HEADERS_BYTES];
   enum render_format format; /* of a 200; errors are always JSON */
-  uint8_t kind;              /* PROTO_KIND_CAPTIONS or PROTO_KIND_TRACKS */
+  uint8_t kind;              /* PROTO_KIND_CAPTIONS, PROTO_KIND_TRACKS or PROTO_KIND_METADATA */
   /* The query, read once when the request arrives; its 400 (query_error) is answered after the limiter. */
   struct transcript_query q;
   enum api_error query_error;
@@ -230,6 +230,26 @@ static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
   if (!b.ok) t->rl_headers[len] = '\0'; /* never half a header line */
 }
 
+/* The 404 of a video that cannot be played says the case its reply named; any other 404 is the plain one. */
+static enum api_error not_available_error(uint8_t reason) {
+  switch (reason) {
+    case PROTO_REASON_AGE_RESTRICTED:
+      return API_ERR_NOT_AVAILABLE_AGE_RESTRICTED;
+    case PROTO_REASON_MEMBERS_ONLY:
+      return API_ERR_NOT_AVAILABLE_MEMBERS_ONLY;
+    case PROTO_REASON_PRIVATE:
+      return API_ERR_NOT_AVAILABLE_PRIVATE;
+    case PROTO_REASON_REMOVED:
+      return API_ERR_NOT_AVAILABLE_REMOVED;
+    case PROTO_REASON_LIVE_NOT_ARCHIVED:
+      return API_ERR_NOT_AVAILABLE_LIVE;
+    case PROTO_REASON_GEO_RESTRICTED:
+      return API_ERR_NOT_AVAILABLE_GEO_RESTRICTED;
+    default:
+      return API_ERR_NOT_AVAILABLE;
+  }
+}
+
 static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
@@ -242,7 +262,7 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
       respond_ok(t, res, ent);
       break;
     case 404:
-      transcript_error(t, API_ERR_NOT_AVAILABLE);
+      transcript_error(t, not_available_error(res->reason));
       break;
     case 502:
       upstream_retry_after(t, res->retry_after_s);
@@ -315,8 +335,8 @@ static void read_query(struct transcript *t) {
   struct http_request *req = t->req;
   struct transcript_query *q = &t->q;
   const char *qs = req->query != NULL ? req->query : "";
-  t->query_error = t->kind == PROTO_KIND_TRACKS ? query_parse_tracks(qs, req->query_len, q)
-                                                : query_parse_transcript(qs, req->query_len, q);
+  t->query_error = t->kind == PROTO_KIND_CAPTIONS ? query_parse_transcript(qs, req->query_len, q)
+                                                  : query_parse_tracks(qs, req->query_len, q);
   if (t->query_error != API_OK) return;
   if (t->kind == PROTO_KIND_CAPTIONS)
     t->format = q->format_given ? q->format : render_format_from_accept(req->accept, req->accept_len);
@@ -377,6 +397,10 @@ static void handle_transcript(struct handlers_ctx *ctx, struct http_request *req
 
 static void handle_tracks(struct handlers_ctx *ctx, struct http_request *req) {
   handle_video(ctx, req, PROTO_KIND_TRACKS);
+}
+
+static void handle_metadata(struct handlers_ctx *ctx, struct http_request *req) {
+  handle_video(ctx, req, PROTO_KIND_METADATA);
 }
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

@@ -29,8 +29,8 @@ struct transcript_query {
 enum api_error query_parse_transcript(const char *qs, size_t len, struct transcript_query *q);
 
 /*
- * The same for GET /v1/video/tracks, which takes video_id or video_url under the same rules and nothing else:
- * language, lang and format are unknown parameters there, and ignored.
+ * The same for GET /v1/video/tracks and GET /v1/video/metadata, which take video_id or video_url under the same rules
+ * and nothing else: language, lang and format are unknown parameters there, and ignored.
  */
 enum api_error query_parse_tracks(const char *qs, size_t len, struct transcript_query *q);
 

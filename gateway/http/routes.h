@@ -29,6 +29,7 @@
   X(TRANSCRIPT, "/v1/video/transcript", ROUTE_GET_HEAD, PUBLIC, handle_transcript)        \
   X(METRICS, "/metrics", ROUTE_GET_HEAD, METRICS, handle_metrics)                         \
   X(TRACKS, "/v1/video/tracks", ROUTE_GET_HEAD, PUBLIC, handle_tracks)                    \
+  X(METADATA, "/v1/video/metadata", ROUTE_GET_HEAD, PUBLIC, handle_metadata)              \
   X(READY, "/ready", ROUTE_GET_HEAD, PUBLIC, handle_ready)                                \
   X(JOBS, "/v1/jobs", ROUTE_METHOD(HTTP_POST), PUBLIC, handle_jobs_create)                \
   X(JOB, "/v1/jobs/{id}", ROUTE_GET_HEAD | ROUTE_METHOD(HTTP_DELETE), PUBLIC, handle_job) \

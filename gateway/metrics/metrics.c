@@ -108,6 +108,9 @@ static int upstream_kind(int outcome, int reason) {
       kind = MU_BY_REASON;
       break;
   }
+  /* A video that cannot be played is counted apart by the case its reply named, when it named one. */
+  if (kind == MU_NOT_AVAILABLE && reason != PROTO_REASON_NOT_PLAYABLE && proto_reason_gone((uint8_t)reason))
+    kind = MU_BY_REASON;
   if (kind != MU_BY_REASON) return kind;
   switch (reason) {
 #define REASON_KIND_(id, name, k) \

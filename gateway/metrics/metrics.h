@@ -24,26 +24,32 @@
  * The kinds vts_upstream_outcomes_total counts a finished job under, X(id, label): MU_<id>. A job's outcome row in
  * proto.h names its kind, or lets its reason's row name it (BY_REASON).
  */
-#define METRICS_UPSTREAM_KINDS(X)       \
-  X(OK, "ok")                           \
-  X(NO_CAPTIONS, "no_captions")         \
-  X(NOT_AVAILABLE, "not_available")     \
-  X(HTTP_429, "http_429")               \
-  X(RECAPTCHA, "recaptcha")             \
-  X(BOT_CHECK, "bot_check")             \
-  X(HTTP_5XX, "http_5xx")               \
-  X(TIMEOUT, "timeout")                 \
-  X(CONSENT, "consent")                 \
-  X(PO_TOKEN, "po_token")               \
-  X(MALFORMED, "malformed")             \
-  X(INTERNAL, "internal")               \
-  X(OTHER, "other")                     \
-  X(NETWORK, "network")                 \
-  X(EGRESS_BUDGET, "egress_budget")     \
-  X(RATIONED, "rationed")               \
-  X(CLIENT_OUTDATED, "client_outdated") \
-  X(WRONG_VIDEO, "wrong_video")         \
-  X(TRANSLATION_THROTTLED, "translation_throttled")
+#define METRICS_UPSTREAM_KINDS(X)                   \
+  X(OK, "ok")                                       \
+  X(NO_CAPTIONS, "no_captions")                     \
+  X(NOT_AVAILABLE, "not_available")                 \
+  X(HTTP_429, "http_429")                           \
+  X(RECAPTCHA, "recaptcha")                         \
+  X(BOT_CHECK, "bot_check")                         \
+  X(HTTP_5XX, "http_5xx")                           \
+  X(TIMEOUT, "timeout")                             \
+  X(CONSENT, "consent")                             \
+  X(PO_TOKEN, "po_token")                           \
+  X(MALFORMED, "malformed")                         \
+  X(INTERNAL, "internal")                           \
+  X(OTHER, "other")                                 \
+  X(NETWORK, "network")                             \
+  X(EGRESS_BUDGET, "egress_budget")                 \
+  X(RATIONED, "rationed")                           \
+  X(CLIENT_OUTDATED, "client_outdated")             \
+  X(WRONG_VIDEO, "wrong_video")                     \
+  X(TRANSLATION_THROTTLED, "translation_throttled") \
+  X(AGE_RESTRICTED, "age_restricted")               \
+  X(MEMBERS_ONLY, "members_only")                   \
+  X(PRIVATE, "private")                             \
+  X(REMOVED, "removed")                             \
+  X(LIVE_NOT_ARCHIVED, "live_not_archived")         \
+  X(GEO_RESTRICTED, "geo_restricted")
 
 #define METRICS_UPSTREAM_ENUM_(id, label) MU_##id,
 enum metrics_upstream { METRICS_UPSTREAM_KINDS(METRICS_UPSTREAM_ENUM_) MU__COUNT };

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
 #include "fetcher/speech/engine.h"
+#include "proto/proto.h"
 #include "tests/unit/test_speech_util.h"
 
 #define BENCH_PAUSE_S 0.6
@@ -96,16 +97,17 @@ int main(int argc, char **argv) {
   long rss_before = peak_rss_kib();
 
   struct segment_list segs = {0};
-  char lang[16] = "", detail[64] = "";
+  char lang[16] = "";
+  struct fetch_outcome res;
   double c0 = cpu_seconds();
   uint64_t w0 = util_now_ms();
   static struct vts_config cfg; /* all empty: the engine's default model */
   struct speech_request req = {.cfg = &cfg, .audio = &audio, .deadline_ms_abs = w0 + 24ULL * 3600 * 1000};
-  int rv = speech_engine_pocketsphinx.recognise(&req, &segs, lang, detail, sizeof(detail));
+  int outcome = speech_engine_pocketsphinx.recognise(&req, &segs, lang, &res);
   double cpu = cpu_seconds() - c0;
   double wall = (double)(util_now_ms() - w0) / 1000;
-  if (rv != 0) {
-    fprintf(stderr, "bench_speech: recognition failed: %d (%s)\n", rv, detail);
+  if (outcome != PROTO_OK) {
+    fprintf(stderr, "bench_speech: recognition failed: %d (%s)\n", outcome, res.detail);
     buf_free(&raw);
     return 1;
   }

@@ -24,6 +24,7 @@ GET /audio/... serves audio the way the platform's media hosts do, ranged:
   /audio/redirect?to=<url>  302 to url
   /audio/loop               302 to itself
   /audio/badrange/<n>       206 with a Content-Range that does not match the request
+  /audio/huge/<n>           says it holds n bytes (Content-Range); only the asked range is made, same Range rules
 
 Prints "READY <port>" on stdout once listening. Stops on SIGTERM or when stdin closes.
 """
@@ -193,6 +194,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.error(404, "no such file")
         elif kind in ("pattern", "norange", "badrange"):
             data = pattern(int(arg))
+        elif kind == "huge":
+            return self.huge(int(arg))
         else:
             return self.error(404, "no such audio")
         if kind == "norange":
@@ -209,6 +212,15 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "badrange":
             content_range = "bytes %d-%d/%d" % (a + 1, b, len(data))
         self.reply(206, data[a:b + 1], "audio/mp4", [("Content-Range", content_range)])
+
+    def huge(self, total):
+        m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range") or "")
+        if not m:
+            return self.reply(403, "unranged downloads are throttled", "text/plain")
+        a, b = int(m.group(1)), min(int(m.group(2)), total - 1)
+        if b < a or b - a + 1 > CHUNK_LIMIT:
+            return self.reply(416, "bad range", "text/plain", [("Content-Range", "bytes */%d" % total)])
+        self.reply(206, bytes(b - a + 1), "audio/mp4", [("Content-Range", "bytes %d-%d/%d" % (a, b, total))])
 
 
 def main():

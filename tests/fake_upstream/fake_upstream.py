@@ -118,6 +118,15 @@ captured pages, read at start and never copied into the project; their player is
 | realTracks1 | player OK with the caption tracks and translationLanguages of the captured ANDROID reply  |
 |             | (youtube.innertube.json.static: 9 tracks, 18 translation languages)                       |
 | realTracks2 | the same from the VISIONOS capture ../newpipe/audiotracklanguage.player.json               |
+| realMeta001 | player: the captured reply ../newpipe/descriptionunboxing.player.json, whole (videoDetails|
+|             | with 40 keywords and a long description), caption baseUrls made this server's             |
+| realMeta002 | the same from the player reply the captured watch page embeds (with its microformat)      |
+| realPrivat1 | player: the captured private-video refusal (../newpipe/reel/*/*-private.reel.json, the   |
+|             | player reply the reel reply wraps), for every client                                      |
+| realMember1 | the same, members-only (../newpipe/reel/*/members-only.reel.json)                         |
+| realGeoRes1 | the same, not in the recorder's country (../newpipe/reel/*/geo-restricted.reel.json)      |
+| realAgeRes1 | player: the captured age-restricted refusal (youtube_age_restricted.innertube.json.static)|
+| realUnavai1 | player: the captured unavailable refusal (youtube_video_unavailable.innertube.json.static)|
 
 The captured tracks keep every field but baseUrl, which is made for this server (v=<the id>, lang, kind) so that
 their timedtext requests are served and counted here.
@@ -506,10 +515,53 @@ def load_captures(folder):
     if refusals:
         with open(sorted(refusals)[0], encoding="utf-8") as f:
             CAPTURES["visionos_refusal"] = json.loads(json.load(f)["response"]["responseBody"])
+    CAPTURES["meta"] = {}
+    for video, name in META_CAPTURES.items():
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            CAPTURES["meta"][video] = captured_player(path)
+    CAPTURES["refusals"] = {}
+    for video, (pattern, wrapped) in REFUSAL_CAPTURES.items():
+        found = sorted(glob.glob(os.path.join(folder, pattern)))
+        if found:
+            with open(found[0], encoding="utf-8") as f:
+                reply = json.load(f)
+            if wrapped:  # a recorded reel exchange: the player reply its reply wraps
+                reply = json.loads(reply["response"]["responseBody"])["playerResponse"]
+            CAPTURES["refusals"][video] = reply
     newpipe = os.path.join(folder, "..", "newpipe", "audiotracklanguage.player.json")
     if os.path.exists(newpipe):
         with open(newpipe, encoding="utf-8") as f:
             CAPTURES["tracklist2"] = json.load(f)["captions"]["playerCaptionsTracklistRenderer"]
+
+
+# Ids answered with a captured playable reply, whole (its videoId made the id asked, its caption baseUrls this
+# server's): a player capture, or the player reply a captured watch page embeds (ytInitialPlayerResponse).
+META_CAPTURES = {
+    "realMeta001": os.path.join("..", "newpipe", "descriptionunboxing.player.json"),
+    "realMeta002": "youtube.html.static",
+}
+
+
+def captured_player(path):
+    """The player reply of a capture: the file itself, or the ytInitialPlayerResponse of a captured page."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if not path.endswith(".html.static"):
+        return json.loads(text)
+    start = text.index("ytInitialPlayerResponse = ") + len("ytInitialPlayerResponse = ")
+    return json.JSONDecoder().raw_decode(text[start:])[0]
+
+
+# Ids answered with a captured refusal, as captured (its videoId made the id asked): the capture's file (a glob
+# relative to the --captures folder) and whether it is a recorded reel exchange wrapping the player reply.
+REFUSAL_CAPTURES = {
+    "realPrivat1": (os.path.join("..", "newpipe", "reel", "*", "*-private.reel.json"), True),
+    "realMember1": (os.path.join("..", "newpipe", "reel", "*", "members-only.reel.json"), True),
+    "realGeoRes1": (os.path.join("..", "newpipe", "reel", "*", "geo-restricted.reel.json"), True),
+    "realAgeRes1": ("youtube_age_restricted.innertube.json.static", False),
+    "realUnavai1": ("youtube_video_unavailable.innertube.json.static", False),
+}
 
 
 def captured_refusal(video, reason):
@@ -830,6 +882,18 @@ class Handler(BaseHTTPRequestHandler):
                                              "The uploader has not made this video available in your country"))
         elif video == "liveOffline":
             self.send_json(200, player_error("LIVE_STREAM_OFFLINE", "This live event will begin in a few moments."))
+        elif video in META_CAPTURES and video in CAPTURES.get("meta", {}):
+            reply = json.loads(json.dumps(CAPTURES["meta"][video]))
+            reply["videoDetails"]["videoId"] = video
+            renderer = reply.get("captions", {}).get("playerCaptionsTracklistRenderer", {})
+            for t in renderer.get("captionTracks", []):
+                t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""))
+            self.send_json(200, reply)
+        elif video in REFUSAL_CAPTURES and video in CAPTURES.get("refusals", {}):
+            reply = json.loads(json.dumps(CAPTURES["refusals"][video]))
+            if "videoDetails" in reply:
+                reply["videoDetails"]["videoId"] = video
+            self.send_json(200, reply)
         elif video in ("noCaptions1", "speechLong1", "audio403xx1"):
             self.send_json(200, player_ok(origin, video))
         elif video == "noAudio0001":

@@ -25,7 +25,8 @@ KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
            "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal",
-           "egress_budget", "rationed", "client_outdated", "wrong_video", "translation_throttled"]
+           "egress_budget", "rationed", "client_outdated", "wrong_video", "translation_throttled", "age_restricted",
+           "members_only", "private", "removed", "live_not_archived", "geo_restricted"]
 ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 

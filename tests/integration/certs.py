@@ -1,4 +1,4 @@
-"""Certificates for the jobs link's mutual TLS, made at test time with the openssl command the README shows: a CA,
+"""Certificates for the jobs link's mutual TLS, made at test time with the openssl command the reference (docs/REFERENCE.md) shows: a CA,
 a gateway and a fetcher certificate signed by it, and a second (rogue) CA with a certificate of its own."""
 import ssl
 import subprocess

@@ -197,7 +197,7 @@ class Prepared(type(Path())):
 
 @pytest.fixture
 def prepared(tmp_path):
-    """deploy/prepare.sh's folder, made by the command the README gives, with one key made by vts-keys."""
+    """deploy/prepare.sh's folder, made by the command the reference gives, with one key made by vts-keys."""
     d = tmp_path / "deploy"
     try:
         out = root_run([str(REPO / "deploy" / "prepare.sh"), str(d)])
@@ -392,7 +392,7 @@ def test_a_program_that_cannot_start_backs_off_instead_of_looping(podman, images
 
 
 def test_prepare_keeps_what_exists_and_makes_the_owners_and_modes_again(prepared):
-    """A second run of deploy/prepare.sh replaces nothing and puts back the owners and modes the README's table says;
+    """A second run of deploy/prepare.sh replaces nothing and puts back the owners and modes the reference's table says;
     each certificate carries its role (the gateway's serves, the fetchers' is a client's) and the names dialled."""
     files = ["jobs-ca/ca.key", "jobs-ca/ca.crt", "jobs-tls/gateway/gateway.key", "jobs-tls/gateway/gateway.crt",
              "jobs-tls/fetcher/fetcher.key", "jobs-tls/fetcher/fetcher.crt", "keys/keys.db", ".env"]

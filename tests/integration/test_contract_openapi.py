@@ -51,13 +51,14 @@ def test_document_declares_version_and_paths_of_the_api():
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
     assert set(doc["paths"]) == {"/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks",
-                                 "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/items"}
+                                 "/v1/video/metadata", "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/items"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert "security" not in doc, "security must apply to the protected operations only"
     for method in ("get", "head"):
         assert doc["paths"]["/v1/video/transcript"][method]["security"] == [{"ApiKeyAuth": []}]
         assert doc["paths"]["/v1/video/tracks"][method]["security"] == [{"ApiKeyAuth": []}]
+        assert doc["paths"]["/v1/video/metadata"][method]["security"] == [{"ApiKeyAuth": []}]
         assert doc["paths"]["/health"][method]["security"] == [], "a public operation says so: security []"
         assert doc["paths"]["/ready"][method]["security"] == []
         assert doc["paths"]["/openapi.json"][method]["security"] == []
@@ -108,7 +109,7 @@ RATE_LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit
 
 
 @pytest.mark.parametrize("method", ["GET", "HEAD"])
-@pytest.mark.parametrize("path", ["/v1/video/transcript", "/v1/video/tracks"])
+@pytest.mark.parametrize("path", ["/v1/video/transcript", "/v1/video/tracks", "/v1/video/metadata"])
 def test_rate_limit_headers_are_declared_on_every_answer_that_carries_them(method, path):
     # After the limiter every answer carries them: required where every answer of the status comes after it.
     for status in (200, 404, 429, 500, 502):
@@ -128,7 +129,8 @@ def test_rate_limit_headers_are_declared_on_every_answer_that_carries_them(metho
     assert not set(RATE_LIMIT_HEADERS) & set(spec["headers"]), "a 401 is answered before the limiter"
 
 
-@pytest.mark.parametrize("path", ["/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks"])
+@pytest.mark.parametrize("path", ["/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks",
+                                  "/v1/video/metadata"])
 def test_405_carries_allow_as_declared(gateway, path):
     r = gateway.request("DELETE", path)
     assert r.status == 405, r

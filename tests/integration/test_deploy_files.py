@@ -1,6 +1,6 @@
 """The deploy files checked against the binaries' real configuration: every deploy file is parsed (python3-yaml for
 compose.yaml and k8s/*.yaml, a small parser for the Dockerfiles, configparser for supervisord.conf) and its wiring
-compared with common/config.c's variable table, README.md's configuration table, the ports and timeouts the programs
+compared with common/config.c's variable table, docs/REFERENCE.md's configuration table, the ports and timeouts the programs
 use and the libraries they link; then each binary is run with each deploy file's environment (ports and paths moved
 to free ones and a temporary directory) to prove the configuration loads and the pair serves a transcript.
 
@@ -245,7 +245,7 @@ def test_every_vts_variable_of_the_deploy_files_is_read_by_the_programs():
 
 
 def _readme_rows():
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "REFERENCE.md").read_text()
     section = text[text.index("## Configuration"):]
     section = section[:section.index("\n## ", 5)]
     rows = []
@@ -261,14 +261,14 @@ def test_every_config_variable_is_documented_in_the_readme_with_its_default():
     documented = {}
     for names, defaults in _readme_rows():
         values = [d.strip() for d in defaults.split(", ")] if len(names) > 1 else [defaults]
-        assert len(values) == len(names), "README row %s: %d defaults for %d names" % (names, len(values), len(names))
+        assert len(values) == len(names), "reference row %s: %d defaults for %d names" % (names, len(values), len(names))
         for n, v in zip(names, values):
             quoted = re.search(r"`([^`]*)`", v)
             documented[n] = quoted.group(1) if quoted else ("" if v == "unset" else v)
-    assert sorted(set(table) - set(documented)) == [], "config variables missing from README.md"
-    assert sorted(set(documented) - set(table)) == [], "README.md documents variables config.c does not read"
+    assert sorted(set(table) - set(documented)) == [], "config variables missing from docs/REFERENCE.md"
+    assert sorted(set(documented) - set(table)) == [], "docs/REFERENCE.md documents variables config.c does not read"
     wrong = {n: (documented[n], table[n]["default"]) for n in table if documented[n] != table[n]["default"]}
-    assert wrong == {}, "README default differs from config.c (README, config.c): %r" % wrong
+    assert wrong == {}, "reference default differs from config.c (reference, config.c): %r" % wrong
 
 
 # ---- ports and addresses ----

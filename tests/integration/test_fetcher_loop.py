@@ -76,8 +76,8 @@ def test_ready_job_result_cycle_returns_transcript(dispatcher, start_fetcher, up
     # The RESULT is also the request for the next job: answering it with a job runs that job.
     conn.reply(encode_job(42, "ageRestr001", "", request_id="req-42"))
     res = decode_result(conn.recv())
-    assert (res["job_id"], res["outcome"], res["source"], res["lang"], res["detail"], res["body"]) == \
-        (42, 2, 0, "", "login_required", b"")
+    assert (res["job_id"], res["outcome"], res["source"], res["lang"], res["detail"], res["reason"], res["body"]) == \
+        (42, 2, 0, "", "login_required", "age_restricted", b"")
 
 
 def test_bad_message_is_ignored_and_ready_sent_again(dispatcher, start_fetcher):

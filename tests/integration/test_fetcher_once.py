@@ -14,8 +14,8 @@ import harness  # noqa: E402
 from conftest import shared_fixtures  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
-DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.02.35"]
-PAGE_CLIENT = "WEB:2.20260114.08.00"  # the built-in client that takes the watch page flow
+DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.26.364"]
+PAGE_CLIENT = "WEB:2.20260708.00.00"  # the built-in client that takes the watch page flow
 PLAYER = "POST /youtubei/v1/player "
 WATCH = "GET /watch "
 TIMEDTEXT = "GET /api/timedtext "

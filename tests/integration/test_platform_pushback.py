@@ -16,7 +16,7 @@ import harness  # noqa: E402
 from stack import Stack, metric  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
-DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.02.35"]
+DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.26.364"]
 PLAYER = "POST /youtubei/v1/player "
 WATCH = "GET /watch "
 TIMEDTEXT = "GET /api/timedtext "
@@ -84,7 +84,7 @@ def test_unplayable_for_visionos_falls_through_to_android(upstream):
 
 VISION_UA = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 15_7_3) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.0 "
              "Safari/605.1.15")
-ANDROID_UA = "com.google.android.youtube/21.02.35 (Linux; U; Android 11) gzip"
+ANDROID_UA = "com.google.android.youtube/21.26.364 (Linux; U; Android 11) gzip"
 
 
 def test_each_client_sends_its_whole_profile(upstream):
@@ -94,10 +94,10 @@ def test_each_client_sends_its_whole_profile(upstream):
                                  "deviceModel": "RealityDevice17,1", "osName": "visionOS", "osVersion": "26.5.23O471",
                                  "hl": "en", "gl": "US", "utcOffsetMinutes": 0, "userAgent": VISION_UA},
                       "user_agent": VISION_UA, "version_header": "1.02"}
-    assert android == {"client": {"clientName": "ANDROID", "clientVersion": "21.02.35", "androidSdkVersion": 30,
+    assert android == {"client": {"clientName": "ANDROID", "clientVersion": "21.26.364", "androidSdkVersion": 30,
                                   "osName": "Android", "osVersion": "11", "platform": "MOBILE", "hl": "en", "gl": "US",
                                   "utcOffsetMinutes": 0, "userAgent": ANDROID_UA},
-                       "user_agent": ANDROID_UA, "version_header": "21.02.35"}
+                       "user_agent": ANDROID_UA, "version_header": "21.26.364"}
 
 
 def test_xpv_tracks_fall_through_without_asking_for_them(upstream):

@@ -169,7 +169,7 @@ def test_a_retired_client_falls_through_and_is_never_a_block(tmp_path):
     assert "outcome=1 lang=en detail=ok" in proc.stderr
     assert json.loads(proc.stdout)["text"] == "Hello and welcome to the fake platform"
     assert stats["requests"] == {PLAYER + "capJson3xx1": 2, TIMEDTEXT + "capJson3xx1": 1}
-    assert stats["clients"]["capJson3xx1"] == ["VISIONOS:1.02", "ANDROID:21.02.35"]
+    assert stats["clients"]["capJson3xx1"] == ["VISIONOS:1.02", "ANDROID:21.26.364"]
     logs = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     assert [(e["client"], e["reason"]) for e in logs if e["msg"] == "player client refused"] == [
         ("VISIONOS:1.02", "client_outdated")]
@@ -190,12 +190,12 @@ def test_a_retired_client_as_the_last_word_is_502_not_cached_and_warned_once_a_m
     finally:
         s.close()
     assert stats["requests"] == {PLAYER + "capJson3xx1": 1, TIMEDTEXT + "capJson3xx1": 1, PLAYER + "visionUnpl1": 4}
-    assert stats["clients"]["visionUnpl1"] == ["VISIONOS:1.02", "ANDROID:21.02.35"] * 2
+    assert stats["clients"]["visionUnpl1"] == ["VISIONOS:1.02", "ANDROID:21.26.364"] * 2
     assert metric(text, "vts_upstream_outcomes_total", kind="client_outdated") == 2
     assert metric(text, "vts_upstream_outcomes_total", kind="not_available") == 0
     assert metric(text, "vts_upstream_client_blocks_total", client="ANDROID") == 0
     assert metric(text, "vts_upstream_proxy_blocks_total", proxy="0") == 0
-    assert [(e["level"], e["client"]) for e in warned] == [("warn", "ANDROID:21.02.35")]
+    assert [(e["level"], e["client"]) for e in warned] == [("warn", "ANDROID:21.26.364")]
 
 
 def tlangs(stats, video):

@@ -89,3 +89,18 @@ def test_a_caption_url_that_no_longer_answers_is_fetched_after_a_fresh_player_re
     gens = [q["gen"][0] for q in stack.upstream.stats()["timedtext"]["staleReuse1"]]
     assert gens == ["0", "0", "1", "1"]
     assert caption_queries(stack, "staleReuse1") == [("de", ""), ("en", ""), ("en", ""), ("de", "fr")]
+
+
+def test_metadata_transcript_and_tracks_cost_one_player_request_a_video(stack):
+    """The figure of the metadata issue: 20 uncached videos, each asked for its metadata, its transcript and its
+    track list: one player request a video, one caption download a video, nothing more."""
+    stack.upstream.reset()
+    videos = ["mlangMeta%02d" % i for i in range(20)]
+    for v in videos:
+        meta = stack.gateway.request("GET", "/v1/video/metadata?video_id=" + v,
+                                     headers={"x-api-key": stack.gateway.key}, timeout=30)
+        assert meta.status == 200, meta
+        assert stack.get(v).status == 200
+        assert tracks(stack, v).status == 200
+    requests = stack.requests()
+    assert requests == {**{PLAYER + v: 1 for v in videos}, **{TIMEDTEXT + v: 1 for v in videos}}, requests

@@ -3,6 +3,9 @@ makes no upstream request), and a stopped Redis costs nothing but the sharing.""
 from stack import Stack
 from vtsproc import wait_for
 
+LIVE_NOT_ARCHIVED = (b'{"error":{"code":"transcript_not_available",'
+                     b'"message":"The live stream is not archived yet."}}')
+
 
 def test_two_gateways_sharing_redis_share_transcripts(tmp_path, redis):
     env = {"VTS_REDIS_URL": redis.url}
@@ -20,8 +23,11 @@ def test_two_gateways_sharing_redis_share_transcripts(tmp_path, redis):
             assert second.status == 200 and second.body == first.body
             assert "POST /youtubei/v1/player capJson3xx1" not in b.requests(), "gateway b fetched again"
             # 404s are shared for their shorter lifetime too; 502s never.
-            assert a.get("liveOffline").status == 404
-            assert b.get("liveOffline").status == 404
+            live = a.get("liveOffline")
+            assert live.status == 404
+            shared = b.get("liveOffline")
+            # The case the reply said is shared with the answer.
+            assert shared.status == 404 and shared.body == live.body == LIVE_NOT_ARCHIVED
             assert "POST /youtubei/v1/player liveOffline" not in b.requests()
             assert a.get("http500xxx1").status == 502
             assert b.get("http500xxx1").status == 502

@@ -95,11 +95,16 @@ def test_playable_video_without_captions_has_empty_lists(stack):
     assert r.body == b'{"tracks":[],"translationLanguages":[]}'
 
 
-@pytest.mark.parametrize("video", ["unavail0001", "ageRestr001", "unplayable1", "liveOffline"])
-def test_unplayable_video_is_404_transcript_not_available(stack, video):
+@pytest.mark.parametrize("video,message", [
+    ("unavail0001", b"No accessible transcript was found for this video."),
+    ("ageRestr001", b"The video is age-restricted."),
+    ("unplayable1", b"The video is not available in this region."),
+    ("liveOffline", b"The live stream is not archived yet."),
+])
+def test_unplayable_video_is_404_transcript_not_available(stack, video, message):
     r = tracks(stack, "video_id=" + video)
     assert r.status == 404, r
-    assert r.body == NOT_AVAILABLE
+    assert r.body == NOT_AVAILABLE.replace(b"No accessible transcript was found for this video.", message)
 
 
 def test_blocked_platform_is_502(stack):

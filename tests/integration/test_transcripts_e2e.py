@@ -71,11 +71,17 @@ def test_video_url_resolves_to_the_same_transcript(stack):
     assert by_url.status == 200 and by_url.body == by_id.body
 
 
-@pytest.mark.parametrize("video", ["ageRestr001", "unavail0001", "unplayable1", "liveOffline", "noCaptions1"])
-def test_unavailable_videos_are_404_transcript_not_available(stack, video):
+@pytest.mark.parametrize("video,message", [
+    ("ageRestr001", "The video is age-restricted."),
+    ("unavail0001", "No accessible transcript was found for this video."),
+    ("unplayable1", "The video is not available in this region."),
+    ("liveOffline", "The live stream is not archived yet."),
+    ("noCaptions1", "No accessible transcript was found for this video."),
+])
+def test_unavailable_videos_are_404_transcript_not_available(stack, video, message):
     r = stack.get(video)
     assert r.status == 404, r
-    assert r.body == b'{"error":{"code":"transcript_not_available","message":"No accessible transcript was found for this video."}}'
+    assert r.body == b'{"error":{"code":"transcript_not_available","message":"%s"}}' % message.encode()
 
 
 @pytest.mark.parametrize("video", ["recaptcha01", "http429xxx1", "http500xxx1", "botCheck001", "consentBad1",

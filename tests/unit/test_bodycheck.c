@@ -184,10 +184,23 @@ static void test_a_player_summary_passes_and_other_shapes_are_refused(void **sta
       "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\"},\"captions\":{"
       "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[{\"baseUrl\":1}],\"audioTracks\":[],"
       "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}",
-      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"title\":\"x\"},"
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"rating\":\"x\"},"
       "\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],"
       "\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}",
       "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"\",\"segments\":[]}",
+      /* a detail of the wrong type: a title number, a keyword object, a thumbnail without its height, a null */
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"title\":1},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0,"
+      "\"translationLanguages\":[]}}}",
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"keywords\":[{}]},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0,"
+      "\"translationLanguages\":[]}}}",
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"thumbnail\":{\"thumbnails\":"
+      "[{\"url\":\"u\",\"width\":1}]}},\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],"
+      "\"audioTracks\":[],\"defaultAudioTrackIndex\":0,\"translationLanguages\":[]}}}",
+      "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\",\"title\":null},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0,"
+      "\"translationLanguages\":[]}}}",
       /* an index is a whole number */
       "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"a\"},\"captions\":{"
       "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0.5,"
@@ -247,6 +260,76 @@ static void test_the_result_check_follows_the_kind_of_job(void **state) {
   assert_string_equal(why, "not_a_track_list");
   assert_int_equal(bodycheck_result(PROTO_KIND_CAPTIONS, tracks, strlen(tracks), &why), -EINVAL);
   assert_string_equal(why, "not_a_transcript");
+  static const char metadata[] =
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":null,"
+      "\"isLive\":false,\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,"
+      "\"keywords\":[],\"thumbnails\":[],\"captionLanguages\":[]}";
+  assert_int_equal(bodycheck_result(PROTO_KIND_METADATA, metadata, strlen(metadata), &why), 0);
+  assert_int_equal(bodycheck_result(PROTO_KIND_METADATA, tracks, strlen(tracks), &why), -EINVAL);
+  assert_string_equal(why, "not_metadata");
+  assert_int_equal(bodycheck_result(PROTO_KIND_TRACKS, metadata, strlen(metadata), &why), -EINVAL);
+}
+
+/* The metadata written from a real reply passes; every member is needed, of its type, null only where allowed. */
+static void test_metadata_passes_and_other_shapes_are_refused(void **state) {
+  (void)state;
+  size_t len = 0;
+  char *reply = testdata_read("player_ok_tracks.json", &len);
+  assert_non_null(reply);
+  struct player_info pi;
+  assert_int_equal(player_parse(reply, len, &pi), 0);
+  struct buf out = BUF_INIT;
+  assert_int_equal(player_metadata_json(&pi, "vtsTestVid1", &out), 0);
+  const char *why = NULL;
+  if (bodycheck_metadata(out.data, out.len, &why) != 0) fail_msg("metadata refused (%s): %s", why, out.data);
+  /* The summary of the same reply carries the details, and reads back into the same metadata. */
+  struct buf summary = BUF_INIT;
+  assert_int_equal(player_summary_json(&pi, "vtsTestVid1", &summary), 0);
+  assert_int_equal(bodycheck_player(summary.data, summary.len, NULL), 0);
+  struct player_info back;
+  assert_int_equal(player_parse(summary.data, summary.len, &back), 0);
+  struct buf again = BUF_INIT;
+  assert_int_equal(player_metadata_json(&back, "vtsTestVid1", &again), 0);
+  assert_string_equal(again.data, out.data);
+  player_info_free(&back);
+  player_info_free(&pi);
+  buf_free(&again);
+  buf_free(&summary);
+  buf_free(&out);
+  free(reply);
+  static const char *const refused[] = {
+      "{}",
+      /* videoId null; a member missing (captionLanguages); a count as a string; a keyword number; an extra member */
+      "{\"videoId\":null,\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":null,\"isLive\":"
+      "false,"
+      "\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,\"keywords\":[],"
+      "\"thumbnails\":[],\"captionLanguages\":[]}",
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":null,\"isLive\":"
+      "false,"
+      "\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,\"keywords\":[],"
+      "\"thumbnails\":[]}",
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":\"1\",\"isLive\":"
+      "false,"
+      "\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,\"keywords\":[],"
+      "\"thumbnails\":[],\"captionLanguages\":[]}",
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":1,\"isLive\":false,"
+      "\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,\"keywords\":[1],"
+      "\"thumbnails\":[],\"captionLanguages\":[]}",
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":1,\"isLive\":false,"
+      "\"isLiveContent\":false,\"viewCount\":-1,\"publishDate\":null,\"description\":null,\"keywords\":[],"
+      "\"thumbnails\":[],\"captionLanguages\":[]}",
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":1,\"isLive\":null,"
+      "\"isLiveContent\":false,\"viewCount\":2,\"publishDate\":null,\"description\":null,\"keywords\":[],"
+      "\"thumbnails\":[],\"captionLanguages\":[]}",
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":1,\"isLive\":false,"
+      "\"isLiveContent\":false,\"viewCount\":2,\"publishDate\":null,\"description\":null,\"keywords\":[],"
+      "\"thumbnails\":[],\"captionLanguages\":[],\"rating\":5}",
+  };
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    why = NULL;
+    if (bodycheck_metadata(refused[i], strlen(refused[i]), &why) != -EINVAL || strcmp(why, "not_metadata") != 0)
+      fail_msg("metadata %zu not refused as not_metadata (%s)", i, why ? why : "(null)");
+  }
 }
 
 int main(void) {
@@ -260,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_a_player_summary_passes_and_other_shapes_are_refused),
       cmocka_unit_test(test_a_time_the_renderers_refuse_is_refused),
       cmocka_unit_test(test_the_result_check_follows_the_kind_of_job),
+      cmocka_unit_test(test_metadata_passes_and_other_shapes_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,7 +165,7 @@ static void test_pages_are_not_player_replies_nor_captions(void **state) {
   (void)state;
   const char *root = fixtures_dir();
   for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
-    size_t len;
+    size_t len = 0;
     char *body = read_fixture(root, "youtube-transcript-api", pages[i], &len);
     if (!body) fail_msg("%s is missing", pages[i]);
     struct player_info pi;
@@ -356,14 +356,19 @@ static char *capture_string(const char *text, const char *const *path) {
   return out;
 }
 
+/* The reply body of the recorded exchange of the reel folder whose file name ends with suffix. */
+static char *reel_reply(const char *root, const char *suffix);
+
 /* The VISIONOS refusal of the reel folder (a recorded exchange): its reply body. */
-static char *reel_unplayable_reply(const char *root) {
+static char *reel_unplayable_reply(const char *root) { return reel_reply(root, "-player-unplayable.visionos.json"); }
+
+static char *reel_reply(const char *root, const char *suffix) {
   char dir[4096];
   snprintf(dir, sizeof(dir), "%s/newpipe/reel", root);
   DIR *dates = opendir(dir);
   if (!dates) fail_msg("%s is not readable", dir);
   char *body = NULL;
-  static const char suffix[] = "-player-unplayable.visionos.json";
+  size_t suffix_len = strlen(suffix);
   for (struct dirent *d = readdir(dates); d && !body; d = readdir(dates)) {
     if (d->d_name[0] == '.') continue;
     char sub[4096 + 256];
@@ -372,7 +377,7 @@ static char *reel_unplayable_reply(const char *root) {
     if (!files) continue;
     for (struct dirent *f = readdir(files); f && !body; f = readdir(files)) {
       size_t n = strlen(f->d_name);
-      if (n < sizeof(suffix) || strcmp(f->d_name + n - (sizeof(suffix) - 1), suffix) != 0) continue;
+      if (n < suffix_len || strcmp(f->d_name + n - suffix_len, suffix) != 0) continue;
       char path[4096 + 512];
       snprintf(path, sizeof(path), "%s/%s", sub, f->d_name);
       size_t len;
@@ -444,6 +449,100 @@ static void test_retired_client_reasons_are_client_outdated(void **state) {
   assert_true(player_is_for(&pi, id));
   player_info_free(&pi);
   free(id);
+  free(text);
+}
+
+/* The player reply a reel reply wraps, {"playerResponse":REPLY}: REPLY, copied. */
+static char *reel_player_response(const char *name, const char *reel) {
+  static const char head[] = "{\"playerResponse\":";
+  size_t len = strlen(reel), hlen = sizeof(head) - 1;
+  if (len < hlen + 2 || strncmp(reel, head, hlen) != 0 || reel[len - 1] != '}')
+    fail_msg("%s: not a reel reply wrapping a player reply", name);
+  char *out = strndup(reel + hlen, len - hlen - 1);
+  assert_non_null(out);
+  return out;
+}
+
+static void check_why(const char *name, const char *text, size_t len, enum playability play, enum play_why why) {
+  struct player_info pi;
+  if (player_parse(text, len, &pi) != 0) fail_msg("%s: not parsed", name);
+  if (pi.playability != play) fail_msg("%s: playability %d, want %d", name, pi.playability, play);
+  if (pi.why != why) fail_msg("%s: why %d, want %d", name, pi.why, why);
+  player_info_free(&pi);
+}
+
+static void check_changed_why(const char *name, const char *text, size_t len, const char *from, const char *to,
+                              enum playability play, enum play_why why) {
+  size_t n = len;
+  char *changed = with_changed(text, &n, from, to);
+  char label[512];
+  snprintf(label, sizeof(label), "%s with \"%s\"", name, to);
+  check_why(label, changed, n, play, why);
+  free(changed);
+}
+
+/* A video the clients cannot play: the case its reply says (private, members-only, region, age), else none. */
+static void test_refusals_say_which_case_they_are(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  static const struct {
+    const char *suffix;
+    enum playability play;
+    enum play_why why;
+  } reels[] = {
+      {"-private.reel.json", PLAY_LOGIN_REQUIRED, PLAY_WHY_PRIVATE},
+      {"members-only.reel.json", PLAY_UNPLAYABLE, PLAY_WHY_MEMBERS_ONLY},
+      {"geo-restricted.reel.json", PLAY_UNPLAYABLE, PLAY_WHY_GEO_RESTRICTED},
+  };
+  for (size_t i = 0; i < sizeof(reels) / sizeof(reels[0]); i++) {
+    char *reel = reel_reply(root, reels[i].suffix);
+    char *reply = reel_player_response(reels[i].suffix, reel);
+    check_why(reels[i].suffix, reply, strlen(reply), reels[i].play, reels[i].why);
+    free(reply);
+    free(reel);
+  }
+  static const struct {
+    const char *file;
+    enum playability play;
+    enum play_why why;
+  } files[] = {
+      {"youtube_age_restricted.innertube.json.static", PLAY_LOGIN_REQUIRED, PLAY_WHY_AGE_RESTRICTED},
+      {"youtube_video_unavailable.innertube.json.static", PLAY_UNAVAILABLE, PLAY_WHY_UNSAID},
+      {"youtube_unplayable.innertube.json.static", PLAY_OTHER, PLAY_WHY_UNSAID},
+      {"youtube_request_blocked.innertube.json.static", PLAY_BOT_CHECK, PLAY_WHY_UNSAID},
+      {"youtube.innertube.json.static", PLAY_OK, PLAY_WHY_UNSAID},
+  };
+  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+    size_t len;
+    char *text = read_fixture(root, "youtube-transcript-api", files[i].file, &len);
+    if (!text) fail_msg("%s is missing", files[i].file);
+    check_why(files[i].file, text, len, files[i].play, files[i].why);
+    free(text);
+  }
+  /* The VISIONOS refusal says nothing of the video: no case. */
+  char *text = reel_unplayable_reply(root);
+  check_why("reel VISIONOS refusal", text, strlen(text), PLAY_UNPLAYABLE, PLAY_WHY_UNSAID);
+  free(text);
+  /* Wordings of the other cases in a real reply: removed, a live stream not archived, and the status of one. */
+  const char *file = "youtube_video_unavailable.innertube.json.static";
+  size_t len;
+  text = read_fixture(root, "youtube-transcript-api", file, &len);
+  if (!text) fail_msg("%s is missing", file);
+  const char *from = "This video is unavailable";
+  check_changed_why(file, text, len, from, "This video has been removed by the uploader", PLAY_UNAVAILABLE,
+                    PLAY_WHY_REMOVED);
+  check_changed_why(file, text, len, from,
+                    "This video is no longer available because the YouTube account associated with this video has "
+                    "been terminated.",
+                    PLAY_UNAVAILABLE, PLAY_WHY_REMOVED);
+  check_changed_why(file, text, len, from, "This live stream recording is not available.", PLAY_UNAVAILABLE,
+                    PLAY_WHY_LIVE_NOT_ARCHIVED);
+  check_changed_why(file, text, len, from, "This video is private", PLAY_UNAVAILABLE, PLAY_WHY_PRIVATE);
+  check_changed_why(file, text, len, "\"status\": \"ERROR\"", "\"status\": \"LIVE_STREAM_OFFLINE\"", PLAY_LIVE_OFFLINE,
+                    PLAY_WHY_LIVE_NOT_ARCHIVED);
+  /* A phrase about us decides first: a ration is no case of the video. */
+  check_changed_why(file, text, len, from, "This content isn't available, try again later. This video is private",
+                    PLAY_RATIONED, PLAY_WHY_UNSAID);
   free(text);
 }
 
@@ -577,6 +676,7 @@ int main(void) {
       cmocka_unit_test(test_every_capture_has_an_expectation),
       cmocka_unit_test(test_rationing_reasons_are_a_ration_not_an_absence),
       cmocka_unit_test(test_retired_client_reasons_are_client_outdated),
+      cmocka_unit_test(test_refusals_say_which_case_they_are),
       cmocka_unit_test(test_a_reply_for_another_video_is_not_for_the_one_asked),
       cmocka_unit_test(test_exp_lists_naming_xpe_mark_po_token_tracks),
       cmocka_unit_test(test_a_player_summary_reads_back_as_its_reply),

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "fetcher/speech/decode.h"
+#include "proto/proto.h"
 #include "test_speech_util.h"
 
 /* AAC and Opus add priming and padding; the decoded length matches the source within 50 ms. */
@@ -62,12 +63,29 @@ static int16_t peak(const struct decode_pcm *pcm) {
   return m;
 }
 
+/* What the latest decode() said. */
+static struct fetch_outcome last;
+
+/* decode_audio, whose outcome is also what it set in last. */
+static int decode(const void *data, size_t len, size_t max_samples, struct decode_pcm *pcm) {
+  int outcome = decode_audio(data, len, max_samples, pcm, &last);
+  assert_int_equal(last.outcome, outcome);
+  return outcome;
+}
+
+/* A failure of ours: 500 with reason internal and its detail. */
+static void assert_internal(int outcome, const char *detail) {
+  assert_int_equal(outcome, PROTO_INTERNAL);
+  assert_int_equal(last.reason, PROTO_REASON_INTERNAL);
+  assert_string_equal(last.detail, detail);
+}
+
 static void assert_decodes_to_source_length(const char *name) {
   TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
-  assert_int_equal(decode_audio(file.data, file.len, BIG_CAP, &pcm), 0);
+  assert_int_equal(decode(file.data, file.len, BIG_CAP, &pcm), PROTO_OK);
   if (pcm.len + LENGTH_TOLERANCE_SAMPLES < TH_GOFORWARD_SAMPLES ||
       pcm.len > TH_GOFORWARD_SAMPLES + LENGTH_TOLERANCE_SAMPLES)
     fail_msg("%s: expected %d +- %d samples, got %zu", name, TH_GOFORWARD_SAMPLES, LENGTH_TOLERANCE_SAMPLES, pcm.len);
@@ -103,57 +121,59 @@ static void test_output_buffer_is_reused_and_replaced(void **state) {
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load("speech.webm", &file);
-  assert_int_equal(decode_audio(file.data, file.len, BIG_CAP, &pcm), 0);
+  assert_int_equal(decode(file.data, file.len, BIG_CAP, &pcm), PROTO_OK);
   size_t first = pcm.len;
-  assert_int_equal(decode_audio(file.data, file.len, BIG_CAP, &pcm), 0);
+  assert_int_equal(decode(file.data, file.len, BIG_CAP, &pcm), PROTO_OK);
   assert_int_equal(pcm.len, first);
   decode_pcm_free(&pcm);
   buf_free(&file);
 }
 
-static void assert_prefix_fails(const char *name, double keep, int expected) {
+static void assert_prefix_fails(const char *name, double keep) {
   TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
   size_t len = (size_t)((double)file.len * keep);
-  int rv = decode_audio(file.data, len, BIG_CAP, &pcm);
-  if (rv != expected) fail_msg("%s cut to %zu of %zu bytes: expected %d, got %d", name, len, file.len, expected, rv);
+  int rv = decode(file.data, len, BIG_CAP, &pcm);
+  if (rv != PROTO_INTERNAL || strcmp(last.detail, "audio_corrupt") != 0)
+    fail_msg("%s cut to %zu of %zu bytes: expected audio_corrupt, got %d %s", name, len, file.len, rv, last.detail);
+  assert_int_equal(last.reason, PROTO_REASON_INTERNAL);
   assert_int_equal(pcm.len, 0);
   decode_pcm_free(&pcm);
   buf_free(&file);
 }
 
-static void test_truncated_m4a_is_eproto(void **state) {
+static void test_truncated_m4a_is_corrupt(void **state) {
   (void)state;
-  assert_prefix_fails("speech.m4a", 0.95, -EPROTO);
+  assert_prefix_fails("speech.m4a", 0.95);
 }
 
-static void test_truncated_m4a_without_index_is_eproto(void **state) {
+static void test_truncated_m4a_without_index_is_corrupt(void **state) {
   (void)state;
-  assert_prefix_fails("speech_index_at_end.m4a", 0.9, -EPROTO);
+  assert_prefix_fails("speech_index_at_end.m4a", 0.9);
 }
 
-static void test_truncated_webm_is_eproto(void **state) {
+static void test_truncated_webm_is_corrupt(void **state) {
   (void)state;
-  assert_prefix_fails("speech.webm", 0.8, -EPROTO);
+  assert_prefix_fails("speech.webm", 0.8);
 }
 
-static void test_empty_input_is_eproto(void **state) {
+static void test_empty_input_is_corrupt(void **state) {
   (void)state;
   struct decode_pcm pcm = {0};
-  assert_int_equal(decode_audio("", 0, BIG_CAP, &pcm), -EPROTO);
+  assert_internal(decode("", 0, BIG_CAP, &pcm), "audio_corrupt");
   decode_pcm_free(&pcm);
 }
 
-static void test_garbage_header_is_eproto(void **state) {
+static void test_garbage_header_is_corrupt(void **state) {
   (void)state;
   TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load("speech.m4a", &file);
   memset(file.data, 0xa5, 64);
-  assert_int_equal(decode_audio(file.data, file.len, BIG_CAP, &pcm), -EPROTO);
+  assert_internal(decode(file.data, file.len, BIG_CAP, &pcm), "audio_corrupt");
   decode_pcm_free(&pcm);
   buf_free(&file);
 }
@@ -167,7 +187,7 @@ static void test_random_bytes_are_refused(void **state) {
     noise[i] = (uint8_t)(x >> 16);
   }
   struct decode_pcm pcm = {0};
-  assert_int_equal(decode_audio(noise, sizeof(noise), BIG_CAP, &pcm), -EPROTO);
+  assert_internal(decode(noise, sizeof(noise), BIG_CAP, &pcm), "audio_corrupt");
   decode_pcm_free(&pcm);
 }
 
@@ -178,18 +198,20 @@ static void assert_corrupt_payload_fails(const char *name, size_t from) {
   struct decode_pcm pcm = {0};
   load(name, &file);
   for (size_t i = from; i < file.len; i++) file.data[i] = (char)(file.data[i] ^ 0x5a);
-  int rv = decode_audio(file.data, file.len, BIG_CAP, &pcm);
-  if (rv != -EPROTO) fail_msg("%s corrupted from byte %zu: expected -EPROTO, got %d", name, from, rv);
+  int rv = decode(file.data, file.len, BIG_CAP, &pcm);
+  if (rv != PROTO_INTERNAL || strcmp(last.detail, "audio_corrupt") != 0)
+    fail_msg("%s corrupted from byte %zu: expected audio_corrupt, got %d %s", name, from, rv, last.detail);
+  assert_int_equal(last.reason, PROTO_REASON_INTERNAL);
   decode_pcm_free(&pcm);
   buf_free(&file);
 }
 
-static void test_corrupt_aac_payload_is_eproto(void **state) {
+static void test_corrupt_aac_payload_is_corrupt(void **state) {
   (void)state;
   assert_corrupt_payload_fails("speech.m4a", 4096);
 }
 
-static void test_corrupt_opus_payload_is_eproto(void **state) {
+static void test_corrupt_opus_payload_is_corrupt(void **state) {
   (void)state;
   assert_corrupt_payload_fails("speech.webm", 1024);
 }
@@ -199,8 +221,10 @@ static void assert_refused(const char *name) {
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load(name, &file);
-  int rv = decode_audio(file.data, file.len, BIG_CAP, &pcm);
-  if (rv != -ENOTSUP) fail_msg("%s: expected -ENOTSUP, got %d", name, rv);
+  int rv = decode(file.data, file.len, BIG_CAP, &pcm);
+  if (rv != PROTO_INTERNAL || strcmp(last.detail, "audio_format_refused") != 0)
+    fail_msg("%s: expected audio_format_refused, got %d %s", name, rv, last.detail);
+  assert_int_equal(last.reason, PROTO_REASON_INTERNAL);
   decode_pcm_free(&pcm);
   buf_free(&file);
 }
@@ -220,16 +244,18 @@ static void test_mp3_codec_inside_mp4_is_refused(void **state) {
   assert_refused("mp3_in_mp4.m4a");
 }
 
-static void test_audio_longer_than_cap_is_efbig(void **state) {
+static void test_audio_longer_than_cap_is_not_available(void **state) {
   (void)state;
   TH_SKIP_UNLESS(ready);
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   load("speech.webm", &file);
-  assert_int_equal(decode_audio(file.data, file.len, 16000, &pcm), -EFBIG);
+  assert_int_equal(decode(file.data, file.len, 16000, &pcm), PROTO_NOT_AVAILABLE);
+  assert_int_equal(last.reason, PROTO_REASON_NOT_PLAYABLE);
+  assert_string_equal(last.detail, "audio_too_long");
   assert_int_equal(pcm.len, 0);
   /* A cap just above the length passes. */
-  assert_int_equal(decode_audio(file.data, file.len, TH_GOFORWARD_SAMPLES + 2 * LENGTH_TOLERANCE_SAMPLES, &pcm), 0);
+  assert_int_equal(decode(file.data, file.len, TH_GOFORWARD_SAMPLES + 2 * LENGTH_TOLERANCE_SAMPLES, &pcm), PROTO_OK);
   decode_pcm_free(&pcm);
   buf_free(&file);
 }
@@ -241,18 +267,18 @@ int main(void) {
       cmocka_unit_test(test_fragmented_m4a_decodes),
       cmocka_unit_test(test_webm_opus_decodes_to_16k_mono),
       cmocka_unit_test(test_output_buffer_is_reused_and_replaced),
-      cmocka_unit_test(test_truncated_m4a_is_eproto),
-      cmocka_unit_test(test_truncated_m4a_without_index_is_eproto),
-      cmocka_unit_test(test_truncated_webm_is_eproto),
-      cmocka_unit_test(test_empty_input_is_eproto),
-      cmocka_unit_test(test_garbage_header_is_eproto),
+      cmocka_unit_test(test_truncated_m4a_is_corrupt),
+      cmocka_unit_test(test_truncated_m4a_without_index_is_corrupt),
+      cmocka_unit_test(test_truncated_webm_is_corrupt),
+      cmocka_unit_test(test_empty_input_is_corrupt),
+      cmocka_unit_test(test_garbage_header_is_corrupt),
       cmocka_unit_test(test_random_bytes_are_refused),
-      cmocka_unit_test(test_corrupt_aac_payload_is_eproto),
-      cmocka_unit_test(test_corrupt_opus_payload_is_eproto),
+      cmocka_unit_test(test_corrupt_aac_payload_is_corrupt),
+      cmocka_unit_test(test_corrupt_opus_payload_is_corrupt),
       cmocka_unit_test(test_wav_container_is_refused),
       cmocka_unit_test(test_mp3_file_is_refused),
       cmocka_unit_test(test_mp3_codec_inside_mp4_is_refused),
-      cmocka_unit_test(test_audio_longer_than_cap_is_efbig),
+      cmocka_unit_test(test_audio_longer_than_cap_is_not_available),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

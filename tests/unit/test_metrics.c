@@ -87,6 +87,15 @@ static void test_upstream_outcomes_map_to_fixed_kinds(void **state) {
   assert_counted_as(PROTO_OK, PROTO_REASON_NONE, "ok");
   assert_counted_as(PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
   assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "not_available");
+  /* A video that cannot be played, counted apart by the case its reply said. */
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_AGE_RESTRICTED, "age_restricted");
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_MEMBERS_ONLY, "members_only");
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_PRIVATE, "private");
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_REMOVED, "removed");
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_LIVE_NOT_ARCHIVED, "live_not_archived");
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_GEO_RESTRICTED, "geo_restricted");
+  /* A 404 of another reason (a language not offered) stays not_available. */
+  assert_counted_as(PROTO_NOT_AVAILABLE, PROTO_REASON_NO_CAPTIONS, "not_available");
   assert_counted_as(PROTO_INTERNAL, PROTO_REASON_INTERNAL, "internal");
   assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_HTTP_5XX, "http_5xx");
   assert_counted_as(PROTO_UPSTREAM_FAILED, PROTO_REASON_RECAPTCHA, "recaptcha");

@@ -43,8 +43,13 @@ static void test_clients_spec_parsed_in_order(void **state) {
   /* A name alone takes the profile's own version. */
   assert_int_equal(clients_parse("ANDROID,VISIONOS", c, 8, &n, err, sizeof(err)), 0);
   assert_int_equal(n, 2);
-  assert_string_equal(c[0].profile.version, "21.02.35");
+  assert_string_equal(c[0].profile.version, "21.26.364");
   assert_string_equal(c[1].profile.version, "1.02");
+  /* The built-ins of late 2026: ANDROID_VR is gone (every format refused from 2026-08-17). */
+  assert_int_equal(clients_parse("IOS,WEB", c, 8, &n, err, sizeof(err)), 0);
+  assert_string_equal(c[0].profile.version, "21.26.4");
+  assert_string_equal(c[1].profile.version, "2.20260708.00.00");
+  assert_int_equal(clients_parse("ANDROID_VR", c, 8, &n, err, sizeof(err)), -EINVAL);
 }
 
 static void test_clients_spec_errors_name_the_variable(void **state) {

@@ -282,7 +282,7 @@ static void test_hostile_replies_are_refused(void **state) {
 
 static void test_truncated_reply_is_refused_at_every_byte(void **state) {
   (void)state;
-  size_t len;
+  size_t len = 0;
   char *body = testdata_read("player_ok_tracks.json", &len);
   assert_non_null(body);
   size_t end = len;
@@ -506,6 +506,56 @@ static void test_tracks_json_of_a_reply_without_captions_is_two_empty_lists(void
   player_info_free(&pi);
 }
 
+/* The video details of a hostile reply: bounded, NUL bytes out, cut at a character, wrong types ignored. */
+static void test_video_details_are_bounded_and_typed(void **state) {
+  (void)state;
+  struct buf json = BUF_INIT;
+  assert_int_equal(buf_puts(&json,
+                            "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"vtsTestVid1\","
+                            "\"title\":\"a\\u0000b\",\"author\":7,\"lengthSeconds\":\"-3\",\"viewCount\":99,"
+                            "\"isLive\":\"true\",\"isLiveContent\":true,\"shortDescription\":\"x"),
+                   0);
+  /* A description past its bound (16 KiB) made of two-byte characters: cut before a character, never in one. */
+  for (int i = 0; i < 9000; i++) assert_int_equal(buf_puts(&json, "\xc3\xa9"), 0);
+  assert_int_equal(buf_puts(&json, "\",\"keywords\":["), 0);
+  for (int i = 0; i < 70; i++) assert_int_equal(buf_printf(&json, "%s\"k%d\"", i ? "," : "", i), 0);
+  assert_int_equal(buf_puts(&json,
+                            ",1,null],\"thumbnail\":{\"thumbnails\":[{\"url\":\"https://i.example/a.jpg\","
+                            "\"width\":120,\"height\":90},{\"url\":\"has space\",\"width\":1,\"height\":1},"
+                            "{\"url\":\"https://i.example/b.jpg\",\"width\":2}]}},"
+                            "\"microformat\":{\"playerMicroformatRenderer\":{\"publishDate\":\"2020-01-02\"}}}"),
+                   0);
+  struct player_info pi;
+  assert_int_equal(parse_str(json.data, json.len, &pi), 0);
+  const struct video_details *d = &pi.details;
+  assert_string_equal(d->title, "ab");
+  assert_null(d->channel_name);
+  assert_null(d->channel_id);
+  assert_int_equal(d->length_s, -1);
+  assert_int_equal(d->view_count, 99);
+  assert_int_equal(d->is_live, 0);
+  assert_int_equal(d->is_live_content, 1);
+  /* "x" then two-byte characters: byte 16384 continues one, so the cut comes before it. */
+  assert_int_equal(strlen(d->description), 16 * 1024 - 1);
+  assert_int_equal(d->nkeywords, 64);
+  assert_string_equal(d->keywords[63], "k63");
+  assert_int_equal(d->nthumbs, 1);
+  assert_string_equal(d->thumbs[0].url, "https://i.example/a.jpg");
+  assert_string_equal(d->publish_date, "2020-01-02");
+  struct buf out = BUF_INIT;
+  assert_int_equal(player_metadata_json(&pi, "vtsTestVid1", &out), 0);
+  assert_non_null(strstr(out.data,
+                         "\"title\":\"ab\",\"channelId\":null,\"channelName\":null,\"lengthSeconds\":null,"
+                         "\"isLive\":false,\"isLiveContent\":true,\"viewCount\":99,\"publishDate\":\"2020-01-02\""));
+  assert_non_null(strstr(out.data,
+                         "\"thumbnails\":[{\"url\":\"https://i.example/a.jpg\",\"width\":120,\"height\":90}],"
+                         "\"captionLanguages\":[]}"));
+  buf_free(&out);
+  player_info_free(&pi);
+  assert_null(pi.details.title);
+  buf_free(&json);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ok_reply_lists_tracks_manual_and_asr),
@@ -530,6 +580,7 @@ int main(void) {
       cmocka_unit_test(test_names_from_simple_text_runs_and_nothing),
       cmocka_unit_test(test_tracks_json_of_a_reply_without_captions_is_two_empty_lists),
       cmocka_unit_test(test_choice_without_tracks_is_none),
+      cmocka_unit_test(test_video_details_are_bounded_and_typed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

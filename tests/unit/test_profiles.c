@@ -310,7 +310,9 @@ static void test_a_spent_budget_gives_way_to_another_proxy(void **state) {
   /* Nothing listens on the proxy: the request spends its unit and fails to connect. */
   assert_int_equal(upstream_fetch(u, &req, &resp), -ENETUNREACH);
   assert_int_equal(upstream_fetch(u, &req, &resp), -EAGAIN);
-  assert_int_equal(resp.reason, PROTO_REASON_BUDGET);
+  assert_int_equal(resp.outcome.outcome, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(resp.outcome.reason, PROTO_REASON_BUDGET);
+  assert_string_equal(resp.outcome.detail, "egress_budget");
   /* Proxy 2 still holds its unit: the first egress the job could use has one now. */
   assert_int_equal(upstream_budget_wait_ms(u), 0);
   for (int i = 0; i < 3; i++) {

@@ -49,7 +49,7 @@ static void test_every_kind_round_trips_and_no_other(void **state) {
   (void)state;
   struct proto_job in = sample_job(), out;
   struct buf b = BUF_INIT;
-  for (uint8_t kind = PROTO_KIND_CAPTIONS; kind <= PROTO_KIND_TRACKS; kind++) {
+  for (uint8_t kind = PROTO_KIND_CAPTIONS; kind <= PROTO_KIND_METADATA; kind++) {
     in.kind = kind;
     buf_reset(&b);
     assert_int_equal(proto_encode_job(&b, &in), 0);
@@ -59,9 +59,9 @@ static void test_every_kind_round_trips_and_no_other(void **state) {
   /* The kind byte sits after magic(2) version(1) type(1) id(8). */
   b.data[12] = 0;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
-  b.data[12] = PROTO_KIND_TRACKS + 1;
+  b.data[12] = PROTO_KIND_METADATA + 1;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
-  in.kind = PROTO_KIND_TRACKS + 1;
+  in.kind = PROTO_KIND_METADATA + 1;
   assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
   buf_free(&b);
 }
@@ -84,6 +84,12 @@ static void test_job_key_keeps_kinds_and_translations_apart(void **state) {
   j.kind = PROTO_KIND_TRACKS;
   proto_job_key(&j, key);
   assert_string_equal(key, "*tracks");
+  assert_int_equal(proto_key_kind(key), PROTO_KIND_TRACKS);
+  j.kind = PROTO_KIND_METADATA;
+  proto_job_key(&j, key);
+  assert_string_equal(key, "*metadata");
+  assert_int_equal(proto_key_kind(key), PROTO_KIND_METADATA);
+  assert_int_equal(proto_key_kind("en"), PROTO_KIND_CAPTIONS);
   /* BCP 47 casing: every spelling of one language is one key. */
   j.kind = PROTO_KIND_CAPTIONS;
   static const char *const spellings[][2] = {
@@ -401,13 +407,26 @@ static void test_reasons_keep_their_wire_numbers(void **state) {
   assert_int_equal(PROTO_REASON_CLIENT_OUTDATED, 18);
   assert_int_equal(PROTO_REASON_WRONG_VIDEO, 19);
   assert_int_equal(PROTO_REASON_TRANSLATION_THROTTLED, 20);
-  assert_int_equal(PROTO_REASON__COUNT, 21);
+  assert_int_equal(PROTO_REASON_AGE_RESTRICTED, 21);
+  assert_int_equal(PROTO_REASON_MEMBERS_ONLY, 22);
+  assert_int_equal(PROTO_REASON_PRIVATE, 23);
+  assert_int_equal(PROTO_REASON_REMOVED, 24);
+  assert_int_equal(PROTO_REASON_LIVE_NOT_ARCHIVED, 25);
+  assert_int_equal(PROTO_REASON_GEO_RESTRICTED, 26);
+  assert_int_equal(PROTO_REASON__COUNT, 27);
   assert_string_equal(proto_reason_name(PROTO_REASON_BUDGET), "egress_budget");
   assert_string_equal(proto_reason_name(PROTO_REASON_RATIONED), "rationed");
   assert_string_equal(proto_reason_name(PROTO_REASON_CLIENT_OUTDATED), "client_outdated");
   assert_string_equal(proto_reason_name(PROTO_REASON_WRONG_VIDEO), "wrong_video");
   assert_string_equal(proto_reason_name(PROTO_REASON_TRANSLATION_THROTTLED), "translation_throttled");
+  assert_string_equal(proto_reason_name(PROTO_REASON_AGE_RESTRICTED), "age_restricted");
+  assert_string_equal(proto_reason_name(PROTO_REASON_LIVE_NOT_ARCHIVED), "live_not_archived");
   assert_string_equal(proto_reason_name(PROTO_REASON__COUNT), "unknown");
+  /* Every reason that says the video cannot be played, and no other. */
+  for (uint8_t r = 0; r < PROTO_REASON__COUNT; r++) {
+    int gone = r == PROTO_REASON_NOT_PLAYABLE || r >= PROTO_REASON_AGE_RESTRICTED;
+    assert_int_equal(proto_reason_gone(r), gone);
+  }
 }
 
 static void test_outcomes_map_to_the_architecture_statuses(void **state) {

@@ -451,6 +451,34 @@ static void test_a_video_that_cannot_be_played_is_one_entry_for_every_key(void *
   assert_int_equal(claim(f, f->rc, 11, "privatevid1", 60000), 2);
 }
 
+/* The case a reply said (age-restricted, members-only...) is kept with the entry and read back; a byte that is no
+ * such case is not ours to trust. */
+static void test_a_video_that_cannot_be_played_keeps_its_case(void **state) {
+  struct fx *f = *state;
+  NEED_REDIS(f);
+  struct proto_result gone;
+  memset(&gone, 0, sizeof(gone));
+  gone.outcome = PROTO_NOT_AVAILABLE;
+  gone.reason = PROTO_REASON_MEMBERS_ONLY;
+  assert_int_equal(rcache_put(f->rc, "membersvid1", PROTO_GONE_KEY, &gone, 60000), 0);
+  struct proto_result out;
+  uint64_t ttl;
+  assert_int_equal(get(f, f->other, "membersvid1", "en", &out, &ttl), 0);
+  assert_int_equal(out.outcome, PROTO_NOT_AVAILABLE);
+  assert_int_equal(out.reason, PROTO_REASON_MEMBERS_ONLY);
+  assert_int_equal(out.body_len, 0);
+  long long bytes = 0;
+  assert_int_equal(count_keys(f, "vts:transcript:{membersvid1}:*", &bytes), 1);
+  assert_int_equal(bytes, 7);
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  char bad[7] = {'V', 'C', '1', PROTO_NOT_AVAILABLE, 0, 0, PROTO_REASON_HTTP_429};
+  redisReply *w = redisCommand(c, "SET vts:transcript:{membersvid1}:*gone %b PX 60000", bad, sizeof(bad));
+  freeReplyObject(w);
+  redisFree(c);
+  assert_int_equal(get(f, f->other, "membersvid1", "en", &out, &ttl), -ENOENT);
+}
+
 static void test_a_claim_is_renewed_by_its_holder_only(void **state) {
   struct fx *f = *state;
   NEED_REDIS(f);
@@ -492,6 +520,7 @@ int main(void) {
       cmocka_unit_test(test_spellings_served_one_track_share_one_entry),
       cmocka_unit_test(test_a_track_list_round_trips),
       cmocka_unit_test(test_a_video_that_cannot_be_played_is_one_entry_for_every_key),
+      cmocka_unit_test(test_a_video_that_cannot_be_played_keeps_its_case),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,6 +10,7 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/speech/audio.h"
+#include "proto/proto.h"
 #include "test_speech_util.h"
 
 static struct audio_format fmt(const char *url, int itag, int64_t len, int64_t bitrate, int64_t dur_ms,
@@ -111,7 +112,8 @@ static void test_plain_http_only_on_loopback(void **state) {
 }
 
 struct dl {
-  int rv;
+  int rv; /* the outcome */
+  uint8_t reason;
   struct buf out;
   char detail[64];
 };
@@ -123,8 +125,11 @@ static void download(const char *path, uint64_t timeout_ms, struct dl *d) {
   char url[512];
   snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_shared_server.port, path);
   d->out = (struct buf)BUF_INIT;
-  d->detail[0] = '\0';
-  d->rv = audio_download(url, &cfg, NULL, util_now_ms() + timeout_ms, &d->out, d->detail, sizeof(d->detail));
+  struct fetch_outcome res;
+  d->rv = audio_download(url, &cfg, NULL, util_now_ms() + timeout_ms, &d->out, &res);
+  assert_int_equal(res.outcome, d->rv);
+  d->reason = res.reason;
+  snprintf(d->detail, sizeof(d->detail), "%s", res.detail);
 }
 
 static void assert_pattern(const struct buf *b, size_t n) {
@@ -143,7 +148,7 @@ static void test_download_is_fetched_in_ranged_chunks(void **state) {
   snprintf(path, sizeof(path), "/audio/pattern/%zu", n);
   struct dl d;
   download(path, 20000, &d);
-  assert_int_equal(d.rv, 0);
+  assert_int_equal(d.rv, PROTO_OK);
   assert_pattern(&d.out, n);
   buf_free(&d.out);
 }
@@ -155,7 +160,7 @@ static void test_download_of_exactly_one_chunk(void **state) {
   snprintf(path, sizeof(path), "/audio/pattern/%ld", (long)VTS_AUDIO_CHUNK_BYTES);
   struct dl d;
   download(path, 20000, &d);
-  assert_int_equal(d.rv, 0);
+  assert_int_equal(d.rv, PROTO_OK);
   assert_pattern(&d.out, VTS_AUDIO_CHUNK_BYTES);
   buf_free(&d.out);
 }
@@ -165,7 +170,7 @@ static void test_server_ignoring_range_still_gives_the_whole_file(void **state) 
   TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/norange/5000", 10000, &d);
-  assert_int_equal(d.rv, 0);
+  assert_int_equal(d.rv, PROTO_OK);
   assert_pattern(&d.out, 5000);
   buf_free(&d.out);
 }
@@ -175,7 +180,8 @@ static void test_http_error_is_eio_with_its_status(void **state) {
   TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/status/403", 10000, &d);
-  assert_int_equal(d.rv, -EIO);
+  assert_int_equal(d.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(d.reason, PROTO_REASON_SPEECH);
   assert_string_equal(d.detail, "audio_http_403");
   assert_int_equal(d.out.len, 0);
   buf_free(&d.out);
@@ -186,7 +192,8 @@ static void test_mismatched_content_range_is_eio(void **state) {
   TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/badrange/5000", 10000, &d);
-  assert_int_equal(d.rv, -EIO);
+  assert_int_equal(d.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(d.reason, PROTO_REASON_SPEECH);
   assert_string_equal(d.detail, "audio_bad_range");
   assert_int_equal(d.out.len, 0);
   buf_free(&d.out);
@@ -200,7 +207,7 @@ static void test_redirect_within_allowed_hosts_is_followed(void **state) {
            th_shared_server.port);
   struct dl d;
   download(path, 10000, &d);
-  assert_int_equal(d.rv, 0);
+  assert_int_equal(d.rv, PROTO_OK);
   assert_pattern(&d.out, 3000);
   buf_free(&d.out);
 }
@@ -213,7 +220,8 @@ static void test_redirect_to_another_host_is_refused(void **state) {
            th_shared_server.port);
   struct dl d;
   download(path, 10000, &d);
-  assert_int_equal(d.rv, -EPERM);
+  assert_int_equal(d.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(d.reason, PROTO_REASON_SPEECH);
   assert_string_equal(d.detail, "audio_redirect_refused");
   assert_int_equal(d.out.len, 0);
   buf_free(&d.out);
@@ -224,33 +232,35 @@ static void test_redirect_loop_is_eio(void **state) {
   TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/loop", 10000, &d);
-  assert_int_equal(d.rv, -EIO);
+  assert_int_equal(d.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(d.reason, PROTO_REASON_SPEECH);
   assert_string_equal(d.detail, "audio_redirect_loop");
   assert_int_equal(d.out.len, 0);
   buf_free(&d.out);
 }
 
-static void test_refused_url_is_eperm_before_any_request(void **state) {
+static void test_refused_url_fails_before_any_request(void **state) {
   (void)state;
   struct vts_config cfg;
   memset(&cfg, 0, sizeof(cfg));
   snprintf(cfg.upstream_url, sizeof(cfg.upstream_url), "https://www.youtube.com");
   struct buf out = BUF_INIT;
-  char detail[64] = "";
-  assert_int_equal(
-      audio_download("https://evil.example/a.m4a", &cfg, NULL, util_now_ms() + 1000, &out, detail, sizeof(detail)),
-      -EPERM);
-  assert_string_equal(detail, "audio_url_refused");
+  struct fetch_outcome res;
+  assert_int_equal(audio_download("https://evil.example/a.m4a", &cfg, NULL, util_now_ms() + 1000, &out, &res),
+                   PROTO_UPSTREAM_FAILED);
+  assert_int_equal(res.reason, PROTO_REASON_SPEECH);
+  assert_string_equal(res.detail, "audio_url_refused");
   assert_int_equal(out.len, 0);
   buf_free(&out);
 }
 
-static void test_passed_deadline_is_etimedout(void **state) {
+static void test_passed_deadline_is_an_upstream_failure(void **state) {
   (void)state;
   TH_SKIP_UNLESS(th_server_ready);
   struct dl d;
   download("/audio/pattern/100", 0, &d);
-  assert_int_equal(d.rv, -ETIMEDOUT);
+  assert_int_equal(d.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(d.reason, PROTO_REASON_SPEECH);
   assert_string_equal(d.detail, "audio_timeout");
   buf_free(&d.out);
 }
@@ -273,8 +283,8 @@ int main(void) {
       cmocka_unit_test(test_redirect_within_allowed_hosts_is_followed),
       cmocka_unit_test(test_redirect_to_another_host_is_refused),
       cmocka_unit_test(test_redirect_loop_is_eio),
-      cmocka_unit_test(test_refused_url_is_eperm_before_any_request),
-      cmocka_unit_test(test_passed_deadline_is_etimedout),
+      cmocka_unit_test(test_refused_url_fails_before_any_request),
+      cmocka_unit_test(test_passed_deadline_is_an_upstream_failure),
   };
   return cmocka_run_group_tests(tests, th_shared_server_setup, th_shared_server_teardown);
 }

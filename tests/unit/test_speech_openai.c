@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/util.h"
 #include "fetcher/speech/engine.h"
+#include "proto/proto.h"
 #include "test_speech_util.h"
 
 #define EPS 1e-6
@@ -26,7 +27,8 @@ static void make_cfg(struct vts_config *cfg, const char *scenario) {
 }
 
 struct result {
-  int rv;
+  int rv; /* the outcome */
+  uint8_t reason;
   struct segment_list segs;
   char lang[16];
   char detail[64];
@@ -38,7 +40,11 @@ static void run(const struct vts_config *cfg, const struct speech_audio *audio, 
   const struct speech_engine *engine = speech_engine_find("openai");
   assert_non_null(engine);
   struct speech_request req = {.cfg = cfg, .audio = audio, .deadline_ms_abs = deadline, .max_upload_bytes = max_upload};
-  r->rv = engine->recognise(&req, &r->segs, r->lang, r->detail, sizeof(r->detail));
+  struct fetch_outcome res;
+  r->rv = engine->recognise(&req, &r->segs, r->lang, &res);
+  assert_int_equal(res.outcome, r->rv);
+  r->reason = res.reason;
+  snprintf(r->detail, sizeof(r->detail), "%s", res.detail);
 }
 
 static void run_model(const char *scenario, const char *model, struct result *r) {
@@ -69,7 +75,7 @@ static void test_wav_parts_carry_their_offsets(void **state) {
   struct result r;
   /* 8000 samples (0.5 s) per part: parts of 0.5, 0.5 and 0.3 s, each answered as two halves. */
   run(&cfg, &audio, WAV_HEADER + 8000 * 2, util_now_ms() + 10000, &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   assert_string_equal(r.lang, "en");
   assert_int_equal(r.segs.len, 6);
   assert_segment(&r.segs, 0, "alpha", 0.0, 0.25);
@@ -94,7 +100,7 @@ static void test_small_original_file_is_sent_as_is(void **state) {
                                .original_name = "audio.webm"};
   struct result r;
   run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   assert_int_equal(r.segs.len, 2);
   assert_segment(&r.segs, 0, "hello", 0.0, 1.25);
   assert_segment(&r.segs, 1, "world", 1.25, 1.25);
@@ -114,39 +120,42 @@ static void test_large_original_file_is_sent_as_wav_parts(void **state) {
                                .original_name = "audio.m4a"};
   struct result r;
   run(&cfg, &audio, WAV_HEADER + 16000 * 2, util_now_ms() + 10000, &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   assert_int_equal(r.segs.len, 2);
   assert_segment(&r.segs, 0, "alpha", 0.0, 0.5);
   assert_segment(&r.segs, 1, "beta", 0.5, 0.5);
   th_free_segments(&r.segs);
 }
 
-static void test_server_error_is_eio(void **state) {
+static void test_server_error_is_an_upstream_failure(void **state) {
   (void)state;
   TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("500", &r);
-  assert_int_equal(r.rv, -EIO);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   assert_string_equal(r.detail, "speech_http_500");
   th_free_segments(&r.segs);
 }
 
-static void test_malformed_reply_is_eproto(void **state) {
+static void test_malformed_reply_is_an_upstream_failure(void **state) {
   (void)state;
   TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("malformed", &r);
-  assert_int_equal(r.rv, -EPROTO);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   assert_string_equal(r.detail, "speech_bad_reply");
   th_free_segments(&r.segs);
 }
 
-static void test_deeply_nested_reply_is_eproto(void **state) {
+static void test_deeply_nested_reply_is_an_upstream_failure(void **state) {
   (void)state;
   TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("deep", &r);
-  assert_int_equal(r.rv, -EPROTO);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   th_free_segments(&r.segs);
 }
 
@@ -160,13 +169,14 @@ static void test_slow_server_times_out_at_the_deadline(void **state) {
   uint64_t t0 = util_now_ms();
   run(&cfg, &audio, 1024 * 1024, t0 + 500, &r);
   uint64_t took = util_now_ms() - t0;
-  assert_int_equal(r.rv, -ETIMEDOUT);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   assert_string_equal(r.detail, "speech_timeout");
   if (took > 2000) fail_msg("gave up after %llu ms, deadline was 500 ms", (unsigned long long)took);
   th_free_segments(&r.segs);
 }
 
-static void test_wrong_api_key_is_eio(void **state) {
+static void test_wrong_api_key_is_an_upstream_failure(void **state) {
   (void)state;
   TH_SKIP_UNLESS(th_server_ready);
   struct vts_config cfg;
@@ -175,7 +185,8 @@ static void test_wrong_api_key_is_eio(void **state) {
   struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
   struct result r;
   run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
-  assert_int_equal(r.rv, -EIO);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   assert_string_equal(r.detail, "speech_http_401");
   th_free_segments(&r.segs);
 }
@@ -186,11 +197,12 @@ static void test_model_comes_from_vts_speech_model(void **state) {
   struct result r;
   /* The fake server accepts only whisper-1, the default. */
   run_model("", "large-v3", &r);
-  assert_int_equal(r.rv, -EIO);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   assert_string_equal(r.detail, "speech_http_400");
   th_free_segments(&r.segs);
   run_scenario("", &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   th_free_segments(&r.segs);
 }
 
@@ -199,7 +211,7 @@ static void test_text_only_reply_becomes_one_segment(void **state) {
   TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("textonly", &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   assert_string_equal(r.lang, "en");
   assert_int_equal(r.segs.len, 1);
   assert_segment(&r.segs, 0, "just text", 0.0, 1.0);
@@ -211,22 +223,24 @@ static void test_language_name_is_mapped_to_its_code(void **state) {
   TH_SKIP_UNLESS(th_server_ready);
   struct result r;
   run_scenario("french", &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   assert_string_equal(r.lang, "fr");
   th_free_segments(&r.segs);
 }
 
-static void test_unset_url_is_einval(void **state) {
+static void test_unset_url_is_not_configured(void **state) {
   (void)state;
   struct vts_config cfg;
   memset(&cfg, 0, sizeof(cfg));
   struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
   struct result r;
   run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
-  assert_int_equal(r.rv, -EINVAL);
+  assert_int_equal(r.rv, PROTO_INTERNAL);
+  assert_int_equal(r.reason, PROTO_REASON_INTERNAL);
+  assert_string_equal(r.detail, "speech_not_configured");
 }
 
-static void test_unreachable_server_is_eio(void **state) {
+static void test_unreachable_server_is_an_upstream_failure(void **state) {
   (void)state;
   struct vts_config cfg;
   memset(&cfg, 0, sizeof(cfg));
@@ -235,7 +249,8 @@ static void test_unreachable_server_is_eio(void **state) {
   struct speech_audio audio = {.pcm = pcm, .nsamples = 16000};
   struct result r;
   run(&cfg, &audio, 1024 * 1024, util_now_ms() + 10000, &r);
-  assert_int_equal(r.rv, -EIO);
+  assert_int_equal(r.rv, PROTO_UPSTREAM_FAILED);
+  assert_int_equal(r.reason, PROTO_REASON_SPEECH);
   assert_string_equal(r.detail, "speech_unreachable");
 }
 
@@ -256,7 +271,7 @@ struct want_segment {
 static void expect_long(const char *scenario, const struct want_segment *want, size_t n) {
   struct result r;
   run_long(scenario, &r);
-  assert_int_equal(r.rv, 0);
+  assert_int_equal(r.rv, PROTO_OK);
   assert_int_equal(r.segs.len, n);
   for (size_t i = 0; i < n; i++) assert_segment(&r.segs, i, want[i].text, want[i].start, want[i].duration);
   th_free_segments(&r.segs);
@@ -287,16 +302,16 @@ int main(void) {
       cmocka_unit_test(test_wav_parts_carry_their_offsets),
       cmocka_unit_test(test_small_original_file_is_sent_as_is),
       cmocka_unit_test(test_large_original_file_is_sent_as_wav_parts),
-      cmocka_unit_test(test_server_error_is_eio),
-      cmocka_unit_test(test_malformed_reply_is_eproto),
-      cmocka_unit_test(test_deeply_nested_reply_is_eproto),
+      cmocka_unit_test(test_server_error_is_an_upstream_failure),
+      cmocka_unit_test(test_malformed_reply_is_an_upstream_failure),
+      cmocka_unit_test(test_deeply_nested_reply_is_an_upstream_failure),
       cmocka_unit_test(test_slow_server_times_out_at_the_deadline),
-      cmocka_unit_test(test_wrong_api_key_is_eio),
+      cmocka_unit_test(test_wrong_api_key_is_an_upstream_failure),
       cmocka_unit_test(test_model_comes_from_vts_speech_model),
       cmocka_unit_test(test_text_only_reply_becomes_one_segment),
       cmocka_unit_test(test_language_name_is_mapped_to_its_code),
-      cmocka_unit_test(test_unset_url_is_einval),
-      cmocka_unit_test(test_unreachable_server_is_eio),
+      cmocka_unit_test(test_unset_url_is_not_configured),
+      cmocka_unit_test(test_unreachable_server_is_an_upstream_failure),
   };
   return cmocka_run_group_tests(tests, th_shared_server_setup, th_shared_server_teardown);
 }

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "fetcher/speech/decode.h"
 #include "fetcher/speech/engine.h"
+#include "proto/proto.h"
 #include "test_speech_util.h"
 
 #define LIBRIVOX TH_TESTDATA "/librivox"
@@ -58,29 +59,38 @@ static int reference_of(const char *id, struct buf *out) {
   return rv;
 }
 
-/* Runs the embedded engine from the table, with its acoustic model in model_dir ("" for the default). */
+/*
+ * Runs the embedded engine from the table, with its acoustic model in model_dir ("" for the default). Returns its
+ * outcome; the detail goes to detail. Every failure of the embedded engine is ours: reason internal.
+ */
 static int recognise(const char *model_dir, const struct speech_audio *audio, uint64_t deadline_ms_abs,
                      struct segment_list *out, char lang[16], char *detail, size_t detaillen) {
   static struct vts_config cfg;
   const struct speech_engine *engine = speech_engine_find("pocketsphinx");
   assert_non_null(engine);
-  assert_false(engine->remote);
   memset(&cfg, 0, sizeof(cfg));
   snprintf(cfg.pocketsphinx_model_dir, sizeof(cfg.pocketsphinx_model_dir), "%s", model_dir);
   struct speech_request req = {.cfg = &cfg, .audio = audio, .deadline_ms_abs = deadline_ms_abs};
-  return engine->recognise(&req, out, lang, detail, detaillen);
+  struct fetch_outcome res;
+  int outcome = engine->recognise(&req, out, lang, &res);
+  assert_int_equal(res.outcome, outcome);
+  assert_int_equal(res.reason, outcome == PROTO_OK ? PROTO_REASON_NONE : PROTO_REASON_INTERNAL);
+  snprintf(detail, detaillen, "%s", res.detail);
+  return outcome;
 }
 
 static void recognise_file(const char *path, struct run *r) {
   struct buf file = BUF_INIT;
   struct decode_pcm pcm = {0};
   r->rv = th_read_file(path, &file);
-  if (r->rv == 0) r->rv = decode_audio(file.data, file.len, 16000 * 600, &pcm);
+  struct fetch_outcome decoded;
+  if (r->rv == 0 && decode_audio(file.data, file.len, 16000 * 600, &pcm, &decoded) != PROTO_OK) r->rv = decoded.outcome;
   if (r->rv == 0) {
     struct speech_audio audio = {.pcm = pcm.samples, .nsamples = pcm.len};
     char detail[64] = "";
     r->seconds = (double)pcm.len / DECODE_SAMPLE_RATE;
-    r->rv = recognise("", &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
+    int outcome = recognise("", &audio, util_now_ms() + 600000, &r->segs, r->lang, detail, sizeof(detail));
+    r->rv = outcome == PROTO_OK ? 0 : outcome;
   }
   decode_pcm_free(&pcm);
   buf_free(&file);
@@ -228,32 +238,32 @@ static void test_silence_gives_no_segments(void **state) {
   struct speech_audio audio = {.pcm = silence, .nsamples = sizeof(silence) / sizeof(silence[0])};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(recognise("", &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)), 0);
+  assert_int_equal(recognise("", &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail)), PROTO_OK);
   assert_int_equal(segs.len, 0);
   assert_string_equal(lang, "en");
   th_free_segments(&segs);
 }
 
-static void test_passed_deadline_is_etimedout(void **state) {
+static void test_passed_deadline_is_internal(void **state) {
   (void)state;
   static int16_t silence[16000];
   struct speech_audio audio = {.pcm = silence, .nsamples = 16000};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
-  assert_int_equal(recognise("", &audio, util_now_ms() - 1, &segs, lang, detail, sizeof(detail)), -ETIMEDOUT);
+  assert_int_equal(recognise("", &audio, util_now_ms() - 1, &segs, lang, detail, sizeof(detail)), PROTO_INTERNAL);
   assert_string_equal(detail, "speech_timeout");
   assert_int_equal(segs.len, 0);
   th_free_segments(&segs);
 }
 
-static void test_missing_model_dir_is_enoent(void **state) {
+static void test_missing_model_dir_is_internal(void **state) {
   (void)state;
   static int16_t silence[1600];
   struct speech_audio audio = {.pcm = silence, .nsamples = 1600};
   struct segment_list segs = {0};
   char lang[16] = "", detail[64] = "";
   int rv = recognise("/nonexistent/model", &audio, util_now_ms() + 60000, &segs, lang, detail, sizeof(detail));
-  assert_int_equal(rv, -ENOENT);
+  assert_int_equal(rv, PROTO_INTERNAL);
   assert_string_equal(detail, "speech_model_missing");
   th_free_segments(&segs);
 }
@@ -267,8 +277,8 @@ int main(void) {
       cmocka_unit_test(test_segments_are_ordered_non_overlapping_and_within_audio),
       cmocka_unit_test(test_segments_are_cut_at_the_silences_between_sentences),
       cmocka_unit_test(test_silence_gives_no_segments),
-      cmocka_unit_test(test_passed_deadline_is_etimedout),
-      cmocka_unit_test(test_missing_model_dir_is_enoent),
+      cmocka_unit_test(test_passed_deadline_is_internal),
+      cmocka_unit_test(test_missing_model_dir_is_internal),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
