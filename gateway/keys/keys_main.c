@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/limits.h"
@@ -96,9 +97,21 @@ static int lock_keys_file(const char *path) {
     return -1;
   }
   int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  /* flock needs no write access: a lock file another user made (root's, by a sudo run) still serves its owner. */
+  if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     fprintf(stderr, "vts-keys: open %s: %s\n", lock_path, strerror(errno));
     return -1;
+  }
+  /*
+   * The lock takes the key file's owner, group and mode, so a sudo run leaves nothing only root may open. Either
+   * change may be refused (only root gives a file away, only its owner changes its mode): what is refused stays.
+   */
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    int refused = fchown(fd, st.st_uid, st.st_gid) != 0;
+    refused |= fchmod(fd, st.st_mode & 0666) != 0;
+    (void)refused;
   }
   while (flock(fd, LOCK_EX) != 0) {
     if (errno == EINTR) continue;

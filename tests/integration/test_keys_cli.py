@@ -301,6 +301,13 @@ def test_rewrite_by_root_keeps_the_files_owner_group_and_mode(service_home):
         assert r.returncode == 0, f"{args}: exit {r.returncode}, stderr {r.stderr!r}"
         st = keys_file.stat()
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (uid, gid, 0o640), args
+        # The lock file follows the key file: nothing is left that only root may open.
+        st = (folder / "keys.db.lock").stat()
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (uid, gid, 0o640), args
+    # The service's user can take the lock root's runs used.
+    r = subprocess.run(["flock", "-n", str(folder / "keys.db.lock"), "true"], capture_output=True, text=True,
+                       timeout=30, preexec_fn=as_service)
+    assert r.returncode == 0, r.stderr
     # The service's user still reads what root wrote.
     r = subprocess.run([str(binary), "-f", str(keys_file), "list"], capture_output=True, text=True, timeout=30,
                        preexec_fn=as_service)
