@@ -16,6 +16,7 @@
 #define VTS_MAX_HEADER_COUNT 64                    /* 431 */
 #define VTS_MAX_BODY_BYTES 0                       /* a route that reads no body: Content-Length > 0 is 413 */
 #define VTS_MAX_REQUEST_BODY_BYTES (1024 * 1024)   /* a route that reads one (POST /v1/jobs): larger is 413 */
+#define VTS_MAX_JOBS_PAGE_BYTES (8 * 1024 * 1024)  /* a page of job items stops past this; next_cursor goes on */
 #define VTS_MAX_PIPELINED_REQUESTS 32              /* requests parsed ahead of their responses: reading pauses */
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */

@@ -58,7 +58,7 @@
   X(INVALID_MEMBER, 400, "invalid_request", "A member of the request body is not valid.")                        \
   X(TOO_MANY_ITEMS, 400, "too_many_items", "The job holds more videos than VTS_JOB_MAX_ITEMS.")                  \
   X(JOB_SOURCE, 400, "ambiguous_request", "Give exactly one of video_ids, playlist_id and channel_id.")          \
-  X(JOB_NOT_IMPLEMENTED, 501, "not_implemented", "This kind of job is not implemented yet.")                     \
+  X(JOB_NOT_IMPLEMENTED, 501, "not_implemented", "This kind of job is not supported yet.")                       \
   X(TOO_MANY_JOBS, 429, "too_many_open_jobs", "This API key has as many open jobs as VTS_JOBS_MAX_OPEN.")        \
   X(JOB_NOT_FOUND, 404, "not_found", "No such job.")                                                             \
   X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                  \

@@ -915,7 +915,9 @@ static void conn_execute(struct http_conn *conn, const char *data, size_t len) {
   }
   if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
     size_t used = (size_t)(llhttp_get_error_pos(&conn->parser) - data);
-    if (used > 0) conn->last_byte = (unsigned char)data[used - 1];
+    /* A body's last byte is no part of the framing: a body ending in CR must not look like a bare CR to the next head.
+     */
+    if (used > 0) conn->last_byte = conn->req.body != NULL ? 0 : (unsigned char)data[used - 1];
     /* Reading goes on while the request is answered (on_read holds what comes): no epoll change per request. */
     if (used < len) {
       char *rest = malloc(len - used);

@@ -125,6 +125,35 @@ static enum api_error read_language(const char *name, yajl_val v, char *out, siz
 }
 
 /*
+ * What yajl's tree must never be given: a NUL, raw or escaped (a value would end there, silently cut), and nesting
+ * deeper than a job request has (yajl parses any depth, but frees its tree by recursion: a body of a few hundred
+ * thousand brackets would overflow the stack). Brackets inside strings do not count.
+ */
+static int body_shape_ok(const char *body, size_t len) {
+  enum { MAX_DEPTH = 8 };
+  int depth = 0, in_string = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = body[i];
+    if (c == '\0') return 0;
+    if (in_string) {
+      if (c == '"') {
+        in_string = 0;
+      } else if (c == '\\' && i + 1 < len) {
+        if (body[i + 1] == 'u' && i + 5 < len && memcmp(body + i + 2, "000", 3) == 0 && body[i + 5] == '0') return 0;
+        i++; /* the escaped character: a quote or a backslash that ends nothing */
+      }
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > MAX_DEPTH) return 0;
+    } else if (c == ']' || c == '}') {
+      depth--;
+    }
+  }
+  return 1;
+}
+
+/*
  * Checks the body of POST /v1/jobs into jr. Returns API_OK, or the error with msg naming the member (msg "" when
  * the row's own message says it). Members are checked in a fixed order: the JSON, unknown members, the source
  * (exactly one of video_ids, playlist_id, channel_id), the options, then video_ids entry by entry.
@@ -133,7 +162,7 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
                                        struct job_request *jr, char *msg) {
   msg[0] = '\0';
   char errbuf[128];
-  if (body == NULL || len == 0 || memchr(body, '\0', len) != NULL) return API_ERR_INVALID_JSON;
+  if (body == NULL || len == 0 || !body_shape_ok(body, len)) return API_ERR_INVALID_JSON;
   yajl_val root = yajl_tree_parse(body, errbuf, sizeof(errbuf));
   if (root == NULL || !YAJL_IS_OBJECT(root)) {
     yajl_tree_free(root);
@@ -189,11 +218,11 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     }
   }
   if (e == API_OK && playlist) {
-    snprintf(msg, JOBS_MSG_BYTES, "Jobs of playlist_id or channel_id are not implemented yet.");
+    snprintf(msg, JOBS_MSG_BYTES, "Jobs of playlist_id or channel_id are not supported yet.");
     e = API_ERR_JOB_NOT_IMPLEMENTED;
   }
   if (e == API_OK && webhook) {
-    snprintf(msg, JOBS_MSG_BYTES, "webhook_url is not implemented yet.");
+    snprintf(msg, JOBS_MSG_BYTES, "webhook_url is not supported yet.");
     e = API_ERR_JOB_NOT_IMPLEMENTED;
   }
   if (e == API_OK && (!YAJL_IS_ARRAY(video_ids) || video_ids->u.array.len == 0)) {
@@ -379,6 +408,8 @@ struct items_walk {
 static int item_json(void *arg, const struct jobstore_item *it) {
   struct items_walk *w = arg;
   struct buf *b = w->b;
+  /* A page holds at least one item, and stops at VTS_MAX_JOBS_PAGE_BYTES: the client follows next_cursor. */
+  if (w->n > 0 && b->len >= VTS_MAX_JOBS_PAGE_BYTES) return JOBSTORE_PAGE_FULL;
   int rv = buf_printf(b, "%s{\"video_id\":\"%s\",\"status\":\"%s\"", w->n++ > 0 ? "," : "", it->video_id,
                       jobstore_item_status_name(it->status));
   if (it->status == ITEM_DONE && it->body != NULL) {

@@ -40,7 +40,8 @@ static const char schema[] =
     " not_before_ms INTEGER NOT NULL DEFAULT 0, lease_ms INTEGER NOT NULL DEFAULT 0, tries INTEGER NOT NULL DEFAULT 0,"
     " error_code TEXT, error_message TEXT, body BLOB, body_len INTEGER,"
     " PRIMARY KEY(job_id, seq)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);";
+    "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);"
+    "CREATE INDEX IF NOT EXISTS items_queue ON items(status, job_id, seq);";
 
 static void say(char *err, size_t errlen, const char *path, const char *what) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
@@ -251,8 +252,14 @@ int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, 
       *next = last; /* a row past the page: more follow */
       break;
     }
-    last = sqlite3_column_int64(st, 0);
+    int64_t seq = sqlite3_column_int64(st, 0);
     rv = item_row(st, fn, ctx);
+    if (rv == JOBSTORE_PAGE_FULL) {
+      *next = last; /* the page ends before this item, which the next page begins with */
+      rv = 0;
+      break;
+    }
+    last = seq;
     seen++;
   }
   if (rv == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE) rv = -EIO;
@@ -288,12 +295,12 @@ int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
 int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
   memset(out, 0, sizeof(*out));
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  sqlite3_stmt *st =
-      prepare(js,
-              "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
-              "items i JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=? ORDER BY "
-              "i.job_id,i.seq LIMIT 1",
-              "i", now_ms);
+  sqlite3_stmt *st = prepare(
+      js,
+      "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
+      "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=? ORDER BY "
+      "i.job_id,i.seq LIMIT 1",
+      "i", now_ms);
   int rv = st ? 0 : -EIO;
   if (rv == 0) {
     int rc = sqlite3_step(st);

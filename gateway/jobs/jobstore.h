@@ -78,11 +78,15 @@ struct jobstore_item {
   size_t body_len;
 };
 
+/* fn's answer for "this item does not fit the page": the walk ends before it, and *next points at it. */
+#define JOBSTORE_PAGE_FULL 1
+
 typedef int (*jobstore_item_fn)(void *ctx, const struct jobstore_item *item);
 
 /*
  * Calls fn for at most limit items of job_id (key_id's) after position after (0 for the first), in order. *next is the
- * position to continue after, or 0 at the end. fn returning non-zero stops the walk and is returned. Returns 0,
+ * position to continue after, or 0 at the end. fn returning JOBSTORE_PAGE_FULL ends the page before that item;
+ * any other non-zero stops the walk and is returned. Returns 0,
  * -ENOENT, -EIO, -EBADMSG (a stored answer that does not decompress) or fn's value.
  */
 int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, int64_t after, size_t limit,

@@ -106,9 +106,9 @@ def test_a_job_of_ids_and_urls_is_accepted_with_duplicates_folded(make_gateway):
      "translate must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
     ({"video_ids": [IDS[0]], "format": "pdf"}, 400, "invalid_request", "format must be one of json, text, srt, vtt."),
     ({"video_ids": [IDS[0]], "limit": 0}, 400, "invalid_request", "limit must be an integer of at least 1."),
-    ({"playlist_id": "PLx"}, 501, "not_implemented", "Jobs of playlist_id or channel_id are not implemented yet."),
+    ({"playlist_id": "PLx"}, 501, "not_implemented", "Jobs of playlist_id or channel_id are not supported yet."),
     ({"video_ids": [IDS[0]], "webhook_url": "https://example.invalid/"}, 501, "not_implemented",
-     "webhook_url is not implemented yet."),
+     "webhook_url is not supported yet."),
 ])
 def test_each_bad_body_gets_its_code_and_a_message_naming_the_member(make_gateway, body, status, code, message):
     gw = make_gateway(keys=keys())
@@ -180,6 +180,32 @@ def test_a_body_in_pieces_with_line_breaks_then_a_pipelined_request(make_gateway
     [(s1, h1, b1), (s2, _, _)] = parse_responses(data)
     assert s1 == 202, b1
     assert json.loads(b1)["total"] == 3 and s2 == 200
+
+
+def test_a_body_ending_in_cr_leaves_the_next_request_on_the_connection_whole(make_gateway):
+    gw = make_gateway(keys=keys())
+    body = json.dumps({"video_ids": IDS[:1]}).encode() + b"\r"  # a CR is JSON whitespace
+    head = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\ncontent-type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % (ACTIVE_KEY, len(body))).encode()
+    nxt = ("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").encode()
+    [(s1, _, b1), (s2, _, b2)] = parse_responses(raw_exchange(gw.port, head + body + nxt, 10))
+    assert (s1, json.loads(b1)["total"]) == (202, 1)
+    assert (s2, json.loads(b2)["status"]) == (200, "ok")
+
+
+@pytest.mark.parametrize("body", [
+    '{"video_ids":' + "[" * 400000 + "]" * 400000 + "}",  # deeper than any job request: yajl frees by recursion
+    '{"video_ids":[[[[[[[[["x"]]]]]]]]]}',
+    '{"video_ids":["%s\\u0000junk"]}' % IDS[0],  # an escaped NUL would cut the value short, silently
+    '{"video_ids":["%s"],"language":"en\\u0000zz"}' % IDS[0],
+], ids=["400000-deep", "9-deep", "escaped-nul-in-id", "escaped-nul-in-language"])
+def test_a_body_too_deep_or_with_an_escaped_nul_is_invalid_json_and_the_worker_lives(make_gateway, body):
+    gw = make_gateway(keys=keys())
+    workers = sorted(gw.worker_pids())
+    status, _, answer = post(gw, body)
+    assert (status, answer) == (400, err("invalid_json"))
+    assert call(gw, "GET", "/health", key=None)[0] == 200
+    assert sorted(gw.worker_pids()) == workers
 
 
 def test_a_body_that_stops_coming_is_408(make_gateway):

@@ -160,6 +160,28 @@ static void test_items_page_in_order_with_a_cursor(void **state) {
   assert_int_equal(next, 0);
 }
 
+/* Takes items until the third, which does not fit the page. */
+static int collect_two(void *ctx, const struct jobstore_item *it) {
+  struct seen *s = ctx;
+  if (it->seq == 3) return JOBSTORE_PAGE_FULL;
+  return collect(s, it);
+}
+
+static void test_a_full_page_ends_before_the_item_that_does_not_fit(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 5, 1000, id);
+  struct seen s = {{0}};
+  int64_t next = 0;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 100, collect_two, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo001:queued ourVideo002:queued");
+  assert_int_equal(next, 2);
+  memset(&s, 0, sizeof(s));
+  assert_int_equal(jobstore_items(f->js, "keyA", id, next, 100, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo003:queued ourVideo004:queued ourVideo005:queued");
+  assert_int_equal(next, 0);
+}
+
 static void test_a_job_is_seen_only_by_its_key(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
@@ -322,6 +344,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_a_job_lives_through_its_items, setup, teardown),
       cmocka_unit_test_setup_teardown(test_items_page_in_order_with_a_cursor, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_full_page_ends_before_the_item_that_does_not_fit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_job_is_seen_only_by_its_key, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel_stops_what_has_not_started, setup, teardown),
       cmocka_unit_test_setup_teardown(test_jobs_are_taken_oldest_first, setup, teardown),
