@@ -25,9 +25,8 @@ extern const unsigned char openapi_json[];
 extern const size_t openapi_json_len;
 
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
-#define RL_HEADERS_BYTES 192
 /* The rate-limit lines, then ETag (~50), Cache-Control (~45), Vary (~25) and Content-Encoding (~25). */
-#define ANSWER_HEADERS_BYTES (RL_HEADERS_BYTES + 192)
+#define ANSWER_HEADERS_BYTES (RLCALC_HEADERS_BYTES + 192)
 
 /*
  * The state of one transcript or tracks request across its asynchronous steps (rate limit, dispatch). Both endpoints
@@ -38,7 +37,7 @@ struct transcript {
   struct http_request *req;
   struct key_entry key;  /* a copy: a key file reload may free the store meanwhile */
   struct rl_decision rl; /* holds the month's unit reserved at admission until the answer is known */
-  char rl_headers[RL_HEADERS_BYTES];
+  char rl_headers[RLCALC_HEADERS_BYTES];
   enum render_format format; /* of a 200; errors are always JSON */
   uint8_t kind;              /* PROTO_KIND_CAPTIONS, PROTO_KIND_TRACKS or PROTO_KIND_METADATA */
   /* The query, read once when the request arrives; its 400 (query_error) is answered after the limiter. */
@@ -276,28 +275,12 @@ done:
   transcript_free(t);
 }
 
-static void format_rl_headers(struct transcript *t, const struct rl_decision *d) {
-  struct strb b = strb_init(t->rl_headers, sizeof(t->rl_headers));
-  strb_puts(&b, "X-RateLimit-Limit: ");
-  strb_u64(&b, d->limit > 0 ? (uint64_t)d->limit : 0);
-  strb_puts(&b, "\r\nX-RateLimit-Remaining: ");
-  strb_u64(&b, d->remaining > 0 ? (uint64_t)d->remaining : 0);
-  strb_puts(&b, "\r\nX-RateLimit-Reset: ");
-  strb_u64(&b, d->reset > 0 ? (uint64_t)d->reset : 0);
-  strb_puts(&b, "\r\n");
-  if (d->outcome == RL_LIMITED || d->outcome == RL_UNAVAILABLE) {
-    strb_puts(&b, "Retry-After: ");
-    strb_u64(&b, d->retry_after >= 1 ? (uint64_t)d->retry_after : 1);
-    strb_puts(&b, "\r\n");
-  }
-}
-
 static void on_rate_decided(void *arg, const struct rl_decision *d) {
   struct transcript *t = arg;
   struct http_request *req = t->req;
   t->rl = *d;
   if (http_request_gone(req)) goto done;
-  format_rl_headers(t, d);
+  rlcalc_headers(d, t->rl_headers, sizeof(t->rl_headers));
   switch (d->outcome) {
     case RL_ALLOW:
       break;

@@ -22,9 +22,8 @@
 #include "gateway/jobs/jobstore.h"
 
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
-#define JOBS_RL_HEADERS_BYTES 192
 /* The rate-limit lines and a Location line. */
-#define JOBS_HEADERS_BYTES (JOBS_RL_HEADERS_BYTES + 64)
+#define JOBS_HEADERS_BYTES (RLCALC_HEADERS_BYTES + 64)
 /* The default and the largest page of GET /v1/jobs/{id}/items. */
 #define JOBS_PAGE_DEFAULT 100
 #define JOBS_PAGE_MAX 1000
@@ -41,7 +40,7 @@ struct jobs_call {
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char job_id[ROUTE_ID_MAX + 1];
   struct rl_decision rl; /* given back when done: with Redis, even an unspent check may hold a unit */
-  char rl_headers[JOBS_RL_HEADERS_BYTES];
+  char rl_headers[RLCALC_HEADERS_BYTES];
 };
 
 static int64_t wall_ms(void) {
@@ -507,28 +506,12 @@ static void jobs_items(struct jobs_call *c, struct jobstore *js) {
 
 /* ---- the common path: key, window, store ---- */
 
-static void rl_headers_of(struct jobs_call *c, const struct rl_decision *d) {
-  struct strb b = strb_init(c->rl_headers, sizeof(c->rl_headers));
-  strb_puts(&b, "X-RateLimit-Limit: ");
-  strb_u64(&b, d->limit > 0 ? (uint64_t)d->limit : 0);
-  strb_puts(&b, "\r\nX-RateLimit-Remaining: ");
-  strb_u64(&b, d->remaining > 0 ? (uint64_t)d->remaining : 0);
-  strb_puts(&b, "\r\nX-RateLimit-Reset: ");
-  strb_u64(&b, d->reset > 0 ? (uint64_t)d->reset : 0);
-  strb_puts(&b, "\r\n");
-  if (d->outcome == RL_LIMITED || d->outcome == RL_UNAVAILABLE) {
-    strb_puts(&b, "Retry-After: ");
-    strb_u64(&b, d->retry_after >= 1 ? (uint64_t)d->retry_after : 1);
-    strb_puts(&b, "\r\n");
-  }
-}
-
 static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
   struct jobs_call *c = arg;
   struct http_request *req = c->req;
   c->rl = *d;
   if (http_request_gone(req)) goto done;
-  rl_headers_of(c, d);
+  rlcalc_headers(d, c->rl_headers, sizeof(c->rl_headers));
   /* A month used up refuses a new job (its items could only fail), never reading or cancelling the jobs made. */
   if (d->outcome != RL_ALLOW && !(d->outcome == RL_QUOTA && c->op != JOBS_CREATE)) {
     http_respond_error(req,

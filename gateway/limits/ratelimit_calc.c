@@ -1,6 +1,7 @@
 #include "gateway/limits/ratelimit_calc.h"
 
 #include "common/limits.h"
+#include "common/util.h"
 
 #define SECONDS_PER_DAY 86400
 #define DAYS_PER_ERA 146097 /* 400 Gregorian years */
@@ -101,4 +102,20 @@ void rlcalc_decision(struct rl_decision *d, enum rl_outcome outcome, const struc
   d->quota_remaining = min_nonneg(lim->quota - quota_used, lim->quota);
   d->remaining = min_nonneg(lim->rate - window_used, lim->rate);
   d->retry_after = outcome == RL_LIMITED ? retry_after(now, d->reset) : 0;
+}
+
+void rlcalc_headers(const struct rl_decision *d, char *out, size_t cap) {
+  struct strb b = strb_init(out, cap);
+  strb_puts(&b, "X-RateLimit-Limit: ");
+  strb_u64(&b, d->limit > 0 ? (uint64_t)d->limit : 0);
+  strb_puts(&b, "\r\nX-RateLimit-Remaining: ");
+  strb_u64(&b, d->remaining > 0 ? (uint64_t)d->remaining : 0);
+  strb_puts(&b, "\r\nX-RateLimit-Reset: ");
+  strb_u64(&b, d->reset > 0 ? (uint64_t)d->reset : 0);
+  strb_puts(&b, "\r\n");
+  if (d->outcome == RL_LIMITED || d->outcome == RL_UNAVAILABLE) {
+    strb_puts(&b, "Retry-After: ");
+    strb_u64(&b, d->retry_after >= 1 ? (uint64_t)d->retry_after : 1);
+    strb_puts(&b, "\r\n");
+  }
 }

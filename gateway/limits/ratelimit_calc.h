@@ -35,6 +35,15 @@ struct rl_decision {
   char digest[65];        /* the key's digest, set with reserved_in */
 };
 
+/* Room for the header lines rlcalc_headers writes. */
+#define RLCALC_HEADERS_BYTES 192
+
+/*
+ * Writes the header lines a decision sends with every answer of its request ("X-RateLimit-Limit: N\r\n" ... and
+ * Retry-After for RL_LIMITED and RL_UNAVAILABLE) into out, NUL-terminated; cap RLCALC_HEADERS_BYTES always fits.
+ */
+void rlcalc_headers(const struct rl_decision *d, char *out, size_t cap);
+
 /* Counters of one worker's limiter, for metrics. */
 struct ratelimit_stats {
   uint64_t checks;         /* ratelimit_check calls */
