@@ -46,6 +46,7 @@ struct runner {
   struct runner_item *items;
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
+  uint64_t next_keepalive_ms;
 };
 
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct) {
@@ -130,20 +131,16 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
   if (r == NULL) return NULL;
   r->cfg = cfg;
   r->core = core;
-  char path[CONFIG_STR_MAX + 16];
-  snprintf(path, sizeof(path), "%s/jobs.db", cfg->state_dir);
   char err[256] = "";
-  if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
-    log_msg(LOG_ERROR, "batch jobs not run: no state directory", "path", cfg->state_dir, NULL);
-    free(r);
-    return NULL;
-  }
-  if (jobstore_open(path, &r->js, err, sizeof(err)) != 0) {
+  if (jobstore_open_config(cfg, &r->js, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
     free(r);
     return NULL;
   }
-  /* One gateway owns the directory: what was running when it stopped (or was killed) runs again now. */
+  /*
+   * SQLite: one gateway owns the directory, so what was running when it stopped (or was killed) runs again now.
+   * Redis: nothing to do here; the entries a dead runner held are claimed by the next takes, here or elsewhere.
+   */
   int n = jobstore_recover(r->js, INT64_MAX);
   if (n > 0) {
     char num[16];
@@ -188,13 +185,18 @@ static void start_item(struct runner *r, uint64_t now, const struct jobstore_tas
 }
 
 uint64_t runner_pump(struct runner *r, uint64_t now) {
+  if (now >= r->next_keepalive_ms) {
+    r->next_keepalive_ms = now + JOBSTORE_KEEPALIVE_MS;
+    if (jobstore_keepalive(r->js, wall_ms()) != 0) log_msg(LOG_WARN, "renewing batch items in hand failed", NULL);
+  }
   if (now >= r->next_expire_ms) {
     r->next_expire_ms = now + RUNNER_EXPIRE_MS;
     int n = jobstore_expire(r->js, wall_ms(), r->cfg->job_ttl_s * 1000);
     if (n < 0) log_msg(LOG_WARN, "expiring batch jobs failed", NULL);
   }
   uint64_t wake = now + RUNNER_POLL_MS;
-  if (now < r->next_take_ms) return r->next_take_ms;
+  if (r->next_keepalive_ms < wake) wake = r->next_keepalive_ms;
+  if (now < r->next_take_ms) return r->next_take_ms < wake ? r->next_take_ms : wake;
   keys_refresh(r, now);
   for (int started = 0; started < RUNNER_BURST; started++) {
     struct dispatcher_stats st;
@@ -208,11 +210,43 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
     if (rv != 0) {
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
       r->next_take_ms = now + RUNNER_POLL_MS;
-      return r->next_take_ms;
+      return wake;
     }
     start_item(r, now, &t);
   }
   return now; /* more may start: the next loop turn */
+}
+
+/*
+ * A transcript for an item: kept, and one unit of its key's month counted, exactly once. With Redis the store counts
+ * the unit in the key's month counter (the synchronous endpoint's) in the step that keeps the answer; else the
+ * limiter's shared table is charged first and given back when the store does not keep it. A month used up fails the
+ * item quota_exceeded; a store or counter that cannot answer is not a month used up: the item is put back for later
+ * (with Redis, if even that is not stored, its entry is claimed again after JOBSTORE_CLAIM_IDLE_MS).
+ */
+static int record_done(struct runner *r, const struct jobstore_task *t, const struct proto_result *res, int64_t now) {
+  const struct key_entry *key = key_named(r, t->key_id);
+  if (key == NULL) /* the key left the key file: nothing can be charged to it, nothing is delivered */
+    return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
+  if (jobstore_charges(r->js)) {
+    struct jobstore_charge c = {.quota_code = "quota_exceeded", .quota_message = RUNNER_QUOTA_EXCEEDED};
+    int rv = ratelimit_month_counter(r->cfg, key, now / 1000, c.counter, sizeof(c.counter), &c.quota, &c.ttl_s);
+    if (rv == 0) rv = jobstore_done_charged(r->js, t->job_id, t->seq, res->body, res->body_len, &c, now);
+    if (rv >= 0 || rv == -ENOENT) return rv == -ENOENT ? rv : 0;
+    log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
+    return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
+  }
+  int64_t month = 0;
+  int charged = ratelimit_charge_month(r->cfg, key, &month);
+  if (charged == 0) return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
+  if (charged < 0) {
+    log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
+    return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
+  }
+  int rv = jobstore_done(r->js, t->job_id, t->seq, res->body, res->body_len, now);
+  /* Cancelled meanwhile, or its lease lost: nothing was delivered, so nothing is owed. */
+  if (rv != 0) ratelimit_give_back(key, month);
+  return rv;
 }
 
 void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_result *res) {
@@ -229,16 +263,7 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   runner_judge(res, now, t->created_ms, r->cfg->job_max_age_s * 1000, &o);
   int rv = 0;
   if (o.verdict == RUNNER_DONE) {
-    const struct key_entry *key = key_named(r, t->key_id);
-    int64_t month = 0;
-    int charged = key != NULL ? ratelimit_charge_month(r->cfg, key, &month) : 0;
-    if (charged == 1) {
-      rv = jobstore_done(r->js, t->job_id, t->seq, res->body, res->body_len, now);
-      /* Cancelled meanwhile, or its lease lost: nothing was delivered, so nothing is owed. */
-      if (rv != 0) ratelimit_give_back(key, month);
-    } else {
-      rv = jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
-    }
+    rv = record_done(r, t, res, now);
   } else if (o.verdict == RUNNER_RETRY) {
     rv = jobstore_retry(r->js, t->job_id, t->seq, o.not_before_ms, now);
   } else {

@@ -7,14 +7,19 @@
  *   most VTS_JOBS_FETCHER_SHARE percent of the connected fetchers hold items at once (at least one item when a
  *   fetcher is connected and the share is not 0), so the rest always serve synchronous requests at once.
  *
- * An item answered with a transcript costs one unit of the month of the job's key (ratelimit_charge_month) and keeps
- * the transcript's JSON (the store compresses it; the items endpoint renders the job's format); past the month it
- * fails quota_exceeded. A 404 fails transcript_not_available, a 500 transcript_fetch_failed, a 502
- * upstream_transcript_failed, except a 502 for a ration (one carrying Retry-After, or of reason egress_budget or
- * rationed): the item goes back to the queue, not to be taken before that time (RUNNER_RATION_RETRY_MS when it names
- * none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making. Taking an item leases it
- * for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back every item
- * left running (a gateway killed mid-job resumes it). Ended jobs are deleted VTS_JOB_TTL_S after their last change.
+ * An item answered with a transcript costs one unit of the month of the job's key and keeps the transcript's JSON
+ * (the store compresses it; the items endpoint renders the job's format); past the month it fails quota_exceeded. The
+ * unit is counted where the synchronous endpoint counts the key's month: the limiter's shared table
+ * (ratelimit_charge_month), or with VTS_REDIS_URL the key's month counter in Redis, in the script that keeps the
+ * answer (jobstore_done_charged), so an item answered twice is counted once. A counter that cannot answer is not a
+ * month used up: the item is put back for RUNNER_CHARGE_RETRY_MS. A 404 fails transcript_not_available, a 500
+ * transcript_fetch_failed, a 502 upstream_transcript_failed, except a 502 for a ration (one carrying Retry-After, or of
+ * reason egress_budget or rationed): the item goes back to the queue, not to be taken before that time
+ * (RUNNER_RATION_RETRY_MS when it names none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making. Taking
+ * an item leases it for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back
+ * every item left running (a gateway killed mid-job resumes it). With Redis the items in hand are renewed every
+ * JOBSTORE_KEEPALIVE_MS and a dead gateway's are claimed by any runner after JOBSTORE_CLAIM_IDLE_MS. Ended jobs are
+ * deleted VTS_JOB_TTL_S after their last change.
  */
 #ifndef VTS_DISPATCH_RUNNER_H
 #define VTS_DISPATCH_RUNNER_H
@@ -27,6 +32,8 @@
 
 /* An item met a ration that named no time: tried again after this long (the budgets refill over minutes). */
 #define RUNNER_RATION_RETRY_MS 30000
+/* An item whose unit of the month could not be counted (the counter's store did not answer): tried again after this. */
+#define RUNNER_CHARGE_RETRY_MS 5000
 /* With nothing to take, the store is asked again this often. */
 #define RUNNER_POLL_MS 200
 /* Items started in one loop turn at most, so that a burst of cache hits does not hold the loop. */
@@ -49,7 +56,7 @@ void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t create
 
 struct runner;
 
-/* Opens the store (VTS_STATE_DIR/jobs.db) and puts back the items left running. NULL when it cannot (logged). */
+/* Opens the store the configuration names and puts back the items left running. NULL when it cannot (logged). */
 struct runner *runner_new(const struct vts_config *cfg, struct core *core);
 void runner_free(struct runner *r);
 /*

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <yajl/yajl_tree.h>
 
@@ -51,14 +50,8 @@ static int64_t wall_ms(void) {
 
 struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
   if (ctx->jobs != NULL) return ctx->jobs;
-  char path[CONFIG_STR_MAX + 16];
-  snprintf(path, sizeof(path), "%s/jobs.db", ctx->cfg->state_dir);
-  if (mkdir(ctx->cfg->state_dir, 0700) != 0 && errno != EEXIST) {
-    log_msg(LOG_ERROR, "job store unavailable", "path", ctx->cfg->state_dir, "error", strerror(errno), NULL);
-    return NULL;
-  }
   char err[256] = "";
-  if (jobstore_open(path, &ctx->jobs, err, sizeof(err)) != 0) {
+  if (jobstore_open_config(ctx->cfg, &ctx->jobs, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "job store unavailable", "error", err, NULL);
     ctx->jobs = NULL;
   }

@@ -1,4 +1,4 @@
-/* Batch jobs in SQLite (see jobstore.h). */
+/* Batch jobs: the facade over the backends' table, and the SQLite backend (see jobstore.h). */
 #include "gateway/jobs/jobstore.h"
 
 #include <errno.h>
@@ -7,13 +7,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "common/util.h"
+#include "gateway/redis/redis_conn.h"
 
+/* A handle: the backend's table and its state (for SQLite, the handle itself, with its database). */
 struct jobstore {
+  const struct jobstore_ops *ops;
+  void *self;
   sqlite3 *db;
 };
+
+static const struct jobstore_ops sqlite_ops;
 
 static const char *const item_status_names[ITEM__COUNT] = {"queued", "running", "done", "failed", "cancelled"};
 
@@ -22,8 +29,10 @@ const char *jobstore_item_status_name(enum jobstore_item_status s) {
 }
 
 /*
- * The schema. An item's answer is zlib-compressed in body, body_len its size before. not_before_ms holds back an
- * item that met a ration; lease_ms is when a running item's taker is presumed dead.
+ * The schema. A job's turn orders the round-robin of takes: the job with items due and the smallest turn gives the
+ * next item and takes a turn past every other (a new job's turn is 0: it gives its first item next). An item's answer
+ * is zlib-compressed in body, body_len its size before. not_before_ms holds back an item that met a ration; lease_ms is
+ * when a running item's taker is presumed dead.
  */
 static const char schema[] =
     "PRAGMA journal_mode=WAL;"
@@ -32,7 +41,8 @@ static const char schema[] =
     " id TEXT PRIMARY KEY, key_id TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,"
     " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, total INTEGER NOT NULL,"
     " language TEXT NOT NULL, translate TEXT NOT NULL, format TEXT NOT NULL,"
-    " webhook_url TEXT NOT NULL, webhook_secret TEXT NOT NULL, source TEXT NOT NULL);"
+    " webhook_url TEXT NOT NULL, webhook_secret TEXT NOT NULL, source TEXT NOT NULL,"
+    " turn INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key_id);"
     "CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs(updated_ms);"
     "CREATE TABLE IF NOT EXISTS items("
@@ -42,6 +52,25 @@ static const char schema[] =
     " PRIMARY KEY(job_id, seq)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);"
     "CREATE INDEX IF NOT EXISTS items_queue ON items(status, job_id, seq);";
+
+/* A database made before jobs took turns gets the column (an error when it is there already, which is ignored). */
+static const char add_turn[] =
+    "ALTER TABLE jobs ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);";
+
+int jobstore_inflate(const void *z, size_t zlen, int64_t len, char **out) {
+  *out = NULL;
+  if (len < 0 || len > VTS_MAX_TRANSCRIPT_BYTES) return -EBADMSG;
+  char *plain = malloc(len > 0 ? (size_t)len : 1);
+  if (!plain) return -ENOMEM;
+  uLongf out_len = (uLongf)len;
+  if (uncompress((Bytef *)plain, &out_len, z, (uLong)zlen) != Z_OK || out_len != (uLongf)len) {
+    free(plain);
+    return -EBADMSG;
+  }
+  *out = plain;
+  return 0;
+}
 
 static void say(char *err, size_t errlen, const char *path, const char *what) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
@@ -53,18 +82,24 @@ int jobstore_open(const char *path, struct jobstore **out, char *err, size_t err
   int rc = sqlite3_open_v2(path, &js->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(js->db, 5000);
   if (rc == SQLITE_OK) rc = sqlite3_exec(js->db, schema, NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_exec(js->db, add_turn, NULL, NULL, NULL);
+    rc = sqlite3_exec(js->db, "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);", NULL, NULL, NULL);
+  }
   if (rc != SQLITE_OK) {
     say(err, errlen, path, js->db ? sqlite3_errmsg(js->db) : sqlite3_errstr(rc));
     sqlite3_close(js->db);
     free(js);
     return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
   }
+  js->ops = &sqlite_ops;
+  js->self = js;
   *out = js;
   return 0;
 }
 
-void jobstore_close(struct jobstore *js) {
-  if (!js) return;
+static void sq_close(void *self) {
+  struct jobstore *js = self;
   sqlite3_close(js->db);
   free(js);
 }
@@ -122,21 +157,16 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
   snprintf(out, outlen, "%s", s ? (const char *)s : "");
 }
 
-int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
-                    const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
-                    char id_out[JOBSTORE_ID_LEN + 1]) {
-  if (n == 0) return -EINVAL;
-  char rnd[13];
-  int rv = util_random_hex(rnd, 6);
-  if (rv != 0) return rv;
-  /* The creation time first: ids sort as the jobs were made, which is the order items are taken in. */
-  snprintf(id_out, JOBSTORE_ID_LEN + 1, "j%012" PRIx64 "%s", (uint64_t)now_ms & UINT64_C(0xffffffffffff), rnd);
+static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
+                     size_t n, int64_t now_ms, const char *id_out) {
+  struct jobstore *js = self;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  rv = run(js, prepare(js,
-                       "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
-                       "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                       "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language, spec->translate,
-                       spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
+  int rv =
+      run(js, prepare(js,
+                      "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                      "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                      "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language, spec->translate,
+                      spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
   sqlite3_stmt *st =
       rv >= 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", id_out) : NULL;
   if (rv >= 0 && !st) rv = -EIO;
@@ -151,14 +181,14 @@ int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
   return rv < 0 ? rv : 0;
 }
 
-/* The status a job shows, from its counts. */
-static const char *job_status(const struct jobstore_job *j, int cancelled) {
+const char *jobstore_job_status(const struct jobstore_job *j, int cancelled) {
   if (j->counts[ITEM_QUEUED] + j->counts[ITEM_RUNNING] == 0) return cancelled ? "cancelled" : "done";
   if (cancelled) return "cancelled";
   return j->counts[ITEM_QUEUED] == j->total ? "queued" : "running";
 }
 
-int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, struct jobstore_job *out) {
+static int sq_get(void *self, const char *key_id, const char *job_id, struct jobstore_job *out) {
+  struct jobstore *js = self;
   memset(out, 0, sizeof(*out));
   sqlite3_stmt *st = prepare(js,
                              "SELECT cancelled,created_ms,updated_ms,total,language,translate,format,webhook_url,"
@@ -189,7 +219,7 @@ int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, st
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return -EIO;
-  out->status = job_status(out, cancelled);
+  out->status = jobstore_job_status(out, cancelled);
   return 0;
 }
 
@@ -211,27 +241,20 @@ static int item_row(sqlite3_stmt *st, jobstore_item_fn fn, void *ctx) {
   it.error_message = (const char *)sqlite3_column_text(st, 4);
   char *plain = NULL;
   if (it.status == ITEM_DONE) {
-    const void *z = sqlite3_column_blob(st, 5);
-    size_t zlen = (size_t)sqlite3_column_bytes(st, 5);
-    sqlite3_int64 len = sqlite3_column_int64(st, 6);
-    if (len < 0 || len > VTS_MAX_TRANSCRIPT_BYTES) return -EBADMSG;
-    plain = malloc(len > 0 ? (size_t)len : 1);
-    if (!plain) return -ENOMEM;
-    uLongf out_len = (uLongf)len;
-    if (uncompress((Bytef *)plain, &out_len, z, (uLong)zlen) != Z_OK || out_len != (uLongf)len) {
-      free(plain);
-      return -EBADMSG;
-    }
+    int rv = jobstore_inflate(sqlite3_column_blob(st, 5), (size_t)sqlite3_column_bytes(st, 5),
+                              sqlite3_column_int64(st, 6), &plain);
+    if (rv != 0) return rv;
     it.body = plain;
-    it.body_len = (size_t)len;
+    it.body_len = (size_t)sqlite3_column_int64(st, 6);
   }
   int rv = fn(ctx, &it);
   free(plain);
   return rv;
 }
 
-int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, int64_t after, size_t limit,
-                   jobstore_item_fn fn, void *ctx, int64_t *next) {
+static int sq_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                    jobstore_item_fn fn, void *ctx, int64_t *next) {
+  struct jobstore *js = self;
   *next = 0;
   /* One read transaction: the page and the question whether more follow see the same state. */
   if (exec(js, "BEGIN") != 0) return -EIO;
@@ -268,7 +291,8 @@ int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, 
   return rv;
 }
 
-int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
+static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
+  struct jobstore *js = self;
   *n = 0;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int rv = owned(js, key_id, job_id);
@@ -280,7 +304,8 @@ int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id,
   return rv < 0 ? rv : 0;
 }
 
-int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
+static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
+  struct jobstore *js = self;
   sqlite3_stmt *st = prepare(js,
                              "SELECT count(*) FROM jobs j WHERE j.key_id=? AND EXISTS(SELECT 1 FROM items i WHERE "
                              "i.job_id=j.id AND i.status IN (0,1))",
@@ -292,14 +317,17 @@ int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
   return rc == SQLITE_ROW ? 0 : -EIO;
 }
 
-int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+  struct jobstore *js = self;
   memset(out, 0, sizeof(*out));
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  /* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
   sqlite3_stmt *st = prepare(
       js,
       "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
-      "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=? ORDER BY "
-      "i.job_id,i.seq LIMIT 1",
+      "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "
+      "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
+      "q.job_id=jobs.id AND q.not_before_ms<=?1) ORDER BY turn,id LIMIT 1) ORDER BY i.seq LIMIT 1",
       "i", now_ms);
   int rv = st ? 0 : -EIO;
   if (rv == 0) {
@@ -322,7 +350,9 @@ int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct 
   if (rv == 0)
     rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
                          now_ms + lease_ms, out->job_id, out->seq));
-  if (rv >= 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, out->job_id));
+  if (rv >= 0)
+    rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=?,turn=(SELECT max(turn) FROM jobs)+1 WHERE id=?", "is",
+                         now_ms, out->job_id));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
@@ -340,27 +370,19 @@ static int end_running(struct jobstore *js, sqlite3_stmt *st, const char *job_id
   return rv < 0 ? rv : 0;
 }
 
-int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len, int64_t now_ms) {
-  if (len > VTS_MAX_TRANSCRIPT_BYTES) return -EINVAL;
-  uLongf zlen = compressBound((uLong)len);
-  Bytef *z = malloc(zlen);
-  if (!z) return -ENOMEM;
-  if (compress2(z, &zlen, (const Bytef *)body, (uLong)len, 6) != Z_OK) {
-    free(z);
-    return -ENOMEM;
-  }
-  int rv = -EIO;
-  if (exec(js, "BEGIN IMMEDIATE") == 0)
-    rv = end_running(js,
+static int sq_done(void *self, const char *job_id, int64_t seq, const void *z, size_t zlen, size_t len,
+                   const struct jobstore_charge *charge, int64_t now_ms) {
+  struct jobstore *js = self;
+  if (charge != NULL) return -ENOTSUP;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  return end_running(js,
                      prepare(js, "UPDATE items SET status=2,body=?,body_len=? WHERE job_id=? AND seq=? AND status=1",
-                             "bisi", z, (size_t)zlen, (int64_t)len, job_id, seq),
+                             "bisi", z, zlen, (int64_t)len, job_id, seq),
                      job_id, now_ms);
-  free(z);
-  return rv;
 }
 
-int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
-                  int64_t now_ms) {
+static int sq_fail(void *self, const char *job_id, int64_t seq, const char *code, const char *message, int64_t now_ms) {
+  struct jobstore *js = self;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   return end_running(
       js,
@@ -369,7 +391,8 @@ int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const ch
       job_id, now_ms);
 }
 
-int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
+static int sq_retry(void *self, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
+  struct jobstore *js = self;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   return end_running(
       js,
@@ -378,11 +401,13 @@ int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t
       job_id, now_ms);
 }
 
-int jobstore_recover(struct jobstore *js, int64_t now_ms) {
+static int sq_recover(void *self, int64_t now_ms) {
+  struct jobstore *js = self;
   return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
 }
 
-int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
+static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
+  struct jobstore *js = self;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int64_t before = now_ms - ttl_ms;
   int rv = run(js, prepare(js,
@@ -395,4 +420,157 @@ int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
                          "i.job_id=jobs.id)",
                          "i", before));
   return finish(js, rv);
+}
+
+static const struct jobstore_ops sqlite_ops = {
+    .version = JOBSTORE_OPS_VERSION,
+    .name = "sqlite",
+    .close = sq_close,
+    .create = sq_create,
+    .get = sq_get,
+    .items = sq_items,
+    .cancel = sq_cancel,
+    .open_jobs = sq_open_jobs,
+    .take = sq_take,
+    .done = sq_done,
+    .fail = sq_fail,
+    .retry = sq_retry,
+    .recover = sq_recover,
+    .expire = sq_expire,
+};
+
+/* ---- the facade: the configuration's backend, and what every backend shares ---- */
+
+/* Where Redis is, resolved by the master before fork (jobstore_init). */
+static struct redis_addr redis_at;
+static char redis_at_url[CONFIG_STR_MAX]; /* the URL redis_at was resolved from, "" before */
+
+int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen) {
+  if (cfg->redis_url[0] == '\0') return 0;
+  redis_at_url[0] = '\0';
+  int rv = redis_conn_resolve(cfg->redis_url, &redis_at, err, errlen);
+  if (rv == 0) util_copy_str(redis_at_url, sizeof(redis_at_url), cfg->redis_url);
+  return rv;
+}
+
+int jobstore_open_config(const struct vts_config *cfg, struct jobstore **out, char *err, size_t errlen) {
+  if (cfg->redis_url[0] == '\0') {
+    char path[CONFIG_STR_MAX + 16];
+    snprintf(path, sizeof(path), "%s/jobs.db", cfg->state_dir);
+    if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
+      int rv = -errno;
+      snprintf(err, errlen, "%s: %s", cfg->state_dir, strerror(errno));
+      return rv;
+    }
+    return jobstore_open(path, out, err, errlen);
+  }
+  /* A process the master did not prepare (a test, a tool) resolves here. */
+  if (strcmp(redis_at_url, cfg->redis_url) != 0) {
+    int rv = jobstore_init(cfg, err, errlen);
+    if (rv != 0) return rv;
+  }
+  struct jobstore *js = calloc(1, sizeof(*js));
+  if (js == NULL) return -ENOMEM;
+  int rv = jobstore_redis_open(&redis_at, cfg->job_ttl_s * 1000, &js->self, err, errlen);
+  if (rv != 0) {
+    free(js);
+    return rv;
+  }
+  js->ops = &jobstore_redis_ops;
+  *out = js;
+  return 0;
+}
+
+void jobstore_close(struct jobstore *js) {
+  if (js == NULL) return;
+  if (js->self == js) {
+    js->ops->close(js);
+    return;
+  }
+  js->ops->close(js->self);
+  free(js);
+}
+
+const char *jobstore_backend(const struct jobstore *js) { return js->ops->name; }
+
+int jobstore_charges(const struct jobstore *js) { return js->ops->charges; }
+
+int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
+                    const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
+                    char id_out[JOBSTORE_ID_LEN + 1]) {
+  if (n == 0) return -EINVAL;
+  char rnd[13];
+  int rv = util_random_hex(rnd, 6);
+  if (rv != 0) return rv;
+  /* The creation time first: ids sort as the jobs were made, which orders a round of the jobs' turns. */
+  snprintf(id_out, JOBSTORE_ID_LEN + 1, "j%012" PRIx64 "%s", (uint64_t)now_ms & UINT64_C(0xffffffffffff), rnd);
+  return js->ops->create(js->self, spec, video_ids, n, now_ms, id_out);
+}
+
+int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, struct jobstore_job *out) {
+  return js->ops->get(js->self, key_id, job_id, out);
+}
+
+int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                   jobstore_item_fn fn, void *ctx, int64_t *next) {
+  return js->ops->items(js->self, key_id, job_id, after, limit, fn, ctx, next);
+}
+
+int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
+  return js->ops->cancel(js->self, key_id, job_id, now_ms, n);
+}
+
+int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
+  return js->ops->open_jobs(js->self, key_id, n);
+}
+
+int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+  return js->ops->take(js->self, now_ms, lease_ms, out);
+}
+
+/* The answer compressed once, whatever the backend: a zlib stream, its size before kept beside it. */
+static int done_with(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
+                     const struct jobstore_charge *charge, int64_t now_ms) {
+  if (len > VTS_MAX_TRANSCRIPT_BYTES) return -EINVAL;
+  uLongf zlen = compressBound((uLong)len);
+  Bytef *z = malloc(zlen);
+  if (!z) return -ENOMEM;
+  if (compress2(z, &zlen, (const Bytef *)body, (uLong)len, 6) != Z_OK) {
+    free(z);
+    return -ENOMEM;
+  }
+  int rv = js->ops->done(js->self, job_id, seq, z, (size_t)zlen, len, charge, now_ms);
+  free(z);
+  return rv;
+}
+
+int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len, int64_t now_ms) {
+  return done_with(js, job_id, seq, body, len, NULL, now_ms);
+}
+
+int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
+                          const struct jobstore_charge *charge, int64_t now_ms) {
+  if (!js->ops->charges) return -ENOTSUP;
+  return done_with(js, job_id, seq, body, len, charge, now_ms);
+}
+
+int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
+                  int64_t now_ms) {
+  return js->ops->fail(js->self, job_id, seq, code, message, now_ms);
+}
+
+int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
+  return js->ops->retry(js->self, job_id, seq, not_before_ms, now_ms);
+}
+
+int jobstore_recover(struct jobstore *js, int64_t now_ms) {
+  return js->ops->recover != NULL ? js->ops->recover(js->self, now_ms) : 0;
+}
+
+int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
+  return js->ops->expire != NULL ? js->ops->expire(js->self, now_ms, ttl_ms) : 0;
+}
+
+int jobstore_keepalive(struct jobstore *js, int64_t now_ms) {
+  return js->ops->keepalive != NULL ? js->ops->keepalive(js->self, now_ms) : 0;
 }

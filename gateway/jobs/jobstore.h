@@ -1,10 +1,20 @@
 /*
- * The durable state of batch jobs in an embedded SQLite database (VTS_STATE_DIR/jobs.db, WAL mode): a job, the key
- * that made it, its options, and its items in the job's order, each queued, running (taken, with a lease), done (its
- * answer kept compressed), failed (the error code and message of the synchronous endpoint) or cancelled. Every change
- * is one transaction, so a process killed at any point loses nothing that was answered; a running item whose lease
- * ran out (its taker died) goes back to the queue. Several processes may open the same file: SQLite's locks order
- * them, and a take hands an item to one taker only.
+ * The durable state of batch jobs: a job, the key that made it, its options, and its items in the job's order, each
+ * queued, running (taken), done (its answer kept compressed), failed (the error code and message of the synchronous
+ * endpoint) or cancelled. Two backends fill one table of operations (struct jobstore_ops, below), chosen by the
+ * configuration:
+ *
+ * - SQLite (this file's jobstore.c), without VTS_REDIS_URL: an embedded database (VTS_STATE_DIR/jobs.db, WAL mode).
+ *   Every change is one transaction, so a process killed at any point loses nothing that was answered; a running item
+ *   whose lease ran out (its taker died) goes back to the queue. Several processes may open the same file: SQLite's
+ *   locks order them, and a take hands an item to one taker only.
+ * - Redis (jobstore_redis.c), with VTS_REDIS_URL: hashes for the job and its items, a stream with a consumer group for
+ *   the work (each gateway's runner a consumer), so every gateway serves every job and the items a dead gateway held
+ *   are claimed by another within seconds (docs/ARCHITECTURE.md says the layout).
+ *
+ * Both take items round-robin across the jobs that have some to run (a job's next item after one of each other job),
+ * so a long job never starves a short one. Every call is synchronous and bounded: SQLite by its busy timeout, Redis by
+ * VTS_JOBS_REDIS_TIMEOUT_MS a command (a Redis that does not answer is -EIO at once until it is tried again).
  */
 #ifndef VTS_JOBSTORE_H
 #define VTS_JOBSTORE_H
@@ -12,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/config.h"
 #include "common/limits.h"
 
 #define JOBSTORE_ID_LEN 25 /* "j" + 12 hex digits of the creation time in ms + 12 random hex digits */
@@ -29,6 +40,19 @@ struct jobstore;
  */
 int jobstore_open(const char *path, struct jobstore **out, char *err, size_t errlen);
 void jobstore_close(struct jobstore *js);
+
+/*
+ * Master, before fork: with VTS_REDIS_URL, resolves the Redis host once, so a worker or the dispatcher never waits on
+ * a name lookup. Returns 0, or a negative errno with err naming the variable.
+ */
+int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen);
+/*
+ * The store the configuration names: Redis with VTS_REDIS_URL (keeping ended jobs VTS_JOB_TTL_S), else SQLite at
+ * VTS_STATE_DIR/jobs.db (the directory made when missing). Returns 0, or a negative errno with err saying why.
+ */
+int jobstore_open_config(const struct vts_config *cfg, struct jobstore **out, char *err, size_t errlen);
+/* "sqlite" or "redis". */
+const char *jobstore_backend(const struct jobstore *js);
 
 /* What a job asks for, besides its videos. Strings are "" when not given. */
 struct jobstore_spec {
@@ -112,8 +136,9 @@ struct jobstore_task {
 };
 
 /*
- * Takes the next queued item whose time has come (oldest first among the jobs, in each job's order) and marks it
- * running until now_ms + lease_ms. Returns 0, -EAGAIN (nothing to take now), or -EIO.
+ * Takes the next queued item whose time has come and marks it running until now_ms + lease_ms: from the job whose
+ * turn it is (the jobs with items due take turns, one item each, the oldest job first in a round), in the job's
+ * order. Returns 0, -EAGAIN (nothing to take now), or -EIO.
  */
 int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out);
 
@@ -122,17 +147,95 @@ int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct 
  * Returns 0, -ENOENT (not running any more: cancelled, or its lease ran out and another took it), or -EIO.
  */
 int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len, int64_t now_ms);
+
+/* A unit of the month counted with an answer, in the same atomic step (a backend that can: jobstore_charges). */
+struct jobstore_charge {
+  char counter[128];                      /* the key's month counter, as the synchronous endpoint counts it */
+  int64_t quota;                          /* the key's units of the month */
+  int64_t ttl_s;                          /* the counter's lifetime when this unit starts it */
+  const char *quota_code, *quota_message; /* what the item fails with when the month is used up */
+};
+
+/* Whether jobstore_done_charged can be used: the backend holds the month's counters (Redis). */
+int jobstore_charges(const struct jobstore *js);
+/*
+ * jobstore_done, and one unit of charge's counter in the same atomic step: the answer is kept and the unit counted
+ * together, or the item fails with the charge's quota code when the month is used up (the unit not counted), or
+ * nothing happens (an item no longer running: answered already, so its unit was counted once). Returns 1 (kept and
+ * counted), 0 (month used up: failed), -ENOENT (not running), -EIO (the store did not answer: nothing is known to have
+ * happened; the item is claimed again later), -ENOTSUP (the backend cannot charge).
+ */
+int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
+                          const struct jobstore_charge *charge, int64_t now_ms);
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
                   int64_t now_ms);
 
 /* Puts a running item back in the queue, not to be taken before not_before_ms (a ration met). Returns as done. */
 int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms);
 
-/* Running items whose lease ended before now_ms go back to the queue. Returns how many, or -EIO. */
+/*
+ * Running items whose lease ended before now_ms go back to the queue. Returns how many, or -EIO. Redis has no leases
+ * (a dead taker's items are claimed by the next take, see jobstore_keepalive): 0.
+ */
 int jobstore_recover(struct jobstore *js, int64_t now_ms);
 
+/*
+ * The taker (this handle) still runs the items it took and has not ended: Redis marks them fresh, so no other gateway
+ * claims them; a taker silent past JOBSTORE_CLAIM_IDLE_MS loses them to the next take anywhere. Call it at least
+ * every JOBSTORE_KEEPALIVE_MS. Returns 0 or -EIO; SQLite's leases need nothing (0).
+ */
+#define JOBSTORE_KEEPALIVE_MS 1000
+#define JOBSTORE_CLAIM_IDLE_MS 5000
+int jobstore_keepalive(struct jobstore *js, int64_t now_ms);
+
 /* Deletes the jobs that ended (no item queued or running) and last changed before now_ms - ttl_ms, with their items.
- * Returns how many jobs, or -EIO. */
+ * Returns how many jobs, or -EIO. Redis expires them by itself (each key of an ended job lives VTS_JOB_TTL_S): 0. */
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
+
+/*
+ * For the backends: what an implementation fills, a versioned table of operations, one per backend, chosen by
+ * jobstore_open_config. The SQLite backend is jobstore.c's own, the Redis backend jobstore_redis.c. Each operation has
+ * the meaning and the return values of the jobstore_* function of its name; self is the implementation's own state. An
+ * operation a backend has no use for is NULL (the facade answers for it).
+ */
+#define JOBSTORE_OPS_VERSION 1
+
+struct jobstore_ops {
+  int version; /* JOBSTORE_OPS_VERSION */
+  const char *name;
+  int charges; /* done counts a charge with the answer (jobstore_charges) */
+  void (*close)(void *self);
+  int (*create)(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                int64_t now_ms, const char *job_id);
+  int (*get)(void *self, const char *key_id, const char *job_id, struct jobstore_job *out);
+  int (*items)(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit, jobstore_item_fn fn,
+               void *ctx, int64_t *next);
+  int (*cancel)(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
+  int (*open_jobs)(void *self, const char *key_id, size_t *n);
+  int (*take)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out);
+  /* The answer compressed (a zlib stream of body), with its size before. */
+  int (*done)(void *self, const char *job_id, int64_t seq, const void *z, size_t zlen, size_t len,
+              const struct jobstore_charge *charge, int64_t now_ms);
+  int (*fail)(void *self, const char *job_id, int64_t seq, const char *code, const char *message, int64_t now_ms);
+  int (*retry)(void *self, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms);
+  int (*recover)(void *self, int64_t now_ms);
+  int (*expire)(void *self, int64_t now_ms, int64_t ttl_ms);
+  int (*keepalive)(void *self, int64_t now_ms);
+};
+
+/* The status a job shows (jobstore_job's), from its counts and whether it was cancelled. */
+const char *jobstore_job_status(const struct jobstore_job *j, int cancelled);
+
+/*
+ * A kept answer back: z (zlen bytes, a zlib stream) inflated to exactly len bytes in *out (malloc'd, the caller frees).
+ * Returns 0, -EBADMSG (it does not inflate to len, or len is past the transcript limit) or -ENOMEM.
+ */
+int jobstore_inflate(const void *z, size_t zlen, int64_t len, char **out);
+
+/* The Redis backend (jobstore_redis.c): its table, and its opening with the address and the time an ended job is kept.
+ */
+extern const struct jobstore_ops jobstore_redis_ops;
+struct redis_addr;
+int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, void **self, char *err, size_t errlen);
 
 #endif

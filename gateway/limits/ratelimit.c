@@ -344,6 +344,19 @@ int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry 
   return rlmem_charge_month(rl_table, key->digest, lim.quota, util_wall_s(), month);
 }
 
+int ratelimit_month_counter(const struct vts_config *cfg, const struct key_entry *key, int64_t now, char *name,
+                            size_t cap, int64_t *quota, int64_t *ttl_s) {
+  if (cfg->redis_url[0] == '\0') return -ENODEV;
+  if (cap < RLREDIS_KEY_BYTES) return -ENOSPC;
+  struct rl_limits lim;
+  rlcalc_limits(key, cfg, &lim);
+  int64_t month = rlcalc_month_index(now);
+  rlredis_month_key(name, key->digest, month);
+  *quota = lim.quota;
+  *ttl_s = rlredis_month_ttl(month, now);
+  return 0;
+}
+
 void ratelimit_give_back(const struct key_entry *key, int64_t month) {
   if (rl_table != NULL) rlmem_refund(rl_table, key->digest, month);
 }

@@ -82,10 +82,17 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
  * dispatcher's runner; the job's request was counted in the window). From the shared table the master made, so any
  * process forked after ratelimit_shm_init may call it. Returns 1 when taken (*month is its month, for
  * ratelimit_give_back), 0 when the key's month is used up, -ENOSPC or -ENODEV (no table). The table is the month of
- * the memory provider; with VTS_REDIS_URL it is only the fallback's, so the units are not counted in Redis (not
- * done yet).
+ * the memory provider; with VTS_REDIS_URL the month is in Redis: see ratelimit_month_counter.
  */
 int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month);
+/*
+ * With VTS_REDIS_URL: where key's units of the month are counted in Redis at second now (the counter every check of
+ * the key counts in, name written to name), its quota and the lifetime a counter it starts gets; the job store counts
+ * a batch item's unit there atomically with its answer. Returns 0, -ENODEV (no Redis: ratelimit_charge_month), or
+ * -ENOSPC (cap too small).
+ */
+int ratelimit_month_counter(const struct vts_config *cfg, const struct key_entry *key, int64_t now, char *name,
+                            size_t cap, int64_t *quota, int64_t *ttl_s);
 /* Gives back a unit ratelimit_charge_month took (the item's answer could not be kept). */
 void ratelimit_give_back(const struct key_entry *key, int64_t month);
 /* "memory" or "redis", for /health. */

@@ -546,6 +546,14 @@ static size_t month_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t
   return b.len;
 }
 
+size_t rlredis_month_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t month) {
+  return month_key(out, digest, month, "");
+}
+
+int64_t rlredis_month_ttl(int64_t month, int64_t now) {
+  return rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S;
+}
+
 /* Argument i of q's script call: v in decimal. */
 static void set_num(struct rlreq *q, int i, int64_t v) {
   struct strb b = strb_init(q->nums[i], sizeof(q->nums[i]));
@@ -687,7 +695,7 @@ static struct rlreq *batch_new(struct rlredis *r, const char *digest, const stru
   /* The window counter is created during its window, so its length plus a second outlives the window. */
   set_num(q, 1, lim->window_s + 1);
   set_num(q, 2, lim->quota);
-  set_num(q, 3, rlcalc_month_start(month + 1) - now + VTS_REDIS_QUOTA_TTL_MARGIN_S);
+  set_num(q, 3, rlredis_month_ttl(month, now));
   q->lens[SCRIPT_KEYS + 4] = util_copy_str(q->nums[4], sizeof(q->nums[4]), r->gateway_id);
   q->owed = (struct rl_owed){-1, -1, 0};
   r->refs++;

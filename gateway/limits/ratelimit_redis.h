@@ -82,6 +82,12 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
  */
 int rlredis_refund(struct rlredis *r, const char *digest, int64_t month);
 /*
+ * The name of a key's month counter (the key's digest, a month index), the one every check and every batch item of
+ * the key counts in, and the lifetime (seconds) a counter started at second now gets. Returns the name's length.
+ */
+size_t rlredis_month_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t month);
+int64_t rlredis_month_ttl(int64_t month, int64_t now);
+/*
  * How many gateways share the keys' limits: every VTS_GATEWAY_HEARTBEAT_MS a connection announces its gateway in
  * Redis (a sorted set, "vts:gateways", of ids by the last beat; a gateway silent for VTS_GATEWAY_HEARTBEAT_TTL_MS is
  * no longer counted) and keeps the count Redis answers. While Redis cannot answer, the last count stands: the

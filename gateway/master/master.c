@@ -17,6 +17,7 @@
 #include "gateway/dispatcher/dispatcher.h"
 #include "gateway/limits/ratelimit.h"
 #include "gateway/http/worker.h"
+#include "gateway/jobs/jobstore.h"
 
 /* A child that ran at least this long before dying is replaced at once; a shorter run counts as a crash loop. */
 #define MASTER_HEALTHY_RUN_MS 1000
@@ -311,6 +312,11 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
   if (rv != 0) {
     log_msg(LOG_ERROR, rl_err, NULL);
     log_msg(LOG_ERROR, "rate-limit shared memory failed", "error", strerror(-rv), NULL);
+    goto fail;
+  }
+  rv = jobstore_init(cfg, rl_err, sizeof(rl_err));
+  if (rv != 0) {
+    log_msg(LOG_ERROR, rl_err, NULL);
     goto fail;
   }
   rv = metrics_init();

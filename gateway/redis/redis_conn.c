@@ -155,6 +155,35 @@ fail:
   return NULL;
 }
 
+redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen) {
+  struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+  redisContext *c = redisConnectWithTimeout(addr->ip, addr->port, tv);
+  if (c == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  if (c->err == 0 && redisSetTimeout(c, tv) != REDIS_OK) snprintf(err, errlen, "cannot set the timeout");
+  if (c->err != 0) {
+    snprintf(err, errlen, "%s", c->errstr);
+    redisFree(c);
+    return NULL;
+  }
+  struct setup_cmd cmds[2];
+  int n = setup_commands(addr, cmds);
+  for (int i = 0; i < n; i++) {
+    redisReply *r = redisCommandArgv(c, cmds[i].argc, cmds[i].argv, NULL);
+    int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    /* The server's own words (WRONGPASS, NOAUTH): they name no password. */
+    if (!ok) snprintf(err, errlen, "%s", r != NULL ? r->str : c->errstr);
+    freeReplyObject(r);
+    if (!ok) {
+      redisFree(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
 /* Copies s[0, n) as a string into out. Returns 0, or -EINVAL when empty or too long. */
 static int copy_part(char *out, size_t outlen, const char *s, size_t n) {
   if (n == 0 || n >= outlen) return -EINVAL;

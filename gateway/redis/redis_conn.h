@@ -50,6 +50,13 @@ redisAsyncContext *redis_conn_open_async(uv_loop_t *loop, const struct redis_add
                                          redisCallbackFn *setup_cb, void *setup_arg, char *err, size_t errlen);
 
 /*
+ * A blocking connection, for a caller that waits for each reply (the job store): the connect and every command are
+ * bounded by timeout_ms (a reply not there by then is an error, and the context is then unusable), and it is prepared
+ * (AUTH, SELECT) before it is returned. Returns the context, or NULL with a short reason in err (never the password).
+ */
+redisContext *redis_conn_open_sync(const struct redis_addr *addr, int timeout_ms, char *err, size_t errlen);
+
+/*
  * Writes the commands ac holds now instead of at the socket's next writable event: no watch for writability is
  * added and removed (two epoll changes) and the commands leave this loop turn. Only on an established connection.
  * A write error disconnects ac here (its disconnect callback runs and its pending commands are answered NULL).

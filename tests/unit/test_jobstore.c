@@ -1,7 +1,12 @@
 /*
- * Unit tests of the batch jobs' SQLite store on real database files: a job's life (create, take, done, failed, retry,
- * cancel), pages of items in order, a job seen only by its key, two handles on one file (as two gateway processes)
- * never taking the same item, a writer killed with SIGKILL losing nothing it committed, leases that run out, expiry.
+ * Unit tests of the batch jobs' store, each backend on the real thing. Both backends (SQLite on real database files,
+ * Redis on a real redis-server) pass the same cases: a job's life (create, take, done, failed, retry, cancel), pages
+ * of items in order, a job seen only by its key, jobs taking turns, two handles (as two gateway processes) never
+ * taking the same item. SQLite's own: a writer killed with SIGKILL losing nothing it committed, leases that run out,
+ * expiry. Redis's own: an item's unit of the month counted once with its answer (and none past the quota), the items
+ * of a silent runner claimed by another while a live runner's are not, an answer stored by both runners kept and
+ * counted once, an ended job's keys expiring, a work stream deleted under a runner made again, a Redis that does not
+ * answer failing fast.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,12 +23,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/unit/test_skip.h"
+
+#include "common/limits.h"
 #include "gateway/jobs/jobstore.h"
+#include "tests/unit/test_redis_server.h"
 
 struct fixture {
   char dir[64];
   char path[96];
   struct jobstore *js;
+  int port; /* Redis: its server */
+  pid_t pid;
+  struct vts_config cfg;
 };
 
 static int setup(void **state) {
@@ -45,6 +57,38 @@ static int teardown(void **state) {
   int rc = system(cmd);
   free(f);
   return rc == 0 ? 0 : -1;
+}
+
+static int setup_redis(void **state) {
+  if (!test_redis_available()) TEST_SKIP("redis-server is not installed");
+  struct fixture *f = calloc(1, sizeof(*f));
+  f->port = test_free_port();
+  f->pid = test_redis_start(f->port);
+  snprintf(f->cfg.redis_url, sizeof(f->cfg.redis_url), "redis://127.0.0.1:%d", f->port);
+  f->cfg.job_ttl_s = 60;
+  char err[256];
+  if (jobstore_open_config(&f->cfg, &f->js, err, sizeof(err)) != 0) return -1;
+  *state = f;
+  return 0;
+}
+
+static int teardown_redis(void **state) {
+  struct fixture *f = *state;
+  jobstore_close(f->js);
+  test_redis_stop(f->pid);
+  free(f);
+  return 0;
+}
+
+/* Another handle on the same store, as another gateway process has. */
+static struct jobstore *other_handle(struct fixture *f) {
+  struct jobstore *js = NULL;
+  char err[256];
+  if (f->pid > 0)
+    assert_int_equal(jobstore_open_config(&f->cfg, &js, err, sizeof(err)), 0);
+  else
+    assert_int_equal(jobstore_open(f->path, &js, err, sizeof(err)), 0);
+  return js;
 }
 
 static const char ids[][VTS_VIDEO_ID_LEN + 1] = {"ourVideo001", "ourVideo002", "ourVideo003", "ourVideo004",
@@ -75,7 +119,8 @@ static int collect(void *ctx, const struct jobstore_item *it) {
            jobstore_item_status_name(it->status));
   n = strlen(s->text);
   if (it->status == ITEM_DONE) snprintf(s->text + n, sizeof(s->text) - n, ":%.*s", (int)it->body_len, it->body);
-  if (it->status == ITEM_FAILED) snprintf(s->text + n, sizeof(s->text) - n, ":%s", it->error_code);
+  if (it->status == ITEM_FAILED)
+    snprintf(s->text + n, sizeof(s->text) - n, ":%s:%s", it->error_code, it->error_message);
   return 0;
 }
 
@@ -128,8 +173,9 @@ static void test_a_job_lives_through_its_items(void **state) {
   struct seen s = {{0}};
   int64_t next = -1;
   assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 100, collect, &s, &next), 0);
-  assert_string_equal(
-      s.text, "ourVideo001:done:{\"a\":1} ourVideo002:failed:transcript_not_available ourVideo003:done:{\"c\":3}");
+  assert_string_equal(s.text,
+                      "ourVideo001:done:{\"a\":1} ourVideo002:failed:transcript_not_available:No transcript. "
+                      "ourVideo003:done:{\"c\":3}");
   assert_int_equal(next, 0);
   size_t open = 9;
   assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
@@ -239,13 +285,42 @@ static void test_jobs_are_taken_oldest_first(void **state) {
   assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), -EAGAIN);
 }
 
+static void test_jobs_take_turns_so_a_long_job_does_not_starve_a_short_one(void **state) {
+  struct fixture *f = *state;
+  char big[JOBSTORE_ID_LEN + 1], small[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 5, 1000, big);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1500, 60000, &t), 0);
+  assert_string_equal(t.job_id, big);
+  make_job(f->js, 2, 2000, small);
+  /* The new job's first item goes next, then the jobs alternate, then the long one runs alone. */
+  const char *order[] = {small, big, small, big, big};
+  const int64_t seqs[] = {1, 2, 2, 3, 4};
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), 0);
+    assert_string_equal(t.job_id, order[i]);
+    assert_int_equal(t.seq, seqs[i]);
+  }
+  /* An item put back for later does not hold its job's turn: the other job's items go meanwhile. */
+  char third[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 4000, third);
+  assert_int_equal(jobstore_take(f->js, 4100, 60000, &t), 0);
+  assert_string_equal(t.job_id, third);
+  assert_int_equal(jobstore_retry(f->js, third, t.seq, 9000, 4200), 0);
+  assert_int_equal(jobstore_take(f->js, 4300, 60000, &t), 0);
+  assert_string_equal(t.job_id, big);
+  assert_int_equal(t.seq, 5);
+  assert_int_equal(jobstore_take(f->js, 4300, 60000, &t), 0);
+  assert_string_equal(t.job_id, third);
+  assert_int_equal(t.seq, 2);
+  assert_int_equal(jobstore_take(f->js, 4300, 60000, &t), -EAGAIN);
+}
+
 static void test_two_handles_never_take_the_same_item(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
   make_job(f->js, 5, 1000, id);
-  struct jobstore *other;
-  char err[256];
-  assert_int_equal(jobstore_open(f->path, &other, err, sizeof(err)), 0);
+  struct jobstore *other = other_handle(f);
   int taken[6] = {0};
   for (int i = 0; i < 5; i++) {
     struct jobstore_task t;
@@ -340,19 +415,164 @@ static void test_bad_input_is_refused(void **state) {
   assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
 }
 
+/* The value of a Redis string key as a number (0 when missing). */
+static long long redis_num(int port, const char *cmd) {
+  redisContext *c = test_redis_sync(port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, cmd);
+  assert_non_null(r);
+  long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+  freeReplyObject(r);
+  redisFree(c);
+  return v;
+}
+
+static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 3, 1000, id);
+  struct jobstore_charge c = {.counter = "vts:rl:{0123456789abcdef}:q:202611",
+                              .quota = 2,
+                              .ttl_s = 3600,
+                              .quota_code = "quota_exceeded",
+                              .quota_message = "Used up."};
+  assert_true(jobstore_charges(f->js));
+  struct jobstore_task t;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+    assert_int_equal(jobstore_done_charged(f->js, id, t.seq, "{}", 2, &c, 2100), i < 2 ? 1 : 0);
+  }
+  assert_int_equal(redis_num(f->port, "GET vts:rl:{0123456789abcdef}:q:202611"), 2);
+  long long ttl = redis_num(f->port, "TTL vts:rl:{0123456789abcdef}:q:202611");
+  assert_true(ttl > 3500 && ttl <= 3600);
+  struct seen s = {{0}};
+  int64_t next = 0;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo001:done:{} ourVideo002:done:{} ourVideo003:failed:quota_exceeded:Used up.");
+}
+
+static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once(void **state) {
+  struct fixture *f = *state;
+  struct jobstore *other = other_handle(f);
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, id);
+  struct jobstore_task t1, t2;
+  assert_int_equal(jobstore_take(f->js, 2000, 60000, &t1), 0);
+  assert_int_equal(jobstore_take(other, 2000, 60000, &t2), 0);
+  assert_int_equal(t2.seq, 2);
+  /* Only the other runner renews its item: the first one's goes to the other after JOBSTORE_CLAIM_IDLE_MS. */
+  uint64_t deadline = util_now_ms() + JOBSTORE_CLAIM_IDLE_MS + 3000;
+  int claimed = 0;
+  while (!claimed && util_now_ms() < deadline) {
+    assert_int_equal(jobstore_keepalive(other, 3000), 0);
+    struct jobstore_task t;
+    int rv = jobstore_take(other, 3000, 60000, &t);
+    if (rv == 0) {
+      assert_int_equal(t.seq, 1); /* never the other's own item 2, which it keeps fresh */
+      assert_int_equal(t.tries, 1);
+      claimed = 1;
+    } else {
+      assert_int_equal(rv, -EAGAIN);
+      usleep(100000); /* poll interval: take again until the claim, within the deadline */
+    }
+  }
+  assert_true(claimed);
+  assert_true(util_now_ms() >= deadline - 3000); /* not before the idle time */
+  struct jobstore_charge c = {.counter = "vts:rl:{fedcba9876543210}:q:202611",
+                              .quota = 10,
+                              .ttl_s = 3600,
+                              .quota_code = "quota_exceeded",
+                              .quota_message = "Used up."};
+  /* Both runners answer item 1: the first answer is kept and counted, the second changes nothing. */
+  assert_int_equal(jobstore_done_charged(other, id, 1, "{\"x\":1}", 7, &c, 4000), 1);
+  assert_int_equal(jobstore_done_charged(f->js, id, 1, "{\"y\":2}", 7, &c, 4100), -ENOENT);
+  assert_int_equal(jobstore_done_charged(other, id, 2, "{\"z\":3}", 7, &c, 4200), 1);
+  assert_int_equal(redis_num(f->port, "GET vts:rl:{fedcba9876543210}:q:202611"), 2);
+  struct seen s = {{0}};
+  int64_t next = 0;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
+  assert_string_equal(s.text, "ourVideo001:done:{\"x\":1} ourVideo002:done:{\"z\":3}");
+  assert_int_equal(redis_num(f->port, "XLEN vts:jobs:work"), 0);
+  jobstore_close(other);
+}
+
+static void test_a_redis_that_does_not_answer_fails_fast_and_is_used_again_once_back(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  /* The work stream deleted under a connected runner: one take fails, the next makes it again and takes. */
+  test_redis_command(f->port, "DEL vts:jobs:work");
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), -EIO);
+  assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+  assert_string_equal(t.job_id, id);
+  kill(f->pid, SIGSTOP);
+  struct jobstore_job j;
+  uint64_t t0 = util_now_ms();
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), -EIO);
+  assert_true(util_now_ms() - t0 < VTS_JOBS_REDIS_TIMEOUT_MS + 200);
+  /* Down: the next calls answer at once, without waiting for Redis again. */
+  t0 = util_now_ms();
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), -EIO);
+  assert_true(util_now_ms() - t0 < 50);
+  kill(f->pid, SIGCONT);
+  uint64_t deadline = util_now_ms() + VTS_JOBS_REDIS_RETRY_MS + 2000;
+  int rv = -EIO;
+  while (rv != 0 && util_now_ms() < deadline) {
+    rv = jobstore_get(f->js, "keyA", id, &j);
+    if (rv != 0) usleep(50000); /* poll interval: until the retry time has come, within the deadline */
+  }
+  assert_int_equal(rv, 0);
+  assert_string_equal(j.status, "running");
+}
+
+static void test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it(void **state) {
+  struct fixture *f = *state;
+  assert_string_equal(jobstore_backend(f->js), "redis");
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  char cmd[96];
+  snprintf(cmd, sizeof(cmd), "PTTL vts:job:%s", id);
+  assert_int_equal(redis_num(f->port, cmd), -1); /* open: kept */
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+  assert_int_equal(redis_num(f->port, "XLEN vts:jobs:work"), 1);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{}", 2, 2100), 0);
+  assert_int_equal(redis_num(f->port, "XLEN vts:jobs:work"), 0);
+  const char *suffix[] = {"", ":it", ":res"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof(cmd), "PTTL vts:job:%s%s", id, suffix[i]);
+    long long ttl = redis_num(f->port, cmd);
+    assert_true(ttl > 55000 && ttl <= 60000);
+  }
+  snprintf(cmd, sizeof(cmd), "SISMEMBER vts:jobs:open:keyA %s", id);
+  assert_int_equal(redis_num(f->port, cmd), 0);
+}
+
+/* A case on SQLite, and one on Redis (named so). */
+#define ON_SQLITE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define ON_REDIS(f) \
+  { #f " (redis)", f, setup_redis, teardown_redis, NULL }
+#define ON_BOTH(f) ON_SQLITE(f), ON_REDIS(f)
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_a_job_lives_through_its_items, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_items_page_in_order_with_a_cursor, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_a_full_page_ends_before_the_item_that_does_not_fit, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_a_job_is_seen_only_by_its_key, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_cancel_stops_what_has_not_started, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_jobs_are_taken_oldest_first, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_two_handles_never_take_the_same_item, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_a_killed_writer_loses_nothing_it_committed, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_a_taker_whose_lease_ran_out_cannot_end_the_item, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_old_jobs_expire_with_their_items, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_bad_input_is_refused, setup, teardown),
+      ON_BOTH(test_a_job_lives_through_its_items),
+      ON_BOTH(test_items_page_in_order_with_a_cursor),
+      ON_BOTH(test_a_full_page_ends_before_the_item_that_does_not_fit),
+      ON_BOTH(test_a_job_is_seen_only_by_its_key),
+      ON_BOTH(test_cancel_stops_what_has_not_started),
+      ON_BOTH(test_jobs_are_taken_oldest_first),
+      ON_BOTH(test_jobs_take_turns_so_a_long_job_does_not_starve_a_short_one),
+      ON_BOTH(test_two_handles_never_take_the_same_item),
+      ON_SQLITE(test_a_killed_writer_loses_nothing_it_committed),
+      ON_SQLITE(test_a_taker_whose_lease_ran_out_cannot_end_the_item),
+      ON_SQLITE(test_old_jobs_expire_with_their_items),
+      ON_SQLITE(test_bad_input_is_refused),
+      ON_REDIS(test_a_unit_is_counted_with_the_answer_and_none_past_the_quota),
+      ON_REDIS(test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once),
+      ON_REDIS(test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it),
+      ON_REDIS(test_a_redis_that_does_not_answer_fails_fast_and_is_used_again_once_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

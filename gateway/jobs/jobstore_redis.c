@@ -1,0 +1,715 @@
+/*
+ * Batch jobs in Redis (see jobstore.h and docs/ARCHITECTURE.md "Batch jobs in Redis"). Every operation is one command
+ * or one Lua script, so each is atomic and costs one round trip:
+ *
+ *   vts:job:<id>          hash: the job (key, options, created, updated, total, cancelled), its counts by item status
+ *                         (nq, nr, nd, nf, nc) and next, the first item not yet handed to the stream
+ *   vts:job:<id>:it       hash: item seq -> its status digit and video id; a running item adds its stream entry, a
+ *                         failed one its code and message (tab-separated)
+ *   vts:job:<id>:res      hash: item seq -> its answer, 8 hex digits of its size then the zlib stream
+ *   vts:jobs:open:<key>   set: the key's jobs with items queued or running (VTS_JOBS_MAX_OPEN)
+ *   vts:jobs:rr           sorted set: the jobs with items not yet handed out, by turn (round-robin, see take)
+ *   vts:jobs:turn         the last turn given
+ *   vts:jobs:later        sorted set: "<id>|<seq>" of items put back (a ration), by the time they are due
+ *   vts:jobs:work         stream with the consumer group "runners": an entry (j, s) is an item handed to a runner;
+ *                         it is acknowledged and deleted when the item's end is stored, so the stream holds only the
+ *                         items in hand, and its pending list says who holds each and since when
+ *
+ * A take is one script: an entry idle past JOBSTORE_CLAIM_IDLE_MS (its runner died or froze) is claimed first
+ * (XAUTOCLAIM); else an item due again from vts:jobs:later; else the next item of the job whose turn it is, added to
+ * the stream; then XREADGROUP hands it to this consumer. A runner renews its entries every JOBSTORE_KEEPALIVE_MS
+ * (XCLAIM to itself, only those still its own), so a live runner's items are never claimed. The end of an item (its
+ * answer, a failure, a put back) is one script that stores it only while the item is running, with the month's unit
+ * when charged, and acknowledges the entry in the same step: stored twice, or by a runner whose entry was claimed
+ * meanwhile, it is stored once and counted once. When a job has no item queued or running, its keys expire after
+ * VTS_JOB_TTL_S. The scripts name keys they compute, so this layout is for one Redis server (not a Cluster).
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/jobs/jobstore.h"
+#include "gateway/redis/redis_conn.h"
+
+#define WORK_STREAM "vts:jobs:work"
+#define WORK_GROUP "runners"
+/* An item's entry id and the job's size fit here: "<ms>-<n>". */
+#define ENTRY_BYTES 48
+/* Items per HMGET or HSET inside a script: Lua's unpack stays far below its stack limit. */
+#define SCRIPT_CHUNK 1000
+
+/* An item this handle took and has not ended: its stream entry, renewed by keepalive, acknowledged at its end. */
+struct taken {
+  char job_id[JOBSTORE_ID_LEN + 1];
+  int64_t seq;
+  char entry[ENTRY_BYTES];
+};
+
+struct jsredis {
+  struct redis_addr addr;
+  redisContext *c;      /* NULL while down */
+  uint64_t retry_at_ms; /* down: not tried again before (monotonic) */
+  int64_t ttl_ms;       /* an ended job's keys live this long */
+  char consumer[24];    /* this handle's name in the group */
+  struct taken *taken;
+  size_t ntaken, cap;
+};
+
+/* What every script shares: the names, the end of a job, the acknowledgement of an entry. */
+#define LUA_PRELUDE                                                                           \
+  "local W, G = '" WORK_STREAM "', '" WORK_GROUP                                              \
+  "'\n"                                                                                       \
+  "local function jk(j) return 'vts:job:' .. j end\n"                                         \
+  "local function unwork(e)\n"                                                                \
+  "  if e and e ~= '' then redis.call('XACK', W, G, e); redis.call('XDEL', W, e) end\n"       \
+  "end\n"                                                                                     \
+  "local function ended(j, ttl)\n"                                                            \
+  "  local k = jk(j)\n"                                                                       \
+  "  local c = redis.call('HMGET', k, 'nq', 'nr', 'key')\n"                                   \
+  "  if not c[3] or tonumber(c[1]) + tonumber(c[2]) > 0 then return end\n"                    \
+  "  redis.call('SREM', 'vts:jobs:open:' .. c[3], j)\n"                                       \
+  "  redis.call('ZREM', 'vts:jobs:rr', j)\n"                                                  \
+  "  for _, x in ipairs({k, k .. ':it', k .. ':res'}) do redis.call('PEXPIRE', x, ttl) end\n" \
+  "end\n"
+
+/* ARGV: id, key, now, language, translate, format, webhook_url, webhook_secret, source, then the video ids. */
+static const char create_script[] = LUA_PRELUDE
+    "local j, n = ARGV[1], #ARGV - 9\n"
+    "local k = jk(j)\n"
+    "redis.call('HSET', k, 'key', ARGV[2], 'created', ARGV[3], 'updated', ARGV[3], 'total', n, 'language', ARGV[4],\n"
+    "  'translate', ARGV[5], 'format', ARGV[6], 'webhook_url', ARGV[7], 'webhook_secret', ARGV[8], 'source', ARGV[9],\n"
+    "  'cancelled', 0, 'nq', n, 'nr', 0, 'nd', 0, 'nf', 0, 'nc', 0, 'next', 1)\n"
+    "local a = {}\n"
+    "for i = 1, n do\n"
+    "  a[#a + 1] = i\n"
+    "  a[#a + 1] = '0' .. ARGV[9 + i]\n"
+    "  if #a >= 2 * 1000 or i == n then redis.call('HSET', k .. ':it', unpack(a)); a = {} end\n"
+    "end\n"
+    "redis.call('SADD', 'vts:jobs:open:' .. ARGV[2], j)\n"
+    "redis.call('ZADD', 'vts:jobs:rr', 0, j)\n"
+    "return n\n";
+
+/* ARGV: id, key, after, limit. {more, statuses, answers}, or nil for another key's job or none. */
+static const char items_script[] = LUA_PRELUDE
+    "local k = jk(ARGV[1])\n"
+    "local h = redis.call('HMGET', k, 'key', 'total')\n"
+    "if h[1] ~= ARGV[2] then return nil end\n"
+    "local after, total = tonumber(ARGV[3]), tonumber(h[2])\n"
+    "local last = math.min(total, after + tonumber(ARGV[4]))\n"
+    "if last <= after then return {0, {}, {}} end\n"
+    "local f = {}\n"
+    "for s = after + 1, last do f[#f + 1] = s end\n"
+    "return {last < total and 1 or 0, redis.call('HMGET', k .. ':it', unpack(f)),\n"
+    "  redis.call('HMGET', k .. ':res', unpack(f))}\n";
+
+/* ARGV: id, key, now, ttl. How many items were cancelled, or -1 for another key's job or none. */
+static const char cancel_script[] = LUA_PRELUDE
+    "local j = ARGV[1]\n"
+    "local k = jk(j)\n"
+    "local h = redis.call('HMGET', k, 'key', 'total')\n"
+    "if h[1] ~= ARGV[2] then return -1 end\n"
+    "local it, total, n = k .. ':it', tonumber(h[2]), 0\n"
+    "for from = 1, total, 1000 do\n"
+    "  local f = {}\n"
+    "  for s = from, math.min(total, from + 999) do f[#f + 1] = s end\n"
+    "  local v = redis.call('HMGET', it, unpack(f))\n"
+    "  for i, x in ipairs(v) do\n"
+    "    if x and x:sub(1, 1) == '0' then redis.call('HSET', it, f[i], '4' .. x:sub(2, 12)); n = n + 1 end\n"
+    "  end\n"
+    "end\n"
+    "redis.call('HINCRBY', k, 'nq', -n)\n"
+    "redis.call('HINCRBY', k, 'nc', n)\n"
+    "redis.call('HSET', k, 'cancelled', 1, 'updated', ARGV[3])\n"
+    "redis.call('ZREM', 'vts:jobs:rr', j)\n"
+    "ended(j, ARGV[4])\n"
+    "return n\n";
+
+/*
+ * ARGV: now, consumer, idle. The task {job, seq, video, key, language, translate, format, created, entry, tries}
+ * (tries: the item's earlier takes, counted in its field "t<seq>" when it is put back or claimed), or nil. The job
+ * whose turn it is has the smallest turn in vts:jobs:rr; it hands out its next queued item and takes the turn after
+ * every other job's (a new job's turn is 0: its first item goes next). Entries it finds for items no longer running
+ * (cancelled, or ended by a runner that then lost its entry) are acknowledged and passed over.
+ */
+static const char take_script[] = LUA_PRELUDE
+    "local now, C = ARGV[1], ARGV[2]\n"
+    "local function hand(e, j, s)\n"
+    "  local k = jk(j)\n"
+    "  local it = k .. ':it'\n"
+    "  local v = redis.call('HGET', it, s)\n"
+    "  local st = v and v:sub(1, 1)\n"
+    "  if st ~= '0' and st ~= '1' then unwork(e); return nil end\n"
+    "  local tries = tonumber(redis.call('HGET', it, 't' .. s) or '0')\n"
+    "  if st == '0' then\n"
+    "    redis.call('HINCRBY', k, 'nq', -1)\n"
+    "    redis.call('HINCRBY', k, 'nr', 1)\n"
+    "  else\n"
+    "    tries = redis.call('HINCRBY', it, 't' .. s, 1)\n"
+    "  end\n"
+    "  redis.call('HSET', it, s, '1' .. v:sub(2, 12) .. '\\t' .. e)\n"
+    "  redis.call('HSET', k, 'updated', now)\n"
+    "  local h = redis.call('HMGET', k, 'key', 'language', 'translate', 'format', 'created')\n"
+    "  return {j, tostring(s), v:sub(2, 12), h[1], h[2], h[3], h[4], h[5], e, tries}\n"
+    "end\n"
+    "local c = redis.call('XAUTOCLAIM', W, G, C, ARGV[3], '0-0', 'COUNT', 1)\n"
+    "for _, en in ipairs(c[2]) do\n"
+    "  if en[2] then\n"
+    "    local t = hand(en[1], en[2][2], en[2][4])\n"
+    "    if t then return t end\n"
+    "  end\n"
+    "end\n"
+    "local j, s\n"
+    "local due = redis.call('ZRANGEBYSCORE', 'vts:jobs:later', '-inf', now, 'LIMIT', 0, 1)\n"
+    "if #due > 0 then\n"
+    "  redis.call('ZREM', 'vts:jobs:later', due[1])\n"
+    "  local bar = due[1]:find('|', 1, true)\n"
+    "  j, s = due[1]:sub(1, bar - 1), due[1]:sub(bar + 1)\n"
+    "  local v = redis.call('HGET', jk(j) .. ':it', s)\n"
+    "  if not v or v:sub(1, 1) ~= '0' then return nil end\n"
+    "else\n"
+    "  while true do\n"
+    "    local r = redis.call('ZRANGE', 'vts:jobs:rr', 0, 0)\n"
+    "    if #r == 0 then return nil end\n"
+    "    local k = jk(r[1])\n"
+    "    local h = redis.call('HMGET', k, 'next', 'total', 'cancelled')\n"
+    "    local nx, total = tonumber(h[1] or '1'), tonumber(h[2] or '0')\n"
+    "    while nx <= total do\n"
+    "      local v = redis.call('HGET', k .. ':it', nx)\n"
+    "      if v and v:sub(1, 1) == '0' then break end\n"
+    "      nx = nx + 1\n"
+    "    end\n"
+    "    if nx > total or h[3] == '1' then\n"
+    "      redis.call('ZREM', 'vts:jobs:rr', r[1])\n"
+    "    else\n"
+    "      j, s = r[1], nx\n"
+    "      redis.call('HSET', k, 'next', nx + 1)\n"
+    "      if nx >= total then\n"
+    "        redis.call('ZREM', 'vts:jobs:rr', j)\n"
+    "      else\n"
+    "        redis.call('ZADD', 'vts:jobs:rr', redis.call('INCR', 'vts:jobs:turn'), j)\n"
+    "      end\n"
+    "      break\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "redis.call('XADD', W, '*', 'j', j, 's', s)\n"
+    "local rd = redis.call('XREADGROUP', 'GROUP', G, C, 'COUNT', 1, 'STREAMS', W, '>')\n"
+    "local en = rd and rd[1][2][1]\n"
+    "if not en then return nil end\n"
+    "return hand(en[1], en[2][2], en[2][4])\n";
+
+/*
+ * The end of a running item. ARGV: id, seq, entry (this runner's, "" when unknown), now, ttl, mode ("d" done, "f"
+ * failed, "r" put back), then for d: the answer, the counter ("" for none), the quota, the counter's lifetime, the
+ * code and message of a month used up; for f: code, message; for r: the time it is due. Returns 1 (stored; for d,
+ * counted), 0 (d: the month is used up, failed instead), -1 (not running: nothing stored, the entry acknowledged).
+ */
+static const char end_script[] = LUA_PRELUDE
+    "local j, s, mode = ARGV[1], ARGV[2], ARGV[6]\n"
+    "local k = jk(j)\n"
+    "local it = k .. ':it'\n"
+    "local v = redis.call('HGET', it, s)\n"
+    "if not v or v:sub(1, 1) ~= '1' then unwork(ARGV[3]); return -1 end\n"
+    "local tab = v:find('\\t', 1, true)\n"
+    "local e = tab and v:sub(tab + 1) or ARGV[3]\n"
+    "local vid, r = v:sub(2, 12), 1\n"
+    "if mode == 'd' and ARGV[8] ~= '' then\n"
+    "  if tonumber(redis.call('GET', ARGV[8]) or '0') >= tonumber(ARGV[9]) then\n"
+    "    r = 0\n"
+    "  elseif redis.call('INCR', ARGV[8]) == 1 then\n"
+    "    redis.call('EXPIRE', ARGV[8], ARGV[10])\n"
+    "  end\n"
+    "end\n"
+    "if mode == 'd' and r == 1 then\n"
+    "  redis.call('HSET', it, s, '2' .. vid)\n"
+    "  redis.call('HSET', k .. ':res', s, ARGV[7])\n"
+    "  redis.call('HINCRBY', k, 'nd', 1)\n"
+    "elseif mode == 'r' then\n"
+    "  redis.call('HSET', it, s, '0' .. vid)\n"
+    "  redis.call('HINCRBY', k, 'nq', 1)\n"
+    "  redis.call('ZADD', 'vts:jobs:later', ARGV[7], j .. '|' .. s)\n"
+    "  redis.call('HINCRBY', it, 't' .. s, 1)\n"
+    "else\n"
+    "  local code, msg = ARGV[7], ARGV[8]\n"
+    "  if mode == 'd' then code, msg = ARGV[11], ARGV[12] end\n"
+    "  redis.call('HSET', it, s, '3' .. vid .. '\\t' .. code .. '\\t' .. msg)\n"
+    "  redis.call('HINCRBY', k, 'nf', 1)\n"
+    "end\n"
+    "redis.call('HINCRBY', k, 'nr', -1)\n"
+    "redis.call('HSET', k, 'updated', ARGV[4])\n"
+    "unwork(e)\n"
+    "if e ~= ARGV[3] then unwork(ARGV[3]) end\n"
+    "ended(j, ARGV[5])\n"
+    "return r\n";
+
+/* ARGV: consumer, then entries. Each still this consumer's is made fresh (its idle time 0). */
+static const char keepalive_script[] = LUA_PRELUDE
+    "for i = 2, #ARGV do\n"
+    "  local p = redis.call('XPENDING', W, G, ARGV[i], ARGV[i], 1)\n"
+    "  if p[1] and p[1][2] == ARGV[1] then redis.call('XCLAIM', W, G, ARGV[1], 0, ARGV[i], 'JUSTID') end\n"
+    "end\n"
+    "return 0\n";
+
+/* The connection, (re)opened when it is down and its retry time has come; NULL otherwise. */
+static redisContext *conn(struct jsredis *r) {
+  if (r->c != NULL) return r->c;
+  uint64_t now = util_now_ms();
+  if (now < r->retry_at_ms) return NULL;
+  char err[256] = "";
+  redisContext *c = redis_conn_open_sync(&r->addr, VTS_JOBS_REDIS_TIMEOUT_MS, err, sizeof(err));
+  if (c != NULL) {
+    /* The group exists from the first connection on; BUSYGROUP (made already) is the usual answer. */
+    redisReply *rep = redisCommand(c, "XGROUP CREATE " WORK_STREAM " " WORK_GROUP " 0 MKSTREAM");
+    int ok = rep != NULL && (rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "BUSYGROUP", 9) == 0);
+    if (!ok) snprintf(err, sizeof(err), "%s", rep != NULL ? rep->str : c->errstr);
+    freeReplyObject(rep);
+    if (!ok) {
+      redisFree(c);
+      c = NULL;
+    }
+  }
+  if (c == NULL) {
+    r->retry_at_ms = now + VTS_JOBS_REDIS_RETRY_MS;
+    log_msg(LOG_WARN, "job store: Redis unavailable", "error", err, NULL);
+    return NULL;
+  }
+  r->c = c;
+  return c;
+}
+
+/* A reply that did not come (timeout, closed connection): the connection is dropped and not tried for a while. */
+static void conn_lost(struct jsredis *r) {
+  if (r->c != NULL) log_msg(LOG_WARN, "job store: Redis did not answer", "error", r->c->errstr, NULL);
+  redisFree(r->c);
+  r->c = NULL;
+  r->retry_at_ms = util_now_ms() + VTS_JOBS_REDIS_RETRY_MS;
+}
+
+/* One command; NULL when Redis did not answer or answered an error (logged). The caller frees the reply. */
+static redisReply *command(struct jsredis *r, int argc, const char **argv, const size_t *lens) {
+  redisContext *c = conn(r);
+  if (c == NULL) return NULL;
+  redisReply *rep = redisCommandArgv(c, argc, argv, lens);
+  if (rep == NULL) {
+    conn_lost(r);
+    return NULL;
+  }
+  if (rep->type == REDIS_REPLY_ERROR) {
+    log_msg(LOG_ERROR, "job store: Redis refused a command", "error", rep->str, NULL);
+    /* The stream or its group is gone (deleted, or a Redis restarted empty under us): the next call reconnects,
+     * which makes them again. */
+    if (strstr(rep->str, "NOGROUP") != NULL) {
+      redisFree(r->c);
+      r->c = NULL;
+    }
+    freeReplyObject(rep);
+    return NULL;
+  }
+  return rep;
+}
+
+/* Arguments of one call, with their lengths. */
+struct args {
+  const char **v;
+  size_t *len;
+  int n, cap;
+};
+
+static int args_init(struct args *a, int cap) {
+  a->v = calloc((size_t)cap, sizeof(*a->v));
+  a->len = calloc((size_t)cap, sizeof(*a->len));
+  a->n = 0;
+  a->cap = cap;
+  return a->v != NULL && a->len != NULL ? 0 : -ENOMEM;
+}
+
+static void args_free(struct args *a) {
+  free(a->v);
+  free(a->len);
+}
+
+static void arg_n(struct args *a, const void *p, size_t n) {
+  if (a->n == a->cap) return; /* every caller sizes its array: never reached */
+  a->v[a->n] = p;
+  a->len[a->n++] = n;
+}
+
+static void arg(struct args *a, const char *s) { arg_n(a, s, strlen(s)); }
+
+/* EVAL script 0, then a's arguments past the first three (reserved for these). */
+static redisReply *eval(struct jsredis *r, struct args *a, const char *script) {
+  a->v[0] = "EVAL";
+  a->len[0] = 4;
+  a->v[1] = script;
+  a->len[1] = strlen(script);
+  a->v[2] = "0";
+  a->len[2] = 1;
+  return command(r, a->n, a->v, a->len);
+}
+
+#define ARGS_HEAD 3
+
+static void rs_close(void *self) {
+  struct jsredis *r = self;
+  redisFree(r->c);
+  free(r->taken);
+  free(r);
+}
+
+int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, void **self, char *err, size_t errlen) {
+  struct jsredis *r = calloc(1, sizeof(*r));
+  if (r == NULL) return -ENOMEM;
+  r->addr = *addr;
+  r->ttl_ms = ttl_ms;
+  char hex[17];
+  int rv = util_random_hex(hex, 8);
+  if (rv != 0) {
+    snprintf(err, errlen, "no random bytes for the runner's name");
+    free(r);
+    return rv;
+  }
+  snprintf(r->consumer, sizeof(r->consumer), "r%s", hex);
+  /* Not connected here: a Redis down at start is tried by the first call, and a worker starts regardless. */
+  *self = r;
+  return 0;
+}
+
+static int rs_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
+                     size_t n, int64_t now_ms, const char *job_id) {
+  struct jsredis *r = self;
+  struct args a;
+  if (args_init(&a, ARGS_HEAD + 9 + (int)n) != 0) {
+    args_free(&a);
+    return -ENOMEM;
+  }
+  char now[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  a.n = ARGS_HEAD;
+  arg(&a, job_id);
+  arg(&a, spec->key_id);
+  arg(&a, now);
+  arg(&a, spec->language);
+  arg(&a, spec->translate);
+  arg(&a, spec->format);
+  arg(&a, spec->webhook_url);
+  arg(&a, spec->webhook_secret);
+  arg(&a, spec->source);
+  for (size_t i = 0; i < n; i++) arg_n(&a, video_ids[i], VTS_VIDEO_ID_LEN);
+  redisReply *rep = eval(r, &a, create_script);
+  args_free(&a);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? 0 : -EIO;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int64_t num_of(const redisReply *e) {
+  int64_t v = 0;
+  if (e != NULL && e->type == REDIS_REPLY_STRING) util_parse_i64_n(e->str, e->len, INT64_MIN, INT64_MAX, &v);
+  return v;
+}
+
+static void str_of(const redisReply *e, char *out, size_t cap) {
+  snprintf(out, cap, "%.*s", e != NULL && e->type == REDIS_REPLY_STRING ? (int)e->len : 0,
+           e != NULL && e->type == REDIS_REPLY_STRING ? e->str : "");
+}
+
+static int rs_get(void *self, const char *key_id, const char *job_id, struct jobstore_job *out) {
+  struct jsredis *r = self;
+  memset(out, 0, sizeof(*out));
+  char k[JOBSTORE_ID_LEN + 16];
+  snprintf(k, sizeof(k), "vts:job:%s", job_id);
+  const char *argv[] = {"HMGET", k,          "key",       "cancelled", "created",     "updated",
+                        "total", "language", "translate", "format",    "webhook_url", "webhook_secret",
+                        "nq",    "nr",       "nd",        "nf",        "nc"};
+  enum { N = sizeof(argv) / sizeof(argv[0]) };
+  redisReply *rep = command(r, N, argv, NULL);
+  if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != N - 2) {
+    freeReplyObject(rep);
+    return -EIO;
+  }
+  redisReply **e = rep->element;
+  if (e[0]->type != REDIS_REPLY_STRING || strlen(key_id) != e[0]->len || memcmp(e[0]->str, key_id, e[0]->len) != 0) {
+    freeReplyObject(rep);
+    return -ENOENT;
+  }
+  snprintf(out->id, sizeof(out->id), "%s", job_id);
+  int cancelled = num_of(e[1]) != 0;
+  out->created_ms = num_of(e[2]);
+  out->updated_ms = num_of(e[3]);
+  out->total = (size_t)num_of(e[4]);
+  str_of(e[5], out->language, sizeof(out->language));
+  str_of(e[6], out->translate, sizeof(out->translate));
+  str_of(e[7], out->format, sizeof(out->format));
+  str_of(e[8], out->webhook_url, sizeof(out->webhook_url));
+  str_of(e[9], out->webhook_secret, sizeof(out->webhook_secret));
+  for (int s = 0; s < ITEM__COUNT; s++) out->counts[s] = (size_t)num_of(e[10 + s]);
+  freeReplyObject(rep);
+  out->status = jobstore_job_status(out, cancelled);
+  return 0;
+}
+
+/* One item of a page from its stored forms: "<status><video id>[\t<entry> | \t<code>\t<message>]" and its answer. */
+static int item_call(int64_t seq, const redisReply *v, const redisReply *b, jobstore_item_fn fn, void *ctx) {
+  if (v->type != REDIS_REPLY_STRING || v->len < 1 + VTS_VIDEO_ID_LEN) return -EBADMSG;
+  struct jobstore_item it = {.seq = seq};
+  memcpy(it.video_id, v->str + 1, VTS_VIDEO_ID_LEN);
+  int s = v->str[0] - '0';
+  it.status = s >= 0 && s < ITEM__COUNT ? (enum jobstore_item_status)s : ITEM_FAILED;
+  char code[64] = "", message[256] = "";
+  if (it.status == ITEM_FAILED && v->len > 1 + VTS_VIDEO_ID_LEN) {
+    const char *p = v->str + 2 + VTS_VIDEO_ID_LEN, *end = v->str + v->len;
+    const char *tab = memchr(p, '\t', (size_t)(end - p));
+    if (tab != NULL) {
+      snprintf(code, sizeof(code), "%.*s", (int)(tab - p), p);
+      snprintf(message, sizeof(message), "%.*s", (int)(end - tab - 1), tab + 1);
+      it.error_code = code;
+      it.error_message = message;
+    }
+  }
+  char *plain = NULL;
+  if (it.status == ITEM_DONE) {
+    int64_t len = 0;
+    if (b->type != REDIS_REPLY_STRING || b->len < 8 || util_parse_i64_n(b->str, 8, 0, INT64_MAX, &len) != 0)
+      return -EBADMSG;
+    int rv = jobstore_inflate(b->str + 8, b->len - 8, len, &plain);
+    if (rv != 0) return rv;
+    it.body = plain;
+    it.body_len = (size_t)len;
+  }
+  int rv = fn(ctx, &it);
+  free(plain);
+  return rv;
+}
+
+static int rs_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                    jobstore_item_fn fn, void *ctx, int64_t *next) {
+  struct jsredis *r = self;
+  *next = 0;
+  char from[24], count[24];
+  snprintf(from, sizeof(from), "%" PRId64, after);
+  snprintf(count, sizeof(count), "%zu", limit);
+  const char *argv[] = {"EVAL", items_script, "0", job_id, key_id, from, count};
+  redisReply *rep = command(r, 7, argv, NULL);
+  if (rep == NULL) return -EIO;
+  if (rep->type == REDIS_REPLY_NIL) {
+    freeReplyObject(rep);
+    return -ENOENT;
+  }
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || rep->element[1]->type != REDIS_REPLY_ARRAY ||
+      rep->element[2]->type != REDIS_REPLY_ARRAY || rep->element[1]->elements != rep->element[2]->elements) {
+    freeReplyObject(rep);
+    return -EIO;
+  }
+  int more = rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
+  const redisReply *vs = rep->element[1], *bs = rep->element[2];
+  int rv = 0;
+  int64_t last = after;
+  for (size_t i = 0; i < vs->elements; i++) {
+    rv = item_call(after + 1 + (int64_t)i, vs->element[i], bs->element[i], fn, ctx);
+    if (rv == JOBSTORE_PAGE_FULL) {
+      *next = last; /* the page ends before this item, which the next page begins with */
+      rv = 0;
+      more = 0;
+      break;
+    }
+    if (rv != 0) break;
+    last = after + 1 + (int64_t)i;
+  }
+  if (rv == 0 && more) *next = last;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_cancel(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
+  struct jsredis *r = self;
+  *n = 0;
+  char now[24], ttl[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
+  const char *argv[] = {"EVAL", cancel_script, "0", job_id, key_id, now, ttl};
+  redisReply *rep = command(r, 7, argv, NULL);
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
+  if (rv == 0) *n = (size_t)rep->integer;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_open_jobs(void *self, const char *key_id, size_t *n) {
+  struct jsredis *r = self;
+  char k[128];
+  snprintf(k, sizeof(k), "vts:jobs:open:%s", key_id);
+  const char *argv[] = {"SCARD", k};
+  redisReply *rep = command(r, 2, argv, NULL);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? 0 : -EIO;
+  *n = rv == 0 ? (size_t)rep->integer : 0;
+  freeReplyObject(rep);
+  return rv;
+}
+
+/* Remembers an item taken, for keepalive and for its end. */
+static int taken_add(struct jsredis *r, const struct jobstore_task *t, const char *entry) {
+  if (r->ntaken == r->cap) {
+    size_t cap = r->cap != 0 ? 2 * r->cap : 16;
+    struct taken *grown = realloc(r->taken, cap * sizeof(*grown));
+    if (grown == NULL) return -ENOMEM;
+    r->taken = grown;
+    r->cap = cap;
+  }
+  struct taken *k = &r->taken[r->ntaken++];
+  snprintf(k->job_id, sizeof(k->job_id), "%s", t->job_id);
+  k->seq = t->seq;
+  snprintf(k->entry, sizeof(k->entry), "%s", entry);
+  return 0;
+}
+
+/* Forgets an item taken, with its entry in entry ("" when this handle did not take it). */
+static void taken_drop(struct jsredis *r, const char *job_id, int64_t seq, char entry[ENTRY_BYTES]) {
+  entry[0] = '\0';
+  for (size_t i = 0; i < r->ntaken; i++) {
+    if (r->taken[i].seq == seq && strcmp(r->taken[i].job_id, job_id) == 0) {
+      snprintf(entry, ENTRY_BYTES, "%s", r->taken[i].entry);
+      r->taken[i] = r->taken[--r->ntaken];
+      return;
+    }
+  }
+}
+
+static int rs_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+  (void)lease_ms; /* a taker's hold is its entry, renewed by keepalive */
+  struct jsredis *r = self;
+  memset(out, 0, sizeof(*out));
+  char now[24], idle[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(idle, sizeof(idle), "%d", JOBSTORE_CLAIM_IDLE_MS);
+  const char *argv[] = {"EVAL", take_script, "0", now, r->consumer, idle};
+  redisReply *rep = command(r, 6, argv, NULL);
+  if (rep == NULL) return -EIO;
+  if (rep->type == REDIS_REPLY_NIL) {
+    freeReplyObject(rep);
+    return -EAGAIN;
+  }
+  int rv = -EIO;
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 10) {
+    redisReply **e = rep->element;
+    str_of(e[0], out->job_id, sizeof(out->job_id));
+    out->seq = num_of(e[1]);
+    str_of(e[2], out->video_id, sizeof(out->video_id));
+    str_of(e[3], out->key_id, sizeof(out->key_id));
+    str_of(e[4], out->language, sizeof(out->language));
+    str_of(e[5], out->translate, sizeof(out->translate));
+    str_of(e[6], out->format, sizeof(out->format));
+    out->created_ms = num_of(e[7]);
+    out->tries = e[9]->type == REDIS_REPLY_INTEGER ? (int)e[9]->integer : 0;
+    char entry[ENTRY_BYTES];
+    str_of(e[8], entry, sizeof(entry));
+    rv = out->seq > 0 && out->job_id[0] != '\0' ? taken_add(r, out, entry) : -EIO;
+  }
+  freeReplyObject(rep);
+  return rv;
+}
+
+/* The end script with mode and its own arguments (up to 6). Returns its answer, or -EIO. */
+static int end_item(struct jsredis *r, const char *job_id, int64_t seq, int64_t now_ms, const char *mode,
+                    const char *const *more, const size_t *more_len, int nmore) {
+  char entry[ENTRY_BYTES];
+  /* Forgotten whatever happens: an end Redis did not store leaves the entry to be claimed again, here or elsewhere. */
+  taken_drop(r, job_id, seq, entry);
+  char s[24], now[24], ttl[24];
+  snprintf(s, sizeof(s), "%" PRId64, seq);
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
+  const char *argv[ARGS_HEAD + 6 + 6] = {"EVAL", end_script, "0", job_id, s, entry, now, ttl, mode};
+  size_t lens[ARGS_HEAD + 6 + 6];
+  int argc = ARGS_HEAD + 6;
+  for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+  for (int i = 0; i < nmore; i++) {
+    argv[argc] = more[i];
+    lens[argc++] = more_len != NULL ? more_len[i] : strlen(more[i]);
+  }
+  redisReply *rep = command(r, argc, argv, lens);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_done(void *self, const char *job_id, int64_t seq, const void *z, size_t zlen, size_t len,
+                   const struct jobstore_charge *charge, int64_t now_ms) {
+  struct jsredis *r = self;
+  char *body = malloc(zlen + 8 + 1);
+  if (body == NULL) return -ENOMEM;
+  char head[9];
+  snprintf(head, sizeof(head), "%08zu", len);
+  memcpy(body, head, 8);
+  memcpy(body + 8, z, zlen);
+  char quota[24] = "0", ttl[24] = "0";
+  if (charge != NULL) {
+    snprintf(quota, sizeof(quota), "%" PRId64, charge->quota);
+    snprintf(ttl, sizeof(ttl), "%" PRId64, charge->ttl_s);
+  }
+  const char *more[] = {body, charge != NULL ? charge->counter : "",    quota,
+                        ttl,  charge != NULL ? charge->quota_code : "", charge != NULL ? charge->quota_message : ""};
+  size_t more_len[6];
+  more_len[0] = zlen + 8;
+  for (int i = 1; i < 6; i++) more_len[i] = strlen(more[i]);
+  int rv = end_item(r, job_id, seq, now_ms, "d", more, more_len, 6);
+  free(body);
+  if (rv == -1) return -ENOENT;
+  if (charge == NULL && rv == 1) return 0;
+  return rv;
+}
+
+static int rs_fail(void *self, const char *job_id, int64_t seq, const char *code, const char *message, int64_t now_ms) {
+  const char *more[] = {code, message};
+  int rv = end_item(self, job_id, seq, now_ms, "f", more, NULL, 2);
+  return rv == 1 ? 0 : rv == -1 ? -ENOENT : rv;
+}
+
+static int rs_retry(void *self, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
+  char due[24];
+  snprintf(due, sizeof(due), "%" PRId64, not_before_ms);
+  const char *more[] = {due};
+  int rv = end_item(self, job_id, seq, now_ms, "r", more, NULL, 1);
+  return rv == 1 ? 0 : rv == -1 ? -ENOENT : rv;
+}
+
+static int rs_keepalive(void *self, int64_t now_ms) {
+  (void)now_ms;
+  struct jsredis *r = self;
+  if (r->ntaken == 0) return 0;
+  struct args a;
+  if (args_init(&a, ARGS_HEAD + 1 + (int)r->ntaken) != 0) {
+    args_free(&a);
+    return -ENOMEM;
+  }
+  a.n = ARGS_HEAD;
+  arg(&a, r->consumer);
+  for (size_t i = 0; i < r->ntaken; i++) arg(&a, r->taken[i].entry);
+  redisReply *rep = eval(r, &a, keepalive_script);
+  args_free(&a);
+  int rv = rep != NULL ? 0 : -EIO;
+  freeReplyObject(rep);
+  return rv;
+}
+
+const struct jobstore_ops jobstore_redis_ops = {
+    .version = JOBSTORE_OPS_VERSION,
+    .name = "redis",
+    .charges = 1,
+    .close = rs_close,
+    .create = rs_create,
+    .get = rs_get,
+    .items = rs_items,
+    .cancel = rs_cancel,
+    .open_jobs = rs_open_jobs,
+    .take = rs_take,
+    .done = rs_done,
+    .fail = rs_fail,
+    .retry = rs_retry,
+    .keepalive = rs_keepalive,
+};
