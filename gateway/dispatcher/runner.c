@@ -141,6 +141,7 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
    * SQLite: one gateway owns the directory, so what was running when it stopped (or was killed) runs again now.
    * Redis: nothing to do here; the entries a dead runner held are claimed by the next takes, here or elsewhere.
    */
+  log_msg(LOG_INFO, "batch jobs runner ready", "store", jobstore_backend(r->js), "taker", jobstore_taker(r->js), NULL);
   int n = jobstore_recover(r->js, INT64_MAX);
   if (n > 0) {
     char num[16];

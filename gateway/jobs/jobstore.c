@@ -493,6 +493,8 @@ void jobstore_close(struct jobstore *js) {
 
 const char *jobstore_backend(const struct jobstore *js) { return js->ops->name; }
 
+const char *jobstore_taker(const struct jobstore *js) { return js->ops->taker != NULL ? js->ops->taker(js->self) : ""; }
+
 int jobstore_charges(const struct jobstore *js) { return js->ops->charges; }
 
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,

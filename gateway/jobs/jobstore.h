@@ -53,6 +53,8 @@ int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen);
 int jobstore_open_config(const struct vts_config *cfg, struct jobstore **out, char *err, size_t errlen);
 /* "sqlite" or "redis". */
 const char *jobstore_backend(const struct jobstore *js);
+/* This handle's name as a taker of items (Redis: its consumer in the work stream's group), "" when it has none. */
+const char *jobstore_taker(const struct jobstore *js);
 
 /* What a job asks for, besides its videos. Strings are "" when not given. */
 struct jobstore_spec {
@@ -221,6 +223,7 @@ struct jobstore_ops {
   int (*recover)(void *self, int64_t now_ms);
   int (*expire)(void *self, int64_t now_ms, int64_t ttl_ms);
   int (*keepalive)(void *self, int64_t now_ms);
+  const char *(*taker)(void *self);
 };
 
 /* The status a job shows (jobstore_job's), from its counts and whether it was cancelled. */

@@ -697,6 +697,8 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   return rv;
 }
 
+static const char *rs_taker(void *self) { return ((struct jsredis *)self)->consumer; }
+
 const struct jobstore_ops jobstore_redis_ops = {
     .version = JOBSTORE_OPS_VERSION,
     .name = "redis",
@@ -712,4 +714,5 @@ const struct jobstore_ops jobstore_redis_ops = {
     .fail = rs_fail,
     .retry = rs_retry,
     .keepalive = rs_keepalive,
+    .taker = rs_taker,
 };

@@ -1,0 +1,325 @@
+"""Batch jobs with VTS_REDIS_URL: the real redis-server, several real gateways sharing it and one fetcher pool
+dialing them all, the fake platform counting its requests per video. A job lives in Redis, so every gateway serves
+its status and items; the items are spread over the gateways' runners through the stream's consumer group and each
+video is asked of the platform once; the items a gateway killed with SIGKILL held are claimed by another within
+seconds, none lost and none answered twice; each transcript delivered costs one unit of the key's month in the
+counter the synchronous endpoint uses; a counter Redis cannot count in is not a month used up; another key sees
+nothing; and a long job does not starve a short one (on SQLite too)."""
+import hashlib
+import http.client
+import json
+import time
+
+import pytest
+
+from conftest import Gateway, _contract_check
+from redisserver import Redis
+from stack import UNLIMITED, Fetchers, harness
+from vtsproc import wait_for, write_keyfile
+
+JOBKEY = "vts_test_key_jobs_redis"
+OTHERKEY = "vts_test_key_jobs_other"
+TRANSCRIPT = {"language": "en", "source": "captions", "text": "Hello and welcome to the fake platform",
+              "segments": [{"text": "Hello and welcome", "start": 0.12, "duration": 2.4},
+                           {"text": "to the fake platform", "start": 2.52, "duration": 3}]}
+QUOTA_EXCEEDED = {"code": "quota_exceeded", "message": "The monthly quota of this API key is used up."}
+
+
+def call(gw, method, path, body=None, key=JOBKEY):
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+    try:
+        headers = {"x-api-key": key}
+        if body is not None:
+            headers["content-type"] = "application/json"
+        conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        hdrs = {k.lower(): v for k, v in resp.getheaders()}
+    finally:
+        conn.close()
+    _contract_check(method, path, resp.status, hdrs, raw)
+    return resp.status, hdrs, json.loads(raw) if raw else None
+
+
+def all_items(gw, loc, limit=1000):
+    items, cursor = [], None
+    while True:
+        status, _, page = call(gw, "GET", loc + "/items?limit=%d" % limit + ("&cursor=" + cursor if cursor else ""))
+        assert status == 200, page
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
+
+
+def month_counter(redis, key):
+    """The key's month counter in Redis, the one the synchronous endpoint counts in (gateway/limits)."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return "vts:rl:{%s}:q:%s" % (digest, time.strftime("%Y%m", time.gmtime()))
+
+
+def units_spent(redis, key):
+    v = redis.call("GET", month_counter(redis, key))
+    return int(v) if v is not None else 0
+
+
+class Cluster:
+    """n gateways sharing one Redis, one key file each (the same keys), one fetcher pool dialing every gateway."""
+
+    def __init__(self, tmp_path, redis, n, fetchers, keys, upstream_args=(), gateway_env=None, workers=2):
+        self.upstream = harness.FakeUpstream(upstream_args)
+        self.gateways, self.fetchers = [], None
+        try:
+            for i in range(n):
+                d = tmp_path / ("gw%d" % i)
+                d.mkdir()
+                env = {"VTS_UPSTREAM_URL": self.upstream.url}
+                if redis is not None:
+                    env["VTS_REDIS_URL"] = redis.url
+                env.update(gateway_env or {})
+                gw = Gateway(d, env=env, workers=workers)
+                write_keyfile(gw.keys_file, UNLIMITED + list(keys))
+                gw.start()
+                self.gateways.append(gw)
+            urls = ",".join("tcp://127.0.0.1:%d" % g.jobs_port for g in self.gateways)
+            self.fetchers = Fetchers(tmp_path, self.gateways[0].jobs_port, self.upstream.url, fetchers,
+                                     {"VTS_JOBS_URL": urls, "VTS_JOB_TIMEOUT_MS": "30000"})
+
+            def all_ready():
+                return all(g.request("GET", "/ready").status == 200 for g in self.gateways)
+            assert wait_for(all_ready, 20), "the gateways did not see the fetchers"
+        except BaseException:
+            self.close()
+            raise
+
+    def requests(self):
+        return self.upstream.stats()["requests"]
+
+    def close(self):
+        if self.fetchers is not None:
+            self.fetchers.stop()
+        for g in self.gateways:
+            g.stop()
+        self.upstream.close()
+
+
+@pytest.fixture
+def redis():
+    r = Redis()
+    r.start()
+    yield r
+    r.stop()
+
+
+def start_job(gw, body, key=JOBKEY):
+    status, h, job = call(gw, "POST", "/v1/jobs", body, key=key)
+    assert status == 202, job
+    assert h["location"] == "/v1/jobs/" + job["id"]
+    return h["location"]
+
+
+def wait_done(gw, loc, timeout):
+    def done():
+        status, _, job = call(gw, "GET", loc)
+        return job if status == 200 and job["status"] == "done" else None
+    job = wait_for(done, timeout, interval=0.2)
+    assert job, call(gw, "GET", loc)
+    return job
+
+
+def per_video(requests, video):
+    """The platform's requests for one video, by kind."""
+    return {k: n for k, n in requests.items() if k.endswith(" " + video)}
+
+
+def item_runs(gw, job_id):
+    """The items of job_id this gateway's dispatcher ran (its "job finished" lines)."""
+    return [r for r in gw.log_records() if r.get("msg") == "job finished"
+            and r.get("request_id", "").startswith(job_id + "-")]
+
+
+def test_a_job_over_three_gateways_runs_each_video_once_and_every_gateway_serves_it(tmp_path, redis):
+    ids = ["benchRd%04d" % i for i in range(1000)]
+    unplayable = ["nonexistent"]
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000), ("other", OTHERKEY, "active", 100000, 60, 100000)]
+    c = Cluster(tmp_path, redis, 3, 6, keys)
+    try:
+        a, b, d = c.gateways
+        loc = start_job(a, {"video_ids": ids[:500] + unplayable + ids[500:]})
+        job_id = loc.rsplit("/", 1)[1]
+        # Served by a gateway that did not accept it, while it runs.
+        status, _, job = call(b, "GET", loc)
+        assert status == 200 and job["id"] == job_id and job["total"] == 1001
+        job = wait_done(d, loc, 600)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 1000, "failed": 1, "cancelled": 0}
+        for gw in (b, d):
+            items = all_items(gw, loc, limit=1000 if gw is b else 333)
+            assert [i["video_id"] for i in items] == ids[:500] + unplayable + ids[500:]
+            assert items[500] == {"video_id": "nonexistent", "status": "failed", "error": {
+                "code": "transcript_not_available", "message": "No accessible transcript was found for this video."}}
+            assert all(i == {"video_id": i["video_id"], "status": "done", "transcript": TRANSCRIPT}
+                       for i in items[:500] + items[501:])
+        # Each video was asked of the platform once: one player request and one caption request.
+        reqs = c.requests()
+        for v in ids:
+            assert per_video(reqs, v) == {"POST /youtubei/v1/player " + v: 1, "GET /api/timedtext " + v: 1}, v
+        # The work went through every gateway's runner, each item run by one of them only.
+        runs = [item_runs(g, job_id) for g in c.gateways]
+        assert all(len(r) > 0 for r in runs), [len(r) for r in runs]
+        assert sum(len(r) for r in runs) == 1001
+        # One unit of the month a transcript delivered, in the counter the synchronous endpoint counts in.
+        assert units_spent(redis, JOBKEY) == 1000
+        # Another key sees nothing of it, on any gateway.
+        for gw in c.gateways:
+            for method, path in (("GET", loc), ("GET", loc + "/items"), ("DELETE", loc)):
+                status, _, body = call(gw, method, path, key=OTHERKEY)
+                assert (status, body) == (404, {"error": {"code": "not_found", "message": "No such job."}}), (
+                    gw.port, method, path, body)
+        # The job's keys expire now that it has ended; the stream holds nothing.
+        assert 0 < redis.call("TTL", "vts:job:" + job_id) <= 604800
+        assert redis.call("XLEN", "vts:jobs:work") == 0
+    finally:
+        c.close()
+
+
+def item_states(redis, job_id):
+    """seq -> status digit of every item (0 queued, 1 running, 2 done, 3 failed, 4 cancelled)."""
+    flat = redis.call("HGETALL", "vts:job:%s:it" % job_id)
+    return {int(flat[i]): flat[i + 1][:1].decode() for i in range(0, len(flat), 2) if flat[i][:1] != b"t"}
+
+
+def test_items_of_a_gateway_killed_mid_job_are_claimed_by_another_none_lost_none_answered_twice(tmp_path, redis):
+    ids = ["benchRk%04d" % i for i in range(40)]
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
+    # Every platform request takes 300 ms, so the kill lands while items run; one fetcher pool for both gateways.
+    c = Cluster(tmp_path, redis, 2, 4, keys, upstream_args=("--delay-ms", "300"))
+    try:
+        a, b = c.gateways
+        loc = start_job(a, {"video_ids": ids})
+        job_id = loc.rsplit("/", 1)[1]
+
+        taker = wait_for(lambda: [r["taker"] for r in a.log_records() if r.get("msg") == "batch jobs runner ready"], 10)
+        assert taker, a.log_text()[-2000:]
+
+        def a_holds_items():
+            # Entries of the work stream pending with a's runner while some items are done: a holds items now.
+            pend = redis.call("XPENDING", "vts:jobs:work", "runners", "-", "+", "100", taker[0])
+            done = list(item_states(redis, job_id).values()).count("2")
+            return [p[0] for p in pend] if pend and done >= 4 else None
+        held = wait_for(a_holds_items, 120)
+        assert held, (redis.call("XPENDING", "vts:jobs:work", "runners"), item_states(redis, job_id))
+        a.kill()
+        t_kill = time.monotonic()
+        at_kill = item_states(redis, job_id)
+        held_seqs = set()
+        for e in held:
+            entry = redis.call("XRANGE", "vts:jobs:work", e, e)
+            if entry:
+                fields = entry[0][1]
+                held_seqs.add(int(fields[fields.index(b"s") + 1]))
+        done_at_kill = {s for s, v in at_kill.items() if v == "2"}
+        running_at_kill = {s for s, v in at_kill.items() if v == "1"}
+        assert held_seqs and held_seqs <= running_at_kill, (held_seqs, at_kill)
+        assert len(done_at_kill) < len(ids), "the job ended before the kill: nothing was tested"
+        job = wait_done(b, loc, 180)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 40, "failed": 0, "cancelled": 0}
+        items = all_items(b, loc)
+        assert [i["video_id"] for i in items] == ids
+        assert all(i["transcript"] == TRANSCRIPT for i in items)
+        reqs = c.requests()
+        for seq, v in enumerate(ids, 1):
+            n = reqs.get("POST /youtubei/v1/player " + v, 0)
+            if seq in done_at_kill:
+                assert n == 1, (v, n)  # answered before the kill: never run again
+            elif seq in running_at_kill:
+                assert n in (1, 2), (v, n)  # in a fetcher's hands for the dead gateway: its answer died with it
+            else:
+                assert n == 1, (v, n)  # queued at the kill: run once, by the gateway left
+        # The dead gateway's items were claimed and run by the other within seconds of the kill (idle 5 s, then the
+        # next take), each once.
+        claimed = [int(r["request_id"].rsplit("-", 1)[1]) for r in item_runs(b, job_id)]
+        assert all(claimed.count(s) == 1 for s in held_seqs), (held_seqs, claimed)
+        assert time.monotonic() - t_kill < 60
+        assert redis.call("XLEN", "vts:jobs:work") == 0
+        # Each transcript delivered cost one unit, the claimed ones included.
+        assert units_spent(redis, JOBKEY) == 40
+    finally:
+        c.close()
+
+
+def test_a_month_counter_redis_cannot_count_in_is_not_a_month_used_up(tmp_path, redis):
+    ids = ["benchRq%04d" % i for i in range(3)]
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
+    c = Cluster(tmp_path, redis, 1, 1, keys, upstream_args=("--delay-ms", "400"))
+    try:
+        gw = c.gateways[0]
+        counter = month_counter(redis, JOBKEY)
+        loc = start_job(gw, {"video_ids": ids})
+        # The counter made a hash under the runner: counting in it is an error of Redis (WRONGTYPE), not a quota.
+        assert redis.call("DEL", counter) in (0, 1)
+        assert redis.call("HSET", counter, "x", "1") == 1
+
+        def put_back():
+            return [r for r in gw.log_records() if r.get("msg") == "batch item not charged: tried again later"]
+        assert wait_for(put_back, 30), gw.log_text()[-2000:]
+        status, _, job = call(gw, "GET", loc)
+        assert job["counts"]["failed"] == 0 and job["counts"]["done"] == 0, job
+        assert redis.call("DEL", counter) == 1
+        job = wait_done(gw, loc, 60)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 3, "failed": 0, "cancelled": 0}
+        assert units_spent(redis, JOBKEY) == 3
+    finally:
+        c.close()
+
+
+def test_items_past_the_month_fail_quota_exceeded_and_share_the_synchronous_endpoints_counter(tmp_path, redis):
+    ids = ["benchRm%04d" % i for i in range(4)]
+    # A month of 5 units: two synchronous transcripts on one gateway, then a job of 4 on another gets 3.
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 5)]
+    c = Cluster(tmp_path, redis, 2, 2, keys)
+    try:
+        a, b = c.gateways
+        for v in ("benchRsync1", "benchRsync2"):
+            r = a.request("GET", "/v1/video/transcript?video_id=" + v, headers={"x-api-key": JOBKEY})
+            assert r.status == 200
+        loc = start_job(b, {"video_ids": ids})
+        job = wait_done(a, loc, 60)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 3, "failed": 1, "cancelled": 0}
+        items = all_items(a, loc)
+        assert [i["status"] for i in items] == ["done", "done", "done", "failed"]
+        assert items[3]["error"] == QUOTA_EXCEEDED
+        assert units_spent(redis, JOBKEY) == 5
+        r = b.request("GET", "/v1/video/transcript?video_id=benchRsync3", headers={"x-api-key": JOBKEY})
+        assert (r.status, json.loads(r.body)["error"]["code"]) == (429, "quota_exceeded")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("backend", ["redis", "sqlite"])
+def test_a_long_job_does_not_starve_a_short_one(tmp_path, backend, request):
+    big = ["benchRb%04d" % i for i in range(300)]
+    small = ["benchRs%04d" % i for i in range(10)]
+    r = None
+    if backend == "redis":
+        r = Redis()
+        r.start()
+        request.addfinalizer(r.stop)
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000), ("other", OTHERKEY, "active", 100000, 60, 100000)]
+    # Two fetchers, items on one of them (the default share): items run one at a time, 50 ms each.
+    c = Cluster(tmp_path, r, 1, 2, keys, upstream_args=("--delay-ms", "50"))
+    try:
+        gw = c.gateways[0]
+        loc_big = start_job(gw, {"video_ids": big})
+        assert wait_for(lambda: call(gw, "GET", loc_big)[2]["counts"]["done"] >= 5, 60)
+        loc_small = start_job(gw, {"video_ids": small}, key=OTHERKEY)
+        before = call(gw, "GET", loc_big)[2]["counts"]["done"]
+        job = wait_for(lambda: (lambda j: j if j["status"] == "done" else None)(
+            call(gw, "GET", loc_small, key=OTHERKEY)[2]), 120, interval=0.1)
+        assert job, call(gw, "GET", loc_small, key=OTHERKEY)
+        after = call(gw, "GET", loc_big)[2]["counts"]
+        # Turns: the short job's 10 items went between the long one's, so at most about 10 of those (and the few in
+        # hand at its making) ran meanwhile; in order of arrival it would have waited for the long job's ~290 left.
+        assert after["done"] - before <= 14, (before, after)
+        assert after["queued"] > 200, after
+    finally:
+        c.close()
