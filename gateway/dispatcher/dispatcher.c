@@ -376,7 +376,9 @@ static void settle(struct dispatcher *d) {
   bool stopping = d->stop_asked;
   pthread_mutex_unlock(&d->lock);
   /* Batch items first (they start only into fetchers idle now), then the core hands queued jobs to fetchers. */
-  uint64_t runner_wake = d->runner != NULL && !stopping ? runner_pump(d->runner, now) : UINT64_MAX;
+  uint64_t runner_wake = d->runner == NULL ? UINT64_MAX
+                         : stopping        ? runner_hold(d->runner, now)
+                                           : runner_pump(d->runner, now);
   uint64_t wake = core_tick(d->core, now, d->wrecv_armed ? IDLE_WAKE_MS : REARM_RETRY_MS);
   if (runner_wake < wake) wake = runner_wake;
   publish_stats(d);

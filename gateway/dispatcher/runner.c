@@ -185,11 +185,16 @@ static void start_item(struct runner *r, uint64_t now, const struct jobstore_tas
   core_request(r->core, now, &it->waiter, &job);
 }
 
-uint64_t runner_pump(struct runner *r, uint64_t now) {
+uint64_t runner_hold(struct runner *r, uint64_t now) {
   if (now >= r->next_keepalive_ms) {
     r->next_keepalive_ms = now + JOBSTORE_KEEPALIVE_MS;
     if (jobstore_keepalive(r->js, wall_ms()) != 0) log_msg(LOG_WARN, "renewing batch items in hand failed", NULL);
   }
+  return r->next_keepalive_ms;
+}
+
+uint64_t runner_pump(struct runner *r, uint64_t now) {
+  runner_hold(r, now);
   if (now >= r->next_expire_ms) {
     r->next_expire_ms = now + RUNNER_EXPIRE_MS;
     int n = jobstore_expire(r->js, wall_ms(), r->cfg->job_ttl_s * 1000);

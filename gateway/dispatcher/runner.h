@@ -64,6 +64,11 @@ void runner_free(struct runner *r);
  * it wants to be called again by at the latest.
  */
 uint64_t runner_pump(struct runner *r, uint64_t now);
+/*
+ * Only renews the items in hand (jobstore_keepalive), starting none: while the dispatcher drains, so that another
+ * gateway does not claim the items still running here. Returns when it wants to be called again by at the latest.
+ */
+uint64_t runner_hold(struct runner *r, uint64_t now);
 /* The answer of an internal waiter (the shell's answer action hands it over); res borrowed for the call. */
 void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_result *res);
 

@@ -55,6 +55,7 @@ struct jsredis {
   struct redis_addr addr;
   redisContext *c;      /* NULL while down */
   uint64_t retry_at_ms; /* down: not tried again before (monotonic) */
+  uint64_t backoff_ms;  /* the wait after the next failure: doubles while Redis stays down */
   int64_t ttl_ms;       /* an ended job's keys live this long */
   char consumer[24];    /* this handle's name in the group */
   struct taken *taken;
@@ -256,6 +257,17 @@ static const char keepalive_script[] = LUA_PRELUDE
     "end\n"
     "return 0\n";
 
+/*
+ * Redis did not answer: not tried again for a while, a longer while each time it stays down (VTS_JOBS_REDIS_RETRY_MS
+ * doubling to VTS_JOBS_REDIS_RETRY_MAX_MS), so a long outage costs the caller's loop one bounded wait every few
+ * seconds, not every second.
+ */
+static void down(struct jsredis *r) {
+  if (r->backoff_ms == 0) r->backoff_ms = VTS_JOBS_REDIS_RETRY_MS;
+  r->retry_at_ms = util_now_ms() + r->backoff_ms;
+  r->backoff_ms = r->backoff_ms * 2 < VTS_JOBS_REDIS_RETRY_MAX_MS ? r->backoff_ms * 2 : VTS_JOBS_REDIS_RETRY_MAX_MS;
+}
+
 /* The connection, (re)opened when it is down and its retry time has come; NULL otherwise. */
 static redisContext *conn(struct jsredis *r) {
   if (r->c != NULL) return r->c;
@@ -275,11 +287,12 @@ static redisContext *conn(struct jsredis *r) {
     }
   }
   if (c == NULL) {
-    r->retry_at_ms = now + VTS_JOBS_REDIS_RETRY_MS;
+    down(r);
     log_msg(LOG_WARN, "job store: Redis unavailable", "error", err, NULL);
     return NULL;
   }
   r->c = c;
+  r->backoff_ms = 0;
   return c;
 }
 
@@ -288,7 +301,7 @@ static void conn_lost(struct jsredis *r) {
   if (r->c != NULL) log_msg(LOG_WARN, "job store: Redis did not answer", "error", r->c->errstr, NULL);
   redisFree(r->c);
   r->c = NULL;
-  r->retry_at_ms = util_now_ms() + VTS_JOBS_REDIS_RETRY_MS;
+  down(r);
 }
 
 /* One command; NULL when Redis did not answer or answered an error (logged). The caller frees the reply. */

@@ -82,7 +82,7 @@ def entries(redis, video):
 def test_the_shipped_redis_configurations_bound_the_cache_and_never_evict_a_counter(cache_redis, counters_redis):
     assert cache_redis.call("CONFIG", "GET", "maxmemory") == [b"maxmemory", b"268435456"]
     assert cache_redis.call("CONFIG", "GET", "maxmemory-policy") == [b"maxmemory-policy", b"allkeys-lru"]
-    assert counters_redis.call("CONFIG", "GET", "maxmemory") == [b"maxmemory", b"67108864"]
+    assert counters_redis.call("CONFIG", "GET", "maxmemory") == [b"maxmemory", b"1073741824"]
     assert counters_redis.call("CONFIG", "GET", "maxmemory-policy") == [b"maxmemory-policy", b"noeviction"]
 
 
