@@ -4,11 +4,13 @@ its status and items; the items are spread over the gateways' runners through th
 video is asked of the platform once; the items a gateway killed with SIGKILL held are claimed by another within
 seconds, none lost and none answered twice; each transcript delivered costs one unit of the key's month in the
 counter the synchronous endpoint uses; a counter Redis cannot count in is not a month used up; another key sees
-nothing; and a long job does not starve a short one (on SQLite too)."""
+nothing; a long job does not starve a short one (on SQLite too); and jobs go to the database of an ACL user with a
+password, never logged, while a wrong password is a 503."""
 import hashlib
 import http.client
 import json
 import time
+import urllib.parse
 
 import pytest
 
@@ -103,14 +105,6 @@ class Cluster:
         self.upstream.close()
 
 
-@pytest.fixture
-def redis():
-    r = Redis()
-    r.start()
-    yield r
-    r.stop()
-
-
 def start_job(gw, body, key=JOBKEY):
     status, h, job = call(gw, "POST", "/v1/jobs", body, key=key)
     assert status == 202, job
@@ -118,12 +112,12 @@ def start_job(gw, body, key=JOBKEY):
     return h["location"]
 
 
-def wait_done(gw, loc, timeout):
+def wait_done(gw, loc, timeout, key=JOBKEY, interval=0.2):
     def done():
-        status, _, job = call(gw, "GET", loc)
+        status, _, job = call(gw, "GET", loc, key=key)
         return job if status == 200 and job["status"] == "done" else None
-    job = wait_for(done, timeout, interval=0.2)
-    assert job, call(gw, "GET", loc)
+    job = wait_for(done, timeout, interval=interval)
+    assert job, call(gw, "GET", loc, key=key)
     return job
 
 
@@ -299,11 +293,7 @@ def test_items_past_the_month_fail_quota_exceeded_and_share_the_synchronous_endp
 def test_a_long_job_does_not_starve_a_short_one(tmp_path, backend, request):
     big = ["benchRb%04d" % i for i in range(300)]
     small = ["benchRs%04d" % i for i in range(10)]
-    r = None
-    if backend == "redis":
-        r = Redis()
-        r.start()
-        request.addfinalizer(r.stop)
+    r = request.getfixturevalue("redis") if backend == "redis" else None
     keys = [("jobs", JOBKEY, "active", 100000, 60, 100000), ("other", OTHERKEY, "active", 100000, 60, 100000)]
     # Two fetchers, items on one of them (the default share): items run one at a time, 50 ms each.
     c = Cluster(tmp_path, r, 1, 2, keys, upstream_args=("--delay-ms", "50"))
@@ -313,13 +303,56 @@ def test_a_long_job_does_not_starve_a_short_one(tmp_path, backend, request):
         assert wait_for(lambda: call(gw, "GET", loc_big)[2]["counts"]["done"] >= 5, 60)
         loc_small = start_job(gw, {"video_ids": small}, key=OTHERKEY)
         before = call(gw, "GET", loc_big)[2]["counts"]["done"]
-        job = wait_for(lambda: (lambda j: j if j["status"] == "done" else None)(
-            call(gw, "GET", loc_small, key=OTHERKEY)[2]), 120, interval=0.1)
-        assert job, call(gw, "GET", loc_small, key=OTHERKEY)
+        wait_done(gw, loc_small, 120, key=OTHERKEY, interval=0.1)
         after = call(gw, "GET", loc_big)[2]["counts"]
         # Turns: the short job's 10 items went between the long one's, so at most about 10 of those (and the few in
         # hand at its making) ran meanwhile; in order of arrival it would have waited for the long job's ~290 left.
         assert after["done"] - before <= 14, (before, after)
         assert after["queued"] > 200, after
+    finally:
+        c.close()
+
+
+PASSWORD = "j0bs:p@ss/word"
+
+
+def test_jobs_live_in_the_database_of_an_acl_user_with_a_password_and_a_wrong_password_is_a_503(tmp_path, request):
+    request.getfixturevalue("redis")  # skips, loudly, without redis-server
+    acl = Redis(args=["--user", "default", "off", "--user", "vts", "on", ">" + PASSWORD, "~*", "&*", "+@all"],
+                auth=("vts", PASSWORD))
+    acl.start()
+    request.addfinalizer(acl.stop)
+    quoted = urllib.parse.quote(PASSWORD, safe="")
+
+    class AclUrl:
+        url = "redis://vts:%s@127.0.0.1:%d/3" % (quoted, acl.port)
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
+    c = Cluster(tmp_path, AclUrl, 1, 1, keys)
+    try:
+        gw = c.gateways[0]
+        loc = start_job(gw, {"video_ids": ["benchRa0001", "benchRa0002"]})
+        job = wait_done(gw, loc, 60)
+        assert job["counts"]["done"] == 2
+        job_id = loc.rsplit("/", 1)[1]
+        count = "redis.call('SELECT', ARGV[1]) return redis.call('EXISTS', ARGV[2])"
+        assert acl.call("EVAL", count, "0", "3", "vts:job:" + job_id) == 1
+        assert acl.call("EVAL", count, "0", "0", "vts:job:" + job_id) == 0
+        log = gw.log_text()
+        assert PASSWORD not in log and quoted not in log
+    finally:
+        c.close()
+
+    class WrongUrl:
+        url = "redis://vts:n0t-the-one@127.0.0.1:%d/3" % acl.port
+    (tmp_path / "wrong").mkdir()
+    c = Cluster(tmp_path / "wrong", WrongUrl, 1, 1, keys, gateway_env={"VTS_RATE_LIMIT_FAIL_CLOSED": "false"})
+    try:
+        gw = c.gateways[0]
+        status, _, body = call(gw, "GET", "/v1/jobs/j000000000000000000000000")
+        unavailable = {"error": {"code": "jobs_unavailable", "message": "The job store is unavailable."}}
+        assert (status, body) == (503, unavailable)
+        refused = [r for r in gw.log_records() if r.get("msg") == "job store: Redis unavailable"]
+        assert refused and refused[0]["error"].startswith("WRONGPASS"), refused
+        assert "n0t-the-one" not in gw.log_text()
     finally:
         c.close()
