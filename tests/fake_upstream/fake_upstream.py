@@ -32,7 +32,10 @@ The scenario is chosen by the video id (11 characters):
 | liveOffline | normal                             | LIVE_STREAM_OFFLINE                            | -                    |
 | noCaptions1 | normal                             | OK, no captions; audio formats whose url is    | -                    |
 |             |                                    | this server's /videoplayback                   |                      |
-| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | -                    |
+| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | json3 with a token   |
+| potMixed001 | normal                             | OK: en (exp=xpo,xpe), de (no exp); default en  | json3, en with token |
+| potLangs001 | normal                             | OK: en (exp=xpe), de (exp=xpo,xpv), es         | json3 with a token   |
+|             |                                    | (exp=xpe): every track wants a token           |                      |
 | slowPlayer1 | normal                             | OK after SLOW_SECONDS                          | json3                |
 | slow*       | normal                             | any id starting with "slow": as slowPlayer1    | json3                |
 |             |                                    | (distinct slow jobs for drain and stop tests)  |                      |
@@ -73,6 +76,10 @@ carry c=<clientName>, as the platform's do):
 | visionXpv01 | normal | OK for all; VISIONOS's tracks carry exp=xpv (a PO token is wanted)            |
 | emptyCap001 | normal | OK for all; the caption URL answers an empty 200 to VISIONOS's track           |
 | cap403First | normal | OK for all; the caption URL answers 403 to VISIONOS's track                    |
+
+PO tokens: a track whose baseUrl's exp list holds xpe or xpv is served, as by the platform, only with a pot parameter
+issued for its video by the fake PO-token provider (fake_pot_provider.py, token_valid) and not yet expired; otherwise
+its timedtext answer is an empty 200. Tracks without them are served as always, whatever pot they carry.
 
 Blocking by egress address: with --block-source ADDR (repeatable) and --block-mode 429|recaptcha, every request
 arriving from ADDR gets a 429 (mode 429) or, for the watch page, the recaptcha page and for the player a 429 (mode
@@ -148,14 +155,16 @@ import gzip
 import json
 import os
 import re
-import select
 import socket
 import struct
 import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+import fake_pot_provider
+import fakeserver
 
 SLOW_SECONDS = 1.5
 LAZY_SECONDS = 3.0
@@ -623,16 +632,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def hang(self):
         """Answers nothing until the client goes away (or HANG_MAX_SECONDS)."""
-        deadline = time.monotonic() + HANG_MAX_SECONDS
-        while time.monotonic() < deadline:
-            readable, _, _ = select.select([self.connection], [], [], 0.2)
-            if readable:
-                try:
-                    if not self.connection.recv(1, 0x02):  # MSG_PEEK: EOF means the client closed
-                        break
-                except OSError:
-                    break
-        self.close_connection = True
+        fakeserver.hang(self, HANG_MAX_SECONDS)
 
     def send_truncated(self, body):
         body = body.encode("utf-8")
@@ -910,6 +910,15 @@ class Handler(BaseHTTPRequestHandler):
             tracks = [caption_track(video, "en", "English", po_token=True),
                       caption_track(video, "en", "English (auto-generated)", "asr", po_token=True)]
             self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "potMixed001":
+            tracks = [caption_track(video, "en", "English", po_token=True, exp="xpo,xpe"),
+                      caption_track(video, "de", "German")]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "potLangs001":
+            tracks = [caption_track(video, "en", "English", po_token=True),
+                      caption_track(video, "de", "German", po_token=True, exp="xpo,xpv"),
+                      caption_track(video, "es", "Spanish", po_token=True)]
+            self.send_json(200, player_ok(origin, video, tracks))
         elif video == "hangPlayer1":
             self.hang()
         elif video == "dripPlayer1":
@@ -981,7 +990,10 @@ class Handler(BaseHTTPRequestHandler):
         kind = query.get("kind", [""])[0]
         cues = cues_for(video, lang, kind, query.get("tlang", [""])[0])
         client = query.get("c", [""])[0]
-        if video == "emptyCap001" and client == "VISIONOS":
+        wants_token = {"xpe", "xpv"} & set(query.get("exp", [""])[0].split(","))
+        if wants_token and not fake_pot_provider.token_valid(query.get("pot", [""])[0], video):
+            self.send(200, "", "text/plain; charset=UTF-8")
+        elif video == "emptyCap001" and client == "VISIONOS":
             self.send(200, "", "text/plain; charset=UTF-8")
         elif video == "cap403First" and client == "VISIONOS":
             self.send(403, "<html>403</html>", "text/html; charset=UTF-8")
@@ -999,11 +1011,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, srv3_body(cues), "text/xml; charset=UTF-8")
         else:
             self.send(200, srv1_body(cues), "text/xml; charset=UTF-8")
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 def main():
@@ -1042,15 +1049,7 @@ def main():
         load_captures(args.captures)
     if needs_captures and "visionos_refusal" not in CAPTURES:
         parser.error("--ration-limit, --wrong-video and --outdated-client answer captured replies: give --captures")
-    server = Server((args.host, args.port), Handler)
-    print("READY %d" % server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return fakeserver.serve(args.host, args.port, Handler)
 
 
 if __name__ == "__main__":
