@@ -125,6 +125,8 @@ captured pages, read at start and never copied into the project; their player is
 | realTracks1 | player OK with the caption tracks and translationLanguages of the captured ANDROID reply  |
 |             | (youtube.innertube.json.static: 9 tracks, 18 translation languages)                       |
 | realTracks2 | the same from the VISIONOS capture ../newpipe/audiotracklanguage.player.json               |
+| realPoTokn1 | the same from youtube_po_token_required.innertube.json.static, each baseUrl keeping the    |
+|             | capture's exp (its manual "en" track has exp=xpe: served only with a PO token)             |
 | realMeta001 | player: the captured reply ../newpipe/descriptionunboxing.player.json, whole (videoDetails|
 |             | with 40 keywords and a long description), caption baseUrls made this server's             |
 | realMeta002 | the same from the player reply the captured watch page embeds (with its microformat)      |
@@ -520,6 +522,8 @@ def load_captures(folder):
     CAPTURES["tracklist1"] = json.loads(read("youtube.innertube.json.static"))["captions"][
         "playerCaptionsTracklistRenderer"]
     CAPTURES["android_reply"] = read("youtube.innertube.json.static")
+    CAPTURES["tracklist_pot"] = json.loads(read("youtube_po_token_required.innertube.json.static"))["captions"][
+        "playerCaptionsTracklistRenderer"]
     refusals = glob.glob(os.path.join(folder, "..", "newpipe", "reel", "*", "*-player-unplayable.visionos.json"))
     if refusals:
         with open(sorted(refusals)[0], encoding="utf-8") as f:
@@ -581,12 +585,14 @@ def captured_refusal(video, reason):
     return reply
 
 
-def captured_tracks(video, tracklist):
-    """The captured tracks with baseUrls of this server, and the captured translation languages."""
+def captured_tracks(video, tracklist, keep_exp=False):
+    """The captured tracks with baseUrls of this server (keep_exp: with the captured baseUrl's exp list, if any), and
+    the captured translation languages."""
     tracks = []
     for t in tracklist["captionTracks"]:
         t = dict(t)
-        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""))
+        exp = urllib.parse.parse_qs(urllib.parse.urlsplit(t["baseUrl"]).query).get("exp", [""])[0] if keep_exp else ""
+        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""), po_token=bool(exp), exp=exp)
         tracks.append(t)
     return tracks, tracklist["translationLanguages"]
 
@@ -847,6 +853,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English", translatable=False)]))
         elif video in ("realTracks1", "realTracks2") and CAPTURES.get("tracklist" + video[-1]):
             tracks, translations = captured_tracks(video, CAPTURES["tracklist" + video[-1]])
+            self.send_json(200, player_ok(origin, video, tracks, translations=translations))
+        elif video == "realPoTokn1" and CAPTURES.get("tracklist_pot"):
+            tracks, translations = captured_tracks(video, CAPTURES["tracklist_pot"], keep_exp=True)
             self.send_json(200, player_ok(origin, video, tracks, translations=translations))
         elif video == "visionUnpl1" or video.startswith("vunpl"):
             if client_name == "VISIONOS":

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import shared_fixtures
 from stack import Stack
 from vtsproc import log_records, metric, wait_for, wait_metric
 
@@ -29,11 +30,11 @@ def provider():
     p.close()
 
 
-def pot_stack(tmp_path, provider_url, **fetcher_env):
+def pot_stack(tmp_path, provider_url, upstream_args=(), **fetcher_env):
     """The service with one fetcher process (one token cache) asking provider_url for tokens."""
     env = {"VTS_POT_PROVIDER_URL": provider_url} if provider_url else {}
     env.update(fetcher_env)
-    return Stack(tmp_path, fetcher_env=env, fetchers=1)
+    return Stack(tmp_path, fetcher_env=env, fetchers=1, upstream_args=upstream_args)
 
 
 def transcript(stack, video, lang):
@@ -78,6 +79,31 @@ def test_a_token_goes_only_on_the_track_that_needs_it(tmp_path, provider):
         assert (en["lang"], en["exp"], en["pot"], en["potc"], en["c"]) == (
             ["en"], ["xpo,xpe"], [issued["token"]], ["1"], ["VISIONOS"]), en
         assert metric(stack.metrics(), POT_FAILURES) == 0
+    finally:
+        stack.close()
+
+
+@pytest.mark.parametrize("with_provider", [True, False])
+def test_the_captured_track_that_wants_a_token_is_served_only_with_one(tmp_path, provider, with_provider):
+    # The captured reply's tracks (youtube_po_token_required): only its manual "en" track has exp=xpe.
+    captures = shared_fixtures("youtube-transcript-api")
+    stack = pot_stack(tmp_path, provider.url if with_provider else None, upstream_args=("--captures", captures))
+    try:
+        r = transcript(stack, "realPoTokn1", "en")
+        assert r.status == 200, r
+        (query,) = caption_queries(stack, "realPoTokn1")
+        if with_provider:
+            # The manual track, with a token for the video.
+            assert [s["text"] for s in r.json()["segments"]] == ["Hello and welcome", "to the fake platform"]
+            assert (query["exp"], query["pot"], query["potc"]) == (["xpe"], [provider.stats()["issued"][0]["token"]],
+                                                                   ["1"]), query
+            assert "kind" not in query
+        else:
+            # As before: the manual track is skipped, the automatic one (no exp) served without a token.
+            assert [s["text"] for s in r.json()["segments"]] == ["hello and welcome",
+                                                                 "to the fake platform automatic"]
+            assert query["kind"] == ["asr"] and "pot" not in query and "exp" not in query, query
+            assert provider.stats()["requests"] == 0
     finally:
         stack.close()
 
