@@ -602,11 +602,6 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "FakePlatform/1.0"
     sys_version = ""
 
-    def setup(self):
-        super().setup()
-        # Headers and body leave in separate writes: without this, Nagle waits for the client's delayed ACK (40 ms).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
     def log_message(self, fmt, *args):
         pass
 
