@@ -385,11 +385,12 @@ static int choose_track(struct flow *f, const struct player_info *pi, struct cou
     int idx = player_choose_track_any(pi, f->lang);
     if (idx < 0 || !pi->tracks[idx].po_token) return idx;
     struct fetch_outcome o;
-    if (potoken_get(f->it->pot, f->video_id, upstream_job_deadline(f->it->up), f->request_id, f->pot, sizeof(f->pot),
-                    &o) == 0)
-      return idx;
+    int rv = potoken_get(f->it->pot, f->video_id, upstream_job_deadline(f->it->up), f->request_id, f->pot,
+                         sizeof(f->pot), &o);
+    if (rv == 0) return idx;
     f->pot_failed = 1;
-    if (res->pot_failures < UINT8_MAX) res->pot_failures++;
+    /* Only what the provider did is its failure (not our memory). */
+    if (rv == -EIO && res->pot_failures < UINT8_MAX) res->pot_failures++;
   }
   return player_choose_track(pi, f->lang);
 }

@@ -236,7 +236,7 @@ static int failed(struct potoken *p, struct fetch_outcome *o, const char *detail
   log_msg(LOG_WARN, "po token provider gave no token", "request_id", request_id, "provider", p->origin, "detail",
           detail, "=provider_status", code, "=dur_ms", dur, NULL);
   fetch_outcome_set(o, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, detail);
-  return -1;
+  return -EIO;
 }
 
 int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, const char *request_id, char *token,
@@ -244,7 +244,7 @@ int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, co
   uint64_t now = util_now_ms();
   if (strlen(binding) > POTOKEN_MAX_BINDING || tokenlen == 0) {
     fetch_outcome_set(o, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "pot_bad_binding");
-    return -1;
+    return -EINVAL;
   }
   const struct pot_slot *s = kept(p, binding, now);
   if (s != NULL) {
@@ -256,7 +256,7 @@ int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, co
   if (!p->t_ready) {
     if (transport_init(&p->t) != 0) {
       fetch_outcome_set(o, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
-      return -1;
+      return -ENOMEM;
     }
     p->t_ready = 1;
   }
@@ -268,7 +268,7 @@ int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, co
   if (rv != 0) {
     buf_free(&body);
     fetch_outcome_set(o, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
-    return -1;
+    return -ENOMEM;
   }
   struct transport_req req = {
       .url = p->url.data,

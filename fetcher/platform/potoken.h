@@ -58,8 +58,9 @@ uint64_t potoken_keep_ms(int64_t expires_ms, int64_t now_wall_ms);
 /*
  * A token bound to binding (the video id, POTOKEN_MAX_BINDING bytes at most) into token (tokenlen bytes): the kept
  * one while it lives, else the provider's, asked by deadline_ms (util_now_ms clock) or the provider's own timeout,
- * whichever comes first; request_id tags the log lines. Returns 0, or -1 with o set (PROTO_UPSTREAM_FAILED, reason
- * po_token, detail pot_timeout, pot_unreachable, pot_refused or pot_malformed), logged as a warning.
+ * whichever comes first; request_id tags the log lines. Returns 0; -EIO when the provider gave no token, with o set
+ * (PROTO_UPSTREAM_FAILED, reason po_token, detail pot_timeout, pot_unreachable, pot_refused, pot_malformed or
+ * pot_expired) and a warning logged; -ENOMEM or -EINVAL (a binding too long) with o set to an internal failure.
  */
 int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, const char *request_id, char *token,
                 size_t tokenlen, struct fetch_outcome *o);
