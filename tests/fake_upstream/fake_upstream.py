@@ -92,7 +92,9 @@ maps onto this server with that host in its Host header):
                                  for the id reelNone001 (the platform's answer to an id it does not know). Counted as
                                  "POST /youtubei/v1/reel/reel_item_watch <id>".
 
-Every POST to /youtubei/v1/ is recorded whole under "calls" in /__stats, in order: {"host" (the Host header),
+The visitor data issued so far are listed under "visitors" in /__stats, with the monotonic second each was issued
+under "visitor_times" (never cleared: a fetcher keeps what it was
+given). Every POST to /youtubei/v1/ is recorded whole under "calls" in /__stats, in order: {"host" (the Host header),
 "path", "query" (parsed), "body" (parsed JSON, or null), "headers" (every request header but Host,
 Content-Length, Accept-Encoding and Connection)}.
 
@@ -477,7 +479,8 @@ class Stats:
                     "blocked": dict(self.blocked),
                     "client_ids": dict(self.client_ids), "contexts": dict(self.contexts),
                     "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled),
-                    "calls": list(self.calls)}
+                    "calls": list(self.calls), "visitors": visitors_issued(),
+                    "visitor_times": visitor_times()}
 
 
 STATS = Stats()
@@ -520,13 +523,23 @@ RATIONS = Ration()
 DELAY_S = [0.0]
 
 # Visitor data issued by /youtubei/v1/visitor_id (percent-decoded), in order.
-VISITORS = {"issued": [], "lock": threading.Lock()}
+VISITORS = {"issued": [], "times": [], "lock": threading.Lock()}
 
 REEL_PATH = "/youtubei/v1/reel/reel_item_watch"
 VISITOR_PATH = "/youtubei/v1/visitor_id"
 INVALID_ARGUMENT = {"error": {"code": 400, "message": "Request contains an invalid argument.",
                               "status": "INVALID_ARGUMENT"}}
 UNRECORDED_HEADERS = ("host", "content-length", "accept-encoding", "connection")
+
+
+def visitors_issued():
+    with VISITORS["lock"]:
+        return list(VISITORS["issued"])
+
+
+def visitor_times():
+    with VISITORS["lock"]:
+        return list(VISITORS["times"])
 
 
 def issue_visitor():
@@ -537,6 +550,7 @@ def issue_visitor():
         raw = b"\x0a\x0b" + ident + b"\x28" + bytes([0x80 + n % 64, 0x01]) + b"\x32\x04\x0a\x02US"
         value = base64.urlsafe_b64encode(raw).decode()
         VISITORS["issued"].append(value)
+        VISITORS["times"].append(time.monotonic())
         return value
 
 
