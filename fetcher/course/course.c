@@ -586,7 +586,10 @@ static enum verdict client_visitor(struct flow *f, const struct client_profile *
                                    struct course_result *res, const char **out) {
   struct course *it = f->it;
   size_t i = client_index(it, c);
-  if (i == it->nclients) return V_REFUSED;
+  if (i == it->nclients) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_client");
+    return V_STOP;
+  }
   uint64_t now = util_now_ms(), renew_ms = (uint64_t)c->visitor_renew_s * 1000;
   *out = it->visitors[i].data;
   if (it->visitors[i].data[0] != '\0' && now < it->visitors[i].renew_at_ms) return V_DONE;
