@@ -12,7 +12,7 @@
 #include "fetcher/egress/upstream.h"
 #include "fetcher/platform/profiles.h"
 
-#define CLIENT_VISITOR_DATA_MAX 512
+#define CLIENT_VISITOR_DATA_MAX 1024 /* the platform issues visitor data of 580 bytes and more */
 
 /* What a watch page holds for us. */
 struct client_page {

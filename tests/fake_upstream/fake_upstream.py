@@ -543,12 +543,16 @@ def visitor_times():
 
 
 def issue_visitor():
-    """A fresh visitor data value (the shape the platform issues: a protobuf with an 11-character id, base64url)."""
+    """A fresh visitor data value (the shape the platform issues: a protobuf with an 11-character id, base64url with
+    its padding percent-encoded)."""
     with VISITORS["lock"]:
         n = len(VISITORS["issued"])
         ident = ("fakeVisit%02d" % (n % 100)).encode()
-        raw = b"\x0a\x0b" + ident + b"\x28" + bytes([0x80 + n % 64, 0x01]) + b"\x32\x04\x0a\x02US"
-        value = base64.urlsafe_b64encode(raw).decode()
+        # As long as the platform's (580 bytes and more, with a long opaque field), its padding percent-encoded.
+        opaque = bytes((i * 37 + n) % 256 for i in range(421))
+        raw = (b"\x0a\x0b" + ident + b"\x28" + bytes([0x80 + n % 64, 0x01]) + b"\x32\x04\x0a\x02US" +
+               b"\x3a\xa5\x03" + opaque)
+        value = base64.urlsafe_b64encode(raw).decode().replace("=", "%3D")
         VISITORS["issued"].append(value)
         VISITORS["times"].append(time.monotonic())
         return value

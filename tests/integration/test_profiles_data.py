@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from urllib.parse import unquote
 
 import pytest
 
@@ -124,7 +125,8 @@ def expected_calls(name, origin_host, visitors):
         return [{"host": origin_host, "path": VISITOR, "query": {"prettyPrint": ["false"]},
                  "body": {"context": dict({"client": client}, **third)}, "headers": visitor_headers},
                 {"host": origin_host, "path": PLAYER, "query": {"prettyPrint": ["false"]},
-                 "body": dict({"context": dict({"client": dict(client, visitorData=visitors[-1])}, **third)},
+                 "body": dict({"context": dict({"client": dict(client, visitorData=unquote(visitors[-1]))},
+                                               **third)},
                               **CHECKS),
                  "headers": player_headers}]
     assert name == "ANDROID_REEL"
@@ -134,7 +136,7 @@ def expected_calls(name, origin_host, visitors):
             {"host": API_HOST, "path": REEL,
              "query": {"prettyPrint": ["false"], "t": ["N" * 12], "id": ["capJson3xx1"],
                        "$fields": ["playerResponse"]},
-             "body": {"context": dict({"client": dict(REEL_CONTEXT, visitorData=visitors[-1])},
+             "body": {"context": dict({"client": dict(REEL_CONTEXT, visitorData=unquote(visitors[-1]))},
                                       **REEL_CONTEXT_MEMBERS),
                       "playerRequest": dict(CHECKS, cpn="N" * 16), "disablePlayerResponse": False},
              "headers": headers(ANDROID_UA, "3", "21.26.364", X_Goog_Visitor_Id=visitors[-1],
@@ -198,7 +200,7 @@ def test_a_custom_wrapped_client_from_a_profile_file_serves_transcripts_end_to_e
     body = call["body"]
     body["playerRequest"]["cpn"] = nonce(body["playerRequest"]["cpn"], 16)
     assert body == {
-        "context": {"client": dict(REEL_CONTEXT, clientVersion="21.30.100", visitorData=stats["visitors"][-1]),
+        "context": {"client": dict(REEL_CONTEXT, clientVersion="21.30.100", visitorData=unquote(stats["visitors"][-1])),
                     "thirdParty": {"embedUrl": "https://example.org/page"}, "user": {"lockedSafetyMode": False}},
         "playerRequest": dict(CHECKS, cpn="N" * 16, playbackContext={"contentPlaybackContext": {"vis": 0}}),
         "disablePlayerResponse": False}
@@ -218,7 +220,7 @@ def test_visitor_data_is_fetched_once_per_fetcher_while_fresh(tmp_path):
     assert len(issued_at_start) == 1 and stats["visitors"] == issued_at_start
     assert "POST %s" % VISITOR not in stats["requests"]
     sent = [c["body"]["context"]["client"]["visitorData"] for c in stats["calls"]]
-    assert sent == [issued_at_start[0]] * 5
+    assert sent == [unquote(issued_at_start[0])] * 5
 
 
 def test_visitor_data_is_renewed_on_its_schedule(tmp_path):
@@ -251,7 +253,7 @@ def test_visitor_data_is_renewed_on_its_schedule(tmp_path):
         if call["path"] == VISITOR:
             at += 1
         else:
-            assert call["body"]["context"]["client"]["visitorData"] == visitors[at]
+            assert call["body"]["context"]["client"]["visitorData"] == unquote(visitors[at])
             assert call["headers"]["X-Goog-Visitor-Id"] == visitors[at]
     latest = visitors[at]
     assert latest == visitors[-1]

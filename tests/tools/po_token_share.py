@@ -5,8 +5,8 @@
 
 Every player reply among the fixtures is read at run time (nothing of them is kept here): raw replies, the recorded
 request/response pairs of the newpipe folders (a reel reply's player reply is its playerResponse), and the player
-reply a watch page embeds (ytInitialPlayerResponse, made by the WEB client). The client that made a reply is, in order: the
-clientName of the recorded request (the reel path makes it ANDROID_REEL), the "c" parameter of the reply's
+reply a watch page embeds (ytInitialPlayerResponse, made by the WEB client). The client that made a reply is, in
+order: the clientName of the recorded request (the reel path makes it ANDROID_REEL), the "c" parameter of the reply's
 serviceTrackingParams, or the client the fixtures' README names for that file. A caption track needs a PO token when
 the exp parameter of its baseUrl names xpe or xpv (alone or in a list), as the fetcher reads it (player.c).
 Prints one line per built-in profile: tracks without a token need / tracks, and the files counted.
