@@ -66,7 +66,7 @@ struct client_profile {
   size_t nheaders;
   int needs_page;
   int user_agent_in_context; /* the user agent is also sent as context.client.userAgent, as app clients do */
-  char host[64];             /* host of the player call, a platform host (upstream_platform_host) */
+  char host[64];             /* host of the player call, a platform host (upstream_api_host) */
   char path[96];             /* path of the player call */
   char query[PROFILES_MAX_QUERY][2][64]; /* extra query parameters: name, value (template), after prettyPrint */
   size_t nquery;
