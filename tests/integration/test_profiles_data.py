@@ -60,9 +60,10 @@ def upstream():
     fake.close()
 
 
-def run_once(upstream, video, timeout=60, **env):
+def run_once(upstream, video, lang=None, timeout=60, **env):
     upstream.reset()
-    proc = subprocess.run([harness.fetcher_binary(), "--once", video], env=harness.fetcher_env(upstream.url, **env),
+    args = [harness.fetcher_binary(), "--once", video] + ([lang] if lang else [])
+    proc = subprocess.run(args, env=harness.fetcher_env(upstream.url, **env),
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, "exit %d:\n%s" % (proc.returncode, proc.stderr)
     last = [line for line in proc.stderr.splitlines() if line.startswith("outcome=")][-1]
@@ -288,6 +289,21 @@ def test_reel_refusals(upstream, tmp_path, profile, video, outcome, detail, coun
     assert got[:2] == (outcome, detail)
     assert got[2]["requests"] == dict({"POST %s %s" % (REEL, counted): 1},
                                       **({} if profile.get("visitor_data") == "none" else {"POST %s" % VISITOR: 1}))
+
+
+def test_a_po_token_track_reached_through_a_client_names_the_client_name_it_sent(upstream):
+    provider = harness.FakePotProvider()
+    try:
+        outcomes = [run_once(upstream, "potMixed001", "en", VTS_INNERTUBE_CLIENTS=name,
+                             VTS_POT_PROVIDER_URL=provider.url)
+                    for name in ("ANDROID_REEL", "WEB_EMBEDDED")]
+    finally:
+        provider.close()
+    # c= is the clientName the reply was asked with (the profile's client_name), not the profile's own name.
+    for (outcome, detail, stats), client in zip(outcomes, ("ANDROID", "WEB_EMBEDDED_PLAYER")):
+        assert (outcome, detail) == (OK, "ok")
+        (en,) = stats["timedtext"]["potMixed001"]
+        assert (en["lang"], en["potc"], en["c"]) == (["en"], ["1"], [client]), en
 
 
 BASE = {"name": "MINE", "client_id": 3, "version": "1.0", "user_agent": "ua"}
