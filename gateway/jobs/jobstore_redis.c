@@ -309,6 +309,15 @@ static redisReply *command(struct jsredis *r, int argc, const char **argv, const
   redisContext *c = conn(r);
   if (c == NULL) return NULL;
   redisReply *rep = redisCommandArgv(c, argc, argv, lens);
+  if (rep == NULL && (c->err == REDIS_ERR_EOF || (c->err == REDIS_ERR_IO && (errno == ECONNRESET || errno == EPIPE)))) {
+    /* The server closed an idle connection (a restart, a timeout of its own): once more on a new one. Each call is
+     * safe to repeat (a take repeated leaves its first item to be claimed; every end is stored once). */
+    redisFree(r->c);
+    r->c = NULL;
+    c = conn(r);
+    if (c == NULL) return NULL;
+    rep = redisCommandArgv(c, argc, argv, lens);
+  }
   if (rep == NULL) {
     conn_lost(r);
     return NULL;

@@ -6,7 +6,7 @@
  * expiry. Redis's own: an item's unit of the month counted once with its answer (and none past the quota), the items
  * of a silent runner claimed by another while a live runner's are not, an answer stored by both runners kept and
  * counted once, an ended job's keys expiring, a work stream deleted under a runner made again, a Redis that does not
- * answer failing fast.
+ * answer failing fast, a Redis restarted under an idle connection reached again at once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -549,6 +549,21 @@ static void test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it(vo
   assert_int_equal(redis_num(f->port, cmd), 0);
 }
 
+static void test_a_redis_restarted_under_an_idle_connection_is_reached_again_at_once(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  test_redis_stop(f->pid);
+  f->pid = test_redis_start(f->port); /* empty: it kept nothing */
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), -ENOENT);
+  make_job(f->js, 2, 2000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), 0); /* the work stream and its group are made again */
+  assert_string_equal(t.job_id, id);
+}
+
 /* A case on SQLite, and one on Redis (named so). */
 #define ON_SQLITE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 #define ON_REDIS(f) \
@@ -573,6 +588,7 @@ int main(void) {
       ON_REDIS(test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once),
       ON_REDIS(test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it),
       ON_REDIS(test_a_redis_that_does_not_answer_fails_fast_and_is_used_again_once_back),
+      ON_REDIS(test_a_redis_restarted_under_an_idle_connection_is_reached_again_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
