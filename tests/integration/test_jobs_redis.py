@@ -280,8 +280,11 @@ def test_items_past_the_month_fail_quota_exceeded_and_share_the_synchronous_endp
         job = wait_done(a, loc, 60)
         assert job["counts"] == {"queued": 0, "running": 0, "done": 3, "failed": 1, "cancelled": 0}
         items = all_items(a, loc)
-        assert [i["status"] for i in items] == ["done", "done", "done", "failed"]
-        assert items[3]["error"] == QUOTA_EXCEEDED
+        # Items run at once on both gateways: whichever was answered last found the month used up.
+        assert sorted(i["status"] for i in items) == ["done", "done", "done", "failed"]
+        for i in items:
+            want = {"error": QUOTA_EXCEEDED} if i["status"] == "failed" else {"transcript": TRANSCRIPT}
+            assert i == dict({"video_id": i["video_id"], "status": i["status"]}, **want), i
         assert units_spent(redis, JOBKEY) == 5
         r = b.request("GET", "/v1/video/transcript?video_id=benchRsync3", headers={"x-api-key": JOBKEY})
         assert (r.status, json.loads(r.body)["error"]["code"]) == (429, "quota_exceeded")
