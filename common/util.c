@@ -22,6 +22,12 @@ int64_t util_wall_s(void) {
   return (int64_t)ts.tv_sec;
 }
 
+int64_t util_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void util_rfc3339(char *out, size_t outlen, int64_t wall_ms) {
   time_t t = (time_t)(wall_ms / 1000);
   struct tm tm;

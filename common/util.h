@@ -11,6 +11,8 @@
 uint64_t util_now_ms(void);
 /* Wall-clock seconds since the epoch. */
 int64_t util_wall_s(void);
+/* Wall-clock milliseconds since the epoch (the times the job store keeps). */
+int64_t util_wall_ms(void);
 /* Formats t as RFC 3339 UTC with milliseconds ("2026-11-22T02:29:28.123Z") into out (at least 32 bytes). */
 void util_rfc3339(char *out, size_t outlen, int64_t wall_ms);
 /* Formats t as an IMF-fixdate for the HTTP Date header into out (at least 30 bytes). */

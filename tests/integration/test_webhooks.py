@@ -1,0 +1,252 @@
+"""Webhooks of batch jobs, end to end: the real gateway signs each try and hands it to a real fetcher, which POSTs it
+to a receiver that verifies the signature with the Standard Webhooks reference verifier (npm standardwebhooks,
+tests/contract/webhook_receiver.mjs). A receiver that fails twice gets a third try, spaced by the doubling backoff
+(VTS_WEBHOOK_RETRY_MS, measured by the receiver's own clock); a restart of the gateway between tries still delivers;
+a webhook_url to a loopback address that VTS_WEBHOOK_ALLOW does not permit is a 400 at POST, a redirect is never
+followed, and a name that resolves to such an address is refused by the fetcher when it connects. Every address here
+is in 127.0.0.0/8; the classification of private and public addresses is tests/unit/test_netaddr.c's."""
+import json
+import sqlite3
+import subprocess
+import urllib.request
+
+import pytest
+
+from contract import error_body
+from stack import Stack
+from test_contract_openapi import CONTRACT_DIR, contract_tools
+from test_jobs_run import JOBKEY, call, wait_job_done
+from vtsproc import wait_for
+
+HOOKKEY = JOBKEY  # the key wait_job_done reads with
+KEYS = [("hooks", HOOKKEY, "active", 1000, 60, 1000)]
+IDS = ["benchWh%04d" % i for i in range(3)]
+
+
+class Receiver:
+    """tests/contract/webhook_receiver.mjs on host, answering deliveries by plan (see the script)."""
+
+    def __init__(self, host, plan):
+        node = contract_tools("standardwebhooks")
+        self.host = host
+        self.proc = subprocess.Popen([node, "webhook_receiver.mjs", host, plan], cwd=CONTRACT_DIR,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening "), (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
+        self.port = int(line.split()[1])
+        self.url = "http://%s:%d/hook" % (host, self.port)
+
+    def log(self, secret=None):
+        q = "?secret=" + urllib.request.quote(secret, safe="") if secret else ""
+        with urllib.request.urlopen("http://%s:%d/_log%s" % (self.host, self.port, q), timeout=5) as r:
+            return json.loads(r.read())
+
+    def deliveries(self, secret=None):
+        return self.log(secret)["deliveries"]
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+def hook_env(allow, retry_ms):
+    env = {"VTS_WEBHOOK_ALLOW": allow, "VTS_WEBHOOK_RETRY_MS": str(retry_ms)}
+    return env, dict(env)
+
+
+def start(stack, body):
+    status, h, job = call(stack.gateway, "POST", "/v1/jobs", body, key=HOOKKEY)
+    assert status == 202, job
+    assert set(job) == {"id", "status", "total", "created", "webhook_secret"}
+    return h["location"], job
+
+
+def hook_rows(gw):
+    con = sqlite3.connect(str(gw.state_dir / "jobs.db"))
+    try:
+        return con.execute("SELECT job_id, state, attempts, http_status FROM hooks").fetchall()
+    finally:
+        con.close()
+
+
+def tries(gw):
+    return [r for r in gw.log_records() if r.get("msg") == "webhook try"]
+
+
+def check_payload(d, job_id, loc_job):
+    """One delivery: the job's status object as GET shows it, with "type" first, signed and verified."""
+    assert d["verified"] is True, d
+    assert d["method"] == "POST" and d["path"] == "/hook"
+    assert d["headers"]["content-type"] == "application/json"
+    assert d["headers"]["webhook-id"] == "msg_" + job_id
+    body = json.loads(d["body"])
+    assert list(body)[0] == "type" and body["type"] == "job.done"
+    del body["type"]
+    assert body == loc_job
+
+
+def test_a_receiver_that_fails_twice_gets_the_third_try_signed_and_spaced_by_the_backoff(tmp_path):
+    genv, fenv = hook_env("127.0.0.2", 400)
+    rx = Receiver("127.0.0.2", "500,503,204")
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=2)
+    try:
+        loc, job = start(stack, {"video_ids": IDS, "webhook_url": rx.url})
+        secret = job["webhook_secret"]
+        assert secret.startswith("whsec_") and len(secret) == 38
+        done = wait_job_done(stack.gateway, loc)
+        assert "webhook_secret" not in done and "webhook_url" not in done
+        assert wait_for(lambda: len(rx.deliveries()) >= 3, 60), rx.deliveries()
+        assert wait_for(lambda: [r[1:] for r in hook_rows(stack.gateway)] == [(1, 3, 204)], 10), \
+            hook_rows(stack.gateway)
+        got = rx.deliveries(secret)
+        assert [d["status"] for d in got] == [500, 503, 204]
+        for d in got:
+            check_payload(d, job["id"], done)
+        # The same message every try (one webhook-id, one body), each signed at its own time.
+        assert len({d["headers"]["webhook-id"] for d in got}) == 1 and len({d["body"] for d in got}) == 1
+        # The backoff: 400 ms after the first failure, 800 ms after the second, by the receiver's clock.
+        at = [d["at_ms"] for d in got]
+        assert at[1] - at[0] >= 400 and at[2] - at[1] >= 800, at
+        # A wrong secret does not verify: the check above could fail.
+        other = rx.deliveries("whsec_" + "A" * 32)
+        assert [d["verified"] for d in other] == [False] * 3
+        logged = [(r["attempt"], r["outcome"], r["http_status"]) for r in tries(stack.gateway)]
+        assert logged == [(1, "failed", 500), (2, "failed", 503), (3, "delivered", 204)]
+        assert all(r["job_id"] == job["id"] and secret not in json.dumps(r) for r in tries(stack.gateway))
+        assert secret not in stack.gateway.log_text() and secret not in stack.fetchers.log_text()
+        assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="failed") == 2
+        assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="delivered") == 1
+        assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="given_up") == 0
+        # The receiver is not the platform: its 500 and 503 are no upstream outcome.
+        assert stack.gateway.metric("vts_upstream_outcomes_total", kind="http_5xx") == 0
+        # GET never shows the secret again.
+        status, _, again = call(stack.gateway, "GET", loc, key=HOOKKEY)
+        assert status == 200 and "webhook_secret" not in again
+    finally:
+        stack.close()
+        rx.close()
+
+
+def test_a_gateway_restarted_between_tries_still_delivers(tmp_path):
+    genv, fenv = hook_env("127.0.0.2", 1500)
+    rx = Receiver("127.0.0.2", "500,204")
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
+    gw = stack.gateway
+    try:
+        loc, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
+        # The first try failed and is recorded (the next due 1.5 s later): the gateway dies now, with SIGKILL.
+        assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(0, 1, 500)], 60), hook_rows(gw)
+        gw.kill()
+        assert len(rx.deliveries()) == 1
+        gw.start()
+        assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(1, 2, 204)], 60), hook_rows(gw)
+        got = rx.deliveries(job["webhook_secret"])
+        assert [d["status"] for d in got] == [500, 204]
+        done = wait_job_done(gw, loc)
+        for d in got:
+            check_payload(d, job["id"], done)
+        assert got[1]["at_ms"] - got[0]["at_ms"] >= 1500
+    finally:
+        stack.close()
+        rx.close()
+
+
+def test_a_redirect_is_not_followed_and_its_target_sees_nothing(tmp_path):
+    genv, fenv = hook_env("127.0.0.2", 200)
+    target = Receiver("127.0.0.3", "204")
+    rx = Receiver("127.0.0.2", "302=" + target.url)
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
+    try:
+        _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
+        assert wait_for(lambda: len(rx.deliveries()) >= 2, 60), rx.deliveries()
+        failed = wait_for(lambda: [r for r in tries(stack.gateway) if r["outcome"] == "failed"], 10)
+        assert failed and all((r["detail"], r["reason"], r["http_status"]) == ("redirect_302", "refused", 302)
+                              for r in failed), failed
+        assert all(d["verified"] for d in rx.deliveries(job["webhook_secret"]))
+        assert target.log() == {"connections": 0, "deliveries": []}
+    finally:
+        stack.close()
+        rx.close()
+        target.close()
+
+
+def test_a_name_that_resolves_to_a_loopback_address_not_allowed_is_refused_when_the_fetcher_connects(tmp_path):
+    # "localhost" is a name: https to it passes the POST, and the fetcher refuses 127.0.0.1 (allowed: 127.0.0.2 only)
+    # before a connection is made.
+    genv, fenv = hook_env("127.0.0.2", 200)
+    rx = Receiver("127.0.0.1", "204")
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
+    try:
+        start(stack, {"video_ids": IDS[:1], "webhook_url": "https://localhost:%d/hook" % rx.port})
+        assert wait_for(lambda: len([r for r in tries(stack.gateway) if r["outcome"] == "failed"]) >= 2, 60)
+        failed = [r for r in tries(stack.gateway) if r["outcome"] == "failed"]
+        assert all((r["detail"], r["reason"], r["http_status"]) ==
+                                        ("address_refused", "refused", 0) for r in failed), failed
+        assert rx.log() == {"connections": 0, "deliveries": []}
+    finally:
+        stack.close()
+        rx.close()
+
+
+HTTPS_MSG = "webhook_url must use https (plain http only to an address of VTS_WEBHOOK_ALLOW)."
+ADDRESS_MSG = "webhook_url names an address that is not public and not in VTS_WEBHOOK_ALLOW."
+URL_MSG = "webhook_url must be an absolute http or https URL of at most 2047 bytes."
+HOST_MSG = "webhook_url must name a host (a DNS name or an IP address) and at most a valid port."
+USERINFO_MSG = "webhook_url must not carry a user name or password."
+
+
+def err(code, message):
+    body = error_body(code)
+    body["error"]["message"] = message
+    return body
+
+
+@pytest.mark.parametrize("url,code,message", [
+    ("http://127.0.0.3:9/hook", "webhook_url_refused", ADDRESS_MSG),
+    ("https://127.0.0.3/hook", "webhook_url_refused", ADDRESS_MSG),
+    ("http://localhost:9/hook", "webhook_url_refused", HTTPS_MSG),
+    ("http://hooks.example/hook", "webhook_url_refused", HTTPS_MSG),
+    ("ftp://hooks.example/hook", "invalid_request", URL_MSG),
+    ("hooks.example/hook", "invalid_request", URL_MSG),
+    ("https://hooks.example/a b", "invalid_request", URL_MSG),
+    ("https://" + "a" * 2040 + ".example/", "invalid_request", URL_MSG),
+    (7, "invalid_request", URL_MSG),
+    ("", "invalid_request", URL_MSG),
+    ("https://user:pw@hooks.example/", "invalid_request", USERINFO_MSG),
+    ("http://x@127.0.0.2/", "invalid_request", USERINFO_MSG),
+    ("https:///hook", "invalid_request", HOST_MSG),
+    ("https://hooks.example:0/", "invalid_request", HOST_MSG),
+    ("https://hooks.example:65536/", "invalid_request", HOST_MSG),
+    ("https://hooks.example:/", "invalid_request", HOST_MSG),
+    ("https://2130706433/", "invalid_request", HOST_MSG),
+    ("https://127.1/", "invalid_request", HOST_MSG),
+    ("https://[::1/", "invalid_request", HOST_MSG),
+    ("https://-bad-.example/", "invalid_request", HOST_MSG),
+])
+def test_a_bad_webhook_url_is_a_400_naming_it(make_gateway, url, code, message):
+    gw = make_gateway(env={"VTS_WEBHOOK_ALLOW": "127.0.0.2"}, keys=[KEYS[0]])
+    status, h, body = call(gw, "POST", "/v1/jobs", {"video_ids": IDS[:1], "webhook_url": url}, key=HOOKKEY)
+    assert (status, body) == (400, err(code, message))
+    assert "location" not in h
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2:9/hook", "https://127.0.0.2/", "https://hooks.example/in?x=1",
+                                 "HTTPS://Hooks.Example:8443/a/b#frag"])
+def test_an_allowed_webhook_url_is_accepted_with_its_secret_once(make_gateway, url):
+    gw = make_gateway(env={"VTS_WEBHOOK_ALLOW": "127.0.0.2"}, keys=[KEYS[0]])
+    status, h, body = call(gw, "POST", "/v1/jobs", {"video_ids": IDS[:1], "webhook_url": url}, key=HOOKKEY)
+    assert status == 202 and body["webhook_secret"].startswith("whsec_"), body
+    status, _, got = call(gw, "GET", h["location"], key=HOOKKEY)
+    assert status == 200 and "webhook_secret" not in got
+
+
+def test_a_job_without_a_webhook_gets_no_secret(make_gateway):
+    gw = make_gateway(keys=[KEYS[0]])
+    status, _, body = call(gw, "POST", "/v1/jobs", {"video_ids": IDS[:1]}, key=HOOKKEY)
+    assert status == 202 and set(body) == {"id", "status", "total", "created"}
