@@ -113,14 +113,14 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
   while (h->in_flight < HOOKS_MAX_IN_FLIGHT) {
     struct dispatcher_stats st;
     core_stats(h->core, &st);
-    if (st.fetchers_idle <= st.jobs_queued) return now + HOOKS_SCAN_MS / 4;
+    if (st.fetchers_idle <= st.jobs_queued) return now + HOOKS_POLL_MS;
     struct hook_call *c = calloc(1, sizeof(*c));
     if (c == NULL) return wake;
     int rv = jobstore_hook_take(h->js, util_wall_ms(), HOOKS_LEASE_MS, &c->hook);
     if (rv != 0) {
       free(c);
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
-      return now + HOOKS_SCAN_MS / 4;
+      return now + HOOKS_POLL_MS;
     }
     start_try(h, now, c);
   }

@@ -25,7 +25,8 @@
 #include "proto/proto.h"
 
 #define HOOKS_WAITER 2        /* core_waiter.internal of a webhook try (a batch item's is 1) */
-#define HOOKS_SCAN_MS 1000    /* ended jobs that owe a message are looked for this often */
+#define HOOKS_SCAN_MS 250     /* ended jobs that owe a message are looked for this often */
+#define HOOKS_POLL_MS 100     /* and tries due (or a fetcher free for one) this often */
 #define HOOKS_MAX_IN_FLIGHT 4 /* tries held by fetchers at once */
 #define HOOKS_LEASE_MS (VTS_WEBHOOK_TIMEOUT_MS + 30000) /* a try not ended by then (its gateway died) is made again */
 

@@ -157,6 +157,32 @@ def test_a_gateway_restarted_between_tries_still_delivers(tmp_path):
         rx.close()
 
 
+def test_a_cancelled_job_sends_job_cancelled_once_its_running_item_ends(tmp_path):
+    genv, fenv = hook_env("127.0.0.2", 200)
+    rx = Receiver("127.0.0.2", "204")
+    ids = ["benchWc%04d" % i for i in range(6)]
+    # One fetcher and a slow platform: the DELETE lands while items wait.
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1,
+                  upstream_args=("--delay-ms", "300"))
+    gw = stack.gateway
+    try:
+        loc, job = start(stack, {"video_ids": ids, "webhook_url": rx.url})
+        assert wait_for(lambda: call(gw, "GET", loc, key=HOOKKEY)[2]["counts"]["done"] >= 1, 30)
+        status, _, cancelled = call(gw, "DELETE", loc, key=HOOKKEY)
+        assert status == 200 and cancelled["counts"]["cancelled"] >= 1
+        assert wait_for(lambda: len(rx.deliveries()) == 1, 60), rx.deliveries()
+        _, _, final = call(gw, "GET", loc, key=HOOKKEY)
+        assert final["status"] == "cancelled" and final["counts"]["running"] == 0
+        (d,) = rx.deliveries(job["webhook_secret"])
+        assert d["verified"] is True and d["headers"]["webhook-id"] == "msg_" + job["id"]
+        body = json.loads(d["body"])
+        assert list(body)[0] == "type" and body.pop("type") == "job.cancelled"
+        assert body == final
+    finally:
+        stack.close()
+        rx.close()
+
+
 def test_a_redirect_is_not_followed_and_its_target_sees_nothing(tmp_path):
     genv, fenv = hook_env("127.0.0.2", 200)
     target = Receiver("127.0.0.3", "204")
