@@ -445,6 +445,12 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
    * it goes straight to the queue. Its URL and body stay the shell's until it is answered.
    */
   if (req->kind == PROTO_KIND_WEBHOOK) {
+    if (!w->internal) {
+      /* A worker never asks for one: what would be a POST to any URL from a worker's request is refused. */
+      c->st.protocol_errors++;
+      answer_internal(c, w, "bad_request");
+      return;
+    }
     if (c->njobs >= VTS_DISPATCH_MAX_JOBS) {
       c->st.rejected_full++;
       answer_internal(c, w, "queue_full");

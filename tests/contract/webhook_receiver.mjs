@@ -3,7 +3,7 @@
 //   node webhook_receiver.mjs HOST PLAN
 // listens on HOST (a 127.0.0.0/8 address) on a free port, prints "listening PORT" once, and answers the deliveries
 // to any path but /_log in the order of PLAN, a comma-separated list whose last entry repeats: a status ("500", "204")
-// or "302=URL" (a redirect to URL). GET /_log?secret=S answers what it saw: {"connections": n (besides those of
+// or "302=URL" (a redirect to URL), "hang" (no answer at all) or "200big" (a 200 with a 1 MiB body). GET /_log?secret=S answers what it saw: {"connections": n (besides those of
 // /_log), "deliveries": [{"at_ms", "method", "path", "headers" (the webhook-* ones and content-type), "body",
 // "status" (what it answered), "verified" (the verifier accepted it with secret S), "error" (the verifier's message
 // when not)}]}.
@@ -43,14 +43,16 @@ const server = http.createServer((req, res) => {
       return;
     }
     const step = plan[Math.min(deliveries.length, plan.length - 1)];
-    const [status, location] = step.split("=");
+    const big = step === "200big";
+    const [status, location] = big ? ["200", undefined] : step === "hang" ? ["0", undefined] : step.split("=");
     const headers = {};
     for (const name of ["content-type", "webhook-id", "webhook-timestamp", "webhook-signature"])
       if (req.headers[name] !== undefined) headers[name] = req.headers[name];
     deliveries.push({ at_ms: Date.now(), method: req.method, path: url.pathname, headers,
                       body: Buffer.concat(chunks).toString("utf8"), status: Number(status) });
+    if (step === "hang") return; // no answer: the request stays open until the sender gives up
     res.writeHead(Number(status), location ? { location } : {});
-    res.end(location ? "" : "ok");
+    res.end(big ? Buffer.alloc(1024 * 1024, "x") : location ? "" : "ok");
   });
 });
 server.on("connection", () => connections++);

@@ -189,6 +189,10 @@ def test_a_redirect_is_not_followed_and_its_target_sees_nothing(tmp_path):
     rx = Receiver("127.0.0.2", "302=" + target.url)
     stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
     try:
+        # Named directly, the receiver that VTS_WEBHOOK_ALLOW does not permit is refused at POST.
+        status, h, body = call(stack.gateway, "POST", "/v1/jobs", {"video_ids": IDS[:1], "webhook_url": target.url},
+                               key=HOOKKEY)
+        assert (status, body) == (400, err("webhook_url_refused", ADDRESS_MSG)) and "location" not in h
         _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
         assert wait_for(lambda: len(rx.deliveries()) >= 2, 60), rx.deliveries()
         failed = wait_for(lambda: [r for r in tries(stack.gateway) if r["outcome"] == "failed"], 10)
@@ -200,6 +204,29 @@ def test_a_redirect_is_not_followed_and_its_target_sees_nothing(tmp_path):
         stack.close()
         rx.close()
         target.close()
+
+
+def test_a_receiver_that_never_answers_fails_the_try_at_its_bound_and_a_long_answer_is_not_read(tmp_path):
+    # A try is bounded by 10 s and by the job's deadline (VTS_JOB_TIMEOUT_MS, 2 s here): the hung first try fails
+    # with reason timeout; the second is answered 200 with 1 MiB, of which the fetcher reads 4 KiB: delivered.
+    genv, fenv = hook_env("127.0.0.2", 200)
+    genv["VTS_JOB_TIMEOUT_MS"] = fenv["VTS_JOB_TIMEOUT_MS"] = "2000"
+    rx = Receiver("127.0.0.2", "hang,200big")
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
+    gw = stack.gateway
+    try:
+        _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
+        assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(1, 2, 200)], 60), hook_rows(gw)
+        first, second = tries(gw)
+        assert (first["attempt"], first["outcome"], first["reason"], first["http_status"]) == (1, "failed", "timeout", 0)
+        assert (second["attempt"], second["outcome"], second["http_status"]) == (2, "delivered", 200)
+        got = rx.deliveries(job["webhook_secret"])
+        assert [d["verified"] for d in got] == [True, True]
+        # The first try ended at its bound: 2 s, not the receiver's pleasure.
+        assert 2000 <= got[1]["at_ms"] - got[0]["at_ms"] < 2000 + 8000
+    finally:
+        stack.close()
+        rx.close()
 
 
 def test_a_name_that_resolves_to_a_loopback_address_not_allowed_is_refused_when_the_fetcher_connects(tmp_path):

@@ -983,6 +983,13 @@ static void test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached(void 
   h.hook_url = url;
   h.hook_url_len = sizeof(url) - 1;
   snprintf(h.request_id, sizeof(h.request_id), "jtest-hook-1");
+  /* Only the shell's own requests may be webhook tries: a worker's is refused at once. */
+  core_request(f->core, T0, &f->w[3], &h);
+  struct rec *refused = next(f, A_ANSWER);
+  assert_ptr_equal(refused->w, &f->w[3]);
+  assert_int_equal(refused->outcome, PROTO_INTERNAL);
+  assert_string_equal(refused->detail, "bad_request");
+  f->w[0].internal = f->w[1].internal = f->w[2].internal = 2;
   core_request(f->core, T0, &f->w[0], &h);
   core_request(f->core, T0, &f->w[1], &h);
   none(f); /* no Redis lookup or claim */
