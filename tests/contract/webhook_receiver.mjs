@@ -2,11 +2,11 @@
 // standardwebhooks) as a client of the service would:
 //   node webhook_receiver.mjs HOST PLAN
 // listens on HOST (a 127.0.0.0/8 address) on a free port, prints "listening PORT" once, and answers the deliveries
-// to any path but /_log in the order of PLAN, a comma-separated list whose last entry repeats: a status ("500", "204")
-// or "302=URL" (a redirect to URL), "hang" (no answer at all) or "200big" (a 200 with a 1 MiB body). GET /_log?secret=S answers what it saw: {"connections": n (besides those of
-// /_log), "deliveries": [{"at_ms", "method", "path", "headers" (the webhook-* ones and content-type), "body",
-// "status" (what it answered), "verified" (the verifier accepted it with secret S), "error" (the verifier's message
-// when not)}]}.
+// to any path but /_log in the order of PLAN, a comma-separated list whose last entry repeats: a status ("500", "204"),
+// "302=URL" (a redirect to URL), "hang" (no answer at all) or "200big" (a 200 with a 1 MiB body).
+// GET /_log?secret=S answers what it saw: {"connections": n (besides those of /_log), "deliveries": [{"at_ms",
+// "method", "path", "headers" (the webhook-* ones and content-type), "body", "status" (what it answered, 0 for none),
+// "verified" (the verifier accepted it with secret S), "error" (the verifier's message when not)}]}.
 import http from "node:http";
 import { Webhook } from "standardwebhooks";
 

@@ -55,9 +55,28 @@ class Receiver:
         self.proc.stderr.close()
 
 
-def hook_env(allow, retry_ms):
-    env = {"VTS_WEBHOOK_ALLOW": allow, "VTS_WEBHOOK_RETRY_MS": str(retry_ms)}
-    return env, dict(env)
+@pytest.fixture
+def parts():
+    """What a test makes (receivers, stacks), closed at its end, the last made first."""
+    made = []
+    yield made
+    for part in reversed(made):
+        part.close()
+
+
+def receiver(parts, host, plan):
+    rx = Receiver(host, plan)
+    parts.append(rx)
+    return rx
+
+
+def hook_stack(parts, tmp_path, retry_ms, env=None, **kwargs):
+    """The whole service, VTS_WEBHOOK_ALLOW=127.0.0.2 and the first retry delay retry_ms for gateway and fetchers."""
+    full = {"VTS_WEBHOOK_ALLOW": "127.0.0.2", "VTS_WEBHOOK_RETRY_MS": str(retry_ms)}
+    full.update(env or {})
+    stack = Stack(tmp_path, keys=KEYS, gateway_env=dict(full), fetcher_env=dict(full), **kwargs)
+    parts.append(stack)
+    return stack
 
 
 def start(stack, body):
@@ -91,160 +110,127 @@ def check_payload(d, job_id, loc_job):
     assert body == loc_job
 
 
-def test_a_receiver_that_fails_twice_gets_the_third_try_signed_and_spaced_by_the_backoff(tmp_path):
-    genv, fenv = hook_env("127.0.0.2", 400)
-    rx = Receiver("127.0.0.2", "500,503,204")
-    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=2)
-    try:
-        loc, job = start(stack, {"video_ids": IDS, "webhook_url": rx.url})
-        secret = job["webhook_secret"]
-        assert secret.startswith("whsec_") and len(secret) == 38
-        done = wait_job_done(stack.gateway, loc)
-        assert "webhook_secret" not in done and "webhook_url" not in done
-        assert wait_for(lambda: len(rx.deliveries()) >= 3, 60), rx.deliveries()
-        assert wait_for(lambda: [r[1:] for r in hook_rows(stack.gateway)] == [(1, 3, 204)], 10), \
-            hook_rows(stack.gateway)
-        got = rx.deliveries(secret)
-        assert [d["status"] for d in got] == [500, 503, 204]
-        for d in got:
-            check_payload(d, job["id"], done)
-        # The same message every try (one webhook-id, one body), each signed at its own time.
-        assert len({d["headers"]["webhook-id"] for d in got}) == 1 and len({d["body"] for d in got}) == 1
-        # The backoff: 400 ms after the first failure, 800 ms after the second, by the receiver's clock.
-        at = [d["at_ms"] for d in got]
-        assert at[1] - at[0] >= 400 and at[2] - at[1] >= 800, at
-        # A wrong secret does not verify: the check above could fail.
-        other = rx.deliveries("whsec_" + "A" * 32)
-        assert [d["verified"] for d in other] == [False] * 3
-        logged = [(r["attempt"], r["outcome"], r["http_status"]) for r in tries(stack.gateway)]
-        assert logged == [(1, "failed", 500), (2, "failed", 503), (3, "delivered", 204)]
-        assert all(r["job_id"] == job["id"] and secret not in json.dumps(r) for r in tries(stack.gateway))
-        assert secret not in stack.gateway.log_text() and secret not in stack.fetchers.log_text()
-        assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="failed") == 2
-        assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="delivered") == 1
-        assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="given_up") == 0
-        # The receiver is not the platform: its 500 and 503 are no upstream outcome.
-        assert stack.gateway.metric("vts_upstream_outcomes_total", kind="http_5xx") == 0
-        # GET never shows the secret again.
-        status, _, again = call(stack.gateway, "GET", loc, key=HOOKKEY)
-        assert status == 200 and "webhook_secret" not in again
-    finally:
-        stack.close()
-        rx.close()
+def test_a_receiver_that_fails_twice_gets_the_third_try_signed_and_spaced_by_the_backoff(tmp_path, parts):
+    rx = receiver(parts, "127.0.0.2", "500,503,204")
+    stack = hook_stack(parts, tmp_path, 400, fetchers=2)
+    loc, job = start(stack, {"video_ids": IDS, "webhook_url": rx.url})
+    secret = job["webhook_secret"]
+    assert secret.startswith("whsec_") and len(secret) == 38
+    done = wait_job_done(stack.gateway, loc)
+    assert "webhook_secret" not in done and "webhook_url" not in done
+    assert wait_for(lambda: len(rx.deliveries()) >= 3, 60), rx.deliveries()
+    assert wait_for(lambda: [r[1:] for r in hook_rows(stack.gateway)] == [(1, 3, 204)], 10), \
+        hook_rows(stack.gateway)
+    got = rx.deliveries(secret)
+    assert [d["status"] for d in got] == [500, 503, 204]
+    for d in got:
+        check_payload(d, job["id"], done)
+    # The same message every try (one webhook-id, one body), each signed at its own time.
+    assert len({d["headers"]["webhook-id"] for d in got}) == 1 and len({d["body"] for d in got}) == 1
+    # The backoff: 400 ms after the first failure, 800 ms after the second, by the receiver's clock.
+    at = [d["at_ms"] for d in got]
+    assert at[1] - at[0] >= 400 and at[2] - at[1] >= 800, at
+    # A wrong secret does not verify: the check above could fail.
+    other = rx.deliveries("whsec_" + "A" * 32)
+    assert [d["verified"] for d in other] == [False] * 3
+    logged = [(r["attempt"], r["outcome"], r["http_status"]) for r in tries(stack.gateway)]
+    assert logged == [(1, "failed", 500), (2, "failed", 503), (3, "delivered", 204)]
+    assert all(r["job_id"] == job["id"] and secret not in json.dumps(r) for r in tries(stack.gateway))
+    assert secret not in stack.gateway.log_text() and secret not in stack.fetchers.log_text()
+    assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="failed") == 2
+    assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="delivered") == 1
+    assert stack.gateway.metric("vts_webhook_deliveries_total", outcome="given_up") == 0
+    # The receiver is not the platform: its 500 and 503 are no upstream outcome.
+    assert stack.gateway.metric("vts_upstream_outcomes_total", kind="http_5xx") == 0
+    # GET never shows the secret again.
+    status, _, again = call(stack.gateway, "GET", loc, key=HOOKKEY)
+    assert status == 200 and "webhook_secret" not in again
 
 
-def test_a_gateway_restarted_between_tries_still_delivers(tmp_path):
-    genv, fenv = hook_env("127.0.0.2", 1500)
-    rx = Receiver("127.0.0.2", "500,204")
-    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
+def test_a_gateway_restarted_between_tries_still_delivers(tmp_path, parts):
+    rx = receiver(parts, "127.0.0.2", "500,204")
+    stack = hook_stack(parts, tmp_path, 1500, fetchers=1)
     gw = stack.gateway
-    try:
-        loc, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
-        # The first try failed and is recorded (the next due 1.5 s later): the gateway dies now, with SIGKILL.
-        assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(0, 1, 500)], 60), hook_rows(gw)
-        gw.kill()
-        assert len(rx.deliveries()) == 1
-        gw.start()
-        assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(1, 2, 204)], 60), hook_rows(gw)
-        got = rx.deliveries(job["webhook_secret"])
-        assert [d["status"] for d in got] == [500, 204]
-        done = wait_job_done(gw, loc)
-        for d in got:
-            check_payload(d, job["id"], done)
-        assert got[1]["at_ms"] - got[0]["at_ms"] >= 1500
-    finally:
-        stack.close()
-        rx.close()
+    loc, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
+    # The first try failed and is recorded (the next due 1.5 s later): the gateway dies now, with SIGKILL.
+    assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(0, 1, 500)], 60), hook_rows(gw)
+    gw.kill()
+    assert len(rx.deliveries()) == 1
+    gw.start()
+    assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(1, 2, 204)], 60), hook_rows(gw)
+    got = rx.deliveries(job["webhook_secret"])
+    assert [d["status"] for d in got] == [500, 204]
+    done = wait_job_done(gw, loc)
+    for d in got:
+        check_payload(d, job["id"], done)
+    assert got[1]["at_ms"] - got[0]["at_ms"] >= 1500
 
 
-def test_a_cancelled_job_sends_job_cancelled_once_its_running_item_ends(tmp_path):
-    genv, fenv = hook_env("127.0.0.2", 200)
-    rx = Receiver("127.0.0.2", "204")
+def test_a_cancelled_job_sends_job_cancelled_once_its_running_item_ends(tmp_path, parts):
+    rx = receiver(parts, "127.0.0.2", "204")
     ids = ["benchWc%04d" % i for i in range(6)]
     # One fetcher and a slow platform: the DELETE lands while items wait.
-    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1,
-                  upstream_args=("--delay-ms", "300"))
+    stack = hook_stack(parts, tmp_path, 200, fetchers=1, upstream_args=("--delay-ms", "300"))
     gw = stack.gateway
-    try:
-        loc, job = start(stack, {"video_ids": ids, "webhook_url": rx.url})
-        assert wait_for(lambda: call(gw, "GET", loc, key=HOOKKEY)[2]["counts"]["done"] >= 1, 30)
-        status, _, cancelled = call(gw, "DELETE", loc, key=HOOKKEY)
-        assert status == 200 and cancelled["counts"]["cancelled"] >= 1
-        assert wait_for(lambda: len(rx.deliveries()) == 1, 60), rx.deliveries()
-        _, _, final = call(gw, "GET", loc, key=HOOKKEY)
-        assert final["status"] == "cancelled" and final["counts"]["running"] == 0
-        (d,) = rx.deliveries(job["webhook_secret"])
-        assert d["verified"] is True and d["headers"]["webhook-id"] == "msg_" + job["id"]
-        body = json.loads(d["body"])
-        assert list(body)[0] == "type" and body.pop("type") == "job.cancelled"
-        assert body == final
-    finally:
-        stack.close()
-        rx.close()
+    loc, job = start(stack, {"video_ids": ids, "webhook_url": rx.url})
+    assert wait_for(lambda: call(gw, "GET", loc, key=HOOKKEY)[2]["counts"]["done"] >= 1, 30)
+    status, _, cancelled = call(gw, "DELETE", loc, key=HOOKKEY)
+    assert status == 200 and cancelled["counts"]["cancelled"] >= 1
+    assert wait_for(lambda: len(rx.deliveries()) == 1, 60), rx.deliveries()
+    _, _, final = call(gw, "GET", loc, key=HOOKKEY)
+    assert final["status"] == "cancelled" and final["counts"]["running"] == 0
+    (d,) = rx.deliveries(job["webhook_secret"])
+    assert d["verified"] is True and d["headers"]["webhook-id"] == "msg_" + job["id"]
+    body = json.loads(d["body"])
+    assert list(body)[0] == "type" and body.pop("type") == "job.cancelled"
+    assert body == final
 
 
-def test_a_redirect_is_not_followed_and_its_target_sees_nothing(tmp_path):
-    genv, fenv = hook_env("127.0.0.2", 200)
-    target = Receiver("127.0.0.3", "204")
-    rx = Receiver("127.0.0.2", "302=" + target.url)
-    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
-    try:
-        # Named directly, the receiver that VTS_WEBHOOK_ALLOW does not permit is refused at POST.
-        status, h, body = call(stack.gateway, "POST", "/v1/jobs", {"video_ids": IDS[:1], "webhook_url": target.url},
-                               key=HOOKKEY)
-        assert (status, body) == (400, err("webhook_url_refused", ADDRESS_MSG)) and "location" not in h
-        _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
-        assert wait_for(lambda: len(rx.deliveries()) >= 2, 60), rx.deliveries()
-        failed = wait_for(lambda: [r for r in tries(stack.gateway) if r["outcome"] == "failed"], 10)
-        assert failed and all((r["detail"], r["reason"], r["http_status"]) == ("redirect_302", "refused", 302)
-                              for r in failed), failed
-        assert all(d["verified"] for d in rx.deliveries(job["webhook_secret"]))
-        assert target.log() == {"connections": 0, "deliveries": []}
-    finally:
-        stack.close()
-        rx.close()
-        target.close()
+def test_a_redirect_is_not_followed_and_its_target_sees_nothing(tmp_path, parts):
+    target = receiver(parts, "127.0.0.3", "204")
+    rx = receiver(parts, "127.0.0.2", "302=" + target.url)
+    stack = hook_stack(parts, tmp_path, 200, fetchers=1)
+    # Named directly, the receiver that VTS_WEBHOOK_ALLOW does not permit is refused at POST.
+    status, h, body = call(stack.gateway, "POST", "/v1/jobs", {"video_ids": IDS[:1], "webhook_url": target.url},
+                           key=HOOKKEY)
+    assert (status, body) == (400, err("webhook_url_refused", ADDRESS_MSG)) and "location" not in h
+    _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
+    assert wait_for(lambda: len(rx.deliveries()) >= 2, 60), rx.deliveries()
+    failed = wait_for(lambda: [r for r in tries(stack.gateway) if r["outcome"] == "failed"], 10)
+    assert failed and all((r["detail"], r["reason"], r["http_status"]) == ("redirect_302", "refused", 302)
+                          for r in failed), failed
+    assert all(d["verified"] for d in rx.deliveries(job["webhook_secret"]))
+    assert target.log() == {"connections": 0, "deliveries": []}
 
 
-def test_a_receiver_that_never_answers_fails_the_try_at_its_bound_and_a_long_answer_is_not_read(tmp_path):
+def test_a_receiver_that_never_answers_fails_the_try_at_its_bound_and_a_long_answer_is_not_read(tmp_path, parts):
     # A try is bounded by 10 s and by the job's deadline (VTS_JOB_TIMEOUT_MS, 2 s here): the hung first try fails
     # with reason timeout; the second is answered 200 with 1 MiB, of which the fetcher reads 4 KiB: delivered.
-    genv, fenv = hook_env("127.0.0.2", 200)
-    genv["VTS_JOB_TIMEOUT_MS"] = fenv["VTS_JOB_TIMEOUT_MS"] = "2000"
-    rx = Receiver("127.0.0.2", "hang,200big")
-    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
+    rx = receiver(parts, "127.0.0.2", "hang,200big")
+    stack = hook_stack(parts, tmp_path, 200, env={"VTS_JOB_TIMEOUT_MS": "2000"}, fetchers=1)
     gw = stack.gateway
-    try:
-        _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
-        assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(1, 2, 200)], 60), hook_rows(gw)
-        first, second = tries(gw)
-        assert (first["attempt"], first["outcome"], first["reason"], first["http_status"]) == (1, "failed", "timeout", 0)
-        assert (second["attempt"], second["outcome"], second["http_status"]) == (2, "delivered", 200)
-        got = rx.deliveries(job["webhook_secret"])
-        assert [d["verified"] for d in got] == [True, True]
-        # The first try ended at its bound: 2 s, not the receiver's pleasure.
-        assert 2000 <= got[1]["at_ms"] - got[0]["at_ms"] < 2000 + 8000
-    finally:
-        stack.close()
-        rx.close()
+    _, job = start(stack, {"video_ids": IDS[:1], "webhook_url": rx.url})
+    assert wait_for(lambda: [r[1:] for r in hook_rows(gw)] == [(1, 2, 200)], 60), hook_rows(gw)
+    first, second = tries(gw)
+    assert (first["attempt"], first["outcome"], first["reason"], first["http_status"]) == (1, "failed", "timeout", 0)
+    assert (second["attempt"], second["outcome"], second["http_status"]) == (2, "delivered", 200)
+    got = rx.deliveries(job["webhook_secret"])
+    assert [d["verified"] for d in got] == [True, True]
+    # The first try ended at its bound: 2 s, not the receiver's pleasure.
+    assert 2000 <= got[1]["at_ms"] - got[0]["at_ms"] < 2000 + 8000
 
 
-def test_a_name_that_resolves_to_a_loopback_address_not_allowed_is_refused_when_the_fetcher_connects(tmp_path):
+def test_a_name_resolving_to_a_loopback_address_not_allowed_is_refused_when_the_fetcher_connects(tmp_path, parts):
     # "localhost" is a name: https to it passes the POST, and the fetcher refuses 127.0.0.1 (allowed: 127.0.0.2 only)
     # before a connection is made.
-    genv, fenv = hook_env("127.0.0.2", 200)
-    rx = Receiver("127.0.0.1", "204")
-    stack = Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=1)
-    try:
-        start(stack, {"video_ids": IDS[:1], "webhook_url": "https://localhost:%d/hook" % rx.port})
-        assert wait_for(lambda: len([r for r in tries(stack.gateway) if r["outcome"] == "failed"]) >= 2, 60)
-        failed = [r for r in tries(stack.gateway) if r["outcome"] == "failed"]
-        assert all((r["detail"], r["reason"], r["http_status"]) ==
-                                        ("address_refused", "refused", 0) for r in failed), failed
-        assert rx.log() == {"connections": 0, "deliveries": []}
-    finally:
-        stack.close()
-        rx.close()
+    rx = receiver(parts, "127.0.0.1", "204")
+    stack = hook_stack(parts, tmp_path, 200, fetchers=1)
+    start(stack, {"video_ids": IDS[:1], "webhook_url": "https://localhost:%d/hook" % rx.port})
+    assert wait_for(lambda: len([r for r in tries(stack.gateway) if r["outcome"] == "failed"]) >= 2, 60)
+    failed = [r for r in tries(stack.gateway) if r["outcome"] == "failed"]
+    assert all((r["detail"], r["reason"], r["http_status"]) == ("address_refused", "refused", 0)
+               for r in failed), failed
+    assert rx.log() == {"connections": 0, "deliveries": []}
 
 
 HTTPS_MSG = "webhook_url must use https (plain http only to an address of VTS_WEBHOOK_ALLOW)."
