@@ -8,12 +8,13 @@ is in 127.0.0.0/8; the classification of private and public addresses is tests/u
 import json
 import sqlite3
 import subprocess
+import time
 import urllib.request
 
 import pytest
 
 from contract import error_body
-from stack import Stack
+from stack import Stack, harness
 from test_contract_openapi import CONTRACT_DIR, contract_tools
 from test_jobs_run import JOBKEY, call, wait_job_done
 from vtsproc import wait_for
@@ -231,6 +232,43 @@ def test_a_name_resolving_to_a_loopback_address_not_allowed_is_refused_when_the_
     assert all((r["detail"], r["reason"], r["http_status"]) == ("address_refused", "refused", 0)
                for r in failed), failed
     assert rx.log() == {"connections": 0, "deliveries": []}
+
+
+def test_the_fetcher_refuses_what_a_gateway_should_not_have_sent(tmp_path, parts):
+    # A fake dispatcher hands a real fetcher webhook jobs by hand: the fetcher posts the signed message it is given to
+    # an allowed receiver, and refuses a receiver outside VTS_WEBHOOK_ALLOW, named by its address or by a name that
+    # leads to one, whatever the dispatcher says, without a connection.
+    allowed = receiver(parts, "127.0.0.2", "202")
+    other = receiver(parts, "127.0.0.3", "204")
+    d = harness.FakeDispatcher()
+    d.listen()
+    proc = subprocess.Popen([harness.fetcher_binary()], env=harness.fetcher_env(
+        "http://127.0.0.1:9", VTS_JOBS_URL=d.url, VTS_WEBHOOK_ALLOW="127.0.0.2"), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        conn = d.accept()
+        assert conn.recv() == harness.READY
+        body = b'{"type":"job.done","id":"j0"}'
+        now = int(time.time())
+        results = []
+        for n, url in enumerate([allowed.url, other.url, "http://localhost:%d/hook" % allowed.port]):
+            conn.reply(harness.encode_job(n + 1, "", kind=harness.KIND_WEBHOOK, deadline_ms=5000, hook_url=url.encode(),
+                                          hook_id="msg_j0", hook_timestamp=now, hook_signature="v1,c2ln",
+                                          hook_body=body))
+            results.append(harness.decode_result(conn.recv()))
+        assert [(r["job_id"], r["outcome"], r["source"], r["reason"], r["detail"], r["body"]) for r in results] == [
+            (1, 1, 3, "none", "", b"202"),
+            (2, 3, 3, "refused", "address_refused", b""),
+            (3, 3, 3, "refused", "address_refused", b"")]
+        (got,) = allowed.deliveries()
+        assert got["headers"] == {"content-type": "application/json", "webhook-id": "msg_j0",
+                                  "webhook-timestamp": str(now), "webhook-signature": "v1,c2ln"}
+        assert got["body"] == body.decode()
+        assert allowed.log()["connections"] == 1
+        assert other.log() == {"connections": 0, "deliveries": []}
+    finally:
+        harness.stop_process(proc)
+        d.close()
 
 
 HTTPS_MSG = "webhook_url must use https (plain http only to an address of VTS_WEBHOOK_ALLOW)."
