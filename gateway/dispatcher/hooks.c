@@ -30,6 +30,7 @@ struct hooks {
   struct hook_call *calls;
   uint64_t in_flight;
   uint64_t next_scan_ms;
+  uint64_t next_take_ms; /* the store is asked for a due try no more often than HOOKS_POLL_MS when none was */
   uint64_t delivered, failed, given_up;
 };
 
@@ -110,6 +111,8 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
     record_owed(h);
   }
   uint64_t wake = h->next_scan_ms;
+  /* The pump runs after every batch of the loop's events: the store's write lock is not taken at that pace. */
+  if (now < h->next_take_ms) return h->next_take_ms < wake ? h->next_take_ms : wake;
   while (h->in_flight < HOOKS_MAX_IN_FLIGHT) {
     struct dispatcher_stats st;
     core_stats(h->core, &st);
@@ -120,7 +123,8 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
     if (rv != 0) {
       free(c);
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
-      return now + HOOKS_POLL_MS;
+      h->next_take_ms = now + HOOKS_POLL_MS;
+      return h->next_take_ms;
     }
     start_try(h, now, c);
   }
