@@ -46,7 +46,8 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS hooks("
     " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, made_ms INTEGER NOT NULL,"
     " next_ms INTEGER NOT NULL, http_status INTEGER NOT NULL DEFAULT 0, body BLOB NOT NULL) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS hooks_due ON hooks(state, next_ms);";
+    "CREATE INDEX IF NOT EXISTS hooks_due ON hooks(state, next_ms);"
+    "CREATE INDEX IF NOT EXISTS jobs_hooked ON jobs(id) WHERE webhook_url!='';";
 
 static void say(char *err, size_t errlen, const char *path, const char *what) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
