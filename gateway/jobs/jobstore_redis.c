@@ -11,6 +11,8 @@
  *   vts:jobs:rr           sorted set: the jobs with items not yet handed out, by turn (round-robin, see take)
  *   vts:jobs:turn         the last turn given
  *   vts:jobs:later        sorted set: "<id>|<seq>" of items put back (a ration), by the time they are due
+ *   vts:jobs:hooks:owed   set: the ended jobs owing a webhook with no delivery recorded yet
+ *   vts:jobs:hooks        sorted set: the jobs whose delivery is pending, by the time it is due (taken: its lease)
  *   vts:jobs:work         stream with the consumer group "runners": an entry (j, s) is an item handed to a runner;
  *                         it is acknowledged and deleted when the item's end is stored, so the stream holds only the
  *                         items in hand, and its pending list says who holds each and since when
@@ -72,10 +74,14 @@ struct jsredis {
   "end\n"                                                                                     \
   "local function ended(j, ttl)\n"                                                            \
   "  local k = jk(j)\n"                                                                       \
-  "  local c = redis.call('HMGET', k, 'nq', 'nr', 'key')\n"                                   \
+  "  local c = redis.call('HMGET', k, 'nq', 'nr', 'key', 'webhook_url', 'hook_state')\n"      \
   "  if not c[3] or tonumber(c[1]) + tonumber(c[2]) > 0 then return end\n"                    \
   "  redis.call('SREM', 'vts:jobs:open:' .. c[3], j)\n"                                       \
   "  redis.call('ZREM', 'vts:jobs:rr', j)\n"                                                  \
+  "  if c[4] and c[4] ~= '' and (not c[5] or c[5] == '0') then\n"                             \
+  "    if not c[5] then redis.call('SADD', 'vts:jobs:hooks:owed', j) end\n"                   \
+  "    return\n"                                                                              \
+  "  end\n"                                                                                   \
   "  for _, x in ipairs({k, k .. ':it', k .. ':res'}) do redis.call('PEXPIRE', x, ttl) end\n" \
   "end\n"
 
@@ -248,6 +254,61 @@ static const char end_script[] = LUA_PRELUDE
     "if e ~= ARGV[3] then unwork(ARGV[3]) end\n"
     "ended(j, ARGV[5])\n"
     "return r\n";
+
+/*
+ * Webhooks (jobstore.h): a job that ends with a webhook_url and no delivery recorded joins vts:jobs:hooks:owed (and
+ * its keys do not expire); its delivery lives in its hash (hook_state 0 pending, 1 delivered, 2 given up;
+ * hook_attempts, hook_made, hook_body, hook_status), and a pending one is in vts:jobs:hooks by the time it is due
+ * (while taken, by the end of its lease). A delivery that ends lets its job expire.
+ */
+/* ARGV: (none). {job, key} or nil. */
+static const char hook_owed_script[] = LUA_PRELUDE
+    "while true do\n"
+    "  local j = redis.call('SRANDMEMBER', 'vts:jobs:hooks:owed')\n"
+    "  if not j then return nil end\n"
+    "  local h = redis.call('HMGET', jk(j), 'key', 'hook_state')\n"
+    "  if h[1] and not h[2] then return {j, h[1]} end\n"
+    "  redis.call('SREM', 'vts:jobs:hooks:owed', j)\n"
+    "end\n";
+
+/* ARGV: job, body, now. 0. */
+static const char hook_add_script[] = LUA_PRELUDE
+    "local k = jk(ARGV[1])\n"
+    "redis.call('SREM', 'vts:jobs:hooks:owed', ARGV[1])\n"
+    "if redis.call('EXISTS', k) == 0 or redis.call('HEXISTS', k, 'hook_state') == 1 then return 0 end\n"
+    "redis.call('HSET', k, 'hook_state', 0, 'hook_attempts', 0, 'hook_made', ARGV[3], 'hook_body', ARGV[2],\n"
+    "  'hook_status', 0)\n"
+    "redis.call('ZADD', 'vts:jobs:hooks', ARGV[3], ARGV[1])\n"
+    "return 0\n";
+
+/* ARGV: now, lease. {job, url, secret, attempt, made, body} or nil. */
+static const char hook_take_script[] = LUA_PRELUDE
+    "while true do\n"
+    "  local r = redis.call('ZRANGEBYSCORE', 'vts:jobs:hooks', '-inf', ARGV[1], 'LIMIT', 0, 1)\n"
+    "  if #r == 0 then return nil end\n"
+    "  local k = jk(r[1])\n"
+    "  local h = redis.call('HMGET', k, 'hook_state', 'webhook_url', 'webhook_secret', 'hook_made', 'hook_body')\n"
+    "  if h[1] == '0' then\n"
+    "    local n = redis.call('HINCRBY', k, 'hook_attempts', 1)\n"
+    "    redis.call('ZADD', 'vts:jobs:hooks', tonumber(ARGV[1]) + tonumber(ARGV[2]), r[1])\n"
+    "    return {r[1], h[2], h[3], n, h[4], h[5]}\n"
+    "  end\n"
+    "  redis.call('ZREM', 'vts:jobs:hooks', r[1])\n"
+    "end\n";
+
+/* ARGV: job, state, next, status, ttl. 0 or -1 (no pending delivery). */
+static const char hook_end_script[] = LUA_PRELUDE
+    "local j = ARGV[1]\n"
+    "local k = jk(j)\n"
+    "if redis.call('HGET', k, 'hook_state') ~= '0' then return -1 end\n"
+    "redis.call('HSET', k, 'hook_state', ARGV[2], 'hook_status', ARGV[4])\n"
+    "if ARGV[2] == '0' then\n"
+    "  redis.call('ZADD', 'vts:jobs:hooks', ARGV[3], j)\n"
+    "else\n"
+    "  redis.call('ZREM', 'vts:jobs:hooks', j)\n"
+    "  ended(j, ARGV[5])\n"
+    "end\n"
+    "return 0\n";
 
 /* ARGV: consumer, then entries. Each still this consumer's is made fresh (its idle time 0). */
 static const char keepalive_script[] = LUA_PRELUDE
@@ -719,6 +780,73 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   return rv;
 }
 
+static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+  const char *argv[] = {"EVAL", hook_owed_script, "0"};
+  redisReply *rep = command(self, 3, argv, NULL);
+  if (rep == NULL) return -EIO;
+  int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+    str_of(rep->element[0], job_id, JOBSTORE_ID_LEN + 1);
+    str_of(rep->element[1], key_id, 64);
+    rv = 0;
+  }
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_hook_add(void *self, const char *job_id, const char *body, size_t len, int64_t now_ms) {
+  if (len > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) return -EINVAL;
+  char now[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  const char *argv[] = {"EVAL", hook_add_script, "0", job_id, body, now};
+  size_t lens[] = {4, strlen(hook_add_script), 1, strlen(job_id), len, strlen(now)};
+  redisReply *rep = command(self, 6, argv, lens);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? 0 : -EIO;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
+  memset(out, 0, sizeof(*out));
+  char now[24], lease[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
+  const char *argv[] = {"EVAL", hook_take_script, "0", now, lease};
+  redisReply *rep = command(self, 5, argv, NULL);
+  if (rep == NULL) return -EIO;
+  int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 6) {
+    redisReply **e = rep->element;
+    str_of(e[0], out->job_id, sizeof(out->job_id));
+    str_of(e[1], out->url, sizeof(out->url));
+    str_of(e[2], out->secret, sizeof(out->secret));
+    out->attempt = e[3]->type == REDIS_REPLY_INTEGER ? (int)e[3]->integer : 1;
+    out->made_ms = num_of(e[4]);
+    size_t n = e[5]->type == REDIS_REPLY_STRING ? e[5]->len : 0;
+    if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
+    if (n > 0) memcpy(out->body, e[5]->str, n);
+    out->body_len = n;
+    rv = 0;
+  }
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_hook_end(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
+                       int http_status) {
+  struct jsredis *r = self;
+  char st[8], next[24], status[16], ttl[24];
+  snprintf(st, sizeof(st), "%d", (int)state);
+  snprintf(next, sizeof(next), "%" PRId64, next_ms);
+  snprintf(status, sizeof(status), "%d", http_status);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
+  const char *argv[] = {"EVAL", hook_end_script, "0", job_id, st, next, status, ttl};
+  redisReply *rep = command(r, 8, argv, NULL);
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
+  freeReplyObject(rep);
+  return rv;
+}
+
 static const char *rs_taker(void *self) { return ((struct jsredis *)self)->consumer; }
 
 const struct jobstore_ops jobstore_redis_ops = {
@@ -737,4 +865,8 @@ const struct jobstore_ops jobstore_redis_ops = {
     .retry = rs_retry,
     .keepalive = rs_keepalive,
     .taker = rs_taker,
+    .hook_owed = rs_hook_owed,
+    .hook_add = rs_hook_add,
+    .hook_take = rs_hook_take,
+    .hook_end = rs_hook_end,
 };

@@ -4,8 +4,9 @@ its status and items; the items are spread over the gateways' runners through th
 video is asked of the platform once; the items a gateway killed with SIGKILL held are claimed by another within
 seconds, none lost and none answered twice; each transcript delivered costs one unit of the key's month in the
 counter the synchronous endpoint uses; a counter Redis cannot count in is not a month used up; another key sees
-nothing; a long job does not starve a short one (on SQLite too); and jobs go to the database of an ACL user with a
-password, never logged, while a wrong password is a 503."""
+nothing; a long job does not starve a short one (on SQLite too); jobs go to the database of an ACL user with a
+password, never logged, while a wrong password is a 503; and a job's webhook, its delivery state in Redis, reaches
+its receiver signed, retried by either gateway, and the job expires once it is delivered."""
 import hashlib
 import http.client
 import json
@@ -68,7 +69,8 @@ def units_spent(redis, key):
 class Cluster:
     """n gateways sharing one Redis, one key file each (the same keys), one fetcher pool dialing every gateway."""
 
-    def __init__(self, tmp_path, redis, n, fetchers, keys, upstream_args=(), gateway_env=None, workers=2):
+    def __init__(self, tmp_path, redis, n, fetchers, keys, upstream_args=(), gateway_env=None, workers=2,
+                 fetcher_env=None):
         self.upstream = harness.FakeUpstream(upstream_args)
         self.gateways, self.fetchers = [], None
         try:
@@ -84,8 +86,9 @@ class Cluster:
                 gw.start()
                 self.gateways.append(gw)
             urls = ",".join("tcp://127.0.0.1:%d" % g.jobs_port for g in self.gateways)
-            self.fetchers = Fetchers(tmp_path, self.gateways[0].jobs_port, self.upstream.url, fetchers,
-                                     {"VTS_JOBS_URL": urls, "VTS_JOB_TIMEOUT_MS": "30000"})
+            fenv = {"VTS_JOBS_URL": urls, "VTS_JOB_TIMEOUT_MS": "30000"}
+            fenv.update(fetcher_env or {})
+            self.fetchers = Fetchers(tmp_path, self.gateways[0].jobs_port, self.upstream.url, fetchers, fenv)
 
             def all_ready():
                 return all(g.request("GET", "/ready").status == 200 for g in self.gateways)
@@ -359,3 +362,36 @@ def test_jobs_live_in_the_database_of_an_acl_user_with_a_password_and_a_wrong_pa
         assert "n0t-the-one" not in gw.log_text()
     finally:
         c.close()
+
+
+def test_a_jobs_webhook_is_delivered_signed_through_two_gateways_and_the_job_then_expires(tmp_path, redis):
+    from test_webhooks import Receiver, check_payload
+    rx = Receiver("127.0.0.2", "500,204")
+    hooks = {"VTS_WEBHOOK_ALLOW": "127.0.0.2", "VTS_WEBHOOK_RETRY_MS": "400"}
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
+    c = None
+    try:
+        c = Cluster(tmp_path, redis, 2, 2, keys, gateway_env=hooks, fetcher_env=hooks)
+        a, b = c.gateways
+        status, h, job = call(a, "POST", "/v1/jobs", {"video_ids": ["benchRw0001", "benchRw0002"],
+                                                       "webhook_url": rx.url})
+        assert status == 202, job
+        loc = h["location"]
+        done = wait_done(b, loc, 60)
+        assert wait_for(lambda: len(rx.deliveries()) >= 2, 60), rx.deliveries()
+        got = rx.deliveries(job["webhook_secret"])
+        assert [d["status"] for d in got] == [500, 204]
+        for d in got:
+            check_payload(d, job["id"], done)
+        k = "vts:job:" + job["id"]
+        assert wait_for(lambda: redis.call("HGET", k, "hook_state") == b"1", 10), redis.call("HGETALL", k)
+        assert redis.call("HGET", k, "hook_attempts") == b"2" and redis.call("HGET", k, "hook_status") == b"204"
+        # Delivered: the job's keys expire now; nothing is owed or pending.
+        assert 0 < redis.call("TTL", k) <= 604800
+        assert redis.call("SCARD", "vts:jobs:hooks:owed") == 0 and redis.call("ZCARD", "vts:jobs:hooks") == 0
+        tried = [r for g in c.gateways for r in g.log_records() if r.get("msg") == "webhook try"]
+        assert sorted((r["attempt"], r["outcome"]) for r in tried) == [(1, "failed"), (2, "delivered")]
+    finally:
+        if c is not None:
+            c.close()
+        rx.close()
