@@ -413,27 +413,35 @@ static const struct jobstore_spec spec_hook = {.key_id = "keyA",
                                                .source = "video_ids"};
 
 /* A webhook is owed once its job ended, recorded once, taken when due, and ended delivered, again later or given up. */
-static void test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered(void **state) {
-  struct fixture *f = *state;
-  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
-  make_job(f->js, 1, 1000, plain);
-  assert_int_equal(jobstore_create(f->js, &spec_hook, ids, 2, 1001, hooked), 0);
-  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* running: not ended */
+/* A job without a webhook (plain) and one with (hooked, owing nothing while it runs), both run to their end. */
+static void end_a_plain_and_a_hooked_job(struct jobstore *js, char *plain, char *hooked) {
+  char job[JOBSTORE_ID_LEN + 1], key[64];
+  make_job(js, 1, 1000, plain);
+  assert_int_equal(jobstore_create(js, &spec_hook, ids, 2, 1001, hooked), 0);
+  assert_int_equal(jobstore_hook_owed(js, job, key), -EAGAIN); /* running: not ended */
   struct jobstore_task t;
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(jobstore_take(f->js, 2000, 1000, &t), 0);
-    assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 2000), 0);
+    assert_int_equal(jobstore_take(js, 2000, 1000, &t), 0);
+    assert_int_equal(jobstore_done(js, t.job_id, t.seq, "{}", 2, 2000), 0);
   }
-  /* The job without a webhook owes nothing; the other owes one message until it is recorded. */
-  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+}
+
+/*
+ * hooked (a job of spec_hook that has ended) owes its webhook until the delivery is recorded (the first record stays);
+ * the delivery is due at once, taken with a lease (taken again as the second try when it runs out), put back by its
+ * taker for later, and taken as the third try.
+ */
+static void hook_owed_then_tried_three_times(struct jobstore *js, const char *hooked) {
+  char job[JOBSTORE_ID_LEN + 1], key[64];
+  assert_int_equal(jobstore_hook_owed(js, job, key), 0);
   assert_string_equal(job, hooked);
   assert_string_equal(key, "keyA");
-  assert_int_equal(jobstore_hook_add(f->js, hooked, "{\"a\":1}", 7, 3000), 0);
-  assert_int_equal(jobstore_hook_add(f->js, hooked, "{\"b\":2}", 7, 3500), 0); /* the first stays */
-  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN);
+  assert_int_equal(jobstore_hook_add(js, hooked, "{\"a\":1}", 7, 3000), 0);
+  assert_int_equal(jobstore_hook_add(js, hooked, "{\"b\":2}", 7, 3500), 0); /* the first stays */
+  assert_int_equal(jobstore_hook_owed(js, job, key), -EAGAIN);
   struct jobstore_hook h;
-  assert_int_equal(jobstore_hook_take(f->js, 2999, 500, &h), -EAGAIN); /* not due yet */
-  assert_int_equal(jobstore_hook_take(f->js, 3000, 500, &h), 0);
+  assert_int_equal(jobstore_hook_take(js, 2999, 500, &h), -EAGAIN); /* not due yet */
+  assert_int_equal(jobstore_hook_take(js, 3000, 500, &h), 0);
   assert_string_equal(h.job_id, hooked);
   assert_string_equal(h.url, "https://hooks.example/in");
   assert_string_equal(h.secret, "whsec_c2VjcmV0");
@@ -442,13 +450,22 @@ static void test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered(vo
   assert_int_equal(h.body_len, 7);
   assert_memory_equal(h.body, "{\"a\":1}", 7);
   /* Taken: held back for its lease, then taken again (its taker died) as the second try. */
-  assert_int_equal(jobstore_hook_take(f->js, 3499, 500, &h), -EAGAIN);
-  assert_int_equal(jobstore_hook_take(f->js, 3500, 500, &h), 0);
+  assert_int_equal(jobstore_hook_take(js, 3499, 500, &h), -EAGAIN);
+  assert_int_equal(jobstore_hook_take(js, 3500, 500, &h), 0);
   assert_int_equal(h.attempt, 2);
-  assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_PENDING, 9000, 503), 0);
-  assert_int_equal(jobstore_hook_take(f->js, 8999, 500, &h), -EAGAIN);
-  assert_int_equal(jobstore_hook_take(f->js, 9000, 500, &h), 0);
+  assert_int_equal(jobstore_hook_end(js, hooked, HOOK_PENDING, 9000, 503), 0);
+  assert_int_equal(jobstore_hook_take(js, 8999, 500, &h), -EAGAIN);
+  assert_int_equal(jobstore_hook_take(js, 9000, 500, &h), 0);
   assert_int_equal(h.attempt, 3);
+}
+
+static void test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered(void **state) {
+  struct fixture *f = *state;
+  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  end_a_plain_and_a_hooked_job(f->js, plain, hooked);
+  /* The job without a webhook owes nothing; the other owes one message until it is recorded. */
+  hook_owed_then_tried_three_times(f->js, hooked);
+  struct jobstore_hook h;
   /* A pending delivery keeps its job from expiring; a delivered one does not. */
   assert_int_equal(jobstore_expire(f->js, 100000, 1000), 1); /* the plain job only */
   struct jobstore_job j;
@@ -639,43 +656,14 @@ static void test_a_webhook_is_owed_when_its_job_ends_and_its_job_kept_until_deli
   struct fixture *f = *state;
   char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], cancelled[JOBSTORE_ID_LEN + 1];
   char job[JOBSTORE_ID_LEN + 1], key[64], cmd[96];
-  make_job(f->js, 1, 1000, plain);
-  assert_int_equal(jobstore_create(f->js, &spec_hook, ids, 2, 1001, hooked), 0);
-  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* running: not ended */
-  struct jobstore_task t;
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(jobstore_take(f->js, 2000, 1000, &t), 0);
-    assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 2000), 0);
-  }
+  end_a_plain_and_a_hooked_job(f->js, plain, hooked);
   /* The job without a webhook ended and expires; the other owes one message and is kept until it is delivered. */
   snprintf(cmd, sizeof(cmd), "PTTL vts:job:%s", plain);
   assert_true(redis_num(f->port, cmd) > 0);
   snprintf(cmd, sizeof(cmd), "PTTL vts:job:%s:it", hooked);
   assert_int_equal(redis_num(f->port, cmd), -1);
-  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
-  assert_string_equal(job, hooked);
-  assert_string_equal(key, "keyA");
-  assert_int_equal(jobstore_hook_add(f->js, hooked, "{\"a\":1}", 7, 3000), 0);
-  assert_int_equal(jobstore_hook_add(f->js, hooked, "{\"b\":2}", 7, 3500), 0); /* the first stays */
-  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN);
+  hook_owed_then_tried_three_times(f->js, hooked);
   struct jobstore_hook h;
-  assert_int_equal(jobstore_hook_take(f->js, 2999, 500, &h), -EAGAIN); /* not due yet */
-  assert_int_equal(jobstore_hook_take(f->js, 3000, 500, &h), 0);
-  assert_string_equal(h.job_id, hooked);
-  assert_string_equal(h.url, "https://hooks.example/in");
-  assert_string_equal(h.secret, "whsec_c2VjcmV0");
-  assert_int_equal(h.attempt, 1);
-  assert_int_equal(h.made_ms, 3000);
-  assert_int_equal(h.body_len, 7);
-  assert_memory_equal(h.body, "{\"a\":1}", 7);
-  /* Taken: held back for its lease, then taken again (its taker died) as the second try. */
-  assert_int_equal(jobstore_hook_take(f->js, 3499, 500, &h), -EAGAIN);
-  assert_int_equal(jobstore_hook_take(f->js, 3500, 500, &h), 0);
-  assert_int_equal(h.attempt, 2);
-  assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_PENDING, 9000, 503), 0);
-  assert_int_equal(jobstore_hook_take(f->js, 8999, 500, &h), -EAGAIN);
-  assert_int_equal(jobstore_hook_take(f->js, 9000, 500, &h), 0);
-  assert_int_equal(h.attempt, 3);
   assert_int_equal(redis_num(f->port, cmd), -1); /* pending: kept */
   assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_DELIVERED, 0, 204), 0);
   assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_GIVEN_UP, 0, 0), -ENOENT); /* ended already */
