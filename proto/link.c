@@ -182,6 +182,53 @@ int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url,
   return hand_over(tc, nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc), "dialer", err, errlen);
 }
 
+/* The "auth" statistic under the tree of one listener or dialer (found by find), or -ENOENT. */
+static int auth_failures(nng_stat *(*find)(nng_stat *, void *), void *which, uint64_t *out) {
+  nng_stat *all;
+  if (nng_stats_get(&all) != 0) return -ENOENT;
+  nng_stat *mine = find(all, which);
+  nng_stat *auth = mine != NULL ? nng_stat_find(mine, "auth") : NULL;
+  int rv = -ENOENT;
+  if (auth != NULL) {
+    *out = nng_stat_value(auth);
+    rv = 0;
+  }
+  nng_stats_free(all);
+  return rv;
+}
+
+static nng_stat *find_listener(nng_stat *all, void *which) {
+  return nng_stat_find_listener(all, *(nng_listener *)which);
+}
+
+static nng_stat *find_dialer(nng_stat *all, void *which) { return nng_stat_find_dialer(all, *(nng_dialer *)which); }
+
+int link_listener_handshake_failures(nng_listener l, uint64_t *out) { return auth_failures(find_listener, &l, out); }
+
+int link_dialer_handshake_failures(nng_dialer d, uint64_t *out) { return auth_failures(find_dialer, &d, out); }
+
+static void handshakes_line(struct link_handshakes *h, const char *url) {
+  char failed[24], suppressed[24];
+  snprintf(failed, sizeof(failed), "%llu", (unsigned long long)h->failed);
+  snprintf(suppressed, sizeof(suppressed), "%llu", (unsigned long long)(h->untold - 1));
+  log_msg(LOG_WARN, "jobs link handshake failed: a certificate was refused by one end, or TLS failed", "url", url,
+          "=failed", failed, "=suppressed", suppressed, NULL);
+  h->untold = 0;
+}
+
+void link_handshakes_note(struct link_handshakes *h, uint64_t count, uint64_t now_ms, const char *url) {
+  if (count <= h->failed) return;
+  h->untold += count - h->failed;
+  h->failed = count;
+  if (now_ms < h->next_line_ms) return;
+  handshakes_line(h, url);
+  h->next_line_ms = now_ms + VTS_LINK_HANDSHAKE_LOG_MS;
+}
+
+void link_handshakes_flush(struct link_handshakes *h, const char *url) {
+  if (h->untold > 0) handshakes_line(h, url);
+}
+
 /* One watchdog per process: its settings live in static storage, so nothing is left to free (or leak) at exit. */
 static struct {
   int timeout_ms;

@@ -1,0 +1,196 @@
+"""The roles of the jobs link's certificates, and its failed handshakes. A gateway's certificate carries
+extendedKeyUsage serverAuth and a fetcher's clientAuth (tests/integration/certs.py makes them with openssl as the
+reference shows); each end refuses a peer whose certificate names the other role or comes from another CA. A failed
+handshake is logged by both ends (at most one line per peer every 10 s, saying how many it left out, and the rest at
+stop) and counted by the gateway in vts_link_handshake_failures_total; a fetcher that never got through never says
+"fetcher ready". Real gateway and fetcher on 127.0.0.1; the other end is played by Python's TLS when the test needs
+to decide exactly how many handshakes happen."""
+import os
+import socket
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from certs import Certs
+from conftest import Gateway, free_port, wait_for
+from stack import Stack
+from vtsproc import log_records
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
+import harness  # noqa: E402
+from harness import READY, FakeFetcher  # noqa: E402
+
+FAILED = "jobs link handshake failed: a certificate was refused by one end, or TLS failed"
+METRIC = "vts_link_handshake_failures_total"
+TLS_REFUSED = (ssl.SSLError, EOFError, ConnectionResetError, BrokenPipeError)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return Certs(tmp_path_factory.mktemp("certs"))
+
+
+def tls_gateway(tmp_path, certs, leaf="gateway"):
+    gw = Gateway(tmp_path, env=dict(certs.env(leaf), VTS_JOB_TIMEOUT_MS="1500"))
+    gw.env["VTS_JOBS_URL"] = "tls+tcp://127.0.0.1:%d" % gw.jobs_port
+    return gw.start()
+
+
+def start_fetcher(tmp_path, upstream, url, tls_env, name="fetcher"):
+    log_path = tmp_path / (name + ".log")
+    log = open(log_path, "wb")
+    proc = subprocess.Popen([harness.fetcher_binary()], stdout=log, stderr=log,
+                            env=harness.fetcher_env(upstream.url, VTS_JOBS_URL=url, **tls_env))
+    log.close()
+    return proc, log_path
+
+
+def records(path, msg):
+    return [x for x in log_records(path.read_text(errors="replace")) if x.get("msg") == msg]
+
+
+def failed_lines(records_):
+    """(url, failed, suppressed) of each handshake failure line."""
+    return [(x["url"], x["failed"], x["suppressed"]) for x in records_ if x.get("msg") == FAILED]
+
+
+def first_line_tells_all_so_far(lines, url):
+    """The first line of a peer covers every failure up to it (one second's worth at most, as the count is read every
+    second): all but one of them suppressed."""
+    got_url, failed, suppressed = lines[0]
+    return got_url == url and failed >= 1 and suppressed == failed - 1
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+@pytest.mark.parametrize("leaf", ["gateway", "rogue", None],
+                         ids=["server_role_certificate", "certificate_of_another_ca", "no_certificate"])
+def test_gateway_refuses_a_fetcher_without_a_client_certificate_of_its_ca_and_counts_it(tmp_path, certs, leaf):
+    gw = tls_gateway(tmp_path, certs)
+    url = gw.env["VTS_JOBS_URL"]
+    try:
+        # Three refused handshakes, one at a time: each is counted before the next begins.
+        for n in (1, 2, 3):
+            with pytest.raises(TLS_REFUSED):
+                FakeFetcher(gw.jobs_port, certs.client_context(leaf)).request(READY)
+            assert wait_for(lambda: gw.metric(METRIC) == n, 5), (n, gw.metric(METRIC))
+        # One line for the first; the next two fall in its 10 s and wait.
+        assert failed_lines(gw.log_records()) == [(url, 1, 0)]
+        # The fetcher's own certificate goes through, and is no failure.
+        good = FakeFetcher(gw.jobs_port, certs.client_context("fetcher"))
+        try:
+            good.request(READY)
+            assert wait_for(lambda: gw.metric("vts_fetchers_idle") == 1, 5)
+            assert gw.metric(METRIC) == 3
+        finally:
+            good.close()
+    finally:
+        assert gw.stop() == 0
+    # At stop the gateway tells what no line told: two more failures, one of them without a line of its own.
+    assert failed_lines(gw.log_records()) == [(url, 1, 0), (url, 3, 1)]
+
+
+@pytest.mark.parametrize("server_leaf", ["fetcher", "rogue-gateway"],
+                         ids=["client_role_certificate", "certificate_of_another_ca"])
+def test_fetcher_refuses_a_dispatcher_without_a_server_certificate_of_its_ca_and_logs_it(tmp_path, certs, upstream,
+                                                                                           server_leaf):
+    """A fake dispatcher (Python TLS, asking for the fetcher's certificate) presents server_leaf's certificate to the
+    real fetcher for exactly two connections."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs.path(server_leaf + ".crt"), certs.path(server_leaf + ".key"))
+    ctx.load_verify_locations(certs.path("ca.crt"))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    port = free_port()
+    url = "tls+tcp://127.0.0.1:%d" % port
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", port))
+    lsock.listen(4)
+    lsock.settimeout(10)
+    fetcher, log = start_fetcher(tmp_path, upstream, url, certs.env("fetcher"))
+    try:
+        for n in (1, 2):
+            conn, _ = lsock.accept()
+            with pytest.raises(ssl.SSLError):
+                ctx.wrap_socket(conn, server_side=True)
+            conn.close()
+            if n == 1:
+                assert wait_for(lambda: records(log, FAILED), 5), log.read_text()
+        # No third connection: the port is closed (a refused connection is no handshake).
+        lsock.close()
+        assert failed_lines(records(log, FAILED)) == [(url, 1, 0)]
+    finally:
+        lsock.close()
+        stop(fetcher)
+    assert failed_lines(records(log, FAILED)) == [(url, 1, 0), (url, 2, 0)]
+    assert records(log, "fetcher ready") == []
+    assert upstream.stats()["requests"] == {}
+
+
+def test_gateway_holding_a_client_certificate_gets_no_fetcher(tmp_path, certs, upstream):
+    """The real fetcher against a real gateway that holds a fetcher's certificate: the fetcher refuses it, and both
+    ends log and count the failures."""
+    upstream.reset()
+    gw = tls_gateway(tmp_path, certs, leaf="fetcher")
+    url = gw.env["VTS_JOBS_URL"]
+    fetcher, log = start_fetcher(tmp_path, upstream, url, certs.env("fetcher"))
+    try:
+        assert wait_for(lambda: records(log, FAILED), 10), log.read_text()
+        assert wait_for(lambda: gw.metric(METRIC) >= 1, 5), gw.log_text()
+        assert first_line_tells_all_so_far(failed_lines(gw.log_records()), url), gw.log_text()
+        assert first_line_tells_all_so_far(failed_lines(records(log, FAILED)), url), log.read_text()
+        assert gw.metric("vts_fetchers_connected") == 0
+        r = gw.request("GET", "/v1/video/transcript?video_id=capJson3xx1", headers={"x-api-key": gw.key})
+        assert r.status == 500, r
+        assert upstream.stats()["requests"] == {}
+    finally:
+        stop(fetcher)
+        gw.stop()
+    assert records(log, "fetcher ready") == []
+
+
+def test_fetcher_and_gateway_of_different_cas_both_log_and_count(tmp_path, certs, upstream):
+    """The fetcher trusts another CA and holds a certificate of it: each end refuses the other's certificate. The
+    fetcher never says it is ready; the counts of both ends, once the fetcher is gone, are what each logged last."""
+    gw = tls_gateway(tmp_path, certs)
+    url = gw.env["VTS_JOBS_URL"]
+    fetcher, log = start_fetcher(tmp_path, upstream, url, certs.env("rogue", ca="rogue-ca"))
+    try:
+        assert wait_for(lambda: records(log, FAILED), 10), log.read_text()
+        assert wait_for(lambda: gw.metric(METRIC) >= 2, 10), gw.log_text()
+        assert first_line_tells_all_so_far(failed_lines(gw.log_records()), url), gw.log_text()
+        assert gw.metric("vts_fetchers_connected") == 0
+    finally:
+        stop(fetcher)
+    fetcher_lines = failed_lines(records(log, FAILED))
+    assert first_line_tells_all_so_far(fetcher_lines, url), fetcher_lines
+    fetcher_total = fetcher_lines[-1][1]
+    assert fetcher_total >= 2
+    assert records(log, "fetcher ready") == []
+    # The gateway's count stops growing with the fetcher gone; its last line at stop says the same number.
+    counted = gw.metric(METRIC)
+    assert 2 <= counted <= fetcher_total, (counted, fetcher_total)
+    assert gw.stop() == 0
+    assert failed_lines(gw.log_records())[-1][1] == counted
+
+
+def test_right_roles_serve_transcripts_with_no_failure(tmp_path, certs):
+    stack = Stack(tmp_path, gateway_env=certs.env("gateway"), fetcher_env=certs.env("fetcher"), fetchers=1,
+                  jobs_scheme="tls+tcp")
+    try:
+        r = stack.get("capJson3xx1")
+        assert r.status == 200, r
+        assert stack.gateway.metric(METRIC) == 0
+        assert failed_lines(stack.gateway.log_records()) == []
+        # The fetcher said it was ready once, when its link to the gateway was made.
+        ready = records(Path(stack.fetchers.log_path), "fetcher ready")
+        assert [x["url"] for x in ready] == [stack.gateway.env["VTS_JOBS_URL"]], stack.fetchers.log_text()
+        assert failed_lines(records(Path(stack.fetchers.log_path), FAILED)) == []
+    finally:
+        stack.close()
