@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "gateway/cache/cache.h"
 #include "gateway/dispatcher/bodycheck.h"
+#include "gateway/dispatcher/summary.h"
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
 
@@ -427,6 +428,40 @@ static void job_lookup(struct core *c, struct job *j) {
   c->ops.redis_get(c->ops.ctx, j->id, j->pj.video_id, j->key);
 }
 
+/* Answers w from the cache when it holds key of req's video (or the video is gone). Returns whether it did. */
+static bool answer_cached(struct core *c, struct core_waiter *w, const struct proto_job *req, const char *key) {
+  struct proto_result hit;
+  uint64_t ttl_left;
+  if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) != 0 &&
+      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) != 0)
+    return false;
+  c->st.cache_hits++;
+  log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
+          "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
+  answer_one(c, w, &hit, ttl_left);
+  return true;
+}
+
+/*
+ * A transcript of a language the video lacks, or spelt otherwise than its track ("xx", "de-AT" for "de", "pt" for
+ * "pt-BR"), is the transcript of the track it would be served: with the video's player summary at hand, the request
+ * is asked in that track's language (into *out), so that it shares that language's cache entry, job and fetch instead
+ * of costing a caption download and an entry of its own. Returns whether *out is such a request.
+ */
+static bool served_language(struct core *c, const struct proto_job *req, struct proto_job *out) {
+  if (req->kind != PROTO_KIND_CAPTIONS) return false;
+  struct proto_result player;
+  if (cache_get(c->cache, req->video_id, CORE_PLAYER_KEY, &player, NULL) != 0) return false;
+  char lang[PROTO_MAX_LANG + 1];
+  if (summary_served_language(player.body, player.body_len, req->lang, lang) != 0 || strcmp(lang, req->lang) == 0)
+    return false;
+  *out = *req;
+  memcpy(out->lang, lang, sizeof(lang));
+  log_msg(LOG_DEBUG, "language served as the video's track", "request_id", req->request_id, "video_id", req->video_id,
+          "lang", req->lang, "served", lang, NULL);
+  return true;
+}
+
 void core_request(struct core *c, uint64_t now, struct core_waiter *w, const struct proto_job *req) {
   event_now = now;
   c->st.requests++;
@@ -438,15 +473,12 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
   }
   char key[PROTO_MAX_JOB_KEY + 1];
   proto_job_key(req, key);
-  struct proto_result hit;
-  uint64_t ttl_left;
-  if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) == 0 ||
-      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
-    c->st.cache_hits++;
-    log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
-            "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
-    answer_one(c, w, &hit, ttl_left);
-    return;
+  if (answer_cached(c, w, req, key)) return;
+  struct proto_job served;
+  if (served_language(c, req, &served)) {
+    req = &served;
+    proto_job_key(req, key);
+    if (answer_cached(c, w, req, key)) return;
   }
   c->st.cache_misses++;
   struct job *j = job_find(c, req->video_id, key);
