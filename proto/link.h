@@ -4,8 +4,9 @@
  * require the same of the peer, so a process without one can neither take a job nor deliver a result: its handshake
  * fails before nng makes a connection of it. A certificate carries its role in extendedKeyUsage, serverAuth for a
  * gateway and clientAuth for a fetcher, and the TLS library refuses a peer whose certificate names another role, so a
- * fetcher's certificate cannot pose as a gateway's nor the reverse. Plain tcp:// authenticates nobody; it is for one
- * host.
+ * fetcher's certificate cannot pose as a gateway's nor the reverse. As that library lets a certificate without the
+ * extension pass for either role, each end refuses to start with a certificate that does not name its own role only.
+ * Plain tcp:// authenticates nobody; it is for one host.
  */
 #ifndef VTS_LINK_H
 #define VTS_LINK_H
@@ -37,15 +38,17 @@ int link_url_split(const char *url, const char **scheme, char *host, size_t host
 bool link_url_loopback(const char *url);
 
 /*
- * Checks that the files of VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY can be read and hold PEM, without
- * starting nng (the gateway's master calls it before it forks). Returns 0, or a negative error with a one-line
- * message naming the variable in err.
+ * Checks that the files of VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY can be read and hold PEM, and that
+ * the certificate carries this end's role (server: a gateway's, extendedKeyUsage serverAuth; else a fetcher's,
+ * clientAuth) and not the other's, without starting nng (the gateway's master calls it before it forks). Returns 0,
+ * or a negative error with a one-line message naming the variable in err.
  */
-int link_tls_check(const struct vts_config *cfg, char *err, size_t errlen);
+int link_tls_check(const struct vts_config *cfg, bool server, char *err, size_t errlen);
 
 /*
  * Makes the TLS configuration of one end of the link from the three files: server for the dispatcher's listener,
- * client for a fetcher's dialer; peer verification is required either way. server_name, when not NULL, is the name the
+ * client for a fetcher's dialer; peer verification is required either way, and the certificate must carry this end's
+ * role (as link_tls_check says). server_name, when not NULL, is the name the
  * dispatcher's certificate must carry (a fetcher passes the host name of its URL; a numeric address is not checked,
  * as the TLS library reads no address from a certificate). The caller owns *out (nng_tls_config_free). Returns 0, or
  * a negative error with a message naming the variable in err.

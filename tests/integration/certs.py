@@ -16,7 +16,11 @@ def _ca(d, name):
 
 
 def _leaf(d, name, ca, role):
-    (d / (name + ".ext")).write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=%s\n" % role)
+    """A P-256 certificate for localhost signed by ca, with extendedKeyUsage role (none when role is None)."""
+    ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+    if role is not None:
+        ext += "extendedKeyUsage=%s\n" % role
+    (d / (name + ".ext")).write_text(ext)
     _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=" + name,
              "-keyout", name + ".key", "-out", name + ".csr", cwd=d)
     _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key", "-CAcreateserial",
@@ -25,9 +29,10 @@ def _leaf(d, name, ca, role):
 
 class Certs:
     """Files under d: ca, gateway (serverAuth), fetcher (clientAuth), both signed by ca; rogue-ca, rogue (clientAuth) and
-    rogue-gateway (serverAuth), both signed by rogue-ca."""
+    rogue-gateway (serverAuth), both signed by rogue-ca. With odd_roles, also signed by ca: roleless (no
+    extendedKeyUsage) and both-roles (serverAuth and clientAuth)."""
 
-    def __init__(self, d):
+    def __init__(self, d, odd_roles=False):
         self.dir = Path(d)
         self.dir.mkdir(parents=True, exist_ok=True)
         _ca(self.dir, "ca")
@@ -36,6 +41,9 @@ class Certs:
         _leaf(self.dir, "fetcher", "ca", "clientAuth")
         _leaf(self.dir, "rogue", "rogue-ca", "clientAuth")
         _leaf(self.dir, "rogue-gateway", "rogue-ca", "serverAuth")
+        if odd_roles:
+            _leaf(self.dir, "roleless", "ca", None)
+            _leaf(self.dir, "both-roles", "ca", "serverAuth,clientAuth")
 
     def path(self, name):
         return str(self.dir / name)
