@@ -251,10 +251,12 @@ static void handshakes_line(struct link_handshakes *h, const char *url) {
 }
 
 void link_handshakes_note(struct link_handshakes *h, uint64_t count, uint64_t now_ms, const char *url) {
-  if (count <= h->failed) return;
-  h->untold += count - h->failed;
-  h->failed = count;
-  if (now_ms < h->next_line_ms) return;
+  if (count > h->failed) {
+    h->untold += count - h->failed;
+    h->failed = count;
+  }
+  /* Failures held back by the window are told as it ends, whether more came or not. */
+  if (h->untold == 0 || now_ms < h->next_line_ms) return;
   handshakes_line(h, url);
   h->next_line_ms = now_ms + VTS_LINK_HANDSHAKE_LOG_MS;
 }

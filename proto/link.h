@@ -86,9 +86,10 @@ int link_listener_handshake_failures(nng_listener l, uint64_t *out);
 int link_dialer_handshake_failures(nng_dialer d, uint64_t *out);
 
 /*
- * Takes the count read at now_ms and, when it grew and no line was written in the last VTS_LINK_HANDSHAKE_LOG_MS,
- * logs one warning for url: "failed" since the start, and "suppressed", the failures since the previous line that had
- * none of their own.
+ * Takes the count read at now_ms and, when failures are not told yet and no line was written in the last
+ * VTS_LINK_HANDSHAKE_LOG_MS, logs one warning for url: "failed" since the start, and "suppressed", the failures since
+ * the previous line that had none of their own. Called every VTS_LINK_HANDSHAKE_POLL_MS, it tells a window's failures
+ * as the window ends.
  */
 void link_handshakes_note(struct link_handshakes *h, uint64_t count, uint64_t now_ms, const char *url);
 

@@ -79,3 +79,22 @@ def test_spellings_of_a_language_the_video_lacks_cost_no_caption_download_nor_en
                 [("de", ""), ("en", ""), ("pt-BR", "")]
     finally:
         gw.stop()
+
+
+def test_a_spelling_asked_first_leaves_its_track_language_holding_the_answer(tmp_path, certs, upstream, redis):
+    """Asked first as "xx" (no tracks known yet): one download, and "de", the language served, holds the answer too
+    in the gateway's memory, so "de" and every later spelling cost nothing more; Redis holds the track and the alias of
+    the job that fetched it."""
+    gw = gateway(tmp_path / "gw", certs, redis)
+    try:
+        with fetchers(tmp_path, certs, upstream, [gw], 1):
+            upstream.reset()
+            assert served(gw, "xx") == "de"
+            for lang in ("de", "yyy", None, "de-CH"):
+                assert served(gw, lang) == "de", lang
+            assert (player_requests(upstream, VIDEO), timedtext_requests(upstream, VIDEO)) == (1, 1)
+            assert wait_for_keys(redis, 2)
+            track = [k for k in held(redis) if k.startswith("=de#")]
+            assert len(track) == 1 and held(redis) == sorted(track + ["xx"]), held(redis)
+    finally:
+        gw.stop()

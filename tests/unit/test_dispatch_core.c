@@ -895,10 +895,30 @@ static void test_a_language_the_video_lacks_is_asked_as_its_served_track(void **
   assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
   none(f);
 
+  /* Asked first as "xx", before the tracks were known: "de", the language served, holds the answer too. */
+  four_tracks(summary, sizeof(summary), "vidLANG0003", 3);
+  struct proto_job d = request("vidLANG0003");
+  snprintf(d.lang, sizeof(d.lang), "xx");
+  core_request(f->core, T0 + 42, &f->w[0], &d);
+  core_tick(f->core, T0 + 42, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->lang, "xx");
+  struct proto_result res = result(r->job_id, PROTO_OK, BODY_OK);
+  snprintf(res.lang, sizeof(res.lang), "de");
+  res.player = summary;
+  res.player_len = (uint32_t)strlen(summary);
+  res.player_ttl_ms = 60000;
+  deliver(f, T0 + 43, 7, 5, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  snprintf(d.lang, sizeof(d.lang), "de");
+  core_request(f->core, T0 + 44, &f->w[1], &d);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+
   /* The default track is the asr one: "en" would choose the manual track, so "xx" goes as it came. */
   four_tracks(summary, sizeof(summary), "vidLANG0002", 1);
-  fetch_as(f, T0 + 50, "vidLANG0002", "de", "de", summary, 5);
-  fetch_as(f, T0 + 60, "vidLANG0002", "xx", "xx", NULL, 6);
+  fetch_as(f, T0 + 50, "vidLANG0002", "de", "de", summary, 6);
+  fetch_as(f, T0 + 60, "vidLANG0002", "xx", "xx", NULL, 7);
 }
 
 /*
