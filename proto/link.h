@@ -70,9 +70,11 @@ int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url,
 
 /*
  * The failed TLS handshakes of one listener or dialer of the link. nng refuses a peer inside its transport and makes
- * no connection of it, so the only trace is the listener's or dialer's "auth" statistic (a certificate either end
- * refused, or any other TLS error). A listener cannot tell the address a failure came from, so a gateway counts and
- * logs per listener; a fetcher's dialer dials one address.
+ * no connection of it, so the only trace is the listener's or dialer's "auth" statistic: a certificate this end
+ * refused, a refusal of ours the peer told with an alert, or any other TLS error. A refusal of ours seen as a reset
+ * (the refusing end closes with our flight unread) nng counts with every other reset, and it is left out. A listener
+ * cannot tell the address a failure came from, so a gateway counts and logs per listener; a fetcher's dialer dials one
+ * address.
  */
 struct link_handshakes {
   uint64_t failed;       /* failures counted since the start */
