@@ -52,6 +52,7 @@ enum {
   N_THUMB,                      /* .thumbnail.thumbnails[] */
   N_MICROFORMAT,                /* microformat */
   N_PMR,                        /* .playerMicroformatRenderer */
+  N_WRAPPED,                    /* the wrapper's member that holds the player reply: read as the top level */
 };
 
 /* Keys we read. */
@@ -107,6 +108,7 @@ enum {
   F_MICROFORMAT,
   F_PMR_RENDERER,
   F_PUBLISH_DATE,
+  F_WRAP, /* the wrapper's member, at the top level of a wrapped reply */
 };
 
 static const struct {
@@ -223,6 +225,8 @@ static const struct {
 
 struct parse {
   struct player_info *out;
+  const char *wrap; /* the member of the top level that holds the reply, NULL when the reply is the top level */
+  int wrap_seen;    /* that member was opened (only its first occurrence is read) */
   char status[32];
   int has_status;
   struct buf top_reason;    /* playabilityStatus.reason as sent, for the phrases of reason_phrases */
@@ -420,7 +424,11 @@ static enum play_why refusal_why(const struct parse *p, enum playability play) {
 }
 
 static int player_key(void *ctx, int node, const char *key, size_t len) {
-  (void)ctx;
+  const struct parse *p = ctx;
+  /* A wrapped reply: of the top level only the wrapper's member is read, and what it holds is the reply. */
+  if (p->wrap != NULL && node == JSONSTREAM_ROOT)
+    return strlen(p->wrap) == len && memcmp(p->wrap, key, len) == 0 ? F_WRAP : F_NONE;
+  if (node == N_WRAPPED) node = JSONSTREAM_ROOT;
   for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
     if (keys[i].node == node && strlen(keys[i].key) == len && memcmp(keys[i].key, key, len) == 0) return keys[i].field;
   }
@@ -444,6 +452,12 @@ static void track_reset(struct caption_track *t) {
 static int player_open(void *ctx, int node, int field, int is_array) {
   struct parse *p = ctx;
   int child = JSONSTREAM_SKIP;
+  if (p->wrap != NULL && node == JSONSTREAM_ROOT) {
+    if (field != F_WRAP || is_array || p->wrap_seen) return JSONSTREAM_SKIP;
+    p->wrap_seen = 1;
+    return N_WRAPPED;
+  }
+  if (node == N_WRAPPED) node = JSONSTREAM_ROOT;
   for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++) {
     if (children[i].node == node && children[i].field == field && children[i].is_array == is_array) {
       child = children[i].child;
@@ -675,6 +689,7 @@ static int scalar_thumb(struct parse *p, int field, enum jsonstream_kind kind, c
 static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
   struct parse *p = ctx;
   int64_t v;
+  if (p->wrap != NULL && node == JSONSTREAM_ROOT) return 0;
   switch (node) {
     case N_PLAY:
       if (kind != JSONSTREAM_STRING) return 0;
@@ -773,11 +788,16 @@ static int default_track(const struct parse *p) {
 }
 
 int player_parse(const char *json, size_t len, struct player_info *out) {
+  return player_parse_wrapped(json, len, "", out);
+}
+
+int player_parse_wrapped(const char *json, size_t len, const char *wrap, struct player_info *out) {
   memset(out, 0, sizeof(*out));
   out->default_track = -1;
   out->details.length_s = -1;
   out->details.view_count = -1;
   struct parse p = {.out = out,
+                    .wrap = wrap[0] != '\0' ? wrap : NULL,
                     .top_reason = BUF_INIT,
                     .screen_reason = BUF_INIT,
                     .subreason = BUF_INIT,
@@ -785,6 +805,8 @@ int player_parse(const char *json, size_t len, struct player_info *out) {
                     .default_audio_track = -1};
   format_reset(&p.format);
   int rv = jsonstream_parse(json, len, 1, &player_ops, &p);
+  /* A wrapped reply without its member (the reel call's answer for an id it does not know, "{}") is no reply. */
+  if (rv == 0 && p.wrap != NULL && !p.wrap_seen) rv = -ENOENT;
   if (rv == 0 && !p.has_status) rv = -EPROTO;
   if (rv < 0) goto fail;
   out->playability = map_status(&p);
@@ -845,7 +867,6 @@ int player_is_for(const struct player_info *pi, const char *video_id) {
   return !pi->has_video_id || strcmp(pi->video_id, video_id) == 0;
 }
 
-/* The base language: "pt" of "pt-BR". */
 /* Track i of a player_info, as tracks_choose reads it. */
 static void track_get(const void *ctx, size_t i, const char **lang, int *is_asr, int *po_token) {
   const struct caption_track *t = &((const struct player_info *)ctx)->tracks[i];
@@ -854,8 +875,18 @@ static void track_get(const void *ctx, size_t i, const char **lang, int *is_asr,
   *po_token = t->po_token;
 }
 
+/* The same, every track usable: one that needs a PO token is chosen too. */
+static void track_get_any(const void *ctx, size_t i, const char **lang, int *is_asr, int *po_token) {
+  track_get(ctx, i, lang, is_asr, po_token);
+  *po_token = 0;
+}
+
 int player_choose_track(const struct player_info *pi, const char *lang) {
   return tracks_choose(track_get, pi, pi->ntracks, pi->default_track, lang);
+}
+
+int player_choose_track_any(const struct player_info *pi, const char *lang) {
+  return tracks_choose(track_get_any, pi, pi->ntracks, pi->default_track, lang);
 }
 
 const char *player_translation_code(const struct player_info *pi, const char *lang) {

@@ -47,7 +47,7 @@ struct caption_track {
   char name[128];   /* name (its runs joined, or simpleText), cleaned; "" when absent */
   int is_asr;       /* kind == "asr" */
   int translatable; /* isTranslatable: the platform translates it (tlang) */
-  int po_token;     /* the baseUrl's exp names xpe or xpv (alone or in a list): the track needs a PO token we lack */
+  int po_token;     /* the baseUrl's exp names xpe or xpv (alone or in a list): the track needs a PO token */
 };
 
 /* One of the languages the platform translates translatable tracks into (translationLanguages[]). */
@@ -117,6 +117,13 @@ struct player_info {
  * url, are left out. The caller frees out with player_info_free, also after an error.
  */
 int player_parse(const char *json, size_t len, struct player_info *out);
+
+/*
+ * player_parse for a reply wrapped as the reel call's is ({"playerResponse": {...}}): the player reply is the value of
+ * the top-level member wrap (nothing else of the top level is read); with wrap "", as player_parse. Returns as
+ * player_parse, or -ENOENT for a well-formed object without that member.
+ */
+int player_parse_wrapped(const char *json, size_t len, const char *wrap, struct player_info *out);
 void player_info_free(struct player_info *pi);
 
 /*
@@ -132,6 +139,9 @@ int player_is_for(const struct player_info *pi, const char *video_id);
  * default track. Tracks that need a PO token are skipped. Returns an index or -1.
  */
 int player_choose_track(const struct player_info *pi, const char *lang);
+
+/* The same choice with tracks that need a PO token as good as any other: for a caller that can get one. */
+int player_choose_track_any(const struct player_info *pi, const char *lang);
 
 /*
  * The platform's own code of the translation language lang among translationLanguages, compared without regard to

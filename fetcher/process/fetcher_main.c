@@ -25,6 +25,7 @@
 #include "fetcher/process/job.h"
 #include "fetcher/process/pool.h"
 #include "fetcher/egress/upstream.h"
+#include "fetcher/platform/potoken.h"
 #include "proto/link.h"
 #include "proto/proto.h"
 
@@ -40,7 +41,7 @@ static void usage(void) {
 /* Everything a fetcher process sets up happens here, after any fork. */
 static int serve(void *arg) {
   const struct vts_config *cfg = arg;
-  char err[256];
+  char err[1024];
   struct job_runner *r = NULL;
   int rv = job_limits_init();
   if (rv != 0) {
@@ -80,7 +81,7 @@ static int run_once(const struct vts_config *cfg, const char *video_id, const ch
   if (util_random_hex(hex, 8) != 0) snprintf(hex, sizeof(hex), "0");
   snprintf(job.request_id, sizeof(job.request_id), "once-%s", hex);
 
-  char err[256];
+  char err[1024];
   struct job_runner *r = NULL;
   int rv = job_limits_init();
   if (rv == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) rv = -ENOMEM;
@@ -130,7 +131,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
       return 2;
     }
   }
-  char err[256];
+  char err[1024];
   struct upstream *up = NULL;
   struct course *it = NULL;
   int rv = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
@@ -174,7 +175,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
 
 int main(int argc, char **argv) {
   static struct vts_config cfg;
-  char err[512];
+  char err[1024];
   if (config_load(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;
@@ -195,6 +196,15 @@ int main(int argc, char **argv) {
     char egress[512];
     if (upstream_egress_describe(&cfg, egress, sizeof(egress)) == 0)
       log_msg(LOG_INFO, "upstream egress", "egress", egress, NULL);
+    /* The provider by its origin alone: its URL may hold credentials. */
+    char origin[288], timeout[24];
+    struct buf url = BUF_INIT;
+    if (cfg.pot_provider_url[0] != '\0' &&
+        potoken_request_url(cfg.pot_provider_url, &url, origin, sizeof(origin)) == 0) {
+      snprintf(timeout, sizeof(timeout), "%lld", (long long)cfg.pot_timeout_ms);
+      log_msg(LOG_INFO, "po token provider", "provider", origin, "=timeout_ms", timeout, NULL);
+    }
+    buf_free(&url);
   }
 
   if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0)

@@ -32,7 +32,10 @@ The scenario is chosen by the video id (11 characters):
 | liveOffline | normal                             | LIVE_STREAM_OFFLINE                            | -                    |
 | noCaptions1 | normal                             | OK, no captions; audio formats whose url is    | -                    |
 |             |                                    | this server's /videoplayback                   |                      |
-| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | -                    |
+| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | json3 with a token   |
+| potMixed001 | normal                             | OK: en (exp=xpo,xpe), de (no exp); default en  | json3, en with token |
+| potLangs001 | normal                             | OK: en (exp=xpe), de (exp=xpo,xpv), es         | json3 with a token   |
+|             |                                    | (exp=xpe): every track wants a token           |                      |
 | slowPlayer1 | normal                             | OK after SLOW_SECONDS                          | json3                |
 | slow*       | normal                             | any id starting with "slow": as slowPlayer1    | json3                |
 |             |                                    | (distinct slow jobs for drain and stop tests)  |                      |
@@ -73,6 +76,33 @@ carry c=<clientName>, as the platform's do):
 | visionXpv01 | normal | OK for all; VISIONOS's tracks carry exp=xpv (a PO token is wanted)            |
 | emptyCap001 | normal | OK for all; the caption URL answers an empty 200 to VISIONOS's track           |
 | cap403First | normal | OK for all; the caption URL answers 403 to VISIONOS's track                    |
+
+The Android app's reel call and the visitor call it depends on (both on youtubei.googleapis.com, which the fetcher
+maps onto this server with that host in its Host header):
+
+  POST /youtubei/v1/visitor_id   answers {"responseContext": {"visitorData": V}} with a fresh V each call (issued
+                                 ones are remembered); counted as "POST /youtubei/v1/visitor_id".
+  POST /youtubei/v1/reel/reel_item_watch
+                                 the player request nested under "playerRequest" (its videoId, beside
+                                 "disablePlayerResponse"), query id=<that id> and $fields=playerResponse. A body
+                                 without the playerRequest object is answered 400 INVALID_ARGUMENT (as the platform
+                                 answers a malformed request); one whose context.client.visitorData is missing or
+                                 was not issued by the visitor call gets the player reply refused ("UNPLAYABLE",
+                                 "This video is not available", as the platform refuses a client it does not trust,
+                                 the captured VISIONOS refusal's wording). Otherwise the reply is {"playerResponse":
+                                 <what the player call answers for that id and client>}, its audio formats without
+                                 any url (the reel reply's formats are SABR only: serverAbrStreamingUrl), and `{}`
+                                 for the id reelNone001 (the platform's answer to an id it does not know). Counted as
+                                 "POST /youtubei/v1/reel/reel_item_watch <id>".
+
+The visitor data issued so far are listed under "visitors" in /__stats, with the monotonic second each was issued
+under "visitor_times" (never cleared: a fetcher keeps what it was given). Every POST to /youtubei/v1/ is recorded
+whole under "calls" in /__stats, in order: {"host" (the Host header), "path", "query" (parsed), "body" (parsed JSON,
+or null), "headers" (every request header but Host, Content-Length, Accept-Encoding and Connection)}.
+
+PO tokens: a track whose baseUrl's exp list holds xpe or xpv is served, as by the platform, only with a pot parameter
+issued for its video by the fake PO-token provider (fake_pot_provider.py, token_valid) and not yet expired; otherwise
+its timedtext answer is an empty 200. Tracks without them are served as always, whatever pot they carry.
 
 Blocking by egress address: with --block-source ADDR (repeatable) and --block-mode 429|recaptcha, every request
 arriving from ADDR gets a 429 (mode 429) or, for the watch page, the recaptcha page and for the player a 429 (mode
@@ -118,6 +148,8 @@ captured pages, read at start and never copied into the project; their player is
 | realTracks1 | player OK with the caption tracks and translationLanguages of the captured ANDROID reply  |
 |             | (youtube.innertube.json.static: 9 tracks, 18 translation languages)                       |
 | realTracks2 | the same from the VISIONOS capture ../newpipe/audiotracklanguage.player.json               |
+| realPoTokn1 | the same from youtube_po_token_required.innertube.json.static, each baseUrl keeping the    |
+|             | capture's exp (its manual "en" track has exp=xpe: served only with a PO token)             |
 | realMeta001 | player: the captured reply ../newpipe/descriptionunboxing.player.json, whole (videoDetails|
 |             | with 40 keywords and a long description), caption baseUrls made this server's             |
 | realMeta002 | the same from the player reply the captured watch page embeds (with its microformat)      |
@@ -143,19 +175,22 @@ bytes they managed to send, per video, under "sent": {"huge100mb01": [8519680, .
 """
 
 import argparse
+import base64
 import glob
 import gzip
 import json
 import os
 import re
-import select
 import socket
 import struct
 import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+import fake_pot_provider
+import fakeserver
 
 SLOW_SECONDS = 1.5
 LAZY_SECONDS = 3.0
@@ -431,6 +466,7 @@ class Stats:
         self.contexts = {}
         self.rationed = {}
         self.tlang_throttled = {}
+        self.calls = []
 
     def add(self, table, video, value):
         with self.lock:
@@ -452,7 +488,9 @@ class Stats:
                     "sources": dict(self.sources), "source_times": dict(self.source_times),
                     "blocked": dict(self.blocked),
                     "client_ids": dict(self.client_ids), "contexts": dict(self.contexts),
-                    "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled)}
+                    "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled),
+                    "calls": list(self.calls), "visitors": visitors_issued(),
+                    "visitor_times": visitor_times()}
 
 
 STATS = Stats()
@@ -494,6 +532,42 @@ RATIONS = Ration()
 # --delay-ms: every platform request (not the test's /__ requests) takes this long, each in its own thread.
 DELAY_S = [0.0]
 
+# Visitor data issued by /youtubei/v1/visitor_id (percent-decoded), in order.
+VISITORS = {"issued": [], "times": [], "lock": threading.Lock()}
+
+REEL_PATH = "/youtubei/v1/reel/reel_item_watch"
+VISITOR_PATH = "/youtubei/v1/visitor_id"
+INVALID_ARGUMENT = {"error": {"code": 400, "message": "Request contains an invalid argument.",
+                              "status": "INVALID_ARGUMENT"}}
+UNRECORDED_HEADERS = ("host", "content-length", "accept-encoding", "connection")
+
+
+def visitors_issued():
+    with VISITORS["lock"]:
+        return list(VISITORS["issued"])
+
+
+def visitor_times():
+    with VISITORS["lock"]:
+        return list(VISITORS["times"])
+
+
+def issue_visitor():
+    """A fresh visitor data value (the shape the platform issues: a protobuf with an 11-character id, base64url with
+    its padding percent-encoded)."""
+    with VISITORS["lock"]:
+        n = len(VISITORS["issued"])
+        ident = ("fakeVisit%02d" % (n % 100)).encode()
+        # As long as the platform's (580 bytes and more, with a long opaque field), its padding percent-encoded.
+        opaque = bytes((i * 37 + n) % 256 for i in range(421))
+        raw = (b"\x0a\x0b" + ident + b"\x28" + bytes([0x80 + n % 64, 0x01]) + b"\x32\x04\x0a\x02US" +
+               b"\x3a\xa5\x03" + opaque)
+        value = base64.urlsafe_b64encode(raw).decode().replace("=", "%3D")
+        VISITORS["issued"].append(value)
+        VISITORS["times"].append(time.monotonic())
+        return value
+
+
 # Pages read from --captures: name -> text, plus the key and consent value they hold.
 CAPTURES = {}
 
@@ -511,6 +585,8 @@ def load_captures(folder):
     CAPTURES["tracklist1"] = json.loads(read("youtube.innertube.json.static"))["captions"][
         "playerCaptionsTracklistRenderer"]
     CAPTURES["android_reply"] = read("youtube.innertube.json.static")
+    CAPTURES["tracklist_pot"] = json.loads(read("youtube_po_token_required.innertube.json.static"))["captions"][
+        "playerCaptionsTracklistRenderer"]
     refusals = glob.glob(os.path.join(folder, "..", "newpipe", "reel", "*", "*-player-unplayable.visionos.json"))
     if refusals:
         with open(sorted(refusals)[0], encoding="utf-8") as f:
@@ -572,12 +648,14 @@ def captured_refusal(video, reason):
     return reply
 
 
-def captured_tracks(video, tracklist):
-    """The captured tracks with baseUrls of this server, and the captured translation languages."""
+def captured_tracks(video, tracklist, keep_exp=False):
+    """The captured tracks with baseUrls of this server (keep_exp: with the captured baseUrl's exp list, if any), and
+    the captured translation languages."""
     tracks = []
     for t in tracklist["captionTracks"]:
         t = dict(t)
-        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""))
+        exp = urllib.parse.parse_qs(urllib.parse.urlsplit(t["baseUrl"]).query).get("exp", [""])[0] if keep_exp else ""
+        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""), po_token=bool(exp), exp=exp)
         tracks.append(t)
     return tracks, tracklist["translationLanguages"]
 
@@ -586,11 +664,6 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakePlatform/1.0"
     sys_version = ""
-
-    def setup(self):
-        super().setup()
-        # Headers and body leave in separate writes: without this, Nagle waits for the client's delayed ACK (40 ms).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, fmt, *args):
         pass
@@ -623,16 +696,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def hang(self):
         """Answers nothing until the client goes away (or HANG_MAX_SECONDS)."""
-        deadline = time.monotonic() + HANG_MAX_SECONDS
-        while time.monotonic() < deadline:
-            readable, _, _ = select.select([self.connection], [], [], 0.2)
-            if readable:
-                try:
-                    if not self.connection.recv(1, 0x02):  # MSG_PEEK: EOF means the client closed
-                        break
-                except OSError:
-                    break
-        self.close_connection = True
+        fakeserver.hang(self, HANG_MAX_SECONDS)
 
     def send_truncated(self, body):
         body = body.encode("utf-8")
@@ -762,21 +826,26 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"ok": True})
             return
         time.sleep(DELAY_S[0])  # the wait is the test: the platform's latency, set by /__delay
-        if url.path != "/youtubei/v1/player":
+        if url.path.startswith("/youtubei/v1/"):
+            self.record_call(url, raw)
+        if url.path == VISITOR_PATH:
+            self.post_visitor(raw)
+            return
+        reel = url.path == REEL_PATH
+        if url.path != "/youtubei/v1/player" and not reel:
             STATS.count("POST %s" % url.path)
             self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
             return
         try:
             body = json.loads(raw)
-            video = body["videoId"]
+            video = body["playerRequest"]["videoId"] if reel else body["videoId"]
             client = body["context"]["client"]
             name, version = client["clientName"], client["clientVersion"]
         except (ValueError, KeyError, TypeError):
-            STATS.count("POST /youtubei/v1/player ?")
-            self.send_json(400, {"error": {"code": 400, "message": "Request contains an invalid argument.",
-                                           "status": "INVALID_ARGUMENT"}})
+            STATS.count("POST %s ?" % url.path)
+            self.send_json(400, INVALID_ARGUMENT)
             return
-        STATS.count("POST /youtubei/v1/player %s" % video)
+        STATS.count("POST %s %s" % (url.path, video))
         STATS.add(STATS.clients, video, "%s:%s" % (name, version))
         STATS.add(STATS.client_ids, video, self.headers.get("X-YouTube-Client-Name", ""))
         STATS.add(STATS.contexts, video, {"client": client, "user_agent": self.headers.get("User-Agent", ""),
@@ -801,7 +870,65 @@ class Handler(BaseHTTPRequestHandler):
         if video in RATION["wrong_videos"]:
             self.send(200, CAPTURES["android_reply"])
             return
+        if reel:
+            self.post_reel(url, video, name, client)
+            return
         self.post_player(video, name)
+
+    def record_call(self, url, raw):
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in UNRECORDED_HEADERS}
+        with STATS.lock:
+            STATS.calls.append({"host": self.headers.get("Host", ""), "path": url.path,
+                                "query": urllib.parse.parse_qs(url.query, keep_blank_values=True),
+                                "body": body, "headers": headers})
+
+    def post_visitor(self, raw):
+        STATS.count("POST %s" % VISITOR_PATH)
+        try:
+            json.loads(raw)["context"]["client"]["clientName"]
+        except (ValueError, KeyError, TypeError):
+            self.send_json(400, INVALID_ARGUMENT)
+            return
+        self.send_json(200, {"responseContext": {"visitorData": issue_visitor(),
+                                                 "serviceTrackingParams": [{"service": "GFEEDBACK", "params": []}]}})
+
+    def post_reel(self, url, video, client_name, client):
+        """The reel call: its query and visitor data checked, then the player reply of the same id and client, wrapped
+        as the platform wraps it, with SABR-only formats."""
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        if query.get("id") != [video] or query.get("$fields") != ["playerResponse"]:
+            self.send_json(400, INVALID_ARGUMENT)
+            return
+        visitor = urllib.parse.unquote(client.get("visitorData", "") or "")
+        with VISITORS["lock"]:
+            trusted = visitor in [urllib.parse.unquote(v) for v in VISITORS["issued"]]
+        if not trusted:
+            self.send_json(200, {"playerResponse": player_error("UNPLAYABLE", "This video is not available")})
+            return
+        if video == "reelNone001":
+            self.send_json(200, {})
+            return
+        sent = []
+        self.send_json = lambda status, obj: sent.append((status, obj))
+        try:
+            self.post_player(video, client_name)
+        finally:
+            del self.send_json
+        if not sent:
+            return  # the player scenario answered by itself (a hang, a 429 page...)
+        status, reply = sent[0]
+        if status == 200 and isinstance(reply, dict) and "playabilityStatus" in reply:
+            streaming = reply.get("streamingData")
+            if streaming is not None:
+                for f in streaming.get("adaptiveFormats", []):
+                    f.pop("url", None)
+                streaming["serverAbrStreamingUrl"] = self.origin() + "/videoplayback?sabr=1&id=o-Fake" + video
+            reply = {"playerResponse": reply}
+        self.send_json(status, reply)
 
     def get_watch(self, video):
         cookie = self.headers.get("Cookie", "")
@@ -847,6 +974,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, player_ok(origin, video, [caption_track(video, "en", "English", translatable=False)]))
         elif video in ("realTracks1", "realTracks2") and CAPTURES.get("tracklist" + video[-1]):
             tracks, translations = captured_tracks(video, CAPTURES["tracklist" + video[-1]])
+            self.send_json(200, player_ok(origin, video, tracks, translations=translations))
+        elif video == "realPoTokn1" and CAPTURES.get("tracklist_pot"):
+            tracks, translations = captured_tracks(video, CAPTURES["tracklist_pot"], keep_exp=True)
             self.send_json(200, player_ok(origin, video, tracks, translations=translations))
         elif video == "visionUnpl1" or video.startswith("vunpl"):
             if client_name == "VISIONOS":
@@ -909,6 +1039,15 @@ class Handler(BaseHTTPRequestHandler):
         elif video == "poToken0001":
             tracks = [caption_track(video, "en", "English", po_token=True),
                       caption_track(video, "en", "English (auto-generated)", "asr", po_token=True)]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "potMixed001":
+            tracks = [caption_track(video, "en", "English", po_token=True, exp="xpo,xpe"),
+                      caption_track(video, "de", "German")]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "potLangs001":
+            tracks = [caption_track(video, "en", "English", po_token=True),
+                      caption_track(video, "de", "German", po_token=True, exp="xpo,xpv"),
+                      caption_track(video, "es", "Spanish", po_token=True)]
             self.send_json(200, player_ok(origin, video, tracks))
         elif video == "hangPlayer1":
             self.hang()
@@ -981,7 +1120,10 @@ class Handler(BaseHTTPRequestHandler):
         kind = query.get("kind", [""])[0]
         cues = cues_for(video, lang, kind, query.get("tlang", [""])[0])
         client = query.get("c", [""])[0]
-        if video == "emptyCap001" and client == "VISIONOS":
+        wants_token = {"xpe", "xpv"} & set(query.get("exp", [""])[0].split(","))
+        if wants_token and not fake_pot_provider.token_valid(query.get("pot", [""])[0], video):
+            self.send(200, "", "text/plain; charset=UTF-8")
+        elif video == "emptyCap001" and client == "VISIONOS":
             self.send(200, "", "text/plain; charset=UTF-8")
         elif video == "cap403First" and client == "VISIONOS":
             self.send(403, "<html>403</html>", "text/html; charset=UTF-8")
@@ -999,11 +1141,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, srv3_body(cues), "text/xml; charset=UTF-8")
         else:
             self.send(200, srv1_body(cues), "text/xml; charset=UTF-8")
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 def main():
@@ -1042,15 +1179,7 @@ def main():
         load_captures(args.captures)
     if needs_captures and "visionos_refusal" not in CAPTURES:
         parser.error("--ration-limit, --wrong-video and --outdated-client answer captured replies: give --captures")
-    server = Server((args.host, args.port), Handler)
-    print("READY %d" % server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return fakeserver.serve(args.host, args.port, Handler)
 
 
 if __name__ == "__main__":
