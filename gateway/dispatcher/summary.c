@@ -26,6 +26,12 @@ static void track_get(const void *ctx, size_t i, const char **lang, int *is_asr,
   *po_token = tracks_url_wants_po_token(member_string(t, "baseUrl"));
 }
 
+/* The same, every track usable: as a fetcher with a PO-token provider chooses. */
+static void track_get_any(const void *ctx, size_t i, const char **lang, int *is_asr, int *po_token) {
+  track_get(ctx, i, lang, is_asr, po_token);
+  *po_token = 0;
+}
+
 /* The default caption track as the summary names it: audioTracks[defaultAudioTrackIndex].defaultCaptionTrackIndex. */
 static int default_track(yajl_val renderer) {
   const char *audio_path[] = {"audioTracks", NULL};
@@ -61,8 +67,12 @@ int summary_served_language(const char *summary, size_t len, const char *lang, c
   for (size_t i = 0; i < n; i++)
     if (!YAJL_IS_OBJECT(YAJL_GET_ARRAY(t.list)->values[i])) goto done;
   int def = default_track(renderer);
+  /*
+   * A fetcher with a PO-token provider may choose a track that needs a token, one without chooses among the others:
+   * only a choice both make is certain.
+   */
   int idx = tracks_choose(track_get, &t, n, def, lang);
-  if (idx < 0) goto done;
+  if (idx < 0 || tracks_choose(track_get_any, &t, n, def, lang) != idx) goto done;
   const char *served;
   int asr, po;
   track_get(&t, (size_t)idx, &served, &asr, &po);
@@ -70,7 +80,7 @@ int summary_served_language(const char *summary, size_t len, const char *lang, c
   if (slen > PROTO_MAX_LANG || !ident_language_valid(served, slen)) goto done;
   ident_language_canon(served, slen, out);
   out[slen] = '\0';
-  if (tracks_choose(track_get, &t, n, def, out) == idx) rv = 0;
+  if (tracks_choose(track_get, &t, n, def, out) == idx && tracks_choose(track_get_any, &t, n, def, out) == idx) rv = 0;
 
 done:
   yajl_tree_free(root);

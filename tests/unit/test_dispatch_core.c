@@ -822,18 +822,22 @@ static void test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_li
   none(f);
 }
 
-/* A summary of four tracks: en (manual), en (asr), pt-BR, de; the default track is the one at default_index. */
-static void four_tracks(char *out, size_t cap, const char *video, int default_index) {
+/*
+ * A summary of four tracks: en (manual), en (asr), pt-BR, de; the default track is the one at default_index, and the
+ * one at po_index (-1: none) needs a PO token (exp=xpe in its URL).
+ */
+static void four_tracks(char *out, size_t cap, const char *video, int default_index, int po_index) {
   static const char *const tracks[][2] = {{"en", ""}, {"en", "asr"}, {"pt-BR", ""}, {"de", ""}};
   size_t n = (size_t)snprintf(out, cap,
                               "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"%s\"},"
                               "\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[",
                               video);
   for (int i = 0; i < 4; i++)
-    n += (size_t)snprintf(out + n, cap - n,
-                          "%s{\"baseUrl\":\"https://example.test/api/timedtext?v=%s&lang=%s\",\"languageCode\":\"%s\","
-                          "\"name\":{\"simpleText\":\"x\"},\"kind\":\"%s\",\"isTranslatable\":true}",
-                          i > 0 ? "," : "", video, tracks[i][0], tracks[i][0], tracks[i][1]);
+    n += (size_t)snprintf(
+        out + n, cap - n,
+        "%s{\"baseUrl\":\"https://example.test/api/timedtext?v=%s&lang=%s%s\",\"languageCode\":\"%s\","
+        "\"name\":{\"simpleText\":\"x\"},\"kind\":\"%s\",\"isTranslatable\":true}",
+        i > 0 ? "," : "", video, tracks[i][0], i == po_index ? "&exp=xpe" : "", tracks[i][0], tracks[i][1]);
   snprintf(out + n, cap - n,
            "],\"audioTracks\":[{\"defaultCaptionTrackIndex\":%d}],\"defaultAudioTrackIndex\":0,"
            "\"translationLanguages\":[]}}}",
@@ -871,7 +875,7 @@ static void test_a_language_the_video_lacks_is_asked_as_its_served_track(void **
   struct fx *f = *state;
   start(f, false);
   char summary[2048];
-  four_tracks(summary, sizeof(summary), "vidLANG0001", 3);
+  four_tracks(summary, sizeof(summary), "vidLANG0001", 3, -1);
   ready(f, T0, 7, 1);
   fetch_as(f, T0, "vidLANG0001", "de", "de", summary, 2);
   uint64_t jobs = stats(f).jobs_created;
@@ -896,7 +900,7 @@ static void test_a_language_the_video_lacks_is_asked_as_its_served_track(void **
   none(f);
 
   /* Asked first as "xx", before the tracks were known: "de", the language served, holds the answer too. */
-  four_tracks(summary, sizeof(summary), "vidLANG0003", 3);
+  four_tracks(summary, sizeof(summary), "vidLANG0003", 3, -1);
   struct proto_job d = request("vidLANG0003");
   snprintf(d.lang, sizeof(d.lang), "xx");
   core_request(f->core, T0 + 42, &f->w[0], &d);
@@ -916,9 +920,22 @@ static void test_a_language_the_video_lacks_is_asked_as_its_served_track(void **
   none(f);
 
   /* The default track is the asr one: "en" would choose the manual track, so "xx" goes as it came. */
-  four_tracks(summary, sizeof(summary), "vidLANG0002", 1);
+  four_tracks(summary, sizeof(summary), "vidLANG0002", 1, -1);
   fetch_as(f, T0 + 50, "vidLANG0002", "de", "de", summary, 6);
   fetch_as(f, T0 + 60, "vidLANG0002", "xx", "xx", NULL, 7);
+
+  /*
+   * The default track (en) needs a PO token: a fetcher with a provider serves "xx" from it, one without from the first
+   * other manual track; not knowing which, "xx" goes as it came. "de-AT" is "de" to both.
+   */
+  four_tracks(summary, sizeof(summary), "vidLANG0004", 0, 0);
+  fetch_as(f, T0 + 70, "vidLANG0004", "de", "de", summary, 8);
+  struct proto_job e = request("vidLANG0004");
+  snprintf(e.lang, sizeof(e.lang), "de-AT");
+  core_request(f->core, T0 + 75, &f->w[1], &e);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+  fetch_as(f, T0 + 80, "vidLANG0004", "xx", "xx", NULL, 9);
 }
 
 /*
