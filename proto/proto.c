@@ -89,9 +89,14 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
   return 0;
 }
 
+/* A job names a video, except a webhook delivery, which names none and a URL instead. */
+static int job_target_valid(const struct proto_job *job) {
+  if (job->kind == PROTO_KIND_WEBHOOK) return job->video_id[0] == '\0' && job->hook_url_len > 0;
+  return ident_video_id_valid(job->video_id, strlen(job->video_id));
+}
+
 int proto_encode_job(struct buf *out, const struct proto_job *job) {
-  if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) return -EINVAL;
-  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_METADATA) return -EINVAL;
+  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_LAST || !job_target_valid(job)) return -EINVAL;
   int rv = put_header(out, PROTO_JOB);
   if (rv == 0) rv = put_be(out, job->job_id, 8);
   if (rv == 0) rv = put_u8(out, job->kind);
@@ -102,11 +107,16 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
   if (rv == 0) rv = put_u8(out, job->declines);
   if (rv == 0) rv = put_blob(out, job->player, job->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
+  if (rv == 0) rv = put_blob(out, job->hook_url, job->hook_url_len, VTS_WEBHOOK_URL_MAX_BYTES);
+  if (rv == 0) rv = put_str(out, job->hook_id, PROTO_MAX_HOOK_ID);
+  if (rv == 0) rv = put_be(out, job->hook_timestamp, 8);
+  if (rv == 0) rv = put_str(out, job->hook_signature, PROTO_MAX_HOOK_SIG);
+  if (rv == 0) rv = put_blob(out, job->hook_body, job->hook_body_len, VTS_WEBHOOK_MAX_PAYLOAD_BYTES);
   return rv;
 }
 
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
-  if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
+  if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_LAST) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
   if (res->negress > PROTO_MAX_EGRESS) return -EINVAL;
   for (uint8_t i = 0; i < res->negress; i++)
@@ -185,20 +195,24 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (open_reader(&r, data, len, PROTO_JOB, PROTO_JOB) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   job->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_METADATA) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_LAST) return -EPROTO;
   job->kind = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   job->deadline_ms = (uint32_t)v;
-  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0 ||
-      !ident_video_id_valid(job->video_id, strlen(job->video_id)))
-    return -EPROTO;
+  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0) return -EPROTO;
   if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
   if (get_str(&r, job->translate, sizeof(job->translate)) != 0) return -EPROTO;
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->declines = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &job->player, &job->player_len) != 0) return -EPROTO;
-  return r.left == 0 ? 0 : -EPROTO;
+  if (get_blob(&r, VTS_WEBHOOK_URL_MAX_BYTES, &job->hook_url, &job->hook_url_len) != 0) return -EPROTO;
+  if (get_str(&r, job->hook_id, sizeof(job->hook_id)) != 0) return -EPROTO;
+  if (get_be(&r, 8, &v) != 0) return -EPROTO;
+  job->hook_timestamp = v;
+  if (get_str(&r, job->hook_signature, sizeof(job->hook_signature)) != 0) return -EPROTO;
+  if (get_blob(&r, VTS_WEBHOOK_MAX_PAYLOAD_BYTES, &job->hook_body, &job->hook_body_len) != 0) return -EPROTO;
+  return r.left == 0 && job_target_valid(job) ? 0 : -EPROTO;
 }
 
 int proto_decode_result(const void *data, size_t len, struct proto_result *res) {
@@ -210,7 +224,7 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   res->job_id = v;
   if (get_be(&r, 1, &v) != 0 || v < 1 || v > PROTO_NOUTCOMES) return -EPROTO;
   res->outcome = (uint8_t)v;
-  if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_SPEECH) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_LAST) return -EPROTO;
   res->source = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->fetch_ms = (uint32_t)v;

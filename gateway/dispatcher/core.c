@@ -125,6 +125,7 @@ static const char *kind_name(uint8_t kind) {
   return kind == PROTO_KIND_SPEECH     ? "speech"
          : kind == PROTO_KIND_TRACKS   ? "tracks"
          : kind == PROTO_KIND_METADATA ? "metadata"
+         : kind == PROTO_KIND_WEBHOOK  ? "webhook"
                                        : "captions";
 }
 
@@ -218,7 +219,9 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
    * A worker asks for a transcript, for tracks or for metadata; only the dispatcher turns a transcript job into a
    * speech job.
    */
-  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA ? req->kind : PROTO_KIND_CAPTIONS;
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA || req->kind == PROTO_KIND_WEBHOOK
+                   ? req->kind
+                   : PROTO_KIND_CAPTIONS;
   proto_job_key(&j->pj, j->key);
   j->hash = cache_key_hash(req->video_id, j->key);
   j->created_ms = now;
@@ -228,7 +231,7 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
   j->hnext = *b;
   *b = j;
   c->njobs++;
-  c->st.jobs_created++;
+  if (j->pj.kind != PROTO_KIND_WEBHOOK) c->st.jobs_created++;
   return j;
 }
 
@@ -400,7 +403,8 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   res.pot_failures = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+  /* A webhook's answer is its own: never cached, never another's. */
+  if (j->pj.kind != PROTO_KIND_WEBHOOK) keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
@@ -484,6 +488,31 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
     c->st.protocol_errors++;
     log_msg(LOG_WARN, "malformed worker request", NULL);
     answer_internal(c, w, "bad_request");
+    return;
+  }
+  /*
+   * A webhook delivery (the shell's own, runner.h) is one POST, answered by no cache and shared with no other request:
+   * it goes straight to the queue. Its URL and body stay the shell's until it is answered.
+   */
+  if (req->kind == PROTO_KIND_WEBHOOK) {
+    if (!w->internal) {
+      /* A worker never asks for one: what would be a POST to any URL from a worker's request is refused. */
+      c->st.protocol_errors++;
+      answer_internal(c, w, "bad_request");
+      return;
+    }
+    if (c->njobs >= VTS_DISPATCH_MAX_JOBS) {
+      c->st.rejected_full++;
+      answer_internal(c, w, "queue_full");
+      return;
+    }
+    struct job *hj = job_new(c, req, now);
+    if (hj == NULL) {
+      answer_internal(c, w, "no_memory");
+      return;
+    }
+    job_wait_on(hj, w);
+    job_run_here(c, hj);
     return;
   }
   char key[PROTO_MAX_JOB_KEY + 1];
@@ -785,7 +814,8 @@ static void assign_jobs(struct core *c, uint64_t now) {
     f->job_id = j->id;
     /* The video's player summary, borrowed from the cache for the send (which copies it). */
     struct proto_result player;
-    if (j->pj.kind != PROTO_KIND_SPEECH && cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
+    if (j->pj.kind != PROTO_KIND_SPEECH && j->pj.kind != PROTO_KIND_WEBHOOK &&
+        cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
       j->pj.player = player.body;
       j->pj.player_len = player.body_len;
     }

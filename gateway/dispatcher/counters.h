@@ -57,6 +57,12 @@
   X(claim_takeovers, counter, "vts_dispatch_claim_takeovers_total", "",                                             \
     "Jobs fetched here because the gateway holding the claim went away without a result.")                          \
   X(jobs_waiting, gauge, "vts_jobs_waiting", "", "Jobs asking Redis or waiting on another gateway's claim.")        \
+  X(webhooks_delivered, counter, "vts_webhook_deliveries_total", "outcome=\"delivered\"",                           \
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
+  X(webhooks_failed, counter, "vts_webhook_deliveries_total", "outcome=\"failed\"",                                 \
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
+  X(webhooks_given_up, counter, "vts_webhook_deliveries_total", "outcome=\"given_up\"",                             \
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
   X(link_handshake_failures, counter, "vts_link_handshake_failures_total", "",                                      \
     "Jobs link TLS handshakes that failed here: a fetcher certificate refused (another CA, the wrong role, none), " \
     "a refusal of ours a fetcher told, or another TLS error. Counted by the shell from nng's listener statistics.")

@@ -166,6 +166,10 @@ void runner_free(struct runner *r) {
   free(r);
 }
 
+struct jobstore *runner_store(struct runner *r) {
+  return r->js;
+}
+
 /* Starts one taken item: a request of the core of its own, answered (maybe at once) through runner_answer. */
 static void start_item(struct runner *r, uint64_t now, const struct jobstore_task *t) {
   struct runner_item *it = calloc(1, sizeof(*it));

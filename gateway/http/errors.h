@@ -63,7 +63,8 @@
   X(JOB_NOT_FOUND, 404, "not_found", "No such job.")                                                             \
   X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                  \
   X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                             \
-  X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")
+  X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")                                  \
+  X(WEBHOOK_REFUSED, 400, "webhook_url_refused", "webhook_url names a destination this service does not call.")
 
 #define API_ERROR_ENUM_(id, status, code, message) API_ERR_##id,
 enum api_error { API_OK = 0, API_ERRORS(API_ERROR_ENUM_) API_ERR__COUNT };

@@ -18,10 +18,11 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x06"
+PROTO_VERSION = b"\x07"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
+KIND_WEBHOOK = 5
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
            "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal",
@@ -163,10 +164,13 @@ def _str(s):
 
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
-               translate="", declines=0, player=b""):
+               translate="", declines=0, player=b"", hook_url=b"", hook_id="", hook_timestamp=0, hook_signature="",
+               hook_body=b""):
+    """A JOB; the hook_* fields are a webhook delivery's (kind KIND_WEBHOOK, video_id "")."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
             _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]) +
-            struct.pack(">I", len(player)) + player)
+            struct.pack(">I", len(player)) + player + struct.pack(">I", len(hook_url)) + hook_url + _str(hook_id) +
+            struct.pack(">Q", hook_timestamp) + _str(hook_signature) + struct.pack(">I", len(hook_body)) + hook_body)
 
 
 def _strings(msg, off, count):
@@ -229,9 +233,19 @@ def decode_job(msg):
     off += 1
     (player_len,) = struct.unpack(">I", msg[off:off + 4])
     player = msg[off + 4:off + 4 + player_len]
-    assert off + 4 + player_len == len(msg), "trailing bytes after the job"
+    off += 4 + player_len
+    (url_len,) = struct.unpack(">I", msg[off:off + 4])
+    hook_url = msg[off + 4:off + 4 + url_len]
+    (hook_id,), off = _strings(msg, off + 4 + url_len, 1)
+    (hook_timestamp,) = struct.unpack(">Q", msg[off:off + 8])
+    (hook_signature,), off = _strings(msg, off + 8, 1)
+    (body_len,) = struct.unpack(">I", msg[off:off + 4])
+    hook_body = msg[off + 4:off + 4 + body_len]
+    assert off + 4 + body_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player}
+            "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player,
+            "hook_url": hook_url, "hook_id": hook_id, "hook_timestamp": hook_timestamp,
+            "hook_signature": hook_signature, "hook_body": hook_body}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])
