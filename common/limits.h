@@ -132,4 +132,12 @@
 #define VTS_GZIP_LEVEL 6                   /* zlib's level: its default balance of time and size */
 #define VTS_BROTLI_QUALITY 5               /* brotli's 0..11: 11 costs tens of times more for a few percent */
 
+/*
+ * Batch jobs of a playlist or a channel (POST /v1/jobs): the ids they name (a 400 past these) and the continuation
+ * token of a browse page (a longer one is refused as not the platform's shape).
+ */
+#define VTS_PLAYLIST_ID_MAX 64           /* bytes of a playlist id */
+#define VTS_CHANNEL_ID_LEN 24            /* "UC" and 22 characters */
+#define VTS_MAX_BROWSE_TOKEN_BYTES 16384 /* a browse page's continuation token */
+
 #endif

@@ -89,9 +89,17 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
   return 0;
 }
 
+/* Whether a job's video and browse target fit its kind: a browse job names a target and no video, any other a video. */
+static int job_target_ok(uint8_t kind, const char *video_id, uint8_t what, const char *browse, uint32_t len) {
+  if (kind == PROTO_KIND_BROWSE)
+    return video_id[0] == '\0' && what >= PROTO_BROWSE_PLAYLIST && what <= PROTO_BROWSE_CONTINUATION && len > 0 &&
+           len <= VTS_MAX_BROWSE_TOKEN_BYTES && browse != NULL && memchr(browse, '\0', len) == NULL;
+  return ident_video_id_valid(video_id, strlen(video_id)) && what == PROTO_BROWSE_NONE && len == 0;
+}
+
 int proto_encode_job(struct buf *out, const struct proto_job *job) {
-  if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) return -EINVAL;
-  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_METADATA) return -EINVAL;
+  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_BROWSE) return -EINVAL;
+  if (!job_target_ok(job->kind, job->video_id, job->browse_what, job->browse, job->browse_len)) return -EINVAL;
   int rv = put_header(out, PROTO_JOB);
   if (rv == 0) rv = put_be(out, job->job_id, 8);
   if (rv == 0) rv = put_u8(out, job->kind);
@@ -102,6 +110,8 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
   if (rv == 0) rv = put_u8(out, job->declines);
   if (rv == 0) rv = put_blob(out, job->player, job->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
+  if (rv == 0) rv = put_u8(out, job->browse_what);
+  if (rv == 0) rv = put_blob(out, job->browse, job->browse_len, VTS_MAX_BROWSE_TOKEN_BYTES);
   return rv;
 }
 
@@ -184,19 +194,21 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (open_reader(&r, data, len, PROTO_JOB, PROTO_JOB) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   job->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_METADATA) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_BROWSE) return -EPROTO;
   job->kind = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   job->deadline_ms = (uint32_t)v;
-  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0 ||
-      !ident_video_id_valid(job->video_id, strlen(job->video_id)))
-    return -EPROTO;
+  if (get_str(&r, job->video_id, sizeof(job->video_id)) != 0) return -EPROTO;
   if (get_str(&r, job->lang, sizeof(job->lang)) != 0) return -EPROTO;
   if (get_str(&r, job->translate, sizeof(job->translate)) != 0) return -EPROTO;
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->declines = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &job->player, &job->player_len) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  job->browse_what = (uint8_t)v;
+  if (get_blob(&r, VTS_MAX_BROWSE_TOKEN_BYTES, &job->browse, &job->browse_len) != 0) return -EPROTO;
+  if (!job_target_ok(job->kind, job->video_id, job->browse_what, job->browse, job->browse_len)) return -EPROTO;
   return r.left == 0 ? 0 : -EPROTO;
 }
 
@@ -265,6 +277,10 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
     memcpy(out, PROTO_METADATA_KEY, sizeof(PROTO_METADATA_KEY));
     return;
   }
+  if (job->kind == PROTO_KIND_BROWSE) {
+    memcpy(out, PROTO_BROWSE_KEY, sizeof(PROTO_BROWSE_KEY));
+    return;
+  }
   size_t n = strnlen(job->lang, PROTO_MAX_LANG);
   ident_language_canon(job->lang, n, out);
   if (job->translate[0] != '\0') {
@@ -294,6 +310,7 @@ void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY 
 uint8_t proto_key_kind(const char *key) {
   if (strcmp(key, PROTO_TRACKS_KEY) == 0) return PROTO_KIND_TRACKS;
   if (strcmp(key, PROTO_METADATA_KEY) == 0) return PROTO_KIND_METADATA;
+  if (strcmp(key, PROTO_BROWSE_KEY) == 0) return PROTO_KIND_BROWSE;
   return PROTO_KIND_CAPTIONS;
 }
 
@@ -336,4 +353,38 @@ static const char *const reason_names[PROTO_REASON__COUNT] = {
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";
+}
+
+int proto_browse_body(struct buf *out, const char *token, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n) {
+  size_t tl = strlen(token);
+  if (tl > VTS_MAX_BROWSE_TOKEN_BYTES || memchr(token, '\n', tl) != NULL) return -EINVAL;
+  int rv = buf_append(out, token, tl);
+  if (rv == 0) rv = buf_append(out, "\n", 1);
+  for (size_t i = 0; rv == 0 && i < n; i++) {
+    if (!ident_video_id_valid(ids[i], strnlen(ids[i], VTS_VIDEO_ID_LEN + 1))) return -EINVAL;
+    rv = buf_append(out, ids[i], VTS_VIDEO_ID_LEN);
+    if (rv == 0) rv = buf_append(out, "\n", 1);
+  }
+  return rv;
+}
+
+int proto_browse_read(const char *body, size_t len, struct proto_browse_page *out) {
+  memset(out, 0, sizeof(*out));
+  const char *nl = body != NULL ? memchr(body, '\n', len) : NULL;
+  if (nl == NULL) return -EPROTO;
+  size_t tl = (size_t)(nl - body);
+  if (tl > VTS_MAX_BROWSE_TOKEN_BYTES || memchr(body, '\0', tl) != NULL) return -EPROTO;
+  const char *ids = nl + 1;
+  size_t rest = len - tl - 1;
+  if (rest % (VTS_VIDEO_ID_LEN + 1) != 0) return -EPROTO;
+  size_t n = rest / (VTS_VIDEO_ID_LEN + 1);
+  for (size_t i = 0; i < n; i++) {
+    const char *id = ids + i * (VTS_VIDEO_ID_LEN + 1);
+    if (!ident_video_id_valid(id, VTS_VIDEO_ID_LEN) || id[VTS_VIDEO_ID_LEN] != '\n') return -EPROTO;
+  }
+  out->token = body;
+  out->token_len = tl;
+  out->ids = ids;
+  out->n = n;
+  return 0;
 }

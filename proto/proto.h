@@ -21,9 +21,10 @@
  * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries its
  * fetcher's egress budgets, a DECLINE why it was sent, a job its declines; 5: a result carries the seconds after which
  * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
- * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video).
+ * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: the
+ * BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read.
  */
-#define PROTO_VERSION 5
+#define PROTO_VERSION 6
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -52,9 +53,25 @@ enum proto_type {
 /*
  * What a job asks for. CAPTIONS answers a transcript (and may become SPEECH in the dispatcher); TRACKS answers the
  * video's caption tracks and translation languages, the body of GET /v1/video/tracks; METADATA the video's details
- * (title, channel, length...), the body of GET /v1/video/metadata.
+ * (title, channel, length...), the body of GET /v1/video/metadata. BROWSE reads one page of a playlist's or a
+ * channel's videos (its job names no video: the target is browse_what and browse), for the batch jobs of POST
+ * /v1/jobs; its answer is a browse body (proto_browse_body), never cached and never sent to a client.
  */
-enum proto_kind { PROTO_KIND_CAPTIONS = 1, PROTO_KIND_SPEECH = 2, PROTO_KIND_TRACKS = 3, PROTO_KIND_METADATA = 4 };
+enum proto_kind {
+  PROTO_KIND_CAPTIONS = 1,
+  PROTO_KIND_SPEECH = 2,
+  PROTO_KIND_TRACKS = 3,
+  PROTO_KIND_METADATA = 4,
+  PROTO_KIND_BROWSE = 5
+};
+
+/* What a BROWSE job reads: the first page of a playlist, of a channel's videos, or the page a continuation names. */
+enum proto_browse_what {
+  PROTO_BROWSE_NONE = 0, /* every other kind */
+  PROTO_BROWSE_PLAYLIST = 1,
+  PROTO_BROWSE_CHANNEL = 2,
+  PROTO_BROWSE_CONTINUATION = 3
+};
 
 /*
  * What happened to a job, one row each: X(id, wire value, HTTP status, metric kind). The gateway answers the status
@@ -142,7 +159,13 @@ enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOUR
   X(REMOVED, "removed", REMOVED)                                                     \
   /* a live stream not begun, or ended and not yet archived */                       \
   X(LIVE_NOT_ARCHIVED, "live_not_archived", LIVE_NOT_ARCHIVED)                       \
-  X(GEO_RESTRICTED, "geo_restricted", GEO_RESTRICTED)
+  X(GEO_RESTRICTED, "geo_restricted", GEO_RESTRICTED)                                \
+  /* a playlist or channel that cannot be read (browse), and the case it said: */    \
+  X(PLAYLIST_MISSING, "playlist_missing", OTHER)                                     \
+  X(PLAYLIST_PRIVATE, "playlist_private", OTHER)                                     \
+  X(PLAYLIST_UNVIEWABLE, "playlist_unviewable", OTHER)                               \
+  X(CHANNEL_MISSING, "channel_missing", OTHER)                                       \
+  X(CHANNEL_REMOVED, "channel_removed", OTHER)
 
 #define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
 enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
@@ -193,6 +216,14 @@ struct proto_job {
    */
   const char *player;
   uint32_t player_len;
+  /*
+   * BROWSE (video_id ""): what it reads (enum proto_browse_what) and its target, a playlist id, a channel id or a
+   * continuation token (1 to VTS_MAX_BROWSE_TOKEN_BYTES bytes, no NUL); PROTO_BROWSE_NONE and NULL/0 for any other
+   * kind. Borrowed, like player.
+   */
+  uint8_t browse_what;
+  const char *browse;
+  uint32_t browse_len;
 };
 
 struct proto_result {
@@ -263,6 +294,7 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
 #define PROTO_TRACKS_KEY "*tracks"
 #define PROTO_METADATA_KEY "*metadata"
 #define PROTO_GONE_KEY "*gone"
+#define PROTO_BROWSE_KEY "*browse"
 
 /*
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
@@ -273,7 +305,10 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
 
-/* The kind of job a job key answers: PROTO_KIND_TRACKS, PROTO_KIND_METADATA, else PROTO_KIND_CAPTIONS. */
+/*
+ * The kind of job a job key answers: PROTO_KIND_TRACKS, PROTO_KIND_METADATA, PROTO_KIND_BROWSE, else
+ * PROTO_KIND_CAPTIONS.
+ */
 uint8_t proto_key_kind(const char *key);
 
 /*
@@ -294,5 +329,25 @@ int proto_result_gone(const struct proto_result *res);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);
+
+/*
+ * The body of a BROWSE job's OK result: the continuation token of the next page ("" at the end of the list) on the
+ * first line, then each video id of the page on a line of its own, in the page's order:
+ *   TOKEN\n ID\n ID\n ...
+ * proto_browse_body appends it to out (ids: n checked ids). Returns 0, -EINVAL (a token too long, or holding a
+ * newline or NUL) or -ENOMEM.
+ */
+int proto_browse_body(struct buf *out, const char *token, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n);
+
+/* A browse body read in place: slices of the body it was read from. */
+struct proto_browse_page {
+  const char *token; /* the continuation, token_len bytes, not NUL-terminated; token_len 0 at the end of the list */
+  size_t token_len;
+  const char *ids; /* n video ids, the i-th at ids + i * (VTS_VIDEO_ID_LEN + 1), each followed by a newline */
+  size_t n;
+};
+
+/* Checks body as a browse body and points out at its parts. Returns 0, or -EPROTO for anything else. */
+int proto_browse_read(const char *body, size_t len, struct proto_browse_page *out);
 
 #endif

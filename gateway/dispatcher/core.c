@@ -93,6 +93,7 @@ struct job {
   struct fetcher *fetcher;
   struct core_waiter *waiters, **waiters_tail;
   size_t nwaiters;
+  char *browse; /* a browse job's target, the job's own copy (pj.browse points at it) */
 };
 
 struct core {
@@ -123,6 +124,7 @@ static const char *kind_name(uint8_t kind) {
   return kind == PROTO_KIND_SPEECH     ? "speech"
          : kind == PROTO_KIND_TRACKS   ? "tracks"
          : kind == PROTO_KIND_METADATA ? "metadata"
+         : kind == PROTO_KIND_BROWSE   ? "browse"
                                        : "captions";
 }
 
@@ -163,6 +165,7 @@ void core_free(struct core *c) {
     while (c->table[i] != NULL) {
       struct job *j = c->table[i];
       c->table[i] = j->hnext;
+      free(j->browse);
       free(j);
     }
   }
@@ -212,11 +215,25 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
   /* A worker's request names no player summary; one the cache holds is attached when the job is sent. */
   j->pj.player = NULL;
   j->pj.player_len = 0;
+  /* A browse target is borrowed from the request's message: the job keeps its own copy. */
+  j->pj.browse = NULL;
+  j->pj.browse_len = 0;
+  if (req->kind == PROTO_KIND_BROWSE) {
+    if (req->browse_len == 0 || (j->browse = malloc(req->browse_len)) == NULL) {
+      free(j);
+      return NULL;
+    }
+    memcpy(j->browse, req->browse, req->browse_len);
+    j->pj.browse = j->browse;
+    j->pj.browse_len = req->browse_len;
+  }
   /*
-   * A worker asks for a transcript, for tracks or for metadata; only the dispatcher turns a transcript job into a
-   * speech job.
+   * A worker asks for a transcript, for tracks, for metadata or for a browse page; only the dispatcher turns a
+   * transcript job into a speech job.
    */
-  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA ? req->kind : PROTO_KIND_CAPTIONS;
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA || req->kind == PROTO_KIND_BROWSE
+                   ? req->kind
+                   : PROTO_KIND_CAPTIONS;
   proto_job_key(&j->pj, j->key);
   j->hash = cache_key_hash(req->video_id, j->key);
   j->created_ms = now;
@@ -270,6 +287,7 @@ static void job_destroy(struct core *c, struct job *j) {
   while (*pp != j) pp = &(*pp)->hnext;
   *pp = j->hnext;
   c->njobs--;
+  free(j->browse);
   free(j);
 }
 
@@ -363,7 +381,8 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   res.player_ttl_ms = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+  /* A browse page is read for one job at one moment: never kept, so never served again. */
+  if (j->pj.kind != PROTO_KIND_BROWSE) keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
@@ -434,6 +453,25 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
     c->st.protocol_errors++;
     log_msg(LOG_WARN, "malformed worker request", NULL);
     answer_internal(c, w, "bad_request");
+    return;
+  }
+  /*
+   * A browse page goes to a fetcher as it is asked: no cache, no coalescing, no claim (its answer is read once, by
+   * the one request or batch job that asked; a playlist changes under its continuations).
+   */
+  if (req->kind == PROTO_KIND_BROWSE) {
+    if (c->njobs >= VTS_DISPATCH_MAX_JOBS) {
+      c->st.rejected_full++;
+      answer_internal(c, w, "queue_full");
+      return;
+    }
+    struct job *b = job_new(c, req, now);
+    if (b == NULL) {
+      answer_internal(c, w, "no_memory");
+      return;
+    }
+    job_wait_on(b, w);
+    job_run_here(c, b);
     return;
   }
   char key[PROTO_MAX_JOB_KEY + 1];
@@ -738,7 +776,8 @@ static void assign_jobs(struct core *c, uint64_t now) {
     f->job_id = j->id;
     /* The video's player summary, borrowed from the cache for the send (which copies it). */
     struct proto_result player;
-    if (j->pj.kind != PROTO_KIND_SPEECH && cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
+    if (j->pj.kind != PROTO_KIND_SPEECH && j->pj.kind != PROTO_KIND_BROWSE &&
+        cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
       j->pj.player = player.body;
       j->pj.player_len = player.body_len;
     }

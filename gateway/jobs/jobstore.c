@@ -41,7 +41,12 @@ static const char schema[] =
     " error_code TEXT, error_message TEXT, body BLOB, body_len INTEGER,"
     " PRIMARY KEY(job_id, seq)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);"
-    "CREATE INDEX IF NOT EXISTS items_queue ON items(status, job_id, seq);";
+    "CREATE INDEX IF NOT EXISTS items_queue ON items(status, job_id, seq);"
+    /* A playlist's or channel's job: the continuation of its list's next page, with a lease like an item's. */
+    "CREATE TABLE IF NOT EXISTS pages("
+    " job_id TEXT PRIMARY KEY, token TEXT NOT NULL, max_items INTEGER NOT NULL,"
+    " not_before_ms INTEGER NOT NULL DEFAULT 0, lease_ms INTEGER NOT NULL DEFAULT 0, tries INTEGER NOT NULL DEFAULT 0)"
+    " WITHOUT ROWID;";
 
 static void say(char *err, size_t errlen, const char *path, const char *what) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
@@ -125,7 +130,8 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
                     char id_out[JOBSTORE_ID_LEN + 1]) {
-  if (n == 0) return -EINVAL;
+  int more = spec->continuation != NULL && spec->continuation[0] != '\0';
+  if (n == 0 && !more) return -EINVAL;
   char rnd[13];
   int rv = util_random_hex(rnd, 6);
   if (rv != 0) return rv;
@@ -147,12 +153,16 @@ int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
+  if (rv >= 0 && more)
+    rv = run(js, prepare(js, "INSERT INTO pages(job_id,token,max_items) VALUES(?,?,?)", "ssi", id_out,
+                         spec->continuation, (int64_t)spec->max_items));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
 
-/* The status a job shows, from its counts. */
+/* The status a job shows, from its counts; a list with pages still to read is not done. */
 static const char *job_status(const struct jobstore_job *j, int cancelled) {
+  if (j->more && !cancelled && j->counts[ITEM_QUEUED] + j->counts[ITEM_RUNNING] == 0) return "running";
   if (j->counts[ITEM_QUEUED] + j->counts[ITEM_RUNNING] == 0) return cancelled ? "cancelled" : "done";
   if (cancelled) return "cancelled";
   return j->counts[ITEM_QUEUED] == j->total ? "queued" : "running";
@@ -189,6 +199,12 @@ int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, st
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return -EIO;
+  st = prepare(js, "SELECT 1 FROM pages WHERE job_id=?", "s", job_id);
+  if (!st) return -EIO;
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return -EIO;
+  out->more = rc == SQLITE_ROW;
   out->status = job_status(out, cancelled);
   return 0;
 }
@@ -274,6 +290,7 @@ int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id,
   int rv = owned(js, key_id, job_id);
   if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
   if (rv >= 0) *n = (size_t)rv;
+  if (rv >= 0 && run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id)) < 0) rv = -EIO;
   if (rv >= 0 && run(js, prepare(js, "UPDATE jobs SET cancelled=1,updated_ms=? WHERE id=?", "is", now_ms, job_id)) < 0)
     rv = -EIO;
   rv = finish(js, rv);
@@ -282,8 +299,9 @@ int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id,
 
 int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
   sqlite3_stmt *st = prepare(js,
-                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND EXISTS(SELECT 1 FROM items i WHERE "
-                             "i.job_id=j.id AND i.status IN (0,1))",
+                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
+                             "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
+                             "p.job_id=j.id))",
                              "s", key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
@@ -379,6 +397,7 @@ int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t
 }
 
 int jobstore_recover(struct jobstore *js, int64_t now_ms) {
+  if (run(js, prepare(js, "UPDATE pages SET lease_ms=0 WHERE lease_ms>0 AND lease_ms<?", "i", now_ms)) < 0) return -EIO;
   return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
 }
 
@@ -387,12 +406,147 @@ int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
   int64_t before = now_ms - ttl_ms;
   int rv = run(js, prepare(js,
                            "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE updated_ms<? AND NOT EXISTS("
-                           "SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)))",
+                           "SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT EXISTS("
+                           "SELECT 1 FROM pages p WHERE p.job_id=jobs.id))",
                            "i", before));
   if (rv >= 0)
     rv = run(js, prepare(js,
                          "DELETE FROM jobs WHERE updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE "
-                         "i.job_id=jobs.id)",
+                         "i.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)",
                          "i", before));
   return finish(js, rv);
+}
+
+int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+  memset(out, 0, sizeof(*out));
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms FROM pages p JOIN jobs j ON "
+                             "j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 ORDER BY "
+                             "p.job_id LIMIT 1",
+                             "i", now_ms);
+  int rv = st ? 0 : -EIO;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      copy_column(st, 0, out->job_id, sizeof(out->job_id));
+      copy_column(st, 1, out->token, sizeof(out->token));
+      out->tries = sqlite3_column_int(st, 2);
+      copy_column(st, 3, out->key_id, sizeof(out->key_id));
+      out->created_ms = sqlite3_column_int64(st, 4);
+    } else {
+      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
+    }
+  }
+  sqlite3_finalize(st);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", "is", now_ms + lease_ms,
+                         out->job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }
+
+/*
+ * The ids a job holds, sorted (for folding a page's duplicates), its highest position, and its total. Returns 0,
+ * -ENOMEM or -EIO; *ids is the caller's to free.
+ */
+static int job_ids(struct jobstore *js, const char *job_id, char (**ids)[VTS_VIDEO_ID_LEN + 1], size_t *n,
+                   int64_t *last_seq) {
+  *ids = NULL;
+  *n = 0;
+  *last_seq = 0;
+  sqlite3_stmt *st = prepare(js, "SELECT video_id,seq FROM items WHERE job_id=?", "s", job_id);
+  if (!st) return -EIO;
+  size_t cap = 0;
+  int rc, rv = 0;
+  while (rv == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 256;
+      void *grown = realloc(*ids, cap * sizeof(**ids));
+      if (!grown) {
+        rv = -ENOMEM;
+        break;
+      }
+      *ids = grown;
+    }
+    memset((*ids)[*n], 0, sizeof((*ids)[*n]));
+    const unsigned char *id = sqlite3_column_text(st, 0);
+    if (id) memcpy((*ids)[*n], id, strnlen((const char *)id, VTS_VIDEO_ID_LEN));
+    int64_t seq = sqlite3_column_int64(st, 1);
+    if (seq > *last_seq) *last_seq = seq;
+    (*n)++;
+  }
+  if (rv == 0 && rc != SQLITE_DONE) rv = -EIO;
+  sqlite3_finalize(st);
+  if (rv == 0 && *n > 1) qsort(*ids, *n, sizeof(**ids), id_cmp);
+  return rv;
+}
+
+int jobstore_page_done(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                       const char *next, int64_t now_ms, size_t *added) {
+  *added = 0;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js, "SELECT max_items FROM pages WHERE job_id=? AND lease_ms>0", "s", job_id);
+  int rv = st ? 0 : -EIO;
+  int64_t max_items = 0;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+      max_items = sqlite3_column_int64(st, 0);
+    else
+      rv = rc == SQLITE_DONE ? -ENOENT : -EIO;
+  }
+  sqlite3_finalize(st);
+  char(*held)[VTS_VIDEO_ID_LEN + 1] = NULL;
+  size_t nheld = 0;
+  int64_t seq = 0;
+  if (rv == 0) rv = job_ids(js, job_id, &held, &nheld, &seq);
+  /* The page's own ids, with those seen before in it: one page may repeat an id too. */
+  char(*seen)[VTS_VIDEO_ID_LEN + 1] = rv == 0 ? calloc(n + 1, sizeof(*seen)) : NULL;
+  if (rv == 0 && !seen) rv = -ENOMEM;
+  int64_t total = (int64_t)nheld;
+  size_t nseen = 0;
+  st = rv == 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", job_id) : NULL;
+  if (rv == 0 && !st) rv = -EIO;
+  for (size_t i = 0; rv == 0 && i < n && total < max_items; i++) {
+    char id[VTS_VIDEO_ID_LEN + 1] = {0};
+    memcpy(id, ids[i], VTS_VIDEO_ID_LEN);
+    if ((nheld > 0 && bsearch(id, held, nheld, sizeof(*held), id_cmp) != NULL)) continue;
+    int dup = 0;
+    for (size_t k = 0; k < nseen && !dup; k++) dup = memcmp(seen[k], id, VTS_VIDEO_ID_LEN) == 0;
+    if (dup) continue;
+    memcpy(seen[nseen++], id, sizeof(id));
+    if (sqlite3_bind_int64(st, 2, ++seq) != SQLITE_OK ||
+        sqlite3_bind_text(st, 3, id, -1, SQLITE_TRANSIENT) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+      rv = -EIO;
+    sqlite3_reset(st);
+    total++;
+    (*added)++;
+  }
+  sqlite3_finalize(st);
+  free(held);
+  free(seen);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?", "iis", total, now_ms, job_id));
+  if (rv >= 0) {
+    int ends = next == NULL || next[0] == '\0' || total >= max_items;
+    rv = ends ? run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id))
+              : run(js, prepare(js, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0 WHERE job_id=?", "ss",
+                                next, job_id));
+  }
+  if (rv < 0) *added = 0;
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+int jobstore_page_retry(struct jobstore *js, const char *job_id, int64_t not_before_ms, int64_t now_ms) {
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int rv = run(js, prepare(js, "UPDATE pages SET lease_ms=0,not_before_ms=? WHERE job_id=? AND lease_ms>0", "is",
+                           not_before_ms, job_id));
+  if (rv == 0) rv = -ENOENT;
+  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
 }

@@ -340,6 +340,103 @@ static void test_bad_input_is_refused(void **state) {
   assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
 }
 
+/* A playlist's job: its first page made it; each next page appends the ids it does not hold yet, up to max_items. */
+static void test_pages_of_a_list_grow_the_job_until_the_last(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.source = "playlist:PLours";
+  spec.continuation = "token-2";
+  spec.max_items = 4;
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 2, 1000, id), 0);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_int_equal(j.total, 2);
+  assert_true(j.more);
+  assert_string_equal(j.status, "queued");
+  size_t open = 0;
+  assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
+  assert_int_equal(open, 1);
+
+  /* Both items end: the list still has a page to read, so the job is running, not done. */
+  struct jobstore_task t;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(jobstore_take(f->js, 1000, 60000, &t), 0);
+    assert_int_equal(jobstore_fail(f->js, t.job_id, t.seq, "transcript_not_available", "m", 1001), 0);
+  }
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "running");
+  assert_int_equal(jobstore_expire(f->js, 10000000, 1), 0); /* not ended: kept */
+
+  /* The page is taken once; a second taker finds nothing while the lease lasts. */
+  struct jobstore_page pg;
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id);
+  assert_string_equal(pg.token, "token-2");
+  assert_string_equal(pg.key_id, "keyA");
+  assert_int_equal(pg.tries, 0);
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), -EAGAIN);
+  /* Its taker dies: the lease runs out and the same continuation is read again. */
+  assert_int_equal(jobstore_recover(f->js, 70000), 0);
+  assert_int_equal(jobstore_take_page(f->js, 70000, 60000, &pg), 0);
+  assert_string_equal(pg.token, "token-2");
+  assert_int_equal(pg.tries, 1);
+
+  /* The next page repeats a held id and one of its own: each is folded; its new ids follow in order. */
+  static const char page2[][VTS_VIDEO_ID_LEN + 1] = {"ourVideo002", "ourVideo003", "ourVideo003", "ourVideo004"};
+  size_t added = 0;
+  assert_int_equal(jobstore_page_done(f->js, id, page2, 4, "token-3", 70001, &added), 0);
+  assert_int_equal(added, 2);
+  assert_int_equal(jobstore_page_done(f->js, id, page2, 4, "token-3", 70001, &added), -ENOENT); /* not taken */
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_int_equal(j.total, 4);
+  struct seen s = {""};
+  int64_t next = 0;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
+  assert_string_equal(s.text,
+                      "ourVideo001:failed:transcript_not_available ourVideo002:failed:transcript_not_available "
+                      "ourVideo003:queued ourVideo004:queued");
+  /* The job holds max_items: the list ends though the page named another. */
+  assert_false(j.more);
+  assert_int_equal(jobstore_take_page(f->js, 80000, 60000, &pg), -EAGAIN);
+}
+
+/* A page met a ration: back, not before its time; a page's last read (no token) ends the list; cancel drops it. */
+static void test_a_page_given_back_waits_and_cancel_drops_the_list(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.continuation = "t1";
+  spec.max_items = 100;
+  char id[JOBSTORE_ID_LEN + 1], id2[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 1000, id), 0); /* an empty first page that goes on */
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1001, id2), 0);
+  struct jobstore_page pg;
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id); /* the older job first */
+  assert_int_equal(jobstore_page_retry(f->js, id, 5000, 2000), 0);
+  assert_int_equal(jobstore_take_page(f->js, 2001, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id2);
+  assert_int_equal(jobstore_take_page(f->js, 4999, 60000, &pg), -EAGAIN);
+  assert_int_equal(jobstore_take_page(f->js, 5000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id);
+  size_t added = 0;
+  assert_int_equal(jobstore_page_done(f->js, id, ids + 2, 3, "", 5001, &added), 0);
+  assert_int_equal(added, 3);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_false(j.more);
+  assert_int_equal(j.total, 3);
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id2, 6000, &n), 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", id2, &j), 0);
+  assert_false(j.more);
+  assert_string_equal(j.status, "cancelled");
+  assert_int_equal(jobstore_page_done(f->js, id2, ids, 1, "t2", 6001, &added), -ENOENT);
+  /* No continuation and no video: nothing to make. */
+  spec.continuation = "";
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 7000, id), -EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_a_job_lives_through_its_items, setup, teardown),
@@ -353,6 +450,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_taker_whose_lease_ran_out_cannot_end_the_item, setup, teardown),
       cmocka_unit_test_setup_teardown(test_old_jobs_expire_with_their_items, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_input_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pages_of_a_list_grow_the_job_until_the_last, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_page_given_back_waits_and_cancel_drops_the_list, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
