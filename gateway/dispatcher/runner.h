@@ -15,6 +15,12 @@
  * none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making. Taking an item leases it
  * for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back every item
  * left running (a gateway killed mid-job resumes it). Ended jobs are deleted VTS_JOB_TTL_S after their last change.
+ *
+ * A playlist's or channel's job keeps the continuation of its list's next page in the store: the runner takes it
+ * (leased like an item, before the items, within the same room) and hands the core a browse job of it; the page's ids
+ * are appended to the job with the next continuation in one transaction (jobstore_page_done), so a gateway killed
+ * mid-list reads the same page again on restart and holds each video once. A page that meets a ration goes back as
+ * an item does; any other failure is tried RUNNER_PAGE_TRIES times, then ends the list with what the job holds.
  */
 #ifndef VTS_DISPATCH_RUNNER_H
 #define VTS_DISPATCH_RUNNER_H
