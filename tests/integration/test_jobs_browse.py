@@ -121,6 +121,16 @@ def stack(tmp_path, captures):
         s.close()
 
 
+@pytest.fixture
+def plain_stack(tmp_path):
+    """The stack with a fake platform that reads no capture (for what needs none)."""
+    s = Stack(tmp_path, keys=KEYS, fetchers=2)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 def browse_requests(stack):
     return stack.requests().get("POST /youtubei/v1/browse", 0)
 
@@ -224,13 +234,15 @@ def test_a_channel_the_platform_does_not_know_is_a_404(stack, captures):
     assert no_jobs(stack)
 
 
-def test_a_platform_failure_on_the_first_page_is_the_transcript_endpoints_502(stack):
+def test_a_platform_failure_on_the_first_page_is_the_transcript_endpoints_502(plain_stack):
+    stack = plain_stack
     status, h, body = call(stack.gateway, "POST", "/v1/jobs", {"playlist_id": "PLfail500abcdefgh"})
     assert (status, body) == (502, err("upstream_transcript_failed",
                                        "The video platform did not return the transcript."))
     assert "retry-after" not in h and "location" not in h
     assert h["x-ratelimit-limit"] == "1000000"
     assert no_jobs(stack)
+    assert browse_requests(stack) == 1
 
 
 # ---- a restart mid-list ----
@@ -244,6 +256,10 @@ def test_a_gateway_killed_mid_continuation_resumes_and_holds_every_id_once(stack
         loc = run_job(stack, {"playlist_id": captures.first_page_id(sent)}, 100)
         # The second page is asked for and held by the platform: the gateway dies while it is being read.
         assert wait_for(lambda: stack.requests().get("POST /youtubei/v1/browse held", 0) >= 1, 60), stack.requests()
+        # Every item of the first page ends meanwhile; the list is not read to its end, so the job is not done.
+        assert wait_for(lambda: call(gw, "GET", loc)[2]["counts"]["failed"] == 100, 60), call(gw, "GET", loc)
+        status, _, job = call(gw, "GET", loc)
+        assert (status, job["status"], job["total"]) == (200, "running", 100), job
         gw.kill()
         gw.start()
     finally:
