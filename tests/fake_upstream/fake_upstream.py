@@ -136,8 +136,9 @@ body), to the request that asks what its recorded request asked:
     token a client builds for a playlist); a client-built first-page token that no capture sent is read (base64url
     of a protobuf naming "VL" + the playlist id) and answered as a browse of that "VL" id.
 A playlist no capture names answers the recorded "The playlist does not exist." reply, a channel id no capture
-names the recorded HTTP 400, a continuation no capture sent a 400 INVALID_ARGUMENT, and a playlist whose id starts
-with "PLfail500" a 500 (a platform failure). POST /__browse_hold makes every request for a page after a first
+names the recorded HTTP 400, a continuation no capture sent a 400 INVALID_ARGUMENT, a playlist whose id starts
+with "PLprivate" the recorded "does not exist" reply with only its alert's text made "This playlist is private.",
+and a playlist whose id starts with "PLfail500" a 500 (a platform failure). POST /__browse_hold makes every request for a page after a first
 one (a continuation a recorded reply holds) wait until POST /__browse_release (60 s at most); each one held is
 counted under "POST /youtubei/v1/browse held". Every browse request is counted under "POST /youtubei/v1/browse",
 and a first-page token that no capture sent (read to its "VL" id) under "POST /youtubei/v1/browse token read".
@@ -557,6 +558,10 @@ BROWSE = {"by_id": {}, "by_token": {}, "later": set(), "missing": None, "bad_cha
 BROWSE["hold"].set()  # set: nothing held
 
 
+# The alert of a private playlist (no capture records one): the recorded "does not exist" reply says this instead.
+PRIVATE_PLAYLIST = "This playlist is private."
+
+
 def load_browse_captures(folder):
     files = sorted(glob.glob(os.path.join(folder, "..", "newpipe", "playlist", "*", "*.json")) +
                    glob.glob(os.path.join(folder, "..", "newpipe", "channel", "*", "*.json")))
@@ -895,6 +900,9 @@ class Handler(BaseHTTPRequestHandler):
         if browse_id is not None:
             if browse_id in BROWSE["by_id"]:
                 reply = BROWSE["by_id"][browse_id]
+            elif browse_id.startswith("VLPLprivate") and BROWSE["missing"] is not None:
+                status, body = BROWSE["missing"]
+                reply = (status, body.replace("The playlist does not exist.", PRIVATE_PLAYLIST))
             elif browse_id.startswith("VLPLfail500"):
                 reply = (500, json.dumps({"error": {"code": 500, "message": "Internal error encountered.",
                                                     "status": "INTERNAL"}}))

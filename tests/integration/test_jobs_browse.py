@@ -227,6 +227,13 @@ def test_a_list_that_cannot_be_read_is_a_404_naming_the_case(stack, captures, ca
     assert no_jobs(stack)
 
 
+def test_a_private_playlist_is_a_404_naming_the_case(stack):
+    # The fake's private playlist: the recorded refusal of a missing one, its alert saying "This playlist is private."
+    status, _, body = call(stack.gateway, "POST", "/v1/jobs", {"playlist_id": "PLprivate0123456789"})
+    assert (status, body) == (404, err("transcript_not_available", "The playlist is private."))
+    assert no_jobs(stack)
+
+
 def test_a_channel_the_platform_does_not_know_is_a_404(stack, captures):
     # The fake answers a channel id no capture names with the recorded 400 of a browseId the platform rejects.
     status, _, body = call(stack.gateway, "POST", "/v1/jobs", {"channel_id": "UC" + "Zz0_-" * 4 + "ab"})
