@@ -419,6 +419,13 @@ int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
 
 int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
   memset(out, 0, sizeof(*out));
+  /* Asked before every item a runner starts: with no page due, no write lock is taken. */
+  sqlite3_stmt *due = prepare(js, "SELECT 1 FROM pages WHERE lease_ms=0 AND not_before_ms<=? LIMIT 1", "i", now_ms);
+  if (!due) return -EIO;
+  int drc = sqlite3_step(due);
+  sqlite3_finalize(due);
+  if (drc == SQLITE_DONE) return -EAGAIN;
+  if (drc != SQLITE_ROW) return -EIO;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   sqlite3_stmt *st = prepare(js,
                              "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms FROM pages p JOIN jobs j ON "
