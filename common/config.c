@@ -58,6 +58,8 @@ static const struct var vars[] = {
     S(upstream_proxy, "VTS_UPSTREAM_PROXY", ""),
     S(innertube_clients, "VTS_INNERTUBE_CLIENTS", "VISIONOS,ANDROID"),
     S(client_profiles, "VTS_CLIENT_PROFILES", ""),
+    S(pot_provider_url, "VTS_POT_PROVIDER_URL", ""),
+    I(pot_timeout_ms, "VTS_POT_TIMEOUT_MS", "5000", 50, 60000),
     I(upstream_attempts, "VTS_UPSTREAM_ATTEMPTS", "3", 1, 16),
     I(proxy_rest_ms, "VTS_PROXY_REST_MS", "30000", 100, 86400000),
     I(egress_rate, "VTS_EGRESS_RATE", "900", 0, 3600000),

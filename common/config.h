@@ -41,6 +41,8 @@ struct vts_config {
   char upstream_proxy[CONFIG_STR_MAX];         /* VTS_UPSTREAM_PROXY, comma-separated, empty when unset */
   char innertube_clients[CONFIG_STR_MAX];      /* VTS_INNERTUBE_CLIENTS */
   char client_profiles[CONFIG_STR_MAX];        /* VTS_CLIENT_PROFILES, a JSON file path, empty when unset */
+  char pot_provider_url[CONFIG_STR_MAX];       /* VTS_POT_PROVIDER_URL: the PO-token provider, empty when none */
+  int64_t pot_timeout_ms;                      /* VTS_POT_TIMEOUT_MS: one provider request's own deadline */
   int64_t upstream_attempts;                   /* VTS_UPSTREAM_ATTEMPTS: egress attempts of a blocked job */
   int64_t proxy_rest_ms;                       /* VTS_PROXY_REST_MS: first cool-down of a blocked proxy */
   int64_t egress_rate;                         /* VTS_EGRESS_RATE: platform requests an hour per egress, 0 unpaced */

@@ -74,6 +74,16 @@
   (30 * 60 * 1000) /* a player summary is reused this long at most (and never past the \
                       expire of its caption URLs) */
 
+/*
+ * PO tokens (fetcher/platform/potoken.c): a provider's reply past its cap, or a token past its length, is no token (the
+ * track falls through as without a provider: 502 po_token when no other track serves).
+ */
+#define VTS_POT_MAX_REPLY_BYTES (16 * 1024) /* a provider's reply */
+#define VTS_POT_MAX_TOKEN_BYTES 1024        /* a token (real ones are about 150 base64url characters) */
+#define VTS_POT_CACHE_SLOTS 16              /* tokens a fetcher process keeps, one per video */
+#define VTS_POT_MAX_LIFETIME_S (24 * 3600)  /* a token is kept this long at most, whatever its expiry says */
+#define VTS_POT_EXPIRY_MARGIN_MS 2000       /* a kept token is no longer used this close to its expiry */
+
 /* Speech fallback (fetcher/speech/audio.c, decode.c, speech*.c); the duration cap is VTS_SPEECH_MAX_SECONDS. */
 #define VTS_MAX_AUDIO_BYTES (200L * 1024 * 1024)        /* larger audio download: 404 (too long to transcribe) */
 #define VTS_AUDIO_CHUNK_BYTES (1024L * 1024)            /* bytes per ranged request: unranged ones are throttled */

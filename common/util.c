@@ -22,6 +22,12 @@ int64_t util_wall_s(void) {
   return (int64_t)ts.tv_sec;
 }
 
+int64_t util_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void util_rfc3339(char *out, size_t outlen, int64_t wall_ms) {
   time_t t = (time_t)(wall_ms / 1000);
   struct tm tm;
@@ -29,6 +35,67 @@ void util_rfc3339(char *out, size_t outlen, int64_t wall_ms) {
   char base[24];
   strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
   snprintf(out, outlen, "%s.%03dZ", base, (int)(wall_ms % 1000));
+}
+
+/* n digits of s as a number within [lo, hi], or -1. */
+static int digits(const char *s, int n, int lo, int hi) {
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v >= lo && v <= hi ? v : -1;
+}
+
+/* Days from 1970-01-01 to the civil date y-m-d of the proleptic Gregorian calendar. */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+int util_parse_rfc3339(const char *s, size_t len, int64_t *wall_ms) {
+  static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+  static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  size_t n = sizeof(shape) - 1;
+  if (len < n + 1) return -EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    int want_digit = shape[i] == 'd';
+    int is_digit = s[i] >= '0' && s[i] <= '9';
+    if (want_digit ? !is_digit : (s[i] != shape[i] && !(shape[i] == 'T' && (s[i] == 't' || s[i] == ' '))))
+      return -EINVAL;
+  }
+  int y = digits(s, 4, 0, 9999), mo = digits(s + 5, 2, 1, 12), d = digits(s + 8, 2, 1, 31);
+  int h = digits(s + 11, 2, 0, 23), mi = digits(s + 14, 2, 0, 59), se = digits(s + 17, 2, 0, 60);
+  if (y < 0 || mo < 0 || d < 0 || h < 0 || mi < 0 || se < 0 || d > mdays[mo - 1]) return -EINVAL;
+  if (mo == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))) return -EINVAL;
+  int ms = 0;
+  size_t i = n;
+  if (s[i] == '.') {
+    size_t start = ++i;
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+      if (i - start < 3) ms = ms * 10 + (s[i] - '0');
+      i++;
+    }
+    if (i == start) return -EINVAL;
+    for (size_t k = i - start; k < 3; k++) ms *= 10;
+  }
+  int64_t offset_min = 0;
+  if (i + 1 == len && (s[i] == 'Z' || s[i] == 'z')) {
+    i++;
+  } else if (i + 6 == len && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
+    int oh = digits(s + i + 1, 2, 0, 23), om = digits(s + i + 4, 2, 0, 59);
+    if (oh < 0 || om < 0) return -EINVAL;
+    offset_min = (s[i] == '-' ? -1 : 1) * (int64_t)(oh * 60 + om);
+    i += 6;
+  }
+  if (i != len) return -EINVAL;
+  int64_t secs = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + se - offset_min * 60;
+  *wall_ms = secs * 1000 + ms;
+  return 0;
 }
 
 void util_http_date(char *out, size_t outlen, time_t t) {

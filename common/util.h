@@ -11,8 +11,15 @@
 uint64_t util_now_ms(void);
 /* Wall-clock seconds since the epoch. */
 int64_t util_wall_s(void);
+/* Wall-clock milliseconds since the epoch. */
+int64_t util_wall_ms(void);
 /* Formats t as RFC 3339 UTC with milliseconds ("2026-11-22T02:29:28.123Z") into out (at least 32 bytes). */
 void util_rfc3339(char *out, size_t outlen, int64_t wall_ms);
+/*
+ * Reads an RFC 3339 date-time of len bytes ("2026-11-22T02:29:28Z", "2026-11-22T02:29:28.123456+01:00"; fractions
+ * past milliseconds are dropped) into milliseconds since the epoch. Returns 0, or -EINVAL for anything else.
+ */
+int util_parse_rfc3339(const char *s, size_t len, int64_t *wall_ms);
 /* Formats t as an IMF-fixdate for the HTTP Date header into out (at least 30 bytes). */
 void util_http_date(char *out, size_t outlen, time_t t);
 /* Fills out with 2*nbytes lowercase hex characters of random bytes and a NUL. Returns 0, or -errno. */

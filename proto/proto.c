@@ -145,6 +145,7 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
   }
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
   if (rv == 0) rv = put_be(out, res->retry_after_s, 4);
+  if (rv == 0) rv = put_u8(out, res->pot_failures);
   if (rv == 0) rv = put_be(out, res->player_ttl_ms, 4);
   if (rv == 0) rv = put_blob(out, res->player, res->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
   if (rv == 0) rv = put_be(out, res->body_len, 4);
@@ -256,6 +257,8 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   res->cache_ms = (uint32_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->retry_after_s = (uint32_t)v;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  res->pot_failures = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->player_ttl_ms = (uint32_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &res->player, &res->player_len) != 0) return -EPROTO;

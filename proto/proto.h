@@ -21,10 +21,11 @@
  * -> worker), a job its translation; the TRACKS kind and the DECLINE message exist; 4: a result carries its
  * fetcher's egress budgets, a DECLINE why it was sent, a job its declines; 5: a result carries the seconds after which
  * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
- * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: the
- * BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read.
+ * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: a
+ * result carries its job's PO-token provider failures; 7: the BROWSE kind, a job's browse target, and the reasons of a
+ * playlist or channel that cannot be read.
  */
-#define PROTO_VERSION 6
+#define PROTO_VERSION 7
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -249,6 +250,11 @@ struct proto_result {
    * time; carried unchanged to the worker.
    */
   uint32_t retry_after_s;
+  /*
+   * Fetcher -> dispatcher: the job's requests to the PO-token provider (VTS_POT_PROVIDER_URL) that gave no token (down,
+   * slow, refusing, out of shape), for vts_pot_provider_failures_total. A dispatcher sends 0.
+   */
+  uint8_t pot_failures;
   /*
    * Fetcher -> dispatcher: the summary of a playable player reply the job read (its caption tracks with their URLs
    * and translation languages, as a minimal player reply, at most VTS_MAX_PLAYER_SUMMARY_BYTES), and how long it may

@@ -14,6 +14,7 @@
 #include "fetcher/platform/browse.h"
 #include "fetcher/platform/client.h"
 #include "fetcher/platform/player.h"
+#include "fetcher/platform/potoken.h"
 #include "fetcher/speech/speech.h"
 
 /* A retired client profile is named in a warning at most once in this time, per process. */
@@ -27,6 +28,7 @@ struct course {
   struct innertube_client clients[VTS_INNERTUBE_MAX_CLIENTS];
   size_t nclients;
   uint64_t outdated_logged_ms[VTS_INNERTUBE_MAX_CLIENTS]; /* when each client was last said to be retired */
+  struct potoken *pot;                                    /* the PO-token provider, NULL without one */
 };
 
 int course_new(const struct vts_config *cfg, struct upstream *up, struct course **out, char *err, size_t errlen) {
@@ -38,8 +40,10 @@ int course_new(const struct vts_config *cfg, struct upstream *up, struct course 
   if (rv == 0)
     rv = profiles_clients_parse(&it->profiles.set, cfg->innertube_clients, it->clients, VTS_INNERTUBE_MAX_CLIENTS,
                                 &it->nclients, err, errlen);
+  if (rv == 0 && cfg->pot_provider_url[0] != '\0')
+    rv = potoken_new(cfg->pot_provider_url, (uint64_t)cfg->pot_timeout_ms, &it->pot, err, errlen);
   if (rv != 0) {
-    free(it);
+    course_free(it);
     return rv;
   }
   it->generation = it->profiles.generation;
@@ -47,7 +51,11 @@ int course_new(const struct vts_config *cfg, struct upstream *up, struct course 
   return 0;
 }
 
-void course_free(struct course *it) { free(it); }
+void course_free(struct course *it) {
+  if (it == NULL) return;
+  potoken_free(it->pot);
+  free(it);
+}
 
 int course_config_check(const struct vts_config *cfg, char *err, size_t errlen) {
   struct course *it = NULL;
@@ -88,6 +96,9 @@ struct flow {
   const char *translate;          /* "" or the language asked for the chosen track's translation */
   char tlang[PROTO_MAX_LANG + 1]; /* the platform's code of that language, once its reply offered it; else "" */
   const char *request_id;
+  const char *client_name; /* the client whose reply gave the tracks: the c= of a caption URL with a PO token */
+  char pot[VTS_POT_MAX_TOKEN_BYTES + 1]; /* the chosen track's PO token, "" when it needs none */
+  int pot_failed;                        /* the provider gave no token in this job: it is not asked again */
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
   int metadata;   /* a metadata job: a playable reply's video details are the answer */
@@ -205,7 +216,8 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
   struct buf url = BUF_INIT;
   struct segment_list segs = {0};
   enum verdict v = V_REFUSED;
-  int rv = client_timedtext_url(f->it->up, track->base_url, f->tlang, &url);
+  int rv =
+      client_timedtext_url(f->it->up, track->base_url, f->tlang, track->po_token ? f->pot : "", f->client_name, &url);
   if (rv != 0) {
     if (rv == -ENOMEM) {
       set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
@@ -364,6 +376,27 @@ static enum verdict metadata_step(const struct flow *f, const struct player_info
 }
 
 /*
+ * The track to fetch for a captions job. With a provider, a track that needs a PO token is as good as any other, and
+ * the chosen one's token is got into f->pot; without a provider, or when it gives none (counted in the result, and not
+ * asked again in this job), the choice is among the tracks that need none, as if there were no provider.
+ */
+static int choose_track(struct flow *f, const struct player_info *pi, struct course_result *res) {
+  f->pot[0] = '\0';
+  if (f->it->pot != NULL && !f->pot_failed) {
+    int idx = player_choose_track_any(pi, f->lang);
+    if (idx < 0 || !pi->tracks[idx].po_token) return idx;
+    struct fetch_outcome o;
+    int rv = potoken_get(f->it->pot, f->video_id, upstream_job_deadline(f->it->up), f->request_id, f->pot,
+                         sizeof(f->pot), &o);
+    if (rv == 0) return idx;
+    f->pot_failed = 1;
+    /* Only what the provider did is its failure (not our memory). */
+    if (rv == -EIO && res->pot_failures < UINT8_MAX) res->pot_failures++;
+  }
+  return player_choose_track(pi, f->lang);
+}
+
+/*
  * A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list, the video details or
  * a caption track.
  */
@@ -376,7 +409,7 @@ static enum verdict playable_step(struct flow *f, const struct player_info *pi, 
     set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
     return V_REFUSED;
   }
-  int idx = player_choose_track(pi, f->lang);
+  int idx = choose_track(f, pi, res);
   if (idx < 0 || (size_t)idx >= pi->ntracks) {
     /* Tracks exist but each wants a PO token (exp=xpe, exp=xpv): another client may be given usable ones. */
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_PO_TOKEN, "po_token");
@@ -439,6 +472,7 @@ static enum verdict reuse_summary(struct flow *f, struct course_result *res) {
     goto done;
   }
   f->reusing = 1;
+  f->client_name = f->it->clients[0].profile.name;
   v = playable_step(f, &pi, ua.data, res);
   f->reusing = 0;
   /* Only what decides the job stands; anything else is asked again of the platform, a block on another egress. */
@@ -512,6 +546,7 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
     goto done;
   }
   if (!f->speech) keep_summary(f, &pi, res);
+  f->client_name = c->name;
   v = playable_step(f, &pi, ua, res);
 done:
   player_info_free(&pi);
@@ -654,6 +689,7 @@ static void run_flow(struct flow *f, struct course_result *res) {
   buf_reset(&res->body);
   res->retry_after_s = 0;
   res->player_ttl_ms = 0;
+  res->pot_failures = 0;
   buf_reset(&res->player);
   set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_clients");
   /* Translations rest through every egress: the platform would refuse this one too; it is not asked. */
@@ -892,6 +928,7 @@ void course_probe(struct course *it, size_t client, const char *video_id, struct
   res->lang[0] = '\0';
   res->retry_after_s = 0;
   res->nattempts = 0;
+  res->pot_failures = 0;
   buf_reset(&res->body);
   if (client >= it->nclients) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_client");

@@ -24,14 +24,15 @@ struct course;
 
 /*
  * Creates the client flow; up stays owned by the caller and must outlive it. Reads VTS_CLIENT_PROFILES and resolves
- * VTS_INNERTUBE_CLIENTS against it. Returns 0, -EINVAL (err names the variable and what is wrong) or -ENOMEM.
+ * VTS_INNERTUBE_CLIENTS against it; with VTS_POT_PROVIDER_URL, a track that needs a PO token is fetched with one from
+ * that provider (fetcher/platform/potoken.h). Returns 0, -EINVAL (err names the variable and what is wrong) or -ENOMEM.
  */
 int course_new(const struct vts_config *cfg, struct upstream *up, struct course **out, char *err, size_t errlen);
 void course_free(struct course *it);
 
 /*
- * Checks VTS_CLIENT_PROFILES and VTS_INNERTUBE_CLIENTS as course_new would, creating nothing that lasts (a
- * supervisor checks before forking). Returns 0, -EINVAL (err) or -ENOMEM.
+ * Checks VTS_CLIENT_PROFILES, VTS_INNERTUBE_CLIENTS and VTS_POT_PROVIDER_URL as course_new would, creating nothing that
+ * lasts (a supervisor checks before forking). Returns 0, -EINVAL (err) or -ENOMEM.
  */
 int course_config_check(const struct vts_config *cfg, char *err, size_t errlen);
 
@@ -56,6 +57,7 @@ struct course_result {
   struct buf body;        /* PROTO_OK: the final public JSON; owned by the caller, buf_free it */
   struct buf player;      /* the summary of the job's latest playable player reply (see proto_result); buf_free it */
   uint32_t player_ttl_ms; /* how long the summary may be reused, 0: not at all */
+  uint8_t pot_failures;   /* requests to the PO-token provider that gave no token (VTS_POT_PROVIDER_URL) */
 };
 
 /*

@@ -144,10 +144,13 @@ static int curl_error(CURLcode c, const struct sink *s) {
   }
 }
 
-/* Host and path of url for logs: a query may carry tokens or signatures. */
+/* Host and path of url for logs: a query may carry tokens or signatures, a userinfo ("user:secret@") credentials. */
 static void log_target(char *out, size_t outlen, const char *url) {
   const char *start = strstr(url, "://");
   start = start ? start + 3 : url;
+  size_t authority = strcspn(start, "/?#");
+  const char *at = memchr(start, '@', authority);
+  if (at != NULL) start = at + 1;
   size_t n = strcspn(start, "?#");
   snprintf(out, outlen, "%.*s", (int)(n < 200 ? n : 200), start);
 }
@@ -159,12 +162,15 @@ static void blank(char *text, const char *secret, size_t n) {
     memset(hit, '*', n);
 }
 
-/* Blanks the userinfo of proxy ("user:secret@"), and the secret alone, wherever curl's error text repeats them. */
-static void redact_proxy(char *text, const char *proxy) {
-  if (proxy == NULL) return;
-  const char *scheme_end = strstr(proxy, "://");
-  const char *start = scheme_end ? scheme_end + 3 : proxy;
-  const char *at = strchr(start, '@');
+/*
+ * Blanks the userinfo of url ("user:secret@": a proxy's, or an operator's service's), and the secret alone, wherever
+ * curl's error text repeats them.
+ */
+static void redact_userinfo(char *text, const char *url) {
+  if (url == NULL) return;
+  const char *scheme_end = strstr(url, "://");
+  const char *start = scheme_end ? scheme_end + 3 : url;
+  const char *at = memchr(start, '@', strcspn(start, "/?#"));
   if (at == NULL) return;
   size_t n = (size_t)(at - start);
   blank(text, start, n);
@@ -236,7 +242,8 @@ int transport_perform(struct transport *t, const struct transport_req *req, stru
   snprintf(code, sizeof(code), "%ld", *status);
   snprintf(dur, sizeof(dur), "%llu", (unsigned long long)(util_now_ms() - now));
   snprintf(proxy, sizeof(proxy), "%d", req->proxy_index);
-  redact_proxy(t->errbuf, req->proxy);
+  redact_userinfo(t->errbuf, req->proxy);
+  redact_userinfo(t->errbuf, req->url);
   if (rv == 0)
     log_msg(LOG_DEBUG, "upstream request", "request_id", req->request_id, "target", target, "=upstream_status", code,
             "=dur_ms", dur, "=proxy", proxy, NULL);

@@ -59,7 +59,8 @@ static int param_named(const char *q, size_t n, const char *name) {
   return n >= len && strncmp(q, name, len) == 0 && (n == len || q[len] == '=');
 }
 
-int client_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, struct buf *out) {
+int client_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, const char *pot,
+                         const char *client_name, struct buf *out) {
   struct buf mapped = BUF_INIT;
   int rv = upstream_map_url(up, base_url, &mapped);
   if (rv != 0) goto fail;
@@ -75,10 +76,11 @@ int client_timedtext_url(const struct upstream *up, const char *base_url, const 
   char sep = '?';
   if (*q == '?') {
     q++;
-    /* Keep every parameter in its order except fmt and tlang, which we choose. */
+    /* Keep every parameter in its order except fmt and tlang, which we choose, and a token's, when we give one. */
     while (*q != '\0' && *q != '#') {
       size_t n = strcspn(q, "&#");
-      if (n > 0 && !param_named(q, n, "fmt") && !param_named(q, n, "tlang")) {
+      int token_param = param_named(q, n, "pot") || param_named(q, n, "potc") || param_named(q, n, "c");
+      if (n > 0 && !param_named(q, n, "fmt") && !param_named(q, n, "tlang") && !(pot[0] != '\0' && token_param)) {
         rv = buf_printf(out, "%c%.*s", sep, (int)n, q);
         if (rv != 0) goto fail;
         sep = '&';
@@ -89,6 +91,7 @@ int client_timedtext_url(const struct upstream *up, const char *base_url, const 
   }
   rv = buf_printf(out, "%cfmt=json3", sep);
   if (rv == 0 && tlang[0] != '\0') rv = buf_printf(out, "&tlang=%s", tlang);
+  if (rv == 0 && pot[0] != '\0') rv = buf_printf(out, "&pot=%s&potc=1&c=%s", pot, client_name);
 fail:
   buf_free(&mapped);
   return rv;

@@ -29,10 +29,13 @@ void client_page_scan(const char *html, size_t len, struct client_page *out);
 /*
  * Builds the timedtext URL of a caption track: baseUrl mapped onto the upstream origin (see upstream_map_url; only
  * the /api/timedtext path is accepted), any fmt parameter replaced by fmt=json3, and any tlang by tlang=<tlang> when
- * tlang is not "" (the platform's translation of the track; tlang is a checked language code). Returns 0, -EPERM,
+ * tlang is not "" (the platform's translation of the track; tlang is a checked language code). With pot not "" (a PO
+ * token, base64url characters: fetcher/platform/potoken.h), any pot, potc and c parameters are replaced by
+ * pot=<pot>&potc=1&c=<client_name>, the InnerTube client name of the reply that gave the track. Returns 0, -EPERM,
  * -EINVAL or -ENOMEM.
  */
-int client_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, struct buf *out);
+int client_timedtext_url(const struct upstream *up, const char *base_url, const char *tlang, const char *pot,
+                         const char *client_name, struct buf *out);
 
 /*
  * The player request's JSON body for client c: its name, version and context fields, the user agent when the profile

@@ -883,7 +883,11 @@ static int same_base(const char *a, const char *b) {
   return n == base_len(b) && strncasecmp(a, b, n) == 0;
 }
 
-int player_choose_track(const struct player_info *pi, const char *lang) {
+/* Whether track t may be chosen: any track, or with skip_po_token only one that needs no PO token. */
+static int usable(const struct caption_track *t, int skip_po_token) { return !(skip_po_token && t->po_token); }
+
+/* player_choose_track, with tracks that need a PO token left out when skip_po_token. */
+static int choose_track(const struct player_info *pi, const char *lang, int skip_po_token) {
   int best = -1, best_rank = 4;
   if (lang && lang[0]) {
     /*
@@ -892,7 +896,7 @@ int player_choose_track(const struct player_info *pi, const char *lang) {
      */
     for (size_t i = 0; i < pi->ntracks; i++) {
       const struct caption_track *t = &pi->tracks[i];
-      if (t->po_token) continue;
+      if (!usable(t, skip_po_token)) continue;
       int rank;
       if (strcasecmp(t->lang, lang) == 0)
         rank = t->is_asr ? 1 : 0;
@@ -909,16 +913,21 @@ int player_choose_track(const struct player_info *pi, const char *lang) {
     }
     if (best >= 0) return best;
   }
-  if (pi->default_track >= 0 && (size_t)pi->default_track < pi->ntracks && !pi->tracks[pi->default_track].po_token)
+  if (pi->default_track >= 0 && (size_t)pi->default_track < pi->ntracks &&
+      usable(&pi->tracks[pi->default_track], skip_po_token))
     return pi->default_track;
   for (size_t i = 0; i < pi->ntracks; i++) {
-    if (!pi->tracks[i].po_token && !pi->tracks[i].is_asr) return (int)i;
+    if (usable(&pi->tracks[i], skip_po_token) && !pi->tracks[i].is_asr) return (int)i;
   }
   for (size_t i = 0; i < pi->ntracks; i++) {
-    if (!pi->tracks[i].po_token) return (int)i;
+    if (usable(&pi->tracks[i], skip_po_token)) return (int)i;
   }
   return -1;
 }
+
+int player_choose_track(const struct player_info *pi, const char *lang) { return choose_track(pi, lang, 1); }
+
+int player_choose_track_any(const struct player_info *pi, const char *lang) { return choose_track(pi, lang, 0); }
 
 const char *player_translation_code(const struct player_info *pi, const char *lang) {
   for (size_t i = 0; i < pi->ntranslations; i++) {

@@ -47,7 +47,7 @@ struct caption_track {
   char name[128];   /* name (its runs joined, or simpleText), cleaned; "" when absent */
   int is_asr;       /* kind == "asr" */
   int translatable; /* isTranslatable: the platform translates it (tlang) */
-  int po_token;     /* the baseUrl's exp names xpe or xpv (alone or in a list): the track needs a PO token we lack */
+  int po_token;     /* the baseUrl's exp names xpe or xpv (alone or in a list): the track needs a PO token */
 };
 
 /* One of the languages the platform translates translatable tracks into (translationLanguages[]). */
@@ -131,6 +131,9 @@ int player_is_for(const struct player_info *pi, const char *video_id);
  * lang "" means no preference: the default track. Tracks that need a PO token are skipped. Returns an index or -1.
  */
 int player_choose_track(const struct player_info *pi, const char *lang);
+
+/* The same choice with tracks that need a PO token as good as any other: for a caller that can get one. */
+int player_choose_track_any(const struct player_info *pi, const char *lang);
 
 /*
  * The platform's own code of the translation language lang among translationLanguages, compared without regard to

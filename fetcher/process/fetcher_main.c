@@ -25,6 +25,7 @@
 #include "fetcher/process/job.h"
 #include "fetcher/process/pool.h"
 #include "fetcher/egress/upstream.h"
+#include "fetcher/platform/potoken.h"
 #include "proto/link.h"
 #include "proto/proto.h"
 
@@ -195,6 +196,15 @@ int main(int argc, char **argv) {
     char egress[512];
     if (upstream_egress_describe(&cfg, egress, sizeof(egress)) == 0)
       log_msg(LOG_INFO, "upstream egress", "egress", egress, NULL);
+    /* The provider by its origin alone: its URL may hold credentials. */
+    char origin[288], timeout[24];
+    struct buf url = BUF_INIT;
+    if (cfg.pot_provider_url[0] != '\0' &&
+        potoken_request_url(cfg.pot_provider_url, &url, origin, sizeof(origin)) == 0) {
+      snprintf(timeout, sizeof(timeout), "%lld", (long long)cfg.pot_timeout_ms);
+      log_msg(LOG_INFO, "po token provider", "provider", origin, "=timeout_ms", timeout, NULL);
+    }
+    buf_free(&url);
   }
 
   if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--once") == 0)

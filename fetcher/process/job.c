@@ -166,6 +166,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   out->nattempts = 0;
   out->retry_after_s = 0;
   out->player_ttl_ms = 0;
+  out->pot_failures = 0;
   buf_reset(&out->player);
   out->reason = PROTO_REASON_INTERNAL;
   course_refresh_profiles(r->it);
@@ -222,6 +223,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
     res->player_ttl_ms = out->player_ttl_ms;
   }
   res->negress = (uint8_t)upstream_budget_report(r->up, res->egress);
+  res->pot_failures = out->pot_failures;
   res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
   res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;
 

@@ -375,10 +375,11 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   struct proto_result res = *in;
   res.job_id = j->id;
   keep_player(c, j, &res);
-  /* Workers are not told of it. */
+  /* Workers are not told of it, nor of what the metrics counted. */
   res.player = NULL;
   res.player_len = 0;
   res.player_ttl_ms = 0;
+  res.pot_failures = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
   /* A browse page is read for one job at one moment: never kept, so never served again. */

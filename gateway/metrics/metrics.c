@@ -165,6 +165,7 @@ void metrics_upstream(const struct proto_result *res) {
     count_attempt(d->attempts.client[client_row(&d->attempts, at->client)], at->result);
   }
   count_egress(&d->egress, res);
+  atomic_fetch_add_explicit(&d->pot_failures, res->pot_failures, memory_order_relaxed);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -344,6 +345,10 @@ int metrics_render(struct buf *out) {
        (long long)LOAD(shm->master.worker_restarts)},
       {"vts_dispatcher_restarts_total", "counter", "Dispatcher restarts by the master.",
        (long long)LOAD(shm->master.dispatcher_restarts)},
+      {"vts_pot_provider_failures_total", "counter",
+       "Requests to the PO-token provider (VTS_POT_PROVIDER_URL) that gave no token: down, slow, refusing or out of "
+       "shape.",
+       (long long)LOAD(d->pot_failures)},
   };
   int rv = render_http(out);
   for (size_t i = 0; rv == 0 && i < sizeof(scalars) / sizeof(scalars[0]); i++) {

@@ -96,6 +96,7 @@ struct metrics_dispatcher {
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
   struct metrics_egress egress;
+  _Atomic uint64_t pot_failures; /* PO-token provider requests that gave no token, as fetchers report them */
 };
 
 struct metrics_master {

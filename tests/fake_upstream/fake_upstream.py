@@ -32,7 +32,10 @@ The scenario is chosen by the video id (11 characters):
 | liveOffline | normal                             | LIVE_STREAM_OFFLINE                            | -                    |
 | noCaptions1 | normal                             | OK, no captions; audio formats whose url is    | -                    |
 |             |                                    | this server's /videoplayback                   |                      |
-| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | -                    |
+| poToken0001 | normal                             | OK, every track's baseUrl has exp=xpe          | json3 with a token   |
+| potMixed001 | normal                             | OK: en (exp=xpo,xpe), de (no exp); default en  | json3, en with token |
+| potLangs001 | normal                             | OK: en (exp=xpe), de (exp=xpo,xpv), es         | json3 with a token   |
+|             |                                    | (exp=xpe): every track wants a token           |                      |
 | slowPlayer1 | normal                             | OK after SLOW_SECONDS                          | json3                |
 | slow*       | normal                             | any id starting with "slow": as slowPlayer1    | json3                |
 |             |                                    | (distinct slow jobs for drain and stop tests)  |                      |
@@ -73,6 +76,10 @@ carry c=<clientName>, as the platform's do):
 | visionXpv01 | normal | OK for all; VISIONOS's tracks carry exp=xpv (a PO token is wanted)            |
 | emptyCap001 | normal | OK for all; the caption URL answers an empty 200 to VISIONOS's track           |
 | cap403First | normal | OK for all; the caption URL answers 403 to VISIONOS's track                    |
+
+PO tokens: a track whose baseUrl's exp list holds xpe or xpv is served, as by the platform, only with a pot parameter
+issued for its video by the fake PO-token provider (fake_pot_provider.py, token_valid) and not yet expired; otherwise
+its timedtext answer is an empty 200. Tracks without them are served as always, whatever pot they carry.
 
 Blocking by egress address: with --block-source ADDR (repeatable) and --block-mode 429|recaptcha, every request
 arriving from ADDR gets a 429 (mode 429) or, for the watch page, the recaptcha page and for the player a 429 (mode
@@ -118,6 +125,8 @@ captured pages, read at start and never copied into the project; their player is
 | realTracks1 | player OK with the caption tracks and translationLanguages of the captured ANDROID reply  |
 |             | (youtube.innertube.json.static: 9 tracks, 18 translation languages)                       |
 | realTracks2 | the same from the VISIONOS capture ../newpipe/audiotracklanguage.player.json               |
+| realPoTokn1 | the same from youtube_po_token_required.innertube.json.static, each baseUrl keeping the    |
+|             | capture's exp (its manual "en" track has exp=xpe: served only with a PO token)             |
 | realMeta001 | player: the captured reply ../newpipe/descriptionunboxing.player.json, whole (videoDetails|
 |             | with 40 keywords and a long description), caption baseUrls made this server's             |
 | realMeta002 | the same from the player reply the captured watch page embeds (with its microformat)      |
@@ -164,14 +173,16 @@ import gzip
 import json
 import os
 import re
-import select
 import socket
 import struct
 import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+import fake_pot_provider
+import fakeserver
 
 SLOW_SECONDS = 1.5
 LAZY_SECONDS = 3.0
@@ -527,6 +538,8 @@ def load_captures(folder):
     CAPTURES["tracklist1"] = json.loads(read("youtube.innertube.json.static"))["captions"][
         "playerCaptionsTracklistRenderer"]
     CAPTURES["android_reply"] = read("youtube.innertube.json.static")
+    CAPTURES["tracklist_pot"] = json.loads(read("youtube_po_token_required.innertube.json.static"))["captions"][
+        "playerCaptionsTracklistRenderer"]
     refusals = glob.glob(os.path.join(folder, "..", "newpipe", "reel", "*", "*-player-unplayable.visionos.json"))
     if refusals:
         with open(sorted(refusals)[0], encoding="utf-8") as f:
@@ -634,12 +647,14 @@ def captured_refusal(video, reason):
     return reply
 
 
-def captured_tracks(video, tracklist):
-    """The captured tracks with baseUrls of this server, and the captured translation languages."""
+def captured_tracks(video, tracklist, keep_exp=False):
+    """The captured tracks with baseUrls of this server (keep_exp: with the captured baseUrl's exp list, if any), and
+    the captured translation languages."""
     tracks = []
     for t in tracklist["captionTracks"]:
         t = dict(t)
-        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""))
+        exp = urllib.parse.parse_qs(urllib.parse.urlsplit(t["baseUrl"]).query).get("exp", [""])[0] if keep_exp else ""
+        t["baseUrl"] = track_url(video, t["languageCode"], t.get("kind", ""), po_token=bool(exp), exp=exp)
         tracks.append(t)
     return tracks, tracklist["translationLanguages"]
 
@@ -648,11 +663,6 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakePlatform/1.0"
     sys_version = ""
-
-    def setup(self):
-        super().setup()
-        # Headers and body leave in separate writes: without this, Nagle waits for the client's delayed ACK (40 ms).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, fmt, *args):
         pass
@@ -685,16 +695,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def hang(self):
         """Answers nothing until the client goes away (or HANG_MAX_SECONDS)."""
-        deadline = time.monotonic() + HANG_MAX_SECONDS
-        while time.monotonic() < deadline:
-            readable, _, _ = select.select([self.connection], [], [], 0.2)
-            if readable:
-                try:
-                    if not self.connection.recv(1, 0x02):  # MSG_PEEK: EOF means the client closed
-                        break
-                except OSError:
-                    break
-        self.close_connection = True
+        fakeserver.hang(self, HANG_MAX_SECONDS)
 
     def send_truncated(self, body):
         body = body.encode("utf-8")
@@ -957,6 +958,9 @@ class Handler(BaseHTTPRequestHandler):
         elif video in ("realTracks1", "realTracks2") and CAPTURES.get("tracklist" + video[-1]):
             tracks, translations = captured_tracks(video, CAPTURES["tracklist" + video[-1]])
             self.send_json(200, player_ok(origin, video, tracks, translations=translations))
+        elif video == "realPoTokn1" and CAPTURES.get("tracklist_pot"):
+            tracks, translations = captured_tracks(video, CAPTURES["tracklist_pot"], keep_exp=True)
+            self.send_json(200, player_ok(origin, video, tracks, translations=translations))
         elif video == "visionUnpl1" or video.startswith("vunpl"):
             if client_name == "VISIONOS":
                 self.send_json(200, player_error("UNPLAYABLE", "This video is not available on this app",
@@ -1018,6 +1022,15 @@ class Handler(BaseHTTPRequestHandler):
         elif video == "poToken0001":
             tracks = [caption_track(video, "en", "English", po_token=True),
                       caption_track(video, "en", "English (auto-generated)", "asr", po_token=True)]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "potMixed001":
+            tracks = [caption_track(video, "en", "English", po_token=True, exp="xpo,xpe"),
+                      caption_track(video, "de", "German")]
+            self.send_json(200, player_ok(origin, video, tracks))
+        elif video == "potLangs001":
+            tracks = [caption_track(video, "en", "English", po_token=True),
+                      caption_track(video, "de", "German", po_token=True, exp="xpo,xpv"),
+                      caption_track(video, "es", "Spanish", po_token=True)]
             self.send_json(200, player_ok(origin, video, tracks))
         elif video == "hangPlayer1":
             self.hang()
@@ -1090,7 +1103,10 @@ class Handler(BaseHTTPRequestHandler):
         kind = query.get("kind", [""])[0]
         cues = cues_for(video, lang, kind, query.get("tlang", [""])[0])
         client = query.get("c", [""])[0]
-        if video == "emptyCap001" and client == "VISIONOS":
+        wants_token = {"xpe", "xpv"} & set(query.get("exp", [""])[0].split(","))
+        if wants_token and not fake_pot_provider.token_valid(query.get("pot", [""])[0], video):
+            self.send(200, "", "text/plain; charset=UTF-8")
+        elif video == "emptyCap001" and client == "VISIONOS":
             self.send(200, "", "text/plain; charset=UTF-8")
         elif video == "cap403First" and client == "VISIONOS":
             self.send(403, "<html>403</html>", "text/html; charset=UTF-8")
@@ -1108,11 +1124,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, srv3_body(cues), "text/xml; charset=UTF-8")
         else:
             self.send(200, srv1_body(cues), "text/xml; charset=UTF-8")
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 def main():
@@ -1152,15 +1163,7 @@ def main():
         load_browse_captures(args.captures)
     if needs_captures and "visionos_refusal" not in CAPTURES:
         parser.error("--ration-limit, --wrong-video and --outdated-client answer captured replies: give --captures")
-    server = Server((args.host, args.port), Handler)
-    print("READY %d" % server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return fakeserver.serve(args.host, args.port, Handler)
 
 
 if __name__ == "__main__":

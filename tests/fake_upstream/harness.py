@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x06"
+PROTO_VERSION = b"\x07"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS, KIND_BROWSE = 1, 2, 3, 5
@@ -40,17 +40,22 @@ def fetcher_binary():
     return path
 
 
+def start_fake(script, extra_args, what):
+    """One of this folder's fake servers (script) on a free port of 127.0.0.1: (its process, its port)."""
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), "--port", "0", *extra_args],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("READY "):
+        proc.kill()
+        raise RuntimeError("%s did not start: %r" % (what, line))
+    return proc, int(line.split()[1])
+
+
 class FakeUpstream:
     """fake_upstream.py on a free port of 127.0.0.1."""
 
     def __init__(self, extra_args=()):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_upstream.py"), "--port", "0",
-                                      *extra_args], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("READY "):
-            self.proc.kill()
-            raise RuntimeError("fake upstream did not start: %r" % line)
-        self.port = int(line.split()[1])
+        self.proc, self.port = start_fake("fake_upstream.py", extra_args, "fake upstream")
         self.url = "http://127.0.0.1:%d" % self.port
 
     def stats(self):
@@ -68,6 +73,37 @@ class FakeUpstream:
 
     def close(self):
         self.proc.kill()
+        self.proc.wait(timeout=5)
+        self.proc.stdout.close()
+
+
+class FakePotProvider:
+    """fake_pot_provider.py on a free port of 127.0.0.1 (a PO-token provider speaking the bgutil HTTP protocol)."""
+
+    def __init__(self, extra_args=()):
+        self.proc, self.port = start_fake("fake_pot_provider.py", extra_args, "fake PO-token provider")
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def _post(self, path, obj):
+        req = urllib.request.Request(self.url + path, data=json.dumps(obj).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.load(r)
+
+    def stats(self):
+        with urllib.request.urlopen(self.url + "/__stats", timeout=5) as r:
+            return json.load(r)
+
+    def set_mode(self, mode=None, ttl_s=None):
+        knobs = {k: v for k, v in (("mode", mode), ("ttl_s", ttl_s)) if v is not None}
+        return self._post("/__mode", knobs)
+
+    def reset(self):
+        self._post("/__reset", {})
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
         self.proc.wait(timeout=5)
         self.proc.stdout.close()
 
@@ -170,15 +206,16 @@ def decode_result(msg, last=False):
         position, left, waits, declines = struct.unpack(">BIII", msg[off:off + 13])
         egress[position] = {"left": left, "waits": waits, "declines": declines}
         off += 13
-    cache_ms, retry_after_s, player_ttl_ms, player_len = struct.unpack(">IIII", msg[off:off + 16])
-    player = msg[off + 16:off + 16 + player_len]
-    off += 16 + player_len
+    cache_ms, retry_after_s, pot_failures, player_ttl_ms, player_len = struct.unpack(">IIBII", msg[off:off + 17])
+    player = msg[off + 17:off + 17 + player_len]
+    off += 17 + player_len
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
     body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "egress": egress, "cache_ms": cache_ms,
-            "retry_after_s": retry_after_s, "player_ttl_ms": player_ttl_ms, "player": player, "body": body}
+            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "player_ttl_ms": player_ttl_ms,
+            "player": player, "body": body}
 
 
 def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5,
@@ -186,7 +223,7 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
             _str(lang) + _str(detail) + bytes([reason, 0, 0]) +
-            struct.pack(">IIIII", 0, retry_after_s, 0, 0, len(body)) + body)
+            struct.pack(">IIBIII", 0, retry_after_s, 0, 0, 0, len(body)) + body)
 
 
 def decode_job(msg):

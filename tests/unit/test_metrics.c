@@ -215,6 +215,28 @@ static void test_egress_budgets_are_listed_by_position(void **state) {
   assert_int_equal(outcomes_of("egress_budget"), budget_before + 2);
 }
 
+/* The PO-token provider failures fetchers report in their results are summed into one counter. */
+static void test_pot_provider_failures_are_summed(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  const char *line = strstr(b.data, "\nvts_pot_provider_failures_total ");
+  assert_non_null(line);
+  unsigned long long before = strtoull(line + strlen("\nvts_pot_provider_failures_total "), NULL, 10);
+  buf_free(&b);
+  struct proto_result r = {.outcome = PROTO_UPSTREAM_FAILED, .reason = PROTO_REASON_PO_TOKEN, .pot_failures = 1};
+  metrics_upstream(&r);
+  r.pot_failures = 3;
+  metrics_upstream(&r);
+  r = (struct proto_result){.outcome = PROTO_OK};
+  metrics_upstream(&r);
+  char want[96];
+  snprintf(want, sizeof(want), "# TYPE vts_pot_provider_failures_total counter\nvts_pot_provider_failures_total %llu\n",
+           before + 4);
+  const char *const wants[] = {want};
+  assert_rendered(wants, 1, NULL);
+}
+
 static void test_every_family_has_help_and_type(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
@@ -246,7 +268,8 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_jobs_total",
                          "vts_egress_budget_left",
                          "vts_egress_budget_waits_total",
-                         "vts_egress_budget_declines_total"};
+                         "vts_egress_budget_declines_total",
+                         "vts_pot_provider_failures_total"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     char help[128], type[128];
     snprintf(help, sizeof(help), "# HELP %s ", names[i]);
@@ -265,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_a_reason_named_as_a_kind_is_counted_under_it),
       cmocka_unit_test(test_dispatcher_counters_render_one_line_per_row),
       cmocka_unit_test(test_egress_budgets_are_listed_by_position),
+      cmocka_unit_test(test_pot_provider_failures_are_summed),
       cmocka_unit_test(test_every_family_has_help_and_type),
   };
   return cmocka_run_group_tests(tests, setup, NULL);

@@ -215,7 +215,7 @@ static struct upstream *make_upstream(const char *url) {
 
 static void assert_timedtext(struct upstream *u, const char *base, int want_rv, const char *want) {
   struct buf out = BUF_INIT;
-  int rv = client_timedtext_url(u, base, "", &out);
+  int rv = client_timedtext_url(u, base, "", "", "", &out);
   if (rv != want_rv) fail_msg("%s: returned %d, expected %d", base, rv, want_rv);
   if (want != NULL) assert_string_equal(out.data, want);
   buf_free(&out);
@@ -256,7 +256,33 @@ static void test_timedtext_url_asks_a_translation_once(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct buf out = BUF_INIT;
-    assert_int_equal(client_timedtext_url(u, cases[i].base, cases[i].tlang, &out), 0);
+    assert_int_equal(client_timedtext_url(u, cases[i].base, cases[i].tlang, "", "", &out), 0);
+    assert_string_equal(out.data, cases[i].want);
+    buf_free(&out);
+  }
+  upstream_free(u);
+}
+
+/* A PO token goes on as pot, potc=1 and the reply's client: any such parameter of the baseUrl is replaced, once. */
+static void test_timedtext_url_carries_a_po_token_only_when_given(void **state) {
+  (void)state;
+  struct upstream *u = make_upstream("http://127.0.0.1:8999");
+  static const struct {
+    const char *base, *tlang, *pot, *client, *want;
+  } cases[] = {
+      {"https://www.youtube.com/api/timedtext?v=abc&exp=xpe&lang=en", "", "MnQ-_x=", "WEB",
+       "http://127.0.0.1:8999/api/timedtext?v=abc&exp=xpe&lang=en&fmt=json3&pot=MnQ-_x=&potc=1&c=WEB"},
+      {"https://www.youtube.com/api/timedtext?v=abc&c=IOS&pot=old&potc=0&exp=xpo,xpv&lang=en&cx=1", "fr", "tok",
+       "VISIONOS",
+       "http://127.0.0.1:8999/api/"
+       "timedtext?v=abc&exp=xpo,xpv&lang=en&cx=1&fmt=json3&tlang=fr&pot=tok&potc=1&c=VISIONOS"},
+      /* No token: the baseUrl's own c stays as the platform wrote it. */
+      {"https://www.youtube.com/api/timedtext?v=abc&c=IOS&lang=en", "", "", "WEB",
+       "http://127.0.0.1:8999/api/timedtext?v=abc&c=IOS&lang=en&fmt=json3"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct buf out = BUF_INIT;
+    assert_int_equal(client_timedtext_url(u, cases[i].base, cases[i].tlang, cases[i].pot, cases[i].client, &out), 0);
     assert_string_equal(out.data, cases[i].want);
     buf_free(&out);
   }
@@ -346,6 +372,7 @@ int main(void) {
       cmocka_unit_test(test_page_scan_on_real_captures),
       cmocka_unit_test(test_timedtext_url_moves_to_origin_and_asks_json3),
       cmocka_unit_test(test_timedtext_url_asks_a_translation_once),
+      cmocka_unit_test(test_timedtext_url_carries_a_po_token_only_when_given),
       cmocka_unit_test(test_platform_hosts_map_onto_the_configured_origin),
       cmocka_unit_test(test_upstream_settings_checked),
   };

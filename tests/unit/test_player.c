@@ -425,6 +425,22 @@ static void test_choice_skips_po_token_tracks(void **state) {
   free(pi.tracks);
 }
 
+/* With a token to be had, a track that needs one is chosen as any other would be. */
+static void test_choice_with_tokens_takes_po_token_tracks_as_any(void **state) {
+  (void)state;
+  const struct spec s[] = {{"en", 0, 1}, {"en", 1, 0}, {"de", 0, 1}};
+  struct player_info pi = make_info(s, 3, 0);
+  assert_int_equal(player_choose_track_any(&pi, "en"), 0);
+  assert_int_equal(player_choose_track_any(&pi, ""), 0);
+  assert_int_equal(player_choose_track_any(&pi, "de"), 2);
+  assert_int_equal(player_choose_track_any(&pi, "fr"), 0);
+  pi.tracks[1].po_token = 1;
+  assert_int_equal(player_choose_track_any(&pi, "en"), 0);
+  pi.tracks[0].po_token = 0;
+  assert_int_equal(player_choose_track(&pi, "en"), 0);
+  free(pi.tracks);
+}
+
 static void test_choice_without_tracks_is_none(void **state) {
   (void)state;
   struct player_info pi = make_info(NULL, 0, -1);
@@ -576,6 +592,7 @@ int main(void) {
       cmocka_unit_test(test_choice_falls_back_to_base_language),
       cmocka_unit_test(test_choice_without_match_uses_default_then_manual_then_first),
       cmocka_unit_test(test_choice_skips_po_token_tracks),
+      cmocka_unit_test(test_choice_with_tokens_takes_po_token_tracks_as_any),
       cmocka_unit_test(test_tracks_carry_name_and_translatable_and_the_reply_its_translations),
       cmocka_unit_test(test_names_from_simple_text_runs_and_nothing),
       cmocka_unit_test(test_tracks_json_of_a_reply_without_captions_is_two_empty_lists),

@@ -304,10 +304,12 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.attempts[1] = (struct proto_attempt){.proxy = 16, .result = PROTO_ATTEMPT_FAILED, .client = "ANDROID_VR"};
   r.negress = 1;
   r.egress[0] = (struct proto_egress){.egress = 16, .left = 29, .waits = 3, .declines = 70000};
+  r.pot_failures = 2;
   struct buf b = BUF_INIT;
   assert_int_equal(proto_encode_result(&b, &r), 0);
   struct proto_result d;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
+  assert_int_equal(d.pot_failures, 2);
   assert_int_equal(d.reason, PROTO_REASON_NETWORK);
   assert_string_equal(proto_reason_name(d.reason), "network");
   assert_int_equal(d.nattempts, 2);
@@ -322,10 +324,11 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
   /*
-   * Back over the body length, the player summary's length (none) and lifetime, retry_after_s, cache_ms, one egress,
-   * two attempts, the reason and the attempt count.
+   * Back over the body length, the player summary's length (none) and lifetime, the PO-token provider failures,
+   * retry_after_s, cache_ms, one egress, two attempts, the reason and the attempt count.
    */
-  size_t egress_at = b.len - 4 - 4 - 4 - 4 - 4 - 13;
+  assert_int_equal(b.data[b.len - 4 - 4 - 4 - 1], 2);
+  size_t egress_at = b.len - 4 - 4 - 4 - 1 - 4 - 4 - 13;
   size_t reason_at = egress_at - 1 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
