@@ -164,6 +164,17 @@ def test_a_playlist_with_continuations_yields_every_id_of_the_capture_in_order(s
     assert "POST /youtubei/v1/browse token read" not in stack.requests()
 
 
+def test_a_continuation_beside_the_list_is_not_a_next_page(stack, captures):
+    # The recorded 49-video playlist holds one continuation, in another shelf beside its list: the list ends there.
+    sent, first = captures.named(r"vl-PL8dPuua-49videos\.browse\.json")
+    ids, tokens = captures.page(first)
+    assert (len(ids), len(tokens)) == (49, 1)
+    loc = run_job(stack, {"playlist_id": captures.first_page_id(sent)}, 49)
+    assert wait_done(stack.gateway, loc)["total"] == 49
+    assert_items(all_items(stack.gateway, loc), ids)
+    assert browse_requests(stack) == 1
+
+
 def test_a_channel_uploads_playlist_is_read_as_a_playlist(stack, captures):
     sent, first = captures.named(r"uploads-VLUU.*-page1\.continuation\.json")
     ids = captures.chain(first)
