@@ -29,7 +29,18 @@ struct course {
   size_t nclients;
   uint64_t outdated_logged_ms[VTS_INNERTUBE_MAX_CLIENTS]; /* when each client was last said to be retired */
   struct potoken *pot;                                    /* the PO-token provider, NULL without one */
+  /*
+   * The visitor data of each client whose profile makes or fetches it: once per fetcher process, renewed when older
+   * than the profile's visitor_renew_s (renew_at_ms, util_now_ms clock). Dropped when the clients change.
+   */
+  struct {
+    char data[CLIENT_VISITOR_DATA_MAX];
+    uint64_t renew_at_ms;
+  } visitors[VTS_INNERTUBE_MAX_CLIENTS];
 };
+
+/* A failed renewal of visitor data keeps the previous one, and is tried again after this. */
+#define COURSE_VISITOR_RETRY_MS 60000
 
 int course_new(const struct vts_config *cfg, struct upstream *up, struct course **out, char *err, size_t errlen) {
   struct course *it = calloc(1, sizeof(*it));
@@ -85,6 +96,7 @@ void course_refresh_profiles(struct course *it) {
   memcpy(it->clients, clients, sizeof(clients));
   it->nclients = n;
   memset(it->outdated_logged_ms, 0, sizeof(it->outdated_logged_ms));
+  memset(it->visitors, 0, sizeof(it->visitors));
   it->generation = it->profiles.generation;
 }
 
@@ -402,6 +414,11 @@ static int choose_track(struct flow *f, const struct player_info *pi, struct cou
  */
 static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
                                   struct course_result *res) {
+  if (f->speech && pi->naudio == 0) {
+    /* A reply without a directly downloadable audio format (the reel call's): another client's reply may have one. */
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "no_audio_format");
+    return V_REFUSED;
+  }
   if (f->speech) return speech_step(f, pi, res);
   if (f->tracks) return tracks_step(pi, res);
   if (f->metadata) return metadata_step(f, pi, res);
@@ -472,7 +489,7 @@ static enum verdict reuse_summary(struct flow *f, struct course_result *res) {
     goto done;
   }
   f->reusing = 1;
-  f->client_name = f->it->clients[0].profile.name;
+  f->client_name = f->it->clients[0].profile.client_name;
   v = playable_step(f, &pi, ua.data, res);
   f->reusing = 0;
   /* Only what decides the job stands; anything else is asked again of the platform, a block on another egress. */
@@ -490,14 +507,20 @@ done:
   return v;
 }
 
+/* The position of profile c among the configured clients, or it->nclients for none. */
+static size_t client_index(const struct course *it, const struct client_profile *c) {
+  size_t i = 0;
+  while (i < it->nclients && &it->clients[i].profile != c) i++;
+  return i;
+}
+
 /*
  * A client profile the platform retired: the next client's turn, never a block. Operators must replace the profile,
  * so it is named in a warning, at most once a minute per process.
  */
 static void client_outdated(struct flow *f, const struct client_profile *c) {
   struct course *it = f->it;
-  size_t i = 0;
-  while (i < it->nclients && &it->clients[i].profile != c) i++;
+  size_t i = client_index(it, c);
   uint64_t now = util_now_ms();
   if (i < it->nclients) {
     if (it->outdated_logged_ms[i] != 0 && now - it->outdated_logged_ms[i] < COURSE_OUTDATED_LOG_MS) return;
@@ -514,7 +537,13 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
                                  struct course_result *res) {
   struct player_info pi;
   enum verdict v = V_REFUSED;
-  if (player_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &pi) != 0) {
+  int rv = player_parse_wrapped(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, c->wrap_reply, &pi);
+  if (rv == -ENOENT) {
+    /* The reel call answers an id it does not know with an empty object: no reply for this video from this client. */
+    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "no_player_reply");
+    goto done;
+  }
+  if (rv != 0) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_player_reply");
     goto done;
   }
@@ -546,38 +575,113 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
     goto done;
   }
   if (!f->speech) keep_summary(f, &pi, res);
-  f->client_name = c->name;
+  f->client_name = c->client_name; /* the clientName it sent: ANDROID for ANDROID_REEL */
   v = playable_step(f, &pi, ua, res);
 done:
   player_info_free(&pi);
   return v;
 }
 
-/*
- * The headers of a client's API request (player, browse) into headers (4 + PROFILES_MAX_HEADERS slots, NULL-ended):
- * JSON, the client's name and version, the visitor id when given, the profile's own; the strings live in h_name,
- * h_version and h_visitor. Returns 0 or -ENOMEM.
- */
-static int api_headers(const struct client_profile *c, const char *visitor, char h_name[64], struct buf *h_version,
-                       struct buf *h_visitor, const char **headers) {
-  size_t nh = 0;
-  headers[nh++] = "Content-Type: application/json";
+/* The headers of a client's calls, held for the request. */
+struct client_headers {
+  char name[32];
+  char version[64];
+  char visitor[CLIENT_VISITOR_DATA_MAX + 32];
+  char origin[96];
+  const char *list[5 + PROFILES_MAX_HEADERS + 1];
+};
+
+/* Content-Type, the client's name and version, its visitor data (when not ""), Origin, and the profile's headers. */
+static void client_headers(struct client_headers *h, const struct client_profile *c, const char *visitor) {
+  size_t n = 0;
+  h->list[n++] = "Content-Type: application/json";
   if (c->client_id[0] != '\0') {
-    snprintf(h_name, 64, "X-YouTube-Client-Name: %s", c->client_id);
-    headers[nh++] = h_name;
+    snprintf(h->name, sizeof(h->name), "X-YouTube-Client-Name: %s", c->client_id);
+    h->list[n++] = h->name;
   }
-  int rv = buf_printf(h_version, "X-YouTube-Client-Version: %s", c->version);
-  headers[nh++] = h_version->data;
-  if (rv == 0 && visitor[0] != '\0') {
-    rv = buf_printf(h_visitor, "X-Goog-Visitor-Id: %s", visitor);
-    headers[nh++] = h_visitor->data;
+  snprintf(h->version, sizeof(h->version), "X-YouTube-Client-Version: %s", c->version);
+  h->list[n++] = h->version;
+  if (visitor[0] != '\0') {
+    snprintf(h->visitor, sizeof(h->visitor), "X-Goog-Visitor-Id: %s", visitor);
+    h->list[n++] = h->visitor;
   }
-  for (size_t i = 0; i < c->nheaders; i++) headers[nh++] = c->headers[i];
-  headers[nh] = NULL;
-  return rv;
+  if (c->origin[0] != '\0') {
+    snprintf(h->origin, sizeof(h->origin), "Origin: %s", c->origin);
+    h->list[n++] = h->origin;
+  }
+  for (size_t i = 0; i < c->nheaders; i++) h->list[n++] = c->headers[i];
+  h->list[n] = NULL;
 }
 
-/* One client on the current egress: the watch page when it needs one (once per egress), the player, the track. */
+/*
+ * The visitor data of a client that makes or fetches it (*out borrowed from the course): the one held while it is
+ * fresh, else a new one, made here or asked of the visitor endpoint on the profile's host. A failed renewal keeps the
+ * previous one (tried again after COURSE_VISITOR_RETRY_MS); with none to keep, the failure is the client's verdict.
+ */
+static enum verdict client_visitor(struct flow *f, const struct client_profile *c, const char *ua,
+                                   struct course_result *res, const char **out) {
+  struct course *it = f->it;
+  size_t i = client_index(it, c);
+  if (i == it->nclients) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_client");
+    return V_STOP;
+  }
+  uint64_t now = util_now_ms(), renew_ms = (uint64_t)c->visitor_renew_s * 1000;
+  *out = it->visitors[i].data;
+  if (it->visitors[i].data[0] != '\0' && now < it->visitors[i].renew_at_ms) return V_DONE;
+  char fresh[CLIENT_VISITOR_DATA_MAX] = "";
+  enum verdict v = V_DONE;
+  if (c->visitor == PROFILE_VISITOR_LOCAL) {
+    if (client_visitor_local(fresh) != 0) {
+      set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_random");
+      v = V_STOP;
+    }
+  } else {
+    struct buf url = BUF_INIT, body = BUF_INIT;
+    struct client_headers h;
+    client_headers(&h, c, "");
+    int rv = buf_printf(&url, "https://%s%s?prettyPrint=false", c->host, PROFILES_VISITOR_PATH);
+    if (rv == 0) rv = client_visitor_body(c, ua, &body);
+    if (rv != 0) {
+      set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+      v = V_STOP;
+    } else {
+      struct upstream_request req = {.method = UPSTREAM_POST,
+                                     .url = url.data,
+                                     .body = body.data,
+                                     .body_len = body.len,
+                                     .user_agent = ua,
+                                     .headers = h.list,
+                                     .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES};
+      v = fetch_200(f, &req, res);
+      if (v == V_DONE &&
+          client_visitor_reply(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, fresh) != 0) {
+        set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_visitor_reply");
+        v = V_REFUSED;
+      }
+    }
+    buf_free(&url);
+    buf_free(&body);
+  }
+  char client[72];
+  snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
+  if (v == V_DONE) {
+    snprintf(it->visitors[i].data, sizeof(it->visitors[i].data), "%s", fresh);
+    it->visitors[i].renew_at_ms = now + renew_ms;
+    log_msg(LOG_INFO, "visitor data renewed", "request_id", f->request_id, "client", client, NULL);
+    return V_DONE;
+  }
+  if (v == V_STOP || it->visitors[i].data[0] == '\0') return v;
+  it->visitors[i].renew_at_ms = now + (renew_ms < COURSE_VISITOR_RETRY_MS ? renew_ms : COURSE_VISITOR_RETRY_MS);
+  log_msg(LOG_WARN, "visitor data not renewed: keeping the previous one", "request_id", f->request_id, "client", client,
+          "detail", res->detail, NULL);
+  return V_DONE;
+}
+
+/*
+ * One client on the current egress: the watch page when it needs one (once per egress), its visitor data when it
+ * makes or fetches it, the player call, the track.
+ */
 static enum verdict try_client(struct flow *f, const struct client_profile *c, struct course_result *res) {
   if (c->needs_page) {
     if (f->page_state == 0) {
@@ -590,16 +694,22 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
     }
   }
   enum verdict v = V_STOP;
-  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT, h_version = BUF_INIT, h_visitor = BUF_INIT;
-  char h_name[64] = "";
-  const char *headers[4 + PROFILES_MAX_HEADERS];
-  int rv = api_headers(c, c->needs_page ? f->page.visitor_data : "", h_name, &h_version, &h_visitor, headers);
-
-  if (rv == 0)
-    rv = c->needs_page ? buf_printf(&url, "/youtubei/v1/player?key=%s&prettyPrint=false", f->page.api_key)
-                       : buf_puts(&url, "/youtubei/v1/player?prettyPrint=false");
-  if (rv == 0) rv = client_user_agent(c, &ua);
-  if (rv == 0) rv = client_player_body(c, ua.data, f->video_id, f->page.visitor_data, &body);
+  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT;
+  struct client_headers h;
+  const char *visitor = c->visitor == PROFILE_VISITOR_PAGE ? f->page.visitor_data : "";
+  int rv = client_user_agent(c, &ua);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+    goto done;
+  }
+  if (c->visitor == PROFILE_VISITOR_LOCAL || c->visitor == PROFILE_VISITOR_FETCH) {
+    v = client_visitor(f, c, ua.data, res, &visitor);
+    if (v != V_DONE) goto done;
+    v = V_STOP;
+  }
+  client_headers(&h, c, visitor);
+  rv = client_player_url(c, f->video_id, c->needs_page ? f->page.api_key : "", &url);
+  if (rv == 0) rv = client_player_body(c, ua.data, f->video_id, visitor, &body);
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
     goto done;
@@ -610,7 +720,7 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
       .body = body.data,
       .body_len = body.len,
       .user_agent = ua.data,
-      .headers = headers,
+      .headers = h.list,
       .cookie = f->cookie[0] ? f->cookie : NULL,
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
@@ -620,8 +730,6 @@ done:
   buf_free(&url);
   buf_free(&body);
   buf_free(&ua);
-  buf_free(&h_version);
-  buf_free(&h_visitor);
   return v;
 }
 
@@ -843,10 +951,11 @@ static enum verdict after_browse(struct flow *f, uint8_t what, struct course_res
 /* One browse request as client c on the current egress. */
 static enum verdict try_browse(struct flow *f, const struct client_profile *c, uint8_t what, const char *target,
                                struct course_result *res) {
-  struct buf body = BUF_INIT, ua = BUF_INIT, token = BUF_INIT, h_version = BUF_INIT, h_visitor = BUF_INIT;
-  char h_name[64] = "";
-  const char *headers[4 + PROFILES_MAX_HEADERS];
-  int rv = api_headers(c, "", h_name, &h_version, &h_visitor, headers);
+  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT, token = BUF_INIT;
+  struct client_headers h;
+  client_headers(&h, c, "");
+  /* The browse call goes to the host of the profile's player call. */
+  int rv = buf_printf(&url, "https://%s/youtubei/v1/browse?prettyPrint=false", c->host);
   if (rv == 0) rv = client_user_agent(c, &ua);
   if (rv == 0 && what == PROTO_BROWSE_PLAYLIST) rv = browse_playlist_token(target, &token);
   if (rv == 0) {
@@ -862,11 +971,11 @@ static enum verdict try_browse(struct flow *f, const struct client_profile *c, u
   }
   struct upstream_request req = {
       .method = UPSTREAM_POST,
-      .url = "/youtubei/v1/browse?prettyPrint=false",
+      .url = url.data,
       .body = body.data,
       .body_len = body.len,
       .user_agent = ua.data,
-      .headers = headers,
+      .headers = h.list,
       .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
   };
   v = fetch_200(f, &req, res);
@@ -881,11 +990,10 @@ static enum verdict try_browse(struct flow *f, const struct client_profile *c, u
     v = V_DONE;
   }
 done:
+  buf_free(&url);
   buf_free(&body);
   buf_free(&ua);
   buf_free(&token);
-  buf_free(&h_version);
-  buf_free(&h_visitor);
   return v;
 }
 

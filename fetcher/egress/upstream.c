@@ -23,6 +23,33 @@
 #define CONSENT_HOST "consent.youtube.com"
 
 /*
+ * The platform's other hosts: each is itself in production and the configured origin when that is a loopback one
+ * (tests), where the request then carries the host it was meant for in its Host header. The API hosts are those a
+ * client profile's player call may name (upstream_api_host).
+ */
+static const struct {
+  const char *host;
+  int api;
+} other_hosts[] = {
+    {CONSENT_HOST, 0},
+    {"youtubei.googleapis.com", 1},
+    {"m.youtube.com", 1},
+    {"music.youtube.com", 1},
+};
+
+/* The entry of other_hosts that host names (case aside), or -1. */
+static int other_host(const char *host) {
+  for (size_t i = 0; i < sizeof(other_hosts) / sizeof(other_hosts[0]); i++)
+    if (strcasecmp(host, other_hosts[i].host) == 0) return (int)i;
+  return -1;
+}
+
+int upstream_api_host(const char *host) {
+  int i = other_host(host);
+  return strcmp(host, PLATFORM_HOST) == 0 || (i >= 0 && other_hosts[i].api && strcmp(host, other_hosts[i].host) == 0);
+}
+
+/*
  * Health of one egress (a proxy, or the direct route), shared by every child of a fetcher (mapped before fork) and
  * updated with atomics: blocks in a row, and the rest a blocked egress takes. Any reply that is not a block ends the
  * row and the doubling, and a rest. Translations (tlang) rest apart: the platform throttles them far harder than
@@ -630,16 +657,15 @@ int upstream_map_url(const struct upstream *u, const char *url, struct buf *out)
 
   rv = -EPERM;
   if (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0) goto fail;
-  const char *origin;
+  int other = other_host(host);
   if (strcasecmp(host, u->host) == 0 || strcasecmp(host, PLATFORM_HOST) == 0) {
-    origin = u->origin;
-  } else if (strcasecmp(host, CONSENT_HOST) == 0) {
-    /* A test upstream serves the consent host too; in production the consent host is itself. */
-    origin = u->loopback ? u->origin : "https://" CONSENT_HOST;
+    rv = buf_puts(out, u->origin);
+  } else if (other >= 0) {
+    /* A test upstream serves every platform host; in production each is itself. */
+    rv = u->loopback ? buf_puts(out, u->origin) : buf_printf(out, "https://%s", other_hosts[other].host);
   } else {
     goto fail;
   }
-  rv = buf_puts(out, origin);
   if (rv == 0) rv = buf_puts(out, path);
   if (rv == 0 && query != NULL) rv = buf_printf(out, "?%s", query);
 fail:
@@ -682,14 +708,35 @@ static int platform_policy(const void *ctx, const char *url, struct buf *out) {
   return upstream_map_url(ctx, url, out);
 }
 
+/*
+ * The Host header a request to a loopback upstream carries for another platform host it was meant for (tests see
+ * which host a request named), written into out; "" otherwise.
+ */
+static void meant_host(const struct upstream *u, const char *url, char *out, size_t outlen) {
+  char scheme[16], host[256], port[16];
+  out[0] = '\0';
+  if (!u->loopback || transport_url_parts(url, scheme, sizeof(scheme), host, sizeof(host), port, sizeof(port)) != 0)
+    return;
+  int other = other_host(host);
+  if (other >= 0) snprintf(out, outlen, "Host: %s", other_hosts[other].host);
+}
+
 int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp) {
   buf_reset(&resp->body);
+  char host_header[64];
+  const char *headers[UPSTREAM_MAX_HEADERS + 2];
+  size_t nh = 0;
+  meant_host(u, req->url, host_header, sizeof(host_header));
+  for (const char *const *h = req->headers; h != NULL && *h != NULL && nh < UPSTREAM_MAX_HEADERS; h++)
+    headers[nh++] = *h;
+  if (host_header[0] != '\0') headers[nh++] = host_header;
+  headers[nh] = NULL;
   struct transport_req tr = {
       .url = req->url,
       .post = req->method == UPSTREAM_POST,
       .body = req->body,
       .body_len = req->body_len,
-      .headers = req->headers,
+      .headers = headers,
       .user_agent = req->user_agent,
       .cookie = req->cookie,
       .accept_encoding = "gzip",

@@ -20,6 +20,8 @@ struct upstream;
 
 enum upstream_method { UPSTREAM_GET = 0, UPSTREAM_POST };
 
+#define UPSTREAM_MAX_HEADERS 24 /* headers of one request; more are not sent */
+
 struct upstream_request {
   enum upstream_method method;
   const char *url;  /* absolute on a platform host, or a path; sent to the configured origin */
@@ -140,11 +142,18 @@ int upstream_translation_egress(struct upstream *u);
 int upstream_fetch(struct upstream *u, const struct upstream_request *req, struct upstream_response *resp);
 
 /*
- * Maps url (absolute on the upstream host, www.youtube.com or consent.youtube.com, or a path) onto the configured
- * origin and appends the result to out. Returns 0, -EPERM for another host or scheme, -EINVAL for a malformed URL,
- * or -ENOMEM.
+ * Maps url (absolute on the upstream host, www.youtube.com, or a path) onto the configured origin and appends the
+ * result to out. The platform's other hosts (consent.youtube.com, and the API hosts of upstream_api_host) are
+ * themselves, or the configured origin when it is a loopback one (tests), where the request then carries the host it
+ * named in its Host header. Returns 0, -EPERM for another host or scheme, -EINVAL for a malformed URL, or -ENOMEM.
  */
 int upstream_map_url(const struct upstream *u, const char *url, struct buf *out);
+
+/*
+ * Whether host (as written, lowercase) is a platform host a client profile's player call may name: www.youtube.com,
+ * youtubei.googleapis.com, m.youtube.com or music.youtube.com.
+ */
+int upstream_api_host(const char *host);
 
 /* The proxy chosen for the current job (borrowed), or NULL when none is configured. */
 const char *upstream_job_proxy(const struct upstream *u);

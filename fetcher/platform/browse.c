@@ -275,7 +275,7 @@ void browse_page_free(struct browse_page *p) {
 int browse_request_body(const struct client_profile *c, const char *browse_id, const char *params,
                         const char *continuation, struct buf *out) {
   int rv = buf_puts(out, "{\"context\":{\"client\":{\"clientName\":\"");
-  if (rv == 0) rv = buf_json_escape(out, c->name, strlen(c->name));
+  if (rv == 0) rv = buf_json_escape(out, c->client_name, strlen(c->client_name));
   if (rv == 0) rv = buf_puts(out, "\",\"clientVersion\":\"");
   if (rv == 0) rv = buf_json_escape(out, c->version, strlen(c->version));
   if (rv == 0) rv = buf_puts(out, "\",\"hl\":\"en\",\"gl\":\"US\"}}");

@@ -1,10 +1,14 @@
 #include "fetcher/platform/client.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/percent.h"
+#include "common/util.h"
+#include "fetcher/readers/jsonstream.h"
 
 #define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -97,10 +101,48 @@ fail:
   return rv;
 }
 
-int client_player_body(const struct client_profile *c, const char *ua, const char *video_id, const char *visitor_data,
-                       struct buf *body) {
+#define NONCE_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+int client_expand(const char *tmpl, const char *video_id, struct buf *out) {
+  int rv = 0;
+  const char *at = tmpl;
+  while (rv == 0 && *at != '\0') {
+    size_t plain = strcspn(at, "{");
+    rv = buf_append(out, at, plain);
+    at += plain;
+    if (rv != 0 || *at == '\0') break;
+    if (strncmp(at, "{video_id}", 10) == 0) {
+      rv = buf_puts(out, video_id);
+      at += 10;
+    } else if (strncmp(at, "{nonce:", 7) == 0 && strchr(at, '}') != NULL) {
+      long n = strtol(at + 7, NULL, 10);
+      unsigned char bytes[PROFILES_MAX_NONCE];
+      if (n < 1 || n > PROFILES_MAX_NONCE) n = PROFILES_MAX_NONCE;
+      rv = util_random_bytes(bytes, (size_t)n);
+      for (long i = 0; rv == 0 && i < n; i++) rv = buf_append(out, &NONCE_ALPHABET[bytes[i] & 63], 1);
+      at = strchr(at, '}') + 1;
+    } else {
+      rv = buf_append(out, at, 1);
+      at++;
+    }
+  }
+  return rv;
+}
+
+int client_player_url(const struct client_profile *c, const char *video_id, const char *api_key, struct buf *out) {
+  int rv = buf_printf(out, "https://%s%s?prettyPrint=false", c->host, c->path);
+  if (rv == 0 && api_key[0] != '\0') rv = buf_printf(out, "&key=%s", api_key);
+  for (size_t i = 0; rv == 0 && i < c->nquery; i++) {
+    rv = buf_printf(out, "&%s=", c->query[i][0]);
+    if (rv == 0) rv = client_expand(c->query[i][1], video_id, out);
+  }
+  return rv;
+}
+
+/* {"context":{"client":{...}<context members>} of client c, with visitor data when it is not "". */
+static int put_context(const struct client_profile *c, const char *ua, const char *visitor_data, struct buf *body) {
   int rv = buf_puts(body, "{\"context\":{\"client\":{\"clientName\":\"");
-  if (rv == 0) rv = buf_json_escape(body, c->name, strlen(c->name));
+  if (rv == 0) rv = buf_json_escape(body, c->client_name, strlen(c->client_name));
   if (rv == 0) rv = buf_puts(body, "\",\"clientVersion\":\"");
   if (rv == 0) rv = buf_json_escape(body, c->version, strlen(c->version));
   if (rv == 0) rv = buf_puts(body, "\"");
@@ -117,8 +159,8 @@ int client_player_body(const struct client_profile *c, const char *ua, const cha
     if (rv == 0) rv = buf_json_escape(body, ua, strlen(ua));
     if (rv == 0) rv = buf_puts(body, "\"");
   }
-  if (rv == 0 && c->needs_page && visitor_data[0] != '\0') {
-    /* The page holds it percent-encoded; a value with a malformed escape is left out rather than sent mangled. */
+  if (rv == 0 && visitor_data[0] != '\0') {
+    /* Held percent-encoded (as the page and the visitor call give it); a malformed escape is left out, not mangled. */
     char decoded[CLIENT_VISITOR_DATA_MAX];
     long n = percent_decode(visitor_data, strlen(visitor_data), decoded, sizeof(decoded), 0);
     if (n >= 0) {
@@ -127,8 +169,121 @@ int client_player_body(const struct client_profile *c, const char *ua, const cha
       if (rv == 0) rv = buf_puts(body, "\"");
     }
   }
-  if (rv == 0) rv = buf_printf(body, "}},\"videoId\":\"%s\",\"contentCheckOk\":true,\"racyCheckOk\":true}", video_id);
+  if (rv == 0) rv = buf_printf(body, "}%s}", c->context_members);
   return rv;
+}
+
+int client_player_body(const struct client_profile *c, const char *ua, const char *video_id, const char *visitor_data,
+                       struct buf *body) {
+  int rv = put_context(c, ua, visitor_data, body);
+  if (rv == 0 && c->wrap_request[0] != '\0') rv = buf_printf(body, ",\"%s\":{", c->wrap_request);
+  if (rv == 0)
+    rv = buf_printf(body, "%s\"videoId\":\"%s\",\"contentCheckOk\":true,\"racyCheckOk\":true",
+                    c->wrap_request[0] != '\0' ? "" : ",", video_id);
+  if (rv == 0) rv = client_expand(c->request_members, video_id, body);
+  if (rv == 0 && c->wrap_request[0] != '\0') rv = buf_puts(body, "}");
+  if (rv == 0) rv = client_expand(c->wrap_members, video_id, body);
+  if (rv == 0) rv = buf_puts(body, "}");
+  return rv;
+}
+
+int client_visitor_body(const struct client_profile *c, const char *ua, struct buf *body) {
+  int rv = put_context(c, ua, "", body);
+  return rv == 0 ? buf_puts(body, "}") : rv;
+}
+
+/* The visitor call's reply: responseContext.visitorData, nothing else read. */
+enum { VN_CONTEXT = 2, VF_CONTEXT = 1, VF_VISITOR = 2 };
+
+struct visitor_parse {
+  char *out;
+  int found;
+};
+
+static int visitor_key(void *ctx, int node, const char *key, size_t len) {
+  (void)ctx;
+  if (node == JSONSTREAM_ROOT && len == 15 && memcmp(key, "responseContext", 15) == 0) return VF_CONTEXT;
+  if (node == VN_CONTEXT && len == 11 && memcmp(key, "visitorData", 11) == 0) return VF_VISITOR;
+  return 0;
+}
+
+static int visitor_open(void *ctx, int node, int field, int is_array) {
+  (void)ctx;
+  return node == JSONSTREAM_ROOT && field == VF_CONTEXT && !is_array ? VN_CONTEXT : JSONSTREAM_SKIP;
+}
+
+static int visitor_close(void *ctx, int node) {
+  (void)ctx;
+  (void)node;
+  return 0;
+}
+
+static int visitor_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
+  struct visitor_parse *p = ctx;
+  if (node != VN_CONTEXT || field != VF_VISITOR || kind != JSONSTREAM_STRING) return 0;
+  /* s is not NUL-terminated: each byte is looked at within len. */
+  p->found = len > 0 && len < CLIENT_VISITOR_DATA_MAX;
+  for (size_t i = 0; p->found && i < len; i++) p->found = s[i] != '\0' && strchr(ALNUM "_-%=", s[i]) != NULL;
+  if (p->found) {
+    memcpy(p->out, s, len);
+    p->out[len] = '\0';
+  }
+  return 0;
+}
+
+static const struct jsonstream_ops visitor_ops = {visitor_key, visitor_open, visitor_close, visitor_scalar};
+
+int client_visitor_reply(const char *json, size_t len, char *out) {
+  struct visitor_parse p = {.out = out, .found = 0};
+  out[0] = '\0';
+  int rv = jsonstream_parse(json, len, 1, &visitor_ops, &p);
+  if (rv == -ENOMEM) return rv;
+  if (rv != 0 || !p.found) {
+    out[0] = '\0';
+    return -EPROTO;
+  }
+  return 0;
+}
+
+/* Appends v as a protobuf varint. */
+static size_t put_varint(unsigned char *at, uint64_t v) {
+  size_t n = 0;
+  do {
+    at[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v != 0);
+  return n;
+}
+
+int client_visitor_local(char *out) {
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  unsigned char msg[64], id[11];
+  int rv = util_random_bytes(id, sizeof(id));
+  if (rv != 0) return rv;
+  size_t n = 0;
+  /* 1: the visitor id; 5: the time it was made; 6: {1: the country, 2: {3: "", 4: 0}}. */
+  msg[n++] = 0x0a;
+  msg[n++] = sizeof(id);
+  for (size_t i = 0; i < sizeof(id); i++) msg[n++] = (unsigned char)NONCE_ALPHABET[id[i] & 63];
+  msg[n++] = 0x28;
+  n += put_varint(msg + n, (uint64_t)util_wall_s());
+  static const unsigned char place[] = {0x32, 0x0a, 0x0a, 0x02, 'U', 'S', 0x12, 0x04, 0x1a, 0x00, 0x20, 0x00};
+  memcpy(msg + n, place, sizeof(place));
+  n += sizeof(place);
+  size_t o = 0;
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t w = (uint32_t)msg[i] << 16 | (i + 1 < n ? (uint32_t)msg[i + 1] << 8 : 0) | (i + 2 < n ? msg[i + 2] : 0);
+    out[o++] = b64[(w >> 18) & 63];
+    out[o++] = b64[(w >> 12) & 63];
+    if (i + 1 < n) out[o++] = b64[(w >> 6) & 63];
+    if (i + 2 < n) out[o++] = b64[w & 63];
+  }
+  for (size_t pad = (3 - n % 3) % 3; pad > 0; pad--) {
+    memcpy(out + o, "%3D", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+  return 0;
 }
 
 int client_user_agent(const struct client_profile *c, struct buf *ua) {

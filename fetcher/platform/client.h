@@ -12,7 +12,7 @@
 #include "fetcher/egress/upstream.h"
 #include "fetcher/platform/profiles.h"
 
-#define CLIENT_VISITOR_DATA_MAX 512
+#define CLIENT_VISITOR_DATA_MAX 1024 /* the platform issues visitor data of 580 bytes and more */
 
 /* What a watch page holds for us. */
 struct client_page {
@@ -38,12 +38,43 @@ int client_timedtext_url(const struct upstream *up, const char *base_url, const 
                          const char *client_name, struct buf *out);
 
 /*
- * The player request's JSON body for client c: its name, version and context fields, the user agent when the profile
- * puts it in the context, visitorData (percent-decoded; left out when malformed) when the client needs the page and
- * visitor_data is not "", and video_id with the content checks accepted. Returns 0 or -ENOMEM.
+ * Appends tmpl to out with its placeholders expanded: {video_id} as video_id, {nonce:N} as N fresh random characters
+ * of A-Z, a-z, 0-9, - and _ (the profile was checked: other braces are copied as they are). Returns 0, -ENOMEM, or
+ * -errno when the kernel gives no random bytes.
+ */
+int client_expand(const char *tmpl, const char *video_id, struct buf *out);
+
+/*
+ * The URL of client c's player call: https://<host><path>?prettyPrint=false, then key=<api_key> when api_key is not
+ * "", then the profile's query parameters expanded. Returns 0 or an error of client_expand.
+ */
+int client_player_url(const struct client_profile *c, const char *video_id, const char *api_key, struct buf *out);
+
+/*
+ * The player request's JSON body for client c: context.client with its clientName, version and context fields, the
+ * user agent when the profile puts it in the context, visitorData (percent-decoded; left out when malformed) when
+ * visitor_data is not ""; the profile's members of context beside client; then the player request (video_id with the
+ * content checks accepted and the profile's request members), nested under the wrapper's member beside its fixed
+ * members when the profile has a wrapper. Returns 0 or an error of client_expand.
  */
 int client_player_body(const struct client_profile *c, const char *ua, const char *video_id, const char *visitor_data,
                        struct buf *body);
+
+/* The body of client c's visitor call: its context alone (no visitorData). Returns 0 or -ENOMEM. */
+int client_visitor_body(const struct client_profile *c, const char *ua, struct buf *body);
+
+/*
+ * The visitor data of a visitor call's reply (responseContext.visitorData) into out (CLIENT_VISITOR_DATA_MAX bytes),
+ * kept only when made of the characters visitor data travels in (letters, digits, _ - % =). Returns 0, or -EPROTO
+ * for a reply without usable visitor data.
+ */
+int client_visitor_reply(const char *json, size_t len, char *out);
+
+/*
+ * Visitor data made here (the form the platform issues: a random 11-character visitor id, the time, the country),
+ * base64url with its padding percent-encoded, into out (CLIENT_VISITOR_DATA_MAX bytes). Returns 0, or -errno.
+ */
+int client_visitor_local(char *out);
 
 /* The user agent of a profile: "{version}" replaced by its version. Returns 0 or -ENOMEM. */
 int client_user_agent(const struct client_profile *c, struct buf *ua);

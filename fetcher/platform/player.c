@@ -51,6 +51,7 @@ enum {
   N_THUMB,                      /* .thumbnail.thumbnails[] */
   N_MICROFORMAT,                /* microformat */
   N_PMR,                        /* .playerMicroformatRenderer */
+  N_WRAPPED,                    /* the wrapper's member that holds the player reply: read as the top level */
 };
 
 /* Keys we read. */
@@ -106,6 +107,7 @@ enum {
   F_MICROFORMAT,
   F_PMR_RENDERER,
   F_PUBLISH_DATE,
+  F_WRAP, /* the wrapper's member, at the top level of a wrapped reply */
 };
 
 static const struct {
@@ -222,6 +224,8 @@ static const struct {
 
 struct parse {
   struct player_info *out;
+  const char *wrap; /* the member of the top level that holds the reply, NULL when the reply is the top level */
+  int wrap_seen;    /* that member was opened (only its first occurrence is read) */
   char status[32];
   int has_status;
   struct buf top_reason;    /* playabilityStatus.reason as sent, for the phrases of reason_phrases */
@@ -450,7 +454,11 @@ static enum play_why refusal_why(const struct parse *p, enum playability play) {
 }
 
 static int player_key(void *ctx, int node, const char *key, size_t len) {
-  (void)ctx;
+  const struct parse *p = ctx;
+  /* A wrapped reply: of the top level only the wrapper's member is read, and what it holds is the reply. */
+  if (p->wrap != NULL && node == JSONSTREAM_ROOT)
+    return strlen(p->wrap) == len && memcmp(p->wrap, key, len) == 0 ? F_WRAP : F_NONE;
+  if (node == N_WRAPPED) node = JSONSTREAM_ROOT;
   for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
     if (keys[i].node == node && strlen(keys[i].key) == len && memcmp(keys[i].key, key, len) == 0) return keys[i].field;
   }
@@ -474,6 +482,12 @@ static void track_reset(struct caption_track *t) {
 static int player_open(void *ctx, int node, int field, int is_array) {
   struct parse *p = ctx;
   int child = JSONSTREAM_SKIP;
+  if (p->wrap != NULL && node == JSONSTREAM_ROOT) {
+    if (field != F_WRAP || is_array || p->wrap_seen) return JSONSTREAM_SKIP;
+    p->wrap_seen = 1;
+    return N_WRAPPED;
+  }
+  if (node == N_WRAPPED) node = JSONSTREAM_ROOT;
   for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++) {
     if (children[i].node == node && children[i].field == field && children[i].is_array == is_array) {
       child = children[i].child;
@@ -705,6 +719,7 @@ static int scalar_thumb(struct parse *p, int field, enum jsonstream_kind kind, c
 static int player_scalar(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len) {
   struct parse *p = ctx;
   int64_t v;
+  if (p->wrap != NULL && node == JSONSTREAM_ROOT) return 0;
   switch (node) {
     case N_PLAY:
       if (kind != JSONSTREAM_STRING) return 0;
@@ -803,11 +818,16 @@ static int default_track(const struct parse *p) {
 }
 
 int player_parse(const char *json, size_t len, struct player_info *out) {
+  return player_parse_wrapped(json, len, "", out);
+}
+
+int player_parse_wrapped(const char *json, size_t len, const char *wrap, struct player_info *out) {
   memset(out, 0, sizeof(*out));
   out->default_track = -1;
   out->details.length_s = -1;
   out->details.view_count = -1;
   struct parse p = {.out = out,
+                    .wrap = wrap[0] != '\0' ? wrap : NULL,
                     .top_reason = BUF_INIT,
                     .screen_reason = BUF_INIT,
                     .subreason = BUF_INIT,
@@ -815,6 +835,8 @@ int player_parse(const char *json, size_t len, struct player_info *out) {
                     .default_audio_track = -1};
   format_reset(&p.format);
   int rv = jsonstream_parse(json, len, 1, &player_ops, &p);
+  /* A wrapped reply without its member (the reel call's answer for an id it does not know, "{}") is no reply. */
+  if (rv == 0 && p.wrap != NULL && !p.wrap_seen) rv = -ENOENT;
   if (rv == 0 && !p.has_status) rv = -EPROTO;
   if (rv < 0) goto fail;
   out->playability = map_status(&p);

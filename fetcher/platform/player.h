@@ -117,6 +117,13 @@ struct player_info {
  * url, are left out. The caller frees out with player_info_free, also after an error.
  */
 int player_parse(const char *json, size_t len, struct player_info *out);
+
+/*
+ * player_parse for a reply wrapped as the reel call's is ({"playerResponse": {...}}): the player reply is the value of
+ * the top-level member wrap (nothing else of the top level is read); with wrap "", as player_parse. Returns as
+ * player_parse, or -ENOENT for a well-formed object without that member.
+ */
+int player_parse_wrapped(const char *json, size_t len, const char *wrap, struct player_info *out);
 void player_info_free(struct player_info *pi);
 
 /*

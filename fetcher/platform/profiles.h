@@ -1,8 +1,13 @@
 /*
- * Client profiles: everything one platform client sends, as data. A profile is a name (clientName), the numeric
- * client id (X-YouTube-Client-Name), a version (clientVersion and X-YouTube-Client-Version), the user agent, the
- * members of context.client beyond name and version (device make and model, OS name and version, platform, hl, gl,
- * ...), extra request headers, and whether the watch page is fetched first (for its API key and visitor data).
+ * Client profiles: everything one platform client sends, as data. A profile is a name (and the clientName it sends,
+ * the name unless said), the numeric client id (X-YouTube-Client-Name), a version (clientVersion and
+ * X-YouTube-Client-Version), the user agent, the members of context.client beyond name and version (device make and
+ * model, OS name and version, platform, hl, gl, ...), members of context outside context.client (thirdParty.embedUrl,
+ * request, user), extra request headers and Origin, the host, path and extra query parameters of the player call, a
+ * wrapper (the player request nested under a named member beside fixed members, the reply under another, as the reel
+ * call does), extra members of the player request, where visitor data comes from (the watch page, made locally, or
+ * fetched from the platform's visitor endpoint and renewed on a schedule), and whether the watch page is fetched
+ * first (for its API key and visitor data).
  *
  * The built-in table follows what maintained downloaders send; VTS_CLIENT_PROFILES names a JSON file that adds
  * profiles or replaces built-in ones by name (docs/REFERENCE.md "Client profiles"); VTS_INNERTUBE_CLIENTS picks which
@@ -19,6 +24,13 @@
 #define PROFILES_MAX_FIELDS 16 /* members of context.client beyond clientName and clientVersion */
 #define PROFILES_MAX_HEADERS 8 /* extra headers of one profile */
 #define PROFILES_MAX_FILE_BYTES (64 * 1024)
+#define PROFILES_MAX_QUERY 6           /* extra query parameters of the player call */
+#define PROFILES_MAX_MEMBERS_TEXT 1024 /* JSON text of a profile's extra members (context, wrapper, player request) */
+#define PROFILES_MAX_NONCE 64          /* characters of one {nonce:N} */
+#define PROFILES_VISITOR_RENEW_S 21600 /* visitor data made or fetched is renewed after this, unless said */
+#define PROFILES_PLAYER_HOST "www.youtube.com"
+#define PROFILES_PLAYER_PATH "/youtubei/v1/player"
+#define PROFILES_VISITOR_PATH "/youtubei/v1/visitor_id"
 
 /* A desktop browser's user agent: the WEB profile's, and the watch page's whatever the client. */
 #define PROFILES_BROWSER_UA \
@@ -30,8 +42,21 @@ struct profile_field {
   int is_number; /* sent as a JSON number (androidSdkVersion: 30), else as a string */
 };
 
+/* Where a profile's visitor data (context.client.visitorData and X-Goog-Visitor-Id) comes from. */
+enum profile_visitor {
+  PROFILE_VISITOR_NONE = 0, /* none is sent */
+  PROFILE_VISITOR_PAGE,     /* the watch page's (needs_page) */
+  PROFILE_VISITOR_LOCAL,    /* made by the fetcher, once, renewed every visitor_renew_s */
+  PROFILE_VISITOR_FETCH,    /* asked of the visitor endpoint on the profile's host, once, renewed likewise */
+};
+
+/*
+ * Strings marked "template" may hold {video_id} (the video's id) and {nonce:N} (N random characters of A-Z, a-z,
+ * 0-9, - and _, 1 <= N <= PROFILES_MAX_NONCE, fresh for each request), expanded by client_expand.
+ */
 struct client_profile {
-  char name[32];        /* clientName: A-Z, 0-9 and _ */
+  char name[32];        /* the profile's name: A-Z, 0-9 and _ */
+  char client_name[40]; /* clientName sent: the name unless the profile says another */
   char client_id[8];    /* X-YouTube-Client-Name, digits; "" sends none */
   char version[32];     /* digits and dots */
   char user_agent[256]; /* "{version}" in it is replaced by the version */
@@ -41,6 +66,19 @@ struct client_profile {
   size_t nheaders;
   int needs_page;
   int user_agent_in_context; /* the user agent is also sent as context.client.userAgent, as app clients do */
+  char host[64];             /* host of the player call, a platform host (upstream_api_host) */
+  char path[96];             /* path of the player call */
+  char query[PROFILES_MAX_QUERY][2][64]; /* extra query parameters: name, value (template), after prettyPrint */
+  size_t nquery;
+  /* Members as JSON text, each ",\"name\":value..." (empty for none), checked and written when the profile is read. */
+  char context_members[PROFILES_MAX_MEMBERS_TEXT]; /* of context, beside client */
+  char request_members[PROFILES_MAX_MEMBERS_TEXT]; /* of the player request, beside videoId and the checks (template) */
+  char wrap_members[PROFILES_MAX_MEMBERS_TEXT];    /* of the body beside context and wrap_request (template) */
+  char wrap_request[32];                           /* the member the player request is nested under, "" for none */
+  char wrap_reply[32]; /* the member of the reply the player reply sits under, "" for none */
+  enum profile_visitor visitor;
+  unsigned visitor_renew_s; /* LOCAL and FETCH: renewed after this many seconds */
+  char origin[80];          /* the Origin header, "" for none */
 };
 
 struct profile_set {
@@ -56,7 +94,7 @@ const struct client_profile *profiles_find(const struct profile_set *set, const 
 
 /*
  * Applies the JSON document (len bytes) to set: each profile in it is added, or replaces the built-in one of the same
- * name whole. On any error set is left as it was and err holds one line saying what is wrong (profile and field).
+ * name whole. On any error set is left as it was and err holds one line saying what is wrong (profile and member).
  * Returns 0, -EINVAL or -ENOMEM.
  */
 int profiles_apply_json(struct profile_set *set, const char *json, size_t len, char *err, size_t errlen);

@@ -41,7 +41,7 @@ static void usage(void) {
 /* Everything a fetcher process sets up happens here, after any fork. */
 static int serve(void *arg) {
   const struct vts_config *cfg = arg;
-  char err[256];
+  char err[1024];
   struct job_runner *r = NULL;
   int rv = job_limits_init();
   if (rv != 0) {
@@ -81,7 +81,7 @@ static int run_once(const struct vts_config *cfg, const char *video_id, const ch
   if (util_random_hex(hex, 8) != 0) snprintf(hex, sizeof(hex), "0");
   snprintf(job.request_id, sizeof(job.request_id), "once-%s", hex);
 
-  char err[256];
+  char err[1024];
   struct job_runner *r = NULL;
   int rv = job_limits_init();
   if (rv == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) rv = -ENOMEM;
@@ -131,7 +131,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
       return 2;
     }
   }
-  char err[256];
+  char err[1024];
   struct upstream *up = NULL;
   struct course *it = NULL;
   int rv = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
@@ -175,7 +175,7 @@ static int run_probe(const struct vts_config *cfg, int nvideos, char **videos) {
 
 int main(int argc, char **argv) {
   static struct vts_config cfg;
-  char err[512];
+  char err[1024];
   if (config_load(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;

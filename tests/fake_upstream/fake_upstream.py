@@ -77,6 +77,29 @@ carry c=<clientName>, as the platform's do):
 | emptyCap001 | normal | OK for all; the caption URL answers an empty 200 to VISIONOS's track           |
 | cap403First | normal | OK for all; the caption URL answers 403 to VISIONOS's track                    |
 
+The Android app's reel call and the visitor call it depends on (both on youtubei.googleapis.com, which the fetcher
+maps onto this server with that host in its Host header):
+
+  POST /youtubei/v1/visitor_id   answers {"responseContext": {"visitorData": V}} with a fresh V each call (issued
+                                 ones are remembered); counted as "POST /youtubei/v1/visitor_id".
+  POST /youtubei/v1/reel/reel_item_watch
+                                 the player request nested under "playerRequest" (its videoId, beside
+                                 "disablePlayerResponse"), query id=<that id> and $fields=playerResponse. A body
+                                 without the playerRequest object is answered 400 INVALID_ARGUMENT (as the platform
+                                 answers a malformed request); one whose context.client.visitorData is missing or
+                                 was not issued by the visitor call gets the player reply refused ("UNPLAYABLE",
+                                 "This video is not available", as the platform refuses a client it does not trust,
+                                 the captured VISIONOS refusal's wording). Otherwise the reply is {"playerResponse":
+                                 <what the player call answers for that id and client>}, its audio formats without
+                                 any url (the reel reply's formats are SABR only: serverAbrStreamingUrl), and `{}`
+                                 for the id reelNone001 (the platform's answer to an id it does not know). Counted as
+                                 "POST /youtubei/v1/reel/reel_item_watch <id>".
+
+The visitor data issued so far are listed under "visitors" in /__stats, with the monotonic second each was issued
+under "visitor_times" (never cleared: a fetcher keeps what it was given). Every POST to /youtubei/v1/ is recorded
+whole under "calls" in /__stats, in order: {"host" (the Host header), "path", "query" (parsed), "body" (parsed JSON,
+or null), "headers" (every request header but Host, Content-Length, Accept-Encoding and Connection)}.
+
 PO tokens: a track whose baseUrl's exp list holds xpe or xpv is served, as by the platform, only with a pot parameter
 issued for its video by the fake PO-token provider (fake_pot_provider.py, token_valid) and not yet expired; otherwise
 its timedtext answer is an empty 200. Tracks without them are served as always, whatever pot they carry.
@@ -458,6 +481,7 @@ class Stats:
         self.contexts = {}
         self.rationed = {}
         self.tlang_throttled = {}
+        self.calls = []
 
     def add(self, table, video, value):
         with self.lock:
@@ -479,7 +503,9 @@ class Stats:
                     "sources": dict(self.sources), "source_times": dict(self.source_times),
                     "blocked": dict(self.blocked),
                     "client_ids": dict(self.client_ids), "contexts": dict(self.contexts),
-                    "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled)}
+                    "rationed": dict(self.rationed), "tlang_throttled": dict(self.tlang_throttled),
+                    "calls": list(self.calls), "visitors": visitors_issued(),
+                    "visitor_times": visitor_times()}
 
 
 STATS = Stats()
@@ -520,6 +546,42 @@ class Ration:
 RATIONS = Ration()
 # --delay-ms: every platform request (not the test's /__ requests) takes this long, each in its own thread.
 DELAY_S = [0.0]
+
+# Visitor data issued by /youtubei/v1/visitor_id (percent-decoded), in order.
+VISITORS = {"issued": [], "times": [], "lock": threading.Lock()}
+
+REEL_PATH = "/youtubei/v1/reel/reel_item_watch"
+VISITOR_PATH = "/youtubei/v1/visitor_id"
+INVALID_ARGUMENT = {"error": {"code": 400, "message": "Request contains an invalid argument.",
+                              "status": "INVALID_ARGUMENT"}}
+UNRECORDED_HEADERS = ("host", "content-length", "accept-encoding", "connection")
+
+
+def visitors_issued():
+    with VISITORS["lock"]:
+        return list(VISITORS["issued"])
+
+
+def visitor_times():
+    with VISITORS["lock"]:
+        return list(VISITORS["times"])
+
+
+def issue_visitor():
+    """A fresh visitor data value (the shape the platform issues: a protobuf with an 11-character id, base64url with
+    its padding percent-encoded)."""
+    with VISITORS["lock"]:
+        n = len(VISITORS["issued"])
+        ident = ("fakeVisit%02d" % (n % 100)).encode()
+        # As long as the platform's (580 bytes and more, with a long opaque field), its padding percent-encoded.
+        opaque = bytes((i * 37 + n) % 256 for i in range(421))
+        raw = (b"\x0a\x0b" + ident + b"\x28" + bytes([0x80 + n % 64, 0x01]) + b"\x32\x04\x0a\x02US" +
+               b"\x3a\xa5\x03" + opaque)
+        value = base64.urlsafe_b64encode(raw).decode().replace("=", "%3D")
+        VISITORS["issued"].append(value)
+        VISITORS["times"].append(time.monotonic())
+        return value
+
 
 # Pages read from --captures: name -> text, plus the key and consent value they hold.
 CAPTURES = {}
@@ -833,26 +895,31 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"ok": True})
             return
         time.sleep(DELAY_S[0])  # the wait is the test: the platform's latency, set by /__delay
+        if url.path.startswith("/youtubei/v1/"):
+            self.record_call(url, raw)
         if url.path == "/youtubei/v1/browse":
             STATS.count("POST /youtubei/v1/browse")
             if not self.egress_blocked(url.path):
                 self.post_browse(raw)
             return
-        if url.path != "/youtubei/v1/player":
+        if url.path == VISITOR_PATH:
+            self.post_visitor(raw)
+            return
+        reel = url.path == REEL_PATH
+        if url.path != "/youtubei/v1/player" and not reel:
             STATS.count("POST %s" % url.path)
             self.send(404, "<html>404</html>", "text/html; charset=UTF-8")
             return
         try:
             body = json.loads(raw)
-            video = body["videoId"]
+            video = body["playerRequest"]["videoId"] if reel else body["videoId"]
             client = body["context"]["client"]
             name, version = client["clientName"], client["clientVersion"]
         except (ValueError, KeyError, TypeError):
-            STATS.count("POST /youtubei/v1/player ?")
-            self.send_json(400, {"error": {"code": 400, "message": "Request contains an invalid argument.",
-                                           "status": "INVALID_ARGUMENT"}})
+            STATS.count("POST %s ?" % url.path)
+            self.send_json(400, INVALID_ARGUMENT)
             return
-        STATS.count("POST /youtubei/v1/player %s" % video)
+        STATS.count("POST %s %s" % (url.path, video))
         STATS.add(STATS.clients, video, "%s:%s" % (name, version))
         STATS.add(STATS.client_ids, video, self.headers.get("X-YouTube-Client-Name", ""))
         STATS.add(STATS.contexts, video, {"client": client, "user_agent": self.headers.get("User-Agent", ""),
@@ -876,6 +943,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if video in RATION["wrong_videos"]:
             self.send(200, CAPTURES["android_reply"])
+            return
+        if reel:
+            self.post_reel(url, video, name, client)
             return
         self.post_player(video, name)
 
@@ -912,6 +982,61 @@ class Handler(BaseHTTPRequestHandler):
             elif browse_id.startswith("UC") and BROWSE["bad_channel"] is not None:
                 reply = BROWSE["bad_channel"]
         self.send(reply[0], reply[1].encode("utf-8"))
+
+    def record_call(self, url, raw):
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in UNRECORDED_HEADERS}
+        with STATS.lock:
+            STATS.calls.append({"host": self.headers.get("Host", ""), "path": url.path,
+                                "query": urllib.parse.parse_qs(url.query, keep_blank_values=True),
+                                "body": body, "headers": headers})
+
+    def post_visitor(self, raw):
+        STATS.count("POST %s" % VISITOR_PATH)
+        try:
+            json.loads(raw)["context"]["client"]["clientName"]
+        except (ValueError, KeyError, TypeError):
+            self.send_json(400, INVALID_ARGUMENT)
+            return
+        self.send_json(200, {"responseContext": {"visitorData": issue_visitor(),
+                                                 "serviceTrackingParams": [{"service": "GFEEDBACK", "params": []}]}})
+
+    def post_reel(self, url, video, client_name, client):
+        """The reel call: its query and visitor data checked, then the player reply of the same id and client, wrapped
+        as the platform wraps it, with SABR-only formats."""
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        if query.get("id") != [video] or query.get("$fields") != ["playerResponse"]:
+            self.send_json(400, INVALID_ARGUMENT)
+            return
+        visitor = urllib.parse.unquote(client.get("visitorData", "") or "")
+        with VISITORS["lock"]:
+            trusted = visitor in [urllib.parse.unquote(v) for v in VISITORS["issued"]]
+        if not trusted:
+            self.send_json(200, {"playerResponse": player_error("UNPLAYABLE", "This video is not available")})
+            return
+        if video == "reelNone001":
+            self.send_json(200, {})
+            return
+        sent = []
+        self.send_json = lambda status, obj: sent.append((status, obj))
+        try:
+            self.post_player(video, client_name)
+        finally:
+            del self.send_json
+        if not sent:
+            return  # the player scenario answered by itself (a hang, a 429 page...)
+        status, reply = sent[0]
+        if status == 200 and isinstance(reply, dict) and "playabilityStatus" in reply:
+            streaming = reply.get("streamingData")
+            if streaming is not None:
+                for f in streaming.get("adaptiveFormats", []):
+                    f.pop("url", None)
+                streaming["serverAbrStreamingUrl"] = self.origin() + "/videoplayback?sabr=1&id=o-Fake" + video
+            reply = {"playerResponse": reply}
+        self.send_json(status, reply)
 
     def get_watch(self, video):
         cookie = self.headers.get("Cookie", "")

@@ -250,18 +250,18 @@ def _unit_program(tmp_path, name, ci, require=""):
 
 
 def test_a_unit_test_without_the_captures_is_not_run_here_and_fails_where_required(tmp_path):
-    """test_conformance without the captures: ten cases are "not run here (captures)" with how to get them, even
-    under CI=true; with VTS_REQUIRE=captures (as .ci/run sets) they fail and the program exits 10."""
+    """test_conformance without the captures: eleven cases are "not run here (captures)" with how to get them, even
+    under CI=true; with VTS_REQUIRE=captures (as .ci/run sets) they fail and the program exits 11."""
     why = ("test_conformance.c: not run here (captures): no conformance with real captures: the platform captures "
            "are kept outside the repository: put their folder (youtube-transcript-api/, newpipe/) at ../shared/fixtures "
            "beside the checkout, or set VTS_SHARED_FIXTURES to it")
     for ci in (False, True):
         r, skips = _unit_program(tmp_path, "test_conformance", ci=ci)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert skips == [why] * 10
-        assert "[  SKIPPED ] 10 test(s)" in r.stdout + r.stderr
+        assert skips == [why] * 11
+        assert "[  SKIPPED ] 11 test(s)" in r.stdout + r.stderr
     r, skips = _unit_program(tmp_path, "test_conformance", ci=True, require="captures,root")
-    assert r.returncode == 10, r.stdout + r.stderr
+    assert r.returncode == 11, r.stdout + r.stderr
     assert skips == []
     assert "captures is required here (VTS_REQUIRE) but missing" in r.stdout + r.stderr
 

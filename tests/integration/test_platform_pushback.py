@@ -271,9 +271,10 @@ def test_a_broken_profiles_file_stops_the_start(tmp_path):
                           env=harness.fetcher_env("http://127.0.0.1:9", VTS_CLIENT_PROFILES=str(path)),
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
-    assert proc.stderr == ('vts-fetcher: VTS_CLIENT_PROFILES: refused: profile VISIONOS: unknown member "colour" '
-                           '(known: name, client_id, version, user_agent, user_agent_in_context, context, headers, '
-                           'needs_page)\n')
+    assert proc.stderr == ('vts-fetcher: VTS_CLIENT_PROFILES: refused: %s: profile VISIONOS: unknown member "colour" '
+                           '(known: name, client_name, client_id, version, user_agent, user_agent_in_context, '
+                           'context, context_members, headers, origin, needs_page, host, path, query, '
+                           'request_members, wrapper, visitor_data, visitor_renew_s)\n' % path)
 
 
 # The probe.

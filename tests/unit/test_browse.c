@@ -163,7 +163,7 @@ static void test_more_videos_than_a_page_holds_is_refused(void **state) {
 
 static void test_request_bodies_and_ids(void **state) {
   (void)state;
-  struct client_profile c = {.name = "WEB", .version = "2.20260708.00.00"};
+  struct client_profile c = {.name = "WEB", .client_name = "WEB", .version = "2.20260708.00.00"};
   struct buf b = BUF_INIT;
   assert_int_equal(browse_request_body(&c, "VLPLour", "wgYCCAA%3D", NULL, &b), 0);
   assert_string_equal(b.data,

@@ -21,6 +21,7 @@
 
 #include "common/buf.h"
 #include "fetcher/captions/captions.h"
+#include "fetcher/platform/client.h"
 #include "fetcher/platform/player.h"
 #include "testdata.h"
 
@@ -394,6 +395,53 @@ static char *reel_reply(const char *root, const char *suffix) {
   return body;
 }
 
+/*
+ * The reel call's recorded replies read as the ANDROID_REEL profile reads them (the player reply under
+ * playerResponse): tracks without a PO token and no downloadable audio; an unknown id's "{}" is no reply; and the
+ * visitor call's recorded reply gives its visitor data whole.
+ */
+static void test_reel_replies_and_the_visitor_reply_read_as_the_reel_profile_reads_them(void **state) {
+  (void)state;
+  const char *root = fixtures_dir();
+  static const struct {
+    const char *suffix;
+    int rv;
+    enum playability play;
+    size_t ntracks, nasr;
+  } reels[] = {
+      {"-reel_item_watch.android.json", 0, PLAY_OK, 2, 1},
+      {"-reel_item_watch-ok.android.json", 0, PLAY_OK, 1, 1},
+      {"-private.reel.json", 0, PLAY_LOGIN_REQUIRED, 0, 0},
+      {"don-t-exist-empty.reel.json", -ENOENT, PLAY_OK, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof(reels) / sizeof(reels[0]); i++) {
+    char *reel = reel_reply(root, reels[i].suffix);
+    struct player_info pi;
+    int rv = player_parse_wrapped(reel, strlen(reel), "playerResponse", &pi);
+    if (rv != reels[i].rv) fail_msg("%s: parse %d, want %d", reels[i].suffix, rv, reels[i].rv);
+    if (rv == 0) {
+      size_t nasr = 0, npo = 0;
+      for (size_t t = 0; t < pi.ntracks; t++) {
+        nasr += pi.tracks[t].is_asr != 0;
+        npo += pi.tracks[t].po_token != 0;
+      }
+      if (pi.playability != reels[i].play || pi.ntracks != reels[i].ntracks || nasr != reels[i].nasr || npo != 0 ||
+          pi.naudio != 0)
+        fail_msg("%s: playability %d, %zu tracks (%zu asr, %zu PO token), %zu audio", reels[i].suffix, pi.playability,
+                 pi.ntracks, nasr, npo, pi.naudio);
+    }
+    player_info_free(&pi);
+    free(reel);
+  }
+  char *visitor_reply = reel_reply(root, "-visitor_id.android.json");
+  char visitor[CLIENT_VISITOR_DATA_MAX];
+  assert_int_equal(client_visitor_reply(visitor_reply, strlen(visitor_reply), visitor), 0);
+  /* Longer than 512 bytes, its base64 padding percent-encoded: kept whole, as the reel request must send it. */
+  assert_true(strlen(visitor) > 512);
+  assert_string_equal(visitor + strlen(visitor) - 6, "%3D%3D");
+  free(visitor_reply);
+}
+
 /* The platform's ration of an address ("try again later", "reload"): its own playability, not an absent video. */
 static void test_rationing_reasons_are_a_ration_not_an_absence(void **state) {
   (void)state;
@@ -677,6 +725,7 @@ int main(void) {
       cmocka_unit_test(test_rationing_reasons_are_a_ration_not_an_absence),
       cmocka_unit_test(test_retired_client_reasons_are_client_outdated),
       cmocka_unit_test(test_refusals_say_which_case_they_are),
+      cmocka_unit_test(test_reel_replies_and_the_visitor_reply_read_as_the_reel_profile_reads_them),
       cmocka_unit_test(test_a_reply_for_another_video_is_not_for_the_one_asked),
       cmocka_unit_test(test_exp_lists_naming_xpe_mark_po_token_tracks),
       cmocka_unit_test(test_a_player_summary_reads_back_as_its_reply),

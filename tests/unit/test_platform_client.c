@@ -312,7 +312,169 @@ static void test_platform_hosts_map_onto_the_configured_origin(void **state) {
   struct upstream *test = make_upstream("http://127.0.0.1:8999/");
   assert_mapped(test, "https://consent.youtube.com/s", 0, "http://127.0.0.1:8999/s");
   assert_mapped(test, "https://www.youtube.com/", 0, "http://127.0.0.1:8999/");
+  assert_mapped(test, "https://youtubei.googleapis.com/youtubei/v1/visitor_id?prettyPrint=false", 0,
+                "http://127.0.0.1:8999/youtubei/v1/visitor_id?prettyPrint=false");
   upstream_free(test);
+  prod = make_upstream("https://www.youtube.com");
+  assert_mapped(prod, "https://youtubei.googleapis.com/youtubei/v1/reel/reel_item_watch?id=x", 0,
+                "https://youtubei.googleapis.com/youtubei/v1/reel/reel_item_watch?id=x");
+  assert_mapped(prod, "https://googleapis.com/youtubei/v1/player", -EPERM, NULL);
+  upstream_free(prod);
+  assert_true(upstream_api_host("youtubei.googleapis.com"));
+  assert_true(upstream_api_host("www.youtube.com"));
+  assert_false(upstream_api_host("consent.youtube.com"));
+  assert_false(upstream_api_host("YOUTUBEI.googleapis.com"));
+  assert_false(upstream_api_host("evil.example.com"));
+}
+
+/* The profile named name among the built-ins, copied. */
+static struct client_profile builtin(const char *name) {
+  struct profile_set set;
+  profiles_builtin(&set);
+  const struct client_profile *p = profiles_find(&set, name);
+  assert_non_null(p);
+  return *p;
+}
+
+/* Replaces each run of n characters of the nonce alphabet after marker in s by "N" (n of them), checking them. */
+static void blank_nonce(char *s, const char *marker, size_t n) {
+  char *at = strstr(s, marker);
+  if (at == NULL) fail_msg("no %s in %s", marker, s);
+  at += strlen(marker);
+  for (size_t i = 0; i < n; i++) {
+    if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", at[i]) == NULL || at[i] == '\0')
+      fail_msg("not a nonce of %zu at %s", n, at);
+    at[i] = 'N';
+  }
+  if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", at[n]) != NULL && at[n] != '\0')
+    fail_msg("nonce longer than %zu at %s", n, at);
+}
+
+static void test_templates_expand_the_video_id_and_fresh_nonces(void **state) {
+  (void)state;
+  struct buf a = BUF_INIT, b = BUF_INIT;
+  assert_int_equal(client_expand("id={video_id}&t={nonce:12}&c={nonce:1}", "abcdefghijk", &a), 0);
+  assert_int_equal(client_expand("id={video_id}&t={nonce:12}&c={nonce:1}", "abcdefghijk", &b), 0);
+  assert_string_not_equal(a.data, b.data); /* 2^78 to one against */
+  blank_nonce(a.data, "t=", 12);
+  blank_nonce(a.data, "c=", 1);
+  assert_string_equal(a.data, "id=abcdefghijk&t=NNNNNNNNNNNN&c=N");
+  buf_reset(&a);
+  assert_int_equal(client_expand("plain {", "x", &a), 0);
+  assert_string_equal(a.data, "plain {");
+  buf_free(&a);
+  buf_free(&b);
+}
+
+static void test_reel_request_is_wrapped_with_its_query_and_visitor_data(void **state) {
+  (void)state;
+  struct client_profile reel = builtin("ANDROID_REEL");
+  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT;
+  assert_int_equal(client_user_agent(&reel, &ua), 0);
+  assert_string_equal(ua.data, "com.google.android.youtube/21.26.364 (Linux; U; Android 11) gzip");
+  assert_int_equal(client_player_url(&reel, "abcdefghijk", "", &url), 0);
+  blank_nonce(url.data, "&t=", 12);
+  assert_string_equal(url.data,
+                      "https://youtubei.googleapis.com/youtubei/v1/reel/reel_item_watch?prettyPrint=false"
+                      "&t=NNNNNNNNNNNN&id=abcdefghijk&$fields=playerResponse");
+  assert_int_equal(client_player_body(&reel, ua.data, "abcdefghijk", "Cgt%3D", &body), 0);
+  blank_nonce(body.data, "\"cpn\":\"", 16);
+  assert_string_equal(body.data,
+                      "{\"context\":{\"client\":{\"clientName\":\"ANDROID\",\"clientVersion\":\"21.26.364\","
+                      "\"clientScreen\":\"WATCH\",\"platform\":\"MOBILE\",\"osName\":\"Android\",\"osVersion\":\"11\","
+                      "\"androidSdkVersion\":30,\"hl\":\"en\",\"gl\":\"US\",\"utcOffsetMinutes\":0,"
+                      "\"visitorData\":\"Cgt=\"},\"request\":{\"internalExperimentFlags\":[],\"useSsl\":true},"
+                      "\"user\":{\"lockedSafetyMode\":false}},\"playerRequest\":{\"videoId\":\"abcdefghijk\","
+                      "\"contentCheckOk\":true,\"racyCheckOk\":true,\"cpn\":\"NNNNNNNNNNNNNNNN\"},"
+                      "\"disablePlayerResponse\":false}");
+  buf_reset(&body);
+  assert_int_equal(client_visitor_body(&reel, ua.data, &body), 0);
+  assert_string_equal(body.data,
+                      "{\"context\":{\"client\":{\"clientName\":\"ANDROID\",\"clientVersion\":\"21.26.364\","
+                      "\"clientScreen\":\"WATCH\",\"platform\":\"MOBILE\",\"osName\":\"Android\",\"osVersion\":\"11\","
+                      "\"androidSdkVersion\":30,\"hl\":\"en\",\"gl\":\"US\",\"utcOffsetMinutes\":0},"
+                      "\"request\":{\"internalExperimentFlags\":[],\"useSsl\":true},"
+                      "\"user\":{\"lockedSafetyMode\":false}}}");
+  buf_free(&url);
+  buf_free(&body);
+  buf_free(&ua);
+}
+
+static void test_embedded_client_sends_third_party_beside_client(void **state) {
+  (void)state;
+  struct client_profile web = builtin("WEB_EMBEDDED");
+  struct buf url = BUF_INIT, body = BUF_INIT;
+  assert_int_equal(client_player_url(&web, "abcdefghijk", "", &url), 0);
+  assert_string_equal(url.data, "https://www.youtube.com/youtubei/v1/player?prettyPrint=false");
+  assert_int_equal(client_player_body(&web, "ua", "abcdefghijk", "", &body), 0);
+  assert_string_equal(
+      body.data,
+      "{\"context\":{\"client\":{\"clientName\":\"WEB_EMBEDDED_PLAYER\",\"clientVersion\":"
+      "\"2.20260708.00.00\",\"clientScreen\":\"EMBED\",\"platform\":\"DESKTOP\",\"hl\":\"en\","
+      "\"gl\":\"US\",\"utcOffsetMinutes\":0},\"thirdParty\":{\"embedUrl\":\"https://www.reddit.com/\"}},"
+      "\"videoId\":\"abcdefghijk\",\"contentCheckOk\":true,\"racyCheckOk\":true}");
+  assert_string_equal(web.origin, "https://www.youtube.com");
+  assert_int_equal(web.visitor, PROFILE_VISITOR_FETCH);
+  buf_free(&url);
+  buf_free(&body);
+}
+
+static void test_visitor_reply_read_and_checked(void **state) {
+  (void)state;
+  char v[CLIENT_VISITOR_DATA_MAX];
+  static const char good[] = "{\"responseContext\":{\"serviceTrackingParams\":[],\"visitorData\":\"CgtA_b-%3D\"}}";
+  assert_int_equal(client_visitor_reply(good, strlen(good), v), 0);
+  assert_string_equal(v, "CgtA_b-%3D");
+  static const char *const bad[] = {"{}",
+                                    "{\"responseContext\":{}}",
+                                    "{\"responseContext\":{\"visitorData\":\"a b\"}}",
+                                    "{\"responseContext\":{\"visitorData\":\"\"}}",
+                                    "{\"responseContext\":{\"visitorData\":7}}",
+                                    "{\"responseContext\":{\"visitorData\":\"a\\u0000b\"}}",
+                                    "[1]",
+                                    "{\"responseContext\":"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    if (client_visitor_reply(bad[i], strlen(bad[i]), v) != -EPROTO) fail_msg("accepted %s", bad[i]);
+    assert_string_equal(v, "");
+  }
+}
+
+/* Decodes base64url (padding percent-encoded) into out; returns its length. */
+static size_t b64url_decode(const char *s, unsigned char *out) {
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t n = 0;
+  for (; *s != '\0' && *s != '%'; s++) {
+    const char *at = strchr(alphabet, *s);
+    assert_non_null(at);
+    acc = acc << 6 | (uint32_t)(at - alphabet);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[n++] = (unsigned char)(acc >> bits);
+    }
+  }
+  return n;
+}
+
+static void test_local_visitor_data_has_the_platform_form(void **state) {
+  (void)state;
+  char a[CLIENT_VISITOR_DATA_MAX], b[CLIENT_VISITOR_DATA_MAX];
+  assert_int_equal(client_visitor_local(a), 0);
+  assert_int_equal(client_visitor_local(b), 0);
+  assert_string_not_equal(a, b);
+  unsigned char raw[128];
+  size_t n = b64url_decode(a, raw);
+  /* 1: an 11-character id; 5: a varint time; 6: the place. */
+  assert_true(n > 24);
+  assert_int_equal(raw[0], 0x0a);
+  assert_int_equal(raw[1], 11);
+  assert_int_equal(raw[13], 0x28);
+  assert_int_equal(raw[n - 12], 0x32);
+  assert_memory_equal(raw + n - 8, "US", 2);
+  size_t pad = strlen(a) - strcspn(a, "%");
+  assert_int_equal(pad, ((3 - n % 3) % 3) * 3);
 }
 
 static void test_upstream_settings_checked(void **state) {
@@ -375,6 +537,11 @@ int main(void) {
       cmocka_unit_test(test_timedtext_url_carries_a_po_token_only_when_given),
       cmocka_unit_test(test_platform_hosts_map_onto_the_configured_origin),
       cmocka_unit_test(test_upstream_settings_checked),
+      cmocka_unit_test(test_templates_expand_the_video_id_and_fresh_nonces),
+      cmocka_unit_test(test_reel_request_is_wrapped_with_its_query_and_visitor_data),
+      cmocka_unit_test(test_embedded_client_sends_third_party_beside_client),
+      cmocka_unit_test(test_visitor_reply_read_and_checked),
+      cmocka_unit_test(test_local_visitor_data_has_the_platform_form),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -572,6 +572,40 @@ static void test_video_details_are_bounded_and_typed(void **state) {
   buf_free(&json);
 }
 
+static void test_wrapped_reply_is_read_under_its_member(void **state) {
+  (void)state;
+  struct player_info pi;
+  static const char reel[] =
+      "{\"playabilityStatus\":{\"status\":\"ERROR\"},\"playerResponse\":{\"playabilityStatus\":{\"status\":\"OK\"},"
+      "\"videoDetails\":{\"videoId\":\"abcdefghijk\",\"title\":\"T\"},\"captions\":{"
+      "\"playerCaptionsTracklistRenderer\":"
+      "{\"captionTracks\":[{\"baseUrl\":\"https://www.youtube.com/api/timedtext?v=abcdefghijk&lang=en\","
+      "\"languageCode\":\"en\"}]}}},\"playerResponse\":{\"playabilityStatus\":{\"status\":\"ERROR\"}}}";
+  /* Only the wrapper's member counts, and only its first occurrence: the top level's own status is not read. */
+  assert_int_equal(player_parse_wrapped(reel, strlen(reel), "playerResponse", &pi), 0);
+  assert_int_equal(pi.playability, PLAY_OK);
+  assert_string_equal(pi.video_id, "abcdefghijk");
+  assert_int_equal(pi.ntracks, 1);
+  assert_string_equal(pi.tracks[0].lang, "en");
+  player_info_free(&pi);
+  /* Unwrapped, the same body is read at its top level. */
+  assert_int_equal(player_parse(reel, strlen(reel), &pi), 0);
+  assert_int_equal(pi.playability, PLAY_UNAVAILABLE);
+  assert_int_equal(pi.ntracks, 0);
+  player_info_free(&pi);
+  /* The reel call's answer for an id it does not know, and a member that is not an object. */
+  assert_int_equal(player_parse_wrapped("{}", 2, "playerResponse", &pi), -ENOENT);
+  player_info_free(&pi);
+  static const char scalar[] = "{\"playerResponse\":7}";
+  assert_int_equal(player_parse_wrapped(scalar, strlen(scalar), "playerResponse", &pi), -ENOENT);
+  player_info_free(&pi);
+  static const char empty[] = "{\"playerResponse\":{}}";
+  assert_int_equal(player_parse_wrapped(empty, strlen(empty), "playerResponse", &pi), -EPROTO);
+  player_info_free(&pi);
+  assert_int_equal(player_parse_wrapped("[]", 2, "playerResponse", &pi), -EPROTO);
+  player_info_free(&pi);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ok_reply_lists_tracks_manual_and_asr),
@@ -598,6 +632,7 @@ int main(void) {
       cmocka_unit_test(test_tracks_json_of_a_reply_without_captions_is_two_empty_lists),
       cmocka_unit_test(test_choice_without_tracks_is_none),
       cmocka_unit_test(test_video_details_are_bounded_and_typed),
+      cmocka_unit_test(test_wrapped_reply_is_read_under_its_member),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

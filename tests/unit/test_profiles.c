@@ -126,6 +126,47 @@ static void test_bad_documents_are_refused_with_what_is_wrong(void **state) {
   }
 }
 
+static void test_every_request_member_is_read(void **state) {
+  (void)state;
+  static const char doc[] =
+      "{\"profiles\": [{\"name\": \"MY_REEL\", \"client_name\": \"ANDROID\", \"client_id\": 3, \"version\": \"21.1\","
+      " \"user_agent\": \"ua\", \"host\": \"youtubei.googleapis.com\", \"path\": \"/youtubei/v1/reel/reel_item_watch\","
+      " \"query\": {\"id\": \"{video_id}\", \"t\": \"{nonce:12}\"},"
+      " \"context_members\": {\"thirdParty\": {\"embedUrl\": \"https://example.org/\"}, \"flags\": [1, true, null]},"
+      " \"request_members\": {\"cpn\": \"{nonce:16}\"},"
+      " \"wrapper\": {\"request\": \"playerRequest\", \"reply\": \"playerResponse\", \"members\": {\"x\": false}},"
+      " \"visitor_data\": \"local\", \"visitor_renew_s\": 60, \"origin\": \"https://www.youtube.com\"}]}";
+  struct profile_set set;
+  profiles_builtin(&set);
+  char err[512] = "";
+  assert_int_equal(profiles_apply_json(&set, doc, strlen(doc), err, sizeof(err)), 0);
+  const struct client_profile *p = profiles_find(&set, "MY_REEL");
+  assert_non_null(p);
+  assert_string_equal(p->client_name, "ANDROID");
+  assert_string_equal(p->host, "youtubei.googleapis.com");
+  assert_string_equal(p->path, "/youtubei/v1/reel/reel_item_watch");
+  assert_int_equal(p->nquery, 2);
+  assert_string_equal(p->query[0][0], "id");
+  assert_string_equal(p->query[0][1], "{video_id}");
+  assert_string_equal(p->query[1][1], "{nonce:12}");
+  assert_string_equal(p->context_members,
+                      ",\"thirdParty\":{\"embedUrl\":\"https://example.org/\"},\"flags\":[1,true,null]");
+  assert_string_equal(p->request_members, ",\"cpn\":\"{nonce:16}\"");
+  assert_string_equal(p->wrap_request, "playerRequest");
+  assert_string_equal(p->wrap_reply, "playerResponse");
+  assert_string_equal(p->wrap_members, ",\"x\":false");
+  assert_int_equal(p->visitor, PROFILE_VISITOR_LOCAL);
+  assert_int_equal(p->visitor_renew_s, 60);
+  assert_string_equal(p->origin, "https://www.youtube.com");
+  /* A profile that says none of them calls the player as before. */
+  const struct client_profile *v = profiles_find(&set, "VISIONOS");
+  assert_string_equal(v->client_name, "VISIONOS");
+  assert_string_equal(v->host, "www.youtube.com");
+  assert_string_equal(v->path, "/youtubei/v1/player");
+  assert_int_equal(v->visitor, PROFILE_VISITOR_NONE);
+  assert_int_equal(profiles_find(&set, "WEB")->visitor, PROFILE_VISITOR_PAGE);
+}
+
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
@@ -448,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_builtins_carry_the_whole_identity),
       cmocka_unit_test(test_document_adds_and_replaces_profiles_whole),
       cmocka_unit_test(test_bad_documents_are_refused_with_what_is_wrong),
+      cmocka_unit_test(test_every_request_member_is_read),
       cmocka_unit_test(test_source_reloads_a_changed_file_and_keeps_the_old_on_error),
       cmocka_unit_test(test_clients_resolve_against_file_profiles),
       cmocka_unit_test(test_proxies_alternate_and_a_blocked_one_rests),
