@@ -85,6 +85,8 @@ static const struct var vars[] = {
     I(job_max_age_s, "VTS_JOB_MAX_AGE_S", "86400", 1, 31536000),
     I(job_ttl_s, "VTS_JOB_TTL_S", "604800", 1, 31536000),
     I(jobs_fetcher_share, "VTS_JOBS_FETCHER_SHARE", "50", 0, 100),
+    S(webhook_allow, "VTS_WEBHOOK_ALLOW", ""),
+    I(webhook_retry_ms, "VTS_WEBHOOK_RETRY_MS", "10000", 10, 3600000),
 };
 
 /*
@@ -308,6 +310,12 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
     return -EINVAL;
   }
   if (check_jobs_url(cfg, err, errlen) != 0) return -EINVAL;
+  struct netaddr_allow allow;
+  char why[128];
+  if (netaddr_allow_parse(cfg->webhook_allow, &allow, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "VTS_WEBHOOK_ALLOW: %s: expected comma-separated addresses or CIDR ranges", why);
+    return -EINVAL;
+  }
   if (strncmp(cfg->upstream_url, "https://", 8) != 0 && strncmp(cfg->upstream_url, "http://", 7) != 0) {
     snprintf(err, errlen, "VTS_UPSTREAM_URL: invalid value: expected an http(s) URL");
     return -EINVAL;

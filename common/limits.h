@@ -142,6 +142,13 @@
 #define VTS_GZIP_LEVEL 6                   /* zlib's level: its default balance of time and size */
 #define VTS_BROTLI_QUALITY 5               /* brotli's 0..11: 11 costs tens of times more for a few percent */
 
+/* Webhooks of batch jobs (gateway/http/hookurl.c, gateway/dispatcher/hooks.c, fetcher/egress/webhook.c). */
+#define VTS_WEBHOOK_URL_MAX_BYTES 2047            /* a longer webhook_url: 400 invalid_request */
+#define VTS_WEBHOOK_MAX_PAYLOAD_BYTES (16 * 1024) /* a job's status object is far smaller; a larger is not sent */
+#define VTS_WEBHOOK_TIMEOUT_MS 10000              /* one try, connect to status: later is a failed try */
+#define VTS_WEBHOOK_MAX_REPLY_BYTES 4096          /* of the receiver's answer body: read this far, ignored */
+#define VTS_WEBHOOK_RETRY_WINDOW_MS (24LL * 3600 * 1000) /* no try later than this after the message: given up */
+
 /*
  * Batch jobs of a playlist or a channel (POST /v1/jobs): the ids they name (a 400 past these) and the continuation
  * token of a browse page (a longer one is refused as not the platform's shape).

@@ -89,17 +89,23 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
   return 0;
 }
 
-/* Whether a job's video and browse target fit its kind: a browse job names a target and no video, any other a video. */
-static int job_target_ok(uint8_t kind, const char *video_id, uint8_t what, const char *browse, uint32_t len) {
-  if (kind == PROTO_KIND_BROWSE)
-    return video_id[0] == '\0' && what >= PROTO_BROWSE_PLAYLIST && what <= PROTO_BROWSE_CONTINUATION && len > 0 &&
-           len <= VTS_MAX_BROWSE_TOKEN_BYTES && browse != NULL && memchr(browse, '\0', len) == NULL;
-  return ident_video_id_valid(video_id, strlen(video_id)) && what == PROTO_BROWSE_NONE && len == 0;
+/*
+ * A job names a video, except a webhook delivery (a URL instead) and a browse job (what it reads and its target
+ * instead); the browse fields are empty for every other kind.
+ */
+static int job_target_valid(const struct proto_job *job) {
+  if (job->kind == PROTO_KIND_BROWSE)
+    return job->video_id[0] == '\0' && job->browse_what >= PROTO_BROWSE_PLAYLIST &&
+           job->browse_what <= PROTO_BROWSE_CONTINUATION && job->browse_len > 0 &&
+           job->browse_len <= VTS_MAX_BROWSE_TOKEN_BYTES && job->browse != NULL &&
+           memchr(job->browse, '\0', job->browse_len) == NULL;
+  if (job->browse_what != PROTO_BROWSE_NONE || job->browse_len != 0) return 0;
+  if (job->kind == PROTO_KIND_WEBHOOK) return job->video_id[0] == '\0' && job->hook_url_len > 0;
+  return ident_video_id_valid(job->video_id, strlen(job->video_id));
 }
 
 int proto_encode_job(struct buf *out, const struct proto_job *job) {
-  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_BROWSE) return -EINVAL;
-  if (!job_target_ok(job->kind, job->video_id, job->browse_what, job->browse, job->browse_len)) return -EINVAL;
+  if (job->kind < PROTO_KIND_CAPTIONS || job->kind > PROTO_KIND_LAST || !job_target_valid(job)) return -EINVAL;
   int rv = put_header(out, PROTO_JOB);
   if (rv == 0) rv = put_be(out, job->job_id, 8);
   if (rv == 0) rv = put_u8(out, job->kind);
@@ -110,13 +116,18 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
   if (rv == 0) rv = put_u8(out, job->declines);
   if (rv == 0) rv = put_blob(out, job->player, job->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
+  if (rv == 0) rv = put_blob(out, job->hook_url, job->hook_url_len, VTS_WEBHOOK_URL_MAX_BYTES);
+  if (rv == 0) rv = put_str(out, job->hook_id, PROTO_MAX_HOOK_ID);
+  if (rv == 0) rv = put_be(out, job->hook_timestamp, 8);
+  if (rv == 0) rv = put_str(out, job->hook_signature, PROTO_MAX_HOOK_SIG);
+  if (rv == 0) rv = put_blob(out, job->hook_body, job->hook_body_len, VTS_WEBHOOK_MAX_PAYLOAD_BYTES);
   if (rv == 0) rv = put_u8(out, job->browse_what);
   if (rv == 0) rv = put_blob(out, job->browse, job->browse_len, VTS_MAX_BROWSE_TOKEN_BYTES);
   return rv;
 }
 
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
-  if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_SPEECH) return -EINVAL;
+  if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_LAST) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
   if (res->negress > PROTO_MAX_EGRESS) return -EINVAL;
   for (uint8_t i = 0; i < res->negress; i++)
@@ -195,7 +206,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (open_reader(&r, data, len, PROTO_JOB, PROTO_JOB) != 0) return -EPROTO;
   if (get_be(&r, 8, &v) != 0) return -EPROTO;
   job->job_id = v;
-  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_BROWSE) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v < PROTO_KIND_CAPTIONS || v > PROTO_KIND_LAST) return -EPROTO;
   job->kind = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   job->deadline_ms = (uint32_t)v;
@@ -206,11 +217,16 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->declines = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &job->player, &job->player_len) != 0) return -EPROTO;
+  if (get_blob(&r, VTS_WEBHOOK_URL_MAX_BYTES, &job->hook_url, &job->hook_url_len) != 0) return -EPROTO;
+  if (get_str(&r, job->hook_id, sizeof(job->hook_id)) != 0) return -EPROTO;
+  if (get_be(&r, 8, &v) != 0) return -EPROTO;
+  job->hook_timestamp = v;
+  if (get_str(&r, job->hook_signature, sizeof(job->hook_signature)) != 0) return -EPROTO;
+  if (get_blob(&r, VTS_WEBHOOK_MAX_PAYLOAD_BYTES, &job->hook_body, &job->hook_body_len) != 0) return -EPROTO;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->browse_what = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_BROWSE_TOKEN_BYTES, &job->browse, &job->browse_len) != 0) return -EPROTO;
-  if (!job_target_ok(job->kind, job->video_id, job->browse_what, job->browse, job->browse_len)) return -EPROTO;
-  return r.left == 0 ? 0 : -EPROTO;
+  return r.left == 0 && job_target_valid(job) ? 0 : -EPROTO;
 }
 
 int proto_decode_result(const void *data, size_t len, struct proto_result *res) {
@@ -222,7 +238,7 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   res->job_id = v;
   if (get_be(&r, 1, &v) != 0 || v < 1 || v > PROTO_NOUTCOMES) return -EPROTO;
   res->outcome = (uint8_t)v;
-  if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_SPEECH) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v > PROTO_SOURCE_LAST) return -EPROTO;
   res->source = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->fetch_ms = (uint32_t)v;

@@ -22,10 +22,10 @@
  * fetcher's egress budgets, a DECLINE why it was sent, a job its declines; 5: a result carries the seconds after which
  * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
  * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: a
- * result carries its job's PO-token provider failures; 7: the BROWSE kind, a job's browse target, and the reasons of a
- * playlist or channel that cannot be read.
+ * result carries its job's PO-token provider failures; 7: the WEBHOOK kind exists, and a job carries a webhook
+ * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read.
  */
-#define PROTO_VERSION 7
+#define PROTO_VERSION 8
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -54,16 +54,21 @@ enum proto_type {
 /*
  * What a job asks for. CAPTIONS answers a transcript (and may become SPEECH in the dispatcher); TRACKS answers the
  * video's caption tracks and translation languages, the body of GET /v1/video/tracks; METADATA the video's details
- * (title, channel, length...), the body of GET /v1/video/metadata. BROWSE reads one page of a playlist's or a
- * channel's videos (its job names no video: the target is browse_what and browse), for the batch jobs of POST
- * /v1/jobs; its answer is a browse body (proto_browse_body), never cached and never sent to a client.
+ * (title, channel, length...), the body of GET /v1/video/metadata. WEBHOOK (dispatcher -> fetcher only) is no video's
+ * job: the fetcher POSTs a batch job's signed webhook message (the job's hook_* fields) and answers OK when the
+ * receiver answered 2xx, else UPSTREAM_FAILED with the reason; the result's body is the receiver's HTTP status in
+ * decimal ("" when there was none). BROWSE reads one page of a playlist's or a channel's videos (its job names no
+ * video either: the target is browse_what and browse), for the batch jobs of POST /v1/jobs; its answer is a browse
+ * body (proto_browse_body), never cached and never sent to a client.
  */
 enum proto_kind {
   PROTO_KIND_CAPTIONS = 1,
   PROTO_KIND_SPEECH = 2,
   PROTO_KIND_TRACKS = 3,
   PROTO_KIND_METADATA = 4,
-  PROTO_KIND_BROWSE = 5
+  PROTO_KIND_WEBHOOK = 5,
+  PROTO_KIND_BROWSE = 6,
+  PROTO_KIND_LAST = PROTO_KIND_BROWSE /* the kinds' wire values are 1 to this */
 };
 
 /* What a BROWSE job reads: the first page of a playlist, of a channel's videos, or the page a continuation names. */
@@ -99,7 +104,14 @@ enum proto_outcome { PROTO_OUTCOMES(PROTO_OUTCOME_ENUM_) };
 enum { PROTO_NOUTCOMES = 0 PROTO_OUTCOMES(PROTO_OUTCOME_ONE_) };
 #undef PROTO_OUTCOME_ONE_
 
-enum proto_source { PROTO_SOURCE_NONE = 0, PROTO_SOURCE_CAPTIONS = 1, PROTO_SOURCE_SPEECH = 2 };
+/* WEBHOOK: the result of a webhook delivery (PROTO_KIND_WEBHOOK), which says nothing of the platform. */
+enum proto_source {
+  PROTO_SOURCE_NONE = 0,
+  PROTO_SOURCE_CAPTIONS = 1,
+  PROTO_SOURCE_SPEECH = 2,
+  PROTO_SOURCE_WEBHOOK = 3,
+  PROTO_SOURCE_LAST = PROTO_SOURCE_WEBHOOK
+};
 
 /*
  * Why a job ended as it did: set where the failure happens (the transport, the player step, the caption step) and
@@ -177,6 +189,8 @@ const char *proto_reason_name(uint8_t reason);
 
 #define PROTO_MAX_ATTEMPTS 16    /* attempt records a result carries; later attempts go unrecorded */
 #define PROTO_MAX_CLIENT_NAME 31 /* bytes of a client profile name */
+#define PROTO_MAX_HOOK_ID 63     /* bytes of a webhook-id */
+#define PROTO_MAX_HOOK_SIG 127   /* bytes of a webhook-signature */
 
 /* How one player attempt (one client through one egress) went, for per-proxy and per-client counters. */
 enum proto_attempt_result { PROTO_ATTEMPT_OK = 0, PROTO_ATTEMPT_BLOCKED = 1, PROTO_ATTEMPT_FAILED = 2 };
@@ -217,6 +231,20 @@ struct proto_job {
    */
   const char *player;
   uint32_t player_len;
+  /*
+   * WEBHOOK: the delivery the fetcher POSTs (video_id is "" for it, as for BROWSE and no other kind): to hook_url (an
+   * http(s) URL of at most VTS_WEBHOOK_URL_MAX_BYTES), with the headers webhook-id, webhook-timestamp (seconds since
+   * the epoch) and webhook-signature as the Standard Webhooks specification names them, and the JSON body hook_body (at
+   * most VTS_WEBHOOK_MAX_PAYLOAD_BYTES). The dispatcher signs it: the secret never leaves the gateway. url and body are
+   * borrowed, like player; empty for the other kinds.
+   */
+  const char *hook_url;
+  uint32_t hook_url_len;
+  char hook_id[PROTO_MAX_HOOK_ID + 1];
+  uint64_t hook_timestamp;
+  char hook_signature[PROTO_MAX_HOOK_SIG + 1];
+  const char *hook_body;
+  uint32_t hook_body_len;
   /*
    * BROWSE (video_id ""): what it reads (enum proto_browse_what) and its target, a playlist id, a channel id or a
    * continuation token (1 to VTS_MAX_BROWSE_TOKEN_BYTES bytes, no NUL); PROTO_BROWSE_NONE and NULL/0 for any other

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -101,6 +102,7 @@ uint8_t transport_reason(int err) {
     case -EPERM:
     case -EINVAL:
     case -ELOOP:
+    case -EACCES:
       return PROTO_REASON_REFUSED;
     case -ENOMEM:
       return PROTO_REASON_INTERNAL;
@@ -178,12 +180,27 @@ static void redact_userinfo(char *text, const char *url) {
   if (colon != NULL) blank(text, colon + 1, (size_t)(at - colon - 1));
 }
 
+/* A transfer's connect_check, as curl's open-socket callback sees it. */
+struct opener {
+  const struct transport_req *req;
+  int refused;
+};
+
+static curl_socket_t open_checked(void *arg, curlsocktype purpose, struct curl_sockaddr *a) {
+  struct opener *o = arg;
+  if (purpose != CURLSOCKTYPE_IPCXN || o->req->connect_check(o->req->connect_ctx, &a->addr) != 0) {
+    o->refused = 1;
+    return CURL_SOCKET_BAD;
+  }
+  return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 int transport_perform(struct transport *t, const struct transport_req *req, struct buf *out, long *status,
                       uint8_t *reason) {
   *status = 0;
   char scheme[16], host[256];
   if (transport_url_parts(req->url, scheme, sizeof(scheme), host, sizeof(host), NULL, 0) != 0 ||
-      (!req->operator_url && transport_scheme_allowed(scheme, host) != 0)) {
+      (!req->operator_url && req->connect_check == NULL && transport_scheme_allowed(scheme, host) != 0)) {
     *reason = PROTO_REASON_REFUSED;
     return -EPERM;
   }
@@ -231,9 +248,15 @@ int transport_perform(struct transport *t, const struct transport_req *req, stru
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
   curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_bytes);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+  struct opener opener = {req, 0};
+  if (req->connect_check != NULL) {
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &opener);
+  }
 
   CURLcode cc = curl_easy_perform(c);
   rv = curl_error(cc, &s);
+  if (rv != 0 && opener.refused) rv = -EACCES;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
   *reason = transport_reason(rv);
 
@@ -257,6 +280,8 @@ fail:
   curl_easy_setopt(t->curl, CURLOPT_HTTPHEADER, NULL);
   curl_easy_setopt(t->curl, CURLOPT_WRITEDATA, NULL);
   curl_easy_setopt(t->curl, CURLOPT_MIMEPOST, NULL);
+  curl_easy_setopt(t->curl, CURLOPT_OPENSOCKETFUNCTION, NULL);
+  curl_easy_setopt(t->curl, CURLOPT_OPENSOCKETDATA, NULL);
   curl_slist_free_all(headers);
   return rv;
 }

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "common/buf.h"
 
@@ -42,6 +43,13 @@ struct transport_req {
   /* Called before every hop of transport_fetch (a budget to spend): a negative return ends the fetch with it. */
   int (*admit)(void *ctx);
   void *admit_ctx;
+  /*
+   * When set: each address a connection is about to be made to (whatever the name resolved to, at the moment of
+   * connecting, so a name re-pointed meanwhile is judged by where it leads now) is given to it first, and a non-zero
+   * return refuses it: the transfer fails -EACCES (reason refused). The scheme rule is then the caller's.
+   */
+  int (*connect_check)(void *ctx, const struct sockaddr *addr);
+  void *connect_ctx;
 };
 
 /* Creates the handle with the settings every transfer shares. Returns 0, or -ENOMEM. */
@@ -54,8 +62,9 @@ void transport_cleanup(struct transport *t);
  * transport_scheme_allowed unless req->operator_url. Returns 0; -ETIMEDOUT (deadline);
  * -EFBIG (past the cap); -EBADMSG (truncated or undecodable body); -ENETUNREACH (DNS, connect, TLS, proxy: nothing
  * reached the server); -EIO (another transfer failure); -ENOMEM; -EPERM when the URL breaks the scheme rule. *reason
- * is the typed reason of the failure. A failure is logged at info with target (host and path), status, duration,
- * reason, proxy index and curl's error text (proxy credentials removed).
+ * is the typed reason of the failure; -EACCES when req->connect_check refused every address. A failure is logged at
+ * info with target (host and path), status, duration, reason, proxy index and curl's error text (proxy credentials
+ * removed).
  */
 int transport_perform(struct transport *t, const struct transport_req *req, struct buf *out, long *status,
                       uint8_t *reason);

@@ -20,6 +20,7 @@
 #include "fetcher/course/course.h"
 #include "fetcher/process/peers.h"
 #include "fetcher/egress/upstream.h"
+#include "fetcher/egress/webhook.h"
 #include "proto/link.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -40,6 +41,7 @@ struct job_runner {
   const struct vts_config *cfg;
   struct upstream *up;
   struct course *it;
+  struct webhook *hook;
   struct course_result out;
 };
 
@@ -139,6 +141,7 @@ int job_runner_new(const struct vts_config *cfg, struct job_runner **out, char *
   r->cfg = cfg;
   int rv = upstream_new(cfg, &r->up, err, errlen);
   if (rv == 0) rv = course_new(cfg, r->up, &r->it, err, errlen);
+  if (rv == 0) rv = webhook_new(cfg, &r->hook, err, errlen);
   if (rv != 0) {
     job_runner_free(r);
     return rv;
@@ -150,6 +153,7 @@ int job_runner_new(const struct vts_config *cfg, struct job_runner **out, char *
 void job_runner_free(struct job_runner *r) {
   if (r == NULL) return;
   course_free(r->it);
+  webhook_free(r->hook);
   upstream_free(r->up);
   buf_free(&r->out.body);
   buf_free(&r->out.player);
@@ -176,7 +180,15 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
     memcpy(target, job->browse, job->browse_len);
     target[job->browse_len] = '\0';
   }
-  if (job->kind == PROTO_KIND_BROWSE ? target == NULL : !ident_video_id_valid(job->video_id, strlen(job->video_id))) {
+  if (job->kind == PROTO_KIND_WEBHOOK) {
+    /* No platform request: the body is the receiver's status, whatever the outcome. */
+    struct fetch_outcome o;
+    webhook_deliver(r->hook, job, start + budget, &o, &out->body);
+    out->outcome = o.outcome;
+    out->reason = o.reason;
+    snprintf(out->detail, sizeof(out->detail), "%s", o.detail);
+  } else if (job->kind == PROTO_KIND_BROWSE ? target == NULL
+                                            : !ident_video_id_valid(job->video_id, strlen(job->video_id))) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
   } else {
@@ -200,7 +212,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
   res->outcome = out->outcome;
-  res->source = out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA ||
+  res->source = job->kind == PROTO_KIND_WEBHOOK ? PROTO_SOURCE_WEBHOOK
+                : out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA ||
                         job->kind == PROTO_KIND_BROWSE
                     ? PROTO_SOURCE_NONE
                 : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
@@ -224,8 +237,9 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   }
   res->negress = (uint8_t)upstream_budget_report(r->up, res->egress);
   res->pot_failures = out->pot_failures;
-  res->body = out->outcome == PROTO_OK ? out->body.data : NULL;
-  res->body_len = out->outcome == PROTO_OK ? (uint32_t)out->body.len : 0;
+  int with_body = out->outcome == PROTO_OK || job->kind == PROTO_KIND_WEBHOOK;
+  res->body = with_body ? out->body.data : NULL;
+  res->body_len = with_body ? (uint32_t)out->body.len : 0;
 
   char job_id[24], outcome[8], dur[24];
   snprintf(job_id, sizeof(job_id), "%llu", (unsigned long long)job->job_id);
@@ -237,7 +251,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
 }
 
 int job_runner_declines(struct job_runner *r, const struct proto_job *job) {
-  if (!r->cfg->egress_decline || job->declines >= VTS_EGRESS_MAX_DECLINES) return 0;
+  /* A webhook spends no platform budget. */
+  if (!r->cfg->egress_decline || job->declines >= VTS_EGRESS_MAX_DECLINES || job->kind == PROTO_KIND_WEBHOOK) return 0;
   uint64_t budget = job->deadline_ms > 0 ? job->deadline_ms : (uint64_t)r->cfg->job_timeout_ms;
   if (upstream_budget_wait_ms(r->up) < budget) return 0;
   upstream_budget_declined(r->up);

@@ -61,6 +61,7 @@ struct peers {
   struct proto_job job;
   struct buf job_player; /* a copy of the job's player summary (the message it came in is freed at once) */
   struct buf job_browse; /* a copy of a browse job's target, likewise */
+  struct buf job_hook;   /* a copy of a webhook job's URL and body, for the same reason */
   struct peer *job_from;
   bool stopping;
   bool acked; /* the RESULT_LAST was acknowledged */
@@ -146,6 +147,17 @@ static void peer_answered(struct peer *p, const void *body, size_t len) {
          */
         keep_copy(&ps->job_player, job.player, job.player_len, &ps->job.player, &ps->job.player_len);
         keep_copy(&ps->job_browse, job.browse, job.browse_len, &ps->job.browse, &ps->job.browse_len);
+        /* A webhook job without its URL and body is no job: without memory for them it is answered bad_job. */
+        buf_reset(&ps->job_hook);
+        ps->job.hook_url_len = 0;
+        ps->job.hook_body_len = 0;
+        if (job.hook_url_len > 0 && buf_append(&ps->job_hook, job.hook_url, job.hook_url_len) == 0 &&
+            (job.hook_body_len == 0 || buf_append(&ps->job_hook, job.hook_body, job.hook_body_len) == 0)) {
+          ps->job.hook_url = ps->job_hook.data;
+          ps->job.hook_url_len = job.hook_url_len;
+          ps->job.hook_body = ps->job_hook.data + job.hook_url_len;
+          ps->job.hook_body_len = job.hook_body_len;
+        }
         ps->job_from = p;
         p->state = P_RUNNING;
         pthread_cond_broadcast(&ps->cond);
@@ -538,5 +550,6 @@ void peers_free(struct peers *ps) {
   pthread_mutex_destroy(&ps->mu);
   buf_free(&ps->job_player);
   buf_free(&ps->job_browse);
+  buf_free(&ps->job_hook);
   free(ps);
 }

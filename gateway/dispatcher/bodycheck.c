@@ -337,9 +337,16 @@ int bodycheck_metadata(const char *body, size_t len, const char **why) {
   return check(&metadata, "not_metadata", VTS_MAX_TRANSCRIPT_BYTES, body, len, why);
 }
 
+int bodycheck_webhook(const char *body, size_t len, const char **why) {
+  int ok = len == 3 && body[0] == '2' && body[1] >= '0' && body[1] <= '9' && body[2] >= '0' && body[2] <= '9';
+  if (why != NULL) *why = ok ? "" : "not_a_2xx_status";
+  return ok ? 0 : -EPROTO;
+}
+
 int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why) {
   if (kind == PROTO_KIND_TRACKS) return bodycheck_tracks(body, len, why);
   if (kind == PROTO_KIND_METADATA) return bodycheck_metadata(body, len, why);
+  if (kind == PROTO_KIND_WEBHOOK) return bodycheck_webhook(body, len, why);
   if (kind == PROTO_KIND_BROWSE) {
     struct proto_browse_page page;
     if (proto_browse_read(body, len, &page) == 0) return 0;

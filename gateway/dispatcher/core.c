@@ -124,6 +124,7 @@ static const char *kind_name(uint8_t kind) {
   return kind == PROTO_KIND_SPEECH     ? "speech"
          : kind == PROTO_KIND_TRACKS   ? "tracks"
          : kind == PROTO_KIND_METADATA ? "metadata"
+         : kind == PROTO_KIND_WEBHOOK  ? "webhook"
          : kind == PROTO_KIND_BROWSE   ? "browse"
                                        : "captions";
 }
@@ -231,7 +232,8 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
    * A worker asks for a transcript, for tracks, for metadata or for a browse page; only the dispatcher turns a
    * transcript job into a speech job.
    */
-  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA || req->kind == PROTO_KIND_BROWSE
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA || req->kind == PROTO_KIND_WEBHOOK ||
+                       req->kind == PROTO_KIND_BROWSE
                    ? req->kind
                    : PROTO_KIND_CAPTIONS;
   proto_job_key(&j->pj, j->key);
@@ -243,7 +245,7 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
   j->hnext = *b;
   *b = j;
   c->njobs++;
-  c->st.jobs_created++;
+  if (j->pj.kind != PROTO_KIND_WEBHOOK) c->st.jobs_created++;
   return j;
 }
 
@@ -382,8 +384,9 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   res.pot_failures = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  /* A browse page is read for one job at one moment: never kept, so never served again. */
-  if (j->pj.kind != PROTO_KIND_BROWSE) keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+  /* A webhook's answer is its own, and a browse page is read for one job at one moment: never kept, never another's. */
+  if (j->pj.kind != PROTO_KIND_WEBHOOK && j->pj.kind != PROTO_KIND_BROWSE)
+    keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
@@ -457,22 +460,30 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
     return;
   }
   /*
-   * A browse page goes to a fetcher as it is asked: no cache, no coalescing, no claim (its answer is read once, by
-   * the one request or batch job that asked; a playlist changes under its continuations).
+   * A webhook delivery (the shell's own, runner.h) is one POST, answered by no cache and shared with no other request:
+   * it goes straight to the queue. Its URL and body stay the shell's until it is answered. A browse page goes there
+   * too, as it is asked: no cache, no coalescing, no claim (its answer is read once, by the one request or batch job
+   * that asked; a playlist changes under its continuations); the job keeps its own copy of the target.
    */
-  if (req->kind == PROTO_KIND_BROWSE) {
+  if (req->kind == PROTO_KIND_WEBHOOK || req->kind == PROTO_KIND_BROWSE) {
+    if (req->kind == PROTO_KIND_WEBHOOK && !w->internal) {
+      /* A worker never asks for one: what would be a POST to any URL from a worker's request is refused. */
+      c->st.protocol_errors++;
+      answer_internal(c, w, "bad_request");
+      return;
+    }
     if (c->njobs >= VTS_DISPATCH_MAX_JOBS) {
       c->st.rejected_full++;
       answer_internal(c, w, "queue_full");
       return;
     }
-    struct job *b = job_new(c, req, now);
-    if (b == NULL) {
+    struct job *hj = job_new(c, req, now);
+    if (hj == NULL) {
       answer_internal(c, w, "no_memory");
       return;
     }
-    job_wait_on(b, w);
-    job_run_here(c, b);
+    job_wait_on(hj, w);
+    job_run_here(c, hj);
     return;
   }
   char key[PROTO_MAX_JOB_KEY + 1];
@@ -777,7 +788,7 @@ static void assign_jobs(struct core *c, uint64_t now) {
     f->job_id = j->id;
     /* The video's player summary, borrowed from the cache for the send (which copies it). */
     struct proto_result player;
-    if (j->pj.kind != PROTO_KIND_SPEECH && j->pj.kind != PROTO_KIND_BROWSE &&
+    if (j->pj.kind != PROTO_KIND_SPEECH && j->pj.kind != PROTO_KIND_WEBHOOK && j->pj.kind != PROTO_KIND_BROWSE &&
         cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
       j->pj.player = player.body;
       j->pj.player_len = player.body_len;

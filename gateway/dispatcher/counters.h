@@ -56,7 +56,13 @@
   X(claims_waited, counter, "vts_dispatch_claims_waited_total", "", "Jobs that waited on another gateway's claim.") \
   X(claim_takeovers, counter, "vts_dispatch_claim_takeovers_total", "",                                             \
     "Jobs fetched here because the gateway holding the claim went away without a result.")                          \
-  X(jobs_waiting, gauge, "vts_jobs_waiting", "", "Jobs asking Redis or waiting on another gateway's claim.")
+  X(jobs_waiting, gauge, "vts_jobs_waiting", "", "Jobs asking Redis or waiting on another gateway's claim.")        \
+  X(webhooks_delivered, counter, "vts_webhook_deliveries_total", "outcome=\"delivered\"",                           \
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
+  X(webhooks_failed, counter, "vts_webhook_deliveries_total", "outcome=\"failed\"",                                 \
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
+  X(webhooks_given_up, counter, "vts_webhook_deliveries_total", "outcome=\"given_up\"",                             \
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).")
 
 #define DISPATCHER_COUNTER_ENUM_(field, type, metric, labels, help) DC_##field,
 /* A counter's index; DC__COUNT is how many there are. */

@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/cache/rcache.h"
+#include "gateway/dispatcher/hooks.h"
 #include "gateway/dispatcher/runner.h"
 #include "gateway/metrics/metrics.h"
 #include "proto/link.h"
@@ -75,6 +76,7 @@ struct dispatcher {
   struct core *core;
   struct rcache *rcache; /* NULL without VTS_REDIS_URL */
   struct runner *runner; /* the batch jobs' runner; NULL when the job store cannot be opened */
+  struct hooks *hooks;   /* the batch jobs' webhooks; NULL without the runner */
   uv_loop_t loop;
   uv_async_t wake;
   uv_timer_t timer;
@@ -256,7 +258,9 @@ static void act_answer(void *ctx, struct core_waiter *waiters, const struct prot
   struct buf b = BUF_INIT;
   while (waiters != NULL) {
     struct core_waiter *next = waiters->next;
-    if (waiters->internal) {
+    if (waiters->internal == HOOKS_WAITER) {
+      hooks_answer(d->hooks, waiters, res); /* a webhook's try: the hooks made it, so they exist */
+    } else if (waiters->internal) {
       runner_answer(d->runner, waiters, res); /* a batch job's item: the runner made it, so it exists */
     } else {
       if (b.len == 0) encode_reply(&b, res, cache_ms);
@@ -351,6 +355,7 @@ static void metrics_publish_dispatcher(const struct dispatcher_stats *st);
 static void publish_stats(struct dispatcher *d) {
   struct dispatcher_stats st;
   core_stats(d->core, &st);
+  hooks_stats(d->hooks, &st);
   pthread_mutex_lock(&stats_lock);
   stats_published = st;
   pthread_mutex_unlock(&stats_lock);
@@ -377,6 +382,8 @@ static void settle(struct dispatcher *d) {
   pthread_mutex_unlock(&d->lock);
   /* Batch items first (they start only into fetchers idle now), then the core hands queued jobs to fetchers. */
   uint64_t runner_wake = d->runner != NULL && !stopping ? runner_pump(d->runner, now) : UINT64_MAX;
+  uint64_t hooks_wake = d->hooks != NULL && !stopping ? hooks_pump(d->hooks, now) : UINT64_MAX;
+  if (hooks_wake < runner_wake) runner_wake = hooks_wake;
   uint64_t wake = core_tick(d->core, now, d->wrecv_armed ? IDLE_WAKE_MS : REARM_RETRY_MS);
   if (runner_wake < wake) wake = runner_wake;
   publish_stats(d);
@@ -439,7 +446,8 @@ static void handle_fetcher_msg(struct dispatcher *d, nng_msg *msg, nng_pipe pipe
     abort();
   }
   if (result) {
-    metrics_upstream(&res);
+    /* A webhook's receiver is not the platform: its answers are counted by the hooks (vts_webhook_deliveries_total). */
+    if (res.source != PROTO_SOURCE_WEBHOOK) metrics_upstream(&res);
     core_fetcher_msg(d->core, now, id, token, type == PROTO_RESULT_LAST ? CORE_RESULT_LAST : CORE_RESULT, 0, &res);
   } else {
     core_fetcher_msg(d->core, now, id, token, CORE_MALFORMED, 0, NULL);
@@ -601,6 +609,8 @@ static void teardown(struct dispatcher *d) {
   d->rcache = NULL;
   core_free(d->core);
   d->core = NULL;
+  hooks_free(d->hooks);
+  d->hooks = NULL;
   runner_free(d->runner);
   d->runner = NULL;
   while (d->slots.next != &d->slots) slot_free(d->slots.next);
@@ -671,6 +681,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;
   d->runner = runner_new(cfg, d->core);
+  if (d->runner != NULL) d->hooks = hooks_new(cfg, d->core, runner_store(d->runner));
 
   what = "fetcher socket";
   url = cfg->jobs_url;

@@ -178,6 +178,10 @@ void runner_free(struct runner *r) {
   free(r);
 }
 
+struct jobstore *runner_store(struct runner *r) {
+  return r->js;
+}
+
 static void link_item(struct runner *r, struct runner_item *it) {
   it->waiter.internal = 1;
   it->next = r->items;

@@ -58,6 +58,8 @@ struct runner;
 /* Opens the store (VTS_STATE_DIR/jobs.db) and puts back the items left running. NULL when it cannot (logged). */
 struct runner *runner_new(const struct vts_config *cfg, struct core *core);
 void runner_free(struct runner *r);
+/* The runner's job store (borrowed, valid until runner_free), for the webhooks of its jobs (hooks.h). */
+struct jobstore *runner_store(struct runner *r);
 /*
  * Starts what may start now (the core's gauges decide) and expires old jobs now and then. Returns the monotonic time
  * it wants to be called again by at the latest.

@@ -64,6 +64,7 @@
   X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                  \
   X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                             \
   X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")                                  \
+  X(WEBHOOK_REFUSED, 400, "webhook_url_refused", "webhook_url names a destination this service does not call.")  \
   /* POST /v1/jobs of a playlist or channel: the case its first page said (PROTO_REASONS) */                     \
   X(NOT_AVAILABLE_PLAYLIST_MISSING, 404, "transcript_not_available", "The playlist does not exist.")             \
   X(NOT_AVAILABLE_PLAYLIST_PRIVATE, 404, "transcript_not_available", "The playlist is private.")                 \

@@ -16,10 +16,13 @@
 #include "common/log.h"
 #include "common/percent.h"
 #include "common/util.h"
+#include "common/whsig.h"
 #include "gateway/http/dispatch_client.h"
+#include "gateway/http/hookurl.h"
 #include "gateway/http/render.h"
 #include "gateway/http/routes.h"
 #include "gateway/http/videourl.h"
+#include "gateway/jobs/jobjson.h"
 #include "gateway/jobs/jobstore.h"
 
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
@@ -40,6 +43,7 @@ struct job_request {
   char language[16];
   char translate[16];
   enum render_format format;
+  char webhook_url[VTS_WEBHOOK_URL_MAX_BYTES + 1]; /* "" for none */
   /* A playlist's or channel's job: its id ("" for a job of video_ids), and the most items it may hold. */
   char playlist[VTS_PLAYLIST_ID_MAX + 1];
   char channel[VTS_CHANNEL_ID_LEN + 1];
@@ -130,6 +134,23 @@ static enum api_error read_language(const char *name, yajl_val v, char *out, siz
 }
 
 /*
+ * Reads webhook_url into out (VTS_WEBHOOK_URL_MAX_BYTES + 1): a string that hookurl_check accepts with the allow list
+ * of VTS_WEBHOOK_ALLOW (checked at start, so it parses). An API_ERR with msg on a bad one.
+ */
+static enum api_error read_webhook_url(const struct vts_config *cfg, yajl_val v, char *out, char *msg) {
+  struct netaddr_allow allow;
+  char why[128];
+  if (netaddr_allow_parse(cfg->webhook_allow, &allow, why, sizeof(why)) != 0) allow.n = 0;
+  const char *s = str_of(v);
+  size_t len = s != NULL ? strlen(s) : 0;
+  enum hookurl_verdict verdict = hookurl_check(s, len, &allow, msg, JOBS_MSG_BYTES);
+  if (verdict == HOOKURL_MALFORMED) return API_ERR_INVALID_MEMBER;
+  if (verdict == HOOKURL_REFUSED) return API_ERR_WEBHOOK_REFUSED;
+  memcpy(out, s, len + 1);
+  return API_OK;
+}
+
+/*
  * What yajl's tree must never be given: a NUL, raw or escaped (a value would end there, silently cut), and nesting
  * deeper than a job request has (yajl parses any depth, but frees its tree by recursion: a body of a few hundred
  * thousand brackets would overflow the stack). Brackets inside strings do not count.
@@ -174,8 +195,8 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     return API_ERR_INVALID_JSON;
   }
   enum api_error e = API_OK;
-  yajl_val video_ids = NULL, limit = NULL;
-  int sources = 0, playlist = 0, webhook = 0;
+  yajl_val video_ids = NULL, limit = NULL, webhook = NULL;
+  int sources = 0, playlist = 0;
   size_t nkeys = root->u.object.len;
   for (size_t i = 0; i < nkeys && e == API_OK; i++) {
     const char *k = root->u.object.keys[i];
@@ -228,7 +249,7 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
         e = API_ERR_INVALID_MEMBER;
       }
     } else if (strcmp(k, "webhook_url") == 0) {
-      webhook = 1;
+      webhook = v;
     }
   }
   if (e == API_OK && sources != 1) e = API_ERR_JOB_SOURCE;
@@ -242,10 +263,7 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     }
   }
   jr->cap = cap;
-  if (e == API_OK && webhook) {
-    snprintf(msg, JOBS_MSG_BYTES, "webhook_url is not supported yet.");
-    e = API_ERR_JOB_NOT_IMPLEMENTED;
-  }
+  if (e == API_OK && webhook != NULL) e = read_webhook_url(cfg, webhook, jr->webhook_url, msg);
   /* A playlist's or channel's videos are read from the platform, not from the body. */
   if (e == API_OK && playlist) {
     yajl_tree_free(root);
@@ -293,28 +311,6 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
 
 /* ---- answers ---- */
 
-static void put_time(struct buf *b, const char *name, int64_t ms) {
-  char ts[40];
-  util_rfc3339(ts, sizeof(ts), ms);
-  buf_printf(b, ",\"%s\":\"%s\"", name, ts);
-}
-
-/* The job as GET /v1/jobs/{id} shows it. */
-static int job_json(struct buf *b, const struct jobstore_job *j) {
-  int rv = buf_printf(b, "{\"id\":\"%s\",\"status\":\"%s\",\"total\":%zu,\"counts\":{", j->id, j->status, j->total);
-  for (int s = 0; s < ITEM__COUNT; s++)
-    rv |= buf_printf(b, "%s\"%s\":%zu", s > 0 ? "," : "", jobstore_item_status_name((enum jobstore_item_status)s),
-                     j->counts[s]);
-  rv |= buf_puts(b, "}");
-  put_time(b, "created", j->created_ms);
-  put_time(b, "updated", j->updated_ms);
-  rv |= buf_printf(b, ",\"format\":\"%s\"", j->format[0] != '\0' ? j->format : "json");
-  if (j->language[0] != '\0') rv |= buf_printf(b, ",\"language\":\"%s\"", j->language);
-  if (j->translate[0] != '\0') rv |= buf_printf(b, ",\"translate\":\"%s\"", j->translate);
-  rv |= buf_puts(b, "}");
-  return rv;
-}
-
 static void respond_buf(struct jobs_call *c, int status, const char *headers, struct buf *b) {
   if (b->data == NULL && buf_reserve(b, 1) != 0) {
     http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
@@ -340,19 +336,22 @@ static void store_error(struct jobs_call *c, int rv) {
 static void create_and_answer(struct jobs_call *c, struct jobstore *js, const struct job_request *jr,
                               const char *source, const char *continuation) {
   struct http_request *req = c->req;
+  /* The secret signs every delivery of the job's webhook: the client sees it in this answer only. */
+  char secret[WHSIG_SECRET_LEN + 1] = "";
+  int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(secret, sizeof(secret)) != 0 ? -EIO : 0;
   static const char *const format_names[] = {"json", "text", "srt", "vtt"};
   struct jobstore_spec spec = {.key_id = c->key.name,
                                .language = jr->language,
                                .translate = jr->translate,
                                .format = format_names[jr->format],
-                               .webhook_url = "",
-                               .webhook_secret = "",
+                               .webhook_url = jr->webhook_url,
+                               .webhook_secret = secret,
                                .source = source,
                                .continuation = continuation,
                                .max_items = (size_t)jr->cap};
   char id[JOBSTORE_ID_LEN + 1];
   int64_t now = wall_ms();
-  int rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
+  if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
   size_t n = jr->n;
   if (rv != 0) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
@@ -360,7 +359,8 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
   }
   struct buf b = BUF_INIT;
   int brv = buf_printf(&b, "{\"id\":\"%s\",\"status\":\"queued\",\"total\":%zu", id, n);
-  put_time(&b, "created", now);
+  brv |= jobjson_time(&b, "created", now);
+  if (secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", secret);
   brv |= buf_puts(&b, "}");
   if (brv != 0) {
     buf_free(&b);
@@ -541,7 +541,7 @@ static void jobs_get(struct jobs_call *c, struct jobstore *js) {
     return;
   }
   struct buf b = BUF_INIT;
-  if (job_json(&b, &j) != 0) {
+  if (jobjson_status(&b, &j, NULL) != 0) {
     buf_free(&b);
     http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
     return;

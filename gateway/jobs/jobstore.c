@@ -23,7 +23,8 @@ const char *jobstore_item_status_name(enum jobstore_item_status s) {
 
 /*
  * The schema. An item's answer is zlib-compressed in body, body_len its size before. not_before_ms holds back an
- * item that met a ration; lease_ms is when a running item's taker is presumed dead.
+ * item that met a ration; lease_ms is when a running item's taker is presumed dead. A webhook's delivery (hooks) is
+ * state 0 pending (due at next_ms), 1 delivered or 2 given up (enum jobstore_hook_state).
  */
 static const char schema[] =
     "PRAGMA journal_mode=WAL;"
@@ -42,6 +43,11 @@ static const char schema[] =
     " PRIMARY KEY(job_id, seq)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);"
     "CREATE INDEX IF NOT EXISTS items_queue ON items(status, job_id, seq);"
+    "CREATE TABLE IF NOT EXISTS hooks("
+    " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, made_ms INTEGER NOT NULL,"
+    " next_ms INTEGER NOT NULL, http_status INTEGER NOT NULL DEFAULT 0, body BLOB NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS hooks_due ON hooks(state, next_ms);"
+    "CREATE INDEX IF NOT EXISTS jobs_hooked ON jobs(id) WHERE webhook_url!='';"
     /* A playlist's or channel's job: the continuation of its list's next page, with a lease like an item's. */
     "CREATE TABLE IF NOT EXISTS pages("
     " job_id TEXT PRIMARY KEY, token TEXT NOT NULL, max_items INTEGER NOT NULL,"
@@ -401,20 +407,90 @@ int jobstore_recover(struct jobstore *js, int64_t now_ms) {
   return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
 }
 
+/*
+ * The jobs jobstore_expire may delete: nothing queued or running, no webhook delivery pending or owed, and no change
+ * since the parameter.
+ */
+#define EXPIRABLE                                                                                                   \
+  "jobs.updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT "   \
+  "EXISTS(SELECT 1 FROM hooks h WHERE h.job_id=jobs.id AND h.state=0) AND (jobs.webhook_url='' OR EXISTS(SELECT 1 " \
+  "FROM hooks h WHERE h.job_id=jobs.id)) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)"
+
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms) {
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int64_t before = now_ms - ttl_ms;
-  int rv = run(js, prepare(js,
-                           "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE updated_ms<? AND NOT EXISTS("
-                           "SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT EXISTS("
-                           "SELECT 1 FROM pages p WHERE p.job_id=jobs.id))",
-                           "i", before));
+  int rv =
+      run(js, prepare(js, "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE " EXPIRABLE ")", "i", before));
   if (rv >= 0)
     rv = run(js, prepare(js,
-                         "DELETE FROM jobs WHERE updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE "
-                         "i.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)",
+                         "DELETE FROM jobs WHERE " EXPIRABLE " AND NOT EXISTS(SELECT 1 FROM items i WHERE "
+                         "i.job_id=jobs.id)",
                          "i", before));
+  if (rv >= 0 && run(js, prepare(js, "DELETE FROM hooks WHERE job_id NOT IN (SELECT id FROM jobs)", "")) < 0) rv = -EIO;
   return finish(js, rv);
+}
+
+int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h "
+                             "WHERE h.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM items i INDEXED BY items_queue "
+                             "WHERE i.status IN (0,1) AND i.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM pages p "
+                             "WHERE p.job_id=jobs.id) LIMIT 1",
+                             "");
+  if (st == NULL) return -EIO;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    copy_column(st, 0, job_id, JOBSTORE_ID_LEN + 1);
+    copy_column(st, 1, key_id, 64);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
+}
+
+int jobstore_hook_add(struct jobstore *js, const char *job_id, const char *body, size_t len, int64_t now_ms) {
+  if (len > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) return -EINVAL;
+  int rv = run(js, prepare(js, "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) VALUES(?,0,?,?,?)",
+                           "siib", job_id, now_ms, now_ms, (const void *)body, len));
+  return rv < 0 ? rv : 0;
+}
+
+int jobstore_hook_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
+  memset(out, 0, sizeof(*out));
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret FROM hooks h "
+                             "JOIN jobs j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? ORDER BY h.next_ms LIMIT 1",
+                             "i", now_ms);
+  int rv = st != NULL ? 0 : -EIO;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      copy_column(st, 0, out->job_id, sizeof(out->job_id));
+      out->attempt = sqlite3_column_int(st, 1) + 1;
+      out->made_ms = sqlite3_column_int64(st, 2);
+      size_t n = (size_t)sqlite3_column_bytes(st, 3);
+      if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
+      if (n > 0) memcpy(out->body, sqlite3_column_blob(st, 3), n);
+      out->body_len = n;
+      copy_column(st, 4, out->url, sizeof(out->url));
+      copy_column(st, 5, out->secret, sizeof(out->secret));
+    } else {
+      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
+    }
+  }
+  sqlite3_finalize(st);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?", "is", now_ms + lease_ms,
+                         out->job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
+                      int http_status) {
+  int rv = run(js, prepare(js, "UPDATE hooks SET state=?,next_ms=?,http_status=? WHERE job_id=? AND state=0", "iiis",
+                           (int64_t)state, next_ms, (int64_t)http_status, job_id));
+  return rv < 0 ? rv : rv == 0 ? -ENOENT : 0;
 }
 
 int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {

@@ -151,6 +151,47 @@ int jobstore_recover(struct jobstore *js, int64_t now_ms);
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
 
 /*
+ * Webhooks. A job with a webhook_url owes one delivery once it has ended (no item queued or running, no page of its
+ * list to read). Its state lives beside the job: the message (made once, so that every try sends the same body), the
+ * tries made, when the next one is due, and whether it was delivered or given up. A job with a delivery pending, or
+ * owed and not yet recorded, is not expired; the delivery is deleted with its job.
+ */
+enum jobstore_hook_state { HOOK_PENDING, HOOK_DELIVERED, HOOK_GIVEN_UP };
+
+/* An ended job with a webhook_url and no delivery recorded: 0 with its id and key, -EAGAIN for none, or -EIO. */
+int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]);
+
+/*
+ * Records job_id's delivery: pending, its message body (copied, at most VTS_WEBHOOK_MAX_PAYLOAD_BYTES), made at
+ * now_ms, first due then. Returns 0 (also when one is recorded already: that one stays), -EINVAL, or -EIO.
+ */
+int jobstore_hook_add(struct jobstore *js, const char *job_id, const char *body, size_t len, int64_t now_ms);
+
+/* A try of a delivery handed to a taker. */
+struct jobstore_hook {
+  char job_id[JOBSTORE_ID_LEN + 1];
+  char url[VTS_WEBHOOK_URL_MAX_BYTES + 1];
+  char secret[64];
+  int attempt;     /* this try's number, from 1 */
+  int64_t made_ms; /* when the delivery was recorded: no try is due VTS_WEBHOOK_RETRY_WINDOW_MS after */
+  size_t body_len;
+  char body[VTS_WEBHOOK_MAX_PAYLOAD_BYTES + 1];
+};
+
+/*
+ * Takes the pending delivery due first at now_ms: counts its try and holds it back until now_ms + lease_ms, so that
+ * a try whose taker died is taken again then. Returns 0, -EAGAIN (none due), or -EIO.
+ */
+int jobstore_hook_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out);
+
+/*
+ * Ends a try of job_id's delivery: HOOK_DELIVERED, HOOK_GIVEN_UP, or HOOK_PENDING again from next_ms; http_status is
+ * the receiver's answer (0 for none), kept with it. Returns 0, -ENOENT (no pending delivery), or -EIO.
+ */
+int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
+                      int http_status);
+
+/*
  * The pages of a playlist's or channel's list after the first, read in the background: a job has at most one
  * continuation kept (the next page to read), taken by one reader at a time with a lease, like an item.
  */

@@ -90,7 +90,8 @@ def test_error_code_enum_equals_the_codes_of_the_error_table():
 
 # The codes only the batch jobs' endpoints answer (a request body, its members, the job store).
 JOBS_ONLY_CODES = {"length_required", "unsupported_media_type", "invalid_json", "invalid_request", "too_many_items",
-                   "too_many_open_jobs", "invalid_cursor", "invalid_limit", "jobs_unavailable"}
+                   "too_many_open_jobs", "invalid_cursor", "invalid_limit", "jobs_unavailable",
+                   "webhook_url_refused"}
 
 
 def test_every_transcript_error_code_is_declared_under_its_status():

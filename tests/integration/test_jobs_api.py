@@ -107,10 +107,8 @@ def test_a_job_of_ids_and_urls_is_accepted_with_duplicates_folded(make_gateway):
     ({"video_ids": [IDS[0]], "format": "pdf"}, 400, "invalid_request", "format must be one of json, text, srt, vtt."),
     ({"video_ids": [IDS[0]], "limit": 0}, 400, "invalid_request",
      "limit must be an integer from 1 to 5000 (VTS_JOB_MAX_ITEMS)."),
-    ({"playlist_id": "PLx", "webhook_url": "https://example.invalid/"}, 501, "not_implemented",
-     "webhook_url is not supported yet."),
-    ({"video_ids": [IDS[0]], "webhook_url": "https://example.invalid/"}, 501, "not_implemented",
-     "webhook_url is not supported yet."),
+    ({"video_ids": [IDS[0]], "webhook_url": 7}, 400, "invalid_request",
+     "webhook_url must be an absolute http or https URL of at most 2047 bytes."),
 ])
 def test_each_bad_body_gets_its_code_and_a_message_naming_the_member(make_gateway, body, status, code, message):
     gw = make_gateway(keys=keys())

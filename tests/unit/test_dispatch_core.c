@@ -1034,6 +1034,65 @@ static void test_a_browse_job_is_neither_coalesced_nor_cached_nor_claimed(void *
   assert_int_equal(stats(f).cache_hits, 0);
 }
 
+/* A webhook try (the shell's own): with Redis on, it asks Redis nothing, joins no other try, is never cached. */
+static void test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  static const char url[] = "https://hooks.example/in";
+  struct proto_job h;
+  memset(&h, 0, sizeof(h));
+  h.kind = PROTO_KIND_WEBHOOK;
+  h.hook_url = url;
+  h.hook_url_len = sizeof(url) - 1;
+  snprintf(h.request_id, sizeof(h.request_id), "jtest-hook-1");
+  /* Only the shell's own requests may be webhook tries: a worker's is refused at once. */
+  core_request(f->core, T0, &f->w[3], &h);
+  struct rec *refused = next(f, A_ANSWER);
+  assert_ptr_equal(refused->w, &f->w[3]);
+  assert_int_equal(refused->outcome, PROTO_INTERNAL);
+  assert_string_equal(refused->detail, "bad_request");
+  f->w[0].internal = f->w[1].internal = f->w[2].internal = 2;
+  core_request(f->core, T0, &f->w[0], &h);
+  core_request(f->core, T0, &f->w[1], &h);
+  none(f); /* no Redis lookup or claim */
+  assert_int_equal(stats(f).jobs_queued, 2);
+  core_fetcher_added(f->core, T0, 1);
+  core_fetcher_added(f->core, T0, 2);
+  ready(f, T0, 1, 1);
+  ready(f, T0, 2, 2);
+  core_tick(f->core, T0, 1000);
+  struct rec *a = next(f, A_JOB), *b = next(f, A_JOB);
+  assert_int_equal(a->kind, PROTO_KIND_WEBHOOK);
+  assert_int_equal(b->kind, PROTO_KIND_WEBHOOK);
+  assert_string_equal(a->video, "");
+  assert_int_equal(a->player_len, 0);
+  assert_true(a->job_id != b->job_id);
+  none(f);
+  /* Delivered (the receiver's 204): answered, nothing written to Redis or kept. */
+  struct proto_result ok = result(a->job_id, PROTO_OK, "204");
+  ok.source = PROTO_SOURCE_WEBHOOK;
+  deliver(f, T0 + 100, 1, 3, &ok);
+  struct rec *r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->cache_ms, 0);
+  /* A failed try keeps its reason for the shell; a body not a 2xx status under OK is refused. */
+  struct proto_result bad = result(b->job_id, PROTO_OK, "500");
+  bad.source = PROTO_SOURCE_WEBHOOK;
+  deliver(f, T0 + 100, 2, 4, &bad);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[1]);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "bad_result");
+  none(f);
+  /* The same try again goes to a fetcher again. */
+  core_request(f->core, T0 + 200, &f->w[2], &h);
+  core_tick(f->core, T0 + 200, 1000);
+  assert_int_equal(next(f, A_JOB)->kind, PROTO_KIND_WEBHOOK);
+  none(f);
+  assert_int_equal(stats(f).jobs_created, 0); /* not a video's job */
+}
+
 int main(void) {
   log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
   const struct CMUnitTest tests[] = {
@@ -1062,6 +1121,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_spellings_are_one_key_and_share_the_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_video_that_cannot_be_played_answers_every_key_of_it, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_browse_job_is_neither_coalesced_nor_cached_nor_claimed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -329,6 +329,77 @@ static void test_old_jobs_expire_with_their_items(void **state) {
   assert_int_equal(j.counts[ITEM_QUEUED], 2);
 }
 
+static const struct jobstore_spec spec_hook = {.key_id = "keyA",
+                                               .language = "",
+                                               .translate = "",
+                                               .format = "json",
+                                               .webhook_url = "https://hooks.example/in",
+                                               .webhook_secret = "whsec_c2VjcmV0",
+                                               .source = "video_ids"};
+
+/* A webhook is owed once its job ended, recorded once, taken when due, and ended delivered, again later or given up. */
+static void test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered(void **state) {
+  struct fixture *f = *state;
+  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  make_job(f->js, 1, 1000, plain);
+  assert_int_equal(jobstore_create(f->js, &spec_hook, ids, 2, 1001, hooked), 0);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* running: not ended */
+  struct jobstore_task t;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(jobstore_take(f->js, 2000, 1000, &t), 0);
+    assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 2000), 0);
+  }
+  /* The job without a webhook owes nothing; the other owes one message until it is recorded. */
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_string_equal(job, hooked);
+  assert_string_equal(key, "keyA");
+  assert_int_equal(jobstore_hook_add(f->js, hooked, "{\"a\":1}", 7, 3000), 0);
+  assert_int_equal(jobstore_hook_add(f->js, hooked, "{\"b\":2}", 7, 3500), 0); /* the first stays */
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN);
+  struct jobstore_hook h;
+  assert_int_equal(jobstore_hook_take(f->js, 2999, 500, &h), -EAGAIN); /* not due yet */
+  assert_int_equal(jobstore_hook_take(f->js, 3000, 500, &h), 0);
+  assert_string_equal(h.job_id, hooked);
+  assert_string_equal(h.url, "https://hooks.example/in");
+  assert_string_equal(h.secret, "whsec_c2VjcmV0");
+  assert_int_equal(h.attempt, 1);
+  assert_int_equal(h.made_ms, 3000);
+  assert_int_equal(h.body_len, 7);
+  assert_memory_equal(h.body, "{\"a\":1}", 7);
+  /* Taken: held back for its lease, then taken again (its taker died) as the second try. */
+  assert_int_equal(jobstore_hook_take(f->js, 3499, 500, &h), -EAGAIN);
+  assert_int_equal(jobstore_hook_take(f->js, 3500, 500, &h), 0);
+  assert_int_equal(h.attempt, 2);
+  assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_PENDING, 9000, 503), 0);
+  assert_int_equal(jobstore_hook_take(f->js, 8999, 500, &h), -EAGAIN);
+  assert_int_equal(jobstore_hook_take(f->js, 9000, 500, &h), 0);
+  assert_int_equal(h.attempt, 3);
+  /* A pending delivery keeps its job from expiring; a delivered one does not. */
+  assert_int_equal(jobstore_expire(f->js, 100000, 1000), 1); /* the plain job only */
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", hooked, &j), 0);
+  assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_DELIVERED, 0, 204), 0);
+  assert_int_equal(jobstore_hook_end(f->js, hooked, HOOK_GIVEN_UP, 0, 0), -ENOENT); /* ended already */
+  assert_int_equal(jobstore_hook_take(f->js, 100000, 500, &h), -EAGAIN);
+  assert_int_equal(jobstore_expire(f->js, 100000, 1000), 1);
+  assert_int_equal(jobstore_get(f->js, "keyA", hooked, &j), -ENOENT);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN);
+  assert_int_equal(jobstore_hook_add(f->js, hooked, "x", VTS_WEBHOOK_MAX_PAYLOAD_BYTES + 1, 1), -EINVAL);
+}
+
+/* An ended job that owes a message not yet recorded is not expired either. */
+static void test_a_job_owing_a_webhook_is_not_expired(void **state) {
+  struct fixture *f = *state;
+  char hooked[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec_hook, ids, 1, 1000, hooked), 0);
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", hooked, 2000, &n), 0);
+  assert_int_equal(jobstore_expire(f->js, 100000, 1000), 0);
+  char job[JOBSTORE_ID_LEN + 1], key[64];
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_string_equal(job, hooked);
+}
+
 static void test_bad_input_is_refused(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
@@ -437,6 +508,31 @@ static void test_a_page_given_back_waits_and_cancel_drops_the_list(void **state)
   assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 7000, id), -EINVAL);
 }
 
+/* A playlist's job with a webhook owes it only once its list is read to the end, not when its first items end. */
+static void test_a_list_job_owes_its_webhook_after_its_last_page(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_hook;
+  spec.continuation = "t1";
+  spec.max_items = 10;
+  char id[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1000, 1000, &t), 0);
+  assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 1001), 0);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* its list goes on */
+  assert_int_equal(jobstore_expire(f->js, 10000000, 1), 0);       /* nor is it expired */
+  struct jobstore_page pg;
+  size_t added = 0;
+  assert_int_equal(jobstore_take_page(f->js, 2000, 1000, &pg), 0);
+  assert_int_equal(jobstore_page_done(f->js, id, ids + 1, 1, "", 2001, &added), 0);
+  assert_int_equal(added, 1);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* its new item is queued */
+  assert_int_equal(jobstore_take(f->js, 3000, 1000, &t), 0);
+  assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 3001), 0);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_string_equal(job, id);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_a_job_lives_through_its_items, setup, teardown),
@@ -452,6 +548,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_input_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pages_of_a_list_grow_the_job_until_the_last, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_page_given_back_waits_and_cancel_drops_the_list, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_job_owing_a_webhook_is_not_expired, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_list_job_owes_its_webhook_after_its_last_page, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,11 +59,54 @@ static void test_every_kind_round_trips_and_no_other(void **state) {
   /* The kind byte sits after magic(2) version(1) type(1) id(8). */
   b.data[12] = 0;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
-  b.data[12] = PROTO_KIND_BROWSE; /* a browse job names no video */
+  b.data[12] = PROTO_KIND_LAST + 1;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
-  b.data[12] = PROTO_KIND_BROWSE + 1;
+  /* A video's job read as a webhook's: it names a video and no URL. */
+  b.data[12] = PROTO_KIND_WEBHOOK;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
-  in.kind = PROTO_KIND_BROWSE + 1;
+  /* Nor as a browse job's: it names a video and no target. */
+  b.data[12] = PROTO_KIND_BROWSE;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  in.kind = PROTO_KIND_LAST + 1;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
+/* A webhook delivery names no video: its URL, id, time, signature and body cross whole. */
+static void test_webhook_job_round_trips_its_delivery(void **state) {
+  (void)state;
+  static const char url[] = "https://hooks.example/in?x=1";
+  static const char body[] = "{\"type\":\"job.done\",\"id\":\"j1\"}";
+  struct proto_job in = {.job_id = 9, .kind = PROTO_KIND_WEBHOOK, .deadline_ms = 10000, .hook_timestamp = 1700000000};
+  in.hook_url = url;
+  in.hook_url_len = sizeof(url) - 1;
+  in.hook_body = body;
+  in.hook_body_len = sizeof(body) - 1;
+  snprintf(in.hook_id, sizeof(in.hook_id), "msg_j1");
+  snprintf(in.hook_signature, sizeof(in.hook_signature), "v1,abc=");
+  struct proto_job out;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), 0);
+  assert_int_equal(out.kind, PROTO_KIND_WEBHOOK);
+  assert_string_equal(out.video_id, "");
+  assert_int_equal(out.hook_url_len, sizeof(url) - 1);
+  assert_memory_equal(out.hook_url, url, sizeof(url) - 1);
+  assert_string_equal(out.hook_id, "msg_j1");
+  assert_int_equal(out.hook_timestamp, 1700000000);
+  assert_string_equal(out.hook_signature, "v1,abc=");
+  assert_int_equal(out.hook_body_len, sizeof(body) - 1);
+  assert_memory_equal(out.hook_body, body, sizeof(body) - 1);
+  /* No URL, or a video named too: refused at both ends. */
+  buf_reset(&b);
+  in.hook_url_len = 0;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  in.hook_url_len = sizeof(url) - 1;
+  snprintf(in.video_id, sizeof(in.video_id), "abcDEF12_-x");
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  /* A video's job without its video. */
+  in.kind = PROTO_KIND_CAPTIONS;
+  in.video_id[0] = '\0';
   assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
   buf_free(&b);
 }
@@ -525,6 +568,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_job_round_trips_every_field),
       cmocka_unit_test(test_every_kind_round_trips_and_no_other),
+      cmocka_unit_test(test_webhook_job_round_trips_its_delivery),
       cmocka_unit_test(test_job_key_keeps_kinds_and_translations_apart),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),

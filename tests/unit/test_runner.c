@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "gateway/dispatcher/hooks.h"
 #include "gateway/dispatcher/runner.h"
 #include "gateway/http/errors.h"
 
@@ -81,10 +82,37 @@ static void test_an_answer_makes_the_item_done_failed_or_retried(void **state) {
   assert_fails_as(&o, API_ERR_UPSTREAM_FAILED);
 }
 
+/* The webhook's backoff: the first delay, doubling after each failed try, while within a day of the message. */
+static void test_webhook_tries_double_their_delay_for_a_day(void **state) {
+  (void)state;
+  int64_t next = 0;
+  assert_int_equal(hooks_next_try(1, 10000, 0, 5000, &next), 1);
+  assert_int_equal(next, 15000);
+  assert_int_equal(hooks_next_try(2, 10000, 0, 5000, &next), 1);
+  assert_int_equal(next, 25000);
+  assert_int_equal(hooks_next_try(4, 10000, 0, 100000, &next), 1);
+  assert_int_equal(next, 180000);
+  /* 10 s doubling: the 13th delay (about 11.4 h) still ends within the day, the 14th (22.8 h) after it. */
+  int64_t made = 1000, at = made, tries = 0;
+  while (hooks_next_try((int)tries + 1, 10000, made, at, &next)) {
+    at = next;
+    tries++;
+  }
+  assert_int_equal(tries, 13);
+  assert_true(at - made <= VTS_WEBHOOK_RETRY_WINDOW_MS);
+  assert_true(next - made > VTS_WEBHOOK_RETRY_WINDOW_MS);
+  /* A try whose next would pass the day is the last, however early the delay is small. */
+  assert_int_equal(hooks_next_try(1, 10000, 0, VTS_WEBHOOK_RETRY_WINDOW_MS - 9999, &next), 0);
+  assert_int_equal(hooks_next_try(1, 10000, 0, VTS_WEBHOOK_RETRY_WINDOW_MS - 10000, &next), 1);
+  /* A huge attempt count does not overflow the delay. */
+  assert_int_equal(hooks_next_try(1000, 3600000, 0, 0, &next), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_items_use_only_the_share_of_idle_fetchers),
       cmocka_unit_test(test_an_answer_makes_the_item_done_failed_or_retried),
+      cmocka_unit_test(test_webhook_tries_double_their_delay_for_a_day),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,181 @@
+/* The webhooks of batch jobs (see hooks.h). */
+#include "gateway/dispatcher/hooks.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/whsig.h"
+#include "gateway/jobs/jobjson.h"
+
+/* Messages recorded in one scan at most, so that a backlog does not hold the loop. */
+#define HOOKS_SCAN_BURST 32
+
+/* One try held by the core: its delivery as the store gave it, which the job sent borrows from. */
+struct hook_call {
+  struct core_waiter waiter; /* first: the core's handle */
+  struct hook_call *prev, *next;
+  struct jobstore_hook hook;
+};
+
+struct hooks {
+  const struct vts_config *cfg;
+  struct core *core;
+  struct jobstore *js;
+  struct hook_call *calls;
+  uint64_t in_flight;
+  uint64_t next_scan_ms;
+  uint64_t next_take_ms; /* the store is asked for a due try no more often than HOOKS_POLL_MS when none was */
+  uint64_t delivered, failed, given_up;
+};
+
+int hooks_next_try(int attempt, int64_t retry_ms, int64_t made_ms, int64_t now_ms, int64_t *next_ms) {
+  int64_t delay = retry_ms;
+  for (int i = 1; i < attempt && delay <= VTS_WEBHOOK_RETRY_WINDOW_MS; i++) delay *= 2;
+  *next_ms = now_ms + delay;
+  return *next_ms <= made_ms + VTS_WEBHOOK_RETRY_WINDOW_MS;
+}
+
+struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct jobstore *js) {
+  struct hooks *h = calloc(1, sizeof(*h));
+  if (h == NULL) return NULL;
+  h->cfg = cfg;
+  h->core = core;
+  h->js = js;
+  return h;
+}
+
+void hooks_free(struct hooks *h) {
+  if (h == NULL) return;
+  while (h->calls != NULL) {
+    struct hook_call *c = h->calls;
+    h->calls = c->next;
+    free(c);
+  }
+  free(h);
+}
+
+/* Makes and records the message of each ended job that owes one. */
+static void record_owed(struct hooks *h) {
+  for (int i = 0; i < HOOKS_SCAN_BURST; i++) {
+    char job_id[JOBSTORE_ID_LEN + 1], key_id[64];
+    if (jobstore_hook_owed(h->js, job_id, key_id) != 0) return;
+    struct jobstore_job j;
+    struct buf body = BUF_INIT;
+    int rv = jobstore_get(h->js, key_id, job_id, &j);
+    if (rv == 0) rv = jobjson_status(&body, &j, strcmp(j.status, "cancelled") == 0 ? "job.cancelled" : "job.done");
+    if (rv == 0) rv = jobstore_hook_add(h->js, job_id, body.data, body.len, util_wall_ms());
+    buf_free(&body);
+    if (rv != 0) {
+      log_msg(LOG_ERROR, "webhook message not recorded", "job_id", job_id, NULL);
+      return;
+    }
+    log_msg(LOG_INFO, "webhook owed", "job_id", job_id, "status", j.status, NULL);
+  }
+}
+
+/* Signs a taken try and hands it to the core; a try that cannot be signed ends as a failure now. */
+static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
+  const struct jobstore_hook *k = &c->hook;
+  struct proto_job job = {.kind = PROTO_KIND_WEBHOOK, .deadline_ms = (uint32_t)h->cfg->job_timeout_ms};
+  snprintf(job.hook_id, sizeof(job.hook_id), "msg_%s", k->job_id);
+  job.hook_timestamp = (uint64_t)util_wall_s();
+  snprintf(job.request_id, sizeof(job.request_id), "%s-hook-%d", k->job_id, k->attempt);
+  job.hook_url = k->url;
+  job.hook_url_len = (uint32_t)strlen(k->url);
+  job.hook_body = k->body;
+  job.hook_body_len = (uint32_t)k->body_len;
+  c->waiter.internal = HOOKS_WAITER;
+  c->next = h->calls;
+  if (h->calls != NULL) h->calls->prev = c;
+  h->calls = c;
+  h->in_flight++;
+  if (whsig_sign(k->secret, job.hook_id, (int64_t)job.hook_timestamp, k->body, k->body_len, job.hook_signature,
+                 sizeof(job.hook_signature)) != 0) {
+    struct proto_result fail = {.outcome = PROTO_INTERNAL, .reason = PROTO_REASON_INTERNAL};
+    snprintf(fail.detail, sizeof(fail.detail), "not_signed");
+    hooks_answer(h, &c->waiter, &fail);
+    return;
+  }
+  core_request(h->core, now, &c->waiter, &job);
+}
+
+uint64_t hooks_pump(struct hooks *h, uint64_t now) {
+  if (now >= h->next_scan_ms) {
+    h->next_scan_ms = now + HOOKS_SCAN_MS;
+    record_owed(h);
+  }
+  uint64_t wake = h->next_scan_ms;
+  /* The pump runs after every batch of the loop's events: the store's write lock is not taken at that pace. */
+  if (now < h->next_take_ms) return h->next_take_ms < wake ? h->next_take_ms : wake;
+  while (h->in_flight < HOOKS_MAX_IN_FLIGHT) {
+    struct dispatcher_stats st;
+    core_stats(h->core, &st);
+    if (st.fetchers_idle <= st.jobs_queued) return now + HOOKS_POLL_MS;
+    struct hook_call *c = calloc(1, sizeof(*c));
+    if (c == NULL) return wake;
+    int rv = jobstore_hook_take(h->js, util_wall_ms(), HOOKS_LEASE_MS, &c->hook);
+    if (rv != 0) {
+      free(c);
+      if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
+      h->next_take_ms = now + HOOKS_POLL_MS;
+      return h->next_take_ms;
+    }
+    start_try(h, now, c);
+  }
+  return wake;
+}
+
+/* The receiver's status a result carries (its body, in decimal), 0 for none. */
+static int result_status(const struct proto_result *res) {
+  int64_t v = 0;
+  if (res == NULL || res->body_len == 0 || util_parse_i64_n(res->body, res->body_len, 100, 599, &v) != 0) return 0;
+  return (int)v;
+}
+
+void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_result *res) {
+  struct hook_call *c = (struct hook_call *)(void *)w;
+  const struct jobstore_hook *k = &c->hook;
+  h->in_flight--;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    h->calls = c->next;
+  if (c->next != NULL) c->next->prev = c->prev;
+  int64_t now = util_wall_ms(), next = 0;
+  enum jobstore_hook_state state = HOOK_DELIVERED;
+  const char *outcome = "delivered";
+  if (res->outcome == PROTO_OK) {
+    h->delivered++;
+  } else if (hooks_next_try(k->attempt, h->cfg->webhook_retry_ms, k->made_ms, now, &next)) {
+    state = HOOK_PENDING;
+    outcome = "failed";
+    h->failed++;
+  } else {
+    state = HOOK_GIVEN_UP;
+    outcome = "given_up";
+    h->given_up++;
+  }
+  int rv = jobstore_hook_end(h->js, k->job_id, state, next, result_status(res));
+  char attempt[16], status[16], next_ts[40] = "";
+  snprintf(attempt, sizeof(attempt), "%d", k->attempt);
+  snprintf(status, sizeof(status), "%d", result_status(res));
+  if (state == HOOK_PENDING) util_rfc3339(next_ts, sizeof(next_ts), next);
+  log_msg(state == HOOK_DELIVERED ? LOG_INFO : LOG_WARN, "webhook try", "job_id", k->job_id, "=attempt", attempt,
+          "outcome", outcome, "=http_status", status, "reason", proto_reason_name(res->reason), "detail", res->detail,
+          state == HOOK_PENDING ? "next_try" : NULL, next_ts, NULL);
+  if (rv != 0) log_msg(LOG_ERROR, "webhook try not recorded", "job_id", k->job_id, "=attempt", attempt, NULL);
+  free(c);
+}
+
+void hooks_stats(const struct hooks *h, struct dispatcher_stats *st) {
+  if (h == NULL) return;
+  st->webhooks_delivered = h->delivered;
+  st->webhooks_failed = h->failed;
+  st->webhooks_given_up = h->given_up;
+}

@@ -1,0 +1,52 @@
+/*
+ * The webhooks of batch jobs, in the dispatcher. A job with a webhook_url that ended (done, or cancelled with nothing
+ * running) owes one message: its status object as GET /v1/jobs/{id} shows it, with "type" first ("job.done" or
+ * "job.cancelled", the Standard Webhooks payload convention), recorded once in the job store with the id
+ * "msg_<job id>", so that every try sends the same body under the same webhook-id. Each try is signed here (a fresh
+ * webhook-timestamp, webhook-signature v1 over "id.timestamp.body" with the job's secret, common/whsig.h) and handed
+ * to a fetcher as a PROTO_KIND_WEBHOOK job through the core: the POST to the client's URL runs in the fetcher tier,
+ * which never sees the secret.
+ *
+ * A try is delivered when the receiver answers 2xx. After failed try n the next is due VTS_WEBHOOK_RETRY_MS * 2^(n-1)
+ * later, as long as that is within VTS_WEBHOOK_RETRY_WINDOW_MS (a day) of the message's making; else the delivery is
+ * given up. The store keeps the tries made and the time of the next one, so a restarted gateway goes on where the last
+ * one stopped (a try in flight when it stopped is made again HOOKS_LEASE_MS after it began). Every try is logged (job
+ * id, attempt, outcome, the receiver's HTTP status, reason; never the secret or the body) and counted in
+ * vts_webhook_deliveries_total by outcome. A try starts only into a fetcher idle now with no request waiting.
+ */
+#ifndef VTS_DISPATCH_HOOKS_H
+#define VTS_DISPATCH_HOOKS_H
+
+#include <stdint.h>
+
+#include "common/config.h"
+#include "gateway/dispatcher/core.h"
+#include "gateway/jobs/jobstore.h"
+#include "proto/proto.h"
+
+#define HOOKS_WAITER 2        /* core_waiter.internal of a webhook try (a batch item's is 1) */
+#define HOOKS_SCAN_MS 250     /* ended jobs that owe a message are looked for this often */
+#define HOOKS_POLL_MS 100     /* and tries due (or a fetcher free for one) this often */
+#define HOOKS_MAX_IN_FLIGHT 4 /* tries held by fetchers at once */
+#define HOOKS_LEASE_MS (VTS_WEBHOOK_TIMEOUT_MS + 30000) /* a try not ended by then (its gateway died) is made again */
+
+/*
+ * When the try after failed try number attempt (from 1) is due, for a message made at made_ms, a first delay of
+ * retry_ms, at wall time now_ms (pure). Returns 1 with *next_ms, or 0 when none is: the delivery is given up.
+ */
+int hooks_next_try(int attempt, int64_t retry_ms, int64_t made_ms, int64_t now_ms, int64_t *next_ms);
+
+struct hooks;
+
+/* The webhooks of the jobs of js (borrowed: it outlives the hooks), run through core. NULL without memory. */
+struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct jobstore *js);
+/* Frees the tries the core never answered (the dispatcher stopping): their leases bring them back at the next start. */
+void hooks_free(struct hooks *h);
+/* Records the messages owed and starts the tries due that may start now. Returns when it wants to be called again. */
+uint64_t hooks_pump(struct hooks *h, uint64_t now);
+/* The answer of a try (a waiter with internal HOOKS_WAITER); res borrowed for the call. */
+void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_result *res);
+/* Sets the webhook counters of st (webhooks_*): the core counts none of them. */
+void hooks_stats(const struct hooks *h, struct dispatcher_stats *st);
+
+#endif
