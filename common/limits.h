@@ -42,6 +42,8 @@
 /* Gateway <-> fetcher messages (proto/). */
 #define VTS_MAX_MESSAGE_BYTES (8 * 1024 * 1024) /* larger messages are refused: 500 */
 #define VTS_MAX_TLS_FILE_BYTES (1024 * 1024)    /* VTS_JOBS_TLS_* files: a larger one stops the start */
+#define VTS_LINK_HANDSHAKE_LOG_MS 10000         /* failed jobs link handshakes: one log line per peer this often */
+#define VTS_LINK_HANDSHAKE_POLL_MS 1000         /* how often each end reads nng's count of failed handshakes */
 
 /* Fetcher (fetcher/). */
 #define VTS_MAX_UPSTREAM_BODY_BYTES (8 * 1024 * 1024) /* larger player/caption bodies: 502 */

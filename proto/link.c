@@ -8,6 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
 #include "common/buf.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -101,13 +106,41 @@ static void wipe(struct buf *b) {
   buf_free(b);
 }
 
-int link_tls_check(const struct vts_config *cfg, char *err, size_t errlen) {
+/*
+ * Whether the first certificate of cert (the PEM of f) carries the role of this end (server: a gateway) in its
+ * extendedKeyUsage, and not the other's. The TLS library checks a peer's role only when the extension is there, and
+ * nng shows no peer certificate to check it after the handshake; so a certificate without the extension, or with
+ * both roles (anyExtendedKeyUsage included), is refused here, by its holder, before it can stand for either role.
+ */
+static int check_role(const struct tls_file *f, const struct buf *cert, bool server, char *err, size_t errlen) {
+  BIO *bio = BIO_new_mem_buf(cert->data, (int)cert->len);
+  X509 *x = bio != NULL ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+  BIO_free(bio);
+  if (x == NULL) {
+    snprintf(err, errlen, "%s: %.200s holds no certificate", f->var, f->path);
+    return -EINVAL;
+  }
+  bool has = (X509_get_extension_flags(x) & EXFLAG_XKUSAGE) != 0;
+  uint32_t usage = X509_get_extended_key_usage(x);
+  X509_free(x);
+  uint32_t mine = server ? XKU_SSL_SERVER : XKU_SSL_CLIENT, other = server ? XKU_SSL_CLIENT : XKU_SSL_SERVER;
+  if (has && (usage & mine) != 0 && (usage & (other | XKU_ANYEKU)) == 0) return 0;
+  snprintf(err, errlen,
+           "%s: %.200s is not a %s certificate: its extendedKeyUsage must name %s and not %s (make it as "
+           "docs/REFERENCE.md shows)",
+           f->var, f->path, server ? "gateway's" : "fetcher's", server ? "serverAuth" : "clientAuth",
+           server ? "clientAuth" : "serverAuth");
+  return -EINVAL;
+}
+
+int link_tls_check(const struct vts_config *cfg, bool server, char *err, size_t errlen) {
   struct tls_file files[3];
   tls_files(cfg, files);
   int rv = 0;
   for (int i = 0; i < 3 && rv == 0; i++) {
     struct buf b = BUF_INIT;
     rv = read_pem(&files[i], &b, err, errlen);
+    if (rv == 0 && i == 1) rv = check_role(&files[i], &b, server, err, errlen);
     wipe(&b);
   }
   return rv;
@@ -121,6 +154,7 @@ int link_tls_config(const struct vts_config *cfg, bool server, const char *serve
   nng_tls_config *tc = NULL;
   int rv = 0;
   for (int i = 0; i < 3 && rv == 0; i++) rv = read_pem(&files[i], &pem[i], err, errlen);
+  if (rv == 0) rv = check_role(&files[1], &pem[1], server, err, errlen);
   if (rv != 0) goto done;
 
   const char *what = "VTS_JOBS_TLS_CA";
@@ -180,6 +214,55 @@ int link_tls_dialer(const struct vts_config *cfg, nng_dialer d, const char *url,
   int rv = link_tls_config(cfg, false, numeric_host(name) ? NULL : name, &tc, err, errlen);
   if (rv != 0) return rv;
   return hand_over(tc, nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tc), "dialer", err, errlen);
+}
+
+/* The "auth" statistic under the tree of one listener or dialer (found by find), or -ENOENT. */
+static int auth_failures(nng_stat *(*find)(nng_stat *, void *), void *which, uint64_t *out) {
+  nng_stat *all;
+  if (nng_stats_get(&all) != 0) return -ENOENT;
+  nng_stat *mine = find(all, which);
+  nng_stat *auth = mine != NULL ? nng_stat_find(mine, "auth") : NULL;
+  int rv = -ENOENT;
+  if (auth != NULL) {
+    *out = nng_stat_value(auth);
+    rv = 0;
+  }
+  nng_stats_free(all);
+  return rv;
+}
+
+static nng_stat *find_listener(nng_stat *all, void *which) {
+  return nng_stat_find_listener(all, *(nng_listener *)which);
+}
+
+static nng_stat *find_dialer(nng_stat *all, void *which) { return nng_stat_find_dialer(all, *(nng_dialer *)which); }
+
+int link_listener_handshake_failures(nng_listener l, uint64_t *out) { return auth_failures(find_listener, &l, out); }
+
+int link_dialer_handshake_failures(nng_dialer d, uint64_t *out) { return auth_failures(find_dialer, &d, out); }
+
+static void handshakes_line(struct link_handshakes *h, const char *url) {
+  char failed[24], suppressed[24];
+  snprintf(failed, sizeof(failed), "%llu", (unsigned long long)h->failed);
+  snprintf(suppressed, sizeof(suppressed), "%llu", (unsigned long long)(h->untold - 1));
+  log_msg(LOG_WARN, "jobs link handshake failed: a certificate was refused by one end, or TLS failed", "url", url,
+          "=failed", failed, "=suppressed", suppressed, NULL);
+  h->untold = 0;
+}
+
+void link_handshakes_note(struct link_handshakes *h, uint64_t count, uint64_t now_ms, const char *url) {
+  if (count > h->failed) {
+    h->untold += count - h->failed;
+    h->failed = count;
+  }
+  /* Failures held back by the window are told as it ends, whether more came or not. */
+  if (h->untold == 0 || now_ms < h->next_line_ms) return;
+  handshakes_line(h, url);
+  h->next_line_ms = now_ms + VTS_LINK_HANDSHAKE_LOG_MS;
+}
+
+void link_handshakes_flush(struct link_handshakes *h, const char *url) {
+  if (h->untold > 0) handshakes_line(h, url);
 }
 
 /* One watchdog per process: its settings live in static storage, so nothing is left to free (or leak) at exit. */

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "fetcher/readers/jsonstream.h"
 #include "fetcher/readers/textclean.h"
+#include "proto/tracks.h"
 
 /* Containers we descend into. */
 enum {
@@ -303,37 +304,6 @@ static int mentions_bot(const char *s, size_t len) {
   return 0;
 }
 
-/* A comma between the items of a list value, as sent (",") or percent-encoded ("%2C"): its length, else 0. */
-static size_t list_comma(const char *s, size_t left) {
-  if (left >= 1 && s[0] == ',') return 1;
-  if (left >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'C' || s[2] == 'c')) return 3;
-  return 0;
-}
-
-/*
- * Whether a track URL's exp parameter names an experiment that makes the platform want a proof-of-origin token:
- * xpe or xpv, alone ("exp=xpe") or in a list ("exp=xpo,xpe", "exp=xpo%2Cxwmhp%2Cxpe").
- */
-static int wants_po_token(const char *url) {
-  const char *q = strchr(url, '?');
-  while (q) {
-    q++;
-    if (strncmp(q, "exp=", 4) == 0) {
-      const char *v = q + 4;
-      size_t len = strcspn(v, "&#"), i = 0;
-      while (i < len) {
-        size_t n = 0;
-        while (i + n < len && list_comma(v + i + n, len - i - n) == 0) n++;
-        if (n == 3 && (memcmp(v + i, "xpe", 3) == 0 || memcmp(v + i, "xpv", 3) == 0)) return 1;
-        i += n;
-        if (i < len) i += list_comma(v + i, len - i);
-      }
-    }
-    q = strchr(q, '&');
-  }
-  return 0;
-}
-
 /*
  * The one table of the platform's reason texts that speak of us, not of the video: each a phrase looked for in the
  * reasons of a non-OK reply (top-level, error screen, subreason), letters compared without case and any apostrophe
@@ -525,7 +495,7 @@ static int close_track(struct parse *p) {
   }
   if (grow((void **)&pi->tracks, pi->ntracks, &p->tracks_cap, sizeof(*pi->tracks)) < 0) return -ENOMEM;
   /* exp=xpe and exp=xpv (also in a list) mark tracks the platform serves only with a proof-of-origin token. */
-  p->track.po_token = wants_po_token(p->track.base_url);
+  p->track.po_token = tracks_url_wants_po_token(p->track.base_url);
   pi->tracks[pi->ntracks] = p->track;
   memset(&p->track, 0, sizeof(p->track)); /* ownership of base_url moved */
   p->track_map[upstream] = (int)pi->ntracks;
@@ -897,59 +867,27 @@ int player_is_for(const struct player_info *pi, const char *video_id) {
   return !pi->has_video_id || strcmp(pi->video_id, video_id) == 0;
 }
 
-/* The base language: "pt" of "pt-BR". */
-static size_t base_len(const char *lang) { return strcspn(lang, "-_"); }
-
-static int same_base(const char *a, const char *b) {
-  size_t n = base_len(a);
-  return n == base_len(b) && strncasecmp(a, b, n) == 0;
+/* Track i of a player_info, as tracks_choose reads it. */
+static void track_get(const void *ctx, size_t i, const char **lang, int *is_asr, int *po_token) {
+  const struct caption_track *t = &((const struct player_info *)ctx)->tracks[i];
+  *lang = t->lang;
+  *is_asr = t->is_asr;
+  *po_token = t->po_token;
 }
 
-/* Whether track t may be chosen: any track, or with skip_po_token only one that needs no PO token. */
-static int usable(const struct caption_track *t, int skip_po_token) { return !(skip_po_token && t->po_token); }
-
-/* player_choose_track, with tracks that need a PO token left out when skip_po_token. */
-static int choose_track(const struct player_info *pi, const char *lang, int skip_po_token) {
-  int best = -1, best_rank = 4;
-  if (lang && lang[0]) {
-    /*
-     * Ranks, lower is better: exact manual, exact asr, same base language manual, then asr; among the base-language
-     * matches the bare base ("pt" for "pt-BR") comes before a sibling ("pt-PT") through the order of the loop below.
-     */
-    for (size_t i = 0; i < pi->ntracks; i++) {
-      const struct caption_track *t = &pi->tracks[i];
-      if (!usable(t, skip_po_token)) continue;
-      int rank;
-      if (strcasecmp(t->lang, lang) == 0)
-        rank = t->is_asr ? 1 : 0;
-      else if (same_base(t->lang, lang))
-        rank = t->is_asr ? 3 : 2;
-      else
-        continue;
-      int bare = t->lang[base_len(t->lang)] == '\0';
-      int best_bare = best >= 0 && pi->tracks[best].lang[base_len(pi->tracks[best].lang)] == '\0';
-      if (rank < best_rank || (rank == best_rank && rank >= 2 && bare && !best_bare)) {
-        best = (int)i;
-        best_rank = rank;
-      }
-    }
-    if (best >= 0) return best;
-  }
-  if (pi->default_track >= 0 && (size_t)pi->default_track < pi->ntracks &&
-      usable(&pi->tracks[pi->default_track], skip_po_token))
-    return pi->default_track;
-  for (size_t i = 0; i < pi->ntracks; i++) {
-    if (usable(&pi->tracks[i], skip_po_token) && !pi->tracks[i].is_asr) return (int)i;
-  }
-  for (size_t i = 0; i < pi->ntracks; i++) {
-    if (usable(&pi->tracks[i], skip_po_token)) return (int)i;
-  }
-  return -1;
+/* The same, every track usable: one that needs a PO token is chosen too. */
+static void track_get_any(const void *ctx, size_t i, const char **lang, int *is_asr, int *po_token) {
+  track_get(ctx, i, lang, is_asr, po_token);
+  *po_token = 0;
 }
 
-int player_choose_track(const struct player_info *pi, const char *lang) { return choose_track(pi, lang, 1); }
+int player_choose_track(const struct player_info *pi, const char *lang) {
+  return tracks_choose(track_get, pi, pi->ntracks, pi->default_track, lang);
+}
 
-int player_choose_track_any(const struct player_info *pi, const char *lang) { return choose_track(pi, lang, 0); }
+int player_choose_track_any(const struct player_info *pi, const char *lang) {
+  return tracks_choose(track_get_any, pi, pi->ntracks, pi->default_track, lang);
+}
 
 const char *player_translation_code(const struct player_info *pi, const char *lang) {
   for (size_t i = 0; i < pi->ntranslations; i++) {

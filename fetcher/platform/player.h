@@ -133,9 +133,10 @@ void player_info_free(struct player_info *pi);
 int player_is_for(const struct player_info *pi, const char *video_id);
 
 /*
- * Chooses a track: the requested language exactly, manual before asr; then the same base language ("pt" for
- * "pt-BR", and "pt-BR" for "pt"); then the default track; then the first manual track; then the first.
- * lang "" means no preference: the default track. Tracks that need a PO token are skipped. Returns an index or -1.
+ * Chooses a track by the rule of tracks_choose (proto/tracks.h), which the dispatcher applies to a player summary
+ * too: the requested language exactly, manual before asr; then the same base language ("pt" for "pt-BR", and "pt-BR"
+ * for "pt"); then the default track; then the first manual track; then the first. lang "" means no preference: the
+ * default track. Tracks that need a PO token are skipped. Returns an index or -1.
  */
 int player_choose_track(const struct player_info *pi, const char *lang);
 

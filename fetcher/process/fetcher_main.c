@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
 
   /* Settings that would make every child fail are refused here, once, before anything forks. */
   if (course_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0 ||
-      (link_list_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0)) {
+      (link_list_tls(cfg.jobs_url) && link_tls_check(&cfg, false, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;
   }

@@ -304,7 +304,6 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
     pthread_mutex_destroy(&st.mu);
     return -EAGAIN;
   }
-  log_msg(LOG_INFO, "fetcher ready", "jobs_url", cfg->jobs_url, NULL);
 
   struct proto_job job;
   struct proto_result res;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,9 @@ struct peer {
   char url[PEERS_URL_MAX];   /* the address dialed */
   char name[PEERS_HOST_MAX]; /* the host of VTS_JOBS_URL it came from: the name its certificate must carry */
   nng_socket sock;
+  nng_dialer dialer;
   nng_aio *aio;
+  struct link_handshakes handshakes; /* the loop's thread only */
   enum peer_state state;
   enum peer_io io;
   bool seen;    /* in the latest resolution */
@@ -66,6 +69,8 @@ struct peers {
   bool stopping;
   bool acked; /* the RESULT_LAST was acknowledged */
   uint64_t next_resolve_ms;
+  uint64_t next_handshakes_ms; /* when to read the links' failed handshakes again (the loop's thread only) */
+  atomic_bool ready;           /* a link to a dispatcher was made once: "fetcher ready" was logged */
 };
 
 static const char *peer_state_name(enum peer_state s) {
@@ -233,13 +238,34 @@ static void peer_cb(void *arg) {
 
 /* ---- links: opening, closing, resolution ---- */
 
+/* Reads p's count of failed handshakes, logging new ones (rate limited). The loop's thread only. */
+static void peer_poll_handshakes(struct peer *p, uint64_t now) {
+  uint64_t n;
+  if (link_dialer_handshake_failures(p->dialer, &n) == 0) link_handshakes_note(&p->handshakes, n, now, p->url);
+}
+
 static void peer_close(struct peer *p) {
+  p->handshakes.next_line_ms = 0;
+  peer_poll_handshakes(p, util_now_ms());
+  link_handshakes_flush(&p->handshakes, p->url);
   nng_close(p->sock); /* fails the operation in flight; the callback sees closing and does nothing */
   nng_aio_stop(p->aio);
   nng_msg *m = nng_aio_get_msg(p->aio);
   if (m != NULL) nng_msg_free(m);
   nng_aio_free(p->aio);
   free(p);
+}
+
+/*
+ * A connection to a dispatcher is made (its handshake passed): the first one of the process says it is ready, so a
+ * fetcher whose handshakes all fail never does. Runs on an nng thread.
+ */
+static void peer_pipe_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg) {
+  (void)pipe;
+  (void)ev;
+  struct peer *p = arg;
+  if (!atomic_exchange(&p->ps->ready, true))
+    log_msg(LOG_INFO, "fetcher ready", "jobs_url", p->ps->cfg->jobs_url, "url", p->url, NULL);
 }
 
 /* A link to url (an address of name's); dials in the background. Returns NULL with a message in err. */
@@ -268,6 +294,7 @@ static struct peer *peer_open(struct peers *ps, const char *url, const char *nam
   rv = nng_socket_set_ms(p->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   if (rv == 0) rv = nng_socket_set_size(p->sock, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
   if (rv == 0) rv = nng_aio_alloc(&p->aio, peer_cb, p);
+  if (rv == 0) rv = nng_pipe_notify(p->sock, NNG_PIPE_EV_ADD_POST, peer_pipe_cb, p);
   if (rv == 0) rv = nng_dialer_create(&d, p->sock, url);
   /* The limit must be on the dialer too: a pipe takes it from its dialer, and a larger job would close the pipe. */
   if (rv == 0) rv = nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
@@ -276,6 +303,7 @@ static struct peer *peer_open(struct peers *ps, const char *url, const char *nam
   if (rv == 0 && link_tls_dialer(ps->cfg, d, url, name, err, errlen) != 0) rv = -1;
   /* Non-blocking: a dispatcher that is not up yet is retried in the background instead of failing. */
   if (rv == 0) rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+  if (rv == 0) p->dialer = d;
   if (rv != 0) {
     if (rv > 0) snprintf(err, errlen, "%s", nng_strerror(rv));
     nng_close(p->sock);
@@ -449,8 +477,17 @@ int peers_wait_job(struct peers *ps, struct proto_job *job) {
       pthread_mutex_lock(&ps->mu);
       continue;
     }
+    uint64_t now = util_now_ms();
+    if (now >= ps->next_handshakes_ms) {
+      /* The links change only on this thread (resolve): read without the lock, which nng's statistics never wait on. */
+      pthread_mutex_unlock(&ps->mu);
+      for (size_t i = 0; i < ps->n; i++) peer_poll_handshakes(ps->links[i], now);
+      pthread_mutex_lock(&ps->mu);
+      ps->next_handshakes_ms = now + VTS_LINK_HANDSHAKE_POLL_MS;
+      continue;
+    }
     offer_resting(ps);
-    wait_until(ps, ps->next_resolve_ms);
+    wait_until(ps, ps->next_resolve_ms < ps->next_handshakes_ms ? ps->next_resolve_ms : ps->next_handshakes_ms);
   }
   pthread_mutex_unlock(&ps->mu);
   return 0;

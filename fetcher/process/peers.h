@@ -8,6 +8,10 @@
  * given straight back (a PROTO_DECLINE, answered with a READY), so the dispatcher hands it to another idle fetcher.
  * The declines happen on nng's threads, while the job runs. A dispatcher that goes away costs only the job it gave;
  * its socket keeps redialing it and offers itself again once it is back.
+ *
+ * The process logs "fetcher ready" once its first link is made, after its TLS handshake: a fetcher whose handshakes
+ * all fail (another CA, a certificate of the wrong role) never does; it logs its failed handshakes instead, each
+ * dialed address at most once every VTS_LINK_HANDSHAKE_LOG_MS with how many it left out, and the rest as it stops.
  */
 #ifndef VTS_PEERS_H
 #define VTS_PEERS_H

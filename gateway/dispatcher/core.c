@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/limits.h"
 #include "common/log.h"
 #include "gateway/cache/cache.h"
 #include "gateway/dispatcher/bodycheck.h"
+#include "gateway/dispatcher/summary.h"
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
 
@@ -369,6 +371,40 @@ static void keep_player(struct core *c, const struct job *j, const struct proto_
   (void)cache_put(c->cache, video_id, CORE_PLAYER_KEY, &p, res->player_ttl_ms, &ttl);
 }
 
+/* Answers w from the cache when it holds key of req's video (or the video is gone). Returns whether it did. */
+static bool answer_cached(struct core *c, struct core_waiter *w, const struct proto_job *req, const char *key) {
+  struct proto_result hit;
+  uint64_t ttl_left;
+  if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) != 0 &&
+      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) != 0)
+    return false;
+  c->st.cache_hits++;
+  log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
+          "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
+  answer_one(c, w, &hit, ttl_left);
+  return true;
+}
+
+/*
+ * A transcript of a language the video lacks, or spelt otherwise than its track ("xx", "de-AT" for "de", "pt" for
+ * "pt-BR"), is the transcript of the track it would be served: with the video's player summary at hand, the request
+ * is asked in that track's language (into *out), so that it shares that language's cache entry, job and fetch instead
+ * of costing a caption download and an entry of its own. Returns whether *out is such a request.
+ */
+static bool served_language(struct core *c, const struct proto_job *req, struct proto_job *out) {
+  if (req->kind != PROTO_KIND_CAPTIONS) return false;
+  struct proto_result player;
+  if (cache_get(c->cache, req->video_id, CORE_PLAYER_KEY, &player, NULL) != 0) return false;
+  char lang[PROTO_MAX_LANG + 1];
+  if (summary_served_language(player.body, player.body_len, req->lang, lang) != 0 || strcmp(lang, req->lang) == 0)
+    return false;
+  *out = *req;
+  memcpy(out->lang, lang, sizeof(lang));
+  log_msg(LOG_DEBUG, "language served as the video's track", "request_id", req->request_id, "video_id", req->video_id,
+          "lang", req->lang, "served", lang, NULL);
+  return true;
+}
+
 /*
  * The job's final result: kept in the cache when it may be kept, written to Redis for the other gateways (before the
  * claim is released, so a waiter that sees the claim gone finds the result), answered to every waiter.
@@ -390,6 +426,19 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
+  /*
+   * A spelling asked before the video's tracks were known ("xx", "de-AT"): the language of the track it was served
+   * holds the answer too, in this gateway's memory, so that asking that language next is no second download of the
+   * same track. Not in Redis, which keeps one alias per job that fetched (what the other gateways ask it for).
+   */
+  struct proto_job served;
+  if (res.outcome == PROTO_OK && ttl > 0 && j->pj.translate[0] == '\0' && served_language(c, &j->pj, &served) &&
+      strcasecmp(served.lang, res.lang) == 0) {
+    char key[PROTO_MAX_JOB_KEY + 1];
+    proto_job_key(&served, key);
+    uint64_t served_ttl = 0;
+    keep(c, j->pj.video_id, key, &res, UINT64_MAX, &served_ttl);
+  }
 
   count_outcome(c, res.outcome);
   uint64_t now = event_now;
@@ -488,15 +537,12 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
   }
   char key[PROTO_MAX_JOB_KEY + 1];
   proto_job_key(req, key);
-  struct proto_result hit;
-  uint64_t ttl_left;
-  if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) == 0 ||
-      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) == 0) {
-    c->st.cache_hits++;
-    log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
-            "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
-    answer_one(c, w, &hit, ttl_left);
-    return;
+  if (answer_cached(c, w, req, key)) return;
+  struct proto_job served;
+  if (served_language(c, req, &served)) {
+    req = &served;
+    proto_job_key(req, key);
+    if (answer_cached(c, w, req, key)) return;
   }
   c->st.cache_misses++;
   struct job *j = job_find(c, req->video_id, key);

@@ -62,7 +62,10 @@
   X(webhooks_failed, counter, "vts_webhook_deliveries_total", "outcome=\"failed\"",                                 \
     "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
   X(webhooks_given_up, counter, "vts_webhook_deliveries_total", "outcome=\"given_up\"",                             \
-    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).")
+    "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
+  X(link_handshake_failures, counter, "vts_link_handshake_failures_total", "",                                      \
+    "Jobs link TLS handshakes that failed here: a fetcher certificate refused (another CA, the wrong role, none), " \
+    "a refusal of ours a fetcher told, or another TLS error. Counted by the shell from nng's listener statistics.")
 
 #define DISPATCHER_COUNTER_ENUM_(field, type, metric, labels, help) DC_##field,
 /* A counter's index; DC__COUNT is how many there are. */

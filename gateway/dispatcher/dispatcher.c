@@ -84,6 +84,9 @@ struct dispatcher {
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
+  nng_listener flistener; /* the fetchers' listener, once fsock_open */
+  struct link_handshakes handshakes;
+  uint64_t next_handshakes_ms; /* when to read the listener's failed handshakes again */
   nng_aio *faio;
   bool wrecv_armed;
   bool stopping;
@@ -352,10 +355,23 @@ static void act_redis_renew(void *ctx, uint64_t job_id, const char *video_id, co
 
 static void metrics_publish_dispatcher(const struct dispatcher_stats *st);
 
+/*
+ * The fetchers' failed TLS handshakes, which nng counts without telling anyone: read every VTS_LINK_HANDSHAKE_POLL_MS,
+ * logged (rate limited) and counted here.
+ */
+static void poll_handshakes(struct dispatcher *d, uint64_t now) {
+  if (now < d->next_handshakes_ms) return;
+  d->next_handshakes_ms = now + VTS_LINK_HANDSHAKE_POLL_MS;
+  uint64_t n;
+  if (link_listener_handshake_failures(d->flistener, &n) == 0)
+    link_handshakes_note(&d->handshakes, n, now, d->cfg->jobs_url);
+}
+
 static void publish_stats(struct dispatcher *d) {
   struct dispatcher_stats st;
   core_stats(d->core, &st);
   hooks_stats(d->hooks, &st);
+  st.link_handshake_failures = d->handshakes.failed;
   pthread_mutex_lock(&stats_lock);
   stats_published = st;
   pthread_mutex_unlock(&stats_lock);
@@ -386,6 +402,7 @@ static void settle(struct dispatcher *d) {
   if (hooks_wake < runner_wake) runner_wake = hooks_wake;
   uint64_t wake = core_tick(d->core, now, d->wrecv_armed ? IDLE_WAKE_MS : REARM_RETRY_MS);
   if (runner_wake < wake) wake = runner_wake;
+  if (d->fsock_open) poll_handshakes(d, now);
   publish_stats(d);
   pthread_mutex_lock(&d->lock);
   bool stop = stop_due(d, now);
@@ -575,7 +592,8 @@ static void *signal_thread(void *arg) {
  * Listens on url; the fetchers' listener (cfg not NULL) takes the link's TLS for a tls+tcp URL. Returns 0, an nng
  * error, or -1 with a message in err for a TLS setting that cannot be used.
  */
-static int open_listener(nng_socket sock, const char *url, const struct vts_config *cfg, char *err, size_t errlen) {
+static int open_listener(nng_socket sock, const char *url, const struct vts_config *cfg, nng_listener *out, char *err,
+                         size_t errlen) {
   nng_listener l;
   int rv = nng_listener_create(&l, sock, url);
   if (rv != 0) return rv;
@@ -583,13 +601,19 @@ static int open_listener(nng_socket sock, const char *url, const struct vts_conf
   rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
   if (rv == 0 && cfg != NULL && link_tls_listener(cfg, l, url, err, errlen) != 0) rv = -1;
   if (rv == 0) rv = nng_listener_start(l, 0);
+  if (rv == 0 && out != NULL) *out = l;
   return rv;
 }
 
 /* Stops every nng activity first (so no callback runs any more), then frees what is left. */
 static void teardown(struct dispatcher *d) {
   d->stopping = true;
-  if (d->fsock_open) nng_close(d->fsock);
+  if (d->fsock_open) {
+    d->next_handshakes_ms = 0;
+    poll_handshakes(d, util_now_ms());
+    link_handshakes_flush(&d->handshakes, d->cfg->jobs_url);
+    nng_close(d->fsock);
+  }
   if (d->wsock_open) nng_close(d->wsock);
   if (d->faio != NULL) nng_aio_stop(d->faio);
   for (struct slot *s = d->slots.next; s != &d->slots; s = s->next) nng_aio_stop(s->aio);
@@ -694,7 +718,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   if (rv != 0) goto fail;
   rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS);
   if (rv != 0) goto fail;
-  rv = open_listener(d->fsock, cfg->jobs_url, cfg, tls_err, sizeof(tls_err));
+  rv = open_listener(d->fsock, cfg->jobs_url, cfg, &d->flistener, tls_err, sizeof(tls_err));
   if (rv != 0) goto fail;
   if (!link_url_tls(cfg->jobs_url) && !link_url_loopback(cfg->jobs_url))
     log_msg(LOG_WARN,
@@ -711,7 +735,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   if (rv != 0) goto fail;
   rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_REM_POST, worker_pipe_cb, d);
   if (rv != 0) goto fail;
-  rv = open_listener(d->wsock, worker_url, NULL, NULL, 0);
+  rv = open_listener(d->wsock, worker_url, NULL, NULL, NULL, 0);
   if (rv != 0) goto fail;
 
   what = "fetcher receive";

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     return EXIT_BAD_CONFIG;
   }
   /* Read once here, so that a missing certificate stops the start instead of a dispatcher restarting for ever. */
-  if (link_url_tls(cfg.jobs_url) && link_tls_check(&cfg, err, sizeof(err)) != 0) {
+  if (link_url_tls(cfg.jobs_url) && link_tls_check(&cfg, true, err, sizeof(err)) != 0) {
     fprintf(stderr, "vts-gateway: %s\n", err);
     return EXIT_BAD_CONFIG;
   }

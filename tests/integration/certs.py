@@ -1,5 +1,6 @@
 """Certificates for the jobs link's mutual TLS, made at test time with the openssl command the reference (docs/REFERENCE.md) shows: a CA,
-a gateway and a fetcher certificate signed by it, and a second (rogue) CA with a certificate of its own."""
+a gateway (server role: extendedKeyUsage serverAuth) and a fetcher (client role: clientAuth) certificate signed by it,
+and a second (rogue) CA with a certificate of its own in each role."""
 import ssl
 import subprocess
 from pathlib import Path
@@ -14,8 +15,12 @@ def _ca(d, name):
              "-subj", "/CN=" + name, "-keyout", name + ".key", "-out", name + ".crt", cwd=d)
 
 
-def _leaf(d, name, ca):
-    (d / (name + ".ext")).write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+def _leaf(d, name, ca, role):
+    """A P-256 certificate for localhost signed by ca, with extendedKeyUsage role (none when role is None)."""
+    ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+    if role is not None:
+        ext += "extendedKeyUsage=%s\n" % role
+    (d / (name + ".ext")).write_text(ext)
     _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=" + name,
              "-keyout", name + ".key", "-out", name + ".csr", cwd=d)
     _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key", "-CAcreateserial",
@@ -23,16 +28,22 @@ def _leaf(d, name, ca):
 
 
 class Certs:
-    """Files under d: ca, gateway, fetcher (signed by ca); rogue-ca and rogue (signed by rogue-ca)."""
+    """Files under d: ca, gateway (serverAuth), fetcher (clientAuth), both signed by ca; rogue-ca, rogue (clientAuth) and
+    rogue-gateway (serverAuth), both signed by rogue-ca. With odd_roles, also signed by ca: roleless (no
+    extendedKeyUsage) and both-roles (serverAuth and clientAuth)."""
 
-    def __init__(self, d):
+    def __init__(self, d, odd_roles=False):
         self.dir = Path(d)
         self.dir.mkdir(parents=True, exist_ok=True)
         _ca(self.dir, "ca")
         _ca(self.dir, "rogue-ca")
-        _leaf(self.dir, "gateway", "ca")
-        _leaf(self.dir, "fetcher", "ca")
-        _leaf(self.dir, "rogue", "rogue-ca")
+        _leaf(self.dir, "gateway", "ca", "serverAuth")
+        _leaf(self.dir, "fetcher", "ca", "clientAuth")
+        _leaf(self.dir, "rogue", "rogue-ca", "clientAuth")
+        _leaf(self.dir, "rogue-gateway", "rogue-ca", "serverAuth")
+        if odd_roles:
+            _leaf(self.dir, "roleless", "ca", None)
+            _leaf(self.dir, "both-roles", "ca", "serverAuth,clientAuth")
 
     def path(self, name):
         return str(self.dir / name)

@@ -39,7 +39,8 @@ struct rec {
   uint8_t declines; /* A_JOB: times it was given back for want of budget */
   char player[512]; /* A_JOB: the player summary handed with it; A_ANSWER: one a worker was sent (never) */
   uint32_t player_len;
-  char browse[64]; /* A_JOB: a browse job's target */
+  char lang[PROTO_MAX_LANG + 1]; /* A_JOB: the language it asks */
+  char browse[64];               /* A_JOB: a browse job's target */
 };
 
 struct fx {
@@ -80,6 +81,7 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
   r->deadline_ms = job->deadline_ms;
   r->declines = job->declines;
   snprintf(r->video, sizeof(r->video), "%s", job->video_id);
+  snprintf(r->lang, sizeof(r->lang), "%s", job->lang);
   r->player_len = job->player_len;
   if (job->player_len > 0) snprintf(r->player, sizeof(r->player), "%.*s", (int)job->player_len, job->player);
   if (job->browse_len > 0) snprintf(r->browse, sizeof(r->browse), "%.*s", (int)job->browse_len, job->browse);
@@ -823,6 +825,122 @@ static void test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_li
 }
 
 /*
+ * A summary of four tracks: en (manual), en (asr), pt-BR, de; the default track is the one at default_index, and the
+ * one at po_index (-1: none) needs a PO token (exp=xpe in its URL).
+ */
+static void four_tracks(char *out, size_t cap, const char *video, int default_index, int po_index) {
+  static const char *const tracks[][2] = {{"en", ""}, {"en", "asr"}, {"pt-BR", ""}, {"de", ""}};
+  size_t n = (size_t)snprintf(out, cap,
+                              "{\"playabilityStatus\":{\"status\":\"OK\"},\"videoDetails\":{\"videoId\":\"%s\"},"
+                              "\"captions\":{\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[",
+                              video);
+  for (int i = 0; i < 4; i++)
+    n += (size_t)snprintf(
+        out + n, cap - n,
+        "%s{\"baseUrl\":\"https://example.test/api/timedtext?v=%s&lang=%s%s\",\"languageCode\":\"%s\","
+        "\"name\":{\"simpleText\":\"x\"},\"kind\":\"%s\",\"isTranslatable\":true}",
+        i > 0 ? "," : "", video, tracks[i][0], i == po_index ? "&exp=xpe" : "", tracks[i][0], tracks[i][1]);
+  snprintf(out + n, cap - n,
+           "],\"audioTracks\":[{\"defaultCaptionTrackIndex\":%d}],\"defaultAudioTrackIndex\":0,"
+           "\"translationLanguages\":[]}}}",
+           default_index);
+}
+
+/*
+ * Runs the job of a request for lang of video, which the core must send asking ask to the idle fetcher 7, and answers
+ * it with summary (the fetcher's message token).
+ */
+static void fetch_as(struct fx *f, uint64_t now, const char *video, const char *lang, const char *ask,
+                     const char *summary, int token) {
+  struct proto_job a = request(video);
+  snprintf(a.lang, sizeof(a.lang), "%s", lang);
+  core_request(f->core, now, &f->w[0], &a);
+  core_tick(f->core, now, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->lang, ask);
+  struct proto_result res = result(r->job_id, PROTO_OK, BODY_OK);
+  res.player = summary;
+  res.player_len = summary != NULL ? (uint32_t)strlen(summary) : 0;
+  res.player_ttl_ms = summary != NULL ? 60000 : 0;
+  deliver(f, now + 1, 7, token, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+}
+
+/*
+ * With the video's player summary at hand, a language the video lacks, or another spelling of a track's language,
+ * is asked as the language of the track it would be served: answered from that entry when the cache holds it (no job),
+ * else one job in that language. A default track that asking its own language would not choose (an asr track beside
+ * a manual one of its language) leaves the request as it came.
+ */
+static void test_a_language_the_video_lacks_is_asked_as_its_served_track(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  char summary[2048];
+  four_tracks(summary, sizeof(summary), "vidLANG0001", 3, -1);
+  ready(f, T0, 7, 1);
+  fetch_as(f, T0, "vidLANG0001", "de", "de", summary, 2);
+  uint64_t jobs = stats(f).jobs_created;
+
+  static const char *const served_de[] = {"xx", "yyy", "de-AT", "zz-ZZ", ""};
+  for (size_t i = 0; i < sizeof(served_de) / sizeof(served_de[0]); i++) {
+    struct proto_job b = request("vidLANG0001");
+    snprintf(b.lang, sizeof(b.lang), "%s", served_de[i]);
+    core_request(f->core, T0 + 10, &f->w[1], &b);
+    assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+    none(f);
+  }
+  assert_int_equal(stats(f).jobs_created, jobs);
+
+  /* Not held yet: one job, in the served track's language, which later spellings share. */
+  fetch_as(f, T0 + 20, "vidLANG0001", "pt", "pt-BR", NULL, 3);
+  fetch_as(f, T0 + 30, "vidLANG0001", "en-ZZ", "en", NULL, 4);
+  struct proto_job c = request("vidLANG0001");
+  snprintf(c.lang, sizeof(c.lang), "pt-PT");
+  core_request(f->core, T0 + 40, &f->w[1], &c);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+
+  /* Asked first as "xx", before the tracks were known: "de", the language served, holds the answer too. */
+  four_tracks(summary, sizeof(summary), "vidLANG0003", 3, -1);
+  struct proto_job d = request("vidLANG0003");
+  snprintf(d.lang, sizeof(d.lang), "xx");
+  core_request(f->core, T0 + 42, &f->w[0], &d);
+  core_tick(f->core, T0 + 42, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->lang, "xx");
+  struct proto_result res = result(r->job_id, PROTO_OK, BODY_OK);
+  snprintf(res.lang, sizeof(res.lang), "de");
+  res.player = summary;
+  res.player_len = (uint32_t)strlen(summary);
+  res.player_ttl_ms = 60000;
+  deliver(f, T0 + 43, 7, 5, &res);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  snprintf(d.lang, sizeof(d.lang), "de");
+  core_request(f->core, T0 + 44, &f->w[1], &d);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+
+  /* The default track is the asr one: "en" would choose the manual track, so "xx" goes as it came. */
+  four_tracks(summary, sizeof(summary), "vidLANG0002", 1, -1);
+  fetch_as(f, T0 + 50, "vidLANG0002", "de", "de", summary, 6);
+  fetch_as(f, T0 + 60, "vidLANG0002", "xx", "xx", NULL, 7);
+
+  /*
+   * The default track (en) needs a PO token: a fetcher with a provider serves "xx" from it, one without from the first
+   * other manual track; not knowing which, "xx" goes as it came. "de-AT" is "de" to both.
+   */
+  four_tracks(summary, sizeof(summary), "vidLANG0004", 0, 0);
+  fetch_as(f, T0 + 70, "vidLANG0004", "de", "de", summary, 8);
+  struct proto_job e = request("vidLANG0004");
+  snprintf(e.lang, sizeof(e.lang), "de-AT");
+  core_request(f->core, T0 + 75, &f->w[1], &e);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
+  fetch_as(f, T0 + 80, "vidLANG0004", "xx", "xx", NULL, 9);
+}
+
+/*
  * A claim is short and renewed while its job is queued or runs, so a claimant that dies stops renewing and the others
  * take over within CORE_CLAIM_TTL_MS; the renewals end with the job.
  */
@@ -1098,6 +1216,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_a_job_is_coalesced_assigned_answered_to_all_and_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_language_the_video_lacks_is_asked_as_its_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_lost_fetcher_fails_its_job_and_a_decline_goes_first_in_line, setup,

@@ -252,6 +252,7 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_dispatch_jobs_declined_total",
                          "vts_dispatch_results_refused_total",
                          "vts_dispatch_fetchers_refused_total",
+                         "vts_link_handshake_failures_total",
                          "vts_dispatch_rejected_full_total",
                          "vts_dispatch_protocol_errors_total",
                          "vts_dispatch_claims_won_total",
