@@ -111,10 +111,15 @@ def captures():
     return Captures()
 
 
+def captures_stack(tmp_path, gateway_env=None):
+    """The stack with the fake platform serving the captures."""
+    return Stack(tmp_path, keys=KEYS, fetchers=2, gateway_env=gateway_env,
+                 upstream_args=("--captures", shared_fixtures("youtube-transcript-api")))
+
+
 @pytest.fixture
 def stack(tmp_path, captures):
-    s = Stack(tmp_path, keys=KEYS, fetchers=2,
-              upstream_args=("--captures", shared_fixtures("youtube-transcript-api")))
+    s = captures_stack(tmp_path)
     try:
         yield s
     finally:
@@ -265,7 +270,19 @@ def test_a_platform_failure_on_the_first_page_is_the_transcript_endpoints_502(pl
 
 # ---- a restart mid-list ----
 
-def test_a_gateway_killed_mid_continuation_resumes_and_holds_every_id_once(stack, captures):
+@pytest.fixture
+def wide_stack(tmp_path, captures):
+    """Every fetcher may hold a job's page or item (VTS_JOBS_FETCHER_SHARE=100): a page held by the platform leaves
+    the other fetcher to the items."""
+    s = captures_stack(tmp_path, gateway_env={"VTS_JOBS_FETCHER_SHARE": "100"})
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_gateway_killed_mid_continuation_resumes_and_holds_every_id_once(wide_stack, captures):
+    stack = wide_stack
     sent, first = captures.named(r"vl-PLoumn5-page1\.continuation\.json")
     ids = captures.chain(first)
     gw = stack.gateway
