@@ -51,3 +51,11 @@ int ident_video_id_valid(const char *s, size_t len) { return len == VTS_VIDEO_ID
 int ident_token_valid(const char *s, size_t len, size_t max) {
   return len > 0 && len <= max && all_word_chars(s, len, 1);
 }
+
+int ident_playlist_id_valid(const char *s, size_t len) {
+  return len >= 2 && len <= VTS_PLAYLIST_ID_MAX && all_word_chars(s, len, 0);
+}
+
+int ident_channel_id_valid(const char *s, size_t len) {
+  return len == VTS_CHANNEL_ID_LEN && s[0] == 'U' && s[1] == 'C' && all_word_chars(s, len, 0);
+}

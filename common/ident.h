@@ -20,4 +20,9 @@ void ident_language_canon(const char *s, size_t len, char *out);
 /* Whether s[0, len) is 1 to max bytes of [A-Za-z0-9._-]: an X-Request-Id we echo, an API key's name. */
 int ident_token_valid(const char *s, size_t len, size_t max);
 
+/* Whether s[0, len) is a playlist id: 2 to VTS_PLAYLIST_ID_MAX bytes of [A-Za-z0-9_-]. */
+int ident_playlist_id_valid(const char *s, size_t len);
+/* Whether s[0, len) is a channel id: ^UC[A-Za-z0-9_-]{22}$ . */
+int ident_channel_id_valid(const char *s, size_t len);
+
 #endif

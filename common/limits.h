@@ -154,4 +154,12 @@
 #define VTS_WEBHOOK_MAX_REPLY_BYTES 4096          /* of the receiver's answer body: read this far, ignored */
 #define VTS_WEBHOOK_RETRY_WINDOW_MS (24LL * 3600 * 1000) /* no try later than this after the message: given up */
 
+/*
+ * Batch jobs of a playlist or a channel (POST /v1/jobs): the ids they name (a 400 past these) and the continuation
+ * token of a browse page (a longer one is refused as not the platform's shape).
+ */
+#define VTS_PLAYLIST_ID_MAX 64           /* bytes of a playlist id */
+#define VTS_CHANNEL_ID_LEN 24            /* "UC" and 22 characters */
+#define VTS_MAX_BROWSE_TOKEN_BYTES 16384 /* a browse page's continuation token */
+
 #endif

@@ -89,8 +89,17 @@ static int open_reader(struct reader *r, const void *data, size_t len, enum prot
   return 0;
 }
 
-/* A job names a video, except a webhook delivery, which names none and a URL instead. */
+/*
+ * A job names a video, except a webhook delivery (a URL instead) and a browse job (what it reads and its target
+ * instead); the browse fields are empty for every other kind.
+ */
 static int job_target_valid(const struct proto_job *job) {
+  if (job->kind == PROTO_KIND_BROWSE)
+    return job->video_id[0] == '\0' && job->browse_what >= PROTO_BROWSE_PLAYLIST &&
+           job->browse_what <= PROTO_BROWSE_CONTINUATION && job->browse_len > 0 &&
+           job->browse_len <= VTS_MAX_BROWSE_TOKEN_BYTES && job->browse != NULL &&
+           memchr(job->browse, '\0', job->browse_len) == NULL;
+  if (job->browse_what != PROTO_BROWSE_NONE || job->browse_len != 0) return 0;
   if (job->kind == PROTO_KIND_WEBHOOK) return job->video_id[0] == '\0' && job->hook_url_len > 0;
   return ident_video_id_valid(job->video_id, strlen(job->video_id));
 }
@@ -112,6 +121,8 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_be(out, job->hook_timestamp, 8);
   if (rv == 0) rv = put_str(out, job->hook_signature, PROTO_MAX_HOOK_SIG);
   if (rv == 0) rv = put_blob(out, job->hook_body, job->hook_body_len, VTS_WEBHOOK_MAX_PAYLOAD_BYTES);
+  if (rv == 0) rv = put_u8(out, job->browse_what);
+  if (rv == 0) rv = put_blob(out, job->browse, job->browse_len, VTS_MAX_BROWSE_TOKEN_BYTES);
   return rv;
 }
 
@@ -212,6 +223,9 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   job->hook_timestamp = v;
   if (get_str(&r, job->hook_signature, sizeof(job->hook_signature)) != 0) return -EPROTO;
   if (get_blob(&r, VTS_WEBHOOK_MAX_PAYLOAD_BYTES, &job->hook_body, &job->hook_body_len) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  job->browse_what = (uint8_t)v;
+  if (get_blob(&r, VTS_MAX_BROWSE_TOKEN_BYTES, &job->browse, &job->browse_len) != 0) return -EPROTO;
   return r.left == 0 && job_target_valid(job) ? 0 : -EPROTO;
 }
 
@@ -282,6 +296,10 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
     memcpy(out, PROTO_METADATA_KEY, sizeof(PROTO_METADATA_KEY));
     return;
   }
+  if (job->kind == PROTO_KIND_BROWSE) {
+    memcpy(out, PROTO_BROWSE_KEY, sizeof(PROTO_BROWSE_KEY));
+    return;
+  }
   size_t n = strnlen(job->lang, PROTO_MAX_LANG);
   ident_language_canon(job->lang, n, out);
   if (job->translate[0] != '\0') {
@@ -311,6 +329,7 @@ void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY 
 uint8_t proto_key_kind(const char *key) {
   if (strcmp(key, PROTO_TRACKS_KEY) == 0) return PROTO_KIND_TRACKS;
   if (strcmp(key, PROTO_METADATA_KEY) == 0) return PROTO_KIND_METADATA;
+  if (strcmp(key, PROTO_BROWSE_KEY) == 0) return PROTO_KIND_BROWSE;
   return PROTO_KIND_CAPTIONS;
 }
 
@@ -353,4 +372,38 @@ static const char *const reason_names[PROTO_REASON__COUNT] = {
 
 const char *proto_reason_name(uint8_t reason) {
   return reason < PROTO_REASON__COUNT ? reason_names[reason] : "unknown";
+}
+
+int proto_browse_body(struct buf *out, const char *token, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n) {
+  size_t tl = strlen(token);
+  if (tl > VTS_MAX_BROWSE_TOKEN_BYTES || memchr(token, '\n', tl) != NULL) return -EINVAL;
+  int rv = buf_append(out, token, tl);
+  if (rv == 0) rv = buf_append(out, "\n", 1);
+  for (size_t i = 0; rv == 0 && i < n; i++) {
+    if (!ident_video_id_valid(ids[i], strnlen(ids[i], VTS_VIDEO_ID_LEN + 1))) return -EINVAL;
+    rv = buf_append(out, ids[i], VTS_VIDEO_ID_LEN);
+    if (rv == 0) rv = buf_append(out, "\n", 1);
+  }
+  return rv;
+}
+
+int proto_browse_read(const char *body, size_t len, struct proto_browse_page *out) {
+  memset(out, 0, sizeof(*out));
+  const char *nl = body != NULL ? memchr(body, '\n', len) : NULL;
+  if (nl == NULL) return -EPROTO;
+  size_t tl = (size_t)(nl - body);
+  if (tl > VTS_MAX_BROWSE_TOKEN_BYTES || memchr(body, '\0', tl) != NULL) return -EPROTO;
+  const char *ids = nl + 1;
+  size_t rest = len - tl - 1;
+  if (rest % (VTS_VIDEO_ID_LEN + 1) != 0) return -EPROTO;
+  size_t n = rest / (VTS_VIDEO_ID_LEN + 1);
+  for (size_t i = 0; i < n; i++) {
+    const char *id = ids + i * (VTS_VIDEO_ID_LEN + 1);
+    if (!ident_video_id_valid(id, VTS_VIDEO_ID_LEN) || id[VTS_VIDEO_ID_LEN] != '\n') return -EPROTO;
+  }
+  out->token = body;
+  out->token_len = tl;
+  out->ids = ids;
+  out->n = n;
+  return 0;
 }

@@ -23,9 +23,9 @@
  * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
  * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: a
  * result carries its job's PO-token provider failures; 7: the WEBHOOK kind exists, and a job carries a webhook
- * delivery.
+ * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read.
  */
-#define PROTO_VERSION 7
+#define PROTO_VERSION 8
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -57,7 +57,9 @@ enum proto_type {
  * (title, channel, length...), the body of GET /v1/video/metadata. WEBHOOK (dispatcher -> fetcher only) is no video's
  * job: the fetcher POSTs a batch job's signed webhook message (the job's hook_* fields) and answers OK when the
  * receiver answered 2xx, else UPSTREAM_FAILED with the reason; the result's body is the receiver's HTTP status in
- * decimal ("" when there was none).
+ * decimal ("" when there was none). BROWSE reads one page of a playlist's or a channel's videos (its job names no
+ * video either: the target is browse_what and browse), for the batch jobs of POST /v1/jobs; its answer is a browse
+ * body (proto_browse_body), never cached and never sent to a client.
  */
 enum proto_kind {
   PROTO_KIND_CAPTIONS = 1,
@@ -65,7 +67,16 @@ enum proto_kind {
   PROTO_KIND_TRACKS = 3,
   PROTO_KIND_METADATA = 4,
   PROTO_KIND_WEBHOOK = 5,
-  PROTO_KIND_LAST = PROTO_KIND_WEBHOOK /* the kinds' wire values are 1 to this */
+  PROTO_KIND_BROWSE = 6,
+  PROTO_KIND_LAST = PROTO_KIND_BROWSE /* the kinds' wire values are 1 to this */
+};
+
+/* What a BROWSE job reads: the first page of a playlist, of a channel's videos, or the page a continuation names. */
+enum proto_browse_what {
+  PROTO_BROWSE_NONE = 0, /* every other kind */
+  PROTO_BROWSE_PLAYLIST = 1,
+  PROTO_BROWSE_CHANNEL = 2,
+  PROTO_BROWSE_CONTINUATION = 3
 };
 
 /*
@@ -161,7 +172,13 @@ enum proto_source {
   X(REMOVED, "removed", REMOVED)                                                     \
   /* a live stream not begun, or ended and not yet archived */                       \
   X(LIVE_NOT_ARCHIVED, "live_not_archived", LIVE_NOT_ARCHIVED)                       \
-  X(GEO_RESTRICTED, "geo_restricted", GEO_RESTRICTED)
+  X(GEO_RESTRICTED, "geo_restricted", GEO_RESTRICTED)                                \
+  /* a playlist or channel that cannot be read (browse), and the case it said: */    \
+  X(PLAYLIST_MISSING, "playlist_missing", OTHER)                                     \
+  X(PLAYLIST_PRIVATE, "playlist_private", OTHER)                                     \
+  X(PLAYLIST_UNVIEWABLE, "playlist_unviewable", OTHER)                               \
+  X(CHANNEL_MISSING, "channel_missing", OTHER)                                       \
+  X(CHANNEL_REMOVED, "channel_removed", OTHER)
 
 #define PROTO_REASON_ENUM_(id, name, kind) PROTO_REASON_##id,
 enum proto_reason { PROTO_REASONS(PROTO_REASON_ENUM_) PROTO_REASON__COUNT };
@@ -215,10 +232,10 @@ struct proto_job {
   const char *player;
   uint32_t player_len;
   /*
-   * WEBHOOK: the delivery the fetcher POSTs (video_id is "" for it, and only for it): to hook_url (an http(s) URL of
-   * at most VTS_WEBHOOK_URL_MAX_BYTES), with the headers webhook-id, webhook-timestamp (seconds since the epoch) and
-   * webhook-signature as the Standard Webhooks specification names them, and the JSON body hook_body (at most
-   * VTS_WEBHOOK_MAX_PAYLOAD_BYTES). The dispatcher signs it: the secret never leaves the gateway. url and body are
+   * WEBHOOK: the delivery the fetcher POSTs (video_id is "" for it, as for BROWSE and no other kind): to hook_url (an
+   * http(s) URL of at most VTS_WEBHOOK_URL_MAX_BYTES), with the headers webhook-id, webhook-timestamp (seconds since
+   * the epoch) and webhook-signature as the Standard Webhooks specification names them, and the JSON body hook_body (at
+   * most VTS_WEBHOOK_MAX_PAYLOAD_BYTES). The dispatcher signs it: the secret never leaves the gateway. url and body are
    * borrowed, like player; empty for the other kinds.
    */
   const char *hook_url;
@@ -228,6 +245,14 @@ struct proto_job {
   char hook_signature[PROTO_MAX_HOOK_SIG + 1];
   const char *hook_body;
   uint32_t hook_body_len;
+  /*
+   * BROWSE (video_id ""): what it reads (enum proto_browse_what) and its target, a playlist id, a channel id or a
+   * continuation token (1 to VTS_MAX_BROWSE_TOKEN_BYTES bytes, no NUL); PROTO_BROWSE_NONE and NULL/0 for any other
+   * kind. Borrowed, like player.
+   */
+  uint8_t browse_what;
+  const char *browse;
+  uint32_t browse_len;
 };
 
 struct proto_result {
@@ -303,6 +328,7 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
 #define PROTO_TRACKS_KEY "*tracks"
 #define PROTO_METADATA_KEY "*metadata"
 #define PROTO_GONE_KEY "*gone"
+#define PROTO_BROWSE_KEY "*browse"
 
 /*
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
@@ -313,7 +339,10 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
 
-/* The kind of job a job key answers: PROTO_KIND_TRACKS, PROTO_KIND_METADATA, else PROTO_KIND_CAPTIONS. */
+/*
+ * The kind of job a job key answers: PROTO_KIND_TRACKS, PROTO_KIND_METADATA, PROTO_KIND_BROWSE, else
+ * PROTO_KIND_CAPTIONS.
+ */
 uint8_t proto_key_kind(const char *key);
 
 /*
@@ -334,5 +363,25 @@ int proto_result_gone(const struct proto_result *res);
 
 /* The HTTP status for an outcome (PROTO_NO_CAPTIONS maps to 404). */
 int proto_outcome_status(uint8_t outcome);
+
+/*
+ * The body of a BROWSE job's OK result: the continuation token of the next page ("" at the end of the list) on the
+ * first line, then each video id of the page on a line of its own, in the page's order:
+ *   TOKEN\n ID\n ID\n ...
+ * proto_browse_body appends it to out (ids: n checked ids). Returns 0, -EINVAL (a token too long, or holding a
+ * newline or NUL) or -ENOMEM.
+ */
+int proto_browse_body(struct buf *out, const char *token, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n);
+
+/* A browse body read in place: slices of the body it was read from. */
+struct proto_browse_page {
+  const char *token; /* the continuation, token_len bytes, not NUL-terminated; token_len 0 at the end of the list */
+  size_t token_len;
+  const char *ids; /* n video ids, the i-th at ids + i * (VTS_VIDEO_ID_LEN + 1), each followed by a newline */
+  size_t n;
+};
+
+/* Checks body as a browse body and points out at its parts. Returns 0, or -EPROTO for anything else. */
+int proto_browse_read(const char *body, size_t len, struct proto_browse_page *out);
 
 #endif

@@ -11,6 +11,7 @@
 #include "common/util.h"
 #include "fetcher/captions/captions.h"
 #include "fetcher/captions/transcript.h"
+#include "fetcher/platform/browse.h"
 #include "fetcher/platform/client.h"
 #include "fetcher/platform/player.h"
 #include "fetcher/platform/potoken.h"
@@ -902,6 +903,132 @@ void course_fetch_metadata(struct course *it, const char *video_id, const char *
 void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {
   struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .speech = 1};
   run_flow(&f, res);
+}
+
+/* ---- browse jobs ---- */
+
+_Static_assert(BROWSE_MAX_TOKEN <= VTS_MAX_BROWSE_TOKEN_BYTES, "a page's token fits a browse body");
+
+/* The case an ERROR alert of a playlist's or channel's page names (the platform's own words, in English: hl=en). */
+static uint8_t browse_refusal_reason(uint8_t what, const char *text) {
+  if (what == PROTO_BROWSE_CHANNEL)
+    return strcasestr(text, "does not exist") != NULL ? PROTO_REASON_CHANNEL_MISSING : PROTO_REASON_CHANNEL_REMOVED;
+  if (strcasestr(text, "does not exist") != NULL) return PROTO_REASON_PLAYLIST_MISSING;
+  if (strcasestr(text, "private") != NULL) return PROTO_REASON_PLAYLIST_PRIVATE;
+  return PROTO_REASON_PLAYLIST_UNVIEWABLE;
+}
+
+/* A 200 browse reply: the page's videos and continuation, or the refusal it carries instead. */
+static enum verdict after_browse(struct flow *f, uint8_t what, struct course_result *res) {
+  struct browse_page page;
+  enum verdict v = V_REFUSED;
+  int rv = browse_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &page);
+  if (rv == -ENOMEM) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+    v = V_STOP;
+  } else if (rv != 0) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_browse_reply");
+  } else if (!page.has_list && page.error[0] != '\0') {
+    /* The platform's answer about the list itself: every client and route would hear it. */
+    set_result(res, PROTO_NOT_AVAILABLE, browse_refusal_reason(what, page.error), "browse_refused");
+    v = V_DONE;
+  } else if (!page.has_list) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "no_video_list");
+  } else if ((rv = proto_browse_body(&res->body, page.continuation,
+                                     (const char(*)[VTS_VIDEO_ID_LEN + 1]) page.video_ids, page.nvideos)) != 0) {
+    set_result(res, rv == -ENOMEM ? PROTO_INTERNAL : PROTO_UPSTREAM_FAILED,
+               rv == -ENOMEM ? PROTO_REASON_INTERNAL : PROTO_REASON_MALFORMED, "bad_browse_page");
+    v = rv == -ENOMEM ? V_STOP : V_REFUSED;
+  } else {
+    set_result(res, PROTO_OK, PROTO_REASON_NONE, page.continuation[0] != '\0' ? "ok" : "last_page");
+    v = V_DONE;
+  }
+  if (res->outcome != PROTO_OK) buf_reset(&res->body);
+  browse_page_free(&page);
+  return v;
+}
+
+/* One browse request as client c on the current egress. */
+static enum verdict try_browse(struct flow *f, const struct client_profile *c, uint8_t what, const char *target,
+                               struct course_result *res) {
+  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT, token = BUF_INIT;
+  struct client_headers h;
+  client_headers(&h, c, "");
+  /* The browse call goes to the host of the profile's player call. */
+  int rv = buf_printf(&url, "https://%s/youtubei/v1/browse?prettyPrint=false", c->host);
+  if (rv == 0) rv = client_user_agent(c, &ua);
+  if (rv == 0 && what == PROTO_BROWSE_PLAYLIST) rv = browse_playlist_token(target, &token);
+  if (rv == 0) {
+    if (what == PROTO_BROWSE_CHANNEL)
+      rv = browse_request_body(c, target, BROWSE_VIDEOS_TAB_PARAMS, NULL, &body);
+    else
+      rv = browse_request_body(c, NULL, NULL, what == PROTO_BROWSE_PLAYLIST ? token.data : target, &body);
+  }
+  enum verdict v = V_STOP;
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -ENOMEM ? "no_memory" : "bad_browse_target");
+    goto done;
+  }
+  struct upstream_request req = {
+      .method = UPSTREAM_POST,
+      .url = url.data,
+      .body = body.data,
+      .body_len = body.len,
+      .user_agent = ua.data,
+      .headers = h.list,
+      .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
+  };
+  v = fetch_200(f, &req, res);
+  if (v == V_DONE) {
+    v = after_browse(f, what, res);
+  } else if (what != PROTO_BROWSE_CONTINUATION && (f->resp.status == 400 || f->resp.status == 404) &&
+             res->reason == PROTO_REASON_HTTP_OTHER) {
+    /* A first page the platform refuses as a bad argument: no such playlist or channel. */
+    set_result(res, PROTO_NOT_AVAILABLE,
+               what == PROTO_BROWSE_CHANNEL ? PROTO_REASON_CHANNEL_MISSING : PROTO_REASON_PLAYLIST_MISSING,
+               "browse_refused");
+    v = V_DONE;
+  }
+done:
+  buf_free(&url);
+  buf_free(&body);
+  buf_free(&ua);
+  buf_free(&token);
+  return v;
+}
+
+void course_fetch_browse(struct course *it, uint8_t what, const char *target, const char *request_id,
+                         struct course_result *res) {
+  struct flow f = {.it = it, .video_id = "", .lang = "", .translate = "", .request_id = request_id, .res = res};
+  res->lang[0] = '\0';
+  res->nattempts = 0;
+  buf_reset(&res->body);
+  res->retry_after_s = 0;
+  res->player_ttl_ms = 0;
+  buf_reset(&res->player);
+  /* Browse pages are the web client's: the profile of that name (built in, or the file's), whatever the order says. */
+  const struct client_profile *c = profiles_find(&it->profiles.set, "WEB");
+  if (c == NULL) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_web_client");
+    return;
+  }
+  int attempts = (int)it->cfg->upstream_attempts;
+  for (int egress = 0; egress < attempts; egress++) {
+    if (egress > 0 && upstream_next_egress(it->up) != 0) break;
+    int can_move = egress + 1 < attempts && upstream_has_next_egress(it->up);
+    enum verdict v = try_browse(&f, c, what, target, res);
+    record_attempt(&f, c, v);
+    if (v == V_DONE || v == V_STOP) {
+      if (v == V_DONE) upstream_egress_report(it->up, 0);
+      break;
+    }
+    log_refusal(&f, c, res, v);
+    upstream_egress_report(it->up, v == V_BLOCKED);
+    if (!(v == V_BLOCKED && can_move)) break;
+  }
+  if (res->outcome == PROTO_UPSTREAM_FAILED && res->retry_after_s == 0)
+    res->retry_after_s = retry_after_s(upstream_rest_left_ms(it->up));
+  buf_free(&f.resp.body);
 }
 
 void course_probe(struct course *it, size_t client, const char *video_id, struct course_result *res) {

@@ -97,6 +97,18 @@ void course_fetch_metadata(struct course *it, const char *video_id, const char *
 void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res);
 
 /*
+ * Runs a browse job (PROTO_KIND_BROWSE): one page of what (enum proto_browse_what) target names: a playlist's first
+ * page (asked with the continuation the platform's web client builds for it), a channel's videos tab, or the page a
+ * continuation token names. It goes as the WEB client through the same egress as a player request (the route, its
+ * budget, its rests; a block moves it to another route). OK: res->body is a browse body (proto_browse_body) with the
+ * page's ids in order and its continuation. A playlist or channel the platform says cannot be read (an ERROR alert
+ * instead of videos, or a first page refused with 400 or 404) is PROTO_NOT_AVAILABLE with the reason of its case
+ * (playlist missing, private or unviewable; channel missing or removed).
+ */
+void course_fetch_browse(struct course *it, uint8_t what, const char *target, const char *request_id,
+                         struct course_result *res);
+
+/*
  * One try of client number client (in the configured order) for video_id on the egress the caller chose
  * (upstream_use_egress), with no fall-through and no other proxy: what --probe reports. res as for captions.
  */

@@ -6,6 +6,7 @@
 #include "fetcher/platform/browse.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,7 +275,7 @@ void browse_page_free(struct browse_page *p) {
 int browse_request_body(const struct client_profile *c, const char *browse_id, const char *params,
                         const char *continuation, struct buf *out) {
   int rv = buf_puts(out, "{\"context\":{\"client\":{\"clientName\":\"");
-  if (rv == 0) rv = buf_json_escape(out, c->name, strlen(c->name));
+  if (rv == 0) rv = buf_json_escape(out, c->client_name, strlen(c->client_name));
   if (rv == 0) rv = buf_puts(out, "\",\"clientVersion\":\"");
   if (rv == 0) rv = buf_json_escape(out, c->version, strlen(c->version));
   if (rv == 0) rv = buf_puts(out, "\",\"hl\":\"en\",\"gl\":\"US\"}}");
@@ -313,4 +314,54 @@ int browse_playlist_id(const char *playlist_id, char *out, size_t outlen) {
 int browse_uploads_id(const char *channel_id, char *out, size_t outlen) {
   if (strncmp(channel_id, "UC", 2) != 0) return -EINVAL;
   return join("VLUU", channel_id + 2, out, outlen);
+}
+
+/* Appends a protobuf varint. */
+static int put_varint(struct buf *b, uint64_t v) {
+  unsigned char tmp[10];
+  size_t n = 0;
+  do {
+    tmp[n] = (unsigned char)(v & 0x7f);
+    v >>= 7;
+    if (v != 0) tmp[n] |= 0x80;
+    n++;
+  } while (v != 0);
+  return buf_append(b, tmp, n);
+}
+
+/* Appends a protobuf length-delimited field. */
+static int put_field(struct buf *b, uint32_t field, const void *data, size_t len) {
+  int rv = put_varint(b, (uint64_t)field << 3 | 2);
+  if (rv == 0) rv = put_varint(b, len);
+  return rv ? rv : buf_append(b, data, len);
+}
+
+int browse_playlist_token(const char *playlist_id, struct buf *out) {
+  /* The web client's own numbers: the browse continuation's field, and the "show unavailable videos" parameter. */
+  enum { TOKEN_FIELD = 80226972, F_BROWSE_ID = 2, F_PARAMS = 3, F_PLAYLIST_ID = 35 };
+  static const char params[] = "CADCBgIIAA%3D%3D";
+  size_t n = strlen(playlist_id);
+  if (n == 0 || n > VTS_PLAYLIST_ID_MAX) return -EINVAL;
+  char vl[VTS_PLAYLIST_ID_MAX + 3];
+  if (browse_playlist_id(playlist_id, vl, sizeof(vl)) != 0) return -EINVAL;
+  struct buf inner = BUF_INIT, outer = BUF_INIT;
+  int rv = put_field(&inner, F_BROWSE_ID, vl, strlen(vl));
+  if (rv == 0) rv = put_field(&inner, F_PARAMS, params, sizeof(params) - 1);
+  if (rv == 0) rv = put_field(&inner, F_PLAYLIST_ID, playlist_id, n);
+  if (rv == 0) rv = put_field(&outer, TOKEN_FIELD, inner.data, inner.len);
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const unsigned char *p = (const unsigned char *)outer.data;
+  for (size_t i = 0; rv == 0 && i < outer.len; i += 3) {
+    uint32_t v = (uint32_t)p[i] << 16;
+    size_t left = outer.len - i;
+    if (left > 1) v |= (uint32_t)p[i + 1] << 8;
+    if (left > 2) v |= p[i + 2];
+    char q[4] = {alphabet[v >> 18], alphabet[(v >> 12) & 63], alphabet[(v >> 6) & 63], alphabet[v & 63]};
+    size_t keep = left > 2 ? 4 : left + 1;
+    rv = buf_append(out, q, keep);
+    for (size_t k = keep; rv == 0 && k < 4; k++) rv = buf_puts(out, "%3D");
+  }
+  buf_free(&inner);
+  buf_free(&outer);
+  return rv;
 }

@@ -16,8 +16,8 @@
 #include "common/limits.h"
 #include "fetcher/platform/profiles.h"
 
-#define BROWSE_MAX_TOKEN 16384      /* a longer continuation token is refused (-EPROTO) */
-#define BROWSE_MAX_PAGE_VIDEOS 1000 /* more videos in one page is not the platform's shape (-EPROTO) */
+#define BROWSE_MAX_TOKEN VTS_MAX_BROWSE_TOKEN_BYTES /* a longer continuation token is refused (-EPROTO) */
+#define BROWSE_MAX_PAGE_VIDEOS 1000                 /* more videos in one page is not the platform's shape (-EPROTO) */
 
 struct browse_page {
   char (*video_ids)[VTS_VIDEO_ID_LEN + 1]; /* in the page's order, each a checked video id */
@@ -50,5 +50,16 @@ int browse_request_body(const struct client_profile *c, const char *browse_id, c
  */
 int browse_playlist_id(const char *playlist_id, char *out, size_t outlen);
 int browse_uploads_id(const char *channel_id, char *out, size_t outlen);
+
+/*
+ * The continuation token of a playlist's first page, as the platform's web client builds it (base64url of a small
+ * protobuf naming "VL" + the id with the "show unavailable videos" parameter, its padding percent-encoded), asked
+ * instead of a browse of "VL" + the id: that browse answers the playlist's header without its videos. Returns 0,
+ * -EINVAL (an id longer than VTS_PLAYLIST_ID_MAX) or -ENOMEM.
+ */
+int browse_playlist_token(const char *playlist_id, struct buf *out);
+
+/* The params of a browse of a channel id that ask for its videos tab. */
+#define BROWSE_VIDEOS_TAB_PARAMS "EgZ2aWRlb3PyBgQKAjoA"
 
 #endif

@@ -174,6 +174,12 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   buf_reset(&out->player);
   out->reason = PROTO_REASON_INTERNAL;
   course_refresh_profiles(r->it);
+  /* A browse target is a string for the platform's request: decoded jobs hold no NUL in it, and it is copied here. */
+  char *target = NULL;
+  if (job->kind == PROTO_KIND_BROWSE && job->browse_len > 0 && (target = malloc(job->browse_len + 1)) != NULL) {
+    memcpy(target, job->browse, job->browse_len);
+    target[job->browse_len] = '\0';
+  }
   if (job->kind == PROTO_KIND_WEBHOOK) {
     /* No platform request: the body is the receiver's status, whatever the outcome. */
     struct fetch_outcome o;
@@ -181,12 +187,15 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
     out->outcome = o.outcome;
     out->reason = o.reason;
     snprintf(out->detail, sizeof(out->detail), "%s", o.detail);
-  } else if (!ident_video_id_valid(job->video_id, strlen(job->video_id))) {
+  } else if (job->kind == PROTO_KIND_BROWSE ? target == NULL
+                                            : !ident_video_id_valid(job->video_id, strlen(job->video_id))) {
     out->outcome = PROTO_INTERNAL;
     snprintf(out->detail, sizeof(out->detail), "bad_job");
   } else {
     upstream_begin_job(r->up, start + budget, job->request_id);
-    if (job->kind == PROTO_KIND_SPEECH)
+    if (job->kind == PROTO_KIND_BROWSE)
+      course_fetch_browse(r->it, job->browse_what, target, job->request_id, out);
+    else if (job->kind == PROTO_KIND_SPEECH)
       course_fetch_speech(r->it, job->video_id, job->request_id, out);
     else if (job->kind == PROTO_KIND_TRACKS)
       course_fetch_tracks(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
@@ -196,6 +205,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
       course_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, job->player,
                             job->player_len, out);
   }
+  free(target);
   watchdog_disarm();
   if (util_now_ms() - start >= budget + VTS_FETCHER_WATCHDOG_GRACE_MS) watchdog_exit();
 
@@ -203,7 +213,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   res->job_id = job->job_id;
   res->outcome = out->outcome;
   res->source = job->kind == PROTO_KIND_WEBHOOK ? PROTO_SOURCE_WEBHOOK
-                : out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA
+                : out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA ||
+                        job->kind == PROTO_KIND_BROWSE
                     ? PROTO_SOURCE_NONE
                 : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
                                                  : PROTO_SOURCE_CAPTIONS;

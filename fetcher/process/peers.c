@@ -63,6 +63,7 @@ struct peers {
   bool have_job; /* job is taken but not yet handed to the loop */
   struct proto_job job;
   struct buf job_player; /* a copy of the job's player summary (the message it came in is freed at once) */
+  struct buf job_browse; /* a copy of a browse job's target, likewise */
   struct buf job_hook;   /* a copy of a webhook job's URL and body, for the same reason */
   struct peer *job_from;
   bool stopping;
@@ -118,6 +119,17 @@ static void offer_resting(struct peers *ps) {
   }
 }
 
+/* Copies len bytes of data into b and points *out at the copy; NULL/0 when there are none or no memory. */
+static void keep_copy(struct buf *b, const char *data, uint32_t len, const char **out, uint32_t *out_len) {
+  buf_reset(b);
+  *out = NULL;
+  *out_len = 0;
+  if (len > 0 && buf_append(b, data, len) == 0) {
+    *out = b->data;
+    *out_len = len;
+  }
+}
+
 /* The answer to what p sent. */
 static void peer_answered(struct peer *p, const void *body, size_t len) {
   struct peers *ps = p->ps;
@@ -134,14 +146,12 @@ static void peer_answered(struct peer *p, const void *body, size_t len) {
         ps->busy = true;
         ps->have_job = true;
         ps->job = job;
-        /* Without memory for its copy the job goes without the summary: it asks the platform instead. */
-        buf_reset(&ps->job_player);
-        ps->job.player = NULL;
-        ps->job.player_len = 0;
-        if (job.player_len > 0 && buf_append(&ps->job_player, job.player, job.player_len) == 0) {
-          ps->job.player = ps->job_player.data;
-          ps->job.player_len = job.player_len;
-        }
+        /*
+         * Without memory for its copy the job goes without the summary (it asks the platform instead), and a browse
+         * job without its target (it fails as a bad job).
+         */
+        keep_copy(&ps->job_player, job.player, job.player_len, &ps->job.player, &ps->job.player_len);
+        keep_copy(&ps->job_browse, job.browse, job.browse_len, &ps->job.browse, &ps->job.browse_len);
         /* A webhook job without its URL and body is no job: without memory for them it is answered bad_job. */
         buf_reset(&ps->job_hook);
         ps->job.hook_url_len = 0;
@@ -576,6 +586,7 @@ void peers_free(struct peers *ps) {
   pthread_cond_destroy(&ps->cond);
   pthread_mutex_destroy(&ps->mu);
   buf_free(&ps->job_player);
+  buf_free(&ps->job_browse);
   buf_free(&ps->job_hook);
   free(ps);
 }

@@ -347,6 +347,12 @@ int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **wh
   if (kind == PROTO_KIND_TRACKS) return bodycheck_tracks(body, len, why);
   if (kind == PROTO_KIND_METADATA) return bodycheck_metadata(body, len, why);
   if (kind == PROTO_KIND_WEBHOOK) return bodycheck_webhook(body, len, why);
+  if (kind == PROTO_KIND_BROWSE) {
+    struct proto_browse_page page;
+    if (proto_browse_read(body, len, &page) == 0) return 0;
+    *why = "not_a_browse_page";
+    return -EPROTO;
+  }
   return bodycheck_transcript(body, len, why);
 }
 

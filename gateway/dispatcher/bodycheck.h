@@ -52,8 +52,8 @@ int bodycheck_webhook(const char *body, size_t len, const char **why);
 
 /*
  * The one check of a body about to be cached or served as the answer of a job of this kind (enum proto_kind: a track
- * list for PROTO_KIND_TRACKS, metadata for PROTO_KIND_METADATA, a 2xx status for PROTO_KIND_WEBHOOK, a transcript
- * otherwise), whoever produced it: a
+ * list for PROTO_KIND_TRACKS, metadata for PROTO_KIND_METADATA, a 2xx status for PROTO_KIND_WEBHOOK, a browse body
+ * (proto_browse_read) for PROTO_KIND_BROWSE, a transcript otherwise), whoever produced it: a
  * fetcher's result, or an entry read from Redis. Same returns as above.
  */
 int bodycheck_result(uint8_t kind, const char *body, size_t len, const char **why);

@@ -95,6 +95,7 @@ struct job {
   struct fetcher *fetcher;
   struct core_waiter *waiters, **waiters_tail;
   size_t nwaiters;
+  char *browse; /* a browse job's target, the job's own copy (pj.browse points at it) */
 };
 
 struct core {
@@ -126,6 +127,7 @@ static const char *kind_name(uint8_t kind) {
          : kind == PROTO_KIND_TRACKS   ? "tracks"
          : kind == PROTO_KIND_METADATA ? "metadata"
          : kind == PROTO_KIND_WEBHOOK  ? "webhook"
+         : kind == PROTO_KIND_BROWSE   ? "browse"
                                        : "captions";
 }
 
@@ -166,6 +168,7 @@ void core_free(struct core *c) {
     while (c->table[i] != NULL) {
       struct job *j = c->table[i];
       c->table[i] = j->hnext;
+      free(j->browse);
       free(j);
     }
   }
@@ -215,11 +218,24 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
   /* A worker's request names no player summary; one the cache holds is attached when the job is sent. */
   j->pj.player = NULL;
   j->pj.player_len = 0;
+  /* A browse target is borrowed from the request's message: the job keeps its own copy. */
+  j->pj.browse = NULL;
+  j->pj.browse_len = 0;
+  if (req->kind == PROTO_KIND_BROWSE) {
+    if (req->browse_len == 0 || (j->browse = malloc(req->browse_len)) == NULL) {
+      free(j);
+      return NULL;
+    }
+    memcpy(j->browse, req->browse, req->browse_len);
+    j->pj.browse = j->browse;
+    j->pj.browse_len = req->browse_len;
+  }
   /*
-   * A worker asks for a transcript, for tracks or for metadata; only the dispatcher turns a transcript job into a
-   * speech job.
+   * A worker asks for a transcript, for tracks, for metadata or for a browse page; only the dispatcher turns a
+   * transcript job into a speech job.
    */
-  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA || req->kind == PROTO_KIND_WEBHOOK
+  j->pj.kind = req->kind == PROTO_KIND_TRACKS || req->kind == PROTO_KIND_METADATA || req->kind == PROTO_KIND_WEBHOOK ||
+                       req->kind == PROTO_KIND_BROWSE
                    ? req->kind
                    : PROTO_KIND_CAPTIONS;
   proto_job_key(&j->pj, j->key);
@@ -275,6 +291,7 @@ static void job_destroy(struct core *c, struct job *j) {
   while (*pp != j) pp = &(*pp)->hnext;
   *pp = j->hnext;
   c->njobs--;
+  free(j->browse);
   free(j);
 }
 
@@ -403,8 +420,9 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   res.pot_failures = 0;
   if (res.outcome == PROTO_NO_CAPTIONS) res.outcome = PROTO_NOT_AVAILABLE;
   uint64_t ttl = 0;
-  /* A webhook's answer is its own: never cached, never another's. */
-  if (j->pj.kind != PROTO_KIND_WEBHOOK) keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+  /* A webhook's answer is its own, and a browse page is read for one job at one moment: never kept, never another's. */
+  if (j->pj.kind != PROTO_KIND_WEBHOOK && j->pj.kind != PROTO_KIND_BROWSE)
+    keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
@@ -492,10 +510,12 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
   }
   /*
    * A webhook delivery (the shell's own, runner.h) is one POST, answered by no cache and shared with no other request:
-   * it goes straight to the queue. Its URL and body stay the shell's until it is answered.
+   * it goes straight to the queue. Its URL and body stay the shell's until it is answered. A browse page goes there
+   * too, as it is asked: no cache, no coalescing, no claim (its answer is read once, by the one request or batch job
+   * that asked; a playlist changes under its continuations); the job keeps its own copy of the target.
    */
-  if (req->kind == PROTO_KIND_WEBHOOK) {
-    if (!w->internal) {
+  if (req->kind == PROTO_KIND_WEBHOOK || req->kind == PROTO_KIND_BROWSE) {
+    if (req->kind == PROTO_KIND_WEBHOOK && !w->internal) {
       /* A worker never asks for one: what would be a POST to any URL from a worker's request is refused. */
       c->st.protocol_errors++;
       answer_internal(c, w, "bad_request");
@@ -814,7 +834,7 @@ static void assign_jobs(struct core *c, uint64_t now) {
     f->job_id = j->id;
     /* The video's player summary, borrowed from the cache for the send (which copies it). */
     struct proto_result player;
-    if (j->pj.kind != PROTO_KIND_SPEECH && j->pj.kind != PROTO_KIND_WEBHOOK &&
+    if (j->pj.kind != PROTO_KIND_SPEECH && j->pj.kind != PROTO_KIND_WEBHOOK && j->pj.kind != PROTO_KIND_BROWSE &&
         cache_get(c->cache, j->pj.video_id, CORE_PLAYER_KEY, &player, NULL) == 0) {
       j->pj.player = player.body;
       j->pj.player_len = player.body_len;

@@ -488,9 +488,10 @@ static void handle_slot(struct dispatcher *d, struct slot *s) {
     nng_aio_set_msg(s->aio, NULL);
     struct proto_job req;
     bool ok = proto_decode_job(nng_msg_body(msg), nng_msg_len(msg), &req) == 0;
-    nng_msg_free(msg);
     s->state = SLOT_HOLDING;
+    /* The request borrows from the message (a browse target): the core copies what it keeps. */
     core_request(d->core, util_now_ms(), &s->waiter, ok ? &req : NULL);
+    nng_msg_free(msg);
     return;
   }
   /* SLOT_SENDING: a worker that went away is not an error worth more than a debug line. */

@@ -29,10 +29,21 @@
 #define RUNNER_FETCH_FAILED "The transcript could not be fetched."
 #define RUNNER_QUOTA_EXCEEDED "The monthly quota of this API key is used up."
 
+/*
+ * A page of a playlist's or channel's list failed other than by a ration: read again this long after (times the
+ * tries), at most RUNNER_PAGE_TRIES times; then the list ends with what the job holds.
+ */
+#define RUNNER_PAGE_RETRY_MS 5000
+#define RUNNER_PAGE_TRIES 3
+
 struct runner_item {
   struct core_waiter waiter;       /* first: the core's handle */
   struct runner_item *prev, *next; /* runner.items: freed with the runner when the core never answered */
   struct jobstore_task task;
+  int is_page; /* a page of a job's list (page_* below), not an item (task) */
+  char page_job[JOBSTORE_ID_LEN + 1];
+  int page_tries;
+  int64_t page_created_ms;
 };
 
 struct runner {
@@ -47,6 +58,7 @@ struct runner {
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
   uint64_t next_keepalive_ms;
+  struct jobstore_page page; /* the page being taken (its token is large: not on the stack) */
 };
 
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct) {
@@ -168,6 +180,38 @@ struct jobstore *runner_store(struct runner *r) {
   return r->js;
 }
 
+static void link_item(struct runner *r, struct runner_item *it) {
+  it->waiter.internal = 1;
+  it->next = r->items;
+  if (r->items != NULL) r->items->prev = it;
+  r->items = it;
+}
+
+/*
+ * Starts one taken page of a job's list: a browse job of the core (its continuation), answered through runner_answer
+ * like an item, within the same share of the fetchers.
+ */
+static void start_page(struct runner *r, uint64_t now, const struct jobstore_page *pg) {
+  struct runner_item *it = calloc(1, sizeof(*it));
+  if (it == NULL) {
+    jobstore_page_retry(r->js, pg->job_id, wall_ms() + RUNNER_POLL_MS, wall_ms());
+    return;
+  }
+  it->is_page = 1;
+  memcpy(it->page_job, pg->job_id, sizeof(it->page_job));
+  it->page_tries = pg->tries;
+  it->page_created_ms = pg->created_ms;
+  link_item(r, it);
+  struct proto_job job = {.kind = PROTO_KIND_BROWSE,
+                          .deadline_ms = (uint32_t)r->cfg->job_timeout_ms,
+                          .browse_what = PROTO_BROWSE_CONTINUATION,
+                          .browse = pg->token,
+                          .browse_len = (uint32_t)strlen(pg->token)};
+  snprintf(job.request_id, sizeof(job.request_id), "%s-page", pg->job_id);
+  r->in_flight++;
+  core_request(r->core, now, &it->waiter, &job);
+}
+
 /* Starts one taken item: a request of the core of its own, answered (maybe at once) through runner_answer. */
 static void start_item(struct runner *r, uint64_t now, const struct jobstore_task *t) {
   struct runner_item *it = calloc(1, sizeof(*it));
@@ -176,10 +220,7 @@ static void start_item(struct runner *r, uint64_t now, const struct jobstore_tas
     return;
   }
   it->task = *t;
-  it->waiter.internal = 1;
-  it->next = r->items;
-  if (r->items != NULL) r->items->prev = it;
-  r->items = it;
+  link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_CAPTIONS, .deadline_ms = (uint32_t)r->cfg->job_timeout_ms};
   memcpy(job.video_id, t->video_id, sizeof(job.video_id));
   util_copy_str(job.lang, sizeof(job.lang), t->language);
@@ -214,9 +255,16 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
     if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, r->in_flight,
                     r->cfg->jobs_fetcher_share) == 0)
       return wake;
-    struct jobstore_task t;
     int64_t wall = wall_ms();
-    int rv = jobstore_take(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &t);
+    /* A job's next page first: its items join the queue before the items of later jobs run. */
+    int rv = jobstore_take_page(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &r->page);
+    if (rv == 0) {
+      start_page(r, now, &r->page);
+      continue;
+    }
+    if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
+    struct jobstore_task t;
+    rv = jobstore_take(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &t);
     if (rv != 0) {
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
       r->next_take_ms = now + RUNNER_POLL_MS;
@@ -259,6 +307,50 @@ static int record_done(struct runner *r, const struct jobstore_task *t, const st
   return rv;
 }
 
+/*
+ * A page's answer: its ids appended to the job and its continuation kept (one transaction), or the page put back (a
+ * ration; or a failure, RUNNER_PAGE_TRIES times), or, past that, the list ended with what the job holds.
+ */
+static void page_answer(struct runner *r, const struct runner_item *it, const struct proto_result *res) {
+  int64_t now = wall_ms();
+  struct runner_outcome o;
+  runner_judge(res, now, it->page_created_ms, r->cfg->job_max_age_s * 1000, &o);
+  struct proto_browse_page page;
+  if (o.verdict == RUNNER_DONE && proto_browse_read(res->body, res->body_len, &page) != 0) o.verdict = RUNNER_FAIL;
+  int rv = 0;
+  size_t added = 0;
+  char num[24];
+  if (o.verdict == RUNNER_DONE) {
+    char(*ids)[VTS_VIDEO_ID_LEN + 1] = calloc(page.n + 1, sizeof(*ids));
+    char *next = malloc(page.token_len + 1);
+    if (ids == NULL || next == NULL) {
+      rv = jobstore_page_retry(r->js, it->page_job, now + RUNNER_POLL_MS, now);
+    } else {
+      for (size_t i = 0; i < page.n; i++) memcpy(ids[i], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
+      memcpy(next, page.token, page.token_len);
+      next[page.token_len] = '\0';
+      rv =
+          jobstore_page_done(r->js, it->page_job, (const char(*)[VTS_VIDEO_ID_LEN + 1]) ids, page.n, next, now, &added);
+      snprintf(num, sizeof(num), "%zu", added);
+      if (rv == 0)
+        log_msg(LOG_INFO, "batch page read", "job_id", it->page_job, "=items", num, "next_page", next[0] ? "yes" : "no",
+                NULL);
+    }
+    free(ids);
+    free(next);
+  } else if (o.verdict == RUNNER_RETRY) {
+    rv = jobstore_page_retry(r->js, it->page_job, o.not_before_ms, now);
+  } else if (it->page_tries + 1 < RUNNER_PAGE_TRIES) {
+    rv = jobstore_page_retry(r->js, it->page_job, now + (int64_t)RUNNER_PAGE_RETRY_MS * (it->page_tries + 1), now);
+  } else {
+    snprintf(num, sizeof(num), "%d", res != NULL ? proto_outcome_status(res->outcome) : 500);
+    log_msg(LOG_WARN, "batch list ended early: a page could not be read", "job_id", it->page_job, "=status", num,
+            "reason", res != NULL ? proto_reason_name(res->reason) : "none", NULL);
+    rv = jobstore_page_done(r->js, it->page_job, NULL, 0, "", now, &added);
+  }
+  if (rv != 0 && rv != -ENOENT) log_msg(LOG_ERROR, "batch page not recorded", "job_id", it->page_job, NULL);
+}
+
 void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_result *res) {
   struct runner_item *it = (struct runner_item *)(void *)w;
   const struct jobstore_task *t = &it->task;
@@ -268,6 +360,11 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   else
     r->items = it->next;
   if (it->next != NULL) it->next->prev = it->prev;
+  if (it->is_page) {
+    page_answer(r, it, res);
+    free(it);
+    return;
+  }
   int64_t now = wall_ms();
   struct runner_outcome o;
   runner_judge(res, now, t->created_ms, r->cfg->job_max_age_s * 1000, &o);

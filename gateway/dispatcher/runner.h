@@ -20,6 +20,12 @@
  * every item left running (a gateway killed mid-job resumes it). With Redis the items in hand are renewed every
  * JOBSTORE_KEEPALIVE_MS and a dead gateway's are claimed by any runner after JOBSTORE_CLAIM_IDLE_MS. Ended jobs are
  * deleted VTS_JOB_TTL_S after their last change.
+ *
+ * A playlist's or channel's job keeps the continuation of its list's next page in the store: the runner takes it
+ * (leased like an item, before the items, within the same room) and hands the core a browse job of it; the page's ids
+ * are appended to the job with the next continuation in one transaction (jobstore_page_done), so a gateway killed
+ * mid-list reads the same page again on restart and holds each video once. A page that meets a ration goes back as
+ * an item does; any other failure is tried RUNNER_PAGE_TRIES times, then ends the list with what the job holds.
  */
 #ifndef VTS_DISPATCH_RUNNER_H
 #define VTS_DISPATCH_RUNNER_H

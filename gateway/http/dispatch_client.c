@@ -155,7 +155,8 @@ static void deliver(struct pending *p, bool fail) {
     size_t len = nng_msg_len(p->reply);
     if (proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
       r = &res;
-      ent = l1cache_answer(p->video_id, p->key, &res);
+      /* A browse page is the asking request's alone: no L1, no entity (its caller reads the result's body). */
+      if (proto_key_kind(p->key) != PROTO_KIND_BROWSE) ent = l1cache_answer(p->video_id, p->key, &res);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
@@ -314,14 +315,15 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   if (p == NULL) return -ENOMEM;
   p->cb = cb;
   p->arg = arg;
-  if (strlen(job->video_id) != VTS_VIDEO_ID_LEN || strlen(job->lang) > PROTO_MAX_LANG) {
+  int browse = job->kind == PROTO_KIND_BROWSE;
+  if (strlen(job->video_id) != (browse ? 0 : VTS_VIDEO_ID_LEN) || strlen(job->lang) > PROTO_MAX_LANG) {
     free(p);
     return -EINVAL;
   }
   memcpy(p->video_id, job->video_id, sizeof(p->video_id));
   proto_job_key(job, p->key);
 
-  if (l1cache_lookup(job->video_id, p->key, &p->hit, &p->ent) == 0) {
+  if (!browse && l1cache_lookup(job->video_id, p->key, &p->hit, &p->ent) == 0) {
     /*
      * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
      * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.

@@ -16,7 +16,8 @@
  * for the call; NULL means the job failed inside the service (dispatcher gone, protocol error, deadline): answer 500
  * transcript_fetch_failed. res->outcome is never PROTO_NO_CAPTIONS (the dispatcher maps it). ent, borrowed for the
  * call too (entity_ref it to keep it), is res's body with, for a PROTO_OK, its compressed forms and ETag, and its
- * expires_ms set from the dispatcher's entry; NULL when res is NULL or memory ran out.
+ * expires_ms set from the dispatcher's entry; NULL when res is NULL or memory ran out, and always for a browse job
+ * (PROTO_KIND_BROWSE: never in L1; read res's body).
  */
 typedef void (*dispatch_cb)(void *arg, const struct proto_result *res, struct entity *ent);
 

@@ -64,7 +64,14 @@
   X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                  \
   X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                             \
   X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")                                  \
-  X(WEBHOOK_REFUSED, 400, "webhook_url_refused", "webhook_url names a destination this service does not call.")
+  X(WEBHOOK_REFUSED, 400, "webhook_url_refused", "webhook_url names a destination this service does not call.")  \
+  /* POST /v1/jobs of a playlist or channel: the case its first page said (PROTO_REASONS) */                     \
+  X(NOT_AVAILABLE_PLAYLIST_MISSING, 404, "transcript_not_available", "The playlist does not exist.")             \
+  X(NOT_AVAILABLE_PLAYLIST_PRIVATE, 404, "transcript_not_available", "The playlist is private.")                 \
+  X(NOT_AVAILABLE_PLAYLIST_UNVIEWABLE, 404, "transcript_not_available", "The playlist cannot be viewed.")        \
+  X(NOT_AVAILABLE_CHANNEL_MISSING, 404, "transcript_not_available", "The channel does not exist.")               \
+  X(NOT_AVAILABLE_CHANNEL_REMOVED, 404, "transcript_not_available", "The channel has been removed.")             \
+  X(NOT_AVAILABLE_NO_VIDEOS, 404, "transcript_not_available", "The playlist or channel holds no videos.")
 
 #define API_ERROR_ENUM_(id, status, code, message) API_ERR_##id,
 enum api_error { API_OK = 0, API_ERRORS(API_ERROR_ENUM_) API_ERR__COUNT };

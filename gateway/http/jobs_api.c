@@ -16,6 +16,7 @@
 #include "common/percent.h"
 #include "common/util.h"
 #include "common/whsig.h"
+#include "gateway/http/dispatch_client.h"
 #include "gateway/http/hookurl.h"
 #include "gateway/http/render.h"
 #include "gateway/http/routes.h"
@@ -34,7 +35,21 @@
 
 enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS };
 
-/* One jobs request across the limiter's answer. */
+/* A body's request, checked. ids holds n distinct video ids in their first order. */
+struct job_request {
+  char (*ids)[VTS_VIDEO_ID_LEN + 1];
+  size_t n;
+  char language[16];
+  char translate[16];
+  enum render_format format;
+  char webhook_url[VTS_WEBHOOK_URL_MAX_BYTES + 1]; /* "" for none */
+  /* A playlist's or channel's job: its id ("" for a job of video_ids), and the most items it may hold. */
+  char playlist[VTS_PLAYLIST_ID_MAX + 1];
+  char channel[VTS_CHANNEL_ID_LEN + 1];
+  int64_t cap;
+};
+
+/* One jobs request across the limiter's answer (and, for a playlist or channel, across its first page's reading). */
 struct jobs_call {
   struct handlers_ctx *ctx;
   struct http_request *req;
@@ -43,6 +58,7 @@ struct jobs_call {
   char job_id[ROUTE_ID_MAX + 1];
   struct rl_decision rl; /* given back when done: with Redis, even an unspent check may hold a unit */
   char rl_headers[RLCALC_HEADERS_BYTES];
+  struct job_request jr; /* JOBS_CREATE of a playlist or channel: the request while its first page is read */
 };
 
 static int64_t wall_ms(void) {
@@ -62,16 +78,6 @@ struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
 }
 
 /* ---- POST /v1/jobs: the body ---- */
-
-/* A body's request, checked. ids holds n distinct video ids in their first order. */
-struct job_request {
-  char (*ids)[VTS_VIDEO_ID_LEN + 1];
-  size_t n;
-  char language[16];
-  char translate[16];
-  enum render_format format;
-  char webhook_url[VTS_WEBHOOK_URL_MAX_BYTES + 1]; /* "" for none */
-};
 
 /* The members POST /v1/jobs knows. */
 static const char *const job_members[] = {"video_ids", "playlist_id", "channel_id",  "limit", "language",
@@ -201,7 +207,26 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     } else if (strcmp(k, "video_ids") == 0) {
       video_ids = v;
       sources++;
-    } else if (strcmp(k, "playlist_id") == 0 || strcmp(k, "channel_id") == 0) {
+    } else if (strcmp(k, "playlist_id") == 0) {
+      const char *id = str_of(v);
+      if (id == NULL || !ident_playlist_id_valid(id, strlen(id))) {
+        snprintf(msg, JOBS_MSG_BYTES, "playlist_id must be 2 to %d characters of A-Z, a-z, 0-9, _ or -.",
+                 VTS_PLAYLIST_ID_MAX);
+        e = API_ERR_INVALID_MEMBER;
+      } else {
+        util_copy_str(jr->playlist, sizeof(jr->playlist), id);
+      }
+      playlist = 1;
+      sources++;
+    } else if (strcmp(k, "channel_id") == 0) {
+      const char *id = str_of(v);
+      if (id == NULL || !ident_channel_id_valid(id, strlen(id))) {
+        snprintf(msg, JOBS_MSG_BYTES,
+                 "channel_id must be a channel id: UC and 22 characters of A-Z, a-z, 0-9, _ or -.");
+        e = API_ERR_INVALID_MEMBER;
+      } else {
+        util_copy_str(jr->channel, sizeof(jr->channel), id);
+      }
       playlist = 1;
       sources++;
     } else if (strcmp(k, "limit") == 0) {
@@ -223,18 +248,20 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
   if (e == API_OK && sources != 1) e = API_ERR_JOB_SOURCE;
   int64_t cap = cfg->job_max_items;
   if (e == API_OK && limit != NULL) {
-    if (!YAJL_IS_INTEGER(limit) || YAJL_GET_INTEGER(limit) < 1) {
-      snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer of at least 1.");
+    if (!YAJL_IS_INTEGER(limit) || YAJL_GET_INTEGER(limit) < 1 || YAJL_GET_INTEGER(limit) > cap) {
+      snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer from 1 to %lld (VTS_JOB_MAX_ITEMS).", (long long)cap);
       e = API_ERR_INVALID_MEMBER;
-    } else if (YAJL_GET_INTEGER(limit) < cap) {
+    } else {
       cap = YAJL_GET_INTEGER(limit);
     }
   }
-  if (e == API_OK && playlist) {
-    snprintf(msg, JOBS_MSG_BYTES, "Jobs of playlist_id or channel_id are not supported yet.");
-    e = API_ERR_JOB_NOT_IMPLEMENTED;
-  }
+  jr->cap = cap;
   if (e == API_OK && webhook != NULL) e = read_webhook_url(cfg, webhook, jr->webhook_url, msg);
+  /* A playlist's or channel's videos are read from the platform, not from the body. */
+  if (e == API_OK && playlist) {
+    yajl_tree_free(root);
+    return e;
+  }
   if (e == API_OK && (!YAJL_IS_ARRAY(video_ids) || video_ids->u.array.len == 0)) {
     snprintf(msg, JOBS_MSG_BYTES, "video_ids must be a non-empty array of video ids or video URLs.");
     e = API_ERR_INVALID_MEMBER;
@@ -298,53 +325,27 @@ static void store_error(struct jobs_call *c, int rv) {
   http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
 }
 
-static void jobs_create(struct jobs_call *c, struct jobstore *js) {
+/* Creates the job of jr in the store and answers 202 with it (spec's strings borrowed from jr and c). */
+static void create_and_answer(struct jobs_call *c, struct jobstore *js, const struct job_request *jr,
+                              const char *source, const char *continuation) {
   struct http_request *req = c->req;
-  /* RFC 9110 15.5.16: a body of another media type, or in a content coding we do not read, is 415. */
-  static const char json[] = "application/json";
-  size_t jl = sizeof(json) - 1;
-  const char *ct = req->content_type;
-  size_t ctl = req->content_type_len;
-  int json_type = ct != NULL && ctl >= jl && strncasecmp(ct, json, jl) == 0 &&
-                  (ctl == jl || ct[jl] == ';' || ct[jl] == ' ' || ct[jl] == '\t');
-  if (!json_type || req->content_encoded) {
-    http_respond_error(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, c->rl_headers);
-    return;
-  }
-  struct job_request jr = {.format = RENDER_JSON};
-  char msg[JOBS_MSG_BYTES];
-  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, &jr, msg);
-  if (e != API_OK) {
-    if (msg[0] != '\0')
-      http_respond_error_msg(req, e, msg, c->rl_headers);
-    else
-      http_respond_error(req, e, c->rl_headers);
-    free(jr.ids);
-    return;
-  }
-  size_t open_jobs = 0;
-  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
-  if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
-    free(jr.ids);
-    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
-    return;
-  }
   /* The secret signs every delivery of the job's webhook: the client sees it in this answer only. */
   char secret[WHSIG_SECRET_LEN + 1] = "";
-  if (rv == 0 && jr.webhook_url[0] != '\0') rv = whsig_secret_new(secret, sizeof(secret)) == 0 ? 0 : -EIO;
+  int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(secret, sizeof(secret)) != 0 ? -EIO : 0;
   static const char *const format_names[] = {"json", "text", "srt", "vtt"};
   struct jobstore_spec spec = {.key_id = c->key.name,
-                               .language = jr.language,
-                               .translate = jr.translate,
-                               .format = format_names[jr.format],
-                               .webhook_url = jr.webhook_url,
+                               .language = jr->language,
+                               .translate = jr->translate,
+                               .format = format_names[jr->format],
+                               .webhook_url = jr->webhook_url,
                                .webhook_secret = secret,
-                               .source = "video_ids"};
+                               .source = source,
+                               .continuation = continuation,
+                               .max_items = (size_t)jr->cap};
   char id[JOBSTORE_ID_LEN + 1];
   int64_t now = wall_ms();
-  if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr.ids, jr.n, now, id);
-  size_t n = jr.n;
-  free(jr.ids);
+  if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
+  size_t n = jr->n;
   if (rv != 0) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
     return;
@@ -364,8 +365,160 @@ static void jobs_create(struct jobs_call *c, struct jobstore *js) {
   char total[24];
   snprintf(total, sizeof(total), "%zu", n);
   log_msg(LOG_INFO, "job accepted", "request_id", req->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
-          NULL);
+          "source", source, "more", continuation != NULL && continuation[0] != '\0' ? "yes" : "no", NULL);
   respond_buf(c, 202, headers, &b);
+}
+
+/* The end of a jobs request: the limiter's hold given back, the request released. */
+static void jobs_call_end(struct jobs_call *c) {
+  ratelimit_refund(c->ctx->rl, &c->rl);
+  http_request_release(c->req);
+  free(c->jr.ids);
+  free(c);
+}
+
+/* The 404 of a playlist or channel whose first page said why it cannot be read. */
+static enum api_error browse_not_available(uint8_t reason) {
+  switch (reason) {
+    case PROTO_REASON_PLAYLIST_MISSING:
+      return API_ERR_NOT_AVAILABLE_PLAYLIST_MISSING;
+    case PROTO_REASON_PLAYLIST_PRIVATE:
+      return API_ERR_NOT_AVAILABLE_PLAYLIST_PRIVATE;
+    case PROTO_REASON_PLAYLIST_UNVIEWABLE:
+      return API_ERR_NOT_AVAILABLE_PLAYLIST_UNVIEWABLE;
+    case PROTO_REASON_CHANNEL_MISSING:
+      return API_ERR_NOT_AVAILABLE_CHANNEL_MISSING;
+    case PROTO_REASON_CHANNEL_REMOVED:
+      return API_ERR_NOT_AVAILABLE_CHANNEL_REMOVED;
+    default:
+      return API_ERR_NOT_AVAILABLE;
+  }
+}
+
+/*
+ * The first page of a playlist or channel, read by a fetcher within the request's deadline: its ids (folded, at
+ * most the job's cap) make the job, and its continuation is kept for the runner to read the rest in the background.
+ * A refusal is the transcript endpoint's answer: 404 with the case, 502 (with Retry-After when the platform gave
+ * one), 500.
+ */
+static void on_first_page(void *arg, const struct proto_result *res, struct entity *ent) {
+  (void)ent;
+  struct jobs_call *c = arg;
+  struct http_request *req = c->req;
+  struct job_request *jr = &c->jr;
+  if (http_request_gone(req)) goto done;
+  int status = res != NULL ? proto_outcome_status(res->outcome) : 500;
+  struct proto_browse_page page;
+  if (status == 200 && proto_browse_read(res->body, res->body_len, &page) != 0) status = 500;
+  if (status == 404) {
+    http_respond_error(req, browse_not_available(res->reason), c->rl_headers);
+    goto done;
+  }
+  if (status == 502) {
+    size_t len = strlen(c->rl_headers);
+    struct strb h = {c->rl_headers, sizeof(c->rl_headers), len, 1};
+    if (res->retry_after_s > 0) {
+      strb_puts(&h, "Retry-After: ");
+      strb_u64(&h, res->retry_after_s);
+      strb_puts(&h, "\r\n");
+      if (!h.ok) c->rl_headers[len] = '\0';
+    }
+    http_respond_error(req, API_ERR_UPSTREAM_FAILED, c->rl_headers);
+    goto done;
+  }
+  if (status != 200) {
+    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
+    goto done;
+  }
+  struct jobstore *js = jobs_api_store(c->ctx);
+  jr->ids = calloc(page.n + 1, sizeof(*jr->ids));
+  struct idset set = {.cap = 16};
+  while (set.cap < 2 * page.n) set.cap *= 2;
+  set.slot = calloc(set.cap, sizeof(*set.slot));
+  char *next = malloc(page.token_len + 1);
+  if (js == NULL || jr->ids == NULL || set.slot == NULL || next == NULL) {
+    free(set.slot);
+    free(next);
+    http_respond_error(req, js == NULL ? API_ERR_JOBS_UNAVAILABLE : API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    goto done;
+  }
+  for (size_t i = 0; i < page.n && (int64_t)jr->n < jr->cap; i++) {
+    memcpy(jr->ids[jr->n], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
+    jr->ids[jr->n][VTS_VIDEO_ID_LEN] = '\0';
+    if (idset_add(&set, jr->ids, jr->n)) jr->n++;
+  }
+  free(set.slot);
+  /* The rest of the list is read only while the job may hold more. */
+  memcpy(next, page.token, page.token_len);
+  next[(int64_t)jr->n < jr->cap ? page.token_len : 0] = '\0';
+  if (jr->n == 0 && next[0] == '\0') {
+    http_respond_error(req, API_ERR_NOT_AVAILABLE_NO_VIDEOS, c->rl_headers);
+  } else {
+    char source[sizeof("playlist:") + VTS_PLAYLIST_ID_MAX];
+    snprintf(source, sizeof(source), "%s:%s", jr->playlist[0] ? "playlist" : "channel",
+             jr->playlist[0] ? jr->playlist : jr->channel);
+    create_and_answer(c, js, jr, source, next);
+  }
+  free(next);
+done:
+  jobs_call_end(c);
+}
+
+/* Asks the dispatcher for the first page of jr's playlist or channel. Returns 0 (on_first_page owns c), or -1. */
+static int read_first_page(struct jobs_call *c) {
+  struct job_request *jr = &c->jr;
+  const char *target = jr->playlist[0] ? jr->playlist : jr->channel;
+  struct proto_job job = {.kind = PROTO_KIND_BROWSE,
+                          .deadline_ms = (uint32_t)c->ctx->cfg->job_timeout_ms,
+                          .browse_what = jr->playlist[0] ? PROTO_BROWSE_PLAYLIST : PROTO_BROWSE_CHANNEL,
+                          .browse = target,
+                          .browse_len = (uint32_t)strlen(target)};
+  util_copy_str(job.request_id, sizeof(job.request_id), c->req->request_id);
+  return dispatch_submit(&job, on_first_page, c) == 0 ? 0 : -1;
+}
+
+/* Returns 1 when the answer is left to a callback (which then owns c), 0 when answered. */
+static int jobs_create(struct jobs_call *c, struct jobstore *js) {
+  struct http_request *req = c->req;
+  /* RFC 9110 15.5.16: a body of another media type, or in a content coding we do not read, is 415. */
+  static const char json[] = "application/json";
+  size_t jl = sizeof(json) - 1;
+  const char *ct = req->content_type;
+  size_t ctl = req->content_type_len;
+  int json_type = ct != NULL && ctl >= jl && strncasecmp(ct, json, jl) == 0 &&
+                  (ctl == jl || ct[jl] == ';' || ct[jl] == ' ' || ct[jl] == '\t');
+  if (!json_type || req->content_encoded) {
+    http_respond_error(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, c->rl_headers);
+    return 0;
+  }
+  struct job_request *jrp = &c->jr;
+  jrp->format = RENDER_JSON;
+  char msg[JOBS_MSG_BYTES];
+  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, jrp, msg);
+  if (e != API_OK) {
+    if (msg[0] != '\0')
+      http_respond_error_msg(req, e, msg, c->rl_headers);
+    else
+      http_respond_error(req, e, c->rl_headers);
+    return 0;
+  }
+  size_t open_jobs = 0;
+  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
+  if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
+    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    return 0;
+  }
+  if (rv != 0) {
+    store_error(c, rv == -ENOENT ? -EIO : rv);
+    return 0;
+  }
+  if (jrp->playlist[0] != '\0' || jrp->channel[0] != '\0') {
+    if (read_first_page(c) == 0) return 1;
+    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
+    return 0;
+  }
+  create_and_answer(c, js, jrp, "video_ids", NULL);
+  return 0;
 }
 
 static void jobs_get(struct jobs_call *c, struct jobstore *js) {
@@ -521,7 +674,7 @@ static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
   }
   switch (c->op) {
     case JOBS_CREATE:
-      jobs_create(c, js);
+      if (jobs_create(c, js)) return; /* the first page's callback ends the call */
       break;
     case JOBS_GET:
     case JOBS_CANCEL:
@@ -532,9 +685,7 @@ static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
       break;
   }
 done:
-  ratelimit_refund(c->ctx->rl, &c->rl);
-  http_request_release(req);
-  free(c);
+  jobs_call_end(c);
 }
 
 /*

@@ -57,7 +57,12 @@ static const char schema[] =
     " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, made_ms INTEGER NOT NULL,"
     " next_ms INTEGER NOT NULL, http_status INTEGER NOT NULL DEFAULT 0, body BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS hooks_due ON hooks(state, next_ms);"
-    "CREATE INDEX IF NOT EXISTS jobs_hooked ON jobs(id) WHERE webhook_url!='';";
+    "CREATE INDEX IF NOT EXISTS jobs_hooked ON jobs(id) WHERE webhook_url!='';"
+    /* A playlist's or channel's job: the continuation of its list's next page, with a lease like an item's. */
+    "CREATE TABLE IF NOT EXISTS pages("
+    " job_id TEXT PRIMARY KEY, token TEXT NOT NULL, max_items INTEGER NOT NULL,"
+    " not_before_ms INTEGER NOT NULL DEFAULT 0, lease_ms INTEGER NOT NULL DEFAULT 0, tries INTEGER NOT NULL DEFAULT 0)"
+    " WITHOUT ROWID;";
 
 /* A database made before jobs took turns gets the column (an error when it is there already, which is ignored). */
 static const char add_turn[] =
@@ -166,6 +171,7 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
 static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
                      size_t n, int64_t now_ms, const char *id_out) {
   struct jobstore *js = self;
+  int more = spec->continuation != NULL && spec->continuation[0] != '\0';
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int rv =
       run(js, prepare(js,
@@ -183,11 +189,15 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
+  if (rv >= 0 && more)
+    rv = run(js, prepare(js, "INSERT INTO pages(job_id,token,max_items) VALUES(?,?,?)", "ssi", id_out,
+                         spec->continuation, (int64_t)spec->max_items));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
 
 const char *jobstore_job_status(const struct jobstore_job *j, int cancelled) {
+  if (j->more && !cancelled && j->counts[ITEM_QUEUED] + j->counts[ITEM_RUNNING] == 0) return "running";
   if (j->counts[ITEM_QUEUED] + j->counts[ITEM_RUNNING] == 0) return cancelled ? "cancelled" : "done";
   if (cancelled) return "cancelled";
   return j->counts[ITEM_QUEUED] == j->total ? "queued" : "running";
@@ -225,6 +235,12 @@ static int sq_get(void *self, const char *key_id, const char *job_id, struct job
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return -EIO;
+  st = prepare(js, "SELECT 1 FROM pages WHERE job_id=?", "s", job_id);
+  if (!st) return -EIO;
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return -EIO;
+  out->more = rc == SQLITE_ROW;
   out->status = jobstore_job_status(out, cancelled);
   return 0;
 }
@@ -304,6 +320,7 @@ static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t
   int rv = owned(js, key_id, job_id);
   if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
   if (rv >= 0) *n = (size_t)rv;
+  if (rv >= 0 && run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id)) < 0) rv = -EIO;
   if (rv >= 0 && run(js, prepare(js, "UPDATE jobs SET cancelled=1,updated_ms=? WHERE id=?", "is", now_ms, job_id)) < 0)
     rv = -EIO;
   rv = finish(js, rv);
@@ -313,8 +330,9 @@ static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t
 static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
   struct jobstore *js = self;
   sqlite3_stmt *st = prepare(js,
-                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND EXISTS(SELECT 1 FROM items i WHERE "
-                             "i.job_id=j.id AND i.status IN (0,1))",
+                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
+                             "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
+                             "p.job_id=j.id))",
                              "s", key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
@@ -409,6 +427,7 @@ static int sq_retry(void *self, const char *job_id, int64_t seq, int64_t not_bef
 
 static int sq_recover(void *self, int64_t now_ms) {
   struct jobstore *js = self;
+  if (run(js, prepare(js, "UPDATE pages SET lease_ms=0 WHERE lease_ms>0 AND lease_ms<?", "i", now_ms)) < 0) return -EIO;
   return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
 }
 
@@ -419,7 +438,7 @@ static int sq_recover(void *self, int64_t now_ms) {
 #define EXPIRABLE                                                                                                   \
   "jobs.updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT "   \
   "EXISTS(SELECT 1 FROM hooks h WHERE h.job_id=jobs.id AND h.state=0) AND (jobs.webhook_url='' OR EXISTS(SELECT 1 " \
-  "FROM hooks h WHERE h.job_id=jobs.id))"
+  "FROM hooks h WHERE h.job_id=jobs.id)) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)"
 
 static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
   struct jobstore *js = self;
@@ -441,7 +460,8 @@ static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_i
   sqlite3_stmt *st = prepare(js,
                              "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h "
                              "WHERE h.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM items i INDEXED BY items_queue "
-                             "WHERE i.status IN (0,1) AND i.job_id=jobs.id) LIMIT 1",
+                             "WHERE i.status IN (0,1) AND i.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM pages p "
+                             "WHERE p.job_id=jobs.id) LIMIT 1",
                              "");
   if (st == NULL) return -EIO;
   int rc = sqlite3_step(st);
@@ -502,6 +522,150 @@ static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state 
   return rv < 0 ? rv : rv == 0 ? -ENOENT : 0;
 }
 
+static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+  struct jobstore *js = self;
+  memset(out, 0, sizeof(*out));
+  /* Asked before every item a runner starts: with no page due, no write lock is taken. */
+  sqlite3_stmt *due = prepare(js, "SELECT 1 FROM pages WHERE lease_ms=0 AND not_before_ms<=? LIMIT 1", "i", now_ms);
+  if (!due) return -EIO;
+  int drc = sqlite3_step(due);
+  sqlite3_finalize(due);
+  if (drc == SQLITE_DONE) return -EAGAIN;
+  if (drc != SQLITE_ROW) return -EIO;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms FROM pages p JOIN jobs j ON "
+                             "j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 ORDER BY "
+                             "p.job_id LIMIT 1",
+                             "i", now_ms);
+  int rv = st ? 0 : -EIO;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      copy_column(st, 0, out->job_id, sizeof(out->job_id));
+      copy_column(st, 1, out->token, sizeof(out->token));
+      out->tries = sqlite3_column_int(st, 2);
+      copy_column(st, 3, out->key_id, sizeof(out->key_id));
+      out->created_ms = sqlite3_column_int64(st, 4);
+    } else {
+      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
+    }
+  }
+  sqlite3_finalize(st);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", "is", now_ms + lease_ms,
+                         out->job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }
+
+/*
+ * The ids a job holds, sorted (for folding a page's duplicates), its highest position, and its total. Returns 0,
+ * -ENOMEM or -EIO; *ids is the caller's to free.
+ */
+static int job_ids(struct jobstore *js, const char *job_id, char (**ids)[VTS_VIDEO_ID_LEN + 1], size_t *n,
+                   int64_t *last_seq) {
+  *ids = NULL;
+  *n = 0;
+  *last_seq = 0;
+  sqlite3_stmt *st = prepare(js, "SELECT video_id,seq FROM items WHERE job_id=?", "s", job_id);
+  if (!st) return -EIO;
+  size_t cap = 0;
+  int rc, rv = 0;
+  while (rv == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 256;
+      void *grown = realloc(*ids, cap * sizeof(**ids));
+      if (!grown) {
+        rv = -ENOMEM;
+        break;
+      }
+      *ids = grown;
+    }
+    memset((*ids)[*n], 0, sizeof((*ids)[*n]));
+    const unsigned char *id = sqlite3_column_text(st, 0);
+    if (id) memcpy((*ids)[*n], id, strnlen((const char *)id, VTS_VIDEO_ID_LEN));
+    int64_t seq = sqlite3_column_int64(st, 1);
+    if (seq > *last_seq) *last_seq = seq;
+    (*n)++;
+  }
+  if (rv == 0 && rc != SQLITE_DONE) rv = -EIO;
+  sqlite3_finalize(st);
+  if (rv == 0 && *n > 1) qsort(*ids, *n, sizeof(**ids), id_cmp);
+  return rv;
+}
+
+static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                        const char *next, int64_t now_ms, size_t *added) {
+  struct jobstore *js = self;
+  *added = 0;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js, "SELECT max_items FROM pages WHERE job_id=? AND lease_ms>0", "s", job_id);
+  int rv = st ? 0 : -EIO;
+  int64_t max_items = 0;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+      max_items = sqlite3_column_int64(st, 0);
+    else
+      rv = rc == SQLITE_DONE ? -ENOENT : -EIO;
+  }
+  sqlite3_finalize(st);
+  char(*held)[VTS_VIDEO_ID_LEN + 1] = NULL;
+  size_t nheld = 0;
+  int64_t seq = 0;
+  if (rv == 0) rv = job_ids(js, job_id, &held, &nheld, &seq);
+  /* The page's own ids, with those seen before in it: one page may repeat an id too. */
+  char(*seen)[VTS_VIDEO_ID_LEN + 1] = rv == 0 ? calloc(n + 1, sizeof(*seen)) : NULL;
+  if (rv == 0 && !seen) rv = -ENOMEM;
+  int64_t total = (int64_t)nheld;
+  size_t nseen = 0;
+  st = rv == 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", job_id) : NULL;
+  if (rv == 0 && !st) rv = -EIO;
+  for (size_t i = 0; rv == 0 && i < n && total < max_items; i++) {
+    char id[VTS_VIDEO_ID_LEN + 1] = {0};
+    memcpy(id, ids[i], VTS_VIDEO_ID_LEN);
+    if ((nheld > 0 && bsearch(id, held, nheld, sizeof(*held), id_cmp) != NULL)) continue;
+    int dup = 0;
+    for (size_t k = 0; k < nseen && !dup; k++) dup = memcmp(seen[k], id, VTS_VIDEO_ID_LEN) == 0;
+    if (dup) continue;
+    memcpy(seen[nseen++], id, sizeof(id));
+    if (sqlite3_bind_int64(st, 2, ++seq) != SQLITE_OK ||
+        sqlite3_bind_text(st, 3, id, -1, SQLITE_TRANSIENT) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+      rv = -EIO;
+    sqlite3_reset(st);
+    total++;
+    (*added)++;
+  }
+  sqlite3_finalize(st);
+  free(held);
+  free(seen);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?", "iis", total, now_ms, job_id));
+  if (rv >= 0) {
+    int ends = next == NULL || next[0] == '\0' || total >= max_items;
+    rv = ends ? run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id))
+              : run(js, prepare(js, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0 WHERE job_id=?", "ss",
+                                next, job_id));
+  }
+  if (rv < 0) *added = 0;
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_page_retry(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms) {
+  struct jobstore *js = self;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int rv = run(js, prepare(js, "UPDATE pages SET lease_ms=0,not_before_ms=? WHERE job_id=? AND lease_ms>0", "is",
+                           not_before_ms, job_id));
+  if (rv == 0) rv = -ENOENT;
+  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
 static const struct jobstore_ops sqlite_ops = {
     .version = JOBSTORE_OPS_VERSION,
     .name = "sqlite",
@@ -521,6 +685,9 @@ static const struct jobstore_ops sqlite_ops = {
     .hook_add = sq_hook_add,
     .hook_take = sq_hook_take,
     .hook_end = sq_hook_end,
+    .take_page = sq_take_page,
+    .page_done = sq_page_done,
+    .page_retry = sq_page_retry,
 };
 
 /* ---- the facade: the configuration's backend, and what every backend shares ---- */
@@ -584,7 +751,7 @@ int jobstore_charges(const struct jobstore *js) { return js->ops->charges; }
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
                     char id_out[JOBSTORE_ID_LEN + 1]) {
-  if (n == 0) return -EINVAL;
+  if (n == 0 && (spec->continuation == NULL || spec->continuation[0] == '\0')) return -EINVAL;
   char rnd[13];
   int rv = util_random_hex(rnd, 6);
   if (rv != 0) return rv;
@@ -676,4 +843,17 @@ int jobstore_hook_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, st
 int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
                       int http_status) {
   return js->ops->hook_end(js->self, job_id, state, next_ms, http_status);
+}
+
+int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+  return js->ops->take_page(js->self, now_ms, lease_ms, out);
+}
+
+int jobstore_page_done(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                       const char *next, int64_t now_ms, size_t *added) {
+  return js->ops->page_done(js->self, job_id, ids, n, next, now_ms, added);
+}
+
+int jobstore_page_retry(struct jobstore *js, const char *job_id, int64_t not_before_ms, int64_t now_ms) {
+  return js->ops->page_retry(js->self, job_id, not_before_ms, now_ms);
 }

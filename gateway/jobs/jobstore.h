@@ -65,11 +65,19 @@ struct jobstore_spec {
   const char *webhook_url;
   const char *webhook_secret;
   const char *source; /* "video_ids", "playlist:<id>" or "channel:<id>" */
+  /*
+   * A playlist's or channel's job: the continuation token of its list's next page (NULL or "" when the list was read
+   * whole), kept with the job until jobstore_page_done reads it, and the most items the job may hold (its limit, or
+   * VTS_JOB_MAX_ITEMS; 0 with no continuation).
+   */
+  const char *continuation;
+  size_t max_items;
 };
 
 /*
- * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued.
- * Returns 0 with the job's id in id_out, -EINVAL (n is 0), or -EIO.
+ * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued, with
+ * the continuation of spec when it has one. Returns 0 with the job's id in id_out, -EINVAL (n is 0 and no
+ * continuation follows), or -EIO.
  */
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
@@ -88,6 +96,7 @@ struct jobstore_job {
   char format[16];
   char webhook_url[2048];
   char webhook_secret[64];
+  int more; /* pages of its list are still to be read (a continuation is kept): not done yet, whatever the counts */
 };
 
 /* The job id of key_id. Returns 0, -ENOENT (no such job, or another key's), or -EIO. */
@@ -118,10 +127,13 @@ typedef int (*jobstore_item_fn)(void *ctx, const struct jobstore_item *item);
 int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, int64_t after, size_t limit,
                    jobstore_item_fn fn, void *ctx, int64_t *next);
 
-/* Cancels what has not started. Returns 0 with the number of items cancelled in *n, -ENOENT or -EIO. */
+/*
+ * Cancels what has not started, and the pages of its list not read yet. Returns 0 with the number of items cancelled
+ * in *n, -ENOENT or -EIO.
+ */
 int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
 
-/* The jobs of key_id with items queued or running. Returns 0 or -EIO. */
+/* The jobs of key_id with items queued or running, or pages still to read. Returns 0 or -EIO. */
 int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n);
 
 /* An item handed to a taker. */
@@ -176,8 +188,9 @@ int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const ch
 int jobstore_retry(struct jobstore *js, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms);
 
 /*
- * Running items whose lease ended before now_ms go back to the queue. Returns how many, or -EIO. Redis has no leases
- * (a dead taker's items are claimed by the next take, see jobstore_keepalive): 0.
+ * Running items whose lease ended before now_ms go back to the queue, and so do taken pages whose lease ended (their
+ * continuation is read again). Returns how many items, or -EIO. Redis has no leases of items (a dead taker's items
+ * are claimed by the next take, see jobstore_keepalive; a taken page's lease is its due time): 0.
  */
 int jobstore_recover(struct jobstore *js, int64_t now_ms);
 
@@ -190,15 +203,16 @@ int jobstore_recover(struct jobstore *js, int64_t now_ms);
 #define JOBSTORE_CLAIM_IDLE_MS 5000
 int jobstore_keepalive(struct jobstore *js, int64_t now_ms);
 
-/* Deletes the jobs that ended (no item queued or running) and last changed before now_ms - ttl_ms, with their items.
- * Returns how many jobs, or -EIO. Redis expires them by itself (each key of an ended job lives VTS_JOB_TTL_S): 0. */
+/* Deletes the jobs that ended (no item queued or running, no page to read) and last changed before now_ms - ttl_ms,
+ * with their items. Returns how many jobs, or -EIO. Redis expires them by itself (each key of an ended job lives
+ * VTS_JOB_TTL_S): 0. */
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
 
 /*
- * Webhooks. A job with a webhook_url owes one delivery once it has ended (no item queued or running). Its state lives
- * beside the job: the message (made once, so that every try sends the same body), the tries made, when the next one
- * is due, and whether it was delivered or given up. A job with a delivery pending, or owed and not yet recorded, is not
- * expired; the delivery is deleted with its job.
+ * Webhooks. A job with a webhook_url owes one delivery once it has ended (no item queued or running, no page of its
+ * list to read). Its state lives beside the job: the message (made once, so that every try sends the same body), the
+ * tries made, when the next one is due, and whether it was delivered or given up. A job with a delivery pending, or
+ * owed and not yet recorded, is not expired; the delivery is deleted with its job.
  */
 enum jobstore_hook_state { HOOK_PENDING, HOOK_DELIVERED, HOOK_GIVEN_UP };
 
@@ -236,6 +250,37 @@ int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hoo
                       int http_status);
 
 /*
+ * The pages of a playlist's or channel's list after the first, read in the background: a job has at most one
+ * continuation kept (the next page to read), taken by one reader at a time with a lease, like an item.
+ */
+struct jobstore_page {
+  char job_id[JOBSTORE_ID_LEN + 1];
+  char token[VTS_MAX_BROWSE_TOKEN_BYTES + 1]; /* the continuation to read */
+  char key_id[64];
+  int tries;          /* earlier takes of this page */
+  int64_t created_ms; /* when its job was made */
+};
+
+/*
+ * Takes the continuation of a job (not cancelled) whose time has come, the oldest job first, and leases it until
+ * now_ms + lease_ms. Returns 0, -EAGAIN (nothing to read now), or -EIO.
+ */
+int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out);
+
+/*
+ * Ends a taken page, in one transaction (a page is added whole or not at all): the ids of the page (n checked ids,
+ * in its order) not already in the job are appended after its items, queued, until it holds its max_items; total
+ * grows by as many (*added). next is the continuation after this page: kept, untaken, for the next read, unless it
+ * is "" or the job is full, which ends the list. Returns 0, -ENOENT (the page is not taken: cancelled, or its job
+ * gone), or -EIO.
+ */
+int jobstore_page_done(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                       const char *next, int64_t now_ms, size_t *added);
+
+/* Gives a taken page back, not to be read again before not_before_ms (a ration met). Returns as jobstore_page_done. */
+int jobstore_page_retry(struct jobstore *js, const char *job_id, int64_t not_before_ms, int64_t now_ms);
+
+/*
  * For the backends: what an implementation fills, a versioned table of operations, one per backend, chosen by
  * jobstore_open_config. The SQLite backend is jobstore.c's own, the Redis backend jobstore_redis.c. Each operation has
  * the meaning and the return values of the jobstore_* function of its name; self is the implementation's own state. An
@@ -269,6 +314,10 @@ struct jobstore_ops {
   int (*hook_add)(void *self, const char *job_id, const char *body, size_t len, int64_t now_ms);
   int (*hook_take)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out);
   int (*hook_end)(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms, int http_status);
+  int (*take_page)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out);
+  int (*page_done)(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n, const char *next,
+                   int64_t now_ms, size_t *added);
+  int (*page_retry)(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms);
 };
 
 /* The status a job shows (jobstore_job's), from its counts and whether it was cancelled. */

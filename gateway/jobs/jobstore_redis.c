@@ -11,6 +11,7 @@
  *   vts:jobs:rr           sorted set: the jobs with items not yet handed out, by turn (round-robin, see take)
  *   vts:jobs:turn         the last turn given
  *   vts:jobs:later        sorted set: "<id>|<seq>" of items put back (a ration), by the time they are due
+ *   vts:jobs:pages        sorted set: the jobs with a page of their list to read, by the time it is due
  *   vts:jobs:hooks:owed   set: the ended jobs owing a webhook with no delivery recorded yet
  *   vts:jobs:hooks        sorted set: the jobs whose delivery is pending, by the time it is due (taken: its lease)
  *   vts:jobs:work         stream with the consumer group "runners": an entry (j, s) is an item handed to a runner;
@@ -65,29 +66,32 @@ struct jsredis {
 };
 
 /* What every script shares: the names, the end of a job, the acknowledgement of an entry. */
-#define LUA_PRELUDE                                                                           \
-  "local W, G = '" WORK_STREAM "', '" WORK_GROUP                                              \
-  "'\n"                                                                                       \
-  "local function jk(j) return 'vts:job:' .. j end\n"                                         \
-  "local function unwork(e)\n"                                                                \
-  "  if e and e ~= '' then redis.call('XACK', W, G, e); redis.call('XDEL', W, e) end\n"       \
-  "end\n"                                                                                     \
-  "local function ended(j, ttl)\n"                                                            \
-  "  local k = jk(j)\n"                                                                       \
-  "  local c = redis.call('HMGET', k, 'nq', 'nr', 'key', 'webhook_url', 'hook_state')\n"      \
-  "  if not c[3] or tonumber(c[1]) + tonumber(c[2]) > 0 then return end\n"                    \
-  "  redis.call('SREM', 'vts:jobs:open:' .. c[3], j)\n"                                       \
-  "  redis.call('ZREM', 'vts:jobs:rr', j)\n"                                                  \
-  "  if c[4] and c[4] ~= '' and (not c[5] or c[5] == '0') then\n"                             \
-  "    if not c[5] then redis.call('SADD', 'vts:jobs:hooks:owed', j) end\n"                   \
-  "    return\n"                                                                              \
-  "  end\n"                                                                                   \
-  "  for _, x in ipairs({k, k .. ':it', k .. ':res'}) do redis.call('PEXPIRE', x, ttl) end\n" \
+#define LUA_PRELUDE                                                                                 \
+  "local W, G = '" WORK_STREAM "', '" WORK_GROUP                                                    \
+  "'\n"                                                                                             \
+  "local function jk(j) return 'vts:job:' .. j end\n"                                               \
+  "local function unwork(e)\n"                                                                      \
+  "  if e and e ~= '' then redis.call('XACK', W, G, e); redis.call('XDEL', W, e) end\n"             \
+  "end\n"                                                                                           \
+  "local function ended(j, ttl)\n"                                                                  \
+  "  local k = jk(j)\n"                                                                             \
+  "  local c = redis.call('HMGET', k, 'nq', 'nr', 'key', 'webhook_url', 'hook_state', 'cont')\n"    \
+  "  if not c[3] or tonumber(c[1]) + tonumber(c[2]) > 0 or (c[6] and c[6] ~= '') then return end\n" \
+  "  redis.call('SREM', 'vts:jobs:open:' .. c[3], j)\n"                                             \
+  "  redis.call('ZREM', 'vts:jobs:rr', j)\n"                                                        \
+  "  if c[4] and c[4] ~= '' and (not c[5] or c[5] == '0') then\n"                                   \
+  "    if not c[5] then redis.call('SADD', 'vts:jobs:hooks:owed', j) end\n"                         \
+  "    return\n"                                                                                    \
+  "  end\n"                                                                                         \
+  "  for _, x in ipairs({k, k .. ':it', k .. ':res'}) do redis.call('PEXPIRE', x, ttl) end\n"       \
   "end\n"
 
-/* ARGV: id, key, now, language, translate, format, webhook_url, webhook_secret, source, then the video ids. */
+/*
+ * ARGV: id, key, now, language, translate, format, webhook_url, webhook_secret, source, the continuation of its list's
+ * next page ("" for none) and the most items the job may hold, then the video ids.
+ */
 static const char create_script[] = LUA_PRELUDE
-    "local j, n = ARGV[1], #ARGV - 9\n"
+    "local j, n = ARGV[1], #ARGV - 11\n"
     "local k = jk(j)\n"
     "redis.call('HSET', k, 'key', ARGV[2], 'created', ARGV[3], 'updated', ARGV[3], 'total', n, 'language', ARGV[4],\n"
     "  'translate', ARGV[5], 'format', ARGV[6], 'webhook_url', ARGV[7], 'webhook_secret', ARGV[8], 'source', ARGV[9],\n"
@@ -95,11 +99,15 @@ static const char create_script[] = LUA_PRELUDE
     "local a = {}\n"
     "for i = 1, n do\n"
     "  a[#a + 1] = i\n"
-    "  a[#a + 1] = '0' .. ARGV[9 + i]\n"
+    "  a[#a + 1] = '0' .. ARGV[11 + i]\n"
     "  if #a >= 2 * 1000 or i == n then redis.call('HSET', k .. ':it', unpack(a)); a = {} end\n"
     "end\n"
     "redis.call('SADD', 'vts:jobs:open:' .. ARGV[2], j)\n"
-    "redis.call('ZADD', 'vts:jobs:rr', 0, j)\n"
+    "if n > 0 then redis.call('ZADD', 'vts:jobs:rr', 0, j) end\n"
+    "if ARGV[10] ~= '' then\n"
+    "  redis.call('HSET', k, 'cont', ARGV[10], 'max', ARGV[11], 'please', 0, 'ptries', 0)\n"
+    "  redis.call('ZADD', 'vts:jobs:pages', 0, j)\n"
+    "end\n"
     "return n\n";
 
 /* ARGV: id, key, after, limit. {more, statuses, answers}, or nil for another key's job or none. */
@@ -134,6 +142,8 @@ static const char cancel_script[] = LUA_PRELUDE
     "redis.call('HINCRBY', k, 'nc', n)\n"
     "redis.call('HSET', k, 'cancelled', 1, 'updated', ARGV[3])\n"
     "redis.call('ZREM', 'vts:jobs:rr', j)\n"
+    "redis.call('HSET', k, 'cont', '', 'please', 0)\n"
+    "redis.call('ZREM', 'vts:jobs:pages', j)\n"
     "ended(j, ARGV[4])\n"
     "return n\n";
 
@@ -254,6 +264,76 @@ static const char end_script[] = LUA_PRELUDE
     "if e ~= ARGV[3] then unwork(ARGV[3]) end\n"
     "ended(j, ARGV[5])\n"
     "return r\n";
+
+/*
+ * Playlists and channels (jobstore.h): a job whose list has pages still to read keeps the next one's continuation in
+ * its hash (cont, with max, the most items it may hold; please, the end of a taken page's lease; ptries) and is in
+ * vts:jobs:pages by the time the page is due (while taken, by the end of its lease: a reader that died loses it then).
+ * A page read appends its ids the job does not hold yet, as queued items; the job does not end while cont is set.
+ */
+/* ARGV: now, lease. {job, token, tries, key, created} or nil. */
+static const char take_page_script[] = LUA_PRELUDE
+    "local r = redis.call('ZRANGEBYSCORE', 'vts:jobs:pages', '-inf', ARGV[1], 'LIMIT', 0, 1)\n"
+    "if #r == 0 then return nil end\n"
+    "local j = r[1]\n"
+    "local k = jk(j)\n"
+    "local h = redis.call('HMGET', k, 'cont', 'ptries', 'key', 'created', 'cancelled')\n"
+    "if not h[1] or h[1] == '' or h[5] == '1' then redis.call('ZREM', 'vts:jobs:pages', j); return nil end\n"
+    "local lease = tonumber(ARGV[1]) + tonumber(ARGV[2])\n"
+    "redis.call('ZADD', 'vts:jobs:pages', lease, j)\n"
+    "redis.call('HSET', k, 'please', lease)\n"
+    "redis.call('HINCRBY', k, 'ptries', 1)\n"
+    "return {j, h[1], tonumber(h[2] or '0'), h[3], h[4]}\n";
+
+/* ARGV: job, now, ttl, next ("" ends the list), then the page's ids. {added} or -1 (not taken). */
+static const char page_done_script[] = LUA_PRELUDE
+    "local j = ARGV[1]\n"
+    "local k = jk(j)\n"
+    "local it = k .. ':it'\n"
+    "local h = redis.call('HMGET', k, 'please', 'max', 'total', 'cont')\n"
+    "if not h[1] or h[1] == '0' or not h[4] or h[4] == '' then return -1 end\n"
+    "local max, total = tonumber(h[2]), tonumber(h[3])\n"
+    "local held = {}\n"
+    "for _, v in ipairs(redis.call('HVALS', it)) do\n"
+    "  if #v >= 12 then held[v:sub(2, 12)] = true end\n"
+    "end\n"
+    "local added, a = 0, {}\n"
+    "for i = 5, #ARGV do\n"
+    "  if total >= max then break end\n"
+    "  local id = ARGV[i]\n"
+    "  if not held[id] then\n"
+    "    held[id] = true\n"
+    "    total = total + 1\n"
+    "    added = added + 1\n"
+    "    a[#a + 1] = total\n"
+    "    a[#a + 1] = '0' .. id\n"
+    "    if #a >= 2000 then redis.call('HSET', it, unpack(a)); a = {} end\n"
+    "  end\n"
+    "end\n"
+    "if #a > 0 then redis.call('HSET', it, unpack(a)) end\n"
+    "redis.call('HSET', k, 'total', total, 'updated', ARGV[2], 'please', 0, 'ptries', 0)\n"
+    "if added > 0 then\n"
+    "  redis.call('HINCRBY', k, 'nq', added)\n"
+    "  redis.call('ZADD', 'vts:jobs:rr', 'NX', redis.call('INCR', 'vts:jobs:turn'), j)\n"
+    "end\n"
+    "if ARGV[4] == '' or total >= max then\n"
+    "  redis.call('HSET', k, 'cont', '')\n"
+    "  redis.call('ZREM', 'vts:jobs:pages', j)\n"
+    "  ended(j, ARGV[3])\n"
+    "else\n"
+    "  redis.call('HSET', k, 'cont', ARGV[4])\n"
+    "  redis.call('ZADD', 'vts:jobs:pages', 0, j)\n"
+    "end\n"
+    "return added\n";
+
+/* ARGV: job, not_before, now. 0, or -1 (not taken). */
+static const char page_retry_script[] = LUA_PRELUDE
+    "local k = jk(ARGV[1])\n"
+    "local h = redis.call('HMGET', k, 'please', 'cont')\n"
+    "if not h[1] or h[1] == '0' or not h[2] or h[2] == '' then return -1 end\n"
+    "redis.call('HSET', k, 'please', 0, 'updated', ARGV[3])\n"
+    "redis.call('ZADD', 'vts:jobs:pages', ARGV[2], ARGV[1])\n"
+    "return 0\n";
 
 /*
  * Webhooks (jobstore.h): a job that ends with a webhook_url and no delivery recorded joins vts:jobs:hooks:owed (and
@@ -467,7 +547,7 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
                      size_t n, int64_t now_ms, const char *job_id) {
   struct jsredis *r = self;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 9 + (int)n) != 0) {
+  if (args_init(&a, ARGS_HEAD + 11 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
@@ -483,6 +563,10 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
   arg(&a, spec->webhook_url);
   arg(&a, spec->webhook_secret);
   arg(&a, spec->source);
+  char max[24];
+  snprintf(max, sizeof(max), "%zu", spec->max_items);
+  arg(&a, spec->continuation != NULL ? spec->continuation : "");
+  arg(&a, max);
   for (size_t i = 0; i < n; i++) arg_n(&a, video_ids[i], VTS_VIDEO_ID_LEN);
   redisReply *rep = eval(r, &a, create_script);
   args_free(&a);
@@ -509,7 +593,7 @@ static int rs_get(void *self, const char *key_id, const char *job_id, struct job
   snprintf(k, sizeof(k), "vts:job:%s", job_id);
   const char *argv[] = {"HMGET", k,          "key",       "cancelled", "created",     "updated",
                         "total", "language", "translate", "format",    "webhook_url", "webhook_secret",
-                        "nq",    "nr",       "nd",        "nf",        "nc"};
+                        "nq",    "nr",       "nd",        "nf",        "nc",          "cont"};
   enum { N = sizeof(argv) / sizeof(argv[0]) };
   redisReply *rep = command(r, N, argv, NULL);
   if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != N - 2) {
@@ -532,6 +616,7 @@ static int rs_get(void *self, const char *key_id, const char *job_id, struct job
   str_of(e[8], out->webhook_url, sizeof(out->webhook_url));
   str_of(e[9], out->webhook_secret, sizeof(out->webhook_secret));
   for (int s = 0; s < ITEM__COUNT; s++) out->counts[s] = (size_t)num_of(e[10 + s]);
+  out->more = e[15]->type == REDIS_REPLY_STRING && e[15]->len > 0;
   freeReplyObject(rep);
   out->status = jobstore_job_status(out, cancelled);
   return 0;
@@ -780,6 +865,66 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   return rv;
 }
 
+static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+  struct jsredis *r = self;
+  memset(out, 0, sizeof(*out));
+  char now[24], lease[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
+  const char *argv[] = {"EVAL", take_page_script, "0", now, lease};
+  redisReply *rep = command(r, 5, argv, NULL);
+  if (rep == NULL) return -EIO;
+  int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 5) {
+    redisReply **e = rep->element;
+    str_of(e[0], out->job_id, sizeof(out->job_id));
+    str_of(e[1], out->token, sizeof(out->token));
+    out->tries = e[2]->type == REDIS_REPLY_INTEGER ? (int)e[2]->integer : 0;
+    str_of(e[3], out->key_id, sizeof(out->key_id));
+    out->created_ms = num_of(e[4]);
+    rv = 0;
+  }
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_page_done(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                        const char *next, int64_t now_ms, size_t *added) {
+  struct jsredis *r = self;
+  *added = 0;
+  struct args a;
+  if (args_init(&a, ARGS_HEAD + 4 + (int)n) != 0) {
+    args_free(&a);
+    return -ENOMEM;
+  }
+  char now[24], ttl[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
+  a.n = ARGS_HEAD;
+  arg(&a, job_id);
+  arg(&a, now);
+  arg(&a, ttl);
+  arg(&a, next != NULL ? next : "");
+  for (size_t i = 0; i < n; i++) arg_n(&a, ids[i], VTS_VIDEO_ID_LEN);
+  redisReply *rep = eval(r, &a, page_done_script);
+  args_free(&a);
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
+  if (rv == 0) *added = (size_t)rep->integer;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_page_retry(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms) {
+  char due[24], now[24];
+  snprintf(due, sizeof(due), "%" PRId64, not_before_ms);
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  const char *argv[] = {"EVAL", page_retry_script, "0", job_id, due, now};
+  redisReply *rep = command(self, 6, argv, NULL);
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
+  freeReplyObject(rep);
+  return rv;
+}
+
 static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
   const char *argv[] = {"EVAL", hook_owed_script, "0"};
   redisReply *rep = command(self, 3, argv, NULL);
@@ -869,4 +1014,7 @@ const struct jobstore_ops jobstore_redis_ops = {
     .hook_add = rs_hook_add,
     .hook_take = rs_hook_take,
     .hook_end = rs_hook_end,
+    .take_page = rs_take_page,
+    .page_done = rs_page_done,
+    .page_retry = rs_page_retry,
 };

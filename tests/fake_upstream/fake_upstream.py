@@ -160,6 +160,21 @@ captured pages, read at start and never copied into the project; their player is
 | realAgeRes1 | player: the captured age-restricted refusal (youtube_age_restricted.innertube.json.static)|
 | realUnavai1 | player: the captured unavailable refusal (youtube_video_unavailable.innertube.json.static)|
 
+Playlists and channels (POST /youtubei/v1/browse), with --captures: the recorded browse exchanges of
+../newpipe/playlist and ../newpipe/channel are read at start and each reply is served, as recorded (status and
+body), to the request that asks what its recorded request asked:
+  - {"browseId": B, ...}: the capture whose request named browseId B (the $fields metadata captures excepted);
+  - {"continuation": T}: the capture whose request sent T (a continuation a recorded reply holds, or the first-page
+    token a client builds for a playlist); a client-built first-page token that no capture sent is read (base64url
+    of a protobuf naming "VL" + the playlist id) and answered as a browse of that "VL" id.
+A playlist no capture names answers the recorded "The playlist does not exist." reply, a channel id no capture
+names the recorded HTTP 400, a continuation no capture sent a 400 INVALID_ARGUMENT, a playlist whose id starts
+with "PLprivate" the recorded "does not exist" reply with only its alert's text made "This playlist is private.",
+and a playlist whose id starts with "PLfail500" a 500 (a platform failure). POST /__browse_hold makes every request for a page after a first
+one (a continuation a recorded reply holds) wait until POST /__browse_release (60 s at most); each one held is
+counted under "POST /youtubei/v1/browse held". Every browse request is counted under "POST /youtubei/v1/browse",
+and a first-page token that no capture sent (read to its "VL" id) under "POST /youtubei/v1/browse token read".
+
 The captured tracks keep every field but baseUrl, which is made for this server (v=<the id>, lang, kind) so that
 their timedtext requests are served and counted here.
 
@@ -611,6 +626,52 @@ def load_captures(folder):
             CAPTURES["tracklist2"] = json.load(f)["captions"]["playerCaptionsTracklistRenderer"]
 
 
+# Browse replies read from the captures: (status, body) by the browseId and by the continuation their request sent;
+# LATER holds the continuations a recorded reply gives (the pages after a first one).
+BROWSE = {"by_id": {}, "by_token": {}, "later": set(), "missing": None, "bad_channel": None,
+          "hold": threading.Event(), "held": threading.Condition()}
+BROWSE["hold"].set()  # set: nothing held
+
+
+# The alert of a private playlist (no capture records one): the recorded "does not exist" reply says this instead.
+PRIVATE_PLAYLIST = "This playlist is private."
+
+
+def load_browse_captures(folder):
+    files = sorted(glob.glob(os.path.join(folder, "..", "newpipe", "playlist", "*", "*.json")) +
+                   glob.glob(os.path.join(folder, "..", "newpipe", "channel", "*", "*.json")))
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            exchange = json.load(f)
+        request, response = exchange["request"], exchange["response"]
+        if "/youtubei/v1/browse" not in request["url"] or "$fields" in request["url"]:
+            continue
+        sent = json.loads(bytes(b & 0xff for b in request["dataToSend"]).decode("utf-8"))
+        reply = (response["responseCode"], response["responseBody"])
+        if "continuation" in sent:
+            BROWSE["by_token"][sent["continuation"]] = reply
+        else:
+            BROWSE["by_id"][sent["browseId"]] = reply
+        if response["responseCode"] == 400:
+            BROWSE["bad_channel"] = reply
+        elif "does not exist" in response["responseBody"] and BROWSE["missing"] is None:
+            BROWSE["missing"] = reply
+    for _status, body in list(BROWSE["by_id"].values()) + list(BROWSE["by_token"].values()):
+        for token in BROWSE["by_token"]:
+            if token in body:
+                BROWSE["later"].add(token)
+
+
+def first_page_browse_id(token):
+    """The "VL…" browse id a client-built first-page token names, or None."""
+    try:
+        raw = base64.urlsafe_b64decode(urllib.parse.unquote(token) + "==")
+    except ValueError:
+        return None
+    match = re.search(rb"\x12(.)(VL[A-Za-z0-9_-]+)", raw)
+    return match.group(2).decode() if match and match.group(1)[0] == len(match.group(2)) else None
+
+
 # Ids answered with a captured playable reply, whole (its videoId made the id asked, its caption baseUrls this
 # server's): a player capture, or the player reply a captured watch page embeds (ytInitialPlayerResponse).
 META_CAPTURES = {
@@ -825,9 +886,22 @@ class Handler(BaseHTTPRequestHandler):
             RATIONS.reset()
             self.send_json(200, {"ok": True})
             return
+        if url.path == "/__browse_hold":
+            BROWSE["hold"].clear()
+            self.send_json(200, {"ok": True})
+            return
+        if url.path == "/__browse_release":
+            BROWSE["hold"].set()
+            self.send_json(200, {"ok": True})
+            return
         time.sleep(DELAY_S[0])  # the wait is the test: the platform's latency, set by /__delay
         if url.path.startswith("/youtubei/v1/"):
             self.record_call(url, raw)
+        if url.path == "/youtubei/v1/browse":
+            STATS.count("POST /youtubei/v1/browse")
+            if not self.egress_blocked(url.path):
+                self.post_browse(raw)
+            return
         if url.path == VISITOR_PATH:
             self.post_visitor(raw)
             return
@@ -874,6 +948,40 @@ class Handler(BaseHTTPRequestHandler):
             self.post_reel(url, video, name, client)
             return
         self.post_player(video, name)
+
+    def post_browse(self, raw):
+        bad = (400, json.dumps({"error": {"code": 400, "message": "Request contains an invalid argument.",
+                                          "status": "INVALID_ARGUMENT"}}))
+        try:
+            sent = json.loads(raw)
+        except ValueError:
+            sent = {}
+        token, browse_id = sent.get("continuation"), sent.get("browseId")
+        reply = bad
+        if token is not None:
+            if token in BROWSE["by_token"]:
+                reply = BROWSE["by_token"][token]
+                if token in BROWSE["later"] and not BROWSE["hold"].is_set():
+                    STATS.count("POST /youtubei/v1/browse held")
+                    BROWSE["hold"].wait(60)  # the wait is the test: a page read while the gateway is killed
+            else:
+                browse_id = first_page_browse_id(token)
+                if browse_id is not None:
+                    STATS.count("POST /youtubei/v1/browse token read")
+        if browse_id is not None:
+            if browse_id in BROWSE["by_id"]:
+                reply = BROWSE["by_id"][browse_id]
+            elif browse_id.startswith("VLPLprivate") and BROWSE["missing"] is not None:
+                status, body = BROWSE["missing"]
+                reply = (status, body.replace("The playlist does not exist.", PRIVATE_PLAYLIST))
+            elif browse_id.startswith("VLPLfail500"):
+                reply = (500, json.dumps({"error": {"code": 500, "message": "Internal error encountered.",
+                                                    "status": "INTERNAL"}}))
+            elif browse_id.startswith("VL") and BROWSE["missing"] is not None:
+                reply = BROWSE["missing"]
+            elif browse_id.startswith("UC") and BROWSE["bad_channel"] is not None:
+                reply = BROWSE["bad_channel"]
+        self.send(reply[0], reply[1].encode("utf-8"))
 
     def record_call(self, url, raw):
         try:
@@ -1177,6 +1285,7 @@ def main():
             AUDIO[249] = AUDIO[251] = f.read()
     if args.captures:
         load_captures(args.captures)
+        load_browse_captures(args.captures)
     if needs_captures and "visionos_refusal" not in CAPTURES:
         parser.error("--ration-limit, --wrong-video and --outdated-client answer captured replies: give --captures")
     return fakeserver.serve(args.host, args.port, Handler)

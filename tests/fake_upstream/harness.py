@@ -18,16 +18,18 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x07"
+PROTO_VERSION = b"\x08"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
-KIND_WEBHOOK = 5
+KIND_WEBHOOK, KIND_BROWSE = 5, 6
+BROWSE_PLAYLIST, BROWSE_CHANNEL, BROWSE_CONTINUATION = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
 REASONS = ["none", "no_captions", "not_playable", "http_429", "recaptcha", "bot_check", "http_5xx", "http_other",
            "timeout", "consent", "po_token", "malformed", "network", "refused", "speech", "internal",
            "egress_budget", "rationed", "client_outdated", "wrong_video", "translation_throttled", "age_restricted",
-           "members_only", "private", "removed", "live_not_archived", "geo_restricted"]
+           "members_only", "private", "removed", "live_not_archived", "geo_restricted", "playlist_missing",
+           "playlist_private", "playlist_unviewable", "channel_missing", "channel_removed"]
 ATTEMPT_OK, ATTEMPT_BLOCKED, ATTEMPT_FAILED = 0, 1, 2
 
 
@@ -62,7 +64,11 @@ class FakeUpstream:
             return json.load(r)
 
     def reset(self):
-        req = urllib.request.Request(self.url + "/__reset", data=b"", method="POST")
+        self.post("/__reset")
+
+    def post(self, path):
+        """POST to one of the fake's own paths (/__reset, /__browse_hold, ...)."""
+        req = urllib.request.Request(self.url + path, data=b"", method="POST")
         with urllib.request.urlopen(req, timeout=5) as r:
             r.read()
 
@@ -165,12 +171,14 @@ def _str(s):
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
                translate="", declines=0, player=b"", hook_url=b"", hook_id="", hook_timestamp=0, hook_signature="",
-               hook_body=b""):
-    """A JOB; the hook_* fields are a webhook delivery's (kind KIND_WEBHOOK, video_id "")."""
+               hook_body=b"", browse_what=0, browse=b""):
+    """A JOB; the hook_* fields are a webhook delivery's (kind KIND_WEBHOOK, video_id ""), browse_what and browse a
+    browse job's (kind KIND_BROWSE, video_id "")."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
             _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]) +
             struct.pack(">I", len(player)) + player + struct.pack(">I", len(hook_url)) + hook_url + _str(hook_id) +
-            struct.pack(">Q", hook_timestamp) + _str(hook_signature) + struct.pack(">I", len(hook_body)) + hook_body)
+            struct.pack(">Q", hook_timestamp) + _str(hook_signature) + struct.pack(">I", len(hook_body)) + hook_body +
+            bytes([browse_what]) + struct.pack(">I", len(browse)) + browse)
 
 
 def _strings(msg, off, count):
@@ -241,11 +249,15 @@ def decode_job(msg):
     (hook_signature,), off = _strings(msg, off + 8, 1)
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
     hook_body = msg[off + 4:off + 4 + body_len]
-    assert off + 4 + body_len == len(msg), "trailing bytes after the job"
+    off += 4 + body_len
+    browse_what = msg[off]
+    (browse_len,) = struct.unpack(">I", msg[off + 1:off + 5])
+    browse = msg[off + 5:off + 5 + browse_len]
+    assert off + 5 + browse_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
             "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player,
             "hook_url": hook_url, "hook_id": hook_id, "hook_timestamp": hook_timestamp,
-            "hook_signature": hook_signature, "hook_body": hook_body}
+            "hook_signature": hook_signature, "hook_body": hook_body, "browse_what": browse_what, "browse": browse}
 
 
 READY = b"VT" + PROTO_VERSION + bytes([PROTO_READY])

@@ -1,4 +1,7 @@
-/* Fuzzes the gateway<->fetcher message decoders: any bytes are rejected or decoded, and re-encode identically. */
+/*
+ * Fuzzes the gateway<->fetcher message decoders and the browse body's reader: any bytes are rejected or decoded, and
+ * re-encode identically.
+ */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t why;
   if (proto_decode_decline(data, size, &declined, &why) == 0) {
     if (proto_encode_decline(&b, declined, why) != 0 || b.len != size || memcmp(b.data, data, size) != 0) abort();
+  }
+  buf_reset(&b);
+  struct proto_browse_page page;
+  if (proto_browse_read((const char *)data, size, &page) == 0) {
+    char token[VTS_MAX_BROWSE_TOKEN_BYTES + 1];
+    memcpy(token, page.token, page.token_len);
+    token[page.token_len] = '\0';
+    char(*ids)[VTS_VIDEO_ID_LEN + 1] = calloc(page.n + 1, sizeof(*ids));
+    if (ids == NULL) abort();
+    for (size_t i = 0; i < page.n; i++) memcpy(ids[i], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
+    if (proto_browse_body(&b, token, (const char(*)[VTS_VIDEO_ID_LEN + 1]) ids, page.n) != 0 || b.len != size ||
+        memcmp(b.data, data, size) != 0)
+      abort();
+    free(ids);
   }
   buf_free(&b);
   return 0;

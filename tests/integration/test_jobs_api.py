@@ -105,8 +105,8 @@ def test_a_job_of_ids_and_urls_is_accepted_with_duplicates_folded(make_gateway):
     ({"video_ids": [IDS[0]], "translate": 3}, 400, "invalid_request",
      "translate must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
     ({"video_ids": [IDS[0]], "format": "pdf"}, 400, "invalid_request", "format must be one of json, text, srt, vtt."),
-    ({"video_ids": [IDS[0]], "limit": 0}, 400, "invalid_request", "limit must be an integer of at least 1."),
-    ({"playlist_id": "PLx"}, 501, "not_implemented", "Jobs of playlist_id or channel_id are not supported yet."),
+    ({"video_ids": [IDS[0]], "limit": 0}, 400, "invalid_request",
+     "limit must be an integer from 1 to 5000 (VTS_JOB_MAX_ITEMS)."),
     ({"video_ids": [IDS[0]], "webhook_url": 7}, 400, "invalid_request",
      "webhook_url must be an absolute http or https URL of at most 2047 bytes."),
 ])

@@ -5,8 +5,9 @@ video is asked of the platform once; the items a gateway killed with SIGKILL hel
 seconds, none lost and none answered twice; each transcript delivered costs one unit of the key's month in the
 counter the synchronous endpoint uses; a counter Redis cannot count in is not a month used up; another key sees
 nothing; a long job does not starve a short one (on SQLite too); jobs go to the database of an ACL user with a
-password, never logged, while a wrong password is a 503; and a job's webhook, its delivery state in Redis, reaches
-its receiver signed, retried by either gateway, and the job expires once it is delivered."""
+password, never logged, while a wrong password is a 503; a job's webhook, its delivery state in Redis, reaches its
+receiver signed, retried by either gateway, and the job expires once it is delivered; and a playlist's pages after the
+first, kept in Redis, are read by either gateway into every id of the capture in order."""
 import hashlib
 import http.client
 import json
@@ -395,3 +396,30 @@ def test_a_jobs_webhook_is_delivered_signed_through_two_gateways_and_the_job_the
         if c is not None:
             c.close()
         rx.close()
+
+
+def test_a_playlist_with_continuations_on_redis_yields_every_id_in_order_served_by_either_gateway(tmp_path, redis):
+    from conftest import shared_fixtures
+    from test_jobs_browse import Captures, assert_items
+    captures = Captures()
+    sent, first = captures.named(r"vl-PLoumn5-page1\.continuation\.json")
+    ids = captures.chain(first)
+    assert len(ids) == 150
+    keys = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
+    c = Cluster(tmp_path, redis, 2, 2, keys, upstream_args=("--captures", shared_fixtures("youtube-transcript-api")))
+    try:
+        a, b = c.gateways
+        status, h, job = call(a, "POST", "/v1/jobs", {"playlist_id": captures.first_page_id(sent)})
+        assert status == 202 and (job["status"], job["total"]) == ("queued", 100), job
+        job_id = job["id"]
+        done = wait_done(b, h["location"], 120)
+        assert (done["total"], done["counts"]["failed"]) == (150, 150), done
+        assert_items(all_items(b, h["location"]), ids)
+        assert_items(all_items(a, h["location"]), ids)
+        # The list's second page was read once, by either gateway's runner, and nothing of the list is left to read.
+        assert c.requests().get("POST /youtubei/v1/browse", 0) == 2
+        assert redis.call("HGET", "vts:job:" + job_id, "cont") == b""
+        assert redis.call("ZSCORE", "vts:jobs:pages", job_id) is None
+        assert 0 < redis.call("TTL", "vts:job:" + job_id) <= 604800
+    finally:
+        c.close()

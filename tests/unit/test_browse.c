@@ -163,7 +163,7 @@ static void test_more_videos_than_a_page_holds_is_refused(void **state) {
 
 static void test_request_bodies_and_ids(void **state) {
   (void)state;
-  struct client_profile c = {.name = "WEB", .version = "2.20260708.00.00"};
+  struct client_profile c = {.name = "WEB", .client_name = "WEB", .version = "2.20260708.00.00"};
   struct buf b = BUF_INIT;
   assert_int_equal(browse_request_body(&c, "VLPLour", "wgYCCAA%3D", NULL, &b), 0);
   assert_string_equal(b.data,
@@ -183,6 +183,31 @@ static void test_request_bodies_and_ids(void **state) {
   assert_int_equal(browse_uploads_id("HCabcdef", id, sizeof(id)), -EINVAL);
   assert_int_equal(browse_uploads_id("UC", id, sizeof(id)), -EINVAL);
   assert_int_equal(browse_playlist_id("PLabc", id, 7), -EINVAL);
+}
+
+/*
+ * A playlist's first page is asked with the token the web client builds: base64url of its protobuf, the padding
+ * percent-encoded (the integration tests hold it byte-equal to the recorded one).
+ */
+static void test_a_playlists_first_page_token_is_the_web_clients(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  assert_int_equal(browse_playlist_token("PLours0123456789", &b), 0);
+  assert_int_equal(b.len,
+                   strlen("4qmFsgI5EhJWTFBMb3VyczAxMjM0NTY3ODkaEENBRENCZ0lJQUElM0QlM0SaAhBQTG91cnMwMTIzNDU2Nzg5"));
+  assert_memory_equal(b.data, "4qmFsgI5EhJWTFBMb3VyczAxMjM0NTY3ODkaEENBRENCZ0lJQUElM0QlM0SaAhBQTG91cnMwMTIzNDU2Nzg5",
+                      b.len);
+  buf_reset(&b);
+  assert_int_equal(browse_playlist_token("PLabc", &b), 0);
+  assert_int_equal(b.len, strlen("4qmFsgIjEgdWTFBMYWJjGhBDQURDQmdJSUFBJTNEJTNEmgIFUExhYmM%3D"));
+  assert_memory_equal(b.data, "4qmFsgIjEgdWTFBMYWJjGhBDQURDQmdJSUFBJTNEJTNEmgIFUExhYmM%3D", b.len);
+  buf_reset(&b);
+  char longer[VTS_PLAYLIST_ID_MAX + 2];
+  memset(longer, 'a', sizeof(longer) - 1);
+  longer[sizeof(longer) - 1] = '\0';
+  assert_int_equal(browse_playlist_token(longer, &b), -EINVAL);
+  assert_int_equal(browse_playlist_token("", &b), -EINVAL);
+  buf_free(&b);
 }
 
 /* The reply body of a recorded exchange of the captures, parsed; not run here when the captures are absent. */
@@ -308,6 +333,7 @@ int main(void) {
       cmocka_unit_test(test_what_is_not_a_browse_reply_is_refused),
       cmocka_unit_test(test_more_videos_than_a_page_holds_is_refused),
       cmocka_unit_test(test_request_bodies_and_ids),
+      cmocka_unit_test(test_a_playlists_first_page_token_is_the_web_clients),
       cmocka_unit_test(test_the_captures_read_as_recorded),
       cmocka_unit_test(test_a_playlist_read_across_its_pages_is_every_video_once),
       cmocka_unit_test(test_an_invalid_argument_reply_holds_no_list),

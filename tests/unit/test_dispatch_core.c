@@ -40,6 +40,7 @@ struct rec {
   char player[512]; /* A_JOB: the player summary handed with it; A_ANSWER: one a worker was sent (never) */
   uint32_t player_len;
   char lang[PROTO_MAX_LANG + 1]; /* A_JOB: the language it asks */
+  char browse[64];               /* A_JOB: a browse job's target */
 };
 
 struct fx {
@@ -83,6 +84,7 @@ static int on_send_job(void *ctx, uint64_t fetcher, void *token, const struct pr
   snprintf(r->lang, sizeof(r->lang), "%s", job->lang);
   r->player_len = job->player_len;
   if (job->player_len > 0) snprintf(r->player, sizeof(r->player), "%.*s", (int)job->player_len, job->player);
+  if (job->browse_len > 0) snprintf(r->browse, sizeof(r->browse), "%.*s", (int)job->browse_len, job->browse);
   if (f->send_fails > 0) {
     f->send_fails--;
     return -1;
@@ -1090,6 +1092,66 @@ static void test_a_video_that_cannot_be_played_answers_every_key_of_it(void **st
   assert_int_equal(stats(f).jobs_created, 1);
 }
 
+/*
+ * A browse page is asked as it comes: each request is a job of its own (no coalescing), it asks Redis nothing (no
+ * lookup, no claim, no write), its answer is kept nowhere (cache lifetime 0), and the job holds its own copy of the
+ * target (the request's message is freed once the request is handed over).
+ */
+static void test_a_browse_job_is_neither_coalesced_nor_cached_nor_claimed(void **state) {
+  struct fx *f = *state;
+  start(f, true);
+  char target[16];
+  snprintf(target, sizeof(target), "tok-%s", "one");
+  struct proto_job b;
+  memset(&b, 0, sizeof(b));
+  b.kind = PROTO_KIND_BROWSE;
+  b.browse_what = PROTO_BROWSE_CONTINUATION;
+  b.browse = target;
+  b.browse_len = (uint32_t)strlen(target);
+  snprintf(b.request_id, sizeof(b.request_id), "req-browse");
+  core_request(f->core, T0, &f->w[0], &b);
+  core_request(f->core, T0, &f->w[1], &b);
+  memset(target, 'x', sizeof(target)); /* the worker's message is gone */
+  core_fetcher_added(f->core, T0, 7);
+  core_fetcher_added(f->core, T0, 8);
+  ready(f, T0 + 1, 7, 1);
+  ready(f, T0 + 1, 8, 2);
+  core_tick(f->core, T0 + 1, 1000);
+  struct rec *r = next(f, A_JOB);
+  assert_int_equal(r->kind, PROTO_KIND_BROWSE);
+  assert_string_equal(r->browse, "tok-one");
+  assert_string_equal(r->video, "");
+  assert_int_equal(r->player_len, 0);
+  uint64_t first = r->job_id;
+  r = next(f, A_JOB);
+  assert_string_equal(r->browse, "tok-one");
+  assert_true(r->job_id != first);
+  none(f);
+  struct proto_result res = result(first, PROTO_OK, "next\nabcDEF12_-x\n");
+  res.source = PROTO_SOURCE_NONE;
+  deliver(f, T0 + 100, 7, 3, &res);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->cache_ms, 0);
+  none(f);
+  /* Asked again: a fetcher reads it again. */
+  snprintf(target, sizeof(target), "tok-one");
+  core_request(f->core, T0 + 200, &f->w[2], &b);
+  core_tick(f->core, T0 + 200, 1000);
+  r = next(f, A_JOB);
+  assert_int_equal(r->fetcher, 7);
+  assert_string_equal(r->browse, "tok-one");
+  none(f);
+  /* A body that is not a browse page is refused as any other kind's would be. */
+  res = result(r->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 300, 7, 4, &res);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "bad_result");
+  assert_int_equal(stats(f).cache_hits, 0);
+}
+
 /* A webhook try (the shell's own): with Redis on, it asks Redis nothing, joins no other try, is never cached. */
 static void test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached(void **state) {
   struct fx *f = *state;
@@ -1177,6 +1239,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_waiter_takes_over_a_silent_claimant_within_the_claim_ttl, setup, teardown),
       cmocka_unit_test_setup_teardown(test_spellings_are_one_key_and_share_the_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_video_that_cannot_be_played_answers_every_key_of_it, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_browse_job_is_neither_coalesced_nor_cached_nor_claimed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

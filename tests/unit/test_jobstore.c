@@ -503,6 +503,128 @@ static void test_bad_input_is_refused(void **state) {
   assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
 }
 
+/* A playlist's job: its first page made it; each next page appends the ids it does not hold yet, up to max_items. */
+static void test_pages_of_a_list_grow_the_job_until_the_last(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.source = "playlist:PLours";
+  spec.continuation = "token-2";
+  spec.max_items = 4;
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 2, 1000, id), 0);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_int_equal(j.total, 2);
+  assert_true(j.more);
+  assert_string_equal(j.status, "queued");
+  size_t open = 0;
+  assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
+  assert_int_equal(open, 1);
+
+  /* Both items end: the list still has a page to read, so the job is running, not done. */
+  struct jobstore_task t;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(jobstore_take(f->js, 1000, 60000, &t), 0);
+    assert_int_equal(jobstore_fail(f->js, t.job_id, t.seq, "transcript_not_available", "m", 1001), 0);
+  }
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "running");
+  assert_int_equal(jobstore_expire(f->js, 10000000, 1), 0); /* not ended: kept */
+
+  /* The page is taken once; a second taker finds nothing while the lease lasts. */
+  struct jobstore_page pg;
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id);
+  assert_string_equal(pg.token, "token-2");
+  assert_string_equal(pg.key_id, "keyA");
+  assert_int_equal(pg.tries, 0);
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), -EAGAIN);
+  /* Its taker dies: the lease runs out and the same continuation is read again. */
+  assert_int_equal(jobstore_recover(f->js, 70000), 0);
+  assert_int_equal(jobstore_take_page(f->js, 70000, 60000, &pg), 0);
+  assert_string_equal(pg.token, "token-2");
+  assert_int_equal(pg.tries, 1);
+
+  /* The next page repeats a held id and one of its own: each is folded; its new ids follow in order. */
+  static const char page2[][VTS_VIDEO_ID_LEN + 1] = {"ourVideo002", "ourVideo003", "ourVideo003", "ourVideo004"};
+  size_t added = 0;
+  assert_int_equal(jobstore_page_done(f->js, id, page2, 4, "token-3", 70001, &added), 0);
+  assert_int_equal(added, 2);
+  assert_int_equal(jobstore_page_done(f->js, id, page2, 4, "token-3", 70001, &added), -ENOENT); /* not taken */
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_int_equal(j.total, 4);
+  struct seen s = {""};
+  int64_t next = 0;
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
+  assert_string_equal(s.text,
+                      "ourVideo001:failed:transcript_not_available:m ourVideo002:failed:transcript_not_available:m "
+                      "ourVideo003:queued ourVideo004:queued");
+  /* The job holds max_items: the list ends though the page named another. */
+  assert_false(j.more);
+  assert_int_equal(jobstore_take_page(f->js, 80000, 60000, &pg), -EAGAIN);
+}
+
+/* A page met a ration: back, not before its time; a page's last read (no token) ends the list; cancel drops it. */
+static void test_a_page_given_back_waits_and_cancel_drops_the_list(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.continuation = "t1";
+  spec.max_items = 100;
+  char id[JOBSTORE_ID_LEN + 1], id2[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 1000, id), 0); /* an empty first page that goes on */
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1001, id2), 0);
+  struct jobstore_page pg;
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id); /* the older job first */
+  assert_int_equal(jobstore_page_retry(f->js, id, 5000, 2000), 0);
+  assert_int_equal(jobstore_take_page(f->js, 2001, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id2);
+  assert_int_equal(jobstore_take_page(f->js, 4999, 60000, &pg), -EAGAIN);
+  assert_int_equal(jobstore_take_page(f->js, 5000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, id);
+  size_t added = 0;
+  assert_int_equal(jobstore_page_done(f->js, id, ids + 2, 3, "", 5001, &added), 0);
+  assert_int_equal(added, 3);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_false(j.more);
+  assert_int_equal(j.total, 3);
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id2, 6000, &n), 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", id2, &j), 0);
+  assert_false(j.more);
+  assert_string_equal(j.status, "cancelled");
+  assert_int_equal(jobstore_page_done(f->js, id2, ids, 1, "t2", 6001, &added), -ENOENT);
+  /* No continuation and no video: nothing to make. */
+  spec.continuation = "";
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 7000, id), -EINVAL);
+}
+
+/* A playlist's job with a webhook owes it only once its list is read to the end, not when its first items end. */
+static void test_a_list_job_owes_its_webhook_after_its_last_page(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_hook;
+  spec.continuation = "t1";
+  spec.max_items = 10;
+  char id[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1000, 1000, &t), 0);
+  assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 1001), 0);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* its list goes on */
+  assert_int_equal(jobstore_expire(f->js, 10000000, 1), 0);       /* nor is it expired */
+  struct jobstore_page pg;
+  size_t added = 0;
+  assert_int_equal(jobstore_take_page(f->js, 2000, 1000, &pg), 0);
+  assert_int_equal(jobstore_page_done(f->js, id, ids + 1, 1, "", 2001, &added), 0);
+  assert_int_equal(added, 1);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN); /* its new item is queued */
+  assert_int_equal(jobstore_take(f->js, 3000, 1000, &t), 0);
+  assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, "{}", 2, 3001), 0);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_string_equal(job, id);
+}
+
 /* The value of a Redis string key as a number (0 when missing). */
 static long long redis_num(int port, const char *cmd) {
   redisContext *c = test_redis_sync(port);
@@ -703,6 +825,9 @@ int main(void) {
       ON_SQLITE(test_bad_input_is_refused),
       ON_SQLITE(test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered),
       ON_SQLITE(test_a_job_owing_a_webhook_is_not_expired),
+      ON_BOTH(test_pages_of_a_list_grow_the_job_until_the_last),
+      ON_BOTH(test_a_page_given_back_waits_and_cancel_drops_the_list),
+      ON_BOTH(test_a_list_job_owes_its_webhook_after_its_last_page),
       ON_REDIS(test_a_unit_is_counted_with_the_answer_and_none_past_the_quota),
       ON_REDIS(test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once),
       ON_REDIS(test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it),

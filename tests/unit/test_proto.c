@@ -64,6 +64,9 @@ static void test_every_kind_round_trips_and_no_other(void **state) {
   /* A video's job read as a webhook's: it names a video and no URL. */
   b.data[12] = PROTO_KIND_WEBHOOK;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  /* Nor as a browse job's: it names a video and no target. */
+  b.data[12] = PROTO_KIND_BROWSE;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
   in.kind = PROTO_KIND_LAST + 1;
   assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
   buf_free(&b);
@@ -105,6 +108,77 @@ static void test_webhook_job_round_trips_its_delivery(void **state) {
   in.kind = PROTO_KIND_CAPTIONS;
   in.video_id[0] = '\0';
   assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
+/* A browse job carries what it reads and its target, and no video; any other kind carries no target. */
+static void test_a_browse_job_carries_its_target_and_no_video(void **state) {
+  (void)state;
+  struct proto_job in = sample_job(), out;
+  struct buf b = BUF_INIT;
+  in.kind = PROTO_KIND_BROWSE;
+  in.video_id[0] = '\0';
+  in.browse_what = PROTO_BROWSE_CONTINUATION;
+  in.browse = "4qmFsgtoken%3D";
+  in.browse_len = (uint32_t)strlen(in.browse);
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), 0);
+  assert_int_equal(out.kind, PROTO_KIND_BROWSE);
+  assert_string_equal(out.video_id, "");
+  assert_int_equal(out.browse_what, PROTO_BROWSE_CONTINUATION);
+  assert_int_equal(out.browse_len, in.browse_len);
+  assert_memory_equal(out.browse, in.browse, in.browse_len);
+  char key[PROTO_MAX_JOB_KEY + 1];
+  proto_job_key(&out, key);
+  assert_string_equal(key, PROTO_BROWSE_KEY);
+  assert_int_equal(proto_key_kind(key), PROTO_KIND_BROWSE);
+  /* what says nothing, or too much: refused on both sides. */
+  b.data[b.len - in.browse_len - 5] = PROTO_BROWSE_CONTINUATION + 1;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  in.browse_what = PROTO_BROWSE_NONE;
+  buf_reset(&b);
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  /* No target, a target with a NUL, a video besides: refused. */
+  in.browse_what = PROTO_BROWSE_PLAYLIST;
+  in.browse_len = 0;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  in.browse = "PL\0x";
+  in.browse_len = 4;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  in.browse = "PLabc";
+  in.browse_len = 5;
+  memcpy(in.video_id, "abcDEF12_-x", 12);
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  /* A captions job with a target is refused too. */
+  in.kind = PROTO_KIND_CAPTIONS;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
+/* A browse body: the token line, then one id a line; anything else is refused whole. */
+static void test_a_browse_body_round_trips_and_refuses_other_shapes(void **state) {
+  (void)state;
+  static const char ids[][VTS_VIDEO_ID_LEN + 1] = {"abcDEF12_-x", "zyx98765432"};
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_browse_body(&b, "tok%3D", ids, 2), 0);
+  assert_int_equal(b.len, strlen("tok%3D\nabcDEF12_-x\nzyx98765432\n"));
+  assert_memory_equal(b.data, "tok%3D\nabcDEF12_-x\nzyx98765432\n", b.len);
+  struct proto_browse_page p;
+  assert_int_equal(proto_browse_read(b.data, b.len, &p), 0);
+  assert_int_equal(p.token_len, 6);
+  assert_memory_equal(p.token, "tok%3D", 6);
+  assert_int_equal(p.n, 2);
+  assert_memory_equal(p.ids + 12, "zyx98765432", 11);
+  assert_int_equal(proto_browse_read("\n", 1, &p), 0); /* the last page of an empty list */
+  assert_int_equal(p.n + p.token_len, 0);
+  assert_int_equal(proto_browse_read(b.data, b.len - 1, &p), -EPROTO);
+  assert_int_equal(proto_browse_read("tok", 3, &p), -EPROTO);
+  assert_int_equal(proto_browse_read("\nabc!EF12_-x\n", 13, &p), -EPROTO);
+  assert_int_equal(proto_browse_read("\nabcDEF12_-xy", 13, &p), -EPROTO);
+  buf_reset(&b);
+  assert_int_equal(proto_browse_body(&b, "a\nb", ids, 1), -EINVAL);
+  static const char bad[][VTS_VIDEO_ID_LEN + 1] = {"short"};
+  assert_int_equal(proto_browse_body(&b, "", bad, 1), -EINVAL);
   buf_free(&b);
 }
 
@@ -458,7 +532,13 @@ static void test_reasons_keep_their_wire_numbers(void **state) {
   assert_int_equal(PROTO_REASON_REMOVED, 24);
   assert_int_equal(PROTO_REASON_LIVE_NOT_ARCHIVED, 25);
   assert_int_equal(PROTO_REASON_GEO_RESTRICTED, 26);
-  assert_int_equal(PROTO_REASON__COUNT, 27);
+  assert_int_equal(PROTO_REASON_PLAYLIST_MISSING, 27);
+  assert_int_equal(PROTO_REASON_PLAYLIST_PRIVATE, 28);
+  assert_int_equal(PROTO_REASON_PLAYLIST_UNVIEWABLE, 29);
+  assert_int_equal(PROTO_REASON_CHANNEL_MISSING, 30);
+  assert_int_equal(PROTO_REASON_CHANNEL_REMOVED, 31);
+  assert_int_equal(PROTO_REASON__COUNT, 32);
+  assert_string_equal(proto_reason_name(PROTO_REASON_CHANNEL_REMOVED), "channel_removed");
   assert_string_equal(proto_reason_name(PROTO_REASON_BUDGET), "egress_budget");
   assert_string_equal(proto_reason_name(PROTO_REASON_RATIONED), "rationed");
   assert_string_equal(proto_reason_name(PROTO_REASON_CLIENT_OUTDATED), "client_outdated");
@@ -467,9 +547,9 @@ static void test_reasons_keep_their_wire_numbers(void **state) {
   assert_string_equal(proto_reason_name(PROTO_REASON_AGE_RESTRICTED), "age_restricted");
   assert_string_equal(proto_reason_name(PROTO_REASON_LIVE_NOT_ARCHIVED), "live_not_archived");
   assert_string_equal(proto_reason_name(PROTO_REASON__COUNT), "unknown");
-  /* Every reason that says the video cannot be played, and no other. */
+  /* Every reason that says the video cannot be played, and no other (a list that cannot be read is no video). */
   for (uint8_t r = 0; r < PROTO_REASON__COUNT; r++) {
-    int gone = r == PROTO_REASON_NOT_PLAYABLE || r >= PROTO_REASON_AGE_RESTRICTED;
+    int gone = r == PROTO_REASON_NOT_PLAYABLE || (r >= PROTO_REASON_AGE_RESTRICTED && r <= PROTO_REASON_GEO_RESTRICTED);
     assert_int_equal(proto_reason_gone(r), gone);
   }
 }
@@ -501,6 +581,8 @@ int main(void) {
       cmocka_unit_test(test_ok_result_without_body_is_rejected),
       cmocka_unit_test(test_every_outcome_round_trips_and_no_other),
       cmocka_unit_test(test_reasons_keep_their_wire_numbers),
+      cmocka_unit_test(test_a_browse_job_carries_its_target_and_no_video),
+      cmocka_unit_test(test_a_browse_body_round_trips_and_refuses_other_shapes),
       cmocka_unit_test(test_outcomes_map_to_the_architecture_statuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
