@@ -265,7 +265,8 @@ static int members_text(const struct client_profile *p, const char *member, yajl
   struct buf text = BUF_INIT;
   const char *why = NULL;
   int rv = write_value(v, 1, template, &text, &why);
-  if (rv == 0 && text.len - 2 >= outlen) {
+  /* Out is the members after a leading comma: text.len - 1 bytes of "{...}", and its NUL. */
+  if (rv == 0 && text.len > 2 && text.len - 1 >= outlen) {
     why = "is too long as JSON (at most 1023 bytes)";
     rv = -EINVAL;
   }

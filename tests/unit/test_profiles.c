@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
+#include "common/buf.h"
 #include "common/config.h"
 #include "common/util.h"
 #include "fetcher/platform/profiles.h"
@@ -165,6 +166,40 @@ static void test_every_request_member_is_read(void **state) {
   assert_string_equal(v->path, "/youtubei/v1/player");
   assert_int_equal(v->visitor, PROFILE_VISITOR_NONE);
   assert_int_equal(profiles_find(&set, "WEB")->visitor, PROFILE_VISITOR_PAGE);
+}
+
+/* Extra members whose JSON text, with the comma that leads it, is one byte more than fits: refused, never cut. */
+static void test_members_one_byte_too_long_are_refused_not_cut(void **state) {
+  (void)state;
+  for (size_t last = 183; last <= 184; last++) {
+    struct buf doc = BUF_INIT;
+    assert_int_equal(buf_puts(&doc,
+                              "{\"profiles\": [{\"name\": \"BIG\", \"client_name\": \"WEB\", \"client_id\": 1,"
+                              " \"version\": \"2.1\", \"user_agent\": \"ua\", \"context_members\": {"),
+                     0);
+    char s[256];
+    memset(s, 'x', 200);
+    s[200] = '\0';
+    for (int i = 0; i < 4; i++) assert_int_equal(buf_printf(&doc, "\"k%d\": \"%s\", ", i, s), 0);
+    s[last] = '\0';
+    assert_int_equal(buf_printf(&doc, "\"k4\": \"%s\"}}]}", s), 0);
+    struct profile_set set;
+    profiles_builtin(&set);
+    char err[512] = "";
+    int rv = profiles_apply_json(&set, doc.data, doc.len, err, sizeof(err));
+    buf_free(&doc);
+    if (last == 183) {
+      /* ",\"k0\":\"x...x\",...,\"k4\":\"x...x\"": 1023 bytes, the most that fits. */
+      assert_int_equal(rv, 0);
+      const struct client_profile *p = profiles_find(&set, "BIG");
+      assert_non_null(p);
+      assert_int_equal(strlen(p->context_members), PROFILES_MAX_MEMBERS_TEXT - 1);
+      assert_int_equal(p->context_members[PROFILES_MAX_MEMBERS_TEXT - 2], '"');
+    } else {
+      assert_int_equal(rv, -EINVAL);
+      assert_string_equal(err, "profile BIG: \"context_members\" is too long as JSON (at most 1023 bytes)");
+    }
+  }
 }
 
 static void write_file(const char *path, const char *text) {
@@ -490,6 +525,7 @@ int main(void) {
       cmocka_unit_test(test_document_adds_and_replaces_profiles_whole),
       cmocka_unit_test(test_bad_documents_are_refused_with_what_is_wrong),
       cmocka_unit_test(test_every_request_member_is_read),
+      cmocka_unit_test(test_members_one_byte_too_long_are_refused_not_cut),
       cmocka_unit_test(test_source_reloads_a_changed_file_and_keeps_the_old_on_error),
       cmocka_unit_test(test_clients_resolve_against_file_profiles),
       cmocka_unit_test(test_proxies_alternate_and_a_blocked_one_rests),
