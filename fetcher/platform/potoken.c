@@ -170,7 +170,8 @@ static int reply_scalar(void *ctx, int node, int field, enum jsonstream_kind kin
     r->has_binding = 1;
     r->binding_ok = len == strlen(r->binding) && memcmp(s, r->binding, len) == 0;
   } else if (field == F_EXPIRES) {
-    if (util_parse_rfc3339(s, len, &r->expires_ms) != 0) r->bad = 1;
+    /* Before 1970 is long past, and -1 is what "no expiry" is held as: out of shape either way. */
+    if (util_parse_rfc3339(s, len, &r->expires_ms) != 0 || r->expires_ms < 0) r->bad = 1;
   }
   return 0;
 }

@@ -87,6 +87,9 @@ static void test_a_refusal_or_a_reply_out_of_shape_gives_no_token(void **state) 
   assert_int_equal(parse("{\"poToken\":\"\"}", token, &expires), -EPROTO);
   assert_int_equal(parse("{\"poToken\":7}", token, &expires), -EPROTO);
   assert_int_equal(parse("{\"poToken\":\"abc\",\"expiresAt\":\"tomorrow\"}", token, &expires), -EPROTO);
+  /* An expiry before 1970 is long past: not "no expiry" (-1, what 1969-12-31T23:59:59.999Z came to), not usable. */
+  assert_int_equal(parse("{\"poToken\":\"abc\",\"expiresAt\":\"1969-12-31T23:59:59.999Z\"}", token, &expires), -EPROTO);
+  assert_int_equal(parse("{\"poToken\":\"abc\",\"expiresAt\":\"0001-01-01T00:00:00Z\"}", token, &expires), -EPROTO);
   assert_int_equal(parse("{\"contentBinding\":\"vid00000001\"}", token, &expires), -EPROTO);
   assert_int_equal(parse("[\"abc\"]", token, &expires), -EPROTO);
   assert_int_equal(parse("{\"poToken\":\"abc\"", token, &expires), -EPROTO);
