@@ -21,17 +21,21 @@ struct var {
   size_t size; /* string capacity */
   const char *def;
   int64_t min, max;
+  int secret; /* the value may hold credentials: a message never repeats it */
 };
 
 #define S(f, name, def) \
-  { name, K_STR, offsetof(struct vts_config, f), sizeof(((struct vts_config *)0)->f), def, 0, 0 }
+  { name, K_STR, offsetof(struct vts_config, f), sizeof(((struct vts_config *)0)->f), def, 0, 0, 0 }
+/* A string that may hold credentials (a password in a URL, a key). */
+#define SECRET_S(f, name, def) \
+  { name, K_STR, offsetof(struct vts_config, f), sizeof(((struct vts_config *)0)->f), def, 0, 0, 1 }
 #define I(f, name, def, lo, hi) \
-  { name, K_INT, offsetof(struct vts_config, f), 0, def, lo, hi }
+  { name, K_INT, offsetof(struct vts_config, f), 0, def, lo, hi, 0 }
 #define B(f, name, def) \
-  { name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0 }
+  { name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0, 0 }
 
 static const struct var vars[] = {
-    {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0},
+    {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0, 0},
     S(jobs_url, "VTS_JOBS_URL", "tcp://127.0.0.1:7400"),
     S(jobs_tls_ca, "VTS_JOBS_TLS_CA", ""),
     S(jobs_tls_cert, "VTS_JOBS_TLS_CERT", ""),
@@ -41,8 +45,8 @@ static const struct var vars[] = {
     I(jobs_resolve_s, "VTS_JOBS_RESOLVE_S", "10", 1, 3600),
     S(keys_file, "VTS_KEYS_FILE", "keys.db"),
     S(state_dir, "VTS_STATE_DIR", "state"),
-    S(redis_url, "VTS_REDIS_URL", ""),
-    S(redis_cache_url, "VTS_REDIS_CACHE_URL", ""),
+    SECRET_S(redis_url, "VTS_REDIS_URL", ""),
+    SECRET_S(redis_cache_url, "VTS_REDIS_CACHE_URL", ""),
     B(rate_limit_fail_closed, "VTS_RATE_LIMIT_FAIL_CLOSED", "false"),
     I(rate_limit, "VTS_RATE_LIMIT", "60", 1, 1000000000),
     I(rate_window_s, "VTS_RATE_WINDOW_S", "60", 1, 86400),
@@ -55,10 +59,10 @@ static const struct var vars[] = {
     I(speech_max_concurrent, "VTS_SPEECH_MAX_CONCURRENT", "1", 1, 1024),
     I(speech_max_seconds, "VTS_SPEECH_MAX_SECONDS", "3600", 1, 86400),
     S(upstream_url, "VTS_UPSTREAM_URL", "https://www.youtube.com"),
-    S(upstream_proxy, "VTS_UPSTREAM_PROXY", ""),
+    SECRET_S(upstream_proxy, "VTS_UPSTREAM_PROXY", ""),
     S(innertube_clients, "VTS_INNERTUBE_CLIENTS", "VISIONOS,ANDROID"),
     S(client_profiles, "VTS_CLIENT_PROFILES", ""),
-    S(pot_provider_url, "VTS_POT_PROVIDER_URL", ""),
+    SECRET_S(pot_provider_url, "VTS_POT_PROVIDER_URL", ""),
     I(pot_timeout_ms, "VTS_POT_TIMEOUT_MS", "5000", 50, 60000),
     I(upstream_attempts, "VTS_UPSTREAM_ATTEMPTS", "3", 1, 16),
     I(proxy_rest_ms, "VTS_PROXY_REST_MS", "30000", 100, 86400000),
@@ -67,8 +71,8 @@ static const struct var vars[] = {
     B(egress_decline, "VTS_EGRESS_DECLINE", "false"),
     B(speech_fallback, "VTS_SPEECH_FALLBACK", "false"),
     S(speech_engine, "VTS_SPEECH_ENGINE", "pocketsphinx"),
-    S(speech_url, "VTS_SPEECH_URL", ""),
-    S(speech_api_key, "VTS_SPEECH_API_KEY", ""),
+    SECRET_S(speech_url, "VTS_SPEECH_URL", ""),
+    SECRET_S(speech_api_key, "VTS_SPEECH_API_KEY", ""),
     S(speech_model, "VTS_SPEECH_MODEL", "whisper-1"),
     S(pocketsphinx_model_dir, "VTS_POCKETSPHINX_MODEL_DIR", "/usr/share/pocketsphinx/model/en-us/en-us"),
     S(env, "VTS_ENV", "development"),
@@ -278,7 +282,10 @@ int config_load(struct vts_config *cfg, char *err, size_t errlen) {
                          : v->kind == K_LISTEN ? "HOST:PORT"
                          : v->kind == K_STR    ? "a shorter string"
                                                : "an integer in range";
-      if (v->kind == K_INT)
+      if (v->secret)
+        snprintf(err, errlen, "%s: invalid value: expected %s (the value is not repeated: it may hold credentials)",
+                 v->name, what);
+      else if (v->kind == K_INT)
         snprintf(err, errlen, "%s: invalid value \"%.64s\": expected an integer from %lld to %lld", v->name, val,
                  (long long)v->min, (long long)v->max);
       else

@@ -7,11 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 #include <errno.h>
 
+#include "common/config.h"
 #include "common/limits.h"
 #include "common/util.h"
 #include "fetcher/platform/potoken.h"
@@ -52,6 +54,26 @@ static void test_a_bad_provider_url_is_refused_without_its_secret(void **state) 
   assert_int_equal(potoken_new("http://user:hunter2@127.0.0.1:1", 1000, &p, err, sizeof(err)), 0);
   assert_non_null(p);
   potoken_free(p);
+}
+
+/* A provider URL too long for its setting is refused at start without repeating it: its start is the credentials. */
+static void test_a_provider_url_too_long_is_refused_without_its_secret(void **state) {
+  (void)state;
+  char url[CONFIG_STR_MAX + 64];
+  int n = snprintf(url, sizeof(url), "http://user:hunter2@");
+  memset(url + n, 'a', CONFIG_STR_MAX);
+  snprintf(url + n + CONFIG_STR_MAX, sizeof(url) - (size_t)n - CONFIG_STR_MAX, ".example/");
+  assert_int_equal(setenv("VTS_POT_PROVIDER_URL", url, 1), 0);
+  struct vts_config *cfg = malloc(sizeof(*cfg));
+  assert_non_null(cfg);
+  char err[512] = "";
+  int rv = config_load(cfg, err, sizeof(err));
+  unsetenv("VTS_POT_PROVIDER_URL");
+  free(cfg);
+  assert_int_equal(rv, -EINVAL);
+  assert_string_equal(err,
+                      "VTS_POT_PROVIDER_URL: invalid value: expected a shorter string (the value is not repeated: "
+                      "it may hold credentials)");
 }
 
 static int parse(const char *body, char *token, int64_t *expires) {
@@ -144,6 +166,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_request_url_keeps_credentials_out_of_the_origin),
       cmocka_unit_test(test_a_bad_provider_url_is_refused_without_its_secret),
+      cmocka_unit_test(test_a_provider_url_too_long_is_refused_without_its_secret),
       cmocka_unit_test(test_a_provider_reply_gives_its_token_and_expiry),
       cmocka_unit_test(test_a_refusal_or_a_reply_out_of_shape_gives_no_token),
       cmocka_unit_test(test_a_token_is_kept_until_shortly_before_its_expiry),
