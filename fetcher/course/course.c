@@ -272,6 +272,8 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
   v = V_REFUSED;
   /* The platform answers an empty 200 to a track it will not serve this client (a PO token it wanted, for one). */
   if (f->resp.body.len == 0) {
+    /* A token it refused is no use for the rest of its lifetime: the next client's or job's asks for a new one. */
+    if (track->po_token && f->pot[0] != '\0') potoken_forget(f->it->pot, f->video_id, f->pot);
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "empty_captions");
     goto done;
   }

@@ -229,6 +229,17 @@ static void keep(struct potoken *p, const char *binding, const char *token, uint
   best->keep_until_ms = keep_until;
 }
 
+void potoken_forget(struct potoken *p, const char *binding, const char *token) {
+  if (p == NULL) return;
+  for (size_t i = 0; i < VTS_POT_CACHE_SLOTS; i++) {
+    struct pot_slot *s = &p->slots[i];
+    if (s->keep_until_ms != 0 && strcmp(s->binding, binding) == 0 && strcmp(s->token, token) == 0) {
+      memset(s, 0, sizeof(*s));
+      log_msg(LOG_INFO, "po token refused by the platform: forgotten", "binding", binding, NULL);
+    }
+  }
+}
+
 static int failed(struct potoken *p, struct fetch_outcome *o, const char *detail, const char *request_id, long status,
                   uint64_t started) {
   char code[24], dur[24];

@@ -65,4 +65,10 @@ uint64_t potoken_keep_ms(int64_t expires_ms, int64_t now_wall_ms);
 int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, const char *request_id, char *token,
                 size_t tokenlen, struct fetch_outcome *o);
 
+/*
+ * Forgets the kept token of binding when it is token (the platform refused it: it is no use for the rest of its
+ * lifetime), so that the next request for binding asks the provider again. A token kept since then stays.
+ */
+void potoken_forget(struct potoken *p, const char *binding, const char *token);
+
 #endif

@@ -19,7 +19,9 @@ A token is bound to its content binding and expiry: base64url of 6 random bytes,
 Every request mints a new token (the real server keeps one per binding: the fetcher's own cache is what tests count).
 
 Knobs:
-  --mode ok|refuse|hang   refuse: 500 {"error"}; hang: no answer until the client leaves (or HANG_MAX_SECONDS).
+  --mode ok|refuse|hang|unbound   refuse: 500 {"error"}; hang: no answer until the client leaves (or
+                          HANG_MAX_SECONDS); unbound: a 200 as in ok whose token the platform refuses (minted for
+                          another binding, as a provider whose tokens the platform stopped honouring).
   --ttl-s S               the lifetime of issued tokens (default 21600, the real server's 6 hours).
   --user U --password P   requests without this HTTP Basic authorization get 401 {"error": "unauthorized"}.
   --query-key K           requests without ?key=K get 403 {"error": "forbidden"}.
@@ -208,7 +210,7 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "refuse":
             self.send_json(500, {"error": "Failed to mint POT for %s: the fake refuses" % binding})
             return
-        token, expires_ms = mint(binding, ttl_s)
+        token, expires_ms = mint(binding + "-unbound" if mode == "unbound" else binding, ttl_s)
         with STATE.lock:
             STATE.issued.append({"binding": binding, "token": token, "expires_ms": expires_ms})
         self.send_json(200, {"poToken": token, "contentBinding": binding, "expiresAt": iso_ms(expires_ms)})
@@ -218,7 +220,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--mode", choices=("ok", "refuse", "hang"), default="ok")
+    parser.add_argument("--mode", choices=("ok", "refuse", "hang", "unbound"), default="ok")
     parser.add_argument("--ttl-s", type=float, default=21600.0)
     parser.add_argument("--user")
     parser.add_argument("--password")

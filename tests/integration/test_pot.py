@@ -146,6 +146,31 @@ def test_a_token_is_asked_again_after_its_expiry(tmp_path):
         provider.close()
 
 
+def test_a_token_the_platform_refuses_is_asked_again(tmp_path, provider):
+    # The provider's tokens are refused by the platform (an empty 200 for the track): none of them is kept.
+    provider.set_mode("unbound")
+    stack = pot_stack(tmp_path, provider.url)
+    try:
+        r = transcript(stack, "potLangs001", "en")
+        assert r.status == 502, r
+        refused = [i["token"] for i in provider.stats()["issued"]]
+        assert len(refused) >= 1
+        assert [q["pot"] for q in caption_queries(stack, "potLangs001")] == [[t] for t in refused]
+        assert len(fetcher_records(stack, "po token refused by the platform: forgotten")) == len(refused)
+        # Once the provider's tokens are good again, the next job asks for one instead of reusing a refused one.
+        provider.set_mode("ok")
+        r = transcript(stack, "potLangs001", "en")
+        assert r.status == 200, r
+        assert r.json()["language"] == "en"
+        st = provider.stats()
+        assert st["requests"] == len(refused) + 1, st
+        good = st["issued"][-1]["token"]
+        assert good not in refused
+        assert caption_queries(stack, "potLangs001")[-1]["pot"] == [good]
+    finally:
+        stack.close()
+
+
 def test_a_hanging_provider_costs_no_more_than_its_deadline(tmp_path, provider):
     provider.set_mode("hang")
     pot_ms, job_ms = 800, 20000
