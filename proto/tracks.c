@@ -11,8 +11,10 @@ static size_t list_comma(const char *s, size_t left) {
 }
 
 int tracks_url_wants_po_token(const char *url) {
-  const char *q = strchr(url, '?');
-  while (q) {
+  /* The query only: a fragment (and anything in it that looks like a parameter) is no part of what is sent. */
+  const char *end = url + strcspn(url, "#");
+  const char *q = memchr(url, '?', (size_t)(end - url));
+  while (q && q < end) {
     q++;
     if (strncmp(q, "exp=", 4) == 0) {
       const char *v = q + 4;
@@ -25,7 +27,7 @@ int tracks_url_wants_po_token(const char *url) {
         if (i < len) i += list_comma(v + i, len - i);
       }
     }
-    q = strchr(q, '&');
+    q = memchr(q, '&', (size_t)(end - q));
   }
   return 0;
 }

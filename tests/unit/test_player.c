@@ -13,6 +13,7 @@
 #include "common/buf.h"
 #include "common/limits.h"
 #include "fetcher/platform/player.h"
+#include "proto/tracks.h"
 #include "testdata.h"
 
 static int parse_str(const char *s, size_t len, struct player_info *pi) {
@@ -412,6 +413,17 @@ static void test_choice_without_match_uses_default_then_manual_then_first(void *
   free(pi.tracks);
 }
 
+/* The exp list of a track URL's query marks it; a fragment is no part of what the platform reads. */
+static void test_only_the_query_says_a_track_wants_a_token(void **state) {
+  (void)state;
+  assert_int_equal(tracks_url_wants_po_token("https://www.youtube.com/api/timedtext?v=vtsTestVid1&exp=xpe"), 1);
+  assert_int_equal(tracks_url_wants_po_token("https://www.youtube.com/api/timedtext?exp=xpo%2Cxpv&lang=en#f"), 1);
+  assert_int_equal(tracks_url_wants_po_token("https://www.youtube.com/api/timedtext?exp=xpo&lang=en"), 0);
+  assert_int_equal(tracks_url_wants_po_token("https://www.youtube.com/api/timedtext?lang=en#&exp=xpe"), 0);
+  assert_int_equal(tracks_url_wants_po_token("https://www.youtube.com/api/timedtext?lang=en#x&exp=xpv"), 0);
+  assert_int_equal(tracks_url_wants_po_token("https://www.youtube.com/api/timedtext#?exp=xpe"), 0);
+}
+
 static void test_choice_skips_po_token_tracks(void **state) {
   (void)state;
   const struct spec s[] = {{"en", 0, 1}, {"en", 1, 0}, {"de", 0, 1}};
@@ -625,6 +637,7 @@ int main(void) {
       cmocka_unit_test(test_choice_exact_asr_beats_base_language_manual),
       cmocka_unit_test(test_choice_falls_back_to_base_language),
       cmocka_unit_test(test_choice_without_match_uses_default_then_manual_then_first),
+      cmocka_unit_test(test_only_the_query_says_a_track_wants_a_token),
       cmocka_unit_test(test_choice_skips_po_token_tracks),
       cmocka_unit_test(test_choice_with_tokens_takes_po_token_tracks_as_any),
       cmocka_unit_test(test_tracks_carry_name_and_translatable_and_the_reply_its_translations),
