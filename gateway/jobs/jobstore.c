@@ -168,17 +168,25 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
   snprintf(out, outlen, "%s", s ? (const char *)s : "");
 }
 
+static int sq_open_jobs(void *self, const char *key_id, size_t *n);
+
 static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
                      size_t n, int64_t now_ms, const char *id_out) {
   struct jobstore *js = self;
   int more = spec->continuation != NULL && spec->continuation[0] != '\0';
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  int rv =
-      run(js, prepare(js,
-                      "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
-                      "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                      "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language, spec->translate,
-                      spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
+  int rv = 0;
+  if (spec->max_open > 0) {
+    size_t open = 0;
+    rv = sq_open_jobs(js, spec->key_id, &open);
+    if (rv == 0 && open >= spec->max_open) rv = -EDQUOT;
+  }
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                         "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                         "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language,
+                         spec->translate, spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
   sqlite3_stmt *st =
       rv >= 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", id_out) : NULL;
   if (rv >= 0 && !st) rv = -EIO;

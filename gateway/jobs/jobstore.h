@@ -72,12 +72,17 @@ struct jobstore_spec {
    */
   const char *continuation;
   size_t max_items;
+  /*
+   * The most open jobs (jobstore_open_jobs) key_id may hold, the new one included; 0 for no cap. Checked in the step
+   * that creates the job, so requests made at once (or a list's POST across its first page's reading) cannot pass it.
+   */
+  size_t max_open;
 };
 
 /*
  * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued, with
  * the continuation of spec when it has one. Returns 0 with the job's id in id_out, -EINVAL (n is 0 and no
- * continuation follows), or -EIO.
+ * continuation follows), -EDQUOT (key_id holds spec->max_open open jobs already: nothing made), or -EIO.
  */
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,

@@ -88,10 +88,12 @@ struct jsredis {
 
 /*
  * ARGV: id, key, now, language, translate, format, webhook_url, webhook_secret, source, the continuation of its list's
- * next page ("" for none) and the most items the job may hold, then the video ids.
+ * next page ("" for none), the most items the job may hold and the most open jobs of the key (0: no cap), then the
+ * video ids. The number of items, or -1 (the key's open jobs are at the cap: nothing made).
  */
 static const char create_script[] = LUA_PRELUDE
-    "local j, n = ARGV[1], #ARGV - 11\n"
+    "local j, n, cap = ARGV[1], #ARGV - 12, tonumber(ARGV[12])\n"
+    "if cap > 0 and redis.call('SCARD', 'vts:jobs:open:' .. ARGV[2]) >= cap then return -1 end\n"
     "local k = jk(j)\n"
     "redis.call('HSET', k, 'key', ARGV[2], 'created', ARGV[3], 'updated', ARGV[3], 'total', n, 'language', ARGV[4],\n"
     "  'translate', ARGV[5], 'format', ARGV[6], 'webhook_url', ARGV[7], 'webhook_secret', ARGV[8], 'source', ARGV[9],\n"
@@ -99,7 +101,7 @@ static const char create_script[] = LUA_PRELUDE
     "local a = {}\n"
     "for i = 1, n do\n"
     "  a[#a + 1] = i\n"
-    "  a[#a + 1] = '0' .. ARGV[11 + i]\n"
+    "  a[#a + 1] = '0' .. ARGV[12 + i]\n"
     "  if #a >= 2 * 1000 or i == n then redis.call('HSET', k .. ':it', unpack(a)); a = {} end\n"
     "end\n"
     "redis.call('SADD', 'vts:jobs:open:' .. ARGV[2], j)\n"
@@ -547,7 +549,7 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
                      size_t n, int64_t now_ms, const char *job_id) {
   struct jsredis *r = self;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 11 + (int)n) != 0) {
+  if (args_init(&a, ARGS_HEAD + 12 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
@@ -567,10 +569,13 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
   snprintf(max, sizeof(max), "%zu", spec->max_items);
   arg(&a, spec->continuation != NULL ? spec->continuation : "");
   arg(&a, max);
+  char open_cap[24];
+  snprintf(open_cap, sizeof(open_cap), "%zu", spec->max_open);
+  arg(&a, open_cap);
   for (size_t i = 0; i < n; i++) arg_n(&a, video_ids[i], VTS_VIDEO_ID_LEN);
   redisReply *rep = eval(r, &a, create_script);
   args_free(&a);
-  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? 0 : -EIO;
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -EDQUOT : 0;
   freeReplyObject(rep);
   return rv;
 }

@@ -503,6 +503,39 @@ static void test_bad_input_is_refused(void **state) {
   assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
 }
 
+/*
+ * The cap of a key's open jobs is checked in the step that makes the job: a create past it makes nothing, whatever
+ * the caller counted before (a list's POST counts before its first page is read, and others may create meanwhile).
+ */
+static void test_a_create_past_the_keys_open_jobs_makes_nothing(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.max_open = 2;
+  char id[JOBSTORE_ID_LEN + 1], id2[JOBSTORE_ID_LEN + 1], id3[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
+  spec.source = "playlist:PLours"; /* a list's job still reading its pages is open with no item queued */
+  spec.continuation = "token-2";
+  spec.max_items = 4;
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 1001, id2), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 2, 1002, id3), -EDQUOT);
+  spec.continuation = NULL;
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1003, id3), -EDQUOT);
+  size_t open = 0;
+  assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
+  assert_int_equal(open, 2);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id3, &j), -ENOENT);
+  /* The cap is per key, and a cancelled job frees its place. */
+  struct jobstore_spec other = spec_a;
+  other.key_id = "keyB";
+  other.max_open = 2;
+  assert_int_equal(jobstore_create(f->js, &other, ids, 1, 1004, id3), 0);
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1005, &n), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1006, id3), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1007, id), -EDQUOT);
+}
+
 /* A playlist's job: its first page made it; each next page appends the ids it does not hold yet, up to max_items. */
 static void test_pages_of_a_list_grow_the_job_until_the_last(void **state) {
   struct fixture *f = *state;
@@ -825,6 +858,7 @@ int main(void) {
       ON_SQLITE(test_bad_input_is_refused),
       ON_SQLITE(test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered),
       ON_SQLITE(test_a_job_owing_a_webhook_is_not_expired),
+      ON_BOTH(test_a_create_past_the_keys_open_jobs_makes_nothing),
       ON_BOTH(test_pages_of_a_list_grow_the_job_until_the_last),
       ON_BOTH(test_a_page_given_back_waits_and_cancel_drops_the_list),
       ON_BOTH(test_a_list_job_owes_its_webhook_after_its_last_page),
