@@ -326,6 +326,18 @@ static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t
   *n = 0;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int rv = owned(js, key_id, job_id);
+  /* An ended job (nothing queued or running, no page of its list to read) is left as it is. */
+  if (rv == 0) {
+    sqlite3_stmt *st = prepare(js,
+                               "SELECT 1 FROM jobs j WHERE j.id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
+                               "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
+                               "p.job_id=j.id))",
+                               "s", job_id);
+    int rc = st != NULL ? sqlite3_step(st) : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) return finish(js, 0);
+    if (rc != SQLITE_ROW) rv = -EIO;
+  }
   if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
   if (rv >= 0) *n = (size_t)rv;
   if (rv >= 0 && run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id)) < 0) rv = -EIO;

@@ -125,12 +125,16 @@ static const char items_script[] = LUA_PRELUDE
     "return {last < total and 1 or 0, redis.call('HMGET', k .. ':it', unpack(f)),\n"
     "  redis.call('HMGET', k .. ':res', unpack(f))}\n";
 
-/* ARGV: id, key, now, ttl. How many items were cancelled, or -1 for another key's job or none. */
+/*
+ * ARGV: id, key, now, ttl. How many items were cancelled, or -1 for another key's job or none. An ended job (nothing
+ * queued or running, no page of its list to read) is left as it is.
+ */
 static const char cancel_script[] = LUA_PRELUDE
     "local j = ARGV[1]\n"
     "local k = jk(j)\n"
-    "local h = redis.call('HMGET', k, 'key', 'total')\n"
+    "local h = redis.call('HMGET', k, 'key', 'total', 'nq', 'nr', 'cont')\n"
     "if h[1] ~= ARGV[2] then return -1 end\n"
+    "if tonumber(h[3]) + tonumber(h[4]) == 0 and (not h[5] or h[5] == '') then return 0 end\n"
     "local it, total, n = k .. ':it', tonumber(h[2]), 0\n"
     "for from = 1, total, 1000 do\n"
     "  local f = {}\n"
@@ -140,8 +144,10 @@ static const char cancel_script[] = LUA_PRELUDE
     "    if x and x:sub(1, 1) == '0' then redis.call('HSET', it, f[i], '4' .. x:sub(2, 12)); n = n + 1 end\n"
     "  end\n"
     "end\n"
-    "redis.call('HINCRBY', k, 'nq', -n)\n"
-    "redis.call('HINCRBY', k, 'nc', n)\n"
+    "if n > 0 then\n"
+    "  redis.call('HINCRBY', k, 'nq', -n)\n"
+    "  redis.call('HINCRBY', k, 'nc', n)\n"
+    "end\n"
     "redis.call('HSET', k, 'cancelled', 1, 'updated', ARGV[3])\n"
     "redis.call('ZREM', 'vts:jobs:rr', j)\n"
     "redis.call('HSET', k, 'cont', '', 'please', 0)\n"

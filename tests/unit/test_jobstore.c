@@ -272,6 +272,50 @@ static void test_cancel_stops_what_has_not_started(void **state) {
   assert_int_equal(j.counts[ITEM_DONE], 1);
 }
 
+/* A job with no item left to start (its only one running) is cancelled all the same: nothing to count. */
+static void test_cancelling_a_job_with_nothing_queued_marks_it_cancelled(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  size_t n = 7;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1200, &n), 0);
+  assert_int_equal(n, 0);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "cancelled");
+  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  assert_int_equal(j.counts[ITEM_QUEUED], 0);
+  assert_int_equal(j.counts[ITEM_CANCELLED], 0);
+}
+
+/* Cancelling an ended job changes nothing: it stays done, with its time, and nothing is counted cancelled. */
+static void test_cancelling_an_ended_job_changes_nothing(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{}", 2, 1200), 0);
+  assert_int_equal(jobstore_take(f->js, 1300, 60000, &t), 0);
+  assert_int_equal(jobstore_fail(f->js, id, t.seq, "transcript_not_available", "None.", 1400), 0);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "done");
+  size_t n = 7;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 5000, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "done");
+  assert_int_equal(j.updated_ms, 1400);
+  assert_int_equal(j.counts[ITEM_DONE], 1);
+  assert_int_equal(j.counts[ITEM_FAILED], 1);
+  assert_int_equal(j.counts[ITEM_CANCELLED], 0);
+  /* Another key's ended job is still not found. */
+  assert_int_equal(jobstore_cancel(f->js, "keyB", id, 5000, &n), -ENOENT);
+}
+
 static void test_jobs_are_taken_oldest_first(void **state) {
   struct fixture *f = *state;
   char older[JOBSTORE_ID_LEN + 1], newer[JOBSTORE_ID_LEN + 1];
@@ -849,6 +893,8 @@ int main(void) {
       ON_BOTH(test_a_full_page_ends_before_the_item_that_does_not_fit),
       ON_BOTH(test_a_job_is_seen_only_by_its_key),
       ON_BOTH(test_cancel_stops_what_has_not_started),
+      ON_BOTH(test_cancelling_a_job_with_nothing_queued_marks_it_cancelled),
+      ON_BOTH(test_cancelling_an_ended_job_changes_nothing),
       ON_BOTH(test_jobs_are_taken_oldest_first),
       ON_BOTH(test_jobs_take_turns_so_a_long_job_does_not_starve_a_short_one),
       ON_BOTH(test_two_handles_never_take_the_same_item),
