@@ -666,14 +666,17 @@ static int item_call(int64_t seq, const redisReply *v, const redisReply *b, jobs
   return rv;
 }
 
-static int rs_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
-                    jobstore_item_fn fn, void *ctx, int64_t *next) {
-  struct jsredis *r = self;
-  *next = 0;
-  char from[24], count[24];
-  snprintf(from, sizeof(from), "%" PRId64, after);
-  snprintf(count, sizeof(count), "%zu", limit);
-  const char *argv[] = {"EVAL", items_script, "0", job_id, key_id, from, count};
+/*
+ * One read of the items script: up to count items after from, walked into fn. Returns 0 with *last (the last item
+ * walked), *more (items follow the ones read) and *full (fn found the page full: it ends before *last + 1), or an
+ * error.
+ */
+static int items_chunk(struct jsredis *r, const char *key_id, const char *job_id, int64_t from, size_t count,
+                       jobstore_item_fn fn, void *ctx, int64_t *last, int *more, int *full) {
+  char after_s[24], count_s[24];
+  snprintf(after_s, sizeof(after_s), "%" PRId64, from);
+  snprintf(count_s, sizeof(count_s), "%zu", count);
+  const char *argv[] = {"EVAL", items_script, "0", job_id, key_id, after_s, count_s};
   redisReply *rep = command(r, 7, argv, NULL);
   if (rep == NULL) return -EIO;
   if (rep->type == REDIS_REPLY_NIL) {
@@ -685,24 +688,51 @@ static int rs_items(void *self, const char *key_id, const char *job_id, int64_t 
     freeReplyObject(rep);
     return -EIO;
   }
-  int more = rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
+  *more = rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
   const redisReply *vs = rep->element[1], *bs = rep->element[2];
   int rv = 0;
-  int64_t last = after;
+  *last = from;
   for (size_t i = 0; i < vs->elements; i++) {
-    rv = item_call(after + 1 + (int64_t)i, vs->element[i], bs->element[i], fn, ctx);
+    rv = item_call(from + 1 + (int64_t)i, vs->element[i], bs->element[i], fn, ctx);
     if (rv == JOBSTORE_PAGE_FULL) {
-      *next = last; /* the page ends before this item, which the next page begins with */
+      *full = 1;
       rv = 0;
-      more = 0;
       break;
     }
     if (rv != 0) break;
-    last = after + 1 + (int64_t)i;
+    *last = from + 1 + (int64_t)i;
   }
-  if (rv == 0 && more) *next = last;
   freeReplyObject(rep);
   return rv;
+}
+
+/*
+ * A page in reads of RS_ITEMS_CHUNK items: a page stops at its size (VTS_MAX_JOBS_PAGE_BYTES), so that asking for the
+ * whole limit at once would hold every answer of it in one reply, however few of them the page can take.
+ */
+#define RS_ITEMS_CHUNK 32
+
+static int rs_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                    jobstore_item_fn fn, void *ctx, int64_t *next) {
+  struct jsredis *r = self;
+  *next = 0;
+  int64_t last = after;
+  size_t left = limit;
+  while (left > 0) {
+    size_t count = left < RS_ITEMS_CHUNK ? left : RS_ITEMS_CHUNK;
+    int64_t from = last;
+    int more = 0, full = 0;
+    int rv = items_chunk(r, key_id, job_id, from, count, fn, ctx, &last, &more, &full);
+    if (rv != 0) return rv;
+    if (full) {
+      *next = last; /* the page ends before the item that did not fit, which the next page begins with */
+      return 0;
+    }
+    if (!more) return 0;
+    left -= (size_t)(last - from);
+  }
+  *next = last;
+  return 0;
 }
 
 static int rs_cancel(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {

@@ -714,6 +714,87 @@ static long long redis_num(int port, const char *cmd) {
   return v;
 }
 
+/* The bytes Redis has sent its clients so far (INFO stats: total_net_output_bytes). */
+static long long redis_sent(int port) {
+  redisContext *c = test_redis_sync(port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "INFO stats");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  const char *at = strstr(r->str, "total_net_output_bytes:");
+  assert_non_null(at);
+  long long v = atoll(at + strlen("total_net_output_bytes:"));
+  freeReplyObject(r);
+  redisFree(c);
+  return v;
+}
+
+/* A walk that takes items until their answers pass full bytes, as the API's page does. */
+struct big_walk {
+  size_t full, bytes, n;
+  int64_t last_seq;
+  int in_order;
+};
+
+static int big_item(void *ctx, const struct jobstore_item *it) {
+  struct big_walk *w = ctx;
+  if (w->n > 0 && w->bytes >= w->full) return JOBSTORE_PAGE_FULL;
+  if (it->seq != w->last_seq + 1 || it->status != ITEM_DONE || it->body_len != 100000) w->in_order = 0;
+  w->last_seq = it->seq;
+  w->bytes += it->body_len;
+  w->n++;
+  return 0;
+}
+
+/*
+ * A page of items is read in bounded memory: a page that stops at its size (a few large answers) reads from Redis
+ * about what it holds, not every answer of the limit asked for.
+ */
+static void test_a_page_of_large_answers_reads_only_about_what_it_holds(void **state) {
+  struct fixture *f = *state;
+  enum { N = 150, BODY = 100000 };
+  static char big_ids[N][VTS_VIDEO_ID_LEN + 1];
+  for (int i = 0; i < N; i++) snprintf(big_ids[i], sizeof(big_ids[i]), "bigVideo%03d", i);
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec_a, (const char(*)[VTS_VIDEO_ID_LEN + 1]) big_ids, N, 1000, id), 0);
+  /* Answers that do not compress: each costs Redis its whole size. */
+  char *body = malloc(BODY);
+  assert_non_null(body);
+  uint32_t x = 12345;
+  for (int i = 0; i < BODY; i++) {
+    x = x * 1103515245u + 12345u;
+    body[i] = (char)('a' + (x >> 16) % 26);
+  }
+  for (int i = 0; i < N; i++) {
+    struct jobstore_task t;
+    assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+    body[0] = (char)('a' + i % 26);
+    assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, body, BODY, 2001), 0);
+  }
+  free(body);
+  /* A page full past 1 MB: about 10 answers, not the 150 the limit would allow. */
+  struct big_walk w = {.full = 1000000, .in_order = 1};
+  int64_t next = 0;
+  long long before = redis_sent(f->port);
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 1000, big_item, &w, &next), 0);
+  long long sent = redis_sent(f->port) - before;
+  assert_int_equal(w.n, 10);
+  assert_int_equal(next, 10);
+  assert_true(w.in_order);
+  assert_true(sent < 5000000);
+  /* The rest, read on, each page in order from where the last ended. */
+  size_t total = w.n;
+  while (next != 0) {
+    w.n = 0;
+    w.bytes = 0;
+    assert_int_equal(jobstore_items(f->js, "keyA", id, next, 1000, big_item, &w, &next), 0);
+    total += w.n;
+  }
+  assert_int_equal(total, N);
+  assert_int_equal(w.last_seq, N);
+  assert_true(w.in_order);
+}
+
 static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
@@ -908,6 +989,7 @@ int main(void) {
       ON_BOTH(test_pages_of_a_list_grow_the_job_until_the_last),
       ON_BOTH(test_a_page_given_back_waits_and_cancel_drops_the_list),
       ON_BOTH(test_a_list_job_owes_its_webhook_after_its_last_page),
+      ON_REDIS(test_a_page_of_large_answers_reads_only_about_what_it_holds),
       ON_REDIS(test_a_unit_is_counted_with_the_answer_and_none_past_the_quota),
       ON_REDIS(test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once),
       ON_REDIS(test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it),
