@@ -475,7 +475,7 @@ static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
   return finish(js, rv);
 }
 
-static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   struct jobstore *js = self;
   sqlite3_stmt *st = prepare(js,
                              "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h "
@@ -487,7 +487,7 @@ static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_i
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     copy_column(st, 0, job_id, JOBSTORE_ID_LEN + 1);
-    copy_column(st, 1, key_id, 64);
+    copy_column(st, 1, key_id, JOBSTORE_KEY_ID_MAX + 1);
   }
   sqlite3_finalize(st);
   return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
@@ -848,7 +848,7 @@ int jobstore_keepalive(struct jobstore *js, int64_t now_ms) {
   return js->ops->keepalive != NULL ? js->ops->keepalive(js->self, now_ms) : 0;
 }
 
-int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   return js->ops->hook_owed(js->self, job_id, key_id);
 }
 

@@ -966,14 +966,14 @@ static int rs_page_retry(void *self, const char *job_id, int64_t not_before_ms, 
   return rv;
 }
 
-static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   const char *argv[] = {"EVAL", hook_owed_script, "0"};
   redisReply *rep = command(self, 3, argv, NULL);
   if (rep == NULL) return -EIO;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
     str_of(rep->element[0], job_id, JOBSTORE_ID_LEN + 1);
-    str_of(rep->element[1], key_id, 64);
+    str_of(rep->element[1], key_id, JOBSTORE_KEY_ID_MAX + 1);
     rv = 0;
   }
   freeReplyObject(rep);

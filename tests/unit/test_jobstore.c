@@ -456,10 +456,41 @@ static const struct jobstore_spec spec_hook = {.key_id = "keyA",
                                                .webhook_secret = "whsec_c2VjcmV0",
                                                .source = "video_ids"};
 
+/*
+ * A key's name may be 64 characters (the key file's longest): the store gives it back whole with an item taken, a
+ * page taken and a webhook owed, so the runner charges that key and the webhook's message is made for its job.
+ */
+static void test_a_key_of_the_longest_name_comes_back_whole(void **state) {
+  struct fixture *f = *state;
+  static const char longest[] = "k123456789012345678901234567890123456789012345678901234567890123";
+  assert_int_equal(strlen(longest), 64);
+  struct jobstore_spec spec = spec_hook;
+  spec.key_id = longest;
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  assert_string_equal(t.key_id, longest);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{}", 2, 1200), 0);
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_string_equal(job, id);
+  assert_string_equal(key, longest);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, key, job, &j), 0);
+  spec.continuation = "token-2";
+  spec.max_items = 4;
+  spec.webhook_url = "";
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 1300, id), 0);
+  struct jobstore_page pg;
+  assert_int_equal(jobstore_take_page(f->js, 1400, 60000, &pg), 0);
+  assert_string_equal(pg.key_id, longest);
+}
+
 /* A webhook is owed once its job ended, recorded once, taken when due, and ended delivered, again later or given up. */
 /* A job without a webhook (plain) and one with (hooked, owing nothing while it runs), both run to their end. */
 static void end_a_plain_and_a_hooked_job(struct jobstore *js, char *plain, char *hooked) {
-  char job[JOBSTORE_ID_LEN + 1], key[64];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   make_job(js, 1, 1000, plain);
   assert_int_equal(jobstore_create(js, &spec_hook, ids, 2, 1001, hooked), 0);
   assert_int_equal(jobstore_hook_owed(js, job, key), -EAGAIN); /* running: not ended */
@@ -476,7 +507,7 @@ static void end_a_plain_and_a_hooked_job(struct jobstore *js, char *plain, char 
  * taker for later, and taken as the third try.
  */
 static void hook_owed_then_tried_three_times(struct jobstore *js, const char *hooked) {
-  char job[JOBSTORE_ID_LEN + 1], key[64];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   assert_int_equal(jobstore_hook_owed(js, job, key), 0);
   assert_string_equal(job, hooked);
   assert_string_equal(key, "keyA");
@@ -505,7 +536,7 @@ static void hook_owed_then_tried_three_times(struct jobstore *js, const char *ho
 
 static void test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered(void **state) {
   struct fixture *f = *state;
-  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   end_a_plain_and_a_hooked_job(f->js, plain, hooked);
   /* The job without a webhook owes nothing; the other owes one message until it is recorded. */
   hook_owed_then_tried_three_times(f->js, hooked);
@@ -531,7 +562,7 @@ static void test_a_job_owing_a_webhook_is_not_expired(void **state) {
   size_t n = 0;
   assert_int_equal(jobstore_cancel(f->js, "keyA", hooked, 2000, &n), 0);
   assert_int_equal(jobstore_expire(f->js, 100000, 1000), 0);
-  char job[JOBSTORE_ID_LEN + 1], key[64];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
   assert_string_equal(job, hooked);
 }
@@ -683,7 +714,7 @@ static void test_a_list_job_owes_its_webhook_after_its_last_page(void **state) {
   struct jobstore_spec spec = spec_hook;
   spec.continuation = "t1";
   spec.max_items = 10;
-  char id[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  char id[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
   struct jobstore_task t;
   assert_int_equal(jobstore_take(f->js, 1000, 1000, &t), 0);
@@ -935,7 +966,7 @@ static void test_a_redis_restarted_under_an_idle_connection_is_reached_again_at_
 static void test_a_webhook_is_owed_when_its_job_ends_and_its_job_kept_until_delivered(void **state) {
   struct fixture *f = *state;
   char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], cancelled[JOBSTORE_ID_LEN + 1];
-  char job[JOBSTORE_ID_LEN + 1], key[64], cmd[96];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1], cmd[96];
   end_a_plain_and_a_hooked_job(f->js, plain, hooked);
   /* The job without a webhook ended and expires; the other owes one message and is kept until it is delivered. */
   snprintf(cmd, sizeof(cmd), "PTTL vts:job:%s", plain);
@@ -984,6 +1015,7 @@ int main(void) {
       ON_SQLITE(test_old_jobs_expire_with_their_items),
       ON_SQLITE(test_bad_input_is_refused),
       ON_SQLITE(test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered),
+      ON_BOTH(test_a_key_of_the_longest_name_comes_back_whole),
       ON_SQLITE(test_a_job_owing_a_webhook_is_not_expired),
       ON_BOTH(test_a_create_past_the_keys_open_jobs_makes_nothing),
       ON_BOTH(test_pages_of_a_list_grow_the_job_until_the_last),
