@@ -63,7 +63,7 @@ void hooks_free(struct hooks *h) {
 /* Makes and records the message of each ended job that owes one. */
 static void record_owed(struct hooks *h) {
   for (int i = 0; i < HOOKS_SCAN_BURST; i++) {
-    char job_id[JOBSTORE_ID_LEN + 1], key_id[64];
+    char job_id[JOBSTORE_ID_LEN + 1], key_id[JOBSTORE_KEY_ID_MAX + 1];
     if (jobstore_hook_owed(h->js, job_id, key_id) != 0) return;
     struct jobstore_job j;
     struct buf body = BUF_INIT;

@@ -14,6 +14,8 @@
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
 
+_Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back every key name whole");
+
 /* How often ended jobs past VTS_JOB_TTL_S are deleted, and the key file looked at for changes. */
 #define RUNNER_EXPIRE_MS 60000
 #define RUNNER_KEYS_POLL_MS 1000

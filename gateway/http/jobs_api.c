@@ -341,11 +341,16 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
                                .webhook_secret = secret,
                                .source = source,
                                .continuation = continuation,
-                               .max_items = (size_t)jr->cap};
+                               .max_items = (size_t)jr->cap,
+                               .max_open = (size_t)c->ctx->cfg->jobs_max_open};
   char id[JOBSTORE_ID_LEN + 1];
   int64_t now = wall_ms();
   if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
   size_t n = jr->n;
+  if (rv == -EDQUOT) {
+    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    return;
+  }
   if (rv != 0) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
     return;

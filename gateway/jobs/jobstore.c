@@ -168,17 +168,25 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
   snprintf(out, outlen, "%s", s ? (const char *)s : "");
 }
 
+static int sq_open_jobs(void *self, const char *key_id, size_t *n);
+
 static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
                      size_t n, int64_t now_ms, const char *id_out) {
   struct jobstore *js = self;
   int more = spec->continuation != NULL && spec->continuation[0] != '\0';
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  int rv =
-      run(js, prepare(js,
-                      "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
-                      "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                      "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language, spec->translate,
-                      spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
+  int rv = 0;
+  if (spec->max_open > 0) {
+    size_t open = 0;
+    rv = sq_open_jobs(js, spec->key_id, &open);
+    if (rv == 0 && open >= spec->max_open) rv = -EDQUOT;
+  }
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                         "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                         "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language,
+                         spec->translate, spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
   sqlite3_stmt *st =
       rv >= 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", id_out) : NULL;
   if (rv >= 0 && !st) rv = -EIO;
@@ -318,6 +326,18 @@ static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t
   *n = 0;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int rv = owned(js, key_id, job_id);
+  /* An ended job (nothing queued or running, no page of its list to read) is left as it is. */
+  if (rv == 0) {
+    sqlite3_stmt *st = prepare(js,
+                               "SELECT 1 FROM jobs j WHERE j.id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
+                               "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
+                               "p.job_id=j.id))",
+                               "s", job_id);
+    int rc = st != NULL ? sqlite3_step(st) : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) return finish(js, 0);
+    if (rc != SQLITE_ROW) rv = -EIO;
+  }
   if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
   if (rv >= 0) *n = (size_t)rv;
   if (rv >= 0 && run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id)) < 0) rv = -EIO;
@@ -455,7 +475,7 @@ static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
   return finish(js, rv);
 }
 
-static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   struct jobstore *js = self;
   sqlite3_stmt *st = prepare(js,
                              "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h "
@@ -467,7 +487,7 @@ static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_i
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     copy_column(st, 0, job_id, JOBSTORE_ID_LEN + 1);
-    copy_column(st, 1, key_id, 64);
+    copy_column(st, 1, key_id, JOBSTORE_KEY_ID_MAX + 1);
   }
   sqlite3_finalize(st);
   return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
@@ -828,7 +848,7 @@ int jobstore_keepalive(struct jobstore *js, int64_t now_ms) {
   return js->ops->keepalive != NULL ? js->ops->keepalive(js->self, now_ms) : 0;
 }
 
-int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   return js->ops->hook_owed(js->self, job_id, key_id);
 }
 

@@ -26,6 +26,8 @@
 #include "common/limits.h"
 
 #define JOBSTORE_ID_LEN 25 /* "j" + 12 hex digits of the creation time in ms + 12 random hex digits */
+/* The longest name of an API key (the key file's, KEYS_MAX_NAME): a job's key_id as the store gives it back. */
+#define JOBSTORE_KEY_ID_MAX 64
 
 enum jobstore_item_status { ITEM_QUEUED, ITEM_RUNNING, ITEM_DONE, ITEM_FAILED, ITEM_CANCELLED, ITEM__COUNT };
 
@@ -72,12 +74,17 @@ struct jobstore_spec {
    */
   const char *continuation;
   size_t max_items;
+  /*
+   * The most open jobs (jobstore_open_jobs) key_id may hold, the new one included; 0 for no cap. Checked in the step
+   * that creates the job, so requests made at once (or a list's POST across its first page's reading) cannot pass it.
+   */
+  size_t max_open;
 };
 
 /*
  * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued, with
  * the continuation of spec when it has one. Returns 0 with the job's id in id_out, -EINVAL (n is 0 and no
- * continuation follows), or -EIO.
+ * continuation follows), -EDQUOT (key_id holds spec->max_open open jobs already: nothing made), or -EIO.
  */
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
@@ -141,7 +148,7 @@ struct jobstore_task {
   char job_id[JOBSTORE_ID_LEN + 1];
   int64_t seq;
   char video_id[VTS_VIDEO_ID_LEN + 1];
-  char key_id[64];
+  char key_id[JOBSTORE_KEY_ID_MAX + 1];
   char language[32];
   char translate[32];
   char format[16];
@@ -217,7 +224,7 @@ int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
 enum jobstore_hook_state { HOOK_PENDING, HOOK_DELIVERED, HOOK_GIVEN_UP };
 
 /* An ended job with a webhook_url and no delivery recorded: 0 with its id and key, -EAGAIN for none, or -EIO. */
-int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]);
+int jobstore_hook_owed(struct jobstore *js, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]);
 
 /*
  * Records job_id's delivery: pending, its message body (copied, at most VTS_WEBHOOK_MAX_PAYLOAD_BYTES), made at
@@ -256,7 +263,7 @@ int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hoo
 struct jobstore_page {
   char job_id[JOBSTORE_ID_LEN + 1];
   char token[VTS_MAX_BROWSE_TOKEN_BYTES + 1]; /* the continuation to read */
-  char key_id[64];
+  char key_id[JOBSTORE_KEY_ID_MAX + 1];
   int tries;          /* earlier takes of this page */
   int64_t created_ms; /* when its job was made */
 };
@@ -310,7 +317,7 @@ struct jobstore_ops {
   int (*expire)(void *self, int64_t now_ms, int64_t ttl_ms);
   int (*keepalive)(void *self, int64_t now_ms);
   const char *(*taker)(void *self);
-  int (*hook_owed)(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]);
+  int (*hook_owed)(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]);
   int (*hook_add)(void *self, const char *job_id, const char *body, size_t len, int64_t now_ms);
   int (*hook_take)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out);
   int (*hook_end)(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms, int http_status);

@@ -88,10 +88,12 @@ struct jsredis {
 
 /*
  * ARGV: id, key, now, language, translate, format, webhook_url, webhook_secret, source, the continuation of its list's
- * next page ("" for none) and the most items the job may hold, then the video ids.
+ * next page ("" for none), the most items the job may hold and the most open jobs of the key (0: no cap), then the
+ * video ids. The number of items, or -1 (the key's open jobs are at the cap: nothing made).
  */
 static const char create_script[] = LUA_PRELUDE
-    "local j, n = ARGV[1], #ARGV - 11\n"
+    "local j, n, cap = ARGV[1], #ARGV - 12, tonumber(ARGV[12])\n"
+    "if cap > 0 and redis.call('SCARD', 'vts:jobs:open:' .. ARGV[2]) >= cap then return -1 end\n"
     "local k = jk(j)\n"
     "redis.call('HSET', k, 'key', ARGV[2], 'created', ARGV[3], 'updated', ARGV[3], 'total', n, 'language', ARGV[4],\n"
     "  'translate', ARGV[5], 'format', ARGV[6], 'webhook_url', ARGV[7], 'webhook_secret', ARGV[8], 'source', ARGV[9],\n"
@@ -99,7 +101,7 @@ static const char create_script[] = LUA_PRELUDE
     "local a = {}\n"
     "for i = 1, n do\n"
     "  a[#a + 1] = i\n"
-    "  a[#a + 1] = '0' .. ARGV[11 + i]\n"
+    "  a[#a + 1] = '0' .. ARGV[12 + i]\n"
     "  if #a >= 2 * 1000 or i == n then redis.call('HSET', k .. ':it', unpack(a)); a = {} end\n"
     "end\n"
     "redis.call('SADD', 'vts:jobs:open:' .. ARGV[2], j)\n"
@@ -123,12 +125,16 @@ static const char items_script[] = LUA_PRELUDE
     "return {last < total and 1 or 0, redis.call('HMGET', k .. ':it', unpack(f)),\n"
     "  redis.call('HMGET', k .. ':res', unpack(f))}\n";
 
-/* ARGV: id, key, now, ttl. How many items were cancelled, or -1 for another key's job or none. */
+/*
+ * ARGV: id, key, now, ttl. How many items were cancelled, or -1 for another key's job or none. An ended job (nothing
+ * queued or running, no page of its list to read) is left as it is.
+ */
 static const char cancel_script[] = LUA_PRELUDE
     "local j = ARGV[1]\n"
     "local k = jk(j)\n"
-    "local h = redis.call('HMGET', k, 'key', 'total')\n"
+    "local h = redis.call('HMGET', k, 'key', 'total', 'nq', 'nr', 'cont')\n"
     "if h[1] ~= ARGV[2] then return -1 end\n"
+    "if tonumber(h[3]) + tonumber(h[4]) == 0 and (not h[5] or h[5] == '') then return 0 end\n"
     "local it, total, n = k .. ':it', tonumber(h[2]), 0\n"
     "for from = 1, total, 1000 do\n"
     "  local f = {}\n"
@@ -138,8 +144,10 @@ static const char cancel_script[] = LUA_PRELUDE
     "    if x and x:sub(1, 1) == '0' then redis.call('HSET', it, f[i], '4' .. x:sub(2, 12)); n = n + 1 end\n"
     "  end\n"
     "end\n"
-    "redis.call('HINCRBY', k, 'nq', -n)\n"
-    "redis.call('HINCRBY', k, 'nc', n)\n"
+    "if n > 0 then\n"
+    "  redis.call('HINCRBY', k, 'nq', -n)\n"
+    "  redis.call('HINCRBY', k, 'nc', n)\n"
+    "end\n"
     "redis.call('HSET', k, 'cancelled', 1, 'updated', ARGV[3])\n"
     "redis.call('ZREM', 'vts:jobs:rr', j)\n"
     "redis.call('HSET', k, 'cont', '', 'please', 0)\n"
@@ -547,7 +555,7 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
                      size_t n, int64_t now_ms, const char *job_id) {
   struct jsredis *r = self;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 11 + (int)n) != 0) {
+  if (args_init(&a, ARGS_HEAD + 12 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
@@ -567,10 +575,13 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
   snprintf(max, sizeof(max), "%zu", spec->max_items);
   arg(&a, spec->continuation != NULL ? spec->continuation : "");
   arg(&a, max);
+  char open_cap[24];
+  snprintf(open_cap, sizeof(open_cap), "%zu", spec->max_open);
+  arg(&a, open_cap);
   for (size_t i = 0; i < n; i++) arg_n(&a, video_ids[i], VTS_VIDEO_ID_LEN);
   redisReply *rep = eval(r, &a, create_script);
   args_free(&a);
-  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? 0 : -EIO;
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -EDQUOT : 0;
   freeReplyObject(rep);
   return rv;
 }
@@ -655,14 +666,17 @@ static int item_call(int64_t seq, const redisReply *v, const redisReply *b, jobs
   return rv;
 }
 
-static int rs_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
-                    jobstore_item_fn fn, void *ctx, int64_t *next) {
-  struct jsredis *r = self;
-  *next = 0;
-  char from[24], count[24];
-  snprintf(from, sizeof(from), "%" PRId64, after);
-  snprintf(count, sizeof(count), "%zu", limit);
-  const char *argv[] = {"EVAL", items_script, "0", job_id, key_id, from, count};
+/*
+ * One read of the items script: up to count items after from, walked into fn. Returns 0 with *last (the last item
+ * walked), *more (items follow the ones read) and *full (fn found the page full: it ends before *last + 1), or an
+ * error.
+ */
+static int items_chunk(struct jsredis *r, const char *key_id, const char *job_id, int64_t from, size_t count,
+                       jobstore_item_fn fn, void *ctx, int64_t *last, int *more, int *full) {
+  char after_s[24], count_s[24];
+  snprintf(after_s, sizeof(after_s), "%" PRId64, from);
+  snprintf(count_s, sizeof(count_s), "%zu", count);
+  const char *argv[] = {"EVAL", items_script, "0", job_id, key_id, after_s, count_s};
   redisReply *rep = command(r, 7, argv, NULL);
   if (rep == NULL) return -EIO;
   if (rep->type == REDIS_REPLY_NIL) {
@@ -674,24 +688,51 @@ static int rs_items(void *self, const char *key_id, const char *job_id, int64_t 
     freeReplyObject(rep);
     return -EIO;
   }
-  int more = rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
+  *more = rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
   const redisReply *vs = rep->element[1], *bs = rep->element[2];
   int rv = 0;
-  int64_t last = after;
+  *last = from;
   for (size_t i = 0; i < vs->elements; i++) {
-    rv = item_call(after + 1 + (int64_t)i, vs->element[i], bs->element[i], fn, ctx);
+    rv = item_call(from + 1 + (int64_t)i, vs->element[i], bs->element[i], fn, ctx);
     if (rv == JOBSTORE_PAGE_FULL) {
-      *next = last; /* the page ends before this item, which the next page begins with */
+      *full = 1;
       rv = 0;
-      more = 0;
       break;
     }
     if (rv != 0) break;
-    last = after + 1 + (int64_t)i;
+    *last = from + 1 + (int64_t)i;
   }
-  if (rv == 0 && more) *next = last;
   freeReplyObject(rep);
   return rv;
+}
+
+/*
+ * A page in reads of RS_ITEMS_CHUNK items: a page stops at its size (VTS_MAX_JOBS_PAGE_BYTES), so that asking for the
+ * whole limit at once would hold every answer of it in one reply, however few of them the page can take.
+ */
+#define RS_ITEMS_CHUNK 32
+
+static int rs_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                    jobstore_item_fn fn, void *ctx, int64_t *next) {
+  struct jsredis *r = self;
+  *next = 0;
+  int64_t last = after;
+  size_t left = limit;
+  while (left > 0) {
+    size_t count = left < RS_ITEMS_CHUNK ? left : RS_ITEMS_CHUNK;
+    int64_t from = last;
+    int more = 0, full = 0;
+    int rv = items_chunk(r, key_id, job_id, from, count, fn, ctx, &last, &more, &full);
+    if (rv != 0) return rv;
+    if (full) {
+      *next = last; /* the page ends before the item that did not fit, which the next page begins with */
+      return 0;
+    }
+    if (!more) return 0;
+    left -= (size_t)(last - from);
+  }
+  *next = last;
+  return 0;
 }
 
 static int rs_cancel(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
@@ -925,14 +966,14 @@ static int rs_page_retry(void *self, const char *job_id, int64_t not_before_ms, 
   return rv;
 }
 
-static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[64]) {
+static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   const char *argv[] = {"EVAL", hook_owed_script, "0"};
   redisReply *rep = command(self, 3, argv, NULL);
   if (rep == NULL) return -EIO;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
     str_of(rep->element[0], job_id, JOBSTORE_ID_LEN + 1);
-    str_of(rep->element[1], key_id, 64);
+    str_of(rep->element[1], key_id, JOBSTORE_KEY_ID_MAX + 1);
     rv = 0;
   }
   freeReplyObject(rep);

@@ -5,6 +5,7 @@ run time, never copied: the ids a job must hold are those of the recorded pages,
 names (a playlist, a channel) is read from a recorded request. Without the captures these tests do not run and say
 how to get them (not_here("captures")); the checks of bad members need no capture."""
 import base64
+import concurrent.futures
 import glob
 import json
 import os
@@ -16,6 +17,7 @@ import pytest
 
 from conftest import shared_fixtures
 from stack import Stack
+from test_jobs_api import err as api_err
 from test_jobs_run import JOBKEY, all_items, call, wait_job_done
 from vtsproc import wait_for
 
@@ -307,6 +309,36 @@ def test_a_gateway_killed_mid_continuation_resumes_and_holds_every_id_once(wide_
     # The first page, the second held while the gateway died, and the second again from the kept continuation.
     assert browse_requests(stack) == 3
     assert "batch page read" in gw.log_text()
+
+
+# ---- the cap of open jobs ----
+
+@pytest.fixture
+def slow_capped_stack(tmp_path, captures):
+    """One open job a key, and a platform that takes a while over every page: several POSTs of a list are all
+    between their check and their first page at once."""
+    s = Stack(tmp_path, keys=KEYS, fetchers=2, gateway_env={"VTS_JOBS_MAX_OPEN": "1"},
+              upstream_args=("--captures", shared_fixtures("youtube-transcript-api"), "--delay-ms", "1500"))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_lists_posted_at_once_while_their_first_pages_are_read_keep_the_cap_of_open_jobs(slow_capped_stack, captures):
+    stack = slow_capped_stack
+    sent, _ = captures.named(r"vl-PLoumn5-page1\.continuation\.json")
+    body = {"playlist_id": captures.first_page_id(sent)}
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda _: call(stack.gateway, "POST", "/v1/jobs", body), range(3)))
+    statuses = sorted(a[0] for a in answers)
+    assert statuses == [202, 429, 429], [(a[0], a[2]) for a in answers]
+    assert all(a[2] == api_err("too_many_open_jobs") for a in answers if a[0] == 429), answers
+    db = sqlite3.connect(str(stack.gateway.state_dir / "jobs.db"))
+    try:
+        assert db.execute("SELECT count(*) FROM jobs").fetchone()[0] == 1
+    finally:
+        db.close()
 
 
 # ---- bad members: no platform needed ----

@@ -272,6 +272,50 @@ static void test_cancel_stops_what_has_not_started(void **state) {
   assert_int_equal(j.counts[ITEM_DONE], 1);
 }
 
+/* A job with no item left to start (its only one running) is cancelled all the same: nothing to count. */
+static void test_cancelling_a_job_with_nothing_queued_marks_it_cancelled(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  size_t n = 7;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1200, &n), 0);
+  assert_int_equal(n, 0);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "cancelled");
+  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  assert_int_equal(j.counts[ITEM_QUEUED], 0);
+  assert_int_equal(j.counts[ITEM_CANCELLED], 0);
+}
+
+/* Cancelling an ended job changes nothing: it stays done, with its time, and nothing is counted cancelled. */
+static void test_cancelling_an_ended_job_changes_nothing(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{}", 2, 1200), 0);
+  assert_int_equal(jobstore_take(f->js, 1300, 60000, &t), 0);
+  assert_int_equal(jobstore_fail(f->js, id, t.seq, "transcript_not_available", "None.", 1400), 0);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "done");
+  size_t n = 7;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 5000, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_string_equal(j.status, "done");
+  assert_int_equal(j.updated_ms, 1400);
+  assert_int_equal(j.counts[ITEM_DONE], 1);
+  assert_int_equal(j.counts[ITEM_FAILED], 1);
+  assert_int_equal(j.counts[ITEM_CANCELLED], 0);
+  /* Another key's ended job is still not found. */
+  assert_int_equal(jobstore_cancel(f->js, "keyB", id, 5000, &n), -ENOENT);
+}
+
 static void test_jobs_are_taken_oldest_first(void **state) {
   struct fixture *f = *state;
   char older[JOBSTORE_ID_LEN + 1], newer[JOBSTORE_ID_LEN + 1];
@@ -412,10 +456,41 @@ static const struct jobstore_spec spec_hook = {.key_id = "keyA",
                                                .webhook_secret = "whsec_c2VjcmV0",
                                                .source = "video_ids"};
 
+/*
+ * A key's name may be 64 characters (the key file's longest): the store gives it back whole with an item taken, a
+ * page taken and a webhook owed, so the runner charges that key and the webhook's message is made for its job.
+ */
+static void test_a_key_of_the_longest_name_comes_back_whole(void **state) {
+  struct fixture *f = *state;
+  static const char longest[] = "k123456789012345678901234567890123456789012345678901234567890123";
+  assert_int_equal(strlen(longest), 64);
+  struct jobstore_spec spec = spec_hook;
+  spec.key_id = longest;
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  assert_string_equal(t.key_id, longest);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{}", 2, 1200), 0);
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_string_equal(job, id);
+  assert_string_equal(key, longest);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, key, job, &j), 0);
+  spec.continuation = "token-2";
+  spec.max_items = 4;
+  spec.webhook_url = "";
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 1300, id), 0);
+  struct jobstore_page pg;
+  assert_int_equal(jobstore_take_page(f->js, 1400, 60000, &pg), 0);
+  assert_string_equal(pg.key_id, longest);
+}
+
 /* A webhook is owed once its job ended, recorded once, taken when due, and ended delivered, again later or given up. */
 /* A job without a webhook (plain) and one with (hooked, owing nothing while it runs), both run to their end. */
 static void end_a_plain_and_a_hooked_job(struct jobstore *js, char *plain, char *hooked) {
-  char job[JOBSTORE_ID_LEN + 1], key[64];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   make_job(js, 1, 1000, plain);
   assert_int_equal(jobstore_create(js, &spec_hook, ids, 2, 1001, hooked), 0);
   assert_int_equal(jobstore_hook_owed(js, job, key), -EAGAIN); /* running: not ended */
@@ -432,7 +507,7 @@ static void end_a_plain_and_a_hooked_job(struct jobstore *js, char *plain, char 
  * taker for later, and taken as the third try.
  */
 static void hook_owed_then_tried_three_times(struct jobstore *js, const char *hooked) {
-  char job[JOBSTORE_ID_LEN + 1], key[64];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   assert_int_equal(jobstore_hook_owed(js, job, key), 0);
   assert_string_equal(job, hooked);
   assert_string_equal(key, "keyA");
@@ -461,7 +536,7 @@ static void hook_owed_then_tried_three_times(struct jobstore *js, const char *ho
 
 static void test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered(void **state) {
   struct fixture *f = *state;
-  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   end_a_plain_and_a_hooked_job(f->js, plain, hooked);
   /* The job without a webhook owes nothing; the other owes one message until it is recorded. */
   hook_owed_then_tried_three_times(f->js, hooked);
@@ -487,7 +562,7 @@ static void test_a_job_owing_a_webhook_is_not_expired(void **state) {
   size_t n = 0;
   assert_int_equal(jobstore_cancel(f->js, "keyA", hooked, 2000, &n), 0);
   assert_int_equal(jobstore_expire(f->js, 100000, 1000), 0);
-  char job[JOBSTORE_ID_LEN + 1], key[64];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
   assert_string_equal(job, hooked);
 }
@@ -501,6 +576,39 @@ static void test_bad_input_is_refused(void **state) {
   assert_int_equal(jobstore_open("/nonexistent-dir/x/jobs.db", &js, err, sizeof(err)), -EIO);
   assert_null(js);
   assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
+}
+
+/*
+ * The cap of a key's open jobs is checked in the step that makes the job: a create past it makes nothing, whatever
+ * the caller counted before (a list's POST counts before its first page is read, and others may create meanwhile).
+ */
+static void test_a_create_past_the_keys_open_jobs_makes_nothing(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.max_open = 2;
+  char id[JOBSTORE_ID_LEN + 1], id2[JOBSTORE_ID_LEN + 1], id3[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
+  spec.source = "playlist:PLours"; /* a list's job still reading its pages is open with no item queued */
+  spec.continuation = "token-2";
+  spec.max_items = 4;
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 0, 1001, id2), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 2, 1002, id3), -EDQUOT);
+  spec.continuation = NULL;
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1003, id3), -EDQUOT);
+  size_t open = 0;
+  assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
+  assert_int_equal(open, 2);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id3, &j), -ENOENT);
+  /* The cap is per key, and a cancelled job frees its place. */
+  struct jobstore_spec other = spec_a;
+  other.key_id = "keyB";
+  other.max_open = 2;
+  assert_int_equal(jobstore_create(f->js, &other, ids, 1, 1004, id3), 0);
+  size_t n = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1005, &n), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1006, id3), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1007, id), -EDQUOT);
 }
 
 /* A playlist's job: its first page made it; each next page appends the ids it does not hold yet, up to max_items. */
@@ -606,7 +714,7 @@ static void test_a_list_job_owes_its_webhook_after_its_last_page(void **state) {
   struct jobstore_spec spec = spec_hook;
   spec.continuation = "t1";
   spec.max_items = 10;
-  char id[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[64];
+  char id[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
   assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1000, id), 0);
   struct jobstore_task t;
   assert_int_equal(jobstore_take(f->js, 1000, 1000, &t), 0);
@@ -635,6 +743,87 @@ static long long redis_num(int port, const char *cmd) {
   freeReplyObject(r);
   redisFree(c);
   return v;
+}
+
+/* The bytes Redis has sent its clients so far (INFO stats: total_net_output_bytes). */
+static long long redis_sent(int port) {
+  redisContext *c = test_redis_sync(port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "INFO stats");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  const char *at = strstr(r->str, "total_net_output_bytes:");
+  assert_non_null(at);
+  long long v = atoll(at + strlen("total_net_output_bytes:"));
+  freeReplyObject(r);
+  redisFree(c);
+  return v;
+}
+
+/* A walk that takes items until their answers pass full bytes, as the API's page does. */
+struct big_walk {
+  size_t full, bytes, n;
+  int64_t last_seq;
+  int in_order;
+};
+
+static int big_item(void *ctx, const struct jobstore_item *it) {
+  struct big_walk *w = ctx;
+  if (w->n > 0 && w->bytes >= w->full) return JOBSTORE_PAGE_FULL;
+  if (it->seq != w->last_seq + 1 || it->status != ITEM_DONE || it->body_len != 100000) w->in_order = 0;
+  w->last_seq = it->seq;
+  w->bytes += it->body_len;
+  w->n++;
+  return 0;
+}
+
+/*
+ * A page of items is read in bounded memory: a page that stops at its size (a few large answers) reads from Redis
+ * about what it holds, not every answer of the limit asked for.
+ */
+static void test_a_page_of_large_answers_reads_only_about_what_it_holds(void **state) {
+  struct fixture *f = *state;
+  enum { N = 150, BODY = 100000 };
+  static char big_ids[N][VTS_VIDEO_ID_LEN + 1];
+  for (int i = 0; i < N; i++) snprintf(big_ids[i], sizeof(big_ids[i]), "bigVideo%03d", i);
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec_a, (const char(*)[VTS_VIDEO_ID_LEN + 1]) big_ids, N, 1000, id), 0);
+  /* Answers that do not compress: each costs Redis its whole size. */
+  char *body = malloc(BODY);
+  assert_non_null(body);
+  uint32_t x = 12345;
+  for (int i = 0; i < BODY; i++) {
+    x = x * 1103515245u + 12345u;
+    body[i] = (char)('a' + (x >> 16) % 26);
+  }
+  for (int i = 0; i < N; i++) {
+    struct jobstore_task t;
+    assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+    body[0] = (char)('a' + i % 26);
+    assert_int_equal(jobstore_done(f->js, t.job_id, t.seq, body, BODY, 2001), 0);
+  }
+  free(body);
+  /* A page full past 1 MB: about 10 answers, not the 150 the limit would allow. */
+  struct big_walk w = {.full = 1000000, .in_order = 1};
+  int64_t next = 0;
+  long long before = redis_sent(f->port);
+  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 1000, big_item, &w, &next), 0);
+  long long sent = redis_sent(f->port) - before;
+  assert_int_equal(w.n, 10);
+  assert_int_equal(next, 10);
+  assert_true(w.in_order);
+  assert_true(sent < 5000000);
+  /* The rest, read on, each page in order from where the last ended. */
+  size_t total = w.n;
+  while (next != 0) {
+    w.n = 0;
+    w.bytes = 0;
+    assert_int_equal(jobstore_items(f->js, "keyA", id, next, 1000, big_item, &w, &next), 0);
+    total += w.n;
+  }
+  assert_int_equal(total, N);
+  assert_int_equal(w.last_seq, N);
+  assert_true(w.in_order);
 }
 
 static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void **state) {
@@ -777,7 +966,7 @@ static void test_a_redis_restarted_under_an_idle_connection_is_reached_again_at_
 static void test_a_webhook_is_owed_when_its_job_ends_and_its_job_kept_until_delivered(void **state) {
   struct fixture *f = *state;
   char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], cancelled[JOBSTORE_ID_LEN + 1];
-  char job[JOBSTORE_ID_LEN + 1], key[64], cmd[96];
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1], cmd[96];
   end_a_plain_and_a_hooked_job(f->js, plain, hooked);
   /* The job without a webhook ended and expires; the other owes one message and is kept until it is delivered. */
   snprintf(cmd, sizeof(cmd), "PTTL vts:job:%s", plain);
@@ -816,6 +1005,8 @@ int main(void) {
       ON_BOTH(test_a_full_page_ends_before_the_item_that_does_not_fit),
       ON_BOTH(test_a_job_is_seen_only_by_its_key),
       ON_BOTH(test_cancel_stops_what_has_not_started),
+      ON_BOTH(test_cancelling_a_job_with_nothing_queued_marks_it_cancelled),
+      ON_BOTH(test_cancelling_an_ended_job_changes_nothing),
       ON_BOTH(test_jobs_are_taken_oldest_first),
       ON_BOTH(test_jobs_take_turns_so_a_long_job_does_not_starve_a_short_one),
       ON_BOTH(test_two_handles_never_take_the_same_item),
@@ -824,10 +1015,13 @@ int main(void) {
       ON_SQLITE(test_old_jobs_expire_with_their_items),
       ON_SQLITE(test_bad_input_is_refused),
       ON_SQLITE(test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered),
+      ON_BOTH(test_a_key_of_the_longest_name_comes_back_whole),
       ON_SQLITE(test_a_job_owing_a_webhook_is_not_expired),
+      ON_BOTH(test_a_create_past_the_keys_open_jobs_makes_nothing),
       ON_BOTH(test_pages_of_a_list_grow_the_job_until_the_last),
       ON_BOTH(test_a_page_given_back_waits_and_cancel_drops_the_list),
       ON_BOTH(test_a_list_job_owes_its_webhook_after_its_last_page),
+      ON_REDIS(test_a_page_of_large_answers_reads_only_about_what_it_holds),
       ON_REDIS(test_a_unit_is_counted_with_the_answer_and_none_past_the_quota),
       ON_REDIS(test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once),
       ON_REDIS(test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it),
