@@ -146,7 +146,7 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
   r->cfg = cfg;
   r->core = core;
   char err[256] = "";
-  if (jobstore_open_config(cfg, &r->js, err, sizeof(err)) != 0) {
+  if (jobstore_open_config(cfg, VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS, &r->js, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
     free(r);
     return NULL;

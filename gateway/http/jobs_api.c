@@ -70,7 +70,7 @@ static int64_t wall_ms(void) {
 struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
   if (ctx->jobs != NULL) return ctx->jobs;
   char err[256] = "";
-  if (jobstore_open_config(ctx->cfg, &ctx->jobs, err, sizeof(err)) != 0) {
+  if (jobstore_open_config(ctx->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &ctx->jobs, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "job store unavailable", "error", err, NULL);
     ctx->jobs = NULL;
   }

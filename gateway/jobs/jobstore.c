@@ -724,7 +724,8 @@ int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen) {
   return rv;
 }
 
-int jobstore_open_config(const struct vts_config *cfg, struct jobstore **out, char *err, size_t errlen) {
+int jobstore_open_config(const struct vts_config *cfg, int redis_timeout_ms, struct jobstore **out, char *err,
+                         size_t errlen) {
   if (cfg->redis_url[0] == '\0') {
     char path[CONFIG_STR_MAX + 16];
     snprintf(path, sizeof(path), "%s/jobs.db", cfg->state_dir);
@@ -742,7 +743,7 @@ int jobstore_open_config(const struct vts_config *cfg, struct jobstore **out, ch
   }
   struct jobstore *js = calloc(1, sizeof(*js));
   if (js == NULL) return -ENOMEM;
-  int rv = jobstore_redis_open(&redis_at, cfg->job_ttl_s * 1000, &js->self, err, errlen);
+  int rv = jobstore_redis_open(&redis_at, cfg->job_ttl_s * 1000, redis_timeout_ms, &js->self, err, errlen);
   if (rv != 0) {
     free(js);
     return rv;

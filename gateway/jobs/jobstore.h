@@ -50,9 +50,13 @@ void jobstore_close(struct jobstore *js);
 int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen);
 /*
  * The store the configuration names: Redis with VTS_REDIS_URL (keeping ended jobs VTS_JOB_TTL_S), else SQLite at
- * VTS_STATE_DIR/jobs.db (the directory made when missing). Returns 0, or a negative errno with err saying why.
+ * VTS_STATE_DIR/jobs.db (the directory made when missing). redis_timeout_ms bounds each connect and reply of Redis,
+ * the longest the caller's loop may wait on it (VTS_JOBS_REDIS_TIMEOUT_MS for a worker, a shorter
+ * VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS for the dispatcher, whose loop also carries every synchronous request). Returns 0,
+ * or a negative errno with err saying why.
  */
-int jobstore_open_config(const struct vts_config *cfg, struct jobstore **out, char *err, size_t errlen);
+int jobstore_open_config(const struct vts_config *cfg, int redis_timeout_ms, struct jobstore **out, char *err,
+                         size_t errlen);
 /* "sqlite" or "redis". */
 const char *jobstore_backend(const struct jobstore *js);
 /* This handle's name as a taker of items (Redis: its consumer in the work stream's group), "" when it has none. */
@@ -340,6 +344,7 @@ int jobstore_inflate(const void *z, size_t zlen, int64_t len, char **out);
  */
 extern const struct jobstore_ops jobstore_redis_ops;
 struct redis_addr;
-int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, void **self, char *err, size_t errlen);
+int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, int timeout_ms, void **self, char *err,
+                        size_t errlen);
 
 #endif

@@ -60,6 +60,7 @@ struct jsredis {
   uint64_t retry_at_ms; /* down: not tried again before (monotonic) */
   uint64_t backoff_ms;  /* the wait after the next failure: doubles while Redis stays down */
   int64_t ttl_ms;       /* an ended job's keys live this long */
+  int timeout_ms;       /* the longest a connect or a reply is waited for */
   char consumer[24];    /* this handle's name in the group */
   struct taken *taken;
   size_t ntaken, cap;
@@ -423,7 +424,7 @@ static redisContext *conn(struct jsredis *r) {
   uint64_t now = util_now_ms();
   if (now < r->retry_at_ms) return NULL;
   char err[256] = "";
-  redisContext *c = redis_conn_open_sync(&r->addr, VTS_JOBS_REDIS_TIMEOUT_MS, err, sizeof(err));
+  redisContext *c = redis_conn_open_sync(&r->addr, r->timeout_ms, err, sizeof(err));
   if (c != NULL) {
     /* The group exists from the first connection on; BUSYGROUP (made already) is the usual answer. */
     redisReply *rep = redisCommand(c, "XGROUP CREATE " WORK_STREAM " " WORK_GROUP " 0 MKSTREAM");
@@ -533,11 +534,13 @@ static void rs_close(void *self) {
   free(r);
 }
 
-int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, void **self, char *err, size_t errlen) {
+int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, int timeout_ms, void **self, char *err,
+                        size_t errlen) {
   struct jsredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return -ENOMEM;
   r->addr = *addr;
   r->ttl_ms = ttl_ms;
+  r->timeout_ms = timeout_ms;
   char hex[17];
   int rv = util_random_hex(hex, 8);
   if (rv != 0) {

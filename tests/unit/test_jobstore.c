@@ -67,7 +67,7 @@ static int setup_redis(void **state) {
   snprintf(f->cfg.redis_url, sizeof(f->cfg.redis_url), "redis://127.0.0.1:%d", f->port);
   f->cfg.job_ttl_s = 60;
   char err[256];
-  if (jobstore_open_config(&f->cfg, &f->js, err, sizeof(err)) != 0) return -1;
+  if (jobstore_open_config(&f->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &f->js, err, sizeof(err)) != 0) return -1;
   *state = f;
   return 0;
 }
@@ -85,7 +85,7 @@ static struct jobstore *other_handle(struct fixture *f) {
   struct jobstore *js = NULL;
   char err[256];
   if (f->pid > 0)
-    assert_int_equal(jobstore_open_config(&f->cfg, &js, err, sizeof(err)), 0);
+    assert_int_equal(jobstore_open_config(&f->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &js, err, sizeof(err)), 0);
   else
     assert_int_equal(jobstore_open(f->path, &js, err, sizeof(err)), 0);
   return js;
