@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "gateway/http/http.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
 
@@ -20,5 +21,11 @@ struct handlers_ctx {
   uint64_t started_ms;   /* util_now_ms() when the master started: /health uptime */
   struct jobstore *jobs; /* the batch jobs' store, opened on the first jobs request (jobs_api.c) */
 };
+
+/*
+ * The key of req: its entry (and req->key_id set to its name, for the access log), or NULL after answering 401 when
+ * the request names no key, or one the store does not hold.
+ */
+const struct key_entry *appctx_authorize(struct handlers_ctx *ctx, struct http_request *req);
 
 #endif

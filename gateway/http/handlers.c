@@ -348,13 +348,8 @@ static struct entity *revalidation(struct transcript *t) {
 }
 
 static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uint8_t kind) {
-  const struct key_entry *key = NULL;
-  if (req->key_state == HTTP_KEY_PRESENT) key = keystore_lookup(ctx->keys, req->api_key, req->api_key_len);
-  if (key == NULL) {
-    http_respond_error(req, API_ERR_UNAUTHORIZED, NULL);
-    return;
-  }
-  util_copy_str(req->key_id, sizeof(req->key_id), key->name);
+  const struct key_entry *key = appctx_authorize(ctx, req);
+  if (key == NULL) return;
   struct transcript *t = calloc(1, sizeof(*t));
   if (t == NULL) {
     http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);

@@ -698,13 +698,8 @@ done:
  * (ratelimit_check_unspent): a job's items pay the month one by one as their transcripts are delivered.
  */
 static void jobs_begin(struct handlers_ctx *ctx, struct http_request *req, enum jobs_op op, enum http_route route) {
-  const struct key_entry *key = NULL;
-  if (req->key_state == HTTP_KEY_PRESENT) key = keystore_lookup(ctx->keys, req->api_key, req->api_key_len);
-  if (key == NULL) {
-    http_respond_error(req, API_ERR_UNAUTHORIZED, NULL);
-    return;
-  }
-  util_copy_str(req->key_id, sizeof(req->key_id), key->name);
+  const struct key_entry *key = appctx_authorize(ctx, req);
+  if (key == NULL) return;
   struct jobs_call *c = calloc(1, sizeof(*c));
   if (c == NULL) {
     http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
