@@ -45,8 +45,9 @@ def config_table():
     table = {}
     for m in re.finditer(r'\{"(VTS_\w+)", (K_\w+), [^,]+, [^,]+, "([^"]*)"', body):
         table[m.group(1)] = {"kind": m.group(2), "default": m.group(3)}
-    for m in re.finditer(r'\b([SB])\(\w+, "(VTS_\w+)", "([^"]*)"\)', body):
-        table[m.group(2)] = {"kind": {"S": "K_STR", "B": "K_BOOL"}[m.group(1)], "default": m.group(3)}
+    for m in re.finditer(r'\b(SECRET_S|S|B)\(\w+, "(VTS_\w+)", "([^"]*)"\)', body):
+        table[m.group(2)] = {"kind": {"S": "K_STR", "SECRET_S": "K_STR", "B": "K_BOOL"}[m.group(1)],
+                             "default": m.group(3)}
     for m in re.finditer(r'\bI\(\w+, "(VTS_\w+)", "([^"]*)", (-?\d+), (-?\d+)\)', body):
         table[m.group(1)] = {"kind": "K_INT", "default": m.group(2), "min": int(m.group(3)), "max": int(m.group(4))}
     assert len(table) == body.count('"VTS_'), "a row of config.c's table was not understood"
