@@ -107,7 +107,7 @@ static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
 
 uint64_t hooks_pump(struct hooks *h, uint64_t now) {
   if (now >= h->next_scan_ms) {
-    h->next_scan_ms = now + HOOKS_SCAN_MS;
+    h->next_scan_ms = now + jobstore_idle_poll_ms(h->js, HOOKS_SCAN_MS);
     record_owed(h);
   }
   uint64_t wake = h->next_scan_ms;
@@ -123,7 +123,7 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
     if (rv != 0) {
       free(c);
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
-      h->next_take_ms = now + HOOKS_POLL_MS;
+      h->next_take_ms = now + jobstore_idle_poll_ms(h->js, HOOKS_POLL_MS);
       return h->next_take_ms;
     }
     start_try(h, now, c);

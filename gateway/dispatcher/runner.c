@@ -269,7 +269,7 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
     rv = jobstore_take(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &t);
     if (rv != 0) {
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
-      r->next_take_ms = now + RUNNER_POLL_MS;
+      r->next_take_ms = now + jobstore_idle_poll_ms(r->js, RUNNER_POLL_MS);
       return wake;
     }
     start_item(r, now, &t);

@@ -59,6 +59,13 @@ int jobstore_open_config(const struct vts_config *cfg, int redis_timeout_ms, str
                          size_t errlen);
 /* "sqlite" or "redis". */
 const char *jobstore_backend(const struct jobstore *js);
+/*
+ * How often a loop that found nothing to do asks the store again: local_ms for SQLite (a read of a local file), and
+ * JOBSTORE_REMOTE_POLL_MS for Redis, whose every question is a round trip the asking loop waits for (the dispatcher's
+ * loop carries every synchronous request too).
+ */
+#define JOBSTORE_REMOTE_POLL_MS 1000
+uint64_t jobstore_idle_poll_ms(const struct jobstore *js, uint64_t local_ms);
 /* This handle's name as a taker of items (Redis: its consumer in the work stream's group), "" when it has none. */
 const char *jobstore_taker(const struct jobstore *js);
 
