@@ -17,9 +17,10 @@ TRANSCRIPT = {"language": "en", "source": "captions", "text": "Hello and welcome
 JOBKEY = "vts_test_key_jobs"
 
 
-def call(gw, method, path, body=None, key=JOBKEY):
+def call(gw, method, path, body=None, key=JOBKEY, timeout=10):
+    """One request with an optional JSON body on a new connection; the answer checked against the OpenAPI document."""
     import http.client
-    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=timeout)
     try:
         headers = {"x-api-key": key}
         if body is not None:
