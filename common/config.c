@@ -85,6 +85,7 @@ static const struct var vars[] = {
     S(log_level, "VTS_LOG_LEVEL", "info"),
     I(workers, "VTS_WORKERS", "0", 0, 256),
     I(job_max_items, "VTS_JOB_MAX_ITEMS", "5000", 1, 100000),
+    I(job_max_pages, "VTS_JOB_MAX_PAGES", "100", 1, 100000),
     I(jobs_max_open, "VTS_JOBS_MAX_OPEN", "10", 1, 100000),
     I(job_max_age_s, "VTS_JOB_MAX_AGE_S", "86400", 1, 31536000),
     I(job_ttl_s, "VTS_JOB_TTL_S", "604800", 1, 31536000),

@@ -63,6 +63,7 @@ struct vts_config {
   int64_t drain_timeout_ms;                    /* VTS_DRAIN_TIMEOUT_MS */
   char log_level[16];                          /* VTS_LOG_LEVEL */
   int64_t job_max_items;                       /* VTS_JOB_MAX_ITEMS: videos of one batch job */
+  int64_t job_max_pages;                       /* VTS_JOB_MAX_PAGES: pages of a batch job's list read at most */
   int64_t jobs_max_open;                       /* VTS_JOBS_MAX_OPEN: open batch jobs of one key */
   int64_t job_max_age_s;                       /* VTS_JOB_MAX_AGE_S: an item rationed this long fails */
   int64_t job_ttl_s;                           /* VTS_JOB_TTL_S: a finished job is kept this long */

@@ -707,7 +707,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;
   d->runner = runner_new(cfg, d->core);
-  if (d->runner != NULL) d->hooks = hooks_new(cfg, d->core, runner_store(d->runner));
+  if (d->runner != NULL) d->hooks = hooks_new(cfg, d->core, d->runner);
 
   what = "fetcher socket";
   url = cfg->jobs_url;

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/whsig.h"
+#include "gateway/dispatcher/fair.h"
 #include "gateway/jobs/jobjson.h"
 
 /* Messages recorded in one scan at most, so that a backlog does not hold the loop. */
@@ -26,6 +27,7 @@ struct hook_call {
 struct hooks {
   const struct vts_config *cfg;
   struct core *core;
+  struct runner *runner;
   struct jobstore *js;
   struct hook_call *calls;
   uint64_t in_flight;
@@ -41,12 +43,13 @@ int hooks_next_try(int attempt, int64_t retry_ms, int64_t made_ms, int64_t now_m
   return *next_ms <= made_ms + VTS_WEBHOOK_RETRY_WINDOW_MS;
 }
 
-struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct jobstore *js) {
+struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct runner *runner) {
   struct hooks *h = calloc(1, sizeof(*h));
   if (h == NULL) return NULL;
   h->cfg = cfg;
   h->core = core;
-  h->js = js;
+  h->runner = runner;
+  h->js = runner_store(runner);
   return h;
 }
 
@@ -91,6 +94,7 @@ static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
   job.hook_body = k->body;
   job.hook_body_len = (uint32_t)k->body_len;
   c->waiter.internal = HOOKS_WAITER;
+  fair_started(runner_fair(h->runner), now, k->key_id, 1);
   c->next = h->calls;
   if (h->calls != NULL) h->calls->prev = c;
   h->calls = c;
@@ -116,10 +120,19 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
   while (h->in_flight < HOOKS_MAX_IN_FLIGHT) {
     struct dispatcher_stats st;
     core_stats(h->core, &st);
-    if (st.fetchers_idle <= st.jobs_queued) return now + HOOKS_POLL_MS;
+    /* Within the batch share, beside the runner's items: the rest of the fetchers serve transcripts. */
+    if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(runner_fair(h->runner)),
+                    h->cfg->jobs_fetcher_share) == 0)
+      return now + HOOKS_POLL_MS;
+    /* Passed over: revoked keys, keys at their share, and keys with a try in flight (one try per key at once). */
+    const char *skip[RUNNER_SKIP_MAX];
+    size_t n = runner_skip(h->runner, now, 0, skip, RUNNER_SKIP_MAX);
+    for (const struct hook_call *o = h->calls; o != NULL && n < RUNNER_SKIP_MAX; o = o->next)
+      skip[n++] = o->hook.key_id;
+    struct jobstore_skip sk = {skip, n};
     struct hook_call *c = calloc(1, sizeof(*c));
     if (c == NULL) return wake;
-    int rv = jobstore_hook_take(h->js, util_wall_ms(), HOOKS_LEASE_MS, &c->hook);
+    int rv = jobstore_hook_take_skip(h->js, util_wall_ms(), HOOKS_LEASE_MS, &sk, &c->hook);
     if (rv != 0) {
       free(c);
       if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
@@ -142,6 +155,8 @@ void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_res
   struct hook_call *c = (struct hook_call *)(void *)w;
   const struct jobstore_hook *k = &c->hook;
   h->in_flight--;
+  /* A try is no platform request: it spends its key's share of the slots only. */
+  fair_ended(runner_fair(h->runner), util_now_ms(), k->key_id, 0);
   if (c->prev != NULL)
     c->prev->next = c->next;
   else

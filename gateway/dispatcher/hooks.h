@@ -12,7 +12,10 @@
  * given up. The store keeps the tries made and the time of the next one, so a restarted gateway goes on where the last
  * one stopped (a try in flight when it stopped is made again HOOKS_LEASE_MS after it began). Every try is logged (job
  * id, attempt, outcome, the receiver's HTTP status, reason; never the secret or the body) and counted in
- * vts_webhook_deliveries_total by outcome. A try starts only into a fetcher idle now with no request waiting.
+ * vts_webhook_deliveries_total by outcome. A try starts only into a fetcher idle now with no request waiting, within
+ * the batch share (runner.h: a try holds one of its slots, counted in its key's share, fair.h), and at most one try
+ * of a key is in flight at once, so a receiver that never answers holds one slot of its own key's share for one try's
+ * VTS_WEBHOOK_TIMEOUT_MS at most and delays only that key's deliveries. A revoked key's deliveries are given up.
  */
 #ifndef VTS_DISPATCH_HOOKS_H
 #define VTS_DISPATCH_HOOKS_H
@@ -21,6 +24,7 @@
 
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
+#include "gateway/dispatcher/runner.h"
 #include "gateway/jobs/jobstore.h"
 #include "proto/proto.h"
 
@@ -38,8 +42,11 @@ int hooks_next_try(int attempt, int64_t retry_ms, int64_t made_ms, int64_t now_m
 
 struct hooks;
 
-/* The webhooks of the jobs of js (borrowed: it outlives the hooks), run through core. NULL without memory. */
-struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct jobstore *js);
+/*
+ * The webhooks of the jobs of runner's store, run through core within runner's batch share (borrowed: the runner
+ * outlives the hooks). NULL without memory.
+ */
+struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct runner *runner);
 /* Frees the tries the core never answered (the dispatcher stopping): their leases bring them back at the next start. */
 void hooks_free(struct hooks *h);
 /* Records the messages owed and starts the tries due that may start now. Returns when it wants to be called again. */

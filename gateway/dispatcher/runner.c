@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/dispatcher/fair.h"
 #include "gateway/jobs/jobstore.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
@@ -18,7 +19,7 @@ _Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back e
 
 /* How often ended jobs past VTS_JOB_TTL_S are deleted, and the key file looked at for changes. */
 #define RUNNER_EXPIRE_MS 60000
-#define RUNNER_KEYS_POLL_MS 1000
+#define RUNNER_KEYS_POLL_MS 500
 /* A taken item's lease past its deadline: a taker alive that long has answered it. */
 #define RUNNER_LEASE_SLACK_MS 30000
 
@@ -30,6 +31,7 @@ _Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back e
 #define RUNNER_UPSTREAM_FAILED "The video platform did not return the transcript."
 #define RUNNER_FETCH_FAILED "The transcript could not be fetched."
 #define RUNNER_QUOTA_EXCEEDED "The monthly quota of this API key is used up."
+#define RUNNER_KEY_REVOKED "The API key of this job was revoked."
 
 /*
  * A page of a playlist's or channel's list failed other than by a ration: read again this long after (times the
@@ -46,6 +48,8 @@ struct runner_item {
   char page_job[JOBSTORE_ID_LEN + 1];
   int page_tries;
   int64_t page_created_ms;
+  int64_t page_read;                 /* the page's number in its list */
+  char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
 };
 
 struct runner {
@@ -53,10 +57,17 @@ struct runner {
   struct core *core;
   struct jobstore *js;
   struct keystore *keys;
+  char (*prev)[KEYS_MAX_NAME + 1]; /* the active keys of the file read before */
+  size_t nprev;
   struct timespec keys_mtime;
   uint64_t keys_checked_ms;
   uint64_t in_flight;
   struct runner_item *items;
+  struct fair *fair;
+  /* Keys revoked or removed from the key file since the start: their work is passed over, their jobs stopped. */
+  char (*gone)[KEYS_MAX_NAME + 1];
+  int *gone_stopped; /* the store stopped that key's jobs (else it is asked again at the next look) */
+  size_t ngone;
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
   uint64_t next_keepalive_ms;
@@ -113,6 +124,84 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static const struct key_entry *key_named(const struct runner *r, const char *name);
+
+static int gone_find(const struct runner *r, const char *name) {
+  for (size_t i = 0; i < r->ngone; i++)
+    if (strcmp(r->gone[i], name) == 0) return (int)i;
+  return -1;
+}
+
+/*
+ * The key file changed: a key that was active and is now inactive or absent is gone, and a gone key that is active
+ * again is back. A gone key's jobs are stopped in the store (their queued items cancelled, their lists and webhooks
+ * ended, jobstore_stop_key), once; until the store has done it, it is asked at every look. Its work is passed over
+ * by every take from now on, and its items running end key_revoked (runner_answer).
+ */
+static void keys_gone(struct runner *r, uint64_t now) {
+  (void)now;
+  /* Back: active in the file again. */
+  for (size_t i = 0; i < r->ngone;) {
+    const struct key_entry *k = key_named(r, r->gone[i]);
+    if (k != NULL && k->active) {
+      log_msg(LOG_INFO, "batch jobs of a key run again: the key is active", "key_id", r->gone[i], NULL);
+      r->ngone--;
+      memmove(r->gone[i], r->gone[r->ngone], sizeof(r->gone[i]));
+      r->gone_stopped[i] = r->gone_stopped[r->ngone];
+      continue;
+    }
+    i++;
+  }
+  /* Gone: inactive in the file, or in the file before and absent now (the previous file's active keys). */
+  size_t n = r->keys != NULL ? keystore_count(r->keys) : 0;
+  for (size_t i = 0; i < n + r->nprev; i++) {
+    const char *name = NULL;
+    if (i < n) {
+      const struct key_entry *k = keystore_entry(r->keys, i);
+      if (!k->active) name = k->name;
+    } else if (key_named(r, r->prev[i - n]) == NULL) {
+      name = r->prev[i - n];
+    }
+    if (name == NULL || gone_find(r, name) >= 0) continue;
+    if (r->ngone % 16 == 0) {
+      void *g = realloc(r->gone, (r->ngone + 16) * sizeof(*r->gone));
+      if (g == NULL) return;
+      r->gone = g;
+      void *s = realloc(r->gone_stopped, (r->ngone + 16) * sizeof(*r->gone_stopped));
+      if (s == NULL) return;
+      r->gone_stopped = s;
+    }
+    memcpy(r->gone[r->ngone], name, strlen(name) + 1);
+    r->gone_stopped[r->ngone++] = 0;
+  }
+  /* The active keys of this file, to know the ones a later file drops. */
+  free(r->prev);
+  r->prev = NULL;
+  r->nprev = 0;
+  if (n > 0 && (r->prev = calloc(n, sizeof(*r->prev))) != NULL) {
+    for (size_t i = 0; i < n; i++) {
+      const struct key_entry *k = keystore_entry(r->keys, i);
+      if (k->active) memcpy(r->prev[r->nprev++], k->name, strlen(k->name) + 1);
+    }
+  }
+}
+
+/* Stops the jobs of the gone keys the store has not stopped yet. */
+static void stop_gone(struct runner *r) {
+  for (size_t i = 0; i < r->ngone; i++) {
+    if (r->gone_stopped[i]) continue;
+    int n = jobstore_stop_key(r->js, r->gone[i], JOBSTORE_STOP_KEY_REVOKED, wall_ms());
+    if (n < 0) {
+      log_msg(LOG_WARN, "jobs of a revoked key not stopped yet: tried again", "key_id", r->gone[i], NULL);
+      continue;
+    }
+    r->gone_stopped[i] = 1;
+    char num[16];
+    snprintf(num, sizeof(num), "%d", n);
+    log_msg(LOG_INFO, "batch jobs of a revoked key stopped", "key_id", r->gone[i], "=jobs", num, NULL);
+  }
+}
+
 /* The key file again when it changed: an item is charged to its key's month as the file says now. */
 static void keys_refresh(struct runner *r, uint64_t now) {
   if (r->keys != NULL && now < r->keys_checked_ms + RUNNER_KEYS_POLL_MS) return;
@@ -130,6 +219,7 @@ static void keys_refresh(struct runner *r, uint64_t now) {
   keystore_free(r->keys);
   r->keys = ks;
   r->keys_mtime = st.st_mtim;
+  keys_gone(r, now);
 }
 
 static const struct key_entry *key_named(const struct runner *r, const char *name) {
@@ -145,9 +235,17 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
   if (r == NULL) return NULL;
   r->cfg = cfg;
   r->core = core;
+  struct fair_limits lim = {.per_hour = (uint64_t)cfg->egress_rate * runner_egresses(cfg),
+                            .burst = (uint64_t)cfg->egress_burst * runner_egresses(cfg)};
+  r->fair = fair_new(&lim);
+  if (r->fair == NULL) {
+    free(r);
+    return NULL;
+  }
   char err[256] = "";
   if (jobstore_open_config(cfg, VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS, &r->js, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
+    fair_free(r->fair);
     free(r);
     return NULL;
   }
@@ -175,11 +273,44 @@ void runner_free(struct runner *r) {
   }
   jobstore_close(r->js);
   keystore_free(r->keys);
+  fair_free(r->fair);
+  free(r->gone);
+  free(r->gone_stopped);
+  free(r->prev);
   free(r);
 }
 
 struct jobstore *runner_store(struct runner *r) {
   return r->js;
+}
+
+struct fair *runner_fair(struct runner *r) {
+  return r->fair;
+}
+
+uint64_t runner_egresses(const struct vts_config *cfg) {
+  uint64_t n = 1;
+  for (const char *p = cfg->upstream_proxy; *p != '\0'; p++) n += *p == ',';
+  return cfg->upstream_proxy[0] != '\0' ? n + 1 : 1;
+}
+
+uint64_t runner_cap(struct runner *r) {
+  struct dispatcher_stats st;
+  core_stats(r->core, &st);
+  if (r->cfg->jobs_fetcher_share <= 0 || st.fetchers_connected == 0) return 0;
+  uint64_t cap = st.fetchers_connected * (uint64_t)r->cfg->jobs_fetcher_share / 100;
+  return cap > 0 ? cap : 1;
+}
+
+size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->ngone && n < max; i++) out[n++] = r->gone[i];
+  return n + fair_skip(r->fair, now, runner_cap(r), ahead, out + n, max - n);
+}
+
+int runner_key_gone(const struct runner *r, const char *key) {
+  const struct key_entry *k = key_named(r, key);
+  return k == NULL || !k->active;
 }
 
 static void link_item(struct runner *r, struct runner_item *it) {
@@ -203,6 +334,9 @@ static void start_page(struct runner *r, uint64_t now, const struct jobstore_pag
   memcpy(it->page_job, pg->job_id, sizeof(it->page_job));
   it->page_tries = pg->tries;
   it->page_created_ms = pg->created_ms;
+  it->page_read = pg->read + 1; /* this page's number: the pages read so far and itself */
+  memcpy(it->key, pg->key_id, sizeof(it->key));
+  fair_started(r->fair, now, it->key, 1);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_BROWSE,
                           .deadline_ms = (uint32_t)r->cfg->job_timeout_ms,
@@ -222,6 +356,8 @@ static void start_item(struct runner *r, uint64_t now, const struct jobstore_tas
     return;
   }
   it->task = *t;
+  memcpy(it->key, t->key_id, sizeof(it->key));
+  fair_started(r->fair, now, it->key, 1);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_CAPTIONS, .deadline_ms = (uint32_t)r->cfg->job_timeout_ms};
   memcpy(job.video_id, t->video_id, sizeof(job.video_id));
@@ -240,6 +376,42 @@ uint64_t runner_hold(struct runner *r, uint64_t now) {
   return r->next_keepalive_ms;
 }
 
+/*
+ * Takes the next piece of work of a key that may start now (fair.h): a page of a job's list first (its items join the
+ * queue before later jobs' items run), else an item, into r->page or *t; *page tells which. The first pass also passes
+ * over the keys ahead of the least served one; when it finds nothing, the keys it did not pass over have nothing
+ * waiting (they stop sharing) and the second pass lets the others take their turn. Returns 0, -EAGAIN or -EIO.
+ */
+static int take_next(struct runner *r, uint64_t now, struct jobstore_task *t, int *page) {
+  const char *skip[RUNNER_SKIP_MAX];
+  int64_t wall = wall_ms(), lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
+  size_t hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX);
+  for (int ahead = 1; ahead >= 0; ahead--) {
+    size_t n = runner_skip(r, now, ahead, skip, RUNNER_SKIP_MAX);
+    if (ahead == 0 && n == hard) break; /* the first pass passed over no key for being ahead: the same take */
+    struct jobstore_skip sk = {skip, n};
+    int rv = jobstore_take_page_skip(r->js, wall, lease, &sk, &r->page);
+    if (rv == 0) {
+      *page = 1;
+      fair_seen(r->fair, now, r->page.key_id, 1);
+      return 0;
+    }
+    if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
+    rv = jobstore_take_skip(r->js, wall, lease, &sk, t);
+    if (rv == 0) {
+      *page = 0;
+      fair_seen(r->fair, now, t->key_id, 1);
+      return 0;
+    }
+    if (rv != -EAGAIN) {
+      log_msg(LOG_WARN, "taking a batch item failed", NULL);
+      return rv;
+    }
+    fair_idle_but(r->fair, skip, n);
+  }
+  return -EAGAIN;
+}
+
 uint64_t runner_pump(struct runner *r, uint64_t now) {
   runner_hold(r, now);
   if (now >= r->next_expire_ms) {
@@ -249,32 +421,41 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
   }
   uint64_t wake = now + RUNNER_POLL_MS;
   if (r->next_keepalive_ms < wake) wake = r->next_keepalive_ms;
-  if (now < r->next_take_ms) return r->next_take_ms < wake ? r->next_take_ms : wake;
   keys_refresh(r, now);
+  stop_gone(r);
+  if (now < r->next_take_ms) return r->next_take_ms < wake ? r->next_take_ms : wake;
   for (int started = 0; started < RUNNER_BURST; started++) {
     struct dispatcher_stats st;
     core_stats(r->core, &st);
-    if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, r->in_flight,
+    /* Every piece of batch work counts against the share, a webhook try too (hooks.h). */
+    if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(r->fair),
                     r->cfg->jobs_fetcher_share) == 0)
       return wake;
-    int64_t wall = wall_ms();
-    /* A job's next page first: its items join the queue before the items of later jobs run. */
-    int rv = jobstore_take_page(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &r->page);
-    if (rv == 0) {
-      start_page(r, now, &r->page);
-      continue;
-    }
-    if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
     struct jobstore_task t;
-    rv = jobstore_take(r->js, wall, r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS, &t);
+    int page = 0;
+    int rv = take_next(r, now, &t, &page);
     if (rv != 0) {
-      if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
       r->next_take_ms = now + jobstore_idle_poll_ms(r->js, RUNNER_POLL_MS);
       return wake;
     }
-    start_item(r, now, &t);
+    if (page)
+      start_page(r, now, &r->page);
+    else
+      start_item(r, now, &t);
   }
   return now; /* more may start: the next loop turn */
+}
+
+/* The platform requests a piece of work made, by its result: what its key's share of the egress budget pays. */
+static uint32_t requests_of(const struct runner_item *it, const struct proto_result *res) {
+  if (res == NULL) return 0;
+  /* A browse page is one request when a fetcher read it (a result from no fetcher is the core's own failure). */
+  if (it->is_page) return res->fetch_ms > 0 || res->outcome != PROTO_INTERNAL ? 1 : 0;
+  /* Each attempt asked the player; a transcript a fetcher fetched was one caption download more. A cache hit: none. */
+  uint32_t n = res->nattempts;
+  if (res->outcome == PROTO_OK && res->source == PROTO_SOURCE_CAPTIONS && (res->nattempts > 0 || res->fetch_ms > 0))
+    n++;
+  return n;
 }
 
 /*
@@ -331,8 +512,8 @@ static void page_answer(struct runner *r, const struct runner_item *it, const st
       for (size_t i = 0; i < page.n; i++) memcpy(ids[i], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
       memcpy(next, page.token, page.token_len);
       next[page.token_len] = '\0';
-      rv =
-          jobstore_page_done(r->js, it->page_job, (const char(*)[VTS_VIDEO_ID_LEN + 1]) ids, page.n, next, now, &added);
+      rv = jobstore_page_end(r->js, it->page_job, (const char(*)[VTS_VIDEO_ID_LEN + 1]) ids, page.n, next,
+                             it->page_read, r->cfg->job_max_pages, NULL, now, &added);
       snprintf(num, sizeof(num), "%zu", added);
       if (rv == 0)
         log_msg(LOG_INFO, "batch page read", "job_id", it->page_job, "=items", num, "next_page", next[0] ? "yes" : "no",
@@ -348,7 +529,8 @@ static void page_answer(struct runner *r, const struct runner_item *it, const st
     snprintf(num, sizeof(num), "%d", res != NULL ? proto_outcome_status(res->outcome) : 500);
     log_msg(LOG_WARN, "batch list ended early: a page could not be read", "job_id", it->page_job, "=status", num,
             "reason", res != NULL ? proto_reason_name(res->reason) : "none", NULL);
-    rv = jobstore_page_done(r->js, it->page_job, NULL, 0, "", now, &added);
+    rv = jobstore_page_end(r->js, it->page_job, NULL, 0, "", it->page_read, r->cfg->job_max_pages,
+                           JOBSTORE_STOP_PAGE_FAILED, now, &added);
   }
   if (rv != 0 && rv != -ENOENT) log_msg(LOG_ERROR, "batch page not recorded", "job_id", it->page_job, NULL);
 }
@@ -357,13 +539,21 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   struct runner_item *it = (struct runner_item *)(void *)w;
   const struct jobstore_task *t = &it->task;
   r->in_flight--;
+  fair_ended(r->fair, util_now_ms(), it->key, requests_of(it, res));
   if (it->prev != NULL)
     it->prev->next = it->next;
   else
     r->items = it->next;
   if (it->next != NULL) it->next->prev = it->prev;
+  int gone = gone_find(r, it->key) >= 0;
   if (it->is_page) {
-    page_answer(r, it, res);
+    size_t added = 0;
+    /* A revoked key's list was ended by jobstore_stop_key; a page read meanwhile adds nothing. */
+    if (gone)
+      jobstore_page_end(r->js, it->page_job, NULL, 0, "", it->page_read, r->cfg->job_max_pages,
+                        JOBSTORE_STOP_KEY_REVOKED, wall_ms(), &added);
+    else
+      page_answer(r, it, res);
     free(it);
     return;
   }
@@ -371,7 +561,10 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   struct runner_outcome o;
   runner_judge(res, now, t->created_ms, r->cfg->job_max_age_s * 1000, &o);
   int rv = 0;
-  if (o.verdict == RUNNER_DONE) {
+  if (gone) {
+    /* Revoked while it ran: nothing is kept or charged, and it is not tried again. */
+    rv = jobstore_fail(r->js, t->job_id, t->seq, "key_revoked", RUNNER_KEY_REVOKED, now);
+  } else if (o.verdict == RUNNER_DONE) {
     rv = record_done(r, t, res, now);
   } else if (o.verdict == RUNNER_RETRY) {
     rv = jobstore_retry(r->js, t->job_id, t->seq, o.not_before_ms, now);

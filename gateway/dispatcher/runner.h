@@ -44,6 +44,8 @@
 #define RUNNER_POLL_MS 200
 /* Items started in one loop turn at most, so that a burst of cache hits does not hold the loop. */
 #define RUNNER_BURST 32
+/* Keys a take passes over at most (revoked ones, then those at their share): more are not passed over. */
+#define RUNNER_SKIP_MAX 256
 
 /* How many items may start now (pure): the rule above. */
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct);
@@ -67,6 +69,20 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core);
 void runner_free(struct runner *r);
 /* The runner's job store (borrowed, valid until runner_free), for the webhooks of its jobs (hooks.h). */
 struct jobstore *runner_store(struct runner *r);
+/* The shares of batch work between keys (fair.h), which the webhook tries count in too (borrowed). */
+struct fair *runner_fair(struct runner *r);
+/* The batch slots now: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers, at least 1 (0 with none or 0 %). */
+uint64_t runner_cap(struct runner *r);
+/* The egresses of a fetcher (the direct route and each VTS_UPSTREAM_PROXY entry): what the egress budget spans. */
+uint64_t runner_egresses(const struct vts_config *cfg);
+/*
+ * The keys whose batch work is passed over now, into out (borrowed names, valid until the runner's next call), at
+ * most max: the revoked and removed keys, then those fair_skip names (ahead: also those ahead in turns). Returns how
+ * many.
+ */
+size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max);
+/* Whether key is absent from the key file or not active there. */
+int runner_key_gone(const struct runner *r, const char *key);
 /*
  * Starts what may start now (the core's gauges decide) and expires old jobs now and then. Returns the monotonic time
  * it wants to be called again by at the latest.

@@ -24,6 +24,7 @@ int jobjson_status(struct buf *b, const struct jobstore_job *j, const char *type
   rv |= buf_printf(b, ",\"format\":\"%s\"", j->format[0] != '\0' ? j->format : "json");
   if (j->language[0] != '\0') rv |= buf_printf(b, ",\"language\":\"%s\"", j->language);
   if (j->translate[0] != '\0') rv |= buf_printf(b, ",\"translate\":\"%s\"", j->translate);
+  if (j->stop_reason[0] != '\0') rv |= buf_printf(b, ",\"stop_reason\":\"%s\"", j->stop_reason);
   rv |= buf_puts(b, "}");
   return rv != 0 ? -ENOMEM : 0;
 }

@@ -68,6 +68,9 @@ static const char schema[] =
 static const char add_turn[] =
     "ALTER TABLE jobs ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;"
     "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);";
+/* Likewise the columns of bounded lists and revoked keys: why a job stopped short, and the pages its list read. */
+static const char add_stop[] = "ALTER TABLE jobs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';";
+static const char add_read[] = "ALTER TABLE pages ADD COLUMN nread INTEGER NOT NULL DEFAULT 1;";
 
 int jobstore_inflate(const void *z, size_t zlen, int64_t len, char **out) {
   *out = NULL;
@@ -95,6 +98,8 @@ int jobstore_open(const char *path, struct jobstore **out, char *err, size_t err
   if (rc == SQLITE_OK) rc = sqlite3_exec(js->db, schema, NULL, NULL, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_exec(js->db, add_turn, NULL, NULL, NULL);
+    sqlite3_exec(js->db, add_stop, NULL, NULL, NULL);
+    sqlite3_exec(js->db, add_read, NULL, NULL, NULL);
     rc = sqlite3_exec(js->db, "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);", NULL, NULL, NULL);
   }
   if (rc != SQLITE_OK) {
@@ -139,6 +144,24 @@ static sqlite3_stmt *prepare(struct jobstore *js, const char *sql, const char *t
     return NULL;
   }
   return st;
+}
+
+/*
+ * The keys a take passes over as a JSON array of strings (read by json_each), in out (malloc'd, the caller frees).
+ * Key names are [A-Za-z0-9_.-]: nothing to escape. NULL for no memory.
+ */
+static char *skip_json(const struct jobstore_skip *skip) {
+  size_t n = skip != NULL ? skip->n : 0, len = 3;
+  for (size_t i = 0; i < n; i++) len += strlen(skip->keys[i]) + 3;
+  char *out = malloc(len);
+  if (out == NULL) return NULL;
+  size_t at = 0;
+  out[at++] = '[';
+  for (size_t i = 0; i < n; i++)
+    at += (size_t)snprintf(out + at, len - at, "%s\"%s\"", i > 0 ? "," : "", skip->keys[i]);
+  out[at++] = ']';
+  out[at] = '\0';
+  return out;
 }
 
 /* Runs a statement that returns no rows. Returns the number of rows changed, or -EIO. */
@@ -216,7 +239,7 @@ static int sq_get(void *self, const char *key_id, const char *job_id, struct job
   memset(out, 0, sizeof(*out));
   sqlite3_stmt *st = prepare(js,
                              "SELECT cancelled,created_ms,updated_ms,total,language,translate,format,webhook_url,"
-                             "webhook_secret FROM jobs WHERE id=? AND key_id=?",
+                             "webhook_secret,stop_reason FROM jobs WHERE id=? AND key_id=?",
                              "ss", job_id, key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
@@ -234,6 +257,7 @@ static int sq_get(void *self, const char *key_id, const char *job_id, struct job
   copy_column(st, 6, out->format, sizeof(out->format));
   copy_column(st, 7, out->webhook_url, sizeof(out->webhook_url));
   copy_column(st, 8, out->webhook_secret, sizeof(out->webhook_secret));
+  copy_column(st, 9, out->stop_reason, sizeof(out->stop_reason));
   sqlite3_finalize(st);
   st = prepare(js, "SELECT status,count(*) FROM items WHERE job_id=? GROUP BY status", "s", job_id);
   if (!st) return -EIO;
@@ -361,18 +385,25 @@ static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
   return rc == SQLITE_ROW ? 0 : -EIO;
 }
 
-static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                   struct jobstore_task *out) {
   struct jobstore *js = self;
   memset(out, 0, sizeof(*out));
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  char *passed = skip_json(skip);
+  if (passed == NULL) return -ENOMEM;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) {
+    free(passed);
+    return -EIO;
+  }
   /* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
   sqlite3_stmt *st = prepare(
       js,
       "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
       "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "
       "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
-      "q.job_id=jobs.id AND q.not_before_ms<=?1) ORDER BY turn,id LIMIT 1) ORDER BY i.seq LIMIT 1",
-      "i", now_ms);
+      "q.job_id=jobs.id AND q.not_before_ms<=?1) AND key_id NOT IN (SELECT value FROM json_each(?2)) ORDER BY turn,id "
+      "LIMIT 1) ORDER BY i.seq LIMIT 1",
+      "is", now_ms, passed);
   int rv = st ? 0 : -EIO;
   if (rv == 0) {
     int rc = sqlite3_step(st);
@@ -391,6 +422,7 @@ static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore
     }
   }
   sqlite3_finalize(st);
+  free(passed);
   if (rv == 0)
     rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
                          now_ms + lease_ms, out->job_id, out->seq));
@@ -501,14 +533,21 @@ static int sq_hook_add(void *self, const char *job_id, const char *body, size_t 
   return rv < 0 ? rv : 0;
 }
 
-static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
+static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                        struct jobstore_hook *out) {
   struct jobstore *js = self;
   memset(out, 0, sizeof(*out));
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  char *passed = skip_json(skip);
+  if (passed == NULL) return -ENOMEM;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) {
+    free(passed);
+    return -EIO;
+  }
   sqlite3_stmt *st = prepare(js,
-                             "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret FROM hooks h "
-                             "JOIN jobs j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? ORDER BY h.next_ms LIMIT 1",
-                             "i", now_ms);
+                             "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret,j.key_id FROM "
+                             "hooks h JOIN jobs j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? AND j.key_id NOT "
+                             "IN (SELECT value FROM json_each(?)) ORDER BY h.next_ms LIMIT 1",
+                             "is", now_ms, passed);
   int rv = st != NULL ? 0 : -EIO;
   if (rv == 0) {
     int rc = sqlite3_step(st);
@@ -522,11 +561,13 @@ static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct job
       out->body_len = n;
       copy_column(st, 4, out->url, sizeof(out->url));
       copy_column(st, 5, out->secret, sizeof(out->secret));
+      copy_column(st, 6, out->key_id, sizeof(out->key_id));
     } else {
       rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
     }
   }
   sqlite3_finalize(st);
+  free(passed);
   if (rv == 0)
     rv = run(js, prepare(js, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?", "is", now_ms + lease_ms,
                          out->job_id));
@@ -542,7 +583,8 @@ static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state 
   return rv < 0 ? rv : rv == 0 ? -ENOENT : 0;
 }
 
-static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                        struct jobstore_page *out) {
   struct jobstore *js = self;
   memset(out, 0, sizeof(*out));
   /* Asked before every item a runner starts: with no page due, no write lock is taken. */
@@ -552,12 +594,17 @@ static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct job
   sqlite3_finalize(due);
   if (drc == SQLITE_DONE) return -EAGAIN;
   if (drc != SQLITE_ROW) return -EIO;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  char *passed = skip_json(skip);
+  if (passed == NULL) return -ENOMEM;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) {
+    free(passed);
+    return -EIO;
+  }
   sqlite3_stmt *st = prepare(js,
-                             "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms FROM pages p JOIN jobs j ON "
-                             "j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 ORDER BY "
-                             "p.job_id LIMIT 1",
-                             "i", now_ms);
+                             "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms,p.nread FROM pages p JOIN jobs j "
+                             "ON j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 AND "
+                             "j.key_id NOT IN (SELECT value FROM json_each(?)) ORDER BY p.job_id LIMIT 1",
+                             "is", now_ms, passed);
   int rv = st ? 0 : -EIO;
   if (rv == 0) {
     int rc = sqlite3_step(st);
@@ -567,11 +614,13 @@ static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct job
       out->tries = sqlite3_column_int(st, 2);
       copy_column(st, 3, out->key_id, sizeof(out->key_id));
       out->created_ms = sqlite3_column_int64(st, 4);
+      out->read = sqlite3_column_int64(st, 5);
     } else {
       rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
     }
   }
   sqlite3_finalize(st);
+  free(passed);
   if (rv == 0)
     rv = run(js, prepare(js, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", "is", now_ms + lease_ms,
                          out->job_id));
@@ -618,7 +667,8 @@ static int job_ids(struct jobstore *js, const char *job_id, char (**ids)[VTS_VID
 }
 
 static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
-                        const char *next, int64_t now_ms, size_t *added) {
+                        const char *next, int64_t read, int64_t max_pages, const char *why, int64_t now_ms,
+                        size_t *added) {
   struct jobstore *js = self;
   *added = 0;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
@@ -665,10 +715,17 @@ static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
   if (rv == 0)
     rv = run(js, prepare(js, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?", "iis", total, now_ms, job_id));
   if (rv >= 0) {
-    int ends = next == NULL || next[0] == '\0' || total >= max_items;
-    rv = ends ? run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id))
-              : run(js, prepare(js, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0 WHERE job_id=?", "ss",
-                                next, job_id));
+    int named = next != NULL && next[0] != '\0' && total<max_items, bounded = max_pages> 0;
+    const char *stop = named && bounded && *added == 0         ? JOBSTORE_STOP_NO_NEW_IDS
+                       : named && bounded && read >= max_pages ? JOBSTORE_STOP_MAX_PAGES
+                       : !named && why != NULL                 ? why
+                                                               : NULL;
+    rv = !named || stop != NULL
+             ? run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id))
+             : run(js, prepare(js, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0,nread=? WHERE job_id=?",
+                               "sis", next, read, job_id));
+    if (rv >= 0 && stop != NULL)
+      rv = run(js, prepare(js, "UPDATE jobs SET stop_reason=? WHERE id=?", "ss", stop, job_id));
   }
   if (rv < 0) *added = 0;
   rv = finish(js, rv);
@@ -684,6 +741,38 @@ static int sq_page_retry(void *self, const char *job_id, int64_t not_before_ms, 
   if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
+}
+
+static int sq_stop_key(void *self, const char *key_id, const char *why, int64_t now_ms) {
+  struct jobstore *js = self;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  const char open[] =
+      "(EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 "
+      "FROM pages p WHERE p.job_id=jobs.id))";
+  char sql[512];
+  snprintf(sql, sizeof(sql), "UPDATE jobs SET cancelled=1,stop_reason=?,updated_ms=? WHERE key_id=? AND %s", open);
+  /* The jobs first marked, then their queued items and lists ended by that mark, in one transaction. */
+  int rv = run(js, prepare(js, sql, "sis", why, now_ms, key_id));
+  int stopped = rv;
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "UPDATE items SET status=4 WHERE status=0 AND job_id IN (SELECT id FROM jobs WHERE key_id=? "
+                         "AND stop_reason=?)",
+                         "ss", key_id, why));
+  if (rv >= 0)
+    rv = run(js, prepare(js, "DELETE FROM pages WHERE job_id IN (SELECT id FROM jobs WHERE key_id=?)", "s", key_id));
+  if (rv >= 0)
+    rv =
+        run(js, prepare(js, "UPDATE hooks SET state=2 WHERE state=0 AND job_id IN (SELECT id FROM jobs WHERE key_id=?)",
+                        "s", key_id));
+  /* A delivery not recorded yet (owed, or to be owed when a running item ends) is recorded given up. */
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) SELECT id,2,?,0,x'' FROM "
+                         "jobs WHERE key_id=? AND webhook_url!=''",
+                         "is", now_ms, key_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : stopped;
 }
 
 static const struct jobstore_ops sqlite_ops = {
@@ -706,6 +795,7 @@ static const struct jobstore_ops sqlite_ops = {
     .hook_take = sq_hook_take,
     .hook_end = sq_hook_end,
     .take_page = sq_take_page,
+    .stop_key = sq_stop_key,
     .page_done = sq_page_done,
     .page_retry = sq_page_retry,
 };
@@ -803,7 +893,12 @@ int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
 }
 
 int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
-  return js->ops->take(js->self, now_ms, lease_ms, out);
+  return js->ops->take(js->self, now_ms, lease_ms, NULL, out);
+}
+
+int jobstore_take_skip(struct jobstore *js, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                       struct jobstore_task *out) {
+  return js->ops->take(js->self, now_ms, lease_ms, skip, out);
 }
 
 /* The answer compressed once, whatever the backend: a zlib stream, its size before kept beside it. */
@@ -862,7 +957,12 @@ int jobstore_hook_add(struct jobstore *js, const char *job_id, const char *body,
 }
 
 int jobstore_hook_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
-  return js->ops->hook_take(js->self, now_ms, lease_ms, out);
+  return js->ops->hook_take(js->self, now_ms, lease_ms, NULL, out);
+}
+
+int jobstore_hook_take_skip(struct jobstore *js, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                            struct jobstore_hook *out) {
+  return js->ops->hook_take(js->self, now_ms, lease_ms, skip, out);
 }
 
 int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
@@ -871,12 +971,28 @@ int jobstore_hook_end(struct jobstore *js, const char *job_id, enum jobstore_hoo
 }
 
 int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
-  return js->ops->take_page(js->self, now_ms, lease_ms, out);
+  return js->ops->take_page(js->self, now_ms, lease_ms, NULL, out);
+}
+
+int jobstore_take_page_skip(struct jobstore *js, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                            struct jobstore_page *out) {
+  return js->ops->take_page(js->self, now_ms, lease_ms, skip, out);
 }
 
 int jobstore_page_done(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
                        const char *next, int64_t now_ms, size_t *added) {
-  return js->ops->page_done(js->self, job_id, ids, n, next, now_ms, added);
+  /* Unbounded in pages (max 0): the bounds of jobstore_page_end are the runner's. */
+  return js->ops->page_done(js->self, job_id, ids, n, next, 1, 0, NULL, now_ms, added);
+}
+
+int jobstore_page_end(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                      const char *next, int64_t read, int64_t max_pages, const char *why, int64_t now_ms,
+                      size_t *added) {
+  return js->ops->page_done(js->self, job_id, ids, n, next, read, max_pages, why, now_ms, added);
+}
+
+int jobstore_stop_key(struct jobstore *js, const char *key_id, const char *why, int64_t now_ms) {
+  return js->ops->stop_key(js->self, key_id, why, now_ms);
 }
 
 int jobstore_page_retry(struct jobstore *js, const char *job_id, int64_t not_before_ms, int64_t now_ms) {

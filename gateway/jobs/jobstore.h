@@ -115,7 +115,17 @@ struct jobstore_job {
   char webhook_url[2048];
   char webhook_secret[64];
   int more; /* pages of its list are still to be read (a continuation is kept): not done yet, whatever the counts */
+  /*
+   * Why the job stopped short, "" when it did not: its list stopped (JOBSTORE_STOP_MAX_PAGES, _NO_NEW_IDS,
+   * _PAGE_FAILED) or its key was revoked (JOBSTORE_STOP_KEY_REVOKED: its queued items were cancelled).
+   */
+  char stop_reason[24];
 };
+
+#define JOBSTORE_STOP_MAX_PAGES "max_pages"     /* its list's pages read reached VTS_JOB_MAX_PAGES */
+#define JOBSTORE_STOP_NO_NEW_IDS "no_new_ids"   /* a page of its list added no id the job did not hold */
+#define JOBSTORE_STOP_PAGE_FAILED "page_failed" /* a page of its list could not be read */
+#define JOBSTORE_STOP_KEY_REVOKED "key_revoked" /* its key left the key file or was made inactive */
 
 /* The job id of key_id. Returns 0, -ENOENT (no such job, or another key's), or -EIO. */
 int jobstore_get(struct jobstore *js, const char *key_id, const char *job_id, struct jobstore_job *out);
@@ -173,6 +183,18 @@ struct jobstore_task {
  * order. Returns 0, -EAGAIN (nothing to take now), or -EIO.
  */
 int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out);
+
+/*
+ * The keys a take passes over (the runner's keys holding their share, or revoked): their work stays queued, in its
+ * order, for a later take. keys holds n key names.
+ */
+struct jobstore_skip {
+  const char *const *keys;
+  size_t n;
+};
+/* jobstore_take of an item of a key not in skip (NULL: none). */
+int jobstore_take_skip(struct jobstore *js, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                       struct jobstore_task *out);
 
 /*
  * Ends a running item: done with its answer (kept compressed), or failed with the endpoint's code and message.
@@ -246,6 +268,7 @@ int jobstore_hook_add(struct jobstore *js, const char *job_id, const char *body,
 /* A try of a delivery handed to a taker. */
 struct jobstore_hook {
   char job_id[JOBSTORE_ID_LEN + 1];
+  char key_id[JOBSTORE_KEY_ID_MAX + 1]; /* its job's key */
   char url[VTS_WEBHOOK_URL_MAX_BYTES + 1];
   char secret[64];
   int attempt;     /* this try's number, from 1 */
@@ -259,6 +282,9 @@ struct jobstore_hook {
  * a try whose taker died is taken again then. Returns 0, -EAGAIN (none due), or -EIO.
  */
 int jobstore_hook_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out);
+/* jobstore_hook_take of a delivery of a job whose key is not in skip (NULL: none). */
+int jobstore_hook_take_skip(struct jobstore *js, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                            struct jobstore_hook *out);
 
 /*
  * Ends a try of job_id's delivery: HOOK_DELIVERED, HOOK_GIVEN_UP, or HOOK_PENDING again from next_ms; http_status is
@@ -276,6 +302,7 @@ struct jobstore_page {
   char token[VTS_MAX_BROWSE_TOKEN_BYTES + 1]; /* the continuation to read */
   char key_id[JOBSTORE_KEY_ID_MAX + 1];
   int tries;          /* earlier takes of this page */
+  int64_t read;       /* pages of its list read so far (the first, read when the job was made, is 1) */
   int64_t created_ms; /* when its job was made */
 };
 
@@ -284,6 +311,9 @@ struct jobstore_page {
  * now_ms + lease_ms. Returns 0, -EAGAIN (nothing to read now), or -EIO.
  */
 int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out);
+/* jobstore_take_page of a job whose key is not in skip (NULL: none). */
+int jobstore_take_page_skip(struct jobstore *js, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                            struct jobstore_page *out);
 
 /*
  * Ends a taken page, in one transaction (a page is added whole or not at all): the ids of the page (n checked ids,
@@ -294,9 +324,25 @@ int jobstore_take_page(struct jobstore *js, int64_t now_ms, int64_t lease_ms, st
  */
 int jobstore_page_done(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
                        const char *next, int64_t now_ms, size_t *added);
+/*
+ * jobstore_page_done within bounds: this page is the job's page number `read` (from 1; the first page, read when
+ * the job was made, is 1); the list stops, with the job's stop_reason, when a next page is named but read reaches
+ * max_pages (JOBSTORE_STOP_MAX_PAGES) or the page added no id (JOBSTORE_STOP_NO_NEW_IDS). why, when not NULL, is the
+ * stop_reason of a list ended by the caller (next "": JOBSTORE_STOP_PAGE_FAILED). Returns as jobstore_page_done.
+ */
+int jobstore_page_end(struct jobstore *js, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                      const char *next, int64_t read, int64_t max_pages, const char *why, int64_t now_ms,
+                      size_t *added);
 
 /* Gives a taken page back, not to be read again before not_before_ms (a ration met). Returns as jobstore_page_done. */
 int jobstore_page_retry(struct jobstore *js, const char *job_id, int64_t not_before_ms, int64_t now_ms);
+
+/*
+ * A key revoked: every job of key_id with work left is cancelled with stop_reason why (its queued items end
+ * cancelled, its list stops, what is running ends as it ends), and every pending delivery of its jobs is given up.
+ * Returns how many jobs were stopped, or -EIO.
+ */
+int jobstore_stop_key(struct jobstore *js, const char *key_id, const char *why, int64_t now_ms);
 
 /*
  * For the backends: what an implementation fills, a versioned table of operations, one per backend, chosen by
@@ -304,7 +350,7 @@ int jobstore_page_retry(struct jobstore *js, const char *job_id, int64_t not_bef
  * the meaning and the return values of the jobstore_* function of its name; self is the implementation's own state. An
  * operation a backend has no use for is NULL (the facade answers for it).
  */
-#define JOBSTORE_OPS_VERSION 1
+#define JOBSTORE_OPS_VERSION 2
 
 struct jobstore_ops {
   int version; /* JOBSTORE_OPS_VERSION */
@@ -318,7 +364,8 @@ struct jobstore_ops {
                void *ctx, int64_t *next);
   int (*cancel)(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
   int (*open_jobs)(void *self, const char *key_id, size_t *n);
-  int (*take)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out);
+  int (*take)(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+              struct jobstore_task *out);
   /* The answer compressed (a zlib stream of body), with its size before. */
   int (*done)(void *self, const char *job_id, int64_t seq, const void *z, size_t zlen, size_t len,
               const struct jobstore_charge *charge, int64_t now_ms);
@@ -330,11 +377,14 @@ struct jobstore_ops {
   const char *(*taker)(void *self);
   int (*hook_owed)(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]);
   int (*hook_add)(void *self, const char *job_id, const char *body, size_t len, int64_t now_ms);
-  int (*hook_take)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out);
+  int (*hook_take)(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                   struct jobstore_hook *out);
   int (*hook_end)(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms, int http_status);
-  int (*take_page)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out);
+  int (*take_page)(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                   struct jobstore_page *out);
   int (*page_done)(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n, const char *next,
-                   int64_t now_ms, size_t *added);
+                   int64_t read, int64_t max_pages, const char *why, int64_t now_ms, size_t *added);
+  int (*stop_key)(void *self, const char *key_id, const char *why, int64_t now_ms);
   int (*page_retry)(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms);
 };
 

@@ -157,7 +157,8 @@ static const char cancel_script[] = LUA_PRELUDE
     "return n\n";
 
 /*
- * ARGV: now, consumer, idle. The task {job, seq, video, key, language, translate, format, created, entry, tries}
+ * ARGV: now, consumer, idle, then the keys to pass over (jobstore_skip). The task {job, seq, video, key, language,
+ * translate, format, created, entry, tries}
  * (tries: the item's earlier takes, counted in its field "t<seq>" when it is put back or claimed), or nil. The job
  * whose turn it is has the smallest turn in vts:jobs:rr; it hands out its next queued item and takes the turn after
  * every other job's (a new job's turn is 0: its first item goes next). Entries it finds for items no longer running
@@ -165,6 +166,8 @@ static const char cancel_script[] = LUA_PRELUDE
  */
 static const char take_script[] = LUA_PRELUDE
     "local now, C = ARGV[1], ARGV[2]\n"
+    "local skip = {}\n"
+    "for i = 4, #ARGV do skip[ARGV[i]] = true end\n"
     "local function hand(e, j, s)\n"
     "  local k = jk(j)\n"
     "  local it = k .. ':it'\n"
@@ -191,19 +194,24 @@ static const char take_script[] = LUA_PRELUDE
     "  end\n"
     "end\n"
     "local j, s\n"
-    "local due = redis.call('ZRANGEBYSCORE', 'vts:jobs:later', '-inf', now, 'LIMIT', 0, 1)\n"
-    "if #due > 0 then\n"
-    "  redis.call('ZREM', 'vts:jobs:later', due[1])\n"
-    "  local bar = due[1]:find('|', 1, true)\n"
-    "  j, s = due[1]:sub(1, bar - 1), due[1]:sub(bar + 1)\n"
+    "local due, pick = redis.call('ZRANGEBYSCORE', 'vts:jobs:later', '-inf', now, 'LIMIT', 0, 64), nil\n"
+    "for _, d in ipairs(due) do\n"
+    "  local bar = d:find('|', 1, true)\n"
+    "  if not skip[redis.call('HGET', jk(d:sub(1, bar - 1)), 'key') or ''] then pick = d; break end\n"
+    "end\n"
+    "if pick then\n"
+    "  redis.call('ZREM', 'vts:jobs:later', pick)\n"
+    "  local bar = pick:find('|', 1, true)\n"
+    "  j, s = pick:sub(1, bar - 1), pick:sub(bar + 1)\n"
     "  local v = redis.call('HGET', jk(j) .. ':it', s)\n"
     "  if not v or v:sub(1, 1) ~= '0' then return nil end\n"
     "else\n"
+    "  local from = 0\n"
     "  while true do\n"
-    "    local r = redis.call('ZRANGE', 'vts:jobs:rr', 0, 0)\n"
+    "    local r = redis.call('ZRANGE', 'vts:jobs:rr', from, from)\n"
     "    if #r == 0 then return nil end\n"
     "    local k = jk(r[1])\n"
-    "    local h = redis.call('HMGET', k, 'next', 'total', 'cancelled')\n"
+    "    local h = redis.call('HMGET', k, 'next', 'total', 'cancelled', 'key')\n"
     "    local nx, total = tonumber(h[1] or '1'), tonumber(h[2] or '0')\n"
     "    while nx <= total do\n"
     "      local v = redis.call('HGET', k .. ':it', nx)\n"
@@ -212,6 +220,8 @@ static const char take_script[] = LUA_PRELUDE
     "    end\n"
     "    if nx > total or h[3] == '1' then\n"
     "      redis.call('ZREM', 'vts:jobs:rr', r[1])\n"
+    "    elseif skip[h[4] or ''] then\n"
+    "      from = from + 1\n"
     "    else\n"
     "      j, s = r[1], nx\n"
     "      redis.call('HSET', k, 'next', nx + 1)\n"
@@ -280,21 +290,35 @@ static const char end_script[] = LUA_PRELUDE
  * vts:jobs:pages by the time the page is due (while taken, by the end of its lease: a reader that died loses it then).
  * A page read appends its ids the job does not hold yet, as queued items; the job does not end while cont is set.
  */
-/* ARGV: now, lease. {job, token, tries, key, created} or nil. */
+/*
+ * ARGV: now, lease, then the keys to pass over. {job, token, tries, key, created, read} or nil. A job's pages read
+ * (pread) count the first, read when it was made.
+ */
 static const char take_page_script[] = LUA_PRELUDE
-    "local r = redis.call('ZRANGEBYSCORE', 'vts:jobs:pages', '-inf', ARGV[1], 'LIMIT', 0, 1)\n"
-    "if #r == 0 then return nil end\n"
-    "local j = r[1]\n"
-    "local k = jk(j)\n"
-    "local h = redis.call('HMGET', k, 'cont', 'ptries', 'key', 'created', 'cancelled')\n"
-    "if not h[1] or h[1] == '' or h[5] == '1' then redis.call('ZREM', 'vts:jobs:pages', j); return nil end\n"
+    "local skip = {}\n"
+    "for i = 3, #ARGV do skip[ARGV[i]] = true end\n"
+    "local j, k, h\n"
+    "for _, c in ipairs(redis.call('ZRANGEBYSCORE', 'vts:jobs:pages', '-inf', ARGV[1], 'LIMIT', 0, 64)) do\n"
+    "  local x = redis.call('HMGET', jk(c), 'cont', 'ptries', 'key', 'created', 'cancelled', 'pread')\n"
+    "  if not x[1] or x[1] == '' or x[5] == '1' then\n"
+    "    redis.call('ZREM', 'vts:jobs:pages', c)\n"
+    "  elseif not skip[x[3] or ''] then\n"
+    "    j, k, h = c, jk(c), x\n"
+    "    break\n"
+    "  end\n"
+    "end\n"
+    "if not j then return nil end\n"
     "local lease = tonumber(ARGV[1]) + tonumber(ARGV[2])\n"
     "redis.call('ZADD', 'vts:jobs:pages', lease, j)\n"
     "redis.call('HSET', k, 'please', lease)\n"
     "redis.call('HINCRBY', k, 'ptries', 1)\n"
-    "return {j, h[1], tonumber(h[2] or '0'), h[3], h[4]}\n";
+    "return {j, h[1], tonumber(h[2] or '0'), h[3], h[4], tonumber(h[6] or '1')}\n";
 
-/* ARGV: job, now, ttl, next ("" ends the list), then the page's ids. {added} or -1 (not taken). */
+/*
+ * ARGV: job, now, ttl, next ("" ends the list), read, max pages (0: no bound), the caller's reason for a list it ends
+ * ("" for none), then the page's ids. {added} or -1 (not taken). A bounded list stops, with the job's stop reason,
+ * at a page that added no id or once max pages are read.
+ */
 static const char page_done_script[] = LUA_PRELUDE
     "local j = ARGV[1]\n"
     "local k = jk(j)\n"
@@ -307,7 +331,7 @@ static const char page_done_script[] = LUA_PRELUDE
     "  if #v >= 12 then held[v:sub(2, 12)] = true end\n"
     "end\n"
     "local added, a = 0, {}\n"
-    "for i = 5, #ARGV do\n"
+    "for i = 8, #ARGV do\n"
     "  if total >= max then break end\n"
     "  local id = ARGV[i]\n"
     "  if not held[id] then\n"
@@ -325,12 +349,20 @@ static const char page_done_script[] = LUA_PRELUDE
     "  redis.call('HINCRBY', k, 'nq', added)\n"
     "  redis.call('ZADD', 'vts:jobs:rr', 'NX', redis.call('INCR', 'vts:jobs:turn'), j)\n"
     "end\n"
-    "if ARGV[4] == '' or total >= max then\n"
+    "local named, stop = ARGV[4] ~= '' and total < max, nil\n"
+    "local bounded = tonumber(ARGV[6]) > 0\n"
+    "if named and bounded and added == 0 then stop = '" JOBSTORE_STOP_NO_NEW_IDS
+    "'\n"
+    "elseif named and bounded and tonumber(ARGV[5]) >= tonumber(ARGV[6]) then stop = '" JOBSTORE_STOP_MAX_PAGES
+    "'\n"
+    "elseif not named and ARGV[7] ~= '' then stop = ARGV[7] end\n"
+    "if stop then redis.call('HSET', k, 'stop', stop) end\n"
+    "if not named or stop then\n"
     "  redis.call('HSET', k, 'cont', '')\n"
     "  redis.call('ZREM', 'vts:jobs:pages', j)\n"
     "  ended(j, ARGV[3])\n"
     "else\n"
-    "  redis.call('HSET', k, 'cont', ARGV[4])\n"
+    "  redis.call('HSET', k, 'cont', ARGV[4], 'pread', ARGV[5])\n"
     "  redis.call('ZADD', 'vts:jobs:pages', 0, j)\n"
     "end\n"
     "return added\n";
@@ -370,20 +402,65 @@ static const char hook_add_script[] = LUA_PRELUDE
     "redis.call('ZADD', 'vts:jobs:hooks', ARGV[3], ARGV[1])\n"
     "return 0\n";
 
-/* ARGV: now, lease. {job, url, secret, attempt, made, body} or nil. */
+/* ARGV: now, lease, then the keys to pass over. {job, url, secret, attempt, made, body, key} or nil. */
 static const char hook_take_script[] = LUA_PRELUDE
-    "while true do\n"
-    "  local r = redis.call('ZRANGEBYSCORE', 'vts:jobs:hooks', '-inf', ARGV[1], 'LIMIT', 0, 1)\n"
-    "  if #r == 0 then return nil end\n"
-    "  local k = jk(r[1])\n"
-    "  local h = redis.call('HMGET', k, 'hook_state', 'webhook_url', 'webhook_secret', 'hook_made', 'hook_body')\n"
-    "  if h[1] == '0' then\n"
+    "local skip = {}\n"
+    "for i = 3, #ARGV do skip[ARGV[i]] = true end\n"
+    "for _, j in ipairs(redis.call('ZRANGEBYSCORE', 'vts:jobs:hooks', '-inf', ARGV[1], 'LIMIT', 0, 64)) do\n"
+    "  local k = jk(j)\n"
+    "  local h = redis.call('HMGET', k, 'hook_state', 'webhook_url', 'webhook_secret', 'hook_made', 'hook_body', "
+    "'key')\n"
+    "  if h[1] ~= '0' then\n"
+    "    redis.call('ZREM', 'vts:jobs:hooks', j)\n"
+    "  elseif not skip[h[6] or ''] then\n"
     "    local n = redis.call('HINCRBY', k, 'hook_attempts', 1)\n"
-    "    redis.call('ZADD', 'vts:jobs:hooks', tonumber(ARGV[1]) + tonumber(ARGV[2]), r[1])\n"
-    "    return {r[1], h[2], h[3], n, h[4], h[5]}\n"
+    "    redis.call('ZADD', 'vts:jobs:hooks', tonumber(ARGV[1]) + tonumber(ARGV[2]), j)\n"
+    "    return {j, h[2], h[3], n, h[4], h[5], h[6]}\n"
     "  end\n"
-    "  redis.call('ZREM', 'vts:jobs:hooks', r[1])\n"
-    "end\n";
+    "end\n"
+    "return nil\n";
+
+/*
+ * ARGV: key, reason, now, ttl. How many jobs were stopped. Every open job of the key is cancelled with the reason (its
+ * queued items cancelled, its list ended), and no delivery of its jobs is tried again: a pending one, an owed one and
+ * one its running items would owe later are given up.
+ */
+static const char stop_key_script[] = LUA_PRELUDE
+    "local key, n = ARGV[1], 0\n"
+    "for _, j in ipairs(redis.call('SMEMBERS', 'vts:jobs:open:' .. key)) do\n"
+    "  local k = jk(j)\n"
+    "  local h = redis.call('HMGET', k, 'total', 'webhook_url', 'hook_state')\n"
+    "  local it, total, c = k .. ':it', tonumber(h[1] or '0'), 0\n"
+    "  for from = 1, total, 1000 do\n"
+    "    local f = {}\n"
+    "    for s = from, math.min(total, from + 999) do f[#f + 1] = s end\n"
+    "    local v = redis.call('HMGET', it, unpack(f))\n"
+    "    for i, x in ipairs(v) do\n"
+    "      if x and x:sub(1, 1) == '0' then redis.call('HSET', it, f[i], '4' .. x:sub(2, 12)); c = c + 1 end\n"
+    "    end\n"
+    "  end\n"
+    "  if c > 0 then\n"
+    "    redis.call('HINCRBY', k, 'nq', -c)\n"
+    "    redis.call('HINCRBY', k, 'nc', c)\n"
+    "  end\n"
+    "  redis.call('HSET', k, 'cancelled', 1, 'updated', ARGV[3], 'stop', ARGV[2], 'cont', '', 'please', 0)\n"
+    "  if h[2] and h[2] ~= '' and (not h[3] or h[3] == '0') then redis.call('HSET', k, 'hook_state', 2) end\n"
+    "  redis.call('ZREM', 'vts:jobs:rr', j)\n"
+    "  redis.call('ZREM', 'vts:jobs:pages', j)\n"
+    "  ended(j, ARGV[4])\n"
+    "  n = n + 1\n"
+    "end\n"
+    "local function give_up(j)\n"
+    "  local k = jk(j)\n"
+    "  if redis.call('HGET', k, 'key') ~= key then return end\n"
+    "  redis.call('HSET', k, 'hook_state', 2)\n"
+    "  redis.call('ZREM', 'vts:jobs:hooks', j)\n"
+    "  redis.call('SREM', 'vts:jobs:hooks:owed', j)\n"
+    "  ended(j, ARGV[4])\n"
+    "end\n"
+    "for _, j in ipairs(redis.call('ZRANGE', 'vts:jobs:hooks', 0, -1)) do give_up(j) end\n"
+    "for _, j in ipairs(redis.call('SMEMBERS', 'vts:jobs:hooks:owed')) do give_up(j) end\n"
+    "return n\n";
 
 /* ARGV: job, state, next, status, ttl. 0 or -1 (no pending delivery). */
 static const char hook_end_script[] = LUA_PRELUDE
@@ -607,7 +684,8 @@ static int rs_get(void *self, const char *key_id, const char *job_id, struct job
   snprintf(k, sizeof(k), "vts:job:%s", job_id);
   const char *argv[] = {"HMGET", k,          "key",       "cancelled", "created",     "updated",
                         "total", "language", "translate", "format",    "webhook_url", "webhook_secret",
-                        "nq",    "nr",       "nd",        "nf",        "nc",          "cont"};
+                        "nq",    "nr",       "nd",        "nf",        "nc",          "cont",
+                        "stop"};
   enum { N = sizeof(argv) / sizeof(argv[0]) };
   redisReply *rep = command(r, N, argv, NULL);
   if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != N - 2) {
@@ -631,6 +709,7 @@ static int rs_get(void *self, const char *key_id, const char *job_id, struct job
   str_of(e[9], out->webhook_secret, sizeof(out->webhook_secret));
   for (int s = 0; s < ITEM__COUNT; s++) out->counts[s] = (size_t)num_of(e[10 + s]);
   out->more = e[15]->type == REDIS_REPLY_STRING && e[15]->len > 0;
+  str_of(e[16], out->stop_reason, sizeof(out->stop_reason));
   freeReplyObject(rep);
   out->status = jobstore_job_status(out, cancelled);
   return 0;
@@ -792,16 +871,37 @@ static void taken_drop(struct jsredis *r, const char *job_id, int64_t seq, char 
   }
 }
 
-static int rs_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+/* The script's fixed arguments (a), then the names of skip. Returns its reply, or NULL (-ENOMEM in *rv). */
+static redisReply *eval_skip(struct jsredis *r, const char *script, const char *const *fixed, int nfixed,
+                             const struct jobstore_skip *skip, int *rv) {
+  size_t n = skip != NULL ? skip->n : 0;
+  struct args a;
+  if (args_init(&a, ARGS_HEAD + nfixed + (int)n) != 0) {
+    args_free(&a);
+    *rv = -ENOMEM;
+    return NULL;
+  }
+  a.n = ARGS_HEAD;
+  for (int i = 0; i < nfixed; i++) arg(&a, fixed[i]);
+  for (size_t i = 0; i < n; i++) arg(&a, skip->keys[i]);
+  redisReply *rep = eval(r, &a, script);
+  args_free(&a);
+  *rv = -EIO;
+  return rep;
+}
+
+static int rs_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                   struct jobstore_task *out) {
   (void)lease_ms; /* a taker's hold is its entry, renewed by keepalive */
   struct jsredis *r = self;
   memset(out, 0, sizeof(*out));
   char now[24], idle[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(idle, sizeof(idle), "%d", JOBSTORE_CLAIM_IDLE_MS);
-  const char *argv[] = {"EVAL", take_script, "0", now, r->consumer, idle};
-  redisReply *rep = command(r, 6, argv, NULL);
-  if (rep == NULL) return -EIO;
+  const char *fixed[] = {now, r->consumer, idle};
+  int failed = 0;
+  redisReply *rep = eval_skip(r, take_script, fixed, 3, skip, &failed);
+  if (rep == NULL) return failed;
   if (rep->type == REDIS_REPLY_NIL) {
     freeReplyObject(rep);
     return -EAGAIN;
@@ -909,23 +1009,26 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   return rv;
 }
 
-static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                        struct jobstore_page *out) {
   struct jsredis *r = self;
   memset(out, 0, sizeof(*out));
   char now[24], lease[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
-  const char *argv[] = {"EVAL", take_page_script, "0", now, lease};
-  redisReply *rep = command(r, 5, argv, NULL);
-  if (rep == NULL) return -EIO;
+  const char *fixed[] = {now, lease};
+  int failed = 0;
+  redisReply *rep = eval_skip(r, take_page_script, fixed, 2, skip, &failed);
+  if (rep == NULL) return failed;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
-  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 5) {
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 6) {
     redisReply **e = rep->element;
     str_of(e[0], out->job_id, sizeof(out->job_id));
     str_of(e[1], out->token, sizeof(out->token));
     out->tries = e[2]->type == REDIS_REPLY_INTEGER ? (int)e[2]->integer : 0;
     str_of(e[3], out->key_id, sizeof(out->key_id));
     out->created_ms = num_of(e[4]);
+    out->read = e[5]->type == REDIS_REPLY_INTEGER ? e[5]->integer : 1;
     rv = 0;
   }
   freeReplyObject(rep);
@@ -933,22 +1036,28 @@ static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct job
 }
 
 static int rs_page_done(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
-                        const char *next, int64_t now_ms, size_t *added) {
+                        const char *next, int64_t read, int64_t max_pages, const char *why, int64_t now_ms,
+                        size_t *added) {
   struct jsredis *r = self;
   *added = 0;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 4 + (int)n) != 0) {
+  if (args_init(&a, ARGS_HEAD + 7 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
-  char now[24], ttl[24];
+  char now[24], ttl[24], read_s[24], max_s[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
+  snprintf(read_s, sizeof(read_s), "%" PRId64, read);
+  snprintf(max_s, sizeof(max_s), "%" PRId64, max_pages);
   a.n = ARGS_HEAD;
   arg(&a, job_id);
   arg(&a, now);
   arg(&a, ttl);
   arg(&a, next != NULL ? next : "");
+  arg(&a, read_s);
+  arg(&a, max_s);
+  arg(&a, why != NULL ? why : "");
   for (size_t i = 0; i < n; i++) arg_n(&a, ids[i], VTS_VIDEO_ID_LEN);
   redisReply *rep = eval(r, &a, page_done_script);
   args_free(&a);
@@ -995,16 +1104,18 @@ static int rs_hook_add(void *self, const char *job_id, const char *body, size_t 
   return rv;
 }
 
-static int rs_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
+static int rs_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                        struct jobstore_hook *out) {
   memset(out, 0, sizeof(*out));
   char now[24], lease[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
-  const char *argv[] = {"EVAL", hook_take_script, "0", now, lease};
-  redisReply *rep = command(self, 5, argv, NULL);
-  if (rep == NULL) return -EIO;
+  const char *fixed[] = {now, lease};
+  int failed = 0;
+  redisReply *rep = eval_skip(self, hook_take_script, fixed, 2, skip, &failed);
+  if (rep == NULL) return failed;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
-  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 6) {
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 7) {
     redisReply **e = rep->element;
     str_of(e[0], out->job_id, sizeof(out->job_id));
     str_of(e[1], out->url, sizeof(out->url));
@@ -1015,6 +1126,7 @@ static int rs_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct job
     if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
     if (n > 0) memcpy(out->body, e[5]->str, n);
     out->body_len = n;
+    str_of(e[6], out->key_id, sizeof(out->key_id));
     rv = 0;
   }
   freeReplyObject(rep);
@@ -1032,6 +1144,18 @@ static int rs_hook_end(void *self, const char *job_id, enum jobstore_hook_state 
   const char *argv[] = {"EVAL", hook_end_script, "0", job_id, st, next, status, ttl};
   redisReply *rep = command(r, 8, argv, NULL);
   int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_stop_key(void *self, const char *key_id, const char *why, int64_t now_ms) {
+  struct jsredis *r = self;
+  char now[24], ttl[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
+  const char *argv[] = {"EVAL", stop_key_script, "0", key_id, why, now, ttl};
+  redisReply *rep = command(r, 7, argv, NULL);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
   freeReplyObject(rep);
   return rv;
 }
@@ -1061,4 +1185,5 @@ const struct jobstore_ops jobstore_redis_ops = {
     .take_page = rs_take_page,
     .page_done = rs_page_done,
     .page_retry = rs_page_retry,
+    .stop_key = rs_stop_key,
 };

@@ -992,6 +992,145 @@ static void test_a_webhook_is_owed_when_its_job_ends_and_its_job_kept_until_deli
   assert_int_equal(redis_num(f->port, cmd), -1);
 }
 
+/* A take passes over the keys it is told (those at their share, or revoked): their work waits, in its order. */
+static void test_a_take_passes_over_the_keys_it_is_told(void **state) {
+  struct fixture *f = *state;
+  char a[JOBSTORE_ID_LEN + 1], b[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, a);
+  struct jobstore_spec spec = spec_a;
+  spec.key_id = "keyB";
+  assert_int_equal(jobstore_create(f->js, &spec, ids + 2, 1, 1001, b), 0);
+  const char *only_a[] = {"keyA"}, *both[] = {"keyA", "keyB"};
+  struct jobstore_skip skip_a = {only_a, 1}, skip_both = {both, 2};
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take_skip(f->js, 2000, 60000, &skip_both, &t), -EAGAIN);
+  assert_int_equal(jobstore_take_skip(f->js, 2000, 60000, &skip_a, &t), 0);
+  assert_string_equal(t.job_id, b);
+  assert_string_equal(t.key_id, "keyB");
+  assert_int_equal(jobstore_take_skip(f->js, 2000, 60000, &skip_a, &t), -EAGAIN);
+  /* keyA's items, in their order, once nothing passes them over. */
+  assert_int_equal(jobstore_take_skip(f->js, 2000, 60000, NULL, &t), 0);
+  assert_string_equal(t.video_id, "ourVideo001");
+  /* An item put back (a ration) is passed over too while its key is. */
+  assert_int_equal(jobstore_retry(f->js, t.job_id, t.seq, 2500, 2001), 0);
+  assert_int_equal(jobstore_take_skip(f->js, 3000, 60000, &skip_a, &t), -EAGAIN);
+  assert_int_equal(jobstore_take_skip(f->js, 3000, 60000, NULL, &t), 0);
+  assert_string_equal(t.video_id, "ourVideo001");
+}
+
+/* A list read within bounds stops at a page that adds no id, or at its max pages, and says why; a page is numbered. */
+static void test_a_bounded_list_stops_and_says_why(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec spec = spec_a;
+  spec.source = "playlist:PLours";
+  spec.continuation = "t2";
+  spec.max_items = 100;
+  char pages[JOBSTORE_ID_LEN + 1], same[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 2, 1000, same), 0);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 1001, pages), 0);
+  struct jobstore_page pg;
+  size_t added = 0;
+  struct jobstore_job j;
+  /* The older job's page 2 holds only ids it has: it stops there. */
+  assert_int_equal(jobstore_take_page(f->js, 2000, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, same);
+  assert_int_equal(pg.read, 1);
+  assert_int_equal(jobstore_page_end(f->js, same, ids, 2, "t3", pg.read + 1, 3, NULL, 2001, &added), 0);
+  assert_int_equal(added, 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", same, &j), 0);
+  assert_false(j.more);
+  assert_string_equal(j.stop_reason, JOBSTORE_STOP_NO_NEW_IDS);
+  /* A take that passes over keyA finds no page. */
+  const char *pass_b[] = {"keyB"}, *pass_a[] = {"keyA"};
+  struct jobstore_skip skip_b = {pass_b, 1}, skip_a = {pass_a, 1};
+  assert_int_equal(jobstore_take_page_skip(f->js, 2002, 60000, &skip_a, &pg), -EAGAIN);
+  assert_int_equal(jobstore_take_page_skip(f->js, 2002, 60000, &skip_b, &pg), 0);
+  assert_string_equal(pg.job_id, pages);
+  assert_int_equal(pg.read, 1);
+  /* Page 2 of at most 3 adds an id: the list goes on. */
+  assert_int_equal(jobstore_page_end(f->js, pages, ids + 1, 1, "t3", pg.read + 1, 3, NULL, 2003, &added), 0);
+  assert_int_equal(added, 1);
+  assert_int_equal(jobstore_get(f->js, "keyA", pages, &j), 0);
+  assert_true(j.more);
+  assert_string_equal(j.stop_reason, "");
+  /* Page 3 is its last allowed: it stops though the page names a next one. */
+  assert_int_equal(jobstore_take_page(f->js, 2004, 60000, &pg), 0);
+  assert_string_equal(pg.job_id, pages);
+  assert_int_equal(pg.read, 2);
+  assert_int_equal(jobstore_page_end(f->js, pages, ids + 2, 1, "t4", pg.read + 1, 3, NULL, 2005, &added), 0);
+  assert_int_equal(added, 1);
+  assert_int_equal(jobstore_get(f->js, "keyA", pages, &j), 0);
+  assert_false(j.more);
+  assert_int_equal(j.total, 3);
+  assert_string_equal(j.stop_reason, JOBSTORE_STOP_MAX_PAGES);
+  assert_int_equal(jobstore_take_page(f->js, 2006, 60000, &pg), -EAGAIN);
+  /* A list the runner ends (its page failed) says so; the last page of a list (no next) says nothing. */
+  char failed[JOBSTORE_ID_LEN + 1], whole[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 3000, failed), 0);
+  assert_int_equal(jobstore_take_page(f->js, 3001, 60000, &pg), 0);
+  assert_int_equal(
+      jobstore_page_end(f->js, failed, NULL, 0, "", pg.read + 1, 3, JOBSTORE_STOP_PAGE_FAILED, 3002, &added), 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", failed, &j), 0);
+  assert_string_equal(j.stop_reason, JOBSTORE_STOP_PAGE_FAILED);
+  assert_int_equal(jobstore_create(f->js, &spec, ids, 1, 4000, whole), 0);
+  assert_int_equal(jobstore_take_page(f->js, 4001, 60000, &pg), 0);
+  assert_int_equal(jobstore_page_end(f->js, whole, ids + 3, 1, "", pg.read + 1, 3, NULL, 4002, &added), 0);
+  assert_int_equal(jobstore_get(f->js, "keyA", whole, &j), 0);
+  assert_false(j.more);
+  assert_string_equal(j.stop_reason, "");
+}
+
+/* A revoked key: its jobs with work left are cancelled with the reason, lists and webhooks end; others run on. */
+static void test_a_revoked_keys_jobs_stop_and_owe_no_webhook(void **state) {
+  struct fixture *f = *state;
+  struct jobstore_spec list = spec_hook;
+  list.continuation = "t2";
+  list.max_items = 100;
+  char hooked[JOBSTORE_ID_LEN + 1], listed[JOBSTORE_ID_LEN + 1], ended[JOBSTORE_ID_LEN + 1], other[JOBSTORE_ID_LEN + 1];
+  /* An ended job whose delivery is pending. */
+  assert_int_equal(jobstore_create(f->js, &spec_hook, ids, 1, 1000, ended), 0);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1000, 60000, &t), 0);
+  assert_int_equal(jobstore_fail(f->js, t.job_id, t.seq, "transcript_not_available", "m", 1001), 0);
+  char job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_int_equal(jobstore_hook_add(f->js, ended, "{}", 2, 1002), 0);
+  /* A job of 3 items, one running; a list job; another key's job. */
+  assert_int_equal(jobstore_create(f->js, &spec_hook, ids, 3, 2000, hooked), 0);
+  assert_int_equal(jobstore_create(f->js, &list, ids, 1, 2001, listed), 0);
+  struct jobstore_spec spec_b = spec_a;
+  spec_b.key_id = "keyB";
+  assert_int_equal(jobstore_create(f->js, &spec_b, ids, 1, 2002, other), 0);
+  assert_int_equal(jobstore_take(f->js, 3000, 60000, &t), 0);
+  assert_string_equal(t.job_id, hooked);
+
+  assert_int_equal(jobstore_stop_key(f->js, "keyA", JOBSTORE_STOP_KEY_REVOKED, 4000), 2);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", hooked, &j), 0);
+  assert_string_equal(j.status, "cancelled");
+  assert_string_equal(j.stop_reason, "key_revoked");
+  assert_int_equal(j.counts[ITEM_CANCELLED], 2);
+  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  assert_int_equal(jobstore_get(f->js, "keyA", listed, &j), 0);
+  assert_string_equal(j.stop_reason, "key_revoked");
+  assert_false(j.more);
+  assert_int_equal(jobstore_get(f->js, "keyA", ended, &j), 0);
+  assert_string_equal(j.stop_reason, ""); /* it had ended: only its delivery is given up */
+  /* Nothing of keyA is taken again: no item, no page, no webhook try, now or once its running item ends. */
+  struct jobstore_page pg;
+  struct jobstore_hook h;
+  assert_int_equal(jobstore_take_page(f->js, 5000, 60000, &pg), -EAGAIN);
+  assert_int_equal(jobstore_hook_take(f->js, 5000, 60000, &h), -EAGAIN);
+  assert_int_equal(jobstore_fail(f->js, t.job_id, t.seq, "key_revoked", "revoked", 5001), 0);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), -EAGAIN);
+  assert_int_equal(jobstore_hook_take(f->js, 6000, 60000, &h), -EAGAIN);
+  assert_int_equal(jobstore_take(f->js, 6000, 60000, &t), 0);
+  assert_string_equal(t.job_id, other);
+  assert_int_equal(jobstore_take(f->js, 6000, 60000, &t), -EAGAIN);
+  /* Stopped again: nothing left to stop. */
+  assert_int_equal(jobstore_stop_key(f->js, "keyA", JOBSTORE_STOP_KEY_REVOKED, 7000), 0);
+}
+
 /* A case on SQLite, and one on Redis (named so). */
 #define ON_SQLITE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 #define ON_REDIS(f) \
@@ -1028,6 +1167,9 @@ int main(void) {
       ON_REDIS(test_a_redis_that_does_not_answer_fails_fast_and_is_used_again_once_back),
       ON_REDIS(test_a_redis_restarted_under_an_idle_connection_is_reached_again_at_once),
       ON_REDIS(test_a_webhook_is_owed_when_its_job_ends_and_its_job_kept_until_delivered),
+      ON_BOTH(test_a_take_passes_over_the_keys_it_is_told),
+      ON_BOTH(test_a_bounded_list_stops_and_says_why),
+      ON_BOTH(test_a_revoked_keys_jobs_stop_and_owe_no_webhook),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

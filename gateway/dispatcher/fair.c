@@ -1,0 +1,214 @@
+/* Fair shares of batch work between API keys (see fair.h). */
+#include "gateway/dispatcher/fair.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/keys/keys.h"
+
+#define FAIR_TURN 1000000ull /* a turn of weight 1 in served (start-time fair queueing, integer arithmetic) */
+#define FAIR_FORGET_MS 60000 /* a key holding nothing and not seen this long is forgotten */
+#define FAIR_US_PER_HOUR 3600000000ull
+
+struct fair_key {
+  char name[KEYS_MAX_NAME + 1];
+  uint32_t weight;
+  uint64_t held;       /* pieces of work it holds */
+  uint64_t seen_ms;    /* when a take last found work of it */
+  int idle;            /* a take found nothing of it since */
+  uint64_t served;     /* turns it started, over its weight, in FAIR_TURN */
+  uint64_t full_at_us; /* its egress bucket: when it is full again (fetcher/egress/pace.h's arithmetic) */
+};
+
+struct fair {
+  struct fair_limits lim;
+  struct fair_key *keys;
+  size_t n, cap;
+};
+
+struct fair *fair_new(const struct fair_limits *lim) {
+  struct fair *f = calloc(1, sizeof(*f));
+  if (f == NULL) return NULL;
+  f->lim = *lim;
+  return f;
+}
+
+void fair_free(struct fair *f) {
+  if (f == NULL) return;
+  free(f->keys);
+  free(f);
+}
+
+static struct fair_key *find(const struct fair *f, const char *key) {
+  for (size_t i = 0; i < f->n; i++)
+    if (strcmp(f->keys[i].name, key) == 0) return &f->keys[i];
+  return NULL;
+}
+
+static int sharing(const struct fair_key *k, uint64_t now) {
+  return k->held > 0 || (!k->idle && now < k->seen_ms + FAIR_LINGER_MS);
+}
+
+/* The sharing keys' weights in all (at least 1), and the least served of those with work waiting. */
+static void totals(const struct fair *f, uint64_t now, uint64_t *weights, uint64_t *least) {
+  *weights = 0;
+  *least = UINT64_MAX;
+  for (size_t i = 0; i < f->n; i++) {
+    const struct fair_key *k = &f->keys[i];
+    if (!sharing(k, now)) continue;
+    *weights += k->weight;
+    if (!k->idle && k->served < *least) *least = k->served;
+  }
+  if (*weights == 0) *weights = 1;
+}
+
+/* Drops the keys holding nothing and not seen for FAIR_FORGET_MS (all such when the table is full). */
+static void forget(struct fair *f, uint64_t now, int all) {
+  size_t w = 0;
+  for (size_t i = 0; i < f->n; i++) {
+    const struct fair_key *k = &f->keys[i];
+    if (k->held == 0 && !sharing(k, now) && (all || now >= k->seen_ms + FAIR_FORGET_MS)) continue;
+    f->keys[w++] = *k;
+  }
+  f->n = w;
+}
+
+static struct fair_key *get(struct fair *f, uint64_t now, const char *key, uint32_t weight) {
+  struct fair_key *k = find(f, key);
+  if (k != NULL) {
+    k->weight = weight > 0 ? weight : 1;
+    return k;
+  }
+  if (strlen(key) > KEYS_MAX_NAME) return NULL;
+  if (f->n == f->cap) forget(f, now, f->n >= FAIR_MAX_KEYS);
+  if (f->n == f->cap) {
+    if (f->cap >= FAIR_MAX_KEYS) return NULL;
+    size_t cap = f->cap ? f->cap * 2 : 16;
+    struct fair_key *grown = realloc(f->keys, cap * sizeof(*grown));
+    if (grown == NULL) return NULL;
+    f->keys = grown;
+    f->cap = cap;
+  }
+  k = &f->keys[f->n++];
+  memset(k, 0, sizeof(*k));
+  memcpy(k->name, key, strlen(key) + 1);
+  k->weight = weight > 0 ? weight : 1;
+  k->idle = 1;
+  return k;
+}
+
+/* A key that starts to share again starts level with the least served of the others: no credit for its pause. */
+static void join(struct fair *f, uint64_t now, struct fair_key *k) {
+  if (sharing(k, now) && !k->idle) return;
+  uint64_t weights, least;
+  totals(f, now, &weights, &least);
+  if (least != UINT64_MAX && k->served < least) k->served = least;
+}
+
+int fair_seen(struct fair *f, uint64_t now, const char *key, uint32_t weight) {
+  struct fair_key *k = get(f, now, key, weight);
+  if (k == NULL) return -ENOMEM;
+  join(f, now, k);
+  k->idle = 0;
+  k->seen_ms = now;
+  return 0;
+}
+
+void fair_idle(struct fair *f, const char *key) {
+  struct fair_key *k = find(f, key);
+  if (k != NULL) k->idle = 1;
+}
+
+/* The key's share of the slots, and its egress bucket's interval and burst (interval 0: no egress share). */
+static void share(const struct fair *f, uint64_t now, const struct fair_key *k, uint64_t cap, uint64_t *slots,
+                  uint64_t *interval_us, uint64_t *burst) {
+  uint64_t weights, least;
+  totals(f, now, &weights, &least);
+  uint64_t w = k->weight;
+  if (!sharing(k, now)) weights += w;
+  *slots = cap * w / weights;
+  if (*slots == 0) *slots = 1;
+  *interval_us = 0;
+  *burst = 1;
+  /* Alone, a key's share is the whole budget: the fetchers pace it. */
+  if (f->lim.per_hour == 0 || w == weights) return;
+  *interval_us = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
+  if (*interval_us == 0) *interval_us = 1;
+  *burst = f->lim.burst * w / weights;
+  if (*burst == 0) *burst = 1;
+}
+
+void fair_idle_but(struct fair *f, const char *const *skip, size_t n) {
+  for (size_t i = 0; i < f->n; i++) {
+    int passed = 0;
+    for (size_t j = 0; j < n && !passed; j++) passed = strcmp(f->keys[i].name, skip[j]) == 0;
+    if (!passed) f->keys[i].idle = 1;
+  }
+}
+
+int fair_may_start(struct fair *f, uint64_t now, const char *key, uint64_t cap) {
+  struct fair_key *k = find(f, key);
+  if (k == NULL) return cap > 0;
+  uint64_t slots, interval, burst;
+  share(f, now, k, cap, &slots, &interval, &burst);
+  if (k->held >= slots) return 0;
+  if (interval == 0) return 1;
+  uint64_t now_us = now * 1000;
+  /* Room for one more request: its unit would put the bucket no more than a burst of intervals past now. */
+  return k->full_at_us + interval <= now_us + burst * interval;
+}
+
+int fair_started(struct fair *f, uint64_t now, const char *key, uint32_t weight) {
+  struct fair_key *k = get(f, now, key, weight);
+  if (k == NULL) return -ENOMEM;
+  join(f, now, k);
+  k->held++;
+  k->served += FAIR_TURN / k->weight;
+  return 0;
+}
+
+void fair_ended(struct fair *f, uint64_t now, const char *key, uint32_t requests) {
+  struct fair_key *k = find(f, key);
+  if (k == NULL) return;
+  if (k->held > 0) k->held--;
+  if (requests == 0 || f->lim.per_hour == 0) return;
+  /* Spent at the interval of its share now; alone, at the whole budget's (so a key left alone is not in debt). */
+  uint64_t weights, least;
+  totals(f, now, &weights, &least);
+  uint64_t w = k->weight < weights ? k->weight : weights;
+  uint64_t interval = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
+  uint64_t now_us = now * 1000, base = k->full_at_us > now_us ? k->full_at_us : now_us;
+  k->full_at_us = base + (uint64_t)requests * (interval > 0 ? interval : 1);
+}
+
+size_t fair_skip(struct fair *f, uint64_t now, uint64_t cap, int ahead, const char **out, size_t max) {
+  forget(f, now, 0);
+  uint64_t weights, least;
+  totals(f, now, &weights, &least);
+  size_t n = 0;
+  for (size_t i = 0; i < f->n && n < max; i++) {
+    struct fair_key *k = &f->keys[i];
+    int skip = !fair_may_start(f, now, k->name, cap);
+    if (!skip && ahead && least != UINT64_MAX && sharing(k, now) && !k->idle) skip = k->served > least;
+    if (skip) out[n++] = k->name;
+  }
+  return n;
+}
+
+uint64_t fair_held(const struct fair *f, const char *key) {
+  const struct fair_key *k = find(f, key);
+  return k != NULL ? k->held : 0;
+}
+
+uint64_t fair_held_all(const struct fair *f) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < f->n; i++) n += f->keys[i].held;
+  return n;
+}
+
+size_t fair_sharing(struct fair *f, uint64_t now) {
+  size_t n = 0;
+  for (size_t i = 0; i < f->n; i++) n += sharing(&f->keys[i], now) != 0;
+  return n;
+}
