@@ -50,7 +50,7 @@ static int sharing(const struct fair_key *k, uint64_t now) {
   return k->held > 0 || (!k->idle && now < k->seen_ms + FAIR_LINGER_MS);
 }
 
-/* The sharing keys' weights in all (at least 1), and the least served of those with work waiting. */
+/* The sharing keys' weights in all, and the least served of those with work waiting. */
 static void totals(const struct fair *f, uint64_t now, uint64_t *weights, uint64_t *least) {
   *weights = 0;
   *least = UINT64_MAX;
@@ -60,7 +60,6 @@ static void totals(const struct fair *f, uint64_t now, uint64_t *weights, uint64
     *weights += k->weight;
     if (!k->idle && k->served < *least) *least = k->served;
   }
-  if (*weights == 0) *weights = 1;
 }
 
 /* Drops the keys holding nothing and not seen for FAIR_FORGET_MS (all such when the table is full). */
@@ -131,8 +130,7 @@ static void share(const struct fair *f, uint64_t now, const struct fair_key *k, 
   if (*slots == 0) *slots = 1;
   *interval_us = 0;
   *burst = 1;
-  /* Alone, a key's share is the whole budget: the fetchers pace it. */
-  if (f->lim.per_hour == 0 || w == weights) return;
+  if (f->lim.per_hour == 0) return;
   *interval_us = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
   if (*interval_us == 0) *interval_us = 1;
   *burst = f->lim.burst * w / weights;
@@ -173,10 +171,11 @@ void fair_ended(struct fair *f, uint64_t now, const char *key, uint32_t requests
   if (k == NULL) return;
   if (k->held > 0) k->held--;
   if (requests == 0 || f->lim.per_hour == 0) return;
-  /* Spent at the interval of its share now; alone, at the whole budget's (so a key left alone is not in debt). */
+  /* Spent at the interval of its share now. */
   uint64_t weights, least;
   totals(f, now, &weights, &least);
-  uint64_t w = k->weight < weights ? k->weight : weights;
+  uint64_t w = k->weight;
+  if (!sharing(k, now)) weights += w;
   uint64_t interval = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
   uint64_t now_us = now * 1000, base = k->full_at_us > now_us ? k->full_at_us : now_us;
   k->full_at_us = base + (uint64_t)requests * (interval > 0 ? interval : 1);

@@ -10,12 +10,13 @@
  *   the batch slots (cap: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers): a key holds at most
  *   cap * weight / (sum of the sharing keys' weights) of them at once, and at least one;
  *
- *   the egress budget (per_hour platform requests an hour with burst at once, the fetchers' VTS_EGRESS_RATE and
- *   VTS_EGRESS_BURST over every egress): a key's batch work spends at most its share of it. Each key has a bucket of
- *   its own (the generic cell rate algorithm of fetcher/egress/pace.h, at its share's rate); a piece of work ends by
- *   spending the platform requests it made from its key's bucket, whatever its outcome (a 404, a refusal, a page), and
- *   the key starts nothing more while its bucket is more than its share of the burst in debt. With one key sharing,
- *   its share is the whole: the fetchers' own pacing is the only bound.
+ *   the batch egress budget (per_hour platform requests an hour with burst at once: VTS_JOBS_FETCHER_SHARE percent
+ *   of the fetchers' VTS_EGRESS_RATE and VTS_EGRESS_BURST over every egress, so the rest stays for synchronous
+ *   requests): a key's batch work spends at most its share of it. Each key has a bucket of its own (the generic cell
+ *   rate algorithm of fetcher/egress/pace.h, at its share's rate); a piece of work ends by spending the platform
+ *   requests it made from its key's bucket, whatever its outcome (a 404, a refusal, a page), and the key starts
+ *   nothing more while its bucket is more than its share of the burst in debt. With one key sharing, its share is
+ *   the whole batch budget.
  *
  * Turns: between keys under their shares, the one served least (the work it started, over its weight: start-time
  * fair queueing) goes first; a key that comes back after a pause starts level with the others, not with a credit. The

@@ -235,8 +235,11 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
   if (r == NULL) return NULL;
   r->cfg = cfg;
   r->core = core;
-  struct fair_limits lim = {.per_hour = (uint64_t)cfg->egress_rate * runner_egresses(cfg),
-                            .burst = (uint64_t)cfg->egress_burst * runner_egresses(cfg)};
+  /* The batch share of the egress budget: the rest of it stays for synchronous requests, as the fetchers' slots do. */
+  uint64_t share = cfg->jobs_fetcher_share > 0 ? (uint64_t)cfg->jobs_fetcher_share : 0;
+  struct fair_limits lim = {.per_hour = (uint64_t)cfg->egress_rate * runner_egresses(cfg) * share / 100,
+                            .burst = (uint64_t)cfg->egress_burst * runner_egresses(cfg) * share / 100};
+  if (lim.per_hour > 0 && lim.burst == 0) lim.burst = 1;
   r->fair = fair_new(&lim);
   if (r->fair == NULL) {
     free(r);

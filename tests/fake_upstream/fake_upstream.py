@@ -174,6 +174,10 @@ and a playlist whose id starts with "PLfail500" a 500 (a platform failure). POST
 one (a continuation a recorded reply holds) wait until POST /__browse_release (60 s at most); each one held is
 counted under "POST /youtubei/v1/browse held". Every browse request is counted under "POST /youtubei/v1/browse",
 and a first-page token that no capture sent (read to its "VL" id) under "POST /youtubei/v1/browse token read".
+Lists whose pages never end, made up (no capture needed): a playlist whose id starts with "PLendless" answers every
+page with ENDLESS_PAGE new ids ("e" + the page number in 6 digits + the position in 4) and a continuation to the next
+page; one whose id starts with "PLsameids" answers every page with the same ENDLESS_PAGE ids ("s0000000000" to
+"s0000000009") and a continuation. Each such page is counted under "POST /youtubei/v1/browse endless".
 
 The captured tracks keep every field but baseUrl, which is made for this server (v=<the id>, lang, kind) so that
 their timedtext requests are served and counted here.
@@ -662,6 +666,22 @@ def load_browse_captures(folder):
                 BROWSE["later"].add(token)
 
 
+ENDLESS_PAGE = 10
+
+
+def endless_page(kind, page):
+    """A continuation reply of a list that never ends: page number page of kind "endless" or "sameids"."""
+    if kind == "endless":
+        ids = ["e%06d%04d" % (page, i) for i in range(ENDLESS_PAGE)]
+    else:
+        ids = ["s%010d" % i for i in range(ENDLESS_PAGE)]
+    items = [{"playlistVideoRenderer": {"videoId": v}} for v in ids]
+    items.append({"continuationItemRenderer": {"continuationEndpoint": {
+        "continuationCommand": {"token": "%s-page-%d" % (kind, page + 1)}}}})
+    return json.dumps({"responseContext": {}, "onResponseReceivedActions": [
+        {"appendContinuationItemsAction": {"continuationItems": items}}]})
+
+
 def first_page_browse_id(token):
     """The "VL…" browse id a client-built first-page token names, or None."""
     try:
@@ -958,6 +978,16 @@ class Handler(BaseHTTPRequestHandler):
             sent = {}
         token, browse_id = sent.get("continuation"), sent.get("browseId")
         reply = bad
+        endless = re.fullmatch(r"(endless|sameids)-page-([0-9]{1,9})", token or "")
+        if endless is not None:
+            STATS.count("POST /youtubei/v1/browse endless")
+            self.send(200, endless_page(endless.group(1), int(endless.group(2))).encode("utf-8"))
+            return
+        first = first_page_browse_id(token) if token is not None else browse_id
+        if first is not None and re.match(r"VLPL(endless|sameids)", first):
+            STATS.count("POST /youtubei/v1/browse endless")
+            self.send(200, endless_page(first[4:11], 1).encode("utf-8"))
+            return
         if token is not None:
             if token in BROWSE["by_token"]:
                 reply = BROWSE["by_token"][token]

@@ -117,8 +117,8 @@ static void test_a_key_shares_while_it_has_work(void **state) {
 }
 
 /*
- * The egress budget: 3600 requests an hour (one a second), 10 at once. Alone, a key spends it all (the fetchers pace
- * it); with another key waiting, it starts nothing while its bucket is more than its half of the burst in debt.
+ * The batch egress budget: 3600 requests an hour (one a second), 10 at once. Alone, a key spends it all; with another
+ * key waiting, it starts nothing while its bucket is more than its half of the burst in debt.
  */
 static void test_a_key_spends_at_most_its_share_of_the_egress_budget(void **state) {
   (void)state;
@@ -127,18 +127,26 @@ static void test_a_key_spends_at_most_its_share_of_the_egress_budget(void **stat
   uint64_t t0 = 100000;
   fair_seen(f, t0, "A", 1);
   fair_started(f, t0, "A", 1);
-  fair_ended(f, t0, "A", 100); /* 100 requests at one a second: the bucket is full again at t0 + 100 s */
+  fair_ended(f, t0, "A", 9); /* 9 requests at one a second: 1 left of its 10 */
   assert_int_equal(fair_may_start(f, t0, "A", 4), 1);
-  fair_seen(f, t0, "B", 1);
-  /* Its half: one request every 2 s, 5 at once: room for one more once full_at + 2 s <= now + 10 s. */
+  fair_ended(f, t0, "A", 1);
   assert_int_equal(fair_may_start(f, t0, "A", 4), 0);
-  assert_true(skipped(f, t0, 4, 0, "A"));
-  assert_int_equal(fair_may_start(f, t0 + 91999, "A", 4), 0);
-  fair_seen(f, t0 + 91999, "B", 1);
-  fair_seen(f, t0 + 91999, "A", 1);
-  assert_int_equal(fair_may_start(f, t0 + 92000, "A", 4), 1);
+  assert_int_equal(fair_may_start(f, t0 + 999, "A", 4), 0);
+  assert_int_equal(fair_may_start(f, t0 + 1000, "A", 4), 1);
+  uint64_t t1 = t0 + 1000;
+  fair_ended(f, t1, "A", 90); /* 100 in all: the bucket is full again at t0 + 100 s, t1 + 99 s */
+  fair_seen(f, t1, "A", 1);
+  fair_seen(f, t1, "B", 1);
+  /* Its half: one request every 2 s, 5 at once: room for one more once full_at + 2 s <= now + 10 s. */
+  assert_int_equal(fair_may_start(f, t1, "A", 4), 0);
+  assert_true(skipped(f, t1, 4, 0, "A"));
+  assert_false(skipped(f, t1, 4, 0, "B"));
+  fair_seen(f, t1 + 90999, "B", 1);
+  fair_seen(f, t1 + 90999, "A", 1);
+  assert_int_equal(fair_may_start(f, t1 + 90999, "A", 4), 0);
+  assert_int_equal(fair_may_start(f, t1 + 91000, "A", 4), 1);
   /* B spends at its half: 5 requests fill its 5 of burst, the next waits 2 s. */
-  uint64_t t = t0 + 92000;
+  uint64_t t = t1 + 91000;
   fair_seen(f, t, "A", 1);
   fair_started(f, t, "B", 1);
   fair_ended(f, t, "B", 4);
