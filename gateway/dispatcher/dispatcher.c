@@ -396,11 +396,14 @@ static void settle(struct dispatcher *d) {
   pthread_mutex_lock(&d->lock);
   bool stopping = d->stop_asked;
   pthread_mutex_unlock(&d->lock);
-  /* Batch items first (they start only into fetchers idle now), then the core hands queued jobs to fetchers. */
+  /*
+   * Batch work (it starts only into fetchers idle now), then the core hands queued jobs to fetchers. Webhook tries
+   * first: at most one a key, they take a slot a key's share frees before that key's next item does.
+   */
+  uint64_t hooks_wake = d->hooks != NULL && !stopping ? hooks_pump(d->hooks, now) : UINT64_MAX;
   uint64_t runner_wake = d->runner == NULL ? UINT64_MAX
                          : stopping        ? runner_hold(d->runner, now)
                                            : runner_pump(d->runner, now);
-  uint64_t hooks_wake = d->hooks != NULL && !stopping ? hooks_pump(d->hooks, now) : UINT64_MAX;
   if (hooks_wake < runner_wake) runner_wake = hooks_wake;
   uint64_t wake = core_tick(d->core, now, d->wrecv_armed ? IDLE_WAKE_MS : REARM_RETRY_MS);
   if (runner_wake < wake) wake = runner_wake;

@@ -126,7 +126,8 @@ static void share(const struct fair *f, uint64_t now, const struct fair_key *k, 
   totals(f, now, &weights, &least);
   uint64_t w = k->weight;
   if (!sharing(k, now)) weights += w;
-  *slots = cap * w / weights;
+  /* Rounded up, so that no slot stays idle for want of a key allowed to take it (the cap bounds the sum). */
+  *slots = (cap * w + weights - 1) / weights;
   if (*slots == 0) *slots = 1;
   *interval_us = 0;
   *burst = 1;

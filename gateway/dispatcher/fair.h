@@ -8,7 +8,7 @@
  * otherwise), go two things:
  *
  *   the batch slots (cap: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers): a key holds at most
- *   cap * weight / (sum of the sharing keys' weights) of them at once, and at least one;
+ *   cap * weight / (sum of the sharing keys' weights) of them at once, rounded up;
  *
  *   the batch egress budget (per_hour platform requests an hour with burst at once: VTS_JOBS_FETCHER_SHARE percent
  *   of the fetchers' VTS_EGRESS_RATE and VTS_EGRESS_BURST over every egress, so the rest stays for synchronous

@@ -388,10 +388,11 @@ uint64_t runner_hold(struct runner *r, uint64_t now) {
 static int take_next(struct runner *r, uint64_t now, struct jobstore_task *t, int *page) {
   const char *skip[RUNNER_SKIP_MAX];
   int64_t wall = wall_ms(), lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
-  size_t hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX);
+  size_t hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX), first = 0;
   for (int ahead = 1; ahead >= 0; ahead--) {
     size_t n = runner_skip(r, now, ahead, skip, RUNNER_SKIP_MAX);
-    if (ahead == 0 && n == hard) break; /* the first pass passed over no key for being ahead: the same take */
+    if (ahead == 1) first = n;
+    if (ahead == 0 && first == hard) break; /* the first pass passed over no key for being ahead: the same take */
     struct jobstore_skip sk = {skip, n};
     int rv = jobstore_take_page_skip(r->js, wall, lease, &sk, &r->page);
     if (rv == 0) {

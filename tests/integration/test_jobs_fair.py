@@ -1,0 +1,338 @@
+"""One key cannot starve the others: the real gateway (its runner and webhook sender), a fetcher pool and the fake
+platform, with one key ("abuser") running big jobs of unavailable ids, webhooks to receivers that never answer and a
+playlist whose pages never end, beside another key ("other"). The other key's synchronous misses keep their latency
+and its job its pace; the abuser's platform requests stay within its share of the batch egress budget; a list is
+read within VTS_JOB_MAX_PAGES pages and stops at a page that adds no id, saying why; a revoked key's jobs stop within
+2 s, on SQLite and on Redis shared by two gateways."""
+import json
+import socket
+import threading
+import time
+import http.server
+
+from conftest import write_keyfile
+from stack import Stack, UNLIMITED
+from test_jobs_run import call
+from vtsproc import wait_for
+
+ABUSER, OTHER = "vts_test_key_abuser", "vts_test_key_other"
+KEYS = [("abuser", ABUSER, "active", 1000000, 60, 1000000000), ("other", OTHER, "active", 1000000, 60, 1000000000)]
+REVOKED = [("abuser", ABUSER, "revoked", 1000000, 60, 1000000000), KEYS[1]]
+HOOK_HOST = "127.0.0.2"  # VTS_WEBHOOK_ALLOW names it: the receivers listen there
+
+
+class HangingReceiver:
+    """Accepts webhook connections on HOOK_HOST and never answers; notes when each opened and closed."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((HOOK_HOST, 0))
+        self.sock.listen(64)
+        self.url = "http://%s:%d/hook" % (HOOK_HOST, self.sock.getsockname()[1])
+        self.lock = threading.Lock()
+        self.accepted = 0
+        self.spans = []  # [opened, closed or None] by connection, time.monotonic()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            span = [time.monotonic(), None]
+            with self.lock:
+                self.accepted += 1
+                self.spans.append(span)
+            threading.Thread(target=self._hold, args=(conn, span), daemon=True).start()
+
+    def most_open(self, slack=0.1):
+        """The most connections open at once, a connection made within slack of another's close not overlapping
+        it (the sender's close and its next connect race on the way here)."""
+        with self.lock:
+            spans = [(a, b if b is not None else float("inf")) for a, b in self.spans]
+        return max((sum(1 for a, b in spans if a <= t < b - slack) for t, _ in spans), default=0)
+
+    def _hold(self, conn, span):
+        """Reads what the sender sends and never answers, until the sender gives up and closes."""
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            with self.lock:
+                span[1] = time.monotonic()
+
+    def close(self):
+        self.sock.close()
+
+
+class QuickReceiver:
+    """Answers every webhook delivery 204 at once, noting when each came (time.monotonic())."""
+
+    def __init__(self):
+        got = self.got = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                got.append((time.monotonic(), json.loads(body)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((HOOK_HOST, 0), Handler)
+        self.url = "http://%s:%d/hook" % (HOOK_HOST, self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def post_job(gw, key, body):
+    status, h, job = call(gw, "POST", "/v1/jobs", body, key=key)
+    assert status == 202, job
+    return h["location"], job
+
+
+def job_of(gw, key, loc):
+    status, _, job = call(gw, "GET", loc, key=key)
+    assert status == 200, job
+    return job
+
+
+def timed_job(gw, key, body, timeout=60):
+    """Seconds from a job's POST to its status done."""
+    t0 = time.monotonic()
+    loc, _ = post_job(gw, key, body)
+    assert wait_for(lambda: job_of(gw, key, loc)["status"] == "done", timeout, interval=0.02), job_of(gw, key, loc)
+    return time.monotonic() - t0, loc
+
+
+def miss_latencies(stack, prefix, n):
+    """The other key's synchronous misses, one after another: each one's seconds, sorted."""
+    out = []
+    for i in range(n):
+        t0 = time.monotonic()
+        r = stack.get("%s%04d" % (prefix, i), key=OTHER)
+        out.append(time.monotonic() - t0)
+        assert r.status == 200, r.body
+    return sorted(out)
+
+
+def pct(sorted_values, p):
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p / 100))]
+
+
+def unavailable_ids(tag, n):
+    """n fresh ids of 11 characters that the fake platform answers "This video is unavailable"."""
+    return ["u%s%07d" % (tag, i) for i in range(n)]
+
+
+def abuser_requests(stack):
+    """The platform requests made for the abuser's work: its unavailable ids' player calls and its endless pages."""
+    reqs = stack.requests()
+    n = sum(v for k, v in reqs.items() if k.startswith("POST /youtubei/v1/player u"))
+    return n + reqs.get("POST /youtubei/v1/browse endless", 0)
+
+
+def start_abuse(gw, hang, big=5000, jobs=10):
+    """The abuser's load: big jobs of unavailable ids, six jobs whose webhook never answers, an endless playlist."""
+    for j in range(jobs):
+        post_job(gw, ABUSER, {"video_ids": unavailable_ids("%03d" % j, big)})
+    for j in range(6):
+        post_job(gw, ABUSER, {"video_ids": unavailable_ids("h%02d" % j, 1), "webhook_url": hang.url})
+    loc, _ = post_job(gw, ABUSER, {"playlist_id": "PLendlessAbuser"})
+    return loc
+
+
+def fair_stack(tmp_path, fetchers=4, env=None, fetcher_env=None, **kwargs):
+    genv = {"VTS_WEBHOOK_ALLOW": HOOK_HOST, "VTS_JOBS_MAX_OPEN": "30", "VTS_JOB_TIMEOUT_MS": "3000"}
+    genv.update(env or {})
+    fenv = {"VTS_WEBHOOK_ALLOW": HOOK_HOST}
+    fenv.update(fetcher_env or {})
+    return Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=fetchers, **kwargs)
+
+
+def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
+    hang, quick = HangingReceiver(), QuickReceiver()
+    stack = fair_stack(tmp_path, upstream_args=("--delay-ms", "20"))
+    gw = stack.gateway
+    try:
+        alone = miss_latencies(stack, "benchFa", 40)
+        t_alone, _ = timed_job(gw, OTHER, {"video_ids": ["benchFj%04d" % i for i in range(100)]})
+
+        start_abuse(gw, hang)
+        # The load is in motion: a webhook try hangs and the abuser's items fail one after another.
+        assert wait_for(lambda: hang.accepted >= 1 and abuser_requests(stack) >= 20, 30), (hang.accepted,
+                                                                                            abuser_requests(stack))
+        beside = miss_latencies(stack, "benchFb", 40)
+        t_beside, loc = timed_job(gw, OTHER, {"video_ids": ["benchFk%04d" % i for i in range(100)],
+                                              "webhook_url": quick.url})
+        done_at = time.monotonic()
+        assert wait_for(lambda: len(quick.got) == 1, 10), quick.got
+        print("figures: other key alone p50 %.1f ms p99 %.1f ms, beside the abuser p50 %.1f ms p99 %.1f ms; "
+              "100-item job alone %.2f s, beside %.2f s; webhook %.2f s after its job's end; abuser's tries open at "
+              "once at most %d" % (pct(alone, 50) * 1000, pct(alone, 99) * 1000, pct(beside, 50) * 1000,
+                                    pct(beside, 99) * 1000, t_alone, t_beside, quick.got[0][0] - done_at,
+                                    hang.most_open()))
+        assert pct(beside, 50) <= 1.25 * pct(alone, 50), (alone, beside)
+        assert pct(beside, 99) <= 2 * pct(alone, 99), (alone, beside)
+        assert t_beside <= 2 * t_alone, (t_alone, t_beside)
+        # The other key's webhook came at once, whatever the abuser's receiver does; the abuser's tries came one at
+        # a time.
+        assert quick.got[0][1]["type"] == "job.done" and quick.got[0][1]["id"] == loc.rsplit("/", 1)[1]
+        assert quick.got[0][0] - done_at < 2.0
+        assert hang.most_open() == 1
+    finally:
+        stack.close()
+        hang.close()
+        quick.close()
+
+
+def test_a_keys_platform_requests_stay_within_its_share_of_the_batch_budget(tmp_path):
+    # 72000 requests an hour (20 a second), 10 at once; batch work gets half (VTS_JOBS_FETCHER_SHARE 50): 10 a
+    # second, 5 at once, and each of two keys with work half of that: 5 a second, 2 at once.
+    pace = {"VTS_EGRESS_RATE": "72000", "VTS_EGRESS_BURST": "10"}
+    hang = HangingReceiver()
+    stack = fair_stack(tmp_path, env=pace, fetcher_env=pace)
+    gw = stack.gateway
+    try:
+        start_abuse(gw, hang, big=500, jobs=2)
+        # Alone, the abuser spends the batch budget: 10 a second with 5 at once.
+        assert wait_for(lambda: abuser_requests(stack) >= 5, 10)
+        t0, n0 = time.monotonic(), abuser_requests(stack)
+        time.sleep(3)  # the wait is the test: the abuser alone for 3 s
+        alone = abuser_requests(stack) - n0
+        alone_s = time.monotonic() - t0
+        # The other key's 20 transcripts (40 requests): the abuser's share is half the batch budget meanwhile.
+        t1, n1 = time.monotonic(), abuser_requests(stack)
+        t_other, _ = timed_job(gw, OTHER, {"video_ids": ["benchFp%04d" % i for i in range(20)]}, timeout=60)
+        beside = abuser_requests(stack) - n1
+        beside_s = time.monotonic() - t1
+        print("figures: abuser alone %d platform requests in %.1f s (batch budget 10/s, burst 5); beside the other "
+              "key %d in %.1f s (its share 5/s, burst 2), the other's 20 items in %.1f s" % (
+                  alone, alone_s, beside, beside_s, t_other))
+        # Within its share: rate x time, its burst, and what its pieces of work in hand (2 slots, at most 3 player
+        # calls each) spent past the check that let them start.
+        assert alone <= 10 * alone_s + 5 + 6, (alone, alone_s)
+        assert beside <= 5 * beside_s + 2 + 6, (beside, beside_s)
+        # The abuser was not stopped either: it had its share.
+        assert beside >= 1
+    finally:
+        stack.close()
+        hang.close()
+
+
+def test_a_list_is_read_within_its_bounds_and_says_why_it_stopped(tmp_path):
+    stack = fair_stack(tmp_path, env={"VTS_JOB_MAX_PAGES": "4"})
+    gw = stack.gateway
+    try:
+        loc, _ = post_job(gw, OTHER, {"playlist_id": "PLendlessPages"})
+        assert wait_for(lambda: job_of(gw, OTHER, loc)["status"] == "done", 30), job_of(gw, OTHER, loc)
+        job = job_of(gw, OTHER, loc)
+        # Four pages of ten new ids each, then a stop though the fourth named a fifth.
+        assert (job["total"], job["stop_reason"]) == (40, "max_pages"), job
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 0, "failed": 40, "cancelled": 0}
+        assert stack.requests().get("POST /youtubei/v1/browse endless") == 4
+        # A list whose second page repeats the first: read twice, then it stops.
+        loc, _ = post_job(gw, OTHER, {"playlist_id": "PLsameidsPages"})
+        assert wait_for(lambda: job_of(gw, OTHER, loc)["status"] == "done", 30), job_of(gw, OTHER, loc)
+        job = job_of(gw, OTHER, loc)
+        assert (job["total"], job["stop_reason"]) == (10, "no_new_ids"), job
+        assert stack.requests().get("POST /youtubei/v1/browse endless") == 6
+        # A list that ends by itself says nothing of a stop.
+        loc, _ = post_job(gw, OTHER, {"video_ids": ["benchFl0001"]})
+        assert wait_for(lambda: job_of(gw, OTHER, loc)["status"] == "done", 30)
+        assert "stop_reason" not in job_of(gw, OTHER, loc)
+    finally:
+        stack.close()
+
+
+def revocation_reaches_jobs(stack, gateways, keys_files):
+    """The abuser's load runs; its key is revoked in every gateway's key file; 2 s later its jobs make no platform
+    request, its queued items are cancelled with the reason, its list stopped, and its webhooks are tried no more."""
+    gw = gateways[0]
+    hang = HangingReceiver()
+    try:
+        for j in range(2):
+            post_job(gw, ABUSER, {"video_ids": unavailable_ids("r%02d" % j, 2000)})
+        hooked, _ = post_job(gw, ABUSER, {"video_ids": unavailable_ids("rh0", 1), "webhook_url": hang.url})
+        listed, _ = post_job(gw, ABUSER, {"playlist_id": "PLendlessRevoked"})
+        other, _ = post_job(gw, OTHER, {"video_ids": ["benchFr%04d" % i for i in range(30)]})
+        assert wait_for(lambda: abuser_requests(stack) >= 20 and hang.accepted >= 1, 30), abuser_requests(stack)
+        for path in keys_files:
+            write_keyfile(path, UNLIMITED + REVOKED)
+        changed = time.monotonic()
+        time.sleep(2)  # the wait is the test: revocation reaches the jobs within 2 s
+        n, tries = abuser_requests(stack), hang.accepted
+        time.sleep(2)  # the wait is the test: no platform request of the revoked key's jobs after that
+        assert abuser_requests(stack) == n, (n, abuser_requests(stack))
+        assert hang.accepted == tries
+        print("figures: revoked key's platform requests 2 s after the change %d, 4 s after %d (%.1f s measured)" % (
+            n, abuser_requests(stack), time.monotonic() - changed))
+        # Seen through the other key's eyes nothing changed; the abuser's jobs, read from the store, say why.
+        assert wait_for(lambda: job_of(gw, OTHER, other)["status"] == "done", 30)
+        for g in gateways:
+            assert any(r.get("msg") == "batch jobs of a revoked key stopped" and r.get("key_id") == "abuser"
+                       for r in g.log_records())
+        hang.close()
+        return hooked, listed
+    except BaseException:
+        hang.close()
+        raise
+
+
+def stored_jobs(gw, key_name):
+    """The abuser's jobs as the SQLite store holds them: (stop_reason, cancelled items, queued items) by job."""
+    import sqlite3
+    db = sqlite3.connect(str(gw.state_dir / "jobs.db"))
+    try:
+        return db.execute("SELECT j.id, j.stop_reason, (SELECT count(*) FROM items i WHERE i.job_id=j.id AND "
+                          "i.status=4), (SELECT count(*) FROM items i WHERE i.job_id=j.id AND i.status=0), "
+                          "(SELECT state FROM hooks h WHERE h.job_id=j.id) FROM jobs j WHERE j.key_id=?",
+                          (key_name,)).fetchall()
+    finally:
+        db.close()
+
+
+def test_a_revoked_keys_jobs_stop_within_2_s(tmp_path):
+    stack = fair_stack(tmp_path, upstream_args=("--delay-ms", "20"))
+    gw = stack.gateway
+    try:
+        hooked, listed = revocation_reaches_jobs(stack, [gw], [gw.keys_file])
+        rows = {r[0]: r[1:] for r in stored_jobs(gw, "abuser")}
+        assert len(rows) == 4
+        for job_id, (reason, cancelled, queued, hook) in rows.items():
+            assert queued == 0, rows
+            if job_id == hooked.rsplit("/", 1)[1]:
+                assert hook == 2, rows  # given up: never tried again
+            else:
+                assert reason == "key_revoked", rows
+        big = [r for j, r in rows.items() if j not in (hooked.rsplit("/", 1)[1], listed.rsplit("/", 1)[1])]
+        assert all(r[1] > 1000 for r in big), rows  # most of its 2000 items never ran: cancelled
+    finally:
+        stack.close()
+
+
+def test_a_revoked_keys_jobs_stop_within_2_s_on_two_gateways_sharing_redis(tmp_path, redis):
+    from test_jobs_redis import Cluster
+    c = Cluster(tmp_path, redis, 2, 4, KEYS, upstream_args=("--delay-ms", "20"),
+                gateway_env={"VTS_WEBHOOK_ALLOW": HOOK_HOST, "VTS_JOBS_MAX_OPEN": "30", "VTS_JOB_TIMEOUT_MS": "3000"},
+                fetcher_env={"VTS_WEBHOOK_ALLOW": HOOK_HOST})
+    try:
+        hooked, listed = revocation_reaches_jobs(c, c.gateways, [g.keys_file for g in c.gateways])
+
+        def field(loc, name):
+            v = redis.call("HGET", "vts:job:" + loc.rsplit("/", 1)[1], name)
+            return v.decode() if isinstance(v, bytes) else v
+        # The store says why: the list stopped with the reason, its continuation dropped; the delivery given up.
+        assert (field(listed, "stop"), field(listed, "cont")) == ("key_revoked", "")
+        assert field(hooked, "hook_state") == "2"
+    finally:
+        c.close()
