@@ -132,6 +132,22 @@ static int gone_find(const struct runner *r, const char *name) {
   return -1;
 }
 
+/* Counts name among the gone keys (once). Returns 0, or -ENOMEM. */
+static int gone_add(struct runner *r, const char *name) {
+  if (gone_find(r, name) >= 0) return 0;
+  if (r->ngone % 16 == 0) {
+    void *g = realloc(r->gone, (r->ngone + 16) * sizeof(*r->gone));
+    if (g == NULL) return -ENOMEM;
+    r->gone = g;
+    void *s = realloc(r->gone_stopped, (r->ngone + 16) * sizeof(*r->gone_stopped));
+    if (s == NULL) return -ENOMEM;
+    r->gone_stopped = s;
+  }
+  memcpy(r->gone[r->ngone], name, strlen(name) + 1);
+  r->gone_stopped[r->ngone++] = 0;
+  return 0;
+}
+
 /*
  * The key file changed: a key that was active and is now inactive or absent is gone, and a gone key that is active
  * again is back. A gone key's jobs are stopped in the store (their queued items cancelled, their lists and webhooks
@@ -162,17 +178,7 @@ static void keys_gone(struct runner *r, uint64_t now) {
     } else if (key_named(r, r->prev[i - n]) == NULL) {
       name = r->prev[i - n];
     }
-    if (name == NULL || gone_find(r, name) >= 0) continue;
-    if (r->ngone % 16 == 0) {
-      void *g = realloc(r->gone, (r->ngone + 16) * sizeof(*r->gone));
-      if (g == NULL) return;
-      r->gone = g;
-      void *s = realloc(r->gone_stopped, (r->ngone + 16) * sizeof(*r->gone_stopped));
-      if (s == NULL) return;
-      r->gone_stopped = s;
-    }
-    memcpy(r->gone[r->ngone], name, strlen(name) + 1);
-    r->gone_stopped[r->ngone++] = 0;
+    if (name != NULL && gone_add(r, name) != 0) return;
   }
   /* The active keys of this file, to know the ones a later file drops. */
   free(r->prev);
@@ -441,6 +447,21 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
     if (rv != 0) {
       r->next_take_ms = now + jobstore_idle_poll_ms(r->js, RUNNER_POLL_MS);
       return wake;
+    }
+    /*
+     * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
+     * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
+     */
+    const char *key = page ? r->page.key_id : t.key_id;
+    if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r, key) == 0) {
+      size_t added = 0;
+      int64_t wall = wall_ms();
+      if (page)
+        jobstore_page_end(r->js, r->page.job_id, NULL, 0, "", r->page.read + 1, r->cfg->job_max_pages,
+                          JOBSTORE_STOP_KEY_REVOKED, wall, &added);
+      else
+        jobstore_fail(r->js, t.job_id, t.seq, "key_revoked", RUNNER_KEY_REVOKED, wall);
+      continue;
     }
     if (page)
       start_page(r, now, &r->page);
