@@ -1018,6 +1018,23 @@ static void test_a_take_passes_over_the_keys_it_is_told(void **state) {
   assert_string_equal(t.video_id, "ourVideo001");
 }
 
+/* A webhook try is taken with its key, and passed over while its key is (a key with a try in flight, or revoked). */
+static void test_a_webhook_try_passes_over_the_keys_it_is_told(void **state) {
+  struct fixture *f = *state;
+  char plain[JOBSTORE_ID_LEN + 1], hooked[JOBSTORE_ID_LEN + 1], job[JOBSTORE_ID_LEN + 1], key[JOBSTORE_KEY_ID_MAX + 1];
+  end_a_plain_and_a_hooked_job(f->js, plain, hooked);
+  assert_int_equal(jobstore_hook_owed(f->js, job, key), 0);
+  assert_int_equal(jobstore_hook_add(f->js, hooked, "{}", 2, 3000), 0);
+  const char *only_a[] = {"keyA"}, *only_b[] = {"keyB"};
+  struct jobstore_skip skip_a = {only_a, 1}, skip_b = {only_b, 1};
+  struct jobstore_hook h;
+  assert_int_equal(jobstore_hook_take_skip(f->js, 3000, 500, &skip_a, &h), -EAGAIN);
+  assert_int_equal(jobstore_hook_take_skip(f->js, 3000, 500, &skip_b, &h), 0);
+  assert_string_equal(h.job_id, hooked);
+  assert_string_equal(h.key_id, "keyA");
+  assert_int_equal(h.attempt, 1);
+}
+
 /* A list read within bounds stops at a page that adds no id, or at its max pages, and says why; a page is numbered. */
 static void test_a_bounded_list_stops_and_says_why(void **state) {
   struct fixture *f = *state;
@@ -1168,6 +1185,7 @@ int main(void) {
       ON_REDIS(test_a_redis_restarted_under_an_idle_connection_is_reached_again_at_once),
       ON_REDIS(test_a_webhook_is_owed_when_its_job_ends_and_its_job_kept_until_delivered),
       ON_BOTH(test_a_take_passes_over_the_keys_it_is_told),
+      ON_BOTH(test_a_webhook_try_passes_over_the_keys_it_is_told),
       ON_BOTH(test_a_bounded_list_stops_and_says_why),
       ON_BOTH(test_a_revoked_keys_jobs_stop_and_owe_no_webhook),
   };
