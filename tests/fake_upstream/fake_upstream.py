@@ -86,8 +86,9 @@ maps onto this server with that host in its Host header):
                                  the player request nested under "playerRequest" (its videoId, beside
                                  "disablePlayerResponse"), query id=<that id> and $fields=playerResponse. A body
                                  without the playerRequest object is answered 400 INVALID_ARGUMENT (as the platform
-                                 answers a malformed request); one whose context.client.visitorData is missing or
-                                 was not issued by the visitor call gets the player reply refused ("UNPLAYABLE",
+                                 answers a malformed request); one whose context.client.visitorData is missing,
+                                 is not a value the visitor call issued exactly as issued (its padding still
+                                 percent-encoded), or differs from its X-Goog-Visitor-Id header gets the player reply refused ("UNPLAYABLE",
                                  "This video is not available", as the platform refuses a client it does not trust,
                                  the captured VISIONOS refusal's wording). Otherwise the reply is {"playerResponse":
                                  <what the player call answers for that id and client>}, its audio formats without
@@ -547,7 +548,7 @@ RATIONS = Ration()
 # --delay-ms: every platform request (not the test's /__ requests) takes this long, each in its own thread.
 DELAY_S = [0.0]
 
-# Visitor data issued by /youtubei/v1/visitor_id (percent-decoded), in order.
+# Visitor data issued by /youtubei/v1/visitor_id (as issued: padding percent-encoded), in order.
 VISITORS = {"issued": [], "times": [], "lock": threading.Lock()}
 
 REEL_PATH = "/youtubei/v1/reel/reel_item_watch"
@@ -1011,9 +1012,10 @@ class Handler(BaseHTTPRequestHandler):
         if query.get("id") != [video] or query.get("$fields") != ["playerResponse"]:
             self.send_json(400, INVALID_ARGUMENT)
             return
-        visitor = urllib.parse.unquote(client.get("visitorData", "") or "")
+        # The maintained clients send the issued value unchanged, in the body and in X-Goog-Visitor-Id alike.
+        visitor = client.get("visitorData", "") or ""
         with VISITORS["lock"]:
-            trusted = visitor in [urllib.parse.unquote(v) for v in VISITORS["issued"]]
+            trusted = visitor in VISITORS["issued"] and self.headers.get("X-Goog-Visitor-Id") == visitor
         if not trusted:
             self.send_json(200, {"playerResponse": player_error("UNPLAYABLE", "This video is not available")})
             return
