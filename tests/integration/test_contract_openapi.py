@@ -2,6 +2,7 @@
 real gateway byte for byte."""
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -172,6 +173,12 @@ def test_health_matches_the_document(gateway):
     assert r.status == 200
     body = check_response("GET", "/health", r.status, r.headers, r.body)
     assert body["service"] == "api" and body["status"] == "ok"
+    # The document's example has every field the service sends, each in the same form.
+    doc = json.loads(OPENAPI_PATH.read_text())
+    example = doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]["examples"]["ok"]
+    assert sorted(example["value"]) == sorted(body)
+    assert re.fullmatch(r"libuv/\d+\.\d+\.\d+", body["nodeVersion"]), body["nodeVersion"]
+    assert re.fullmatch(r"libuv/\d+\.\d+\.\d+", example["value"]["nodeVersion"]), example["value"]["nodeVersion"]
 
 
 def test_unknown_path_and_method_match_the_document(gateway):
