@@ -17,6 +17,8 @@ The scenario is chosen by the video id (11 characters):
 | capSrv1xxx1 | normal                             | OK, one manual "en" track                      | srv1 whatever fmt    |
 | multiLang01 | normal                             | OK: en manual, en asr, pt-BR, de; default de   | json3, text per track|
 | fourLangs01 | normal                             | OK: en, es, ja, pt-BR manual tracks            | json3, text per track|
+| twinM*      | normal                             | OK: en manual, en asr, es; default en manual   | json3, text per track|
+| twinA*      | normal                             | OK: en manual, en asr, es; default en asr      | json3, text per track|
 | noTranslat1 | normal                             | OK: one "en" track with isTranslatable false   | json3                |
 | consentOk01 | consent wall with v, then normal   | OK like capJson3xx1                            | json3                |
 |             | once CONSENT=YES+<v> is sent       |                                                |                      |
@@ -1076,6 +1078,13 @@ class Handler(BaseHTTPRequestHandler):
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
                       caption_track(video, "de", "German")]
             self.send_json(200, player_ok(origin, video, tracks, default_index=3))
+        elif video.startswith(("twinM", "twinA")):
+            # Twin tracks: a manual and an auto-generated track of one language (the common case), and one more
+            # language; the default is the manual twin ("twinM...") or the auto-generated one ("twinA...").
+            tracks = [caption_track(video, "en", "English"),
+                      caption_track(video, "en", "English (auto-generated)", "asr"),
+                      caption_track(video, "es", "Spanish")]
+            self.send_json(200, player_ok(origin, video, tracks, default_index=0 if video.startswith("twinM") else 1))
         elif video == "fourLangs01":
             tracks = [caption_track(video, "en", "English"), caption_track(video, "es", "Spanish"),
                       caption_track(video, "ja", "Japanese"), caption_track(video, "pt-BR", "Portuguese (Brazil)")]
