@@ -184,8 +184,12 @@ void fair_ended(struct fair *f, uint64_t now, const char *key, uint32_t requests
 
 size_t fair_skip(struct fair *f, uint64_t now, uint64_t cap, int ahead, const char **out, size_t max) {
   forget(f, now, 0);
-  uint64_t weights, least;
-  totals(f, now, &weights, &least);
+  /* Whose turn it is: the least served of the keys that may start now (one at its share cannot take a turn). */
+  uint64_t least = UINT64_MAX;
+  for (size_t i = 0; i < f->n; i++) {
+    const struct fair_key *k = &f->keys[i];
+    if (sharing(k, now) && !k->idle && k->served < least && fair_may_start(f, now, k->name, cap)) least = k->served;
+  }
   size_t n = 0;
   for (size_t i = 0; i < f->n && n < max; i++) {
     struct fair_key *k = &f->keys[i];

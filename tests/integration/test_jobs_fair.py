@@ -183,7 +183,9 @@ def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
                                     hang.most_open()))
         assert pct(beside, 50) <= 1.25 * pct(alone, 50), (alone, beside)
         assert pct(beside, 99) <= 2 * pct(alone, 99), (alone, beside)
-        assert t_beside <= 2 * t_alone, (t_alone, t_beside)
+        # Equal shares give the other key half the batch capacity while the abuser has work: twice its time alone is
+        # the bound itself, so a second is allowed for the status polls and a busy machine.
+        assert t_beside <= 2 * t_alone + 1.0, (t_alone, t_beside)
         # The other key's webhook came at once, whatever the abuser's receiver does; the abuser's tries came one at
         # a time.
         assert quick.got[0][1]["type"] == "job.done" and quick.got[0][1]["id"] == loc.rsplit("/", 1)[1]
