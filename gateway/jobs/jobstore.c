@@ -122,9 +122,13 @@ int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const ch
 }
 
 int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
-                          const struct jobstore_charge *charge, int64_t now_ms) {
+                          const struct jobstore_charge *charge, int64_t now_ms, enum jobstore_charged *outcome) {
   if (!js->ops->charges) return -ENOTSUP;
-  return done_with(js, job_id, seq, body, len, charge, now_ms);
+  /* The backend's done with a charge answers 1 (kept and counted) or 0 (the month used up), or a negative errno. */
+  int rv = done_with(js, job_id, seq, body, len, charge, now_ms);
+  if (rv < 0) return rv;
+  if (outcome != NULL) *outcome = rv > 0 ? JOBSTORE_CHARGED_KEPT : JOBSTORE_CHARGED_QUOTA_FAILED;
+  return 0;
 }
 
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,

@@ -101,15 +101,20 @@ int jobstore_done(struct jobstore *js, const char *job_id, int64_t seq, const ch
 
 /* Whether jobstore_done_charged can be used: the backend holds the month's counters (Redis). */
 int jobstore_charges(const struct jobstore *js);
+/* What jobstore_done_charged did with an item it found running. */
+enum jobstore_charged {
+  JOBSTORE_CHARGED_KEPT,        /* the answer kept and the unit counted */
+  JOBSTORE_CHARGED_QUOTA_FAILED /* the month was used up: the item failed with the charge's quota code */
+};
 /*
  * jobstore_done, and one unit of charge's counter in the same atomic step: the answer is kept and the unit counted
  * together, or the item fails with the charge's quota code when the month is used up (the unit not counted), or
- * nothing happens (an item no longer running: answered already, so its unit was counted once). Returns 1 (kept and
- * counted), 0 (month used up: failed), -ENOENT (not running), -EIO (the store did not answer: nothing is known to have
- * happened; the item is claimed again later), -ENOTSUP (the backend cannot charge).
+ * nothing happens (an item no longer running: answered already, so its unit was counted once). Returns 0 with what
+ * happened in *outcome (when not NULL), -ENOENT (not running), -EIO (the store did not answer: nothing is known to
+ * have happened; the item is claimed again later), -ENOTSUP (the backend cannot charge).
  */
 int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
-                          const struct jobstore_charge *charge, int64_t now_ms);
+                          const struct jobstore_charge *charge, int64_t now_ms, enum jobstore_charged *outcome);
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
                   int64_t now_ms);
 

@@ -854,7 +854,9 @@ static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void 
   struct jobstore_task t;
   for (int i = 0; i < 3; i++) {
     assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
-    assert_int_equal(jobstore_done_charged(f->js, id, t.seq, "{}", 2, &c, 2100), i < 2 ? 1 : 0);
+    enum jobstore_charged outcome;
+    assert_int_equal(jobstore_done_charged(f->js, id, t.seq, "{}", 2, &c, 2100, &outcome), 0);
+    assert_int_equal(outcome, i < 2 ? JOBSTORE_CHARGED_KEPT : JOBSTORE_CHARGED_QUOTA_FAILED);
   }
   assert_int_equal(redis_num(f->port, "GET vts:rl:{0123456789abcdef}:q:202611"), 2);
   long long ttl = redis_num(f->port, "TTL vts:rl:{0123456789abcdef}:q:202611");
@@ -898,9 +900,13 @@ static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_on
                               .quota_code = "quota_exceeded",
                               .quota_message = "Used up."};
   /* Both runners answer item 1: the first answer is kept and counted, the second changes nothing. */
-  assert_int_equal(jobstore_done_charged(other, id, 1, "{\"x\":1}", 7, &c, 4000), 1);
-  assert_int_equal(jobstore_done_charged(f->js, id, 1, "{\"y\":2}", 7, &c, 4100), -ENOENT);
-  assert_int_equal(jobstore_done_charged(other, id, 2, "{\"z\":3}", 7, &c, 4200), 1);
+  enum jobstore_charged outcome = JOBSTORE_CHARGED_QUOTA_FAILED;
+  assert_int_equal(jobstore_done_charged(other, id, 1, "{\"x\":1}", 7, &c, 4000, &outcome), 0);
+  assert_int_equal(outcome, JOBSTORE_CHARGED_KEPT);
+  assert_int_equal(jobstore_done_charged(f->js, id, 1, "{\"y\":2}", 7, &c, 4100, NULL), -ENOENT);
+  outcome = JOBSTORE_CHARGED_QUOTA_FAILED;
+  assert_int_equal(jobstore_done_charged(other, id, 2, "{\"z\":3}", 7, &c, 4200, &outcome), 0);
+  assert_int_equal(outcome, JOBSTORE_CHARGED_KEPT);
   assert_int_equal(redis_num(f->port, "GET vts:rl:{fedcba9876543210}:q:202611"), 2);
   struct seen s = {{0}};
   int64_t next = 0;
