@@ -56,7 +56,7 @@ static const char add_turn[] =
     "ALTER TABLE jobs ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;"
     "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);";
 
-static void say(char *err, size_t errlen, const char *path, const char *what) {
+static void open_error(char *err, size_t errlen, const char *path, const char *what) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
 }
 
@@ -72,7 +72,7 @@ static int open_path(const char *path, void **out, char *err, size_t errlen) {
     rc = sqlite3_exec(js->db, "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);", NULL, NULL, NULL);
   }
   if (rc != SQLITE_OK) {
-    say(err, errlen, path, js->db ? sqlite3_errmsg(js->db) : sqlite3_errstr(rc));
+    open_error(err, errlen, path, js->db ? sqlite3_errmsg(js->db) : sqlite3_errstr(rc));
     sqlite3_close(js->db);
     free(js);
     return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
