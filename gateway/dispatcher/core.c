@@ -1,3 +1,7 @@
+/*
+ * Over 800 lines: the decision core is one state machine over one job table (cache, coalescing, queues, deadlines,
+ * fetchers, claims) whose invariants hold across all of it; it is tested whole, without a clock.
+ */
 #include "gateway/dispatcher/core.h"
 
 #include <errno.h>

@@ -643,6 +643,7 @@ static void teardown(struct dispatcher *d) {
 /* The dispatcher's state lives for the whole process: an nng callback can never outlive it. */
 static struct dispatcher the_dispatcher;
 
+/* Over 80 lines: the process's steps from start to stop in order, every failure leaving by the one teardown. */
 int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   enum log_level level = LOG_INFO;
   log_level_parse(cfg->log_level, &level);

@@ -1,3 +1,4 @@
+/* Over 800 lines: each operation's Lua script stands beside the C that calls it, and all share the key layout. */
 /*
  * Batch jobs in Redis (see jobstore.h and docs/ARCHITECTURE.md "Batch jobs in Redis"). Every operation is one command
  * or one Lua script, so each is atomic and costs one round trip:
