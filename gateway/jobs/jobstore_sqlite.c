@@ -159,6 +159,23 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
   snprintf(out, outlen, "%s", s ? (const char *)s : "");
 }
 
+/* The first row of a query: 0 (it is there to read), -EAGAIN (none), or -EIO (no statement, or the step failed). */
+static int first_row(sqlite3_stmt *st) {
+  if (st == NULL) return -EIO;
+  int rc = sqlite3_step(st);
+  return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
+}
+
+/*
+ * Ends a take begun with BEGIN IMMEDIATE: when a row was taken (rv 0), lease_sql ("is": until, id) holds it back.
+ * Returns 0, -EAGAIN (nothing taken) or -EIO.
+ */
+static int end_take(struct sqstore *js, int rv, const char *lease_sql, int64_t until, const char *id) {
+  if (rv == 0) rv = run(js, prepare(js, lease_sql, "is", until, id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
 static int sq_open_jobs(void *self, const char *key_id, size_t *n);
 
 static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
@@ -357,22 +374,17 @@ static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore
       "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
       "q.job_id=jobs.id AND q.not_before_ms<=?1) ORDER BY turn,id LIMIT 1) ORDER BY i.seq LIMIT 1",
       "i", now_ms);
-  int rv = st ? 0 : -EIO;
+  int rv = first_row(st);
   if (rv == 0) {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      copy_column(st, 0, out->job_id, sizeof(out->job_id));
-      out->seq = sqlite3_column_int64(st, 1);
-      copy_column(st, 2, out->video_id, sizeof(out->video_id));
-      out->tries = sqlite3_column_int(st, 3);
-      copy_column(st, 4, out->key_id, sizeof(out->key_id));
-      copy_column(st, 5, out->language, sizeof(out->language));
-      copy_column(st, 6, out->translate, sizeof(out->translate));
-      copy_column(st, 7, out->format, sizeof(out->format));
-      out->created_ms = sqlite3_column_int64(st, 8);
-    } else {
-      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
-    }
+    copy_column(st, 0, out->job_id, sizeof(out->job_id));
+    out->seq = sqlite3_column_int64(st, 1);
+    copy_column(st, 2, out->video_id, sizeof(out->video_id));
+    out->tries = sqlite3_column_int(st, 3);
+    copy_column(st, 4, out->key_id, sizeof(out->key_id));
+    copy_column(st, 5, out->language, sizeof(out->language));
+    copy_column(st, 6, out->translate, sizeof(out->translate));
+    copy_column(st, 7, out->format, sizeof(out->format));
+    out->created_ms = sqlite3_column_int64(st, 8);
   }
   sqlite3_finalize(st);
   if (rv == 0)
@@ -493,29 +505,21 @@ static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct job
                              "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret FROM hooks h "
                              "JOIN jobs j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? ORDER BY h.next_ms LIMIT 1",
                              "i", now_ms);
-  int rv = st != NULL ? 0 : -EIO;
+  int rv = first_row(st);
   if (rv == 0) {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      copy_column(st, 0, out->job_id, sizeof(out->job_id));
-      out->attempt = sqlite3_column_int(st, 1) + 1;
-      out->made_ms = sqlite3_column_int64(st, 2);
-      size_t n = (size_t)sqlite3_column_bytes(st, 3);
-      if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
-      if (n > 0) memcpy(out->body, sqlite3_column_blob(st, 3), n);
-      out->body_len = n;
-      copy_column(st, 4, out->url, sizeof(out->url));
-      copy_column(st, 5, out->secret, sizeof(out->secret));
-    } else {
-      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
-    }
+    copy_column(st, 0, out->job_id, sizeof(out->job_id));
+    out->attempt = sqlite3_column_int(st, 1) + 1;
+    out->made_ms = sqlite3_column_int64(st, 2);
+    size_t n = (size_t)sqlite3_column_bytes(st, 3);
+    if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
+    if (n > 0) memcpy(out->body, sqlite3_column_blob(st, 3), n);
+    out->body_len = n;
+    copy_column(st, 4, out->url, sizeof(out->url));
+    copy_column(st, 5, out->secret, sizeof(out->secret));
   }
   sqlite3_finalize(st);
-  if (rv == 0)
-    rv = run(js, prepare(js, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?", "is", now_ms + lease_ms,
-                         out->job_id));
-  rv = finish(js, rv);
-  return rv < 0 ? rv : 0;
+  return end_take(js, rv, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?", now_ms + lease_ms,
+                  out->job_id);
 }
 
 static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
@@ -542,25 +546,16 @@ static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct job
                              "j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 ORDER BY "
                              "p.job_id LIMIT 1",
                              "i", now_ms);
-  int rv = st ? 0 : -EIO;
+  int rv = first_row(st);
   if (rv == 0) {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      copy_column(st, 0, out->job_id, sizeof(out->job_id));
-      copy_column(st, 1, out->token, sizeof(out->token));
-      out->tries = sqlite3_column_int(st, 2);
-      copy_column(st, 3, out->key_id, sizeof(out->key_id));
-      out->created_ms = sqlite3_column_int64(st, 4);
-    } else {
-      rv = rc == SQLITE_DONE ? -EAGAIN : -EIO;
-    }
+    copy_column(st, 0, out->job_id, sizeof(out->job_id));
+    copy_column(st, 1, out->token, sizeof(out->token));
+    out->tries = sqlite3_column_int(st, 2);
+    copy_column(st, 3, out->key_id, sizeof(out->key_id));
+    out->created_ms = sqlite3_column_int64(st, 4);
   }
   sqlite3_finalize(st);
-  if (rv == 0)
-    rv = run(js, prepare(js, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", "is", now_ms + lease_ms,
-                         out->job_id));
-  rv = finish(js, rv);
-  return rv < 0 ? rv : 0;
+  return end_take(js, rv, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", now_ms + lease_ms, out->job_id);
 }
 
 static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }
