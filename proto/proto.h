@@ -88,13 +88,16 @@ enum proto_browse_what {
  *   UPSTREAM_FAILED  502 upstream_transcript_failed
  *   INTERNAL         500 transcript_fetch_failed
  *   NO_CAPTIONS      fetcher -> dispatcher only: playable but no captions; speech may follow, else 404
+ *   OVERLOADED       dispatcher -> worker only: shed, the queue cannot serve it before its deadline; 503
+ *                    service_unavailable with retry_after_s (a fetcher's is refused)
  */
 #define PROTO_OUTCOMES(X)                 \
   X(OK, 1, 200, OK)                       \
   X(NOT_AVAILABLE, 2, 404, NOT_AVAILABLE) \
   X(UPSTREAM_FAILED, 3, 502, BY_REASON)   \
   X(INTERNAL, 4, 500, INTERNAL)           \
-  X(NO_CAPTIONS, 5, 404, NO_CAPTIONS)
+  X(NO_CAPTIONS, 5, 404, NO_CAPTIONS)     \
+  X(OVERLOADED, 6, 503, OTHER)
 
 #define PROTO_OUTCOME_ENUM_(id, value, status, kind) PROTO_##id = value,
 enum proto_outcome { PROTO_OUTCOMES(PROTO_OUTCOME_ENUM_) };

@@ -216,8 +216,9 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
 }
 
 /*
- * A 502 the fetcher knows the end of (every egress resting, or translations): Retry-After, in seconds, after the
- * rate-limit lines (a 502 never carries the limiter's own Retry-After, which only its 429 and 503 have).
+ * A 502 the fetcher knows the end of (every egress resting, or translations), or a 503 of the dispatcher's queue:
+ * Retry-After, in seconds, after the rate-limit lines (neither carries the limiter's own Retry-After, which only its
+ * 429 and 503 have).
  */
 static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
   if (seconds == 0) return;
@@ -266,6 +267,11 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
     case 502:
       upstream_retry_after(t, res->retry_after_s);
       transcript_error(t, API_ERR_UPSTREAM_FAILED);
+      break;
+    case 503:
+      /* Shed by the dispatcher: its queue could not serve this in time; Retry-After says when it expects room. */
+      upstream_retry_after(t, res->retry_after_s);
+      transcript_error(t, API_ERR_SERVICE_UNAVAILABLE);
       break;
     default:
       transcript_error(t, API_ERR_FETCH_FAILED);
