@@ -11,8 +11,11 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "gateway/cache/cache.h"
+#include "gateway/cache/entity.h"
 #include "gateway/dispatcher/bodycheck.h"
 #include "gateway/dispatcher/summary.h"
+
+_Static_assert(ENTITY_ETAG_BYTES <= PROTO_MAX_ETAG + 1, "a result holds any ETag of an entity");
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
 
@@ -407,13 +410,40 @@ static void keep_player(struct core *c, const struct job *j, const struct proto_
   (void)cache_put(c->cache, video_id, CORE_PLAYER_KEY, &p, res->player_ttl_ms, &ttl);
 }
 
+/*
+ * A revalidation the cache answers: when req's If-None-Match names the ETag of a form of ent (the body's tag, as a
+ * worker spells it for each coding), hit becomes a 304 of that ETag, without its body. A request for a transcript the
+ * cache holds made the platform do nothing, so it spends no unit (the worker gives the unit back); "*" is left to
+ * the worker. Returns whether it did.
+ */
+static bool not_modified(struct core *c, const struct proto_job *req, const struct entity *ent,
+                         struct proto_result *hit) {
+  if (req->inm_len == 0 || ent == NULL || hit->outcome != PROTO_OK || memchr(req->inm, '"', req->inm_len) == NULL)
+    return false;
+  for (int k = 0; k < ENTITY_CODINGS; k++) {
+    char etag[ENTITY_ETAG_BYTES];
+    entity_etag(ent, (enum entity_coding)k, etag);
+    if (!entity_etag_match(req->inm, req->inm_len, etag)) continue;
+    hit->notmod = 1;
+    memcpy(hit->etag, etag, sizeof(etag));
+    hit->body = NULL;
+    hit->body_len = 0;
+    c->st.not_modified++;
+    return true;
+  }
+  return false;
+}
+
 /* Answers w from the cache when it holds key of req's video (or the video is gone). Returns whether it did. */
 static bool answer_cached(struct core *c, struct core_waiter *w, const struct proto_job *req, const char *key) {
   struct proto_result hit;
   uint64_t ttl_left;
+  struct entity *ent = NULL;
   if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) != 0 &&
-      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) != 0)
+      cache_lookup(c->cache, req->video_id, key, &hit, &ttl_left, &ent) != 0)
     return false;
+  not_modified(c, req, ent, &hit);
+  entity_unref(ent); /* the body stays the cache's until the next call that changes it */
   c->st.cache_hits++;
   log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
           "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
@@ -630,7 +660,7 @@ static void job_result(struct core *c, struct job *j, const struct proto_result 
   learn_run_time(c, j);
   job_detach(c, j);
   const char *why = NULL;
-  if (res->outcome == PROTO_OVERLOADED) why = "an outcome only the dispatcher gives";
+  if (res->outcome == PROTO_OVERLOADED || res->notmod) why = "an answer only the dispatcher gives";
   if (why != NULL || (res->outcome == PROTO_OK && bodycheck_result(j->pj.kind, res->body, res->body_len, &why) != 0)) {
     /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
     c->st.results_refused++;

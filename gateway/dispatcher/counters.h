@@ -26,6 +26,8 @@
   X(cache_bytes, gauge, "vts_cache_bytes", "", "Bytes held by the dispatcher cache.")                               \
   X(cache_entries, gauge, "vts_cache_entries", "", "Entries in the dispatcher cache.")                              \
   X(cache_evictions, counter, NULL, "", "Entries the dispatcher cache evicted.")                                    \
+  X(not_modified, counter, "vts_dispatch_not_modified_total", "",                                                   \
+    "Revalidations answered 304 from the dispatcher's cache: If-None-Match named the cached answer's ETag.")        \
   X(coalesced, counter, "vts_coalesced_requests_total", "", "Requests that joined a job already running.")          \
   X(jobs_created, counter, "vts_jobs_total", "kind=\"captions\"", "Jobs started, by kind.")                         \
   X(speech_jobs, counter, "vts_jobs_total", "kind=\"speech\"", "Jobs started, by kind.")                            \

@@ -126,7 +126,7 @@ static int choose_form(const struct http_request *req, const struct entity *ent,
     if (entity_has(ent, (enum entity_coding)c)) held |= NEGOTIATE_BIT(c);
   *coding = negotiate_coding(req->accept_encoding, req->accept_encoding_len, held);
   entity_etag(ent, *coding, etag);
-  return negotiate_etag_match(req->if_none_match, req->if_none_match_len, etag);
+  return entity_etag_match(req->if_none_match, req->if_none_match_len, etag);
 }
 
 /*
@@ -181,6 +181,23 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
   }
   http_respond_ref(req, 200, headers, f->data, f->len, f->fd, entity_release, entity_ref(ent));
   t->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
+}
+
+/*
+ * A 304 the dispatcher decided: the answer was in its cache and If-None-Match named its ETag. Nothing was fetched, so
+ * the unit reserved goes back (the request is not delivered); the window counted it, as it counts a 304 decided here.
+ */
+static void respond_not_modified(struct transcript *t, const struct proto_result *res) {
+  char headers[ANSWER_HEADERS_BYTES];
+  struct strb h = strb_init(headers, sizeof(headers));
+  strb_puts(&h, t->rl_headers);
+  strb_puts(&h, "ETag: ");
+  strb_puts(&h, res->etag);
+  strb_puts(&h, "\r\nCache-Control: private, max-age=");
+  strb_u64(&h, res->cache_ms / 1000);
+  strb_puts(&h, "\r\n");
+  strb_puts(&h, answer_vary(t));
+  http_respond(t->req, 304, headers, NULL, 0, NULL);
 }
 
 /*
@@ -259,7 +276,10 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
   }
   switch (proto_outcome_status(res->outcome)) {
     case 200:
-      respond_ok(t, res, ent);
+      if (res->notmod)
+        respond_not_modified(t, res);
+      else
+        respond_ok(t, res, ent);
       break;
     case 404:
       transcript_error(t, not_available_error(res->reason));
@@ -368,6 +388,12 @@ static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uin
   http_request_hold(req);
   read_query(t);
   if (req->if_none_match != NULL) t->ent = revalidation(t);
+  /* Not known here: the dispatcher decides it when its cache holds the answer (a "*" is an ordinary request). */
+  if (req->if_none_match != NULL && t->ent == NULL && t->query_error == API_OK && t->format == RENDER_JSON &&
+      req->if_none_match_len <= PROTO_MAX_INM && memchr(req->if_none_match, '"', req->if_none_match_len) != NULL) {
+    t->job.inm = req->if_none_match;
+    t->job.inm_len = (uint32_t)req->if_none_match_len;
+  }
   /* A revalidation matched already is answered 304: it spends nothing of the month. */
   if (t->ent != NULL)
     ratelimit_check_unspent(ctx->rl, &t->key, on_rate_decided, t);

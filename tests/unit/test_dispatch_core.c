@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "gateway/cache/entity.h"
 #include "gateway/dispatcher/core.h"
 
 #define BODY_OK "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"hi\",\"segments\":[]}"
@@ -30,6 +31,9 @@ struct rec {
   char detail[64];
   uint64_t cache_ms;
   uint32_t retry_after_s; /* A_ANSWER */
+  uint8_t notmod;         /* A_ANSWER: a 304, of etag, without a body */
+  char etag[PROTO_MAX_ETAG + 1];
+  uint32_t body_len;
   uint64_t fetcher;
   void *token;
   uint64_t job_id; /* A_JOB, A_GET, A_CLAIM, A_RELEASE */
@@ -70,6 +74,9 @@ static void on_answer(void *ctx, struct core_waiter *w, const struct proto_resul
     snprintf(r->detail, sizeof(r->detail), "%s", res->detail);
     r->cache_ms = cache_ms;
     r->retry_after_s = res->retry_after_s;
+    r->notmod = res->notmod;
+    snprintf(r->etag, sizeof(r->etag), "%s", res->etag);
+    r->body_len = res->body_len;
     r->player_len = res->player_len;
   }
 }
@@ -1366,6 +1373,57 @@ static void test_a_fetchers_overloaded_outcome_is_refused(void **state) {
   assert_int_equal(stats(f).results_refused, 1);
 }
 
+/*
+ * A revalidation of an answer the cache holds is a 304 decided here, whichever worker asks: If-None-Match naming the
+ * ETag of any form of it (as a worker spells them) gets that ETag and no body; any other gets the body. A job that
+ * fetched is never a 304.
+ */
+static void test_a_revalidation_the_cache_holds_is_a_304_without_its_body(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct entity *ent = entity_new(BODY_OK, strlen(BODY_OK), 0);
+  assert_non_null(ent);
+  char plain[ENTITY_ETAG_BYTES], gz[ENTITY_ETAG_BYTES], inm[3 * ENTITY_ETAG_BYTES];
+  entity_etag(ent, ENTITY_IDENTITY, plain);
+  entity_etag(ent, ENTITY_GZIP, gz);
+  entity_unref(ent);
+  struct proto_job a = request("vidAAAAAAA1");
+  a.inm = plain;
+  a.inm_len = (uint32_t)strlen(plain);
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 60000);
+  struct proto_result res = result(next(f, A_JOB)->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 100, 1, 2, &res);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->notmod, 0); /* fetched: a 200 whatever its If-None-Match */
+  assert_int_equal(r->body_len, strlen(BODY_OK));
+
+  /* Cached: the gzip form's ETag in a list, weak or not, is a 304 of that ETag. */
+  snprintf(inm, sizeof(inm), "\"other\", W/%s", gz);
+  a.inm = inm;
+  a.inm_len = (uint32_t)strlen(inm);
+  core_request(f->core, T0 + 200, &f->w[1], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->notmod, 1);
+  assert_string_equal(r->etag, gz);
+  assert_int_equal(r->body_len, 0);
+  assert_int_equal(r->cache_ms, 600000 - 100);
+  /* Another validator, or "*", or none: the body. */
+  const char *others[] = {"\"0123456789abcdef0123456789abcdef\"", "*", ""};
+  for (int i = 0; i < 3; i++) {
+    a.inm = others[i];
+    a.inm_len = (uint32_t)strlen(others[i]);
+    core_request(f->core, T0 + 300, &f->w[2], &a);
+    r = next(f, A_ANSWER);
+    assert_int_equal(r->notmod, 0);
+    assert_int_equal(r->body_len, strlen(BODY_OK));
+  }
+  none(f);
+  assert_int_equal(stats(f).not_modified, 1);
+}
+
 int main(void) {
   log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
   const struct CMUnitTest tests[] = {
@@ -1374,6 +1432,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_items_yield_before_a_request_is_shed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_fetchers_overloaded_outcome_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_revalidation_the_cache_holds_is_a_304_without_its_body, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_language_the_video_lacks_is_asked_as_its_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime, setup,
                                       teardown),
