@@ -38,7 +38,7 @@ wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && 
 up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
 taskset -c "$GEN_CPU" python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/upstream.log" 2>&1 &
 pids+=($!)
-key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000000 --window 1 --quota 1000000000000)
+key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000 --window 1 --quota 1000000000000)
 export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
   VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=info VTS_METRICS_LISTEN= \
   VTS_WORKERS=1 VTS_EGRESS_RATE=0 XDG_RUNTIME_DIR=$work
