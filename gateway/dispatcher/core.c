@@ -11,8 +11,8 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "gateway/cache/cache.h"
+#include "gateway/cache/bodycheck.h"
 #include "gateway/cache/entity.h"
-#include "gateway/dispatcher/bodycheck.h"
 #include "gateway/dispatcher/summary.h"
 
 _Static_assert(ENTITY_ETAG_BYTES <= PROTO_MAX_ETAG + 1, "a result holds any ETag of an entity");
