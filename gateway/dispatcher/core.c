@@ -1108,13 +1108,17 @@ uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms) {
   renew_claims(c, &c->running, now, &wake);
   struct list *queues[2] = {&c->q_captions, &c->q_speech};
   for (int i = 0; i < 2; i++) {
-    /* Each queue is FIFO with one timeout for all its jobs, so its deadlines only grow: the head is the earliest. */
-    struct link *k;
-    for (k = list_first(queues[i]); k != NULL; k = list_first(queues[i])) {
+    /*
+     * Every job, not only the head: the captions queue puts a worker's request ahead of batch items queued before
+     * it, so its deadlines do not only grow along it.
+     */
+    struct link *k = queues[i]->head.next;
+    while (k != &queues[i]->head) {
       struct job *j = CONTAINER_OF(k, struct job, q);
+      k = k->next;
       if (j->deadline_ms > now) {
         wake_at(&wake, j->deadline_ms);
-        break;
+        continue;
       }
       c->st.queue_timeouts++;
       job_shed(c, j, SHED_DEADLINE, room_in_ms(c, now));

@@ -1424,6 +1424,28 @@ static void test_a_revalidation_the_cache_holds_is_a_304_without_its_body(void *
   assert_int_equal(stats(f).not_modified, 1);
 }
 
+/* Without an estimate (no job ended yet), a batch item queued behind a newer request still ends at its own deadline. */
+static void test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job item = request("vidAAAAAAA1"), req = request("vidBBBBBBB2");
+  f->w[0].internal = 1;
+  core_request(f->core, T0, &f->w[0], &item);
+  core_request(f->core, T0 + 1000, &f->w[1], &req);
+  /* The request went ahead of the item; the next wake is still the item's deadline. */
+  assert_int_equal(core_tick(f->core, T0 + 1000, 60000), T0 + 5000);
+  core_tick(f->core, T0 + 5000, 60000);
+  struct rec *r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_int_equal(r->outcome, PROTO_OVERLOADED);
+  none(f);
+  assert_int_equal(stats(f).shed_batch, 1);
+  core_tick(f->core, T0 + 6000, 60000);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[1]);
+  assert_int_equal(stats(f).shed_deadline, 1);
+}
+
 int main(void) {
   log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
   const struct CMUnitTest tests[] = {
@@ -1432,6 +1454,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_items_yield_before_a_request_is_shed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_fetchers_overloaded_outcome_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_revalidation_the_cache_holds_is_a_304_without_its_body, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_language_the_video_lacks_is_asked_as_its_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime, setup,
