@@ -371,40 +371,29 @@ static int absolute_form(const char *url, size_t len, size_t *path_at) {
   return 1;
 }
 
-static int on_headers_complete(llhttp_t *p) {
-  struct http_conn *conn = p->data;
-  struct http_request *req = &conn->req;
-  uv_timer_stop(&conn->timer);
-  conn->state = CONN_BUSY;
-  req->method = llhttp_get_method(p);
-  if (p->flags & F_TRANSFER_ENCODING) {
-    conn->err = API_ERR_BAD_REQUEST;
-    return -1;
-  }
+/*
+ * The head's framing and request line as we take them: no Transfer-Encoding, HTTP/1.x only, exactly one valid Host
+ * for HTTP/1.1 (none or one for HTTP/1.0), a method we know. Returns API_OK or the error that answers the request.
+ */
+static enum api_error head_check(const llhttp_t *p, const struct http_conn *conn) {
+  if (p->flags & F_TRANSFER_ENCODING) return API_ERR_BAD_REQUEST;
   /* llhttp 8.1.0 also takes "HTTP/0.9" and "HTTP/2.0" request lines; we speak HTTP/1.x framing only. */
-  if (p->http_major != 1) {
-    conn->err = API_ERR_BAD_REQUEST;
-    return -1;
-  }
+  if (p->http_major != 1) return API_ERR_BAD_REQUEST;
   /* RFC 9112 3.2: an HTTP/1.1 request has exactly one Host, and a valid one; an HTTP/1.0 request may have none. */
   if (conn->host_count > 1 || (conn->host_count == 0 && p->http_minor >= 1) ||
-      (conn->host_count == 1 && !host_complete((enum host_state)conn->host_state))) {
-    conn->err = API_ERR_BAD_REQUEST;
-    return -1;
-  }
-  if (!method_known(req->method)) {
-    conn->err = API_ERR_NOT_IMPLEMENTED;
-    return -1;
-  }
-  conn->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !conn->srv->draining;
+      (conn->host_count == 1 && !host_complete((enum host_state)conn->host_state)))
+    return API_ERR_BAD_REQUEST;
+  if (!method_known(conn->req.method)) return API_ERR_NOT_IMPLEMENTED;
+  return API_OK;
+}
 
+/* The request's path and query from its target. Returns 0, or -EINVAL for an absolute form with a bad authority. */
+static int head_target(struct http_conn *conn) {
+  struct http_request *req = &conn->req;
   const char *url = conn->url.data != NULL ? conn->url.data : "";
   size_t path_at = 0;
   int absolute = absolute_form(url, conn->url.len, &path_at);
-  if (absolute < 0) {
-    conn->err = API_ERR_BAD_REQUEST;
-    return -1;
-  }
+  if (absolute < 0) return -EINVAL;
   /* An absolute-form target's authority stands for Host (RFC 9112 3.2.2): the route is its path. */
   const char *target = url + path_at;
   size_t target_len = conn->url.len - path_at;
@@ -419,6 +408,12 @@ static int on_headers_complete(llhttp_t *p) {
     req->path = "/";
     req->path_len = 1;
   }
+  return 0;
+}
+
+/* Hands the headers kept while parsing to the request: its id, the negotiation headers, the key, the body's type. */
+static void head_give_headers(struct http_conn *conn) {
+  struct http_request *req = &conn->req;
   conn->rid_in_len = trim_trailing_ws(conn->rid_in, conn->rid_in_len);
   conn_set_request_id(conn);
   struct conn_negotiation *n = conn->neg;
@@ -449,44 +444,56 @@ static int on_headers_complete(llhttp_t *p) {
     req->content_type_len = trim_trailing_ws(conn->ctype, conn->ctype_len);
   }
   req->content_encoded = conn->cenc_seen;
-  enum http_route route = route_find(req->path, req->path_len);
-  if (route_reads_body(route, req->method)) {
-    /*
-     * RFC 9110 8.6 and 15.5.12: a body is framed by Content-Length here (Transfer-Encoding is refused above), so a
-     * POST without one is 411; one larger than we read is 413 at once, unread (15.5.14), and the connection closes.
-     */
-    if (!(p->flags & F_CONTENT_LENGTH)) {
-      conn->err = API_ERR_LENGTH_REQUIRED;
-      return -1;
-    }
-    if (p->content_length > VTS_MAX_REQUEST_BODY_BYTES) {
-      conn->err = API_ERR_BODY_TOO_LARGE;
-      return -1;
-    }
-    if (p->content_length > 0) {
-      /* The body has the header timeout of its own, from the end of the head. */
-      conn->body_left = (size_t)p->content_length;
-      if (buf_reserve(&conn->body, conn->body_left + 1) != 0) {
-        conn->err = API_ERR_SERVICE_UNAVAILABLE;
-        return -1;
-      }
-      conn->state = CONN_BODY;
-      conn_timer(conn, conn->srv->cfg->header_timeout_ms);
-      /*
-       * RFC 9110 10.1.1: a client that asked to hear before it sends the body (curl does for a large one) is told to
-       * go on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx. The line is tiny and the
-       * connection writes nothing else now: what the socket does not take is left, and the client goes on after its
-       * wait as it would anyway.
-       */
-      static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      size_t el = trim_trailing_ws(conn->expect, conn->expect_len);
-      if (!conn->expect_bad && p->http_minor >= 1 && el == 12 && strncasecmp(conn->expect, "100-continue", 12) == 0 &&
-          conn->pending == NULL) {
-        uv_buf_t b = uv_buf_init((char *)(uintptr_t)cont, sizeof(cont) - 1);
-        (void)uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
-      }
-    }
-    return 0;
+}
+
+/*
+ * The body of a route that reads one. RFC 9110 8.6 and 15.5.12: a body is framed by Content-Length here
+ * (Transfer-Encoding is refused before), so a POST without one is 411; one larger than we read is 413 at once, unread
+ * (15.5.14), and the connection closes. Returns API_OK (the body is awaited, or there is none) or the error.
+ */
+static enum api_error head_await_body(const llhttp_t *p, struct http_conn *conn) {
+  if (!(p->flags & F_CONTENT_LENGTH)) return API_ERR_LENGTH_REQUIRED;
+  if (p->content_length > VTS_MAX_REQUEST_BODY_BYTES) return API_ERR_BODY_TOO_LARGE;
+  if (p->content_length == 0) return API_OK;
+  /* The body has the header timeout of its own, from the end of the head. */
+  conn->body_left = (size_t)p->content_length;
+  if (buf_reserve(&conn->body, conn->body_left + 1) != 0) return API_ERR_SERVICE_UNAVAILABLE;
+  conn->state = CONN_BODY;
+  conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+  /*
+   * RFC 9110 10.1.1: a client that asked to hear before it sends the body (curl does for a large one) is told to go
+   * on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx. The line is tiny and the connection
+   * writes nothing else now: what the socket does not take is left, and the client goes on after its wait as it
+   * would anyway.
+   */
+  static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  size_t el = trim_trailing_ws(conn->expect, conn->expect_len);
+  if (!conn->expect_bad && p->http_minor >= 1 && el == 12 && strncasecmp(conn->expect, "100-continue", 12) == 0 &&
+      conn->pending == NULL) {
+    uv_buf_t b = uv_buf_init((char *)(uintptr_t)cont, sizeof(cont) - 1);
+    (void)uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
+  }
+  return API_OK;
+}
+
+/* A head is complete: checked, its target and headers given to the request, its body awaited, skipped or refused. */
+static int on_headers_complete(llhttp_t *p) {
+  struct http_conn *conn = p->data;
+  struct http_request *req = &conn->req;
+  uv_timer_stop(&conn->timer);
+  conn->state = CONN_BUSY;
+  req->method = llhttp_get_method(p);
+  conn->err = head_check(p, conn);
+  if (conn->err != API_OK) return -1;
+  conn->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !conn->srv->draining;
+  if (head_target(conn) != 0) {
+    conn->err = API_ERR_BAD_REQUEST;
+    return -1;
+  }
+  head_give_headers(conn);
+  if (route_reads_body(route_find(req->path, req->path_len), req->method)) {
+    conn->err = head_await_body(p, conn);
+    return conn->err != API_OK ? -1 : 0;
   }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
     /*
