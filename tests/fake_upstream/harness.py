@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x08"
+PROTO_VERSION = b"\x09"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
@@ -212,15 +212,17 @@ def decode_result(msg, last=False):
         position, left, waits, declines = struct.unpack(">BIII", msg[off:off + 13])
         egress[position] = {"left": left, "waits": waits, "declines": declines}
         off += 13
-    cache_ms, retry_after_s, pot_failures, player_ttl_ms, player_len = struct.unpack(">IIBII", msg[off:off + 17])
-    player = msg[off + 17:off + 17 + player_len]
-    off += 17 + player_len
+    cache_ms, retry_after_s, pot_failures, sandbox, player_ttl_ms, player_len = struct.unpack(">IIBBII",
+                                                                                               msg[off:off + 18])
+    player = msg[off + 18:off + 18 + player_len]
+    off += 18 + player_len
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
     body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "egress": egress, "cache_ms": cache_ms,
-            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "player_ttl_ms": player_ttl_ms,
+            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "sandbox": sandbox,
+            "player_ttl_ms": player_ttl_ms,
             "player": player, "body": body}
 
 
@@ -229,7 +231,7 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
             _str(lang) + _str(detail) + bytes([reason, 0, 0]) +
-            struct.pack(">IIBIII", 0, retry_after_s, 0, 0, 0, len(body)) + body)
+            struct.pack(">IIBBIII", 0, retry_after_s, 0, 0, 0, 0, len(body)) + body)
 
 
 def decode_job(msg):
