@@ -82,6 +82,7 @@ bool confine_mode_valid(const char *s) {
   return strcmp(s, "on") == 0 || strcmp(s, "warn") == 0 || strcmp(s, "off") == 0;
 }
 
+/* Called just after fork, when the child has one thread: every thread it starts later inherits the filter. */
 int confine_gateway_child(const struct vts_config *cfg) {
   if (strcmp(cfg->sandbox, "off") == 0) return 0;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
@@ -102,7 +103,6 @@ int confine_gateway_child(const struct vts_config *cfg) {
     rv = seccomp_rule_add(ctx, warn ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS, nr, 0);
     n++;
   }
-  if (rv == 0) rv = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
   if (rv == 0) rv = seccomp_load(ctx);
   seccomp_release(ctx);
   if (rv != 0) {

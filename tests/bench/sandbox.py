@@ -20,8 +20,15 @@ import harness  # noqa: E402
 from harness import READY, FakeDispatcher, decode_result, encode_job  # noqa: E402
 
 
+def cpu_seconds(pid):
+    """User and system CPU time of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def round_rate(upstream, sandbox, jobs):
-    """Jobs per second of one fetcher over jobs sequential caption jobs; also its start line."""
+    """(jobs per second, CPU ms per job) of one fetcher over jobs sequential caption jobs."""
     d = FakeDispatcher()
     d.listen()
     proc = subprocess.Popen([harness.fetcher_binary()], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -32,13 +39,13 @@ def round_rate(upstream, sandbox, jobs):
         if conn.recv() != READY:
             sys.exit("the fetcher did not offer itself")
         prefix = "bench" + "".join(random.choice(string.ascii_letters) for _ in range(2))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
         for i in range(jobs):
             conn.reply(encode_job(i + 1, "%s%04d" % (prefix, i), "en", request_id="bench-%d" % i))
             res = decode_result(conn.recv(timeout=30))
             if res["outcome"] != 1:
                 sys.exit("job %d: outcome %d (%s)" % (i, res["outcome"], res["detail"]))
-        return jobs / (time.perf_counter() - t0)
+        return jobs / (time.perf_counter() - t0), (cpu_seconds(proc.pid) - c0) * 1000 / jobs
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -52,14 +59,19 @@ def main():
     upstream = harness.FakeUpstream()
     try:
         rates = {"on": [], "off": []}
+        cpu = {"on": [], "off": []}
         for r in range(rounds):
             for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
-                rates[mode].append(round_rate(upstream, mode, jobs))
+                rate, ms = round_rate(upstream, mode, jobs)
+                rates[mode].append(rate)
+                cpu[mode].append(ms)
         best = {m: max(v) for m, v in rates.items()}
+        least = {m: min(v) for m, v in cpu.items()}
         print("one fetcher, %d sequential caption jobs a round, %d rounds each (jobs/s): on %s, off %s" % (
             jobs, rounds, " ".join("%.1f" % x for x in rates["on"]), " ".join("%.1f" % x for x in rates["off"])))
         print("best round: on %.1f jobs/s, off %.1f jobs/s, on/off %.3f" % (best["on"], best["off"],
                                                                              best["on"] / best["off"]))
+        print("fetcher CPU per job, least of the rounds: on %.3f ms, off %.3f ms" % (least["on"], least["off"]))
     finally:
         upstream.close()
 
