@@ -354,7 +354,10 @@ static int add_path(int ruleset, const char *path, uint64_t rights, uint64_t han
   return rv;
 }
 
-/* The folder of path's parent: the speech model's dictionary may sit beside the model's folder. */
+/*
+ * The folder that holds path: the speech model's dictionary may sit beside the model's folder, and the client
+ * profiles file is replaced by a rename (a new file the rule of the old one would not cover).
+ */
 static int add_parent(int ruleset, const char *path, uint64_t rights, uint64_t handled) {
   char dir[CONFIG_STR_MAX];
   snprintf(dir, sizeof(dir), "%s", path);
@@ -396,6 +399,8 @@ static int apply_landlock(const struct vts_config *cfg, int abi, struct said *s,
                   attr.handled_access_fs);
   if (rv == 0 && strcmp(cfg->speech_engine, "pocketsphinx") == 0 && cfg->pocketsphinx_model_dir[0] != '\0')
     rv = add_parent(rs, cfg->pocketsphinx_model_dir, read, attr.handled_access_fs);
+  if (rv == 0 && cfg->client_profiles[0] != '\0')
+    rv = add_parent(rs, cfg->client_profiles, read, attr.handled_access_fs);
   static const char *const ca_vars[] = {"CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"};
   for (size_t i = 0; rv == 0 && i < sizeof(ca_vars) / sizeof(ca_vars[0]); i++) {
     const char *v = getenv(ca_vars[i]);

@@ -9,14 +9,11 @@ VTS_SANDBOX=off succeed. A refused system call kills the fetcher as a contained 
 once, the log names the call, and the pool starts a new fetcher.
 """
 import ctypes
-import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +21,7 @@ import pytest
 
 from certs import Certs
 from conftest import ACTIVE_KEY, BUILD_DIR, Gateway, write_keyfile
-from vtsproc import free_port, log_records, metric, scrape, wait_for
+from vtsproc import free_port, log_records, metric, scrape, shared_dir, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
@@ -57,8 +54,7 @@ def status_fields(pid):
 def world(tmp_path):
     """A folder every user may enter and write, holding the key file, the link's certificates and keys (readable by
     every user too), so the modes never stand between the attacker and them."""
-    d = tempfile.mkdtemp(prefix="vts-sandbox-")
-    os.chmod(d, 0o777)
+    d = str(shared_dir("vts-sandbox-", 0o777))
     certs = Certs(os.path.join(d, "tls"))
     os.chmod(certs.path(""), 0o755)
     keys = os.path.join(d, "keys.db")
