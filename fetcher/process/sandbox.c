@@ -600,45 +600,54 @@ static int prepare_trap(void) {
   return sigaction(SIGSYS, &sa, NULL) == 0 ? 0 : -errno;
 }
 
-static int allow_names(scmp_filter_ctx ctx, const char *const *names, size_t n, unsigned *count) {
+/* The calls with at least one rule that allows them, for the start line's count. */
+static unsigned char allowed_bits[SANDBOX_MAX_NR / 8];
+
+static int allow(scmp_filter_ctx ctx, int nr, unsigned nargs, struct scmp_arg_cmp a, struct scmp_arg_cmp b) {
+  int rv = nargs == 0   ? seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)
+           : nargs == 1 ? seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, a)
+                        : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2, a, b);
+  if (rv == -EEXIST) rv = 0;
+  if (rv == 0 && nr >= 0 && nr < SANDBOX_MAX_NR) allowed_bits[nr / 8] |= (unsigned char)(1u << (nr % 8));
+  return rv;
+}
+
+static int allow_names(scmp_filter_ctx ctx, const char *const *names, size_t n) {
+  const struct scmp_arg_cmp none = {0};
   for (size_t i = 0; i < n; i++) {
     int nr = seccomp_syscall_resolve_name(names[i]);
     if (nr == __NR_SCMP_ERROR || nr < 0) continue;
-    int rv = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-    if (rv == -EEXIST) continue;
+    int rv = allow(ctx, nr, 0, none, none);
     if (rv != 0) return rv;
-    (*count)++;
   }
   return 0;
 }
 
 /* Calls allowed with some arguments only: each row is one more rule (rules of a call are alternatives). */
-static int allow_with_arguments(scmp_filter_ctx ctx, unsigned *count) {
-  int rv = 0;
+static int allow_with_arguments(scmp_filter_ctx ctx) {
+  const struct scmp_arg_cmp none = {0};
   /* Threads only: a new process (fork, or a clone without CLONE_THREAD) is refused. */
-  rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-                         SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | CLONE_VM, CLONE_THREAD | CLONE_VM));
+  int rv = allow(ctx, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | CLONE_VM, CLONE_THREAD | CLONE_VM),
+                 none);
   /* clone3's flags sit behind a pointer the filter cannot read: glibc falls back to clone on ENOSYS. */
-  rv |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+  if (rv == 0) rv = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   /* Any handler but SIGSYS's, which must stay the one that logs and dies. */
-  rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1, SCMP_A0(SCMP_CMP_NE, SIGSYS));
+  if (rv == 0) rv = allow(ctx, SCMP_SYS(rt_sigaction), 1, SCMP_A0(SCMP_CMP_NE, SIGSYS), none);
   /* Sockets of the families the fetcher uses: IP for everything, netlink for getaddrinfo, UNIX for nscd. */
   static const int families[] = {AF_INET, AF_INET6, AF_UNIX, AF_NETLINK};
-  for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
-    rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, families[i]));
+  for (size_t i = 0; rv == 0 && i < sizeof(families) / sizeof(families[0]); i++)
+    rv = allow(ctx, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, families[i]), none);
   /* Reading any limit of its own; changing only the CPU one (each job's soft limit, job.c). */
-  rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0));
-  rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
-                         SCMP_A1(SCMP_CMP_EQ, RLIMIT_CPU));
-  rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setrlimit), 1, SCMP_A0(SCMP_CMP_EQ, RLIMIT_CPU));
+  if (rv == 0) rv = allow(ctx, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0));
+  if (rv == 0) rv = allow(ctx, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A1(SCMP_CMP_EQ, RLIMIT_CPU));
+  if (rv == 0) rv = allow(ctx, SCMP_SYS(setrlimit), 1, SCMP_A0(SCMP_CMP_EQ, RLIMIT_CPU), none);
   static const unsigned long ioctls[] = {FIONBIO, FIONREAD, TCGETS, FIOCLEX};
-  for (size_t i = 0; i < sizeof(ioctls) / sizeof(ioctls[0]); i++)
-    rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, ioctls[i]));
+  for (size_t i = 0; rv == 0 && i < sizeof(ioctls) / sizeof(ioctls[0]); i++)
+    rv = allow(ctx, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, ioctls[i]), none);
   /* Thread names (nng, libavcodec). */
   static const int options[] = {PR_SET_NAME, PR_GET_NAME};
-  for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
-    rv |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, options[i]));
-  *count += 8; /* clone, clone3, rt_sigaction, socket, prlimit64, setrlimit, ioctl, prctl */
+  for (size_t i = 0; rv == 0 && i < sizeof(options) / sizeof(options[0]); i++)
+    rv = allow(ctx, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, options[i]), none);
   return rv;
 }
 
@@ -653,16 +662,15 @@ static int apply_seccomp(enum sandbox_mode mode, struct said *s, char *err, size
     snprintf(err, errlen, "seccomp: cannot create a filter");
     return -ENOMEM;
   }
-  unsigned count = 0;
   /*
    * The process has one thread here (sandbox_enter checks): the threads started later inherit the filter, so no
    * thread synchronisation is asked for, and libseccomp may load the filter with prctl where a service manager's
    * own filter refuses the seccomp call.
    */
-  rv = allow_names(ctx, allowed, sizeof(allowed) / sizeof(allowed[0]), &count);
+  rv = allow_names(ctx, allowed, sizeof(allowed) / sizeof(allowed[0]));
   if (rv == 0 && SANDBOX_SANITIZER)
-    rv = allow_names(ctx, allowed_sanitizer, sizeof(allowed_sanitizer) / sizeof(allowed_sanitizer[0]), &count);
-  if (rv == 0) rv = allow_with_arguments(ctx, &count);
+    rv = allow_names(ctx, allowed_sanitizer, sizeof(allowed_sanitizer) / sizeof(allowed_sanitizer[0]));
+  if (rv == 0) rv = allow_with_arguments(ctx);
   for (size_t i = 0; rv == 0 && i < sizeof(never) / sizeof(never[0]); i++) {
     int nr = seccomp_syscall_resolve_name(never[i]);
     if (nr == __NR_SCMP_ERROR || nr < 0) continue;
@@ -674,6 +682,8 @@ static int apply_seccomp(enum sandbox_mode mode, struct said *s, char *err, size
     snprintf(err, errlen, "seccomp: cannot load the filter: %s", strerror(-rv));
     return rv;
   }
+  unsigned count = 0;
+  for (int nr = 0; nr < SANDBOX_MAX_NR; nr++) count += (allowed_bits[nr / 8] >> (nr % 8)) & 1u;
   allowed_calls = count;
   say(s, "seccomp (%u calls%s)", count, mode == SANDBOX_ON ? "" : ", others logged not refused");
   return 0;
