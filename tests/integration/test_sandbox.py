@@ -164,6 +164,14 @@ def test_a_fetcher_started_as_root_runs_as_nobody_with_every_layer_and_says_whic
     assert m, line
     assert 60 <= int(m.group(1)) <= 130, "the filter allows %s calls" % m.group(1)
     assert line["mode"] == "on"
+    # The gateway's workers and dispatcher refuse the calls none of them makes; the master, which forks, is free.
+    gateway_layers = ("no_new_privs, seccomp (50 calls refused, ptrace left to the sanitizer)" if sanitized() else
+                      "no_new_privs, seccomp (52 calls refused)")
+    said = [(r["component"], r["layers"]) for r in s.gateway.log_records() if r.get("msg") == "sandbox in force"]
+    assert sorted(set(said)) == [("dispatcher", gateway_layers), ("worker", gateway_layers)], said
+    for pid in s.gateway.worker_pids() + s.gateway.dispatcher_pids():
+        assert (status_fields(pid)["NoNewPrivs"], status_fields(pid)["Seccomp"]) == ("1", "2"), pid
+    assert status_fields(s.gateway.proc.pid)["Seccomp"] == "0"
     # The layers reach the gateway's /metrics with the fetcher's results.
     text = scrape(s.gateway.metrics_port)
     want = {name: 1 for name in LAYERS}
