@@ -130,7 +130,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
   if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_LAST) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
-  if (res->negress > PROTO_MAX_EGRESS) return -EINVAL;
+  if (res->negress > PROTO_MAX_EGRESS || res->sandbox >= (1u << PROTO_SANDBOX__COUNT)) return -EINVAL;
   for (uint8_t i = 0; i < res->negress; i++)
     if (res->egress[i].egress >= PROTO_MAX_EGRESS) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
@@ -158,6 +158,7 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
   if (rv == 0) rv = put_be(out, res->retry_after_s, 4);
   if (rv == 0) rv = put_u8(out, res->pot_failures);
+  if (rv == 0) rv = put_u8(out, res->sandbox);
   if (rv == 0) rv = put_be(out, res->player_ttl_ms, 4);
   if (rv == 0) rv = put_blob(out, res->player, res->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
   if (rv == 0) rv = put_u8(out, res->notmod ? 1 : 0);
@@ -279,6 +280,8 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   res->retry_after_s = (uint32_t)v;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   res->pot_failures = (uint8_t)v;
+  if (get_be(&r, 1, &v) != 0 || v >= (1u << PROTO_SANDBOX__COUNT)) return -EPROTO;
+  res->sandbox = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->player_ttl_ms = (uint32_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &res->player, &res->player_len) != 0) return -EPROTO;

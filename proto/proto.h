@@ -23,7 +23,8 @@
  * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
  * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: a
  * result carries its job's PO-token provider failures; 7: the WEBHOOK kind exists, and a job carries a webhook
- * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read.
+ * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read;
+ * 9: a result carries its fetcher's sandbox layers.
  */
 #define PROTO_VERSION 9
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
@@ -218,6 +219,21 @@ struct proto_egress {
   uint32_t declines; /* jobs given back to a dispatcher for want of it */
 };
 
+/*
+ * The layers of a fetcher's sandbox (fetcher/process/sandbox.h), one bit each in a result, for the gauge
+ * vts_fetcher_sandbox_layer: X(id, name), name its label.
+ */
+#define PROTO_SANDBOX_LAYERS(X)   \
+  X(NO_NEW_PRIVS, "no_new_privs") \
+  X(USER, "user")                 \
+  X(SECCOMP, "seccomp")           \
+  X(LANDLOCK_FS, "landlock_fs")   \
+  X(LANDLOCK_NET, "landlock_net") \
+  X(RLIMITS, "rlimits")
+#define PROTO_SANDBOX_ENUM_(id, name) PROTO_SANDBOX_##id,
+enum proto_sandbox_layer { PROTO_SANDBOX_LAYERS(PROTO_SANDBOX_ENUM_) PROTO_SANDBOX__COUNT };
+#undef PROTO_SANDBOX_ENUM_
+
 /* Why a fetcher gave a job back. */
 enum proto_decline_why { PROTO_DECLINE_BUSY = 0, PROTO_DECLINE_BUDGET = 1 };
 
@@ -295,6 +311,8 @@ struct proto_result {
    * slow, refusing, out of shape), for vts_pot_provider_failures_total. A dispatcher sends 0.
    */
   uint8_t pot_failures;
+  /* Fetcher -> dispatcher: the sandbox layers in force in its process (bits of enum proto_sandbox_layer). */
+  uint8_t sandbox;
   /*
    * Fetcher -> dispatcher: the summary of a playable player reply the job read (its caption tracks with their URLs
    * and translation languages, as a minimal player reply, at most VTS_MAX_PLAYER_SUMMARY_BYTES), and how long it may

@@ -212,9 +212,10 @@ def decode_result(msg, last=False):
         position, left, waits, declines = struct.unpack(">BIII", msg[off:off + 13])
         egress[position] = {"left": left, "waits": waits, "declines": declines}
         off += 13
-    cache_ms, retry_after_s, pot_failures, player_ttl_ms, player_len = struct.unpack(">IIBII", msg[off:off + 17])
-    player = msg[off + 17:off + 17 + player_len]
-    off += 17 + player_len
+    cache_ms, retry_after_s, pot_failures, sandbox, player_ttl_ms, player_len = struct.unpack(">IIBBII",
+                                                                                               msg[off:off + 18])
+    player = msg[off + 18:off + 18 + player_len]
+    off += 18 + player_len
     notmod = msg[off]
     (etag,), off = _strings(msg, off + 1, 1)
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
@@ -222,8 +223,8 @@ def decode_result(msg, last=False):
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "egress": egress, "cache_ms": cache_ms,
-            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "player_ttl_ms": player_ttl_ms,
-            "player": player, "notmod": notmod, "etag": etag, "body": body}
+            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "sandbox": sandbox,
+            "player_ttl_ms": player_ttl_ms, "player": player, "notmod": notmod, "etag": etag, "body": body}
 
 
 def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5,
@@ -231,7 +232,7 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
             _str(lang) + _str(detail) + bytes([reason, 0, 0]) +
-            struct.pack(">IIBII", 0, retry_after_s, 0, 0, 0) + bytes([0]) + _str("") + struct.pack(">I", len(body)) +
+            struct.pack(">IIBBII", 0, retry_after_s, 0, 0, 0, 0) + bytes([0]) + _str("") + struct.pack(">I", len(body)) +
             body)
 
 

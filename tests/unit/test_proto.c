@@ -348,11 +348,13 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.negress = 1;
   r.egress[0] = (struct proto_egress){.egress = 16, .left = 29, .waits = 3, .declines = 70000};
   r.pot_failures = 2;
+  r.sandbox = (1u << PROTO_SANDBOX_SECCOMP) | (1u << PROTO_SANDBOX_LANDLOCK_NET);
   struct buf b = BUF_INIT;
   assert_int_equal(proto_encode_result(&b, &r), 0);
   struct proto_result d;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
   assert_int_equal(d.pot_failures, 2);
+  assert_int_equal(d.sandbox, (1u << PROTO_SANDBOX_SECCOMP) | (1u << PROTO_SANDBOX_LANDLOCK_NET));
   assert_int_equal(d.reason, PROTO_REASON_NETWORK);
   assert_string_equal(proto_reason_name(d.reason), "network");
   assert_int_equal(d.nattempts, 2);
@@ -368,10 +370,16 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
   /*
    * Back over the body length, the 304's flag and ETag (none), the player summary's length (none) and lifetime, the
-   * PO-token provider failures, retry_after_s, cache_ms, one egress, two attempts, the reason and the attempt count.
+   * sandbox layers, the PO-token provider failures, retry_after_s, cache_ms, one egress, two attempts, the reason and
+   * the attempt count.
    */
-  assert_int_equal(b.data[b.len - 4 - 3 - 4 - 4 - 1], 2);
-  size_t egress_at = b.len - 4 - 3 - 4 - 4 - 1 - 4 - 4 - 13;
+  size_t sandbox_at = b.len - 4 - 3 - 4 - 4 - 1;
+  assert_int_equal(b.data[sandbox_at - 1], 2);
+  /* A layer bit past the known ones is refused. */
+  b.data[sandbox_at] = (char)(1u << PROTO_SANDBOX__COUNT);
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[sandbox_at] = (char)((1u << PROTO_SANDBOX_SECCOMP) | (1u << PROTO_SANDBOX_LANDLOCK_NET));
+  size_t egress_at = sandbox_at - 1 - 4 - 4 - 13;
   size_t reason_at = egress_at - 1 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
