@@ -32,6 +32,7 @@ _Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back e
 #define RUNNER_FETCH_FAILED "The transcript could not be fetched."
 #define RUNNER_QUOTA_EXCEEDED "The monthly quota of this API key is used up."
 #define RUNNER_KEY_REVOKED "The API key of this job was revoked."
+#define RUNNER_SERVICE_UNAVAILABLE "The service is not accepting requests now."
 
 /*
  * A page of a playlist's or channel's list failed other than by a ration: read again this long after (times the
@@ -109,6 +110,18 @@ void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t create
       }
       out->code = "upstream_transcript_failed";
       out->message = RUNNER_UPSTREAM_FAILED;
+      return;
+    }
+    case 503: {
+      /* Shed: the item yielded to synchronous requests, back in the queue for when the dispatcher expects room. */
+      int64_t wait = (int64_t)(res->retry_after_s > 0 ? res->retry_after_s : 1) * 1000;
+      if (now_ms + wait - created_ms <= max_age_ms) {
+        out->verdict = RUNNER_RETRY;
+        out->not_before_ms = now_ms + wait;
+        return;
+      }
+      out->code = "service_unavailable";
+      out->message = RUNNER_SERVICE_UNAVAILABLE;
       return;
     }
     default:
@@ -497,15 +510,18 @@ static int record_done(struct runner *r, const struct jobstore_task *t, const st
   if (jobstore_charges(r->js)) {
     struct jobstore_charge c = {.quota_code = "quota_exceeded", .quota_message = RUNNER_QUOTA_EXCEEDED};
     int rv = ratelimit_month_counter(r->cfg, key, now / 1000, c.counter, sizeof(c.counter), &c.quota, &c.ttl_s);
-    if (rv == 0) rv = jobstore_done_charged(r->js, t->job_id, t->seq, res->body, res->body_len, &c, now);
-    if (rv >= 0 || rv == -ENOENT) return rv == -ENOENT ? rv : 0;
+    /* Kept, or failed for the month used up: the store did either in the same step. */
+    if (rv == 0) rv = jobstore_done_charged(r->js, t->job_id, t->seq, res->body, res->body_len, &c, now, NULL);
+    if (rv == 0 || rv == -ENOENT) return rv;
     log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
     return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
   }
   int64_t month = 0;
-  int charged = ratelimit_charge_month(r->cfg, key, &month);
-  if (charged == 0) return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
-  if (charged < 0) {
+  enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
+  int crv = ratelimit_charge_month(r->cfg, key, &month, &charged);
+  if (crv == 0 && charged == RL_CHARGE_QUOTA_USED_UP)
+    return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
+  if (crv < 0) {
     log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
     return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
   }

@@ -28,7 +28,8 @@ class HangingReceiver:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind((HOOK_HOST, 0))
         self.sock.listen(64)
-        self.url = "http://%s:%d/hook" % (HOOK_HOST, self.sock.getsockname()[1])
+        self.port = self.sock.getsockname()[1]
+        self.url = "http://%s:%d/hook" % (HOOK_HOST, self.port)
         self.lock = threading.Lock()
         self.accepted = 0
         self.spans = []  # [opened, closed or None] by connection, time.monotonic()
@@ -86,7 +87,8 @@ class QuickReceiver:
                 pass
 
         self.server = http.server.ThreadingHTTPServer((HOOK_HOST, 0), Handler)
-        self.url = "http://%s:%d/hook" % (HOOK_HOST, self.server.server_address[1])
+        self.port = self.server.server_address[1]
+        self.url = "http://%s:%d/hook" % (HOOK_HOST, self.port)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
@@ -151,17 +153,23 @@ def start_abuse(gw, hang, big=5000, jobs=10):
     return loc
 
 
-def fair_stack(tmp_path, fetchers=4, env=None, fetcher_env=None, **kwargs):
-    genv = {"VTS_WEBHOOK_ALLOW": HOOK_HOST, "VTS_JOBS_MAX_OPEN": "30", "VTS_JOB_TIMEOUT_MS": "3000"}
+def hook_env(receivers):
+    """VTS_WEBHOOK_ALLOW for the receivers' host, and the fetchers' sandbox letting them connect to the receivers'
+    ports (VTS_FETCHER_WEBHOOK_PORTS)."""
+    return {"VTS_WEBHOOK_ALLOW": HOOK_HOST, "VTS_FETCHER_WEBHOOK_PORTS": ",".join(str(r.port) for r in receivers)}
+
+
+def fair_stack(tmp_path, receivers=(), fetchers=4, env=None, fetcher_env=None, **kwargs):
+    genv = dict(hook_env(receivers), VTS_JOBS_MAX_OPEN="30", VTS_JOB_TIMEOUT_MS="3000")
     genv.update(env or {})
-    fenv = {"VTS_WEBHOOK_ALLOW": HOOK_HOST}
+    fenv = hook_env(receivers)
     fenv.update(fetcher_env or {})
     return Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=fetchers, **kwargs)
 
 
 def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
     hang, quick = HangingReceiver(), QuickReceiver()
-    stack = fair_stack(tmp_path, upstream_args=("--delay-ms", "20"))
+    stack = fair_stack(tmp_path, (hang, quick), upstream_args=("--delay-ms", "20"))
     gw = stack.gateway
     try:
         alone = miss_latencies(stack, "benchFa", 40)
@@ -202,7 +210,7 @@ def test_a_keys_platform_requests_stay_within_its_share_of_the_batch_budget(tmp_
     # second, 5 at once, and each of two keys with work half of that: 5 a second, 2 at once.
     pace = {"VTS_EGRESS_RATE": "72000", "VTS_EGRESS_BURST": "10"}
     hang = HangingReceiver()
-    stack = fair_stack(tmp_path, env=pace, fetcher_env=pace)
+    stack = fair_stack(tmp_path, (hang,), env=pace, fetcher_env=pace)
     gw = stack.gateway
     try:
         start_abuse(gw, hang, big=500, jobs=2)
@@ -256,11 +264,11 @@ def test_a_list_is_read_within_its_bounds_and_says_why_it_stopped(tmp_path):
         stack.close()
 
 
-def revocation_reaches_jobs(stack, gateways, keys_files):
+def revocation_reaches_jobs(stack, gateways, keys_files, hang):
     """The abuser's load runs; its key is revoked in every gateway's key file; 2 s later its jobs make no platform
-    request, its queued items are cancelled with the reason, its list stopped, and its webhooks are tried no more."""
+    request, its queued items are cancelled with the reason, its list stopped, and its webhooks (to hang, a
+    HangingReceiver the stack's fetchers may connect to) are tried no more."""
     gw = gateways[0]
-    hang = HangingReceiver()
     try:
         for j in range(2):
             post_job(gw, ABUSER, {"video_ids": unavailable_ids("r%02d" % j, 2000)})
@@ -304,10 +312,15 @@ def stored_jobs(gw, key_name):
 
 
 def test_a_revoked_keys_jobs_stop_within_2_s(tmp_path):
-    stack = fair_stack(tmp_path, upstream_args=("--delay-ms", "20"))
+    hang = HangingReceiver()
+    try:
+        stack = fair_stack(tmp_path, (hang,), upstream_args=("--delay-ms", "20"))
+    except BaseException:
+        hang.close()
+        raise
     gw = stack.gateway
     try:
-        hooked, listed = revocation_reaches_jobs(stack, [gw], [gw.keys_file])
+        hooked, listed = revocation_reaches_jobs(stack, [gw], [gw.keys_file], hang)
         rows = {r[0]: r[1:] for r in stored_jobs(gw, "abuser")}
         assert len(rows) == 4
         for job_id, (reason, cancelled, queued, hook) in rows.items():
@@ -324,11 +337,16 @@ def test_a_revoked_keys_jobs_stop_within_2_s(tmp_path):
 
 def test_a_revoked_keys_jobs_stop_within_2_s_on_two_gateways_sharing_redis(tmp_path, redis):
     from test_jobs_redis import Cluster
-    c = Cluster(tmp_path, redis, 2, 4, KEYS, upstream_args=("--delay-ms", "20"),
-                gateway_env={"VTS_WEBHOOK_ALLOW": HOOK_HOST, "VTS_JOBS_MAX_OPEN": "30", "VTS_JOB_TIMEOUT_MS": "3000"},
-                fetcher_env={"VTS_WEBHOOK_ALLOW": HOOK_HOST})
+    hang = HangingReceiver()
     try:
-        hooked, listed = revocation_reaches_jobs(c, c.gateways, [g.keys_file for g in c.gateways])
+        c = Cluster(tmp_path, redis, 2, 4, KEYS, upstream_args=("--delay-ms", "20"),
+                    gateway_env=dict(hook_env([hang]), VTS_JOBS_MAX_OPEN="30", VTS_JOB_TIMEOUT_MS="3000"),
+                    fetcher_env=hook_env([hang]))
+    except BaseException:
+        hang.close()
+        raise
+    try:
+        hooked, listed = revocation_reaches_jobs(c, c.gateways, [g.keys_file for g in c.gateways], hang)
 
         def field(loc, name):
             v = redis.call("HGET", "vts:job:" + loc.rsplit("/", 1)[1], name)
