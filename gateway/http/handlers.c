@@ -405,6 +405,17 @@ static route_handler *const handlers[ROUTE_OTHER] = {
 #undef ROUTE_HANDLER_
 };
 
+/*
+ * Whether a route's handler decides on the request's head, before its body is read (http_request_read_body), so that
+ * a refusal costs no byte of the body. Every other route that reads a body gets it whole, read first.
+ */
+static int decides_on_head(route_handler *h) { return h == handle_jobs_create; }
+
+static void on_body_read(void *arg, struct http_request *req, int status) {
+  if (status == 0) handlers[route_find(req->path, req->path_len)](arg, req);
+  http_request_release(req);
+}
+
 /* The route table's decision for a request that came to the listener server. */
 static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route_server server) {
   enum http_route r = route_find(req->path, req->path_len);
@@ -420,6 +431,11 @@ static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route
   /* A route that reads no body: once the path and method exist (404 and 405 come first), a body is 413. */
   if (req->has_body) {
     http_respond_error(req, API_ERR_PAYLOAD_TOO_LARGE, NULL);
+    return;
+  }
+  if (req->body_waiting && !decides_on_head(handlers[r])) {
+    http_request_hold(req);
+    if (http_request_read_body(req, on_body_read, ctx) != 0) http_request_release(req);
     return;
   }
   handlers[r](ctx, req);

@@ -178,6 +178,10 @@ struct http_conn {
   int expect_bad;
   struct buf body;  /* the body of a route that reads one, at most VTS_MAX_REQUEST_BODY_BYTES */
   size_t body_left; /* its bytes still to come */
+  /* The handler decides on the head first: the body is unread until it asks (http_request_read_body). */
+  unsigned body_unread : 1;
+  http_body_cb body_cb; /* the handler asked for the body: whom to call when it is complete or lost */
+  void *body_cb_arg;
 
   /*
    * Bytes that arrived behind a complete request (in its read, or read while it was answered: reading goes on then,
@@ -268,9 +272,12 @@ static void server_check_drained(struct http_server *srv) {
   uv_timer_start(&srv->drain_timer, on_drained_tick, 0, 0);
 }
 
+static void conn_body_lost(struct http_conn *conn, int status);
+
 static void conn_close(struct http_conn *conn) {
   if (conn->closing) return;
   conn->closing = 1;
+  conn_body_lost(conn, -ECONNRESET);
   struct http_server *srv = conn->srv;
   if (conn->prev != NULL)
     conn->prev->next = conn->next;
@@ -381,6 +388,7 @@ static void conn_reset_request(struct http_conn *conn) {
   conn->expect_bad = 0;
   buf_free(&conn->body); /* a body is rare: an idle connection keeps none */
   conn->body_left = 0;
+  conn->body_unread = 0;
   if (conn->neg != NULL) {
     memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
     memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
@@ -779,27 +787,14 @@ static int on_headers_complete(llhttp_t *p) {
       return -1;
     }
     if (p->content_length > 0) {
-      /* The body has the header timeout of its own, from the end of the head. */
-      conn->body_left = (size_t)p->content_length;
-      if (buf_reserve(&conn->body, conn->body_left + 1) != 0) {
-        conn->err = API_ERR_SERVICE_UNAVAILABLE;
-        return -1;
-      }
-      conn->state = CONN_BODY;
-      conn_timer(conn, conn->srv->cfg->header_timeout_ms);
       /*
-       * RFC 9110 10.1.1: a client that asked to hear before it sends the body (curl does for a large one) is told to
-       * go on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx. The line is tiny and the
-       * connection writes nothing else now: what the socket does not take is left, and the client goes on after its
-       * wait as it would anyway.
+       * The handler sees the head first: a refusal (no key, a spent window, a full cap) costs no byte of the body,
+       * which stays unread (bytes already sent wait in pending, up to HTTP_READ_BUF_BYTES) until it is asked for.
        */
-      static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      size_t el = trim_trailing_ws(conn->expect, conn->expect_len);
-      if (!conn->expect_bad && p->http_minor >= 1 && el == 12 && strncasecmp(conn->expect, "100-continue", 12) == 0 &&
-          conn->pending == NULL) {
-        uv_buf_t b = uv_buf_init((char *)(uintptr_t)cont, sizeof(cont) - 1);
-        (void)uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
-      }
+      conn->body_left = (size_t)p->content_length;
+      conn->body_unread = 1;
+      req->body_waiting = 1;
+      return HPE_PAUSED;
     }
     return 0;
   }
@@ -865,8 +860,16 @@ static size_t framing_scan(unsigned char prev, const char *data, size_t len) {
 
 static void conn_dispatch(struct http_conn *conn);
 
+/* The handler waits for a body that will not come: it learns so (status), once. */
+static void conn_body_lost(struct http_conn *conn, int status) {
+  http_body_cb cb = conn->body_cb;
+  conn->body_cb = NULL;
+  if (cb != NULL) cb(conn->body_cb_arg, &conn->req, status);
+}
+
 /* Answers a protocol error (with extra_headers, or NULL) and closes the connection after the answer. */
 static void conn_fail_with(struct http_conn *conn, enum api_error e, const char *extra_headers) {
+  conn_body_lost(conn, -EIO);
   conn_read_stop(conn);
   uv_timer_stop(&conn->timer);
   conn->keep_alive = 0;
@@ -1019,7 +1022,54 @@ static void on_timer(uv_timer_t *t) {
 
 static void conn_dispatch(struct http_conn *conn) {
   struct http_server *srv = conn->srv;
+  if (conn->body_cb != NULL) {
+    http_body_cb cb = conn->body_cb;
+    conn->body_cb = NULL;
+    cb(conn->body_cb_arg, &conn->req, 0);
+    return;
+  }
   srv->cb(srv->app, &conn->req);
+}
+
+int http_request_read_body(struct http_request *req, http_body_cb cb, void *arg) {
+  struct http_conn *conn = conn_of(req);
+  if (conn->closing) return -ECONNRESET;
+  if (conn->state != CONN_BUSY || !conn->body_unread) return -EALREADY;
+  if (buf_reserve(&conn->body, conn->body_left + 1) != 0) {
+    conn_fail(conn, API_ERR_SERVICE_UNAVAILABLE);
+    return -ENOMEM;
+  }
+  conn->body_unread = 0;
+  req->body_waiting = 0;
+  conn->body_cb = cb;
+  conn->body_cb_arg = arg;
+  conn->state = CONN_BODY;
+  /* The body has the header timeout of its own, from now. */
+  conn_timer(conn, conn->srv->cfg->header_timeout_ms);
+  /*
+   * RFC 9110 10.1.1: a client that asked to hear before it sends the body (curl does for a large one) is told to go
+   * on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx, nor one that sent bytes already. The
+   * line is tiny and the connection writes nothing else now: what the socket does not take is left, and the client
+   * goes on after its wait as it would anyway.
+   */
+  static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  size_t el = trim_trailing_ws(conn->expect, conn->expect_len);
+  if (!conn->expect_bad && conn->parser.http_minor >= 1 && el == 12 &&
+      strncasecmp(conn->expect, "100-continue", 12) == 0 && conn->pending == NULL) {
+    uv_buf_t b = uv_buf_init((char *)(uintptr_t)cont, sizeof(cont) - 1);
+    (void)uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
+  }
+  llhttp_resume(&conn->parser);
+  char *rest = conn->pending;
+  size_t rest_len = conn->pending_len;
+  conn->pending = NULL;
+  conn->pending_len = 0;
+  conn->refs++; /* cb may end the request while its bytes are parsed */
+  if (rest != NULL) conn_execute(conn, rest, rest_len);
+  free(rest);
+  if (!conn->closing && conn->state == CONN_BODY) conn_read_start(conn);
+  conn_unref(conn);
+  return 0;
 }
 
 /* After a response: the next pipelined request, or back to reading. */
@@ -1131,7 +1181,8 @@ static int respond(struct http_request *req, int status, const char *content_typ
     if (release != NULL) release(owner);
     return -EALREADY;
   }
-  if (conn->srv->draining) conn->keep_alive = 0;
+  /* A body left unread closes the connection after the answer: its bytes are never read as a next request. */
+  if (conn->srv->draining || conn->body_unread) conn->keep_alive = 0;
   const char *connection = "";
   if (!conn->keep_alive)
     connection = "Connection: close\r\n";
