@@ -168,8 +168,7 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     strb_puts(&h, "\r\n");
   }
   if (notmod) {
-    /* Counted in the short window, not against the month: checked without a unit (ratelimit_check_unspent), or the
-     * unit Redis reserved goes back with transcript_free. */
+    /* Counted in the short window, not against the month: checked without a unit (ratelimit_check_unspent). */
     http_respond(req, 304, headers, NULL, 0, NULL);
     return;
   }

@@ -259,6 +259,27 @@ def test_a_month_counter_redis_cannot_count_in_is_not_a_month_used_up(tmp_path, 
         c.close()
 
 
+def test_jobs_requests_never_touch_the_month_in_redis(tmp_path, redis):
+    # No fetcher: only the jobs API runs. A request, a status poll, a page and a cancel are counted in the window
+    # only; the month is read, never reserved and given back, so its counter is never even made.
+    gw = Gateway(tmp_path, env={"VTS_REDIS_URL": redis.url})
+    write_keyfile(gw.keys_file, [("jobs", JOBKEY, "active", 100000, 60, 100000)])
+    gw.start()
+    try:
+        loc = start_job(gw, {"video_ids": ["benchRn%04d" % i for i in range(3)]})
+        for _ in range(5):
+            assert call(gw, "GET", loc)[0] == 200
+            assert call(gw, "GET", loc + "/items")[0] == 200
+        assert call(gw, "GET", "/v1/jobs/j000000000000000000000000")[0] == 404
+        assert call(gw, "DELETE", loc)[0] == 200
+        counter = month_counter(redis, JOBKEY)
+        assert redis.call("EXISTS", counter) == 0, "the month counter was made: %r" % redis.call("GET", counter)
+        window = redis.call("KEYS", counter.split("}")[0] + "}:w:*")
+        assert len(window) == 1 and redis.call("GET", window[0]) == b"13"
+    finally:
+        gw.stop()
+
+
 def test_items_past_the_month_fail_quota_exceeded_and_share_the_synchronous_endpoints_counter(tmp_path, redis):
     ids = ["benchRm%04d" % i for i in range(4)]
     # A month of 5 units: two synchronous transcripts on one gateway, then a job of 4 on another gets 3.
