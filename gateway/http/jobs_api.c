@@ -345,6 +345,9 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
   struct buf b = BUF_INIT;
   int brv = buf_printf(&b, "{\"id\":\"%s\",\"status\":\"queued\",\"total\":%zu", id, n);
   brv |= jobjson_time(&b, "created", now);
+  /* At most this many of its items can get a transcript now: each holds a unit before the platform is asked. */
+  brv |=
+      buf_printf(&b, ",\"quota_remaining\":%lld", (long long)(c->rl.quota_remaining > 0 ? c->rl.quota_remaining : 0));
   if (secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", secret);
   brv |= buf_puts(&b, "}");
   if (brv != 0) {

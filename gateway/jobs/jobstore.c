@@ -832,6 +832,14 @@ int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, 
   return done_with(js, job_id, seq, body, len, charge, now_ms);
 }
 
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge) {
+  return js->ops->reserve != NULL ? js->ops->reserve(js->self, job_id, seq, charge) : -ENOTSUP;
+}
+
+int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge) {
+  return js->ops->unreserve != NULL ? js->ops->unreserve(js->self, job_id, seq, charge) : -ENOTSUP;
+}
+
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
                   int64_t now_ms) {
   return js->ops->fail(js->self, job_id, seq, code, message, now_ms);

@@ -199,6 +199,15 @@ int jobstore_charges(const struct jobstore *js);
  */
 int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
                           const struct jobstore_charge *charge, int64_t now_ms);
+/*
+ * With a backend that holds the month's counters (jobstore_charges): holds one unit of charge's counter for the
+ * running item seq of job_id before its platform request, unless the month is used up. The unit is marked on the item:
+ * a runner that claims it from a dead one holds it already. Returns 1 (held: jobstore_done keeps it with the answer),
+ * 0 (the month is used up), -ENOENT (no such job), -EIO (the store did not answer), -ENOTSUP (another backend).
+ */
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
+/* Gives back the unit jobstore_reserve held for the item, once: it ended without a transcript. 0, -EIO, -ENOTSUP. */
+int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
                   int64_t now_ms);
 
@@ -336,6 +345,8 @@ struct jobstore_ops {
   int (*page_done)(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n, const char *next,
                    int64_t now_ms, size_t *added);
   int (*page_retry)(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms);
+  int (*reserve)(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
+  int (*unreserve)(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
 };
 
 /* The status a job shows (jobstore_job's), from its counts and whether it was cancelled. */

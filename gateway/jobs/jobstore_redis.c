@@ -253,6 +253,7 @@ static const char end_script[] = LUA_PRELUDE
     "  end\n"
     "end\n"
     "if mode == 'd' and r == 1 then\n"
+    "  redis.call('HDEL', it, 'u' .. s)\n"
     "  redis.call('HSET', it, s, '2' .. vid)\n"
     "  redis.call('HSET', k .. ':res', s, ARGV[7])\n"
     "  redis.call('HINCRBY', k, 'nd', 1)\n"
@@ -890,6 +891,52 @@ static int rs_retry(void *self, const char *job_id, int64_t seq, int64_t not_bef
   return rv == 1 ? 0 : rv == -1 ? -ENOENT : rv;
 }
 
+/*
+ * An item's unit of the month, held before its platform request and marked on the item (field u<seq> of its job's
+ * items), so that a runner that claims the item from a dead one finds it held and takes none more. ARGV: job id, seq,
+ * the counter, the quota, the counter's lifetime. 1 (held), 0 (the month is used up), -1 (no such job).
+ */
+static const char reserve_script[] = LUA_PRELUDE
+    "local k = jk(ARGV[1])\n"
+    "if redis.call('EXISTS', k) == 0 then return -1 end\n"
+    "local it, u = k .. ':it', 'u' .. ARGV[2]\n"
+    "if redis.call('HEXISTS', it, u) == 1 then return 1 end\n"
+    "if tonumber(redis.call('GET', ARGV[3]) or '0') >= tonumber(ARGV[4]) then return 0 end\n"
+    "if redis.call('INCR', ARGV[3]) == 1 then redis.call('EXPIRE', ARGV[3], ARGV[5]) end\n"
+    "redis.call('HSET', it, u, 1)\n"
+    "return 1\n";
+
+/* The item's held unit given back, once (a counter that expired or holds nothing is left alone). ARGV as above. */
+static const char unreserve_script[] = LUA_PRELUDE
+    "if redis.call('HDEL', jk(ARGV[1]) .. ':it', 'u' .. ARGV[2]) == 1 and\n"
+    "   tonumber(redis.call('GET', ARGV[3]) or '0') > 0 then\n"
+    "  redis.call('DECR', ARGV[3])\n"
+    "end\n"
+    "return 1\n";
+
+static int month_unit(struct jsredis *r, const char *script, const char *job_id, int64_t seq,
+                      const struct jobstore_charge *c) {
+  char s[24], quota[24], ttl[24];
+  snprintf(s, sizeof(s), "%" PRId64, seq);
+  snprintf(quota, sizeof(quota), "%" PRId64, c->quota);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, c->ttl_s);
+  const char *argv[] = {"EVAL", script, "0", job_id, s, c->counter, quota, ttl};
+  redisReply *rep = command(r, 8, argv, NULL);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_reserve(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *c) {
+  int rv = month_unit(self, reserve_script, job_id, seq, c);
+  return rv == -1 ? -ENOENT : rv;
+}
+
+static int rs_unreserve(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *c) {
+  int rv = month_unit(self, unreserve_script, job_id, seq, c);
+  return rv < 0 ? rv : 0;
+}
+
 static int rs_keepalive(void *self, int64_t now_ms) {
   (void)now_ms;
   struct jsredis *r = self;
@@ -1061,4 +1108,6 @@ const struct jobstore_ops jobstore_redis_ops = {
     .take_page = rs_take_page,
     .page_done = rs_page_done,
     .page_retry = rs_page_retry,
+    .reserve = rs_reserve,
+    .unreserve = rs_unreserve,
 };

@@ -170,9 +170,10 @@ def test_a_job_over_three_gateways_runs_each_video_once_and_every_gateway_serves
 
 
 def item_states(redis, job_id):
-    """seq -> status digit of every item (0 queued, 1 running, 2 done, 3 failed, 4 cancelled)."""
+    """seq -> status digit of every item (0 queued, 1 running, 2 done, 3 failed, 4 cancelled); the other fields
+    (t<seq> tries, u<seq> a unit held) are not items."""
     flat = redis.call("HGETALL", "vts:job:%s:it" % job_id)
-    return {int(flat[i]): flat[i + 1][:1].decode() for i in range(0, len(flat), 2) if flat[i][:1] != b"t"}
+    return {int(flat[i]): flat[i + 1][:1].decode() for i in range(0, len(flat), 2) if flat[i][:1].isdigit()}
 
 
 def test_items_of_a_gateway_killed_mid_job_are_claimed_by_another_none_lost_none_answered_twice(tmp_path, redis):
