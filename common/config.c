@@ -86,6 +86,7 @@ static const struct var vars[] = {
     I(workers, "VTS_WORKERS", "0", 0, 256),
     I(job_max_items, "VTS_JOB_MAX_ITEMS", "5000", 1, 100000),
     I(jobs_max_open, "VTS_JOBS_MAX_OPEN", "10", 1, 100000),
+    I(jobs_max_stored_items, "VTS_JOBS_MAX_STORED_ITEMS", "10000", 1, 10000000),
     I(job_max_age_s, "VTS_JOB_MAX_AGE_S", "86400", 1, 31536000),
     I(job_ttl_s, "VTS_JOB_TTL_S", "604800", 1, 31536000),
     I(jobs_fetcher_share, "VTS_JOBS_FETCHER_SHARE", "50", 0, 100),

@@ -64,6 +64,7 @@ struct vts_config {
   char log_level[16];                          /* VTS_LOG_LEVEL */
   int64_t job_max_items;                       /* VTS_JOB_MAX_ITEMS: videos of one batch job */
   int64_t jobs_max_open;                       /* VTS_JOBS_MAX_OPEN: open batch jobs of one key */
+  int64_t jobs_max_stored_items;               /* VTS_JOBS_MAX_STORED_ITEMS: items one key's jobs keep, ended too */
   int64_t job_max_age_s;                       /* VTS_JOB_MAX_AGE_S: an item rationed this long fails */
   int64_t job_ttl_s;                           /* VTS_JOB_TTL_S: a finished job is kept this long */
   int64_t jobs_fetcher_share;                  /* VTS_JOBS_FETCHER_SHARE: % of the fetchers job items may use */

@@ -60,6 +60,8 @@
   X(JOB_SOURCE, 400, "ambiguous_request", "Give exactly one of video_ids, playlist_id and channel_id.")          \
   X(JOB_NOT_IMPLEMENTED, 501, "not_implemented", "This kind of job is not supported yet.")                       \
   X(TOO_MANY_JOBS, 429, "too_many_open_jobs", "This API key has as many open jobs as VTS_JOBS_MAX_OPEN.")        \
+  X(TOO_MANY_STORED, 429, "too_many_stored_items",                                                               \
+    "This API key's jobs would keep more items than VTS_JOBS_MAX_STORED_ITEMS, ended jobs included.")            \
   X(JOB_NOT_FOUND, 404, "not_found", "No such job.")                                                             \
   X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                  \
   X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                             \

@@ -329,13 +329,23 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
                                .source = source,
                                .continuation = continuation,
                                .max_items = (size_t)jr->cap,
-                               .max_open = (size_t)c->ctx->cfg->jobs_max_open};
+                               .max_open = (size_t)c->ctx->cfg->jobs_max_open,
+                               .max_stored = (size_t)c->ctx->cfg->jobs_max_stored_items};
   char id[JOBSTORE_ID_LEN + 1];
   int64_t now = wall_ms();
   if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
   size_t n = jr->n;
   if (rv == -EDQUOT) {
     http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    return;
+  }
+  if (rv == -ENOSPC) {
+    char msg[JOBS_MSG_BYTES];
+    snprintf(msg, sizeof(msg),
+             "This API key's jobs would keep more than %lld items (VTS_JOBS_MAX_STORED_ITEMS), ended jobs included "
+             "until they expire.",
+             (long long)c->ctx->cfg->jobs_max_stored_items);
+    http_respond_error_msg(req, API_ERR_TOO_MANY_STORED, msg, c->rl_headers);
     return;
   }
   if (rv != 0) {

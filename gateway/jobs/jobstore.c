@@ -169,6 +169,7 @@ static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
 }
 
 static int sq_open_jobs(void *self, const char *key_id, size_t *n);
+static int sq_stored_items(void *self, const char *key_id, size_t *n);
 
 static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
                      size_t n, int64_t now_ms, const char *id_out) {
@@ -180,6 +181,11 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
     size_t open = 0;
     rv = sq_open_jobs(js, spec->key_id, &open);
     if (rv == 0 && open >= spec->max_open) rv = -EDQUOT;
+  }
+  if (rv >= 0 && spec->max_stored > 0) {
+    size_t stored = 0;
+    rv = sq_stored_items(js, spec->key_id, &stored);
+    if (rv == 0 && stored + n > spec->max_stored) rv = -ENOSPC;
   }
   if (rv >= 0)
     rv = run(js, prepare(js,
@@ -354,6 +360,17 @@ static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
                              "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
                              "p.job_id=j.id))",
                              "s", key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  *n = rc == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
+/* A job's total is its items (a list's grows as pages add them), so the key's jobs sum them through jobs_by_key. */
+static int sq_stored_items(void *self, const char *key_id, size_t *n) {
+  struct jobstore *js = self;
+  sqlite3_stmt *st = prepare(js, "SELECT COALESCE(SUM(total),0) FROM jobs WHERE key_id=?", "s", key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
   *n = rc == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
@@ -695,6 +712,7 @@ static const struct jobstore_ops sqlite_ops = {
     .items = sq_items,
     .cancel = sq_cancel,
     .open_jobs = sq_open_jobs,
+    .stored_items = sq_stored_items,
     .take = sq_take,
     .done = sq_done,
     .fail = sq_fail,
@@ -796,6 +814,10 @@ int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, 
 
 int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
   return js->ops->cancel(js->self, key_id, job_id, now_ms, n);
+}
+
+int jobstore_stored_items(struct jobstore *js, const char *key_id, size_t *n) {
+  return js->ops->stored_items(js->self, key_id, n);
 }
 
 int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {

@@ -90,12 +90,18 @@ struct jobstore_spec {
    * that creates the job, so requests made at once (or a list's POST across its first page's reading) cannot pass it.
    */
   size_t max_open;
+  /*
+   * The most items key_id's jobs may keep, ended jobs included until they expire, the new one's n included; 0 for no
+   * cap. Checked in the same step (a list's later pages are bounded by max_items, counted as they arrive).
+   */
+  size_t max_stored;
 };
 
 /*
  * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued, with
  * the continuation of spec when it has one. Returns 0 with the job's id in id_out, -EINVAL (n is 0 and no
- * continuation follows), -EDQUOT (key_id holds spec->max_open open jobs already: nothing made), or -EIO.
+ * continuation follows), -EDQUOT (key_id holds spec->max_open open jobs already: nothing made), -ENOSPC (key_id's jobs
+ * would keep more than spec->max_stored items: nothing made), or -EIO.
  */
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
@@ -152,6 +158,8 @@ int jobstore_items(struct jobstore *js, const char *key_id, const char *job_id, 
 int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
 
 /* The jobs of key_id with items queued or running, or pages still to read. Returns 0 or -EIO. */
+/* How many items key_id's jobs keep now, ended jobs not yet expired included, into *n. Returns 0 or -EIO. */
+int jobstore_stored_items(struct jobstore *js, const char *key_id, size_t *n);
 int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n);
 
 /* An item handed to a taker. */
@@ -327,6 +335,7 @@ struct jobstore_ops {
                void *ctx, int64_t *next);
   int (*cancel)(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
   int (*open_jobs)(void *self, const char *key_id, size_t *n);
+  int (*stored_items)(void *self, const char *key_id, size_t *n);
   int (*take)(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out);
   /* The answer compressed (a zlib stream of body), with its size before. */
   int (*done)(void *self, const char *job_id, int64_t seq, const void *z, size_t zlen, size_t len,
