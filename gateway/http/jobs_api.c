@@ -34,7 +34,7 @@
 /* A 400's message names the member: its name, an index and a short reason. */
 #define JOBS_MSG_BYTES 160
 
-enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS };
+enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS, JOBS_USAGE };
 
 /* A body's request, checked. ids holds n distinct video ids in their first order. */
 struct job_request {
@@ -692,6 +692,40 @@ static void jobs_items(struct jobs_call *c, struct jobstore *js) {
   respond_buf(c, 200, c->rl_headers, &b);
 }
 
+/*
+ * The key's own use, as this request's check saw it: the month (units used and left, when it starts again), the short
+ * window (this request counted), and what its jobs hold (open jobs, stored items) against their caps.
+ */
+static void usage(struct jobs_call *c, struct jobstore *js) {
+  const struct rl_decision *d = &c->rl;
+  const struct vts_config *cfg = c->ctx->cfg;
+  size_t open_jobs = 0, stored = 0;
+  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
+  if (rv == 0) rv = jobstore_stored_items(js, c->key.name, &stored);
+  if (rv != 0) {
+    store_error(c, rv == -ENOENT ? -EIO : rv);
+    return;
+  }
+  struct rl_limits lim;
+  rlcalc_limits(&c->key, cfg, &lim);
+  int64_t left = d->quota_remaining > 0 ? d->quota_remaining : 0;
+  struct buf b = BUF_INIT;
+  int brv = buf_printf(&b, "{\"month\":{\"quota\":%lld,\"used\":%lld,\"remaining\":%lld", (long long)d->quota_limit,
+                       (long long)(d->quota_limit - left), (long long)left);
+  brv |= jobjson_time(&b, "reset", d->quota_reset * 1000);
+  brv |= buf_printf(&b, "},\"window\":{\"limit\":%lld,\"seconds\":%lld,\"remaining\":%lld", (long long)d->limit,
+                    (long long)lim.window_s, (long long)d->remaining);
+  brv |= jobjson_time(&b, "reset", d->reset * 1000);
+  brv |= buf_printf(&b, "},\"open_jobs\":{\"count\":%zu,\"max\":%lld},\"stored_items\":{\"count\":%zu,\"max\":%lld}}",
+                    open_jobs, (long long)cfg->jobs_max_open, stored, (long long)cfg->jobs_max_stored_items);
+  if (brv != 0) {
+    buf_free(&b);
+    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    return;
+  }
+  respond_buf(c, 200, c->rl_headers, &b);
+}
+
 /* ---- the common path: key, window, store ---- */
 
 static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
@@ -724,6 +758,9 @@ static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
       break;
     case JOBS_ITEMS:
       jobs_items(c, js);
+      break;
+    case JOBS_USAGE:
+      usage(c, js);
       break;
   }
 done:
@@ -767,3 +804,5 @@ void handle_job(struct handlers_ctx *ctx, struct http_request *req) {
 void handle_job_items(struct handlers_ctx *ctx, struct http_request *req) {
   jobs_begin(ctx, req, JOBS_ITEMS, ROUTE_JOB_ITEMS);
 }
+
+void handle_usage(struct handlers_ctx *ctx, struct http_request *req) { jobs_begin(ctx, req, JOBS_USAGE, ROUTE_USAGE); }

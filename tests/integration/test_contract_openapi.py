@@ -51,7 +51,8 @@ def test_document_declares_version_and_paths_of_the_api():
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
     assert set(doc["paths"]) == {"/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks",
-                                 "/v1/video/metadata", "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/items"}
+                                 "/v1/video/metadata", "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/items",
+                                 "/v1/usage"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert "security" not in doc, "security must apply to the protected operations only"
@@ -90,7 +91,7 @@ def test_error_code_enum_equals_the_codes_of_the_error_table():
 
 # The codes only the batch jobs' endpoints answer (a request body, its members, the job store).
 JOBS_ONLY_CODES = {"length_required", "unsupported_media_type", "invalid_json", "invalid_request", "too_many_items",
-                   "too_many_open_jobs", "invalid_cursor", "invalid_limit", "jobs_unavailable",
+                   "too_many_open_jobs", "too_many_stored_items", "invalid_cursor", "invalid_limit", "jobs_unavailable",
                    "webhook_url_refused"}
 
 
