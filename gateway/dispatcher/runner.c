@@ -293,12 +293,15 @@ uint64_t runner_hold(struct runner *r, uint64_t now) {
 
 uint64_t runner_pump(struct runner *r, uint64_t now) {
   runner_hold(r, now);
+  int expiring = 0;
   if (now >= r->next_expire_ms) {
-    r->next_expire_ms = now + RUNNER_EXPIRE_MS;
+    /* One small batch a loop turn (jobstore_expire): the next one comes after the loop's other work. */
     int n = jobstore_expire(r->js, wall_ms(), r->cfg->job_ttl_s * 1000);
     if (n < 0) log_msg(LOG_WARN, "expiring batch jobs failed", NULL);
+    expiring = n > 0;
+    r->next_expire_ms = expiring ? now : now + RUNNER_EXPIRE_MS;
   }
-  uint64_t wake = now + RUNNER_POLL_MS;
+  uint64_t wake = expiring ? now : now + RUNNER_POLL_MS;
   if (r->next_keepalive_ms < wake) wake = r->next_keepalive_ms;
   if (now < r->next_take_ms) return r->next_take_ms < wake ? r->next_take_ms : wake;
   keys_refresh(r, now);

@@ -481,15 +481,28 @@ static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
   struct jobstore *js = self;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int64_t before = now_ms - ttl_ms;
-  int rv =
-      run(js, prepare(js, "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE " EXPIRABLE ")", "i", before));
-  if (rv >= 0)
+  char job[JOBSTORE_ID_LEN + 1] = "";
+  sqlite3_stmt *st = prepare(js, "SELECT id FROM jobs WHERE " EXPIRABLE " LIMIT 1", "i", before);
+  int rc = st != NULL ? sqlite3_step(st) : SQLITE_ERROR;
+  if (rc == SQLITE_ROW) copy_column(st, 0, job, sizeof(job));
+  sqlite3_finalize(st);
+  int rv = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -EIO;
+  int deleted = 0;
+  if (rv == 0 && job[0] != '\0') {
     rv = run(js, prepare(js,
-                         "DELETE FROM jobs WHERE " EXPIRABLE " AND NOT EXISTS(SELECT 1 FROM items i WHERE "
-                         "i.job_id=jobs.id)",
-                         "i", before));
-  if (rv >= 0 && run(js, prepare(js, "DELETE FROM hooks WHERE job_id NOT IN (SELECT id FROM jobs)", "")) < 0) rv = -EIO;
-  return finish(js, rv);
+                         "DELETE FROM items WHERE job_id=?1 AND seq IN (SELECT seq FROM items WHERE job_id=?1 ORDER "
+                         "BY seq LIMIT ?2)",
+                         "si", job, (int64_t)JOBSTORE_EXPIRE_BATCH));
+    deleted = rv >= 0 ? sqlite3_changes(js->db) : 0;
+    /* The job's last items went: the job and its delivery go too. */
+    if (rv >= 0 && deleted < JOBSTORE_EXPIRE_BATCH) {
+      rv = run(js, prepare(js, "DELETE FROM jobs WHERE id=?", "s", job));
+      if (rv >= 0) rv = run(js, prepare(js, "DELETE FROM hooks WHERE job_id=?", "s", job));
+      deleted++;
+    }
+  }
+  rv = finish(js, rv);
+  return rv < 0 ? rv : deleted > 0;
 }
 
 static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {

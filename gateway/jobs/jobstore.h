@@ -238,9 +238,14 @@ int jobstore_recover(struct jobstore *js, int64_t now_ms);
 #define JOBSTORE_CLAIM_IDLE_MS 5000
 int jobstore_keepalive(struct jobstore *js, int64_t now_ms);
 
-/* Deletes the jobs that ended (no item queued or running, no page to read) and last changed before now_ms - ttl_ms,
- * with their items. Returns how many jobs, or -EIO. Redis expires them by itself (each key of an ended job lives
- * VTS_JOB_TTL_S): 0. */
+/*
+ * Deletes, in one small transaction, at most JOBSTORE_EXPIRE_BATCH items of a job that ended (no item queued or
+ * running, no page to read) and last changed before now_ms - ttl_ms, and the job once it holds none, so that no
+ * transaction holds the database (and its other writers) for long. Returns 1 when it deleted some (call again), 0
+ * when nothing expired is left, or -EIO. Redis expires them by itself (each key of an ended
+ * job lives VTS_JOB_TTL_S): 0.
+ */
+#define JOBSTORE_EXPIRE_BATCH 500
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
 
 /*
