@@ -63,7 +63,7 @@
   X(TOO_MANY_STORED, 429, "too_many_stored_items",                                                               \
     "This API key's jobs would keep more items than VTS_JOBS_MAX_STORED_ITEMS, ended jobs included.")            \
   X(JOB_NOT_FOUND, 404, "not_found", "No such job.")                                                             \
-  X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                  \
+  X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be an item offset: a decimal integer from 1.")           \
   X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                             \
   X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")                                  \
   X(WEBHOOK_REFUSED, 400, "webhook_url_refused", "webhook_url names a destination this service does not call.")  \
