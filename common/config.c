@@ -92,6 +92,10 @@ static const struct var vars[] = {
     I(jobs_fetcher_share, "VTS_JOBS_FETCHER_SHARE", "50", 0, 100),
     S(webhook_allow, "VTS_WEBHOOK_ALLOW", ""),
     I(webhook_retry_ms, "VTS_WEBHOOK_RETRY_MS", "10000", 10, 3600000),
+    S(sandbox, "VTS_SANDBOX", "on"),
+    S(fetcher_user, "VTS_FETCHER_USER", "nobody"),
+    I(fetcher_max_memory_mb, "VTS_FETCHER_MAX_MEMORY_MB", "1024", 64, 1048576),
+    S(fetcher_webhook_ports, "VTS_FETCHER_WEBHOOK_PORTS", "443"),
 };
 
 /*

@@ -53,10 +53,9 @@
 #define VTS_MAX_TRANSCRIPT_BYTES (6 * 1024 * 1024)    /* larger serialised transcript: 500 */
 #define VTS_MAX_JSON_DEPTH 64                         /* deeper upstream JSON: 502 */
 #define VTS_UPSTREAM_CONNECT_TIMEOUT_MS 5000
-#define VTS_FETCHER_ADDRESS_SPACE_BYTES (1024UL * 1024 * 1024) /* setrlimit(RLIMIT_AS) */
-#define VTS_MAX_XML_DEPTH 16                                   /* deeper caption XML: 502 */
-#define VTS_UPSTREAM_MAX_REDIRECTS 3                           /* more hops, or a hop to another host: 502 */
-#define VTS_UPSTREAM_MAX_PROXIES 16                            /* entries of VTS_UPSTREAM_PROXY: more stops the start */
+#define VTS_MAX_XML_DEPTH 16               /* deeper caption XML: 502 */
+#define VTS_UPSTREAM_MAX_REDIRECTS 3       /* more hops, or a hop to another host: 502 */
+#define VTS_UPSTREAM_MAX_PROXIES 16        /* entries of VTS_UPSTREAM_PROXY: more stops the start */
 #define VTS_PROXY_BLOCKS_TO_REST 2         /* blocks in a row that send a proxy to rest (VTS_PROXY_REST_MS, doubling) */
 #define VTS_PROXY_REST_MAX_FACTOR 16       /* a proxy's rest doubles up to this many times VTS_PROXY_REST_MS */
 #define VTS_EGRESS_MAX_DECLINES 3          /* budget declines of a job (VTS_EGRESS_DECLINE); then it is a 502 */
@@ -71,6 +70,9 @@
 #define VTS_FETCHER_STOP_TIMEOUT_MS 2000   /* closing the links stuck this long (nng 1.5.2 close race): leave anyway */
 #define VTS_JOBS_MAX_URLS 16               /* entries of a fetcher's VTS_JOBS_URL: more stops the start */
 #define VTS_FETCHER_MAX_DISPATCHERS 64     /* addresses a fetcher serves; those past it are left out (logged) */
+#define VTS_SANDBOX_MAX_PORTS 64           /* TCP ports a confined fetcher may connect to; more are left out */
+#define VTS_FETCHER_MAX_OPEN_FILES 1024    /* RLIMIT_NOFILE of a confined fetcher */
+#define VTS_FETCHER_MAX_FILE_BYTES (16ULL << 30)  /* RLIMIT_FSIZE: an inherited log file written past it: EFBIG */
 #define VTS_MAX_PLAYER_SUMMARY_BYTES (512 * 1024) /* a larger player summary is not kept for reuse */
 #define VTS_PLAYER_REUSE_MAX_MS                                                        \
   (30 * 60 * 1000) /* a player summary is reused this long at most (and never past the \

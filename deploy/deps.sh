@@ -63,7 +63,8 @@ vts_quiet_services() {
 # What building and running the service needs.
 VTS_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libnng-dev libhiredis-dev libyajl-dev
   libcurl4-openssl-dev libssl-dev libcmocka-dev node-llhttp zlib1g-dev libbrotli-dev libsqlite3-dev
-  libavformat-dev libavcodec-dev libswresample-dev libavutil-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us)
+  libavformat-dev libavcodec-dev libswresample-dev libavutil-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us
+  libseccomp-dev)
 # What deploy/run-local.sh needs beyond that: supervisord to run the service, curl for the README's next commands.
 VTS_RUN_PACKAGES=(supervisor curl)
 # What the tests need beyond that: real servers and tools started by the tests themselves (podman, runc and

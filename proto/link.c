@@ -78,13 +78,34 @@ static void tls_files(const struct vts_config *cfg, struct tls_file out[3]) {
   out[2] = (struct tls_file){"VTS_JOBS_TLS_KEY", cfg->jobs_tls_key};
 }
 
+/*
+ * The files as link_tls_keep read them, by path: a confined fetcher reads no file of the link once it runs jobs, yet
+ * makes a dialer (with its TLS configuration) for each dispatcher its URL resolves to later.
+ */
+static struct {
+  char path[3][CONFIG_STR_MAX];
+  struct buf pem[3];
+} kept;
+
+static int read_kept(const char *path, struct buf *b) {
+  for (int i = 0; i < 3; i++) {
+    if (kept.pem[i].len == 0 || strcmp(kept.path[i], path) != 0) continue;
+    buf_reset(b);
+    int rv = buf_append(b, kept.pem[i].data, kept.pem[i].len);
+    if (rv == 0) rv = buf_append(b, "", 1);
+    if (rv == 0) b->len--;
+    return rv;
+  }
+  return buf_read_file(b, path, VTS_MAX_TLS_FILE_BYTES);
+}
+
 /* Reads one PEM file whole into b (NUL-terminated). Returns 0, or a negative error with a message in err. */
 static int read_pem(const struct tls_file *f, struct buf *b, char *err, size_t errlen) {
   if (f->path[0] == '\0') {
     snprintf(err, errlen, "%s: required with a tls+tcp:// VTS_JOBS_URL", f->var);
     return -EINVAL;
   }
-  int rv = buf_read_file(b, f->path, VTS_MAX_TLS_FILE_BYTES);
+  int rv = read_kept(f->path, b);
   if (rv == -EFBIG) {
     snprintf(err, errlen, "%s: %.200s is larger than %d bytes", f->var, f->path, VTS_MAX_TLS_FILE_BYTES);
     return rv;
@@ -144,6 +165,17 @@ int link_tls_check(const struct vts_config *cfg, bool server, char *err, size_t 
     wipe(&b);
   }
   return rv;
+}
+
+int link_tls_keep(const struct vts_config *cfg, char *err, size_t errlen) {
+  struct tls_file files[3];
+  tls_files(cfg, files);
+  for (int i = 0; i < 3; i++) {
+    int rv = read_pem(&files[i], &kept.pem[i], err, errlen);
+    if (rv != 0) return rv;
+    snprintf(kept.path[i], sizeof(kept.path[i]), "%s", files[i].path);
+  }
+  return 0;
 }
 
 int link_tls_config(const struct vts_config *cfg, bool server, const char *server_name, nng_tls_config **out, char *err,

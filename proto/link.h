@@ -57,6 +57,13 @@ int link_tls_config(const struct vts_config *cfg, bool server, const char *serve
                     size_t errlen);
 
 /*
+ * Reads the three files once and keeps them in memory for the life of the process: later configurations are made
+ * from the copies, so a process confined afterwards (fetcher/process/sandbox.h) needs no access to the files, the
+ * private key's above all. Returns 0, or a negative error with a message naming the variable in err.
+ */
+int link_tls_keep(const struct vts_config *cfg, char *err, size_t errlen);
+
+/*
  * Applies the TLS configuration of cfg to a listener (server) of url when url is tls+tcp://, and does nothing for
  * tcp://. Returns 0, or a negative error with a message in err.
  */

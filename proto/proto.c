@@ -123,13 +123,14 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_blob(out, job->hook_body, job->hook_body_len, VTS_WEBHOOK_MAX_PAYLOAD_BYTES);
   if (rv == 0) rv = put_u8(out, job->browse_what);
   if (rv == 0) rv = put_blob(out, job->browse, job->browse_len, VTS_MAX_BROWSE_TOKEN_BYTES);
+  if (rv == 0) rv = put_blob(out, job->inm, job->inm_len, PROTO_MAX_INM);
   return rv;
 }
 
 static int encode_result(struct buf *out, const struct proto_result *res, enum proto_type type) {
   if (res->outcome < 1 || res->outcome > PROTO_NOUTCOMES || res->source > PROTO_SOURCE_LAST) return -EINVAL;
   if (res->reason >= PROTO_REASON__COUNT || res->nattempts > PROTO_MAX_ATTEMPTS) return -EINVAL;
-  if (res->negress > PROTO_MAX_EGRESS) return -EINVAL;
+  if (res->negress > PROTO_MAX_EGRESS || res->sandbox >= (1u << PROTO_SANDBOX__COUNT)) return -EINVAL;
   for (uint8_t i = 0; i < res->negress; i++)
     if (res->egress[i].egress >= PROTO_MAX_EGRESS) return -EINVAL;
   if (res->body_len > VTS_MAX_MESSAGE_BYTES - 256) return -EINVAL;
@@ -157,8 +158,11 @@ static int encode_result(struct buf *out, const struct proto_result *res, enum p
   if (rv == 0) rv = put_be(out, res->cache_ms, 4);
   if (rv == 0) rv = put_be(out, res->retry_after_s, 4);
   if (rv == 0) rv = put_u8(out, res->pot_failures);
+  if (rv == 0) rv = put_u8(out, res->sandbox);
   if (rv == 0) rv = put_be(out, res->player_ttl_ms, 4);
   if (rv == 0) rv = put_blob(out, res->player, res->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
+  if (rv == 0) rv = put_u8(out, res->notmod ? 1 : 0);
+  if (rv == 0) rv = put_str(out, res->etag, PROTO_MAX_ETAG);
   if (rv == 0) rv = put_be(out, res->body_len, 4);
   if (rv == 0 && res->body_len > 0) rv = buf_append(out, res->body, res->body_len);
   return rv;
@@ -226,6 +230,7 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->browse_what = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_BROWSE_TOKEN_BYTES, &job->browse, &job->browse_len) != 0) return -EPROTO;
+  if (get_blob(&r, PROTO_MAX_INM, &job->inm, &job->inm_len) != 0) return -EPROTO;
   return r.left == 0 && job_target_valid(job) ? 0 : -EPROTO;
 }
 
@@ -275,14 +280,20 @@ int proto_decode_result(const void *data, size_t len, struct proto_result *res) 
   res->retry_after_s = (uint32_t)v;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   res->pot_failures = (uint8_t)v;
+  if (get_be(&r, 1, &v) != 0 || v >= (1u << PROTO_SANDBOX__COUNT)) return -EPROTO;
+  res->sandbox = (uint8_t)v;
   if (get_be(&r, 4, &v) != 0) return -EPROTO;
   res->player_ttl_ms = (uint32_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &res->player, &res->player_len) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0 || v > 1) return -EPROTO;
+  res->notmod = (uint8_t)v;
+  if (get_str(&r, res->etag, sizeof(res->etag)) != 0) return -EPROTO;
   if (get_be(&r, 4, &v) != 0 || v != r.left) return -EPROTO;
   res->body = v ? (const char *)r.p : NULL;
   res->body_len = (uint32_t)v;
-  /* A successful result must carry a body; a failure's body is ignored by the gateway. */
-  if (res->outcome == PROTO_OK && res->body_len == 0) return -EPROTO;
+  /* A successful result must carry a body, unless it is a 304 (with its validator); a failure's body is ignored. */
+  if (res->notmod && (res->outcome != PROTO_OK || res->etag[0] == '\0' || res->body_len != 0)) return -EPROTO;
+  if (res->outcome == PROTO_OK && res->body_len == 0 && !res->notmod) return -EPROTO;
   return 0;
 }
 

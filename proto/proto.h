@@ -23,9 +23,10 @@
  * the platform may answer again (Retry-After), and the reasons rationed, client_outdated, wrong_video and
  * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: a
  * result carries its job's PO-token provider failures; 7: the WEBHOOK kind exists, and a job carries a webhook
- * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read.
+ * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read;
+ * 9: a result carries its fetcher's sandbox layers.
  */
-#define PROTO_VERSION 8
+#define PROTO_VERSION 9
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -88,13 +89,16 @@ enum proto_browse_what {
  *   UPSTREAM_FAILED  502 upstream_transcript_failed
  *   INTERNAL         500 transcript_fetch_failed
  *   NO_CAPTIONS      fetcher -> dispatcher only: playable but no captions; speech may follow, else 404
+ *   OVERLOADED       dispatcher -> worker only: shed, the queue cannot serve it before its deadline; 503
+ *                    service_unavailable with retry_after_s (a fetcher's is refused)
  */
 #define PROTO_OUTCOMES(X)                 \
   X(OK, 1, 200, OK)                       \
   X(NOT_AVAILABLE, 2, 404, NOT_AVAILABLE) \
   X(UPSTREAM_FAILED, 3, 502, BY_REASON)   \
   X(INTERNAL, 4, 500, INTERNAL)           \
-  X(NO_CAPTIONS, 5, 404, NO_CAPTIONS)
+  X(NO_CAPTIONS, 5, 404, NO_CAPTIONS)     \
+  X(OVERLOADED, 6, 503, OTHER)
 
 #define PROTO_OUTCOME_ENUM_(id, value, status, kind) PROTO_##id = value,
 enum proto_outcome { PROTO_OUTCOMES(PROTO_OUTCOME_ENUM_) };
@@ -191,6 +195,8 @@ const char *proto_reason_name(uint8_t reason);
 #define PROTO_MAX_CLIENT_NAME 31 /* bytes of a client profile name */
 #define PROTO_MAX_HOOK_ID 63     /* bytes of a webhook-id */
 #define PROTO_MAX_HOOK_SIG 127   /* bytes of a webhook-signature */
+#define PROTO_MAX_INM 512        /* bytes of an If-None-Match a worker hands on; a longer one is not (a 200) */
+#define PROTO_MAX_ETAG 47        /* bytes of a quoted ETag in a result */
 
 /* How one player attempt (one client through one egress) went, for per-proxy and per-client counters. */
 enum proto_attempt_result { PROTO_ATTEMPT_OK = 0, PROTO_ATTEMPT_BLOCKED = 1, PROTO_ATTEMPT_FAILED = 2 };
@@ -212,6 +218,21 @@ struct proto_egress {
   uint32_t waits;    /* requests that waited for a unit of it */
   uint32_t declines; /* jobs given back to a dispatcher for want of it */
 };
+
+/*
+ * The layers of a fetcher's sandbox (fetcher/process/sandbox.h), one bit each in a result, for the gauge
+ * vts_fetcher_sandbox_layer: X(id, name), name its label.
+ */
+#define PROTO_SANDBOX_LAYERS(X)   \
+  X(NO_NEW_PRIVS, "no_new_privs") \
+  X(USER, "user")                 \
+  X(SECCOMP, "seccomp")           \
+  X(LANDLOCK_FS, "landlock_fs")   \
+  X(LANDLOCK_NET, "landlock_net") \
+  X(RLIMITS, "rlimits")
+#define PROTO_SANDBOX_ENUM_(id, name) PROTO_SANDBOX_##id,
+enum proto_sandbox_layer { PROTO_SANDBOX_LAYERS(PROTO_SANDBOX_ENUM_) PROTO_SANDBOX__COUNT };
+#undef PROTO_SANDBOX_ENUM_
 
 /* Why a fetcher gave a job back. */
 enum proto_decline_why { PROTO_DECLINE_BUSY = 0, PROTO_DECLINE_BUDGET = 1 };
@@ -253,6 +274,13 @@ struct proto_job {
   uint8_t browse_what;
   const char *browse;
   uint32_t browse_len;
+  /*
+   * Worker -> dispatcher: the request's If-None-Match (at most PROTO_MAX_INM bytes), so that an answer from the
+   * dispatcher's cache whose validator it names is a 304 decided there (proto_result.notmod); NULL/0 for none, and
+   * always for a fetcher. Borrowed, like player.
+   */
+  const char *inm;
+  uint32_t inm_len;
 };
 
 struct proto_result {
@@ -283,6 +311,8 @@ struct proto_result {
    * slow, refusing, out of shape), for vts_pot_provider_failures_total. A dispatcher sends 0.
    */
   uint8_t pot_failures;
+  /* Fetcher -> dispatcher: the sandbox layers in force in its process (bits of enum proto_sandbox_layer). */
+  uint8_t sandbox;
   /*
    * Fetcher -> dispatcher: the summary of a playable player reply the job read (its caption tracks with their URLs
    * and translation languages, as a minimal player reply, at most VTS_MAX_PLAYER_SUMMARY_BYTES), and how long it may
@@ -291,6 +321,12 @@ struct proto_result {
   const char *player;
   uint32_t player_len;
   uint32_t player_ttl_ms;
+  /*
+   * Dispatcher -> worker: 1 when the answer came from the dispatcher's cache and the job's If-None-Match names etag,
+   * the validator of one of its forms: the answer is a 304 with that ETag, carrying no body. 0 otherwise.
+   */
+  uint8_t notmod;
+  char etag[PROTO_MAX_ETAG + 1];
   const char *body; /* borrowed: points into the decoded message or the caller's memory */
   uint32_t body_len;
 };

@@ -24,6 +24,7 @@
 #include "fetcher/course/course.h"
 #include "fetcher/process/job.h"
 #include "fetcher/process/pool.h"
+#include "fetcher/process/sandbox.h"
 #include "fetcher/egress/upstream.h"
 #include "fetcher/platform/potoken.h"
 #include "proto/link.h"
@@ -41,9 +42,9 @@ static void usage(void) {
 /* Everything a fetcher process sets up happens here, after any fork. */
 static int serve(void *arg) {
   const struct vts_config *cfg = arg;
-  char err[1024];
+  char err[1024] = "";
   struct job_runner *r = NULL;
-  int rv = job_limits_init();
+  int rv = job_limits_init(cfg);
   if (rv != 0) {
     log_msg(LOG_ERROR, "cannot set resource limits", "error", strerror(-rv), NULL);
     return 1;
@@ -53,10 +54,13 @@ static int serve(void *arg) {
     return 1;
   }
   rv = job_runner_new(cfg, &r, err, sizeof(err));
+  /* Everything read from files is read by now; the jobs link's files are kept in memory for its later dialers. */
+  if (rv == 0 && link_list_tls(cfg->jobs_url)) rv = link_tls_keep(cfg, err, sizeof(err));
+  if (rv == 0) rv = sandbox_enter(cfg, err, sizeof(err));
   if (rv == 0)
     rv = job_loop_run(cfg, r);
   else
-    log_msg(LOG_ERROR, "cannot start", "error", rv == -EINVAL ? err : strerror(-rv), NULL);
+    log_msg(LOG_ERROR, "cannot start", "error", rv == -EINVAL || err[0] != '\0' ? err : strerror(-rv), NULL);
   job_runner_free(r);
   curl_global_cleanup();
   return rv == 0 ? 0 : 1;
@@ -83,7 +87,7 @@ static int run_once(const struct vts_config *cfg, const char *video_id, const ch
 
   char err[1024];
   struct job_runner *r = NULL;
-  int rv = job_limits_init();
+  int rv = job_limits_init(cfg);
   if (rv == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) rv = -ENOMEM;
   if (rv == 0) rv = job_runner_new(cfg, &r, err, sizeof(err));
   if (rv != 0) {
@@ -186,6 +190,7 @@ int main(int argc, char **argv) {
 
   /* Settings that would make every child fail are refused here, once, before anything forks. */
   if (course_config_check(&cfg, err, sizeof(err)) != 0 || upstream_config_check(&cfg, err, sizeof(err)) != 0 ||
+      sandbox_config_check(&cfg, err, sizeof(err)) != 0 ||
       (link_list_tls(cfg.jobs_url) && link_tls_check(&cfg, false, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vts-fetcher: %s\n", err);
     return 2;

@@ -1,4 +1,5 @@
 #include "fetcher/process/job.h"
+#include "fetcher/process/sandbox.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -45,7 +46,7 @@ struct job_runner {
   struct course_result out;
 };
 
-int job_limits_init(void) {
+int job_limits_init(const struct vts_config *cfg) {
   struct rlimit core = {0, 0};
   if (setrlimit(RLIMIT_CORE, &core) != 0) return -errno;
   /*
@@ -54,7 +55,8 @@ int job_limits_init(void) {
    */
   mallopt(M_ARENA_MAX, 2);
   if (!JOB_ASAN) {
-    struct rlimit as = {VTS_FETCHER_ADDRESS_SPACE_BYTES, VTS_FETCHER_ADDRESS_SPACE_BYTES};
+    rlim_t max = (rlim_t)cfg->fetcher_max_memory_mb * 1024 * 1024;
+    struct rlimit as = {max, max};
     if (setrlimit(RLIMIT_AS, &as) != 0) return -errno;
   }
   return 0;
@@ -237,6 +239,7 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   }
   res->negress = (uint8_t)upstream_budget_report(r->up, res->egress);
   res->pot_failures = out->pot_failures;
+  res->sandbox = sandbox_layers();
   int with_body = out->outcome == PROTO_OK || job->kind == PROTO_KIND_WEBHOOK;
   res->body = with_body ? out->body.data : NULL;
   res->body_len = with_body ? (uint32_t)out->body.len : 0;

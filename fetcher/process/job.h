@@ -16,10 +16,10 @@
 
 /*
  * Sets the process limits of a fetcher: no core files, and the address space capped at
- * VTS_FETCHER_ADDRESS_SPACE_BYTES (skipped under AddressSanitizer, which reserves terabytes of shadow memory).
+ * VTS_FETCHER_MAX_MEMORY_MB (skipped under AddressSanitizer, which reserves terabytes of shadow memory).
  * Call once at the start of the process that runs jobs. Returns 0, or -errno.
  */
-int job_limits_init(void);
+int job_limits_init(const struct vts_config *cfg);
 
 struct job_runner;
 

@@ -171,3 +171,29 @@ void entity_etag(const struct entity *e, enum entity_coding c, char out[ENTITY_E
 }
 
 const char *entity_coding_name(enum entity_coding c) { return coding_names[c]; }
+
+static int etag_ows(char c) { return c == ' ' || c == '\t'; }
+
+int entity_etag_match(const char *inm, size_t len, const char *etag) {
+  if (inm == NULL) return 0;
+  size_t etag_len = strlen(etag);
+  size_t i = 0;
+  while (i < len && etag_ows(inm[i])) i++;
+  if (i < len && inm[i] == '*') {
+    size_t j = i + 1;
+    while (j < len && etag_ows(inm[j])) j++;
+    return j == len;
+  }
+  while (i < len) {
+    while (i < len && (etag_ows(inm[i]) || inm[i] == ',')) i++;
+    if (i >= len) break;
+    if (len - i >= 2 && inm[i] == 'W' && inm[i + 1] == '/') i += 2;
+    if (i >= len || inm[i] != '"') return 0;
+    const char *end = memchr(inm + i + 1, '"', len - i - 1);
+    if (end == NULL) return 0;
+    size_t tag_len = (size_t)(end - (inm + i)) + 1;
+    if (tag_len == etag_len && memcmp(inm + i, etag, etag_len) == 0) return 1;
+    i += tag_len;
+  }
+  return 0;
+}

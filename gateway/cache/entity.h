@@ -63,6 +63,12 @@ void entity_release(void *e);
 int entity_has(const struct entity *e, enum entity_coding c);
 /* Writes the quoted strong ETag of form c into out: "<tag>", "<tag>-br" or "<tag>-gz". */
 void entity_etag(const struct entity *e, enum entity_coding c, char out[ENTITY_ETAG_BYTES]);
+/*
+ * Whether the If-None-Match value inm (len bytes) matches etag (quoted, strong): "*" matches, as does any listed
+ * entity-tag with the same opaque part, weak ("W/") or not (the weak comparison RFC 9110 asks for here). A malformed
+ * list matches nothing from the malformed element on. Returns 1 or 0.
+ */
+int entity_etag_match(const char *inm, size_t len, const char *etag);
 /* The Content-Encoding token of c ("br", "gzip"), NULL for identity. */
 const char *entity_coding_name(enum entity_coding c);
 

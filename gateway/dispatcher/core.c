@@ -1,3 +1,7 @@
+/*
+ * Over 800 lines: the decision core is one state machine over one job table (cache, coalescing, queues, deadlines,
+ * fetchers, claims) whose invariants hold across all of it; it is tested whole, without a clock.
+ */
 #include "gateway/dispatcher/core.h"
 
 #include <errno.h>
@@ -12,8 +16,11 @@
 #include "common/log.h"
 #include "gateway/cache/cache.h"
 #include "gateway/cache/bodycheck.h"
+#include "gateway/cache/entity.h"
 #include "gateway/dispatcher/summary.h"
 #include "proto/tracks.h"
+
+_Static_assert(ENTITY_ETAG_BYTES <= PROTO_MAX_ETAG + 1, "a result holds any ETag of an entity");
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
 
@@ -53,6 +60,14 @@ static void list_remove(struct list *l, struct link *k) {
   l->n--;
 }
 static struct link *list_first(const struct list *l) { return l->n ? l->head.next : NULL; }
+/* Puts k before at, a member of l (or its head: at the end). */
+static void list_insert_before(struct list *l, struct link *at, struct link *k) {
+  k->next = at;
+  k->prev = at->prev;
+  at->prev->next = k;
+  at->prev = k;
+  l->n++;
+}
 
 enum fetcher_state {
   F_CONNECTED, /* connected, has asked for nothing yet */
@@ -93,6 +108,8 @@ struct job {
   bool claimed;      /* this gateway holds the claim: renewed while the job lives, released when it ends */
   uint64_t renew_ms; /* claimed: when to renew the claim next */
   bool waited;       /* it waited on another gateway's claim */
+  bool sync;         /* a worker's request waits on it (not only batch items): it goes ahead of those that yield */
+  bool judged;       /* queued and judged once by the expected wait (shed_queue): a later shed is not at arrival */
   struct fetcher *fetcher;
   struct core_waiter *waiters, **waiters_tail;
   size_t nwaiters;
@@ -110,6 +127,10 @@ struct core {
   struct list fetchers, idle;
   uint64_t fetchers_live; /* fetchers not F_DEAD: at most VTS_JOBS_MAX_FETCHERS */
   uint64_t next_job_id;
+  uint64_t run_ms;   /* the recent time a fetcher holds a job (not speech), CORE_RUN_EWMA_WEIGHT; 0 until one ended */
+  uint64_t run_dev;  /* and the recent deviation from it, averaged the same way */
+  uint64_t *free_at; /* scratch of shed_queue: when each fetcher is expected to be free */
+  size_t free_cap;
   struct dispatcher_stats st;
 };
 
@@ -174,6 +195,7 @@ void core_free(struct core *c) {
     }
   }
   cache_free(c->cache);
+  free(c->free_at);
   free(c);
 }
 
@@ -253,6 +275,7 @@ static struct job *job_new(struct core *c, const struct proto_job *req, uint64_t
 }
 
 static void job_wait_on(struct job *j, struct core_waiter *w) {
+  if (!w->internal) j->sync = true;
   w->next = NULL;
   *j->waiters_tail = w;
   j->waiters_tail = &w->next;
@@ -273,8 +296,26 @@ static void job_move(struct core *c, struct job *j, struct list *l, enum job_sta
   if (l == &c->running && j->pj.kind == PROTO_KIND_SPEECH) c->speech_running++;
 }
 
+/*
+ * Queues the job, first in line (a job given back unrun) or last. The captions queue holds the jobs a worker's request
+ * waits on ahead of those only batch items wait on, which yield to them (their runner holds nobody's connection): a
+ * job of either part goes first or last of its own part.
+ */
 static void job_enqueue(struct core *c, struct job *j, bool first) {
-  job_move(c, j, j->pj.kind == PROTO_KIND_SPEECH ? &c->q_speech : &c->q_captions, J_QUEUED, first);
+  if (j->pj.kind == PROTO_KIND_SPEECH) {
+    job_move(c, j, &c->q_speech, J_QUEUED, first);
+    return;
+  }
+  struct list *q = &c->q_captions;
+  job_move(c, j, NULL, J_QUEUED, false);
+  /* Where the batch part starts, found from the end: it is short (the runner adds items only to idle fetchers). */
+  struct link *at = &q->head;
+  while (at->prev != &q->head && !CONTAINER_OF(at->prev, struct job, q)->sync) at = at->prev;
+  if (j->sync)
+    list_insert_before(q, first ? q->head.next : at, &j->q);
+  else
+    list_insert_before(q, first ? at : &q->head, &j->q);
+  j->in = q;
 }
 
 /* Takes the job out of its list and away from its fetcher. */
@@ -307,6 +348,8 @@ static void count_outcome(struct core *c, uint8_t outcome) {
     case PROTO_UPSTREAM_FAILED:
       c->st.outcome_upstream_failed++;
       break;
+    case PROTO_OVERLOADED:
+      break; /* counted by cause, request by request (job_shed) */
     default:
       c->st.outcome_internal++;
       break;
@@ -318,8 +361,8 @@ static void count_outcome(struct core *c, uint8_t outcome) {
  * A video that cannot be played is kept once, under PROTO_GONE_KEY, as the answer of all its keys. A transcript is
  * kept once per served track (proto_track_key): every key it answers shares that entry's body.
  */
-static void keep(struct core *c, const char *video_id, const char *key, const struct proto_result *res,
-                 uint64_t max_ttl_ms, uint64_t *ttl) {
+static void cache_result(struct core *c, const char *video_id, const char *key, const struct proto_result *res,
+                         uint64_t max_ttl_ms, uint64_t *ttl) {
   *ttl = 0;
   if (proto_result_gone(res)) key = PROTO_GONE_KEY;
   if (res->outcome != PROTO_OK || proto_key_kind(key) != PROTO_KIND_CAPTIONS) {
@@ -372,13 +415,40 @@ static void keep_player(struct core *c, const struct job *j, const struct proto_
   (void)cache_put(c->cache, video_id, CORE_PLAYER_KEY, &p, res->player_ttl_ms, &ttl);
 }
 
+/*
+ * A revalidation the cache answers: when req's If-None-Match names the ETag of a form of ent (the body's tag, as a
+ * worker spells it for each coding), hit becomes a 304 of that ETag, without its body. A request for a transcript the
+ * cache holds made the platform do nothing, so it spends no unit (the worker gives the unit back); "*" is left to
+ * the worker. Returns whether it did.
+ */
+static bool not_modified(struct core *c, const struct proto_job *req, const struct entity *ent,
+                         struct proto_result *hit) {
+  if (req->inm_len == 0 || ent == NULL || hit->outcome != PROTO_OK || memchr(req->inm, '"', req->inm_len) == NULL)
+    return false;
+  for (int k = 0; k < ENTITY_CODINGS; k++) {
+    char etag[ENTITY_ETAG_BYTES];
+    entity_etag(ent, (enum entity_coding)k, etag);
+    if (!entity_etag_match(req->inm, req->inm_len, etag)) continue;
+    hit->notmod = 1;
+    memcpy(hit->etag, etag, sizeof(etag));
+    hit->body = NULL;
+    hit->body_len = 0;
+    c->st.not_modified++;
+    return true;
+  }
+  return false;
+}
+
 /* Answers w from the cache when it holds key of req's video (or the video is gone). Returns whether it did. */
 static bool answer_cached(struct core *c, struct core_waiter *w, const struct proto_job *req, const char *key) {
   struct proto_result hit;
   uint64_t ttl_left;
+  struct entity *ent = NULL;
   if (cache_get(c->cache, req->video_id, PROTO_GONE_KEY, &hit, &ttl_left) != 0 &&
-      cache_get(c->cache, req->video_id, key, &hit, &ttl_left) != 0)
+      cache_lookup(c->cache, req->video_id, key, &hit, &ttl_left, &ent) != 0)
     return false;
+  not_modified(c, req, ent, &hit);
+  entity_unref(ent); /* the body stays the cache's until the next call that changes it */
   c->st.cache_hits++;
   log_msg(LOG_DEBUG, "cache hit", "request_id", req->request_id, "video_id", req->video_id, "lang", req->lang,
           "=status", NUM(proto_outcome_status(hit.outcome)), NULL);
@@ -430,7 +500,7 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   uint64_t ttl = 0;
   /* A webhook's answer is its own, and a browse page is read for one job at one moment: never kept, never another's. */
   if (j->pj.kind != PROTO_KIND_WEBHOOK && j->pj.kind != PROTO_KIND_BROWSE)
-    keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+    cache_result(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
@@ -445,7 +515,7 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
     char key[PROTO_MAX_JOB_KEY + 1];
     proto_job_key(&served, key);
     uint64_t served_ttl = 0;
-    keep(c, j->pj.video_id, key, &res, UINT64_MAX, &served_ttl);
+    cache_result(c, j->pj.video_id, key, &res, UINT64_MAX, &served_ttl);
   }
 
   count_outcome(c, res.outcome);
@@ -465,12 +535,145 @@ static void job_fail(struct core *c, struct job *j, const char *detail) {
   job_finish(c, j, &r);
 }
 
+/* ---- shedding by expected wait ---- */
+
+/* Why a job was answered 503 instead of waiting: each request it answers is counted under one of them. */
+enum shed_cause {
+  SHED_ARRIVAL,  /* judged when first queued: it could not be served before its deadline */
+  SHED_QUEUED,   /* judged later, as the time a job takes or the fetchers changed */
+  SHED_DEADLINE, /* it waited to its deadline: the estimate was wrong, or there was none */
+};
+
+/*
+ * Answers the job's requests 503 service_unavailable with Retry-After (late_ms, at least CORE_SHED_MIN_RETRY_S) and
+ * ends the job. Batch items waiting on it are counted apart: their runner puts them back for that time.
+ */
+static void job_shed(struct core *c, struct job *j, enum shed_cause cause, uint64_t late_ms) {
+  for (struct core_waiter *w = j->waiters; w != NULL; w = w->next) {
+    if (w->internal)
+      c->st.shed_batch++;
+    else if (cause == SHED_ARRIVAL)
+      c->st.shed_arrival++;
+    else if (cause == SHED_QUEUED)
+      c->st.shed_queued++;
+    else
+      c->st.shed_deadline++;
+  }
+  uint64_t s = (late_ms + 999) / 1000;
+  if (s < CORE_SHED_MIN_RETRY_S) s = CORE_SHED_MIN_RETRY_S;
+  if (s > CORE_SHED_MAX_RETRY_S) s = CORE_SHED_MAX_RETRY_S;
+  struct proto_result r = {.outcome = PROTO_OVERLOADED, .retry_after_s = (uint32_t)s};
+  snprintf(r.detail, sizeof(r.detail), "%s", cause == SHED_DEADLINE ? "queue_timeout" : "expected_wait");
+  job_finish(c, j, &r);
+}
+
+/*
+ * When each live fetcher is expected to be free for a next job, earliest first, into c->free_at; returns how many. An
+ * idle fetcher is free now; a busy one when its job has run the recent time a job takes (a speech job: at its
+ * deadline, the worst case).
+ */
+static size_t fetchers_free_at(struct core *c, uint64_t now) {
+  if (c->free_cap < c->fetchers_live) {
+    uint64_t *p = realloc(c->free_at, c->fetchers_live * sizeof(*p));
+    if (p == NULL) return 0;
+    c->free_at = p;
+    c->free_cap = c->fetchers_live;
+  }
+  size_t n = 0;
+  for (struct link *k = c->fetchers.head.next; k != &c->fetchers.head && n < c->free_cap; k = k->next) {
+    struct fetcher *f = CONTAINER_OF(k, struct fetcher, all);
+    if (f->state == F_DEAD) continue;
+    uint64_t t = now;
+    if (f->state == F_BUSY && f->job != NULL)
+      t = f->job->pj.kind == PROTO_KIND_SPEECH ? f->job->deadline_ms : f->job->assigned_ms + c->run_ms;
+    if (t < now) t = now;
+    size_t i = n++;
+    for (; i > 0 && c->free_at[i - 1] > t; i--) c->free_at[i] = c->free_at[i - 1];
+    c->free_at[i] = t;
+  }
+  return n;
+}
+
+/*
+ * When the job p places behind the first in line is expected to end, with nfree fetchers of c->free_at serving, and
+ * a margin for a job slower than the average (twice the deviation, at least an eighth of the average): a job handed
+ * to a fetcher with less time left than it takes fails in the fetcher, a 502 where the queue owed a 503.
+ */
+static uint64_t expected_end(const struct core *c, size_t nfree, size_t p) {
+  uint64_t margin = 2 * c->run_dev > c->run_ms / 8 ? 2 * c->run_dev : c->run_ms / 8;
+  return c->free_at[p % nfree] + (uint64_t)(p / nfree) * c->run_ms + c->run_ms + margin;
+}
+
+/*
+ * How long after now a request made now could be served within its deadline, as the queue tells: its lateness if it
+ * came now (0 when on time, or when there is no estimate: no job ended yet, or no fetcher).
+ */
+static uint64_t room_in_ms(struct core *c, uint64_t now) {
+  size_t nfree = c->run_ms > 0 ? fetchers_free_at(c, now) : 0;
+  if (nfree == 0) return 0;
+  size_t p = c->q_captions.n;
+  for (struct link *k = c->q_captions.head.prev; k != &c->q_captions.head; k = k->prev) {
+    if (CONTAINER_OF(k, struct job, q)->sync) break;
+    p--;
+  }
+  uint64_t end = expected_end(c, nfree, p), limit = now + (uint64_t)c->cfg->job_timeout_ms;
+  return end > limit ? end - limit : 0;
+}
+
+/*
+ * Sheds what the captions queue cannot serve in time. Walking it in order, a job's expected end is when the fetcher
+ * it would get is free (fetchers_free_at, each one taking a job every c->run_ms) plus the time a job takes; a job that
+ * would end after its deadline is answered now, 503 with Retry-After its lateness (by then the queue ahead has
+ * drained that much), instead of holding its clients to the deadline for a 500. The jobs behind it move up. Once a
+ * worker's request is shed, the jobs only batch items wait on (the end of the queue) all yield.
+ */
+static void shed_queue(struct core *c, uint64_t now) {
+  if (c->run_ms == 0 || c->q_captions.n == 0) return;
+  size_t nfree = fetchers_free_at(c, now);
+  if (nfree == 0) return;
+  size_t p = 0;
+  bool sync_shed = false;
+  struct link *k = c->q_captions.head.next;
+  while (k != &c->q_captions.head) {
+    struct job *j = CONTAINER_OF(k, struct job, q);
+    k = k->next;
+    bool fresh = !j->judged;
+    j->judged = true;
+    uint64_t end = expected_end(c, nfree, p);
+    if (end <= j->deadline_ms && !(sync_shed && !j->sync)) {
+      p++;
+      continue;
+    }
+    if (j->sync) sync_shed = true;
+    if (j->sync && fresh)
+      log_msg(LOG_INFO, "job shed: it cannot be served before its deadline", "request_id", j->pj.request_id, "=job_id",
+              NUM(j->id), "=expected_end_ms", NUM(end - now), NULL);
+    job_shed(c, j, fresh ? SHED_ARRIVAL : SHED_QUEUED, end > j->deadline_ms ? end - j->deadline_ms : 0);
+  }
+}
+
+/* The time a fetcher held the job: the recent time a job takes, for the expected wait (not speech, nor a webhook). */
+static void learn_run_time(struct core *c, const struct job *j) {
+  if (j->assigned_ms == 0 || j->pj.kind == PROTO_KIND_SPEECH || j->pj.kind == PROTO_KIND_WEBHOOK) return;
+  uint64_t took = event_now > j->assigned_ms ? event_now - j->assigned_ms : 1;
+  if (c->run_ms == 0) {
+    c->run_ms = took;
+    return;
+  }
+  uint64_t dev = took > c->run_ms ? took - c->run_ms : c->run_ms - took;
+  c->run_dev = (c->run_dev * (CORE_RUN_EWMA_WEIGHT - 1) + dev) / CORE_RUN_EWMA_WEIGHT;
+  c->run_ms = (c->run_ms * (CORE_RUN_EWMA_WEIGHT - 1) + took) / CORE_RUN_EWMA_WEIGHT;
+  if (c->run_ms == 0) c->run_ms = 1;
+}
+
 /* A fetcher's result for a job it holds: the end of the job, or its second life as a speech job. */
 static void job_result(struct core *c, struct job *j, const struct proto_result *res) {
   uint64_t fetcher = j->fetcher != NULL ? j->fetcher->id : 0;
+  learn_run_time(c, j);
   job_detach(c, j);
   const char *why = NULL;
-  if (res->outcome == PROTO_OK && bodycheck_result(j->pj.kind, res->body, res->body_len, &why) != 0) {
+  if (res->outcome == PROTO_OVERLOADED || res->notmod) why = "an answer only the dispatcher gives";
+  if (why != NULL || (res->outcome == PROTO_OK && bodycheck_result(j->pj.kind, res->body, res->body_len, &why) != 0)) {
     /* Neither cached nor served: the waiters get a 500, and the next request for the video asks a fetcher again. */
     c->st.results_refused++;
     log_msg(LOG_WARN, "fetcher result refused: not what its job asked for", "request_id", j->pj.request_id, "=job_id",
@@ -556,7 +759,10 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
   struct job *j = job_find(c, req->video_id, key);
   if (j != NULL) {
     c->st.coalesced++;
+    bool was_batch = !j->sync;
     job_wait_on(j, w);
+    /* A worker's request on a job only batch items waited on: it goes ahead of those now. */
+    if (was_batch && j->sync && j->in == &c->q_captions) job_enqueue(c, j, false);
     log_msg(LOG_DEBUG, "job coalesced", "request_id", req->request_id, "=job_id", NUM(j->id), "video_id", req->video_id,
             NULL);
     return;
@@ -590,7 +796,7 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
     /* Another gateway fetched it: kept here too for what is left of its lifetime. */
     c->st.redis_hits++;
     uint64_t ttl = 0;
-    keep(c, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl);
+    cache_result(c, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl);
     log_msg(LOG_DEBUG, "redis cache hit", "request_id", j->pj.request_id, "video_id", j->pj.video_id, "lang",
             j->pj.lang, "=waiters", NUM(j->nwaiters), NULL);
     struct proto_result res = *hit;
@@ -828,7 +1034,7 @@ static void assign_jobs(struct core *c, uint64_t now) {
     struct job *j = CONTAINER_OF(list_first(q), struct job, q);
     if (j->deadline_ms <= now) {
       c->st.queue_timeouts++;
-      job_fail(c, j, "queue_timeout");
+      job_shed(c, j, SHED_DEADLINE, room_in_ms(c, now));
       continue;
     }
     struct fetcher *f = CONTAINER_OF(list_first(&c->idle), struct fetcher, idle);
@@ -878,7 +1084,7 @@ static void expire_remote(struct core *c, uint64_t now, uint64_t *wake) {
     k = k->next;
     if (j->deadline_ms <= now) {
       c->st.queue_timeouts++;
-      job_fail(c, j, "queue_timeout");
+      job_shed(c, j, SHED_DEADLINE, room_in_ms(c, now));
       continue;
     }
     wake_at(wake, j->deadline_ms);
@@ -914,16 +1120,20 @@ uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms) {
   renew_claims(c, &c->running, now, &wake);
   struct list *queues[2] = {&c->q_captions, &c->q_speech};
   for (int i = 0; i < 2; i++) {
-    /* Each queue is FIFO with one timeout for all its jobs, so its deadlines only grow: the head is the earliest. */
-    struct link *k;
-    for (k = list_first(queues[i]); k != NULL; k = list_first(queues[i])) {
+    /*
+     * Every job, not only the head: the captions queue puts a worker's request ahead of batch items queued before
+     * it, so its deadlines do not only grow along it.
+     */
+    struct link *k = queues[i]->head.next;
+    while (k != &queues[i]->head) {
       struct job *j = CONTAINER_OF(k, struct job, q);
+      k = k->next;
       if (j->deadline_ms > now) {
         wake_at(&wake, j->deadline_ms);
-        break;
+        continue;
       }
       c->st.queue_timeouts++;
-      job_fail(c, j, "queue_timeout");
+      job_shed(c, j, SHED_DEADLINE, room_in_ms(c, now));
     }
   }
   struct link *k = c->running.head.next;
@@ -952,6 +1162,7 @@ uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms) {
       wake_at(&wake, until);
     }
   }
+  shed_queue(c, now);
   assign_jobs(c, now);
   return wake;
 }

@@ -36,6 +36,16 @@
 #define CORE_CLAIM_TTL_MS 3000
 #define CORE_CLAIM_RENEW_MS 1000
 
+/*
+ * Shedding by expected wait (core_tick): the time a job takes is the moving average of the time fetchers held the
+ * recent ones, each new one weighing 1/CORE_RUN_EWMA_WEIGHT, so a platform that slows down is seen within a few
+ * jobs. A request the queue cannot serve before its deadline is answered 503 with a Retry-After of its lateness, from
+ * CORE_SHED_MIN_RETRY_S to CORE_SHED_MAX_RETRY_S seconds.
+ */
+#define CORE_RUN_EWMA_WEIGHT 4
+#define CORE_SHED_MIN_RETRY_S 1
+#define CORE_SHED_MAX_RETRY_S 3600
+
 /* The counters of counters.h, one member each; gauges are values of the moment, the rest count since the start. */
 #define DISPATCHER_STATS_FIELD_(field, type, metric, labels, help) uint64_t field;
 struct dispatcher_stats {
@@ -109,7 +119,10 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
 void core_redis_claimed(struct core *c, uint64_t now, uint64_t job_id, int status);
 
 /*
- * Fails what passed its deadline, asks Redis again for jobs waiting on a claim, and hands queued jobs to idle fetchers.
+ * Sheds what passed its deadline or cannot be served before it (503, PROTO_OVERLOADED, with Retry-After: a queued job
+ * whose expected end, from its place in line, the fetchers and the recent time a job takes, is past its deadline; the
+ * jobs only batch items wait on yield first, behind every worker's request), asks Redis again for jobs waiting on a
+ * claim, and hands queued jobs to idle fetchers. A cached answer or a request joining a job that runs is never shed.
  * Returns the time of the next deadline or poll (now + idle_ms at the latest). Call after every batch of events.
  */
 uint64_t core_tick(struct core *c, uint64_t now, uint64_t idle_ms);

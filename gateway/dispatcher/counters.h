@@ -13,6 +13,12 @@
 #ifndef VTS_DISPATCH_COUNTERS_H
 #define VTS_DISPATCH_COUNTERS_H
 
+/* The help of vts_dispatch_shed_total, whose four rows are one family. */
+#define DC_SHED_HELP_                                                                                        \
+  "Requests answered 503 service_unavailable with Retry-After instead of waiting for a fetcher, by cause: "  \
+  "arrival (the queue could not serve it before its deadline), queued (that became clear while it waited), " \
+  "deadline (it waited to its deadline), batch (a batch item that yielded, put back for later)."
+
 #define DISPATCHER_COUNTERS(X)                                                                                      \
   X(requests, counter, NULL, "", "Worker requests received.")                                                       \
   X(cache_hits, counter, "vts_cache_hits_total", "", "Transcript cache hits (dispatcher cache).")                   \
@@ -20,6 +26,8 @@
   X(cache_bytes, gauge, "vts_cache_bytes", "", "Bytes held by the dispatcher cache.")                               \
   X(cache_entries, gauge, "vts_cache_entries", "", "Entries in the dispatcher cache.")                              \
   X(cache_evictions, counter, NULL, "", "Entries the dispatcher cache evicted.")                                    \
+  X(not_modified, counter, "vts_dispatch_not_modified_total", "",                                                   \
+    "Revalidations answered 304 from the dispatcher's cache: If-None-Match named the cached answer's ETag.")        \
   X(coalesced, counter, "vts_coalesced_requests_total", "", "Requests that joined a job already running.")          \
   X(jobs_created, counter, "vts_jobs_total", "kind=\"captions\"", "Jobs started, by kind.")                         \
   X(speech_jobs, counter, "vts_jobs_total", "kind=\"speech\"", "Jobs started, by kind.")                            \
@@ -50,6 +58,10 @@
     "Fetcher connections closed at once because VTS_JOBS_MAX_FETCHERS were connected.")                             \
   X(rejected_full, counter, "vts_dispatch_rejected_full_total", "",                                                 \
     "Requests refused because the dispatcher's job table was full.")                                                \
+  X(shed_arrival, counter, "vts_dispatch_shed_total", "cause=\"arrival\"", DC_SHED_HELP_)                           \
+  X(shed_queued, counter, "vts_dispatch_shed_total", "cause=\"queued\"", DC_SHED_HELP_)                             \
+  X(shed_deadline, counter, "vts_dispatch_shed_total", "cause=\"deadline\"", DC_SHED_HELP_)                         \
+  X(shed_batch, counter, "vts_dispatch_shed_total", "cause=\"batch\"", DC_SHED_HELP_)                               \
   X(redis_hits, counter, "vts_dispatch_redis_hits_total", "", "Jobs answered from the transcript cache in Redis.")  \
   X(claims_won, counter, "vts_dispatch_claims_won_total", "",                                                       \
     "Jobs this gateway fetched for every gateway (claim won in Redis).")                                            \

@@ -30,6 +30,7 @@ _Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back e
 #define RUNNER_UPSTREAM_FAILED "The video platform did not return the transcript."
 #define RUNNER_FETCH_FAILED "The transcript could not be fetched."
 #define RUNNER_QUOTA_EXCEEDED "The monthly quota of this API key is used up."
+#define RUNNER_SERVICE_UNAVAILABLE "The service is not accepting requests now."
 
 /*
  * A page of a playlist's or channel's list failed other than by a ration: read again this long after (times the
@@ -103,6 +104,18 @@ void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t create
       }
       out->code = "upstream_transcript_failed";
       out->message = RUNNER_UPSTREAM_FAILED;
+      return;
+    }
+    case 503: {
+      /* Shed: the item yielded to synchronous requests, back in the queue for when the dispatcher expects room. */
+      int64_t wait = (int64_t)(res->retry_after_s > 0 ? res->retry_after_s : 1) * 1000;
+      if (now_ms + wait - created_ms <= max_age_ms) {
+        out->verdict = RUNNER_RETRY;
+        out->not_before_ms = now_ms + wait;
+        return;
+      }
+      out->code = "service_unavailable";
+      out->message = RUNNER_SERVICE_UNAVAILABLE;
       return;
     }
     default:
@@ -188,9 +201,12 @@ static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
     if (rv == 1) it->unit = UNIT_STORE;
     return rv == -ENOENT ? 0 : rv; /* a job gone meanwhile: the item's end finds nothing to record */
   }
-  rv = ratelimit_charge_month(r->cfg, key, &it->month);
-  if (rv == 1) it->unit = UNIT_TABLE;
-  return rv;
+  enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
+  rv = ratelimit_charge_month(r->cfg, key, &it->month, &charged);
+  if (rv < 0) return rv;
+  if (charged == RL_CHARGE_QUOTA_USED_UP) return 0;
+  it->unit = UNIT_TABLE;
+  return 1;
 }
 
 /* Gives back the unit an item held: it ended without a transcript (a failure, a retry, a cancel meanwhile). */

@@ -16,7 +16,9 @@
  * item is put back for RUNNER_CHARGE_RETRY_MS. A 404 fails transcript_not_available, a 500
  * transcript_fetch_failed, a 502 upstream_transcript_failed, except a 502 for a ration (one carrying Retry-After, or of
  * reason egress_budget or rationed): the item goes back to the queue, not to be taken before that time
- * (RUNNER_RATION_RETRY_MS when it names none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making. Taking
+ * (RUNNER_RATION_RETRY_MS when it names none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making; a
+ * 503 (shed: the item yielded to synchronous requests in the dispatcher's queue) goes back the same way for its
+ * Retry-After, and past that age fails service_unavailable. Taking
  * an item leases it for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back
  * every item left running (a gateway killed mid-job resumes it). With Redis the items in hand are renewed every
  * JOBSTORE_KEEPALIVE_MS and a dead gateway's are claimed by any runner after JOBSTORE_CLAIM_IDLE_MS. Ended jobs are

@@ -155,8 +155,11 @@ static void deliver(struct pending *p, bool fail) {
     size_t len = nng_msg_len(p->reply);
     if (proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0) {
       r = &res;
-      /* A browse page is the asking request's alone: no L1, no entity (its caller reads the result's body). */
-      if (proto_key_kind(p->key) != PROTO_KIND_BROWSE) ent = l1cache_answer(p->video_id, p->key, &res);
+      /*
+       * A browse page is the asking request's alone: no L1, no entity (its caller reads the result's body); nor has a
+       * 304 the dispatcher decided (it carries no body).
+       */
+      if (proto_key_kind(p->key) != PROTO_KIND_BROWSE && !res.notmod) ent = l1cache_answer(p->video_id, p->key, &res);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }

@@ -126,7 +126,7 @@ static int choose_form(const struct http_request *req, const struct entity *ent,
     if (entity_has(ent, (enum entity_coding)c)) held |= NEGOTIATE_BIT(c);
   *coding = negotiate_coding(req->accept_encoding, req->accept_encoding_len, held);
   entity_etag(ent, *coding, etag);
-  return negotiate_etag_match(req->if_none_match, req->if_none_match_len, etag);
+  return entity_etag_match(req->if_none_match, req->if_none_match_len, etag);
 }
 
 /*
@@ -183,6 +183,23 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
 }
 
 /*
+ * A 304 the dispatcher decided: the answer was in its cache and If-None-Match named its ETag. Nothing was fetched, so
+ * the unit reserved goes back (the request is not delivered); the window counted it, as it counts a 304 decided here.
+ */
+static void respond_not_modified(struct transcript *t, const struct proto_result *res) {
+  char headers[ANSWER_HEADERS_BYTES];
+  struct strb h = strb_init(headers, sizeof(headers));
+  strb_puts(&h, t->rl_headers);
+  strb_puts(&h, "ETag: ");
+  strb_puts(&h, res->etag);
+  strb_puts(&h, "\r\nCache-Control: private, max-age=");
+  strb_u64(&h, res->cache_ms / 1000);
+  strb_puts(&h, "\r\n");
+  strb_puts(&h, answer_vary(t));
+  http_respond(t->req, 304, headers, NULL, 0, NULL);
+}
+
+/*
  * A 200. JSON (a transcript's own bytes or a track list) goes out from its entity, by reference; another format is
  * rendered here from the JSON body, so the caches hold one body whatever the format.
  */
@@ -215,8 +232,9 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
 }
 
 /*
- * A 502 the fetcher knows the end of (every egress resting, or translations): Retry-After, in seconds, after the
- * rate-limit lines (a 502 never carries the limiter's own Retry-After, which only its 429 and 503 have).
+ * A 502 the fetcher knows the end of (every egress resting, or translations), or a 503 of the dispatcher's queue:
+ * Retry-After, in seconds, after the rate-limit lines (neither carries the limiter's own Retry-After, which only its
+ * 429 and 503 have).
  */
 static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
   if (seconds == 0) return;
@@ -257,7 +275,10 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
   }
   switch (proto_outcome_status(res->outcome)) {
     case 200:
-      respond_ok(t, res, ent);
+      if (res->notmod)
+        respond_not_modified(t, res);
+      else
+        respond_ok(t, res, ent);
       break;
     case 404:
       transcript_error(t, not_available_error(res->reason));
@@ -265,6 +286,11 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
     case 502:
       upstream_retry_after(t, res->retry_after_s);
       transcript_error(t, API_ERR_UPSTREAM_FAILED);
+      break;
+    case 503:
+      /* Shed by the dispatcher: its queue could not serve this in time; Retry-After says when it expects room. */
+      upstream_retry_after(t, res->retry_after_s);
+      transcript_error(t, API_ERR_SERVICE_UNAVAILABLE);
       break;
     default:
       transcript_error(t, API_ERR_FETCH_FAILED);
@@ -361,6 +387,12 @@ static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uin
   http_request_hold(req);
   read_query(t);
   if (req->if_none_match != NULL) t->ent = revalidation(t);
+  /* Not known here: the dispatcher decides it when its cache holds the answer (a "*" is an ordinary request). */
+  if (req->if_none_match != NULL && t->ent == NULL && t->query_error == API_OK && t->format == RENDER_JSON &&
+      req->if_none_match_len <= PROTO_MAX_INM && memchr(req->if_none_match, '"', req->if_none_match_len) != NULL) {
+    t->job.inm = req->if_none_match;
+    t->job.inm_len = (uint32_t)req->if_none_match_len;
+  }
   /* A revalidation matched already is answered 304: it spends nothing of the month. */
   if (t->ent != NULL)
     ratelimit_check_unspent(ctx->rl, &t->key, on_rate_decided, t);

@@ -175,6 +175,7 @@ static int body_shape_ok(const char *body, size_t len) {
  * the row's own message says it). Members are checked in a fixed order: the JSON, unknown members, the source
  * (exactly one of video_ids, playlist_id, channel_id), the options, then video_ids entry by entry.
  */
+/* Over 80 lines: the members' checks in the one order the contract answers their errors (test_jobs_api asserts it). */
 static enum api_error read_job_request(const struct vts_config *cfg, const char *body, size_t len,
                                        struct job_request *jr, char *msg) {
   msg[0] = '\0';
@@ -425,7 +426,7 @@ static enum api_error browse_not_available(uint8_t reason) {
  * The first page of a playlist or channel, read by a fetcher within the request's deadline: its ids (folded, at
  * most the job's cap) make the job, and its continuation is kept for the runner to read the rest in the background.
  * A refusal is the transcript endpoint's answer: 404 with the case, 502 (with Retry-After when the platform gave
- * one), 500.
+ * one), 503 with Retry-After (shed: the dispatcher's queue could not read it in time), 500.
  */
 static void on_first_page(void *arg, const struct proto_result *res, struct entity *ent) {
   (void)ent;
@@ -440,7 +441,7 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
     http_respond_error(req, browse_not_available(res->reason), c->rl_headers);
     goto done;
   }
-  if (status == 502) {
+  if (status == 502 || status == 503) {
     size_t len = strlen(c->rl_headers);
     struct strb h = {c->rl_headers, sizeof(c->rl_headers), len, 1};
     if (res->retry_after_s > 0) {
@@ -449,7 +450,7 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
       strb_puts(&h, "\r\n");
       if (!h.ok) c->rl_headers[len] = '\0';
     }
-    http_respond_error(req, API_ERR_UPSTREAM_FAILED, c->rl_headers);
+    http_respond_error(req, status == 503 ? API_ERR_SERVICE_UNAVAILABLE : API_ERR_UPSTREAM_FAILED, c->rl_headers);
     goto done;
   }
   if (status != 200) {

@@ -22,11 +22,4 @@
  */
 enum entity_coding negotiate_coding(const char *ae, size_t len, unsigned available);
 
-/*
- * Whether the If-None-Match value inm (len bytes) matches etag (quoted, strong): "*" matches, as does any listed
- * entity-tag with the same opaque part, weak ("W/") or not (the weak comparison RFC 9110 asks for here). A malformed
- * list matches nothing from the malformed element on. Returns 1 or 0.
- */
-int negotiate_etag_match(const char *inm, size_t len, const char *etag);
-
 #endif

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/confine.h"
 #include "common/log.h"
 #include "gateway/http/http.h"
 #include "gateway/keys/keys.h"
@@ -34,6 +35,10 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "vts-gateway: VTS_LISTEN: invalid value \"%s:%d\": expected IPv4:PORT or [IPv6]:PORT, port 1 to 65535\n",
             cfg.listen_host, cfg.listen_port);
+    return EXIT_BAD_CONFIG;
+  }
+  if (!confine_mode_valid(cfg.sandbox)) {
+    fprintf(stderr, "vts-gateway: VTS_SANDBOX: invalid value: expected on, warn or off\n");
     return EXIT_BAD_CONFIG;
   }
   if (strchr(cfg.jobs_url, ',') != NULL) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/confine.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/dispatcher/counters.h"
@@ -114,6 +115,7 @@ static void child_run(struct master *m, struct child *c) {
   signal(SIGHUP, c->role == ROLE_WORKER ? SIG_DFL : SIG_IGN);
   prctl(PR_SET_NAME, c->role == ROLE_WORKER ? "vts-worker" : "vts-dispatcher");
   log_init(role_name(c->role), m->log_level);
+  if (confine_gateway_child(m->cfg) != 0) exit(1);
   int status;
   if (c->role == ROLE_WORKER) {
     metrics_set_worker((int)(c - m->children));
@@ -295,6 +297,7 @@ static void raise_fd_limit(void) {
   }
 }
 
+/* Over 80 lines: the master's steps before fork and its supervision loop in order, failures leaving by one exit. */
 int master_run(const struct vts_config *cfg, struct keystore *keys) {
   struct master m;
   memset(&m, 0, sizeof(m));

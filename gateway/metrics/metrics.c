@@ -174,6 +174,7 @@ void metrics_upstream(const struct proto_result *res) {
   }
   count_egress(&d->egress, res);
   atomic_fetch_add_explicit(&d->pot_failures, res->pot_failures, memory_order_relaxed);
+  atomic_store_explicit(&d->sandbox, METRICS_SANDBOX_REPORTED | res->sandbox, memory_order_relaxed);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -296,6 +297,21 @@ static int render_egress(struct buf *out, const struct metrics_egress *m) {
   return rv;
 }
 
+/* The sandbox layers of the fetcher that sent the latest result (none listed before a first result). */
+static int render_sandbox(struct buf *out, uint32_t sandbox) {
+  static const char *const names[] = {
+#define SANDBOX_NAME_(id, name) [PROTO_SANDBOX_##id] = name,
+      PROTO_SANDBOX_LAYERS(SANDBOX_NAME_)
+#undef SANDBOX_NAME_
+  };
+  int rv = family(out, "vts_fetcher_sandbox_layer", "gauge",
+                  "1 when the layer of the sandbox (VTS_SANDBOX) was in force in the fetcher that sent the latest "
+                  "result, by layer.");
+  for (int i = 0; rv == 0 && (sandbox & METRICS_SANDBOX_REPORTED) && i < PROTO_SANDBOX__COUNT; i++)
+    rv = buf_printf(out, "vts_fetcher_sandbox_layer{layer=\"%s\"} %u\n", names[i], (sandbox >> i) & 1u);
+  return rv;
+}
+
 /* A metric family with one unlabelled sample. */
 struct scalar {
   const char *name, *type, *help;
@@ -364,5 +380,6 @@ int metrics_render(struct buf *out) {
                     (unsigned long long)LOAD(d->upstream[i]));
   if (rv == 0) rv = render_attempts(out, &d->attempts);
   if (rv == 0) rv = render_egress(out, &d->egress);
+  if (rv == 0) rv = render_sandbox(out, LOAD(d->sandbox));
   return rv;
 }

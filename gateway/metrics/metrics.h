@@ -127,7 +127,9 @@ struct metrics_dispatcher {
   struct metrics_attempts attempts;
   struct metrics_egress egress;
   _Atomic uint64_t pot_failures; /* PO-token provider requests that gave no token, as fetchers report them */
+  _Atomic uint32_t sandbox;      /* the latest result's sandbox layers, with METRICS_SANDBOX_REPORTED once one came */
 };
+#define METRICS_SANDBOX_REPORTED (1u << 31)
 
 struct metrics_master {
   _Atomic uint64_t worker_restarts;

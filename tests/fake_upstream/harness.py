@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x08"
+PROTO_VERSION = b"\x09"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
@@ -178,7 +178,7 @@ def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-tes
             _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]) +
             struct.pack(">I", len(player)) + player + struct.pack(">I", len(hook_url)) + hook_url + _str(hook_id) +
             struct.pack(">Q", hook_timestamp) + _str(hook_signature) + struct.pack(">I", len(hook_body)) + hook_body +
-            bytes([browse_what]) + struct.pack(">I", len(browse)) + browse)
+            bytes([browse_what]) + struct.pack(">I", len(browse)) + browse + struct.pack(">I", 0))
 
 
 def _strings(msg, off, count):
@@ -212,16 +212,19 @@ def decode_result(msg, last=False):
         position, left, waits, declines = struct.unpack(">BIII", msg[off:off + 13])
         egress[position] = {"left": left, "waits": waits, "declines": declines}
         off += 13
-    cache_ms, retry_after_s, pot_failures, player_ttl_ms, player_len = struct.unpack(">IIBII", msg[off:off + 17])
-    player = msg[off + 17:off + 17 + player_len]
-    off += 17 + player_len
+    cache_ms, retry_after_s, pot_failures, sandbox, player_ttl_ms, player_len = struct.unpack(">IIBBII",
+                                                                                               msg[off:off + 18])
+    player = msg[off + 18:off + 18 + player_len]
+    off += 18 + player_len
+    notmod = msg[off]
+    (etag,), off = _strings(msg, off + 1, 1)
     (body_len,) = struct.unpack(">I", msg[off:off + 4])
     body = msg[off + 4:]
     assert len(body) == body_len, "body length %d, header says %d" % (len(body), body_len)
     return {"job_id": job_id, "outcome": outcome, "source": source, "fetch_ms": fetch_ms, "lang": fields[0],
             "detail": fields[1], "reason": REASONS[reason], "attempts": attempts, "egress": egress, "cache_ms": cache_ms,
-            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "player_ttl_ms": player_ttl_ms,
-            "player": player, "body": body}
+            "retry_after_s": retry_after_s, "pot_failures": pot_failures, "sandbox": sandbox,
+            "player_ttl_ms": player_ttl_ms, "player": player, "notmod": notmod, "etag": etag, "body": body}
 
 
 def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", reason=0, fetch_ms=5,
@@ -229,7 +232,8 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
     """A fetcher's RESULT without attempt records."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_RESULT]) + struct.pack(">QBBI", job_id, outcome, source, fetch_ms) +
             _str(lang) + _str(detail) + bytes([reason, 0, 0]) +
-            struct.pack(">IIBIII", 0, retry_after_s, 0, 0, 0, len(body)) + body)
+            struct.pack(">IIBBII", 0, retry_after_s, 0, 0, 0, 0) + bytes([0]) + _str("") + struct.pack(">I", len(body)) +
+            body)
 
 
 def decode_job(msg):
@@ -253,7 +257,9 @@ def decode_job(msg):
     browse_what = msg[off]
     (browse_len,) = struct.unpack(">I", msg[off + 1:off + 5])
     browse = msg[off + 5:off + 5 + browse_len]
-    assert off + 5 + browse_len == len(msg), "trailing bytes after the job"
+    off += 5 + browse_len
+    (inm_len,) = struct.unpack(">I", msg[off:off + 4])
+    assert off + 4 + inm_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
             "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player,
             "hook_url": hook_url, "hook_id": hook_id, "hook_timestamp": hook_timestamp,

@@ -7,10 +7,12 @@ Host networking keeps every address on 127.0.0.1. podman runs with a configurati
 (CONTAINERS_CONF: runc, lower default ulimits), never the machine's. The base image (localhost/vts-base:bookworm)
 and the images' layers are kept by podman between runs, so a second run only compiles what changed; tests/run.sh runs
 this file in a stage of its own, which prints its time."""
+import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -299,11 +301,19 @@ def test_gateway_and_fetcher_containers_serve_as_their_users_and_see_a_revocatio
               "-e", "VTS_METRICS_LISTEN=127.0.0.1:%d" % metrics, "-e", "VTS_WORKERS=1",
               "-e", "VTS_REDIS_URL=" + _compose_redis_url(redis.password, redis.port),
               "-e", "VTS_RATE_LIMIT_FAIL_CLOSED=true"]
+    # The attacker of tests/integration/test_sandbox.py rides along in the fetcher (a job for its mark): mounted
+    # read-only, reporting on the fetcher's stderr (the container's log), a descriptor open before any sandbox.
+    attack = Path(tempfile.mkdtemp(prefix="vts-attack-"))
+    shutil.copy(BUILD_DIR / "lib" / "libvts_attack.so", attack / "libvts_attack.so")
+    os.chmod(attack, 0o755)
+    os.chmod(attack / "libvts_attack.so", 0o644)
+    mark_attacks = "read:/etc/vts-jobs-tls/fetcher.key,write:/tmp/planted,connect:%d" % redis.port
     t0 = time.monotonic()
     _start(podman, containers, "gateway", "vts-test-gateway-" + tag, gw_env + _mounts("gateway", prepared))
     _start(podman, containers, "fetcher", "vts-test-fetcher-" + tag,
            ["-e", "VTS_JOBS_URL=tls+tcp://localhost:%d" % jobs, "-e", "VTS_UPSTREAM_URL=" + upstream.url,
-            *_mounts("fetcher", prepared)], cmd=("--workers", "1"))
+            "-v", "%s:/attack:ro" % attack, "-e", "LD_PRELOAD=/attack/libvts_attack.so", "-e", "VTS_ATTACK_FD=2",
+            "-e", "VTS_ATTACK=benchCtrAtk=" + mark_attacks, *_mounts("fetcher", prepared)], cmd=("--workers", "1"))
     gw, fe = containers
 
     def fetcher_idle():
@@ -323,6 +333,23 @@ def test_gateway_and_fetcher_containers_serve_as_their_users_and_see_a_revocatio
     # The limits are in the Redis that requires the password (fail-closed: a refused AUTH would be a 503).
     assert http_request(port, "GET", "/health").json()["rateLimitProvider"] == "redis"
     assert int(redis.command("DBSIZE")[1:]) > 0
+
+    # The fetcher confined itself: its child carries a filter of its own on top of podman's, says its layers, and
+    # the attacker inside a job reads, writes and connects to nothing it should not.
+    r = http_request(port, "GET", "/v1/video/transcript?video_id=benchCtrAtk", headers={"x-api-key": prepared.key})
+    assert r.status == 200, (r.status, r.body)
+    said = podman("logs", fe, check=False).stderr
+    outcomes = [line for line in said.splitlines() if line.startswith(("read ", "write ", "connect "))]
+    assert outcomes == ["read /etc/vts-jobs-tls/fetcher.key EACCES", "write /tmp/planted EACCES",
+                        "connect %d EACCES" % redis.port], said[-3000:]
+    layers = [json.loads(line)["layers"] for line in said.splitlines() if '"msg":"sandbox in force"' in line]
+    assert layers and "no_new_privs, uid %d, landlock v" % USERS["fetcher"] in layers[-1], said[-3000:]
+    FIGURES.append("containers: fetcher sandbox: %s" % layers[-1])
+    for child in children_of(_pid(podman, fe)):
+        status = Path("/proc/%d/status" % child).read_text()
+        assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
+        assert int(re.search(r"^Seccomp_filters:\s+(\d+)$", status, re.M).group(1)) >= 2, status
+    shutil.rmtree(attack, ignore_errors=True)
 
     # Every process of each container runs as the image's user and group, not root.
     for name, image in ((gw, "gateway"), (fe, "fetcher")):

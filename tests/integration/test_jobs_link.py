@@ -25,6 +25,7 @@ from harness import READY, FakeFetcher, decode_job, encode_result  # noqa: E402
 TRANSCRIPT = (b'{"language":"en","source":"captions","text":"Hello and welcome to the fake platform",'
               b'"segments":[{"text":"Hello and welcome","start":0.12,"duration":2.4},'
               b'{"text":"to the fake platform","start":2.52,"duration":3}]}')
+SERVICE_UNAVAILABLE = {"error": {"code": "service_unavailable", "message": "The service is not accepting requests now."}}
 FETCH_FAILED = {"error": {"code": "transcript_fetch_failed", "message": "The transcript could not be fetched."}}
 
 
@@ -86,9 +87,10 @@ def test_fetcher_with_a_certificate_of_another_ca_never_gets_a_job(tmp_path, tls
                              env=harness.fetcher_env(upstream.url, VTS_JOBS_URL=tls_gateway.env["VTS_JOBS_URL"],
                                                      **certs.env("rogue", ca="ca")))
     try:
-        # The job waits its whole deadline (1.5 s) for a fetcher; the rogue one dials every 0.1 to 2 s meanwhile.
+        # The job waits its whole deadline (1.5 s) for a fetcher, then is shed (503, Retry-After); the rogue one dials
+        # every 0.1 to 2 s meanwhile.
         r = get_transcript(tls_gateway, "capJson3xx1")
-        assert (r.status, r.json()) == (500, FETCH_FAILED)
+        assert (r.status, r.json(), r.headers.get("retry-after")) == (503, SERVICE_UNAVAILABLE, "1")
         assert rogue.poll() is None, "the rogue fetcher is still trying"
         assert upstream.stats()["requests"] == {}, "the platform saw a request"
         assert tls_gateway.metric("vts_fetchers_connected") == 0

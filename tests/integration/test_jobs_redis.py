@@ -380,7 +380,7 @@ def test_jobs_live_in_the_database_of_an_acl_user_with_a_password_and_a_wrong_pa
 def test_a_jobs_webhook_is_delivered_signed_through_two_gateways_and_the_job_then_expires(tmp_path, redis):
     from test_webhooks import Receiver, check_payload
     rx = Receiver("127.0.0.2", "500,204")
-    hooks = {"VTS_WEBHOOK_ALLOW": "127.0.0.2", "VTS_WEBHOOK_RETRY_MS": "400"}
+    hooks = {"VTS_WEBHOOK_ALLOW": "127.0.0.2", "VTS_WEBHOOK_RETRY_MS": "400", "VTS_FETCHER_WEBHOOK_PORTS": str(rx.port)}
     keys = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
     c = None
     try:

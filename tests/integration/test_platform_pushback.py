@@ -5,6 +5,7 @@ exact outcome and the exact upstream requests (by the fake platform's counts, by
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
 from stack import Stack, metric  # noqa: E402
+from vtsproc import shared_dir  # noqa: E402
 
 OK, NOT_AVAILABLE, UPSTREAM_FAILED, INTERNAL, NO_CAPTIONS = 1, 2, 3, 4, 5
 DEFAULT_CLIENTS = ["VISIONOS:1.02", "ANDROID:21.26.364"]
@@ -232,14 +234,16 @@ def profile_doc(version, model, client_id=101):
 
 
 def test_profiles_file_is_reloaded_by_the_next_job_and_a_broken_one_is_refused(tmp_path):
-    path = tmp_path / "profiles.json"
+    # The fetcher reads the file again as VTS_FETCHER_USER (it drops root before its first job): a folder it may read.
+    shared = shared_dir("vts-profiles-")
+    path = shared / "profiles.json"
     path.write_text(profile_doc("1.50", "RealityDevice15,1"))
     stack = Stack(tmp_path, fetchers=1, fetcher_env={"VTS_CLIENT_PROFILES": str(path),
                                                      "VTS_INNERTUBE_CLIENTS": "VISIONOS"})
     try:
         assert stack.get("benchProf01").status == 200
         # A new version of the file, written beside and renamed over it (a new inode).
-        tmp = tmp_path / "profiles.json.new"
+        tmp = shared / "profiles.json.new"
         tmp.write_text(profile_doc("2.25", "RealityDevice16,1", client_id=102))
         os.replace(tmp, path)
         assert stack.get("benchProf02").status == 200
@@ -252,6 +256,7 @@ def test_profiles_file_is_reloaded_by_the_next_job_and_a_broken_one_is_refused(t
         log = stack.fetchers.log_text()
     finally:
         stack.close()
+        shutil.rmtree(shared, ignore_errors=True)
     assert clients["benchProf01"] == ["VISIONOS:1.50"]
     assert clients["benchProf02"] == ["VISIONOS:2.25"]
     assert clients["benchProf03"] == ["VISIONOS:2.25"]

@@ -72,8 +72,10 @@ def receiver(parts, host, plan):
 
 
 def hook_stack(parts, tmp_path, retry_ms, env=None, **kwargs):
-    """The whole service, VTS_WEBHOOK_ALLOW=127.0.0.2 and the first retry delay retry_ms for gateway and fetchers."""
-    full = {"VTS_WEBHOOK_ALLOW": "127.0.0.2", "VTS_WEBHOOK_RETRY_MS": str(retry_ms)}
+    """The whole service, VTS_WEBHOOK_ALLOW=127.0.0.2 and the first retry delay retry_ms for gateway and fetchers. The
+    fetchers' sandbox lets them connect to the ports of the receivers made so far (VTS_FETCHER_WEBHOOK_PORTS)."""
+    ports = ",".join(str(p.port) for p in parts if isinstance(p, Receiver))
+    full = {"VTS_WEBHOOK_ALLOW": "127.0.0.2", "VTS_WEBHOOK_RETRY_MS": str(retry_ms), "VTS_FETCHER_WEBHOOK_PORTS": ports}
     full.update(env or {})
     stack = Stack(tmp_path, keys=KEYS, gateway_env=dict(full), fetcher_env=dict(full), **kwargs)
     parts.append(stack)
@@ -243,7 +245,8 @@ def test_the_fetcher_refuses_what_a_gateway_should_not_have_sent(tmp_path, parts
     d = harness.FakeDispatcher()
     d.listen()
     proc = subprocess.Popen([harness.fetcher_binary()], env=harness.fetcher_env(
-        "http://127.0.0.1:9", VTS_JOBS_URL=d.url, VTS_WEBHOOK_ALLOW="127.0.0.2"), stdout=subprocess.DEVNULL,
+        "http://127.0.0.1:9", VTS_JOBS_URL=d.url, VTS_WEBHOOK_ALLOW="127.0.0.2",
+        VTS_FETCHER_WEBHOOK_PORTS="%d,%d" % (allowed.port, other.port)), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     try:
         conn = d.accept()

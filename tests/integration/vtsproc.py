@@ -27,6 +27,20 @@ def free_port():
     raise RuntimeError("no fresh free port in 100 tries")
 
 
+def shared_dir(prefix, mode=0o755):
+    """A new folder of the temporary directory that every user may read (mode) and reach: a fetcher started as root
+    reads and opens files as VTS_FETCHER_USER once confined. Folders above it that other users cannot cross (the
+    run's own temporary directory) get the right to cross them, nothing more."""
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    d.chmod(mode)
+    for up in d.parents:
+        st = up.stat()
+        if not st.st_mode & 0o001:
+            up.chmod(st.st_mode | 0o001)
+    return d
+
+
 def write_keyfile(path, entries):
     """Writes the key file atomically (temporary file + rename), as an operator's tool would.
 

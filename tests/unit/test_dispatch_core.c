@@ -15,12 +15,13 @@
 #include "common/config.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "gateway/cache/entity.h"
 #include "gateway/dispatcher/core.h"
 #include "proto/tracks.h"
 
 #define BODY_OK "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"hi\",\"segments\":[]}"
 #define T0 1000000 /* the time the tests start at: any value works, the core has no clock */
-#define MAX_REC 64
+#define MAX_REC 96
 
 /* What the core asked for, in order. */
 enum act { A_ANSWER, A_JOB, A_READY, A_DROP, A_CLOSE, A_GET, A_CLAIM, A_PUT, A_RELEASE, A_RENEW };
@@ -30,6 +31,10 @@ struct rec {
   uint8_t outcome;
   char detail[64];
   uint64_t cache_ms;
+  uint32_t retry_after_s; /* A_ANSWER */
+  uint8_t notmod;         /* A_ANSWER: a 304, of etag, without a body */
+  char etag[PROTO_MAX_ETAG + 1];
+  uint32_t body_len;
   uint64_t fetcher;
   void *token;
   uint64_t job_id; /* A_JOB, A_GET, A_CLAIM, A_RELEASE */
@@ -51,7 +56,7 @@ struct fx {
   size_t n, seen; /* recorded; checked so far */
   int send_fails; /* the next send_job calls that fail */
   char last_put_key[PROTO_MAX_JOB_KEY + 1];
-  struct core_waiter w[8];
+  struct core_waiter w[16];
 };
 
 static struct rec *add(struct fx *f, enum act act) {
@@ -69,6 +74,10 @@ static void on_answer(void *ctx, struct core_waiter *w, const struct proto_resul
     r->outcome = res->outcome;
     snprintf(r->detail, sizeof(r->detail), "%s", res->detail);
     r->cache_ms = cache_ms;
+    r->retry_after_s = res->retry_after_s;
+    r->notmod = res->notmod;
+    snprintf(r->etag, sizeof(r->etag), "%s", res->etag);
+    r->body_len = res->body_len;
     r->player_len = res->player_len;
   }
 }
@@ -278,10 +287,14 @@ static void test_deadlines_fail_queued_and_running_jobs(void **state) {
   assert_int_equal(core_tick(f->core, T0 + 1, 60000), T0 + 5000);
   none(f);
   core_tick(f->core, T0 + 5000, 60000);
+  /* Waited to its deadline (with no fetcher, nothing could tell sooner): shed, 503 with Retry-After, never a 500. */
   struct rec *r = next(f, A_ANSWER);
-  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_int_equal(r->outcome, PROTO_OVERLOADED);
+  assert_int_equal(proto_outcome_status(r->outcome), 503);
+  assert_int_equal(r->retry_after_s, CORE_SHED_MIN_RETRY_S);
   assert_string_equal(r->detail, "queue_timeout");
   assert_int_equal(r->cache_ms, 0);
+  assert_int_equal(stats(f).shed_deadline, 1);
 
   core_request(f->core, T0 + 6000, &f->w[1], &b);
   ready(f, T0 + 6000, 3, 1);
@@ -1220,11 +1233,238 @@ static void test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached(void 
   assert_int_equal(stats(f).jobs_created, 0); /* not a video's job */
 }
 
+/* Fetchers 1 and 2 each run a job of 1 s: the core learns the time a job takes (no estimate before, no shedding). */
+static void learn_one_second_jobs(struct fx *f) {
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[14], &a);
+  core_request(f->core, T0, &f->w[15], &b);
+  ready(f, T0, 1, 1);
+  ready(f, T0, 2, 2);
+  core_tick(f->core, T0, 60000);
+  uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id;
+  struct proto_result ra = result(ja, PROTO_OK, BODY_OK), rb = result(jb, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 1000, 1, 3, &ra);
+  deliver(f, T0 + 1000, 2, 4, &rb);
+  next(f, A_ANSWER);
+  next(f, A_ANSWER);
+  none(f);
+}
+
+static const char *const VIDS[] = {"vid00000000", "vid11111111", "vid22222222", "vid33333333", "vid44444444",
+                                   "vid55555555", "vid66666666", "vid77777777", "vid88888888", "vid99999999",
+                                   "vidxxxxxxxx", "vidyyyyyyyy", "vidzzzzzzzz"};
+
+/*
+ * Two fetchers, 1 s a job, a 5 s deadline: eight requests can be served in time (each place ends 1 s after the one two
+ * ahead, with a margin of an eighth of a job), the next ones are answered at once, 503 with a Retry-After of their
+ * lateness. A cached answer and a request joining a running job are never shed. When jobs slow down, those still
+ * queued that can no longer be served in time are shed as soon as that is clear.
+ */
+static void test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  learn_one_second_jobs(f);
+  uint64_t now = T0 + 1000;
+  for (int i = 0; i < 12; i++) {
+    struct proto_job q = request(VIDS[i]);
+    core_request(f->core, now, &f->w[i], &q);
+  }
+  none(f);
+  core_tick(f->core, now, 60000);
+  /* Place 7 ends at now + 4.125 s, place 8 would end at 5.125 s: the four left for it are shed, Retry-After 1 s. */
+  for (int i = 8; i < 12; i++) {
+    struct rec *r = next(f, A_ANSWER);
+    assert_ptr_equal(r->w, &f->w[i]);
+    assert_int_equal(r->outcome, PROTO_OVERLOADED);
+    assert_string_equal(r->detail, "expected_wait");
+    assert_int_equal(r->retry_after_s, 1);
+    assert_int_equal(r->cache_ms, 0);
+  }
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->video, VIDS[0]);
+  uint64_t j0 = r->job_id;
+  r = next(f, A_JOB);
+  assert_string_equal(r->video, VIDS[1]);
+  uint64_t j1 = r->job_id;
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.shed_arrival, 4);
+  assert_int_equal(st.shed_queued + st.shed_deadline + st.shed_batch, 0);
+  assert_int_equal(st.jobs_queued, 6);
+
+  /* Never shed: a cached answer, and a request that joins a running job (however long the queue behind it). */
+  struct proto_job a = request("vidAAAAAAA1"), v0 = request(VIDS[0]);
+  core_request(f->core, now + 1, &f->w[12], &a);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[12]);
+  assert_int_equal(r->outcome, PROTO_OK);
+  core_request(f->core, now + 1, &f->w[13], &v0);
+  core_tick(f->core, now + 1, 60000);
+  none(f);
+
+  /* The platform slows down: both jobs take 1.5 s; the average becomes 1.218 s, its margin 0.374 s. */
+  struct proto_result r0 = result(j0, PROTO_OK, BODY_OK), r1 = result(j1, PROTO_OK, BODY_OK);
+  deliver(f, now + 1500, 1, 5, &r0);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[0]);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[13]);
+  deliver(f, now + 1500, 2, 6, &r1);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[1]);
+  core_tick(f->core, now + 1500, 60000);
+  /* Deadline now + 5 s: places 2 and 3 end at now + 4.31 s, places 4 and 5 at 5.528 s: shed now, not at 5 s. */
+  for (int i = 6; i < 8; i++) {
+    r = next(f, A_ANSWER);
+    assert_ptr_equal(r->w, &f->w[i]);
+    assert_int_equal(r->outcome, PROTO_OVERLOADED);
+    assert_int_equal(r->retry_after_s, 1);
+  }
+  assert_string_equal(next(f, A_JOB)->video, VIDS[2]);
+  assert_string_equal(next(f, A_JOB)->video, VIDS[3]);
+  none(f);
+  st = stats(f);
+  assert_int_equal(st.shed_arrival, 4);
+  assert_int_equal(st.shed_queued, 2);
+  assert_int_equal(st.outcome_internal, 0);
+  assert_int_equal(st.jobs_queued, 2);
+}
+
+/*
+ * The jobs only batch items wait on go behind every worker's request, whatever came first, and yield (503, put back
+ * by their runner) before a worker's request is shed.
+ */
+static void test_batch_items_yield_before_a_request_is_shed(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  learn_one_second_jobs(f);
+  uint64_t now = T0 + 1000;
+  /* Fetcher 2 leaves: one fetcher, 1 s a job, a 5 s deadline. */
+  core_fetcher_gone(f->core, now, 2);
+  next(f, A_DROP);
+  f->w[0].internal = 1;
+  f->w[1].internal = 1;
+  for (int i = 0; i < 8; i++) {
+    struct proto_job q = request(VIDS[i]);
+    core_request(f->core, now, &f->w[i], &q);
+  }
+  core_tick(f->core, now, 60000);
+  /* Four requests fit (place 3 ends at now + 4.125 s) ahead of the two items; the fifth and sixth do not: they are
+   * shed, and the items behind them yield. */
+  for (int i = 6; i < 8; i++) {
+    struct rec *r = next(f, A_ANSWER);
+    assert_ptr_equal(r->w, &f->w[i]);
+    assert_int_equal(r->outcome, PROTO_OVERLOADED);
+  }
+  struct rec *r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_int_equal(r->outcome, PROTO_OVERLOADED);
+  assert_int_equal(r->retry_after_s, 1);
+  assert_ptr_equal(next(f, A_ANSWER)->w, &f->w[1]);
+  assert_string_equal(next(f, A_JOB)->video, VIDS[2]);
+  none(f);
+  struct dispatcher_stats st = stats(f);
+  assert_int_equal(st.shed_batch, 2);
+  assert_int_equal(st.shed_arrival, 2);
+  assert_int_equal(st.jobs_queued, 3);
+}
+
+/* A fetcher cannot answer for the dispatcher's queue: its 503 outcome is refused as a bad result. */
+static void test_a_fetchers_overloaded_outcome_is_refused(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1");
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 60000);
+  struct proto_result res = result(next(f, A_JOB)->job_id, PROTO_OVERLOADED, NULL);
+  deliver(f, T0 + 10, 1, 2, &res);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "bad_result");
+  assert_int_equal(stats(f).results_refused, 1);
+}
+
+/*
+ * A revalidation of an answer the cache holds is a 304 decided here, whichever worker asks: If-None-Match naming the
+ * ETag of any form of it (as a worker spells them) gets that ETag and no body; any other gets the body. A job that
+ * fetched is never a 304.
+ */
+static void test_a_revalidation_the_cache_holds_is_a_304_without_its_body(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct entity *ent = entity_new(BODY_OK, strlen(BODY_OK), 0);
+  assert_non_null(ent);
+  char plain[ENTITY_ETAG_BYTES], gz[ENTITY_ETAG_BYTES], inm[3 * ENTITY_ETAG_BYTES];
+  entity_etag(ent, ENTITY_IDENTITY, plain);
+  entity_etag(ent, ENTITY_GZIP, gz);
+  entity_unref(ent);
+  struct proto_job a = request("vidAAAAAAA1");
+  a.inm = plain;
+  a.inm_len = (uint32_t)strlen(plain);
+  core_request(f->core, T0, &f->w[0], &a);
+  ready(f, T0, 1, 1);
+  core_tick(f->core, T0, 60000);
+  struct proto_result res = result(next(f, A_JOB)->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 100, 1, 2, &res);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->notmod, 0); /* fetched: a 200 whatever its If-None-Match */
+  assert_int_equal(r->body_len, strlen(BODY_OK));
+
+  /* Cached: the gzip form's ETag in a list, weak or not, is a 304 of that ETag. */
+  snprintf(inm, sizeof(inm), "\"other\", W/%s", gz);
+  a.inm = inm;
+  a.inm_len = (uint32_t)strlen(inm);
+  core_request(f->core, T0 + 200, &f->w[1], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->notmod, 1);
+  assert_string_equal(r->etag, gz);
+  assert_int_equal(r->body_len, 0);
+  assert_int_equal(r->cache_ms, 600000 - 100);
+  /* Another validator, or "*", or none: the body. */
+  const char *others[] = {"\"0123456789abcdef0123456789abcdef\"", "*", ""};
+  for (int i = 0; i < 3; i++) {
+    a.inm = others[i];
+    a.inm_len = (uint32_t)strlen(others[i]);
+    core_request(f->core, T0 + 300, &f->w[2], &a);
+    r = next(f, A_ANSWER);
+    assert_int_equal(r->notmod, 0);
+    assert_int_equal(r->body_len, strlen(BODY_OK));
+  }
+  none(f);
+  assert_int_equal(stats(f).not_modified, 1);
+}
+
+/* Without an estimate (no job ended yet), a batch item queued behind a newer request still ends at its own deadline. */
+static void test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job item = request("vidAAAAAAA1"), req = request("vidBBBBBBB2");
+  f->w[0].internal = 1;
+  core_request(f->core, T0, &f->w[0], &item);
+  core_request(f->core, T0 + 1000, &f->w[1], &req);
+  /* The request went ahead of the item; the next wake is still the item's deadline. */
+  assert_int_equal(core_tick(f->core, T0 + 1000, 60000), T0 + 5000);
+  core_tick(f->core, T0 + 5000, 60000);
+  struct rec *r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[0]);
+  assert_int_equal(r->outcome, PROTO_OVERLOADED);
+  none(f);
+  assert_int_equal(stats(f).shed_batch, 1);
+  core_tick(f->core, T0 + 6000, 60000);
+  r = next(f, A_ANSWER);
+  assert_ptr_equal(r->w, &f->w[1]);
+  assert_int_equal(stats(f).shed_deadline, 1);
+}
+
 int main(void) {
   log_init("test", LOG_ERROR); /* the core's job lines are not what these tests read */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_a_job_is_coalesced_assigned_answered_to_all_and_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_batch_items_yield_before_a_request_is_shed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_fetchers_overloaded_outcome_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_revalidation_the_cache_holds_is_a_304_without_its_body, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_language_the_video_lacks_is_asked_as_its_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime, setup,
                                       teardown),

@@ -573,7 +573,7 @@ static void test_fetcher_lost_with_its_job_fails_it_at_once_and_never_reruns_it(
   rig_down(&g);
 }
 
-static void test_job_without_fetcher_fails_at_its_deadline(void **state) {
+static void test_job_without_fetcher_is_shed_at_its_deadline(void **state) {
   (void)state;
   struct rig g;
   struct peer f;
@@ -584,7 +584,8 @@ static void test_job_without_fetcher_fails_at_its_deadline(void **state) {
   worker_send(&g.w, VID_A, "en");
   worker_reply(&g.w, &r);
   uint64_t took = util_now_ms() - t0;
-  assert_int_equal(r.res.outcome, PROTO_INTERNAL);
+  assert_int_equal(r.res.outcome, PROTO_OVERLOADED);
+  assert_int_equal(r.res.retry_after_s, 1);
   assert_string_equal(r.res.detail, "queue_timeout");
   assert_int_equal(r.ttl_ms, 0);
   reply_free(&r);
@@ -959,7 +960,7 @@ int main(void) {
       cmocka_unit_test_teardown(
           test_a_hundred_identical_requests_on_one_connection_make_one_fetch_and_a_hundred_answers, kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_lost_with_its_job_fails_it_at_once_and_never_reruns_it, kill_leftover),
-      cmocka_unit_test_teardown(test_job_without_fetcher_fails_at_its_deadline, kill_leftover),
+      cmocka_unit_test_teardown(test_job_without_fetcher_is_shed_at_its_deadline, kill_leftover),
       cmocka_unit_test_teardown(test_tracks_translations_and_languages_are_jobs_and_cache_entries_of_their_own,
                                 kill_leftover),
       cmocka_unit_test_teardown(test_fetcher_speaking_garbage_fails_its_job_and_loses_its_connection, kill_leftover),

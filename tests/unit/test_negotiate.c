@@ -78,7 +78,7 @@ static void test_star_and_identity_rules(void **state) {
 }
 
 static int match(const char *inm, const char *etag) {
-  return negotiate_etag_match(inm, inm != NULL ? strlen(inm) : 0, etag);
+  return entity_etag_match(inm, inm != NULL ? strlen(inm) : 0, etag);
 }
 
 static void test_if_none_match_lists_and_weak_comparison(void **state) {

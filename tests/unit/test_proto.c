@@ -348,11 +348,13 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   r.negress = 1;
   r.egress[0] = (struct proto_egress){.egress = 16, .left = 29, .waits = 3, .declines = 70000};
   r.pot_failures = 2;
+  r.sandbox = (1u << PROTO_SANDBOX_SECCOMP) | (1u << PROTO_SANDBOX_LANDLOCK_NET);
   struct buf b = BUF_INIT;
   assert_int_equal(proto_encode_result(&b, &r), 0);
   struct proto_result d;
   assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
   assert_int_equal(d.pot_failures, 2);
+  assert_int_equal(d.sandbox, (1u << PROTO_SANDBOX_SECCOMP) | (1u << PROTO_SANDBOX_LANDLOCK_NET));
   assert_int_equal(d.reason, PROTO_REASON_NETWORK);
   assert_string_equal(proto_reason_name(d.reason), "network");
   assert_int_equal(d.nattempts, 2);
@@ -367,11 +369,17 @@ static void test_result_carries_its_reason_and_attempts(void **state) {
   /* Every truncation is refused, and so are a reason or a proxy index out of range. */
   for (size_t n = 0; n < b.len; n++) assert_int_equal(proto_decode_result(b.data, n, &d), -EPROTO);
   /*
-   * Back over the body length, the player summary's length (none) and lifetime, the PO-token provider failures,
-   * retry_after_s, cache_ms, one egress, two attempts, the reason and the attempt count.
+   * Back over the body length, the 304's flag and ETag (none), the player summary's length (none) and lifetime, the
+   * sandbox layers, the PO-token provider failures, retry_after_s, cache_ms, one egress, two attempts, the reason and
+   * the attempt count.
    */
-  assert_int_equal(b.data[b.len - 4 - 4 - 4 - 1], 2);
-  size_t egress_at = b.len - 4 - 4 - 4 - 1 - 4 - 4 - 13;
+  size_t sandbox_at = b.len - 4 - 3 - 4 - 4 - 1;
+  assert_int_equal(b.data[sandbox_at - 1], 2);
+  /* A layer bit past the known ones is refused. */
+  b.data[sandbox_at] = (char)(1u << PROTO_SANDBOX__COUNT);
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  b.data[sandbox_at] = (char)((1u << PROTO_SANDBOX_SECCOMP) | (1u << PROTO_SANDBOX_LANDLOCK_NET));
+  size_t egress_at = sandbox_at - 1 - 4 - 4 - 13;
   size_t reason_at = egress_at - 1 - (2 + 2 + 8) - (2 + 2 + 10) - 2;
   assert_int_equal(b.data[reason_at], PROTO_REASON_NETWORK);
   b.data[reason_at] = PROTO_REASON__COUNT;
@@ -564,6 +572,40 @@ static void test_outcomes_map_to_the_architecture_statuses(void **state) {
   assert_int_equal(proto_outcome_status(99), 500);
 }
 
+/* A 304 the dispatcher decided carries its ETag and no body; a 304 with a body, without its ETag or failed is refused.
+ */
+static void test_a_not_modified_result_carries_its_etag_and_no_body(void **state) {
+  (void)state;
+  struct proto_result r = {
+      .job_id = 0, .outcome = PROTO_OK, .notmod = 1, .etag = "\"0123456789abcdef0123456789abcdef-gz\""};
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_result(&b, &r), 0);
+  struct proto_result d;
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), 0);
+  assert_int_equal(d.notmod, 1);
+  assert_string_equal(d.etag, r.etag);
+  assert_int_equal(d.body_len, 0);
+  buf_free(&b);
+  r.body = "{}";
+  r.body_len = 2;
+  assert_int_equal(proto_encode_result(&b, &r), 0);
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  buf_free(&b);
+  r.body_len = 0;
+  r.etag[0] = '\0';
+  assert_int_equal(proto_encode_result(&b, &r), 0);
+  assert_int_equal(proto_decode_result(b.data, b.len, &d), -EPROTO);
+  buf_free(&b);
+  /* A job hands on the request's If-None-Match. */
+  struct proto_job j = {.kind = PROTO_KIND_CAPTIONS, .video_id = "capJson3xx1", .inm = "\"x\", \"y\"", .inm_len = 8};
+  assert_int_equal(proto_encode_job(&b, &j), 0);
+  struct proto_job dj;
+  assert_int_equal(proto_decode_job(b.data, b.len, &dj), 0);
+  assert_int_equal(dj.inm_len, 8);
+  assert_memory_equal(dj.inm, "\"x\", \"y\"", 8);
+  buf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_job_round_trips_every_field),
@@ -574,6 +616,7 @@ int main(void) {
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
       cmocka_unit_test(test_decline_carries_its_job_id_and_why_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
+      cmocka_unit_test(test_a_not_modified_result_carries_its_etag_and_no_body),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_player_summary_round_trips_in_a_job_and_a_result),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),

@@ -80,6 +80,17 @@ static void test_an_answer_makes_the_item_done_failed_or_retried(void **state) {
   assert_int_equal(o.not_before_ms, 1000 + 120000);
   runner_judge(&r, day - 119999, 0, day, &o);
   assert_fails_as(&o, API_ERR_UPSTREAM_FAILED);
+  /* Shed (it yielded to synchronous requests): back for the dispatcher's Retry-After, within the same age. */
+  r = result(PROTO_OVERLOADED, 0);
+  r.retry_after_s = 7;
+  runner_judge(&r, 1000, 0, day, &o);
+  assert_int_equal(o.verdict, RUNNER_RETRY);
+  assert_int_equal(o.not_before_ms, 1000 + 7000);
+  r.retry_after_s = 0;
+  runner_judge(&r, 1000, 0, day, &o);
+  assert_int_equal(o.not_before_ms, 1000 + 1000);
+  runner_judge(&r, day - 999, 0, day, &o);
+  assert_fails_as(&o, API_ERR_SERVICE_UNAVAILABLE);
 }
 
 /* The webhook's backoff: the first delay, doubling after each failed try, while within a day of the message. */

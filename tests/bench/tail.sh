@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The tail, measured fairly: vts and nginx in the same run, on the same bytes, at fixed offered rates.
+#
+# The load generator (bench_openloop, tests/bench/bench_openloop.c: open loop, latencies counted from each request's
+# due time, so a stall is charged to every request it delayed: no coordinated omission) runs pinned to one core
+# (GEN_CPU) and the server under test to the other (SRV_CPU), with taskset; the fake platform and the fetcher, idle
+# once the bodies are cached, share the generator's core. Both servers run as operators run them, one worker each on
+# their core: vts with its access log (VTS_LOG_LEVEL=info), nginx with access_log, sendfile and gzip_static.
+# For each path (/health, the 248 KB cached transcript, its gzip form, a 304 of it) and each server, the maximum is
+# measured first (closed loop, MAX_S seconds), then the rates RATES (percent of that server's own maximum) are offered
+# for DURATION seconds each. Prints p50, p99 and p99.9 side by side (ms), and vts's p99 over nginx's.
+#   tests/bench/tail.sh
+# Environment: RATES ("20 50 80"), DURATION (5), MAX_S (3), CONNS (32), GEN_CPU (0), SRV_CPU (1), VTS_BUILD_DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+RATES=${RATES:-20 50 80}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
+GEN_CPU=${GEN_CPU:-0}; SRV_CPU=${SRV_CPU:-1}
+build=${VTS_BUILD_DIR:-$root/build}
+. "$root/deploy/deps.sh"
+vts_install_packages "${VTS_BUILD_PACKAGES[@]}" nginx-light python3 curl util-linux >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null
+gen() { taskset -c "$GEN_CPU" "$build/bin/bench_openloop" "$@"; }
+
+work=$(mktemp -d /tmp/vts-tail.XXXXXX)
+chmod 755 "$work" # nginx workers run as an unprivileged user and must read the bodies
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill -QUIT "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; } # poll interval: until the server answers
+
+up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
+taskset -c "$GEN_CPU" python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/upstream.log" 2>&1 &
+pids+=($!)
+key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000 --window 1 --quota 1000000000000)
+export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
+  VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=info VTS_METRICS_LISTEN= \
+  VTS_WORKERS=1 VTS_EGRESS_RATE=0 XDG_RUNTIME_DIR=$work
+taskset -c "$SRV_CPU" "$build/bin/vts-gateway" 2>"$work/gateway.log" &
+pids+=($!)
+taskset -c "$GEN_CPU" "$build/bin/vts-fetcher" --workers 1 2>"$work/fetcher.log" &
+pids+=($!)
+wait_http "http://127.0.0.1:$gw_port/health"
+
+mkdir -p "$work/www"
+hour_id=${BENCH_HOUR_ID:-longHour248}
+T="/v1/video/transcript?video_id=$hour_id"
+fetch_ok() { # output file, curl options...
+  local out=$1; shift
+  for _ in $(seq 100); do
+    curl -fs -H "x-api-key: $key" "$@" "http://127.0.0.1:$gw_port$T" >"$out" && return 0
+    sleep 0.1 # poll interval: until a fetcher has connected and the answer is cached
+  done
+  echo "no 200 for $hour_id" >&2; return 1
+}
+curl -s "http://127.0.0.1:$gw_port/health" >"$work/www/health"
+fetch_ok "$work/www/hour"
+fetch_ok "$work/www/hour.gz" -H "Accept-Encoding: gzip"
+python3 -c 'import gzip, sys; sys.exit(gzip.decompress(open(sys.argv[1], "rb").read()) != open(sys.argv[2], "rb").read())' \
+  "$work/www/hour.gz" "$work/www/hour" || { echo "the gzip form does not decode to the body" >&2; exit 1; }
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log $work/nginx-access.log;
+  sendfile on;
+  gzip_static on;
+  default_type application/json;
+  open_file_cache max=64 inactive=60s;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$ng_port reuseport; root $work/www; }
+}
+NGINX
+taskset -c "$SRV_CPU" nginx -c "$work/nginx.conf"
+wait_http "http://127.0.0.1:$ng_port/health"
+vts_etag=$(curl -fsI -H "x-api-key: $key" "http://127.0.0.1:$gw_port$T" | tr -d '\r' | sed -n 's/^ETag: //Ip')
+ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^ETag: //Ip')
+
+# gen's line -> "p50 p99 p999" in ms
+ms() { awk '{ printf "%.3f %.3f %.3f", $6 / 1000, $8 / 1000, $10 / 1000 }'; }
+field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
+
+echo "tail benchmark: generator on cpu $GEN_CPU, server on cpu $SRV_CPU (one worker each), $CONNS connections,"
+echo "$DURATION s a rate; $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| path | rate | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx |"
+echo "|---|---|---|---|---|"
+case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each "A: x|B: y", may be empty)
+  local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax pct vr nr va=() na=()
+  [ -n "$5" ] && IFS='|' read -ra va <<<"$5"
+  [ -n "$6" ] && IFS='|' read -ra na <<<"$6"
+  vmax=$(gen "$gw_port" "$vpath" 0 "$MAX_S" "$CONNS" "$expect" "${va[@]}" | field rps)
+  nmax=$(gen "$ng_port" "$npath" 0 "$MAX_S" "$CONNS" "$expect" "${na[@]}" | field rps)
+  for pct in $RATES; do
+    vr=$(gen "$gw_port" "$vpath" $((vmax * pct / 100)) "$DURATION" "$CONNS" "$expect" "${va[@]}")
+    nr=$(gen "$ng_port" "$npath" $((nmax * pct / 100)) "$DURATION" "$CONNS" "$expect" "${na[@]}")
+    [ "$(echo "$vr" | field errors)" = 0 ] || echo "vts: errors at $pct%: $vr" >&2
+    [ "$(echo "$nr" | field errors)" = 0 ] || echo "nginx: errors at $pct%: $nr" >&2
+    printf '| %s | %d%% (%d / %d rps) | %s | %s | %.2fx |\n' "$name" "$pct" $((vmax * pct / 100)) $((nmax * pct / 100)) \
+      "$(echo "$vr" | ms | sed 's| | / |g')" "$(echo "$nr" | ms | sed 's| | / |g')" \
+      "$(awk -v a="$(echo "$vr" | field p99)" -v b="$(echo "$nr" | field p99)" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+  done
+}
+case_ "/health" 200 /health /health "" ""
+case_ "248 KB" 200 "$T" /hour "x-api-key: $key" ""
+case_ "248 KB gzip" 200 "$T" /hour "x-api-key: $key|Accept-Encoding: gzip" "Accept-Encoding: gzip"
+case_ "304" 304 "$T" /hour "x-api-key: $key|If-None-Match: $vts_etag" "If-None-Match: $ng_etag"
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
