@@ -67,8 +67,9 @@ struct vts_config {
   int64_t job_max_age_s;                       /* VTS_JOB_MAX_AGE_S: an item rationed this long fails */
   int64_t job_ttl_s;                           /* VTS_JOB_TTL_S: a finished job is kept this long */
   int64_t jobs_fetcher_share;                  /* VTS_JOBS_FETCHER_SHARE: % of the fetchers job items may use */
-  char webhook_allow[CONFIG_STR_MAX]; /* VTS_WEBHOOK_ALLOW: addresses/ranges webhooks may reach beyond public */
-  int64_t webhook_retry_ms;           /* VTS_WEBHOOK_RETRY_MS: the first delay between webhook tries */
+  char webhook_allow[CONFIG_STR_MAX];       /* VTS_WEBHOOK_ALLOW: addresses/ranges webhooks may reach beyond public */
+  char mcp_allowed_origins[CONFIG_STR_MAX]; /* VTS_MCP_ALLOWED_ORIGINS: Origin values /mcp serves, comma-separated */
+  int64_t webhook_retry_ms;                 /* VTS_WEBHOOK_RETRY_MS: the first delay between webhook tries */
 };
 
 /* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */

@@ -14,6 +14,7 @@
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
 #include "gateway/http/jobs_api.h"
+#include "gateway/http/mcp.h"
 #include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "gateway/http/render.h"
@@ -229,26 +230,6 @@ static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
   if (!b.ok) t->rl_headers[len] = '\0'; /* never half a header line */
 }
 
-/* The 404 of a video that cannot be played says the case its reply named; any other 404 is the plain one. */
-static enum api_error not_available_error(uint8_t reason) {
-  switch (reason) {
-    case PROTO_REASON_AGE_RESTRICTED:
-      return API_ERR_NOT_AVAILABLE_AGE_RESTRICTED;
-    case PROTO_REASON_MEMBERS_ONLY:
-      return API_ERR_NOT_AVAILABLE_MEMBERS_ONLY;
-    case PROTO_REASON_PRIVATE:
-      return API_ERR_NOT_AVAILABLE_PRIVATE;
-    case PROTO_REASON_REMOVED:
-      return API_ERR_NOT_AVAILABLE_REMOVED;
-    case PROTO_REASON_LIVE_NOT_ARCHIVED:
-      return API_ERR_NOT_AVAILABLE_LIVE;
-    case PROTO_REASON_GEO_RESTRICTED:
-      return API_ERR_NOT_AVAILABLE_GEO_RESTRICTED;
-    default:
-      return API_ERR_NOT_AVAILABLE;
-  }
-}
-
 static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
@@ -261,7 +242,7 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
       respond_ok(t, res, ent);
       break;
     case 404:
-      transcript_error(t, not_available_error(res->reason));
+      transcript_error(t, api_error_not_available(res->reason));
       break;
     case 502:
       upstream_retry_after(t, res->retry_after_s);
