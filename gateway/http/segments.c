@@ -211,7 +211,7 @@ size_t segments_cost(const struct segments_doc *doc, size_t i, int as_text) {
     return segments_stamp(g->start_ms, stamp) + segments_chars(segments_text(doc, i), g->text_len) + 1;
   }
   /* {"text":"...","start":S,"duration":D}, */
-  return 32 + json_chars(segments_text(doc, i), g->text_len) + strlen(g->start) + strlen(g->duration);
+  return 33 + json_chars(segments_text(doc, i), g->text_len) + strlen(g->start) + strlen(g->duration);
 }
 
 size_t segments_page_end(const struct segments_doc *doc, size_t from, size_t max_chars, int as_text) {
