@@ -72,6 +72,9 @@
   X(NOT_AVAILABLE_CHANNEL_MISSING, 404, "transcript_not_available", "The channel does not exist.")                    \
   X(NOT_AVAILABLE_CHANNEL_REMOVED, 404, "transcript_not_available", "The channel has been removed.")                  \
   X(NOT_AVAILABLE_NO_VIDEOS, 404, "transcript_not_available", "The playlist or channel holds no videos.")             \
+  /* format=chunks of the transcript endpoint */                                                                      \
+  X(INVALID_CHUNK_CHARS, 400, "bad_request", "chunk_chars must be an integer from 200 to 20000.")                     \
+  X(INVALID_CHUNK_OVERLAP, 400, "bad_request", "chunk_overlap must be an integer from 0 to half of chunk_chars.")     \
   /* POST /mcp before its JSON-RPC message is read */                                                                 \
   X(MCP_UNAUTHORIZED, 401, "UNAUTHORIZED", "A valid API key is required: Authorization: Bearer <key>, or x-api-key.") \
   X(MCP_ORIGIN, 403, "forbidden_origin", "Requests from this Origin are not allowed.")                                \

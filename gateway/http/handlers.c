@@ -11,6 +11,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/http/chunks.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
 #include "gateway/http/jobs_api.h"
@@ -189,7 +190,7 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
  * rendered here from the JSON body, so the caches hold one body whatever the format.
  */
 static void respond_ok(struct transcript *t, const struct proto_result *res, struct entity *ent) {
-  if (t->format == RENDER_JSON) {
+  if (t->format == RENDER_JSON && !t->q.chunks) {
     if (ent != NULL)
       respond_entity(t, ent);
     else
@@ -197,7 +198,8 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
     return;
   }
   struct buf b = BUF_INIT;
-  int rv = render_transcript(t->format, res->body, res->body_len, &b);
+  int rv = t->q.chunks ? chunks_render(res->body, res->body_len, t->q.chunk_chars, t->q.chunk_overlap, &b)
+                       : render_transcript(t->format, res->body, res->body_len, &b);
   if (rv == 0 && b.data == NULL) rv = buf_reserve(&b, 1); /* an empty text still needs memory to own */
   if (rv != 0) {
     log_msg(LOG_WARN, "transcript not rendered", "request_id", t->req->request_id, "error",
@@ -319,7 +321,7 @@ static void read_query(struct transcript *t) {
  * limiter so that the 304 is answered without the dispatcher; bad parameters and other formats take the usual path.
  */
 static struct entity *revalidation(struct transcript *t) {
-  if (t->query_error != API_OK || t->format != RENDER_JSON) return NULL;
+  if (t->query_error != API_OK || t->format != RENDER_JSON || t->q.chunks) return NULL;
   char key[PROTO_MAX_JOB_KEY + 1];
   proto_job_key(&t->job, key);
   struct entity *ent = dispatch_cached(t->job.video_id, key);
