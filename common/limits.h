@@ -6,10 +6,10 @@
 #define VTS_LIMITS_H
 
 /*
- * HTTP front (gateway/http/http.c). Its timeouts and connection cap are configuration (common/config.c):
- * VTS_HEADER_TIMEOUT_MS (headers not complete in time: 408 and close), VTS_IDLE_TIMEOUT_MS (idle keep-alive: close),
- * VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess answered 503),
- * VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
+ * HTTP front (gateway/http/http_conn.c, http_parse.c, http_answer.c). Its timeouts and connection cap are configuration
+ * (common/config.c): VTS_HEADER_TIMEOUT_MS (headers not complete in time: 408 and close), VTS_IDLE_TIMEOUT_MS (idle
+ * keep-alive: close), VTS_WRITE_TIMEOUT_MS (an answer the client has not read in time: close), VTS_MAX_CONNS (excess
+ * answered 503), VTS_DRAIN_TIMEOUT_MS (SIGTERM: in-flight requests get this long).
  */
 #define VTS_MAX_REQUEST_LINE_BYTES (8 * 1024)      /* method + URL: 414 */
 #define VTS_MAX_HEADER_BYTES (16 * 1024)           /* all header names and values: 431 */

@@ -14,7 +14,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/dispatcher/bodycheck.h"
+#include "gateway/cache/bodycheck.h"
 #include "gateway/redis/redis_conn.h"
 
 /*

@@ -11,7 +11,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "gateway/cache/cache.h"
-#include "gateway/dispatcher/bodycheck.h"
+#include "gateway/cache/bodycheck.h"
 #include "gateway/dispatcher/summary.h"
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */

@@ -72,4 +72,7 @@
 enum dispatcher_counter { DISPATCHER_COUNTERS(DISPATCHER_COUNTER_ENUM_) DC__COUNT };
 #undef DISPATCHER_COUNTER_ENUM_
 
+/* Registers the rows as the dispatcher's family of the shared metrics (master, before fork). */
+void counters_metrics_register(void);
+
 #endif

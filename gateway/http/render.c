@@ -12,7 +12,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "common/limits.h"
-#include "gateway/dispatcher/bodycheck.h"
+#include "gateway/cache/bodycheck.h"
 
 int render_format_from_name(const char *s, size_t len, enum render_format *out) {
   static const struct {

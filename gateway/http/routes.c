@@ -5,6 +5,11 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "gateway/http/status.h"
+#include "gateway/metrics/metrics.h"
+
+_Static_assert(ROUTE__COUNT <= METRICS_MAX_ROUTES, "the metrics region has no room for every route");
+_Static_assert(HTTP_NSTATUS <= METRICS_MAX_STATUSES, "the metrics region has no room for every status");
 
 static const struct {
   const char *path;
@@ -87,4 +92,17 @@ const char *route_allow_header(enum http_route r, char *out, size_t cap) {
   }
   strb_puts(&b, "\r\n");
   return out;
+}
+
+static const char *metrics_route_label(int route) { return route_label((enum http_route)route); }
+
+void routes_metrics_register(void) {
+  static const struct metrics_http_family family = {
+      .nroutes = ROUTE__COUNT,
+      .route_label = metrics_route_label,
+      .nstatus = HTTP_NSTATUS,
+      .status_index = http_status_index,
+      .status_code = http_status_code,
+  };
+  metrics_register_http(&family);
 }

@@ -69,4 +69,7 @@ int route_allows(enum http_route r, int method);
 #define ROUTE_ALLOW_BYTES 128
 const char *route_allow_header(enum http_route r, char *out, size_t cap);
 
+/* Registers the routes and the statuses of status.h as the family of vts_http_requests_total (master, before fork). */
+void routes_metrics_register(void);
+
 #endif

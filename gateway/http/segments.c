@@ -6,7 +6,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "common/util.h"
-#include "gateway/dispatcher/bodycheck.h"
+#include "gateway/cache/bodycheck.h"
 
 enum field { FIELD_OTHER = 0, FIELD_LANGUAGE, FIELD_SOURCE, FIELD_SEGMENTS, FIELD_TEXT, FIELD_START, FIELD_DURATION };
 

@@ -14,8 +14,10 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/dispatcher/counters.h"
 #include "gateway/dispatcher/dispatcher.h"
 #include "gateway/limits/ratelimit.h"
+#include "gateway/http/routes.h"
 #include "gateway/http/worker.h"
 #include "gateway/jobs/jobstore.h"
 
@@ -324,6 +326,8 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     log_msg(LOG_ERROR, "metrics shared memory failed", "error", strerror(-rv), NULL);
     goto fail;
   }
+  routes_metrics_register();
+  counters_metrics_register();
   raise_fd_limit();
   /* A peer that closes early must cost a failed write, not the process. */
   signal(SIGPIPE, SIG_IGN);

@@ -9,6 +9,8 @@
 
 static struct metrics_shm *shm;
 static struct metrics_worker *self;
+static const struct metrics_http_family *http_family;
+static const struct metrics_counter_family *counter_family;
 
 static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                        0.1,    0.25,  0.5,    1,     2.5,  10};
@@ -30,18 +32,24 @@ struct metrics_shm *metrics_shared(void) {
   return shm;
 }
 
+void metrics_register_http(const struct metrics_http_family *f) { http_family = f; }
+
+void metrics_register_counters(const struct metrics_counter_family *f) { counter_family = f; }
+
 int64_t metrics_fetchers_connected(void) {
   if (shm == NULL) return -1;
-  return (int64_t)atomic_load_explicit(&shm->dispatcher.counters[DC_fetchers_connected], memory_order_relaxed);
+  if (counter_family == NULL) return 0;
+  return (int64_t)atomic_load_explicit(&shm->dispatcher.counters[counter_family->fetchers_connected],
+                                       memory_order_relaxed);
 }
 
 void metrics_set_worker(int index) {
   self = (shm != NULL && index >= 0 && index < METRICS_MAX_WORKERS) ? &shm->workers[index] : NULL;
 }
 
-void metrics_request(enum http_route route, int status, uint64_t dur_us) {
-  if (self == NULL || route < 0 || route >= ROUTE__COUNT) return;
-  atomic_fetch_add_explicit(&self->requests[route][http_status_index(status)], 1, memory_order_relaxed);
+void metrics_request(int route, int status, uint64_t dur_us) {
+  if (self == NULL || http_family == NULL || route < 0 || route >= http_family->nroutes) return;
+  atomic_fetch_add_explicit(&self->requests[route][http_family->status_index(status)], 1, memory_order_relaxed);
   int b = 0;
   while (b < METRICS_NBUCKETS - 1 && (double)dur_us / 1e6 > buckets_s[b]) b++;
   atomic_fetch_add_explicit(&self->latency_bucket[route][b], 1, memory_order_relaxed);
@@ -184,34 +192,36 @@ static int family(struct buf *out, const char *name, const char *type, const cha
 }
 
 static int render_http(struct buf *out) {
+  const struct metrics_http_family *f = http_family;
+  int nroutes = f != NULL ? f->nroutes : 0;
   int rv = family(out, "vts_http_requests_total", "counter", "HTTP requests answered, by route and status.");
-  for (int r = 0; rv == 0 && r < ROUTE__COUNT; r++) {
-    for (int s = 0; rv == 0 && s <= HTTP_NSTATUS; s++) {
+  for (int r = 0; rv == 0 && r < nroutes; r++) {
+    for (int s = 0; rv == 0 && s <= f->nstatus; s++) {
       uint64_t n = sum_workers(offsetof(struct metrics_worker, requests) +
-                               ((size_t)r * METRICS_NSTATUS + (size_t)s) * sizeof(_Atomic uint64_t));
+                               ((size_t)r * (METRICS_MAX_STATUSES + 1) + (size_t)s) * sizeof(_Atomic uint64_t));
       if (n == 0) continue;
       char code[8];
-      if (s < HTTP_NSTATUS)
-        snprintf(code, sizeof(code), "%d", http_status_code(s));
+      if (s < f->nstatus)
+        snprintf(code, sizeof(code), "%d", f->status_code(s));
       else
         memcpy(code, "other", 6);
-      rv = buf_printf(out, "vts_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
-                      route_label((enum http_route)r), code, (unsigned long long)n);
+      rv = buf_printf(out, "vts_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n", f->route_label(r), code,
+                      (unsigned long long)n);
     }
   }
   if (rv == 0)
     rv = family(out, "vts_http_request_duration_seconds", "histogram", "Time from request parsed to response queued.");
-  for (int r = 0; rv == 0 && r < ROUTE__COUNT; r++) {
+  for (int r = 0; rv == 0 && r < nroutes; r++) {
     uint64_t cum = 0;
     for (int b = 0; rv == 0 && b < METRICS_NBUCKETS; b++) {
       cum += sum_workers(offsetof(struct metrics_worker, latency_bucket) +
                          ((size_t)r * METRICS_NBUCKETS + (size_t)b) * sizeof(_Atomic uint64_t));
       if (b < METRICS_NBUCKETS - 1)
         rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                        route_label((enum http_route)r), buckets_s[b], (unsigned long long)cum);
+                        f->route_label(r), buckets_s[b], (unsigned long long)cum);
       else
         rv = buf_printf(out, "vts_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                        route_label((enum http_route)r), (unsigned long long)cum);
+                        f->route_label(r), (unsigned long long)cum);
     }
     uint64_t sum_us =
         sum_workers(offsetof(struct metrics_worker, latency_sum_us) + (size_t)r * sizeof(_Atomic uint64_t));
@@ -219,8 +229,7 @@ static int render_http(struct buf *out) {
       rv = buf_printf(out,
                       "vts_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
                       "vts_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-                      route_label((enum http_route)r), (double)sum_us / 1e6, route_label((enum http_route)r),
-                      (unsigned long long)cum);
+                      f->route_label(r), (double)sum_us / 1e6, f->route_label(r), (unsigned long long)cum);
   }
   return rv;
 }
@@ -293,25 +302,18 @@ struct scalar {
   long long value;
 };
 
-static const struct {
-  const char *metric, *type, *labels, *help;
-} dispatcher_rows[DC__COUNT] = {
-#define DISPATCHER_ROW_(field, type, metric, labels, help) [DC_##field] = {metric, #type, labels, help},
-    DISPATCHER_COUNTERS(DISPATCHER_ROW_)
-#undef DISPATCHER_ROW_
-};
-
 /* The dispatcher's counters with a metric name, each family's HELP and TYPE once, before its first row. */
 static int render_dispatcher(struct buf *out, const struct metrics_dispatcher *d) {
   int rv = 0;
   const char *family_name = NULL;
-  for (int i = 0; rv == 0 && i < DC__COUNT; i++) {
-    const char *name = dispatcher_rows[i].metric;
+  int n = counter_family != NULL ? counter_family->ncounters : 0;
+  for (int i = 0; rv == 0 && i < n; i++) {
+    const struct metrics_counter *row = &counter_family->rows[i];
+    const char *name = row->metric;
     if (name == NULL) continue;
-    if (family_name == NULL || strcmp(family_name, name) != 0)
-      rv = family(out, name, dispatcher_rows[i].type, dispatcher_rows[i].help);
+    if (family_name == NULL || strcmp(family_name, name) != 0) rv = family(out, name, row->type, row->help);
     family_name = name;
-    const char *labels = dispatcher_rows[i].labels;
+    const char *labels = row->labels;
     if (rv == 0)
       rv = buf_printf(out, "%s%s%s%s %llu\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "",
                       (unsigned long long)LOAD(d->counters[i]));

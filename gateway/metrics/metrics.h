@@ -10,15 +10,45 @@
 #include <stdint.h>
 
 #include "common/buf.h"
-#include "gateway/dispatcher/counters.h"
-#include "gateway/http/routes.h"
-#include "gateway/http/status.h"
 
 #define METRICS_MAX_WORKERS 256
-
-/* vts_http_requests_total counts by the statuses of status.h, and one more column for any other status. */
-#define METRICS_NSTATUS (HTTP_NSTATUS + 1)
 #define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
+
+/*
+ * The families whose rows belong to a floor above (the HTTP floor's routes and statuses, the dispatcher's counters)
+ * are registered by their owners, as nng's statistics are, so the metrics include no table of a module that records
+ * into them. The master registers both before fork and every process inherits them; before a registration the
+ * family has no rows. The shared region keeps room for as many rows as these limits (each owner asserts it fits).
+ */
+#define METRICS_MAX_ROUTES 16
+#define METRICS_MAX_STATUSES 32 /* statuses counted apart; one more column counts any other status */
+#define METRICS_MAX_COUNTERS 64
+
+/* vts_http_requests_total and the latency histogram: the routes (by index) and the statuses counted apart. */
+struct metrics_http_family {
+  int nroutes;
+  const char *(*route_label)(int route); /* the route label of a route */
+  int nstatus;
+  int (*status_index)(int status); /* the column of status, nstatus for a status not counted apart */
+  int (*status_code)(int i);       /* the status of column i < nstatus */
+};
+
+/* One counter of the dispatcher: its metric name (NULL: kept for the dispatcher's own logs), TYPE, labels, HELP. */
+struct metrics_counter {
+  const char *metric, *type, *labels, *help;
+};
+
+/* The dispatcher's counters, one slot each in the order of rows, and the slot of the fetchers connected (/ready). */
+struct metrics_counter_family {
+  int ncounters;
+  const struct metrics_counter *rows;
+  int fetchers_connected;
+};
+
+/* Registers the HTTP floor's family (f stays valid for the life of the process). */
+void metrics_register_http(const struct metrics_http_family *f);
+/* Registers the dispatcher's counters (f stays valid for the life of the process). */
+void metrics_register_counters(const struct metrics_counter_family *f);
 
 /*
  * The kinds vts_upstream_outcomes_total counts a finished job under, X(id, label): MU_<id>. A job's outcome row in
@@ -79,9 +109,9 @@ struct metrics_egress {
 };
 
 struct metrics_worker {
-  _Atomic uint64_t requests[ROUTE__COUNT][METRICS_NSTATUS];
-  _Atomic uint64_t latency_bucket[ROUTE__COUNT][METRICS_NBUCKETS];
-  _Atomic uint64_t latency_sum_us[ROUTE__COUNT];
+  _Atomic uint64_t requests[METRICS_MAX_ROUTES][METRICS_MAX_STATUSES + 1];
+  _Atomic uint64_t latency_bucket[METRICS_MAX_ROUTES][METRICS_NBUCKETS];
+  _Atomic uint64_t latency_sum_us[METRICS_MAX_ROUTES];
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
@@ -90,9 +120,9 @@ struct metrics_worker {
   _Atomic int64_t connections_open;
 };
 
-/* Written by the dispatcher alone: the rows of counters.h as it last published them, and what fetchers report. */
+/* Written by the dispatcher alone: its registered counters as it last published them, and what fetchers report. */
 struct metrics_dispatcher {
-  _Atomic uint64_t counters[DC__COUNT];
+  _Atomic uint64_t counters[METRICS_MAX_COUNTERS];
   _Atomic uint64_t upstream[MU__COUNT];
   struct metrics_attempts attempts;
   struct metrics_egress egress;
@@ -118,8 +148,8 @@ struct metrics_shm *metrics_shared(void);
 /* Selects the slot of this worker process (0-based), after fork. */
 void metrics_set_worker(int index);
 
-/* Worker: one answered request of route with status, taking dur_us. */
-void metrics_request(enum http_route route, int status, uint64_t dur_us);
+/* Worker: one answered request of route (a registered route's index) with status, taking dur_us. */
+void metrics_request(int route, int status, uint64_t dur_us);
 /* Worker: connection opened (+1) or closed (-1). */
 void metrics_connections(int delta);
 /* Master: the worker of slot index is gone; its gauges (connections open, keys loaded) read as nothing now. */

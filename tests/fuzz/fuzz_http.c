@@ -1,9 +1,9 @@
 /*
- * Fuzzes HTTP request handling through the worker's real code: gateway/http/http.c's server (llhttp callbacks, limits,
- * keep-alive, pipelining, the response writer) with handlers.c behind it (router, auth, the memory rate limiter,
- * query validation). One server listens on 127.0.0.1 for the whole run; each input is written to a fresh client
- * connection in two parts split at a point derived from the data (so llhttp sees a request across reads), then the
- * client shuts down its write side and reads until the server closes.
+ * Fuzzes HTTP request handling through the worker's real code: gateway/http/http_*.c's server (llhttp callbacks,
+ * limits, keep-alive, pipelining, the response writer) with handlers.c behind it (router, auth, the memory rate
+ * limiter, query validation). One server listens on 127.0.0.1 for the whole run; each input is written to a fresh
+ * client connection in two parts split at a point derived from the data (so llhttp sees a request across reads), then
+ * the client shuts down its write side and reads until the server closes.
  *
  * Checks, any failure aborts: the server finishes every input within FUZZ_INPUT_BOUND_MS and holds no connection
  * afterwards; the bytes it sent are a sequence of well-formed HTTP/1.1 responses, each with Content-Type,

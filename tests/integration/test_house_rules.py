@@ -111,6 +111,34 @@ def test_style_check_refuses_an_upward_include_between_the_fetchers_folders(tmp_
     assert r.returncode == 0, r.stdout
 
 
+def test_style_check_refuses_an_include_up_or_across_the_gateways_floors(tmp_path):
+    tree = _scratch_tree(tmp_path, {
+        "gateway/master/m.c": '#include "gateway/http/h.h"\n',
+        "gateway/http/h.h": "struct h_thing;\n",
+        "gateway/metrics/up.h": '#include "gateway/http/h.h"\n',
+        "gateway/cache/c.h": "struct c_thing;\n",
+        "gateway/jobs/across.c": '#include "gateway/cache/c.h"\n',
+        "gateway/redis/r.h": "struct r_thing;\n",
+        "gateway/nowhere/n.h": '#include "gateway/redis/r.h"\n',
+        "common/x.c": CLEAN_C,
+    })
+    r = _check(tree)
+    assert r.returncode == 1, r.stdout
+    assert r.stdout.splitlines() == [
+        "style: upward include between the gateway's folders "
+        "(floors: master > http > dispatcher > jobs, limits, cache > keys, metrics, redis)",
+        "  gateway/jobs/across.c:1: includes gateway/cache",
+        "  gateway/metrics/up.h:1: includes gateway/http",
+        "  gateway/nowhere/n.h: the folder gateway/nowhere has no place in the order"], r.stdout
+    # Down a floor or more is fine: the master may include http, metrics nothing above, jobs the redis floor.
+    (tree / "gateway/metrics/up.h").write_text("struct up_thing;\n")
+    (tree / "gateway/jobs/across.c").write_text('#include "gateway/redis/r.h"\n')
+    (tree / "gateway/nowhere/n.h").unlink()
+    _git(tree, "add", "-A")
+    r = _check(tree)
+    assert r.returncode == 0, r.stdout
+
+
 def test_style_check_sees_new_files_before_they_are_committed(tmp_path):
     tree = _scratch_tree(tmp_path, {"common/x.c": CLEAN_C})
     (tree / "proto").mkdir()

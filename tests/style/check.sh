@@ -3,9 +3,10 @@
 #   1. every C file is formatted by the repository's .clang-format (clang-format --dry-run -Werror);
 #   2. production C (common/, proto/, gateway/, fetcher/) calls none of the banned functions: unbounded or
 #      non-reentrant ones (sprintf, strcpy, strtok, gmtime, ...) and parsers without error reporting (atoi, ...);
-#   3. no circle of includes between production modules (a .c and its .h are one module), and no fetcher folder
+#   3. no circle of includes between production modules (a .c and its .h are one module), no fetcher folder
 #      includes one above it (the order below: the process, the job's course, speech, the platform client, captions,
-#      egress, the shared readers);
+#      egress, the shared readers), and no gateway folder includes one of its floor or above (the floors below: the
+#      master, the HTTP workers, the dispatcher, then what they use: jobs, limits, cache, then keys, metrics, redis);
 #   4. no runtime file is tracked (quota snapshots, state/, IPC sockets, logs);
 #   5. no bare sleep in tests/ (Python's time.sleep anywhere, C's sleep, usleep and nanosleep in tests/unit): a
 #      test waits on the event it needs (a message, a counter, a socket state) with a bounded poll. A sleep stays only
@@ -79,28 +80,35 @@ PY
   )
 fi
 
-# The fetcher's folders form a tree by the path of a job: a folder includes only itself and the folders below it.
+# The fetcher's folders form a tree by the path of a job, the gateway's are floors from its processes down to what
+# they share: a folder includes only itself and the floors below it, never a folder of its own floor or one above.
+# A floor is a list of folders separated by spaces, the floors are separated by '|', the highest first.
 fetcher_order=(process course speech platform captions egress readers)
-if [ ${#prod_c[@]} -gt 0 ]; then
-  offence "upward include between the fetcher's folders (order: ${fetcher_order[*]})" < <(python3 - \
-    "${fetcher_order[*]}" "${prod_c[@]}" <<'PY'
+gateway_floors='master|http|dispatcher|jobs limits cache|keys metrics redis'
+upward_includes() { # tree, floors
+  python3 - "$1" "$2" "${prod_c[@]}" <<'PY'
 import re, sys
-order = sys.argv[1].split()
-for f in sys.argv[2:]:
+tree, floors = sys.argv[1], sys.argv[2].split("|")
+floor = {folder: n for n, row in enumerate(floors) for folder in row.split()}
+for f in sys.argv[3:]:
     parts = f.split("/")
-    if parts[0] != "fetcher" or len(parts) < 3:
+    if parts[0] != tree or len(parts) < 3:
         continue
-    if parts[1] not in order:
-        print(f"{f}: the folder fetcher/{parts[1]} has no place in the order")
+    if parts[1] not in floor:
+        print(f"{f}: the folder {tree}/{parts[1]} has no place in the order")
         continue
-    here = order.index(parts[1])
     with open(f, encoding="utf-8", errors="replace") as src:
         for n, line in enumerate(src, 1):
-            m = re.match(r'\s*#\s*include\s+"fetcher/([^/"]+)/', line)
-            if m and (m.group(1) not in order or order.index(m.group(1)) < here):
-                print(f"{f}:{n}: includes fetcher/{m.group(1)}")
+            m = re.match(r'\s*#\s*include\s+"' + tree + r'/([^/"]+)/', line)
+            if m and m.group(1) != parts[1] and floor.get(m.group(1), -1) <= floor[parts[1]]:
+                print(f"{f}:{n}: includes {tree}/{m.group(1)}")
 PY
-  )
+}
+if [ ${#prod_c[@]} -gt 0 ]; then
+  offence "upward include between the fetcher's folders (order: ${fetcher_order[*]})" < <(upward_includes fetcher \
+    "$(IFS='|'; echo "${fetcher_order[*]}")")
+  offence "upward include between the gateway's folders (floors: $(sed 's/ /, /g; s/|/ > /g' <<<"$gateway_floors"))" \
+    < <(upward_includes gateway "$gateway_floors")
 fi
 
 # A sleep's reason is a comment on its own line.

@@ -14,7 +14,7 @@
 #include "fetcher/captions/segments.h"
 #include "fetcher/captions/transcript.h"
 #include "fetcher/platform/player.h"
-#include "gateway/dispatcher/bodycheck.h"
+#include "gateway/cache/bodycheck.h"
 #include "testdata.h"
 #include "gateway/http/render.h"
 #include "proto/proto.h"

@@ -12,11 +12,15 @@
 
 #include <cmocka.h>
 
+#include "gateway/dispatcher/counters.h"
+#include "gateway/http/routes.h"
 #include "gateway/metrics/metrics.h"
 #include "proto/proto.h"
 
 static int setup(void **state) {
   (void)state;
+  routes_metrics_register();
+  counters_metrics_register();
   return metrics_init();
 }
 

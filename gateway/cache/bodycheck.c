@@ -4,7 +4,7 @@
  * described the same way or an array of strings; a member may be optional, or null. A body is checked in one pass
  * without building a tree of it.
  */
-#include "gateway/dispatcher/bodycheck.h"
+#include "gateway/cache/bodycheck.h"
 
 #include <errno.h>
 #include <stdbool.h>
