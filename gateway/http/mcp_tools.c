@@ -425,7 +425,7 @@ static yajl_gen gen_new(void) {
 }
 
 static void gen_segment(yajl_gen g, const struct segments_doc *doc, size_t i) {
-  const struct segment *s = &doc->seg[i];
+  const struct segments_item *s = &doc->seg[i];
   yajl_gen_map_open(g);
   gen_str(g, "text", segments_text(doc, i), s->text_len);
   gen_key(g, "start");

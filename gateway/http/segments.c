@@ -16,7 +16,7 @@ struct reader {
   int in_segments;
   int seen_segments;
   enum field field;
-  struct segment cur;
+  struct segments_item cur;
   int has_text, has_start, has_duration;
   size_t cap;
   int err;
@@ -116,7 +116,7 @@ static int on_end_map(void *ctx) {
     struct segments_doc *doc = r->doc;
     if (doc->n == r->cap) {
       size_t ncap = r->cap ? r->cap * 2 : 256;
-      struct segment *ns = realloc(doc->seg, ncap * sizeof(*ns));
+      struct segments_item *ns = realloc(doc->seg, ncap * sizeof(*ns));
       if (ns == NULL) return fail(r, -ENOMEM);
       doc->seg = ns;
       r->cap = ncap;
@@ -205,7 +205,7 @@ static size_t json_chars(const char *s, size_t len) {
 }
 
 size_t segments_cost(const struct segments_doc *doc, size_t i, int as_text) {
-  const struct segment *g = &doc->seg[i];
+  const struct segments_item *g = &doc->seg[i];
   if (as_text) {
     char stamp[24];
     return segments_stamp(g->start_ms, stamp) + segments_chars(segments_text(doc, i), g->text_len) + 1;

@@ -14,7 +14,7 @@
 /* The longest number text kept for a time ("12345.678" and room). */
 #define SEGMENTS_TIME_BYTES 24
 
-struct segment {
+struct segments_item {
   size_t text_at; /* the text's bytes in segments_doc.pool, decoded (UTF-8), not NUL-terminated */
   size_t text_len;
   char start[SEGMENTS_TIME_BYTES]; /* the number as the body writes it */
@@ -26,7 +26,7 @@ struct segment {
 struct segments_doc {
   char language[32];
   char source[16];
-  struct segment *seg;
+  struct segments_item *seg;
   size_t n;
   struct buf pool; /* every segment's text, one after another */
 };
