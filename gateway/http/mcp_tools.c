@@ -181,6 +181,7 @@ struct mcp_call {
   int free_page; /* the cursor's unit still covers this page: checked without a unit */
   /* search_transcript */
   char query[MCP_QUERY_MAX_CHARS * 4 + 1];
+  char msg[128]; /* a -32602 message naming an argument */
   size_t max_results;
 };
 
@@ -286,9 +287,18 @@ static const char *read_args(struct mcp_call *c, yajl_val args) {
     const char *k = args->u.object.keys[i];
     size_t a = 0;
     while (a < sizeof(names) / sizeof(names[0]) && strcmp(names[a].name, k) != 0) a++;
-    if (a == sizeof(names) / sizeof(names[0]) || !(t->args & names[a].bit))
-      return "an argument is not one the tool takes.";
-    if (v[a] != NULL) return "an argument is given twice.";
+    if (a == sizeof(names) / sizeof(names[0]) || !(t->args & names[a].bit)) {
+      /* Named back when it is a plain name (no half of a character, nothing to escape). */
+      int plain = strlen(k) <= 32;
+      for (const char *p = k; *p != '\0' && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+      snprintf(c->msg, sizeof(c->msg), "%s is not an argument of %s.", plain ? k : "an argument", t->name);
+      return c->msg;
+    }
+    if (v[a] != NULL) {
+      snprintf(c->msg, sizeof(c->msg), "%s is given twice.", names[a].name);
+      return c->msg;
+    }
     v[a] = args->u.object.values[i];
   }
   /* video */

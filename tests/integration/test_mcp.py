@@ -204,11 +204,13 @@ def test_unknown_tool_and_bad_arguments_are_invalid_params(stack):
     out = sdk(stack, [{"op": "call", "name": "no_such_tool", "args": {}},
                       {"op": "call", "name": "get_transcript", "args": {"video": "capJson3xx1", "cursor": "0.1.x.y"}},
                       {"op": "call", "name": "get_transcript", "args": {"video": "nope"}},
-                      {"op": "call", "name": "get_transcript", "args": {"video": "capJson3xx1", "max_chars": 10}}])
+                      {"op": "call", "name": "get_transcript", "args": {"video": "capJson3xx1", "max_chars": 10}},
+                      {"op": "call", "name": "list_caption_tracks", "args": {"video": "capJson3xx1", "query": "x"}}])
     codes = [s["error"]["code"] for s in out["steps"]]
-    assert codes == [-32602] * 4
+    assert codes == [-32602] * 5
     assert "Unknown tool" in out["steps"][0]["error"]["message"]
     assert "cursor" in out["steps"][1]["error"]["message"]
+    assert out["steps"][4]["error"]["message"] == "MCP error -32602: query is not an argument of list_caption_tracks."
 
 
 def test_a_cursor_is_bound_to_its_key_and_video(stack):
