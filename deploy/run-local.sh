@@ -62,13 +62,29 @@ port_holder() {
   echo "a process of another user"
 }
 
+# The supervisord that runs process $1 (its pid), or nothing: a service an earlier run-local started.
+supervisor_of() {
+  local pid=$1 up
+  while [ -n "$pid" ] && [ "$pid" -gt 1 ]; do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = supervisord ] && { echo "$pid"; return 0; }
+    up=$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null) || return 0
+    pid=$up
+  done
+}
+
 # SO_REUSEPORT would let the gateway share its port with an earlier one (an orphan of a closed terminal, another
-# checkout's): requests would go to either. Refuse instead, naming who holds it.
+# checkout's): requests would go to either. Refuse instead, naming who holds it and, for a service supervisord runs
+# (an earlier run-local's), how to stop it: supervisord stops its programs on SIGTERM, the gateway draining first.
 check_port() { # port, what it is for
-  local holder
+  local holder sv_pid
   holder=$(port_holder "$1")
   [ -z "$holder" ] && return 0
-  echo "$me: port $1 ($2) is already in use by $holder: stop it, or set $2 to another address" >&2
+  sv_pid=$(supervisor_of "$(echo "$holder" | sed -n 's/.*(pid \([0-9]*\))$/\1/p')")
+  if [ -n "$sv_pid" ]; then
+    echo "$me: port $1 ($2) is already in use by $holder, run by supervisord (pid $sv_pid), an earlier run-local's: stop it with \"kill $sv_pid\", or set $2 to another address" >&2
+  else
+    echo "$me: port $1 ($2) is already in use by $holder: stop it, or set $2 to another address" >&2
+  fi
   exit 1
 }
 check_port "$port" VTS_LISTEN
@@ -98,12 +114,15 @@ for f in "${logs[@]}"; do log_start[$f]=$(stat -c %s "$f" 2>/dev/null || echo 0)
 setsid supervisord -c "$conf" 9>&- >>"$run/supervisord.out" 2>&1 </dev/null &
 sv=$!
 
+# With the terminal closed, every write to it fails (EIO): under set -e the first one would end the script before the
+# kill, leaving the service running. So nothing here stops on an error, and supervisord is told first.
 stop_all() { # exit status
   trap '' HUP INT TERM
+  set +e
   if kill -0 "$sv" 2>/dev/null; then
-    echo "stopping: the gateway drains, then the fetchers stop" >&2
-    kill -TERM "$sv" 2>/dev/null || true
-    wait "$sv" 2>/dev/null || true
+    kill -TERM "$sv" 2>/dev/null
+    echo "stopping: the gateway drains, then the fetchers stop" >&2 2>/dev/null
+    wait "$sv" 2>/dev/null
   fi
   rm -f "$run/run-local.pid"
   exit "$1"

@@ -39,10 +39,28 @@ static int same_base(const char *a, const char *b) {
   return n == base_len(b) && strncasecmp(a, b, n) == 0;
 }
 
+/* The length of lang without TRACKS_ASR_SUFFIX when it ends with it, else 0. */
+static size_t asr_spelling(const char *lang) {
+  size_t len = strlen(lang), sl = sizeof(TRACKS_ASR_SUFFIX) - 1;
+  return len > sl && strcasecmp(lang + len - sl, TRACKS_ASR_SUFFIX) == 0 ? len - sl : 0;
+}
+
 int tracks_choose(tracks_get_fn get, const void *ctx, size_t n, int default_track, const char *lang) {
   const char *tlang;
   int asr, po;
   int best = -1, best_rank = 4, best_bare = 0;
+  size_t code = lang != NULL ? asr_spelling(lang) : 0;
+  if (code > 0) {
+    for (size_t i = 0; i < n; i++) {
+      get(ctx, i, &tlang, &asr, &po);
+      if (!po && asr && strlen(tlang) == code && strncasecmp(tlang, lang, code) == 0) return (int)i;
+    }
+    char bare[32];
+    if (code >= sizeof(bare)) return -1;
+    memcpy(bare, lang, code);
+    bare[code] = '\0';
+    return tracks_choose(get, ctx, n, default_track, bare);
+  }
   if (lang && lang[0]) {
     /*
      * Ranks, lower is better: exact manual, exact asr, same base language manual, then asr; among the base-language

@@ -152,6 +152,14 @@ static enum verdict transfer_verdict(const struct fetch_outcome *o) {
 }
 
 /*
+ * Whether verdict v on res blocked the egress: a block of its address. No connection at all (DNS, connect, TLS, a dead
+ * proxy: reason network) moves the job on too, but says nothing of the address: it never rests the egress.
+ */
+static int blocks_egress(const struct course_result *res, enum verdict v) {
+  return v == V_BLOCKED && res->reason != PROTO_REASON_NETWORK;
+}
+
+/*
  * Performs req into f->resp and accepts only a 200. Otherwise sets res (a transport error or "http_<status>" with
  * its reason) and returns the verdict; V_DONE means the 200 arrived.
  */
@@ -496,7 +504,7 @@ static enum verdict reuse_summary(struct flow *f, struct course_result *res) {
   f->reusing = 0;
   /* Only what decides the job stands; anything else is asked again of the platform, a block on another egress. */
   if (v == V_BLOCKED && !f->stale) {
-    upstream_egress_report(f->it->up, 1);
+    if (blocks_egress(res, v)) upstream_egress_report(f->it->up, 1);
     upstream_next_egress(f->it->up);
   }
   if (f->stale || (v != V_DONE && v != V_STOP)) {
@@ -741,10 +749,20 @@ static void record_attempt(struct flow *f, const struct client_profile *c, enum 
   if (res->nattempts == PROTO_MAX_ATTEMPTS) return;
   struct proto_attempt *a = &res->attempts[res->nattempts++];
   a->proxy = (uint8_t)upstream_job_proxy_index(f->it->up);
-  a->result = v == V_BLOCKED                            ? PROTO_ATTEMPT_BLOCKED
+  a->result = blocks_egress(res, v)                     ? PROTO_ATTEMPT_BLOCKED
               : v == V_DONE && res->outcome == PROTO_OK ? PROTO_ATTEMPT_OK
                                                         : PROTO_ATTEMPT_FAILED;
   snprintf(a->client, sizeof(a->client), "%s", c->name);
+}
+
+/*
+ * The Retry-After of a 502: when the first egress comes back from its rest, and at least 1 s after a block (another
+ * job's success may have ended the rest this one met, or this was the first block of a row).
+ */
+static void set_retry_after(struct course *it, int blocked, struct course_result *res) {
+  if (res->outcome != PROTO_UPSTREAM_FAILED || res->retry_after_s != 0) return;
+  res->retry_after_s = retry_after_s(upstream_rest_left_ms(it->up));
+  if (res->retry_after_s == 0 && blocked) res->retry_after_s = 1;
 }
 
 /*
@@ -811,7 +829,7 @@ static void run_flow(struct flow *f, struct course_result *res) {
   }
   struct course_result best;
   memset(&best, 0, sizeof(best));
-  int best_rank = 0;
+  int best_rank = 0, met_block = 0;
   /* The video's player summary, when the dispatcher handed one: no player request unless it is stale. */
   if (f->player_len > 0 && !f->speech) {
     enum verdict v = reuse_summary(f, res);
@@ -829,7 +847,8 @@ static void run_flow(struct flow *f, struct course_result *res) {
       f->page_state = 0;
       f->cookie[0] = '\0';
     }
-    int blocked = 0; /* the latest verdict on this egress was a block */
+    int blocked = 0; /* the latest verdict on this egress moves the job to another (a block, or no connection) */
+    int rests = 0;   /* and it was a block of the address */
     int can_move = egress + 1 < attempts && upstream_has_next_egress(it->up);
     while (next < it->nclients) {
       const struct client_profile *c = &it->clients[next].profile;
@@ -842,6 +861,8 @@ static void run_flow(struct flow *f, struct course_result *res) {
       }
       log_refusal(f, c, res, v);
       blocked = v == V_BLOCKED;
+      rests = blocks_egress(res, v);
+      met_block |= rests;
       int r = rank(res, v);
       /* Among refusals of one rank the latest is reported, as the client that had the last word. */
       if (r >= best_rank) {
@@ -854,14 +875,13 @@ static void run_flow(struct flow *f, struct course_result *res) {
       if (v == V_BLOCKED && can_move) break;
       next++;
     }
-    upstream_egress_report(it->up, blocked);
+    /* An egress that could not be reached is neither rested nor cleared: nothing was learnt of its address. */
+    if (!(blocked && !rests)) upstream_egress_report(it->up, rests);
     if (!(blocked && can_move)) break;
   }
   if (best_rank > 0) set_result(res, best.outcome, best.reason, best.detail);
 out:
-  /* A 502 while every egress rests says when the first comes back. */
-  if (res->outcome == PROTO_UPSTREAM_FAILED && res->retry_after_s == 0)
-    res->retry_after_s = retry_after_s(upstream_rest_left_ms(it->up));
+  set_retry_after(it, met_block, res);
   buf_free(&f->resp.body);
 }
 
@@ -1014,7 +1034,7 @@ void course_fetch_browse(struct course *it, uint8_t what, const char *target, co
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_web_client");
     return;
   }
-  int attempts = (int)it->cfg->upstream_attempts;
+  int attempts = (int)it->cfg->upstream_attempts, met_block = 0;
   for (int egress = 0; egress < attempts; egress++) {
     if (egress > 0 && upstream_next_egress(it->up) != 0) break;
     int can_move = egress + 1 < attempts && upstream_has_next_egress(it->up);
@@ -1025,11 +1045,11 @@ void course_fetch_browse(struct course *it, uint8_t what, const char *target, co
       break;
     }
     log_refusal(&f, c, res, v);
-    upstream_egress_report(it->up, v == V_BLOCKED);
+    if (v != V_BLOCKED || blocks_egress(res, v)) upstream_egress_report(it->up, blocks_egress(res, v));
+    met_block |= blocks_egress(res, v);
     if (!(v == V_BLOCKED && can_move)) break;
   }
-  if (res->outcome == PROTO_UPSTREAM_FAILED && res->retry_after_s == 0)
-    res->retry_after_s = retry_after_s(upstream_rest_left_ms(it->up));
+  set_retry_after(it, met_block, res);
   buf_free(&f.resp.body);
 }
 

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/percent.h"
 #include "common/util.h"
 #include "fetcher/readers/jsonstream.h"
 
@@ -160,14 +159,10 @@ static int put_context(const struct client_profile *c, const char *ua, const cha
     if (rv == 0) rv = buf_puts(body, "\"");
   }
   if (rv == 0 && visitor_data[0] != '\0') {
-    /* Held percent-encoded (as the page and the visitor call give it); a malformed escape is left out, not mangled. */
-    char decoded[CLIENT_VISITOR_DATA_MAX];
-    long n = percent_decode(visitor_data, strlen(visitor_data), decoded, sizeof(decoded), 0);
-    if (n >= 0) {
-      rv = buf_puts(body, ",\"visitorData\":\"");
-      if (rv == 0) rv = buf_json_escape(body, decoded, (size_t)n);
-      if (rv == 0) rv = buf_puts(body, "\"");
-    }
+    /* The platform's value as it gave it (its padding percent-encoded), the same bytes X-Goog-Visitor-Id carries. */
+    rv = buf_puts(body, ",\"visitorData\":\"");
+    if (rv == 0) rv = buf_json_escape(body, visitor_data, strlen(visitor_data));
+    if (rv == 0) rv = buf_puts(body, "\"");
   }
   if (rv == 0) rv = buf_printf(body, "}%s}", c->context_members);
   return rv;

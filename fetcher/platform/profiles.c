@@ -301,13 +301,13 @@ static int parse_query(yajl_val q, struct client_profile *p, char *err, size_t e
       BAD("profile %s: query parameter \"%s\" is not allowed (letters, digits, _, $, . and -; not prettyPrint "
           "or key)",
           p->name, shown(key, show));
-    if (!YAJL_IS_STRING(v) || !valid_text(YAJL_GET_STRING(v), ALNUM "_.,~-{}:", sizeof(p->query[0][1])) ||
-        !valid_template(YAJL_GET_STRING(v)))
+    const char *value = YAJL_GET_STRING(v);
+    if (value == NULL || !valid_text(value, ALNUM "_.,~-{}:", sizeof(p->query[0][1])) || !valid_template(value))
       BAD("profile %s: query parameter %s must be letters, digits, _ . , ~ - and the placeholders {video_id} "
           "and {nonce:N}, at most %zu bytes",
           p->name, key, sizeof(p->query[0][1]) - 1);
     snprintf(p->query[p->nquery][0], sizeof(p->query[0][0]), "%s", key);
-    snprintf(p->query[p->nquery][1], sizeof(p->query[0][1]), "%s", YAJL_GET_STRING(v));
+    snprintf(p->query[p->nquery][1], sizeof(p->query[0][1]), "%s", value);
     p->nquery++;
   }
   return 0;

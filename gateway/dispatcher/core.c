@@ -13,6 +13,7 @@
 #include "gateway/cache/cache.h"
 #include "gateway/cache/bodycheck.h"
 #include "gateway/dispatcher/summary.h"
+#include "proto/tracks.h"
 
 #define JOB_TABLE_BUCKETS 4096 /* coalescing table; VTS_DISPATCH_MAX_JOBS bounds the chains */
 
@@ -405,6 +406,13 @@ static bool served_language(struct core *c, const struct proto_job *req, struct 
   return true;
 }
 
+/* Whether a served spelling (summary_served_language) names a track of language lang: lang itself, or its asr twin. */
+static bool served_as(const char *spelling, const char *lang) {
+  size_t n = strlen(lang);
+  return strncasecmp(spelling, lang, n) == 0 &&
+         (spelling[n] == '\0' || strcasecmp(spelling + n, TRACKS_ASR_SUFFIX) == 0);
+}
+
 /*
  * The job's final result: kept in the cache when it may be kept, written to Redis for the other gateways (before the
  * claim is released, so a waiter that sees the claim gone finds the result), answered to every waiter.
@@ -433,7 +441,7 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
    */
   struct proto_job served;
   if (res.outcome == PROTO_OK && ttl > 0 && j->pj.translate[0] == '\0' && served_language(c, &j->pj, &served) &&
-      strcasecmp(served.lang, res.lang) == 0) {
+      served_as(served.lang, res.lang)) {
     char key[PROTO_MAX_JOB_KEY + 1];
     proto_job_key(&served, key);
     uint64_t served_ttl = 0;

@@ -80,7 +80,14 @@ int summary_served_language(const char *summary, size_t len, const char *lang, c
   if (slen > PROTO_MAX_LANG || !ident_language_valid(served, slen)) goto done;
   ident_language_canon(served, slen, out);
   out[slen] = '\0';
-  if (tracks_choose(track_get, &t, n, def, out) == idx && tracks_choose(track_get_any, &t, n, def, out) == idx) rv = 0;
+  if (tracks_choose(track_get, &t, n, def, out) == idx && tracks_choose(track_get_any, &t, n, def, out) == idx) {
+    rv = 0;
+  } else if (asr && slen + sizeof(TRACKS_ASR_SUFFIX) - 1 <= PROTO_MAX_LANG) {
+    /* The auto-generated twin of a language whose manual track its plain code asks: its own spelling. */
+    memcpy(out + slen, TRACKS_ASR_SUFFIX, sizeof(TRACKS_ASR_SUFFIX));
+    if (tracks_choose(track_get, &t, n, def, out) == idx && tracks_choose(track_get_any, &t, n, def, out) == idx)
+      rv = 0;
+  }
 
 done:
   yajl_tree_free(root);

@@ -13,9 +13,10 @@
 /*
  * The language a transcript request for lang is served in, from the summary's caption tracks: the language of the
  * track it would be served (exactly, through its base language, or the video's default track when the video lacks
- * it), canonical (ident_language_canon), into out. Only when asking that language chooses the very same track, so
- * that the two requests have one answer, and when fetchers with and without a PO-token provider choose alike. Returns
- * 0, or -ENOENT when no track would be chosen or the summary cannot be read (the request then goes as it came).
+ * it), canonical (ident_language_canon), into out; for an auto-generated track whose language also has a manual
+ * track, that language and TRACKS_ASR_SUFFIX ("en-x-asr"). Only when asking that spelling chooses the very same track,
+ * so that the two requests have one answer, and when fetchers with and without a PO-token provider choose alike.
+ * Returns 0, or -ENOENT when no track would be chosen or the summary cannot be read (the request then goes as it came).
  */
 int summary_served_language(const char *summary, size_t len, const char *lang, char out[PROTO_MAX_LANG + 1]);
 

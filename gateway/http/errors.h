@@ -61,7 +61,7 @@
   X(JOB_NOT_IMPLEMENTED, 501, "not_implemented", "This kind of job is not supported yet.")                            \
   X(TOO_MANY_JOBS, 429, "too_many_open_jobs", "This API key has as many open jobs as VTS_JOBS_MAX_OPEN.")             \
   X(JOB_NOT_FOUND, 404, "not_found", "No such job.")                                                                  \
-  X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be a next_cursor of this job's items.")                       \
+  X(INVALID_CURSOR, 400, "invalid_cursor", "cursor must be an item offset: a decimal integer from 1.")                \
   X(INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer from 1 to 1000.")                                  \
   X(JOBS_UNAVAILABLE, 503, "jobs_unavailable", "The job store is unavailable.")                                       \
   X(WEBHOOK_REFUSED, 400, "webhook_url_refused", "webhook_url names a destination this service does not call.")       \

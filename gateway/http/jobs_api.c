@@ -112,15 +112,35 @@ static int idset_add(struct idset *s, char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t 
   return 1;
 }
 
+/*
+ * A number that is an integer by JSON Schema's "integer" (its value has no fraction: 2, 2.0 and 1e2 alike, as JSON
+ * writers emit them) into out. Returns 0, or -EINVAL for anything else, a fraction or a value out of int64's range.
+ */
+static int json_integer(yajl_val v, int64_t *out) {
+  if (YAJL_IS_INTEGER(v)) {
+    *out = YAJL_GET_INTEGER(v);
+    return 0;
+  }
+  if (!YAJL_IS_DOUBLE(v)) return -EINVAL;
+  double d = YAJL_GET_DOUBLE(v);
+  if (!(d >= -9.2e18 && d <= 9.2e18) || d != (double)(int64_t)d) return -EINVAL;
+  *out = (int64_t)d;
+  return 0;
+}
+
 /* A string member's value, or NULL when it is not a string. */
 static const char *str_of(yajl_val v) { return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL; }
 
-/* Reads a language member (language or translate) into out; an API_ERR with msg on a bad one. */
-static enum api_error read_language(const char *name, yajl_val v, char *out, size_t cap, char *msg) {
+/*
+ * Reads a language member (language or translate) into out; on a bad one, msg and bad (the code the transcript
+ * endpoint answers for the same value: invalid_language).
+ */
+static enum api_error read_language(const char *name, enum api_error bad, yajl_val v, char *out, size_t cap,
+                                    char *msg) {
   const char *s = str_of(v);
   if (s == NULL || !ident_language_valid(s, strlen(s)) || strlen(s) >= cap) {
     snprintf(msg, JOBS_MSG_BYTES, "%s must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.", name);
-    return API_ERR_INVALID_MEMBER;
+    return bad;
   }
   util_copy_str(out, cap, s);
   return API_OK;
@@ -232,9 +252,9 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     } else if (strcmp(k, "limit") == 0) {
       limit = v;
     } else if (strcmp(k, "language") == 0) {
-      e = read_language("language", v, jr->language, sizeof(jr->language), msg);
+      e = read_language("language", API_ERR_INVALID_LANGUAGE, v, jr->language, sizeof(jr->language), msg);
     } else if (strcmp(k, "translate") == 0) {
-      e = read_language("translate", v, jr->translate, sizeof(jr->translate), msg);
+      e = read_language("translate", API_ERR_INVALID_TRANSLATE, v, jr->translate, sizeof(jr->translate), msg);
     } else if (strcmp(k, "format") == 0) {
       const char *s = str_of(v);
       if (s == NULL || render_format_from_name(s, strlen(s), &jr->format) != 0) {
@@ -248,11 +268,12 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
   if (e == API_OK && sources != 1) e = API_ERR_JOB_SOURCE;
   int64_t cap = cfg->job_max_items;
   if (e == API_OK && limit != NULL) {
-    if (!YAJL_IS_INTEGER(limit) || YAJL_GET_INTEGER(limit) < 1 || YAJL_GET_INTEGER(limit) > cap) {
+    int64_t n = 0;
+    if (json_integer(limit, &n) != 0 || n < 1 || n > cap) {
       snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer from 1 to %lld (VTS_JOB_MAX_ITEMS).", (long long)cap);
       e = API_ERR_INVALID_MEMBER;
     } else {
-      cap = YAJL_GET_INTEGER(limit);
+      cap = n;
     }
   }
   jr->cap = cap;
@@ -493,7 +514,20 @@ static int jobs_create(struct jobs_call *c, struct jobstore *js) {
   int json_type = ct != NULL && ctl >= jl && strncasecmp(ct, json, jl) == 0 &&
                   (ctl == jl || ct[jl] == ';' || ct[jl] == ' ' || ct[jl] == '\t');
   if (!json_type || req->content_encoded) {
-    http_respond_error(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, c->rl_headers);
+    /* The message names what came, so a client sees its own mistake; its bytes are the client's, kept printable. */
+    char msg[160];
+    char got[64];
+    size_t n = 0;
+    for (size_t i = 0; ct != NULL && i < ctl && n + 1 < sizeof(got); i++)
+      got[n++] = ct[i] >= 0x20 && ct[i] < 0x7f && ct[i] != '"' && ct[i] != '\\' ? ct[i] : '?';
+    got[n] = '\0';
+    if (json_type)
+      snprintf(msg, sizeof(msg), "The request body must be application/json without a Content-Encoding.");
+    else if (ct == NULL)
+      snprintf(msg, sizeof(msg), "The request body must be application/json; got no Content-Type.");
+    else
+      snprintf(msg, sizeof(msg), "The request body must be application/json; got %s%s.", got, n < ctl ? "..." : "");
+    http_respond_error_msg(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, msg, c->rl_headers);
     return 0;
   }
   struct job_request *jrp = &c->jr;

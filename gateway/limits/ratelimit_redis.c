@@ -247,7 +247,8 @@ static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
 static void log_down(struct rlredis *r, const char *why) {
   if (r->down_logged && strncmp(r->down_why, why, sizeof(r->down_why) - 1) == 0) return;
   r->down_logged = true;
-  snprintf(r->down_why, sizeof(r->down_why), "%s", why);
+  /* Kept to compare with the next reason only: its start is enough. */
+  snprintf(r->down_why, sizeof(r->down_why), "%.*s", (int)sizeof(r->down_why) - 1, why);
   log_msg(LOG_WARN, "redis unavailable", "error", why, NULL);
 }
 

@@ -17,6 +17,8 @@ The scenario is chosen by the video id (11 characters):
 | capSrv1xxx1 | normal                             | OK, one manual "en" track                      | srv1 whatever fmt    |
 | multiLang01 | normal                             | OK: en manual, en asr, pt-BR, de; default de   | json3, text per track|
 | fourLangs01 | normal                             | OK: en, es, ja, pt-BR manual tracks            | json3, text per track|
+| twinM*      | normal                             | OK: en manual, en asr, es; default en manual   | json3, text per track|
+| twinA*      | normal                             | OK: en manual, en asr, es; default en asr      | json3, text per track|
 | noTranslat1 | normal                             | OK: one "en" track with isTranslatable false   | json3                |
 | consentOk01 | consent wall with v, then normal   | OK like capJson3xx1                            | json3                |
 |             | once CONSENT=YES+<v> is sent       |                                                |                      |
@@ -86,8 +88,9 @@ maps onto this server with that host in its Host header):
                                  the player request nested under "playerRequest" (its videoId, beside
                                  "disablePlayerResponse"), query id=<that id> and $fields=playerResponse. A body
                                  without the playerRequest object is answered 400 INVALID_ARGUMENT (as the platform
-                                 answers a malformed request); one whose context.client.visitorData is missing or
-                                 was not issued by the visitor call gets the player reply refused ("UNPLAYABLE",
+                                 answers a malformed request); one whose context.client.visitorData is missing,
+                                 is not a value the visitor call issued exactly as issued (its padding still
+                                 percent-encoded), or differs from its X-Goog-Visitor-Id header gets the player reply refused ("UNPLAYABLE",
                                  "This video is not available", as the platform refuses a client it does not trust,
                                  the captured VISIONOS refusal's wording). Otherwise the reply is {"playerResponse":
                                  <what the player call answers for that id and client>}, its audio formats without
@@ -547,7 +550,7 @@ RATIONS = Ration()
 # --delay-ms: every platform request (not the test's /__ requests) takes this long, each in its own thread.
 DELAY_S = [0.0]
 
-# Visitor data issued by /youtubei/v1/visitor_id (percent-decoded), in order.
+# Visitor data issued by /youtubei/v1/visitor_id (as issued: padding percent-encoded), in order.
 VISITORS = {"issued": [], "times": [], "lock": threading.Lock()}
 
 REEL_PATH = "/youtubei/v1/reel/reel_item_watch"
@@ -1011,9 +1014,10 @@ class Handler(BaseHTTPRequestHandler):
         if query.get("id") != [video] or query.get("$fields") != ["playerResponse"]:
             self.send_json(400, INVALID_ARGUMENT)
             return
-        visitor = urllib.parse.unquote(client.get("visitorData", "") or "")
+        # The maintained clients send the issued value unchanged, in the body and in X-Goog-Visitor-Id alike.
+        visitor = client.get("visitorData", "") or ""
         with VISITORS["lock"]:
-            trusted = visitor in [urllib.parse.unquote(v) for v in VISITORS["issued"]]
+            trusted = visitor in VISITORS["issued"] and self.headers.get("X-Goog-Visitor-Id") == visitor
         if not trusted:
             self.send_json(200, {"playerResponse": player_error("UNPLAYABLE", "This video is not available")})
             return
@@ -1074,6 +1078,13 @@ class Handler(BaseHTTPRequestHandler):
                       caption_track(video, "pt-BR", "Portuguese (Brazil)"),
                       caption_track(video, "de", "German")]
             self.send_json(200, player_ok(origin, video, tracks, default_index=3))
+        elif video.startswith(("twinM", "twinA")):
+            # Twin tracks: a manual and an auto-generated track of one language (the common case), and one more
+            # language; the default is the manual twin ("twinM...") or the auto-generated one ("twinA...").
+            tracks = [caption_track(video, "en", "English"),
+                      caption_track(video, "en", "English (auto-generated)", "asr"),
+                      caption_track(video, "es", "Spanish")]
+            self.send_json(200, player_ok(origin, video, tracks, default_index=0 if video.startswith("twinM") else 1))
         elif video == "fourLangs01":
             tracks = [caption_track(video, "en", "English"), caption_track(video, "es", "Spanish"),
                       caption_track(video, "ja", "Japanese"), caption_track(video, "pt-BR", "Portuguese (Brazil)")]

@@ -108,6 +108,17 @@ def not_here(what, why):
     pytest.skip(f"{NOT_HERE} ({what}): {why}")
 
 
+def root_is_a_mount_point():
+    """Whether / is a mount point as this process sees its mounts. It is not inside a chroot made on a plain folder
+    (debootstrap's), where a container runtime cannot remount the root it works from ("remount /: invalid
+    argument"). Without /proc nothing can be told: True."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == "/" for line in f if len(line.split()) > 4)
+    except OSError:
+        return True
+
+
 def shared_fixtures(sub):
     """The folder sub of the platform captures (VTS_SHARED_FIXTURES, else ../shared/fixtures beside the checkout);
     not_here("captures") when it is missing."""

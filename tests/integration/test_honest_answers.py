@@ -1,7 +1,7 @@
 """Answers that tell the truth about what a client got, through the whole service (gateway with one worker,
 fetchers, the fake platform): a client that resets before its answer is logged 499, counted and not charged, while a
 half-close still gets every answer; If-None-Match: * on a video the service does not hold is an ordinary request
-with its unit of the month; Vary names Accept wherever Accept chose the body, so a real client cache (undici's, in
+with its unit of the month; Vary names Accept wherever Accept chose the body, so a real client cache (one on http-cache-semantics, in
 tests/contract) never serves a cached JSON transcript to a request for WebVTT."""
 import json
 import shutil
@@ -146,11 +146,12 @@ def test_a_track_list_varies_on_accept_encoding_only(stack):
 
 
 def client_cache(stack, path, accepts):
-    """Runs tests/contract/client_cache.mjs (undici's cache interceptor): one answer dict per Accept value."""
+    """Runs tests/contract/client_cache.mjs (a private client cache on http-cache-semantics): one answer dict per Accept
+    value."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the client cache (tests/contract) cannot run")
-    if not (CONTRACT_DIR / "node_modules" / "undici").is_dir():
+    if not (CONTRACT_DIR / "node_modules" / "http-cache-semantics").is_dir():
         npm = shutil.which("npm")
         assert npm is not None, "node is installed but npm is not: cannot install tests/contract"
         subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONTRACT_DIR, check=True,

@@ -100,9 +100,9 @@ def test_a_job_of_ids_and_urls_is_accepted_with_duplicates_folded(make_gateway):
      "video_ids[1] is neither a video id nor a recognised video URL."),
     ({"video_ids": ["https://www.youtube.com/playlist?list=PLx"]}, 400, "invalid_video_id",
      "video_ids[0] is neither a video id nor a recognised video URL."),
-    ({"video_ids": [IDS[0]], "language": "english"}, 400, "invalid_request",
+    ({"video_ids": [IDS[0]], "language": "english"}, 400, "invalid_language",
      "language must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
-    ({"video_ids": [IDS[0]], "translate": 3}, 400, "invalid_request",
+    ({"video_ids": [IDS[0]], "translate": 3}, 400, "invalid_language",
      "translate must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."),
     ({"video_ids": [IDS[0]], "format": "pdf"}, 400, "invalid_request", "format must be one of json, text, srt, vtt."),
     ({"video_ids": [IDS[0]], "limit": 0}, 400, "invalid_request",
@@ -138,9 +138,16 @@ def test_the_item_cap_counts_distinct_videos(make_gateway):
 def test_media_type_length_and_size_of_the_body(make_gateway):
     gw = make_gateway(keys=keys())
     ids = json.dumps({"video_ids": [IDS[0]]})
-    assert post(gw, ids, headers={"content-type": "text/plain"})[::2] == (415, err("unsupported_media_type"))
-    assert call(gw, "POST", "/v1/jobs", ids)[::2] == (415, err("unsupported_media_type"))
-    assert post(gw, ids, headers={"content-encoding": "gzip"})[::2] == (415, err("unsupported_media_type"))
+    # The message names what came.
+    assert post(gw, ids, headers={"content-type": "text/plain"})[::2] == (415, err(
+        "unsupported_media_type", "The request body must be application/json; got text/plain."))
+    assert call(gw, "POST", "/v1/jobs", ids)[::2] == (415, err(
+        "unsupported_media_type", "The request body must be application/json; got no Content-Type."))
+    assert post(gw, ids, headers={"content-encoding": "gzip"})[::2] == (415, err(
+        "unsupported_media_type", "The request body must be application/json without a Content-Encoding."))
+    assert post(gw, ids, headers={"content-type": "application/x-www-form-urlencoded; charset=\"x\""})[::2] == (
+        415, err("unsupported_media_type",
+                 "The request body must be application/json; got application/x-www-form-urlencoded; charset=?x?."))
     assert post(gw, ids, headers={"content-type": "Application/JSON; charset=utf-8"})[0] == 202
 
     # No Content-Length: 411 (a chunked body is refused as any Transfer-Encoding is: 400).

@@ -98,3 +98,78 @@ def test_a_spelling_asked_first_leaves_its_track_language_holding_the_answer(tmp
             assert len(track) == 1 and held(redis) == sorted(track + ["xx"]), held(redis)
     finally:
         gw.stop()
+
+
+# Spellings of English and languages the twin video lacks; every one is served a track the video holds.
+TWIN_SPELLINGS = ["en", "en-US", "en-GB", "en-gb", "en-AU", "en-Zz", "xx", "yyy", "zz-Zz", "qaa-Latn", None, "de", "fr",
+                  "es", "es-MX"]
+MANUAL, ASR = "Hello and welcome to the fake platform", "hello and welcome to the fake platform automatic"
+
+
+def served_track(gw, video, lang):
+    """The answer's language and text (the manual and the auto-generated twin differ in their words)."""
+    query = "video_id=%s" % video + ("&language=%s" % lang if lang is not None else "")
+    r = get(gw, query)
+    assert r.status == 200, (lang, r.status, r.body[:200])
+    body = r.json()
+    return body["language"], body["text"]
+
+
+@pytest.mark.parametrize("video,default", [("twinM000001", MANUAL), ("twinA000001", ASR)])
+def test_spellings_on_a_video_with_twin_tracks_cost_only_the_tracks_served(tmp_path, certs, upstream, redis, video,
+                                                                          default):
+    """A manual and an auto-generated English track: a spelling of English is served the manual one, a language the
+    video lacks the default track, which may be either twin. Each track served costs its one caption download."""
+    gw = gateway(tmp_path / "gw", certs, redis)
+    try:
+        with fetchers(tmp_path, certs, upstream, [gw], 1):
+            upstream.reset()
+            first = {lang: served_track(gw, video, lang) for lang in TWIN_SPELLINGS}
+            fetched = (player_requests(upstream, video), timedtext_requests(upstream, video))
+            assert {lang: served_track(gw, video, lang) for lang in TWIN_SPELLINGS} == first
+    finally:
+        gw.stop()
+    for lang in ("en", "en-US", "en-GB", "en-gb", "en-AU", "en-Zz"):
+        assert first[lang] == ("en", MANUAL), lang
+    for lang in ("xx", "yyy", "zz-Zz", "qaa-Latn", None, "de", "fr"):
+        assert first[lang] == ("en", default), lang
+    assert first["es"][0] == first["es-MX"][0] == "es"
+    # One player request, one caption download per track served: en (or its twin too) and es.
+    assert fetched == (1, len(set(first.values()))) == (1, 2 if default == MANUAL else 3), fetched
+
+
+def spellings(n):
+    """n spellings: of English (regions), of Spanish, and of languages the video lacks."""
+    regions = ["%s%s" % (a, b) for a in "ABCDEFGHIJ" for b in "KLMNOPQRSTUVWXYZ"]
+    out = ["en", "es", "xx", None]
+    i = 0
+    while len(out) < n:
+        out += ["en-" + regions[i], "es-" + regions[i], "x%s" % regions[i].lower(), "q%s" % regions[i].lower()[:2]]
+        i += 1
+    return out[:n]
+
+
+def test_a_hundred_spellings_through_four_gateways_sharing_redis_cost_three_downloads(tmp_path, certs, upstream,
+                                                                                        redis):
+    video = "twinA000002"
+    gws = [gateway(tmp_path / ("gw%d" % i), certs, redis) for i in range(4)]
+    try:
+        with fetchers(tmp_path, certs, upstream, gws, 1):
+            upstream.reset()
+            langs = spellings(100)
+            answers = {lang: served_track(gws[0], video, lang) for lang in langs}
+            fetched = (player_requests(upstream, video), timedtext_requests(upstream, video))
+            print("\n100 spellings of a twin-track video through one gateway of four sharing Redis: %d platform "
+                  "requests (%d player, %d caption)" % (sum(fetched), *fetched))
+            # The other gateways: what the first fetched, through Redis (a language the video lacks would be asked
+            # as it came there, not holding the video's player summary: one fetch, kept for that spelling).
+            for gw in gws[1:]:
+                for lang in ("en", "es"):
+                    assert served_track(gw, video, lang) == answers[lang], lang
+            after = (player_requests(upstream, video), timedtext_requests(upstream, video))
+    finally:
+        for gw in gws:
+            gw.stop()
+    assert len(set(answers.values())) == 3
+    assert fetched == (1, 3), fetched
+    assert after == fetched

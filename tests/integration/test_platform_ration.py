@@ -60,8 +60,9 @@ def test_rationed_direct_route_is_502_never_cached_and_rests_with_retry_after(tm
     try:
         assert s.get("benchRat001").status == 200
         assert s.get("benchRat002").status == 200
-        # Past two player requests in the window: both clients rationed; one block, the route does not rest yet.
-        assert_502(s.get("benchRat003"))
+        # Past two player requests in the window: both clients rationed; one block, the route does not rest yet, and
+        # the 502 says to come back in a second.
+        assert_502(s.get("benchRat003"), retry_after="1")
         # Not cached: asked again, the platform is asked again; a second block in a row rests the route 60 s.
         assert_502(s.get("benchRat003"), retry_after="60")
         # Resting, a job still tries (the platform may be back); a third block doubles the rest.
@@ -94,8 +95,9 @@ def test_rationed_proxies_move_the_job_then_rest_and_retry_after_says_when_the_f
             # One player request per address in the window: one video through each proxy.
             assert s.get("benchPrx001").status == 200
             assert s.get("benchPrx002").status == 200
-            # Rationed on one proxy, the same client moves to the other, then the next client there: one block each.
-            assert_502(s.get("benchPrx003"))
+            # Rationed on one proxy, the same client moves to the other, then the next client there: one block each
+            # (no rest yet: a second).
+            assert_502(s.get("benchPrx003"), retry_after="1")
             # The second block in a row of each: both rest, and the answer says when the first comes back.
             assert_502(s.get("benchPrx004"), retry_after="60")
             assert_502(s.get("benchPrx005"), retry_after="120")
@@ -123,7 +125,7 @@ def test_a_ration_is_not_cached_in_redis(tmp_path, redis):
     s = ration_stack(tmp_path, "--ration-limit", "1", gateway_env={"VTS_REDIS_URL": redis.url})
     try:
         assert s.get("benchRdis01").status == 200
-        assert_502(s.get("benchRdis02"))
+        assert_502(s.get("benchRdis02"), retry_after="1")
         assert_502(s.get("benchRdis02"), retry_after="60")
         requests = s.requests()
     finally:
@@ -137,11 +139,11 @@ def test_a_ration_is_not_cached_in_redis(tmp_path, redis):
 def test_a_reply_for_another_video_is_a_block_never_used_nor_cached(tmp_path):
     s = ration_stack(tmp_path, "--wrong-video", "benchWrong1")
     try:
-        assert_502(s.get("benchWrong1"))
+        assert_502(s.get("benchWrong1"), retry_after="1")
         assert_502(s.get("benchWrong1"), retry_after="60")
         # A served job ends the route's rest: the next block is the first of a new row again.
         assert s.get("capJson3xx1").status == 200
-        assert_502(s.get("benchWrong1"))
+        assert_502(s.get("benchWrong1"), retry_after="1")
         stats = s.upstream.stats()
         text = metrics_once(s, "vts_upstream_outcomes_total", 3, kind="wrong_video")
         blocked = fetcher_logs(s, "player client blocked")

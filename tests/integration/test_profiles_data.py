@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from urllib.parse import unquote
 
 import pytest
 
@@ -110,7 +109,7 @@ def expected_calls(name, origin_host, visitors):
                  "body": dict({"context": {"client": client}}, **CHECKS), "headers": headers(ua, "5", "21.26.4")}]
     if name == "WEB":
         client = {"clientName": "WEB", "clientVersion": "2.20260708.00.00", "platform": "DESKTOP", "hl": "en",
-                  "gl": "US", "utcOffsetMinutes": 0, "visitorData": urllib.parse.unquote(PAGE_VISITOR)}
+                  "gl": "US", "utcOffsetMinutes": 0, "visitorData": PAGE_VISITOR}
         return [{"host": origin_host, "path": PLAYER, "query": {"prettyPrint": ["false"], "key": [PAGE_KEY]},
                  "body": dict({"context": {"client": client}}, **CHECKS),
                  "headers": headers(BROWSER_UA, "1", "2.20260708.00.00", X_Goog_Visitor_Id=PAGE_VISITOR)}]
@@ -126,7 +125,7 @@ def expected_calls(name, origin_host, visitors):
         return [{"host": origin_host, "path": VISITOR, "query": {"prettyPrint": ["false"]},
                  "body": {"context": dict({"client": client}, **third)}, "headers": visitor_headers},
                 {"host": origin_host, "path": PLAYER, "query": {"prettyPrint": ["false"]},
-                 "body": dict({"context": dict({"client": dict(client, visitorData=unquote(visitors[-1]))},
+                 "body": dict({"context": dict({"client": dict(client, visitorData=visitors[-1])},
                                                **third)},
                               **CHECKS),
                  "headers": player_headers}]
@@ -137,7 +136,7 @@ def expected_calls(name, origin_host, visitors):
             {"host": API_HOST, "path": REEL,
              "query": {"prettyPrint": ["false"], "t": ["N" * 12], "id": ["capJson3xx1"],
                        "$fields": ["playerResponse"]},
-             "body": {"context": dict({"client": dict(REEL_CONTEXT, visitorData=unquote(visitors[-1]))},
+             "body": {"context": dict({"client": dict(REEL_CONTEXT, visitorData=visitors[-1])},
                                       **REEL_CONTEXT_MEMBERS),
                       "playerRequest": dict(CHECKS, cpn="N" * 16), "disablePlayerResponse": False},
              "headers": headers(ANDROID_UA, "3", "21.26.364", X_Goog_Visitor_Id=visitors[-1],
@@ -201,7 +200,7 @@ def test_a_custom_wrapped_client_from_a_profile_file_serves_transcripts_end_to_e
     body = call["body"]
     body["playerRequest"]["cpn"] = nonce(body["playerRequest"]["cpn"], 16)
     assert body == {
-        "context": {"client": dict(REEL_CONTEXT, clientVersion="21.30.100", visitorData=unquote(stats["visitors"][-1])),
+        "context": {"client": dict(REEL_CONTEXT, clientVersion="21.30.100", visitorData=stats["visitors"][-1]),
                     "thirdParty": {"embedUrl": "https://example.org/page"}, "user": {"lockedSafetyMode": False}},
         "playerRequest": dict(CHECKS, cpn="N" * 16, playbackContext={"contentPlaybackContext": {"vis": 0}}),
         "disablePlayerResponse": False}
@@ -221,7 +220,7 @@ def test_visitor_data_is_fetched_once_per_fetcher_while_fresh(tmp_path):
     assert len(issued_at_start) == 1 and stats["visitors"] == issued_at_start
     assert "POST %s" % VISITOR not in stats["requests"]
     sent = [c["body"]["context"]["client"]["visitorData"] for c in stats["calls"]]
-    assert sent == [unquote(issued_at_start[0])] * 5
+    assert sent == [issued_at_start[0]] * 5
 
 
 def test_visitor_data_is_renewed_on_its_schedule(tmp_path):
@@ -254,7 +253,7 @@ def test_visitor_data_is_renewed_on_its_schedule(tmp_path):
         if call["path"] == VISITOR:
             at += 1
         else:
-            assert call["body"]["context"]["client"]["visitorData"] == unquote(visitors[at])
+            assert call["body"]["context"]["client"]["visitorData"] == visitors[at]
             assert call["headers"]["X-Goog-Visitor-Id"] == visitors[at]
     latest = visitors[at]
     assert latest == visitors[-1]
@@ -270,7 +269,7 @@ def test_local_visitor_data_is_made_without_a_visitor_call(upstream, tmp_path):
     assert call["path"] == PLAYER
     visitor = call["headers"]["X-Goog-Visitor-Id"]
     assert re.fullmatch(r"[A-Za-z0-9_-]+(%3D){0,2}", visitor), visitor
-    assert call["body"]["context"]["client"]["visitorData"] == urllib.parse.unquote(visitor)
+    assert call["body"]["context"]["client"]["visitorData"] == visitor
     import base64
     raw = base64.urlsafe_b64decode(urllib.parse.unquote(visitor))
     assert raw[:2] == b"\x0a\x0b" and re.fullmatch(rb"[A-Za-z0-9_-]{11}", raw[2:13]) and raw[13] == 0x28

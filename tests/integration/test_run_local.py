@@ -3,12 +3,17 @@ says "serving" only once /ready answers (a fetcher is connected), refuses a seco
 with one line naming them, stops with a program's own error line and exit status 1 when that program cannot start
 (supervisord gives up: FATAL), and a closed terminal (SIGHUP) stops everything it started. Against the fake
 platform, on free ports of 127.0.0.1, with a run folder of the test's own."""
+import fcntl
 import os
+import pty
+import re
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -134,7 +139,9 @@ def test_serving_only_when_ready_a_second_one_refused_and_sighup_stops_everythin
         assert third.wait() == 1
         err = third.err()
         assert err.startswith("%s: port %d (VTS_LISTEN) is already in use by vts-" % (ME, first.port)), err
-        assert err.endswith(": stop it, or set VTS_LISTEN to another address\n") and err.count("\n") == 1, err
+        assert err.endswith(", run by supervisord (pid %d), an earlier run-local's: stop it with \"kill %d\", or set "
+                            "VTS_LISTEN to another address\n" % (first.supervisord_pid(), first.supervisord_pid())), err
+        assert err.count("\n") == 1, err
         assert not (tmp_path / "other" / "supervisord.pid").exists(), "nothing was started"
 
         # Closing the terminal: SIGHUP to the script's process group, as the kernel sends it.
@@ -171,6 +178,91 @@ def test_a_program_that_cannot_start_stops_run_local_with_its_own_line(tmp_path,
         assert sv is None or wait_for(lambda: not _session_pids(sv), 10), "left running: %s" % _session_pids(sv)
     finally:
         r.kill()
+
+
+class RunLocalOnTerminal(RunLocal):
+    """deploy/run-local.sh with a pseudo-terminal as its controlling terminal (stdin, stdout and stderr), as a newcomer
+    runs it; closing the terminal's master side is closing the terminal window."""
+
+    def __init__(self, run_dir, upstream_url):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("VTS_")}
+        self.env.update({
+            "VTS_BUILD_DIR": str(BUILD_DIR), "VTS_RUN_DIR": str(self.run_dir), "VTS_FETCHERS": "1",
+            "VTS_LISTEN": "127.0.0.1:%d" % self.port, "VTS_JOBS_URL": "tcp://127.0.0.1:%d" % free_port(),
+            "VTS_METRICS_LISTEN": "127.0.0.1:%d" % free_port(), "VTS_UPSTREAM_URL": upstream_url,
+            "VTS_WORKERS": "1", "XDG_RUNTIME_DIR": str(self.run_dir), "ASAN_OPTIONS": "detect_leaks=0",
+        })
+        self.master, slave = pty.openpty()
+        self.seen = b""
+
+        def take_terminal():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(["bash", str(SCRIPT)], env=self.env, stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True, preexec_fn=take_terminal, cwd=str(REPO))
+        os.close(slave)
+
+    def out(self):
+        while self.master is not None and select.select([self.master], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.seen += chunk
+        return self.seen.decode(errors="replace")
+
+    def err(self):
+        return ""
+
+    def close_terminal(self):
+        os.close(self.master)
+        self.master = None
+
+
+def test_a_closed_terminal_stops_everything_and_a_leftover_is_named_with_how_to_stop_it(tmp_path, upstream):
+    first = RunLocalOnTerminal(tmp_path / "run", upstream.url)
+    try:
+        assert wait_for(lambda: "serving on" in first.out() or first.proc.poll() is not None, START_TIMEOUT_S), \
+            first.out()
+        assert first.proc.poll() is None, first.out()
+        sv = first.supervisord_pid()
+        assert len(_session_pids(sv)) >= 4, _session_pids(sv)
+        # The terminal goes away: the kernel hangs it up (SIGHUP to the script) and every later write to it fails.
+        first.close_terminal()
+        assert first.wait(timeout=60) == 129
+        assert wait_for(lambda: not _session_pids(sv), 10), "left running: %s" % _session_pids(sv)
+        assert _ready(first.port) is None, "the port still answers"
+    finally:
+        first.kill()
+
+
+def test_a_leftover_service_is_named_with_how_to_stop_it(tmp_path, upstream):
+    # What a run-local killed outright leaves behind: supervisord and its programs, without the script.
+    first = RunLocal(tmp_path / "run", upstream.url)
+    try:
+        assert wait_for(lambda: "serving on" in first.out() or first.proc.poll() is not None, START_TIMEOUT_S), \
+            first.out() + first.err()
+        sv = first.supervisord_pid()
+        os.kill(first.proc.pid, signal.SIGKILL)
+        first.proc.wait(timeout=10)
+        assert _ready(first.port) == 200
+        again = RunLocal(tmp_path / "run", upstream.url, port=first.port)
+        assert again.wait() == 1
+        holder = again.err().split(" is already in use by ")[1].split(",")[0]
+        assert again.err() == ("%s: port %d (VTS_LISTEN) is already in use by %s, run by supervisord (pid %d), an "
+                               "earlier run-local's: stop it with \"kill %d\", or set VTS_LISTEN to another address\n"
+                               % (ME, first.port, holder, sv, sv)), again.err()
+        assert re.fullmatch(r"vts-\w+ \(pid \d+\)", holder), holder
+        # The command it names stops the leftover.
+        os.kill(sv, signal.SIGTERM)
+        assert wait_for(lambda: not _session_pids(sv), 30), "left running: %s" % _session_pids(sv)
+    finally:
+        first.kill()
 
 
 def test_a_port_anyone_holds_is_refused_before_anything_starts(tmp_path, upstream):

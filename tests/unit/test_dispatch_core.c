@@ -16,6 +16,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "gateway/dispatcher/core.h"
+#include "proto/tracks.h"
 
 #define BODY_OK "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"hi\",\"segments\":[]}"
 #define T0 1000000 /* the time the tests start at: any value works, the core has no clock */
@@ -921,10 +922,18 @@ static void test_a_language_the_video_lacks_is_asked_as_its_served_track(void **
   assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
   none(f);
 
-  /* The default track is the asr one: "en" would choose the manual track, so "xx" goes as it came. */
+  /*
+   * The default track is the asr one: "en" would choose the manual track, so "xx" is asked as the asr track's own
+   * spelling, and "yyy" next is answered from what that fetch left.
+   */
   four_tracks(summary, sizeof(summary), "vidLANG0002", 1, -1);
   fetch_as(f, T0 + 50, "vidLANG0002", "de", "de", summary, 6);
-  fetch_as(f, T0 + 60, "vidLANG0002", "xx", "xx", NULL, 7);
+  fetch_as(f, T0 + 60, "vidLANG0002", "xx", "en" TRACKS_ASR_SUFFIX, NULL, 7);
+  struct proto_job y = request("vidLANG0002");
+  snprintf(y.lang, sizeof(y.lang), "yyy");
+  core_request(f->core, T0 + 65, &f->w[1], &y);
+  assert_int_equal(next(f, A_ANSWER)->outcome, PROTO_OK);
+  none(f);
 
   /*
    * The default track (en) needs a PO token: a fetcher with a provider serves "xx" from it, one without from the first

@@ -383,7 +383,7 @@ static void test_reel_request_is_wrapped_with_its_query_and_visitor_data(void **
                       "{\"context\":{\"client\":{\"clientName\":\"ANDROID\",\"clientVersion\":\"21.26.364\","
                       "\"clientScreen\":\"WATCH\",\"platform\":\"MOBILE\",\"osName\":\"Android\",\"osVersion\":\"11\","
                       "\"androidSdkVersion\":30,\"hl\":\"en\",\"gl\":\"US\",\"utcOffsetMinutes\":0,"
-                      "\"visitorData\":\"Cgt=\"},\"request\":{\"internalExperimentFlags\":[],\"useSsl\":true},"
+                      "\"visitorData\":\"Cgt%3D\"},\"request\":{\"internalExperimentFlags\":[],\"useSsl\":true},"
                       "\"user\":{\"lockedSafetyMode\":false}},\"playerRequest\":{\"videoId\":\"abcdefghijk\","
                       "\"contentCheckOk\":true,\"racyCheckOk\":true,\"cpn\":\"NNNNNNNNNNNNNNNN\"},"
                       "\"disablePlayerResponse\":false}");
