@@ -1,12 +1,13 @@
 /*
- * The course of one job (ARCHITECTURE.md, request step 4), whatever its kind (captions, tracks, speech): the player
- * endpoint for each configured client profile in turn (the requests built by fetcher/platform/client.h), the watch
- * page only for a client that needs what it holds (API key, visitor data) with its consent wall and recaptcha page,
- * playability, then captions (track choice, the timedtext body as json3), the track list or the speech fallback, and
- * the final public JSON. A refusal another client may not share (not playable for this client, no usable track, an
- * empty or unparsable reply, a refused caption URL) moves to the next client; a block of our address (429, recaptcha,
- * bot check, 403 on captions, no connection) moves the job to another proxy. Every problem ends as an outcome of
- * proto.h with its typed reason and a short detail; nothing upstream reaches a client.
+ * The course of one job (ARCHITECTURE.md, request step 10), whatever its kind (captions, tracks, metadata, speech, or
+ * browse: a playlist's or channel's page): the player endpoint for each configured client profile in turn (the
+ * requests built by fetcher/platform/client.h), the watch page only for a client that needs what it holds (API key,
+ * visitor data) with its consent wall and recaptcha page, playability, then captions (track choice, the timedtext body
+ * as json3), the track list, the video's details or the speech fallback, and the final public JSON; a browse job reads
+ * its page instead (course_fetch_browse). A refusal another client may not share (not playable for this client, no
+ * usable track, an empty or unparsable reply, a refused caption URL) moves to the next client; a block of our address
+ * (429, recaptcha, bot check, 403 on captions, no connection) moves the job to another proxy. Every problem ends as an
+ * outcome of proto.h with its typed reason and a short detail; nothing upstream reaches a client.
  */
 #ifndef VTS_COURSE_H
 #define VTS_COURSE_H

@@ -214,7 +214,7 @@ static struct pot_slot *kept(struct potoken *p, const char *binding, uint64_t no
 }
 
 /* Keeps token for binding until keep_until: in binding's own slot, an empty or expired one, or the soonest to end. */
-static void keep(struct potoken *p, const char *binding, const char *token, uint64_t now, uint64_t keep_until) {
+static void store_token(struct potoken *p, const char *binding, const char *token, uint64_t now, uint64_t keep_until) {
   struct pot_slot *best = &p->slots[0];
   for (size_t i = 0; i < VTS_POT_CACHE_SLOTS; i++) {
     struct pot_slot *s = &p->slots[i];
@@ -323,7 +323,7 @@ int potoken_get(struct potoken *p, const char *binding, uint64_t deadline_ms, co
     return failed(p, o, "pot_expired", request_id, status, now);
   }
   uint64_t keep_ms = potoken_keep_ms(expires_ms, wall_ms);
-  if (keep_ms > 0) keep(p, binding, token, util_now_ms(), util_now_ms() + keep_ms);
+  if (keep_ms > 0) store_token(p, binding, token, util_now_ms(), util_now_ms() + keep_ms);
   char dur[24], kept_s[24];
   snprintf(dur, sizeof(dur), "%llu", (unsigned long long)(util_now_ms() - now));
   snprintf(kept_s, sizeof(kept_s), "%llu", (unsigned long long)(keep_ms / 1000));

@@ -287,7 +287,7 @@ static void req_send(struct rcache *rc, struct rreq *q, int argc, const char **a
 }
 
 /* A lookup's reply: nil, or {value, ttl, key}; anything else under our keys is deleted. */
-static void got(struct rcache *rc, struct rreq *q, const redisReply *r) {
+static void answer_lookup(struct rcache *rc, struct rreq *q, const redisReply *r) {
   struct proto_result res;
   if (r->type == REDIS_REPLY_NIL) {
     rc->get_cb(rc->arg, q->tag, -ENOENT, NULL, 0);
@@ -331,11 +331,11 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
   if (r == NULL) {
     req_fail(rc, q);
   } else if (!rc->closing && q->kind == R_GET && r->type != REDIS_REPLY_ERROR) {
-    got(rc, q, r);
+    answer_lookup(rc, q, r);
   } else if (!rc->closing && q->kind == R_GET && strstr(r->str, "WRONGTYPE") != NULL) {
     /* A value of another type under our key is as foreign as a bad string. */
     static const redisReply foreign = {.type = REDIS_REPLY_STATUS};
-    got(rc, q, &foreign);
+    answer_lookup(rc, q, &foreign);
   } else if (!rc->closing && q->kind == R_GET) {
     rc->get_cb(rc->arg, q->tag, -EIO, NULL, 0); /* refused (a missing permission, a script error): a miss */
   } else if (!rc->closing && q->kind == R_CLAIM) {

@@ -1,3 +1,7 @@
+/*
+ * Over 800 lines: the decision core is one state machine over one job table (cache, coalescing, queues, deadlines,
+ * fetchers, claims) whose invariants hold across all of it; it is tested whole, without a clock.
+ */
 #include "gateway/dispatcher/core.h"
 
 #include <errno.h>
@@ -318,8 +322,8 @@ static void count_outcome(struct core *c, uint8_t outcome) {
  * A video that cannot be played is kept once, under PROTO_GONE_KEY, as the answer of all its keys. A transcript is
  * kept once per served track (proto_track_key): every key it answers shares that entry's body.
  */
-static void keep(struct core *c, const char *video_id, const char *key, const struct proto_result *res,
-                 uint64_t max_ttl_ms, uint64_t *ttl) {
+static void cache_result(struct core *c, const char *video_id, const char *key, const struct proto_result *res,
+                         uint64_t max_ttl_ms, uint64_t *ttl) {
   *ttl = 0;
   if (proto_result_gone(res)) key = PROTO_GONE_KEY;
   if (res->outcome != PROTO_OK || proto_key_kind(key) != PROTO_KIND_CAPTIONS) {
@@ -430,7 +434,7 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
   uint64_t ttl = 0;
   /* A webhook's answer is its own, and a browse page is read for one job at one moment: never kept, never another's. */
   if (j->pj.kind != PROTO_KIND_WEBHOOK && j->pj.kind != PROTO_KIND_BROWSE)
-    keep(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
+    cache_result(c, j->pj.video_id, j->key, &res, UINT64_MAX, &ttl);
   if (ttl > 0 && c->ops.redis_put != NULL)
     c->ops.redis_put(c->ops.ctx, j->pj.video_id, proto_result_gone(&res) ? PROTO_GONE_KEY : j->key, &res, ttl);
   if (j->claimed && c->ops.redis_release != NULL) c->ops.redis_release(c->ops.ctx, j->id, j->pj.video_id, j->key);
@@ -445,7 +449,7 @@ static void job_finish(struct core *c, struct job *j, const struct proto_result 
     char key[PROTO_MAX_JOB_KEY + 1];
     proto_job_key(&served, key);
     uint64_t served_ttl = 0;
-    keep(c, j->pj.video_id, key, &res, UINT64_MAX, &served_ttl);
+    cache_result(c, j->pj.video_id, key, &res, UINT64_MAX, &served_ttl);
   }
 
   count_outcome(c, res.outcome);
@@ -590,7 +594,7 @@ void core_redis_got(struct core *c, uint64_t now, uint64_t job_id, int status, c
     /* Another gateway fetched it: kept here too for what is left of its lifetime. */
     c->st.redis_hits++;
     uint64_t ttl = 0;
-    keep(c, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl);
+    cache_result(c, j->pj.video_id, j->key, hit, ttl_left_ms, &ttl);
     log_msg(LOG_DEBUG, "redis cache hit", "request_id", j->pj.request_id, "video_id", j->pj.video_id, "lang",
             j->pj.lang, "=waiters", NUM(j->nwaiters), NULL);
     struct proto_result res = *hit;

@@ -103,15 +103,6 @@ struct dispatcher {
 /* Past the workers' own drain deadline, how long a stopping dispatcher still waits for them to go. */
 #define DISPATCH_STOP_GRACE_MS 2000
 
-static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dispatcher_stats stats_published;
-
-void dispatcher_stats(struct dispatcher_stats *out) {
-  pthread_mutex_lock(&stats_lock);
-  *out = stats_published;
-  pthread_mutex_unlock(&stats_lock);
-}
-
 /* ---- events: the only code that runs on nng threads ---- */
 
 static void push_event(struct dispatcher *d, struct event *ev) {
@@ -372,9 +363,6 @@ static void publish_stats(struct dispatcher *d) {
   core_stats(d->core, &st);
   hooks_stats(d->hooks, &st);
   st.link_handshake_failures = d->handshakes.failed;
-  pthread_mutex_lock(&stats_lock);
-  stats_published = st;
-  pthread_mutex_unlock(&stats_lock);
   metrics_publish_dispatcher(&st);
 }
 
@@ -655,6 +643,7 @@ static void teardown(struct dispatcher *d) {
 /* The dispatcher's state lives for the whole process: an nng callback can never outlive it. */
 static struct dispatcher the_dispatcher;
 
+/* Over 80 lines: the process's steps from start to stop in order, every failure leaving by the one teardown. */
 int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   enum log_level level = LOG_INFO;
   log_level_parse(cfg->log_level, &level);

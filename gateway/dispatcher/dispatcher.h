@@ -18,12 +18,6 @@
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
 
-/*
- * Copies the counters of the dispatcher running in this process, as of its last loop turn (all zero when none
- * runs). Safe from any thread.
- */
-void dispatcher_stats(struct dispatcher_stats *out);
-
 /* Runs the dispatcher in the current (freshly forked) process until SIGTERM. Returns the exit status. */
 int dispatcher_main(const struct vts_config *cfg, const char *worker_url);
 

@@ -291,15 +291,18 @@ static int record_done(struct runner *r, const struct jobstore_task *t, const st
   if (jobstore_charges(r->js)) {
     struct jobstore_charge c = {.quota_code = "quota_exceeded", .quota_message = RUNNER_QUOTA_EXCEEDED};
     int rv = ratelimit_month_counter(r->cfg, key, now / 1000, c.counter, sizeof(c.counter), &c.quota, &c.ttl_s);
-    if (rv == 0) rv = jobstore_done_charged(r->js, t->job_id, t->seq, res->body, res->body_len, &c, now);
-    if (rv >= 0 || rv == -ENOENT) return rv == -ENOENT ? rv : 0;
+    /* Kept, or failed for the month used up: the store did either in the same step. */
+    if (rv == 0) rv = jobstore_done_charged(r->js, t->job_id, t->seq, res->body, res->body_len, &c, now, NULL);
+    if (rv == 0 || rv == -ENOENT) return rv;
     log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
     return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
   }
   int64_t month = 0;
-  int charged = ratelimit_charge_month(r->cfg, key, &month);
-  if (charged == 0) return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
-  if (charged < 0) {
+  enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
+  int crv = ratelimit_charge_month(r->cfg, key, &month, &charged);
+  if (crv == 0 && charged == RL_CHARGE_QUOTA_USED_UP)
+    return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
+  if (crv < 0) {
     log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
     return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
   }

@@ -43,7 +43,7 @@ static bool dns_name(const char *h, size_t n) {
   return !digits_only;
 }
 
-static enum hookurl_verdict say(enum hookurl_verdict v, const char *text, char *msg, size_t msglen) {
+static enum hookurl_verdict verdict_with(enum hookurl_verdict v, const char *text, char *msg, size_t msglen) {
   snprintf(msg, msglen, "%s", text);
   return v;
 }
@@ -51,9 +51,10 @@ static enum hookurl_verdict say(enum hookurl_verdict v, const char *text, char *
 enum hookurl_verdict hookurl_check(const char *url, size_t len, const struct netaddr_allow *allow, char *msg,
                                    size_t msglen) {
   msg[0] = '\0';
-  if (url == NULL || len == 0 || len > VTS_WEBHOOK_URL_MAX_BYTES) return say(HOOKURL_MALFORMED, MSG_URL, msg, msglen);
+  if (url == NULL || len == 0 || len > VTS_WEBHOOK_URL_MAX_BYTES)
+    return verdict_with(HOOKURL_MALFORMED, MSG_URL, msg, msglen);
   for (size_t i = 0; i < len; i++)
-    if (!uri_char((unsigned char)url[i])) return say(HOOKURL_MALFORMED, MSG_URL, msg, msglen);
+    if (!uri_char((unsigned char)url[i])) return verdict_with(HOOKURL_MALFORMED, MSG_URL, msg, msglen);
   bool https;
   size_t at;
   if (len > 8 && strncasecmp(url, "https://", 8) == 0) {
@@ -63,20 +64,20 @@ enum hookurl_verdict hookurl_check(const char *url, size_t len, const struct net
     https = false;
     at = 7;
   } else {
-    return say(HOOKURL_MALFORMED, MSG_URL, msg, msglen);
+    return verdict_with(HOOKURL_MALFORMED, MSG_URL, msg, msglen);
   }
   size_t end = at;
   while (end < len && url[end] != '/' && url[end] != '?' && url[end] != '#') end++;
   const char *auth = url + at;
   size_t alen = end - at;
-  if (memchr(auth, '@', alen) != NULL) return say(HOOKURL_MALFORMED, MSG_USERINFO, msg, msglen);
+  if (memchr(auth, '@', alen) != NULL) return verdict_with(HOOKURL_MALFORMED, MSG_USERINFO, msg, msglen);
   /* The host, and where its port begins (after the IPv6 literal's bracket, else at the first colon). */
   const char *host = auth;
   size_t hlen;
   const char *rest;
   if (alen > 0 && auth[0] == '[') {
     const char *close = memchr(auth, ']', alen);
-    if (close == NULL) return say(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
+    if (close == NULL) return verdict_with(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
     hlen = (size_t)(close - auth) + 1;
     rest = close + 1;
   } else {
@@ -88,24 +89,24 @@ enum hookurl_verdict hookurl_check(const char *url, size_t len, const struct net
   if (rlen > 0) {
     /* ":" and 1 to 5 digits, 1 to 65535. */
     long port = 0;
-    if (rest[0] != ':' || rlen < 2 || rlen > 6) return say(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
+    if (rest[0] != ':' || rlen < 2 || rlen > 6) return verdict_with(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
     for (size_t i = 1; i < rlen; i++) {
-      if (rest[i] < '0' || rest[i] > '9') return say(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
+      if (rest[i] < '0' || rest[i] > '9') return verdict_with(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
       port = port * 10 + (rest[i] - '0');
     }
-    if (port < 1 || port > 65535) return say(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
+    if (port < 1 || port > 65535) return verdict_with(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
   }
   char h[256];
-  if (hlen == 0 || hlen >= sizeof(h)) return say(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
+  if (hlen == 0 || hlen >= sizeof(h)) return verdict_with(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
   memcpy(h, host, hlen);
   h[hlen] = '\0';
   struct sockaddr_storage sa;
   if (netaddr_parse_literal(h, &sa) != 0) {
-    if (h[0] == '[' || !dns_name(h, hlen)) return say(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
+    if (h[0] == '[' || !dns_name(h, hlen)) return verdict_with(HOOKURL_MALFORMED, MSG_HOST, msg, msglen);
     /* A name is never in VTS_WEBHOOK_ALLOW (it holds addresses): https, and the fetcher checks where it leads. */
-    return https ? HOOKURL_OK : say(HOOKURL_REFUSED, MSG_HTTPS, msg, msglen);
+    return https ? HOOKURL_OK : verdict_with(HOOKURL_REFUSED, MSG_HTTPS, msg, msglen);
   }
   if (netaddr_allow_has(allow, (const struct sockaddr *)&sa)) return HOOKURL_OK;
-  if (!netaddr_is_public((const struct sockaddr *)&sa)) return say(HOOKURL_REFUSED, MSG_ADDRESS, msg, msglen);
-  return https ? HOOKURL_OK : say(HOOKURL_REFUSED, MSG_HTTPS, msg, msglen);
+  if (!netaddr_is_public((const struct sockaddr *)&sa)) return verdict_with(HOOKURL_REFUSED, MSG_ADDRESS, msg, msglen);
+  return https ? HOOKURL_OK : verdict_with(HOOKURL_REFUSED, MSG_HTTPS, msg, msglen);
 }

@@ -68,6 +68,37 @@ static ssize_t send_head_and_file(struct http_conn *conn, const uv_buf_t *head, 
   return n + (ssize_t)off;
 }
 
+/* The status line and headers of an answer (body_len bytes of content_type) into h. */
+static void write_head(const struct http_conn *conn, struct strb *h, int status, const char *content_type,
+                       const char *extra_headers, size_t body_len) {
+  const char *connection = "";
+  if (!conn->keep_alive)
+    connection = "Connection: close\r\n";
+  else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
+    connection = "Connection: keep-alive\r\n";
+  strb_puts(h, "HTTP/1.1 ");
+  strb_u64(h, (uint64_t)status);
+  strb_puts(h, " ");
+  strb_puts(h, http_status_reason(status));
+  if (status != 304) {
+    strb_puts(h, "\r\nContent-Type: ");
+    strb_puts(h, content_type);
+    strb_puts(h, "\r\nContent-Length: ");
+    strb_u64(h, body_len);
+  }
+  strb_puts(h, "\r\nDate: ");
+  strb_puts(h, http_date_now());
+  strb_puts(h, "\r\nX-Request-Id: ");
+  strb_puts(h, conn->req.request_id);
+  strb_puts(h, "\r\n");
+  /* RFC 9110 11.6.1: every 401 says how to authenticate (its own challenge when the answer brings one: /mcp's). */
+  if (status == 401 && (extra_headers == NULL || strstr(extra_headers, "WWW-Authenticate:") == NULL))
+    strb_puts(h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
+  if (extra_headers != NULL) strb_puts(h, extra_headers);
+  strb_puts(h, connection);
+  strb_puts(h, "\r\n");
+}
+
 /*
  * The one writer: status line and headers into the connection's head buffer, then head and body in one vectored
  * write (libuv writes at once when nothing is queued, and keeps only the unwritten rest), or, for a body in a file,
@@ -87,36 +118,10 @@ static int respond(struct http_request *req, int status, const char *content_typ
     return -EALREADY;
   }
   if (conn->srv->draining) conn->keep_alive = 0;
-  const char *connection = "";
-  if (!conn->keep_alive)
-    connection = "Connection: close\r\n";
-  else if (conn->parser.http_major == 1 && conn->parser.http_minor == 0)
-    connection = "Connection: keep-alive\r\n";
+  /* A 304 describes the representation the client holds: no content headers of its own, and no body. */
+  if (status == 304) body_len = 0;
   struct strb h = strb_init(conn->head, sizeof(conn->head));
-  strb_puts(&h, "HTTP/1.1 ");
-  strb_u64(&h, (uint64_t)status);
-  strb_puts(&h, " ");
-  strb_puts(&h, http_status_reason(status));
-  if (status == 304) {
-    /* A 304 describes the representation the client holds: no content headers of its own, and no body. */
-    body_len = 0;
-  } else {
-    strb_puts(&h, "\r\nContent-Type: ");
-    strb_puts(&h, content_type);
-    strb_puts(&h, "\r\nContent-Length: ");
-    strb_u64(&h, body_len);
-  }
-  strb_puts(&h, "\r\nDate: ");
-  strb_puts(&h, http_date_now());
-  strb_puts(&h, "\r\nX-Request-Id: ");
-  strb_puts(&h, req->request_id);
-  strb_puts(&h, "\r\n");
-  /* RFC 9110 11.6.1: every 401 says how to authenticate. */
-  if (status == 401 && (extra_headers == NULL || strstr(extra_headers, "WWW-Authenticate:") == NULL))
-    strb_puts(&h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
-  if (extra_headers != NULL) strb_puts(&h, extra_headers);
-  strb_puts(&h, connection);
-  strb_puts(&h, "\r\n");
+  write_head(conn, &h, status, content_type, extra_headers, body_len);
   size_t n = h.len;
   if (!h.ok) {
     log_msg(LOG_ERROR, "response head too large", "request_id", req->request_id, NULL);

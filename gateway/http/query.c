@@ -45,6 +45,7 @@ static void param_add(struct param *p, const char *value, size_t len) {
   }
 }
 
+/* Over 80 lines: one pass over the query string, each parameter checked where it is read, in the errors' order. */
 /* Parses qs recognising the first nknown parameters of the table below (the video's two come first). */
 static enum api_error parse_query(const char *qs, size_t len, size_t nknown, struct transcript_query *q) {
   /*

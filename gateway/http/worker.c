@@ -146,6 +146,7 @@ static void close_any(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* Over 80 lines: the worker's steps from start to stop in order, every failure leaving by the one teardown. */
 int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t started_ms, struct keystore *keys) {
   static struct worker w;
   int status = 1;

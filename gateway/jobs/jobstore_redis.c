@@ -1,3 +1,4 @@
+/* Over 800 lines: each operation's Lua script stands beside the C that calls it, and all share the key layout. */
 /*
  * Batch jobs in Redis (see jobstore.h and docs/ARCHITECTURE.md "Batch jobs in Redis"). Every operation is one command
  * or one Lua script, so each is atomic and costs one round trip:
@@ -37,7 +38,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/jobs/jobstore.h"
+#include "gateway/jobs/jobstore_backend.h"
 #include "gateway/redis/redis_conn.h"
 
 #define WORK_STREAM "vts:jobs:work"
@@ -534,12 +535,30 @@ static void rs_close(void *self) {
   free(r);
 }
 
-int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, int timeout_ms, void **self, char *err,
-                        size_t errlen) {
+/* Where Redis is, resolved by the master before fork (rs_init). */
+static struct redis_addr redis_at;
+static char redis_at_url[CONFIG_STR_MAX]; /* the URL redis_at was resolved from, "" before */
+
+static int rs_selected(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0'; }
+
+static int rs_init(const struct vts_config *cfg, char *err, size_t errlen) {
+  redis_at_url[0] = '\0';
+  int rv = redis_conn_resolve(cfg->redis_url, &redis_at, err, errlen);
+  if (rv == 0) util_copy_str(redis_at_url, sizeof(redis_at_url), cfg->redis_url);
+  return rv;
+}
+
+/* Not connected here: a Redis down at start is tried by the first call, and a worker starts regardless. */
+static int rs_open(const struct vts_config *cfg, int timeout_ms, void **self, char *err, size_t errlen) {
+  /* A process the master did not prepare (a test, a tool) resolves here. */
+  if (strcmp(redis_at_url, cfg->redis_url) != 0) {
+    int rv = rs_init(cfg, err, errlen);
+    if (rv != 0) return rv;
+  }
   struct jsredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return -ENOMEM;
-  r->addr = *addr;
-  r->ttl_ms = ttl_ms;
+  r->addr = redis_at;
+  r->ttl_ms = cfg->job_ttl_s * 1000;
   r->timeout_ms = timeout_ms;
   char hex[17];
   int rv = util_random_hex(hex, 8);
@@ -549,7 +568,6 @@ int jobstore_redis_open(const struct redis_addr *addr, int64_t ttl_ms, int timeo
     return rv;
   }
   snprintf(r->consumer, sizeof(r->consumer), "r%s", hex);
-  /* Not connected here: a Redis down at start is tried by the first call, and a worker starts regardless. */
   *self = r;
   return 0;
 }
@@ -1042,6 +1060,10 @@ const struct jobstore_ops jobstore_redis_ops = {
     .version = JOBSTORE_OPS_VERSION,
     .name = "redis",
     .charges = 1,
+    .remote = 1,
+    .selected = rs_selected,
+    .init = rs_init,
+    .open = rs_open,
     .close = rs_close,
     .create = rs_create,
     .get = rs_get,

@@ -337,11 +337,16 @@ static void check(struct ratelimit *rl, const struct key_entry *key, bool spend,
   cb(arg, &d);
 }
 
-int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month) {
+int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month,
+                           enum rl_charge *outcome) {
   if (rl_table == NULL) return -ENODEV;
   struct rl_limits lim;
   rlcalc_limits(key, cfg, &lim);
-  return rlmem_charge_month(rl_table, key->digest, lim.quota, util_wall_s(), month);
+  /* The table answers 1 (taken), 0 (used up) or a negative errno. */
+  int rv = rlmem_charge_month(rl_table, key->digest, lim.quota, util_wall_s(), month);
+  if (rv < 0) return rv;
+  *outcome = rv > 0 ? RL_CHARGE_TAKEN : RL_CHARGE_QUOTA_USED_UP;
+  return 0;
 }
 
 int ratelimit_month_counter(const struct vts_config *cfg, const struct key_entry *key, int64_t now, char *name,

@@ -77,14 +77,20 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
  * customer may be billed one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
+/* What ratelimit_charge_month did. */
+enum rl_charge {
+  RL_CHARGE_TAKEN,        /* the unit is taken: *month is its month, for ratelimit_give_back */
+  RL_CHARGE_QUOTA_USED_UP /* the key's month is used up: nothing taken */
+};
 /*
  * Takes one unit of the month of key, outside any request: a batch job's item answered with a transcript (the
  * dispatcher's runner; the job's request was counted in the window). From the shared table the master made, so any
- * process forked after ratelimit_shm_init may call it. Returns 1 when taken (*month is its month, for
- * ratelimit_give_back), 0 when the key's month is used up, -ENOSPC or -ENODEV (no table). The table is the month of
- * the memory provider; with VTS_REDIS_URL the month is in Redis: see ratelimit_month_counter.
+ * process forked after ratelimit_shm_init may call it. Returns 0 with what happened in *outcome, -ENOSPC or -ENODEV
+ * (no table). The table is the month of the memory provider; with VTS_REDIS_URL the month is in Redis: see
+ * ratelimit_month_counter.
  */
-int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month);
+int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month,
+                           enum rl_charge *outcome);
 /*
  * With VTS_REDIS_URL: where key's units of the month are counted in Redis at second now (the counter every check of
  * the key counts in, name written to name), its quota and the lifetime a counter it starts gets; the job store counts

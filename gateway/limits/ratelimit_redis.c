@@ -1,3 +1,7 @@
+/*
+ * Over 800 lines: the limiter's Redis client, whose connection states (backoff, stall, ready), check script and owed
+ * counts share one struct and its references.
+ */
 #include "gateway/limits/ratelimit_redis.h"
 
 #include <errno.h>

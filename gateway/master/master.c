@@ -295,6 +295,7 @@ static void raise_fd_limit(void) {
   }
 }
 
+/* Over 80 lines: the master's steps before fork and its supervision loop in order, failures leaving by one exit. */
 int master_run(const struct vts_config *cfg, struct keystore *keys) {
   struct master m;
   memset(&m, 0, sizeof(m));

@@ -38,13 +38,21 @@ struct fixture {
   struct vts_config cfg;
 };
 
+/* The SQLite store in dir (the configuration's store when no Redis is set: dir/jobs.db). */
+static int open_in(const char *dir, struct jobstore **js, char *err, size_t errlen) {
+  static struct vts_config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
+  return jobstore_open_config(&cfg, VTS_JOBS_REDIS_TIMEOUT_MS, js, err, errlen);
+}
+
 static int setup(void **state) {
   struct fixture *f = calloc(1, sizeof(*f));
   snprintf(f->dir, sizeof(f->dir), "/tmp/vts-jobstore.XXXXXX");
   if (!mkdtemp(f->dir)) return -1;
   snprintf(f->path, sizeof(f->path), "%s/jobs.db", f->dir);
   char err[256];
-  if (jobstore_open(f->path, &f->js, err, sizeof(err)) != 0) return -1;
+  if (open_in(f->dir, &f->js, err, sizeof(err)) != 0) return -1;
   *state = f;
   return 0;
 }
@@ -87,7 +95,7 @@ static struct jobstore *other_handle(struct fixture *f) {
   if (f->pid > 0)
     assert_int_equal(jobstore_open_config(&f->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &js, err, sizeof(err)), 0);
   else
-    assert_int_equal(jobstore_open(f->path, &js, err, sizeof(err)), 0);
+    assert_int_equal(open_in(f->dir, &js, err, sizeof(err)), 0);
   return js;
 }
 
@@ -385,7 +393,7 @@ static void test_a_killed_writer_loses_nothing_it_committed(void **state) {
   if (pid == 0) {
     struct jobstore *js;
     char err[256], id[JOBSTORE_ID_LEN + 1];
-    if (jobstore_open(f->path, &js, err, sizeof(err)) != 0) _exit(2);
+    if (open_in(f->dir, &js, err, sizeof(err)) != 0) _exit(2);
     if (jobstore_create(js, &spec_a, ids, 4, 1000, id) != 0) _exit(3);
     struct jobstore_task t;
     if (jobstore_take(js, 1100, 500, &t) != 0 || jobstore_done(js, id, t.seq, "{\"x\":1}", 7, 1200) != 0) _exit(4);
@@ -398,7 +406,7 @@ static void test_a_killed_writer_loses_nothing_it_committed(void **state) {
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   jobstore_close(f->js);
   char err[256];
-  assert_int_equal(jobstore_open(f->path, &f->js, err, sizeof(err)), 0);
+  assert_int_equal(open_in(f->dir, &f->js, err, sizeof(err)), 0);
   struct jobstore_task t;
   /* Its running item comes back once the lease has passed, and no sooner. */
   assert_int_equal(jobstore_recover(f->js, 1700), 0);
@@ -573,9 +581,16 @@ static void test_bad_input_is_refused(void **state) {
   assert_int_equal(jobstore_create(f->js, &spec_a, ids, 0, 1000, id), -EINVAL);
   struct jobstore *js = NULL;
   char err[256] = "";
-  assert_int_equal(jobstore_open("/nonexistent-dir/x/jobs.db", &js, err, sizeof(err)), -EIO);
+  /* A state directory that is a file: the database under it cannot be opened. */
+  char file[sizeof(f->dir) + 8], db[sizeof(file) + 16];
+  snprintf(file, sizeof(file), "%s/file", f->dir);
+  snprintf(db, sizeof(db), "%s/jobs.db: ", file);
+  FILE *fp = fopen(file, "w");
+  assert_non_null(fp);
+  fclose(fp);
+  assert_int_equal(open_in(file, &js, err, sizeof(err)), -EIO);
   assert_null(js);
-  assert_non_null(strstr(err, "/nonexistent-dir/x/jobs.db: "));
+  assert_non_null(strstr(err, db));
 }
 
 /*
@@ -839,7 +854,9 @@ static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void 
   struct jobstore_task t;
   for (int i = 0; i < 3; i++) {
     assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
-    assert_int_equal(jobstore_done_charged(f->js, id, t.seq, "{}", 2, &c, 2100), i < 2 ? 1 : 0);
+    enum jobstore_charged outcome;
+    assert_int_equal(jobstore_done_charged(f->js, id, t.seq, "{}", 2, &c, 2100, &outcome), 0);
+    assert_int_equal(outcome, i < 2 ? JOBSTORE_CHARGED_KEPT : JOBSTORE_CHARGED_QUOTA_FAILED);
   }
   assert_int_equal(redis_num(f->port, "GET vts:rl:{0123456789abcdef}:q:202611"), 2);
   long long ttl = redis_num(f->port, "TTL vts:rl:{0123456789abcdef}:q:202611");
@@ -856,6 +873,8 @@ static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_on
   char id[JOBSTORE_ID_LEN + 1];
   make_job(f->js, 2, 1000, id);
   struct jobstore_task t1, t2;
+  /* Before the first take: the item's idle time, which Redis counts from its delivery, starts after this. */
+  uint64_t taken_at = util_now_ms();
   assert_int_equal(jobstore_take(f->js, 2000, 60000, &t1), 0);
   assert_int_equal(jobstore_take(other, 2000, 60000, &t2), 0);
   assert_int_equal(t2.seq, 2);
@@ -876,16 +895,20 @@ static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_on
     }
   }
   assert_true(claimed);
-  assert_true(util_now_ms() >= deadline - 3000); /* not before the idle time */
+  assert_true(util_now_ms() >= taken_at + JOBSTORE_CLAIM_IDLE_MS); /* not before the idle time */
   struct jobstore_charge c = {.counter = "vts:rl:{fedcba9876543210}:q:202611",
                               .quota = 10,
                               .ttl_s = 3600,
                               .quota_code = "quota_exceeded",
                               .quota_message = "Used up."};
   /* Both runners answer item 1: the first answer is kept and counted, the second changes nothing. */
-  assert_int_equal(jobstore_done_charged(other, id, 1, "{\"x\":1}", 7, &c, 4000), 1);
-  assert_int_equal(jobstore_done_charged(f->js, id, 1, "{\"y\":2}", 7, &c, 4100), -ENOENT);
-  assert_int_equal(jobstore_done_charged(other, id, 2, "{\"z\":3}", 7, &c, 4200), 1);
+  enum jobstore_charged outcome = JOBSTORE_CHARGED_QUOTA_FAILED;
+  assert_int_equal(jobstore_done_charged(other, id, 1, "{\"x\":1}", 7, &c, 4000, &outcome), 0);
+  assert_int_equal(outcome, JOBSTORE_CHARGED_KEPT);
+  assert_int_equal(jobstore_done_charged(f->js, id, 1, "{\"y\":2}", 7, &c, 4100, NULL), -ENOENT);
+  outcome = JOBSTORE_CHARGED_QUOTA_FAILED;
+  assert_int_equal(jobstore_done_charged(other, id, 2, "{\"z\":3}", 7, &c, 4200, &outcome), 0);
+  assert_int_equal(outcome, JOBSTORE_CHARGED_KEPT);
   assert_int_equal(redis_num(f->port, "GET vts:rl:{fedcba9876543210}:q:202611"), 2);
   struct seen s = {{0}};
   int64_t next = 0;

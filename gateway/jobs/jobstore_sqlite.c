@@ -1,0 +1,692 @@
+/* Batch jobs in an embedded SQLite database: the backend without VTS_REDIS_URL (see jobstore.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "gateway/jobs/jobstore_backend.h"
+
+/* The backend's state: its connection to the database. */
+struct sqstore {
+  sqlite3 *db;
+};
+
+/*
+ * The schema. A job's turn orders the round-robin of takes: the job with items due and the smallest turn gives the
+ * next item and takes a turn past every other (a new job's turn is 0: it gives its first item next). An item's answer
+ * is zlib-compressed in body, body_len its size before. not_before_ms holds back an item that met a ration; lease_ms is
+ * when a running item's taker is presumed dead. A webhook's delivery (hooks) is state 0 pending (due at next_ms), 1
+ * delivered or 2 given up (enum jobstore_hook_state).
+ */
+static const char schema[] =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE IF NOT EXISTS jobs("
+    " id TEXT PRIMARY KEY, key_id TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,"
+    " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, total INTEGER NOT NULL,"
+    " language TEXT NOT NULL, translate TEXT NOT NULL, format TEXT NOT NULL,"
+    " webhook_url TEXT NOT NULL, webhook_secret TEXT NOT NULL, source TEXT NOT NULL,"
+    " turn INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key_id);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs(updated_ms);"
+    "CREATE TABLE IF NOT EXISTS items("
+    " job_id TEXT NOT NULL, seq INTEGER NOT NULL, video_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    " not_before_ms INTEGER NOT NULL DEFAULT 0, lease_ms INTEGER NOT NULL DEFAULT 0, tries INTEGER NOT NULL DEFAULT 0,"
+    " error_code TEXT, error_message TEXT, body BLOB, body_len INTEGER,"
+    " PRIMARY KEY(job_id, seq)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS items_by_status ON items(status, not_before_ms, job_id, seq);"
+    "CREATE INDEX IF NOT EXISTS items_queue ON items(status, job_id, seq);"
+    "CREATE TABLE IF NOT EXISTS hooks("
+    " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, made_ms INTEGER NOT NULL,"
+    " next_ms INTEGER NOT NULL, http_status INTEGER NOT NULL DEFAULT 0, body BLOB NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS hooks_due ON hooks(state, next_ms);"
+    "CREATE INDEX IF NOT EXISTS jobs_hooked ON jobs(id) WHERE webhook_url!='';"
+    /* A playlist's or channel's job: the continuation of its list's next page, with a lease like an item's. */
+    "CREATE TABLE IF NOT EXISTS pages("
+    " job_id TEXT PRIMARY KEY, token TEXT NOT NULL, max_items INTEGER NOT NULL,"
+    " not_before_ms INTEGER NOT NULL DEFAULT 0, lease_ms INTEGER NOT NULL DEFAULT 0, tries INTEGER NOT NULL DEFAULT 0)"
+    " WITHOUT ROWID;";
+
+/* A database made before jobs took turns gets the column (an error when it is there already, which is ignored). */
+static const char add_turn[] =
+    "ALTER TABLE jobs ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);";
+
+static void open_error(char *err, size_t errlen, const char *path, const char *what) {
+  if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
+}
+
+/* Opens (creating when missing) the database at path. */
+static int open_path(const char *path, void **out, char *err, size_t errlen) {
+  struct sqstore *js = calloc(1, sizeof(*js));
+  if (!js) return -ENOMEM;
+  int rc = sqlite3_open_v2(path, &js->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(js->db, 5000);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(js->db, schema, NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_exec(js->db, add_turn, NULL, NULL, NULL);
+    rc = sqlite3_exec(js->db, "CREATE INDEX IF NOT EXISTS jobs_by_turn ON jobs(turn);", NULL, NULL, NULL);
+  }
+  if (rc != SQLITE_OK) {
+    open_error(err, errlen, path, js->db ? sqlite3_errmsg(js->db) : sqlite3_errstr(rc));
+    sqlite3_close(js->db);
+    free(js);
+    return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+  }
+  *out = js;
+  return 0;
+}
+
+/* The database at VTS_STATE_DIR/jobs.db, the directory made when missing. */
+static int sq_open(const struct vts_config *cfg, int timeout_ms, void **self, char *err, size_t errlen) {
+  (void)timeout_ms; /* a local file: SQLite's busy timeout bounds each call */
+  char path[CONFIG_STR_MAX + 16];
+  snprintf(path, sizeof(path), "%s/jobs.db", cfg->state_dir);
+  if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
+    int rv = -errno;
+    snprintf(err, errlen, "%s: %s", cfg->state_dir, strerror(errno));
+    return rv;
+  }
+  return open_path(path, self, err, errlen);
+}
+
+/* The embedded store serves when no other backend is configured. */
+static int sq_selected(const struct vts_config *cfg) {
+  (void)cfg;
+  return 1;
+}
+
+static void sq_close(void *self) {
+  struct sqstore *js = self;
+  sqlite3_close(js->db);
+  free(js);
+}
+
+/* A prepared statement with its parameters bound from a format: 's' text, 'i' int64, 'b' blob (pointer, length). */
+static sqlite3_stmt *prepare(struct sqstore *js, const char *sql, const char *types, ...) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(js->db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+  va_list ap;
+  va_start(ap, types);
+  int rc = SQLITE_OK;
+  for (int i = 0; types[i] != '\0' && rc == SQLITE_OK; i++) {
+    if (types[i] == 's') {
+      rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+    } else if (types[i] == 'i') {
+      rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+    } else {
+      const void *p = va_arg(ap, const void *);
+      size_t n = va_arg(ap, size_t);
+      rc = sqlite3_bind_blob64(st, i + 1, p, n, SQLITE_STATIC);
+    }
+  }
+  va_end(ap);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
+}
+
+/* Runs a statement that returns no rows. Returns the number of rows changed, or -EIO. */
+static int run(struct sqstore *js, sqlite3_stmt *st) {
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? sqlite3_changes(js->db) : -EIO;
+}
+
+static int exec(struct sqstore *js, const char *sql) {
+  return sqlite3_exec(js->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+/* Ends a transaction: commits when rv >= 0, rolls back otherwise; a failed commit is -EIO. */
+static int finish(struct sqstore *js, int rv) {
+  if (rv >= 0) {
+    if (exec(js, "COMMIT") == 0) return rv;
+    rv = -EIO;
+  }
+  exec(js, "ROLLBACK");
+  return rv;
+}
+
+static void copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
+  const unsigned char *s = sqlite3_column_text(st, col);
+  snprintf(out, outlen, "%s", s ? (const char *)s : "");
+}
+
+/* The first row of a query: 0 (it is there to read), -EAGAIN (none), or -EIO (no statement, or the step failed). */
+static int first_row(sqlite3_stmt *st) {
+  if (st == NULL) return -EIO;
+  int rc = sqlite3_step(st);
+  return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
+}
+
+/*
+ * Ends a take begun with BEGIN IMMEDIATE: when a row was taken (rv 0), lease_sql ("is": until, id) holds it back.
+ * Returns 0, -EAGAIN (nothing taken) or -EIO.
+ */
+static int end_take(struct sqstore *js, int rv, const char *lease_sql, int64_t until, const char *id) {
+  if (rv == 0) rv = run(js, prepare(js, lease_sql, "is", until, id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_open_jobs(void *self, const char *key_id, size_t *n);
+
+static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
+                     size_t n, int64_t now_ms, const char *id_out) {
+  struct sqstore *js = self;
+  int more = spec->continuation != NULL && spec->continuation[0] != '\0';
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int rv = 0;
+  if (spec->max_open > 0) {
+    size_t open = 0;
+    rv = sq_open_jobs(js, spec->key_id, &open);
+    if (rv == 0 && open >= spec->max_open) rv = -EDQUOT;
+  }
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                         "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                         "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language,
+                         spec->translate, spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
+  sqlite3_stmt *st =
+      rv >= 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", id_out) : NULL;
+  if (rv >= 0 && !st) rv = -EIO;
+  for (size_t i = 0; rv >= 0 && i < n; i++) {
+    if (sqlite3_bind_int64(st, 2, (int64_t)i + 1) != SQLITE_OK ||
+        sqlite3_bind_text(st, 3, video_ids[i], -1, SQLITE_STATIC) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+      rv = -EIO;
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  if (rv >= 0 && more)
+    rv = run(js, prepare(js, "INSERT INTO pages(job_id,token,max_items) VALUES(?,?,?)", "ssi", id_out,
+                         spec->continuation, (int64_t)spec->max_items));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_get(void *self, const char *key_id, const char *job_id, struct jobstore_job *out) {
+  struct sqstore *js = self;
+  memset(out, 0, sizeof(*out));
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT cancelled,created_ms,updated_ms,total,language,translate,format,webhook_url,"
+                             "webhook_secret FROM jobs WHERE id=? AND key_id=?",
+                             "ss", job_id, key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? -ENOENT : -EIO;
+  }
+  int cancelled = sqlite3_column_int(st, 0);
+  snprintf(out->id, sizeof(out->id), "%s", job_id);
+  out->created_ms = sqlite3_column_int64(st, 1);
+  out->updated_ms = sqlite3_column_int64(st, 2);
+  out->total = (size_t)sqlite3_column_int64(st, 3);
+  copy_column(st, 4, out->language, sizeof(out->language));
+  copy_column(st, 5, out->translate, sizeof(out->translate));
+  copy_column(st, 6, out->format, sizeof(out->format));
+  copy_column(st, 7, out->webhook_url, sizeof(out->webhook_url));
+  copy_column(st, 8, out->webhook_secret, sizeof(out->webhook_secret));
+  sqlite3_finalize(st);
+  st = prepare(js, "SELECT status,count(*) FROM items WHERE job_id=? GROUP BY status", "s", job_id);
+  if (!st) return -EIO;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int s = sqlite3_column_int(st, 0);
+    if (s >= 0 && s < ITEM__COUNT) out->counts[s] = (size_t)sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return -EIO;
+  st = prepare(js, "SELECT 1 FROM pages WHERE job_id=?", "s", job_id);
+  if (!st) return -EIO;
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return -EIO;
+  out->more = rc == SQLITE_ROW;
+  out->status = jobstore_job_status(out, cancelled);
+  return 0;
+}
+
+/* Whether job_id is key_id's: 0, -ENOENT or -EIO. */
+static int owned(struct sqstore *js, const char *key_id, const char *job_id) {
+  sqlite3_stmt *st = prepare(js, "SELECT 1 FROM jobs WHERE id=? AND key_id=?", "ss", job_id, key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+}
+
+static int item_row(sqlite3_stmt *st, jobstore_item_fn fn, void *ctx) {
+  struct jobstore_item it = {.seq = sqlite3_column_int64(st, 0)};
+  copy_column(st, 1, it.video_id, sizeof(it.video_id));
+  int s = sqlite3_column_int(st, 2);
+  it.status = s >= 0 && s < ITEM__COUNT ? (enum jobstore_item_status)s : ITEM_FAILED;
+  it.error_code = (const char *)sqlite3_column_text(st, 3);
+  it.error_message = (const char *)sqlite3_column_text(st, 4);
+  char *plain = NULL;
+  if (it.status == ITEM_DONE) {
+    int rv = jobstore_inflate(sqlite3_column_blob(st, 5), (size_t)sqlite3_column_bytes(st, 5),
+                              sqlite3_column_int64(st, 6), &plain);
+    if (rv != 0) return rv;
+    it.body = plain;
+    it.body_len = (size_t)sqlite3_column_int64(st, 6);
+  }
+  int rv = fn(ctx, &it);
+  free(plain);
+  return rv;
+}
+
+static int sq_items(void *self, const char *key_id, const char *job_id, int64_t after, size_t limit,
+                    jobstore_item_fn fn, void *ctx, int64_t *next) {
+  struct sqstore *js = self;
+  *next = 0;
+  /* One read transaction: the page and the question whether more follow see the same state. */
+  if (exec(js, "BEGIN") != 0) return -EIO;
+  int rv = owned(js, key_id, job_id);
+  sqlite3_stmt *st = NULL;
+  if (rv == 0) {
+    st = prepare(js,
+                 "SELECT seq,video_id,status,error_code,error_message,body,body_len FROM items WHERE job_id=? AND "
+                 "seq>? ORDER BY seq LIMIT ?",
+                 "sii", job_id, after, (int64_t)limit + 1);
+    if (!st) rv = -EIO;
+  }
+  size_t seen = 0;
+  int64_t last = after;
+  int rc = SQLITE_DONE;
+  while (rv == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (seen == limit) {
+      *next = last; /* a row past the page: more follow */
+      break;
+    }
+    int64_t seq = sqlite3_column_int64(st, 0);
+    rv = item_row(st, fn, ctx);
+    if (rv == JOBSTORE_PAGE_FULL) {
+      *next = last; /* the page ends before this item, which the next page begins with */
+      rv = 0;
+      break;
+    }
+    last = seq;
+    seen++;
+  }
+  if (rv == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE) rv = -EIO;
+  sqlite3_finalize(st);
+  exec(js, "COMMIT");
+  return rv;
+}
+
+static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
+  struct sqstore *js = self;
+  *n = 0;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int rv = owned(js, key_id, job_id);
+  /* An ended job (nothing queued or running, no page of its list to read) is left as it is. */
+  if (rv == 0) {
+    sqlite3_stmt *st = prepare(js,
+                               "SELECT 1 FROM jobs j WHERE j.id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
+                               "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
+                               "p.job_id=j.id))",
+                               "s", job_id);
+    int rc = st != NULL ? sqlite3_step(st) : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) return finish(js, 0);
+    if (rc != SQLITE_ROW) rv = -EIO;
+  }
+  if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
+  if (rv >= 0) *n = (size_t)rv;
+  if (rv >= 0 && run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id)) < 0) rv = -EIO;
+  if (rv >= 0 && run(js, prepare(js, "UPDATE jobs SET cancelled=1,updated_ms=? WHERE id=?", "is", now_ms, job_id)) < 0)
+    rv = -EIO;
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
+  struct sqstore *js = self;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
+                             "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
+                             "p.job_id=j.id))",
+                             "s", key_id);
+  if (!st) return -EIO;
+  int rc = sqlite3_step(st);
+  *n = rc == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
+static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
+  struct sqstore *js = self;
+  memset(out, 0, sizeof(*out));
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  /* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
+  sqlite3_stmt *st = prepare(
+      js,
+      "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
+      "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "
+      "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
+      "q.job_id=jobs.id AND q.not_before_ms<=?1) ORDER BY turn,id LIMIT 1) ORDER BY i.seq LIMIT 1",
+      "i", now_ms);
+  int rv = first_row(st);
+  if (rv == 0) {
+    copy_column(st, 0, out->job_id, sizeof(out->job_id));
+    out->seq = sqlite3_column_int64(st, 1);
+    copy_column(st, 2, out->video_id, sizeof(out->video_id));
+    out->tries = sqlite3_column_int(st, 3);
+    copy_column(st, 4, out->key_id, sizeof(out->key_id));
+    copy_column(st, 5, out->language, sizeof(out->language));
+    copy_column(st, 6, out->translate, sizeof(out->translate));
+    copy_column(st, 7, out->format, sizeof(out->format));
+    out->created_ms = sqlite3_column_int64(st, 8);
+  }
+  sqlite3_finalize(st);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
+                         now_ms + lease_ms, out->job_id, out->seq));
+  if (rv >= 0)
+    rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=?,turn=(SELECT max(turn) FROM jobs)+1 WHERE id=?", "is",
+                         now_ms, out->job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+/* Changes a running item with the statement sql (its last two parameters are job_id and seq), and the job's time. */
+static int end_running(struct sqstore *js, sqlite3_stmt *st, const char *job_id, int64_t now_ms) {
+  if (!st) {
+    exec(js, "ROLLBACK");
+    return -EIO;
+  }
+  int rv = run(js, st);
+  if (rv == 0) rv = -ENOENT;
+  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_done(void *self, const char *job_id, int64_t seq, const void *z, size_t zlen, size_t len,
+                   const struct jobstore_charge *charge, int64_t now_ms) {
+  struct sqstore *js = self;
+  if (charge != NULL) return -ENOTSUP;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  return end_running(js,
+                     prepare(js, "UPDATE items SET status=2,body=?,body_len=? WHERE job_id=? AND seq=? AND status=1",
+                             "bisi", z, zlen, (int64_t)len, job_id, seq),
+                     job_id, now_ms);
+}
+
+static int sq_fail(void *self, const char *job_id, int64_t seq, const char *code, const char *message, int64_t now_ms) {
+  struct sqstore *js = self;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  return end_running(
+      js,
+      prepare(js, "UPDATE items SET status=3,error_code=?,error_message=? WHERE job_id=? AND seq=? AND status=1",
+              "sssi", code, message, job_id, seq),
+      job_id, now_ms);
+}
+
+static int sq_retry(void *self, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
+  struct sqstore *js = self;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  return end_running(
+      js,
+      prepare(js, "UPDATE items SET status=0,not_before_ms=?,lease_ms=0 WHERE job_id=? AND seq=? AND status=1", "isi",
+              not_before_ms, job_id, seq),
+      job_id, now_ms);
+}
+
+static int sq_recover(void *self, int64_t now_ms) {
+  struct sqstore *js = self;
+  if (run(js, prepare(js, "UPDATE pages SET lease_ms=0 WHERE lease_ms>0 AND lease_ms<?", "i", now_ms)) < 0) return -EIO;
+  return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
+}
+
+/*
+ * The jobs jobstore_expire may delete: nothing queued or running, no webhook delivery pending or owed, and no change
+ * since the parameter.
+ */
+#define EXPIRABLE                                                                                                   \
+  "jobs.updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT "   \
+  "EXISTS(SELECT 1 FROM hooks h WHERE h.job_id=jobs.id AND h.state=0) AND (jobs.webhook_url='' OR EXISTS(SELECT 1 " \
+  "FROM hooks h WHERE h.job_id=jobs.id)) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)"
+
+static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
+  struct sqstore *js = self;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int64_t before = now_ms - ttl_ms;
+  int rv =
+      run(js, prepare(js, "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE " EXPIRABLE ")", "i", before));
+  if (rv >= 0)
+    rv = run(js, prepare(js,
+                         "DELETE FROM jobs WHERE " EXPIRABLE " AND NOT EXISTS(SELECT 1 FROM items i WHERE "
+                         "i.job_id=jobs.id)",
+                         "i", before));
+  if (rv >= 0 && run(js, prepare(js, "DELETE FROM hooks WHERE job_id NOT IN (SELECT id FROM jobs)", "")) < 0) rv = -EIO;
+  return finish(js, rv);
+}
+
+static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
+  struct sqstore *js = self;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h "
+                             "WHERE h.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM items i INDEXED BY items_queue "
+                             "WHERE i.status IN (0,1) AND i.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM pages p "
+                             "WHERE p.job_id=jobs.id) LIMIT 1",
+                             "");
+  if (st == NULL) return -EIO;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    copy_column(st, 0, job_id, JOBSTORE_ID_LEN + 1);
+    copy_column(st, 1, key_id, JOBSTORE_KEY_ID_MAX + 1);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
+}
+
+static int sq_hook_add(void *self, const char *job_id, const char *body, size_t len, int64_t now_ms) {
+  struct sqstore *js = self;
+  if (len > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) return -EINVAL;
+  int rv = run(js, prepare(js, "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) VALUES(?,0,?,?,?)",
+                           "siib", job_id, now_ms, now_ms, (const void *)body, len));
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
+  struct sqstore *js = self;
+  memset(out, 0, sizeof(*out));
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret FROM hooks h "
+                             "JOIN jobs j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? ORDER BY h.next_ms LIMIT 1",
+                             "i", now_ms);
+  int rv = first_row(st);
+  if (rv == 0) {
+    copy_column(st, 0, out->job_id, sizeof(out->job_id));
+    out->attempt = sqlite3_column_int(st, 1) + 1;
+    out->made_ms = sqlite3_column_int64(st, 2);
+    size_t n = (size_t)sqlite3_column_bytes(st, 3);
+    if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
+    if (n > 0) memcpy(out->body, sqlite3_column_blob(st, 3), n);
+    out->body_len = n;
+    copy_column(st, 4, out->url, sizeof(out->url));
+    copy_column(st, 5, out->secret, sizeof(out->secret));
+  }
+  sqlite3_finalize(st);
+  return end_take(js, rv, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?", now_ms + lease_ms,
+                  out->job_id);
+}
+
+static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
+                       int http_status) {
+  struct sqstore *js = self;
+  int rv = run(js, prepare(js, "UPDATE hooks SET state=?,next_ms=?,http_status=? WHERE job_id=? AND state=0", "iiis",
+                           (int64_t)state, next_ms, (int64_t)http_status, job_id));
+  return rv < 0 ? rv : rv == 0 ? -ENOENT : 0;
+}
+
+static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, struct jobstore_page *out) {
+  struct sqstore *js = self;
+  memset(out, 0, sizeof(*out));
+  /* Asked before every item a runner starts: with no page due, no write lock is taken. */
+  sqlite3_stmt *due = prepare(js, "SELECT 1 FROM pages WHERE lease_ms=0 AND not_before_ms<=? LIMIT 1", "i", now_ms);
+  if (!due) return -EIO;
+  int drc = sqlite3_step(due);
+  sqlite3_finalize(due);
+  if (drc == SQLITE_DONE) return -EAGAIN;
+  if (drc != SQLITE_ROW) return -EIO;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js,
+                             "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms FROM pages p JOIN jobs j ON "
+                             "j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 ORDER BY "
+                             "p.job_id LIMIT 1",
+                             "i", now_ms);
+  int rv = first_row(st);
+  if (rv == 0) {
+    copy_column(st, 0, out->job_id, sizeof(out->job_id));
+    copy_column(st, 1, out->token, sizeof(out->token));
+    out->tries = sqlite3_column_int(st, 2);
+    copy_column(st, 3, out->key_id, sizeof(out->key_id));
+    out->created_ms = sqlite3_column_int64(st, 4);
+  }
+  sqlite3_finalize(st);
+  return end_take(js, rv, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", now_ms + lease_ms, out->job_id);
+}
+
+static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }
+
+/*
+ * The ids a job holds, sorted (for folding a page's duplicates), its highest position, and its total. Returns 0,
+ * -ENOMEM or -EIO; *ids is the caller's to free.
+ */
+static int job_ids(struct sqstore *js, const char *job_id, char (**ids)[VTS_VIDEO_ID_LEN + 1], size_t *n,
+                   int64_t *last_seq) {
+  *ids = NULL;
+  *n = 0;
+  *last_seq = 0;
+  sqlite3_stmt *st = prepare(js, "SELECT video_id,seq FROM items WHERE job_id=?", "s", job_id);
+  if (!st) return -EIO;
+  size_t cap = 0;
+  int rc, rv = 0;
+  while (rv == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 256;
+      void *grown = realloc(*ids, cap * sizeof(**ids));
+      if (!grown) {
+        rv = -ENOMEM;
+        break;
+      }
+      *ids = grown;
+    }
+    memset((*ids)[*n], 0, sizeof((*ids)[*n]));
+    const unsigned char *id = sqlite3_column_text(st, 0);
+    if (id) memcpy((*ids)[*n], id, strnlen((const char *)id, VTS_VIDEO_ID_LEN));
+    int64_t seq = sqlite3_column_int64(st, 1);
+    if (seq > *last_seq) *last_seq = seq;
+    (*n)++;
+  }
+  if (rv == 0 && rc != SQLITE_DONE) rv = -EIO;
+  sqlite3_finalize(st);
+  if (rv == 0 && *n > 1) qsort(*ids, *n, sizeof(**ids), id_cmp);
+  return rv;
+}
+
+static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t n,
+                        const char *next, int64_t now_ms, size_t *added) {
+  struct sqstore *js = self;
+  *added = 0;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js, "SELECT max_items FROM pages WHERE job_id=? AND lease_ms>0", "s", job_id);
+  int rv = st ? 0 : -EIO;
+  int64_t max_items = 0;
+  if (rv == 0) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+      max_items = sqlite3_column_int64(st, 0);
+    else
+      rv = rc == SQLITE_DONE ? -ENOENT : -EIO;
+  }
+  sqlite3_finalize(st);
+  char(*held)[VTS_VIDEO_ID_LEN + 1] = NULL;
+  size_t nheld = 0;
+  int64_t seq = 0;
+  if (rv == 0) rv = job_ids(js, job_id, &held, &nheld, &seq);
+  /* The page's own ids, with those seen before in it: one page may repeat an id too. */
+  char(*seen)[VTS_VIDEO_ID_LEN + 1] = rv == 0 ? calloc(n + 1, sizeof(*seen)) : NULL;
+  if (rv == 0 && !seen) rv = -ENOMEM;
+  int64_t total = (int64_t)nheld;
+  size_t nseen = 0;
+  st = rv == 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", job_id) : NULL;
+  if (rv == 0 && !st) rv = -EIO;
+  for (size_t i = 0; rv == 0 && i < n && total < max_items; i++) {
+    char id[VTS_VIDEO_ID_LEN + 1] = {0};
+    memcpy(id, ids[i], VTS_VIDEO_ID_LEN);
+    if ((nheld > 0 && bsearch(id, held, nheld, sizeof(*held), id_cmp) != NULL)) continue;
+    int dup = 0;
+    for (size_t k = 0; k < nseen && !dup; k++) dup = memcmp(seen[k], id, VTS_VIDEO_ID_LEN) == 0;
+    if (dup) continue;
+    memcpy(seen[nseen++], id, sizeof(id));
+    if (sqlite3_bind_int64(st, 2, ++seq) != SQLITE_OK ||
+        sqlite3_bind_text(st, 3, id, -1, SQLITE_TRANSIENT) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+      rv = -EIO;
+    sqlite3_reset(st);
+    total++;
+    (*added)++;
+  }
+  sqlite3_finalize(st);
+  free(held);
+  free(seen);
+  if (rv == 0)
+    rv = run(js, prepare(js, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?", "iis", total, now_ms, job_id));
+  if (rv >= 0) {
+    int ends = next == NULL || next[0] == '\0' || total >= max_items;
+    rv = ends ? run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id))
+              : run(js, prepare(js, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0 WHERE job_id=?", "ss",
+                                next, job_id));
+  }
+  if (rv < 0) *added = 0;
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+static int sq_page_retry(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms) {
+  struct sqstore *js = self;
+  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  int rv = run(js, prepare(js, "UPDATE pages SET lease_ms=0,not_before_ms=? WHERE job_id=? AND lease_ms>0", "is",
+                           not_before_ms, job_id));
+  if (rv == 0) rv = -ENOENT;
+  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  rv = finish(js, rv);
+  return rv < 0 ? rv : 0;
+}
+
+const struct jobstore_ops jobstore_sqlite_ops = {
+    .version = JOBSTORE_OPS_VERSION,
+    .name = "sqlite",
+    .selected = sq_selected,
+    .open = sq_open,
+    .close = sq_close,
+    .create = sq_create,
+    .get = sq_get,
+    .items = sq_items,
+    .cancel = sq_cancel,
+    .open_jobs = sq_open_jobs,
+    .take = sq_take,
+    .done = sq_done,
+    .fail = sq_fail,
+    .retry = sq_retry,
+    .recover = sq_recover,
+    .expire = sq_expire,
+    .hook_owed = sq_hook_owed,
+    .hook_add = sq_hook_add,
+    .hook_take = sq_hook_take,
+    .hook_end = sq_hook_end,
+    .take_page = sq_take_page,
+    .page_done = sq_page_done,
+    .page_retry = sq_page_retry,
+};
