@@ -91,6 +91,7 @@ static const struct var vars[] = {
     I(job_ttl_s, "VTS_JOB_TTL_S", "604800", 1, 31536000),
     I(jobs_fetcher_share, "VTS_JOBS_FETCHER_SHARE", "50", 0, 100),
     S(webhook_allow, "VTS_WEBHOOK_ALLOW", ""),
+    S(mcp_allowed_origins, "VTS_MCP_ALLOWED_ORIGINS", ""),
     I(webhook_retry_ms, "VTS_WEBHOOK_RETRY_MS", "10000", 10, 3600000),
     S(sandbox, "VTS_SANDBOX", "on"),
     S(fetcher_user, "VTS_FETCHER_USER", "nobody"),

@@ -53,6 +53,16 @@ struct http_request {
   size_t accept_encoding_len;
   const char *if_none_match;
   size_t if_none_match_len;
+  /* Authorization, Origin and MCP-Protocol-Version (read by /mcp only): NULL when absent, repeated or too long;
+   * origin_bad and mcp_version_bad say a header was sent but is unusable. */
+  const char *authorization;
+  size_t authorization_len;
+  const char *origin;
+  size_t origin_len;
+  int origin_bad;
+  const char *mcp_version;
+  size_t mcp_version_len;
+  int mcp_version_bad;
   /*
    * The request carries a body (Content-Length > 0): no route reads one, so the route answers 413 once it has
    * decided that the path and method exist (404 and 405 come first), and the connection closes after the answer.

@@ -91,8 +91,9 @@ static void write_head(const struct http_conn *conn, struct strb *h, int status,
   strb_puts(h, "\r\nX-Request-Id: ");
   strb_puts(h, conn->req.request_id);
   strb_puts(h, "\r\n");
-  /* RFC 9110 11.6.1: every 401 says how to authenticate. */
-  if (status == 401) strb_puts(h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
+  /* RFC 9110 11.6.1: every 401 says how to authenticate (its own challenge when the answer brings one: /mcp's). */
+  if (status == 401 && (extra_headers == NULL || strstr(extra_headers, "WWW-Authenticate:") == NULL))
+    strb_puts(h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
   if (extra_headers != NULL) strb_puts(h, extra_headers);
   strb_puts(h, connection);
   strb_puts(h, "\r\n");

@@ -65,7 +65,10 @@ enum hdr {
   HDR_ACCEPT,
   HDR_HOST,
   HDR_CONTENT_TYPE,
-  HDR_EXPECT
+  HDR_EXPECT,
+  HDR_AUTHORIZATION,
+  HDR_ORIGIN,
+  HDR_MCP_VERSION
 };
 
 /* The longest Content-Type value kept ("application/json; charset=utf-8" and some room). */
@@ -89,6 +92,13 @@ struct conn_negotiation {
   char inm_buf[VTS_MAX_IF_NONE_MATCH_BYTES];
   struct list_header acc;
   char acc_buf[VTS_MAX_ACCEPT_BYTES];
+  /* The headers only /mcp reads (Authorization, Origin, MCP-Protocol-Version): a repeat makes one unusable. */
+  struct list_header auth;
+  char auth_buf[VTS_MAX_API_KEY_BYTES + 16];
+  struct list_header origin;
+  char origin_buf[VTS_MAX_ORIGIN_BYTES];
+  struct list_header mcpv;
+  char mcpv_buf[32];
 };
 
 struct http_server {

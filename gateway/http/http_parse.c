@@ -71,6 +71,9 @@ void conn_reset_request(struct http_conn *conn) {
     memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
     memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
     memset(&conn->neg->acc, 0, sizeof(conn->neg->acc));
+    memset(&conn->neg->auth, 0, sizeof(conn->neg->auth));
+    memset(&conn->neg->origin, 0, sizeof(conn->neg->origin));
+    memset(&conn->neg->mcpv, 0, sizeof(conn->neg->mcpv));
   }
   conn->err = API_OK;
   memset(&conn->req, 0, sizeof(conn->req));
@@ -170,7 +173,8 @@ static int on_header_field_complete(llhttp_t *p) {
     if (conn->rid_in_seen) conn->rid_in_bad = 1;
     conn->rid_in_seen = 1;
     conn->cur_hdr = HDR_REQUEST_ID;
-  } else if (hname_is(conn, "accept-encoding") || hname_is(conn, "if-none-match") || hname_is(conn, "accept")) {
+  } else if (hname_is(conn, "accept-encoding") || hname_is(conn, "if-none-match") || hname_is(conn, "accept") ||
+             hname_is(conn, "authorization") || hname_is(conn, "origin") || hname_is(conn, "mcp-protocol-version")) {
     if (conn->neg == NULL) conn->neg = calloc(1, sizeof(*conn->neg));
     if (conn->neg == NULL) {
       conn->err = API_ERR_SERVICE_UNAVAILABLE;
@@ -183,6 +187,13 @@ static int on_header_field_complete(llhttp_t *p) {
     } else if (hname_is(conn, "if-none-match")) {
       conn->cur_hdr = HDR_IF_NONE_MATCH;
       list_header_begin(&n->inm, n->inm_buf, sizeof(n->inm_buf));
+    } else if (hname_is(conn, "authorization") || hname_is(conn, "origin") || hname_is(conn, "mcp-protocol-version")) {
+      struct list_header *h = hname_is(conn, "authorization") ? &n->auth
+                              : hname_is(conn, "origin")      ? &n->origin
+                                                              : &n->mcpv;
+      conn->cur_hdr = h == &n->auth ? HDR_AUTHORIZATION : h == &n->origin ? HDR_ORIGIN : HDR_MCP_VERSION;
+      if (h->seen) h->bad = 1;
+      h->seen = 1;
     } else {
       conn->cur_hdr = HDR_ACCEPT;
       list_header_begin(&n->acc, n->acc_buf, sizeof(n->acc_buf));
@@ -233,6 +244,18 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       break;
     case HDR_ACCEPT:
       append_capped(conn->neg->acc_buf, sizeof(conn->neg->acc_buf), &conn->neg->acc.len, &conn->neg->acc.bad, at, len);
+      break;
+    case HDR_AUTHORIZATION:
+      append_capped(conn->neg->auth_buf, sizeof(conn->neg->auth_buf), &conn->neg->auth.len, &conn->neg->auth.bad, at,
+                    len);
+      break;
+    case HDR_ORIGIN:
+      append_capped(conn->neg->origin_buf, sizeof(conn->neg->origin_buf), &conn->neg->origin.len,
+                    &conn->neg->origin.bad, at, len);
+      break;
+    case HDR_MCP_VERSION:
+      append_capped(conn->neg->mcpv_buf, sizeof(conn->neg->mcpv_buf), &conn->neg->mcpv.len, &conn->neg->mcpv.bad, at,
+                    len);
       break;
     case HDR_HOST:
       host_feed(&conn->host_state, at, len);
@@ -429,6 +452,16 @@ static void head_give_headers(struct http_conn *conn) {
   if (n != NULL && n->acc.seen && !n->acc.bad) {
     req->accept = n->acc_buf;
     req->accept_len = n->acc.len;
+  }
+  if (n != NULL) {
+    req->authorization = n->auth.seen && !n->auth.bad ? n->auth_buf : NULL;
+    req->authorization_len = trim_trailing_ws(n->auth_buf, n->auth.len);
+    req->origin = n->origin.seen && !n->origin.bad ? n->origin_buf : NULL;
+    req->origin_bad = n->origin.seen && n->origin.bad;
+    req->origin_len = trim_trailing_ws(n->origin_buf, n->origin.len);
+    req->mcp_version = n->mcpv.seen && !n->mcpv.bad ? n->mcpv_buf : NULL;
+    req->mcp_version_bad = n->mcpv.seen && n->mcpv.bad;
+    req->mcp_version_len = trim_trailing_ws(n->mcpv_buf, n->mcpv.len);
   }
   if (conn->api_key_seen) {
     conn->api_key_len = trim_trailing_ws(conn->api_key, conn->api_key_len);
