@@ -65,15 +65,17 @@ struct vts_config {
   int64_t job_max_items;                       /* VTS_JOB_MAX_ITEMS: videos of one batch job */
   int64_t job_max_pages;                       /* VTS_JOB_MAX_PAGES: pages of a batch job's list read at most */
   int64_t jobs_max_open;                       /* VTS_JOBS_MAX_OPEN: open batch jobs of one key */
+  int64_t jobs_max_stored_items;               /* VTS_JOBS_MAX_STORED_ITEMS: items one key's jobs keep, ended too */
   int64_t job_max_age_s;                       /* VTS_JOB_MAX_AGE_S: an item rationed this long fails */
   int64_t job_ttl_s;                           /* VTS_JOB_TTL_S: a finished job is kept this long */
   int64_t jobs_fetcher_share;                  /* VTS_JOBS_FETCHER_SHARE: % of the fetchers job items may use */
-  char webhook_allow[CONFIG_STR_MAX]; /* VTS_WEBHOOK_ALLOW: addresses/ranges webhooks may reach beyond public */
-  int64_t webhook_retry_ms;           /* VTS_WEBHOOK_RETRY_MS: the first delay between webhook tries */
-  char sandbox[8];                    /* VTS_SANDBOX: on | warn | off, the fetcher's confinement */
-  char fetcher_user[64];              /* VTS_FETCHER_USER: the user a fetcher started as root becomes */
-  int64_t fetcher_max_memory_mb;      /* VTS_FETCHER_MAX_MEMORY_MB: a fetcher's address space ceiling */
-  char fetcher_webhook_ports[256];    /* VTS_FETCHER_WEBHOOK_PORTS: ports webhook receivers may use, or "any" */
+  char webhook_allow[CONFIG_STR_MAX];       /* VTS_WEBHOOK_ALLOW: addresses/ranges webhooks may reach beyond public */
+  char mcp_allowed_origins[CONFIG_STR_MAX]; /* VTS_MCP_ALLOWED_ORIGINS: Origin values /mcp serves, comma-separated */
+  int64_t webhook_retry_ms;                 /* VTS_WEBHOOK_RETRY_MS: the first delay between webhook tries */
+  char sandbox[8];                          /* VTS_SANDBOX: on | warn | off, the fetcher's confinement */
+  char fetcher_user[64];                    /* VTS_FETCHER_USER: the user a fetcher started as root becomes */
+  int64_t fetcher_max_memory_mb;            /* VTS_FETCHER_MAX_MEMORY_MB: a fetcher's address space ceiling */
+  char fetcher_webhook_ports[256];          /* VTS_FETCHER_WEBHOOK_PORTS: ports webhook receivers may use, or "any" */
 };
 
 /* The default of variable name as the table spells it (a string), or NULL for a name it does not hold. */

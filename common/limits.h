@@ -21,6 +21,7 @@
 #define VTS_MAX_REQUEST_ID_BYTES 64                /* longer or odd X-Request-Id is replaced by our own */
 #define VTS_MAX_API_KEY_BYTES 256                  /* longer x-api-key: 401 */
 #define VTS_MAX_ACCEPT_BYTES 512                   /* longer Accept: ignored, the answer is JSON */
+#define VTS_MAX_ORIGIN_BYTES 256                   /* longer Origin: /mcp answers 403 */
 #define VTS_MAX_ACCEPT_ENCODING_BYTES 256          /* longer Accept-Encoding (all lines): ignored, identity sent */
 #define VTS_MAX_IF_NONE_MATCH_BYTES 512            /* longer If-None-Match (all lines): ignored, full answer */
 #define VTS_MAX_KEYS_FILE_BYTES (32 * 1024 * 1024) /* larger key file: the load fails, the old keys stay */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
@@ -149,6 +150,27 @@ static int parse_context(yajl_val ctx, struct client_profile *p, char *err, size
   return 0;
 }
 
+/*
+ * Header names a profile may not set: the message's framing and routing (Host, Content-Length, Transfer-Encoding,
+ * Expect) and the hop-by-hop headers of RFC 9110 7.6.1 (Connection and those it names by custom, TE, Trailer,
+ * Upgrade, and every Proxy-* header). The HTTP client writes these itself; a second one from a profile would send a
+ * malformed or misrouted player call. An entry ending in '-' is a prefix.
+ */
+static const char *const framing_headers[] = {
+    "Host", "Content-Length", "Transfer-Encoding", "Expect", "Connection", "Keep-Alive",
+    "TE",   "Trailer",        "Upgrade",           "Proxy-"};
+
+/* The framing or hop-by-hop name that name is (or starts with, for a prefix), or NULL. */
+static const char *framing_header(const char *name) {
+  for (size_t i = 0; i < sizeof(framing_headers) / sizeof(framing_headers[0]); i++) {
+    const char *f = framing_headers[i];
+    size_t fl = strlen(f);
+    int prefix = f[fl - 1] == '-';
+    if (prefix ? strncasecmp(name, f, fl) == 0 : strcasecmp(name, f) == 0) return f;
+  }
+  return NULL;
+}
+
 static int parse_headers(yajl_val h, struct client_profile *p, char *err, size_t errlen) {
   if (!YAJL_IS_OBJECT(h)) BAD("profile %s: \"headers\" must be an object", p->name);
   if (h->u.object.len > PROFILES_MAX_HEADERS)
@@ -159,6 +181,10 @@ static int parse_headers(yajl_val h, struct client_profile *p, char *err, size_t
     char show[41];
     if (!valid_text(name, ALNUM "-", 64))
       BAD("profile %s: header name \"%s\" is not a token (letters, digits and -)", p->name, shown(name, show));
+    if (framing_header(name) != NULL)
+      BAD("profile %s: header %s is a framing or hop-by-hop header the client writes itself (not Host, "
+          "Content-Length, Transfer-Encoding, Expect, Connection, Keep-Alive, TE, Trailer, Upgrade or Proxy-*)",
+          p->name, name);
     if (!YAJL_IS_STRING(v) || !valid_text(YAJL_GET_STRING(v), NULL, 120))
       BAD("profile %s: header %s must be a printable string of at most 119 bytes", p->name, name);
     snprintf(p->headers[p->nheaders++], sizeof(p->headers[0]), "%s: %s", name, YAJL_GET_STRING(v));

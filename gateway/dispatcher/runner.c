@@ -51,6 +51,11 @@ struct runner_item {
   int64_t page_created_ms;
   int64_t page_read;                 /* the page's number in its list */
   char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
+  /* The item's unit of the month, held from before its platform request until it ends (hold_unit). */
+  enum { UNIT_NONE, UNIT_TABLE, UNIT_STORE } unit;
+  struct key_entry unit_key;     /* its key when the unit was held: a later key file may no longer name it */
+  int64_t month;                 /* UNIT_TABLE: the month of the limiter's shared table it was held in */
+  struct jobstore_charge charge; /* UNIT_STORE: the store's month counter it was held in */
 };
 
 struct runner {
@@ -285,12 +290,48 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
   return r;
 }
 
+/*
+ * Holds one unit of the month of the item's key before the platform is asked, as the synchronous endpoint reserves
+ * one before its request: in the store's month counter when the store holds them (Redis, the synchronous endpoint's
+ * own counter), else in the limiter's shared table. Returns 1 (held), 0 (the month is used up, or the key left the
+ * key file: nothing can be charged to it), or a negative errno (nothing known: the item is tried again later).
+ */
+static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
+  const struct key_entry *key = key_named(r, it->task.key_id);
+  if (key == NULL) return 0;
+  it->unit_key = *key;
+  int rv;
+  if (jobstore_charges(r->js)) {
+    struct jobstore_charge *c = &it->charge;
+    rv = ratelimit_month_counter(r->cfg, key, now_ms / 1000, c->counter, sizeof(c->counter), &c->quota, &c->ttl_s);
+    if (rv == 0) rv = jobstore_reserve(r->js, it->task.job_id, it->task.seq, c);
+    if (rv == 1) it->unit = UNIT_STORE;
+    return rv == -ENOENT ? 0 : rv; /* a job gone meanwhile: the item's end finds nothing to record */
+  }
+  enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
+  rv = ratelimit_charge_month(r->cfg, key, &it->month, &charged);
+  if (rv < 0) return rv;
+  if (charged == RL_CHARGE_QUOTA_USED_UP) return 0;
+  it->unit = UNIT_TABLE;
+  return 1;
+}
+
+/* Gives back the unit an item held: it ended without a transcript (a failure, a retry, a cancel meanwhile). */
+static void give_back_unit(struct runner *r, struct runner_item *it) {
+  if (it->unit == UNIT_STORE && jobstore_unreserve(r->js, it->task.job_id, it->task.seq, &it->charge) != 0)
+    log_msg(LOG_WARN, "a batch item's unit of the month not given back", "job_id", it->task.job_id, NULL);
+  else if (it->unit == UNIT_TABLE)
+    ratelimit_give_back(&it->unit_key, it->month);
+  it->unit = UNIT_NONE;
+}
+
 void runner_free(struct runner *r) {
   if (r == NULL) return;
   /* Items the core never answered (the dispatcher stopping): still running in the store, put back at the next start. */
   while (r->items != NULL) {
     struct runner_item *it = r->items;
     r->items = it->next;
+    give_back_unit(r, it); /* the next start holds it again */
     free(it);
   }
   jobstore_close(r->js);
@@ -379,6 +420,19 @@ static void start_item(struct runner *r, uint64_t now, const struct jobstore_tas
   }
   it->task = *t;
   memcpy(it->key, t->key_id, sizeof(it->key));
+  int64_t wall = wall_ms();
+  int held = hold_unit(r, it, wall);
+  if (held <= 0) {
+    /* Paid before spent: with no unit the platform is never asked. */
+    if (held == 0) {
+      jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, wall);
+    } else {
+      log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
+      jobstore_retry(r->js, t->job_id, t->seq, wall + RUNNER_CHARGE_RETRY_MS, wall);
+    }
+    free(it);
+    return;
+  }
   fair_started(r->fair, now, it->key, 1);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_CAPTIONS, .deadline_ms = (uint32_t)r->cfg->job_timeout_ms};
@@ -437,12 +491,15 @@ static int take_next(struct runner *r, uint64_t now, struct jobstore_task *t, in
 
 uint64_t runner_pump(struct runner *r, uint64_t now) {
   runner_hold(r, now);
+  int expiring = 0;
   if (now >= r->next_expire_ms) {
-    r->next_expire_ms = now + RUNNER_EXPIRE_MS;
+    /* One small batch a loop turn (jobstore_expire): the next one comes after the loop's other work. */
     int n = jobstore_expire(r->js, wall_ms(), r->cfg->job_ttl_s * 1000);
     if (n < 0) log_msg(LOG_WARN, "expiring batch jobs failed", NULL);
+    expiring = n > 0;
+    r->next_expire_ms = expiring ? now : now + RUNNER_EXPIRE_MS;
   }
-  uint64_t wake = now + RUNNER_POLL_MS;
+  uint64_t wake = expiring ? now : now + RUNNER_POLL_MS;
   if (r->next_keepalive_ms < wake) wake = r->next_keepalive_ms;
   keys_refresh(r, now);
   stop_gone(r);
@@ -497,37 +554,16 @@ static uint32_t requests_of(const struct runner_item *it, const struct proto_res
 }
 
 /*
- * A transcript for an item: kept, and one unit of its key's month counted, exactly once. With Redis the store counts
- * the unit in the key's month counter (the synchronous endpoint's) in the step that keeps the answer; else the
- * limiter's shared table is charged first and given back when the store does not keep it. A month used up fails the
- * item quota_exceeded; a store or counter that cannot answer is not a month used up: the item is put back for later
- * (with Redis, if even that is not stored, its entry is claimed again after JOBSTORE_CLAIM_IDLE_MS).
+ * A transcript for an item: kept, with the unit of the month it held since before its platform request (hold_unit).
+ * An item no longer running (cancelled meanwhile, or its lease lost and another taker holds its own unit) was
+ * delivered nothing: its unit goes back. A store that did not answer may have kept it: the unit stays counted (a
+ * customer may be billed one unit too many, never served one too many).
  */
-static int record_done(struct runner *r, const struct jobstore_task *t, const struct proto_result *res, int64_t now) {
-  const struct key_entry *key = key_named(r, t->key_id);
-  if (key == NULL) /* the key left the key file: nothing can be charged to it, nothing is delivered */
-    return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
-  if (jobstore_charges(r->js)) {
-    struct jobstore_charge c = {.quota_code = "quota_exceeded", .quota_message = RUNNER_QUOTA_EXCEEDED};
-    int rv = ratelimit_month_counter(r->cfg, key, now / 1000, c.counter, sizeof(c.counter), &c.quota, &c.ttl_s);
-    /* Kept, or failed for the month used up: the store did either in the same step. */
-    if (rv == 0) rv = jobstore_done_charged(r->js, t->job_id, t->seq, res->body, res->body_len, &c, now, NULL);
-    if (rv == 0 || rv == -ENOENT) return rv;
-    log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
-    return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
-  }
-  int64_t month = 0;
-  enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
-  int crv = ratelimit_charge_month(r->cfg, key, &month, &charged);
-  if (crv == 0 && charged == RL_CHARGE_QUOTA_USED_UP)
-    return jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, now);
-  if (crv < 0) {
-    log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
-    return jobstore_retry(r->js, t->job_id, t->seq, now + RUNNER_CHARGE_RETRY_MS, now);
-  }
+static int record_done(struct runner *r, struct runner_item *it, const struct proto_result *res, int64_t now) {
+  const struct jobstore_task *t = &it->task;
   int rv = jobstore_done(r->js, t->job_id, t->seq, res->body, res->body_len, now);
-  /* Cancelled meanwhile, or its lease lost: nothing was delivered, so nothing is owed. */
-  if (rv != 0) ratelimit_give_back(key, month);
+  if (rv == -ENOENT) give_back_unit(r, it);
+  it->unit = UNIT_NONE;
   return rv;
 }
 
@@ -603,13 +639,16 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   runner_judge(res, now, t->created_ms, r->cfg->job_max_age_s * 1000, &o);
   int rv = 0;
   if (gone) {
-    /* Revoked while it ran: nothing is kept or charged, and it is not tried again. */
+    /* Revoked while it ran: nothing is kept or charged (its unit given back), and it is not tried again. */
+    give_back_unit(r, it);
     rv = jobstore_fail(r->js, t->job_id, t->seq, "key_revoked", RUNNER_KEY_REVOKED, now);
   } else if (o.verdict == RUNNER_DONE) {
-    rv = record_done(r, t, res, now);
+    rv = record_done(r, it, res, now);
   } else if (o.verdict == RUNNER_RETRY) {
+    give_back_unit(r, it); /* held again when it is taken again */
     rv = jobstore_retry(r->js, t->job_id, t->seq, o.not_before_ms, now);
   } else {
+    give_back_unit(r, it);
     rv = jobstore_fail(r->js, t->job_id, t->seq, o.code, o.message, now);
   }
   if (rv != 0 && rv != -ENOENT) {

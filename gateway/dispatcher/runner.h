@@ -7,12 +7,13 @@
  *   most VTS_JOBS_FETCHER_SHARE percent of the connected fetchers hold items at once (at least one item when a
  *   fetcher is connected and the share is not 0), so the rest always serve synchronous requests at once.
  *
- * An item answered with a transcript costs one unit of the month of the job's key and keeps the transcript's JSON
- * (the store compresses it; the items endpoint renders the job's format); past the month it fails quota_exceeded. The
- * unit is counted where the synchronous endpoint counts the key's month: the limiter's shared table
- * (ratelimit_charge_month), or with VTS_REDIS_URL the key's month counter in Redis, in the script that keeps the
- * answer (jobstore_done_charged), so an item answered twice is counted once. A counter that cannot answer is not a
- * month used up: the item is put back for RUNNER_CHARGE_RETRY_MS. A 404 fails transcript_not_available, a 500
+ * Paid before spent: an item holds one unit of the month of the job's key before the platform is asked, where the
+ * synchronous endpoint reserves the key's month: the limiter's shared table (ratelimit_charge_month), or with
+ * VTS_REDIS_URL the key's month counter in Redis (jobstore_reserve). With no unit left the item fails quota_exceeded
+ * and no platform request is made; an item answered with a transcript keeps its unit and the transcript's JSON (the
+ * store compresses it; the items endpoint renders the job's format); an item that ends without one (a failure, a
+ * ration's retry, a cancel meanwhile) gives its unit back. A counter that cannot answer is not a month used up: the
+ * item is put back for RUNNER_CHARGE_RETRY_MS. A 404 fails transcript_not_available, a 500
  * transcript_fetch_failed, a 502 upstream_transcript_failed, except a 502 for a ration (one carrying Retry-After, or of
  * reason egress_budget or rationed): the item goes back to the queue, not to be taken before that time
  * (RUNNER_RATION_RETRY_MS when it names none), as long as that is within VTS_JOB_MAX_AGE_S of its job's making; a

@@ -11,9 +11,11 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/http/chunks.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
 #include "gateway/http/jobs_api.h"
+#include "gateway/http/mcp.h"
 #include "gateway/http/negotiate.h"
 #include "gateway/http/query.h"
 #include "gateway/http/render.h"
@@ -168,8 +170,7 @@ static void respond_entity(struct transcript *t, struct entity *ent) {
     strb_puts(&h, "\r\n");
   }
   if (notmod) {
-    /* Counted in the short window, not against the month: checked without a unit (ratelimit_check_unspent), or the
-     * unit Redis reserved goes back with transcript_free. */
+    /* Counted in the short window, not against the month: checked without a unit (ratelimit_check_unspent). */
     http_respond(req, 304, headers, NULL, 0, NULL);
     return;
   }
@@ -205,7 +206,7 @@ static void respond_not_modified(struct transcript *t, const struct proto_result
  * rendered here from the JSON body, so the caches hold one body whatever the format.
  */
 static void respond_ok(struct transcript *t, const struct proto_result *res, struct entity *ent) {
-  if (t->format == RENDER_JSON) {
+  if (t->format == RENDER_JSON && !t->q.chunks) {
     if (ent != NULL)
       respond_entity(t, ent);
     else
@@ -213,7 +214,8 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
     return;
   }
   struct buf b = BUF_INIT;
-  int rv = render_transcript(t->format, res->body, res->body_len, &b);
+  int rv = t->q.chunks ? chunks_render(res->body, res->body_len, t->q.chunk_chars, t->q.chunk_overlap, &b)
+                       : render_transcript(t->format, res->body, res->body_len, &b);
   if (rv == 0 && b.data == NULL) rv = buf_reserve(&b, 1); /* an empty text still needs memory to own */
   if (rv != 0) {
     log_msg(LOG_WARN, "transcript not rendered", "request_id", t->req->request_id, "error",
@@ -247,26 +249,6 @@ static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
   if (!b.ok) t->rl_headers[len] = '\0'; /* never half a header line */
 }
 
-/* The 404 of a video that cannot be played says the case its reply named; any other 404 is the plain one. */
-static enum api_error not_available_error(uint8_t reason) {
-  switch (reason) {
-    case PROTO_REASON_AGE_RESTRICTED:
-      return API_ERR_NOT_AVAILABLE_AGE_RESTRICTED;
-    case PROTO_REASON_MEMBERS_ONLY:
-      return API_ERR_NOT_AVAILABLE_MEMBERS_ONLY;
-    case PROTO_REASON_PRIVATE:
-      return API_ERR_NOT_AVAILABLE_PRIVATE;
-    case PROTO_REASON_REMOVED:
-      return API_ERR_NOT_AVAILABLE_REMOVED;
-    case PROTO_REASON_LIVE_NOT_ARCHIVED:
-      return API_ERR_NOT_AVAILABLE_LIVE;
-    case PROTO_REASON_GEO_RESTRICTED:
-      return API_ERR_NOT_AVAILABLE_GEO_RESTRICTED;
-    default:
-      return API_ERR_NOT_AVAILABLE;
-  }
-}
-
 static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
   struct transcript *t = arg;
   if (http_request_gone(t->req)) goto done;
@@ -282,7 +264,7 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
         respond_ok(t, res, ent);
       break;
     case 404:
-      transcript_error(t, not_available_error(res->reason));
+      transcript_error(t, api_error_not_available(res->reason));
       break;
     case 502:
       upstream_retry_after(t, res->retry_after_s);
@@ -364,7 +346,7 @@ static void read_query(struct transcript *t) {
  * limiter so that the 304 is answered without the dispatcher; bad parameters and other formats take the usual path.
  */
 static struct entity *revalidation(struct transcript *t) {
-  if (t->query_error != API_OK || t->format != RENDER_JSON) return NULL;
+  if (t->query_error != API_OK || t->format != RENDER_JSON || t->q.chunks) return NULL;
   char key[PROTO_MAX_JOB_KEY + 1];
   proto_job_key(&t->job, key);
   struct entity *ent = dispatch_cached(t->job.video_id, key);
@@ -437,6 +419,17 @@ static route_handler *const handlers[ROUTE_OTHER] = {
 #undef ROUTE_HANDLER_
 };
 
+/*
+ * Whether a route's handler decides on the request's head, before its body is read (http_request_read_body), so that
+ * a refusal costs no byte of the body. Every other route that reads a body gets it whole, read first.
+ */
+static int decides_on_head(route_handler *h) { return h == handle_jobs_create; }
+
+static void on_body_read(void *arg, struct http_request *req, int status) {
+  if (status == 0) handlers[route_find(req->path, req->path_len)](arg, req);
+  http_request_release(req);
+}
+
 /* The route table's decision for a request that came to the listener server. */
 static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route_server server) {
   enum http_route r = route_find(req->path, req->path_len);
@@ -452,6 +445,11 @@ static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route
   /* A route that reads no body: once the path and method exist (404 and 405 come first), a body is 413. */
   if (req->has_body) {
     http_respond_error(req, API_ERR_PAYLOAD_TOO_LARGE, NULL);
+    return;
+  }
+  if (req->body_waiting && !decides_on_head(handlers[r])) {
+    http_request_hold(req);
+    if (http_request_read_body(req, on_body_read, ctx) != 0) http_request_release(req);
     return;
   }
   handlers[r](ctx, req);

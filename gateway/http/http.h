@@ -53,11 +53,27 @@ struct http_request {
   size_t accept_encoding_len;
   const char *if_none_match;
   size_t if_none_match_len;
+  /* Authorization, Origin and MCP-Protocol-Version (read by /mcp only): NULL when absent, repeated or too long;
+   * origin_bad and mcp_version_bad say a header was sent but is unusable. */
+  const char *authorization;
+  size_t authorization_len;
+  const char *origin;
+  size_t origin_len;
+  int origin_bad;
+  const char *mcp_version;
+  size_t mcp_version_len;
+  int mcp_version_bad;
   /*
    * The request carries a body (Content-Length > 0): no route reads one, so the route answers 413 once it has
    * decided that the path and method exist (404 and 405 come first), and the connection closes after the answer.
    */
   int has_body;
+  /*
+   * A route that reads a body (Content-Length > 0) is called when the head ends, with body_waiting set and body NULL:
+   * nothing of the body is read yet (no 100 Continue went out). The handler either answers (a refusal: the
+   * connection closes after the answer, the body unread) or reads the body with http_request_read_body.
+   */
+  int body_waiting;
   /* A route that reads a body (routes.h: a POST): its bytes, complete, and the Content-Type value (NULL when absent,
    * repeated or too long); content_encoded when a Content-Encoding was sent. body is NULL for another route. */
   const char *body;
@@ -120,6 +136,19 @@ int http_respond_error(struct http_request *req, enum api_error e, const char *e
 
 /* As http_respond_error, with message in place of e's own (JSON-escaped here): a 400 naming what was bad. */
 int http_respond_error_msg(struct http_request *req, enum api_error e, const char *message, const char *extra_headers);
+
+/*
+ * Called once by http_request_read_body: status 0 when req->body holds the whole body, or a negative errno when the
+ * body did not come (the client went, or it came too slowly or malformed: the server answered that itself). On the
+ * loop thread, maybe before http_request_read_body returns.
+ */
+typedef void (*http_body_cb)(void *arg, struct http_request *req, int status);
+/*
+ * Reads the body of a request called with body_waiting (sending 100 Continue to a client that asked for it), then
+ * calls cb. Returns 0 (cb will be called), or a negative errno (the request was answered already, or its client is
+ * gone; cb is not called). The caller holds req until cb.
+ */
+int http_request_read_body(struct http_request *req, http_body_cb cb, void *arg);
 
 /* Keeps req (and its connection's memory) alive across an asynchronous step; pair with http_request_release. */
 void http_request_hold(struct http_request *req);

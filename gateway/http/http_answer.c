@@ -91,8 +91,9 @@ static void write_head(const struct http_conn *conn, struct strb *h, int status,
   strb_puts(h, "\r\nX-Request-Id: ");
   strb_puts(h, conn->req.request_id);
   strb_puts(h, "\r\n");
-  /* RFC 9110 11.6.1: every 401 says how to authenticate. */
-  if (status == 401) strb_puts(h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
+  /* RFC 9110 11.6.1: every 401 says how to authenticate (its own challenge when the answer brings one: /mcp's). */
+  if (status == 401 && (extra_headers == NULL || strstr(extra_headers, "WWW-Authenticate:") == NULL))
+    strb_puts(h, "WWW-Authenticate: " HTTP_AUTH_CHALLENGE "\r\n");
   if (extra_headers != NULL) strb_puts(h, extra_headers);
   strb_puts(h, connection);
   strb_puts(h, "\r\n");
@@ -116,7 +117,8 @@ static int respond(struct http_request *req, int status, const char *content_typ
     if (release != NULL) release(owner);
     return -EALREADY;
   }
-  if (conn->srv->draining) conn->keep_alive = 0;
+  /* A body left unread closes the connection after the answer: its bytes are never read as a next request. */
+  if (conn->srv->draining || conn->body_unread) conn->keep_alive = 0;
   /* A 304 describes the representation the client holds: no content headers of its own, and no body. */
   if (status == 304) body_len = 0;
   struct strb h = strb_init(conn->head, sizeof(conn->head));

@@ -20,7 +20,7 @@ void conn_body_done(struct http_conn *conn) {
   conn->body_owner = NULL;
 }
 
-static void conn_unref(struct http_conn *conn) {
+void conn_unref(struct http_conn *conn) {
   if (--conn->refs > 0) return;
   buf_free(&conn->url);
   buf_free(&conn->body);
@@ -44,6 +44,7 @@ static void server_check_drained(struct http_server *srv) {
 void conn_close(struct http_conn *conn) {
   if (conn->closing) return;
   conn->closing = 1;
+  conn_body_lost(conn, -ECONNRESET);
   struct http_server *srv = conn->srv;
   if (conn->prev != NULL)
     conn->prev->next = conn->next;
@@ -73,7 +74,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
-static void conn_read_start(struct http_conn *conn) {
+void conn_read_start(struct http_conn *conn) {
   if (conn->reading || conn->closing) return;
   if (conn->peer_done) {
     /* The client's end of the stream was reached while its last request was answered: nothing more will come. */
@@ -199,7 +200,19 @@ static void on_timer(uv_timer_t *t) {
 
 void conn_dispatch(struct http_conn *conn) {
   struct http_server *srv = conn->srv;
+  if (conn->body_cb != NULL) {
+    http_body_cb cb = conn->body_cb;
+    conn->body_cb = NULL;
+    cb(conn->body_cb_arg, &conn->req, 0);
+    return;
+  }
   srv->cb(srv->app, &conn->req);
+}
+
+void conn_body_lost(struct http_conn *conn, int status) {
+  http_body_cb cb = conn->body_cb;
+  conn->body_cb = NULL;
+  if (cb != NULL) cb(conn->body_cb_arg, &conn->req, status);
 }
 
 /* After a response: the next pipelined request, or back to reading. */

@@ -65,7 +65,10 @@ enum hdr {
   HDR_ACCEPT,
   HDR_HOST,
   HDR_CONTENT_TYPE,
-  HDR_EXPECT
+  HDR_EXPECT,
+  HDR_AUTHORIZATION,
+  HDR_ORIGIN,
+  HDR_MCP_VERSION
 };
 
 /* The longest Content-Type value kept ("application/json; charset=utf-8" and some room). */
@@ -89,6 +92,13 @@ struct conn_negotiation {
   char inm_buf[VTS_MAX_IF_NONE_MATCH_BYTES];
   struct list_header acc;
   char acc_buf[VTS_MAX_ACCEPT_BYTES];
+  /* The headers only /mcp reads (Authorization, Origin, MCP-Protocol-Version): a repeat makes one unusable. */
+  struct list_header auth;
+  char auth_buf[VTS_MAX_API_KEY_BYTES + 16];
+  struct list_header origin;
+  char origin_buf[VTS_MAX_ORIGIN_BYTES];
+  struct list_header mcpv;
+  char mcpv_buf[32];
 };
 
 struct http_server {
@@ -175,6 +185,10 @@ struct http_conn {
   int expect_bad;
   struct buf body;  /* the body of a route that reads one, at most VTS_MAX_REQUEST_BODY_BYTES */
   size_t body_left; /* its bytes still to come */
+  /* The handler decides on the head first: the body is unread until it asks (http_request_read_body). */
+  unsigned body_unread : 1;
+  http_body_cb body_cb; /* the handler asked for the body: whom to call when it is complete or lost */
+  void *body_cb_arg;
 
   /*
    * Bytes that arrived behind a complete request (in its read, or read while it was answered: reading goes on then,
@@ -195,13 +209,19 @@ static inline struct http_conn *conn_of(const struct http_request *req) {
 
 /* http_conn.c: a connection's life. */
 void conn_close(struct http_conn *conn);
+/* Drops a reference (a handle or a hold); the memory goes with the last. */
+void conn_unref(struct http_conn *conn);
+/* Reads again (at once closing a connection whose client ended its stream while its request was answered). */
+void conn_read_start(struct http_conn *conn);
 /* The body of the last answer is no longer needed: hand it back to its owner. */
 void conn_body_done(struct http_conn *conn);
 void conn_read_stop(struct http_conn *conn);
 /* Starts the connection's one deadline (header, body, idle, write or linger, by state) ms from now. */
 void conn_timer(struct http_conn *conn, int64_t ms);
-/* A complete request goes to the server's handler. */
+/* A complete request goes to the server's handler (or a complete body to the handler that asked for it). */
 void conn_dispatch(struct http_conn *conn);
+/* The handler waits for a body that will not come: it learns so (status, a negative errno), once. */
+void conn_body_lost(struct http_conn *conn, int status);
 /* The answer's write ended (status < 0: it failed): linger, or the next request. */
 void conn_write_finished(struct http_conn *conn, int status);
 /* The answer went out whole at once: its write is finished from the next loop turn, as libuv would finish it. */

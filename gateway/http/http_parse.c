@@ -66,10 +66,14 @@ void conn_reset_request(struct http_conn *conn) {
   conn->expect_bad = 0;
   buf_free(&conn->body); /* a body is rare: an idle connection keeps none */
   conn->body_left = 0;
+  conn->body_unread = 0;
   if (conn->neg != NULL) {
     memset(&conn->neg->ae, 0, sizeof(conn->neg->ae));
     memset(&conn->neg->inm, 0, sizeof(conn->neg->inm));
     memset(&conn->neg->acc, 0, sizeof(conn->neg->acc));
+    memset(&conn->neg->auth, 0, sizeof(conn->neg->auth));
+    memset(&conn->neg->origin, 0, sizeof(conn->neg->origin));
+    memset(&conn->neg->mcpv, 0, sizeof(conn->neg->mcpv));
   }
   conn->err = API_OK;
   memset(&conn->req, 0, sizeof(conn->req));
@@ -169,7 +173,8 @@ static int on_header_field_complete(llhttp_t *p) {
     if (conn->rid_in_seen) conn->rid_in_bad = 1;
     conn->rid_in_seen = 1;
     conn->cur_hdr = HDR_REQUEST_ID;
-  } else if (hname_is(conn, "accept-encoding") || hname_is(conn, "if-none-match") || hname_is(conn, "accept")) {
+  } else if (hname_is(conn, "accept-encoding") || hname_is(conn, "if-none-match") || hname_is(conn, "accept") ||
+             hname_is(conn, "authorization") || hname_is(conn, "origin") || hname_is(conn, "mcp-protocol-version")) {
     if (conn->neg == NULL) conn->neg = calloc(1, sizeof(*conn->neg));
     if (conn->neg == NULL) {
       conn->err = API_ERR_SERVICE_UNAVAILABLE;
@@ -182,6 +187,13 @@ static int on_header_field_complete(llhttp_t *p) {
     } else if (hname_is(conn, "if-none-match")) {
       conn->cur_hdr = HDR_IF_NONE_MATCH;
       list_header_begin(&n->inm, n->inm_buf, sizeof(n->inm_buf));
+    } else if (hname_is(conn, "authorization") || hname_is(conn, "origin") || hname_is(conn, "mcp-protocol-version")) {
+      struct list_header *h = hname_is(conn, "authorization") ? &n->auth
+                              : hname_is(conn, "origin")      ? &n->origin
+                                                              : &n->mcpv;
+      conn->cur_hdr = h == &n->auth ? HDR_AUTHORIZATION : h == &n->origin ? HDR_ORIGIN : HDR_MCP_VERSION;
+      if (h->seen) h->bad = 1;
+      h->seen = 1;
     } else {
       conn->cur_hdr = HDR_ACCEPT;
       list_header_begin(&n->acc, n->acc_buf, sizeof(n->acc_buf));
@@ -232,6 +244,18 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       break;
     case HDR_ACCEPT:
       append_capped(conn->neg->acc_buf, sizeof(conn->neg->acc_buf), &conn->neg->acc.len, &conn->neg->acc.bad, at, len);
+      break;
+    case HDR_AUTHORIZATION:
+      append_capped(conn->neg->auth_buf, sizeof(conn->neg->auth_buf), &conn->neg->auth.len, &conn->neg->auth.bad, at,
+                    len);
+      break;
+    case HDR_ORIGIN:
+      append_capped(conn->neg->origin_buf, sizeof(conn->neg->origin_buf), &conn->neg->origin.len,
+                    &conn->neg->origin.bad, at, len);
+      break;
+    case HDR_MCP_VERSION:
+      append_capped(conn->neg->mcpv_buf, sizeof(conn->neg->mcpv_buf), &conn->neg->mcpv.len, &conn->neg->mcpv.bad, at,
+                    len);
       break;
     case HDR_HOST:
       host_feed(&conn->host_state, at, len);
@@ -429,6 +453,16 @@ static void head_give_headers(struct http_conn *conn) {
     req->accept = n->acc_buf;
     req->accept_len = n->acc.len;
   }
+  if (n != NULL) {
+    req->authorization = n->auth.seen && !n->auth.bad ? n->auth_buf : NULL;
+    req->authorization_len = trim_trailing_ws(n->auth_buf, n->auth.len);
+    req->origin = n->origin.seen && !n->origin.bad ? n->origin_buf : NULL;
+    req->origin_bad = n->origin.seen && n->origin.bad;
+    req->origin_len = trim_trailing_ws(n->origin_buf, n->origin.len);
+    req->mcp_version = n->mcpv.seen && !n->mcpv.bad ? n->mcpv_buf : NULL;
+    req->mcp_version_bad = n->mcpv.seen && n->mcpv.bad;
+    req->mcp_version_len = trim_trailing_ws(n->mcpv_buf, n->mcpv.len);
+  }
   if (conn->api_key_seen) {
     conn->api_key_len = trim_trailing_ws(conn->api_key, conn->api_key_len);
     if (conn->api_key_bad || conn->api_key_len == 0) {
@@ -449,31 +483,60 @@ static void head_give_headers(struct http_conn *conn) {
 /*
  * The body of a route that reads one. RFC 9110 8.6 and 15.5.12: a body is framed by Content-Length here
  * (Transfer-Encoding is refused before), so a POST without one is 411; one larger than we read is 413 at once, unread
- * (15.5.14), and the connection closes. Returns API_OK (the body is awaited, or there is none) or the error.
+ * (15.5.14), and the connection closes. Otherwise the handler sees the head first (body_waiting): a refusal (no key,
+ * a spent window, a full cap) costs no byte of the body, which stays unread (bytes already sent wait in pending, up
+ * to HTTP_READ_BUF_BYTES) until the handler asks for it (http_request_read_body). Returns API_OK (the head goes to
+ * its handler now, or there is no body) or the error.
  */
 static enum api_error head_await_body(const llhttp_t *p, struct http_conn *conn) {
   if (!(p->flags & F_CONTENT_LENGTH)) return API_ERR_LENGTH_REQUIRED;
   if (p->content_length > VTS_MAX_REQUEST_BODY_BYTES) return API_ERR_BODY_TOO_LARGE;
   if (p->content_length == 0) return API_OK;
-  /* The body has the header timeout of its own, from the end of the head. */
   conn->body_left = (size_t)p->content_length;
-  if (buf_reserve(&conn->body, conn->body_left + 1) != 0) return API_ERR_SERVICE_UNAVAILABLE;
+  conn->body_unread = 1;
+  conn->req.body_waiting = 1;
+  return API_OK;
+}
+
+int http_request_read_body(struct http_request *req, http_body_cb cb, void *arg) {
+  struct http_conn *conn = conn_of(req);
+  if (conn->closing) return -ECONNRESET;
+  if (conn->state != CONN_BUSY || !conn->body_unread) return -EALREADY;
+  if (buf_reserve(&conn->body, conn->body_left + 1) != 0) {
+    conn_fail(conn, API_ERR_SERVICE_UNAVAILABLE);
+    return -ENOMEM;
+  }
+  conn->body_unread = 0;
+  req->body_waiting = 0;
+  conn->body_cb = cb;
+  conn->body_cb_arg = arg;
   conn->state = CONN_BODY;
+  /* The body has the header timeout of its own, from now. */
   conn_timer(conn, conn->srv->cfg->header_timeout_ms);
   /*
    * RFC 9110 10.1.1: a client that asked to hear before it sends the body (curl does for a large one) is told to go
-   * on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx. The line is tiny and the connection
-   * writes nothing else now: what the socket does not take is left, and the client goes on after its wait as it
-   * would anyway.
+   * on now, rather than after its own wait; an HTTP/1.0 client is sent no 1xx, nor one that sent bytes already. The
+   * line is tiny and the connection writes nothing else now: what the socket does not take is left, and the client
+   * goes on after its wait as it would anyway.
    */
   static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
   size_t el = trim_trailing_ws(conn->expect, conn->expect_len);
-  if (!conn->expect_bad && p->http_minor >= 1 && el == 12 && strncasecmp(conn->expect, "100-continue", 12) == 0 &&
-      conn->pending == NULL) {
+  if (!conn->expect_bad && conn->parser.http_minor >= 1 && el == 12 &&
+      strncasecmp(conn->expect, "100-continue", 12) == 0 && conn->pending == NULL) {
     uv_buf_t b = uv_buf_init((char *)(uintptr_t)cont, sizeof(cont) - 1);
     (void)uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
   }
-  return API_OK;
+  llhttp_resume(&conn->parser);
+  char *rest = conn->pending;
+  size_t rest_len = conn->pending_len;
+  conn->pending = NULL;
+  conn->pending_len = 0;
+  conn->refs++; /* cb may end the request while its bytes are parsed */
+  if (rest != NULL) conn_execute(conn, rest, rest_len);
+  free(rest);
+  if (!conn->closing && conn->state == CONN_BODY) conn_read_start(conn);
+  conn_unref(conn);
+  return 0;
 }
 
 /* A head is complete: checked, its target and headers given to the request, its body awaited, skipped or refused. */
@@ -493,7 +556,8 @@ static int on_headers_complete(llhttp_t *p) {
   head_give_headers(conn);
   if (route_reads_body(route_find(req->path, req->path_len), req->method)) {
     conn->err = head_await_body(p, conn);
-    return conn->err != API_OK ? -1 : 0;
+    if (conn->err != API_OK) return -1;
+    return req->body_waiting ? HPE_PAUSED : 0;
   }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > VTS_MAX_BODY_BYTES) {
     /*
@@ -556,6 +620,7 @@ static size_t framing_scan(unsigned char prev, const char *data, size_t len) {
 }
 
 void conn_fail_with(struct http_conn *conn, enum api_error e, const char *extra_headers) {
+  conn_body_lost(conn, -EIO);
   conn_read_stop(conn);
   uv_timer_stop(&conn->timer);
   conn->keep_alive = 0;

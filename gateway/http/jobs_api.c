@@ -18,6 +18,7 @@
 #include "common/whsig.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/hookurl.h"
+#include "gateway/http/idfold.h"
 #include "gateway/http/render.h"
 #include "gateway/http/routes.h"
 #include "gateway/http/videourl.h"
@@ -33,7 +34,7 @@
 /* A 400's message names the member: its name, an index and a short reason. */
 #define JOBS_MSG_BYTES 160
 
-enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS };
+enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS, JOBS_USAGE };
 
 /* A body's request, checked. ids holds n distinct video ids in their first order. */
 struct job_request {
@@ -87,29 +88,6 @@ static int known_member(const char *name) {
   for (int i = 0; job_members[i] != NULL; i++)
     if (strcmp(job_members[i], name) == 0) return 1;
   return 0;
-}
-
-/* An open-addressed set of the ids taken so far (indices into ids, +1; 0 is empty), for folding duplicates. */
-struct idset {
-  uint32_t *slot;
-  size_t cap; /* a power of two, at least twice the most ids */
-};
-
-static uint32_t id_hash(const char *id) {
-  uint32_t h = 2166136261u; /* FNV-1a: the ids are checked, and a collision only costs a compare */
-  for (int i = 0; i < VTS_VIDEO_ID_LEN; i++) h = (h ^ (unsigned char)id[i]) * 16777619u;
-  return h;
-}
-
-/* Adds ids[i] unless an equal id is there already. Returns 1 when added, 0 for a duplicate. */
-static int idset_add(struct idset *s, char (*ids)[VTS_VIDEO_ID_LEN + 1], size_t i) {
-  size_t at = id_hash(ids[i]) & (s->cap - 1);
-  while (s->slot[at] != 0) {
-    if (memcmp(ids[s->slot[at] - 1], ids[i], VTS_VIDEO_ID_LEN) == 0) return 0;
-    at = (at + 1) & (s->cap - 1);
-  }
-  s->slot[at] = (uint32_t)i + 1;
-  return 1;
 }
 
 /*
@@ -288,28 +266,36 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     snprintf(msg, JOBS_MSG_BYTES, "video_ids must be a non-empty array of video ids or video URLs.");
     e = API_ERR_INVALID_MEMBER;
   }
-  struct idset set = {0};
+  /* Every entry read first (a bad one left "" and remembered), then folded, then taken in order. */
+  size_t len_in = e == API_OK ? video_ids->u.array.len : 0;
+  unsigned char *flag = NULL;
   if (e == API_OK) {
-    size_t len_in = video_ids->u.array.len;
     jr->ids = calloc(len_in, sizeof(*jr->ids));
-    set.cap = 16;
-    while (set.cap < 2 * len_in) set.cap *= 2;
-    set.slot = calloc(set.cap, sizeof(*set.slot));
-    if (jr->ids == NULL || set.slot == NULL) e = API_ERR_SERVICE_UNAVAILABLE;
+    flag = calloc(len_in, 2);
+    if (jr->ids == NULL || flag == NULL) e = API_ERR_SERVICE_UNAVAILABLE;
   }
-  for (size_t i = 0; e == API_OK && i < video_ids->u.array.len; i++) {
+  unsigned char *bad = flag, *dup = flag != NULL ? flag + len_in : NULL;
+  for (size_t i = 0; e == API_OK && i < len_in; i++) {
     const char *s = str_of(video_ids->u.array.values[i]);
     size_t sl = s != NULL ? strlen(s) : 0;
-    char *id = jr->ids[jr->n];
+    char *id = jr->ids[i];
     if (s != NULL && ident_video_id_valid(s, sl)) {
       memcpy(id, s, VTS_VIDEO_ID_LEN);
       id[VTS_VIDEO_ID_LEN] = '\0';
     } else if (s == NULL || videourl_parse(s, sl, id) != 0) {
+      id[0] = '\0';
+      bad[i] = 1;
+    }
+  }
+  if (e == API_OK && idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, len_in, dup) != 0)
+    e = API_ERR_SERVICE_UNAVAILABLE;
+  for (size_t i = 0; e == API_OK && i < len_in; i++) {
+    if (bad[i]) {
       snprintf(msg, JOBS_MSG_BYTES, "video_ids[%zu] is neither a video id nor a recognised video URL.", i);
       e = API_ERR_INVALID_VIDEO_ID;
       break;
     }
-    if (!idset_add(&set, jr->ids, jr->n)) continue; /* a duplicate: folded into its first place */
+    if (dup[i]) continue; /* a duplicate: folded into its first place */
     if ((int64_t)jr->n == cap) {
       if (limit != NULL && cap < cfg->job_max_items) break; /* limit reached: the rest is not asked for */
       snprintf(msg, JOBS_MSG_BYTES, "video_ids holds more than %lld distinct videos (VTS_JOB_MAX_ITEMS).",
@@ -317,9 +303,10 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
       e = API_ERR_TOO_MANY_ITEMS;
       break;
     }
+    if (jr->n != i) memcpy(jr->ids[jr->n], jr->ids[i], sizeof(jr->ids[0]));
     jr->n++;
   }
-  free(set.slot);
+  free(flag);
   yajl_tree_free(root);
   return e;
 }
@@ -364,13 +351,23 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
                                .source = source,
                                .continuation = continuation,
                                .max_items = (size_t)jr->cap,
-                               .max_open = (size_t)c->ctx->cfg->jobs_max_open};
+                               .max_open = (size_t)c->ctx->cfg->jobs_max_open,
+                               .max_stored = (size_t)c->ctx->cfg->jobs_max_stored_items};
   char id[JOBSTORE_ID_LEN + 1];
   int64_t now = wall_ms();
   if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
   size_t n = jr->n;
   if (rv == -EDQUOT) {
     http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    return;
+  }
+  if (rv == -ENOSPC) {
+    char msg[JOBS_MSG_BYTES];
+    snprintf(msg, sizeof(msg),
+             "This API key's jobs would keep more than %lld items (VTS_JOBS_MAX_STORED_ITEMS), ended jobs included "
+             "until they expire.",
+             (long long)c->ctx->cfg->jobs_max_stored_items);
+    http_respond_error_msg(req, API_ERR_TOO_MANY_STORED, msg, c->rl_headers);
     return;
   }
   if (rv != 0) {
@@ -380,6 +377,9 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
   struct buf b = BUF_INIT;
   int brv = buf_printf(&b, "{\"id\":\"%s\",\"status\":\"queued\",\"total\":%zu", id, n);
   brv |= jobjson_time(&b, "created", now);
+  /* At most this many of its items can get a transcript now: each holds a unit before the platform is asked. */
+  brv |=
+      buf_printf(&b, ",\"quota_remaining\":%lld", (long long)(c->rl.quota_remaining > 0 ? c->rl.quota_remaining : 0));
   if (secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", secret);
   brv |= buf_puts(&b, "}");
   if (brv != 0) {
@@ -459,22 +459,30 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   }
   struct jobstore *js = jobs_api_store(c->ctx);
   jr->ids = calloc(page.n + 1, sizeof(*jr->ids));
-  struct idset set = {.cap = 16};
-  while (set.cap < 2 * page.n) set.cap *= 2;
-  set.slot = calloc(set.cap, sizeof(*set.slot));
+  unsigned char *dup = malloc(page.n + 1);
   char *next = malloc(page.token_len + 1);
-  if (js == NULL || jr->ids == NULL || set.slot == NULL || next == NULL) {
-    free(set.slot);
+  if (js == NULL || jr->ids == NULL || dup == NULL || next == NULL) {
+    free(dup);
     free(next);
     http_respond_error(req, js == NULL ? API_ERR_JOBS_UNAVAILABLE : API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
     goto done;
   }
-  for (size_t i = 0; i < page.n && (int64_t)jr->n < jr->cap; i++) {
-    memcpy(jr->ids[jr->n], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
-    jr->ids[jr->n][VTS_VIDEO_ID_LEN] = '\0';
-    if (idset_add(&set, jr->ids, jr->n)) jr->n++;
+  for (size_t i = 0; i < page.n; i++) {
+    memcpy(jr->ids[i], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
+    jr->ids[i][VTS_VIDEO_ID_LEN] = '\0';
   }
-  free(set.slot);
+  if (idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, page.n, dup) != 0) {
+    free(dup);
+    free(next);
+    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    goto done;
+  }
+  for (size_t i = 0; i < page.n && (int64_t)jr->n < jr->cap; i++) {
+    if (dup[i]) continue;
+    if (jr->n != i) memcpy(jr->ids[jr->n], jr->ids[i], sizeof(jr->ids[0]));
+    jr->n++;
+  }
+  free(dup);
   /* The rest of the list is read only while the job may hold more. */
   memcpy(next, page.token, page.token_len);
   next[(int64_t)jr->n < jr->cap ? page.token_len : 0] = '\0';
@@ -504,7 +512,52 @@ static int read_first_page(struct jobs_call *c) {
   return dispatch_submit(&job, on_first_page, c) == 0 ? 0 : -1;
 }
 
-/* Returns 1 when the answer is left to a callback (which then owns c), 0 when answered. */
+/*
+ * The body of POST /v1/jobs, read: the request, then the job (or its playlist's or channel's first page). Returns 1
+ * when the answer is left to a callback (which then owns c), 0 when answered.
+ */
+static int jobs_create_body(struct jobs_call *c, struct jobstore *js) {
+  struct http_request *req = c->req;
+  struct job_request *jrp = &c->jr;
+  jrp->format = RENDER_JSON;
+  char msg[JOBS_MSG_BYTES];
+  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, jrp, msg);
+  if (e != API_OK) {
+    if (msg[0] != '\0')
+      http_respond_error_msg(req, e, msg, c->rl_headers);
+    else
+      http_respond_error(req, e, c->rl_headers);
+    return 0;
+  }
+  if (jrp->playlist[0] != '\0' || jrp->channel[0] != '\0') {
+    if (read_first_page(c) == 0) return 1;
+    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
+    return 0;
+  }
+  create_and_answer(c, js, jrp, "video_ids", NULL);
+  return 0;
+}
+
+static void jobs_call_end(struct jobs_call *c);
+
+static void on_job_body(void *arg, struct http_request *req, int status) {
+  (void)req;
+  struct jobs_call *c = arg;
+  if (status == 0) {
+    struct jobstore *js = jobs_api_store(c->ctx);
+    if (js == NULL)
+      http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+    else if (jobs_create_body(c, js))
+      return; /* the first page's callback ends the call */
+  }
+  jobs_call_end(c);
+}
+
+/*
+ * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
+ * cap of open jobs) is answered before a byte of the body is read. Returns 1 when the answer is left to a callback
+ * (which then owns c), 0 when answered.
+ */
 static int jobs_create(struct jobs_call *c, struct jobstore *js) {
   struct http_request *req = c->req;
   /* RFC 9110 15.5.16: a body of another media type, or in a content coding we do not read, is 415. */
@@ -531,17 +584,6 @@ static int jobs_create(struct jobs_call *c, struct jobstore *js) {
     http_respond_error_msg(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, msg, c->rl_headers);
     return 0;
   }
-  struct job_request *jrp = &c->jr;
-  jrp->format = RENDER_JSON;
-  char msg[JOBS_MSG_BYTES];
-  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, jrp, msg);
-  if (e != API_OK) {
-    if (msg[0] != '\0')
-      http_respond_error_msg(req, e, msg, c->rl_headers);
-    else
-      http_respond_error(req, e, c->rl_headers);
-    return 0;
-  }
   size_t open_jobs = 0;
   int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
   if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
@@ -552,13 +594,8 @@ static int jobs_create(struct jobs_call *c, struct jobstore *js) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
     return 0;
   }
-  if (jrp->playlist[0] != '\0' || jrp->channel[0] != '\0') {
-    if (read_first_page(c) == 0) return 1;
-    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
-    return 0;
-  }
-  create_and_answer(c, js, jrp, "video_ids", NULL);
-  return 0;
+  if (!req->body_waiting) return jobs_create_body(c, js);
+  return http_request_read_body(req, on_job_body, c) == 0;
 }
 
 static void jobs_get(struct jobs_call *c, struct jobstore *js) {
@@ -690,6 +727,40 @@ static void jobs_items(struct jobs_call *c, struct jobstore *js) {
   respond_buf(c, 200, c->rl_headers, &b);
 }
 
+/*
+ * The key's own use, as this request's check saw it: the month (units used and left, when it starts again), the short
+ * window (this request counted), and what its jobs hold (open jobs, stored items) against their caps.
+ */
+static void usage(struct jobs_call *c, struct jobstore *js) {
+  const struct rl_decision *d = &c->rl;
+  const struct vts_config *cfg = c->ctx->cfg;
+  size_t open_jobs = 0, stored = 0;
+  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
+  if (rv == 0) rv = jobstore_stored_items(js, c->key.name, &stored);
+  if (rv != 0) {
+    store_error(c, rv == -ENOENT ? -EIO : rv);
+    return;
+  }
+  struct rl_limits lim;
+  rlcalc_limits(&c->key, cfg, &lim);
+  int64_t left = d->quota_remaining > 0 ? d->quota_remaining : 0;
+  struct buf b = BUF_INIT;
+  int brv = buf_printf(&b, "{\"month\":{\"quota\":%lld,\"used\":%lld,\"remaining\":%lld", (long long)d->quota_limit,
+                       (long long)(d->quota_limit - left), (long long)left);
+  brv |= jobjson_time(&b, "reset", d->quota_reset * 1000);
+  brv |= buf_printf(&b, "},\"window\":{\"limit\":%lld,\"seconds\":%lld,\"remaining\":%lld", (long long)d->limit,
+                    (long long)lim.window_s, (long long)d->remaining);
+  brv |= jobjson_time(&b, "reset", d->reset * 1000);
+  brv |= buf_printf(&b, "},\"open_jobs\":{\"count\":%zu,\"max\":%lld},\"stored_items\":{\"count\":%zu,\"max\":%lld}}",
+                    open_jobs, (long long)cfg->jobs_max_open, stored, (long long)cfg->jobs_max_stored_items);
+  if (brv != 0) {
+    buf_free(&b);
+    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    return;
+  }
+  respond_buf(c, 200, c->rl_headers, &b);
+}
+
 /* ---- the common path: key, window, store ---- */
 
 static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
@@ -722,6 +793,9 @@ static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
       break;
     case JOBS_ITEMS:
       jobs_items(c, js);
+      break;
+    case JOBS_USAGE:
+      usage(c, js);
       break;
   }
 done:
@@ -765,3 +839,5 @@ void handle_job(struct handlers_ctx *ctx, struct http_request *req) {
 void handle_job_items(struct handlers_ctx *ctx, struct http_request *req) {
   jobs_begin(ctx, req, JOBS_ITEMS, ROUTE_JOB_ITEMS);
 }
+
+void handle_usage(struct handlers_ctx *ctx, struct http_request *req) { jobs_begin(ctx, req, JOBS_USAGE, ROUTE_USAGE); }

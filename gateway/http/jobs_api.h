@@ -16,6 +16,8 @@ void handle_jobs_create(struct handlers_ctx *ctx, struct http_request *req);
 /* GET (and HEAD) shows the job; DELETE cancels its items not started, then shows it. */
 void handle_job(struct handlers_ctx *ctx, struct http_request *req);
 void handle_job_items(struct handlers_ctx *ctx, struct http_request *req);
+/* GET (and HEAD) /v1/usage: the key's own use (its month, its short window, its open jobs, its stored items). */
+void handle_usage(struct handlers_ctx *ctx, struct http_request *req);
 
 /* The worker's job store, opened on first use; NULL when it cannot be opened (logged). */
 struct jobstore *jobs_api_store(struct handlers_ctx *ctx);

@@ -13,13 +13,15 @@
 #include "common/ident.h"
 #include "common/limits.h"
 #include "common/percent.h"
+#include "common/util.h"
+#include "gateway/http/chunks.h"
 #include "gateway/http/videourl.h"
 
 /* Longest parameter name we recognise ("video_url"); longer decoded names are unknown and ignored. */
 #define QUERY_MAX_NAME_BYTES 16
 
-/* Longest format name ("json"); a longer value fills its buffer and is unknown. */
-#define QUERY_MAX_FORMAT_BYTES 4
+/* Longest format name ("chunks"); a longer value fills its buffer and is unknown. */
+#define QUERY_MAX_FORMAT_BYTES 6
 
 /* One recognised parameter: how often it was given and the first value, decoded. */
 struct param {
@@ -62,7 +64,10 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
   struct param format = {"format", format_buf, sizeof(format_buf), 0, 0, 0};
   char translate_buf[VTS_MAX_LANGUAGE_BYTES + 1];
   struct param translate = {"translate", translate_buf, sizeof(translate_buf), 0, 0, 0};
-  struct param *params[] = {&video_id, &video_url, &language, &lang, &format, &translate};
+  char chars_buf[8], overlap_buf[8];
+  struct param chunk_chars = {"chunk_chars", chars_buf, sizeof(chars_buf), 0, 0, 0};
+  struct param chunk_overlap = {"chunk_overlap", overlap_buf, sizeof(overlap_buf), 0, 0, 0};
+  struct param *params[] = {&video_id, &video_url, &language, &lang, &format, &translate, &chunk_chars, &chunk_overlap};
 
   memset(q, 0, sizeof(*q));
   size_t pos = 0;
@@ -123,11 +128,32 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
     q->translate[translate.len] = '\0';
   }
   if (format.count > 0) {
-    if (format.count > 1 || format.invalid || render_format_from_name(format.buf, format.len, &q->format) != 0) {
+    q->chunks = format.count == 1 && !format.invalid && format.len == 6 && memcmp(format.buf, "chunks", 6) == 0;
+    if (!q->chunks &&
+        (format.count > 1 || format.invalid || render_format_from_name(format.buf, format.len, &q->format) != 0)) {
       memset(q, 0, sizeof(*q));
       return API_ERR_INVALID_FORMAT;
     }
     q->format_given = 1;
+  }
+  if (q->chunks) {
+    q->format = RENDER_JSON;
+    int64_t v = CHUNKS_DEFAULT_CHARS;
+    if (chunk_chars.count > 0 &&
+        (chunk_chars.count > 1 || chunk_chars.invalid ||
+         util_parse_i64_n(chunk_chars.buf, chunk_chars.len, CHUNKS_MIN_CHARS, CHUNKS_MAX_CHARS, &v) != 0)) {
+      memset(q, 0, sizeof(*q));
+      return API_ERR_INVALID_CHUNK_CHARS;
+    }
+    q->chunk_chars = (size_t)v;
+    v = CHUNKS_DEFAULT_OVERLAP < (int64_t)q->chunk_chars / 2 ? CHUNKS_DEFAULT_OVERLAP : (int64_t)q->chunk_chars / 2;
+    if (chunk_overlap.count > 0 &&
+        (chunk_overlap.count > 1 || chunk_overlap.invalid ||
+         util_parse_i64_n(chunk_overlap.buf, chunk_overlap.len, 0, (int64_t)q->chunk_chars / 2, &v) != 0)) {
+      memset(q, 0, sizeof(*q));
+      return API_ERR_INVALID_CHUNK_OVERLAP;
+    }
+    q->chunk_overlap = (size_t)v;
   }
   return API_OK;
 }

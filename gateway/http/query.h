@@ -19,6 +19,10 @@ struct transcript_query {
   char translate[16]; /* language to translate the track into, "" when none */
   int format_given;   /* format was in the query (else the Accept header decides) */
   enum render_format format;
+  /* format=chunks (format is then RENDER_JSON): the chunks' size and overlap in characters (chunks.h). */
+  int chunks;
+  size_t chunk_chars;
+  size_t chunk_overlap;
 };
 
 /*

@@ -33,7 +33,9 @@
   X(READY, "/ready", ROUTE_GET_HEAD, PUBLIC, handle_ready)                                \
   X(JOBS, "/v1/jobs", ROUTE_METHOD(HTTP_POST), PUBLIC, handle_jobs_create)                \
   X(JOB, "/v1/jobs/{id}", ROUTE_GET_HEAD | ROUTE_METHOD(HTTP_DELETE), PUBLIC, handle_job) \
-  X(JOB_ITEMS, "/v1/jobs/{id}/items", ROUTE_GET_HEAD, PUBLIC, handle_job_items)
+  X(JOB_ITEMS, "/v1/jobs/{id}/items", ROUTE_GET_HEAD, PUBLIC, handle_job_items)           \
+  X(USAGE, "/v1/usage", ROUTE_GET_HEAD, PUBLIC, handle_usage)                             \
+  X(MCP, "/mcp", ROUTE_METHOD(HTTP_POST), PUBLIC, mcp_handle)
 
 #define ROUTE_ENUM_(id, path, methods, server, handler) ROUTE_##id,
 /* A route by its row; ROUTE_OTHER is every path no row has. */

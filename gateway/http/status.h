@@ -16,8 +16,10 @@
   X(304, "Not Modified")                    \
   X(400, "Bad Request")                     \
   X(401, "Unauthorized")                    \
+  X(403, "Forbidden")                       \
   X(404, "Not Found")                       \
   X(405, "Method Not Allowed")              \
+  X(406, "Not Acceptable")                  \
   X(408, "Request Timeout")                 \
   X(411, "Length Required")                 \
   X(413, "Content Too Large")               \

@@ -97,6 +97,10 @@ int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n) {
   return js->ops->open_jobs(js->self, key_id, n);
 }
 
+int jobstore_stored_items(struct jobstore *js, const char *key_id, size_t *n) {
+  return js->ops->stored_items(js->self, key_id, n);
+}
+
 int jobstore_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_task *out) {
   return js->ops->take(js->self, now_ms, lease_ms, NULL, out);
 }
@@ -134,6 +138,14 @@ int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, 
   if (rv < 0) return rv;
   if (outcome != NULL) *outcome = rv > 0 ? JOBSTORE_CHARGED_KEPT : JOBSTORE_CHARGED_QUOTA_FAILED;
   return 0;
+}
+
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge) {
+  return js->ops->reserve != NULL ? js->ops->reserve(js->self, job_id, seq, charge) : -ENOTSUP;
+}
+
+int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge) {
+  return js->ops->unreserve != NULL ? js->ops->unreserve(js->self, job_id, seq, charge) : -ENOTSUP;
 }
 
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,

@@ -59,7 +59,8 @@ const char *jobstore_taker(const struct jobstore *js);
 /*
  * Creates a job of n videos (checked ids, duplicates already folded by the caller) in their order, all queued, with
  * the continuation of spec when it has one. Returns 0 with the job's id in id_out, -EINVAL (n is 0 and no
- * continuation follows), -EDQUOT (key_id holds spec->max_open open jobs already: nothing made), or -EIO.
+ * continuation follows), -EDQUOT (key_id holds spec->max_open open jobs already: nothing made), -ENOSPC (key_id's jobs
+ * would keep more than spec->max_stored items: nothing made), or -EIO.
  */
 int jobstore_create(struct jobstore *js, const struct jobstore_spec *spec,
                     const char (*video_ids)[VTS_VIDEO_ID_LEN + 1], size_t n, int64_t now_ms,
@@ -85,6 +86,8 @@ int jobstore_cancel(struct jobstore *js, const char *key_id, const char *job_id,
 
 /* The jobs of key_id with items queued or running, or pages still to read. Returns 0 or -EIO. */
 int jobstore_open_jobs(struct jobstore *js, const char *key_id, size_t *n);
+/* How many items key_id's jobs keep now, ended jobs not yet expired included, into *n. Returns 0 or -EIO. */
+int jobstore_stored_items(struct jobstore *js, const char *key_id, size_t *n);
 
 /*
  * Takes the next queued item whose time has come and marks it running until now_ms + lease_ms: from the job whose
@@ -118,6 +121,15 @@ enum jobstore_charged {
  */
 int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, const char *body, size_t len,
                           const struct jobstore_charge *charge, int64_t now_ms, enum jobstore_charged *outcome);
+/*
+ * With a backend that holds the month's counters (jobstore_charges): holds one unit of charge's counter for the
+ * running item seq of job_id before its platform request, unless the month is used up. The unit is marked on the item:
+ * a runner that claims it from a dead one holds it already. Returns 1 (held: jobstore_done keeps it with the answer),
+ * 0 (the month is used up), -ENOENT (no such job), -EIO (the store did not answer), -ENOTSUP (another backend).
+ */
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
+/* Gives back the unit jobstore_reserve held for the item, once: it ended without a transcript. 0, -EIO, -ENOTSUP. */
+int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
                   int64_t now_ms);
 
@@ -138,9 +150,13 @@ int jobstore_recover(struct jobstore *js, int64_t now_ms);
  */
 int jobstore_keepalive(struct jobstore *js, int64_t now_ms);
 
-/* Deletes the jobs that ended (no item queued or running, no page to read) and last changed before now_ms - ttl_ms,
- * with their items. Returns how many jobs, or -EIO. Redis expires them by itself (each key of an ended job lives
- * VTS_JOB_TTL_S): 0. */
+/*
+ * Deletes, in one small transaction, at most JOBSTORE_EXPIRE_BATCH items of a job that ended (no item queued or
+ * running, no page to read) and last changed before now_ms - ttl_ms, and the job once it holds none, so that no
+ * transaction holds the database (and its other writers) for long. Returns 1 when it deleted some (call again), 0
+ * when nothing expired is left, or -EIO. Redis expires them by itself (each key of an ended
+ * job lives VTS_JOB_TTL_S): 0.
+ */
 int jobstore_expire(struct jobstore *js, int64_t now_ms, int64_t ttl_ms);
 
 /* An ended job with a webhook_url and no delivery recorded: 0 with its id and key, -EAGAIN for none, or -EIO. */

@@ -43,6 +43,11 @@ struct jobstore_spec {
    * that creates the job, so requests made at once (or a list's POST across its first page's reading) cannot pass it.
    */
   size_t max_open;
+  /*
+   * The most items key_id's jobs may keep, ended jobs included until they expire, the new one's n included; 0 for no
+   * cap. Checked in the same step (a list's later pages are bounded by max_items, counted as they arrive).
+   */
+  size_t max_stored;
 };
 
 /* A job as GET /v1/jobs/{id} shows it. status is "queued", "running", "done" or "cancelled". */
@@ -179,6 +184,7 @@ struct jobstore_ops {
                void *ctx, int64_t *next);
   int (*cancel)(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n);
   int (*open_jobs)(void *self, const char *key_id, size_t *n);
+  int (*stored_items)(void *self, const char *key_id, size_t *n);
   int (*take)(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
               struct jobstore_task *out);
   /* The answer compressed (a zlib stream of body), with its size before. */
@@ -201,6 +207,9 @@ struct jobstore_ops {
                    int64_t read, int64_t max_pages, const char *why, int64_t now_ms, size_t *added);
   int (*stop_key)(void *self, const char *key_id, const char *why, int64_t now_ms);
   int (*page_retry)(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms);
+  /* Held or given back (jobstore_reserve, jobstore_unreserve); NULL in a backend that holds no month (-ENOTSUP). */
+  int (*reserve)(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
+  int (*unreserve)(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
 };
 
 /* The status a job shows (jobstore_job's), from its counts and whether it was cancelled. */
@@ -215,6 +224,8 @@ int jobstore_inflate(const void *z, size_t zlen, int64_t len, char **out);
 /* A taker's keepalive period, and how long a taker stays silent before its items go to another (jobstore_keepalive). */
 #define JOBSTORE_KEEPALIVE_MS 1000
 #define JOBSTORE_CLAIM_IDLE_MS 5000
+/* The most items one call of jobstore_expire deletes, in one transaction (a backend that expires jobs itself). */
+#define JOBSTORE_EXPIRE_BATCH 500
 
 /*
  * The backends, in the order the facade asks whether the configuration selects them, X(name): jobstore_<name>_ops in

@@ -75,6 +75,25 @@ struct jsredis {
   "local function unwork(e)\n"                                                                      \
   "  if e and e ~= '' then redis.call('XACK', W, G, e); redis.call('XDEL', W, e) end\n"             \
   "end\n"                                                                                           \
+  "local function now_ms()\n"                                                                       \
+  "  local t = redis.call('TIME')\n"                                                                \
+  "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                            \
+  "end\n"                                                                                           \
+  "local function kept(key) return 'vts:jobs:kept:' .. key end\n"                                   \
+  "local function stored(key)\n"                                                                    \
+  "  local n, z, h = 'vts:jobs:n:' .. key, kept(key), 'vts:jobs:sizes:' .. key\n"                   \
+  "  for _, g in ipairs(redis.call('ZRANGEBYSCORE', z, '-inf', now_ms(), 'LIMIT', 0, 100)) do\n"    \
+  "    local t = redis.call('PTTL', jk(g))\n"                                                       \
+  "    if t == -2 then\n"                                                                           \
+  "      redis.call('DECRBY', n, tonumber(redis.call('HGET', h, g) or '0'))\n"                      \
+  "      redis.call('HDEL', h, g)\n"                                                                \
+  "      redis.call('ZREM', z, g)\n"                                                                \
+  "    else\n"                                                                                      \
+  "      redis.call('ZADD', z, t < 0 and '+inf' or now_ms() + t, g)\n"                              \
+  "    end\n"                                                                                       \
+  "  end\n"                                                                                         \
+  "  return tonumber(redis.call('GET', n) or '0')\n"                                                \
+  "end\n"                                                                                           \
   "local function ended(j, ttl)\n"                                                                  \
   "  local k = jk(j)\n"                                                                             \
   "  local c = redis.call('HMGET', k, 'nq', 'nr', 'key', 'webhook_url', 'hook_state', 'cont')\n"    \
@@ -86,16 +105,23 @@ struct jsredis {
   "    return\n"                                                                                    \
   "  end\n"                                                                                         \
   "  for _, x in ipairs({k, k .. ':it', k .. ':res'}) do redis.call('PEXPIRE', x, ttl) end\n"       \
+  "  redis.call('ZADD', kept(c[3]), now_ms() + tonumber(ttl), j)\n"                                 \
   "end\n"
 
 /*
  * ARGV: id, key, now, language, translate, format, webhook_url, webhook_secret, source, the continuation of its list's
- * next page ("" for none), the most items the job may hold and the most open jobs of the key (0: no cap), then the
- * video ids. The number of items, or -1 (the key's open jobs are at the cap: nothing made).
+ * next page ("" for none), the most items the job may hold, the most open jobs of the key and the most items its jobs
+ * may keep (0: no cap), then the video ids. The number of items, or -1 (the key's open jobs are at the cap) or -2
+ * (its jobs would keep too many items): nothing made.
+ *
+ * What a key's jobs keep is counted apart from the jobs, since an ended job's keys expire on their own:
+ * vts:jobs:n:<key> the items, vts:jobs:sizes:<key> each job's items, vts:jobs:kept:<key> each job by when its keys
+ * expire (+inf while open). Counting (stored) first forgets the jobs whose keys are gone, up to 100 a call.
  */
 static const char create_script[] = LUA_PRELUDE
-    "local j, n, cap = ARGV[1], #ARGV - 12, tonumber(ARGV[12])\n"
+    "local j, n, cap, most = ARGV[1], #ARGV - 13, tonumber(ARGV[12]), tonumber(ARGV[13])\n"
     "if cap > 0 and redis.call('SCARD', 'vts:jobs:open:' .. ARGV[2]) >= cap then return -1 end\n"
+    "if most > 0 and stored(ARGV[2]) + n > most then return -2 end\n"
     "local k = jk(j)\n"
     "redis.call('HSET', k, 'key', ARGV[2], 'created', ARGV[3], 'updated', ARGV[3], 'total', n, 'language', ARGV[4],\n"
     "  'translate', ARGV[5], 'format', ARGV[6], 'webhook_url', ARGV[7], 'webhook_secret', ARGV[8], 'source', ARGV[9],\n"
@@ -103,10 +129,13 @@ static const char create_script[] = LUA_PRELUDE
     "local a = {}\n"
     "for i = 1, n do\n"
     "  a[#a + 1] = i\n"
-    "  a[#a + 1] = '0' .. ARGV[12 + i]\n"
+    "  a[#a + 1] = '0' .. ARGV[13 + i]\n"
     "  if #a >= 2 * 1000 or i == n then redis.call('HSET', k .. ':it', unpack(a)); a = {} end\n"
     "end\n"
     "redis.call('SADD', 'vts:jobs:open:' .. ARGV[2], j)\n"
+    "redis.call('INCRBY', 'vts:jobs:n:' .. ARGV[2], n)\n"
+    "redis.call('HSET', 'vts:jobs:sizes:' .. ARGV[2], j, n)\n"
+    "redis.call('ZADD', kept(ARGV[2]), '+inf', j)\n"
     "if n > 0 then redis.call('ZADD', 'vts:jobs:rr', 0, j) end\n"
     "if ARGV[10] ~= '' then\n"
     "  redis.call('HSET', k, 'cont', ARGV[10], 'max', ARGV[11], 'please', 0, 'ptries', 0)\n"
@@ -264,6 +293,7 @@ static const char end_script[] = LUA_PRELUDE
     "  end\n"
     "end\n"
     "if mode == 'd' and r == 1 then\n"
+    "  redis.call('HDEL', it, 'u' .. s)\n"
     "  redis.call('HSET', it, s, '2' .. vid)\n"
     "  redis.call('HSET', k .. ':res', s, ARGV[7])\n"
     "  redis.call('HINCRBY', k, 'nd', 1)\n"
@@ -324,7 +354,7 @@ static const char page_done_script[] = LUA_PRELUDE
     "local j = ARGV[1]\n"
     "local k = jk(j)\n"
     "local it = k .. ':it'\n"
-    "local h = redis.call('HMGET', k, 'please', 'max', 'total', 'cont')\n"
+    "local h = redis.call('HMGET', k, 'please', 'max', 'total', 'cont', 'key')\n"
     "if not h[1] or h[1] == '0' or not h[4] or h[4] == '' then return -1 end\n"
     "local max, total = tonumber(h[2]), tonumber(h[3])\n"
     "local held = {}\n"
@@ -348,6 +378,8 @@ static const char page_done_script[] = LUA_PRELUDE
     "redis.call('HSET', k, 'total', total, 'updated', ARGV[2], 'please', 0, 'ptries', 0)\n"
     "if added > 0 then\n"
     "  redis.call('HINCRBY', k, 'nq', added)\n"
+    "  redis.call('INCRBY', 'vts:jobs:n:' .. h[5], added)\n"
+    "  redis.call('HINCRBY', 'vts:jobs:sizes:' .. h[5], j, added)\n"
     "  redis.call('ZADD', 'vts:jobs:rr', 'NX', redis.call('INCR', 'vts:jobs:turn'), j)\n"
     "end\n"
     "local named, stop = ARGV[4] ~= '' and total < max, nil\n"
@@ -653,7 +685,7 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
                      size_t n, int64_t now_ms, const char *job_id) {
   struct jsredis *r = self;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 12 + (int)n) != 0) {
+  if (args_init(&a, ARGS_HEAD + 13 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
@@ -676,10 +708,16 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
   char open_cap[24];
   snprintf(open_cap, sizeof(open_cap), "%zu", spec->max_open);
   arg(&a, open_cap);
+  char stored_cap[24];
+  snprintf(stored_cap, sizeof(stored_cap), "%zu", spec->max_stored);
+  arg(&a, stored_cap);
   for (size_t i = 0; i < n; i++) arg_n(&a, video_ids[i], VTS_VIDEO_ID_LEN);
   redisReply *rep = eval(r, &a, create_script);
   args_free(&a);
-  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -EDQUOT : 0;
+  int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO
+           : rep->integer == -2                            ? -ENOSPC
+           : rep->integer < 0                              ? -EDQUOT
+                                                           : 0;
   freeReplyObject(rep);
   return rv;
 }
@@ -849,6 +887,18 @@ static int rs_cancel(void *self, const char *key_id, const char *job_id, int64_t
   return rv;
 }
 
+/* ARGV: key. The items its jobs keep (expired ones pruned first, up to 100 a call). */
+static const char stored_script[] = LUA_PRELUDE "return stored(ARGV[1])\n";
+
+static int rs_stored_items(void *self, const char *key_id, size_t *n) {
+  const char *argv[] = {"EVAL", stored_script, "0", key_id};
+  redisReply *rep = command(self, 4, argv, NULL);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0 ? 0 : -EIO;
+  *n = rv == 0 ? (size_t)rep->integer : 0;
+  freeReplyObject(rep);
+  return rv;
+}
+
 static int rs_open_jobs(void *self, const char *key_id, size_t *n) {
   struct jsredis *r = self;
   char k[128];
@@ -1006,6 +1056,52 @@ static int rs_retry(void *self, const char *job_id, int64_t seq, int64_t not_bef
   const char *more[] = {due};
   int rv = end_item(self, job_id, seq, now_ms, "r", more, NULL, 1);
   return rv == 1 ? 0 : rv == -1 ? -ENOENT : rv;
+}
+
+/*
+ * An item's unit of the month, held before its platform request and marked on the item (field u<seq> of its job's
+ * items), so that a runner that claims the item from a dead one finds it held and takes none more. ARGV: job id, seq,
+ * the counter, the quota, the counter's lifetime. 1 (held), 0 (the month is used up), -1 (no such job).
+ */
+static const char reserve_script[] = LUA_PRELUDE
+    "local k = jk(ARGV[1])\n"
+    "if redis.call('EXISTS', k) == 0 then return -1 end\n"
+    "local it, u = k .. ':it', 'u' .. ARGV[2]\n"
+    "if redis.call('HEXISTS', it, u) == 1 then return 1 end\n"
+    "if tonumber(redis.call('GET', ARGV[3]) or '0') >= tonumber(ARGV[4]) then return 0 end\n"
+    "if redis.call('INCR', ARGV[3]) == 1 then redis.call('EXPIRE', ARGV[3], ARGV[5]) end\n"
+    "redis.call('HSET', it, u, 1)\n"
+    "return 1\n";
+
+/* The item's held unit given back, once (a counter that expired or holds nothing is left alone). ARGV as above. */
+static const char unreserve_script[] = LUA_PRELUDE
+    "if redis.call('HDEL', jk(ARGV[1]) .. ':it', 'u' .. ARGV[2]) == 1 and\n"
+    "   tonumber(redis.call('GET', ARGV[3]) or '0') > 0 then\n"
+    "  redis.call('DECR', ARGV[3])\n"
+    "end\n"
+    "return 1\n";
+
+static int month_unit(struct jsredis *r, const char *script, const char *job_id, int64_t seq,
+                      const struct jobstore_charge *c) {
+  char s[24], quota[24], ttl[24];
+  snprintf(s, sizeof(s), "%" PRId64, seq);
+  snprintf(quota, sizeof(quota), "%" PRId64, c->quota);
+  snprintf(ttl, sizeof(ttl), "%" PRId64, c->ttl_s);
+  const char *argv[] = {"EVAL", script, "0", job_id, s, c->counter, quota, ttl};
+  redisReply *rep = command(r, 8, argv, NULL);
+  int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
+  freeReplyObject(rep);
+  return rv;
+}
+
+static int rs_reserve(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *c) {
+  int rv = month_unit(self, reserve_script, job_id, seq, c);
+  return rv == -1 ? -ENOENT : rv;
+}
+
+static int rs_unreserve(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *c) {
+  int rv = month_unit(self, unreserve_script, job_id, seq, c);
+  return rv < 0 ? rv : 0;
 }
 
 static int rs_keepalive(void *self, int64_t now_ms) {
@@ -1194,6 +1290,7 @@ const struct jobstore_ops jobstore_redis_ops = {
     .items = rs_items,
     .cancel = rs_cancel,
     .open_jobs = rs_open_jobs,
+    .stored_items = rs_stored_items,
     .take = rs_take,
     .done = rs_done,
     .fail = rs_fail,
@@ -1208,4 +1305,6 @@ const struct jobstore_ops jobstore_redis_ops = {
     .page_done = rs_page_done,
     .page_retry = rs_page_retry,
     .stop_key = rs_stop_key,
+    .reserve = rs_reserve,
+    .unreserve = rs_unreserve,
 };

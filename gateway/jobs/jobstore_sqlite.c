@@ -210,6 +210,7 @@ static int end_take(struct sqstore *js, int rv, const char *lease_sql, int64_t u
 }
 
 static int sq_open_jobs(void *self, const char *key_id, size_t *n);
+static int sq_stored_items(void *self, const char *key_id, size_t *n);
 
 static int sq_create(void *self, const struct jobstore_spec *spec, const char (*video_ids)[VTS_VIDEO_ID_LEN + 1],
                      size_t n, int64_t now_ms, const char *id_out) {
@@ -221,6 +222,11 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
     size_t open = 0;
     rv = sq_open_jobs(js, spec->key_id, &open);
     if (rv == 0 && open >= spec->max_open) rv = -EDQUOT;
+  }
+  if (rv >= 0 && spec->max_stored > 0) {
+    size_t stored = 0;
+    rv = sq_stored_items(js, spec->key_id, &stored);
+    if (rv == 0 && stored + n > spec->max_stored) rv = -ENOSPC;
   }
   if (rv >= 0)
     rv = run(js, prepare(js,
@@ -396,6 +402,16 @@ static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
   return rc == SQLITE_ROW ? 0 : -EIO;
 }
 
+/* A job's total is its items (a list's grows as pages add them), so the key's jobs sum them through jobs_by_key. */
+static int sq_stored_items(void *self, const char *key_id, size_t *n) {
+  struct sqstore *js = self;
+  sqlite3_stmt *st = prepare(js, "SELECT COALESCE(SUM(total),0) FROM jobs WHERE key_id=?", "s", key_id);
+  int rv = first_row(st);
+  *n = rv == 0 ? (size_t)sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rv == 0 ? 0 : -EIO;
+}
+
 static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                    struct jobstore_task *out) {
   struct sqstore *js = self;
@@ -499,15 +515,28 @@ static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
   struct sqstore *js = self;
   if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
   int64_t before = now_ms - ttl_ms;
-  int rv =
-      run(js, prepare(js, "DELETE FROM items WHERE job_id IN (SELECT id FROM jobs WHERE " EXPIRABLE ")", "i", before));
-  if (rv >= 0)
+  char job[JOBSTORE_ID_LEN + 1] = "";
+  sqlite3_stmt *st = prepare(js, "SELECT id FROM jobs WHERE " EXPIRABLE " LIMIT 1", "i", before);
+  int rv = first_row(st);
+  if (rv == 0) copy_column(st, 0, job, sizeof(job));
+  sqlite3_finalize(st);
+  if (rv == -EAGAIN) rv = 0;
+  int deleted = 0;
+  if (rv == 0 && job[0] != '\0') {
     rv = run(js, prepare(js,
-                         "DELETE FROM jobs WHERE " EXPIRABLE " AND NOT EXISTS(SELECT 1 FROM items i WHERE "
-                         "i.job_id=jobs.id)",
-                         "i", before));
-  if (rv >= 0 && run(js, prepare(js, "DELETE FROM hooks WHERE job_id NOT IN (SELECT id FROM jobs)", "")) < 0) rv = -EIO;
-  return finish(js, rv);
+                         "DELETE FROM items WHERE job_id=?1 AND seq IN (SELECT seq FROM items WHERE job_id=?1 ORDER "
+                         "BY seq LIMIT ?2)",
+                         "si", job, (int64_t)JOBSTORE_EXPIRE_BATCH));
+    deleted = rv >= 0 ? rv : 0;
+    /* The job's last items went: the job and its delivery go too. */
+    if (rv >= 0 && deleted < JOBSTORE_EXPIRE_BATCH) {
+      rv = run(js, prepare(js, "DELETE FROM jobs WHERE id=?", "s", job));
+      if (rv >= 0) rv = run(js, prepare(js, "DELETE FROM hooks WHERE job_id=?", "s", job));
+      deleted++;
+    }
+  }
+  rv = finish(js, rv);
+  return rv < 0 ? rv : deleted > 0;
 }
 
 static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
@@ -766,6 +795,7 @@ const struct jobstore_ops jobstore_sqlite_ops = {
     .items = sq_items,
     .cancel = sq_cancel,
     .open_jobs = sq_open_jobs,
+    .stored_items = sq_stored_items,
     .take = sq_take,
     .done = sq_done,
     .fail = sq_fail,

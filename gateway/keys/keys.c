@@ -45,6 +45,7 @@ struct keystore {
   uint32_t *slots; /* 0: empty, else entry index + 1 */
   size_t mask;     /* slot count - 1; the slot count is a power of two at least twice n */
   struct key_memo memo[KEYS_MEMO_SLOTS];
+  unsigned char secret[32]; /* SHA-256 of the file's bytes (keystore_secret) */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -252,6 +253,7 @@ struct keystore *keystore_load(const char *path, char *err, size_t errlen) {
     set_err(err, errlen, "%s: %s", path, strerror(-rc));
     goto fail;
   }
+  util_sha256(file.data, file.len, ks->secret);
 
   size_t pos = 0, lineno = 0;
   while (pos < file.len) {
@@ -422,3 +424,5 @@ fail:
   buf_free(&out);
   return rc;
 }
+
+const unsigned char *keystore_secret(const struct keystore *ks) { return ks->secret; }

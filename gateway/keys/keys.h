@@ -41,6 +41,13 @@ size_t keystore_count(const struct keystore *ks);
 /* The i-th entry in file order (i < keystore_count). Returns a borrowed pointer valid until keystore_free. */
 const struct key_entry *keystore_entry(const struct keystore *ks, size_t i);
 
+/*
+ * 32 bytes no client can know: the SHA-256 of the key file as loaded (digests of every key, never a key). Every
+ * gateway of a fleet reads the same file, so they share it; a changed file changes it. Keys what the service signs
+ * for a client to hand back (the cursors of /mcp).
+ */
+const unsigned char *keystore_secret(const struct keystore *ks);
+
 /* Whether s matches [A-Za-z0-9_.-]{1,64}. */
 int keys_name_valid(const char *s, size_t len);
 

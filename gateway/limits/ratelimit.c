@@ -52,6 +52,7 @@ struct rl_pending {
   char digest[65];
   struct rl_limits lim;
   int64_t now; /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
+  bool spend;  /* the check reserves a unit of the month (ratelimit_check), or only reads it (the unspent one) */
 };
 
 const char *ratelimit_provider(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0' ? "redis" : "memory"; }
@@ -268,7 +269,8 @@ static void decide_memory(struct ratelimit *rl, const char *digest, const struct
 }
 
 /* Redis could not answer: never a 429 for that. */
-static void decide_fault(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, struct rl_decision *d) {
+static void decide_fault(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, bool spend,
+                         struct rl_decision *d) {
   int64_t now = util_wall_s();
   /* Every request Redis could not decide is one store error; fail-open, it is also one fallback. */
   metrics_ratelimit_store_error(!rl->cfg.rate_limit_fail_closed);
@@ -278,10 +280,10 @@ static void decide_fault(struct ratelimit *rl, const char *digest, const struct 
   }
   rl->stats.fallbacks++;
   /* Every gateway that shares the key falls back too: each admits its share of what the key had left. */
-  decide_memory(rl, digest, lim, now, true, rlredis_gateways(rl->redis), d);
+  decide_memory(rl, digest, lim, now, spend, rlredis_gateways(rl->redis), d);
   if (d->outcome == RL_UNAVAILABLE) return;
   /* What the fallback counted is owed to Redis, which adds it with the key's next answer (once: see the script). */
-  rlmem_owe(rl_table, digest, d);
+  rlmem_owe(rl_table, digest, d, spend);
   if (d->reserved_in != RL_STORE_NONE) d->reserved_in = RL_STORE_FALLBACK;
 }
 
@@ -292,13 +294,13 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
   if (status == 0) {
     int64_t now = util_wall_s();
     rlcalc_decision(&d, res->outcome, &p->lim, now, res->window_used, res->quota_used);
-    if (d.outcome == RL_ALLOW) reserved(&d, RL_STORE_REDIS, p->digest, rlcalc_month_index(p->now));
+    if (d.outcome == RL_ALLOW && p->spend) reserved(&d, RL_STORE_REDIS, p->digest, rlcalc_month_index(p->now));
     /* Keep the fallback table as far as Redis counted, so a fail-open outage continues from there. */
     rlmem_mirror(rl_table, p->digest, &p->lim, now, res->window_used, res->quota_used);
     /* Redis holds the owed counts the deciding call carried: no need to send them again. */
     if (res->owed_seq != 0) rlmem_owed_told(rl_table, p->digest, res->owed_seq);
   } else {
-    decide_fault(rl, p->digest, &p->lim, &d);
+    decide_fault(rl, p->digest, &p->lim, p->spend, &d);
   }
   count(rl, &d);
   p->cb(p->arg, &d);
@@ -321,15 +323,16 @@ static void check(struct ratelimit *rl, const struct key_entry *key, bool spend,
       memcpy(p->digest, key->digest, sizeof(p->digest));
       p->lim = lim;
       p->now = util_wall_s();
+      p->spend = spend;
       struct rl_owed owed;
       rlmem_owed(rl_table, key->digest, rlcalc_window_reset(p->now, lim.window_s), rlcalc_month_index(p->now), p->now,
                  &owed);
       rl->refs++;
-      if (rlredis_check(rl->redis, key->digest, &lim, p->now, &owed, on_redis_result, p) == 0) return;
+      if (rlredis_check(rl->redis, key->digest, &lim, p->now, &owed, spend, on_redis_result, p) == 0) return;
       rl->refs--;
       free(p);
     }
-    decide_fault(rl, key->digest, &lim, &d);
+    decide_fault(rl, key->digest, &lim, spend, &d);
   } else {
     decide_memory(rl, key->digest, &lim, util_wall_s(), spend, 1, &d);
   }
@@ -370,7 +373,6 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
   check(rl, key, true, cb, arg);
 }
 
-/* With Redis a unit is reserved as for any request (one script for all checks): the caller's refund gives it back. */
 void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg) {
   check(rl, key, false, cb, arg);
 }

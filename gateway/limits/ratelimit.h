@@ -65,9 +65,9 @@ void ratelimit_free(struct ratelimit *rl);
 /* Decides one request of key. Copies what it needs from key: the entry may be freed before the callback runs. */
 void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
 /*
- * The same for a request known to spend no unit of the month (a revalidation answered 304): decided alike (a month
- * used up still refuses it), but the memory provider reserves no unit, so there is none to give back. The redis
- * provider reserves one as for any request; ratelimit_refund gives it back.
+ * The same for a request known to spend no unit of the month (a revalidation answered 304, every jobs request):
+ * decided alike (a month used up still refuses it), but no provider reserves a unit, so there is none to give back
+ * and a reader of the month never sees one pass through it.
  */
 void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
 /*

@@ -370,11 +370,11 @@ static void word_add(_Atomic uint64_t *w, int bits, int64_t period) {
   }
 }
 
-void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d) {
+void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
   word_add(&s->owed_window, WINDOW_COUNT_BITS, d->reset);
-  if (d->outcome == RL_ALLOW) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
+  if (d->outcome == RL_ALLOW && spent) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
   /* After the counts: a reader that sees this number sees counts at least this new (rlmem_owed). */
   atomic_fetch_add(&s->owed_seq, 1);
 }

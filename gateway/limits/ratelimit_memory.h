@@ -55,9 +55,10 @@ int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*
  * The redis provider's fail-open fallback decided d for the key: records what it counted (the request in d's
- * window, the unit reserved when d admitted) as owed to Redis, apart from what Redis itself counted.
+ * window, the unit reserved when d admitted and spent: a check that spends nothing of the month owes none of it) as
+ * owed to Redis, apart from what Redis itself counted.
  */
-void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d);
+void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent);
 /* Gives back a unit reserved by the fallback in month: from the count and from what is owed to Redis. */
 void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*

@@ -19,7 +19,7 @@
 #include "common/util.h"
 
 #define SCRIPT_KEYS 4
-#define SCRIPT_ARGS 10
+#define SCRIPT_ARGS 11
 #define SCRIPT_ARGC (3 + SCRIPT_KEYS + SCRIPT_ARGS) /* EVALSHA sha numkeys KEYS... ARGV... */
 
 /*
@@ -29,7 +29,9 @@
  * gateway, what its fallback counted in them while Redis could not answer. All carry the key's hash tag, so they live
  * in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), this gateway's id, what its fallback
  * counted in the window and the month (-1: nothing to say, 0: nothing left), n, the number of those counts (struct
- * rl_owed), and k.
+ * rl_owed), k, and spend: 1 for checks that reserve a unit of the month, 0 for checks that only read it (a jobs
+ * request: counted in the window, refused when the month is used up, and never a unit reserved and given back, so a
+ * reader of the month never sees a request's passing unit).
  *
  * A gateway sends its fallback's whole count for the period, which the script stores under the gateway's id with its
  * number (HSET, not INCRBY) and adds to the counter as the difference from what was stored: a count sent twice, or by
@@ -52,25 +54,31 @@ static const char script[] =
     "  redis.call('EXPIRE', key, ttl)\n"
     "  return n - tonumber(was[1] or '0')\n"
     "end\n"
-    "local n, k = tonumber(ARGV[8]), tonumber(ARGV[10])\n"
+    "local n, k, spend = tonumber(ARGV[8]), tonumber(ARGV[10]), tonumber(ARGV[11])\n"
     "local limit, quota = tonumber(ARGV[1]), tonumber(ARGV[3])\n"
     "local dw = n + owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
-    "local dq = n + owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
+    "local dq = spend * n + owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
     "local w = redis.call('INCRBY', KEYS[1], dw)\n"
     "if w == dw then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
-    "local q = redis.call('INCRBY', KEYS[2], dq)\n"
-    "if q == dq then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "local q\n"
+    "if dq ~= 0 then\n"
+    "  q = redis.call('INCRBY', KEYS[2], dq)\n"
+    "  if q == dq then redis.call('EXPIRE', KEYS[2], ARGV[4]) end\n"
+    "else\n"
+    "  q = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "end\n"
     "w = w - n\n"
-    "q = q - n\n"
-    "local a = math.min(n, limit - w, quota - q)\n"
+    "q = q - spend * n\n"
+    "local a = math.min(n, limit - w)\n"
+    "if spend == 1 then a = math.min(a, quota - q) elseif q >= quota then a = 0 end\n"
     "if a < 0 then a = 0 end\n"
     "local e = 0\n"
-    "if a == n and k > 0 then\n"
+    "if spend == 1 and a == n and k > 0 then\n"
     "  e = math.min(k, math.floor((limit - w - n) / 16), math.floor((quota - q - n) / 16))\n"
     "  if e < 0 then e = 0 end\n"
     "end\n"
     "if e > 0 then redis.call('INCRBY', KEYS[1], e) end\n"
-    "if a + e ~= n then redis.call('INCRBY', KEYS[2], a + e - n) end\n"
+    "if spend == 1 and a + e ~= n then redis.call('INCRBY', KEYS[2], a + e - n) end\n"
     "return {w, q, a, e}\n";
 
 /* Gives back a lease's unused units: ARGV[1] of the window KEYS[1] and of the month KEYS[2], as far as they hold. */
@@ -168,6 +176,7 @@ struct rlreq {
   bool in_redis;      /* hiredis holds a callback with this request */
   bool timer_open;    /* the timer's close callback has not run yet */
   bool tried_eval;    /* NOSCRIPT was answered once already */
+  bool spend;         /* its checks reserve a unit of the month (else they only read it: no lease either) */
   int64_t lease_want; /* units the key's lease asks for (half used, or used up); may be a call with no check */
   char keys[SCRIPT_KEYS][RLREDIS_KEY_BYTES];
   char nums[SCRIPT_ARGS][24];
@@ -205,15 +214,16 @@ static void req_timer_closed(uv_handle_t *h) {
  */
 static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[4], struct rlredis_result *out) {
   int64_t k = (int64_t)i + 1, w0 = reply[0], q0 = reply[1], admitted = reply[2];
+  int64_t spent = q->spend ? admitted : 0; /* checks that only read the month leave it as it was */
   out->owed_seq = q->owed.seq;
   out->window_used = w0 + k;
   if (k <= admitted) {
     out->outcome = RL_ALLOW;
-    out->quota_used = q0 + k;
+    out->quota_used = q->spend ? q0 + k : q0;
     return;
   }
-  out->outcome = q0 + admitted >= q->quota ? RL_QUOTA : RL_LIMITED;
-  out->quota_used = q0 + admitted;
+  out->outcome = q0 + spent >= q->quota ? RL_QUOTA : RL_LIMITED;
+  out->quota_used = q0 + spent;
 }
 
 static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t reply[4]);
@@ -464,6 +474,7 @@ static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
 
 /* The units a call asks to lease: as many as it carries checks when they gathered (two or more), or as asked. */
 static int64_t lease_asked(const struct rlreq *q) {
+  if (!q->spend) return 0;
   int64_t k = q->n >= 2 ? (int64_t)q->n : 0;
   if (q->lease_want > k) k = q->lease_want;
   return k < VTS_REDIS_LEASE_MAX ? k : VTS_REDIS_LEASE_MAX;
@@ -574,6 +585,7 @@ static void req_send_batch(struct rlreq *q) {
   set_num(q, 7, (int64_t)q->n);
   set_num(q, 8, (int64_t)q->owed.seq);
   set_num(q, 9, lease_asked(q));
+  set_num(q, 10, q->spend ? 1 : 0);
   uv_timer_init(r->loop, &q->timer);
   q->timer.data = q;
   q->timer_open = true;
@@ -657,9 +669,9 @@ static void on_flush(uv_prepare_t *h) {
 
 /* The batch this turn already holds for the same key, counters and limits, or NULL. */
 static struct rlreq *open_batch(struct rlredis *r, const char *digest, const struct rl_limits *lim,
-                                int64_t window_index, int64_t month) {
+                                int64_t window_index, int64_t month, bool spend) {
   for (struct rlreq *q = r->open; q != NULL; q = q->next_open) {
-    if (q->n < RLREDIS_BATCH_MAX && q->window_index == window_index && q->month == month &&
+    if (q->n < RLREDIS_BATCH_MAX && q->spend == spend && q->window_index == window_index && q->month == month &&
         q->window_s == lim->window_s && q->rate == lim->rate && q->quota == lim->quota &&
         strcmp(q->digest, digest) == 0)
       return q;
@@ -681,10 +693,11 @@ static int req_add(struct rlreq *q, rlredis_cb cb, void *arg) {
 
 /* A new call for the key with this digest, gathering checks from now on (in r->open), or NULL when out of memory. */
 static struct rlreq *batch_new(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
-                               int64_t window_index, int64_t month) {
+                               int64_t window_index, int64_t month, bool spend) {
   struct rlreq *q = calloc(1, sizeof(*q));
   if (q == NULL) return NULL;
   q->r = r;
+  q->spend = spend;
   util_copy_str(q->digest, sizeof(q->digest), digest);
   q->bucket = sent_bucket(q->digest);
   q->window_s = lim->window_s;
@@ -837,8 +850,8 @@ static bool lease_take(struct rlredis *r, unsigned bucket, const char *digest, c
   r->leased++;
   struct rlredis_result res = {RL_ALLOW, l->seen_w - l->left, l->seen_q - l->left, 0};
   if (l->left * 2 <= l->want && !key_in_flight(r, bucket, digest)) {
-    struct rlreq *q = open_batch(r, digest, lim, window_index, month);
-    if (q == NULL) q = batch_new(r, digest, lim, now, window_index, month);
+    struct rlreq *q = open_batch(r, digest, lim, window_index, month, true);
+    if (q == NULL) q = batch_new(r, digest, lim, now, window_index, month, true);
     if (q != NULL) {
       q->lease_want = l->want;
       if (owed->seq >= q->owed.seq) q->owed = *owed;
@@ -849,7 +862,7 @@ static bool lease_take(struct rlredis *r, unsigned bucket, const char *digest, c
 }
 
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
-                  const struct rl_owed *owed, rlredis_cb cb, void *arg) {
+                  const struct rl_owed *owed, bool spend, rlredis_cb cb, void *arg) {
   if (r->closing) return -ECANCELED;
   if (r->ac == NULL) return -ENOTCONN;
   /*
@@ -861,11 +874,12 @@ int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits 
   if (r->stalled) return -ETIMEDOUT;
   int64_t month = rlcalc_month_index(now), window_index = rlcalc_window_index(now, lim->window_s);
   unsigned bucket = sent_bucket(digest);
-  int64_t want;
-  if (lease_take(r, bucket, digest, lim, now, window_index, month, owed, cb, arg, &want)) return 0;
-  struct rlreq *q = open_batch(r, digest, lim, window_index, month);
+  int64_t want = 0;
+  /* A lease's units are reserved in the month too: a check that spends none goes to Redis itself. */
+  if (spend && lease_take(r, bucket, digest, lim, now, window_index, month, owed, cb, arg, &want)) return 0;
+  struct rlreq *q = open_batch(r, digest, lim, window_index, month, spend);
   if (q == NULL) {
-    q = batch_new(r, digest, lim, now, window_index, month);
+    q = batch_new(r, digest, lim, now, window_index, month, spend);
     if (q == NULL) return -ENOMEM;
   }
   if (want > q->lease_want) q->lease_want = want;

@@ -30,6 +30,7 @@
 #define VTS_RATELIMIT_REDIS_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -72,10 +73,11 @@ void rlredis_free(struct rlredis *r);
  * in the current window and month (owed), which Redis adds to its own counts. Returns 0 (cb will be called, before
  * this returns when the key's lease admits it), or a negative errno at once, without calling cb, when the store
  * cannot take it: -ENOTCONN (no connection, or none ready yet after an outage), -ETIMEDOUT (connection stalled),
- * -EIO, -ENOMEM, -ECANCELED (closing).
+ * -EIO, -ENOMEM, -ECANCELED (closing). spend false: the check only reads the month (refused when it is used up)
+ * and reserves no unit of it, nor takes one from a lease; its result's quota_used is the month as it stands.
  */
 int rlredis_check(struct rlredis *r, const char *digest, const struct rl_limits *lim, int64_t now,
-                  const struct rl_owed *owed, rlredis_cb cb, void *arg);
+                  const struct rl_owed *owed, bool spend, rlredis_cb cb, void *arg);
 /*
  * Gives back one unit of the key's month (a month index) in Redis, without waiting for the reply. Returns 0 when
  * sent, or a negative errno (-ENOTCONN, -EIO, -ECANCELED) when it was not.

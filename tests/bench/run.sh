@@ -182,5 +182,7 @@ python3 "$root/tests/bench/slow_readers.py" "$gw_port" "$gw" "$key" "$hour_id" "
 "$build/bin/bench_ratelimit" 1000000
 "$build/bin/bench_dispatch_core" 20000
 python3 "$root/tests/bench/cache_miss.py" "$gw_port" "$up_port" "$key" "${MISSES:-200}"
+echo
+python3 "$root/tests/bench/mcp_pages.py" "$gw_port" "$key" "$hour_id" "${MCP_REQUESTS:-500}"
 "$build/bin/bench_parse" 200 | sed -n 2p | sed "s/^/parse+serialise 1,500 segments: /"
 "$build/bin/bench_render" 200

@@ -52,7 +52,8 @@ def test_document_declares_version_and_paths_of_the_api():
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == "1.0.0"
     assert set(doc["paths"]) == {"/health", "/ready", "/openapi.json", "/v1/video/transcript", "/v1/video/tracks",
-                                 "/v1/video/metadata", "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/items"}
+                                 "/v1/video/metadata", "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/items", "/mcp",
+                                 "/v1/usage"}
     scheme = doc["components"]["securitySchemes"]["ApiKeyAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "x-api-key"}
     assert "security" not in doc, "security must apply to the protected operations only"
@@ -91,15 +92,17 @@ def test_error_code_enum_equals_the_codes_of_the_error_table():
 
 # The codes only the batch jobs' endpoints answer (a request body, its members, the job store).
 JOBS_ONLY_CODES = {"length_required", "unsupported_media_type", "invalid_json", "invalid_request", "too_many_items",
-                   "too_many_open_jobs", "invalid_cursor", "invalid_limit", "jobs_unavailable",
+                   "too_many_open_jobs", "too_many_stored_items", "invalid_cursor", "invalid_limit", "jobs_unavailable",
                    "webhook_url_refused"}
+# Answered by POST /mcp only, before its message is read.
+MCP_ONLY_CODES = {"forbidden_origin", "not_acceptable", "unsupported_protocol_version"}
 
 
 def test_every_transcript_error_code_is_declared_under_its_status():
     # Every code the transcript endpoint can answer must validate as the body of its own status there; not_found and
     # method_not_allowed belong to other paths and methods.
     for code, (status, _) in error_catalogue().items():
-        if code in ("not_found", "method_not_allowed") or code in JOBS_ONLY_CODES:
+        if code in ("not_found", "method_not_allowed") or code in JOBS_ONLY_CODES | MCP_ONLY_CODES:
             continue
         headers = {"x-request-id": "r1", "content-type": "application/json", "retry-after": "1",
                    "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000000",

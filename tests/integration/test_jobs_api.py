@@ -60,7 +60,8 @@ def test_a_job_of_ids_and_urls_is_accepted_with_duplicates_folded(make_gateway):
                                               "https://www.youtube.com/watch?v=" + IDS[0], IDS[2]],
                                 "format": "text", "language": "en"})
     assert status == 202, body
-    assert set(body) == {"id", "status", "total", "created"}
+    assert set(body) == {"id", "status", "total", "created", "quota_remaining"}
+    assert body["quota_remaining"] == 1000000000
     assert body["status"] == "queued" and body["total"] == 3
     assert re.fullmatch(r"j[0-9a-f]{24}", body["id"])
     assert h["location"] == "/v1/jobs/" + body["id"]

@@ -159,8 +159,12 @@ def hook_env(receivers):
     return {"VTS_WEBHOOK_ALLOW": HOOK_HOST, "VTS_FETCHER_WEBHOOK_PORTS": ",".join(str(r.port) for r in receivers)}
 
 
+# The abuser's ten 5,000-item jobs are more than the default stored-items cap allows one key.
+JOB_LIMITS = {"VTS_JOBS_MAX_OPEN": "30", "VTS_JOBS_MAX_STORED_ITEMS": "100000", "VTS_JOB_TIMEOUT_MS": "3000"}
+
+
 def fair_stack(tmp_path, receivers=(), fetchers=4, env=None, fetcher_env=None, **kwargs):
-    genv = dict(hook_env(receivers), VTS_JOBS_MAX_OPEN="30", VTS_JOB_TIMEOUT_MS="3000")
+    genv = dict(hook_env(receivers), **JOB_LIMITS)
     genv.update(env or {})
     fenv = hook_env(receivers)
     fenv.update(fetcher_env or {})
@@ -340,7 +344,7 @@ def test_a_revoked_keys_jobs_stop_within_2_s_on_two_gateways_sharing_redis(tmp_p
     hang = HangingReceiver()
     try:
         c = Cluster(tmp_path, redis, 2, 4, KEYS, upstream_args=("--delay-ms", "20"),
-                    gateway_env=dict(hook_env([hang]), VTS_JOBS_MAX_OPEN="30", VTS_JOB_TIMEOUT_MS="3000"),
+                    gateway_env=dict(hook_env([hang]), **JOB_LIMITS),
                     fetcher_env=hook_env([hang]))
     except BaseException:
         hang.close()

@@ -170,9 +170,10 @@ def test_a_job_over_three_gateways_runs_each_video_once_and_every_gateway_serves
 
 
 def item_states(redis, job_id):
-    """seq -> status digit of every item (0 queued, 1 running, 2 done, 3 failed, 4 cancelled)."""
+    """seq -> status digit of every item (0 queued, 1 running, 2 done, 3 failed, 4 cancelled); the other fields
+    (t<seq> tries, u<seq> a unit held) are not items."""
     flat = redis.call("HGETALL", "vts:job:%s:it" % job_id)
-    return {int(flat[i]): flat[i + 1][:1].decode() for i in range(0, len(flat), 2) if flat[i][:1] != b"t"}
+    return {int(flat[i]): flat[i + 1][:1].decode() for i in range(0, len(flat), 2) if flat[i][:1].isdigit()}
 
 
 def test_items_of_a_gateway_killed_mid_job_are_claimed_by_another_none_lost_none_answered_twice(tmp_path, redis):
@@ -257,6 +258,28 @@ def test_a_month_counter_redis_cannot_count_in_is_not_a_month_used_up(tmp_path, 
         assert units_spent(redis, JOBKEY) == 3
     finally:
         c.close()
+
+
+def test_jobs_requests_never_touch_the_month_in_redis(tmp_path, redis):
+    # No fetcher: only the jobs API runs. A request, a status poll, a page and a cancel are counted in the window
+    # only; the month is read, never reserved and given back, so its counter is never even made.
+    gw = Gateway(tmp_path, env={"VTS_REDIS_URL": redis.url})
+    write_keyfile(gw.keys_file, [("jobs", JOBKEY, "active", 100000, 60, 100000)])
+    gw.start()
+    try:
+        loc = start_job(gw, {"video_ids": ["benchRn%04d" % i for i in range(3)]})
+        for _ in range(5):
+            assert call(gw, "GET", loc)[0] == 200
+            assert call(gw, "GET", loc + "/items")[0] == 200
+        assert call(gw, "GET", "/v1/jobs/j000000000000000000000000")[0] == 404
+        assert call(gw, "DELETE", loc)[0] == 200
+        counter = month_counter(redis, JOBKEY)
+        assert redis.call("EXISTS", counter) == 0, "the month counter was made: %r" % redis.call("GET", counter)
+        # Every request counted in the window (summed: the requests may straddle two windows).
+        windows = [w for w in redis.call("KEYS", counter.split("}")[0] + "}:w:*") if not w.endswith(b":owed")]
+        assert sum(int(redis.call("GET", w)) for w in windows) == 13, windows
+    finally:
+        gw.stop()
 
 
 def test_items_past_the_month_fail_quota_exceeded_and_share_the_synchronous_endpoints_counter(tmp_path, redis):

@@ -85,7 +85,7 @@ def hook_stack(parts, tmp_path, retry_ms, env=None, **kwargs):
 def start(stack, body):
     status, h, job = call(stack.gateway, "POST", "/v1/jobs", body, key=HOOKKEY)
     assert status == 202, job
-    assert set(job) == {"id", "status", "total", "created", "webhook_secret"}
+    assert set(job) == {"id", "status", "total", "created", "quota_remaining", "webhook_secret"}
     return h["location"], job
 
 
@@ -329,4 +329,4 @@ def test_an_allowed_webhook_url_is_accepted_with_its_secret_once(make_gateway, u
 def test_a_job_without_a_webhook_gets_no_secret(make_gateway):
     gw = make_gateway(keys=[KEYS[0]])
     status, _, body = call(gw, "POST", "/v1/jobs", {"video_ids": IDS[:1]}, key=HOOKKEY)
-    assert status == 202 and set(body) == {"id", "status", "total", "created"}
+    assert status == 202 and set(body) == {"id", "status", "total", "created", "quota_remaining"}

@@ -438,6 +438,31 @@ static void test_a_taker_whose_lease_ran_out_cannot_end_the_item(void **state) {
   assert_int_equal(jobstore_done(f->js, id, first.seq, "{}", 2, 1260), -ENOENT);
 }
 
+/* A large ended job goes in transactions of at most JOBSTORE_EXPIRE_BATCH items: no one holds the database long. */
+static void test_a_large_job_expires_in_small_batches(void **state) {
+  struct fixture *f = *state;
+  enum { N = 2 * JOBSTORE_EXPIRE_BATCH + 7 };
+  char(*many)[VTS_VIDEO_ID_LEN + 1] = calloc(N, sizeof(*many));
+  assert_non_null(many);
+  for (size_t i = 0; i < N; i++) snprintf(many[i], sizeof(many[i]), "big%08zu", i);
+  char id[JOBSTORE_ID_LEN + 1];
+  assert_int_equal(jobstore_create(f->js, &spec_a, (const char(*)[VTS_VIDEO_ID_LEN + 1]) many, N, 1000, id), 0);
+  free(many);
+  size_t n = 0, stored = 0;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 2000, &n), 0);
+  struct jobstore_job j;
+  /* Two full batches leave the job with its last items; the third takes them and the job. */
+  for (int batch = 0; batch < 2; batch++) {
+    assert_int_equal(jobstore_expire(f->js, 60000, 20000), 1);
+    assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  }
+  assert_int_equal(jobstore_expire(f->js, 60000, 20000), 1);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), -ENOENT);
+  assert_int_equal(jobstore_expire(f->js, 60000, 20000), 0);
+  assert_int_equal(jobstore_stored_items(f->js, "keyA", &stored), 0);
+  assert_int_equal(stored, 0);
+}
+
 static void test_old_jobs_expire_with_their_items(void **state) {
   struct fixture *f = *state;
   char old[JOBSTORE_ID_LEN + 1], young[JOBSTORE_ID_LEN + 1], waiting[JOBSTORE_ID_LEN + 1];
@@ -1192,6 +1217,7 @@ int main(void) {
       ON_SQLITE(test_a_killed_writer_loses_nothing_it_committed),
       ON_SQLITE(test_a_taker_whose_lease_ran_out_cannot_end_the_item),
       ON_SQLITE(test_old_jobs_expire_with_their_items),
+      ON_SQLITE(test_a_large_job_expires_in_small_batches),
       ON_SQLITE(test_bad_input_is_refused),
       ON_SQLITE(test_a_webhook_is_owed_when_its_job_ends_and_kept_until_delivered),
       ON_BOTH(test_a_key_of_the_longest_name_comes_back_whole),

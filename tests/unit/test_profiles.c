@@ -98,6 +98,39 @@ static void test_bad_documents_are_refused_with_what_is_wrong(void **state) {
       {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
        "{\"Bad Name\": \"x\"}}]}",
        "header name"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Host\": \"x\"}}]}",
+       "profile A: header Host is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Content-Length\": \"x\"}}]}",
+       "profile A: header Content-Length is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"transfer-encoding\": \"x\"}}]}",
+       "profile A: header transfer-encoding is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Connection\": \"x\"}}]}",
+       "profile A: header Connection is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Keep-Alive\": \"x\"}}]}",
+       "profile A: header Keep-Alive is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"TE\": \"x\"}}]}",
+       "profile A: header TE is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Trailer\": \"x\"}}]}",
+       "profile A: header Trailer is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Upgrade\": \"x\"}}]}",
+       "profile A: header Upgrade is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Expect\": \"x\"}}]}",
+       "profile A: header Expect is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"Proxy-Authorization\": \"x\"}}]}",
+       "profile A: header Proxy-Authorization is a framing or hop-by-hop header"},
+      {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\", \"headers\": "
+       "{\"X-Ok\": \"x\", \"proxy-connection\": \"x\"}}]}",
+       "profile A: header proxy-connection is a framing or hop-by-hop header"},
       {"{\"profiles\": [{\"name\": \"A\", \"client_id\": 1, \"version\": \"1\", \"user_agent\": \"u\\r\\nX: y\"}]}",
        "\"user_agent\""},
       /* Twice the same member: two halves of the caps would add up past them. */

@@ -352,7 +352,7 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   assert_int_equal(owed.quota, -1);
   for (int i = 0; i < 3; i++) {
     assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
-    rlmem_owe(t, digest_a, &d);
+    rlmem_owe(t, digest_a, &d, true);
   }
   assert_int_equal(d.outcome, RL_LIMITED);
   rlmem_owed(t, digest_a, end, month, now, &owed);
@@ -375,7 +375,7 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   assert_int_equal(told.seq, 0);
   /* A new count is owed again, all of it. */
   assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
-  rlmem_owe(t, digest_a, &d);
+  rlmem_owe(t, digest_a, &d, true);
   rlmem_owed(t, digest_a, end, month, now, &told);
   assert_int_equal(told.window, 4);
   assert_int_equal(told.quota, 1);

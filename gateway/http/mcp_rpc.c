@@ -1,0 +1,38 @@
+#include "gateway/http/mcp_rpc.h"
+
+#include <string.h>
+
+#include "common/buf.h"
+
+int mcp_rpc_result(struct http_request *req, const char *id, const char *extra_headers, const char *result,
+                   size_t len) {
+  struct buf b = BUF_INIT;
+  int rv = buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+  rv |= buf_puts(&b, id);
+  rv |= buf_puts(&b, ",\"result\":");
+  rv |= buf_append(&b, result, len);
+  rv |= buf_puts(&b, "}");
+  if (rv != 0) {
+    buf_free(&b);
+    return mcp_rpc_error(req, 500, id, MCP_RPC_INTERNAL_ERROR, "Out of memory.");
+  }
+  size_t n = 0;
+  char *body = buf_steal(&b, &n);
+  return http_respond(req, 200, extra_headers, body, n, body);
+}
+
+int mcp_rpc_error(struct http_request *req, int status, const char *id, int code, const char *message) {
+  struct buf b = BUF_INIT;
+  int rv = buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+  rv |= buf_puts(&b, id != NULL ? id : "null");
+  rv |= buf_printf(&b, ",\"error\":{\"code\":%d,\"message\":\"", code);
+  rv |= buf_json_escape(&b, message, strlen(message));
+  rv |= buf_puts(&b, "\"}}");
+  if (rv != 0) {
+    buf_free(&b);
+    return http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, NULL);
+  }
+  size_t n = 0;
+  char *body = buf_steal(&b, &n);
+  return http_respond(req, status, NULL, body, n, body);
+}

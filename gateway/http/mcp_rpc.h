@@ -1,0 +1,30 @@
+/*
+ * The JSON-RPC 2.0 answers of POST /mcp: a result, or an error object with the standard codes. Shared by the
+ * transport (mcp.c) and the tools (mcp_tools.c), which answer later, once a tool's work is done.
+ */
+#ifndef VTS_MCP_RPC_H
+#define VTS_MCP_RPC_H
+
+#include <stddef.h>
+
+#include "gateway/http/http.h"
+
+/* The standard codes of JSON-RPC 2.0. */
+#define MCP_RPC_PARSE_ERROR (-32700)
+#define MCP_RPC_INVALID_REQUEST (-32600)
+#define MCP_RPC_METHOD_NOT_FOUND (-32601)
+#define MCP_RPC_INVALID_PARAMS (-32602)
+#define MCP_RPC_INTERNAL_ERROR (-32603)
+
+/* The longest request id kept, as its JSON text (a string with its quotes, or a number). */
+#define MCP_ID_BYTES 160
+
+/*
+ * Answers 200 {"jsonrpc":"2.0","id":<id>,"result":<result>}: id and result are JSON texts (id as the request wrote
+ * it). extra_headers as for http_respond.
+ */
+int mcp_rpc_result(struct http_request *req, const char *id, const char *extra_headers, const char *result, size_t len);
+/* Answers status with a JSON-RPC error object; id NULL is null (a message whose id could not be read). */
+int mcp_rpc_error(struct http_request *req, int status, const char *id, int code, const char *message);
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * Unit tests of a transcript body read into its segments (gateway/http/segments.c) and of what is cut from it: the
+ * pages of get_transcript (whole segments within max_chars, at least one) and the chunks of format=chunks.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gateway/http/chunks.h"
+#include "gateway/http/segments.h"
+
+#define BODY                                                                                           \
+  "{\"language\":\"en\",\"source\":\"captions\",\"text\":\"Hello and welcome to the caf\xc3\xa9 ok\"," \
+  "\"segments\":[{\"text\":\"Hello and welcome\",\"start\":0.12,\"duration\":2.4},"                    \
+  "{\"text\":\"to the caf\xc3\xa9\",\"start\":2.52,\"duration\":3},{\"text\":\"\",\"start\":5.52,"     \
+  "\"duration\":1},{\"text\":\"ok\",\"start\":3725,\"duration\":0.5}]}"
+
+static void test_a_body_is_read_with_its_times_as_written(void **state) {
+  (void)state;
+  struct segments_doc doc;
+  assert_int_equal(segments_read(BODY, strlen(BODY), &doc), 0);
+  assert_string_equal(doc.language, "en");
+  assert_string_equal(doc.source, "captions");
+  assert_int_equal(doc.n, 4);
+  assert_string_equal(doc.seg[0].start, "0.12");
+  assert_string_equal(doc.seg[1].duration, "3");
+  assert_int_equal(doc.seg[1].start_ms, 2520);
+  assert_int_equal(doc.seg[1].end_ms, 5520);
+  assert_memory_equal(segments_text(&doc, 1), "to the caf\xc3\xa9", doc.seg[1].text_len);
+  /* Characters, not bytes: the accented letter is one. */
+  assert_int_equal(segments_chars(segments_text(&doc, 1), doc.seg[1].text_len), 11);
+  segments_free(&doc);
+}
+
+static void test_what_is_not_a_transcript_is_refused(void **state) {
+  (void)state;
+  struct segments_doc doc;
+  static const char *const bad[] = {"[]",
+                                    "{\"language\":\"en\"}",
+                                    "{\"segments\":[1]}",
+                                    "{\"segments\":[{\"text\":\"a\",\"start\":1}]}",
+                                    "{\"segments\":[{\"text\":\"a\",\"start\":-1,\"duration\":1}]}",
+                                    "{\"segments\":[{\"a\":{\"b\":{}}}]}",
+                                    "{\"segments\":[",
+                                    "not json"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    if (segments_read(bad[i], strlen(bad[i]), &doc) != -EPROTO) print_error("accepted: %s\n", bad[i]);
+    assert_int_equal(segments_read(bad[i], strlen(bad[i]), &doc), -EPROTO);
+    assert_null(doc.seg);
+  }
+}
+
+static void test_stamps_name_minutes_or_hours(void **state) {
+  (void)state;
+  char s[24];
+  assert_int_equal(segments_stamp(0, s), 7);
+  assert_string_equal(s, "[0:00] ");
+  segments_stamp(65999, s);
+  assert_string_equal(s, "[1:05] ");
+  segments_stamp(3725000, s);
+  assert_string_equal(s, "[1:02:05] ");
+}
+
+static void test_a_page_is_whole_segments_within_max_chars_and_never_empty(void **state) {
+  (void)state;
+  struct segments_doc doc;
+  assert_int_equal(segments_read(BODY, strlen(BODY), &doc), 0);
+  /* "[0:00] Hello and welcome\n" is 7 + 17 + 1 = 25 characters, "[0:02] to the café\n" 7 + 11 + 1 = 19. */
+  assert_int_equal(segments_cost(&doc, 0, 1), 25);
+  assert_int_equal(segments_cost(&doc, 1, 1), 19);
+  assert_int_equal(segments_page_end(&doc, 0, 44, 1), 2);
+  assert_int_equal(segments_page_end(&doc, 0, 43, 1), 1);
+  /* A segment larger than the bound is a page of its own. */
+  assert_int_equal(segments_page_end(&doc, 0, 1, 1), 1);
+  assert_int_equal(segments_page_end(&doc, 3, 100000, 0), 4);
+  /* {"text":"Hello and welcome","start":0.12,"duration":2.4}, */
+  assert_int_equal(segments_cost(&doc, 0, 0),
+                   strlen("{\"text\":\"Hello and welcome\",\"start\":0.12,\"duration\":2.4},"));
+  segments_free(&doc);
+}
+
+static void test_chunks_join_to_the_text_without_their_overlaps(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  /* 200 characters hold every segment: one chunk, the transcript's text. */
+  assert_int_equal(chunks_render(BODY, strlen(BODY), 200, 0, &b), 0);
+  assert_string_equal(
+      b.data,
+      "{\"language\":\"en\",\"source\":\"captions\",\"chunk_chars\":200,\"chunk_overlap\":0,\"chunks\":[{"
+      "\"index\":0,\"start\":0.12,\"end\":3725.500,\"first_segment\":0,\"end_segment\":4,\"text\":"
+      "\"Hello and welcome to the caf\xc3\xa9 ok\"}]}");
+  buf_free(&b);
+}
+
+static void test_chunks_overlap_by_whole_segments(void **state) {
+  (void)state;
+  /* "Hello and welcome to the café" is 29 characters (the empty segment after it adds none); the next chunk starts
+   * with the last segments that fit in 14 ("to the café" and the empty one, 12), and ends the transcript. */
+  struct buf b = BUF_INIT;
+  assert_int_equal(chunks_render(BODY, strlen(BODY), 29, 14, &b), 0);
+  assert_non_null(
+      strstr(b.data, "\"first_segment\":0,\"end_segment\":3,\"text\":\"Hello and welcome to the caf\xc3\xa9\""));
+  assert_non_null(strstr(b.data,
+                         "\"index\":1,\"start\":2.52,\"end\":3725.500,\"first_segment\":1,\"end_segment\":4,"
+                         "\"text\":\"to the caf\xc3\xa9 ok\""));
+  assert_null(strstr(b.data, "\"index\":2"));
+  buf_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_a_body_is_read_with_its_times_as_written),
+      cmocka_unit_test(test_what_is_not_a_transcript_is_refused),
+      cmocka_unit_test(test_stamps_name_minutes_or_hours),
+      cmocka_unit_test(test_a_page_is_whole_segments_within_max_chars_and_never_empty),
+      cmocka_unit_test(test_chunks_join_to_the_text_without_their_overlaps),
+      cmocka_unit_test(test_chunks_overlap_by_whole_segments),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
