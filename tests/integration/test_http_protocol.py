@@ -154,8 +154,8 @@ def test_pipelined_requests_then_half_close_are_all_answered(gateway):
 
 
 def test_request_sent_while_the_previous_is_answered_is_served_after_it(make_gateway):
-    # No fetcher runs: the transcript request waits for its job's deadline (500) while the client sends the next
-    # request on the same connection, and half-closes; both are answered, in order.
+    # No fetcher runs: the transcript request waits for its job's deadline (then 503, shed unserved) while the client
+    # sends the next request on the same connection, and half-closes; both are answered, in order.
     gateway = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "600"})
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
         s.sendall(f"GET {TRANSCRIPT}?video_id=abcdefghijk HTTP/1.1\r\nHost: t\r\nx-api-key: {gateway.key}\r\n"
@@ -166,8 +166,8 @@ def test_request_sent_while_the_previous_is_answered_is_served_after_it(make_gat
         s.sendall(b"lth HTTP/1.1\r\nHost: t\r\nX-Request-Id: last\r\n\r\n")
         data = half_close_and_read(s)
     got = parse_responses(data)
-    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(500, "slow"), (404, "next"), (200, "last")]
-    assert json.loads(got[0][2])["error"]["code"] == "transcript_fetch_failed"
+    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(503, "slow"), (404, "next"), (200, "last")]
+    assert json.loads(got[0][2])["error"]["code"] == "service_unavailable"
     assert got[1][2] == NOT_FOUND
 
 
@@ -193,7 +193,7 @@ def test_more_input_than_is_held_while_a_request_is_answered_is_read_after_it(ma
         assert not sender.is_alive()
     got = parse_responses(data)
     assert len(got) == n + 1
-    assert (got[0][0], got[0][1]["x-request-id"]) == (500, "slow")
+    assert (got[0][0], got[0][1]["x-request-id"]) == (503, "slow")
     assert [(st, h["x-request-id"]) for st, h, _ in got[1:]] == [(200, "f%04d" % i) for i in range(n)]
 
 
@@ -204,7 +204,7 @@ def test_half_close_with_an_unfinished_request_closes_after_the_answer(make_gate
                   "X-Request-Id: only\r\n\r\nGET /health HTTP/1.1\r\nHo".encode())
         data = half_close_and_read(s)
     got = parse_responses(data)
-    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(500, "only")]
+    assert [(st, h["x-request-id"]) for st, h, _ in got] == [(503, "only")]
 
 
 def test_generated_request_ids_are_distinct_across_workers(gateway):
@@ -339,11 +339,12 @@ def test_repeated_key_header_gets_401(gateway):
 
 
 def test_active_key_passes_auth_and_gets_rate_limit_headers(make_gateway):
-    # No fetcher runs here: the request passes auth and the limiter and fails at dispatch (500) or validation.
+    # No fetcher runs here: the request passes auth and the limiter, and is shed at dispatch (503) or refused at
+    # validation.
     gateway = make_gateway(env={"VTS_JOB_TIMEOUT_MS": "500"})
     r = gateway.request("GET", TRANSCRIPT + "?video_id=abcdefghijk", headers={"x-api-key": gateway.key})
-    assert r.status == 500, r
-    assert r.json()["error"]["code"] == "transcript_fetch_failed"
+    assert r.status == 503, r
+    assert r.json()["error"]["code"] == "service_unavailable"
     for h in ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"):
         assert re.fullmatch(r"\d+", r.headers[h]), (h, r.headers)
     r = gateway.request("GET", TRANSCRIPT, headers={"x-api-key": gateway.key})
