@@ -605,6 +605,16 @@ static uint64_t expected_end(const struct core *c, size_t nfree, size_t p) {
 }
 
 /*
+ * Whether the job p places behind the first in line can start now, on a fetcher free now. Such a job is never shed,
+ * whatever the recent time a job takes: that time is learnt only from jobs that ran, so after a spell of slow platform
+ * answers (jobs cut at their deadline) shedding the jobs an idle fetcher could take would shed every later request
+ * too, and the estimate would never learn that the platform is fast again.
+ */
+static bool starts_now(const struct core *c, size_t nfree, size_t p, uint64_t now) {
+  return p / nfree == 0 && c->free_at[p % nfree] <= now;
+}
+
+/*
  * How long after now a request made now could be served within its deadline, as the queue tells: its lateness if it
  * came now (0 when on time, or when there is no estimate: no job ended yet, or no fetcher).
  */
@@ -616,6 +626,7 @@ static uint64_t room_in_ms(struct core *c, uint64_t now) {
     if (CONTAINER_OF(k, struct job, q)->sync) break;
     p--;
   }
+  if (starts_now(c, nfree, p, now)) return 0;
   uint64_t end = expected_end(c, nfree, p), limit = now + (uint64_t)c->cfg->job_timeout_ms;
   return end > limit ? end - limit : 0;
 }
@@ -640,7 +651,7 @@ static void shed_queue(struct core *c, uint64_t now) {
     bool fresh = !j->judged;
     j->judged = true;
     uint64_t end = expected_end(c, nfree, p);
-    if (end <= j->deadline_ms && !(sync_shed && !j->sync)) {
+    if ((end <= j->deadline_ms || starts_now(c, nfree, p, now)) && !(sync_shed && !j->sync)) {
       p++;
       continue;
     }

@@ -1250,6 +1250,36 @@ static void learn_one_second_jobs(struct fx *f) {
   none(f);
 }
 
+/*
+ * After a spell of slow platform answers (two jobs that took almost their whole 5 s deadline), the recent time a job
+ * takes says a new job would end after its deadline; but a fetcher is free now, so the request is handed to it, never
+ * shed: shedding it would shed every later request too, since the estimate learns only from jobs that run.
+ */
+static void test_a_request_an_idle_fetcher_can_take_is_never_shed(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
+  core_request(f->core, T0, &f->w[14], &a);
+  core_request(f->core, T0, &f->w[15], &b);
+  ready(f, T0, 1, 1);
+  ready(f, T0, 2, 2);
+  core_tick(f->core, T0, 60000);
+  uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id;
+  struct proto_result ra = result(ja, PROTO_OK, BODY_OK), rb = result(jb, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 4900, 1, 3, &ra);
+  deliver(f, T0 + 4900, 2, 4, &rb);
+  next(f, A_ANSWER);
+  next(f, A_ANSWER);
+  none(f);
+  struct proto_job q = request("vid00000000");
+  core_request(f->core, T0 + 6000, &f->w[0], &q);
+  core_tick(f->core, T0 + 6000, 60000);
+  struct rec *r = next(f, A_JOB);
+  assert_string_equal(r->video, "vid00000000");
+  none(f);
+  assert_int_equal(stats(f).shed_arrival, 0);
+}
+
 static const char *const VIDS[] = {"vid00000000", "vid11111111", "vid22222222", "vid33333333", "vid44444444",
                                    "vid55555555", "vid66666666", "vid77777777", "vid88888888", "vid99999999",
                                    "vidxxxxxxxx", "vidyyyyyyyy", "vidzzzzzzzz"};
@@ -1461,6 +1491,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_job_is_coalesced_assigned_answered_to_all_and_cached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadlines_fail_queued_and_running_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_request_an_idle_fetcher_can_take_is_never_shed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_items_yield_before_a_request_is_shed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_fetchers_overloaded_outcome_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline, setup, teardown),
