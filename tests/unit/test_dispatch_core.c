@@ -1234,7 +1234,8 @@ static void test_a_webhook_try_is_queued_at_once_never_coalesced_or_cached(void 
 }
 
 /* Fetchers 1 and 2 each run a job of 1 s: the core learns the time a job takes (no estimate before, no shedding). */
-static void learn_one_second_jobs(struct fx *f) {
+/* Two fetchers that each ran one job taking ms: the recent time a job takes. */
+static void learn_jobs_taking(struct fx *f, uint64_t ms) {
   struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
   core_request(f->core, T0, &f->w[14], &a);
   core_request(f->core, T0, &f->w[15], &b);
@@ -1243,8 +1244,8 @@ static void learn_one_second_jobs(struct fx *f) {
   core_tick(f->core, T0, 60000);
   uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id;
   struct proto_result ra = result(ja, PROTO_OK, BODY_OK), rb = result(jb, PROTO_OK, BODY_OK);
-  deliver(f, T0 + 1000, 1, 3, &ra);
-  deliver(f, T0 + 1000, 2, 4, &rb);
+  deliver(f, T0 + ms, 1, 3, &ra);
+  deliver(f, T0 + ms, 2, 4, &rb);
   next(f, A_ANSWER);
   next(f, A_ANSWER);
   none(f);
@@ -1258,19 +1259,7 @@ static void learn_one_second_jobs(struct fx *f) {
 static void test_a_request_an_idle_fetcher_can_take_is_never_shed(void **state) {
   struct fx *f = *state;
   start(f, false);
-  struct proto_job a = request("vidAAAAAAA1"), b = request("vidBBBBBBB2");
-  core_request(f->core, T0, &f->w[14], &a);
-  core_request(f->core, T0, &f->w[15], &b);
-  ready(f, T0, 1, 1);
-  ready(f, T0, 2, 2);
-  core_tick(f->core, T0, 60000);
-  uint64_t ja = next(f, A_JOB)->job_id, jb = next(f, A_JOB)->job_id;
-  struct proto_result ra = result(ja, PROTO_OK, BODY_OK), rb = result(jb, PROTO_OK, BODY_OK);
-  deliver(f, T0 + 4900, 1, 3, &ra);
-  deliver(f, T0 + 4900, 2, 4, &rb);
-  next(f, A_ANSWER);
-  next(f, A_ANSWER);
-  none(f);
+  learn_jobs_taking(f, 4900);
   struct proto_job q = request("vid00000000");
   core_request(f->core, T0 + 6000, &f->w[0], &q);
   core_tick(f->core, T0 + 6000, 60000);
@@ -1293,7 +1282,7 @@ static const char *const VIDS[] = {"vid00000000", "vid11111111", "vid22222222", 
 static void test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once(void **state) {
   struct fx *f = *state;
   start(f, false);
-  learn_one_second_jobs(f);
+  learn_jobs_taking(f, 1000);
   uint64_t now = T0 + 1000;
   for (int i = 0; i < 12; i++) {
     struct proto_job q = request(VIDS[i]);
@@ -1364,7 +1353,7 @@ static void test_a_request_the_queue_cannot_serve_in_time_is_shed_at_once(void *
 static void test_batch_items_yield_before_a_request_is_shed(void **state) {
   struct fx *f = *state;
   start(f, false);
-  learn_one_second_jobs(f);
+  learn_jobs_taking(f, 1000);
   uint64_t now = T0 + 1000;
   /* Fetcher 2 leaves: one fetcher, 1 s a job, a 5 s deadline. */
   core_fetcher_gone(f->core, now, 2);
