@@ -1,5 +1,6 @@
 /* The batch jobs' routes of a worker (see jobs_api.h). */
 #include "gateway/http/jobs_api.h"
+#include "gateway/http/jsonshape.h"
 
 #include <errno.h>
 #include <llhttp.h>
@@ -141,34 +142,8 @@ static enum api_error read_webhook_url(const struct vts_config *cfg, yajl_val v,
   return API_OK;
 }
 
-/*
- * What yajl's tree must never be given: a NUL, raw or escaped (a value would end there, silently cut), and nesting
- * deeper than a job request has (yajl parses any depth, but frees its tree by recursion: a body of a few hundred
- * thousand brackets would overflow the stack). Brackets inside strings do not count.
- */
-static int body_shape_ok(const char *body, size_t len) {
-  enum { MAX_DEPTH = 8 };
-  int depth = 0, in_string = 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = body[i];
-    if (c == '\0') return 0;
-    if (in_string) {
-      if (c == '"') {
-        in_string = 0;
-      } else if (c == '\\' && i + 1 < len) {
-        if (body[i + 1] == 'u' && i + 5 < len && memcmp(body + i + 2, "000", 3) == 0 && body[i + 5] == '0') return 0;
-        i++; /* the escaped character: a quote or a backslash that ends nothing */
-      }
-    } else if (c == '"') {
-      in_string = 1;
-    } else if (c == '[' || c == '{') {
-      if (++depth > MAX_DEPTH) return 0;
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
-  return 1;
-}
+/* The deepest nesting a job request has (jsonshape_ok refuses deeper bodies before yajl sees them). */
+enum { JOB_BODY_MAX_DEPTH = 8 };
 
 /*
  * Checks the body of POST /v1/jobs into jr. Returns API_OK, or the error with msg naming the member (msg "" when
@@ -180,7 +155,7 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
                                        struct job_request *jr, char *msg) {
   msg[0] = '\0';
   char errbuf[128];
-  if (body == NULL || len == 0 || !body_shape_ok(body, len)) return API_ERR_INVALID_JSON;
+  if (body == NULL || len == 0 || !jsonshape_ok(body, len, JOB_BODY_MAX_DEPTH)) return API_ERR_INVALID_JSON;
   yajl_val root = yajl_tree_parse(body, errbuf, sizeof(errbuf));
   if (root == NULL || !YAJL_IS_OBJECT(root)) {
     yajl_tree_free(root);

@@ -1,4 +1,5 @@
 #include "gateway/http/mcp.h"
+#include "gateway/http/jsonshape.h"
 
 #include <errno.h>
 #include <string.h>
@@ -114,33 +115,6 @@ static const struct key_entry *find_key(struct handlers_ctx *ctx, struct http_re
   const struct key_entry *e = keystore_lookup(ctx->keys, key, len);
   if (e != NULL) util_copy_str(req->key_id, sizeof(req->key_id), e->name);
   return e;
-}
-
-/*
- * What yajl's tree must never be given: a NUL, raw or escaped (a value would end there), and nesting deeper than a
- * message has (yajl frees its tree by recursion). Brackets inside strings do not count.
- */
-static int body_shape_ok(const char *body, size_t len) {
-  int depth = 0, in_string = 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = body[i];
-    if (c == '\0') return 0;
-    if (in_string) {
-      if (c == '"') {
-        in_string = 0;
-      } else if (c == '\\' && i + 1 < len) {
-        if (body[i + 1] == 'u' && i + 5 < len && memcmp(body + i + 2, "000", 3) == 0 && body[i + 5] == '0') return 0;
-        i++;
-      }
-    } else if (c == '"') {
-      in_string = 1;
-    } else if (c == '[' || c == '{') {
-      if (++depth > MCP_MAX_DEPTH) return 0;
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
-  return 1;
 }
 
 /* The id of a request as JSON text into out: a string (re-encoded) or an integer; -EINVAL for another kind. */
@@ -302,8 +276,9 @@ void mcp_handle(struct handlers_ctx *ctx, struct http_request *req) {
     return;
   }
   char errbuf[128];
-  yajl_val root =
-      body != NULL && len > 0 && body_shape_ok(body, len) ? yajl_tree_parse(body, errbuf, sizeof(errbuf)) : NULL;
+  yajl_val root = body != NULL && len > 0 && jsonshape_ok(body, len, MCP_MAX_DEPTH)
+                      ? yajl_tree_parse(body, errbuf, sizeof(errbuf))
+                      : NULL;
   if (root == NULL) {
     mcp_rpc_error(req, 400, NULL, MCP_RPC_PARSE_ERROR, "Parse error: the body is not JSON.");
     return;
