@@ -310,13 +310,13 @@ int job_loop_run(const struct vts_config *cfg, struct job_runner *r) {
 
   struct proto_job job;
   struct proto_result res;
-  while (peers_wait_job(st.ps, &job)) {
+  while (peers_wait_job(st.ps, &job) == PEERS_SERVING) {
     if (job_runner_declines(r, &job)) {
-      if (peers_give_back(st.ps, &job)) break;
+      if (peers_give_back(st.ps, &job) == PEERS_STOPPING) break;
       continue;
     }
     job_runner_run(r, &job, &res);
-    if (peers_finish(st.ps, &res)) break;
+    if (peers_finish(st.ps, &res) == PEERS_STOPPING) break;
   }
 
   pthread_mutex_lock(&st.mu);

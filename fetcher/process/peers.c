@@ -461,14 +461,14 @@ int peers_new(const struct vts_config *cfg, struct peers **out, char *err, size_
   return 0;
 }
 
-int peers_wait_job(struct peers *ps, struct proto_job *job) {
+enum peers_state peers_wait_job(struct peers *ps, struct proto_job *job) {
   pthread_mutex_lock(&ps->mu);
   for (;;) {
     if (ps->have_job) {
       *job = ps->job;
       ps->have_job = false;
       pthread_mutex_unlock(&ps->mu);
-      return 1;
+      return PEERS_SERVING;
     }
     if (ps->stopping) break;
     if (util_now_ms() >= ps->next_resolve_ms) {
@@ -490,7 +490,7 @@ int peers_wait_job(struct peers *ps, struct proto_job *job) {
     wait_until(ps, ps->next_resolve_ms < ps->next_handshakes_ms ? ps->next_resolve_ms : ps->next_handshakes_ms);
   }
   pthread_mutex_unlock(&ps->mu);
-  return 0;
+  return PEERS_STOPPING;
 }
 
 /*
@@ -511,7 +511,7 @@ static void encode_result(struct buf *out, struct proto_result *res, bool last) 
   encode(out, res);
 }
 
-int peers_finish(struct peers *ps, struct proto_result *res) {
+enum peers_state peers_finish(struct peers *ps, struct proto_result *res) {
   struct buf b = BUF_INIT;
   pthread_mutex_lock(&ps->mu);
   /*
@@ -535,13 +535,13 @@ int peers_finish(struct peers *ps, struct proto_result *res) {
     while (!ps->acked && util_now_ms() < until) wait_until(ps, until);
     if (!ps->acked) log_msg(LOG_WARN, "last result not acknowledged", NULL);
   }
-  int stopping = ps->stopping;
+  enum peers_state state = ps->stopping ? PEERS_STOPPING : PEERS_SERVING;
   pthread_mutex_unlock(&ps->mu);
   buf_free(&b);
-  return stopping;
+  return state;
 }
 
-int peers_give_back(struct peers *ps, const struct proto_job *job) {
+enum peers_state peers_give_back(struct peers *ps, const struct proto_job *job) {
   struct buf b = BUF_INIT;
   pthread_mutex_lock(&ps->mu);
   struct peer *p = ps->job_from;
@@ -553,10 +553,10 @@ int peers_give_back(struct peers *ps, const struct proto_job *job) {
   }
   ps->busy = false;
   offer_resting(ps);
-  int stopping = ps->stopping;
+  enum peers_state state = ps->stopping ? PEERS_STOPPING : PEERS_SERVING;
   pthread_mutex_unlock(&ps->mu);
   buf_free(&b);
-  return stopping;
+  return state;
 }
 
 void peers_stop(struct peers *ps) {

@@ -23,6 +23,9 @@
 
 struct peers;
 
+/* Where the process stands after a call of the loop: it serves on, or it was asked to stop (peers_stop). */
+enum peers_state { PEERS_SERVING = 0, PEERS_STOPPING = 1 };
+
 /*
  * Makes the links of cfg->jobs_url: the TLS settings are tried once (a bad one fails here), names are resolved, each
  * address is dialed in the background and offered a READY. Returns 0, or a negative error with a message in err.
@@ -30,26 +33,27 @@ struct peers;
 int peers_new(const struct vts_config *cfg, struct peers **out, char *err, size_t errlen);
 
 /*
- * Waits for the next job from any dispatcher, re-resolving the names on schedule meanwhile. Returns 1 with *job
- * filled (the process is busy from then on: later jobs are declined), or 0 once peers_stop was called. job->player
- * borrows memory of ps, valid until the next call.
+ * Waits for the next job from any dispatcher, re-resolving the names on schedule meanwhile. Returns PEERS_SERVING with
+ * *job filled (the process is busy from then on: later jobs are declined), or PEERS_STOPPING once peers_stop was
+ * called. job->player borrows memory of ps, valid until the next call.
  */
-int peers_wait_job(struct peers *ps, struct proto_job *job);
+enum peers_state peers_wait_job(struct peers *ps, struct proto_job *job);
 
 /*
  * Sends the result of the job peers_wait_job returned to the dispatcher that gave it, and offers the process to every
  * dispatcher again. After peers_stop the result is a RESULT_LAST instead, and this waits (VTS_FETCHER_STOP_LINGER_MS at
  * most) for its acknowledgement. res->body may be replaced by an internal failure when the result cannot travel.
- * Returns 1 when the process is stopping (the caller leaves its loop), else 0.
+ * Returns PEERS_STOPPING when the process is stopping (the caller leaves its loop), else PEERS_SERVING.
  */
-int peers_finish(struct peers *ps, struct proto_result *res);
+enum peers_state peers_finish(struct peers *ps, struct proto_result *res);
 
 /*
  * Gives the job peers_wait_job returned back to the dispatcher that gave it, unrun, because every egress of this
  * process spent its budget (a DECLINE that the dispatcher counts in the job), and offers the process to every
- * dispatcher again. Returns 1 when the process is stopping (the caller leaves its loop), else 0.
+ * dispatcher again. Returns PEERS_STOPPING when the process is stopping (the caller leaves its loop), else
+ * PEERS_SERVING.
  */
-int peers_give_back(struct peers *ps, const struct proto_job *job);
+enum peers_state peers_give_back(struct peers *ps, const struct proto_job *job);
 
 /* Asks the loop to stop: an idle wait returns at once, a job in progress finishes first. Safe from any thread. */
 void peers_stop(struct peers *ps);
