@@ -111,9 +111,11 @@ struct flow {
   const char *client_name; /* the client whose reply gave the tracks: the c= of a caption URL with a PO token */
   char pot[VTS_POT_MAX_TOKEN_BYTES + 1]; /* the chosen track's PO token, "" when it needs none */
   int pot_failed;                        /* the provider gave no token in this job: it is not asked again */
-  int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
-  int tracks;     /* a tracks job: a playable reply's track list is the answer */
-  int metadata;   /* a metadata job: a playable reply's video details are the answer */
+  /*
+   * What a playable reply becomes: CAPTIONS a caption track, SPEECH the speech pipeline's transcript, TRACKS the
+   * reply's track list, METADATA its video details (BROWSE jobs read a page instead: fetch_browse).
+   */
+  enum proto_kind kind;
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
   const char *player; /* the video's player summary handed with the job, NULL for none */
@@ -418,20 +420,9 @@ static int choose_track(struct flow *f, const struct player_info *pi, struct cou
   return player_choose_track(pi, f->lang);
 }
 
-/*
- * A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list, the video details or
- * a caption track.
- */
-static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
+/* A captions job on a playable reply: the track its language chooses, translated when asked. */
+static enum verdict captions_step(struct flow *f, const struct player_info *pi, const char *ua,
                                   struct course_result *res) {
-  if (f->speech && pi->naudio == 0) {
-    /* A reply without a directly downloadable audio format (the reel call's): another client's reply may have one. */
-    set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "no_audio_format");
-    return V_REFUSED;
-  }
-  if (f->speech) return speech_step(f, pi, res);
-  if (f->tracks) return tracks_step(pi, res);
-  if (f->metadata) return metadata_step(f, pi, res);
   if (pi->ntracks == 0) {
     set_result(res, PROTO_NO_CAPTIONS, PROTO_REASON_NO_CAPTIONS, "no_captions");
     return V_REFUSED;
@@ -462,6 +453,27 @@ static enum verdict playable_step(struct flow *f, const struct player_info *pi, 
   }
   snprintf(f->tlang, sizeof(f->tlang), "%s", code);
   return fetch_track(f, ua, &pi->tracks[idx], res);
+}
+
+/*
+ * A playable reply (fresh, or a summary the dispatcher handed): the speech step, the track list, the video details or
+ * a caption track.
+ */
+static enum verdict playable_step(struct flow *f, const struct player_info *pi, const char *ua,
+                                  struct course_result *res) {
+  switch (f->kind) {
+    case PROTO_KIND_SPEECH:
+      if (pi->naudio > 0) return speech_step(f, pi, res);
+      /* A reply without a directly downloadable audio format (the reel call's): another client's reply may have one. */
+      set_result(res, PROTO_NOT_AVAILABLE, PROTO_REASON_NOT_PLAYABLE, "no_audio_format");
+      return V_REFUSED;
+    case PROTO_KIND_TRACKS:
+      return tracks_step(pi, res);
+    case PROTO_KIND_METADATA:
+      return metadata_step(f, pi, res);
+    default:
+      return captions_step(f, pi, ua, res);
+  }
 }
 
 /*
@@ -584,7 +596,7 @@ static enum verdict after_player(struct flow *f, const struct client_profile *c,
     set_result(res, PROTO_NOT_AVAILABLE, not_playable_reason(pi.why), not_playable_detail(pi.playability));
     goto done;
   }
-  if (!f->speech) keep_summary(f, &pi, res);
+  if (f->kind != PROTO_KIND_SPEECH) keep_summary(f, &pi, res);
   f->client_name = c->client_name; /* the clientName it sent: ANDROID for ANDROID_REEL */
   v = playable_step(f, &pi, ua, res);
 done:
@@ -831,7 +843,7 @@ static void run_flow(struct flow *f, struct course_result *res) {
   memset(&best, 0, sizeof(best));
   int best_rank = 0, met_block = 0;
   /* The video's player summary, when the dispatcher handed one: no player request unless it is stale. */
-  if (f->player_len > 0 && !f->speech) {
+  if (f->player_len > 0 && f->kind != PROTO_KIND_SPEECH) {
     enum verdict v = reuse_summary(f, res);
     if (v == V_DONE || v == V_STOP) {
       if (v == V_DONE) upstream_egress_report(it->up, 0);
@@ -883,48 +895,6 @@ static void run_flow(struct flow *f, struct course_result *res) {
 out:
   set_retry_after(it, met_block, res);
   buf_free(&f->resp.body);
-}
-
-void course_fetch_captions(struct course *it, const char *video_id, const char *lang, const char *translate,
-                           const char *request_id, const char *player, size_t player_len, struct course_result *res) {
-  struct flow f = {.it = it,
-                   .video_id = video_id,
-                   .lang = lang,
-                   .translate = translate,
-                   .request_id = request_id,
-                   .player = player,
-                   .player_len = player_len};
-  run_flow(&f, res);
-}
-
-/* A job answered from the player reply itself: its track list, or its metadata. */
-static void run_reply_job(struct course *it, const char *video_id, const char *request_id, const char *player,
-                          size_t player_len, int metadata, struct course_result *res) {
-  struct flow f = {.it = it,
-                   .video_id = video_id,
-                   .lang = "",
-                   .translate = "",
-                   .request_id = request_id,
-                   .tracks = !metadata,
-                   .metadata = metadata,
-                   .player = player,
-                   .player_len = player_len};
-  run_flow(&f, res);
-}
-
-void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
-                         size_t player_len, struct course_result *res) {
-  run_reply_job(it, video_id, request_id, player, player_len, 0, res);
-}
-
-void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
-                           size_t player_len, struct course_result *res) {
-  run_reply_job(it, video_id, request_id, player, player_len, 1, res);
-}
-
-void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = request_id, .speech = 1};
-  run_flow(&f, res);
 }
 
 /* ---- browse jobs ---- */
@@ -1019,9 +989,15 @@ done:
   return v;
 }
 
-void course_fetch_browse(struct course *it, uint8_t what, const char *target, const char *request_id,
+static void fetch_browse(struct course *it, uint8_t what, const char *target, const char *request_id,
                          struct course_result *res) {
-  struct flow f = {.it = it, .video_id = "", .lang = "", .translate = "", .request_id = request_id, .res = res};
+  struct flow f = {.it = it,
+                   .kind = PROTO_KIND_BROWSE,
+                   .video_id = "",
+                   .lang = "",
+                   .translate = "",
+                   .request_id = request_id,
+                   .res = res};
   res->lang[0] = '\0';
   res->nattempts = 0;
   buf_reset(&res->body);
@@ -1054,7 +1030,13 @@ void course_fetch_browse(struct course *it, uint8_t what, const char *target, co
 }
 
 void course_probe(struct course *it, size_t client, const char *video_id, struct course_result *res) {
-  struct flow f = {.it = it, .video_id = video_id, .lang = "", .translate = "", .request_id = "probe", .res = res};
+  struct flow f = {.it = it,
+                   .kind = PROTO_KIND_CAPTIONS,
+                   .video_id = video_id,
+                   .lang = "",
+                   .translate = "",
+                   .request_id = "probe",
+                   .res = res};
   res->lang[0] = '\0';
   res->retry_after_s = 0;
   res->nattempts = 0;
@@ -1067,4 +1049,23 @@ void course_probe(struct course *it, size_t client, const char *video_id, struct
   enum verdict v = try_client(&f, &it->clients[client].profile, res);
   record_attempt(&f, &it->clients[client].profile, v);
   buf_free(&f.resp.body);
+}
+
+void course_fetch(struct course *it, const struct course_job *job, struct course_result *res) {
+  if (job->kind == PROTO_KIND_BROWSE) {
+    fetch_browse(it, job->browse_what, job->target, job->request_id, res);
+    return;
+  }
+  int reply_job = job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA;
+  enum proto_kind kind = reply_job || job->kind == PROTO_KIND_SPEECH ? job->kind : PROTO_KIND_CAPTIONS;
+  /* Only a captions job chooses a language or a translation; a speech job makes its own player request. */
+  struct flow f = {.it = it,
+                   .kind = kind,
+                   .video_id = job->video_id,
+                   .lang = kind == PROTO_KIND_CAPTIONS ? job->lang : "",
+                   .translate = kind == PROTO_KIND_CAPTIONS ? job->translate : "",
+                   .request_id = job->request_id,
+                   .player = kind != PROTO_KIND_SPEECH ? job->player : NULL,
+                   .player_len = kind != PROTO_KIND_SPEECH ? job->player_len : 0};
+  run_flow(&f, res);
 }

@@ -4,10 +4,10 @@
  * requests built by fetcher/platform/client.h), the watch page only for a client that needs what it holds (API key,
  * visitor data) with its consent wall and recaptcha page, playability, then captions (track choice, the timedtext body
  * as json3), the track list, the video's details or the speech fallback, and the final public JSON; a browse job reads
- * its page instead (course_fetch_browse). A refusal another client may not share (not playable for this client, no
- * usable track, an empty or unparsable reply, a refused caption URL) moves to the next client; a block of our address
- * (429, recaptcha, bot check, 403 on captions, no connection) moves the job to another proxy. Every problem ends as an
- * outcome of proto.h with its typed reason and a short detail; nothing upstream reaches a client.
+ * its page instead (a BROWSE job of course_fetch). A refusal another client may not share (not playable for this
+ * client, no usable track, an empty or unparsable reply, a refused caption URL) moves to the next client; a block of
+ * our address (429, recaptcha, bot check, 403 on captions, no connection) moves the job to another proxy. Every problem
+ * ends as an outcome of proto.h with its typed reason and a short detail; nothing upstream reaches a client.
  */
 #ifndef VTS_COURSE_H
 #define VTS_COURSE_H
@@ -62,52 +62,46 @@ struct course_result {
 };
 
 /*
- * Runs the captions flow for video_id (11 checked characters) and the requested lang ("" for none). With translate
- * not "", the chosen track is fetched translated into it by the platform (tlang), and the answer's language is
- * translate; PROTO_NOT_AVAILABLE when that track is not translatable or the platform does not offer translate. The
- * caller has started the job on the upstream (upstream_begin_job), which bounds its time. Never fails: res says
- * what happened.
+ * One job for the course, by its kind (a WEBHOOK is no course's: fetcher/egress/webhook.h):
+ * - CAPTIONS: the transcript of video_id (11 checked characters) in lang ("" for none). With translate not "", the
+ *   chosen track is fetched translated into it by the platform (tlang), and the answer's language is translate;
+ *   PROTO_NOT_AVAILABLE when that track is not translatable or the platform does not offer translate.
+ * - TRACKS: the first playable reply's caption tracks and translation languages become the public tracks body
+ *   (player_tracks_json), empty lists when it has none.
+ * - METADATA: as TRACKS, the first playable reply's video details (title, channel, length...) become the public
+ *   metadata body (player_metadata_json).
+ * - SPEECH: a playable reply's audio goes to the speech pipeline (fetcher/speech/speech.h) through the job's proxy,
+ *   and the result is the final public JSON with source "speech". Outcomes as speech_transcribe_via's, or the
+ *   player's refusals as for captions.
+ * - BROWSE: one page of what (enum proto_browse_what) target names: a playlist's first page (asked with the
+ *   continuation the platform's web client builds for it), a channel's videos tab, or the page a continuation token
+ *   names. It goes as the WEB client through the same egress as a player request (the route, its budget, its rests;
+ *   a block moves it to another route). OK: res->body is a browse body (proto_browse_body) with the page's ids in
+ *   order and its continuation. A playlist or channel the platform says cannot be read (an ERROR alert instead of
+ *   videos, or a first page refused with 400 or 404) is PROTO_NOT_AVAILABLE with the reason of its case (playlist
+ *   missing, private or unviewable; channel missing or removed).
+ * Any other kind runs as CAPTIONS. With player (player_len bytes, a summary of the video's player reply handed by the
+ * dispatcher, see proto_result), a CAPTIONS, TRACKS or METADATA job uses it instead of a player request; a caption
+ * URL of it that answers 403 or 404 is fetched once more after a fresh player reply, as is a summary that cannot be
+ * read. The video jobs try the configured clients in turn.
  */
-void course_fetch_captions(struct course *it, const char *video_id, const char *lang, const char *translate,
-                           const char *request_id, const char *player, size_t player_len, struct course_result *res);
+struct course_job {
+  enum proto_kind kind;
+  const char *video_id;   /* "" for BROWSE */
+  const char *lang;       /* CAPTIONS: the requested language, "" for none */
+  const char *translate;  /* CAPTIONS: the language to translate the track into, "" for none */
+  const char *request_id; /* for the logs */
+  const char *player;     /* CAPTIONS, TRACKS, METADATA: the handed player summary, NULL for none */
+  size_t player_len;
+  uint8_t browse_what; /* BROWSE: enum proto_browse_what */
+  const char *target;  /* BROWSE: the playlist id, channel id or continuation token */
+};
 
 /*
- * With player (player_len bytes, a summary of the video's player reply handed by the dispatcher, see proto_result),
- * the captions and tracks jobs use it instead of a player request; a caption URL of it that answers 403 or 404 is
- * fetched once more after a fresh player reply, as is a summary that cannot be read.
- *
- * Runs a tracks job for video_id: the same clients in turn; the first playable reply's caption tracks and translation
- * languages become the public tracks body (player_tracks_json), empty lists when it has none. Refusals as for
- * captions.
+ * Runs job. The caller has started it on the upstream (upstream_begin_job), which bounds its time. Never fails: res
+ * says what happened (refusals: see the top of this file).
  */
-void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
-                         size_t player_len, struct course_result *res);
-
-/*
- * Runs a metadata job for video_id, as a tracks job: the first playable reply's video details (title, channel,
- * length...) become the public metadata body (player_metadata_json); a summary handed serves it without a request.
- */
-void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
-                           size_t player_len, struct course_result *res);
-
-/*
- * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline
- * (fetcher/speech/speech.h) through the job's proxy, and the result is the final public JSON with source "speech".
- * Outcomes as speech_transcribe_via's, or the player's refusals as for captions.
- */
-void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res);
-
-/*
- * Runs a browse job (PROTO_KIND_BROWSE): one page of what (enum proto_browse_what) target names: a playlist's first
- * page (asked with the continuation the platform's web client builds for it), a channel's videos tab, or the page a
- * continuation token names. It goes as the WEB client through the same egress as a player request (the route, its
- * budget, its rests; a block moves it to another route). OK: res->body is a browse body (proto_browse_body) with the
- * page's ids in order and its continuation. A playlist or channel the platform says cannot be read (an ERROR alert
- * instead of videos, or a first page refused with 400 or 404) is PROTO_NOT_AVAILABLE with the reason of its case
- * (playlist missing, private or unviewable; channel missing or removed).
- */
-void course_fetch_browse(struct course *it, uint8_t what, const char *target, const char *request_id,
-                         struct course_result *res);
+void course_fetch(struct course *it, const struct course_job *job, struct course_result *res);
 
 /*
  * One try of client number client (in the configured order) for video_id on the egress the caller chose

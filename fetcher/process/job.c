@@ -195,17 +195,16 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
     snprintf(out->detail, sizeof(out->detail), "bad_job");
   } else {
     upstream_begin_job(r->up, start + budget, job->request_id);
-    if (job->kind == PROTO_KIND_BROWSE)
-      course_fetch_browse(r->it, job->browse_what, target, job->request_id, out);
-    else if (job->kind == PROTO_KIND_SPEECH)
-      course_fetch_speech(r->it, job->video_id, job->request_id, out);
-    else if (job->kind == PROTO_KIND_TRACKS)
-      course_fetch_tracks(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
-    else if (job->kind == PROTO_KIND_METADATA)
-      course_fetch_metadata(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
-    else
-      course_fetch_captions(r->it, job->video_id, job->lang, job->translate, job->request_id, job->player,
-                            job->player_len, out);
+    struct course_job cj = {.kind = (enum proto_kind)job->kind,
+                            .video_id = job->video_id,
+                            .lang = job->lang,
+                            .translate = job->translate,
+                            .request_id = job->request_id,
+                            .player = job->player,
+                            .player_len = job->player_len,
+                            .browse_what = job->browse_what,
+                            .target = target};
+    course_fetch(r->it, &cj, out);
   }
   free(target);
   watchdog_disarm();
