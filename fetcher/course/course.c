@@ -180,30 +180,31 @@ static enum verdict fetch_200(struct flow *f, const struct upstream_request *req
   return st == 429 ? V_BLOCKED : V_REFUSED;
 }
 
+/* What a watch page says of this job: its consent wall answered once, then a recaptcha page or a missing key. */
 static enum verdict get_watch_page(struct flow *f, struct course_result *res) {
-  char url[64];
-  snprintf(url, sizeof(url), "/watch?v=%s", f->video_id);
-  static const char *const headers[] = {"Accept-Language: en-US,en;q=0.9", NULL};
-  struct upstream_request req = {
-      .method = UPSTREAM_GET,
-      .url = url,
-      .user_agent = PROFILES_BROWSER_UA, /* the watch page is fetched as a browser would */
-      .headers = headers,
-      .max_bytes = VTS_MAX_WATCH_PAGE_BYTES,
-  };
+  struct client_request r = CLIENT_REQUEST_INIT;
+  if (client_watch_request(&r, f->video_id, NULL) != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+    return V_STOP;
+  }
   /* Once for the page, once more after answering a consent wall: never more. */
   for (int attempt = 0; attempt < 2; attempt++) {
-    req.cookie = f->cookie[0] ? f->cookie : NULL;
-    enum verdict v = fetch_200(f, &req, res);
-    if (v != V_DONE) return v;
+    r.req.cookie = f->cookie[0] ? f->cookie : NULL;
+    enum verdict v = fetch_200(f, &r.req, res);
+    if (v != V_DONE) {
+      client_request_free(&r);
+      return v;
+    }
     client_page_scan(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &f->page);
     if (!f->page.consent_wall) break;
     if (attempt > 0 || f->page.consent_v[0] == '\0') {
+      client_request_free(&r);
       set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_CONSENT, "consent");
       return V_REFUSED;
     }
     snprintf(f->cookie, sizeof(f->cookie), "CONSENT=YES+%s", f->page.consent_v);
   }
+  client_request_free(&r);
   if (f->page.recaptcha) {
     set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_RECAPTCHA, "recaptcha");
     return V_BLOCKED;
@@ -235,11 +236,11 @@ static enum verdict translation_throttled(struct flow *f, struct course_result *
 
 static enum verdict fetch_track(struct flow *f, const char *user_agent, const struct caption_track *track,
                                 struct course_result *res) {
-  struct buf url = BUF_INIT;
+  struct client_request r = CLIENT_REQUEST_INIT;
   struct segment_list segs = {0};
   enum verdict v = V_REFUSED;
-  int rv =
-      client_timedtext_url(f->it->up, track->base_url, f->tlang, track->po_token ? f->pot : "", f->client_name, &url);
+  int rv = client_track_request(&r, f->it->up, track->base_url, f->tlang, track->po_token ? f->pot : "", f->client_name,
+                                user_agent, f->cookie[0] ? f->cookie : NULL);
   if (rv != 0) {
     if (rv == -ENOMEM) {
       set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
@@ -249,14 +250,7 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
     }
     goto done;
   }
-  struct upstream_request req = {
-      .method = UPSTREAM_GET,
-      .url = url.data,
-      .user_agent = user_agent,
-      .cookie = f->cookie[0] ? f->cookie : NULL,
-      .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
-  };
-  v = fetch_200(f, &req, res);
+  v = fetch_200(f, &r.req, res);
   /* A reused caption URL the platform no longer serves: the summary is stale, not the video gone. */
   if (f->reusing && v != V_DONE && (f->resp.status == 403 || f->resp.status == 404) &&
       res->reason == PROTO_REASON_HTTP_OTHER) {
@@ -311,7 +305,7 @@ static enum verdict fetch_track(struct flow *f, const char *user_agent, const st
 done:
   if (res->outcome != PROTO_OK) buf_reset(&res->body);
   segment_list_free(&segs);
-  buf_free(&url);
+  client_request_free(&r);
   return v;
 }
 
@@ -604,44 +598,13 @@ done:
   return v;
 }
 
-/* The headers of a client's calls, held for the request. */
-struct client_headers {
-  char name[32];
-  char version[64];
-  char visitor[CLIENT_VISITOR_DATA_MAX + 32];
-  char origin[96];
-  const char *list[5 + PROFILES_MAX_HEADERS + 1];
-};
-
-/* Content-Type, the client's name and version, its visitor data (when not ""), Origin, and the profile's headers. */
-static void client_headers(struct client_headers *h, const struct client_profile *c, const char *visitor) {
-  size_t n = 0;
-  h->list[n++] = "Content-Type: application/json";
-  if (c->client_id[0] != '\0') {
-    snprintf(h->name, sizeof(h->name), "X-YouTube-Client-Name: %s", c->client_id);
-    h->list[n++] = h->name;
-  }
-  snprintf(h->version, sizeof(h->version), "X-YouTube-Client-Version: %s", c->version);
-  h->list[n++] = h->version;
-  if (visitor[0] != '\0') {
-    snprintf(h->visitor, sizeof(h->visitor), "X-Goog-Visitor-Id: %s", visitor);
-    h->list[n++] = h->visitor;
-  }
-  if (c->origin[0] != '\0') {
-    snprintf(h->origin, sizeof(h->origin), "Origin: %s", c->origin);
-    h->list[n++] = h->origin;
-  }
-  for (size_t i = 0; i < c->nheaders; i++) h->list[n++] = c->headers[i];
-  h->list[n] = NULL;
-}
-
 /*
  * The visitor data of a client that makes or fetches it (*out borrowed from the course): the one held while it is
  * fresh, else a new one, made here or asked of the visitor endpoint on the profile's host. A failed renewal keeps the
  * previous one (tried again after COURSE_VISITOR_RETRY_MS); with none to keep, the failure is the client's verdict.
  */
-static enum verdict client_visitor(struct flow *f, const struct client_profile *c, const char *ua,
-                                   struct course_result *res, const char **out) {
+static enum verdict client_visitor(struct flow *f, const struct client_profile *c, struct course_result *res,
+                                   const char **out) {
   struct course *it = f->it;
   size_t i = client_index(it, c);
   if (i == it->nclients) {
@@ -659,31 +622,19 @@ static enum verdict client_visitor(struct flow *f, const struct client_profile *
       v = V_STOP;
     }
   } else {
-    struct buf url = BUF_INIT, body = BUF_INIT;
-    struct client_headers h;
-    client_headers(&h, c, "");
-    int rv = buf_printf(&url, "https://%s%s?prettyPrint=false", c->host, PROFILES_VISITOR_PATH);
-    if (rv == 0) rv = client_visitor_body(c, ua, &body);
-    if (rv != 0) {
+    struct client_request r = CLIENT_REQUEST_INIT;
+    if (client_visitor_request(&r, c) != 0) {
       set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
       v = V_STOP;
     } else {
-      struct upstream_request req = {.method = UPSTREAM_POST,
-                                     .url = url.data,
-                                     .body = body.data,
-                                     .body_len = body.len,
-                                     .user_agent = ua,
-                                     .headers = h.list,
-                                     .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES};
-      v = fetch_200(f, &req, res);
+      v = fetch_200(f, &r.req, res);
       if (v == V_DONE &&
           client_visitor_reply(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, fresh) != 0) {
         set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_visitor_reply");
         v = V_REFUSED;
       }
     }
-    buf_free(&url);
-    buf_free(&body);
+    client_request_free(&r);
   }
   char client[72];
   snprintf(client, sizeof(client), "%s:%s", c->name, c->version);
@@ -715,43 +666,19 @@ static enum verdict try_client(struct flow *f, const struct client_profile *c, s
       return V_REFUSED;
     }
   }
-  enum verdict v = V_STOP;
-  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT;
-  struct client_headers h;
   const char *visitor = c->visitor == PROFILE_VISITOR_PAGE ? f->page.visitor_data : "";
-  int rv = client_user_agent(c, &ua);
-  if (rv != 0) {
-    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
-    goto done;
-  }
   if (c->visitor == PROFILE_VISITOR_LOCAL || c->visitor == PROFILE_VISITOR_FETCH) {
-    v = client_visitor(f, c, ua.data, res, &visitor);
-    if (v != V_DONE) goto done;
-    v = V_STOP;
+    enum verdict v = client_visitor(f, c, res, &visitor);
+    if (v != V_DONE) return v;
   }
-  client_headers(&h, c, visitor);
-  rv = client_player_url(c, f->video_id, c->needs_page ? f->page.api_key : "", &url);
-  if (rv == 0) rv = client_player_body(c, ua.data, f->video_id, visitor, &body);
-  if (rv != 0) {
+  struct client_request r = CLIENT_REQUEST_INIT;
+  enum verdict v = V_STOP;
+  if (client_player_request(&r, c, f->video_id, c->needs_page ? f->page.api_key : "", visitor,
+                            f->cookie[0] ? f->cookie : NULL) != 0)
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
-    goto done;
-  }
-  struct upstream_request req = {
-      .method = UPSTREAM_POST,
-      .url = url.data,
-      .body = body.data,
-      .body_len = body.len,
-      .user_agent = ua.data,
-      .headers = h.list,
-      .cookie = f->cookie[0] ? f->cookie : NULL,
-      .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
-  };
-  v = fetch_200(f, &req, res);
-  if (v == V_DONE) v = after_player(f, c, ua.data, res);
-done:
-  buf_free(&url);
-  buf_free(&body);
-  buf_free(&ua);
+  else if ((v = fetch_200(f, &r.req, res)) == V_DONE)
+    v = after_player(f, c, r.ua.data, res);
+  client_request_free(&r);
   return v;
 }
 
@@ -943,34 +870,14 @@ static enum verdict after_browse(struct flow *f, uint8_t what, struct course_res
 /* One browse request as client c on the current egress. */
 static enum verdict try_browse(struct flow *f, const struct client_profile *c, uint8_t what, const char *target,
                                struct course_result *res) {
-  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT, token = BUF_INIT;
-  struct client_headers h;
-  client_headers(&h, c, "");
-  /* The browse call goes to the host of the profile's player call. */
-  int rv = buf_printf(&url, "https://%s/youtubei/v1/browse?prettyPrint=false", c->host);
-  if (rv == 0) rv = client_user_agent(c, &ua);
-  if (rv == 0 && what == PROTO_BROWSE_PLAYLIST) rv = browse_playlist_token(target, &token);
-  if (rv == 0) {
-    if (what == PROTO_BROWSE_CHANNEL)
-      rv = browse_request_body(c, target, BROWSE_VIDEOS_TAB_PARAMS, NULL, &body);
-    else
-      rv = browse_request_body(c, NULL, NULL, what == PROTO_BROWSE_PLAYLIST ? token.data : target, &body);
-  }
+  struct client_request r = CLIENT_REQUEST_INIT;
+  int rv = client_browse_request(&r, c, what, target);
   enum verdict v = V_STOP;
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -ENOMEM ? "no_memory" : "bad_browse_target");
     goto done;
   }
-  struct upstream_request req = {
-      .method = UPSTREAM_POST,
-      .url = url.data,
-      .body = body.data,
-      .body_len = body.len,
-      .user_agent = ua.data,
-      .headers = h.list,
-      .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
-  };
-  v = fetch_200(f, &req, res);
+  v = fetch_200(f, &r.req, res);
   if (v == V_DONE) {
     v = after_browse(f, what, res);
   } else if (what != PROTO_BROWSE_CONTINUATION && (f->resp.status == 400 || f->resp.status == 404) &&
@@ -982,10 +889,7 @@ static enum verdict try_browse(struct flow *f, const struct client_profile *c, u
     v = V_DONE;
   }
 done:
-  buf_free(&url);
-  buf_free(&body);
-  buf_free(&ua);
-  buf_free(&token);
+  client_request_free(&r);
   return v;
 }
 

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "fetcher/platform/browse.h"
 #include "fetcher/readers/jsonstream.h"
+#include "proto/proto.h"
 
 #define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -286,4 +288,113 @@ int client_user_agent(const struct client_profile *c, struct buf *ua) {
   const char *at = strstr(c->user_agent, mark);
   if (at == NULL) return buf_puts(ua, c->user_agent);
   return buf_printf(ua, "%.*s%s%s", (int)(at - c->user_agent), c->user_agent, c->version, at + strlen(mark));
+}
+
+void client_request_free(struct client_request *r) {
+  buf_free(&r->url);
+  buf_free(&r->body);
+  buf_free(&r->ua);
+  memset(&r->req, 0, sizeof(r->req));
+}
+
+/* Content-Type, the client's name and version, its visitor data (when not ""), Origin, and the profile's headers. */
+static void put_headers(struct client_request *r, const struct client_profile *c, const char *visitor) {
+  size_t n = 0;
+  r->headers[n++] = "Content-Type: application/json";
+  if (c->client_id[0] != '\0') {
+    snprintf(r->name, sizeof(r->name), "X-YouTube-Client-Name: %s", c->client_id);
+    r->headers[n++] = r->name;
+  }
+  snprintf(r->version, sizeof(r->version), "X-YouTube-Client-Version: %s", c->version);
+  r->headers[n++] = r->version;
+  if (visitor[0] != '\0') {
+    snprintf(r->visitor, sizeof(r->visitor), "X-Goog-Visitor-Id: %s", visitor);
+    r->headers[n++] = r->visitor;
+  }
+  if (c->origin[0] != '\0') {
+    snprintf(r->origin, sizeof(r->origin), "Origin: %s", c->origin);
+    r->headers[n++] = r->origin;
+  }
+  for (size_t i = 0; i < c->nheaders; i++) r->headers[n++] = c->headers[i];
+  r->headers[n] = NULL;
+}
+
+/* The one shape of a client's InnerTube call: a POST of r's URL and body as c's user agent, with c's headers. */
+static void put_post(struct client_request *r, const struct client_profile *c, const char *visitor) {
+  put_headers(r, c, visitor);
+  r->req = (struct upstream_request){
+      .method = UPSTREAM_POST,
+      .url = r->url.data,
+      .body = r->body.data,
+      .body_len = r->body.len,
+      .user_agent = r->ua.data,
+      .headers = r->headers,
+      .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
+  };
+}
+
+int client_player_request(struct client_request *r, const struct client_profile *c, const char *video_id,
+                          const char *api_key, const char *visitor_data, const char *cookie) {
+  int rv = client_user_agent(c, &r->ua);
+  if (rv == 0) rv = client_player_url(c, video_id, api_key, &r->url);
+  if (rv == 0) rv = client_player_body(c, r->ua.data, video_id, visitor_data, &r->body);
+  if (rv != 0) return rv;
+  put_post(r, c, visitor_data);
+  r->req.cookie = cookie;
+  return 0;
+}
+
+int client_visitor_request(struct client_request *r, const struct client_profile *c) {
+  int rv = client_user_agent(c, &r->ua);
+  if (rv == 0) rv = buf_printf(&r->url, "https://%s%s?prettyPrint=false", c->host, PROFILES_VISITOR_PATH);
+  if (rv == 0) rv = client_visitor_body(c, r->ua.data, &r->body);
+  if (rv != 0) return rv;
+  put_post(r, c, "");
+  return 0;
+}
+
+int client_browse_request(struct client_request *r, const struct client_profile *c, uint8_t what, const char *target) {
+  struct buf token = BUF_INIT;
+  int rv = buf_printf(&r->url, "https://%s/youtubei/v1/browse?prettyPrint=false", c->host);
+  if (rv == 0) rv = client_user_agent(c, &r->ua);
+  if (rv == 0 && what == PROTO_BROWSE_PLAYLIST) rv = browse_playlist_token(target, &token);
+  if (rv == 0) {
+    if (what == PROTO_BROWSE_CHANNEL)
+      rv = browse_request_body(c, target, BROWSE_VIDEOS_TAB_PARAMS, NULL, &r->body);
+    else
+      rv = browse_request_body(c, NULL, NULL, what == PROTO_BROWSE_PLAYLIST ? token.data : target, &r->body);
+  }
+  buf_free(&token);
+  if (rv != 0) return rv;
+  put_post(r, c, "");
+  return 0;
+}
+
+int client_watch_request(struct client_request *r, const char *video_id, const char *cookie) {
+  static const char *const headers[] = {"Accept-Language: en-US,en;q=0.9", NULL};
+  int rv = buf_printf(&r->url, "/watch?v=%s", video_id);
+  if (rv != 0) return rv;
+  r->req = (struct upstream_request){
+      .method = UPSTREAM_GET,
+      .url = r->url.data,
+      .user_agent = PROFILES_BROWSER_UA,
+      .headers = headers,
+      .cookie = cookie,
+      .max_bytes = VTS_MAX_WATCH_PAGE_BYTES,
+  };
+  return 0;
+}
+
+int client_track_request(struct client_request *r, const struct upstream *up, const char *base_url, const char *tlang,
+                         const char *pot, const char *client_name, const char *user_agent, const char *cookie) {
+  int rv = client_timedtext_url(up, base_url, tlang, pot, client_name, &r->url);
+  if (rv != 0) return rv;
+  r->req = (struct upstream_request){
+      .method = UPSTREAM_GET,
+      .url = r->url.data,
+      .user_agent = user_agent,
+      .cookie = cookie,
+      .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES,
+  };
+  return 0;
 }

@@ -1,14 +1,18 @@
 /*
  * The platform client's requests, built from a profile and what a watch page told: the watch page's values (API key,
  * visitor data, consent wall, recaptcha), the player request's body and user agent, and a caption track's timedtext
- * URL. Nothing here performs a request: the job's course (fetcher/course/course.h) sends them through egress.
+ * URL, each whole request (struct client_request: URL, method, body, user agent, headers) of the player, visitor,
+ * browse, watch page and caption calls. Nothing here performs a request: the job's course (fetcher/course/course.h)
+ * decides which to ask and sends them through egress.
  */
 #ifndef VTS_CLIENT_H
 #define VTS_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/buf.h"
+#include "common/limits.h"
 #include "fetcher/egress/upstream.h"
 #include "fetcher/platform/profiles.h"
 
@@ -78,5 +82,56 @@ int client_visitor_local(char *out);
 
 /* The user agent of a profile: "{version}" replaced by its version. Returns 0 or -ENOMEM. */
 int client_user_agent(const struct client_profile *c, struct buf *ua);
+
+/*
+ * One request to the platform, whole: req is what egress sends (upstream_fetch), and points into the members beside
+ * it, which hold its URL, body, user agent and headers until client_request_free. Start from CLIENT_REQUEST_INIT; a
+ * builder may be called again on the same request after client_request_free.
+ */
+struct client_request {
+  struct upstream_request req;
+  struct buf url, body, ua;
+  char name[32];
+  char version[64];
+  char visitor[CLIENT_VISITOR_DATA_MAX + 32];
+  char origin[96];
+  const char *headers[5 + PROFILES_MAX_HEADERS + 1];
+};
+#define CLIENT_REQUEST_INIT \
+  { .url = BUF_INIT, .body = BUF_INIT, .ua = BUF_INIT }
+void client_request_free(struct client_request *r);
+
+/*
+ * Client c's player call for video_id: a POST to client_player_url with api_key ("" for none) and the body of
+ * client_player_body with visitor_data ("" for none), as c's user agent, with c's headers (Content-Type, its client
+ * name and version, X-Goog-Visitor-Id when visitor_data is not "", Origin, the profile's own), and cookie (NULL for
+ * none). r->ua.data is the user agent, for the calls that follow it (a caption track). Returns 0 or an error of
+ * client_expand.
+ */
+int client_player_request(struct client_request *r, const struct client_profile *c, const char *video_id,
+                          const char *api_key, const char *visitor_data, const char *cookie);
+
+/* Client c's visitor call: a POST of client_visitor_body to PROFILES_VISITOR_PATH on c's host. Returns 0 or -ENOMEM. */
+int client_visitor_request(struct client_request *r, const struct client_profile *c);
+
+/*
+ * Client c's browse call, to the host of its player call: the page what (enum proto_browse_what) target names, a
+ * playlist's first page (as the continuation browse_playlist_token builds), a channel's videos tab, or a continuation.
+ * Returns 0, -EINVAL (a playlist id browse_playlist_token refuses) or -ENOMEM.
+ */
+int client_browse_request(struct client_request *r, const struct client_profile *c, uint8_t what, const char *target);
+
+/*
+ * The watch page of video_id, fetched as a browser would (PROFILES_BROWSER_UA, English), with cookie (NULL for none:
+ * the answer to a consent wall). Returns 0 or -ENOMEM.
+ */
+int client_watch_request(struct client_request *r, const char *video_id, const char *cookie);
+
+/*
+ * A caption track's call: a GET of client_timedtext_url(up, base_url, tlang, pot, client_name) as user_agent (borrowed:
+ * it must outlive r, the player call's), with cookie (NULL for none). Returns 0 or an error of client_timedtext_url.
+ */
+int client_track_request(struct client_request *r, const struct upstream *up, const char *base_url, const char *tlang,
+                         const char *pot, const char *client_name, const char *user_agent, const char *cookie);
 
 #endif

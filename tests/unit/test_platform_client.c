@@ -1,6 +1,7 @@
 /*
  * Unit tests of the platform client's pure parts: VTS_INNERTUBE_CLIENTS, the watch page scan (on our own pages and,
- * when present, on the real captures), the timedtext URL and the mapping of platform URLs onto the upstream origin.
+ * when present, on the real captures), the timedtext URL, the mapping of platform URLs onto the upstream origin, and
+ * each call as a whole request (client_*_request).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,8 @@
 #include "common/config.h"
 #include "fetcher/platform/client.h"
 #include "fetcher/egress/upstream.h"
+#include "fetcher/platform/browse.h"
+#include "proto/proto.h"
 
 /* VTS_INNERTUBE_CLIENTS against the built-in profiles. */
 static int clients_parse(const char *spec, struct innertube_client *out, size_t max, size_t *n, char *err,
@@ -419,6 +422,119 @@ static void test_embedded_client_sends_third_party_beside_client(void **state) {
   buf_free(&body);
 }
 
+/* The strings of a NULL-terminated header list, joined by "|", for one comparison. */
+static void join_headers(const char *const *h, char *out, size_t outlen) {
+  out[0] = '\0';
+  for (size_t i = 0; h[i] != NULL; i++)
+    snprintf(out + strlen(out), outlen - strlen(out), "%s%s", i > 0 ? "|" : "", h[i]);
+}
+
+/* A whole player call: what egress sends is the URL, body and user agent the builders make, with the client's headers.
+ */
+static void test_player_request_is_the_whole_call(void **state) {
+  (void)state;
+  struct client_profile web = builtin("WEB_EMBEDDED");
+  struct client_request r = CLIENT_REQUEST_INIT;
+  char headers[1024];
+  assert_int_equal(client_player_request(&r, &web, "abcdefghijk", "KEY1", "Cgt%3D", "CONSENT=YES+x"), 0);
+  assert_int_equal(r.req.method, UPSTREAM_POST);
+  assert_string_equal(r.req.url, "https://www.youtube.com/youtubei/v1/player?prettyPrint=false&key=KEY1");
+  assert_string_equal(r.req.user_agent, PROFILES_BROWSER_UA);
+  assert_ptr_equal(r.req.user_agent, r.ua.data);
+  assert_string_equal(r.req.body,
+                      "{\"context\":{\"client\":{\"clientName\":\"WEB_EMBEDDED_PLAYER\",\"clientVersion\":"
+                      "\"2.20260708.00.00\",\"clientScreen\":\"EMBED\",\"platform\":\"DESKTOP\",\"hl\":\"en\","
+                      "\"gl\":\"US\",\"utcOffsetMinutes\":0,\"visitorData\":\"Cgt%3D\"},\"thirdParty\":{\"embedUrl\":"
+                      "\"https://www.reddit.com/\"}},\"videoId\":\"abcdefghijk\",\"contentCheckOk\":true,"
+                      "\"racyCheckOk\":true}");
+  assert_int_equal(r.req.body_len, strlen(r.req.body));
+  join_headers(r.req.headers, headers, sizeof(headers));
+  assert_string_equal(headers,
+                      "Content-Type: application/json|X-YouTube-Client-Name: 56|X-YouTube-Client-Version: "
+                      "2.20260708.00.00|X-Goog-Visitor-Id: Cgt%3D|Origin: https://www.youtube.com|"
+                      "Referer: https://www.reddit.com/");
+  assert_string_equal(r.req.cookie, "CONSENT=YES+x");
+  assert_int_equal(r.req.max_bytes, VTS_MAX_UPSTREAM_BODY_BYTES);
+  client_request_free(&r);
+  assert_null(r.url.data);
+  assert_null(r.req.url);
+  client_request_free(&r);
+}
+
+/* The visitor and browse calls share the player call's shape: a POST with the client's headers, no visitor data. */
+static void test_visitor_and_browse_requests_are_posts_of_the_client(void **state) {
+  (void)state;
+  struct client_profile reel = builtin("ANDROID_REEL"), web = builtin("WEB");
+  struct client_request r = CLIENT_REQUEST_INIT;
+  char headers[1024];
+  assert_int_equal(client_visitor_request(&r, &reel), 0);
+  assert_int_equal(r.req.method, UPSTREAM_POST);
+  assert_string_equal(r.req.url, "https://youtubei.googleapis.com/youtubei/v1/visitor_id?prettyPrint=false");
+  assert_string_equal(r.req.user_agent, "com.google.android.youtube/21.26.364 (Linux; U; Android 11) gzip");
+  assert_non_null(strstr(r.req.body, "\"clientName\":\"ANDROID\""));
+  assert_null(strstr(r.req.body, "visitorData"));
+  assert_null(r.req.cookie);
+  join_headers(r.req.headers, headers, sizeof(headers));
+  assert_string_equal(headers,
+                      "Content-Type: application/json|X-YouTube-Client-Name: 3|X-YouTube-Client-Version: 21.26.364|"
+                      "X-Goog-Api-Format-Version: 2");
+  client_request_free(&r);
+
+  assert_int_equal(client_browse_request(&r, &web, PROTO_BROWSE_CONTINUATION, "4qmFsgtoken"), 0);
+  assert_int_equal(r.req.method, UPSTREAM_POST);
+  assert_string_equal(r.req.url, "https://www.youtube.com/youtubei/v1/browse?prettyPrint=false");
+  assert_string_equal(r.req.user_agent, PROFILES_BROWSER_UA);
+  assert_non_null(strstr(r.req.body, "\"continuation\":\"4qmFsgtoken\""));
+  join_headers(r.req.headers, headers, sizeof(headers));
+  assert_string_equal(headers,
+                      "Content-Type: application/json|X-YouTube-Client-Name: 1|X-YouTube-Client-Version: "
+                      "2.20260708.00.00");
+  assert_int_equal(r.req.max_bytes, VTS_MAX_UPSTREAM_BODY_BYTES);
+  client_request_free(&r);
+  assert_int_equal(client_browse_request(&r, &web, PROTO_BROWSE_CHANNEL, "UCabcdefghijklmnopqrstuv"), 0);
+  assert_non_null(strstr(r.req.body, "\"browseId\":\"UCabcdefghijklmnopqrstuv\""));
+  assert_non_null(strstr(r.req.body, "\"params\":\"" BROWSE_VIDEOS_TAB_PARAMS "\""));
+  client_request_free(&r);
+  char long_id[VTS_PLAYLIST_ID_MAX + 2];
+  memset(long_id, 'P', sizeof(long_id) - 1);
+  long_id[sizeof(long_id) - 1] = '\0';
+  assert_int_equal(client_browse_request(&r, &web, PROTO_BROWSE_PLAYLIST, long_id), -EINVAL);
+  client_request_free(&r);
+}
+
+/* The watch page goes as a browser, in English; a caption track as the player call's user agent, mapped and json3. */
+static void test_watch_and_track_requests_are_gets(void **state) {
+  (void)state;
+  struct client_request r = CLIENT_REQUEST_INIT;
+  char headers[1024];
+  assert_int_equal(client_watch_request(&r, "abcdefghijk", NULL), 0);
+  assert_int_equal(r.req.method, UPSTREAM_GET);
+  assert_string_equal(r.req.url, "/watch?v=abcdefghijk");
+  assert_string_equal(r.req.user_agent, PROFILES_BROWSER_UA);
+  join_headers(r.req.headers, headers, sizeof(headers));
+  assert_string_equal(headers, "Accept-Language: en-US,en;q=0.9");
+  assert_null(r.req.cookie);
+  assert_null(r.req.body);
+  assert_int_equal(r.req.max_bytes, VTS_MAX_WATCH_PAGE_BYTES);
+  client_request_free(&r);
+
+  struct upstream *u = make_upstream("http://127.0.0.1:8999");
+  assert_int_equal(client_track_request(&r, u, "https://www.youtube.com/api/timedtext?v=abc&fmt=srv3", "fr", "", "",
+                                        "the-ua", "CONSENT=YES+x"),
+                   0);
+  assert_int_equal(r.req.method, UPSTREAM_GET);
+  assert_string_equal(r.req.url, "http://127.0.0.1:8999/api/timedtext?v=abc&fmt=json3&tlang=fr");
+  assert_string_equal(r.req.user_agent, "the-ua");
+  assert_string_equal(r.req.cookie, "CONSENT=YES+x");
+  assert_null(r.req.headers);
+  assert_int_equal(r.req.max_bytes, VTS_MAX_UPSTREAM_BODY_BYTES);
+  client_request_free(&r);
+  assert_int_equal(client_track_request(&r, u, "https://evil.example.com/api/timedtext?v=a", "", "", "", "ua", NULL),
+                   -EPERM);
+  client_request_free(&r);
+  upstream_free(u);
+}
+
 static void test_visitor_reply_read_and_checked(void **state) {
   (void)state;
   char v[CLIENT_VISITOR_DATA_MAX];
@@ -540,6 +656,9 @@ int main(void) {
       cmocka_unit_test(test_templates_expand_the_video_id_and_fresh_nonces),
       cmocka_unit_test(test_reel_request_is_wrapped_with_its_query_and_visitor_data),
       cmocka_unit_test(test_embedded_client_sends_third_party_beside_client),
+      cmocka_unit_test(test_player_request_is_the_whole_call),
+      cmocka_unit_test(test_visitor_and_browse_requests_are_posts_of_the_client),
+      cmocka_unit_test(test_watch_and_track_requests_are_gets),
       cmocka_unit_test(test_visitor_reply_read_and_checked),
       cmocka_unit_test(test_local_visitor_data_has_the_platform_form),
   };
