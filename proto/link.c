@@ -18,6 +18,25 @@
 #include "common/log.h"
 #include "common/netaddr.h"
 
+int link_errno(int nng_rv) {
+  if ((nng_rv & NNG_ESYSERR) != 0) return -(nng_rv & ~NNG_ESYSERR);
+  switch (nng_rv) {
+    case NNG_ENOMEM:
+      return -ENOMEM;
+    case NNG_EINVAL:
+    case NNG_EADDRINVAL:
+      return -EINVAL;
+    case NNG_EADDRINUSE:
+      return -EADDRINUSE;
+    case NNG_EPERM:
+      return -EPERM;
+    case NNG_ENOTSUP:
+      return -ENOTSUP;
+    default:
+      return -EIO;
+  }
+}
+
 bool link_url_tls(const char *url) { return strncmp(url, "tls+tcp://", 10) == 0; }
 
 bool link_list_tls(const char *list) {

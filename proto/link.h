@@ -20,6 +20,9 @@
 
 #include "common/config.h"
 
+/* An nng error code (a small positive number, or NNG_ESYSERR with an errno) as -errno: -EIO for nng's own others. */
+int link_errno(int nng_rv);
+
 /* True when url is a tls+tcp:// URL. */
 bool link_url_tls(const char *url);
 /* True when an entry of a comma-separated list of URLs is a tls+tcp:// URL. */

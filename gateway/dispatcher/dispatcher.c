@@ -1,4 +1,8 @@
 /*
+ * Over 800 lines: the process's shell is one set of statics around one struct dispatcher (nng's callbacks, the core's
+ * acts, the named start steps and the teardown that undoes them); split, that struct and its callbacks would need a
+ * header of their own that only the halves would share.
+ *
  * The dispatcher process: the shell around the decision core (core.h), forked by the gateway master, between the HTTP
  * workers and the fetchers.
  *
@@ -557,13 +561,18 @@ static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
 
 /* ---- process ---- */
 
+/* The signals the process takes: the stop (SIGTERM, SIGINT) and SIGHUP, which is the workers' business. */
+static void stop_signals(sigset_t *set) {
+  sigemptyset(set);
+  sigaddset(set, SIGTERM);
+  sigaddset(set, SIGINT);
+  sigaddset(set, SIGHUP);
+}
+
 static void *signal_thread(void *arg) {
   struct dispatcher *d = arg;
   sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
+  stop_signals(&set);
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0 || sig == SIGHUP) continue; /* the key file is the workers' business */
@@ -585,19 +594,6 @@ static void *signal_thread(void *arg) {
  * Listens on url; the fetchers' listener (cfg not NULL) takes the link's TLS for a tls+tcp URL. Returns 0, an nng
  * error, or -1 with a message in err for a TLS setting that cannot be used.
  */
-static int open_listener(nng_socket sock, const char *url, const struct vts_config *cfg, nng_listener *out, char *err,
-                         size_t errlen) {
-  nng_listener l;
-  int rv = nng_listener_create(&l, sock, url);
-  if (rv != 0) return rv;
-  /* Per listener: a message over the limit closes only the connection that sent it (a 500 for its job). */
-  rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
-  if (rv == 0 && cfg != NULL && link_tls_listener(cfg, l, url, err, errlen) != 0) rv = -1;
-  if (rv == 0) rv = nng_listener_start(l, 0);
-  if (rv == 0 && out != NULL) *out = l;
-  return rv;
-}
-
 /* Stops every nng activity first (so no callback runs any more), then frees what is left. */
 static void teardown(struct dispatcher *d) {
   d->stopping = true;
@@ -646,41 +642,66 @@ static void teardown(struct dispatcher *d) {
 /* The dispatcher's state lives for the whole process: an nng callback can never outlive it. */
 static struct dispatcher the_dispatcher;
 
-/* Over 80 lines: the process's steps from start to stop in order, every failure leaving by the one teardown. */
-int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
-  enum log_level level = LOG_INFO;
-  log_level_parse(cfg->log_level, &level);
-  log_init("dispatcher", level);
+/* Where a start failed, for its one log line: the step, the address it opened ("" for none), and what went wrong. */
+struct start_err {
+  const char *what;
+  const char *url;
+  char msg[256];
+};
 
-  /* Blocked before nng starts any thread, so that every thread inherits the mask and only sigwait sees them. */
+/* An nng error as -errno, its text kept for the log line. */
+static int nng_fail(struct start_err *e, int nrv) {
+  snprintf(e->msg, sizeof(e->msg), "%s", nng_strerror(nrv));
+  return link_errno(nrv);
+}
+
+/*
+ * A listener of url on sock, with the TLS settings of cfg (NULL: plain, the workers' local socket). Returns 0 or
+ * -errno, e->msg saying why (nng's words, or the TLS setting at fault).
+ */
+static int open_listener(nng_socket sock, const char *url, const struct vts_config *cfg, nng_listener *out,
+                         struct start_err *e) {
+  nng_listener l;
+  int rv = nng_listener_create(&l, sock, url);
+  if (rv != 0) return nng_fail(e, rv);
+  /* Per listener: a message over the limit closes only the connection that sent it (a 500 for its job). */
+  rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, VTS_MAX_MESSAGE_BYTES);
+  if (rv != 0) return nng_fail(e, rv);
+  if (cfg != NULL && (rv = link_tls_listener(cfg, l, url, e->msg, sizeof(e->msg))) != 0) return rv < 0 ? rv : -EINVAL;
+  rv = nng_listener_start(l, 0);
+  if (rv != 0) return nng_fail(e, rv);
+  if (out != NULL) *out = l;
+  return 0;
+}
+
+/* Blocked before nng starts any thread, so that every thread inherits the mask and only sigwait sees them. */
+static void block_signals(void) {
   sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
+  stop_signals(&set);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
+}
 
-  struct dispatcher *d = &the_dispatcher;
-  pthread_t sig_thread;
-  memset(d, 0, sizeof(*d));
-  d->cfg = cfg;
-  d->slots.next = d->slots.prev = &d->slots;
-  pthread_mutex_init(&d->lock, NULL);
-
-  const char *what = "loop";
-  const char *url = "";
-  char tls_err[256] = "";
-  int rv = uv_loop_init(&d->loop);
-  if (rv != 0) goto fail;
+/* The loop and its handles: the wake-up of nng's threads, the core's timer, the "no fetcher yet" warning. */
+static int start_loop(struct dispatcher *d, struct start_err *e) {
+  e->what = "loop";
+  int rv = uv_loop_init(&d->loop); /* libuv's codes are -errno already */
+  if (rv != 0) {
+    snprintf(e->msg, sizeof(e->msg), "%s", uv_strerror(rv));
+    return rv;
+  }
   uv_async_init(&d->loop, &d->wake, on_wake);
   uv_timer_init(&d->loop, &d->timer);
   uv_timer_init(&d->loop, &d->lonely);
   d->wake.data = d->timer.data = d->lonely.data = d;
   d->loop_ready = true;
+  return 0;
+}
 
-  what = "cache";
-  d->rcache = rcache_new(&d->loop, cfg, on_redis_got, on_redis_claimed, d);
+/* The decision core with its acts, the shared cache (when Redis is configured), the batch jobs' runner and hooks. */
+static int start_core(struct dispatcher *d, struct start_err *e) {
+  e->what = "cache";
+  d->rcache = rcache_new(&d->loop, d->cfg, on_redis_got, on_redis_claimed, d);
   struct core_ops ops = {
       .ctx = d,
       .answer = act_answer,
@@ -696,50 +717,94 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
     ops.redis_release = act_redis_release;
     ops.redis_renew = act_redis_renew;
   }
-  d->core = core_new(cfg, &ops);
-  if (d->core == NULL) goto fail;
-  d->runner = runner_new(cfg, d->core);
-  if (d->runner != NULL) d->hooks = hooks_new(cfg, d->core, d->runner);
+  d->core = core_new(d->cfg, &ops);
+  if (d->core == NULL) {
+    snprintf(e->msg, sizeof(e->msg), "out of memory");
+    return -ENOMEM;
+  }
+  d->runner = runner_new(d->cfg, d->core);
+  if (d->runner != NULL) d->hooks = hooks_new(d->cfg, d->core, d->runner);
+  return 0;
+}
 
-  what = "fetcher socket";
-  url = cfg->jobs_url;
-  rv = nng_rep0_open_raw(&d->fsock);
-  if (rv != 0) goto fail;
+/* The fetchers' socket (raw rep0: replies in any order) and its listener on VTS_JOBS_URL. */
+static int start_fetcher_socket(struct dispatcher *d, struct start_err *e) {
+  const char *url = d->cfg->jobs_url;
+  e->what = "fetcher socket";
+  e->url = url;
+  int rv = nng_rep0_open_raw(&d->fsock);
+  if (rv != 0) return nng_fail(e, rv);
   d->fsock_open = true;
-  rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_ADD_POST, fetcher_pipe_cb, d);
-  if (rv != 0) goto fail;
-  rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_REM_POST, fetcher_pipe_cb, d);
-  if (rv != 0) goto fail;
-  rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS);
-  if (rv != 0) goto fail;
-  rv = open_listener(d->fsock, cfg->jobs_url, cfg, &d->flistener, tls_err, sizeof(tls_err));
-  if (rv != 0) goto fail;
-  if (!link_url_tls(cfg->jobs_url) && !link_url_loopback(cfg->jobs_url))
+  if ((rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_ADD_POST, fetcher_pipe_cb, d)) != 0 ||
+      (rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_REM_POST, fetcher_pipe_cb, d)) != 0 ||
+      (rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS)) != 0)
+    return nng_fail(e, rv);
+  rv = open_listener(d->fsock, url, d->cfg, &d->flistener, e);
+  if (rv != 0) return rv;
+  if (!link_url_tls(url) && !link_url_loopback(url))
     log_msg(LOG_WARN,
             "jobs link is plain tcp on a non-loopback address: any process that reaches it can take jobs and answer "
             "them; use tls+tcp:// with VTS_JOBS_TLS_CA, VTS_JOBS_TLS_CERT and VTS_JOBS_TLS_KEY",
-            "url", cfg->jobs_url, NULL);
+            "url", url, NULL);
+  return 0;
+}
 
-  what = "worker socket";
-  url = worker_url;
-  rv = nng_rep0_open(&d->wsock);
-  if (rv != 0) goto fail;
-  d->wsock_open = true;
-  rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_ADD_POST, worker_pipe_cb, d);
-  if (rv != 0) goto fail;
-  rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_REM_POST, worker_pipe_cb, d);
-  if (rv != 0) goto fail;
-  rv = open_listener(d->wsock, worker_url, NULL, NULL, NULL, 0);
-  if (rv != 0) goto fail;
-
-  what = "fetcher receive";
-  rv = nng_aio_alloc(&d->faio, fetcher_recv_cb, d);
-  if (rv != 0) goto fail;
+/* The first receive of the fetchers' socket (each callback posts the next), once the workers' socket is open. */
+static int start_receiving(struct dispatcher *d, struct start_err *e) {
+  e->what = "fetcher receive";
+  int rv = nng_aio_alloc(&d->faio, fetcher_recv_cb, d);
+  if (rv != 0) return nng_fail(e, rv);
   nng_recv_aio(d->fsock, d->faio);
+  return 0;
+}
 
-  what = "signal thread";
-  rv = pthread_create(&sig_thread, NULL, signal_thread, d);
-  if (rv != 0) goto fail;
+/* The HTTP workers' socket and its listener on the master's local address. */
+static int start_worker_socket(struct dispatcher *d, const char *worker_url, struct start_err *e) {
+  e->what = "worker socket";
+  e->url = worker_url;
+  int rv = nng_rep0_open(&d->wsock);
+  if (rv != 0) return nng_fail(e, rv);
+  d->wsock_open = true;
+  if ((rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_ADD_POST, worker_pipe_cb, d)) != 0 ||
+      (rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_REM_POST, worker_pipe_cb, d)) != 0)
+    return nng_fail(e, rv);
+  return open_listener(d->wsock, worker_url, NULL, NULL, e);
+}
+
+/* The thread that waits for SIGTERM, SIGINT and SIGHUP (pthread's codes are errno values). */
+static int start_signal_thread(struct dispatcher *d, pthread_t *out, struct start_err *e) {
+  e->what = "signal thread";
+  int rv = pthread_create(out, NULL, signal_thread, d);
+  if (rv != 0) snprintf(e->msg, sizeof(e->msg), "%s", rv == EAGAIN ? "no resources for a thread" : "no thread");
+  return -rv;
+}
+
+int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
+  enum log_level level = LOG_INFO;
+  log_level_parse(cfg->log_level, &level);
+  log_init("dispatcher", level);
+  block_signals();
+
+  struct dispatcher *d = &the_dispatcher;
+  pthread_t sig_thread;
+  memset(d, 0, sizeof(*d));
+  d->cfg = cfg;
+  d->slots.next = d->slots.prev = &d->slots;
+  pthread_mutex_init(&d->lock, NULL);
+
+  struct start_err e = {.what = "", .url = "", .msg = ""};
+  int rv = start_loop(d, &e);
+  if (rv == 0) rv = start_core(d, &e);
+  if (rv == 0) rv = start_fetcher_socket(d, &e);
+  if (rv == 0) rv = start_worker_socket(d, worker_url, &e);
+  if (rv == 0) rv = start_receiving(d, &e);
+  if (rv == 0) rv = start_signal_thread(d, &sig_thread, &e);
+  if (rv != 0) {
+    log_msg(LOG_ERROR, "dispatcher cannot start", "what", e.what, "url", e.url, "error", e.msg, NULL);
+    link_teardown_watchdog(VTS_DISPATCH_STOP_TIMEOUT_MS, 1, "dispatcher teardown stuck in nng: exiting without it");
+    teardown(d);
+    return 1;
+  }
 
   log_msg(LOG_INFO, "dispatcher started", "jobs_url", cfg->jobs_url, "worker_url", worker_url, "redis",
           d->rcache != NULL ? "cache and claims" : "none", NULL);
@@ -751,15 +816,4 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   teardown(d);
   log_msg(LOG_INFO, "dispatcher stopped", NULL);
   return 0;
-
-fail:
-  log_msg(LOG_ERROR, "dispatcher cannot start", "what", what, "url", url, "error",
-          tls_err[0] != '\0'   ? tls_err
-          : rv > 0             ? nng_strerror(rv)
-          : rv < 0 && rv != -1 ? uv_strerror(rv)
-                               : "out of memory",
-          NULL);
-  link_teardown_watchdog(VTS_DISPATCH_STOP_TIMEOUT_MS, 1, "dispatcher teardown stuck in nng: exiting without it");
-  teardown(d);
-  return 1;
 }

@@ -236,6 +236,20 @@ def test_listen_address_in_use_stops_gateway():
     assert b"cannot listen" in r.stderr
 
 
+def test_dispatcher_start_failure_names_its_step_address_and_error(make_gateway):
+    """A dispatcher that cannot listen on VTS_JOBS_URL says so in one line: the step that failed (the fetchers'
+    socket), its address, and nng's words for the error; the master keeps the workers serving meanwhile."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        url = "tcp://127.0.0.1:%d" % holder.getsockname()[1]
+        gw = make_gateway(env={"VTS_JOBS_URL": url})
+        assert wait_for(lambda: any(r.get("msg") == "dispatcher cannot start" for r in gw.log_records()), 10)
+    failed = [r for r in gw.log_records() if r.get("msg") == "dispatcher cannot start"][0]
+    assert (failed["level"], failed["what"], failed["url"], failed["error"]) == \
+        ("error", "fetcher socket", url, "Address in use"), failed
+
+
 def test_workers_die_with_master(gateway):
     children = gateway.child_pids()
     assert len(children) == 3
