@@ -1,3 +1,7 @@
+/*
+ * Over 800 lines: one job's course, whose steps (watch page, visitor data, player, caption track, speech, browse) all
+ * decide through one flow state and one verdict; the requests themselves are built in fetcher/platform/client.c.
+ */
 #include "fetcher/course/course.h"
 
 #include <errno.h>

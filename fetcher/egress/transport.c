@@ -195,6 +195,7 @@ static curl_socket_t open_checked(void *arg, curlsocktype purpose, struct curl_s
   return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
+/* Over 80 lines: one transfer's curl options in one place, every request of the fetcher set the same way. */
 int transport_perform(struct transport *t, const struct transport_req *req, struct buf *out, long *status,
                       uint8_t *reason) {
   *status = 0;

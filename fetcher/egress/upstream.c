@@ -245,6 +245,7 @@ static const char *standard_proxy(const char *scheme, const char *host, const ch
   return val;
 }
 
+/* Over 80 lines: the origin, the proxies, the budgets and the shared health in order, failures by one exit. */
 static int upstream_new_handle(const struct vts_config *cfg, struct upstream **out, int with_curl, char *err,
                                size_t errlen) {
   struct upstream *u = calloc(1, sizeof(*u));

@@ -1,4 +1,8 @@
 /*
+ * Over 800 lines: the reader's path table and its callbacks (playability and its cases, tracks, audio formats,
+ * details) fill one struct player_info, and the bodies written from it (tracks, metadata, the summary) stand beside
+ * them, so that the names of the reply's members are in one file.
+ *
  * The player reply, read with the bounded streaming JSON reader: a table names the few paths we want, everything
  * else is skipped unseen. Replies run to 300 KB of mostly irrelevant JSON, so no tree is built.
  */

@@ -162,6 +162,57 @@ void job_runner_free(struct job_runner *r) {
   free(r);
 }
 
+/* What the result says its body came from: a webhook's status, a transcript's source, or none (a refusal, a list). */
+static uint8_t result_source(enum proto_kind kind, uint8_t outcome) {
+  if (kind == PROTO_KIND_WEBHOOK) return PROTO_SOURCE_WEBHOOK;
+  if (outcome != PROTO_OK) return PROTO_SOURCE_NONE;
+  switch (kind) {
+    case PROTO_KIND_SPEECH:
+      return PROTO_SOURCE_SPEECH;
+    case PROTO_KIND_TRACKS:
+    case PROTO_KIND_METADATA:
+    case PROTO_KIND_BROWSE:
+      return PROTO_SOURCE_NONE;
+    default:
+      return PROTO_SOURCE_CAPTIONS;
+  }
+}
+
+/* Runs job by its kind until deadline (util_now_ms clock): a webhook's delivery, or the course of a platform job. */
+static void run_kind(struct job_runner *r, const struct proto_job *job, uint64_t deadline, struct course_result *out) {
+  /* A browse target is a string for the platform's request: decoded jobs hold no NUL in it, and it is copied here. */
+  char *target = NULL;
+  if (job->kind == PROTO_KIND_BROWSE && job->browse_len > 0 && (target = malloc(job->browse_len + 1)) != NULL) {
+    memcpy(target, job->browse, job->browse_len);
+    target[job->browse_len] = '\0';
+  }
+  if (job->kind == PROTO_KIND_WEBHOOK) {
+    /* No platform request: the body is the receiver's status, whatever the outcome. */
+    struct fetch_outcome o;
+    webhook_deliver(r->hook, job, deadline, &o, &out->body);
+    out->outcome = o.outcome;
+    out->reason = o.reason;
+    snprintf(out->detail, sizeof(out->detail), "%s", o.detail);
+  } else if (job->kind == PROTO_KIND_BROWSE ? target == NULL
+                                            : !ident_video_id_valid(job->video_id, strlen(job->video_id))) {
+    out->outcome = PROTO_INTERNAL;
+    snprintf(out->detail, sizeof(out->detail), "bad_job");
+  } else {
+    upstream_begin_job(r->up, deadline, job->request_id);
+    struct course_job cj = {.kind = (enum proto_kind)job->kind,
+                            .video_id = job->video_id,
+                            .lang = job->lang,
+                            .translate = job->translate,
+                            .request_id = job->request_id,
+                            .player = job->player,
+                            .player_len = job->player_len,
+                            .browse_what = job->browse_what,
+                            .target = target};
+    course_fetch(r->it, &cj, out);
+  }
+  free(target);
+}
+
 void job_runner_run(struct job_runner *r, const struct proto_job *job, struct proto_result *res) {
   uint64_t start = util_now_ms();
   uint64_t budget = job->deadline_ms > 0 ? job->deadline_ms : (uint64_t)r->cfg->job_timeout_ms;
@@ -176,49 +227,14 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
   buf_reset(&out->player);
   out->reason = PROTO_REASON_INTERNAL;
   course_refresh_profiles(r->it);
-  /* A browse target is a string for the platform's request: decoded jobs hold no NUL in it, and it is copied here. */
-  char *target = NULL;
-  if (job->kind == PROTO_KIND_BROWSE && job->browse_len > 0 && (target = malloc(job->browse_len + 1)) != NULL) {
-    memcpy(target, job->browse, job->browse_len);
-    target[job->browse_len] = '\0';
-  }
-  if (job->kind == PROTO_KIND_WEBHOOK) {
-    /* No platform request: the body is the receiver's status, whatever the outcome. */
-    struct fetch_outcome o;
-    webhook_deliver(r->hook, job, start + budget, &o, &out->body);
-    out->outcome = o.outcome;
-    out->reason = o.reason;
-    snprintf(out->detail, sizeof(out->detail), "%s", o.detail);
-  } else if (job->kind == PROTO_KIND_BROWSE ? target == NULL
-                                            : !ident_video_id_valid(job->video_id, strlen(job->video_id))) {
-    out->outcome = PROTO_INTERNAL;
-    snprintf(out->detail, sizeof(out->detail), "bad_job");
-  } else {
-    upstream_begin_job(r->up, start + budget, job->request_id);
-    struct course_job cj = {.kind = (enum proto_kind)job->kind,
-                            .video_id = job->video_id,
-                            .lang = job->lang,
-                            .translate = job->translate,
-                            .request_id = job->request_id,
-                            .player = job->player,
-                            .player_len = job->player_len,
-                            .browse_what = job->browse_what,
-                            .target = target};
-    course_fetch(r->it, &cj, out);
-  }
-  free(target);
+  run_kind(r, job, start + budget, out);
   watchdog_disarm();
   if (util_now_ms() - start >= budget + VTS_FETCHER_WATCHDOG_GRACE_MS) watchdog_exit();
 
   memset(res, 0, sizeof(*res));
   res->job_id = job->job_id;
   res->outcome = out->outcome;
-  res->source = job->kind == PROTO_KIND_WEBHOOK ? PROTO_SOURCE_WEBHOOK
-                : out->outcome != PROTO_OK || job->kind == PROTO_KIND_TRACKS || job->kind == PROTO_KIND_METADATA ||
-                        job->kind == PROTO_KIND_BROWSE
-                    ? PROTO_SOURCE_NONE
-                : job->kind == PROTO_KIND_SPEECH ? PROTO_SOURCE_SPEECH
-                                                 : PROTO_SOURCE_CAPTIONS;
+  res->source = result_source((enum proto_kind)job->kind, out->outcome);
   res->fetch_ms = (uint32_t)(util_now_ms() - start);
   snprintf(res->lang, sizeof(res->lang), "%s", out->outcome == PROTO_OK ? out->lang : "");
   snprintf(res->detail, sizeof(res->detail), "%s", out->detail);

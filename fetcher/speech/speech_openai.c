@@ -315,6 +315,7 @@ static int wav_file(struct buf *b, const int16_t *pcm, size_t n) {
   return 0;
 }
 
+/* Over 80 lines: the form's parts in the order the engine's API lists them, each failure leaving by one exit. */
 /* One request; the reply body lands in reply. Returns 0, -EIO, -ETIMEDOUT or -ENOMEM. */
 static int post_file(const struct vts_config *cfg, const char *url, const void *file, size_t len, const char *name,
                      uint64_t deadline_ms_abs, struct buf *reply, char *detail, size_t detaillen) {
