@@ -101,14 +101,12 @@ static const char refund_script[] =
 
 struct rlredis {
   uv_loop_t *loop;
-  struct redis_addr addr;
+  struct redis_session session; /* where Redis is, the reconnect backoff, the down and back lines */
   char gateway_id[RLREDIS_GATEWAY_ID_BYTES];
   redisAsyncContext *ac; /* NULL while disconnected */
   bool ready;            /* the script is loaded on this connection */
   bool stalled;          /* a command timed out and no reply has come since */
   bool closing;
-  bool down_logged;      /* one warning per outage and reason, not one per reconnect attempt */
-  char down_why[128];    /* the reason last logged: a new one (a slow start, then WRONGPASS) is logged too */
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uv_prepare_t flush;    /* sends the checks gathered this loop turn, before the loop waits */
   bool flush_open;
@@ -119,7 +117,6 @@ struct rlredis {
   char server_id[41];                 /* the run_id of the server this connection reached, "" until known */
   struct lease *orphans;              /* leases held when a connection to server orphans_of was lost */
   char orphans_of[41];
-  uint64_t backoff_ms;
   int refs; /* conn_timer, sweep, flush and every live request: the struct is freed with the last */
   char sha[41];
   uint64_t timeouts, errors, noscript, connects, leased;
@@ -258,20 +255,13 @@ static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
   }
 }
 
-static void log_down(struct rlredis *r, const char *why) {
-  if (r->down_logged && strncmp(r->down_why, why, sizeof(r->down_why) - 1) == 0) return;
-  r->down_logged = true;
-  /* Kept to compare with the next reason only: its start is enough. */
-  snprintf(r->down_why, sizeof(r->down_why), "%.*s", (int)sizeof(r->down_why) - 1, why);
-  log_msg(LOG_WARN, "redis unavailable", "error", why, NULL);
-}
-
 static void on_reconnect_timer(uv_timer_t *t) { conn_start(t->data); }
 
-static void schedule_reconnect(struct rlredis *r) {
+/* Redis could not be used, for why: the session says so (once per outage and reason) and names the wait. */
+static void schedule_reconnect(struct rlredis *r, const char *why) {
   if (r->closing) return;
-  uv_timer_start(&r->conn_timer, on_reconnect_timer, r->backoff_ms, 0);
-  r->backoff_ms = r->backoff_ms * 2 < VTS_REDIS_RECONNECT_MAX_MS ? r->backoff_ms * 2 : VTS_REDIS_RECONNECT_MAX_MS;
+  uint64_t wait = redis_session_down(&r->session, why, util_now_ms());
+  uv_timer_start(&r->conn_timer, on_reconnect_timer, wait, 0);
 }
 
 /*
@@ -323,9 +313,9 @@ static void conn_alive(struct rlredis *r) {
 static void on_deadline_timer(uv_timer_t *t) {
   struct rlredis *r = t->data;
   if (r->ac == NULL || (r->ready && !r->stalled)) return;
-  log_down(r, r->ready ? "no reply (frozen or unreachable server)" : "connection not ready in time");
+  const char *why = r->ready ? "no reply (frozen or unreachable server)" : "connection not ready in time";
   conn_drop(r);
-  schedule_reconnect(r);
+  schedule_reconnect(r, why);
 }
 
 static void conn_stalled(struct rlredis *r) {
@@ -378,15 +368,14 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
   if (rep == NULL) return; /* the connection went; its disconnect handling redials */
   conn_alive(r);
   if (rep->type == REDIS_REPLY_ERROR) {
-    log_down(r, rep->str);
     if (c == r->ac) {
       /* A wrong database or a refused script makes the connection useless: drop it (hiredis frees it after this
        * callback returns) and try again later. */
       r->ac = NULL;
       r->ready = false;
       r->stalled = false;
+      schedule_reconnect(r, rep->str);
       redisAsyncFree(c);
-      schedule_reconnect(r);
     }
     return;
   }
@@ -396,9 +385,7 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
     leases_resolve(r);
     if (!r->stalled) uv_timer_stop(&r->conn_timer);
     r->connects++;
-    r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
-    if (r->down_logged) log_msg(LOG_INFO, "redis connected", NULL);
-    r->down_logged = false;
+    redis_session_up(&r->session);
     heartbeat(r);
   }
 }
@@ -425,8 +412,7 @@ static void on_connect(const redisAsyncContext *c, int status) {
   r->ac = NULL;
   r->ready = false;
   r->stalled = false;
-  log_down(r, c->errstr);
-  schedule_reconnect(r);
+  schedule_reconnect(r, c->errstr);
 }
 
 static void on_disconnect(const redisAsyncContext *c, int status) {
@@ -438,17 +424,15 @@ static void on_disconnect(const redisAsyncContext *c, int status) {
   r->ready = false;
   r->stalled = false;
   uv_timer_stop(&r->conn_timer);
-  log_down(r, c->errstr[0] != '\0' ? c->errstr : "connection closed");
-  schedule_reconnect(r);
+  schedule_reconnect(r, c->errstr[0] != '\0' ? c->errstr : "connection closed");
 }
 
 static void conn_start(struct rlredis *r) {
   char err[256];
   redisAsyncContext *ac =
-      redis_conn_open_async(r->loop, &r->addr, r, on_connect, on_disconnect, on_setup_reply, r, err, sizeof(err));
+      redis_session_open_async(&r->session, r->loop, r, on_connect, on_disconnect, on_setup_reply, r, err, sizeof(err));
   if (ac == NULL) {
-    log_down(r, err);
-    schedule_reconnect(r);
+    schedule_reconnect(r, err);
     return;
   }
   r->ac = ac;
@@ -909,9 +893,8 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, cons
   struct rlredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->loop = loop;
-  r->addr = *addr;
+  redis_session_init(&r->session, "limiter", addr, VTS_REDIS_RECONNECT_MIN_MS, VTS_REDIS_RECONNECT_MAX_MS);
   snprintf(r->gateway_id, sizeof(r->gateway_id), "%s", gateway_id);
-  r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
   r->gateways = 1;
   r->refs = 1;
   unsigned char md[EVP_MAX_MD_SIZE];

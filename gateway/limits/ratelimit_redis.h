@@ -35,7 +35,7 @@
 #include <uv.h>
 
 #include "gateway/limits/ratelimit_calc.h"
-#include "gateway/redis/redis_conn.h"
+#include "gateway/redis/redis_session.h"
 
 /* What the script decided: outcome RL_ALLOW, RL_LIMITED or RL_QUOTA, and the counts after it. */
 /* Room for one of our Redis key names. */

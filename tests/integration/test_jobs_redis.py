@@ -370,7 +370,7 @@ def test_jobs_live_in_the_database_of_an_acl_user_with_a_password_and_a_wrong_pa
         status, _, body = call(gw, "GET", "/v1/jobs/j000000000000000000000000")
         unavailable = {"error": {"code": "jobs_unavailable", "message": "The job store is unavailable."}}
         assert (status, body) == (503, unavailable)
-        refused = [r for r in gw.log_records() if r.get("msg") == "job store: Redis unavailable"]
+        refused = [r for r in gw.log_records() if r.get("msg") == "redis unavailable" and r.get("user") == "jobs"]
         assert refused and refused[0]["error"].startswith("WRONGPASS"), refused
         assert "n0t-the-one" not in gw.log_text()
     finally:
