@@ -1,6 +1,8 @@
 /*
  * Short-window rate limit and monthly quota per key: fixed windows aligned to multiples of the window length.
- * Providers: memory (a shared-memory table created by the master before fork, atomics only) and redis.
+ * Providers (the backends of ratelimit_backend.h, chosen by name from its table): memory (a shared-memory table
+ * created by the master before fork, atomics only) and redis. A worker's limiter is a handle, struct ratelimit, whose
+ * calls go to its backend's table of operations; rl_cb, the callback of every check, is in ratelimit_calc.h.
  *
  * Semantics, the same for both providers:
  * - Window: index = now / window_s, reset = (index + 1) * window_s (unix seconds, exact). Exactly `limit` requests
@@ -33,9 +35,6 @@
 #include "common/config.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit_calc.h"
-
-/* Called exactly once per ratelimit_check, on the worker's loop thread, maybe before ratelimit_check returns. */
-typedef void (*rl_cb)(void *arg, const struct rl_decision *d);
 
 struct ratelimit;
 

@@ -35,6 +35,12 @@ struct rl_decision {
   char digest[65];        /* the key's digest, set with reserved_in */
 };
 
+/* Called exactly once per check, on the worker's loop thread, maybe before the check returns. */
+typedef void (*rl_cb)(void *arg, const struct rl_decision *d);
+
+/* Records where an admitted request's month unit was reserved (in, month, the key's digest), for its refund. */
+void rlcalc_reserved(struct rl_decision *d, enum rl_store in, const char *digest, int64_t month);
+
 /* Room for the header lines rlcalc_headers writes. */
 #define RLCALC_HEADERS_BYTES 192
 
@@ -60,6 +66,9 @@ struct ratelimit_stats {
   uint64_t redis_connects; /* connections set up (first one included) */
   uint64_t redis_leased;   /* admitted from a lease of units Redis reserved earlier, without a round trip */
 };
+
+/* Counts decision d in its outcome's counter of s. */
+void rlcalc_count(struct ratelimit_stats *s, const struct rl_decision *d);
 
 /* The limits that apply to one key: its own where set, else the service defaults. */
 struct rl_limits {

@@ -54,6 +54,15 @@ int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl
 /* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*
+ * The table's decision of one check into d, for the memory backend and Redis's fail-open fallback: rlmem_check,
+ * rlmem_check_unspent (spend false) or, with more than one gateway sharing the key, rlmem_check_share; an admitted
+ * spending check records its unit as reserved in the table (RL_STORE_MEMORY). A key with no slot left is
+ * RL_UNAVAILABLE, counted in stats->table_full: refusing is truthful ("cannot count"), admitting uncounted would not
+ * be.
+ */
+void rlmem_decide(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now, bool spend,
+                  uint32_t gateways, struct rl_decision *d, struct ratelimit_stats *stats);
+/*
  * The redis provider's fail-open fallback decided d for the key: records what it counted (the request in d's
  * window, the unit reserved when d admitted and spent: a check that spends nothing of the month owes none of it) as
  * owed to Redis, apart from what Redis itself counted.
