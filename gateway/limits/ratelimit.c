@@ -94,15 +94,16 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
   check(rl, key, false, cb, arg);
 }
 
-int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month,
+int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, struct rl_decision *unit,
                            enum rl_charge *outcome) {
   if (made.table == NULL) return -ENODEV;
   struct rl_limits lim;
   rlcalc_limits(key, cfg, &lim);
-  /* The table answers 1 (taken), 0 (used up) or a negative errno. */
-  int rv = rlmem_charge_month(made.table, key->digest, lim.quota, util_wall_s(), month);
-  if (rv < 0) return rv;
-  *outcome = rv > 0 ? RL_CHARGE_TAKEN : RL_CHARGE_QUOTA_USED_UP;
+  int64_t month = 0;
+  int rv = rlmem_charge_month(made.table, key->digest, lim.quota, util_wall_s(), &month, outcome);
+  if (rv != 0) return rv;
+  memset(unit, 0, sizeof(*unit));
+  if (*outcome == RL_CHARGE_TAKEN) rlcalc_reserved(unit, RL_STORE_TABLE, key->digest, month);
   return 0;
 }
 
@@ -117,13 +118,14 @@ int ratelimit_month_counter(const struct vts_config *cfg, const struct key_entry
   return rv;
 }
 
-void ratelimit_give_back(const struct key_entry *key, int64_t month) {
-  if (made.table != NULL) rlmem_refund(made.table, key->digest, month);
-}
-
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   enum rl_store in = d->reserved_in;
   d->reserved_in = RL_STORE_NONE;
+  if (in == RL_STORE_TABLE) {
+    /* Taken outside any check: no limiter counted it, and none counts its return. */
+    if (made.table != NULL) rlmem_refund(made.table, d->digest, d->reserved_month);
+    return;
+  }
   if (rl == NULL || in == RL_STORE_NONE) return;
   rl->stats.refunds++;
   metrics_quota_refund();

@@ -30,9 +30,21 @@ struct rl_decision {
   int64_t quota_remaining; /* admitted requests left this month (0 when unknown: RL_UNAVAILABLE) */
   int64_t quota_reset;     /* unix seconds of 00:00 UTC on the 1st of the next month */
   /* Where the month's unit of an RL_ALLOW was reserved, for ratelimit_refund; RL_STORE_NONE on other outcomes. */
-  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS, RL_STORE_FALLBACK } reserved_in;
+  enum rl_store {
+    RL_STORE_NONE = 0,
+    RL_STORE_MEMORY,   /* the memory backend's check */
+    RL_STORE_REDIS,    /* the Redis backend's check, answered by Redis */
+    RL_STORE_FALLBACK, /* the Redis backend's check, decided by its fail-open fallback */
+    RL_STORE_TABLE     /* a batch item's unit, taken from the shared table outside any check (ratelimit_charge_month) */
+  } reserved_in;
   int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
   char digest[65];        /* the key's digest, set with reserved_in */
+};
+
+/* What taking one unit of a key's month outside any check did (ratelimit_charge_month, rlmem_charge_month). */
+enum rl_charge {
+  RL_CHARGE_TAKEN,        /* the unit is taken */
+  RL_CHARGE_QUOTA_USED_UP /* the key's month is used up: nothing taken */
 };
 
 /* Called exactly once per check, on the worker's loop thread, maybe before the check returns. */

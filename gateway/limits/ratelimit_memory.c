@@ -335,16 +335,21 @@ int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct 
   return check(t, digest, lim, now, false, 1, d);
 }
 
-int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month) {
+int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month,
+                       enum rl_charge *outcome) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
   if (atomic_load_explicit(&s->used_s, memory_order_relaxed) < now)
     atomic_store_explicit(&s->used_s, now, memory_order_relaxed);
   int64_t qperiod, qused;
-  if (!word_take(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, quota, &qperiod, &qused)) return 0;
+  if (!word_take(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, quota, &qperiod, &qused)) {
+    *outcome = RL_CHARGE_QUOTA_USED_UP;
+    return 0;
+  }
   atomic_fetch_add(&t->generation, 1);
   *month = qperiod;
-  return 1;
+  *outcome = RL_CHARGE_TAKEN;
+  return 0;
 }
 
 int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
@@ -375,16 +380,16 @@ static void word_add(_Atomic uint64_t *w, int bits, int64_t period) {
   }
 }
 
-void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent) {
+void rlmem_owed_add(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
   word_add(&s->owed_window, WINDOW_COUNT_BITS, d->reset);
   if (d->outcome == RL_ALLOW && spent) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
-  /* After the counts: a reader that sees this number sees counts at least this new (rlmem_owed). */
+  /* After the counts: a reader that sees this number sees counts at least this new (rlmem_owed_read). */
   atomic_fetch_add(&s->owed_seq, 1);
 }
 
-void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month) {
+void rlmem_owed_refund(struct rlmem_table *t, const char *digest, int64_t month) {
   rlmem_refund(t, digest, month);
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
@@ -398,8 +403,8 @@ static int64_t word_count_of(_Atomic uint64_t *w, int bits, int64_t period) {
   return v != 0 && (int64_t)(v >> bits) == period ? (int64_t)(v & COUNT_MASK(bits)) : -1;
 }
 
-void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
-                struct rl_owed *out) {
+void rlmem_owed_read(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
+                     struct rl_owed *out) {
   out->window = -1;
   out->quota = -1;
   out->seq = 0;
@@ -413,7 +418,7 @@ void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, i
   out->seq = seq;
 }
 
-void rlmem_owed_told(struct rlmem_table *t, const char *digest, uint64_t seq) {
+void rlmem_owed_acked(struct rlmem_table *t, const char *digest, uint64_t seq) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
   uint64_t told = atomic_load(&s->told_seq);

@@ -1035,7 +1035,7 @@ static void decide_fault(struct rlredis_limiter *l, const char *digest, const st
   rlmem_decide(rl->table, digest, lim, now, spend, rlredis_gateways(l->redis), d, &rl->stats);
   if (d->outcome == RL_UNAVAILABLE) return;
   /* What the fallback counted is owed to Redis, which adds it with the key's next answer (once: see the script). */
-  rlmem_owe(rl->table, digest, d, spend);
+  rlmem_owed_add(rl->table, digest, d, spend);
   if (d->reserved_in != RL_STORE_NONE) d->reserved_in = RL_STORE_FALLBACK;
 }
 
@@ -1051,7 +1051,7 @@ static void on_redis_result(void *arg, int status, const struct rlredis_result *
     /* Keep the fallback table as far as Redis counted, so a fail-open outage continues from there. */
     rlmem_mirror(rl->table, p->digest, &p->lim, now, res->window_used, res->quota_used);
     /* Redis holds the owed counts the deciding call carried: no need to send them again. */
-    if (res->owed_seq != 0) rlmem_owed_told(rl->table, p->digest, res->owed_seq);
+    if (res->owed_seq != 0) rlmem_owed_acked(rl->table, p->digest, res->owed_seq);
   } else {
     decide_fault(l, p->digest, &p->lim, p->spend, &d);
   }
@@ -1075,8 +1075,8 @@ static void redis_check(struct ratelimit *rl, const char *digest, const struct r
     p->now = util_wall_s();
     p->spend = spend;
     struct rl_owed owed;
-    rlmem_owed(rl->table, digest, rlcalc_window_reset(p->now, lim->window_s), rlcalc_month_index(p->now), p->now,
-               &owed);
+    rlmem_owed_read(rl->table, digest, rlcalc_window_reset(p->now, lim->window_s), rlcalc_month_index(p->now), p->now,
+                    &owed);
     l->refs++;
     if (rlredis_check(l->redis, digest, lim, p->now, &owed, spend, on_redis_result, p) == 0) return;
     l->refs--;
@@ -1091,7 +1091,7 @@ static void redis_refund(struct ratelimit *rl, enum rl_store in, const char *dig
   struct rlredis_limiter *l = (struct rlredis_limiter *)rl;
   if (in == RL_STORE_FALLBACK) {
     /* Reserved while Redis could not answer: the unit is no longer owed to Redis either. */
-    rlmem_owe_refund(rl->table, digest, month);
+    rlmem_owed_refund(rl->table, digest, month);
     return;
   }
   /* The table mirrors what Redis counted: it gives the unit back too, so a fallback starts right. */
