@@ -21,13 +21,14 @@ static const struct rl_backend_ops *const backends[] = {RATELIMIT_BACKENDS(RATEL
 
 /*
  * What the master makes before fork and every process it forks inherits: the shared table (the memory backend's
- * counts, Redis's fallback) and the backend chosen for it. A worker's limiter carries both from here in its handle;
- * only the calls made outside any worker's limiter (a batch item's unit, ratelimit_charge_month) read them here.
+ * counts, Redis's fallback) and the backend chosen for it. A worker's limiter carries both in its handle from
+ * ratelimit_new on, and its checks and refunds read them there; only what runs outside any limiter reads them here
+ * (the master's snapshot, a batch item's unit of the dispatcher's runner: ratelimit_charge_month and its refund).
  */
 static struct {
   struct rlmem_table *table;
   const struct rl_backend_ops *ops;
-} made;
+} shared;
 
 /* The first backend the configuration selects; the table's last row is always selected. */
 static const struct rl_backend_ops *selected(const struct vts_config *cfg) {
@@ -40,9 +41,9 @@ static const struct rl_backend_ops *selected(const struct vts_config *cfg) {
 const char *ratelimit_provider(const struct vts_config *cfg) { return selected(cfg)->name; }
 
 void ratelimit_shm_free(void) {
-  rlmem_destroy(made.table);
-  made.table = NULL;
-  made.ops = NULL;
+  rlmem_destroy(shared.table);
+  shared.table = NULL;
+  shared.ops = NULL;
 }
 
 int ratelimit_shm_init(const struct vts_config *cfg, char *err, size_t errlen) {
@@ -59,19 +60,19 @@ int ratelimit_shm_init(const struct vts_config *cfg, char *err, size_t errlen) {
     rlmem_destroy(t);
     return rv;
   }
-  made.table = t;
-  made.ops = ops;
+  shared.table = t;
+  shared.ops = ops;
   return 0;
 }
 
 int ratelimit_snapshot_now(const struct vts_config *cfg) {
-  if (made.table == NULL || made.ops->save == NULL) return 0;
-  return made.ops->save(cfg, made.table);
+  if (shared.table == NULL || shared.ops->save == NULL) return 0;
+  return shared.ops->save(cfg, shared.table);
 }
 
 struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg) {
-  if (made.table == NULL) return NULL; /* ratelimit_shm_init did not run */
-  return made.ops->open(loop, cfg, made.table);
+  if (shared.table == NULL) return NULL; /* ratelimit_shm_init did not run */
+  return shared.ops->open(loop, cfg, shared.table);
 }
 
 void ratelimit_free(struct ratelimit *rl) {
@@ -96,11 +97,11 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
 
 int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, struct rl_decision *unit,
                            enum rl_charge *outcome) {
-  if (made.table == NULL) return -ENODEV;
+  if (shared.table == NULL) return -ENODEV;
   struct rl_limits lim;
   rlcalc_limits(key, cfg, &lim);
   int64_t month = 0;
-  int rv = rlmem_charge_month(made.table, key->digest, lim.quota, util_wall_s(), &month, outcome);
+  int rv = rlmem_charge_month(shared.table, key->digest, lim.quota, util_wall_s(), &month, outcome);
   if (rv != 0) return rv;
   memset(unit, 0, sizeof(*unit));
   if (*outcome == RL_CHARGE_TAKEN) rlcalc_reserved(unit, RL_STORE_TABLE, key->digest, month);
@@ -123,7 +124,7 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   d->reserved_in = RL_STORE_NONE;
   if (in == RL_STORE_TABLE) {
     /* Taken outside any check: no limiter counted it, and none counts its return. */
-    if (made.table != NULL) rlmem_refund(made.table, d->digest, d->reserved_month);
+    if (shared.table != NULL) rlmem_refund(shared.table, d->digest, d->reserved_month);
     return;
   }
   if (rl == NULL || in == RL_STORE_NONE) return;
