@@ -52,6 +52,8 @@ The scenario is chosen by the video id (11 characters):
 | long1500seg | normal                             | OK                                             | json3, 1,500 cues    |
 | chaptLong01 | normal                             | OK, lengthSeconds 1200, chapters (see below)   | json3, 600 cues      |
 | chaptShort1 | normal                             | OK, chapters (see below)                       | json3                |
+| chaptOnce01 | normal                             | as chaptShort1 (a video no other test asks)    | json3                |
+| chaptFail01 | normal                             | OK; its watch-next call answers 500            | json3                |
 | longHour248 | normal                             | OK                                             | json3, 248 KB body   |
 | clientRefus | normal                             | 403 for VISIONOS, OK for any other client      | json3                |
 | redirEvil01 | normal                             | 302 to https://evil.example.com/ (everyone)    | -                    |
@@ -105,7 +107,8 @@ contents, playerOverlays, then engagementPanels, each an engagementPanelSectionL
 panelIdentifier). A video of NEXT_CHAPTERS gets the chapters panel ("engagement-panel-macro-markers-description-
 chapters": macroMarkersListRenderer.contents[].macroMarkersListItemRenderer with title.simpleText, timeDescription
 and onTap.watchEndpoint.startTimeSeconds) among a comments panel and a key-moments panel of markers that are not
-chapters; any other video gets the panels without chapters. A body without videoId is 400 INVALID_ARGUMENT. Counted
+chapters; any other video gets the panels without chapters, but chaptFail01 (a playable video) a 500. A body without
+videoId is 400 INVALID_ARGUMENT. Counted
 as "POST /youtubei/v1/next <id>".
 
 The visitor data issued so far are listed under "visitors" in /__stats, with the monotonic second each was issued
@@ -469,6 +472,7 @@ def xml_escape(s):
 NEXT_CHAPTERS = {
     "chaptLong01": (1200, [("Opening", 0), ("The problem", 95), ("A first answer", 400), ("Questions \"live\"", 777)]),
     "chaptShort1": (12, [("Hello", 0), ("Caf\u00e9 talk", 2)]),
+    "chaptOnce01": (12, [("Hello", 0), ("Caf\u00e9 talk", 2)]),
 }
 
 
@@ -1100,6 +1104,10 @@ class Handler(BaseHTTPRequestHandler):
         STATS.count("POST %s %s" % (NEXT_PATH, video))
         if self.egress_blocked(NEXT_PATH):
             return
+        if video == "chaptFail01":
+            self.send_json(500, {"error": {"code": 500, "message": "Internal error encountered.",
+                                           "status": "INTERNAL"}})
+            return
         self.send_json(200, next_reply(video))
 
     def post_visitor(self, raw):
@@ -1170,7 +1178,8 @@ class Handler(BaseHTTPRequestHandler):
         origin = self.origin()
         one_en = [caption_track(video, "en", "English")]
         if video in ("capJson3xx1", "consentOk01", "capSrv1xxx1", "slowPlayer1", "truncated01", "oversizeCap",
-                     "long1500seg", "longHour248", "chaptLong01", "chaptShort1", "redirOkxxx1", "realWatch01", "realConsent",
+                     "long1500seg", "longHour248", "chaptLong01", "chaptShort1", "chaptOnce01", "chaptFail01", "redirOkxxx1", "realWatch01",
+                     "realConsent",
                      "realConsBad", "realRecapt1"):
             if video == "slowPlayer1":
                 time.sleep(SLOW_SECONDS)  # the wait is the test: a slow platform
