@@ -20,6 +20,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "fetcher/platform/chapters.h"
+#include "gateway/http/chunks.h"
 #include "testdata.h"
 
 static void read_own(const char *name, struct chapter_list *l) {
@@ -164,6 +165,69 @@ static void test_the_captures_give_their_chapters(void **state) {
   chapters_free(&l);
 }
 
+/* The chapter that a time (ms) falls in, of starts (ms, ascending). */
+static size_t chapter_at(const int64_t *starts, size_t n, int64_t ms) {
+  size_t k = 0;
+  while (k + 1 < n && starts[k + 1] <= ms) k++;
+  return k;
+}
+
+/*
+ * The chunks of a transcript of a captured video, a segment every 2 or 3 s to two minutes past its last chapter's
+ * start, cut at the capture's chapters: no chunk holds segments of two chapters, each chapter's first segment starts a
+ * chunk, and the chunks without their overlaps are the transcript's segments, each once.
+ */
+static void test_chunks_never_cross_a_captured_chapter(void **state) {
+  (void)state;
+  static const char *const names[] = {"2026-06-07/ud9d5cMDP_0-chapters.next.json",
+                                      "2026-06-07/KI7fMGRg0Wk-chapters.next.json"};
+  for (size_t c = 0; c < sizeof(names) / sizeof(names[0]); c++) {
+    struct chapter_list l;
+    parse_capture(names[c], &l);
+    assert_true(l.n > 1);
+    int64_t starts[CHAPTERS_MAX];
+    for (size_t i = 0; i < l.n; i++) starts[i] = l.items[i].start_s * 1000;
+    size_t nseg = (size_t)((starts[l.n - 1] + 120000) / 2500);
+    struct buf body = BUF_INIT;
+    assert_int_equal(buf_puts(&body, "{\"language\":\"de\",\"source\":\"captions\",\"text\":\"\",\"segments\":["), 0);
+    for (size_t i = 0; i < nseg; i++)
+      assert_int_equal(
+          buf_printf(&body, "%s{\"text\":\"satz %zu\",\"start\":%zu.5,\"duration\":2.4}", i ? "," : "", i, i * 5 / 2),
+          0);
+    assert_int_equal(buf_puts(&body, "]}"), 0);
+    struct buf out = BUF_INIT;
+    assert_int_equal(chunks_render(body.data, body.len, 500, 100, starts, l.n, &out), 0);
+    char err[128];
+    yajl_val root = yajl_tree_parse(out.data, err, sizeof(err));
+    assert_non_null(root);
+    const char *chunks_path[] = {"chunks", NULL};
+    yajl_val chunks = yajl_tree_get(root, chunks_path, yajl_t_array);
+    assert_non_null(chunks);
+    const char *first_path[] = {"first_segment", NULL}, *end_path[] = {"end_segment", NULL};
+    size_t prev_end = 0, firsts = 0;
+    for (size_t i = 0; i < chunks->u.array.len; i++) {
+      yajl_val ch = chunks->u.array.values[i];
+      size_t first = (size_t)YAJL_GET_INTEGER(yajl_tree_get(ch, first_path, yajl_t_number));
+      size_t end = (size_t)YAJL_GET_INTEGER(yajl_tree_get(ch, end_path, yajl_t_number));
+      /* Segment i starts at i * 5 / 2 whole seconds and a half, as written. */
+      int64_t first_ms = (int64_t)(first * 5 / 2) * 1000 + 500, last_ms = (int64_t)((end - 1) * 5 / 2) * 1000 + 500;
+      assert_int_equal(chapter_at(starts, l.n, first_ms), chapter_at(starts, l.n, last_ms));
+      assert_true(first <= prev_end && prev_end < end);
+      if (first == prev_end && (first == 0 || chapter_at(starts, l.n, first_ms) !=
+                                                  chapter_at(starts, l.n, (int64_t)((first - 1) * 5 / 2) * 1000 + 500)))
+        firsts++;
+      prev_end = end;
+    }
+    assert_int_equal(prev_end, nseg);
+    /* Every chapter (each holds segments: they start at most 3 s apart) begins a chunk of its own. */
+    assert_int_equal(firsts, l.n);
+    yajl_tree_free(root);
+    buf_free(&out);
+    buf_free(&body);
+    chapters_free(&l);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_our_reply_gives_the_chapters_panel_only_in_order),
@@ -172,6 +236,7 @@ int main(void) {
       cmocka_unit_test(test_a_long_title_is_cut_between_characters),
       cmocka_unit_test(test_the_next_request_names_the_video),
       cmocka_unit_test(test_the_captures_give_their_chapters),
+      cmocka_unit_test(test_chunks_never_cross_a_captured_chapter),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
