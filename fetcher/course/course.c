@@ -16,6 +16,7 @@
 #include "fetcher/captions/captions.h"
 #include "fetcher/captions/transcript.h"
 #include "fetcher/platform/browse.h"
+#include "fetcher/platform/chapters.h"
 #include "fetcher/platform/client.h"
 #include "fetcher/platform/player.h"
 #include "fetcher/platform/potoken.h"
@@ -120,6 +121,7 @@ struct flow {
    * reply's track list, METADATA its video details (BROWSE jobs read a page instead: fetch_browse).
    */
   enum proto_kind kind;
+  int chapters;   /* METADATA: and the video's chapters beside its details (one watch-next request) */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
   const char *player; /* the video's player summary handed with the job, NULL for none */
@@ -386,13 +388,19 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
-/* A metadata job on a playable reply: its video details; the first playable reply decides, as for tracks. */
-static enum verdict metadata_step(const struct flow *f, const struct player_info *pi, struct course_result *res) {
+static enum verdict chapters_step(struct flow *f, int64_t length_s, struct course_result *res);
+
+/*
+ * A metadata job on a playable reply: its video details (and its chapters when the job includes them); the first
+ * playable reply decides, as for tracks.
+ */
+static enum verdict metadata_step(struct flow *f, const struct player_info *pi, struct course_result *res) {
   int rv = player_metadata_json(pi, f->video_id, &res->body);
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
     return V_STOP;
   }
+  if (f->chapters) return chapters_step(f, pi->details.length_s, res);
   set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
   return V_DONE;
 }
@@ -959,6 +967,55 @@ void course_probe(struct course *it, size_t client, const char *video_id, struct
   buf_free(&f.resp.body);
 }
 
+/*
+ * The chapters of a metadata job that includes them: one watch-next request as the web client (whose panels hold
+ * them), through the egress that served the player reply, after the details are in res->body; the list goes in as
+ * its "chapters" member. A failure ends the job with its reason: a body without the list would say "no chapters".
+ */
+static enum verdict chapters_step(struct flow *f, int64_t length_s, struct course_result *res) {
+  const struct client_profile *c = profiles_find(&f->it->profiles.set, "WEB");
+  struct client_request r = CLIENT_REQUEST_INIT;
+  struct buf list = BUF_INIT;
+  struct chapter_list chapters = {0};
+  enum verdict v = V_STOP;
+  if (c == NULL) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_web_client");
+    goto done;
+  }
+  if (client_next_request(&r, c, f->video_id) != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+    goto done;
+  }
+  if (fetch_200(f, &r.req, res) != V_DONE) goto done;
+  int rv = chapters_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &chapters);
+  if (rv == 0) rv = chapters_json(&chapters, length_s, &list);
+  if (rv == -ENOMEM) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+  } else if (rv != 0) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_next_reply");
+  } else if (res->body.len == 0 || res->body.data[res->body.len - 1] != '}') {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "bad_metadata");
+  } else {
+    /* The details' object is reopened for one more member. */
+    res->body.len--;
+    rv = buf_puts(&res->body, ",\"chapters\":");
+    if (rv == 0) rv = buf_append(&res->body, list.data, list.len);
+    if (rv == 0) rv = buf_puts(&res->body, "}");
+    if (rv == 0 && res->body.len > VTS_MAX_TRANSCRIPT_BYTES) rv = -E2BIG;
+    if (rv != 0)
+      set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
+    else
+      set_result(res, PROTO_OK, PROTO_REASON_NONE, chapters.n > 0 ? "ok" : "no_chapters");
+    v = V_DONE;
+  }
+done:
+  if (res->outcome != PROTO_OK) buf_reset(&res->body);
+  chapters_free(&chapters);
+  client_request_free(&r);
+  buf_free(&list);
+  return v;
+}
+
 void course_fetch(struct course *it, const struct course_job *job, struct course_result *res) {
   if (job->kind == PROTO_KIND_BROWSE) {
     fetch_browse(it, job->browse_what, job->target, job->request_id, res);
@@ -974,6 +1031,7 @@ void course_fetch(struct course *it, const struct course_job *job, struct course
                    .translate = kind == PROTO_KIND_CAPTIONS ? job->translate : "",
                    .request_id = job->request_id,
                    .player = kind != PROTO_KIND_SPEECH ? job->player : NULL,
-                   .player_len = kind != PROTO_KIND_SPEECH ? job->player_len : 0};
+                   .player_len = kind != PROTO_KIND_SPEECH ? job->player_len : 0,
+                   .chapters = kind == PROTO_KIND_METADATA && (job->include & PROTO_INCLUDE_CHAPTERS)};
   run_flow(&f, res);
 }

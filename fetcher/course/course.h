@@ -69,7 +69,9 @@ struct course_result {
  * - TRACKS: the first playable reply's caption tracks and translation languages become the public tracks body
  *   (player_tracks_json), empty lists when it has none.
  * - METADATA: as TRACKS, the first playable reply's video details (title, channel, length...) become the public
- *   metadata body (player_metadata_json).
+ *   metadata body (player_metadata_json); with PROTO_INCLUDE_CHAPTERS in include, with a "chapters" member read from
+ *   one watch-next request (fetcher/platform/chapters.h) after the player reply (or the summary handed); a failure of
+ *   that request is the job's.
  * - SPEECH: a playable reply's audio goes to the speech pipeline (fetcher/speech/speech.h) through the job's proxy,
  *   and the result is the final public JSON with source "speech". Outcomes as speech_transcribe_via's, or the
  *   player's refusals as for captions.
@@ -95,6 +97,7 @@ struct course_job {
   size_t player_len;
   uint8_t browse_what; /* BROWSE: enum proto_browse_what */
   const char *target;  /* BROWSE: the playlist id, channel id or continuation token */
+  uint8_t include;     /* METADATA: bits of enum proto_include */
 };
 
 /*

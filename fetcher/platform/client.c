@@ -8,6 +8,7 @@
 
 #include "common/util.h"
 #include "fetcher/platform/browse.h"
+#include "fetcher/platform/chapters.h"
 #include "fetcher/readers/jsonstream.h"
 #include "proto/proto.h"
 
@@ -365,6 +366,15 @@ int client_browse_request(struct client_request *r, const struct client_profile 
       rv = browse_request_body(c, NULL, NULL, what == PROTO_BROWSE_PLAYLIST ? token.data : target, &r->body);
   }
   buf_free(&token);
+  if (rv != 0) return rv;
+  put_post(r, c, "");
+  return 0;
+}
+
+int client_next_request(struct client_request *r, const struct client_profile *c, const char *video_id) {
+  int rv = buf_printf(&r->url, "https://%s" CHAPTERS_NEXT_PATH "?prettyPrint=false", c->host);
+  if (rv == 0) rv = client_user_agent(c, &r->ua);
+  if (rv == 0) rv = chapters_next_body(c, video_id, &r->body);
   if (rv != 0) return rv;
   put_post(r, c, "");
   return 0;

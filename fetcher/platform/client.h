@@ -127,6 +127,9 @@ int client_browse_request(struct client_request *r, const struct client_profile 
  */
 int client_watch_request(struct client_request *r, const char *video_id, const char *cookie);
 
+/* The web client c's watch-next call for video_id (whose panels hold the chapters). Returns 0 or -ENOMEM. */
+int client_next_request(struct client_request *r, const struct client_profile *c, const char *video_id);
+
 /*
  * A caption track's call: a GET of client_timedtext_url(up, base_url, tlang, pot, client_name) as user_agent (borrowed:
  * it must outlive r, the player call's), with cookie (NULL for none). Returns 0 or an error of client_timedtext_url.

@@ -207,7 +207,8 @@ static void run_kind(struct job_runner *r, const struct proto_job *job, uint64_t
                             .player = job->player,
                             .player_len = job->player_len,
                             .browse_what = job->browse_what,
-                            .target = target};
+                            .target = target,
+                            .include = job->include};
     course_fetch(r->it, &cj, out);
   }
   free(target);
