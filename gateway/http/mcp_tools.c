@@ -278,6 +278,7 @@ static int cursor_read(struct mcp_call *c, const char *s, size_t len) {
 static const char *str_of(yajl_val v) { return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL; }
 
 /*
+ * Over 80 lines: the tools' argument table and each argument's check in one pass, in the order the errors name them.
  * Reads args (NULL: none) into c for its tool. Returns NULL, or the -32602 message naming the argument.
  */
 static const char *read_args(struct mcp_call *c, yajl_val args) {
