@@ -609,6 +609,7 @@ static void read_hook(sqlite3_stmt *st, void *row) {
   copy_column(st, 6, out->key_id, sizeof(out->key_id));
 }
 
+/* hook_take and page_take are rows of the takes' table: alike in shape, each its own query and lease. */
 static const struct take hook_take = {
     .out_size = sizeof(struct jobstore_hook),
     .sql =
