@@ -319,6 +319,7 @@ static void act_close_fetcher(void *ctx, uint64_t fetcher) {
   nng_pipe_close(pipe_of(fetcher));
 }
 
+/* The Redis actions of the core's ops table: one call each, alike in shape only (each forwards its own arguments). */
 static void act_redis_get(void *ctx, uint64_t job_id, const char *video_id, const char *key) {
   struct dispatcher *d = ctx;
   rcache_get(d->rcache, job_id, video_id, key);
@@ -561,7 +562,10 @@ static void metrics_publish_dispatcher(const struct dispatcher_stats *st) {
 
 /* ---- process ---- */
 
-/* The signals the process takes: the stop (SIGTERM, SIGINT) and SIGHUP, which is the workers' business. */
+/*
+ * The signals the process takes: the stop (SIGTERM, SIGINT) and SIGHUP, which is the workers' business. Built as the
+ * worker builds its own set: alike in shape, other signals for another process.
+ */
 static void stop_signals(sigset_t *set) {
   sigemptyset(set);
   sigaddset(set, SIGTERM);
