@@ -60,10 +60,6 @@ void jobstore_close(struct jobstore *js) {
 
 const char *jobstore_backend(const struct jobstore *js) { return js->ops->name; }
 
-uint64_t jobstore_idle_poll_ms(const struct jobstore *js, uint64_t local_ms) {
-  return js->ops->remote ? JOBSTORE_REMOTE_POLL_MS : local_ms;
-}
-
 const char *jobstore_taker(const struct jobstore *js) { return js->ops->taker != NULL ? js->ops->taker(js->self) : ""; }
 
 int jobstore_charges(const struct jobstore *js) { return js->ops->charges; }

@@ -38,21 +38,13 @@ void jobstore_close(struct jobstore *js);
 int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen);
 /*
  * The store the configuration names: Redis with VTS_REDIS_URL (keeping ended jobs VTS_JOB_TTL_S), else SQLite at
- * VTS_STATE_DIR/jobs.db (the directory made when missing). timeout_ms bounds each connect and reply of Redis,
- * the longest the caller's loop may wait on it (VTS_JOBS_REDIS_TIMEOUT_MS for a worker, a shorter
- * VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS for the dispatcher, whose loop also carries every synchronous request). Returns 0,
- * or a negative errno with err saying why.
+ * VTS_STATE_DIR/jobs.db (the directory made when missing). timeout_ms bounds each connect and reply of Redis
+ * (VTS_JOBS_REDIS_TIMEOUT_MS), the longest its caller waits on it; the dispatcher calls from a thread of its own
+ * (storeq.h). Returns 0, or a negative errno with err saying why.
  */
 int jobstore_open_config(const struct vts_config *cfg, int timeout_ms, struct jobstore **out, char *err, size_t errlen);
 /* "sqlite" or "redis". */
 const char *jobstore_backend(const struct jobstore *js);
-/*
- * How often a loop that found nothing to do asks the store again: local_ms for SQLite (a read of a local file), and
- * JOBSTORE_REMOTE_POLL_MS for Redis, whose every question is a round trip the asking loop waits for (the dispatcher's
- * loop carries every synchronous request too).
- */
-#define JOBSTORE_REMOTE_POLL_MS 1000
-uint64_t jobstore_idle_poll_ms(const struct jobstore *js, uint64_t local_ms);
 /* This handle's name as a taker of items (Redis: its consumer in the work stream's group), "" when it has none. */
 const char *jobstore_taker(const struct jobstore *js);
 
