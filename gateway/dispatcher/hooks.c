@@ -182,7 +182,8 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
     h->next_scan_ms = now + HOOKS_SCAN_MS;
     scan(h);
   }
-  uint64_t wake = h->next_scan_ms;
+  /* A scan still in flight: looked at again after HOOKS_POLL_MS, never at a time already past. */
+  uint64_t wake = h->next_scan_ms > now ? h->next_scan_ms : now + HOOKS_POLL_MS;
   /* The pump runs after every batch of the loop's events: the store's write lock is not taken at that pace. */
   if (h->taking) return wake; /* its answer asks for the next pump */
   if (now < h->next_take_ms) return h->next_take_ms < wake ? h->next_take_ms : wake;

@@ -753,7 +753,11 @@ uint64_t runner_hold(struct runner *r, uint64_t now) {
         free(c);
     }
   }
-  return r->next_keepalive_ms;
+  /*
+   * A renewal still in flight is due again once answered, not sooner: never a time already past, which would make the
+   * loop's timer fire again at once, before the loop reads the answer.
+   */
+  return r->next_keepalive_ms > now ? r->next_keepalive_ms : now + RUNNER_POLL_MS;
 }
 
 /* Fills c's names passed over for a pass (ahead or not) from the runner's state now. */
@@ -887,7 +891,7 @@ static void expire_some(struct runner *r, uint64_t now) {
 uint64_t runner_pump(struct runner *r, uint64_t now) {
   uint64_t wake = runner_hold(r, now);
   expire_some(r, now);
-  if (!r->expiring && r->next_expire_ms < wake) wake = r->next_expire_ms;
+  if (!r->expiring && r->next_expire_ms > now && r->next_expire_ms < wake) wake = r->next_expire_ms;
   if (now + RUNNER_POLL_MS < wake) wake = now + RUNNER_POLL_MS;
   keys_refresh(r, now);
   stop_gone(r);
