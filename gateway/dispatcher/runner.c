@@ -685,7 +685,9 @@ static void take_over(struct take_call *c) {
 /* runs on the store's thread */
 static void reserve_work(struct jobstore *js, void *arg) {
   struct take_call *c = arg;
-  c->rv = jobstore_reserve(js, c->it->task.job_id, c->it->task.seq, &c->it->charge);
+  enum jobstore_reserved got = JOBSTORE_RESERVED_USED_UP;
+  c->rv = jobstore_reserve(js, c->it->task.job_id, c->it->task.seq, &c->it->charge, &got);
+  if (c->rv == 0) c->rv = got == JOBSTORE_RESERVED_HELD ? HOLD_HELD : HOLD_USED_UP;
 }
 
 static void reserve_done(void *arg) {
@@ -696,7 +698,7 @@ static void reserve_done(void *arg) {
     take_over(c);
     return;
   }
-  if (c->rv == 1) it->unit = UNIT_STORE;
+  if (c->rv == HOLD_HELD) it->unit = UNIT_STORE;
   /* A job gone meanwhile: the item's end finds nothing to record. */
   start_held(c->r, util_now_ms(), it, c->rv == -ENOENT ? HOLD_USED_UP : c->rv);
   take_over(c);

@@ -116,10 +116,15 @@ int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, 
 /*
  * With a backend that holds the month's counters (jobstore_charges): holds one unit of charge's counter for the
  * running item seq of job_id before its platform request, unless the month is used up. The unit is marked on the item:
- * a runner that claims it from a dead one holds it already. Returns 1 (held: jobstore_done keeps it with the answer),
- * 0 (the month is used up), -ENOENT (no such job), -EIO (the store did not answer), -ENOTSUP (another backend).
+ * a runner that claims it from a dead one holds it already. Returns 0 with what happened in *out, -ENOENT (no such
+ * job), -EIO (the store did not answer), -ENOTSUP (another backend).
  */
-int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
+enum jobstore_reserved {
+  JOBSTORE_RESERVED_HELD,   /* held (or held already): jobstore_done keeps it with the answer */
+  JOBSTORE_RESERVED_USED_UP /* the month is used up: nothing held */
+};
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge,
+                     enum jobstore_reserved *out);
 /* Gives back the unit jobstore_reserve held for the item, once: it ended without a transcript. 0, -EIO, -ENOTSUP. */
 int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,
