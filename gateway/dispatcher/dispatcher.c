@@ -362,6 +362,7 @@ static void publish_stats(struct dispatcher *d) {
   struct dispatcher_stats st;
   core_stats(d->core, &st);
   hooks_stats(d->hooks, &st);
+  runner_stats(d->runner, &st);
   st.link_handshake_failures = d->handshakes.failed;
   metrics_publish_dispatcher(&st);
 }

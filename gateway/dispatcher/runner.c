@@ -585,6 +585,10 @@ void runner_kick(struct runner *r) { kick(r); }
 
 int runner_closing(const struct runner *r) { return r->closing; }
 
+void runner_stats(const struct runner *r, struct dispatcher_stats *st) {
+  if (r != NULL) st->store_calls = storeq_depth(r->q);
+}
+
 struct fair *runner_fair(struct runner *r) {
   return r->fair;
 }

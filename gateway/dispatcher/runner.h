@@ -96,6 +96,8 @@ struct storeq *runner_storeq(struct runner *r);
 void runner_kick(struct runner *r);
 /* Whether runner_free has begun: a store call answered now starts nothing. */
 int runner_closing(const struct runner *r);
+/* Sets the runner's gauges of st (store_calls: its store queue's depth); NULL sets none. */
+void runner_stats(const struct runner *r, struct dispatcher_stats *st);
 /* The shares of batch work between keys (fair.h), which the webhook tries count in too (borrowed). */
 struct fair *runner_fair(struct runner *r);
 /* The batch slots now: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers, at least 1 (0 with none or 0 %). */

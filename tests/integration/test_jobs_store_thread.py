@@ -13,7 +13,7 @@ from redisserver import Redis
 from stack import UNLIMITED, Fetchers, harness
 from test_jobs_redis import JOBKEY, start_job, wait_done
 from test_jobs_run import call as jobs_call
-from vtsproc import wait_for, write_keyfile
+from vtsproc import scrape, wait_for, write_keyfile
 
 KEYS = [("jobs", JOBKEY, "active", 100000, 60, 100000)]
 # The bound of the time from a job's 202 on one gateway to its first platform request from the other's fetchers,
@@ -137,6 +137,9 @@ def test_a_frozen_redis_delays_only_the_jobs_and_they_end_once_it_answers(tmp_pa
         assert job["counts"] == {"queued": 0, "running": 0, "done": 200, "failed": 0, "cancelled": 0}
         reqs = upstream.stats()["requests"]
         assert all(reqs.get("POST /youtubei/v1/player " + v, 0) == 1 for v in ids), "a video was fetched twice"
+        # The store queue's depth is a gauge, back to nothing once the runner is idle (a take every 50 ms may be in flight).
+        assert "# TYPE vts_jobs_store_calls gauge\n" in scrape(gw.metrics_port)
+        assert wait_for(lambda: gw.metric("vts_jobs_store_calls") == 0, 5)
     finally:
         if fetchers is not None:
             fetchers.stop()
