@@ -55,8 +55,7 @@ struct runner_item {
   int64_t page_read;                 /* the page's number in its list */
   char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
   enum unit_kind unit;
-  struct key_entry unit_key;     /* its key when the unit was held: a later key file may no longer name it */
-  int64_t month;                 /* UNIT_TABLE: the month of the limiter's shared table it was held in */
+  struct rl_decision table_unit; /* UNIT_TABLE: the unit of the limiter's shared table (its key's digest, its month) */
   struct jobstore_charge charge; /* UNIT_STORE: the store's month counter it was held in */
 };
 
@@ -104,8 +103,7 @@ struct store_write {
    * W_UNRESERVE) or when W_DONE finds the item no longer running; UNIT_TABLE, in that last case, on the loop.
    */
   enum unit_kind unit;
-  struct key_entry unit_key;
-  int64_t month;
+  struct rl_decision table_unit;
   struct jobstore_charge charge;
   const char *code, *message; /* W_FAIL: static strings */
   char *body;                 /* W_DONE: the answer (a copy) */
@@ -325,7 +323,7 @@ static void write_done(void *arg) {
   if (w->unreserve_rv != 0)
     log_msg(LOG_WARN, "a batch item's unit of the month not given back", "job_id", w->job_id, NULL);
   /* A transcript delivered to no one: its unit of the shared table goes back (the store's went back on its thread). */
-  if (w->op == W_DONE && w->rv == -ENOENT && w->unit == UNIT_TABLE) ratelimit_give_back(&w->unit_key, w->month);
+  if (w->op == W_DONE && w->rv == -ENOENT && w->unit == UNIT_TABLE) ratelimit_refund(NULL, &w->table_unit);
   char num[24];
   if (w->op == W_PAGE_END || w->op == W_PAGE_RETRY) {
     if (w->op == W_PAGE_END && w->rv == 0 && w->why == NULL && w->next != NULL) {
@@ -358,7 +356,7 @@ static void write_submit(struct runner *r, struct store_write *w, const char *jo
  */
 static void give_back_unit(struct runner_item *it, struct store_write *w) {
   if (it->unit == UNIT_TABLE) {
-    ratelimit_give_back(&it->unit_key, it->month);
+    ratelimit_refund(NULL, &it->table_unit);
   } else if (it->unit == UNIT_STORE && w != NULL) {
     w->unit = UNIT_STORE;
     w->charge = it->charge;
@@ -537,7 +535,6 @@ enum { HOLD_USED_UP = 0, HOLD_HELD = 1, HOLD_ASK_STORE = 2 };
 static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
   const struct key_entry *key = key_named(r, it->task.key_id);
   if (key == NULL) return HOLD_USED_UP;
-  it->unit_key = *key;
   int rv = 0;
   if (jobstore_charges(storeq_store(r->q))) {
     struct jobstore_charge *c = &it->charge;
@@ -545,7 +542,7 @@ static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
     return rv == 0 ? HOLD_ASK_STORE : rv;
   }
   enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
-  rv = ratelimit_charge_month(r->cfg, key, &it->month, &charged);
+  rv = ratelimit_charge_month(r->cfg, key, &it->table_unit, &charged);
   if (rv < 0) return rv;
   if (charged == RL_CHARGE_QUOTA_USED_UP) return HOLD_USED_UP;
   it->unit = UNIT_TABLE;
@@ -1023,8 +1020,7 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
       if (res->body_len > 0) memcpy(sw->body, res->body, res->body_len);
       sw->len = res->body_len;
       sw->unit = it->unit;
-      sw->unit_key = it->unit_key;
-      sw->month = it->month;
+      sw->table_unit = it->table_unit;
       sw->charge = it->charge;
     }
     write_submit(r, sw, t->job_id);
