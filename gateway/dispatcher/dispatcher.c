@@ -367,6 +367,7 @@ static void publish_stats(struct dispatcher *d) {
   struct dispatcher_stats st;
   core_stats(d->core, &st);
   hooks_stats(d->hooks, &st);
+  runner_stats(d->runner, &st);
   st.link_handshake_failures = d->handshakes.failed;
   metrics_publish_dispatcher(&st);
 }
@@ -415,6 +416,12 @@ static void settle(struct dispatcher *d) {
 }
 
 static void on_timer(uv_timer_t *t) { settle(t->data); }
+
+/* A job store call answered: the runner may start more, at the loop's next turn (kicks in one turn coalesce). */
+static void kick_runner(void *arg) {
+  struct dispatcher *d = arg;
+  uv_timer_start(&d->timer, on_timer, 0, 0);
+}
 
 /*
  * A gateway without fetchers answers /health but every transcript waits for its deadline and fails: say why, once,
@@ -626,10 +633,11 @@ static void teardown(struct dispatcher *d) {
   d->rcache = NULL;
   core_free(d->core);
   d->core = NULL;
-  hooks_free(d->hooks);
-  d->hooks = NULL;
+  /* The runner's store queue runs what is queued, the webhooks' calls too, before the hooks go. */
   runner_free(d->runner);
   d->runner = NULL;
+  hooks_free(d->hooks);
+  d->hooks = NULL;
   while (d->slots.next != &d->slots) slot_free(d->slots.next);
   if (d->faio != NULL) nng_aio_free(d->faio);
   d->faio = NULL;
@@ -726,7 +734,7 @@ static int start_core(struct dispatcher *d, struct start_err *e) {
     snprintf(e->msg, sizeof(e->msg), "out of memory");
     return -ENOMEM;
   }
-  d->runner = runner_new(d->cfg, d->core);
+  d->runner = runner_new(d->cfg, d->core, &d->loop, kick_runner, d);
   if (d->runner != NULL) d->hooks = hooks_new(d->cfg, d->core, d->runner);
   return 0;
 }
