@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <llhttp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ struct job_request {
   char playlist[VTS_PLAYLIST_ID_MAX + 1];
   char channel[VTS_CHANNEL_ID_LEN + 1];
   int64_t cap;
+  int limited; /* a limit was given */
 };
 
 /* One jobs request across the limiter's answer (and, for a playlist or channel, across its first page's reading). */
@@ -81,16 +83,6 @@ struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
 
 /* ---- POST /v1/jobs: the body ---- */
 
-/* The members POST /v1/jobs knows. */
-static const char *const job_members[] = {"video_ids", "playlist_id", "channel_id",  "limit", "language",
-                                          "translate", "format",      "webhook_url", NULL};
-
-static int known_member(const char *name) {
-  for (int i = 0; job_members[i] != NULL; i++)
-    if (strcmp(job_members[i], name) == 0) return 1;
-  return 0;
-}
-
 /*
  * A number that is an integer by JSON Schema's "integer" (its value has no fraction: 2, 2.0 and 1e2 alike, as JSON
  * writers emit them) into out. Returns 0, or -EINVAL for anything else, a fraction or a value out of int64's range.
@@ -110,148 +102,151 @@ static int json_integer(yajl_val v, int64_t *out) {
 /* A string member's value, or NULL when it is not a string. */
 static const char *str_of(yajl_val v) { return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL; }
 
+struct job_member;
 /*
- * Reads a language member (language or translate) into out; on a bad one, msg and bad (the code the transcript
- * endpoint answers for the same value: invalid_language).
+ * Sets a member's value v into jr (cfg: the bounds a row takes from the configuration). Returns API_OK, or the
+ * member's error with msg (JOBS_MSG_BYTES) saying what is wrong, "" when the error's own message says it.
  */
-static enum api_error read_language(const char *name, enum api_error bad, yajl_val v, char *out, size_t cap,
-                                    char *msg) {
+typedef enum api_error job_member_set(const struct job_member *m, const struct vts_config *cfg, yajl_val v,
+                                      struct job_request *jr, char *msg);
+
+/* When a member is checked: where it stands in the body, or after the source is known (in the table's order). */
+enum job_member_when { MEMBER_IN_PLACE, MEMBER_AFTER_SOURCE };
+
+/* Which source a member names: a job has exactly one (400 job_source otherwise). */
+enum job_member_source { SOURCE_NONE = 0, SOURCE_IDS, SOURCE_LIST };
+
+/*
+ * One member of a job request, as one row of Redis's config table is one directive: its name, when it is checked,
+ * its setter (which also checks its type), and for a string the field it fills and its check, or for an integer its
+ * least value (the largest comes from the configuration).
+ */
+struct job_member {
+  const char *name;
+  enum job_member_when when;
+  enum job_member_source source;
+  job_member_set *set;
+  size_t field; /* set_string: offsetof the field in struct job_request */
+  size_t size;  /* its size, the terminating NUL included */
+  int (*valid)(const char *s, size_t len);
+  enum api_error bad; /* the code of a bad value */
+  const char *bad_msg;
+  int64_t min; /* set_limit: the least value */
+};
+
+static job_member_set set_string, set_format, set_limit, set_webhook_url, set_video_ids;
+
+#define JOBS_STR_(x) #x
+#define JOBS_STR(x) JOBS_STR_(x)
+#define JOBS_LANGUAGE_RULE " must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$."
+
+/* The members of POST /v1/jobs. The order of the MEMBER_AFTER_SOURCE rows is the order their errors are answered. */
+static const struct job_member job_members[] = {
+    {"playlist_id", MEMBER_IN_PLACE, SOURCE_LIST, set_string, offsetof(struct job_request, playlist),
+     VTS_PLAYLIST_ID_MAX + 1, ident_playlist_id_valid, API_ERR_INVALID_MEMBER,
+     "playlist_id must be 2 to " JOBS_STR(VTS_PLAYLIST_ID_MAX) " characters of A-Z, a-z, 0-9, _ or -.", 0},
+    {"channel_id", MEMBER_IN_PLACE, SOURCE_LIST, set_string, offsetof(struct job_request, channel),
+     VTS_CHANNEL_ID_LEN + 1, ident_channel_id_valid, API_ERR_INVALID_MEMBER,
+     "channel_id must be a channel id: UC and 22 characters of A-Z, a-z, 0-9, _ or -.", 0},
+    {"language", MEMBER_IN_PLACE, SOURCE_NONE, set_string, offsetof(struct job_request, language),
+     sizeof(((struct job_request *)0)->language), ident_language_valid, API_ERR_INVALID_LANGUAGE,
+     "language" JOBS_LANGUAGE_RULE, 0},
+    {"translate", MEMBER_IN_PLACE, SOURCE_NONE, set_string, offsetof(struct job_request, translate),
+     sizeof(((struct job_request *)0)->translate), ident_language_valid, API_ERR_INVALID_TRANSLATE,
+     "translate" JOBS_LANGUAGE_RULE, 0},
+    {"format", MEMBER_IN_PLACE, SOURCE_NONE, set_format, 0, 0, NULL, API_ERR_INVALID_MEMBER,
+     "format must be one of " RENDER_FORMAT_NAMES ".", 0},
+    {"limit", MEMBER_AFTER_SOURCE, SOURCE_NONE, set_limit, 0, 0, NULL, API_ERR_INVALID_MEMBER, NULL, 1},
+    {"webhook_url", MEMBER_AFTER_SOURCE, SOURCE_NONE, set_webhook_url, 0, 0, NULL, API_ERR_INVALID_MEMBER, NULL, 0},
+    {"video_ids", MEMBER_AFTER_SOURCE, SOURCE_IDS, set_video_ids, 0, 0, NULL, API_ERR_INVALID_MEMBER,
+     "video_ids must be a non-empty array of video ids or video URLs.", 0},
+};
+
+#define JOB_NMEMBERS (sizeof(job_members) / sizeof(job_members[0]))
+
+static const struct job_member *find_member(const char *name) {
+  for (size_t i = 0; i < JOB_NMEMBERS; i++)
+    if (strcmp(job_members[i].name, name) == 0) return &job_members[i];
+  return NULL;
+}
+
+/* A string member checked by its row's valid into its row's field (language, translate, playlist_id, channel_id). */
+static enum api_error set_string(const struct job_member *m, const struct vts_config *cfg, yajl_val v,
+                                 struct job_request *jr, char *msg) {
+  (void)cfg;
   const char *s = str_of(v);
-  if (s == NULL || !ident_language_valid(s, strlen(s)) || strlen(s) >= cap) {
-    snprintf(msg, JOBS_MSG_BYTES, "%s must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.", name);
-    return bad;
+  size_t len = s != NULL ? strlen(s) : 0;
+  if (s == NULL || len >= m->size || !m->valid(s, len)) {
+    util_copy_str(msg, JOBS_MSG_BYTES, m->bad_msg);
+    return m->bad;
   }
-  util_copy_str(out, cap, s);
+  memcpy((char *)jr + m->field, s, len + 1);
+  return API_OK;
+}
+
+static enum api_error set_format(const struct job_member *m, const struct vts_config *cfg, yajl_val v,
+                                 struct job_request *jr, char *msg) {
+  (void)cfg;
+  const char *s = str_of(v);
+  if (s == NULL || render_format_from_name(s, strlen(s), &jr->format) != 0) {
+    util_copy_str(msg, JOBS_MSG_BYTES, m->bad_msg);
+    return m->bad;
+  }
+  return API_OK;
+}
+
+/* limit: from the row's least to VTS_JOB_MAX_ITEMS, the job's cap in place of VTS_JOB_MAX_ITEMS. */
+static enum api_error set_limit(const struct job_member *m, const struct vts_config *cfg, yajl_val v,
+                                struct job_request *jr, char *msg) {
+  int64_t n = 0;
+  if (json_integer(v, &n) != 0 || n < m->min || n > cfg->job_max_items) {
+    snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer from %lld to %lld (VTS_JOB_MAX_ITEMS).", (long long)m->min,
+             (long long)cfg->job_max_items);
+    return m->bad;
+  }
+  jr->cap = n;
+  jr->limited = 1;
   return API_OK;
 }
 
 /*
- * Reads webhook_url into out (VTS_WEBHOOK_URL_MAX_BYTES + 1): a string that hookurl_check accepts with the allow list
- * of VTS_WEBHOOK_ALLOW (checked at start, so it parses). An API_ERR with msg on a bad one.
+ * webhook_url: a string that hookurl_check accepts with the allow list of VTS_WEBHOOK_ALLOW (checked at start, so it
+ * parses). A malformed one is the row's code, a refused one webhook_refused.
  */
-static enum api_error read_webhook_url(const struct vts_config *cfg, yajl_val v, char *out, char *msg) {
+static enum api_error set_webhook_url(const struct job_member *m, const struct vts_config *cfg, yajl_val v,
+                                      struct job_request *jr, char *msg) {
   struct netaddr_allow allow;
   char why[128];
   if (netaddr_allow_parse(cfg->webhook_allow, &allow, why, sizeof(why)) != 0) allow.n = 0;
   const char *s = str_of(v);
   size_t len = s != NULL ? strlen(s) : 0;
   enum hookurl_verdict verdict = hookurl_check(s, len, &allow, msg, JOBS_MSG_BYTES);
-  if (verdict == HOOKURL_MALFORMED) return API_ERR_INVALID_MEMBER;
+  if (verdict == HOOKURL_MALFORMED) return m->bad;
   if (verdict == HOOKURL_REFUSED) return API_ERR_WEBHOOK_REFUSED;
-  memcpy(out, s, len + 1);
+  memcpy(jr->webhook_url, s, len + 1);
   return API_OK;
 }
 
-/* The deepest nesting a job request has (jsonshape_ok refuses deeper bodies before yajl sees them). */
-enum { JOB_BODY_MAX_DEPTH = 8 };
-
 /*
- * Checks the body of POST /v1/jobs into jr. Returns API_OK, or the error with msg naming the member (msg "" when
- * the row's own message says it). Members are checked in a fixed order: the JSON, unknown members, the source
- * (exactly one of video_ids, playlist_id, channel_id), the options, then video_ids entry by entry.
+ * video_ids, entry by entry: every entry read first (a bad one left "" and remembered), then folded, then taken in
+ * order up to the job's cap (past it: the rest is not asked for when a limit was given, else 400 too_many_items).
  */
-/* Over 80 lines: the members' checks in the one order the contract answers their errors (test_jobs_api asserts it). */
-static enum api_error read_job_request(const struct vts_config *cfg, const char *body, size_t len,
-                                       struct job_request *jr, char *msg) {
-  msg[0] = '\0';
-  char errbuf[128];
-  if (body == NULL || len == 0 || !jsonshape_ok(body, len, JOB_BODY_MAX_DEPTH)) return API_ERR_INVALID_JSON;
-  yajl_val root = yajl_tree_parse(body, errbuf, sizeof(errbuf));
-  if (root == NULL || !YAJL_IS_OBJECT(root)) {
-    yajl_tree_free(root);
-    return API_ERR_INVALID_JSON;
+static enum api_error set_video_ids(const struct job_member *m, const struct vts_config *cfg, yajl_val v,
+                                    struct job_request *jr, char *msg) {
+  if (!YAJL_IS_ARRAY(v) || v->u.array.len == 0) {
+    util_copy_str(msg, JOBS_MSG_BYTES, m->bad_msg);
+    return m->bad;
   }
-  enum api_error e = API_OK;
-  yajl_val video_ids = NULL, limit = NULL, webhook = NULL;
-  int sources = 0, playlist = 0;
-  size_t nkeys = root->u.object.len;
-  for (size_t i = 0; i < nkeys && e == API_OK; i++) {
-    const char *k = root->u.object.keys[i];
-    yajl_val v = root->u.object.values[i];
-    for (size_t j = 0; j < i; j++) {
-      if (strcmp(root->u.object.keys[j], k) == 0) {
-        snprintf(msg, JOBS_MSG_BYTES, "%.40s is given more than once.", k);
-        e = API_ERR_INVALID_MEMBER;
-      }
-    }
-    if (e != API_OK) break;
-    if (!known_member(k)) {
-      snprintf(msg, JOBS_MSG_BYTES, "%.40s is not a member of a job request.", k);
-      e = API_ERR_INVALID_MEMBER;
-    } else if (strcmp(k, "video_ids") == 0) {
-      video_ids = v;
-      sources++;
-    } else if (strcmp(k, "playlist_id") == 0) {
-      const char *id = str_of(v);
-      if (id == NULL || !ident_playlist_id_valid(id, strlen(id))) {
-        snprintf(msg, JOBS_MSG_BYTES, "playlist_id must be 2 to %d characters of A-Z, a-z, 0-9, _ or -.",
-                 VTS_PLAYLIST_ID_MAX);
-        e = API_ERR_INVALID_MEMBER;
-      } else {
-        util_copy_str(jr->playlist, sizeof(jr->playlist), id);
-      }
-      playlist = 1;
-      sources++;
-    } else if (strcmp(k, "channel_id") == 0) {
-      const char *id = str_of(v);
-      if (id == NULL || !ident_channel_id_valid(id, strlen(id))) {
-        snprintf(msg, JOBS_MSG_BYTES,
-                 "channel_id must be a channel id: UC and 22 characters of A-Z, a-z, 0-9, _ or -.");
-        e = API_ERR_INVALID_MEMBER;
-      } else {
-        util_copy_str(jr->channel, sizeof(jr->channel), id);
-      }
-      playlist = 1;
-      sources++;
-    } else if (strcmp(k, "limit") == 0) {
-      limit = v;
-    } else if (strcmp(k, "language") == 0) {
-      e = read_language("language", API_ERR_INVALID_LANGUAGE, v, jr->language, sizeof(jr->language), msg);
-    } else if (strcmp(k, "translate") == 0) {
-      e = read_language("translate", API_ERR_INVALID_TRANSLATE, v, jr->translate, sizeof(jr->translate), msg);
-    } else if (strcmp(k, "format") == 0) {
-      const char *s = str_of(v);
-      if (s == NULL || render_format_from_name(s, strlen(s), &jr->format) != 0) {
-        snprintf(msg, JOBS_MSG_BYTES, "format must be one of %s.", RENDER_FORMAT_NAMES);
-        e = API_ERR_INVALID_MEMBER;
-      }
-    } else if (strcmp(k, "webhook_url") == 0) {
-      webhook = v;
-    }
+  size_t len_in = v->u.array.len;
+  jr->ids = calloc(len_in, sizeof(*jr->ids));
+  unsigned char *flag = calloc(len_in, 2);
+  if (jr->ids == NULL || flag == NULL) {
+    free(flag);
+    return API_ERR_SERVICE_UNAVAILABLE;
   }
-  if (e == API_OK && sources != 1) e = API_ERR_JOB_SOURCE;
-  int64_t cap = cfg->job_max_items;
-  if (e == API_OK && limit != NULL) {
-    int64_t n = 0;
-    if (json_integer(limit, &n) != 0 || n < 1 || n > cap) {
-      snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer from 1 to %lld (VTS_JOB_MAX_ITEMS).", (long long)cap);
-      e = API_ERR_INVALID_MEMBER;
-    } else {
-      cap = n;
-    }
-  }
-  jr->cap = cap;
-  if (e == API_OK && webhook != NULL) e = read_webhook_url(cfg, webhook, jr->webhook_url, msg);
-  /* A playlist's or channel's videos are read from the platform, not from the body. */
-  if (e == API_OK && playlist) {
-    yajl_tree_free(root);
-    return e;
-  }
-  if (e == API_OK && (!YAJL_IS_ARRAY(video_ids) || video_ids->u.array.len == 0)) {
-    snprintf(msg, JOBS_MSG_BYTES, "video_ids must be a non-empty array of video ids or video URLs.");
-    e = API_ERR_INVALID_MEMBER;
-  }
-  /* Every entry read first (a bad one left "" and remembered), then folded, then taken in order. */
-  size_t len_in = e == API_OK ? video_ids->u.array.len : 0;
-  unsigned char *flag = NULL;
-  if (e == API_OK) {
-    jr->ids = calloc(len_in, sizeof(*jr->ids));
-    flag = calloc(len_in, 2);
-    if (jr->ids == NULL || flag == NULL) e = API_ERR_SERVICE_UNAVAILABLE;
-  }
-  unsigned char *bad = flag, *dup = flag != NULL ? flag + len_in : NULL;
-  for (size_t i = 0; e == API_OK && i < len_in; i++) {
-    const char *s = str_of(video_ids->u.array.values[i]);
+  unsigned char *bad = flag, *dup = flag + len_in;
+  for (size_t i = 0; i < len_in; i++) {
+    const char *s = str_of(v->u.array.values[i]);
     size_t sl = s != NULL ? strlen(s) : 0;
     char *id = jr->ids[i];
     if (s != NULL && ident_video_id_valid(s, sl)) {
@@ -262,8 +257,8 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
       bad[i] = 1;
     }
   }
-  if (e == API_OK && idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, len_in, dup) != 0)
-    e = API_ERR_SERVICE_UNAVAILABLE;
+  enum api_error e = API_OK;
+  if (idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, len_in, dup) != 0) e = API_ERR_SERVICE_UNAVAILABLE;
   for (size_t i = 0; e == API_OK && i < len_in; i++) {
     if (bad[i]) {
       snprintf(msg, JOBS_MSG_BYTES, "video_ids[%zu] is neither a video id nor a recognised video URL.", i);
@@ -271,8 +266,8 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
       break;
     }
     if (dup[i]) continue; /* a duplicate: folded into its first place */
-    if ((int64_t)jr->n == cap) {
-      if (limit != NULL && cap < cfg->job_max_items) break; /* limit reached: the rest is not asked for */
+    if ((int64_t)jr->n == jr->cap) {
+      if (jr->limited && jr->cap < cfg->job_max_items) break; /* limit reached: the rest is not asked for */
       snprintf(msg, JOBS_MSG_BYTES, "video_ids holds more than %lld distinct videos (VTS_JOB_MAX_ITEMS).",
                (long long)cfg->job_max_items);
       e = API_ERR_TOO_MANY_ITEMS;
@@ -282,6 +277,69 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
     jr->n++;
   }
   free(flag);
+  return e;
+}
+
+/* The deepest nesting a job request has (jsonshape_ok refuses deeper bodies before yajl sees them). */
+enum { JOB_BODY_MAX_DEPTH = 8 };
+
+/*
+ * Checks the members of root (an object) into jr. In the body's order: a repeated or unknown member, then each
+ * MEMBER_IN_PLACE row's value; then exactly one source; then the MEMBER_AFTER_SOURCE rows in the table's order (a
+ * playlist's or channel's videos are read from the platform, not from the body).
+ */
+static enum api_error read_members(const struct vts_config *cfg, yajl_val root, struct job_request *jr, char *msg) {
+  yajl_val after[JOB_NMEMBERS] = {0};
+  enum job_member_source source = SOURCE_NONE;
+  int sources = 0;
+  size_t nkeys = root->u.object.len;
+  for (size_t i = 0; i < nkeys; i++) {
+    const char *k = root->u.object.keys[i];
+    yajl_val v = root->u.object.values[i];
+    for (size_t j = 0; j < i; j++) {
+      if (strcmp(root->u.object.keys[j], k) == 0) {
+        snprintf(msg, JOBS_MSG_BYTES, "%.40s is given more than once.", k);
+        return API_ERR_INVALID_MEMBER;
+      }
+    }
+    const struct job_member *m = find_member(k);
+    if (m == NULL) {
+      snprintf(msg, JOBS_MSG_BYTES, "%.40s is not a member of a job request.", k);
+      return API_ERR_INVALID_MEMBER;
+    }
+    if (m->source != SOURCE_NONE) {
+      source = m->source;
+      sources++;
+    }
+    if (m->when == MEMBER_AFTER_SOURCE) {
+      after[m - job_members] = v;
+      continue;
+    }
+    enum api_error e = m->set(m, cfg, v, jr, msg);
+    if (e != API_OK) return e;
+  }
+  if (sources != 1) return API_ERR_JOB_SOURCE;
+  for (size_t i = 0; i < JOB_NMEMBERS; i++) {
+    const struct job_member *m = &job_members[i];
+    if (after[i] == NULL || (m->source != SOURCE_NONE && m->source != source)) continue;
+    enum api_error e = m->set(m, cfg, after[i], jr, msg);
+    if (e != API_OK) return e;
+  }
+  return API_OK;
+}
+
+/*
+ * Checks the body of POST /v1/jobs into jr. Returns API_OK, or the error with msg naming the member (msg "" when
+ * the error's own message says it).
+ */
+static enum api_error read_job_request(const struct vts_config *cfg, const char *body, size_t len,
+                                       struct job_request *jr, char *msg) {
+  msg[0] = '\0';
+  jr->cap = cfg->job_max_items;
+  char errbuf[128];
+  if (body == NULL || len == 0 || !jsonshape_ok(body, len, JOB_BODY_MAX_DEPTH)) return API_ERR_INVALID_JSON;
+  yajl_val root = yajl_tree_parse(body, errbuf, sizeof(errbuf));
+  enum api_error e = root != NULL && YAJL_IS_OBJECT(root) ? read_members(cfg, root, jr, msg) : API_ERR_INVALID_JSON;
   yajl_tree_free(root);
   return e;
 }
