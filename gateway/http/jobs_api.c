@@ -1,5 +1,6 @@
 /* The batch jobs' routes of a worker (see jobs_api.h). */
 #include "gateway/http/jobs_api.h"
+#include "gateway/http/jobsink.h"
 #include "gateway/http/jsonshape.h"
 
 #include <errno.h>
@@ -36,8 +37,6 @@
 /* A 400's message names the member: its name, an index and a short reason. */
 #define JOBS_MSG_BYTES 160
 
-enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS, JOBS_USAGE };
-
 /* A body's request, checked. ids holds n distinct video ids in their first order. */
 struct job_request {
   char (*ids)[VTS_VIDEO_ID_LEN + 1];
@@ -53,14 +52,25 @@ struct job_request {
   int limited; /* a limit was given */
 };
 
-/* One jobs request across the limiter's answer (and, for a playlist or channel, across its first page's reading). */
+/*
+ * One jobs request across the limiter's answer (and, for a playlist or channel, across its first page's reading),
+ * answered into sink: the REST request's own (http), or the sink of the front that asked (jobs_api_ask).
+ */
 struct jobs_call {
   struct handlers_ctx *ctx;
-  struct http_request *req;
+  struct jobsink *sink;
+  struct jobsink_http http;
+  struct http_request *req; /* a REST request: its head and body are read here; NULL for jobs_api_ask */
+  const char *request_id;
+  const char *body; /* JOBS_CREATE: the request's JSON, once read */
+  size_t body_len;
+  const char *query; /* JOBS_ITEMS: cursor and limit */
+  size_t query_len;
+  size_t page_bytes; /* JOBS_ITEMS: 0, or the most bytes a page of items takes (past its first item) */
   enum jobs_op op;
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char job_id[ROUTE_ID_MAX + 1];
-  struct rl_decision rl; /* given back when done: with Redis, even an unspent check may hold a unit */
+  struct rl_decision rl; /* given back when done (its own check): with Redis, even an unspent check may hold a unit */
   char rl_headers[RLCALC_HEADERS_BYTES];
   struct job_request jr; /* JOBS_CREATE of a playlist or channel: the request while its first page is read */
 };
@@ -346,31 +356,39 @@ static enum api_error read_job_request(const struct vts_config *cfg, const char 
 
 /* ---- answers ---- */
 
+static void respond_error(struct jobs_call *c, enum api_error e) {
+  c->sink->ops->error(c->sink, e, NULL, c->rl_headers);
+}
+
+/* A 400 (or another refusal) with msg naming what was bad; msg "" is e's own message. */
+static void respond_error_msg(struct jobs_call *c, enum api_error e, const char *msg) {
+  c->sink->ops->error(c->sink, e, msg[0] != '\0' ? msg : NULL, c->rl_headers);
+}
+
 static void respond_buf(struct jobs_call *c, int status, const char *headers, struct buf *b) {
   if (b->data == NULL && buf_reserve(b, 1) != 0) {
-    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     return;
   }
   size_t len = 0;
   char *body = buf_steal(b, &len);
-  http_respond(c->req, status, headers, body, len, body);
+  c->sink->ops->answer(c->sink, status, headers, body, len);
 }
 
 static void store_error(struct jobs_call *c, int rv) {
   if (rv == -ENOENT) {
-    http_respond_error(c->req, API_ERR_JOB_NOT_FOUND, c->rl_headers);
+    respond_error(c, API_ERR_JOB_NOT_FOUND);
     return;
   }
   char code[16];
   snprintf(code, sizeof(code), "%d", rv);
-  log_msg(LOG_ERROR, "job store failed", "request_id", c->req->request_id, "error", code, NULL);
-  http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+  log_msg(LOG_ERROR, "job store failed", "request_id", c->request_id, "error", code, NULL);
+  respond_error(c, API_ERR_JOBS_UNAVAILABLE);
 }
 
 /* Creates the job of jr in the store and answers 202 with it (spec's strings borrowed from jr and c). */
 static void create_and_answer(struct jobs_call *c, struct jobstore *js, const struct job_request *jr,
                               const char *source, const char *continuation) {
-  struct http_request *req = c->req;
   /* The secret signs every delivery of the job's webhook: the client sees it in this answer only. */
   char secret[WHSIG_SECRET_LEN + 1] = "";
   int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(secret, sizeof(secret)) != 0 ? -EIO : 0;
@@ -391,7 +409,7 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
   if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
   size_t n = jr->n;
   if (rv == -EDQUOT) {
-    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    respond_error(c, API_ERR_TOO_MANY_JOBS);
     return;
   }
   if (rv == -ENOSPC) {
@@ -400,7 +418,7 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
              "This API key's jobs would keep more than %lld items (VTS_JOBS_MAX_STORED_ITEMS), ended jobs included "
              "until they expire.",
              (long long)c->ctx->cfg->jobs_max_stored_items);
-    http_respond_error_msg(req, API_ERR_TOO_MANY_STORED, msg, c->rl_headers);
+    respond_error_msg(c, API_ERR_TOO_MANY_STORED, msg);
     return;
   }
   if (rv != 0) {
@@ -417,14 +435,14 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
   brv |= buf_puts(&b, "}");
   if (brv != 0) {
     buf_free(&b);
-    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     return;
   }
   char headers[JOBS_HEADERS_BYTES];
   snprintf(headers, sizeof(headers), "%sLocation: /v1/jobs/%s\r\n", c->rl_headers, id);
   char total[24];
   snprintf(total, sizeof(total), "%zu", n);
-  log_msg(LOG_INFO, "job accepted", "request_id", req->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
+  log_msg(LOG_INFO, "job accepted", "request_id", c->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
           "source", source, "more", continuation != NULL && continuation[0] != '\0' ? "yes" : "no", NULL);
   respond_buf(c, 202, headers, &b);
 }
@@ -432,7 +450,7 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
 /* The end of a jobs request: the limiter's hold given back, the request released. */
 static void jobs_call_end(struct jobs_call *c) {
   ratelimit_refund(c->ctx->rl, &c->rl);
-  http_request_release(c->req);
+  c->sink->ops->end(c->sink);
   free(c->jr.ids);
   free(c);
 }
@@ -464,14 +482,13 @@ static enum api_error browse_not_available(uint8_t reason) {
 static void on_first_page(void *arg, const struct proto_result *res, struct entity *ent) {
   (void)ent;
   struct jobs_call *c = arg;
-  struct http_request *req = c->req;
   struct job_request *jr = &c->jr;
-  if (http_request_gone(req)) goto done;
+  if (c->sink->ops->gone(c->sink)) goto done;
   int status = res != NULL ? proto_outcome_status(res->outcome) : 500;
   struct proto_browse_page page;
   if (status == 200 && proto_browse_read(res->body, res->body_len, &page) != 0) status = 500;
   if (status == 404) {
-    http_respond_error(req, browse_not_available(res->reason), c->rl_headers);
+    respond_error(c, browse_not_available(res->reason));
     goto done;
   }
   if (status == 502 || status == 503) {
@@ -483,11 +500,11 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
       strb_puts(&h, "\r\n");
       if (!h.ok) c->rl_headers[len] = '\0';
     }
-    http_respond_error(req, status == 503 ? API_ERR_SERVICE_UNAVAILABLE : API_ERR_UPSTREAM_FAILED, c->rl_headers);
+    respond_error(c, status == 503 ? API_ERR_SERVICE_UNAVAILABLE : API_ERR_UPSTREAM_FAILED);
     goto done;
   }
   if (status != 200) {
-    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
+    respond_error(c, API_ERR_FETCH_FAILED);
     goto done;
   }
   struct jobstore *js = jobs_api_store(c->ctx);
@@ -497,7 +514,7 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   if (js == NULL || jr->ids == NULL || dup == NULL || next == NULL) {
     free(dup);
     free(next);
-    http_respond_error(req, js == NULL ? API_ERR_JOBS_UNAVAILABLE : API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, js == NULL ? API_ERR_JOBS_UNAVAILABLE : API_ERR_SERVICE_UNAVAILABLE);
     goto done;
   }
   for (size_t i = 0; i < page.n; i++) {
@@ -507,7 +524,7 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   if (idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, page.n, dup) != 0) {
     free(dup);
     free(next);
-    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     goto done;
   }
   for (size_t i = 0; i < page.n && (int64_t)jr->n < jr->cap; i++) {
@@ -520,7 +537,7 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   memcpy(next, page.token, page.token_len);
   next[(int64_t)jr->n < jr->cap ? page.token_len : 0] = '\0';
   if (jr->n == 0 && next[0] == '\0') {
-    http_respond_error(req, API_ERR_NOT_AVAILABLE_NO_VIDEOS, c->rl_headers);
+    respond_error(c, API_ERR_NOT_AVAILABLE_NO_VIDEOS);
   } else {
     char source[sizeof("playlist:") + VTS_PLAYLIST_ID_MAX];
     snprintf(source, sizeof(source), "%s:%s", jr->playlist[0] ? "playlist" : "channel",
@@ -541,7 +558,7 @@ static int read_first_page(struct jobs_call *c) {
                           .browse_what = jr->playlist[0] ? PROTO_BROWSE_PLAYLIST : PROTO_BROWSE_CHANNEL,
                           .browse = target,
                           .browse_len = (uint32_t)strlen(target)};
-  util_copy_str(job.request_id, sizeof(job.request_id), c->req->request_id);
+  util_copy_str(job.request_id, sizeof(job.request_id), c->request_id);
   return dispatch_submit(&job, on_first_page, c) == 0 ? 0 : -1;
 }
 
@@ -550,21 +567,17 @@ static int read_first_page(struct jobs_call *c) {
  * when the answer is left to a callback (which then owns c), 0 when answered.
  */
 static int jobs_create_body(struct jobs_call *c, struct jobstore *js) {
-  struct http_request *req = c->req;
   struct job_request *jrp = &c->jr;
   jrp->format = RENDER_JSON;
   char msg[JOBS_MSG_BYTES];
-  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, jrp, msg);
+  enum api_error e = read_job_request(c->ctx->cfg, c->body, c->body_len, jrp, msg);
   if (e != API_OK) {
-    if (msg[0] != '\0')
-      http_respond_error_msg(req, e, msg, c->rl_headers);
-    else
-      http_respond_error(req, e, c->rl_headers);
+    respond_error_msg(c, e, msg);
     return 0;
   }
   if (jrp->playlist[0] != '\0' || jrp->channel[0] != '\0') {
     if (read_first_page(c) == 0) return 1;
-    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
+    respond_error(c, API_ERR_FETCH_FAILED);
     return 0;
   }
   create_and_answer(c, js, jrp, "video_ids", NULL);
@@ -574,25 +587,22 @@ static int jobs_create_body(struct jobs_call *c, struct jobstore *js) {
 static void jobs_call_end(struct jobs_call *c);
 
 static void on_job_body(void *arg, struct http_request *req, int status) {
-  (void)req;
   struct jobs_call *c = arg;
   if (status == 0) {
+    c->body = req->body;
+    c->body_len = req->body_len;
     struct jobstore *js = jobs_api_store(c->ctx);
     if (js == NULL)
-      http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+      respond_error(c, API_ERR_JOBS_UNAVAILABLE);
     else if (jobs_create_body(c, js))
       return; /* the first page's callback ends the call */
   }
   jobs_call_end(c);
 }
 
-/*
- * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
- * cap of open jobs) is answered before a byte of the body is read. Returns 1 when the answer is left to a callback
- * (which then owns c), 0 when answered.
- */
-static int jobs_create(struct jobs_call *c, struct jobstore *js) {
-  struct http_request *req = c->req;
+/* Whether the head of a REST POST /v1/jobs names a body it cannot have (then answered 415). */
+static int refuse_media_type(struct jobs_call *c) {
+  const struct http_request *req = c->req;
   /* RFC 9110 15.5.16: a body of another media type, or in a content coding we do not read, is 415. */
   static const char json[] = "application/json";
   size_t jl = sizeof(json) - 1;
@@ -614,21 +624,36 @@ static int jobs_create(struct jobs_call *c, struct jobstore *js) {
       snprintf(msg, sizeof(msg), "The request body must be application/json; got no Content-Type.");
     else
       snprintf(msg, sizeof(msg), "The request body must be application/json; got %s%s.", got, n < ctl ? "..." : "");
-    http_respond_error_msg(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, msg, c->rl_headers);
-    return 0;
+    respond_error_msg(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, msg);
+    return 1;
   }
+  return 0;
+}
+
+/*
+ * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
+ * cap of open jobs) is answered before a byte of the body is read. Returns 1 when the answer is left to a callback
+ * (which then owns c), 0 when answered.
+ */
+static int jobs_create(struct jobs_call *c, struct jobstore *js) {
+  struct http_request *req = c->req;
+  if (req != NULL && refuse_media_type(c)) return 0;
   size_t open_jobs = 0;
   int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
   if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
-    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
+    respond_error(c, API_ERR_TOO_MANY_JOBS);
     return 0;
   }
   if (rv != 0) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
     return 0;
   }
-  if (!req->body_waiting) return jobs_create_body(c, js);
-  return http_request_read_body(req, on_job_body, c) == 0;
+  if (req != NULL && req->body_waiting) return http_request_read_body(req, on_job_body, c) == 0;
+  if (req != NULL) {
+    c->body = req->body;
+    c->body_len = req->body_len;
+  }
+  return jobs_create_body(c, js);
 }
 
 static void jobs_get(struct jobs_call *c, struct jobstore *js) {
@@ -646,7 +671,7 @@ static void jobs_get(struct jobs_call *c, struct jobstore *js) {
   struct buf b = BUF_INIT;
   if (jobjson_status(&b, &j, NULL) != 0) {
     buf_free(&b);
-    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     return;
   }
   respond_buf(c, 200, c->rl_headers, &b);
@@ -657,7 +682,8 @@ struct items_walk {
   struct buf *b;
   enum render_format format;
   size_t n;
-  int failed; /* no memory, or a stored answer that is not a transcript */
+  size_t within; /* 0, or the most bytes the page takes: an item past them (not the first) ends it */
+  int failed;    /* no memory, or a stored answer that is not a transcript */
 };
 
 static int item_json(void *arg, const struct jobstore_item *it) {
@@ -665,6 +691,7 @@ static int item_json(void *arg, const struct jobstore_item *it) {
   struct buf *b = w->b;
   /* A page holds at least one item, and stops at VTS_MAX_JOBS_PAGE_BYTES: the client follows next_cursor. */
   if (w->n > 0 && b->len >= VTS_MAX_JOBS_PAGE_BYTES) return JOBSTORE_PAGE_FULL;
+  size_t before = b->len;
   int rv = buf_printf(b, "%s{\"video_id\":\"%s\",\"status\":\"%s\"", w->n++ > 0 ? "," : "", it->video_id,
                       jobstore_item_status_name(it->status));
   if (it->status == ITEM_DONE && it->body != NULL) {
@@ -691,6 +718,12 @@ static int item_json(void *arg, const struct jobstore_item *it) {
   }
   rv |= buf_puts(b, "}");
   if (rv != 0) w->failed = 1;
+  if (rv == 0 && w->within > 0 && w->n > 1 && b->len > w->within) {
+    /* Past the bound: the page ends before this item, which the next page starts with. */
+    b->len = before;
+    w->n--;
+    return JOBSTORE_PAGE_FULL;
+  }
   return rv != 0 ? -ENOMEM : 0;
 }
 
@@ -728,10 +761,9 @@ static enum api_error read_items_query(const char *qs, size_t len, int64_t *afte
 
 static void jobs_items(struct jobs_call *c, struct jobstore *js) {
   int64_t after, limit;
-  struct http_request *req = c->req;
-  enum api_error e = read_items_query(req->query != NULL ? req->query : "", req->query_len, &after, &limit);
+  enum api_error e = read_items_query(c->query != NULL ? c->query : "", c->query_len, &after, &limit);
   if (e != API_OK) {
-    http_respond_error(req, e, c->rl_headers);
+    respond_error(c, e);
     return;
   }
   struct jobstore_job j;
@@ -741,7 +773,7 @@ static void jobs_items(struct jobs_call *c, struct jobstore *js) {
     return;
   }
   struct buf b = BUF_INIT;
-  struct items_walk w = {.b = &b, .format = RENDER_JSON};
+  struct items_walk w = {.b = &b, .format = RENDER_JSON, .within = c->page_bytes};
   if (j.format[0] != '\0') render_format_from_name(j.format, strlen(j.format), &w.format);
   int64_t next = 0;
   rv = buf_puts(&b, "{\"items\":[");
@@ -752,7 +784,7 @@ static void jobs_items(struct jobs_call *c, struct jobstore *js) {
   if (rv != 0) {
     buf_free(&b);
     if (w.failed || rv == -ENOMEM)
-      http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+      respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     else
       store_error(c, rv);
     return;
@@ -788,7 +820,7 @@ static void usage(struct jobs_call *c, struct jobstore *js) {
                     open_jobs, (long long)cfg->jobs_max_open, stored, (long long)cfg->jobs_max_stored_items);
   if (brv != 0) {
     buf_free(&b);
-    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     return;
   }
   respond_buf(c, 200, c->rl_headers, &b);
@@ -796,24 +828,19 @@ static void usage(struct jobs_call *c, struct jobstore *js) {
 
 /* ---- the common path: key, window, store ---- */
 
-static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
-  struct jobs_call *c = arg;
-  struct http_request *req = c->req;
-  c->rl = *d;
-  if (http_request_gone(req)) goto done;
-  rlcalc_headers(d, c->rl_headers, sizeof(c->rl_headers));
+enum api_error jobs_api_refusal(const struct rl_decision *d, enum jobs_op op) {
   /* A month used up refuses a new job (its items could only fail), never reading or cancelling the jobs made. */
-  if (d->outcome != RL_ALLOW && !(d->outcome == RL_QUOTA && c->op != JOBS_CREATE)) {
-    http_respond_error(req,
-                       d->outcome == RL_LIMITED ? API_ERR_RATE_LIMITED
-                       : d->outcome == RL_QUOTA ? API_ERR_QUOTA_EXCEEDED
-                                                : API_ERR_RATE_LIMIT_UNAVAILABLE,
-                       c->rl_headers);
-    goto done;
-  }
+  if (d->outcome == RL_ALLOW || (d->outcome == RL_QUOTA && op != JOBS_CREATE)) return API_OK;
+  return d->outcome == RL_LIMITED ? API_ERR_RATE_LIMITED
+         : d->outcome == RL_QUOTA ? API_ERR_QUOTA_EXCEEDED
+                                  : API_ERR_RATE_LIMIT_UNAVAILABLE;
+}
+
+/* The store's part of a call whose key and window passed; the call ends here unless a callback owns it. */
+static void jobs_run(struct jobs_call *c) {
   struct jobstore *js = jobs_api_store(c->ctx);
   if (js == NULL) {
-    http_respond_error(req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_JOBS_UNAVAILABLE);
     goto done;
   }
   switch (c->op) {
@@ -835,6 +862,23 @@ done:
   jobs_call_end(c);
 }
 
+static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
+  struct jobs_call *c = arg;
+  c->rl = *d;
+  if (c->sink->ops->gone(c->sink)) {
+    jobs_call_end(c);
+    return;
+  }
+  rlcalc_headers(d, c->rl_headers, sizeof(c->rl_headers));
+  enum api_error e = jobs_api_refusal(d, c->op);
+  if (e != API_OK) {
+    respond_error(c, e);
+    jobs_call_end(c);
+    return;
+  }
+  jobs_run(c);
+}
+
 /*
  * Every jobs route: the key (401), then the short window, counted once and spending no unit of the month
  * (ratelimit_check_unspent): a job's items pay the month one by one as their transcripts are delivered.
@@ -849,6 +893,11 @@ static void jobs_begin(struct handlers_ctx *ctx, struct http_request *req, enum 
   }
   c->ctx = ctx;
   c->req = req;
+  jobsink_http_init(&c->http, req);
+  c->sink = &c->http.sink;
+  c->request_id = req->request_id;
+  c->query = req->query;
+  c->query_len = req->query_len;
   c->op = op;
   c->key = *key;
   const char *id;
@@ -857,8 +906,33 @@ static void jobs_begin(struct handlers_ctx *ctx, struct http_request *req, enum 
     memcpy(c->job_id, id, id_len);
     c->job_id[id_len] = '\0';
   }
-  http_request_hold(req);
   ratelimit_check_unspent(ctx->rl, &c->key, on_jobs_rate_decided, c);
+}
+
+void jobs_api_ask(struct handlers_ctx *ctx, const struct key_entry *key, const struct jobs_ask *a,
+                  struct jobsink *sink) {
+  struct jobs_call *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    sink->ops->error(sink, API_ERR_SERVICE_UNAVAILABLE, NULL, "");
+    sink->ops->end(sink);
+    return;
+  }
+  c->ctx = ctx;
+  c->sink = sink;
+  c->request_id = a->request_id;
+  c->body = a->body;
+  c->body_len = a->body_len;
+  c->query = a->query;
+  c->query_len = a->query_len;
+  c->page_bytes = a->page_bytes;
+  c->op = a->op;
+  c->key = *key;
+  if (a->job_id != NULL) util_copy_str(c->job_id, sizeof(c->job_id), a->job_id);
+  /* The caller's decision, its unit the caller's to give back. */
+  c->rl = *a->decided;
+  c->rl.reserved_in = RL_STORE_NONE;
+  rlcalc_headers(&c->rl, c->rl_headers, sizeof(c->rl_headers));
+  jobs_run(c);
 }
 
 void handle_jobs_create(struct handlers_ctx *ctx, struct http_request *req) {
