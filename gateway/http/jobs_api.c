@@ -27,6 +27,7 @@
 #include "gateway/http/videourl.h"
 #include "gateway/jobs/jobjson.h"
 #include "gateway/jobs/jobstore.h"
+#include "gateway/jobs/storeq.h"
 
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 /* The rate-limit lines and a Location line. */
@@ -34,6 +35,11 @@
 /* The default and the largest page of GET /v1/jobs/{id}/items. */
 #define JOBS_PAGE_DEFAULT 100
 #define JOBS_PAGE_MAX 1000
+/*
+ * The most calls a worker keeps with its job store's thread: past them (a store that stopped answering) a jobs
+ * request is 503 jobs_unavailable at once instead of waiting behind the others.
+ */
+#define JOBS_STORE_CALLS_MAX 64
 /* A 400's message names the member: its name, an index and a short reason. */
 #define JOBS_MSG_BYTES 160
 
@@ -73,6 +79,19 @@ struct jobs_call {
   struct rl_decision rl; /* given back when done (its own check): with Redis, even an unspent check may hold a unit */
   char rl_headers[RLCALC_HEADERS_BYTES];
   struct job_request jr; /* JOBS_CREATE of a playlist or channel: the request while its first page is read */
+  /* The store's call: its inputs, set on the loop before it is queued; its results, written by the store's thread in
+   * the call's work and read on the loop in its done (storeq.h). */
+  int store_rv;
+  size_t open_jobs, stored;
+  struct jobstore_job job;
+  struct buf page; /* JOBS_ITEMS: the page of items, built on the store's thread */
+  int page_failed; /* no memory, or a stored answer that is not a transcript */
+  int64_t after, limit, next;
+  char source[sizeof("playlist:") + VTS_PLAYLIST_ID_MAX];
+  char *continuation; /* JOBS_CREATE of a list: the rest to read ("" for none); NULL for a job of ids */
+  char new_id[JOBSTORE_ID_LEN + 1];
+  char secret[WHSIG_SECRET_LEN + 1];
+  int64_t created_ms;
 };
 
 static int64_t wall_ms(void) {
@@ -81,14 +100,14 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
-  if (ctx->jobs != NULL) return ctx->jobs;
+struct storeq *jobs_api_queue(struct handlers_ctx *ctx) {
+  if (ctx->jobsq != NULL) return ctx->jobsq;
   char err[256] = "";
-  if (jobstore_open_config(ctx->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &ctx->jobs, err, sizeof(err)) != 0) {
+  if (storeq_open(ctx->loop, ctx->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &ctx->jobsq, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "job store unavailable", "error", err, NULL);
-    ctx->jobs = NULL;
+    ctx->jobsq = NULL;
   }
-  return ctx->jobs;
+  return ctx->jobsq;
 }
 
 /* ---- POST /v1/jobs: the body ---- */
@@ -386,31 +405,54 @@ static void store_error(struct jobs_call *c, int rv) {
   respond_error(c, API_ERR_JOBS_UNAVAILABLE);
 }
 
-/* Creates the job of jr in the store and answers 202 with it (spec's strings borrowed from jr and c). */
-static void create_and_answer(struct jobs_call *c, struct jobstore *js, const struct job_request *jr,
-                              const char *source, const char *continuation) {
+static void jobs_call_end(struct jobs_call *c);
+
+/*
+ * Runs work(js, c) on the store's thread, then done(c) on the loop, which owns c from here (and ends it). A store
+ * that cannot be opened, or that holds JOBS_STORE_CALLS_MAX calls already, is 503 jobs_unavailable at once.
+ */
+static void store_call(struct jobs_call *c, storeq_work_fn work, storeq_done_fn done) {
+  struct storeq *q = jobs_api_queue(c->ctx);
+  int rv = q == NULL ? -EIO : storeq_depth(q) >= JOBS_STORE_CALLS_MAX ? -EBUSY : storeq_call(q, work, done, c);
+  if (rv == 0) return;
+  if (rv == -EBUSY) log_msg(LOG_WARN, "job store busy", "request_id", c->request_id, NULL);
+  respond_error(c, API_ERR_JOBS_UNAVAILABLE);
+  jobs_call_end(c);
+}
+
+/* Runs on the store's thread: the job of c->jr made (its webhook's secret drawn first). */
+static void create_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  const struct job_request *jr = &c->jr;
   /* The secret signs every delivery of the job's webhook: the client sees it in this answer only. */
-  char secret[WHSIG_SECRET_LEN + 1] = "";
-  int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(secret, sizeof(secret)) != 0 ? -EIO : 0;
+  int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(c->secret, sizeof(c->secret)) != 0 ? -EIO : 0;
   static const char *const format_names[] = {"json", "text", "srt", "vtt"};
   struct jobstore_spec spec = {.key_id = c->key.name,
                                .language = jr->language,
                                .translate = jr->translate,
                                .format = format_names[jr->format],
                                .webhook_url = jr->webhook_url,
-                               .webhook_secret = secret,
-                               .source = source,
-                               .continuation = continuation,
+                               .webhook_secret = c->secret,
+                               .source = c->source,
+                               .continuation = c->continuation,
                                .max_items = (size_t)jr->cap,
                                .max_open = (size_t)c->ctx->cfg->jobs_max_open,
                                .max_stored = (size_t)c->ctx->cfg->jobs_max_stored_items};
-  char id[JOBSTORE_ID_LEN + 1];
-  int64_t now = wall_ms();
-  if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
-  size_t n = jr->n;
+  c->created_ms = wall_ms();
+  if (rv == 0)
+    rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, c->created_ms, c->new_id);
+  c->store_rv = rv;
+}
+
+/* The job made: 202 with it, or why not. */
+static void create_done(void *arg) {
+  struct jobs_call *c = arg;
+  int rv = c->store_rv;
+  size_t n = c->jr.n;
+  if (c->sink->ops->gone(c->sink)) goto done;
   if (rv == -EDQUOT) {
     respond_error(c, API_ERR_TOO_MANY_JOBS);
-    return;
+    goto done;
   }
   if (rv == -ENOSPC) {
     char msg[JOBS_MSG_BYTES];
@@ -419,39 +461,50 @@ static void create_and_answer(struct jobs_call *c, struct jobstore *js, const st
              "until they expire.",
              (long long)c->ctx->cfg->jobs_max_stored_items);
     respond_error_msg(c, API_ERR_TOO_MANY_STORED, msg);
-    return;
+    goto done;
   }
   if (rv != 0) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
-    return;
+    goto done;
   }
+  const char *id = c->new_id;
   struct buf b = BUF_INIT;
   int brv = buf_printf(&b, "{\"id\":\"%s\",\"status\":\"queued\",\"total\":%zu", id, n);
-  brv |= jobjson_time(&b, "created", now);
+  brv |= jobjson_time(&b, "created", c->created_ms);
   /* At most this many of its items can get a transcript now: each holds a unit before the platform is asked. */
   brv |=
       buf_printf(&b, ",\"quota_remaining\":%lld", (long long)(c->rl.quota_remaining > 0 ? c->rl.quota_remaining : 0));
-  if (secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", secret);
+  if (c->secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", c->secret);
   brv |= buf_puts(&b, "}");
   if (brv != 0) {
     buf_free(&b);
     respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
-    return;
+    goto done;
   }
   char headers[JOBS_HEADERS_BYTES];
   snprintf(headers, sizeof(headers), "%sLocation: /v1/jobs/%s\r\n", c->rl_headers, id);
   char total[24];
   snprintf(total, sizeof(total), "%zu", n);
   log_msg(LOG_INFO, "job accepted", "request_id", c->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
-          "source", source, "more", continuation != NULL && continuation[0] != '\0' ? "yes" : "no", NULL);
+          "source", c->source, "more", c->continuation != NULL && c->continuation[0] != '\0' ? "yes" : "no", NULL);
   respond_buf(c, 202, headers, &b);
+done:
+  jobs_call_end(c);
 }
 
-/* The end of a jobs request: the limiter's hold given back, the request released. */
+/* Creates the job of c->jr from source (a list's rest in c->continuation) and answers 202 with it; owns c. */
+static void create_and_answer(struct jobs_call *c, const char *source) {
+  util_copy_str(c->source, sizeof(c->source), source);
+  store_call(c, create_work, create_done);
+}
+
+/* The end of a jobs request: the limiter's hold given back, the sink ended. */
 static void jobs_call_end(struct jobs_call *c) {
   ratelimit_refund(c->ctx->rl, &c->rl);
   c->sink->ops->end(c->sink);
   free(c->jr.ids);
+  free(c->continuation);
+  buf_free(&c->page);
   free(c);
 }
 
@@ -507,14 +560,13 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
     respond_error(c, API_ERR_FETCH_FAILED);
     goto done;
   }
-  struct jobstore *js = jobs_api_store(c->ctx);
   jr->ids = calloc(page.n + 1, sizeof(*jr->ids));
   unsigned char *dup = malloc(page.n + 1);
   char *next = malloc(page.token_len + 1);
-  if (js == NULL || jr->ids == NULL || dup == NULL || next == NULL) {
+  if (jr->ids == NULL || dup == NULL || next == NULL) {
     free(dup);
     free(next);
-    respond_error(c, js == NULL ? API_ERR_JOBS_UNAVAILABLE : API_ERR_SERVICE_UNAVAILABLE);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     goto done;
   }
   for (size_t i = 0; i < page.n; i++) {
@@ -537,14 +589,16 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   memcpy(next, page.token, page.token_len);
   next[(int64_t)jr->n < jr->cap ? page.token_len : 0] = '\0';
   if (jr->n == 0 && next[0] == '\0') {
+    free(next);
     respond_error(c, API_ERR_NOT_AVAILABLE_NO_VIDEOS);
-  } else {
-    char source[sizeof("playlist:") + VTS_PLAYLIST_ID_MAX];
-    snprintf(source, sizeof(source), "%s:%s", jr->playlist[0] ? "playlist" : "channel",
-             jr->playlist[0] ? jr->playlist : jr->channel);
-    create_and_answer(c, js, jr, source, next);
+    goto done;
   }
-  free(next);
+  char source[sizeof(c->source)];
+  snprintf(source, sizeof(source), "%s:%s", jr->playlist[0] ? "playlist" : "channel",
+           jr->playlist[0] ? jr->playlist : jr->channel);
+  c->continuation = next;
+  create_and_answer(c, source);
+  return;
 done:
   jobs_call_end(c);
 }
@@ -562,42 +616,35 @@ static int read_first_page(struct jobs_call *c) {
   return dispatch_submit(&job, on_first_page, c) == 0 ? 0 : -1;
 }
 
-/*
- * The body of POST /v1/jobs, read: the request, then the job (or its playlist's or channel's first page). Returns 1
- * when the answer is left to a callback (which then owns c), 0 when answered.
- */
-static int jobs_create_body(struct jobs_call *c, struct jobstore *js) {
+/* The body of POST /v1/jobs, read: the request, then the job (or its playlist's or channel's first page); owns c. */
+static void jobs_create_body(struct jobs_call *c) {
   struct job_request *jrp = &c->jr;
   jrp->format = RENDER_JSON;
   char msg[JOBS_MSG_BYTES];
   enum api_error e = read_job_request(c->ctx->cfg, c->body, c->body_len, jrp, msg);
   if (e != API_OK) {
     respond_error_msg(c, e, msg);
-    return 0;
+    jobs_call_end(c);
+    return;
   }
   if (jrp->playlist[0] != '\0' || jrp->channel[0] != '\0') {
-    if (read_first_page(c) == 0) return 1;
+    if (read_first_page(c) == 0) return; /* the first page's callback owns c */
     respond_error(c, API_ERR_FETCH_FAILED);
-    return 0;
+    jobs_call_end(c);
+    return;
   }
-  create_and_answer(c, js, jrp, "video_ids", NULL);
-  return 0;
+  create_and_answer(c, "video_ids");
 }
-
-static void jobs_call_end(struct jobs_call *c);
 
 static void on_job_body(void *arg, struct http_request *req, int status) {
   struct jobs_call *c = arg;
-  if (status == 0) {
-    c->body = req->body;
-    c->body_len = req->body_len;
-    struct jobstore *js = jobs_api_store(c->ctx);
-    if (js == NULL)
-      respond_error(c, API_ERR_JOBS_UNAVAILABLE);
-    else if (jobs_create_body(c, js))
-      return; /* the first page's callback ends the call */
+  if (status != 0) {
+    jobs_call_end(c); /* the server answered a body that did not come */
+    return;
   }
-  jobs_call_end(c);
+  c->body = req->body;
+  c->body_len = req->body_len;
+  jobs_create_body(c);
 }
 
 /* Whether the head of a REST POST /v1/jobs names a body it cannot have (then answered 415). */
@@ -630,51 +677,78 @@ static int refuse_media_type(struct jobs_call *c) {
   return 0;
 }
 
-/*
- * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
- * cap of open jobs) is answered before a byte of the body is read. Returns 1 when the answer is left to a callback
- * (which then owns c), 0 when answered.
- */
-static int jobs_create(struct jobs_call *c, struct jobstore *js) {
+/* Runs on the store's thread: how many of the key's jobs are open. */
+static void open_jobs_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  c->store_rv = jobstore_open_jobs(js, c->key.name, &c->open_jobs);
+}
+
+/* The cap of open jobs checked: 429, or the body read (or taken) and the job made. */
+static void open_jobs_done(void *arg) {
+  struct jobs_call *c = arg;
   struct http_request *req = c->req;
-  if (req != NULL && refuse_media_type(c)) return 0;
-  size_t open_jobs = 0;
-  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
-  if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
-    respond_error(c, API_ERR_TOO_MANY_JOBS);
-    return 0;
+  int rv = c->store_rv;
+  if (c->sink->ops->gone(c->sink)) {
+    jobs_call_end(c);
+    return;
   }
+  if (rv == 0 && (int64_t)c->open_jobs >= c->ctx->cfg->jobs_max_open) rv = -EDQUOT;
   if (rv != 0) {
-    store_error(c, rv == -ENOENT ? -EIO : rv);
-    return 0;
+    if (rv == -EDQUOT)
+      respond_error(c, API_ERR_TOO_MANY_JOBS);
+    else
+      store_error(c, rv == -ENOENT ? -EIO : rv);
+    jobs_call_end(c);
+    return;
   }
-  if (req != NULL && req->body_waiting) return http_request_read_body(req, on_job_body, c) == 0;
+  if (req != NULL && req->body_waiting) {
+    if (http_request_read_body(req, on_job_body, c) != 0) jobs_call_end(c); /* answered already, or gone */
+    return;
+  }
   if (req != NULL) {
     c->body = req->body;
     c->body_len = req->body_len;
   }
-  return jobs_create_body(c, js);
+  jobs_create_body(c);
 }
 
-static void jobs_get(struct jobs_call *c, struct jobstore *js) {
-  struct jobstore_job j;
+/*
+ * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
+ * cap of open jobs) is answered before a byte of the body is read. Owns c.
+ */
+static void jobs_create(struct jobs_call *c) {
+  if (c->req != NULL && refuse_media_type(c)) {
+    jobs_call_end(c);
+    return;
+  }
+  store_call(c, open_jobs_work, open_jobs_done);
+}
+
+/* Runs on the store's thread: the job (cancelled first for a DELETE). */
+static void get_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
   int rv = 0;
   if (c->op == JOBS_CANCEL) {
     size_t n = 0;
     rv = jobstore_cancel(js, c->key.name, c->job_id, wall_ms(), &n);
   }
-  if (rv == 0) rv = jobstore_get(js, c->key.name, c->job_id, &j);
-  if (rv != 0) {
-    store_error(c, rv);
-    return;
-  }
+  if (rv == 0) rv = jobstore_get(js, c->key.name, c->job_id, &c->job);
+  c->store_rv = rv;
+}
+
+static void get_done(void *arg) {
+  struct jobs_call *c = arg;
   struct buf b = BUF_INIT;
-  if (jobjson_status(&b, &j, NULL) != 0) {
-    buf_free(&b);
+  if (c->sink->ops->gone(c->sink))
+    ;
+  else if (c->store_rv != 0)
+    store_error(c, c->store_rv);
+  else if (jobjson_status(&b, &c->job, NULL) != 0)
     respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
-    return;
-  }
-  respond_buf(c, 200, c->rl_headers, &b);
+  else
+    respond_buf(c, 200, c->rl_headers, &b);
+  buf_free(&b);
+  jobs_call_end(c);
 }
 
 /* The walk of one page of items into the answer. */
@@ -759,51 +833,67 @@ static enum api_error read_items_query(const char *qs, size_t len, int64_t *afte
   return API_OK;
 }
 
-static void jobs_items(struct jobs_call *c, struct jobstore *js) {
-  int64_t after, limit;
-  enum api_error e = read_items_query(c->query != NULL ? c->query : "", c->query_len, &after, &limit);
+/* Runs on the store's thread: the job (for its format), then one page of its items into c->page. */
+static void items_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  int rv = jobstore_get(js, c->key.name, c->job_id, &c->job);
+  if (rv != 0) {
+    c->store_rv = rv;
+    return;
+  }
+  struct items_walk w = {.b = &c->page, .format = RENDER_JSON, .within = c->page_bytes};
+  if (c->job.format[0] != '\0') render_format_from_name(c->job.format, strlen(c->job.format), &w.format);
+  rv = buf_puts(&c->page, "{\"items\":[");
+  if (rv == 0) rv = jobstore_items(js, c->key.name, c->job_id, c->after, (size_t)c->limit, item_json, &w, &c->next);
+  if (rv == 0)
+    rv = c->next > 0 ? buf_printf(&c->page, "],\"next_cursor\":\"%lld\"}", (long long)c->next)
+                     : buf_puts(&c->page, "],\"next_cursor\":null}");
+  c->page_failed = w.failed;
+  c->store_rv = rv;
+}
+
+static void items_done(void *arg) {
+  struct jobs_call *c = arg;
+  int rv = c->store_rv;
+  if (c->sink->ops->gone(c->sink))
+    ;
+  else if (rv != 0 && (c->page_failed || rv == -ENOMEM))
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
+  else if (rv != 0)
+    store_error(c, rv);
+  else
+    respond_buf(c, 200, c->rl_headers, &c->page);
+  jobs_call_end(c);
+}
+
+/* GET /v1/jobs/{id}/items: its query checked here, the page read on the store's thread. Owns c. */
+static void jobs_items(struct jobs_call *c) {
+  enum api_error e = read_items_query(c->query != NULL ? c->query : "", c->query_len, &c->after, &c->limit);
   if (e != API_OK) {
     respond_error(c, e);
+    jobs_call_end(c);
     return;
   }
-  struct jobstore_job j;
-  int rv = jobstore_get(js, c->key.name, c->job_id, &j);
-  if (rv != 0) {
-    store_error(c, rv);
-    return;
-  }
-  struct buf b = BUF_INIT;
-  struct items_walk w = {.b = &b, .format = RENDER_JSON, .within = c->page_bytes};
-  if (j.format[0] != '\0') render_format_from_name(j.format, strlen(j.format), &w.format);
-  int64_t next = 0;
-  rv = buf_puts(&b, "{\"items\":[");
-  if (rv == 0) rv = jobstore_items(js, c->key.name, c->job_id, after, (size_t)limit, item_json, &w, &next);
-  if (rv == 0)
-    rv = next > 0 ? buf_printf(&b, "],\"next_cursor\":\"%lld\"}", (long long)next)
-                  : buf_puts(&b, "],\"next_cursor\":null}");
-  if (rv != 0) {
-    buf_free(&b);
-    if (w.failed || rv == -ENOMEM)
-      respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
-    else
-      store_error(c, rv);
-    return;
-  }
-  respond_buf(c, 200, c->rl_headers, &b);
+  store_call(c, items_work, items_done);
 }
 
 /*
  * The key's own use, as this request's check saw it: the month (units used and left, when it starts again), the short
  * window (this request counted), and what its jobs hold (open jobs, stored items) against their caps.
  */
-static void usage(struct jobs_call *c, struct jobstore *js) {
+static void usage_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  int rv = jobstore_open_jobs(js, c->key.name, &c->open_jobs);
+  if (rv == 0) rv = jobstore_stored_items(js, c->key.name, &c->stored);
+  c->store_rv = rv;
+}
+
+static void usage_answer(struct jobs_call *c) {
   const struct rl_decision *d = &c->rl;
   const struct vts_config *cfg = c->ctx->cfg;
-  size_t open_jobs = 0, stored = 0;
-  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
-  if (rv == 0) rv = jobstore_stored_items(js, c->key.name, &stored);
-  if (rv != 0) {
-    store_error(c, rv == -ENOENT ? -EIO : rv);
+  size_t open_jobs = c->open_jobs, stored = c->stored;
+  if (c->store_rv != 0) {
+    store_error(c, c->store_rv == -ENOENT ? -EIO : c->store_rv);
     return;
   }
   struct rl_limits lim;
@@ -826,6 +916,12 @@ static void usage(struct jobs_call *c, struct jobstore *js) {
   respond_buf(c, 200, c->rl_headers, &b);
 }
 
+static void usage_done(void *arg) {
+  struct jobs_call *c = arg;
+  if (!c->sink->ops->gone(c->sink)) usage_answer(c);
+  jobs_call_end(c);
+}
+
 /* ---- the common path: key, window, store ---- */
 
 enum api_error jobs_api_refusal(const struct rl_decision *d, enum jobs_op op) {
@@ -836,30 +932,23 @@ enum api_error jobs_api_refusal(const struct rl_decision *d, enum jobs_op op) {
                                   : API_ERR_RATE_LIMIT_UNAVAILABLE;
 }
 
-/* The store's part of a call whose key and window passed; the call ends here unless a callback owns it. */
+/* The store's part of a call whose key and window passed, on the store's thread; owns c. */
 static void jobs_run(struct jobs_call *c) {
-  struct jobstore *js = jobs_api_store(c->ctx);
-  if (js == NULL) {
-    respond_error(c, API_ERR_JOBS_UNAVAILABLE);
-    goto done;
-  }
   switch (c->op) {
     case JOBS_CREATE:
-      if (jobs_create(c, js)) return; /* the first page's callback ends the call */
+      jobs_create(c);
       break;
     case JOBS_GET:
     case JOBS_CANCEL:
-      jobs_get(c, js);
+      store_call(c, get_work, get_done);
       break;
     case JOBS_ITEMS:
-      jobs_items(c, js);
+      jobs_items(c);
       break;
     case JOBS_USAGE:
-      usage(c, js);
+      store_call(c, usage_work, usage_done);
       break;
   }
-done:
-  jobs_call_end(c);
 }
 
 static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {

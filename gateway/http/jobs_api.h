@@ -4,7 +4,8 @@
  * job's order). Each takes the key (401), then the short window once, never a unit of the month: the runner charges
  * the month for each item answered with a transcript. A job is visible only to the key that made it; any other key
  * gets 404. The state is the job store (gateway/jobs/jobstore.h) in VTS_STATE_DIR/jobs.db, opened by the worker on
- * its first jobs request. Each answer goes through a sink (jobsink.h): the connection's, or a tool's.
+ * its first jobs request on a thread of its own (gateway/jobs/storeq.h): no store call runs on the worker's loop. Each
+ * answer goes through a sink (jobsink.h): the connection's, or a tool's.
  */
 #ifndef VTS_JOBS_API_H
 #define VTS_JOBS_API_H
@@ -51,7 +52,10 @@ enum api_error jobs_api_refusal(const struct rl_decision *d, enum jobs_op op);
 void jobs_api_ask(struct handlers_ctx *ctx, const struct key_entry *key, const struct jobs_ask *a,
                   struct jobsink *sink);
 
-/* The worker's job store, opened on first use; NULL when it cannot be opened (logged). */
-struct jobstore *jobs_api_store(struct handlers_ctx *ctx);
+/*
+ * The worker's job store on a thread of its own (storeq.h), opened on first use; NULL when the store cannot be opened
+ * (logged). Every store call of the jobs API runs there, so that a slow or frozen store delays only jobs requests.
+ */
+struct storeq *jobs_api_queue(struct handlers_ctx *ctx);
 
 #endif
