@@ -222,18 +222,8 @@ int cache_get(struct cache *c, const char *video_id, const char *lang, struct pr
   return cache_lookup(c, video_id, lang, res, ttl_left_ms, NULL);
 }
 
-int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
-                 uint64_t *ttl_left_ms, struct entity **ent) {
-  uint64_t hash = cache_key_hash(video_id, lang);
-  struct entry *e = find(c, video_id, lang, hash);
-  if (e == NULL) return -ENOENT;
-  uint64_t now = c->now_ms();
-  if (now >= e->expires_ms) {
-    remove_entry(c, e);
-    return -ENOENT;
-  }
-  list_unlink(c, e);
-  list_push_head(c, e);
+/* Fills a lookup's answer from e. */
+static void fill(const struct entry *e, struct proto_result *res, struct entity **ent) {
   memset(res, 0, sizeof(*res));
   res->outcome = e->outcome;
   res->source = e->source;
@@ -242,9 +232,35 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
   memcpy(res->detail, "cache", sizeof("cache"));
   res->body = e->ent->form[ENTITY_IDENTITY].len > 0 ? e->ent->form[ENTITY_IDENTITY].data : NULL;
   res->body_len = (uint32_t)e->ent->form[ENTITY_IDENTITY].len;
-  if (ttl_left_ms != NULL) *ttl_left_ms = e->expires_ms - now;
   if (ent != NULL) *ent = entity_ref(e->ent);
+}
+
+int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
+                 uint64_t *ttl_left_ms, struct entity **ent) {
+  uint64_t hash = cache_key_hash(video_id, lang);
+  struct entry *e = find(c, video_id, lang, hash);
+  if (e == NULL) return -ENOENT;
+  uint64_t now = c->now_ms();
+  if (now >= e->expires_ms) {
+    if (!c->limits.keep_expired) remove_entry(c, e);
+    return -ENOENT;
+  }
+  list_unlink(c, e);
+  list_push_head(c, e);
+  fill(e, res, ent);
+  if (ttl_left_ms != NULL) *ttl_left_ms = e->expires_ms - now;
   return 0;
+}
+
+int cache_lookup_stale(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
+                       uint64_t *ttl_left_ms, struct entity **ent) {
+  int rv = cache_lookup(c, video_id, lang, res, ttl_left_ms, ent);
+  if (rv != -ENOENT || !c->limits.keep_expired) return rv;
+  struct entry *e = find(c, video_id, lang, cache_key_hash(video_id, lang));
+  if (e == NULL) return -ENOENT;
+  fill(e, res, ent);
+  if (ttl_left_ms != NULL) *ttl_left_ms = 0;
+  return -ESTALE;
 }
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out) { *out = c->stats; }

@@ -24,6 +24,12 @@ struct cache_limits {
   size_t max_bytes;         /* bodies plus per-entry overhead; 0 disables the cache */
   uint64_t ok_ttl_ms;       /* lifetime of a PROTO_OK entry */
   uint64_t negative_ttl_ms; /* lifetime of a PROTO_NOT_AVAILABLE entry */
+  /*
+   * An expired entry stays (still a miss) until it is replaced or the byte bound pushes it out, so that
+   * cache_lookup_stale can hand its entity back: a worker's L1 then reuses a body's compressed forms when the same
+   * answer comes back after the entry expired, instead of making them again on its loop.
+   */
+  int keep_expired;
 };
 
 /* A monotonic millisecond clock; tests inject their own. */
@@ -63,6 +69,13 @@ int cache_get(struct cache *c, const char *video_id, const char *lang, struct pr
 /* As cache_get; on a hit *ent (may be NULL) also receives a new reference to the entry's entity (release it). */
 int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
                  uint64_t *ttl_left_ms, struct entity **ent);
+
+/*
+ * As cache_lookup, and an expired entry that is kept (keep_expired) is found too, without being marked as used: returns
+ * 0 for a live entry, -ESTALE for an expired one (res and *ent filled alike; *ttl_left_ms 0), or -ENOENT.
+ */
+int cache_lookup_stale(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
+                       uint64_t *ttl_left_ms, struct entity **ent);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

@@ -9,7 +9,7 @@
 static struct cache *validators;
 
 int etagstore_init(void) {
-  struct cache_limits lim = {VTS_L1_VALIDATOR_BYTES, UINT64_MAX, 0};
+  struct cache_limits lim = {VTS_L1_VALIDATOR_BYTES, UINT64_MAX, 0, 0};
   validators = cache_new(&lim, NULL);
   return validators != NULL ? 0 : -ENOMEM;
 }

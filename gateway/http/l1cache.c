@@ -12,7 +12,8 @@
 static struct cache *l1;
 
 int l1cache_init(void) {
-  struct cache_limits lim = {VTS_L1_CACHE_BYTES, VTS_L1_CACHE_TTL_MS, VTS_L1_CACHE_TTL_MS};
+  /* Expired entries are kept for same_answer: a hot transcript's forms are made once, not at every expiry. */
+  struct cache_limits lim = {VTS_L1_CACHE_BYTES, VTS_L1_CACHE_TTL_MS, VTS_L1_CACHE_TTL_MS, 1};
   l1 = cache_new(&lim, NULL);
   if (l1 == NULL || etagstore_init() != 0) {
     l1cache_free();
@@ -31,11 +32,18 @@ int l1cache_lookup(const char *video_id, const char *key, struct proto_result *h
   return cache_lookup(l1, video_id, key, hit, NULL, ent) == 0 ? 0 : -ENOENT;
 }
 
-/* The entity L1 already holds for the key when it has exactly res's answer, as a new reference; else NULL. */
-static struct entity *same_answer(const char *video_id, const char *key, const struct proto_result *res) {
+/*
+ * The entity L1 holds for the key, live or expired, when it is exactly res's answer, as a new reference (*expired says
+ * which); else NULL. An expired one is the same answer come back after L1's short lifetime: its compressed forms and
+ * ETag are still right, and making them again costs milliseconds of the loop (gzip and brotli of a long transcript)
+ * at every expiry of a hot entry.
+ */
+static struct entity *same_answer(const char *video_id, const char *key, const struct proto_result *res, int *expired) {
   struct proto_result held;
   struct entity *ent = NULL;
-  if (cache_lookup(l1, video_id, key, &held, NULL, &ent) != 0) return NULL;
+  int rv = cache_lookup_stale(l1, video_id, key, &held, NULL, &ent);
+  if (rv != 0 && rv != -ESTALE) return NULL;
+  *expired = rv == -ESTALE;
   const struct entity_form *f = &ent->form[ENTITY_IDENTITY];
   if (held.outcome == res->outcome && f->len == res->body_len &&
       (f->len == 0 || memcmp(f->data, res->body, f->len) == 0))
@@ -44,17 +52,26 @@ static struct entity *same_answer(const char *video_id, const char *key, const s
   return NULL;
 }
 
-struct entity *l1cache_answer(const char *video_id, const char *key, const struct proto_result *res) {
-  struct entity *ent = same_answer(video_id, key, res);
-  if (ent != NULL) return ent;
+/* Keeps ent, res's entity, in L1 for res->cache_ms, and its validator in the ETag store. */
+static void keep(const char *video_id, const char *key, const struct proto_result *res, struct entity *ent) {
   uint32_t ttl = res->cache_ms;
-  ent = entity_new(res->body, res->body_len, res->outcome == PROTO_OK ? ENTITY_COMPRESS | ENTITY_FILE : 0);
-  if (ent == NULL) return NULL;
   ent->expires_ms = util_now_ms() + ttl;
   if (ttl > 0) {
     cache_put_entity(l1, video_id, key, res, ent, ttl, NULL);
     if (res->outcome == PROTO_OK) etagstore_keep(video_id, key, res, ent, ttl);
   }
+}
+
+struct entity *l1cache_answer(const char *video_id, const char *key, const struct proto_result *res) {
+  int expired = 0;
+  struct entity *ent = same_answer(video_id, key, res, &expired);
+  if (ent != NULL) {
+    if (expired) keep(video_id, key, res, ent);
+    return ent;
+  }
+  ent = entity_new(res->body, res->body_len, res->outcome == PROTO_OK ? ENTITY_COMPRESS | ENTITY_FILE : 0);
+  if (ent == NULL) return NULL;
+  keep(video_id, key, res, ent);
   return ent;
 }
 

@@ -22,7 +22,8 @@ int l1cache_lookup(const char *video_id, const char *key, struct proto_result *h
 /*
  * The entity of res, the dispatcher's answer for (video_id, key), as a new reference (NULL when memory ran out): the
  * one L1 already holds when it has exactly this answer (when an entry expires under load, every request in flight
- * misses it and each reply comes back with the same body), else a new one, kept in L1 for res->cache_ms, its
+ * misses it and each reply comes back with the same body), even if that entry expired (kept again for res->cache_ms:
+ * its forms are not made anew at each expiry of a hot answer), else a new one, kept in L1 for res->cache_ms, its
  * validator in the ETag store when res is a PROTO_OK.
  */
 struct entity *l1cache_answer(const char *video_id, const char *key, const struct proto_result *res);

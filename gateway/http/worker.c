@@ -36,6 +36,8 @@ struct worker {
   uv_timer_t keys_timer;
   uv_timer_t exit_timer;
   uv_prepare_t log_prepare; /* writes the turn's access lines, before the loop waits */
+  uint64_t turn_end_ns;     /* the previous turn's end (its prepare), and the loop's idle time then */
+  uint64_t turn_idle_ns;
   struct stat keys_st;
   int keys_st_ok;
   int stopping;
@@ -101,8 +103,20 @@ static void metrics_server_start(struct worker *w) {
   }
 }
 
+/*
+ * The end of a loop turn, before the loop waits: the turn's length (from the last end, less the time the loop waited
+ * for events in between, which libuv counts: UV_METRICS_IDLE_TIME) goes to the loop-turn histogram, then the turn's
+ * access lines are written (their write is part of the next turn's length).
+ */
 static void on_log_prepare(uv_prepare_t *h) {
-  (void)h;
+  struct worker *w = h->data;
+  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&w->loop);
+  if (w->turn_end_ns != 0) {
+    uint64_t took = now - w->turn_end_ns, waited = idle - w->turn_idle_ns;
+    metrics_loop_turn((took > waited ? took - waited : 0) / 1000);
+  }
+  w->turn_end_ns = now;
+  w->turn_idle_ns = idle;
   log_flush();
 }
 
@@ -165,6 +179,8 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
     keystore_free(keys);
     return 1;
   }
+  /* The time the loop waits for events, so that a turn's length leaves it out (on_log_prepare). */
+  uv_loop_configure(&w.loop, UV_METRICS_IDLE_TIME);
   keys_reload(&w, "start");
 
   w.ctx.rl = ratelimit_new(&w.loop, cfg);
@@ -213,6 +229,7 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   log_msg(LOG_INFO, "worker ready", NULL);
   /* The access lines of one loop turn go out in one write (or a few), not one write each. */
   uv_prepare_init(&w.loop, &w.log_prepare);
+  w.log_prepare.data = &w;
   uv_prepare_start(&w.log_prepare, on_log_prepare);
   uv_unref((uv_handle_t *)&w.log_prepare);
   log_batch(1);

@@ -14,6 +14,9 @@ static const struct metrics_counter_family *counter_family;
 
 static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                        0.1,    0.25,  0.5,    1,     2.5,  10};
+/* From a turn that costs a request or two up to one that stalls every connection of the worker for 100 ms. */
+static const double turn_buckets_s[METRICS_TURN_NBUCKETS - 1] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                                 0.005,  0.01,    0.025,  0.05,  0.1};
 static const char *const upstream_names[MU__COUNT] = {
 #define UPSTREAM_NAME_(id, label) [MU_##id] = label,
     METRICS_UPSTREAM_KINDS(UPSTREAM_NAME_)
@@ -97,6 +100,14 @@ static int64_t oldest_keys_load(void) {
 
 void metrics_l1_hit(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
+}
+
+void metrics_loop_turn(uint64_t busy_us) {
+  if (self == NULL) return;
+  int b = 0;
+  while (b < METRICS_TURN_NBUCKETS - 1 && (double)busy_us / 1e6 > turn_buckets_s[b]) b++;
+  atomic_fetch_add_explicit(&self->loop_turn_bucket[b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&self->loop_turn_sum_us, busy_us, memory_order_relaxed);
 }
 
 /* The outcome's kind, from its row in proto.h; BY_REASON: the kind of the reason's row. */
@@ -235,6 +246,27 @@ static int render_http(struct buf *out) {
   return rv;
 }
 
+/* The workers' loop turns: the long ones are stalls every connection of their worker waited through. */
+static int render_loop_turns(struct buf *out) {
+  int rv = family(out, "vts_worker_loop_turn_seconds", "histogram",
+                  "Time a worker's event loop spent between two waits for events (its callbacks, timers, and any "
+                  "time it was kept off the CPU meanwhile).");
+  uint64_t cum = 0;
+  for (int b = 0; rv == 0 && b < METRICS_TURN_NBUCKETS; b++) {
+    cum += sum_workers(offsetof(struct metrics_worker, loop_turn_bucket) + (size_t)b * sizeof(_Atomic uint64_t));
+    if (b < METRICS_TURN_NBUCKETS - 1)
+      rv = buf_printf(out, "vts_worker_loop_turn_seconds_bucket{le=\"%g\"} %llu\n", turn_buckets_s[b],
+                      (unsigned long long)cum);
+    else
+      rv = buf_printf(out, "vts_worker_loop_turn_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+  }
+  uint64_t sum_us = sum_workers(offsetof(struct metrics_worker, loop_turn_sum_us));
+  if (rv == 0)
+    rv = buf_printf(out, "vts_worker_loop_turn_seconds_sum %.6f\nvts_worker_loop_turn_seconds_count %llu\n",
+                    (double)sum_us / 1e6, (unsigned long long)cum);
+  return rv;
+}
+
 /*
  * Player attempts by proxy and by client. A proxy is named by its position in VTS_UPSTREAM_PROXY ("0" for none),
  * never by its URL, which may hold credentials. Only rows that saw an attempt are listed.
@@ -369,6 +401,7 @@ int metrics_render(struct buf *out) {
        (long long)LOAD(d->pot_failures)},
   };
   int rv = render_http(out);
+  if (rv == 0) rv = render_loop_turns(out);
   for (size_t i = 0; rv == 0 && i < sizeof(scalars) / sizeof(scalars[0]); i++) {
     rv = family(out, scalars[i].name, scalars[i].type, scalars[i].help);
     if (rv == 0) rv = buf_printf(out, "%s %lld\n", scalars[i].name, scalars[i].value);

@@ -12,7 +12,8 @@
 #include "common/buf.h"
 
 #define METRICS_MAX_WORKERS 256
-#define METRICS_NBUCKETS 14 /* latency buckets, the last is +Inf */
+#define METRICS_NBUCKETS 14      /* latency buckets, the last is +Inf */
+#define METRICS_TURN_NBUCKETS 11 /* loop-turn buckets, the last is +Inf */
 
 /*
  * The families whose rows belong to a floor above (the HTTP floor's routes and statuses, the dispatcher's counters)
@@ -112,6 +113,8 @@ struct metrics_worker {
   _Atomic uint64_t requests[METRICS_MAX_ROUTES][METRICS_MAX_STATUSES + 1];
   _Atomic uint64_t latency_bucket[METRICS_MAX_ROUTES][METRICS_NBUCKETS];
   _Atomic uint64_t latency_sum_us[METRICS_MAX_ROUTES];
+  _Atomic uint64_t loop_turn_bucket[METRICS_TURN_NBUCKETS];
+  _Atomic uint64_t loop_turn_sum_us;
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
@@ -169,6 +172,8 @@ void metrics_keys_reload_failed(void);
 int64_t metrics_fetchers_connected(void);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
+/* This worker's loop turn took busy_us of work (or of being kept off the CPU) between two waits for events. */
+void metrics_loop_turn(uint64_t busy_us);
 
 struct proto_result;
 /*

@@ -12,7 +12,10 @@
  * the generator wants a core of its own (taskset). RATE 0 is a closed loop instead (each connection sends again as
  * soon as its answer is in): the server's maximum. Every answer's status must be EXPECT (200 by default).
  *
- * Prints one line: "sent N rps R p50 A p99 B p999 C max D errors E" (latencies in microseconds).
+ * Prints one line: "sent N rps R p50 A p99 B p999 C max D errors E lag99 L" (microseconds). lag99 is the 99th
+ * percentile of how late a request went out after its due time while its connection was free: the generator's own
+ * delay (its core busy, or taken by something else), not the server's. When it nears the latencies, the generator, not
+ * the server, is the tail.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -36,6 +39,7 @@ struct conn {
   int connected;      /* connected and able to send */
   uint64_t i;         /* the next request's number on this connection */
   uint64_t due_ns;    /* when the request out (busy) or the next one was due */
+  uint64_t free_ns;   /* when its last answer was complete */
   char head[256];     /* the answer's status line and headers, as far as read (up to its first 255 bytes) */
   size_t head_len;    /* bytes of head read (it may be cut: only the status line and Content-Length matter) */
   int in_body;        /* the head is over */
@@ -55,6 +59,8 @@ static struct {
   int expect;
   uint32_t *lat; /* microseconds, one per answer */
   size_t nlat, cap;
+  uint32_t *lag; /* microseconds, one per request sent on a free connection: how late it went out */
+  size_t nlag, lagcap;
   uint64_t sent, errors;
   int stopping;
   char readbuf[READ_BYTES];
@@ -65,20 +71,23 @@ static uint64_t due_of(const struct conn *c) {
   return g.start_ns + (uint64_t)(((double)c->i * g.nconns + c->k) * 1e9 / g.rate);
 }
 
-static void record(uint64_t ns) {
-  if (g.nlat == g.cap) {
-    size_t cap = g.cap ? 2 * g.cap : 1 << 16;
-    uint32_t *p = realloc(g.lat, cap * sizeof(*p));
+/* Appends us to *v (growing it); a failed growth counts as an error. */
+static void push(uint32_t **v, size_t *n, size_t *cap, uint64_t ns) {
+  if (*n == *cap) {
+    size_t c = *cap ? 2 * *cap : 1 << 16;
+    uint32_t *p = realloc(*v, c * sizeof(*p));
     if (p == NULL) {
       g.errors++;
       return;
     }
-    g.lat = p;
-    g.cap = cap;
+    *v = p;
+    *cap = c;
   }
   uint64_t us = ns / 1000;
-  g.lat[g.nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+  (*v)[(*n)++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
+
+static void record(uint64_t ns) { push(&g.lat, &g.nlat, &g.cap, ns); }
 
 static void on_written(uv_write_t *w, int status) {
   if (status != 0) g.errors++;
@@ -87,6 +96,8 @@ static void on_written(uv_write_t *w, int status) {
 
 static void send_request(struct conn *c, uint64_t now) {
   if (g.rate <= 0) c->due_ns = now;
+  /* Only a request whose connection was free at its due time: a later one waited for the server, not for us. */
+  if (g.rate > 0 && c->free_ns <= c->due_ns) push(&g.lag, &g.nlag, &g.lagcap, now - c->due_ns);
   c->busy = 1;
   c->in_body = 0;
   c->head_len = 0;
@@ -106,6 +117,7 @@ static void send_request(struct conn *c, uint64_t now) {
 static void answered(struct conn *c) {
   uint64_t now = uv_hrtime();
   c->busy = 0;
+  c->free_ns = now;
   if (c->status != g.expect) g.errors++;
   record(now - c->due_ns);
   c->i++;
@@ -173,7 +185,10 @@ static int cmp_u32(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static uint32_t pct(double p) { return g.nlat ? g.lat[(size_t)(p / 100.0 * (double)(g.nlat - 1))] : 0; }
+static uint32_t pct_of(const uint32_t *v, size_t n, double p) {
+  return n ? v[(size_t)(p / 100.0 * (double)(n - 1))] : 0;
+}
+static uint32_t pct(double p) { return pct_of(g.lat, g.nlat, p); }
 
 static int arg_num(const char *s, double *out) {
   char *end = NULL;
@@ -243,10 +258,12 @@ int main(int argc, char **argv) {
   g.stopping = 1;
   double took = (double)(uv_hrtime() - g.start_ns) / 1e9;
   qsort(g.lat, g.nlat, sizeof(*g.lat), cmp_u32);
-  printf("sent %llu rps %.0f p50 %u p99 %u p999 %u max %u errors %llu\n", (unsigned long long)g.sent,
+  qsort(g.lag, g.nlag, sizeof(*g.lag), cmp_u32);
+  printf("sent %llu rps %.0f p50 %u p99 %u p999 %u max %u errors %llu lag99 %u\n", (unsigned long long)g.sent,
          (double)g.nlat / took, pct(50), pct(99), pct(99.9), g.nlat ? g.lat[g.nlat - 1] : 0,
-         (unsigned long long)g.errors);
+         (unsigned long long)g.errors, pct_of(g.lag, g.nlag, 99));
   free(g.lat);
+  free(g.lag);
   free(g.request);
   return 0;
 }

@@ -7,13 +7,18 @@
 # once the bodies are cached, share the generator's core. Both servers run as operators run them, one worker each on
 # their core: vts with its access log (VTS_LOG_LEVEL=info), nginx with access_log, sendfile and gzip_static.
 # For each path (/health, the 248 KB cached transcript, its gzip form, a 304 of it) and each server, the maximum is
-# measured first (closed loop, MAX_S seconds), then the rates RATES (percent of that server's own maximum) are offered
-# for DURATION seconds each. Prints p50, p99 and p99.9 side by side (ms), and vts's p99 over nginx's.
+# measured first (closed loop, MAX_S seconds), then the rates RATES are offered for DURATION seconds each. RATE_OF
+# says what a rate is a percentage of: "own" (each server's own maximum), "vts" or "nginx" (that server's maximum,
+# the same absolute rate offered to both), or several of these, each a set of rows. Prints p50, p99 and p99.9 side by
+# side (ms), vts's p99 over nginx's, and the generator's own lateness (lag99: the 99th percentile of how late a
+# request went out on a free connection; near the latencies, the generator is the tail, not the server).
 #   tests/bench/tail.sh
-# Environment: RATES ("20 50 80"), DURATION (5), MAX_S (3), CONNS (32), GEN_CPU (0), SRV_CPU (1), VTS_BUILD_DIR.
+#   RATE_OF="vts nginx" tests/bench/tail.sh
+# Environment: RATES ("20 50 80"), RATE_OF (own), DURATION (5), MAX_S (3), CONNS (32), GEN_CPU (0), SRV_CPU (1),
+# VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-RATES=${RATES:-20 50 80}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
+RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
 GEN_CPU=${GEN_CPU:-0}; SRV_CPU=${SRV_CPU:-1}
 build=${VTS_BUILD_DIR:-$root/build}
 . "$root/deploy/deps.sh"
@@ -91,22 +96,31 @@ field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) 
 echo "tail benchmark: generator on cpu $GEN_CPU, server on cpu $SRV_CPU (one worker each), $CONNS connections,"
 echo "$DURATION s a rate; $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| path | rate | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx |"
-echo "|---|---|---|---|---|"
+echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | gen lag99 ms |"
+echo "|---|---|---|---|---|---|"
 case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each "A: x|B: y", may be empty)
-  local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax pct vr nr va=() na=()
+  local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax of pct vr nr vout nout va=() na=()
   [ -n "$5" ] && IFS='|' read -ra va <<<"$5"
   [ -n "$6" ] && IFS='|' read -ra na <<<"$6"
   vmax=$(gen "$gw_port" "$vpath" 0 "$MAX_S" "$CONNS" "$expect" "${va[@]}" | field rps)
   nmax=$(gen "$ng_port" "$npath" 0 "$MAX_S" "$CONNS" "$expect" "${na[@]}" | field rps)
-  for pct in $RATES; do
-    vr=$(gen "$gw_port" "$vpath" $((vmax * pct / 100)) "$DURATION" "$CONNS" "$expect" "${va[@]}")
-    nr=$(gen "$ng_port" "$npath" $((nmax * pct / 100)) "$DURATION" "$CONNS" "$expect" "${na[@]}")
-    [ "$(echo "$vr" | field errors)" = 0 ] || echo "vts: errors at $pct%: $vr" >&2
-    [ "$(echo "$nr" | field errors)" = 0 ] || echo "nginx: errors at $pct%: $nr" >&2
-    printf '| %s | %d%% (%d / %d rps) | %s | %s | %.2fx |\n' "$name" "$pct" $((vmax * pct / 100)) $((nmax * pct / 100)) \
-      "$(echo "$vr" | ms | sed 's| | / |g')" "$(echo "$nr" | ms | sed 's| | / |g')" \
-      "$(awk -v a="$(echo "$vr" | field p99)" -v b="$(echo "$nr" | field p99)" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+  for of in $RATE_OF; do
+    for pct in $RATES; do
+      case $of in
+        own) vr=$((vmax * pct / 100)) nr=$((nmax * pct / 100)) ;;
+        vts) vr=$((vmax * pct / 100)) nr=$vr ;;
+        nginx) nr=$((nmax * pct / 100)) vr=$nr ;;
+        *) echo "RATE_OF: own, vts or nginx, not $of" >&2; exit 2 ;;
+      esac
+      vout=$(gen "$gw_port" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
+      nout=$(gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
+      [ "$(echo "$vout" | field errors)" = 0 ] || echo "vts: errors at $pct% of $of: $vout" >&2
+      [ "$(echo "$nout" | field errors)" = 0 ] || echo "nginx: errors at $pct% of $of: $nout" >&2
+      printf '| %s | %d%% of %s (%d / %d) | %s | %s | %.2fx | %.3f / %.3f |\n' "$name" "$pct" "$of" "$vr" "$nr" \
+        "$(echo "$vout" | ms | sed 's| | / |g')" "$(echo "$nout" | ms | sed 's| | / |g')" \
+        "$(awk -v a="$(echo "$vout" | field p99)" -v b="$(echo "$nout" | field p99)" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
+        "$(echo "$vout" | field lag99 | awk '{ print $1 / 1000 }')" "$(echo "$nout" | field lag99 | awk '{ print $1 / 1000 }')"
+    done
   done
 }
 case_ "/health" 200 /health /health "" ""

@@ -51,6 +51,22 @@ def test_request_counters_and_histogram_move_with_requests(gateway):
         value(before, "vts_http_request_duration_seconds_count", route="/health") == 4
 
 
+def test_worker_loop_turns_are_counted(gateway):
+    """Every turn of a worker's loop lands in vts_worker_loop_turn_seconds: a request takes at least one."""
+    bounds = ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "+Inf"]
+    before = scrape(gateway)
+    for _ in range(3):
+        assert gateway.request("GET", "/health").status == 200
+    after = scrape(gateway)
+    assert "# TYPE vts_worker_loop_turn_seconds histogram\n" in after
+    count = value(after, "vts_worker_loop_turn_seconds_count")
+    assert count - value(before, "vts_worker_loop_turn_seconds_count") >= 3
+    cumulative = [value(after, "vts_worker_loop_turn_seconds_bucket", le=b) for b in bounds]
+    assert cumulative == sorted(cumulative)
+    assert cumulative[-1] == count
+    assert value(after, "vts_worker_loop_turn_seconds_sum") > value(before, "vts_worker_loop_turn_seconds_sum")
+
+
 def test_metrics_port_answers_only_metrics(gateway):
     conn = http.client.HTTPConnection("127.0.0.1", gateway.metrics_port, timeout=5)
     conn.request("GET", "/health")

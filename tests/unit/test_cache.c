@@ -89,6 +89,59 @@ static void test_ok_entry_expires_at_its_ttl(void **state) {
   cache_free(c);
 }
 
+/* keep_expired (a worker's L1): an expired entry still misses, but stays for cache_lookup_stale until replaced. */
+static void test_kept_expired_entry_misses_and_is_found_stale(void **state) {
+  (void)state;
+  struct cache_limits lim = {.max_bytes = 1 << 20, .ok_ttl_ms = 10000, .negative_ttl_ms = 1000, .keep_expired = 1};
+  fake_now = 1000000;
+  struct cache *c = cache_new(&lim, fake_clock);
+  assert_non_null(c);
+  struct proto_result in = result(PROTO_OK, "{\"text\":\"hi\"}");
+  assert_int_equal(cache_put(c, "abcdefghijk", "", &in, UINT64_MAX, NULL), 0);
+  struct proto_result out;
+  struct entity *live = NULL, *stale = NULL;
+  uint64_t left = 1;
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, &left, &live), 0);
+  assert_int_equal(left, 10000);
+  fake_now += 10000;
+  assert_false(has(c, "abcdefghijk", ""));
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, &left, &stale), -ESTALE);
+  assert_ptr_equal(stale, live);
+  assert_int_equal(left, 0);
+  assert_int_equal(out.outcome, PROTO_OK);
+  assert_int_equal(out.body_len, strlen("{\"text\":\"hi\"}"));
+  assert_memory_equal(out.body, "{\"text\":\"hi\"}", out.body_len);
+  struct cache_stats st;
+  cache_get_stats(c, &st);
+  assert_int_equal(st.entries, 1);
+  /* Put again, the entry is live and found as such. */
+  assert_int_equal(cache_put_entity(c, "abcdefghijk", "", &out, stale, UINT64_MAX, NULL), 0);
+  assert_true(has(c, "abcdefghijk", ""));
+  struct entity *again = NULL;
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, &again), 0);
+  assert_ptr_equal(again, live);
+  assert_int_equal(cache_lookup_stale(c, "bcdefghijkl", "", &out, NULL, NULL), -ENOENT);
+  entity_unref(again);
+  entity_unref(stale);
+  entity_unref(live);
+  cache_free(c);
+}
+
+/* Without keep_expired, cache_lookup_stale is cache_lookup: the expired entry is dropped and missed. */
+static void test_expired_entry_is_not_found_stale_unless_kept(void **state) {
+  (void)state;
+  struct cache *c = make(1 << 20);
+  struct proto_result in = result(PROTO_OK, "x");
+  assert_int_equal(cache_put(c, "abcdefghijk", "", &in, UINT64_MAX, NULL), 0);
+  fake_now += 10000;
+  struct proto_result out;
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, NULL), -ENOENT);
+  struct cache_stats st;
+  cache_get_stats(c, &st);
+  assert_int_equal(st.entries, 0);
+  cache_free(c);
+}
+
 static void test_not_available_lives_for_the_negative_ttl(void **state) {
   (void)state;
   struct cache *c = make(1 << 20);
@@ -356,6 +409,8 @@ int main(void) {
       cmocka_unit_test(test_hit_returns_stored_body_outcome_lang_and_ttl_left),
       cmocka_unit_test(test_key_is_video_and_requested_language),
       cmocka_unit_test(test_ok_entry_expires_at_its_ttl),
+      cmocka_unit_test(test_kept_expired_entry_misses_and_is_found_stale),
+      cmocka_unit_test(test_expired_entry_is_not_found_stale_unless_kept),
       cmocka_unit_test(test_not_available_lives_for_the_negative_ttl),
       cmocka_unit_test(test_no_captions_is_stored_as_not_available),
       cmocka_unit_test(test_5xx_outcomes_are_never_cached),

@@ -52,6 +52,35 @@ static void test_requests_from_two_worker_processes_are_summed(void **state) {
   buf_free(&b);
 }
 
+/* Loop turns of two workers, summed: each in its bucket (cumulative), their sum and count. */
+static void test_loop_turns_of_two_workers_are_summed(void **state) {
+  (void)state;
+  for (int w = 10; w < 12; w++) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      metrics_set_worker(w);
+      metrics_loop_turn(40);
+      metrics_loop_turn(3000);
+      metrics_loop_turn(200000);
+      _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+  }
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "# TYPE vts_worker_loop_turn_seconds histogram\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.0001\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.0025\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.005\"} 4\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.1\"} 4\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"+Inf\"} 6\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_sum 0.406080\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_count 6\n"));
+  buf_free(&b);
+}
+
 static void test_unlisted_status_counts_as_other(void **state) {
   (void)state;
   metrics_set_worker(5);
@@ -295,6 +324,7 @@ int main(void) {
       cmocka_unit_test(test_egress_budgets_are_listed_by_position),
       cmocka_unit_test(test_pot_provider_failures_are_summed),
       cmocka_unit_test(test_every_family_has_help_and_type),
+      cmocka_unit_test(test_loop_turns_of_two_workers_are_summed),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
