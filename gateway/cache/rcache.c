@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/cache/bodycheck.h"
-#include "gateway/redis/redis_conn.h"
+#include "gateway/redis/redis_session.h"
 
 /*
  * Value layouts. An entry: "VC1" | outcome u8 | source u8 | lang length u8 | lang | body. An alias: "VA1" | the job
@@ -90,9 +90,8 @@ struct rreq {
 
 struct rcache {
   uv_loop_t *loop;
-  struct redis_addr addr;
-  redisAsyncContext *ac; /* NULL while disconnected */
-  uint64_t retry_at_ms;  /* after a failure: no command before this */
+  struct redis_session session; /* where Redis is, the wait after a failure, the down and back lines */
+  redisAsyncContext *ac;        /* NULL while disconnected */
   bool closing;
   int open_handles;               /* the timers not closed yet: the struct goes with the last */
   uv_timer_t deadline;            /* the oldest command's deadline */
@@ -191,8 +190,7 @@ static void arm_deadline(struct rcache *rc) {
 
 /* Drops the connection: every command in flight is answered with a fault (hiredis calls each back with no reply). */
 static void drop(struct rcache *rc, const char *why) {
-  if (!rc->closing) log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", why, NULL);
-  rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+  if (!rc->closing) redis_session_down(&rc->session, why, util_now_ms());
   redisAsyncContext *ac = rc->ac;
   rc->ac = NULL;
   if (ac != NULL) redisAsyncFree(ac);
@@ -215,8 +213,7 @@ static void on_connect(const redisAsyncContext *ac, int status) {
   if (status != REDIS_OK && rc->ac == ac) {
     /* hiredis frees the context after this: its commands are answered with faults then. */
     rc->ac = NULL;
-    rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
-    if (!rc->closing) log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", ac->errstr, NULL);
+    if (!rc->closing) redis_session_down(&rc->session, ac->errstr, util_now_ms());
   }
 }
 
@@ -224,9 +221,9 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
   struct rcache *rc = ac->data;
   if (rc->ac != ac) return;
   rc->ac = NULL;
-  rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
-  if (status != REDIS_OK && !rc->closing)
-    log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", ac->errstr, NULL);
+  /* A clean close is ours (rcache_close); the server's is an outage, and so the next connection waits too. */
+  if (!rc->closing)
+    redis_session_down(&rc->session, status != REDIS_OK ? ac->errstr : "connection closed", util_now_ms());
 }
 
 /* AUTH and SELECT: a refusal (a wrong password, a missing database) ends the connection. */
@@ -235,11 +232,9 @@ static void on_setup(redisAsyncContext *ac, void *reply, void *privdata) {
   redisReply *r = reply;
   if (r != NULL && r->type != REDIS_REPLY_ERROR) return;
   struct rcache *rc = ac->data;
-  if (r != NULL && !rc->closing)
-    log_msg(LOG_WARN, "transcript cache in Redis refused the connection", "error", r->str, NULL);
   if (rc->ac == ac) {
     rc->ac = NULL;
-    rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
+    if (!rc->closing) redis_session_down(&rc->session, r != NULL ? r->str : "connection closed", util_now_ms());
     redisAsyncDisconnect(ac);
   }
 }
@@ -247,13 +242,11 @@ static void on_setup(redisAsyncContext *ac, void *reply, void *privdata) {
 /* A connection for a new command, or NULL while Redis is known to be away. */
 static redisAsyncContext *conn(struct rcache *rc) {
   if (rc->ac != NULL) return rc->ac;
-  if (rc->closing || util_now_ms() < rc->retry_at_ms) return NULL;
+  if (rc->closing || !redis_session_may_try(&rc->session, util_now_ms())) return NULL;
   char err[256];
-  rc->ac = redis_conn_open_async(rc->loop, &rc->addr, rc, on_connect, on_disconnect, on_setup, NULL, err, sizeof(err));
-  if (rc->ac == NULL) {
-    rc->retry_at_ms = util_now_ms() + VTS_RCACHE_RETRY_MS;
-    log_msg(LOG_WARN, "transcript cache in Redis unavailable", "error", err, NULL);
-  }
+  rc->ac =
+      redis_session_open_async(&rc->session, rc->loop, rc, on_connect, on_disconnect, on_setup, NULL, err, sizeof(err));
+  if (rc->ac == NULL) redis_session_down(&rc->session, err, util_now_ms());
   return rc->ac;
 }
 
@@ -328,6 +321,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
   redisReply *r = reply;
   bool was_first = rc->inflight.next == q;
   ring_remove(q);
+  /* An answer proves the connection serves (its login passed): the session is back. */
+  if (r != NULL && r->type != REDIS_REPLY_ERROR && !rc->closing) redis_session_up(&rc->session);
   if (r == NULL) {
     req_fail(rc, q);
   } else if (!rc->closing && q->kind == R_GET && r->type != REDIS_REPLY_ERROR) {
@@ -353,11 +348,14 @@ struct rcache *rcache_new(uv_loop_t *loop, const struct vts_config *cfg, rcache_
   struct rcache *rc = calloc(1, sizeof(*rc));
   if (rc == NULL) return NULL;
   char err[256];
-  if (redis_conn_resolve_var(var, url, &rc->addr, err, sizeof(err)) != 0) {
+  struct redis_addr addr;
+  if (redis_conn_resolve_var(var, url, &addr, err, sizeof(err)) != 0) {
     log_msg(LOG_WARN, "transcript cache in Redis disabled", "error", err, NULL);
     free(rc);
     return NULL;
   }
+  /* A fixed wait: a cache that is away only costs fetches, and a command tried every second finds it back. */
+  redis_session_init(&rc->session, "cache", &addr, VTS_RCACHE_RETRY_MS, VTS_RCACHE_RETRY_MS);
   char id[17];
   if (util_random_hex(id, 8) != 0) snprintf(id, sizeof(id), "%d", (int)getpid());
   snprintf(rc->owner, sizeof(rc->owner), "%s", id);

@@ -53,8 +53,7 @@ struct runner_item {
   char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
   /* The item's unit of the month, held from before its platform request until it ends (hold_unit). */
   enum { UNIT_NONE, UNIT_TABLE, UNIT_STORE } unit;
-  struct key_entry unit_key;     /* its key when the unit was held: a later key file may no longer name it */
-  int64_t month;                 /* UNIT_TABLE: the month of the limiter's shared table it was held in */
+  struct rl_decision table_unit; /* UNIT_TABLE: the unit of the limiter's shared table (its key's digest, its month) */
   struct jobstore_charge charge; /* UNIT_STORE: the store's month counter it was held in */
 };
 
@@ -299,7 +298,6 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
 static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
   const struct key_entry *key = key_named(r, it->task.key_id);
   if (key == NULL) return 0;
-  it->unit_key = *key;
   int rv;
   if (jobstore_charges(r->js)) {
     struct jobstore_charge *c = &it->charge;
@@ -309,7 +307,7 @@ static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
     return rv == -ENOENT ? 0 : rv; /* a job gone meanwhile: the item's end finds nothing to record */
   }
   enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
-  rv = ratelimit_charge_month(r->cfg, key, &it->month, &charged);
+  rv = ratelimit_charge_month(r->cfg, key, &it->table_unit, &charged);
   if (rv < 0) return rv;
   if (charged == RL_CHARGE_QUOTA_USED_UP) return 0;
   it->unit = UNIT_TABLE;
@@ -321,7 +319,7 @@ static void give_back_unit(struct runner *r, struct runner_item *it) {
   if (it->unit == UNIT_STORE && jobstore_unreserve(r->js, it->task.job_id, it->task.seq, &it->charge) != 0)
     log_msg(LOG_WARN, "a batch item's unit of the month not given back", "job_id", it->task.job_id, NULL);
   else if (it->unit == UNIT_TABLE)
-    ratelimit_give_back(&it->unit_key, it->month);
+    ratelimit_refund(NULL, &it->table_unit);
   it->unit = UNIT_NONE;
 }
 

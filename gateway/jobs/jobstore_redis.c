@@ -39,7 +39,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/jobs/jobstore_backend.h"
-#include "gateway/redis/redis_conn.h"
+#include "gateway/redis/redis_session.h"
 
 #define WORK_STREAM "vts:jobs:work"
 #define WORK_GROUP "runners"
@@ -56,13 +56,11 @@ struct taken {
 };
 
 struct jsredis {
-  struct redis_addr addr;
-  redisContext *c;      /* NULL while down */
-  uint64_t retry_at_ms; /* down: not tried again before (monotonic) */
-  uint64_t backoff_ms;  /* the wait after the next failure: doubles while Redis stays down */
-  int64_t ttl_ms;       /* an ended job's keys live this long */
-  int timeout_ms;       /* the longest a connect or a reply is waited for */
-  char consumer[24];    /* this handle's name in the group */
+  struct redis_session session; /* where Redis is, the wait after a failure, the down and back lines */
+  redisContext *c;              /* NULL while down */
+  int64_t ttl_ms;               /* an ended job's keys live this long */
+  int timeout_ms;               /* the longest a connect or a reply is waited for */
+  char consumer[24];            /* this handle's name in the group */
   struct taken *taken;
   size_t ntaken, cap;
 };
@@ -517,24 +515,12 @@ static const char keepalive_script[] = LUA_PRELUDE
     "end\n"
     "return 0\n";
 
-/*
- * Redis did not answer: not tried again for a while, a longer while each time it stays down (VTS_JOBS_REDIS_RETRY_MS
- * doubling to VTS_JOBS_REDIS_RETRY_MAX_MS), so a long outage costs the caller's loop one bounded wait every few
- * seconds, not every second.
- */
-static void down(struct jsredis *r) {
-  if (r->backoff_ms == 0) r->backoff_ms = VTS_JOBS_REDIS_RETRY_MS;
-  r->retry_at_ms = util_now_ms() + r->backoff_ms;
-  r->backoff_ms = r->backoff_ms * 2 < VTS_JOBS_REDIS_RETRY_MAX_MS ? r->backoff_ms * 2 : VTS_JOBS_REDIS_RETRY_MAX_MS;
-}
-
-/* The connection, (re)opened when it is down and its retry time has come; NULL otherwise. */
+/* The connection, (re)opened when it is down and the session's wait after the last failure is over; NULL otherwise. */
 static redisContext *conn(struct jsredis *r) {
   if (r->c != NULL) return r->c;
-  uint64_t now = util_now_ms();
-  if (now < r->retry_at_ms) return NULL;
+  if (!redis_session_may_try(&r->session, util_now_ms())) return NULL;
   char err[256] = "";
-  redisContext *c = redis_conn_open_sync(&r->addr, r->timeout_ms, err, sizeof(err));
+  redisContext *c = redis_session_open_sync(&r->session, r->timeout_ms, err, sizeof(err));
   if (c != NULL) {
     /* The group exists from the first connection on; BUSYGROUP (made already) is the usual answer. */
     redisReply *rep = redisCommand(c, "XGROUP CREATE " WORK_STREAM " " WORK_GROUP " 0 MKSTREAM");
@@ -547,21 +533,19 @@ static redisContext *conn(struct jsredis *r) {
     }
   }
   if (c == NULL) {
-    down(r);
-    log_msg(LOG_WARN, "job store: Redis unavailable", "error", err, NULL);
+    redis_session_down(&r->session, err, util_now_ms());
     return NULL;
   }
   r->c = c;
-  r->backoff_ms = 0;
+  redis_session_up(&r->session);
   return c;
 }
 
 /* A reply that did not come (timeout, closed connection): the connection is dropped and not tried for a while. */
 static void conn_lost(struct jsredis *r) {
-  if (r->c != NULL) log_msg(LOG_WARN, "job store: Redis did not answer", "error", r->c->errstr, NULL);
+  redis_session_down(&r->session, r->c != NULL ? r->c->errstr : "no connection", util_now_ms());
   redisFree(r->c);
   r->c = NULL;
-  down(r);
 }
 
 /* One command; NULL when Redis did not answer or answered an error (logged). The caller frees the reply. */
@@ -666,7 +650,9 @@ static int rs_open(const struct vts_config *cfg, int timeout_ms, void **self, ch
   }
   struct jsredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return -ENOMEM;
-  r->addr = redis_at;
+  /* Each failure waits VTS_JOBS_REDIS_RETRY_MS doubling to VTS_JOBS_REDIS_RETRY_MAX_MS: a long outage costs the
+   * caller one bounded wait every few seconds, not every second. */
+  redis_session_init(&r->session, "jobs", &redis_at, VTS_JOBS_REDIS_RETRY_MS, VTS_JOBS_REDIS_RETRY_MAX_MS);
   r->ttl_ms = cfg->job_ttl_s * 1000;
   r->timeout_ms = timeout_ms;
   char hex[17];

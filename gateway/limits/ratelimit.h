@@ -1,6 +1,8 @@
 /*
  * Short-window rate limit and monthly quota per key: fixed windows aligned to multiples of the window length.
- * Providers: memory (a shared-memory table created by the master before fork, atomics only) and redis.
+ * Providers (the backends of ratelimit_backend.h, chosen by name from its table): memory (a shared-memory table
+ * created by the master before fork, atomics only) and redis. A worker's limiter is a handle, struct ratelimit, whose
+ * calls go to its backend's table of operations; rl_cb, the callback of every check, is in ratelimit_calc.h.
  *
  * Semantics, the same for both providers:
  * - Window: index = now / window_s, reset = (index + 1) * window_s (unix seconds, exact). Exactly `limit` requests
@@ -33,9 +35,6 @@
 #include "common/config.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit_calc.h"
-
-/* Called exactly once per ratelimit_check, on the worker's loop thread, maybe before ratelimit_check returns. */
-typedef void (*rl_cb)(void *arg, const struct rl_decision *d);
 
 struct ratelimit;
 
@@ -72,24 +71,21 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
 void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
 /*
  * Gives back the month's unit that decision d reserved, once (it clears d->reserved_in): the answer to the request
- * is not a 200 with a transcript. Does nothing when d reserved nothing or rl is NULL (a worker already closing its
- * limiter). A unit reserved in Redis is given back in Redis; when Redis cannot take it the unit stays counted (a
- * customer may be billed one unit too many, never served one too many).
+ * is not a 200 with a transcript; or the unit of a batch item that ratelimit_charge_month took (RL_STORE_TABLE: given
+ * back to the shared table, rl may be NULL), whose answer could not be kept. The one way a unit goes back. Does
+ * nothing when d reserved nothing, or rl is NULL for a check's unit (a worker already closing its limiter). A unit
+ * reserved in Redis is given back in Redis; when Redis cannot take it the unit stays counted (a customer may be billed
+ * one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
-/* What ratelimit_charge_month did. */
-enum rl_charge {
-  RL_CHARGE_TAKEN,        /* the unit is taken: *month is its month, for ratelimit_give_back */
-  RL_CHARGE_QUOTA_USED_UP /* the key's month is used up: nothing taken */
-};
 /*
  * Takes one unit of the month of key, outside any request: a batch job's item answered with a transcript (the
  * dispatcher's runner; the job's request was counted in the window). From the shared table the master made, so any
- * process forked after ratelimit_shm_init may call it. Returns 0 with what happened in *outcome, -ENOSPC or -ENODEV
- * (no table). The table is the month of the memory provider; with VTS_REDIS_URL the month is in Redis: see
- * ratelimit_month_counter.
+ * process forked after ratelimit_shm_init may call it. Returns 0 with what happened in *outcome (RL_CHARGE_TAKEN: unit
+ * records the unit, reserved_in RL_STORE_TABLE, for ratelimit_refund), -ENOSPC or -ENODEV (no table). The table is the
+ * month of the memory provider; with VTS_REDIS_URL the month is in Redis: see ratelimit_month_counter.
  */
-int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, int64_t *month,
+int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, struct rl_decision *unit,
                            enum rl_charge *outcome);
 /*
  * With VTS_REDIS_URL: where key's units of the month are counted in Redis at second now (the counter every check of
@@ -99,8 +95,6 @@ int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry 
  */
 int ratelimit_month_counter(const struct vts_config *cfg, const struct key_entry *key, int64_t now, char *name,
                             size_t cap, int64_t *quota, int64_t *ttl_s);
-/* Gives back a unit ratelimit_charge_month took (the item's answer could not be kept). */
-void ratelimit_give_back(const struct key_entry *key, int64_t month);
 /* "memory" or "redis", for /health. */
 const char *ratelimit_provider(const struct vts_config *cfg);
 /* Copies this worker's counters into out. */

@@ -119,3 +119,26 @@ void rlcalc_headers(const struct rl_decision *d, char *out, size_t cap) {
     strb_puts(&b, "\r\n");
   }
 }
+
+void rlcalc_reserved(struct rl_decision *d, enum rl_store in, const char *digest, int64_t month) {
+  d->reserved_in = in;
+  d->reserved_month = month;
+  util_copy_str(d->digest, sizeof(d->digest), digest);
+}
+
+void rlcalc_count(struct ratelimit_stats *s, const struct rl_decision *d) {
+  switch (d->outcome) {
+    case RL_ALLOW:
+      s->allowed++;
+      break;
+    case RL_LIMITED:
+      s->limited++;
+      break;
+    case RL_QUOTA:
+      s->quota_exceeded++;
+      break;
+    case RL_UNAVAILABLE:
+      s->unavailable++;
+      break;
+  }
+}

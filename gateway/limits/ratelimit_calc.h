@@ -30,10 +30,28 @@ struct rl_decision {
   int64_t quota_remaining; /* admitted requests left this month (0 when unknown: RL_UNAVAILABLE) */
   int64_t quota_reset;     /* unix seconds of 00:00 UTC on the 1st of the next month */
   /* Where the month's unit of an RL_ALLOW was reserved, for ratelimit_refund; RL_STORE_NONE on other outcomes. */
-  enum rl_store { RL_STORE_NONE = 0, RL_STORE_MEMORY, RL_STORE_REDIS, RL_STORE_FALLBACK } reserved_in;
+  enum rl_store {
+    RL_STORE_NONE = 0,
+    RL_STORE_MEMORY,   /* the memory backend's check */
+    RL_STORE_REDIS,    /* the Redis backend's check, answered by Redis */
+    RL_STORE_FALLBACK, /* the Redis backend's check, decided by its fail-open fallback */
+    RL_STORE_TABLE     /* a batch item's unit, taken from the shared table outside any check (ratelimit_charge_month) */
+  } reserved_in;
   int64_t reserved_month; /* month index (rlcalc_month_index) of the reserved unit */
   char digest[65];        /* the key's digest, set with reserved_in */
 };
+
+/* What taking one unit of a key's month outside any check did (ratelimit_charge_month, rlmem_charge_month). */
+enum rl_charge {
+  RL_CHARGE_TAKEN,        /* the unit is taken */
+  RL_CHARGE_QUOTA_USED_UP /* the key's month is used up: nothing taken */
+};
+
+/* Called exactly once per check, on the worker's loop thread, maybe before the check returns. */
+typedef void (*rl_cb)(void *arg, const struct rl_decision *d);
+
+/* Records where an admitted request's month unit was reserved (in, month, the key's digest), for its refund. */
+void rlcalc_reserved(struct rl_decision *d, enum rl_store in, const char *digest, int64_t month);
 
 /* Room for the header lines rlcalc_headers writes. */
 #define RLCALC_HEADERS_BYTES 192
@@ -60,6 +78,9 @@ struct ratelimit_stats {
   uint64_t redis_connects; /* connections set up (first one included) */
   uint64_t redis_leased;   /* admitted from a lease of units Redis reserved earlier, without a round trip */
 };
+
+/* Counts decision d in its outcome's counter of s. */
+void rlcalc_count(struct ratelimit_stats *s, const struct rl_decision *d);
 
 /* The limits that apply to one key: its own where set, else the service defaults. */
 struct rl_limits {

@@ -1,6 +1,7 @@
 #include "gateway/limits/ratelimit_memory.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -10,12 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "common/buf.h"
 #include "common/limits.h"
+#include "common/log.h"
 #include "common/safefile.h"
 #include "common/util.h"
+#include "gateway/limits/ratelimit_backend.h"
 
 /*
  * The table is shared between processes, so its atomics must be real lock-free instructions: a libatomic fallback
@@ -330,16 +335,21 @@ int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct 
   return check(t, digest, lim, now, false, 1, d);
 }
 
-int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month) {
+int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month,
+                       enum rl_charge *outcome) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), true, now);
   if (s == NULL) return -ENOSPC;
   if (atomic_load_explicit(&s->used_s, memory_order_relaxed) < now)
     atomic_store_explicit(&s->used_s, now, memory_order_relaxed);
   int64_t qperiod, qused;
-  if (!word_take(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, quota, &qperiod, &qused)) return 0;
+  if (!word_take(&s->quota, QUOTA_COUNT_BITS, rlcalc_month_index(now), 1, quota, &qperiod, &qused)) {
+    *outcome = RL_CHARGE_QUOTA_USED_UP;
+    return 0;
+  }
   atomic_fetch_add(&t->generation, 1);
   *month = qperiod;
-  return 1;
+  *outcome = RL_CHARGE_TAKEN;
+  return 0;
 }
 
 int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now,
@@ -370,16 +380,16 @@ static void word_add(_Atomic uint64_t *w, int bits, int64_t period) {
   }
 }
 
-void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent) {
+void rlmem_owed_add(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
   word_add(&s->owed_window, WINDOW_COUNT_BITS, d->reset);
   if (d->outcome == RL_ALLOW && spent) word_add(&s->owed_quota, QUOTA_COUNT_BITS, d->reserved_month);
-  /* After the counts: a reader that sees this number sees counts at least this new (rlmem_owed). */
+  /* After the counts: a reader that sees this number sees counts at least this new (rlmem_owed_read). */
   atomic_fetch_add(&s->owed_seq, 1);
 }
 
-void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month) {
+void rlmem_owed_refund(struct rlmem_table *t, const char *digest, int64_t month) {
   rlmem_refund(t, digest, month);
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
@@ -393,8 +403,8 @@ static int64_t word_count_of(_Atomic uint64_t *w, int bits, int64_t period) {
   return v != 0 && (int64_t)(v >> bits) == period ? (int64_t)(v & COUNT_MASK(bits)) : -1;
 }
 
-void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
-                struct rl_owed *out) {
+void rlmem_owed_read(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
+                     struct rl_owed *out) {
   out->window = -1;
   out->quota = -1;
   out->seq = 0;
@@ -408,7 +418,7 @@ void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, i
   out->seq = seq;
 }
 
-void rlmem_owed_told(struct rlmem_table *t, const char *digest, uint64_t seq) {
+void rlmem_owed_acked(struct rlmem_table *t, const char *digest, uint64_t seq) {
   struct rlmem_slot *s = slot_find(t, digest_tag(digest), false, 0);
   if (s == NULL) return;
   uint64_t told = atomic_load(&s->told_seq);
@@ -547,3 +557,190 @@ void rlmem_snapshot_end(struct rlmem_table *t, uint64_t gen, bool ok) {
   if (ok) atomic_store(&t->snapshot_gen, gen);
   atomic_store(&t->snapshot_writer, 0);
 }
+
+void rlmem_decide(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now, bool spend,
+                  uint32_t gateways, struct rl_decision *d, struct ratelimit_stats *stats) {
+  int rv = !spend         ? rlmem_check_unspent(t, digest, lim, now, d)
+           : gateways > 1 ? rlmem_check_share(t, digest, lim, now, gateways, d)
+                          : rlmem_check(t, digest, lim, now, d);
+  if (rv == 0) {
+    if (spend && d->outcome == RL_ALLOW) rlcalc_reserved(d, RL_STORE_MEMORY, digest, d->reserved_month);
+    return;
+  }
+  stats->table_full++;
+  rlcalc_decision(d, RL_UNAVAILABLE, lim, now, 0, 0);
+}
+
+/*
+ * The memory backend: the shared table decides every check, and its month's usage is snapshotted to VTS_STATE_DIR so
+ * a restart loses no quota.
+ */
+struct rlmem_limiter {
+  struct ratelimit base;
+  uv_timer_t snap_timer; /* offers a snapshot every VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS */
+  bool snap_timer_on;
+  uv_work_t snap_work; /* the snapshot is written on the threadpool: fsync must not stall the loop */
+  bool snap_busy;
+  bool snap_failed_logged;
+  uint64_t snap_gen;
+  int snap_rv;
+  int refs; /* 1 for the owner, plus the snapshot timer and a snapshot in progress */
+  bool closing;
+};
+
+/* mkdir -p: the state directory may be several levels below an existing one. */
+static int make_dirs(const char *path) {
+  char buf[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof(buf)) return -ENAMETOOLONG;
+  memcpy(buf, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    char saved = buf[i];
+    buf[i] = '\0';
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST) return -errno;
+    buf[i] = saved;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) return -errno;
+  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/* Creating a file is the only honest test of writability (access() ignores read-only mounts and is moot as root). */
+static int probe_writable(const char *dir) {
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof(path), "%s/.vts-write-probe.%ld", dir, (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof(path)) return -ENAMETOOLONG;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  close(fd);
+  unlink(path);
+  return 0;
+}
+
+static int mem_selected(const struct vts_config *cfg) {
+  (void)cfg;
+  return 1;
+}
+
+/* The state directory, made when missing and proved writable, and this month's usage reloaded from its snapshot. */
+static int mem_init(const struct vts_config *cfg, struct rlmem_table *t, char *err, size_t errlen) {
+  int rv = make_dirs(cfg->state_dir);
+  if (rv == 0) rv = probe_writable(cfg->state_dir);
+  if (rv != 0) {
+    snprintf(err, errlen, "VTS_STATE_DIR: %s is not a writable directory: %s", cfg->state_dir, strerror(-rv));
+    return rv;
+  }
+  return rlmem_snapshot_restore(t, cfg->state_dir, util_wall_s(), err, errlen);
+}
+
+static int mem_save(const struct vts_config *cfg, struct rlmem_table *t) {
+  return rlmem_snapshot_write(t, cfg->state_dir, util_wall_s());
+}
+
+static void mem_unref(struct rlmem_limiter *m) {
+  if (--m->refs == 0) free(m);
+}
+
+static void snap_timer_closed(uv_handle_t *h) { mem_unref(h->data); }
+
+/* Runs on a threadpool thread: touches only the shared table (atomics) and the file system. */
+static void snap_work(uv_work_t *w) {
+  struct rlmem_limiter *m = w->data;
+  m->snap_rv = rlmem_snapshot_write(m->base.table, m->base.cfg.state_dir, util_wall_s());
+}
+
+static void snap_done(uv_work_t *w, int status) {
+  struct rlmem_limiter *m = w->data;
+  bool ok = status == 0 && m->snap_rv == 0;
+  rlmem_snapshot_end(m->base.table, m->snap_gen, ok);
+  if (!ok && !m->snap_failed_logged) {
+    log_msg(LOG_ERROR, "quota snapshot failed", "path", m->base.cfg.state_dir, "error",
+            strerror(status != 0 ? -status : -m->snap_rv), NULL);
+  }
+  m->snap_failed_logged = !ok;
+  m->snap_busy = false;
+  mem_unref(m);
+}
+
+/*
+ * Every worker offers; the table lets one process at a time write, at most once per interval and only when usage
+ * changed, so no worker is special and a dead one is not missed.
+ */
+static void on_snap_timer(uv_timer_t *t) {
+  struct rlmem_limiter *m = t->data;
+  if (m->snap_busy || m->closing) return;
+  if (!rlmem_snapshot_begin(m->base.table, util_now_ms(), false, &m->snap_gen)) return;
+  m->snap_busy = true;
+  m->refs++;
+  if (uv_queue_work(m->base.loop, &m->snap_work, snap_work, snap_done) != 0) {
+    rlmem_snapshot_end(m->base.table, m->snap_gen, false);
+    m->snap_busy = false;
+    m->refs--;
+  }
+}
+
+static struct ratelimit *mem_open(uv_loop_t *loop, const struct vts_config *cfg, struct rlmem_table *t) {
+  struct rlmem_limiter *m = calloc(1, sizeof(*m));
+  if (m == NULL) return NULL;
+  m->base.ops = &ratelimit_memory_ops;
+  m->base.loop = loop;
+  m->base.cfg = *cfg;
+  m->base.table = t;
+  m->refs = 1;
+  m->snap_work.data = m;
+  uv_timer_init(loop, &m->snap_timer);
+  m->snap_timer.data = m;
+  uv_timer_start(&m->snap_timer, on_snap_timer, VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS, VTS_RATELIMIT_SNAPSHOT_INTERVAL_MS);
+  /* The snapshot timer alone must not keep a draining worker's loop alive. */
+  uv_unref((uv_handle_t *)&m->snap_timer);
+  m->snap_timer_on = true;
+  m->refs++;
+  return &m->base;
+}
+
+/*
+ * A worker leaving writes what changed since the last snapshot, synchronously: the master's final save covers a clean
+ * shutdown, this also covers a worker stopped on its own.
+ */
+static void snapshot_at_exit(struct rlmem_limiter *m) {
+  uint64_t gen;
+  if (m->snap_busy || !rlmem_snapshot_begin(m->base.table, util_now_ms(), true, &gen)) return;
+  int rv = rlmem_snapshot_write(m->base.table, m->base.cfg.state_dir, util_wall_s());
+  rlmem_snapshot_end(m->base.table, gen, rv == 0);
+  if (rv != 0) log_msg(LOG_ERROR, "quota snapshot failed", "path", m->base.cfg.state_dir, "error", strerror(-rv), NULL);
+}
+
+static void mem_close(struct ratelimit *rl) {
+  struct rlmem_limiter *m = (struct rlmem_limiter *)rl;
+  if (m->snap_timer_on) snapshot_at_exit(m);
+  m->closing = true;
+  if (m->snap_timer_on) uv_close((uv_handle_t *)&m->snap_timer, snap_timer_closed);
+  m->snap_timer_on = false;
+  mem_unref(m);
+}
+
+static void mem_check(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, bool spend, rl_cb cb,
+                      void *arg) {
+  struct rl_decision d;
+  rlmem_decide(rl->table, digest, lim, util_wall_s(), spend, 1, &d, &rl->stats);
+  rlcalc_count(&rl->stats, &d);
+  cb(arg, &d);
+}
+
+static void mem_refund(struct ratelimit *rl, enum rl_store in, const char *digest, int64_t month) {
+  (void)in;
+  rlmem_refund(rl->table, digest, month);
+}
+
+const struct rl_backend_ops ratelimit_memory_ops = {
+    .version = RL_BACKEND_OPS_VERSION,
+    .name = "memory",
+    .selected = mem_selected,
+    .init = mem_init,
+    .save = mem_save,
+    .open = mem_open,
+    .close = mem_close,
+    .check = mem_check,
+    .refund = mem_refund,
+};

@@ -38,10 +38,11 @@ int rlmem_check_unspent(struct rlmem_table *t, const char *digest, const struct 
                         struct rl_decision *d);
 /*
  * Takes one unit of the month of the key, counting nothing in the window: a batch job's item answered with a
- * transcript (the job's request counted in the window once). Returns 1 when taken (its month in *month), 0 when the
- * month is used up, -ENOSPC as rlmem_check.
+ * transcript (the job's request counted in the window once). Returns 0 with what happened in *outcome (taken: its
+ * month in *month), or -ENOSPC as rlmem_check.
  */
-int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month);
+int rlmem_charge_month(struct rlmem_table *t, const char *digest, int64_t quota, int64_t now, int64_t *month,
+                       enum rl_charge *outcome);
 /*
  * The redis provider's fail-open fallback while Redis cannot answer, with gateways sharing the key (the live gateways
  * Redis last counted, at least 1): decides as rlmem_check, but admits at most this gateway's share of what the key
@@ -54,21 +55,30 @@ int rlmem_check_share(struct rlmem_table *t, const char *digest, const struct rl
 /* Gives back one quota unit of the key in month (a month index), unless that month is over or holds no unit. */
 void rlmem_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*
+ * The table's decision of one check into d, for the memory backend and Redis's fail-open fallback: rlmem_check,
+ * rlmem_check_unspent (spend false) or, with more than one gateway sharing the key, rlmem_check_share; an admitted
+ * spending check records its unit as reserved in the table (RL_STORE_MEMORY). A key with no slot left is
+ * RL_UNAVAILABLE, counted in stats->table_full: refusing is truthful ("cannot count"), admitting uncounted would not
+ * be.
+ */
+void rlmem_decide(struct rlmem_table *t, const char *digest, const struct rl_limits *lim, int64_t now, bool spend,
+                  uint32_t gateways, struct rl_decision *d, struct ratelimit_stats *stats);
+/*
  * The redis provider's fail-open fallback decided d for the key: records what it counted (the request in d's
  * window, the unit reserved when d admitted and spent: a check that spends nothing of the month owes none of it) as
  * owed to Redis, apart from what Redis itself counted.
  */
-void rlmem_owe(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent);
+void rlmem_owed_add(struct rlmem_table *t, const char *digest, const struct rl_decision *d, bool spent);
 /* Gives back a unit reserved by the fallback in month: from the count and from what is owed to Redis. */
-void rlmem_owe_refund(struct rlmem_table *t, const char *digest, int64_t month);
+void rlmem_owed_refund(struct rlmem_table *t, const char *digest, int64_t month);
 /*
  * What is owed to Redis for the key in the window ending at window_end and in month, into out (-1: nothing, also
- * when Redis already answered a call that carried these counts: see rlmem_owed_told).
+ * when Redis already answered a call that carried these counts: see rlmem_owed_acked).
  */
-void rlmem_owed(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
-                struct rl_owed *out);
+void rlmem_owed_read(struct rlmem_table *t, const char *digest, int64_t window_end, int64_t month, int64_t now,
+                     struct rl_owed *out);
 /* Redis answered a call that carried the key's owed counts numbered seq: it holds them, or newer ones. */
-void rlmem_owed_told(struct rlmem_table *t, const char *digest, uint64_t seq);
+void rlmem_owed_acked(struct rlmem_table *t, const char *digest, uint64_t seq);
 /*
  * Raises the key's counts for the window and month of second now to at least these values. The redis provider
  * calls it with every answer so that a fallback to this table continues from what Redis counted.

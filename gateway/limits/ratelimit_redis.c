@@ -1,6 +1,7 @@
 /*
- * Over 800 lines: the limiter's Redis client, whose connection states (backoff, stall, ready), check script and owed
- * counts share one struct and its references.
+ * Over 800 lines: the limiter's Redis client, whose connection states (stall, ready), check script, leases and owed
+ * counts share one struct and its references, and below it the Redis backend of the limiter (its row of
+ * RATELIMIT_BACKENDS), whose fallback decides what that client could not.
  */
 #include "gateway/limits/ratelimit_redis.h"
 
@@ -17,6 +18,9 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/limits/ratelimit_backend.h"
+#include "gateway/limits/ratelimit_memory.h"
+#include "gateway/metrics/metrics.h"
 
 #define SCRIPT_KEYS 4
 #define SCRIPT_ARGS 11
@@ -101,14 +105,12 @@ static const char refund_script[] =
 
 struct rlredis {
   uv_loop_t *loop;
-  struct redis_addr addr;
+  struct redis_session session; /* where Redis is, the reconnect backoff, the down and back lines */
   char gateway_id[RLREDIS_GATEWAY_ID_BYTES];
   redisAsyncContext *ac; /* NULL while disconnected */
   bool ready;            /* the script is loaded on this connection */
   bool stalled;          /* a command timed out and no reply has come since */
   bool closing;
-  bool down_logged;      /* one warning per outage and reason, not one per reconnect attempt */
-  char down_why[128];    /* the reason last logged: a new one (a slow start, then WRONGPASS) is logged too */
   uv_timer_t conn_timer; /* disconnected: reconnect backoff; connecting: ready deadline; stalled: stall deadline */
   uv_prepare_t flush;    /* sends the checks gathered this loop turn, before the loop waits */
   bool flush_open;
@@ -119,7 +121,6 @@ struct rlredis {
   char server_id[41];                 /* the run_id of the server this connection reached, "" until known */
   struct lease *orphans;              /* leases held when a connection to server orphans_of was lost */
   char orphans_of[41];
-  uint64_t backoff_ms;
   int refs; /* conn_timer, sweep, flush and every live request: the struct is freed with the last */
   char sha[41];
   uint64_t timeouts, errors, noscript, connects, leased;
@@ -258,20 +259,13 @@ static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
   }
 }
 
-static void log_down(struct rlredis *r, const char *why) {
-  if (r->down_logged && strncmp(r->down_why, why, sizeof(r->down_why) - 1) == 0) return;
-  r->down_logged = true;
-  /* Kept to compare with the next reason only: its start is enough. */
-  snprintf(r->down_why, sizeof(r->down_why), "%.*s", (int)sizeof(r->down_why) - 1, why);
-  log_msg(LOG_WARN, "redis unavailable", "error", why, NULL);
-}
-
 static void on_reconnect_timer(uv_timer_t *t) { conn_start(t->data); }
 
-static void schedule_reconnect(struct rlredis *r) {
+/* Redis could not be used, for why: the session says so (once per outage and reason) and names the wait. */
+static void schedule_reconnect(struct rlredis *r, const char *why) {
   if (r->closing) return;
-  uv_timer_start(&r->conn_timer, on_reconnect_timer, r->backoff_ms, 0);
-  r->backoff_ms = r->backoff_ms * 2 < VTS_REDIS_RECONNECT_MAX_MS ? r->backoff_ms * 2 : VTS_REDIS_RECONNECT_MAX_MS;
+  uint64_t wait = redis_session_down(&r->session, why, util_now_ms());
+  uv_timer_start(&r->conn_timer, on_reconnect_timer, wait, 0);
 }
 
 /*
@@ -323,9 +317,9 @@ static void conn_alive(struct rlredis *r) {
 static void on_deadline_timer(uv_timer_t *t) {
   struct rlredis *r = t->data;
   if (r->ac == NULL || (r->ready && !r->stalled)) return;
-  log_down(r, r->ready ? "no reply (frozen or unreachable server)" : "connection not ready in time");
+  const char *why = r->ready ? "no reply (frozen or unreachable server)" : "connection not ready in time";
   conn_drop(r);
-  schedule_reconnect(r);
+  schedule_reconnect(r, why);
 }
 
 static void conn_stalled(struct rlredis *r) {
@@ -378,15 +372,14 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
   if (rep == NULL) return; /* the connection went; its disconnect handling redials */
   conn_alive(r);
   if (rep->type == REDIS_REPLY_ERROR) {
-    log_down(r, rep->str);
     if (c == r->ac) {
       /* A wrong database or a refused script makes the connection useless: drop it (hiredis frees it after this
        * callback returns) and try again later. */
       r->ac = NULL;
       r->ready = false;
       r->stalled = false;
+      schedule_reconnect(r, rep->str);
       redisAsyncFree(c);
-      schedule_reconnect(r);
     }
     return;
   }
@@ -396,9 +389,7 @@ static void on_setup_reply(redisAsyncContext *c, void *reply, void *privdata) {
     leases_resolve(r);
     if (!r->stalled) uv_timer_stop(&r->conn_timer);
     r->connects++;
-    r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
-    if (r->down_logged) log_msg(LOG_INFO, "redis connected", NULL);
-    r->down_logged = false;
+    redis_session_up(&r->session);
     heartbeat(r);
   }
 }
@@ -425,8 +416,7 @@ static void on_connect(const redisAsyncContext *c, int status) {
   r->ac = NULL;
   r->ready = false;
   r->stalled = false;
-  log_down(r, c->errstr);
-  schedule_reconnect(r);
+  schedule_reconnect(r, c->errstr);
 }
 
 static void on_disconnect(const redisAsyncContext *c, int status) {
@@ -438,17 +428,15 @@ static void on_disconnect(const redisAsyncContext *c, int status) {
   r->ready = false;
   r->stalled = false;
   uv_timer_stop(&r->conn_timer);
-  log_down(r, c->errstr[0] != '\0' ? c->errstr : "connection closed");
-  schedule_reconnect(r);
+  schedule_reconnect(r, c->errstr[0] != '\0' ? c->errstr : "connection closed");
 }
 
 static void conn_start(struct rlredis *r) {
   char err[256];
   redisAsyncContext *ac =
-      redis_conn_open_async(r->loop, &r->addr, r, on_connect, on_disconnect, on_setup_reply, r, err, sizeof(err));
+      redis_session_open_async(&r->session, r->loop, r, on_connect, on_disconnect, on_setup_reply, r, err, sizeof(err));
   if (ac == NULL) {
-    log_down(r, err);
-    schedule_reconnect(r);
+    schedule_reconnect(r, err);
     return;
   }
   r->ac = ac;
@@ -909,9 +897,8 @@ struct rlredis *rlredis_new(uv_loop_t *loop, const struct redis_addr *addr, cons
   struct rlredis *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->loop = loop;
-  r->addr = *addr;
+  redis_session_init(&r->session, "limiter", addr, VTS_REDIS_RECONNECT_MIN_MS, VTS_REDIS_RECONNECT_MAX_MS);
   snprintf(r->gateway_id, sizeof(r->gateway_id), "%s", gateway_id);
-  r->backoff_ms = VTS_REDIS_RECONNECT_MIN_MS;
   r->gateways = 1;
   r->refs = 1;
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -964,3 +951,175 @@ void rlredis_stats(const struct rlredis *r, struct ratelimit_stats *out) {
   out->redis_connects += r->connects;
   out->redis_leased += r->leased;
 }
+
+/*
+ * The redis backend: every check goes to Redis through this worker's rlredis, and what Redis cannot answer is decided
+ * by the shared table, fail-open, or refused, fail-closed (see ratelimit.h).
+ */
+struct rlredis_limiter {
+  struct ratelimit base;
+  struct rlredis *redis; /* NULL once closing */
+  int refs;              /* 1 for the owner, plus each check waiting on Redis */
+};
+
+/* One check waiting for Redis: what a fallback needs, copied from the key entry (which a reload may free). */
+struct rl_pending {
+  struct rlredis_limiter *l;
+  rl_cb cb;
+  void *arg;
+  char digest[65];
+  struct rl_limits lim;
+  int64_t now; /* the second the check was sent at: its month names the Redis counter a unit was reserved in */
+  bool spend;  /* the check reserves a unit of the month, or only reads it */
+};
+
+/* Resolved once by the master, so that no worker ever blocks on a name lookup (hiredis resolves synchronously). */
+static struct redis_addr redis_at;
+/* Made by the master with the table: one identity per gateway run for the fallback counts it owes Redis. */
+static char gateway_id[RLREDIS_GATEWAY_ID_BYTES];
+
+static int redis_selected(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0'; }
+
+/* Redis holds the quota; the table is only the fallback, so the state directory is not used. */
+static int redis_init(const struct vts_config *cfg, struct rlmem_table *t, char *err, size_t errlen) {
+  (void)t;
+  int rv = redis_conn_resolve(cfg->redis_url, &redis_at, err, errlen);
+  if (rv != 0) return rv;
+  /* A new identity per run: the table, and so what a past run's fallback counted, does not survive a restart. */
+  rv = util_random_hex(gateway_id, (RLREDIS_GATEWAY_ID_BYTES - 1) / 2);
+  if (rv != 0) snprintf(err, errlen, "rate limit: no random bytes for the gateway's id: %s", strerror(-rv));
+  return rv;
+}
+
+static void limiter_unref(struct rlredis_limiter *l) {
+  if (--l->refs == 0) free(l);
+}
+
+static struct ratelimit *redis_open(uv_loop_t *loop, const struct vts_config *cfg, struct rlmem_table *t) {
+  struct rlredis_limiter *l = calloc(1, sizeof(*l));
+  if (l == NULL) return NULL;
+  l->base.ops = &ratelimit_redis_ops;
+  l->base.loop = loop;
+  l->base.cfg = *cfg;
+  l->base.table = t;
+  l->refs = 1;
+  l->redis = rlredis_new(loop, &redis_at, gateway_id);
+  if (l->redis == NULL) {
+    free(l);
+    return NULL;
+  }
+  return &l->base;
+}
+
+static void redis_close(struct ratelimit *rl) {
+  struct rlredis_limiter *l = (struct rlredis_limiter *)rl;
+  /* Checks still waiting are decided inside, and may still ask how many gateways share their key. */
+  rlredis_free(l->redis);
+  l->redis = NULL;
+  limiter_unref(l);
+}
+
+/* Redis could not answer: never a 429 for that. */
+static void decide_fault(struct rlredis_limiter *l, const char *digest, const struct rl_limits *lim, bool spend,
+                         struct rl_decision *d) {
+  struct ratelimit *rl = &l->base;
+  int64_t now = util_wall_s();
+  /* Every request Redis could not decide is one store error; fail-open, it is also one fallback. */
+  metrics_ratelimit_store_error(!rl->cfg.rate_limit_fail_closed);
+  if (rl->cfg.rate_limit_fail_closed) {
+    rlcalc_decision(d, RL_UNAVAILABLE, lim, now, 0, 0);
+    return;
+  }
+  rl->stats.fallbacks++;
+  /* Every gateway that shares the key falls back too: each admits its share of what the key had left. */
+  rlmem_decide(rl->table, digest, lim, now, spend, rlredis_gateways(l->redis), d, &rl->stats);
+  if (d->outcome == RL_UNAVAILABLE) return;
+  /* What the fallback counted is owed to Redis, which adds it with the key's next answer (once: see the script). */
+  rlmem_owed_add(rl->table, digest, d, spend);
+  if (d->reserved_in != RL_STORE_NONE) d->reserved_in = RL_STORE_FALLBACK;
+}
+
+static void on_redis_result(void *arg, int status, const struct rlredis_result *res) {
+  struct rl_pending *p = arg;
+  struct rlredis_limiter *l = p->l;
+  struct ratelimit *rl = &l->base;
+  struct rl_decision d;
+  if (status == 0) {
+    int64_t now = util_wall_s();
+    rlcalc_decision(&d, res->outcome, &p->lim, now, res->window_used, res->quota_used);
+    if (d.outcome == RL_ALLOW && p->spend) rlcalc_reserved(&d, RL_STORE_REDIS, p->digest, rlcalc_month_index(p->now));
+    /* Keep the fallback table as far as Redis counted, so a fail-open outage continues from there. */
+    rlmem_mirror(rl->table, p->digest, &p->lim, now, res->window_used, res->quota_used);
+    /* Redis holds the owed counts the deciding call carried: no need to send them again. */
+    if (res->owed_seq != 0) rlmem_owed_acked(rl->table, p->digest, res->owed_seq);
+  } else {
+    decide_fault(l, p->digest, &p->lim, p->spend, &d);
+  }
+  rlcalc_count(&rl->stats, &d);
+  p->cb(p->arg, &d);
+  free(p);
+  limiter_unref(l);
+}
+
+static void redis_check(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, bool spend, rl_cb cb,
+                        void *arg) {
+  struct rlredis_limiter *l = (struct rlredis_limiter *)rl;
+  struct rl_decision d;
+  struct rl_pending *p = malloc(sizeof(*p));
+  if (p != NULL) {
+    p->l = l;
+    p->cb = cb;
+    p->arg = arg;
+    util_copy_str(p->digest, sizeof(p->digest), digest);
+    p->lim = *lim;
+    p->now = util_wall_s();
+    p->spend = spend;
+    struct rl_owed owed;
+    rlmem_owed_read(rl->table, digest, rlcalc_window_reset(p->now, lim->window_s), rlcalc_month_index(p->now), p->now,
+                    &owed);
+    l->refs++;
+    if (rlredis_check(l->redis, digest, lim, p->now, &owed, spend, on_redis_result, p) == 0) return;
+    l->refs--;
+    free(p);
+  }
+  decide_fault(l, digest, lim, spend, &d);
+  rlcalc_count(&rl->stats, &d);
+  cb(arg, &d);
+}
+
+static void redis_refund(struct ratelimit *rl, enum rl_store in, const char *digest, int64_t month) {
+  struct rlredis_limiter *l = (struct rlredis_limiter *)rl;
+  if (in == RL_STORE_FALLBACK) {
+    /* Reserved while Redis could not answer: the unit is no longer owed to Redis either. */
+    rlmem_owed_refund(rl->table, digest, month);
+    return;
+  }
+  /* The table mirrors what Redis counted: it gives the unit back too, so a fallback starts right. */
+  rlmem_refund(rl->table, digest, month);
+  if (in == RL_STORE_REDIS && l->redis != NULL) rlredis_refund(l->redis, digest, month);
+}
+
+static int redis_month_counter(const char *digest, int64_t month, int64_t now, char *name, size_t cap, int64_t *ttl_s) {
+  if (cap < RLREDIS_KEY_BYTES) return -ENOSPC;
+  rlredis_month_key(name, digest, month);
+  *ttl_s = rlredis_month_ttl(month, now);
+  return 0;
+}
+
+static void redis_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {
+  const struct rlredis_limiter *l = (const struct rlredis_limiter *)rl;
+  if (l->redis != NULL) rlredis_stats(l->redis, out);
+}
+
+const struct rl_backend_ops ratelimit_redis_ops = {
+    .version = RL_BACKEND_OPS_VERSION,
+    .name = "redis",
+    .selected = redis_selected,
+    .init = redis_init,
+    .open = redis_open,
+    .close = redis_close,
+    .check = redis_check,
+    .refund = redis_refund,
+    .month_counter = redis_month_counter,
+    .stats = redis_stats,
+};

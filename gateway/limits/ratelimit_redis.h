@@ -1,7 +1,7 @@
 /*
  * The redis provider's store: one hiredis 0.14 async connection per worker on its libuv loop, one Lua script that
- * checks and counts window and month atomically. It reports what Redis said, or that it could not say; the caller
- * (ratelimit.c) turns a fault into 503 or a fallback.
+ * checks and counts window and month atomically. It reports what Redis said, or that it could not say; the Redis
+ * backend below it in ratelimit_redis.c (ratelimit_redis_ops) turns a fault into 503 or a fallback.
  *
  * The checks of one key made in one loop turn go to Redis as one script call, sent before the loop next waits (a
  * libuv prepare handle), and are decided as the same checks one after another would be: under load a worker sends
@@ -35,7 +35,7 @@
 #include <uv.h>
 
 #include "gateway/limits/ratelimit_calc.h"
-#include "gateway/redis/redis_conn.h"
+#include "gateway/redis/redis_session.h"
 
 /* What the script decided: outcome RL_ALLOW, RL_LIMITED or RL_QUOTA, and the counts after it. */
 /* Room for one of our Redis key names. */

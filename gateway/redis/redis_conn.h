@@ -1,8 +1,8 @@
 /*
  * What every Redis user in the gateway shares: where Redis is (VTS_REDIS_URL parsed and resolved once), how a
  * connection is opened and prepared (the database selected), and our own libuv binding for hiredis 0.14's async API.
- * The rate limiter (gateway/limits/ratelimit_redis.c) and the transcript cache (gateway/cache/rcache.c) both connect
- * through here, so a setting of the connection (a database, credentials) is handled in one place.
+ * Its users open connections only through the one session above it (redis_session.h), so a setting of the
+ * connection (a database, credentials) is handled in one place.
  */
 #ifndef VTS_REDIS_CONN_H
 #define VTS_REDIS_CONN_H

@@ -5,7 +5,8 @@ video is asked of the platform once; the items a gateway killed with SIGKILL hel
 seconds, none lost and none answered twice; each transcript delivered costs one unit of the key's month in the
 counter the synchronous endpoint uses; a counter Redis cannot count in is not a month used up; another key sees
 nothing; a long job does not starve a short one (on SQLite too); jobs go to the database of an ACL user with a
-password, never logged, while a wrong password is a 503; a job's webhook, its delivery state in Redis, reaches its
+password, never logged, while a wrong password is a 503; a Redis stopped and started again is said down and back
+by the job store's Redis session in the one wording of every user of Redis; a job's webhook, its delivery state in Redis, reaches its
 receiver signed, retried by either gateway, and the job expires once it is delivered; and a playlist's pages after the
 first, kept in Redis, are read by either gateway into every id of the capture in order."""
 import hashlib
@@ -370,12 +371,43 @@ def test_jobs_live_in_the_database_of_an_acl_user_with_a_password_and_a_wrong_pa
         status, _, body = call(gw, "GET", "/v1/jobs/j000000000000000000000000")
         unavailable = {"error": {"code": "jobs_unavailable", "message": "The job store is unavailable."}}
         assert (status, body) == (503, unavailable)
-        refused = [r for r in gw.log_records() if r.get("msg") == "job store: Redis unavailable"]
+        refused = [r for r in gw.log_records() if r.get("msg") == "redis unavailable" and r.get("user") == "jobs"]
         assert refused and refused[0]["error"].startswith("WRONGPASS"), refused
         assert "n0t-the-one" not in gw.log_text()
     finally:
         c.close()
 
+
+def test_the_job_stores_redis_session_says_it_is_down_and_back_in_the_one_wording(tmp_path, redis):
+    c = Cluster(tmp_path, redis, 1, 1, [("jobs", JOBKEY, "active", 100000, 60, 100000)])
+    path = "/v1/jobs/j000000000000000000000000"
+    not_found = {"error": {"code": "not_found", "message": "No such job."}}
+    unavailable = {"error": {"code": "jobs_unavailable", "message": "The job store is unavailable."}}
+    try:
+        gw = c.gateways[0]
+        status, _, body = call(gw, "GET", path)
+        assert (status, body) == (404, not_found)
+        redis.stop()
+        for _ in range(3):
+            status, _, body = call(gw, "GET", path)
+            assert (status, body) == (503, unavailable)
+        redis.start()  # same port; the store is tried again after its backoff's wait (1 s, then 2, 4, 8 s)
+        assert wait_for(lambda: call(gw, "GET", path)[:3:2] == (404, not_found), 20), call(gw, "GET", path)
+        said = {}
+        for rec in gw.log_records():
+            if rec.get("msg") in ("redis unavailable", "redis available again") and rec.get("user") == "jobs":
+                said.setdefault(rec["pid"], []).append((rec["msg"], rec.get("error")))
+        # Every process's session begins with a down line and never says the same line twice in a row (once per
+        # outage and reason, not once per attempt); the one that answered the 404 has said it is back.
+        assert said, gw.log_text()[-2000:]
+        for pid, lines in said.items():
+            assert lines[0][0] == "redis unavailable", (pid, lines)
+            for before, after in zip(lines, lines[1:]):
+                assert before != after, (pid, lines)
+        assert any(lines[-1] == ("redis available again", None) for lines in said.values()), said
+        assert not [r for r in gw.log_records() if str(r.get("msg", "")).startswith("job store: Redis")]
+    finally:
+        c.close()
 
 def test_a_jobs_webhook_is_delivered_signed_through_two_gateways_and_the_job_then_expires(tmp_path, redis):
     from test_webhooks import Receiver, check_payload

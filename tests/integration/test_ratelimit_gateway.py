@@ -429,6 +429,18 @@ def test_redis_restart_is_back_to_normal_within_one_second(tmp_path, gateways, r
     time.sleep(1.0)  # the wait is the test: back to normal within one second of the restart
     codes = [code_of(get(gw)) for _ in range(16)]
     assert "rate_limit_unavailable" not in codes, "still unavailable 1 s after the restart: %s" % codes
+    # Each worker's session said the outage and its end in the one wording, naming its user: a down line once per
+    # reason (not once per reconnect attempt), and the back line last, after a down line.
+    said = {}
+    for rec in gw.log_records():
+        if rec.get("msg") in ("redis unavailable", "redis available again") and rec.get("user") == "limiter":
+            said.setdefault(rec["pid"], []).append((rec["msg"], rec.get("error")))
+    assert said, gw.log_text()[-2000:]
+    for pid, lines in said.items():
+        assert lines[0][0] == "redis unavailable", (pid, lines)
+        assert lines[-1] == ("redis available again", None), (pid, lines)
+        for before, after in zip(lines, lines[1:]):
+            assert before != after, (pid, lines)
 
 
 def test_script_flush_is_recovered_without_a_fault(tmp_path, gateways, redis):

@@ -347,41 +347,41 @@ static void test_fallback_counts_are_owed_per_window_and_month(void **state) {
   struct rl_owed owed;
   int64_t now = T_2026_01_01 + 100, month = rlcalc_month_index(now), end = rlcalc_window_reset(now, 60);
   rlmem_mirror(t, digest_a, &l, now, 0, 4); /* Redis had counted four this month */
-  rlmem_owed(t, digest_a, end, month, now, &owed);
+  rlmem_owed_read(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.window, -1);
   assert_int_equal(owed.quota, -1);
   for (int i = 0; i < 3; i++) {
     assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
-    rlmem_owe(t, digest_a, &d, true);
+    rlmem_owed_add(t, digest_a, &d, true);
   }
   assert_int_equal(d.outcome, RL_LIMITED);
-  rlmem_owed(t, digest_a, end, month, now, &owed);
+  rlmem_owed_read(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.window, 3); /* every request, the refused one too */
   assert_int_equal(owed.quota, 2);  /* only what was admitted, not what Redis counted itself */
   uint64_t seq = owed.seq;
   assert_true(seq > 0);
-  rlmem_owe_refund(t, digest_a, month);
-  rlmem_owed(t, digest_a, end, month, now, &owed);
+  rlmem_owed_refund(t, digest_a, month);
+  rlmem_owed_read(t, digest_a, end, month, now, &owed);
   assert_int_equal(owed.quota, 1);
   assert_true(owed.seq > seq); /* every change gets a higher number */
   assert_int_equal(quota_used(t, digest_a, now), 5);
   /* Once Redis answered a call carrying them, they are not said again; an older number's answer changes nothing. */
-  rlmem_owed_told(t, digest_a, owed.seq);
-  rlmem_owed_told(t, digest_a, seq);
+  rlmem_owed_acked(t, digest_a, owed.seq);
+  rlmem_owed_acked(t, digest_a, seq);
   struct rl_owed told;
-  rlmem_owed(t, digest_a, end, month, now, &told);
+  rlmem_owed_read(t, digest_a, end, month, now, &told);
   assert_int_equal(told.window, -1);
   assert_int_equal(told.quota, -1);
   assert_int_equal(told.seq, 0);
   /* A new count is owed again, all of it. */
   assert_int_equal(rlmem_check(t, digest_a, &l, now, &d), 0);
-  rlmem_owe(t, digest_a, &d, true);
-  rlmem_owed(t, digest_a, end, month, now, &told);
+  rlmem_owed_add(t, digest_a, &d, true);
+  rlmem_owed_read(t, digest_a, end, month, now, &told);
   assert_int_equal(told.window, 4);
   assert_int_equal(told.quota, 1);
   assert_true(told.seq > owed.seq);
   /* The next window and month owe nothing yet. */
-  rlmem_owed(t, digest_a, end + 60, month + 1, now, &owed);
+  rlmem_owed_read(t, digest_a, end + 60, month + 1, now, &owed);
   assert_int_equal(owed.window, -1);
   assert_int_equal(owed.quota, -1);
 }
@@ -918,6 +918,50 @@ static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
   remove_tree(dir);
 }
 
+/*
+ * A batch item's unit of the month, taken outside any check, goes back through the one refund, ratelimit_refund, as
+ * a request's does: once, to the shared table, with no limiter's counters moved and none needed (NULL).
+ */
+static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **state) {
+  (void)state;
+  char dir[64];
+  make_tmpdir(dir, sizeof(dir));
+  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
+  uv_loop_t loop;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct key_entry key = {.name = "k", .active = 1, .rate = 100, .quota = 2};
+  snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
+  struct rl_decision first, second, third;
+  enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
+  assert_int_equal(ratelimit_charge_month(&cfg, &key, &first, &charged), 0);
+  assert_int_equal(charged, RL_CHARGE_TAKEN);
+  assert_int_equal(first.reserved_in, RL_STORE_TABLE);
+  assert_int_equal(first.reserved_month, rlcalc_month_index(util_wall_s()));
+  assert_string_equal(first.digest, digest_a);
+  assert_int_equal(ratelimit_charge_month(&cfg, &key, &second, &charged), 0);
+  assert_int_equal(charged, RL_CHARGE_TAKEN);
+  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(charged, RL_CHARGE_QUOTA_USED_UP);
+  assert_int_equal(third.reserved_in, RL_STORE_NONE);
+  ratelimit_refund(NULL, &first);
+  assert_int_equal(first.reserved_in, RL_STORE_NONE);
+  ratelimit_refund(NULL, &first); /* once: the unit is no longer recorded */
+  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(charged, RL_CHARGE_TAKEN);
+  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(charged, RL_CHARGE_QUOTA_USED_UP);
+  /* The worker's checks see the same month, and its counters saw no refund of a unit it never reserved. */
+  struct answers a = {0};
+  ratelimit_check(rl, &key, on_decision, &a);
+  assert_int_equal(a.outcomes[RL_QUOTA], 1);
+  struct ratelimit_stats st;
+  ratelimit_stats(rl, &st);
+  assert_int_equal(st.refunds, 0);
+  stop_limiter(rl, &loop);
+  ratelimit_shm_free();
+  remove_tree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_window_is_aligned_to_multiples_of_its_length),
@@ -961,6 +1005,7 @@ int main(void) {
       cmocka_unit_test(test_more_distinct_keys_than_the_key_file_holds_never_get_503),
       cmocka_unit_test(test_memory_provider_limits_and_snapshots_through_the_api),
       cmocka_unit_test(test_worker_exit_writes_the_snapshot_at_once),
+      cmocka_unit_test(test_a_batch_units_charge_goes_back_through_the_one_refund),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
