@@ -100,6 +100,7 @@ static int job_target_valid(const struct proto_job *job) {
            job->browse_len <= VTS_MAX_BROWSE_TOKEN_BYTES && job->browse != NULL &&
            memchr(job->browse, '\0', job->browse_len) == NULL;
   if (job->browse_what != PROTO_BROWSE_NONE || job->browse_len != 0) return 0;
+  if ((job->include & ~PROTO_INCLUDE_ALL) != 0 || (job->include != 0 && job->kind != PROTO_KIND_METADATA)) return 0;
   if (job->kind == PROTO_KIND_WEBHOOK) return job->video_id[0] == '\0' && job->hook_url_len > 0;
   return ident_video_id_valid(job->video_id, strlen(job->video_id));
 }
@@ -115,6 +116,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_str(out, job->translate, PROTO_MAX_LANG);
   if (rv == 0) rv = put_str(out, job->request_id, PROTO_MAX_REQUEST_ID);
   if (rv == 0) rv = put_u8(out, job->declines);
+  if (rv == 0) rv = put_u8(out, job->include);
   if (rv == 0) rv = put_blob(out, job->player, job->player_len, VTS_MAX_PLAYER_SUMMARY_BYTES);
   if (rv == 0) rv = put_blob(out, job->hook_url, job->hook_url_len, VTS_WEBHOOK_URL_MAX_BYTES);
   if (rv == 0) rv = put_str(out, job->hook_id, PROTO_MAX_HOOK_ID);
@@ -220,6 +222,8 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   if (get_str(&r, job->request_id, sizeof(job->request_id)) != 0) return -EPROTO;
   if (get_be(&r, 1, &v) != 0) return -EPROTO;
   job->declines = (uint8_t)v;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  job->include = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_PLAYER_SUMMARY_BYTES, &job->player, &job->player_len) != 0) return -EPROTO;
   if (get_blob(&r, VTS_WEBHOOK_URL_MAX_BYTES, &job->hook_url, &job->hook_url_len) != 0) return -EPROTO;
   if (get_str(&r, job->hook_id, sizeof(job->hook_id)) != 0) return -EPROTO;
@@ -303,6 +307,10 @@ void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1])
     memcpy(out, PROTO_TRACKS_KEY, sizeof(PROTO_TRACKS_KEY));
     return;
   }
+  if (job->kind == PROTO_KIND_METADATA && (job->include & PROTO_INCLUDE_CHAPTERS)) {
+    memcpy(out, PROTO_CHAPTERS_KEY, sizeof(PROTO_CHAPTERS_KEY));
+    return;
+  }
   if (job->kind == PROTO_KIND_METADATA) {
     memcpy(out, PROTO_METADATA_KEY, sizeof(PROTO_METADATA_KEY));
     return;
@@ -339,7 +347,7 @@ void proto_track_key(const struct proto_result *res, char out[PROTO_MAX_JOB_KEY 
 
 uint8_t proto_key_kind(const char *key) {
   if (strcmp(key, PROTO_TRACKS_KEY) == 0) return PROTO_KIND_TRACKS;
-  if (strcmp(key, PROTO_METADATA_KEY) == 0) return PROTO_KIND_METADATA;
+  if (strcmp(key, PROTO_METADATA_KEY) == 0 || strcmp(key, PROTO_CHAPTERS_KEY) == 0) return PROTO_KIND_METADATA;
   if (strcmp(key, PROTO_BROWSE_KEY) == 0) return PROTO_KIND_BROWSE;
   return PROTO_KIND_CAPTIONS;
 }

@@ -24,9 +24,10 @@
  * translation_throttled exist; a result and a job carry a player summary (its reuse across the jobs of a video); 6: a
  * result carries its job's PO-token provider failures; 7: the WEBHOOK kind exists, and a job carries a webhook
  * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read;
- * 9: a result carries its fetcher's sandbox layers.
+ * 9: a result carries its fetcher's sandbox layers; 10: a job carries what it includes beyond its kind's answer (a
+ * metadata job's chapters).
  */
-#define PROTO_VERSION 9
+#define PROTO_VERSION 10
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -71,6 +72,14 @@ enum proto_kind {
   PROTO_KIND_BROWSE = 6,
   PROTO_KIND_LAST = PROTO_KIND_BROWSE /* the kinds' wire values are 1 to this */
 };
+
+/*
+ * What a job includes beyond its kind's answer, one bit each (proto_job.include): CHAPTERS, for a METADATA job only,
+ * adds the video's chapters to the metadata body (one more platform request, so only when asked). A job that includes
+ * something has its own job key: the caches keep the answers with and without apart.
+ */
+enum proto_include { PROTO_INCLUDE_CHAPTERS = 1 };
+#define PROTO_INCLUDE_ALL PROTO_INCLUDE_CHAPTERS
 
 /* What a BROWSE job reads: the first page of a playlist, of a channel's videos, or the page a continuation names. */
 enum proto_browse_what {
@@ -246,6 +255,7 @@ struct proto_job {
   char translate[PROTO_MAX_LANG + 1];        /* CAPTIONS: the language to translate the track into, "" for none */
   char request_id[PROTO_MAX_REQUEST_ID + 1]; /* the client request's id, for logs */
   uint8_t declines; /* times fetchers gave it back for want of budget (dispatcher -> fetcher) */
+  uint8_t include;  /* bits of enum proto_include; 0 for every kind but METADATA */
   /*
    * Dispatcher -> fetcher: what a fetcher learnt of the video's player reply lately (a player summary, see
    * proto_result), to use instead of a player request; NULL/0 for none. Borrowed, like a result's body.
@@ -363,6 +373,7 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
 /* The job keys of a video's track list, its metadata, and "this video cannot be played": no language can be any. */
 #define PROTO_TRACKS_KEY "*tracks"
 #define PROTO_METADATA_KEY "*metadata"
+#define PROTO_CHAPTERS_KEY "*metadata+chapters" /* a metadata job that includes the chapters */
 #define PROTO_GONE_KEY "*gone"
 #define PROTO_BROWSE_KEY "*browse"
 
@@ -370,8 +381,8 @@ int proto_decode_decline(const void *data, size_t len, uint64_t *job_id, uint8_t
  * The part of a job's identity besides its video id, for the caches and coalescing: two jobs of one video with the
  * same key have the same answer. A transcript's key is its requested language in its canonical spelling
  * (ident_language_canon: "en-us" and "en-US" are one key), with ">xx" for a translation into xx; the tracks of a
- * video have the key PROTO_TRACKS_KEY, its metadata PROTO_METADATA_KEY. Writes a NUL-terminated key into out
- * (PROTO_MAX_JOB_KEY + 1 bytes).
+ * video have the key PROTO_TRACKS_KEY, its metadata PROTO_METADATA_KEY (PROTO_CHAPTERS_KEY with its chapters). Writes a
+ * NUL-terminated key into out (PROTO_MAX_JOB_KEY + 1 bytes).
  */
 void proto_job_key(const struct proto_job *job, char out[PROTO_MAX_JOB_KEY + 1]);
 

@@ -12,6 +12,7 @@
 #include "fetcher/captions/captions.h"
 #include "fetcher/captions/transcript.h"
 #include "fetcher/platform/browse.h"
+#include "fetcher/platform/chapters.h"
 #include "fetcher/platform/client.h"
 #include "fetcher/platform/player.h"
 #include "fetcher/platform/potoken.h"
@@ -114,6 +115,7 @@ struct flow {
   int speech;     /* a speech job: a playable reply goes to the speech pipeline instead of its caption tracks */
   int tracks;     /* a tracks job: a playable reply's track list is the answer */
   int metadata;   /* a metadata job: a playable reply's video details are the answer */
+  int chapters;   /* and the video's chapters beside them (one watch-next request) */
   int page_state; /* 0 not fetched, 1 usable, -1 failed: once per egress */
   struct client_page page;
   const char *player; /* the video's player summary handed with the job, NULL for none */
@@ -386,13 +388,19 @@ static enum verdict tracks_step(const struct player_info *pi, struct course_resu
   return V_DONE;
 }
 
-/* A metadata job on a playable reply: its video details; the first playable reply decides, as for tracks. */
-static enum verdict metadata_step(const struct flow *f, const struct player_info *pi, struct course_result *res) {
+static enum verdict chapters_step(struct flow *f, int64_t length_s, struct course_result *res);
+
+/*
+ * A metadata job on a playable reply: its video details (and its chapters when the job includes them); the first
+ * playable reply decides, as for tracks.
+ */
+static enum verdict metadata_step(struct flow *f, const struct player_info *pi, struct course_result *res) {
   int rv = player_metadata_json(pi, f->video_id, &res->body);
   if (rv != 0) {
     set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
     return V_STOP;
   }
+  if (f->chapters) return chapters_step(f, pi->details.length_s, res);
   set_result(res, PROTO_OK, PROTO_REASON_NONE, "ok");
   return V_DONE;
 }
@@ -621,6 +629,68 @@ static void client_headers(struct client_headers *h, const struct client_profile
   }
   for (size_t i = 0; i < c->nheaders; i++) h->list[n++] = c->headers[i];
   h->list[n] = NULL;
+}
+
+/*
+ * The chapters of a metadata job that includes them: one watch-next request as the web client (whose panels hold
+ * them), through the egress that served the player reply, after the details are in res->body; the list goes in as
+ * its "chapters" member. A failure ends the job with its reason: a body without the list would say "no chapters".
+ */
+static enum verdict chapters_step(struct flow *f, int64_t length_s, struct course_result *res) {
+  const struct client_profile *c = profiles_find(&f->it->profiles.set, "WEB");
+  struct buf url = BUF_INIT, body = BUF_INIT, ua = BUF_INIT, list = BUF_INIT;
+  struct chapter_list chapters = {0};
+  enum verdict v = V_STOP;
+  if (c == NULL) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_web_client");
+    goto done;
+  }
+  struct client_headers h;
+  client_headers(&h, c, "");
+  int rv = buf_printf(&url, "https://%s" CHAPTERS_NEXT_PATH "?prettyPrint=false", c->host);
+  if (rv == 0) rv = client_user_agent(c, &ua);
+  if (rv == 0) rv = chapters_next_body(c, f->video_id, &body);
+  if (rv != 0) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+    goto done;
+  }
+  struct upstream_request req = {.method = UPSTREAM_POST,
+                                 .url = url.data,
+                                 .body = body.data,
+                                 .body_len = body.len,
+                                 .user_agent = ua.data,
+                                 .headers = h.list,
+                                 .max_bytes = VTS_MAX_UPSTREAM_BODY_BYTES};
+  if (fetch_200(f, &req, res) != V_DONE) goto done;
+  rv = chapters_parse(f->resp.body.data ? f->resp.body.data : "", f->resp.body.len, &chapters);
+  if (rv == 0) rv = chapters_json(&chapters, length_s, &list);
+  if (rv == -ENOMEM) {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "no_memory");
+  } else if (rv != 0) {
+    set_result(res, PROTO_UPSTREAM_FAILED, PROTO_REASON_MALFORMED, "bad_next_reply");
+  } else if (res->body.len == 0 || res->body.data[res->body.len - 1] != '}') {
+    set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, "bad_metadata");
+  } else {
+    /* The details' object is reopened for one more member. */
+    res->body.len--;
+    rv = buf_puts(&res->body, ",\"chapters\":");
+    if (rv == 0) rv = buf_append(&res->body, list.data, list.len);
+    if (rv == 0) rv = buf_puts(&res->body, "}");
+    if (rv == 0 && res->body.len > VTS_MAX_TRANSCRIPT_BYTES) rv = -E2BIG;
+    if (rv != 0)
+      set_result(res, PROTO_INTERNAL, PROTO_REASON_INTERNAL, rv == -E2BIG ? "metadata_too_large" : "no_memory");
+    else
+      set_result(res, PROTO_OK, PROTO_REASON_NONE, chapters.n > 0 ? "ok" : "no_chapters");
+    v = V_DONE;
+  }
+done:
+  if (res->outcome != PROTO_OK) buf_reset(&res->body);
+  chapters_free(&chapters);
+  buf_free(&url);
+  buf_free(&body);
+  buf_free(&ua);
+  buf_free(&list);
+  return v;
 }
 
 /*
@@ -897,9 +967,9 @@ void course_fetch_captions(struct course *it, const char *video_id, const char *
   run_flow(&f, res);
 }
 
-/* A job answered from the player reply itself: its track list, or its metadata. */
+/* A job answered from the player reply itself: its track list, or its metadata (with its chapters). */
 static void run_reply_job(struct course *it, const char *video_id, const char *request_id, const char *player,
-                          size_t player_len, int metadata, struct course_result *res) {
+                          size_t player_len, int metadata, int chapters, struct course_result *res) {
   struct flow f = {.it = it,
                    .video_id = video_id,
                    .lang = "",
@@ -907,6 +977,7 @@ static void run_reply_job(struct course *it, const char *video_id, const char *r
                    .request_id = request_id,
                    .tracks = !metadata,
                    .metadata = metadata,
+                   .chapters = chapters,
                    .player = player,
                    .player_len = player_len};
   run_flow(&f, res);
@@ -914,12 +985,17 @@ static void run_reply_job(struct course *it, const char *video_id, const char *r
 
 void course_fetch_tracks(struct course *it, const char *video_id, const char *request_id, const char *player,
                          size_t player_len, struct course_result *res) {
-  run_reply_job(it, video_id, request_id, player, player_len, 0, res);
+  run_reply_job(it, video_id, request_id, player, player_len, 0, 0, res);
 }
 
 void course_fetch_metadata(struct course *it, const char *video_id, const char *request_id, const char *player,
                            size_t player_len, struct course_result *res) {
-  run_reply_job(it, video_id, request_id, player, player_len, 1, res);
+  run_reply_job(it, video_id, request_id, player, player_len, 1, 0, res);
+}
+
+void course_fetch_chapters(struct course *it, const char *video_id, const char *request_id, const char *player,
+                           size_t player_len, struct course_result *res) {
+  run_reply_job(it, video_id, request_id, player, player_len, 1, 1, res);
 }
 
 void course_fetch_speech(struct course *it, const char *video_id, const char *request_id, struct course_result *res) {

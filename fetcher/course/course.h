@@ -91,6 +91,14 @@ void course_fetch_metadata(struct course *it, const char *video_id, const char *
                            size_t player_len, struct course_result *res);
 
 /*
+ * A metadata job that includes the chapters (PROTO_INCLUDE_CHAPTERS): the metadata body as course_fetch_metadata's,
+ * with a "chapters" member read from one watch-next request (fetcher/platform/chapters.h) after the player reply (or
+ * the summary handed); a failure of that request is the job's.
+ */
+void course_fetch_chapters(struct course *it, const char *video_id, const char *request_id, const char *player,
+                           size_t player_len, struct course_result *res);
+
+/*
  * Runs a speech job for video_id: the same clients in turn; a playable reply's audio goes to the speech pipeline
  * (fetcher/speech/speech.h) through the job's proxy, and the result is the final public JSON with source "speech".
  * Outcomes as speech_transcribe_via's, or the player's refusals as for captions.

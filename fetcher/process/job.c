@@ -201,6 +201,8 @@ void job_runner_run(struct job_runner *r, const struct proto_job *job, struct pr
       course_fetch_speech(r->it, job->video_id, job->request_id, out);
     else if (job->kind == PROTO_KIND_TRACKS)
       course_fetch_tracks(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
+    else if (job->kind == PROTO_KIND_METADATA && (job->include & PROTO_INCLUDE_CHAPTERS))
+      course_fetch_chapters(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
     else if (job->kind == PROTO_KIND_METADATA)
       course_fetch_metadata(r->it, job->video_id, job->request_id, job->player, job->player_len, out);
     else

@@ -124,7 +124,12 @@ static const struct member summary_members[] = {{"playabilityStatus", V_OBJECT, 
                                                 {"captions", V_OBJECT, NULL, &captions, 0}};
 static const struct object summary = MEMBERS(summary_members);
 
-/* The public metadata of a video, as player_metadata_json writes it. */
+/* A chapter of a metadata body that includes them (the fetcher's chapters_json). */
+static const struct member chapter_members[] = {
+    {"title", V_STRING, NULL, NULL, 0}, {"start", V_COUNT, NULL, NULL, 0}, {"end", V_COUNT, NULL, NULL, 0}};
+static const struct object chapter = MEMBERS(chapter_members);
+
+/* The public metadata of a video, as player_metadata_json writes it, and its chapters when the job included them. */
 static const struct member metadata_members[] = {{"videoId", V_STRING, NULL, NULL, 0},
                                                  {"title", V_STRING, NULL, NULL, M_NULLABLE},
                                                  {"channelId", V_STRING, NULL, NULL, M_NULLABLE},
@@ -137,7 +142,8 @@ static const struct member metadata_members[] = {{"videoId", V_STRING, NULL, NUL
                                                  {"description", V_STRING, NULL, NULL, M_NULLABLE},
                                                  {"keywords", V_STRINGS, NULL, NULL, 0},
                                                  {"thumbnails", V_ARRAY, NULL, &thumb, 0},
-                                                 {"captionLanguages", V_STRINGS, NULL, NULL, 0}};
+                                                 {"captionLanguages", V_STRINGS, NULL, NULL, 0},
+                                                 {"chapters", V_ARRAY, NULL, &chapter, M_OPTIONAL}};
 static const struct object metadata = MEMBERS(metadata_members);
 
 /* The deepest shape: the summary's track names (summary, captions, renderer, track, name). */

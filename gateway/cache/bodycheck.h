@@ -29,7 +29,9 @@ int bodycheck_tracks(const char *body, size_t len, const char **why);
  * The same for the public metadata of a video (GET /v1/video/metadata): exactly "videoId" (string), "title",
  * "channelId", "channelName", "publishDate" and "description" (string or null), "lengthSeconds" and "viewCount" (a
  * whole number or null), "isLive" and "isLiveContent" (booleans), "keywords" and "captionLanguages" (arrays of
- * strings) and "thumbnails" (an array of objects with exactly "url", "width" and "height"). *why is "not_metadata".
+ * strings) and "thumbnails" (an array of objects with exactly "url", "width" and "height"); and "chapters" (an array of
+ * objects with exactly the string "title" and the whole numbers "start" and "end") in the body of a job that included
+ * them. *why is "not_metadata".
  */
 int bodycheck_metadata(const char *body, size_t len, const char **why);
 

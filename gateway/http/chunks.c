@@ -14,10 +14,24 @@ static size_t added_chars(const struct segments_doc *doc, size_t i, size_t chars
   return n == 0 ? 0 : n + (chars_so_far > 0 ? 1 : 0);
 }
 
-/* The end (exclusive) of the chunk that starts at from: at most chars characters, at least one segment. */
-static size_t chunk_end(const struct segments_doc *doc, size_t from, size_t chars) {
+/*
+ * The end (exclusive) of the chapter segment from starts in: the first later segment that starts at or after the next
+ * chapter's start (cuts: the chapters' starts in ms, ascending), or doc->n.
+ */
+static size_t chapter_end(const struct segments_doc *doc, size_t from, const int64_t *cuts, size_t ncuts) {
+  int64_t at = doc->seg[from].start_ms;
+  size_t k = 0;
+  while (k < ncuts && cuts[k] <= at) k++;
+  if (k == ncuts) return doc->n;
+  size_t end = from + 1;
+  while (end < doc->n && doc->seg[end].start_ms < cuts[k]) end++;
+  return end;
+}
+
+/* The end (exclusive) of the chunk that starts at from: at most chars characters, at least one segment, up to limit. */
+static size_t chunk_end(const struct segments_doc *doc, size_t from, size_t chars, size_t limit) {
   size_t used = 0, end = from;
-  while (end < doc->n) {
+  while (end < limit) {
     size_t add = added_chars(doc, end, used);
     if (end > from && used + add > chars) break;
     used += add;
@@ -72,7 +86,8 @@ static int gen_chunk(yajl_gen g, const struct segments_doc *doc, size_t index, s
   return 0;
 }
 
-int chunks_render(const char *json, size_t len, size_t chars, size_t overlap, struct buf *out) {
+int chunks_render(const char *json, size_t len, size_t chars, size_t overlap, const int64_t *cuts, size_t ncuts,
+                  struct buf *out) {
   struct segments_doc doc;
   int rv = segments_read(json, len, &doc);
   if (rv != 0) return rv;
@@ -96,10 +111,12 @@ int chunks_render(const char *json, size_t len, size_t chars, size_t overlap, st
   yajl_gen_array_open(g);
   size_t from = 0, index = 0;
   while (from < doc.n && rv == 0) {
-    size_t end = chunk_end(&doc, from, chars);
+    size_t limit = chapter_end(&doc, from, cuts, ncuts);
+    size_t end = chunk_end(&doc, from, chars, limit);
     rv = gen_chunk(g, &doc, index++, from, end, &text);
     if (end >= doc.n) break;
-    from = next_start(&doc, from, end, overlap);
+    /* A chapter's first chunk overlaps nothing of the chapter before. */
+    from = end == limit ? end : next_start(&doc, from, end, overlap);
   }
   yajl_gen_array_close(g);
   yajl_gen_map_close(g);

@@ -77,6 +77,8 @@
   /* format=chunks of the transcript endpoint */                                                                      \
   X(INVALID_CHUNK_CHARS, 400, "bad_request", "chunk_chars must be an integer from 200 to 20000.")                     \
   X(INVALID_CHUNK_OVERLAP, 400, "bad_request", "chunk_overlap must be an integer from 0 to half of chunk_chars.")     \
+  /* include of GET /v1/video/metadata */                                                                             \
+  X(INVALID_INCLUDE, 400, "bad_request", "include must be chapters.")                                                 \
   /* POST /mcp before its JSON-RPC message is read */                                                                 \
   X(MCP_UNAUTHORIZED, 401, "UNAUTHORIZED", "A valid API key is required: Authorization: Bearer <key>, or x-api-key.") \
   X(MCP_ORIGIN, 403, "forbidden_origin", "Requests from this Origin are not allowed.")                                \

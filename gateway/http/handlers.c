@@ -11,6 +11,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/http/chapterlist.h"
 #include "gateway/http/chunks.h"
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/errors.h"
@@ -51,6 +52,10 @@ struct transcript {
   struct entity *ent;
   enum entity_coding ent_coding;
   char ent_etag[ENTITY_ETAG_BYTES];
+  /* format=chunks: the transcript body (a copy) while the video's chapters are asked for, with that job. */
+  char *chunk_src;
+  size_t chunk_src_len;
+  struct proto_job chapters_job;
 };
 
 /* Answers 200 with the JSON body built in b (taking it), or 503 when building it failed (rv != 0). */
@@ -115,6 +120,7 @@ static void transcript_free(struct transcript *t) {
   ratelimit_refund(t->ctx->rl, &t->rl);
   http_request_release(t->req);
   entity_unref(t->ent);
+  free(t->chunk_src);
   free(t);
 }
 
@@ -201,21 +207,12 @@ static void respond_not_modified(struct transcript *t, const struct proto_result
   http_respond(t->req, 304, headers, NULL, 0, NULL);
 }
 
-/*
- * A 200. JSON (a transcript's own bytes or a track list) goes out from its entity, by reference; another format is
- * rendered here from the JSON body, so the caches hold one body whatever the format.
- */
-static void respond_ok(struct transcript *t, const struct proto_result *res, struct entity *ent) {
-  if (t->format == RENDER_JSON && !t->q.chunks) {
-    if (ent != NULL)
-      respond_entity(t, ent);
-    else
-      transcript_error(t, API_ERR_FETCH_FAILED);
-    return;
-  }
+/* A 200 rendered here (format=chunks with its chapter cuts, or a transcript format other than JSON). */
+static void respond_rendered(struct transcript *t, const char *json, size_t json_len, const int64_t *cuts,
+                             size_t ncuts) {
   struct buf b = BUF_INIT;
-  int rv = t->q.chunks ? chunks_render(res->body, res->body_len, t->q.chunk_chars, t->q.chunk_overlap, &b)
-                       : render_transcript(t->format, res->body, res->body_len, &b);
+  int rv = t->q.chunks ? chunks_render(json, json_len, t->q.chunk_chars, t->q.chunk_overlap, cuts, ncuts, &b)
+                       : render_transcript(t->format, json, json_len, &b);
   if (rv == 0 && b.data == NULL) rv = buf_reserve(&b, 1); /* an empty text still needs memory to own */
   if (rv != 0) {
     log_msg(LOG_WARN, "transcript not rendered", "request_id", t->req->request_id, "error",
@@ -235,6 +232,21 @@ static void respond_ok(struct transcript *t, const struct proto_result *res, str
 }
 
 /*
+ * A 200. JSON (a transcript's own bytes or a track list) goes out from its entity, by reference; another format is
+ * rendered here from the JSON body, so the caches hold one body whatever the format.
+ */
+static void respond_ok(struct transcript *t, const struct proto_result *res, struct entity *ent) {
+  if (t->format == RENDER_JSON && !t->q.chunks) {
+    if (ent != NULL)
+      respond_entity(t, ent);
+    else
+      transcript_error(t, API_ERR_FETCH_FAILED);
+    return;
+  }
+  respond_rendered(t, res->body, res->body_len, NULL, 0);
+}
+
+/*
  * A 502 the fetcher knows the end of (every egress resting, or translations), or a 503 of the dispatcher's queue:
  * Retry-After, in seconds, after the rate-limit lines (neither carries the limiter's own Retry-After, which only its
  * 429 and 503 have).
@@ -249,20 +261,13 @@ static void upstream_retry_after(struct transcript *t, uint32_t seconds) {
   if (!b.ok) t->rl_headers[len] = '\0'; /* never half a header line */
 }
 
-static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
-  struct transcript *t = arg;
-  if (http_request_gone(t->req)) goto done;
+/* The answer of a job that brought no 200: its outcome's status, with the error that says it. */
+static void respond_failure(struct transcript *t, const struct proto_result *res) {
   if (res == NULL) {
     transcript_error(t, API_ERR_FETCH_FAILED);
-    goto done;
+    return;
   }
   switch (proto_outcome_status(res->outcome)) {
-    case 200:
-      if (res->notmod)
-        respond_not_modified(t, res);
-      else
-        respond_ok(t, res, ent);
-      break;
     case 404:
       transcript_error(t, api_error_not_available(res->reason));
       break;
@@ -278,6 +283,62 @@ static void on_dispatched(void *arg, const struct proto_result *res, struct enti
     default:
       transcript_error(t, API_ERR_FETCH_FAILED);
       break;
+  }
+}
+
+/* The chapters of a format=chunks request's video: the chunks are cut at them. */
+static void on_chapters(void *arg, const struct proto_result *res, struct entity *ent) {
+  struct transcript *t = arg;
+  (void)ent;
+  if (http_request_gone(t->req)) goto done;
+  if (res == NULL || proto_outcome_status(res->outcome) != 200 || res->notmod) {
+    respond_failure(t, res);
+    goto done;
+  }
+  int64_t *cuts = NULL;
+  size_t ncuts = 0;
+  if (chapterlist_starts(res->body, res->body_len, &cuts, &ncuts) != 0) {
+    log_msg(LOG_WARN, "chapters not read", "request_id", t->req->request_id, NULL);
+    transcript_error(t, API_ERR_FETCH_FAILED);
+    goto done;
+  }
+  respond_rendered(t, t->chunk_src, t->chunk_src_len, cuts, ncuts);
+  free(cuts);
+done:
+  transcript_free(t);
+}
+
+/*
+ * A transcript cut into chunks never lets one cross a chapter: the video's metadata with its chapters is asked for
+ * (cached like any metadata: one platform request a video, and none once cached), the transcript kept meanwhile.
+ * Returns 0 when the chapters' callback owns t, or -ENOMEM.
+ */
+static int chunks_ask_chapters(struct transcript *t, const struct proto_result *res) {
+  t->chunk_src = malloc(res->body_len > 0 ? res->body_len : 1);
+  if (t->chunk_src == NULL) return -ENOMEM;
+  memcpy(t->chunk_src, res->body, res->body_len);
+  t->chunk_src_len = res->body_len;
+  struct proto_job *job = &t->chapters_job;
+  job->kind = PROTO_KIND_METADATA;
+  job->include = PROTO_INCLUDE_CHAPTERS;
+  job->deadline_ms = t->job.deadline_ms;
+  memcpy(job->video_id, t->job.video_id, sizeof(job->video_id));
+  memcpy(job->request_id, t->job.request_id, sizeof(job->request_id));
+  return dispatch_submit(job, on_chapters, t) == 0 ? 0 : -ENOMEM;
+}
+
+static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
+  struct transcript *t = arg;
+  if (http_request_gone(t->req)) goto done;
+  if (res != NULL && proto_outcome_status(res->outcome) == 200 && res->notmod) {
+    respond_not_modified(t, res);
+  } else if (res != NULL && proto_outcome_status(res->outcome) == 200 && t->q.chunks) {
+    if (chunks_ask_chapters(t, res) == 0) return;
+    transcript_error(t, API_ERR_FETCH_FAILED);
+  } else if (res != NULL && proto_outcome_status(res->outcome) == 200) {
+    respond_ok(t, res, ent);
+  } else {
+    respond_failure(t, res);
   }
 done:
   transcript_free(t);
@@ -326,13 +387,15 @@ static void read_query(struct transcript *t) {
   struct http_request *req = t->req;
   struct transcript_query *q = &t->q;
   const char *qs = req->query != NULL ? req->query : "";
-  t->query_error = t->kind == PROTO_KIND_CAPTIONS ? query_parse_transcript(qs, req->query_len, q)
-                                                  : query_parse_tracks(qs, req->query_len, q);
+  t->query_error = t->kind == PROTO_KIND_CAPTIONS   ? query_parse_transcript(qs, req->query_len, q)
+                   : t->kind == PROTO_KIND_METADATA ? query_parse_metadata(qs, req->query_len, q)
+                                                    : query_parse_tracks(qs, req->query_len, q);
   if (t->query_error != API_OK) return;
   if (t->kind == PROTO_KIND_CAPTIONS)
     t->format = q->format_given ? q->format : render_format_from_accept(req->accept, req->accept_len);
   struct proto_job *job = &t->job;
   job->kind = t->kind;
+  job->include = q->chapters ? PROTO_INCLUDE_CHAPTERS : 0;
   job->deadline_ms = (uint32_t)t->ctx->cfg->job_timeout_ms;
   memcpy(job->video_id, q->video_id, sizeof(job->video_id));
   util_copy_str(job->lang, sizeof(job->lang), q->lang);

@@ -168,3 +168,47 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
 enum api_error query_parse_tracks(const char *qs, size_t len, struct transcript_query *q) {
   return parse_query(qs, len, QUERY_VIDEO_PARAMS, q);
 }
+
+/* Longest include value read: "chapters" a few times over; a longer one is refused. */
+#define QUERY_MAX_INCLUDE_BYTES 64
+
+/* Whether every comma-separated item of v (len bytes) is "chapters". */
+static int include_valid(const char *v, size_t len) {
+  size_t pos = 0;
+  for (;;) {
+    const char *comma = memchr(v + pos, ',', len - pos);
+    size_t n = comma ? (size_t)(comma - (v + pos)) : len - pos;
+    if (n != 8 || memcmp(v + pos, "chapters", 8) != 0) return 0;
+    if (comma == NULL) return 1;
+    pos += n + 1;
+  }
+}
+
+enum api_error query_parse_metadata(const char *qs, size_t len, struct transcript_query *q) {
+  enum api_error e = parse_query(qs, len, QUERY_VIDEO_PARAMS, q);
+  if (e != API_OK) return e;
+  int count = 0, valid = 0;
+  size_t pos = 0;
+  while (qs != NULL && pos < len) {
+    const char *pair = qs + pos;
+    const char *amp = memchr(pair, '&', len - pos);
+    size_t pair_len = amp ? (size_t)(amp - pair) : len - pos;
+    pos += pair_len + 1;
+    const char *eq = memchr(pair, '=', pair_len);
+    size_t name_len = eq ? (size_t)(eq - pair) : pair_len;
+    char name[QUERY_MAX_NAME_BYTES];
+    long n = percent_decode(pair, name_len, name, sizeof(name), PERCENT_PLUS_IS_SPACE);
+    if (n != 7 || memcmp(name, "include", 7) != 0) continue;
+    if (++count > 1) break;
+    char value[QUERY_MAX_INCLUDE_BYTES];
+    long v = eq ? percent_decode(eq + 1, pair_len - name_len - 1, value, sizeof(value), PERCENT_PLUS_IS_SPACE) : 0;
+    valid = v > 0 && include_valid(value, (size_t)v);
+  }
+  if (count == 0) return API_OK;
+  if (count > 1 || !valid) {
+    memset(q, 0, sizeof(*q));
+    return API_ERR_INVALID_INCLUDE;
+  }
+  q->chapters = 1;
+  return API_OK;
+}

@@ -23,6 +23,7 @@ struct transcript_query {
   int chunks;
   size_t chunk_chars;
   size_t chunk_overlap;
+  int chapters; /* GET /v1/video/metadata with include=chapters */
 };
 
 /*
@@ -37,5 +38,12 @@ enum api_error query_parse_transcript(const char *qs, size_t len, struct transcr
  * and nothing else: language, lang and format are unknown parameters there, and ignored.
  */
 enum api_error query_parse_tracks(const char *qs, size_t len, struct transcript_query *q);
+
+/*
+ * The same for GET /v1/video/metadata, which also takes include: a comma-separated list of what to add to the
+ * metadata, whose one value is "chapters" (q->chapters). A repeated include, or one naming anything else (an empty
+ * value included), is API_ERR_INVALID_INCLUDE, after the video's errors.
+ */
+enum api_error query_parse_metadata(const char *qs, size_t len, struct transcript_query *q);
 
 #endif

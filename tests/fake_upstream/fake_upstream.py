@@ -50,6 +50,10 @@ The scenario is chosen by the video id (11 characters):
 | oversizeCap | normal                             | OK                                             | chunked, past the cap|
 | malformed01 | normal                             | 200 with malformed JSON                        | -                    |
 | long1500seg | normal                             | OK                                             | json3, 1,500 cues    |
+| chaptLong01 | normal                             | OK, lengthSeconds 1200, chapters (see below)   | json3, 600 cues      |
+| chaptShort1 | normal                             | OK, chapters (see below)                       | json3                |
+| chaptOnce01 | normal                             | as chaptShort1 (a video no other test asks)    | json3                |
+| chaptFail01 | normal                             | OK; its watch-next call answers 500            | json3                |
 | longHour248 | normal                             | OK                                             | json3, 248 KB body   |
 | clientRefus | normal                             | 403 for VISIONOS, OK for any other client      | json3                |
 | redirEvil01 | normal                             | 302 to https://evil.example.com/ (everyone)    | -                    |
@@ -97,6 +101,15 @@ maps onto this server with that host in its Host header):
                                  any url (the reel reply's formats are SABR only: serverAbrStreamingUrl), and `{}`
                                  for the id reelNone001 (the platform's answer to an id it does not know). Counted as
                                  "POST /youtubei/v1/reel/reel_item_watch <id>".
+
+Chapters (POST /youtubei/v1/next, the watch-next call): the reply has the platform's shape (responseContext,
+contents, playerOverlays, then engagementPanels, each an engagementPanelSectionListRenderer found by its
+panelIdentifier). A video of NEXT_CHAPTERS gets the chapters panel ("engagement-panel-macro-markers-description-
+chapters": macroMarkersListRenderer.contents[].macroMarkersListItemRenderer with title.simpleText, timeDescription
+and onTap.watchEndpoint.startTimeSeconds) among a comments panel and a key-moments panel of markers that are not
+chapters; any other video gets the panels without chapters, but chaptFail01 (a playable video) a 500. A body without
+videoId is 400 INVALID_ARGUMENT. Counted
+as "POST /youtubei/v1/next <id>".
 
 The visitor data issued so far are listed under "visitors" in /__stats, with the monotonic second each was issued
 under "visitor_times" (never cleared: a fetcher keeps what it was given). Every POST to /youtubei/v1/ is recorded
@@ -329,7 +342,8 @@ def player_ok(origin, video, tracks=None, default_index=0, translations=None):
         "playabilityStatus": {"status": "OK", "playableInEmbed": True,
                               "contextParams": "Q0FBU0FnZ0FJQUE9"},
         "streamingData": {"expiresInSeconds": "21540", "adaptiveFormats": audio_formats(origin, video)},
-        "videoDetails": {"videoId": video, "title": "A fake video", "lengthSeconds": "12", "channelId":
+        "videoDetails": {"videoId": video, "title": "A fake video",
+                         "lengthSeconds": str(NEXT_CHAPTERS[video][0]) if video in NEXT_CHAPTERS else "12", "channelId":
                          "UCfakechannel000000000000", "isOwnerViewing": False, "isCrawlable": True,
                          "allowRatings": True, "viewCount": "1234", "author": "Fake", "isPrivate": False,
                          "isUnpluggedCorpus": False, "isLiveContent": False},
@@ -454,12 +468,61 @@ def xml_escape(s):
         "\"", "&quot;")
 
 
+# The chapters of the watch-next replies: video -> (lengthSeconds, [(title, start second), ...]).
+NEXT_CHAPTERS = {
+    "chaptLong01": (1200, [("Opening", 0), ("The problem", 95), ("A first answer", 400), ("Questions \"live\"", 777)]),
+    "chaptShort1": (12, [("Hello", 0), ("Caf\u00e9 talk", 2)]),
+    "chaptOnce01": (12, [("Hello", 0), ("Caf\u00e9 talk", 2)]),
+}
+
+
+def chapter_time(s):
+    return "%d:%02d" % (s // 60, s % 60) if s < 3600 else "%d:%02d:%02d" % (s // 3600, s // 60 % 60, s % 60)
+
+
+def next_reply(video):
+    """A watch-next reply: the chapters panel for a video of NEXT_CHAPTERS, between panels that hold none."""
+    def marker(title, start):
+        return {"macroMarkersListItemRenderer": {
+            "title": {"simpleText": title},
+            "timeDescription": {"simpleText": chapter_time(start)},
+            "thumbnail": {"thumbnails": [{"url": "https://i.ytimg.com/vi/%s/hqdefault_%d.jpg" % (video, start),
+                                          "width": 168, "height": 94}]},
+            "onTap": {"commandMetadata": {"webCommandMetadata": {"url": "/watch?v=%s&t=%ds" % (video, start)}},
+                      "watchEndpoint": {"videoId": video, "startTimeSeconds": start}}}}
+    panels = [{"engagementPanelSectionListRenderer": {
+        "panelIdentifier": "engagement-panel-comments-section",
+        "content": {"sectionListRenderer": {"contents": []}}}},
+        # Key moments: markers of the same shape that are not the chapters.
+        {"engagementPanelSectionListRenderer": {
+            "content": {"macroMarkersListRenderer": {"contents": [marker("A key moment", 7)]}},
+            "panelIdentifier": "engagement-panel-macro-markers-auto-chapters"}}]
+    if video in NEXT_CHAPTERS:
+        panels.append({"engagementPanelSectionListRenderer": {
+            "panelIdentifier": "engagement-panel-macro-markers-description-chapters",
+            "content": {"macroMarkersListRenderer": {
+                "contents": [marker(t, start) for t, start in NEXT_CHAPTERS[video][1]],
+                "syncButtonLabel": {"runs": [{"text": "Sync to video time"}]}}}}})
+    panels.append({"engagementPanelSectionListRenderer": {
+        "panelIdentifier": "engagement-panel-searchable-transcript",
+        "content": {"continuationItemRenderer": {"continuationEndpoint": {"getTranscriptEndpoint": {
+            "params": "CgtmYWtl"}}}}}})
+    return {"responseContext": {"visitorData": urllib.parse.unquote(VISITOR_DATA)},
+            "contents": {"twoColumnWatchNextResults": {"results": {"results": {"contents": []}}}},
+            "currentVideoEndpoint": {"watchEndpoint": {"videoId": video}},
+            "playerOverlays": {"playerOverlayRenderer": {}},
+            "engagementPanels": panels,
+            "topbar": {}}
+
+
 def cues_for(video, lang, kind, tlang=""):
     if tlang:
         lines = TRANSLATED.get(tlang) or ["[%s] %s" % (tlang, cue[2]) for cue in cues_for(video, lang, kind)[:2]]
         return [(120, 2400, lines[0]), (2520, 3000, lines[1])]
     if video == "long1500seg":
         return [(i * 2000, 1900, "line %d" % (i + 1)) for i in range(1500)]
+    if video == "chaptLong01":
+        return [(i * 2000, 1900, "sentence %d of a talk in chapters" % (i + 1)) for i in range(600)]
     if video == "longHour248":
         return [(i * 1500, 1400, "line %d of an hour-long talk, spoken at an even pace" % (i + 1)) for i in range(1670)]
     if video == "capSrv1xxx1":
@@ -558,6 +621,7 @@ DELAY_S = [0.0]
 VISITORS = {"issued": [], "times": [], "lock": threading.Lock()}
 
 REEL_PATH = "/youtubei/v1/reel/reel_item_watch"
+NEXT_PATH = "/youtubei/v1/next"
 VISITOR_PATH = "/youtubei/v1/visitor_id"
 INVALID_ARGUMENT = {"error": {"code": 400, "message": "Request contains an invalid argument.",
                               "status": "INVALID_ARGUMENT"}}
@@ -928,6 +992,9 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == VISITOR_PATH:
             self.post_visitor(raw)
             return
+        if url.path == NEXT_PATH:
+            self.post_next(raw)
+            return
         reel = url.path == REEL_PATH
         if url.path != "/youtubei/v1/player" and not reel:
             STATS.count("POST %s" % url.path)
@@ -1027,6 +1094,22 @@ class Handler(BaseHTTPRequestHandler):
                                 "query": urllib.parse.parse_qs(url.query, keep_blank_values=True),
                                 "body": body, "headers": headers})
 
+    def post_next(self, raw):
+        try:
+            video = json.loads(raw)["videoId"]
+        except (ValueError, KeyError, TypeError):
+            STATS.count("POST %s ?" % NEXT_PATH)
+            self.send_json(400, INVALID_ARGUMENT)
+            return
+        STATS.count("POST %s %s" % (NEXT_PATH, video))
+        if self.egress_blocked(NEXT_PATH):
+            return
+        if video == "chaptFail01":
+            self.send_json(500, {"error": {"code": 500, "message": "Internal error encountered.",
+                                           "status": "INTERNAL"}})
+            return
+        self.send_json(200, next_reply(video))
+
     def post_visitor(self, raw):
         STATS.count("POST %s" % VISITOR_PATH)
         try:
@@ -1095,7 +1178,9 @@ class Handler(BaseHTTPRequestHandler):
         origin = self.origin()
         one_en = [caption_track(video, "en", "English")]
         if video in ("capJson3xx1", "consentOk01", "capSrv1xxx1", "slowPlayer1", "truncated01", "oversizeCap",
-                     "long1500seg", "longHour248", "redirOkxxx1", "realWatch01", "realConsent", "realConsBad", "realRecapt1"):
+                     "long1500seg", "longHour248", "chaptLong01", "chaptShort1", "chaptOnce01", "chaptFail01", "redirOkxxx1", "realWatch01",
+                     "realConsent",
+                     "realConsBad", "realRecapt1"):
             if video == "slowPlayer1":
                 time.sleep(SLOW_SECONDS)  # the wait is the test: a slow platform
             self.send_json(200, player_ok(origin, video, one_en))

@@ -18,10 +18,11 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x09"
+PROTO_VERSION = b"\x0a"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
-KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS = 1, 2, 3
+KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS, KIND_METADATA = 1, 2, 3, 4
+INCLUDE_CHAPTERS = 1
 KIND_WEBHOOK, KIND_BROWSE = 5, 6
 BROWSE_PLAYLIST, BROWSE_CHANNEL, BROWSE_CONTINUATION = 1, 2, 3
 # enum proto_reason, by value; enum proto_attempt_result.
@@ -171,11 +172,11 @@ def _str(s):
 
 def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-test", kind=KIND_CAPTIONS,
                translate="", declines=0, player=b"", hook_url=b"", hook_id="", hook_timestamp=0, hook_signature="",
-               hook_body=b"", browse_what=0, browse=b""):
+               hook_body=b"", browse_what=0, browse=b"", include=0):
     """A JOB; the hook_* fields are a webhook delivery's (kind KIND_WEBHOOK, video_id ""), browse_what and browse a
-    browse job's (kind KIND_BROWSE, video_id "")."""
+    browse job's (kind KIND_BROWSE, video_id ""); include the bits of what a metadata job adds (1: its chapters)."""
     return (b"VT" + PROTO_VERSION + bytes([PROTO_JOB]) + struct.pack(">QBI", job_id, kind, deadline_ms) +
-            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines]) +
+            _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines, include]) +
             struct.pack(">I", len(player)) + player + struct.pack(">I", len(hook_url)) + hook_url + _str(hook_id) +
             struct.pack(">Q", hook_timestamp) + _str(hook_signature) + struct.pack(">I", len(hook_body)) + hook_body +
             bytes([browse_what]) + struct.pack(">I", len(browse)) + browse + struct.pack(">I", 0))
@@ -237,12 +238,12 @@ def encode_result(job_id, outcome, body=b"", source=1, lang="en", detail="ok", r
 
 
 def decode_job(msg):
-    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id, declines, player)."""
+    """A JOB as a dict (job_id, kind, deadline_ms, video_id, lang, translate, request_id, declines, include, player)."""
     assert msg[:4] == b"VT" + PROTO_VERSION + bytes([PROTO_JOB]), "expected a job, got %r" % msg[:16]
     job_id, kind, deadline_ms = struct.unpack(">QBI", msg[4:17])
     fields, off = _strings(msg, 17, 4)
-    declines = msg[off]
-    off += 1
+    declines, include = msg[off], msg[off + 1]
+    off += 2
     (player_len,) = struct.unpack(">I", msg[off:off + 4])
     player = msg[off + 4:off + 4 + player_len]
     off += 4 + player_len
@@ -261,7 +262,7 @@ def decode_job(msg):
     (inm_len,) = struct.unpack(">I", msg[off:off + 4])
     assert off + 4 + inm_len == len(msg), "trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
-            "translate": fields[2], "request_id": fields[3], "declines": declines, "player": player,
+            "translate": fields[2], "request_id": fields[3], "declines": declines, "include": include, "player": player,
             "hook_url": hook_url, "hook_id": hook_id, "hook_timestamp": hook_timestamp,
             "hook_signature": hook_signature, "hook_body": hook_body, "browse_what": browse_what, "browse": browse}
 

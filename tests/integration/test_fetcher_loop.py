@@ -80,6 +80,37 @@ def test_ready_job_result_cycle_returns_transcript(dispatcher, start_fetcher, up
         (42, 2, 0, "", "login_required", "age_restricted", b"")
 
 
+def test_a_metadata_job_with_its_chapters_makes_one_next_request(dispatcher, start_fetcher, upstream):
+    """A job that includes the chapters (protocol 10's include byte) adds them after the details; the player
+    summary handed with a job serves the details, so the watch-next call is then its only request."""
+    dispatcher.listen()
+    start_fetcher(dispatcher)
+    conn = dispatcher.accept()
+    assert conn.recv() == READY
+    upstream.reset()
+    conn.reply(encode_job(51, "chaptShort1", kind=harness.KIND_METADATA, include=harness.INCLUDE_CHAPTERS))
+    res = decode_result(conn.recv())
+    assert (res["job_id"], res["outcome"], res["source"], res["detail"]) == (51, 1, 0, "ok")
+    body = json.loads(res["body"])
+    assert body["chapters"] == [{"title": "Hello", "start": 0, "end": 2}, {"title": "Caf\u00e9 talk", "start": 2,
+                                                                           "end": 12}]
+    assert upstream.stats()["requests"] == {"POST /youtubei/v1/player chaptShort1": 1,
+                                            "POST /youtubei/v1/next chaptShort1": 1}
+    next_call = [c for c in upstream.stats()["calls"] if c["path"] == "/youtubei/v1/next"][0]
+    assert next_call["body"]["videoId"] == "chaptShort1"
+    assert next_call["body"]["context"]["client"]["clientName"] == "WEB"
+    # The same job without the bit: no watch-next request, no chapters.
+    conn.reply(encode_job(52, "chaptShort1", kind=harness.KIND_METADATA, player=res["player"]))
+    plain = decode_result(conn.recv())
+    assert plain["outcome"] == 1 and "chapters" not in json.loads(plain["body"])
+    conn.reply(encode_job(53, "chaptShort1", kind=harness.KIND_METADATA, include=harness.INCLUDE_CHAPTERS,
+                          player=res["player"]))
+    again = decode_result(conn.recv())
+    assert again["body"] == res["body"]
+    assert upstream.stats()["requests"] == {"POST /youtubei/v1/player chaptShort1": 1,
+                                            "POST /youtubei/v1/next chaptShort1": 2}
+
+
 def test_bad_message_is_ignored_and_ready_sent_again(dispatcher, start_fetcher):
     dispatcher.listen()
     proc = start_fetcher(dispatcher)

@@ -153,6 +153,32 @@ def test_every_tool_answers(stack):
     assert tracks.get("structuredContent") == tracks_rest, tracks
 
 
+def test_the_metadata_tool_gives_the_chapters_when_asked(stack):
+    # listTools first: the SDK then checks each result's structuredContent against the tool's outputSchema.
+    out = sdk(stack, [{"op": "listTools"},
+                      {"op": "call", "name": "get_video_metadata",
+                       "args": {"video": "chaptShort1", "include_chapters": True}},
+                      {"op": "call", "name": "get_video_metadata",
+                       "args": {"video": "https://youtu.be/chaptShort1", "include_chapters": False}},
+                      {"op": "call", "name": "get_video_metadata", "args": {"video": "chaptShort1",
+                                                                            "include_chapters": "yes"}}])
+    listed, with_chapters, without, bad = out["steps"]
+    tool = next(t for t in listed["tools"] if t["name"] == "get_video_metadata")
+    assert tool["inputSchema"]["properties"]["include_chapters"] == {
+        "type": "boolean", "default": False,
+        "description": "Add the video's chapters (chapters: title, start, end in seconds)."}
+    assert tool["outputSchema"]["properties"]["chapters"]["items"]["required"] == ["title", "start", "end"]
+    want = stack.gateway.request("GET", "/v1/video/metadata?video_id=chaptShort1&include=chapters",
+                                 headers={"x-api-key": ACTIVE_KEY}).json()
+    assert want["chapters"] == [{"title": "Hello", "start": 0, "end": 2}, {"title": "Caf\u00e9 talk", "start": 2,
+                                                                            "end": 12}]
+    assert with_chapters["isError"] is False and with_chapters["structuredContent"] == want
+    assert json.loads(with_chapters["content"][0]["text"]) == want
+    assert without["structuredContent"] == {k: v for k, v in want.items() if k != "chapters"}
+    assert bad["error"]["code"] == -32602
+    assert bad["error"]["message"] == "MCP error -32602: include_chapters must be true or false."
+
+
 @pytest.mark.parametrize("fmt", ["segments", "text"])
 def test_the_longest_transcript_pages_to_its_end_as_rest_has_it(stack, fmt):
     want = rest(stack, LONGEST).json()

@@ -268,6 +268,19 @@ static void test_the_result_check_follows_the_kind_of_job(void **state) {
   assert_int_equal(bodycheck_result(PROTO_KIND_METADATA, tracks, strlen(tracks), &why), -EINVAL);
   assert_string_equal(why, "not_metadata");
   assert_int_equal(bodycheck_result(PROTO_KIND_TRACKS, metadata, strlen(metadata), &why), -EINVAL);
+  /* With the chapters a job included: objects of exactly a title and two whole seconds. */
+  static const char with_chapters[] =
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":9,"
+      "\"isLive\":false,\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,"
+      "\"keywords\":[],\"thumbnails\":[],\"captionLanguages\":[],\"chapters\":[{\"title\":\"A\",\"start\":0,"
+      "\"end\":9}]}";
+  assert_int_equal(bodycheck_result(PROTO_KIND_METADATA, with_chapters, strlen(with_chapters), &why), 0);
+  static const char bad_chapter[] =
+      "{\"videoId\":\"a\",\"title\":null,\"channelId\":null,\"channelName\":null,\"lengthSeconds\":9,"
+      "\"isLive\":false,\"isLiveContent\":false,\"viewCount\":null,\"publishDate\":null,\"description\":null,"
+      "\"keywords\":[],\"thumbnails\":[],\"captionLanguages\":[],\"chapters\":[{\"title\":\"A\",\"start\":0.5,"
+      "\"end\":9}]}";
+  assert_int_equal(bodycheck_result(PROTO_KIND_METADATA, bad_chapter, strlen(bad_chapter), &why), -EINVAL);
 }
 
 /* The metadata written from a real reply passes; every member is needed, of its type, null only where allowed. */

@@ -182,6 +182,42 @@ static void test_a_browse_body_round_trips_and_refuses_other_shapes(void **state
   buf_free(&b);
 }
 
+/*
+ * A metadata job that includes its chapters round-trips the bit and has a key of its own (the caches keep the two
+ * answers apart); the bit on another kind, or an unknown bit, is refused at both ends.
+ */
+static void test_a_metadata_job_carries_its_chapters_bit_and_its_own_key(void **state) {
+  (void)state;
+  struct proto_job in = {.kind = PROTO_KIND_METADATA, .video_id = "capJson3xx1", .include = PROTO_INCLUDE_CHAPTERS};
+  struct proto_job out;
+  struct buf b = BUF_INIT;
+  assert_int_equal(proto_encode_job(&b, &in), 0);
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), 0);
+  assert_int_equal(out.include, PROTO_INCLUDE_CHAPTERS);
+  char key[PROTO_MAX_JOB_KEY + 1];
+  proto_job_key(&out, key);
+  assert_string_equal(key, "*metadata+chapters");
+  assert_int_equal(proto_key_kind(key), PROTO_KIND_METADATA);
+  out.include = 0;
+  proto_job_key(&out, key);
+  assert_string_equal(key, "*metadata");
+  /* The include byte follows declines: magic(2) version(1) type(1) id(8) kind(1) deadline(4), then the strings. */
+  size_t at = 4 + 8 + 1 + 4 + (2 + 11) + 2 + 2 + 2 + 1;
+  assert_int_equal(b.data[at], PROTO_INCLUDE_CHAPTERS);
+  b.data[at] = 2;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  b.data[4 + 8] = PROTO_KIND_TRACKS; /* the kind byte */
+  b.data[at] = PROTO_INCLUDE_CHAPTERS;
+  assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
+  buf_reset(&b);
+  in.kind = PROTO_KIND_CAPTIONS;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  in.kind = PROTO_KIND_METADATA;
+  in.include = 4;
+  assert_int_equal(proto_encode_job(&b, &in), -EINVAL);
+  buf_free(&b);
+}
+
 static void test_job_key_keeps_kinds_and_translations_apart(void **state) {
   (void)state;
   struct proto_job j = sample_job();
@@ -612,6 +648,7 @@ int main(void) {
       cmocka_unit_test(test_every_kind_round_trips_and_no_other),
       cmocka_unit_test(test_webhook_job_round_trips_its_delivery),
       cmocka_unit_test(test_job_key_keeps_kinds_and_translations_apart),
+      cmocka_unit_test(test_a_metadata_job_carries_its_chapters_bit_and_its_own_key),
       cmocka_unit_test(test_result_round_trips_body_bytes),
       cmocka_unit_test(test_result_last_has_the_result_encoding_under_its_own_type),
       cmocka_unit_test(test_decline_carries_its_job_id_and_why_and_nothing_else),

@@ -88,7 +88,7 @@ static void test_chunks_join_to_the_text_without_their_overlaps(void **state) {
   (void)state;
   struct buf b = BUF_INIT;
   /* 200 characters hold every segment: one chunk, the transcript's text. */
-  assert_int_equal(chunks_render(BODY, strlen(BODY), 200, 0, &b), 0);
+  assert_int_equal(chunks_render(BODY, strlen(BODY), 200, 0, NULL, 0, &b), 0);
   assert_string_equal(
       b.data,
       "{\"language\":\"en\",\"source\":\"captions\",\"chunk_chars\":200,\"chunk_overlap\":0,\"chunks\":[{"
@@ -102,12 +102,39 @@ static void test_chunks_overlap_by_whole_segments(void **state) {
   /* "Hello and welcome to the café" is 29 characters (the empty segment after it adds none); the next chunk starts
    * with the last segments that fit in 14 ("to the café" and the empty one, 12), and ends the transcript. */
   struct buf b = BUF_INIT;
-  assert_int_equal(chunks_render(BODY, strlen(BODY), 29, 14, &b), 0);
+  assert_int_equal(chunks_render(BODY, strlen(BODY), 29, 14, NULL, 0, &b), 0);
   assert_non_null(
       strstr(b.data, "\"first_segment\":0,\"end_segment\":3,\"text\":\"Hello and welcome to the caf\xc3\xa9\""));
   assert_non_null(strstr(b.data,
                          "\"index\":1,\"start\":2.52,\"end\":3725.500,\"first_segment\":1,\"end_segment\":4,"
                          "\"text\":\"to the caf\xc3\xa9 ok\""));
+  assert_null(strstr(b.data, "\"index\":2"));
+  buf_free(&b);
+}
+
+/*
+ * Chapters at 2.5 s and 3700 s: segment 0 is the first chapter's, segments 1 and 2 (starting 2.52 and 5.52) the
+ * second's, segment 3 the third's. A bound that holds everything still cuts there, and no chunk overlaps into the
+ * chapter before it.
+ */
+static void test_chunks_are_cut_at_chapters_and_overlap_none(void **state) {
+  (void)state;
+  static const int64_t cuts[] = {0, 2500, 3700000};
+  struct buf b = BUF_INIT;
+  assert_int_equal(chunks_render(BODY, strlen(BODY), 200, 100, cuts, 3, &b), 0);
+  assert_string_equal(
+      b.data,
+      "{\"language\":\"en\",\"source\":\"captions\",\"chunk_chars\":200,\"chunk_overlap\":100,\"chunks\":["
+      "{\"index\":0,\"start\":0.12,\"end\":2.520,\"first_segment\":0,\"end_segment\":1,\"text\":\"Hello and welcome\"},"
+      "{\"index\":1,\"start\":2.52,\"end\":6.520,\"first_segment\":1,\"end_segment\":3,\"text\":\"to the "
+      "caf\xc3\xa9\"},"
+      "{\"index\":2,\"start\":3725,\"end\":3725.500,\"first_segment\":3,\"end_segment\":4,\"text\":\"ok\"}]}");
+  /* A chapter that starts before the first segment, or one no segment starts in, cuts nothing more. */
+  static const int64_t early[] = {0, 10, 6000, 7000};
+  buf_reset(&b);
+  assert_int_equal(chunks_render(BODY, strlen(BODY), 200, 0, early, 4, &b), 0);
+  assert_non_null(strstr(b.data, "\"first_segment\":0,\"end_segment\":3,"));
+  assert_non_null(strstr(b.data, "\"index\":1,\"start\":3725,"));
   assert_null(strstr(b.data, "\"index\":2"));
   buf_free(&b);
 }
@@ -120,6 +147,7 @@ int main(void) {
       cmocka_unit_test(test_a_page_is_whole_segments_within_max_chars_and_never_empty),
       cmocka_unit_test(test_chunks_join_to_the_text_without_their_overlaps),
       cmocka_unit_test(test_chunks_overlap_by_whole_segments),
+      cmocka_unit_test(test_chunks_are_cut_at_chapters_and_overlap_none),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
