@@ -34,6 +34,7 @@ struct var {
 #define B(f, name, def) \
   { name, K_BOOL, offsetof(struct vts_config, f), 0, def, 0, 0, 0 }
 
+/* The rows of this table are alike in shape: each is a variable of its own, as a table's rows are. */
 static const struct var vars[] = {
     {"VTS_LISTEN", K_LISTEN, 0, 0, "0.0.0.0:8080", 0, 0, 0},
     S(jobs_url, "VTS_JOBS_URL", "tcp://127.0.0.1:7400"),

@@ -598,6 +598,7 @@ uint64_t upstream_rest_left_ms(const struct upstream *u) { return first_back_ms(
 
 uint64_t upstream_translation_rest_left_ms(const struct upstream *u) { return first_back_ms(u, 1); }
 
+/* As upstream_egress_report, on the translation rests: alike in shape, each its own rests and cause. */
 void upstream_translation_report(struct upstream *u, int throttled) {
   /* The next translation through a rotating proxy goes out from another address: nothing to rest. */
   if (job_rotating(u)) return;

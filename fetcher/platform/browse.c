@@ -59,7 +59,10 @@ enum {
   F_RUNS,
 };
 
-/* The keys each kind of container reads; a key of N_ANY that is not here is F_ANY. */
+/*
+ * The keys each kind of container reads; a key of N_ANY that is not here is F_ANY. Its rows are alike in shape with
+ * the player's table: each reply has its own keys.
+ */
 static const struct {
   int node;
   const char *key;

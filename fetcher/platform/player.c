@@ -111,6 +111,7 @@ enum {
   F_WRAP, /* the wrapper's member, at the top level of a wrapped reply */
 };
 
+/* The keys each kind of container reads: rows alike in shape with the browse table's, each reply its own keys. */
 static const struct {
   int node;
   const char *key;
@@ -322,6 +323,7 @@ static const struct {
 /*
  * The one table of the reason texts that say why a video cannot be played, read like reason_phrases (after it: a
  * phrase about us decides first). The first row found in any reason text is the case. A new wording is a new row.
+ * Declared as reason_phrases is: two tables of their own, alike in shape.
  */
 static const struct {
   const char *phrase;
@@ -760,6 +762,7 @@ static enum playability map_status(const struct parse *p) {
     enum playability phrase = phrase_playability(p);
     if (phrase != PLAY_OK) return phrase;
   }
+  /* A table of names, as profiles.c has its own: alike in shape only. */
   static const struct {
     const char *status;
     enum playability play;

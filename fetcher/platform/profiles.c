@@ -314,6 +314,7 @@ static int text_member(const struct client_profile *p, const char *member, yajl_
   return 0;
 }
 
+/* Checked as parse_headers checks its object: alike in shape, each with its own bounds, names and messages. */
 static int parse_query(yajl_val q, struct client_profile *p, char *err, size_t errlen) {
   if (!YAJL_IS_OBJECT(q)) BAD("profile %s: \"query\" must be an object", p->name);
   if (q->u.object.len > PROFILES_MAX_QUERY)

@@ -761,6 +761,7 @@ int sandbox_enter(const struct vts_config *cfg, char *err, size_t errlen) {
       log_msg(LOG_WARN, "sandbox: the kernel's landlock predates network rules (ABI 4): ports stay open", NULL);
   }
 
+  /* Each step of the confinement is answered alike (strict: fail; else: say what is not in force). */
   rv = apply_seccomp(mode, &s, err, errlen);
   if (rv != 0 && strict) return rv;
   if (rv != 0)

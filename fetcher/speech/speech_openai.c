@@ -460,7 +460,7 @@ done:
 /*
  * openai_run, and what its failure means for the job: the server unreachable, failing, late or answering nonsense is
  * the upstream's failure (502, reason speech, the detail it wrote); no VTS_SPEECH_URL, too many segments or no
- * memory is ours (500, reason internal).
+ * memory is ours (500, reason internal). Shaped as the other engine's: the ops table's entry of each engine.
  */
 static int openai_recognise(const struct speech_request *req, struct segment_list *out, char lang[16],
                             struct fetch_outcome *res) {

@@ -165,7 +165,7 @@ fail:
 
 /*
  * pocketsphinx_run, and what its failure means for the job: every one is ours (500, reason internal), the deadline
- * passed included, with the detail of its kind.
+ * passed included, with the detail of its kind. Shaped as the other engine's: the ops table's entry of each engine.
  */
 static int pocketsphinx_recognise(const struct speech_request *req, struct segment_list *out, char lang[16],
                                   struct fetch_outcome *res) {

@@ -83,6 +83,7 @@ static const struct member thumb_members[] = {
 static const struct object thumb = MEMBERS(thumb_members);
 static const struct member thumbnail_members[] = {{"thumbnails", V_ARRAY, NULL, &thumb, 0}};
 static const struct object thumbnail = MEMBERS(thumbnail_members);
+/* The member tables of the two metadata shapes are alike row by row: each is the schema of another body. */
 /* The video details as the platform writes them, those the reply lacked left out. */
 static const struct member details_members[] = {{"videoId", V_STRING, NULL, NULL, 0},
                                                 {"title", V_STRING, NULL, NULL, M_OPTIONAL},

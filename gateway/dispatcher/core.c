@@ -46,6 +46,7 @@ static void list_append(struct list *l, struct link *k) {
   l->head.prev = k;
   l->n++;
 }
+/* list_append at the other end of the ring: alike in shape, folded only behind a direction flag on a hot path. */
 static void list_prepend(struct list *l, struct link *k) {
   k->next = l->head.next;
   k->prev = &l->head;
@@ -337,6 +338,7 @@ static void job_destroy(struct core *c, struct job *j) {
   free(j);
 }
 
+/* A switch onto the counters, as each counter table has: alike in shape only, each on counters of its own. */
 static void count_outcome(struct core *c, uint8_t outcome) {
   switch (outcome) {
     case PROTO_OK:

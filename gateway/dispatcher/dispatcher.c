@@ -315,6 +315,7 @@ static void act_close_fetcher(void *ctx, uint64_t fetcher) {
   nng_pipe_close(pipe_of(fetcher));
 }
 
+/* The Redis actions of the core's ops table: one call each, alike in shape only (each forwards its own arguments). */
 static void act_redis_get(void *ctx, uint64_t job_id, const char *video_id, const char *key) {
   struct dispatcher *d = ctx;
   rcache_get(d->rcache, job_id, video_id, key);
@@ -652,6 +653,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   log_level_parse(cfg->log_level, &level);
   log_init("dispatcher", level);
 
+  /* A signal set is built as the worker builds its own: alike in shape, other signals for another process. */
   /* Blocked before nng starts any thread, so that every thread inherits the mask and only sigwait sees them. */
   sigset_t set;
   sigemptyset(&set);

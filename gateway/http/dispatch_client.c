@@ -6,6 +6,11 @@
  * queue, under one mutex, and wake the loop with uv_async_send; the loop thread then drains the whole queue (libuv
  * coalesces wake-ups), calls each dispatch_cb and frees the aio and context there, never inside their own callback.
  * The in-flight list changes only on the loop thread (under the mutex, because the pipe callback walks it).
+ *
+ * Single flight: a job that misses L1 while the same job (video and key, no If-None-Match) is already in flight from
+ * this worker does not go to the dispatcher; it waits on the first one (a follower) and is answered from the same
+ * reply, or fails with it. Without this, every request arriving between an L1 entry's expiry and the first reply
+ * after it fetched the whole body through the dispatcher again.
  */
 #include "gateway/http/dispatch_client.h"
 #include "gateway/metrics/metrics.h"
@@ -46,6 +51,9 @@ struct pending {
   struct entity *ent;      /* l1_hit: a reference to the L1 entry's entity */
   dispatch_cb cb;
   void *arg;
+  bool shared;                   /* may lead or follow: not a browse page, no If-None-Match */
+  struct pending *fhead, *ftail; /* a job in flight: the followers answered with its reply, in arrival order */
+  struct pending *fnext;         /* a follower: the next of its leader's */
   char video_id[VTS_VIDEO_ID_LEN + 1];
   char key[PROTO_MAX_JOB_KEY + 1]; /* proto_job_key: the L1 key besides the video id */
 };
@@ -127,6 +135,11 @@ static void pipe_gone_cb(nng_pipe pipe, nng_pipe_ev ev, void *arg) {
 }
 
 static void pending_free(struct pending *p) {
+  while (p->fhead != NULL) {
+    struct pending *f = p->fhead;
+    p->fhead = f->fnext;
+    free(f);
+  }
   if (p->aio != NULL) nng_aio_free(p->aio);
   if (p->has_ctx) nng_ctx_close(p->ctx);
   if (p->reply != NULL) nng_msg_free(p->reply);
@@ -141,6 +154,7 @@ static void pending_free(struct pending *p) {
 static void deliver(struct pending *p, bool fail) {
   if (fail) {
     p->cb(p->arg, NULL, NULL);
+    for (struct pending *f = p->fhead; f != NULL; f = f->fnext) f->cb(f->arg, NULL, NULL);
     return;
   }
   if (p->l1_hit) {
@@ -164,7 +178,13 @@ static void deliver(struct pending *p, bool fail) {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
   }
+  /*
+   * The followers asked for the very same job: the same result, an error or a failure included, is what the
+   * dispatcher would have given each (it coalesces them onto one job too). Their callbacks answer each its own
+   * request (its format, Accept-Encoding, rate-limit lines and unit) from it; ent stays referenced until the last.
+   */
   p->cb(p->arg, r, ent);
+  for (struct pending *f = p->fhead; f != NULL; f = f->fnext) f->cb(f->arg, r, ent);
   entity_unref(ent);
 }
 
@@ -308,6 +328,22 @@ void dispatch_client_close(void) {
   client.open = false;
 }
 
+/*
+ * The job in flight that a new one with the same video and key can wait on, or NULL: never one already answered (a
+ * failure, a lost link, waits in the done queue), so that a follower only ever shares a reply still to come. The list
+ * holds the jobs this worker waits on at once: short next to decoding one reply.
+ */
+static struct pending *leader_of(const struct pending *p) {
+  struct pending *l;
+  pthread_mutex_lock(&client.lock);
+  for (l = client.in_flight; l != NULL; l = l->next)
+    if (l->shared && l->state != P_DONE && !l->link_lost &&
+        memcmp(l->video_id, p->video_id, sizeof(l->video_id)) == 0 && strcmp(l->key, p->key) == 0)
+      break;
+  pthread_mutex_unlock(&client.lock);
+  return l;
+}
+
 struct entity *dispatch_cached(const char *video_id, const char *key) {
   return client.open ? l1cache_known(video_id, key) : NULL;
 }
@@ -337,6 +373,18 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
     mark_done(p, NULL);
     pthread_mutex_unlock(&client.lock);
     uv_async_send(&client.async);
+    return 0;
+  }
+
+  p->shared = !browse && job->inm == NULL;
+  struct pending *l = p->shared ? leader_of(p) : NULL;
+  if (l != NULL) {
+    if (l->ftail != NULL)
+      l->ftail->fnext = p;
+    else
+      l->fhead = p;
+    l->ftail = p;
+    metrics_l1_wait();
     return 0;
   }
 

@@ -35,7 +35,9 @@ void dispatch_client_close(void);
 /*
  * Sends job (job_id and deadline_ms are ignored: the dispatcher owns deadlines); cb reports its result. A hot
  * answer may come from this worker's own small cache (VTS_L1_CACHE_*), never kept longer than the dispatcher's
- * shared entry. A worker that cannot reach the dispatcher gets cb(NULL) within VTS_DISPATCH_CONNECT_WAIT_MS; a lost
+ * shared entry. A job the same as one already in flight from this worker (video and job key, not a browse page, neither
+ * with an If-None-Match) is not sent again: cb gets that job's result when it comes, or its failure. A worker that
+ * cannot reach the dispatcher gets cb(NULL) within VTS_DISPATCH_CONNECT_WAIT_MS; a lost
  * dispatcher fails every job in flight at once. Returns 0 (cb will be called), or -EINVAL for a malformed job,
  * -ENOTCONN when the link is not open, -ENOMEM or -EIO (cb will not be called).
  */

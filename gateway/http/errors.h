@@ -9,7 +9,7 @@
 
 /*
  * X(id, status, code, message), one row per answer (API_ERR_<id>); several rows may share a code with their own
- * message. Every status here has its row in status.h.
+ * message. Every status here has its row in status.h. Rows alike in shape stay rows: each is an answer of its own.
  */
 #define API_ERRORS(X)                                                                                                 \
   X(UNAUTHORIZED, 401, "UNAUTHORIZED", "A valid x-api-key header is required.")                                       \

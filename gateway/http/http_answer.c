@@ -200,6 +200,7 @@ int http_respond_error(struct http_request *req, enum api_error e, const char *e
   return http_respond(req, info->status, extra_headers, info->body, info->body_len, NULL);
 }
 
+/* Built as mcp_rpc_error builds its JSON-RPC error: alike in shape, the two bodies and their fallbacks differ. */
 int http_respond_error_msg(struct http_request *req, enum api_error e, const char *message, const char *extra_headers) {
   const struct api_error_info *info = api_error_get(e);
   struct buf b = BUF_INIT;

@@ -221,6 +221,11 @@ static int on_header_field_complete(llhttp_t *p) {
 
 static void host_feed(unsigned char *state, const char *s, size_t len);
 
+/* A header kept whole in its own buffer of the connection's negotiation (name_buf, and name's len and bad). */
+#define KEEP_CAPPED(name)                                                                                             \
+  append_capped(conn->neg->name##_buf, sizeof(conn->neg->name##_buf), &conn->neg->name.len, &conn->neg->name.bad, at, \
+                len)
+
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   struct http_conn *conn = p->data;
   if (count_header_bytes(conn, len) != 0) return HPE_USER;
@@ -237,25 +242,22 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
       append_capped(conn->rid_in, VTS_MAX_REQUEST_ID_BYTES, &conn->rid_in_len, &conn->rid_in_bad, at, len);
       break;
     case HDR_ACCEPT_ENCODING:
-      append_capped(conn->neg->ae_buf, sizeof(conn->neg->ae_buf), &conn->neg->ae.len, &conn->neg->ae.bad, at, len);
+      KEEP_CAPPED(ae);
       break;
     case HDR_IF_NONE_MATCH:
-      append_capped(conn->neg->inm_buf, sizeof(conn->neg->inm_buf), &conn->neg->inm.len, &conn->neg->inm.bad, at, len);
+      KEEP_CAPPED(inm);
       break;
     case HDR_ACCEPT:
-      append_capped(conn->neg->acc_buf, sizeof(conn->neg->acc_buf), &conn->neg->acc.len, &conn->neg->acc.bad, at, len);
+      KEEP_CAPPED(acc);
       break;
     case HDR_AUTHORIZATION:
-      append_capped(conn->neg->auth_buf, sizeof(conn->neg->auth_buf), &conn->neg->auth.len, &conn->neg->auth.bad, at,
-                    len);
+      KEEP_CAPPED(auth);
       break;
     case HDR_ORIGIN:
-      append_capped(conn->neg->origin_buf, sizeof(conn->neg->origin_buf), &conn->neg->origin.len,
-                    &conn->neg->origin.bad, at, len);
+      KEEP_CAPPED(origin);
       break;
     case HDR_MCP_VERSION:
-      append_capped(conn->neg->mcpv_buf, sizeof(conn->neg->mcpv_buf), &conn->neg->mcpv.len, &conn->neg->mcpv.bad, at,
-                    len);
+      KEEP_CAPPED(mcpv);
       break;
     case HDR_HOST:
       host_feed(&conn->host_state, at, len);
@@ -271,6 +273,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   }
   return 0;
 }
+#undef KEEP_CAPPED
 
 static int on_header_value_complete(llhttp_t *p) {
   struct http_conn *conn = p->data;

@@ -22,6 +22,7 @@ int mcp_rpc_result(struct http_request *req, const char *id, const char *extra_h
   return http_respond(req, 200, extra_headers, body, n, body);
 }
 
+/* Built as http_respond_error_msg builds a REST error: alike in shape, the two bodies and their fallbacks differ. */
 int mcp_rpc_error(struct http_request *req, int status, const char *id, int code, const char *message) {
   struct buf b = BUF_INIT;
   int rv = buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");

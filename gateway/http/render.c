@@ -1,7 +1,7 @@
 /*
- * Rendering a cached transcript body in another format. The body is read with yajl's event parser (no tree: a body
- * of 1,500 segments becomes cues as it is read), and times are read from the numbers' own digits, so a cue starts
- * at exactly the millisecond the JSON says: no double ever rounds 2.675 to 2.674.
+ * Rendering a cached transcript body in another format. The body is read by the one segment reader, segments_scan
+ * (yajl's event parser, no tree: a body of 1,500 segments becomes cues as it is read), and times are read from the
+ * numbers' own digits, so a cue starts at exactly the millisecond the JSON says: no double ever rounds 2.675 to 2.674.
  */
 #include "gateway/http/render.h"
 
@@ -9,10 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
-#include <yajl/yajl_parse.h>
 
 #include "common/limits.h"
-#include "gateway/cache/bodycheck.h"
+#include "gateway/http/segments.h"
 
 int render_format_from_name(const char *s, size_t len, enum render_format *out) {
   static const struct {
@@ -116,22 +115,11 @@ enum render_format render_format_from_accept(const char *accept, size_t len) {
   return best;
 }
 
-/* ---- reading the transcript body ---- */
-
-enum field { FIELD_OTHER = 0, FIELD_TEXT, FIELD_SEGMENTS, FIELD_START, FIELD_DURATION };
-
+/* A rendering: the format and where it goes. */
 struct reader {
   enum render_format format;
   struct buf *out;
-  int depth;         /* 1 in the body object, 2 in segments, 3 in a segment */
-  int in_segments;   /* the array being read is the body's segments */
-  enum field field;  /* the key whose value comes next */
-  struct buf text;   /* the segment's text */
-  int64_t start_ms;  /* -1 until read */
-  int64_t dur_ms;    /* -1 until read */
-  unsigned cues;     /* cues written */
-  int err;           /* the first error: -EPROTO or -ENOMEM */
-  int seen_segments; /* the body had its segments array */
+  unsigned cues; /* cues written */
 };
 
 /* Writes v in decimal, with leading zeros up to min_digits, into out (room for 20). Returns the length. */
@@ -199,9 +187,11 @@ static int has_content(const char *s, size_t len) {
   return 0;
 }
 
-static int emit_cue(struct reader *r) {
-  if (r->start_ms < 0 || r->dur_ms < 0) return -EPROTO;
-  if (!has_content(r->text.data, r->text.len)) return 0;
+/* A segment becomes a cue (SubRip, WebVTT): it must have its times, and makes one when its text has content. */
+static int on_segment(void *ctx, const struct segments_seen *seg) {
+  struct reader *r = ctx;
+  if (seg->start_ms < 0 || seg->duration_ms < 0) return -EPROTO;
+  if (!has_content(seg->text, seg->text_len)) return 0;
   /* "N\n" and "HH:MM:SS,mmm --> HH:MM:SS,mmm\n", each time at most 30 characters. */
   char head[96];
   size_t n = 0;
@@ -211,143 +201,32 @@ static int emit_cue(struct reader *r) {
     n = format_uint(head, r->cues, 1);
     head[n++] = '\n';
   }
-  n += format_time(head + n, r->start_ms, sep);
+  n += format_time(head + n, seg->start_ms, sep);
   memcpy(head + n, " --> ", 5);
   n += 5;
-  n += format_time(head + n, r->start_ms + r->dur_ms, sep);
+  n += format_time(head + n, seg->start_ms + seg->duration_ms, sep);
   head[n++] = '\n';
   int rv = buf_append(r->out, head, n);
-  if (rv == 0) rv = put_cue_text(r->out, r->format, r->text.data, r->text.len);
+  if (rv == 0) rv = put_cue_text(r->out, r->format, seg->text, seg->text_len);
   if (rv == 0) rv = buf_append(r->out, "\n\n", 2);
   return rv != 0 ? -ENOMEM : 0;
 }
 
-static int fail(struct reader *r, int err) {
-  if (r->err == 0) r->err = err;
-  return 0; /* stops the parse */
-}
-
-static int on_scalar(struct reader *r) {
-  /* A scalar is a value only inside an object; one directly in the segments array is not a segment. */
-  if (r->depth == 2 && r->in_segments) return fail(r, -EPROTO);
-  r->field = FIELD_OTHER;
-  return 1;
-}
-
-static int on_null(void *ctx) { return on_scalar(ctx); }
-static int on_bool(void *ctx, int v) {
-  (void)v;
-  return on_scalar(ctx);
-}
-
-static int on_number(void *ctx, const char *s, size_t len) {
+/* The body's own text is the plain text format. */
+static int on_member(void *ctx, enum segments_member m, const char *s, size_t len) {
   struct reader *r = ctx;
-  if (r->depth == 3 && r->in_segments && (r->field == FIELD_START || r->field == FIELD_DURATION)) {
-    int64_t ms;
-    if (bodycheck_seconds_ms(s, len, &ms) != 0) return fail(r, -EPROTO);
-    if (r->field == FIELD_START)
-      r->start_ms = ms;
-    else
-      r->dur_ms = ms;
-  }
-  return on_scalar(r);
+  if (m == SEGMENTS_TEXT && buf_append(r->out, s, len) != 0) return -ENOMEM;
+  return 0;
 }
-
-static int on_string(void *ctx, const unsigned char *s, size_t len) {
-  struct reader *r = ctx;
-  if (r->field == FIELD_TEXT && r->depth == 1 && r->format == RENDER_TEXT) {
-    if (buf_append(r->out, s, len) != 0) return fail(r, -ENOMEM);
-  } else if (r->field == FIELD_TEXT && r->depth == 3 && r->in_segments) {
-    buf_reset(&r->text);
-    if (buf_append(&r->text, s, len) != 0) return fail(r, -ENOMEM);
-  }
-  return on_scalar(r);
-}
-
-static int on_start_map(void *ctx) {
-  struct reader *r = ctx;
-  r->depth++;
-  if (r->depth == 3 && r->in_segments) {
-    buf_reset(&r->text);
-    r->start_ms = -1;
-    r->dur_ms = -1;
-  }
-  if (r->depth > 3) return fail(r, -EPROTO);
-  r->field = FIELD_OTHER;
-  return 1;
-}
-
-static int on_key(void *ctx, const unsigned char *key, size_t len) {
-  struct reader *r = ctx;
-  static const struct {
-    const char *name;
-    int depth;
-    enum field field;
-  } keys[] = {{"text", 1, FIELD_TEXT},
-              {"segments", 1, FIELD_SEGMENTS},
-              {"text", 3, FIELD_TEXT},
-              {"start", 3, FIELD_START},
-              {"duration", 3, FIELD_DURATION}};
-  r->field = FIELD_OTHER;
-  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-    if (keys[i].depth == r->depth && strlen(keys[i].name) == len && memcmp(keys[i].name, key, len) == 0) {
-      r->field = keys[i].field;
-      break;
-    }
-  }
-  return 1;
-}
-
-static int on_end_map(void *ctx) {
-  struct reader *r = ctx;
-  if (r->depth == 3 && r->in_segments && r->format != RENDER_TEXT) {
-    int rv = emit_cue(r);
-    if (rv != 0) return fail(r, rv);
-  }
-  r->depth--;
-  r->field = FIELD_OTHER;
-  return 1;
-}
-
-static int on_start_array(void *ctx) {
-  struct reader *r = ctx;
-  if (r->depth != 1 || r->field != FIELD_SEGMENTS) return fail(r, -EPROTO);
-  r->depth = 2;
-  r->in_segments = 1;
-  r->seen_segments = 1;
-  return 1;
-}
-
-static int on_end_array(void *ctx) {
-  struct reader *r = ctx;
-  r->depth = 1;
-  r->in_segments = 0;
-  r->field = FIELD_OTHER;
-  return 1;
-}
-
-static const yajl_callbacks render_callbacks = {
-    on_null, on_bool, NULL, NULL, on_number, on_string, on_start_map, on_key, on_end_map, on_start_array, on_end_array,
-};
 
 int render_transcript(enum render_format f, const char *json, size_t len, struct buf *out) {
+  static const struct segments_sink as_text = {on_member, NULL, 0}, as_cues = {NULL, on_segment, 0};
   if (f != RENDER_TEXT && f != RENDER_SRT && f != RENDER_VTT) return -EINVAL;
   size_t start = out->len;
-  struct reader r = {.format = f, .out = out, .text = BUF_INIT};
+  struct reader r = {.format = f, .out = out};
   int rv = 0;
   if (f == RENDER_VTT) rv = buf_puts(out, "WEBVTT\n\n") != 0 ? -ENOMEM : 0;
-  yajl_handle h = rv == 0 ? yajl_alloc(&render_callbacks, NULL, &r) : NULL;
-  if (rv == 0 && h == NULL) rv = -ENOMEM;
-  if (rv == 0) {
-    yajl_status st = yajl_parse(h, (const unsigned char *)json, len);
-    if (st == yajl_status_ok) st = yajl_complete_parse(h);
-    if (r.err != 0)
-      rv = r.err;
-    else if (st != yajl_status_ok || !r.seen_segments)
-      rv = -EPROTO;
-  }
-  if (h != NULL) yajl_free(h);
-  buf_free(&r.text);
+  if (rv == 0) rv = segments_scan(json, len, f == RENDER_TEXT ? &as_text : &as_cues, &r);
   if (rv != 0) {
     out->len = start;
     if (out->data != NULL) out->data[out->len] = '\0';

@@ -31,6 +31,42 @@ struct segments_doc {
   struct buf pool; /* every segment's text, one after another */
 };
 
+/* The body's own strings the reader hands on. */
+enum segments_member { SEGMENTS_LANGUAGE = 1, SEGMENTS_SOURCE, SEGMENTS_TEXT };
+
+/*
+ * One segment as the reader met it. What it lacks is marked: has_text 0, a time's ms -1. A time's digits (when the
+ * sink asks for them) are kept as the body writes them, cut to fit; its len is the whole number's, so a caller that
+ * keeps the digits can refuse one too long. text (not NUL-terminated) lasts only for the call.
+ */
+struct segments_seen {
+  const char *text;
+  size_t text_len;
+  int has_text;
+  int64_t start_ms, duration_ms;
+  char start[SEGMENTS_TIME_BYTES], duration[SEGMENTS_TIME_BYTES];
+  size_t start_len, duration_len;
+};
+
+/*
+ * What a reading of a body does with it: member for the body's language, source and text (may be NULL), segment for
+ * each segment in order, once it has ended (may be NULL), with the times' digits when digits is set (a rendering
+ * wants only the milliseconds). Each returns 0, or -errno to stop the reading with it.
+ */
+struct segments_sink {
+  int (*member)(void *ctx, enum segments_member m, const char *s, size_t len);
+  int (*segment)(void *ctx, const struct segments_seen *seg);
+  int digits;
+};
+
+/*
+ * Reads the transcript body json (len bytes) with yajl's event parser, as it streams: an object whose segments member
+ * is an array of objects, each read for its text, start and duration (times as bodycheck_seconds_ms reads them), no
+ * nesting deeper. The one reader of a cached body, for the rendered formats and for segments_read. Returns 0,
+ * -EPROTO when it is not a transcript body, -ENOMEM, or the first error a sink's call returned.
+ */
+int segments_scan(const char *json, size_t len, const struct segments_sink *sink, void *ctx);
+
 /*
  * Reads the transcript body json (len bytes, the fetcher's serialisation: language, source, text, segments) into doc
  * with yajl's event parser (no tree). Returns 0, -EPROTO when it is not a transcript body, or -ENOMEM; doc is empty

@@ -213,6 +213,7 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   w.sighup.data = &w;
   uv_signal_start(&w.sigterm, on_sigterm, SIGTERM);
   uv_signal_start(&w.sighup, on_sighup, SIGHUP);
+  /* A signal set is built as the dispatcher builds its own: alike in shape, other signals for another process. */
   /* The master forks with these blocked: what arrived meanwhile is delivered now, to the handlers above. */
   sigset_t held;
   sigemptyset(&held);

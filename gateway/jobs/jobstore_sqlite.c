@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,11 +201,38 @@ static int first_row(sqlite3_stmt *st) {
 }
 
 /*
- * Ends a take begun with BEGIN IMMEDIATE: when a row was taken (rv 0), lease_sql ("is": until, id) holds it back.
- * Returns 0, -EAGAIN (nothing taken) or -EIO.
+ * A fair take (an item, a page, a webhook try): its query ("is": now, the keys it passes over as JSON), the reader of
+ * its first row into the take's out, and the hold on the row taken (the lease, its try counted): lease_sql ("is": the
+ * lease's end, the job id at job_id_at in out), or hold where it takes more (returns a count of changes or -errno).
  */
-static int end_take(struct sqstore *js, int rv, const char *lease_sql, int64_t until, const char *id) {
-  if (rv == 0) rv = run(js, prepare(js, lease_sql, "is", until, id));
+struct take {
+  size_t out_size;
+  const char *sql;
+  void (*read)(sqlite3_stmt *st, void *out);
+  const char *lease_sql;
+  size_t job_id_at;
+  int (*hold)(struct sqstore *js, const void *out, int64_t now_ms, int64_t lease_ms);
+};
+
+/*
+ * The one shape of the takes: BEGIN IMMEDIATE, the first row of t's query read into out (zeroed first), held,
+ * committed. Returns 0, -EAGAIN (nothing due), -ENOMEM or -EIO.
+ */
+static int fair_take(struct sqstore *js, const struct take *t, int64_t now_ms, int64_t lease_ms,
+                     const struct jobstore_skip *skip, void *out) {
+  memset(out, 0, t->out_size);
+  char *passed;
+  int rv = begin_take(js, skip, &passed);
+  if (rv != 0) return rv;
+  sqlite3_stmt *st = prepare(js, t->sql, "is", now_ms, passed);
+  rv = first_row(st);
+  if (rv == 0) t->read(st, out);
+  sqlite3_finalize(st);
+  free(passed);
+  if (rv == 0)
+    rv = t->hold != NULL
+             ? t->hold(js, out, now_ms, lease_ms)
+             : run(js, prepare(js, t->lease_sql, "is", now_ms + lease_ms, (const char *)out + t->job_id_at));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
@@ -412,44 +440,46 @@ static int sq_stored_items(void *self, const char *key_id, size_t *n) {
   return rv == 0 ? 0 : -EIO;
 }
 
-static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
-                   struct jobstore_task *out) {
-  struct sqstore *js = self;
-  memset(out, 0, sizeof(*out));
-  char *passed;
-  int began = begin_take(js, skip, &passed);
-  if (began != 0) return began;
-  /* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
-  sqlite3_stmt *st = prepare(
-      js,
-      "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
-      "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "
-      "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
-      "q.job_id=jobs.id AND q.not_before_ms<=?1) AND key_id NOT IN (SELECT value FROM json_each(?2)) ORDER BY turn,id "
-      "LIMIT 1) ORDER BY i.seq LIMIT 1",
-      "is", now_ms, passed);
-  int rv = first_row(st);
-  if (rv == 0) {
-    copy_column(st, 0, out->job_id, sizeof(out->job_id));
-    out->seq = sqlite3_column_int64(st, 1);
-    copy_column(st, 2, out->video_id, sizeof(out->video_id));
-    out->tries = sqlite3_column_int(st, 3);
-    copy_column(st, 4, out->key_id, sizeof(out->key_id));
-    copy_column(st, 5, out->language, sizeof(out->language));
-    copy_column(st, 6, out->translate, sizeof(out->translate));
-    copy_column(st, 7, out->format, sizeof(out->format));
-    out->created_ms = sqlite3_column_int64(st, 8);
-  }
-  sqlite3_finalize(st);
-  free(passed);
-  if (rv == 0)
-    rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
-                         now_ms + lease_ms, out->job_id, out->seq));
+static void read_item(sqlite3_stmt *st, void *row) {
+  struct jobstore_task *out = row;
+  copy_column(st, 0, out->job_id, sizeof(out->job_id));
+  out->seq = sqlite3_column_int64(st, 1);
+  copy_column(st, 2, out->video_id, sizeof(out->video_id));
+  out->tries = sqlite3_column_int(st, 3);
+  copy_column(st, 4, out->key_id, sizeof(out->key_id));
+  copy_column(st, 5, out->language, sizeof(out->language));
+  copy_column(st, 6, out->translate, sizeof(out->translate));
+  copy_column(st, 7, out->format, sizeof(out->format));
+  out->created_ms = sqlite3_column_int64(st, 8);
+}
+
+/* The item leased and its try counted; its job goes to the back of the turns. */
+static int hold_item(struct sqstore *js, const void *row, int64_t now_ms, int64_t lease_ms) {
+  const struct jobstore_task *out = row;
+  int rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
+                           now_ms + lease_ms, out->job_id, out->seq));
   if (rv >= 0)
     rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=?,turn=(SELECT max(turn) FROM jobs)+1 WHERE id=?", "is",
                          now_ms, out->job_id));
-  rv = finish(js, rv);
-  return rv < 0 ? rv : 0;
+  return rv;
+}
+
+/* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
+static const struct take item_take = {
+    .out_size = sizeof(struct jobstore_task),
+    .sql =
+        "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
+        "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "
+        "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
+        "q.job_id=jobs.id AND q.not_before_ms<=?1) AND key_id NOT IN (SELECT value FROM json_each(?2)) ORDER BY "
+        "turn,id "
+        "LIMIT 1) ORDER BY i.seq LIMIT 1",
+    .read = read_item,
+    .hold = hold_item};
+
+static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
+                   struct jobstore_task *out) {
+  return fair_take(self, &item_take, now_ms, lease_ms, skip, out);
 }
 
 /* Changes a running item with the statement sql (its last two parameters are job_id and seq), and the job's time. */
@@ -565,35 +595,35 @@ static int sq_hook_add(void *self, const char *job_id, const char *body, size_t 
   return rv < 0 ? rv : 0;
 }
 
+static void read_hook(sqlite3_stmt *st, void *row) {
+  struct jobstore_hook *out = row;
+  copy_column(st, 0, out->job_id, sizeof(out->job_id));
+  out->attempt = sqlite3_column_int(st, 1) + 1;
+  out->made_ms = sqlite3_column_int64(st, 2);
+  size_t n = (size_t)sqlite3_column_bytes(st, 3);
+  if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
+  if (n > 0) memcpy(out->body, sqlite3_column_blob(st, 3), n);
+  out->body_len = n;
+  copy_column(st, 4, out->url, sizeof(out->url));
+  copy_column(st, 5, out->secret, sizeof(out->secret));
+  copy_column(st, 6, out->key_id, sizeof(out->key_id));
+}
+
+/* hook_take and page_take are rows of the takes' table: alike in shape, each its own query and lease. */
+static const struct take hook_take = {
+    .out_size = sizeof(struct jobstore_hook),
+    .sql =
+        "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret,j.key_id FROM hooks h JOIN jobs j "
+        "ON "
+        "j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? AND j.key_id NOT IN (SELECT value FROM json_each(?)) ORDER BY "
+        "h.next_ms LIMIT 1",
+    .read = read_hook,
+    .lease_sql = "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?",
+    .job_id_at = offsetof(struct jobstore_hook, job_id)};
+
 static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_hook *out) {
-  struct sqstore *js = self;
-  memset(out, 0, sizeof(*out));
-  char *passed;
-  int began = begin_take(js, skip, &passed);
-  if (began != 0) return began;
-  sqlite3_stmt *st = prepare(js,
-                             "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret,j.key_id FROM "
-                             "hooks h JOIN jobs j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? AND j.key_id NOT "
-                             "IN (SELECT value FROM json_each(?)) ORDER BY h.next_ms LIMIT 1",
-                             "is", now_ms, passed);
-  int rv = first_row(st);
-  if (rv == 0) {
-    copy_column(st, 0, out->job_id, sizeof(out->job_id));
-    out->attempt = sqlite3_column_int(st, 1) + 1;
-    out->made_ms = sqlite3_column_int64(st, 2);
-    size_t n = (size_t)sqlite3_column_bytes(st, 3);
-    if (n > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) n = VTS_WEBHOOK_MAX_PAYLOAD_BYTES;
-    if (n > 0) memcpy(out->body, sqlite3_column_blob(st, 3), n);
-    out->body_len = n;
-    copy_column(st, 4, out->url, sizeof(out->url));
-    copy_column(st, 5, out->secret, sizeof(out->secret));
-    copy_column(st, 6, out->key_id, sizeof(out->key_id));
-  }
-  sqlite3_finalize(st);
-  free(passed);
-  return end_take(js, rv, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?", now_ms + lease_ms,
-                  out->job_id);
+  return fair_take(self, &hook_take, now_ms, lease_ms, skip, out);
 }
 
 static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
@@ -603,6 +633,27 @@ static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state 
                            (int64_t)state, next_ms, (int64_t)http_status, job_id));
   return rv < 0 ? rv : rv == 0 ? -ENOENT : 0;
 }
+
+static void read_page(sqlite3_stmt *st, void *row) {
+  struct jobstore_page *out = row;
+  copy_column(st, 0, out->job_id, sizeof(out->job_id));
+  copy_column(st, 1, out->token, sizeof(out->token));
+  out->tries = sqlite3_column_int(st, 2);
+  copy_column(st, 3, out->key_id, sizeof(out->key_id));
+  out->created_ms = sqlite3_column_int64(st, 4);
+  out->read = sqlite3_column_int64(st, 5);
+}
+
+static const struct take page_take = {
+    .out_size = sizeof(struct jobstore_page),
+    .sql =
+        "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms,p.nread FROM pages p JOIN jobs j ON j.id=p.job_id WHERE "
+        "p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 AND j.key_id NOT IN (SELECT value FROM json_each(?)) "
+        "ORDER "
+        "BY p.job_id LIMIT 1",
+    .read = read_page,
+    .lease_sql = "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?",
+    .job_id_at = offsetof(struct jobstore_page, job_id)};
 
 static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_page *out) {
@@ -615,26 +666,7 @@ static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, const stru
   sqlite3_finalize(due);
   if (drc == SQLITE_DONE) return -EAGAIN;
   if (drc != SQLITE_ROW) return -EIO;
-  char *passed;
-  int began = begin_take(js, skip, &passed);
-  if (began != 0) return began;
-  sqlite3_stmt *st = prepare(js,
-                             "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms,p.nread FROM pages p JOIN jobs j "
-                             "ON j.id=p.job_id WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 AND "
-                             "j.key_id NOT IN (SELECT value FROM json_each(?)) ORDER BY p.job_id LIMIT 1",
-                             "is", now_ms, passed);
-  int rv = first_row(st);
-  if (rv == 0) {
-    copy_column(st, 0, out->job_id, sizeof(out->job_id));
-    copy_column(st, 1, out->token, sizeof(out->token));
-    out->tries = sqlite3_column_int(st, 2);
-    copy_column(st, 3, out->key_id, sizeof(out->key_id));
-    out->created_ms = sqlite3_column_int64(st, 4);
-    out->read = sqlite3_column_int64(st, 5);
-  }
-  sqlite3_finalize(st);
-  free(passed);
-  return end_take(js, rv, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?", now_ms + lease_ms, out->job_id);
+  return fair_take(js, &page_take, now_ms, lease_ms, skip, out);
 }
 
 static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }

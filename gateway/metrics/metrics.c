@@ -102,6 +102,10 @@ void metrics_l1_hit(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_hits, 1, memory_order_relaxed);
 }
 
+void metrics_l1_wait(void) {
+  if (self) atomic_fetch_add_explicit(&self->l1_cache_waits, 1, memory_order_relaxed);
+}
+
 void metrics_loop_turn(uint64_t busy_us) {
   if (self == NULL) return;
   int b = 0;
@@ -378,6 +382,9 @@ int metrics_render(struct buf *out) {
       {"vts_http_connections_open", "gauge", "Client connections open.", (long long)conns},
       {"vts_cache_l1_hits_total", "counter", "Transcript cache hits in a worker's own cache.",
        (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_hits))},
+      {"vts_cache_l1_waits_total", "counter",
+       "Transcript requests a worker answered from the same answer it was already waiting for from the dispatcher.",
+       (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_waits))},
       {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},
       {"vts_ratelimit_fallbacks_total", "counter",

@@ -116,6 +116,7 @@ struct metrics_worker {
   _Atomic uint64_t loop_turn_bucket[METRICS_TURN_NBUCKETS];
   _Atomic uint64_t loop_turn_sum_us;
   _Atomic uint64_t l1_cache_hits;
+  _Atomic uint64_t l1_cache_waits;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
   _Atomic uint64_t quota_refunds;
@@ -172,6 +173,8 @@ void metrics_keys_reload_failed(void);
 int64_t metrics_fetchers_connected(void);
 /* Worker: a transcript served from the worker's own cache. */
 void metrics_l1_hit(void);
+/* Worker: a transcript request that waited for the same answer it had already asked the dispatcher for. */
+void metrics_l1_wait(void);
 /* This worker's loop turn took busy_us of work (or of being kept off the CPU) between two waits for events. */
 void metrics_loop_turn(uint64_t busy_us);
 

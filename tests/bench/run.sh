@@ -11,6 +11,7 @@ RUNS=${RUNS:-3}; DURATION=${DURATION:-10s}; CONNS=${CONNS:-64}; THREADS=${THREAD
 [ "${1:-}" = "--quick" ] && { RUNS=1; DURATION=3s; }
 build=${VTS_BUILD_DIR:-$root/build}
 . "$root/deploy/deps.sh"
+. "$root/tests/bench/common.sh"
 vts_install_packages "${VTS_BUILD_PACKAGES[@]}" wrk nginx-light python3 curl >/dev/null
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null
 
@@ -18,17 +19,9 @@ work=$(mktemp -d /tmp/vts-bench.XXXXXX)
 # nginx workers run as an unprivileged user and must read the bodies.
 chmod 755 "$work"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill -QUIT "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
 trap cleanup EXIT
 [ -n "${BENCH_KEEP_LOGS:-}" ] && trap 'cat "$work"/gateway.log "$work"/fetcher.log >&2; cleanup' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
 
 # The fake platform, the gateway and one fetcher.
 up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
@@ -70,23 +63,7 @@ curl -fs -H "x-api-key: $key" -H "Accept-Encoding: gzip" "http://127.0.0.1:$gw_p
   >"$work/www/hour.gz"
 python3 -c 'import gzip, sys; sys.exit(gzip.decompress(open(sys.argv[1], "rb").read()) != open(sys.argv[2], "rb").read())' \
   "$work/www/hour.gz" "$work/www/hour" || { echo "the gzip form of $hour_id does not decode to its body" >&2; exit 1; }
-cat >"$work/nginx.conf" <<NGINX
-worker_processes ${VTS_WORKERS:-2};
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log $work/nginx-access.log;
-  sendfile on;
-  gzip_static on;
-  default_type application/json;
-  open_file_cache max=64 inactive=60s;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$ng_port reuseport; root $work/www; }
-}
-NGINX
-nginx -c "$work/nginx.conf"
-wait_http "http://127.0.0.1:$ng_port/health"
+nginx_start "${VTS_WORKERS:-2}"
 
 # wrk output -> "rps p50_ms p99_ms"
 parse() {

@@ -22,6 +22,7 @@ RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_
 GEN_CPU=${GEN_CPU:-0}; SRV_CPU=${SRV_CPU:-1}
 build=${VTS_BUILD_DIR:-$root/build}
 . "$root/deploy/deps.sh"
+. "$root/tests/bench/common.sh"
 vts_install_packages "${VTS_BUILD_PACKAGES[@]}" nginx-light python3 curl util-linux >/dev/null
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null
 gen() { taskset -c "$GEN_CPU" "$build/bin/bench_openloop" "$@"; }
@@ -29,16 +30,8 @@ gen() { taskset -c "$GEN_CPU" "$build/bin/bench_openloop" "$@"; }
 work=$(mktemp -d /tmp/vts-tail.XXXXXX)
 chmod 755 "$work" # nginx workers run as an unprivileged user and must read the bodies
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill -QUIT "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; } # poll interval: until the server answers
 
 up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
 taskset -c "$GEN_CPU" python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/upstream.log" 2>&1 &
@@ -69,23 +62,7 @@ fetch_ok "$work/www/hour"
 fetch_ok "$work/www/hour.gz" -H "Accept-Encoding: gzip"
 python3 -c 'import gzip, sys; sys.exit(gzip.decompress(open(sys.argv[1], "rb").read()) != open(sys.argv[2], "rb").read())' \
   "$work/www/hour.gz" "$work/www/hour" || { echo "the gzip form does not decode to the body" >&2; exit 1; }
-cat >"$work/nginx.conf" <<NGINX
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log $work/nginx-access.log;
-  sendfile on;
-  gzip_static on;
-  default_type application/json;
-  open_file_cache max=64 inactive=60s;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$ng_port reuseport; root $work/www; }
-}
-NGINX
-taskset -c "$SRV_CPU" nginx -c "$work/nginx.conf"
-wait_http "http://127.0.0.1:$ng_port/health"
+nginx_start 1 taskset -c "$SRV_CPU"
 vts_etag=$(curl -fsI -H "x-api-key: $key" "http://127.0.0.1:$gw_port$T" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 

@@ -8,6 +8,7 @@ import gzip
 import os
 import re
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +35,10 @@ KEYS = [
 ETAG = re.compile(r'^"[0-9a-f]{32}(-gz|-br)?"$')
 LATE_KEY = "vts_test_key_quota1"  # a large window, 2 requests a month
 KEYS.append(("quota1", LATE_KEY, "active", 1000000, 3600, 2))
+BURST_KEY = "vts_test_key_quota9"  # a large window, 9 requests a month
+KEYS.append(("quota9", BURST_KEY, "active", 1000000, 3600, 9))
+FAIL_KEY = "vts_test_key_quota4"  # a large window, 4 requests a month
+KEYS.append(("quota4", FAIL_KEY, "active", 1000000, 3600, 4))
 LIMITS_H = Path(__file__).resolve().parents[2] / "common" / "limits.h"
 # How long a worker's own cache (L1) keeps a body, from the one place it is declared.
 L1_TTL_S = int(re.search(r"#define VTS_L1_CACHE_TTL_MS (\d+)", LIMITS_H.read_text()).group(1)) / 1000
@@ -350,3 +355,82 @@ def test_a_large_body_goes_out_from_a_memory_file_byte_for_byte(stack):
     ((status, headers, body),) = parse_responses(head, methods=["HEAD"])
     assert status == 200 and headers["content-length"] == str(len(want)) and body == b""
     assert head.endswith(b"\r\n\r\n")
+
+
+def test_concurrent_misses_on_one_worker_make_one_dispatch_and_each_answer_is_its_own(stack):
+    video = "slowSingle1"  # the platform takes 1.5 s: every request misses while the first is in flight
+    names = ["vts_cache_misses_total", "vts_cache_hits_total", "vts_coalesced_requests_total",
+             "vts_cache_l1_waits_total", "vts_cache_l1_hits_total"]
+    before = {n: stack.gateway.metric(n) for n in names}
+    # Eight requests of one month's key at once, each with its own form: identity, gzip, and the text format.
+    asks = [{}, {}, {}, {"accept-encoding": "gzip"}, {"accept-encoding": "gzip"}, {"accept-encoding": "br"},
+            {"format": "text"}, {"format": "text"}]
+    answers = [None] * len(asks)
+    start = threading.Barrier(len(asks))
+
+    def ask(i):
+        h = {"x-api-key": BURST_KEY}
+        h.update({k: v for k, v in asks[i].items() if k != "format"})
+        query = "video_id=" + video + ("&format=text" if "format" in asks[i] else "")
+        start.wait()
+        answers[i] = stack.get(query=query, headers=h)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(asks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [a.status for a in answers] == [200] * len(asks), answers
+    assert stack.requests().get("POST /youtubei/v1/player " + video) == 1
+    after = {n: stack.gateway.metric(n) for n in names}
+    moved = {n: after[n] - before[n] for n in names}
+    # One request reached the dispatcher (one miss there, nothing coalesced there); the seven others waited on it in
+    # the worker.
+    assert moved == {"vts_cache_misses_total": 1, "vts_cache_hits_total": 0, "vts_coalesced_requests_total": 0,
+                     "vts_cache_l1_waits_total": 7, "vts_cache_l1_hits_total": 0}, moved
+    json_bodies = [a.body for a, h in zip(answers, asks) if not h]
+    assert json_bodies == [SMALL_BODY] * 3
+    for a, h in zip(answers, asks):
+        if "format" in h:
+            assert a.headers["content-type"] == "text/plain; charset=utf-8"
+            assert a.body == b"Hello and welcome to the fake platform"
+            continue
+        enc = h.get("accept-encoding")
+        # A body under 1 KB is never compressed: every JSON answer is the identity form, with its one ETag.
+        assert "content-encoding" not in a.headers, (enc, a.headers)
+        assert a.body == SMALL_BODY
+        assert ETAG.match(a.headers["etag"])
+    assert len({a.headers["etag"] for a, h in zip(answers, asks) if "format" not in h}) == 1
+    # Each of the eight spent its own unit, as if it had asked alone: the month's ninth is served, the tenth refused.
+    assert get(stack, video, key=BURST_KEY).status == 200
+    over = get(stack, video, key=BURST_KEY)
+    assert over.status == 429 and over.json()["error"]["code"] == "quota_exceeded"
+
+
+def test_concurrent_misses_that_fail_share_the_failure_and_each_gets_its_unit_back(stack):
+    video = "hangPlayer1"  # the platform never answers: the fetcher gives up on it within the job's 4 s
+    names = ["vts_cache_misses_total", "vts_coalesced_requests_total", "vts_cache_l1_waits_total"]
+    before = {n: stack.gateway.metric(n) for n in names}
+    answers = [None] * 4
+    start = threading.Barrier(len(answers))
+
+    def ask(i):
+        start.wait()
+        answers[i] = get(stack, video, key=FAIL_KEY)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(answers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    moved = {n: stack.gateway.metric(n) - before[n] for n in names}
+    assert moved == {"vts_cache_misses_total": 1, "vts_coalesced_requests_total": 0, "vts_cache_l1_waits_total": 3}, \
+        moved
+    # The first one's answer is every one's, each with its own request's id.
+    assert [a.status for a in answers] == [502] * 4, answers
+    assert [a.json()["error"]["code"] for a in answers] == ["upstream_transcript_failed"] * 4
+    assert len({a.headers["x-request-id"] for a in answers}) == 4
+    # None of the four spent a unit: the month's four are all still there.
+    assert [get(stack, SMALL, key=FAIL_KEY).status for _ in range(4)] == [200] * 4
+    over = get(stack, SMALL, key=FAIL_KEY)
+    assert over.status == 429 and over.json()["error"]["code"] == "quota_exceeded"

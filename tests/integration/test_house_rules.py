@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CHECK = REPO / "tests" / "style" / "check.sh"
 HERE = Path(__file__).resolve().parent
@@ -87,53 +89,69 @@ def test_style_check_refuses_a_circle_of_includes(tmp_path):
     assert _check(tree).returncode == 0
 
 
-def test_style_check_refuses_an_upward_include_between_the_fetchers_folders(tmp_path):
-    tree = _scratch_tree(tmp_path, {
-        "fetcher/course/course.h": "struct course;\n",
-        "fetcher/egress/up.h": '#include "fetcher/course/course.h"\n',
-        "fetcher/readers/r.h": "struct r_thing;\n",
-        "fetcher/nowhere/n.h": '#include "fetcher/readers/r.h"\n',
-        "common/x.c": CLEAN_C,
-    })
-    r = _check(tree)
-    assert r.returncode == 1, r.stdout
-    assert r.stdout.splitlines() == [
-        "style: upward include between the fetcher's folders "
-        "(order: process course speech platform captions egress readers)",
-        "  fetcher/egress/up.h:1: includes fetcher/course",
-        "  fetcher/nowhere/n.h: the folder fetcher/nowhere has no place in the order"], r.stdout
-    # Downward is fine: course may include egress, egress the readers.
-    (tree / "fetcher/egress/up.h").write_text('#include "fetcher/readers/r.h"\n')
-    (tree / "fetcher/course/course.h").write_text('#include "fetcher/egress/up.h"\n')
-    (tree / "fetcher/nowhere/n.h").unlink()
-    _git(tree, "add", "-A")
-    r = _check(tree)
-    assert r.returncode == 0, r.stdout
+# Each process's folder order: a tree with an include that goes up (or across a floor) and one in a folder the order
+# does not name, the lines the check prints, and the fixes (a file's new text, or None to remove it) after which the
+# tree passes.
+FOLDER_ORDERS = {
+    "fetcher": (
+        {
+            "fetcher/course/course.h": "struct course;\n",
+            "fetcher/egress/up.h": '#include "fetcher/course/course.h"\n',
+            "fetcher/readers/r.h": "struct r_thing;\n",
+            "fetcher/nowhere/n.h": '#include "fetcher/readers/r.h"\n',
+        },
+        [
+            "style: upward include between the fetcher's folders "
+            "(order: process course speech platform captions egress readers)",
+            "  fetcher/egress/up.h:1: includes fetcher/course",
+            "  fetcher/nowhere/n.h: the folder fetcher/nowhere has no place in the order",
+        ],
+        # Downward is fine: course may include egress, egress the readers.
+        {
+            "fetcher/egress/up.h": '#include "fetcher/readers/r.h"\n',
+            "fetcher/course/course.h": '#include "fetcher/egress/up.h"\n',
+            "fetcher/nowhere/n.h": None,
+        },
+    ),
+    "gateway": (
+        {
+            "gateway/master/m.c": '#include "gateway/http/h.h"\n',
+            "gateway/http/h.h": "struct h_thing;\n",
+            "gateway/metrics/up.h": '#include "gateway/http/h.h"\n',
+            "gateway/cache/c.h": "struct c_thing;\n",
+            "gateway/jobs/across.c": '#include "gateway/cache/c.h"\n',
+            "gateway/redis/r.h": "struct r_thing;\n",
+            "gateway/nowhere/n.h": '#include "gateway/redis/r.h"\n',
+        },
+        [
+            "style: upward include between the gateway's folders "
+            "(floors: master > http > dispatcher > jobs, limits, cache > keys, metrics, redis)",
+            "  gateway/jobs/across.c:1: includes gateway/cache",
+            "  gateway/metrics/up.h:1: includes gateway/http",
+            "  gateway/nowhere/n.h: the folder gateway/nowhere has no place in the order",
+        ],
+        # Down a floor or more is fine: the master may include http, metrics nothing above, jobs the redis floor.
+        {
+            "gateway/metrics/up.h": "struct up_thing;\n",
+            "gateway/jobs/across.c": '#include "gateway/redis/r.h"\n',
+            "gateway/nowhere/n.h": None,
+        },
+    ),
+}
 
 
-def test_style_check_refuses_an_include_up_or_across_the_gateways_floors(tmp_path):
-    tree = _scratch_tree(tmp_path, {
-        "gateway/master/m.c": '#include "gateway/http/h.h"\n',
-        "gateway/http/h.h": "struct h_thing;\n",
-        "gateway/metrics/up.h": '#include "gateway/http/h.h"\n',
-        "gateway/cache/c.h": "struct c_thing;\n",
-        "gateway/jobs/across.c": '#include "gateway/cache/c.h"\n',
-        "gateway/redis/r.h": "struct r_thing;\n",
-        "gateway/nowhere/n.h": '#include "gateway/redis/r.h"\n',
-        "common/x.c": CLEAN_C,
-    })
+@pytest.mark.parametrize("process", sorted(FOLDER_ORDERS))
+def test_style_check_refuses_an_include_up_or_across_a_process_folder_order(tmp_path, process):
+    files, refused, fixes = FOLDER_ORDERS[process]
+    tree = _scratch_tree(tmp_path, {**files, "common/x.c": CLEAN_C})
     r = _check(tree)
     assert r.returncode == 1, r.stdout
-    assert r.stdout.splitlines() == [
-        "style: upward include between the gateway's folders "
-        "(floors: master > http > dispatcher > jobs, limits, cache > keys, metrics, redis)",
-        "  gateway/jobs/across.c:1: includes gateway/cache",
-        "  gateway/metrics/up.h:1: includes gateway/http",
-        "  gateway/nowhere/n.h: the folder gateway/nowhere has no place in the order"], r.stdout
-    # Down a floor or more is fine: the master may include http, metrics nothing above, jobs the redis floor.
-    (tree / "gateway/metrics/up.h").write_text("struct up_thing;\n")
-    (tree / "gateway/jobs/across.c").write_text('#include "gateway/redis/r.h"\n')
-    (tree / "gateway/nowhere/n.h").unlink()
+    assert r.stdout.splitlines() == refused, r.stdout
+    for path, text in fixes.items():
+        if text is None:
+            (tree / path).unlink()
+        else:
+            (tree / path).write_text(text)
     _git(tree, "add", "-A")
     r = _check(tree)
     assert r.returncode == 0, r.stdout

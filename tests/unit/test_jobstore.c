@@ -132,6 +132,19 @@ static int collect(void *ctx, const struct jobstore_item *it) {
   return 0;
 }
 
+/*
+ * The step of every read of a job's items: a page of key A's job id from after (at most limit, through fn: collect
+ * or one like it) must read as text. Returns the cursor after it (0: the last page).
+ */
+static int64_t read_items(struct jobstore *js, const char *id, int64_t after, size_t limit, jobstore_item_fn fn,
+                          const char *text) {
+  struct seen s = {{0}};
+  int64_t next = -1;
+  assert_int_equal(jobstore_items(js, "keyA", id, after, limit, fn, &s, &next), 0);
+  assert_string_equal(s.text, text);
+  return next;
+}
+
 static void test_a_job_lives_through_its_items(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
@@ -178,13 +191,10 @@ static void test_a_job_lives_through_its_items(void **state) {
   assert_string_equal(j.status, "done");
   assert_int_equal(j.counts[ITEM_DONE], 2);
   assert_int_equal(j.counts[ITEM_FAILED], 1);
-  struct seen s = {{0}};
-  int64_t next = -1;
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 100, collect, &s, &next), 0);
-  assert_string_equal(s.text,
-                      "ourVideo001:done:{\"a\":1} ourVideo002:failed:transcript_not_available:No transcript. "
-                      "ourVideo003:done:{\"c\":3}");
-  assert_int_equal(next, 0);
+  assert_int_equal(read_items(f->js, id, 0, 100, collect,
+                              "ourVideo001:done:{\"a\":1} ourVideo002:failed:transcript_not_available:No transcript. "
+                              "ourVideo003:done:{\"c\":3}"),
+                   0);
   size_t open = 9;
   assert_int_equal(jobstore_open_jobs(f->js, "keyA", &open), 0);
   assert_int_equal(open, 0);
@@ -194,24 +204,11 @@ static void test_items_page_in_order_with_a_cursor(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
   make_job(f->js, 5, 1000, id);
-  struct seen s = {{0}};
-  int64_t next = 0;
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 2, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo001:queued ourVideo002:queued");
-  assert_int_equal(next, 2);
-  memset(&s, 0, sizeof(s));
-  assert_int_equal(jobstore_items(f->js, "keyA", id, next, 2, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo003:queued ourVideo004:queued");
-  assert_int_equal(next, 4);
-  memset(&s, 0, sizeof(s));
-  assert_int_equal(jobstore_items(f->js, "keyA", id, next, 2, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo005:queued");
-  assert_int_equal(next, 0);
+  assert_int_equal(read_items(f->js, id, 0, 2, collect, "ourVideo001:queued ourVideo002:queued"), 2);
+  assert_int_equal(read_items(f->js, id, 2, 2, collect, "ourVideo003:queued ourVideo004:queued"), 4);
+  assert_int_equal(read_items(f->js, id, 4, 2, collect, "ourVideo005:queued"), 0);
   /* A page that ends exactly at the last item says so. */
-  memset(&s, 0, sizeof(s));
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 3, 2, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo004:queued ourVideo005:queued");
-  assert_int_equal(next, 0);
+  assert_int_equal(read_items(f->js, id, 3, 2, collect, "ourVideo004:queued ourVideo005:queued"), 0);
 }
 
 /* Takes items until the third, which does not fit the page. */
@@ -225,15 +222,9 @@ static void test_a_full_page_ends_before_the_item_that_does_not_fit(void **state
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
   make_job(f->js, 5, 1000, id);
-  struct seen s = {{0}};
-  int64_t next = 0;
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 100, collect_two, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo001:queued ourVideo002:queued");
-  assert_int_equal(next, 2);
-  memset(&s, 0, sizeof(s));
-  assert_int_equal(jobstore_items(f->js, "keyA", id, next, 100, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo003:queued ourVideo004:queued ourVideo005:queued");
-  assert_int_equal(next, 0);
+  assert_int_equal(read_items(f->js, id, 0, 100, collect_two, "ourVideo001:queued ourVideo002:queued"), 2);
+  assert_int_equal(read_items(f->js, id, 2, 100, collect, "ourVideo003:queued ourVideo004:queued ourVideo005:queued"),
+                   0);
 }
 
 static void test_a_job_is_seen_only_by_its_key(void **state) {
@@ -258,21 +249,30 @@ static void test_a_job_is_seen_only_by_its_key(void **state) {
   assert_int_equal(n, 0);
 }
 
+/*
+ * The step of the cancel cases: a job of n items, its first taken, cancelled at 1200; the items not started are
+ * cancelled (counted in the answer and the job), the running one is left running.
+ */
+static void cancel_with_the_first_running(struct fixture *f, size_t n, char *id, struct jobstore_job *j) {
+  make_job(f->js, n, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
+  size_t cancelled = 7;
+  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1200, &cancelled), 0);
+  assert_int_equal(cancelled, n - 1);
+  assert_int_equal(jobstore_get(f->js, "keyA", id, j), 0);
+  assert_string_equal(j->status, "cancelled");
+  assert_int_equal(j->counts[ITEM_CANCELLED], n - 1);
+  assert_int_equal(j->counts[ITEM_RUNNING], 1);
+}
+
 static void test_cancel_stops_what_has_not_started(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
-  make_job(f->js, 3, 1000, id);
-  struct jobstore_task t;
-  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
-  size_t n = 0;
-  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1200, &n), 0);
-  assert_int_equal(n, 2);
   struct jobstore_job j;
-  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
-  assert_string_equal(j.status, "cancelled");
-  assert_int_equal(j.counts[ITEM_CANCELLED], 2);
-  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  cancel_with_the_first_running(f, 3, id, &j);
   /* Nothing more is taken; the running one still ends. */
+  struct jobstore_task t;
   assert_int_equal(jobstore_take(f->js, 1300, 60000, &t), -EAGAIN);
   assert_int_equal(jobstore_done(f->js, id, 1, "{}", 2, 1400), 0);
   assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
@@ -284,18 +284,9 @@ static void test_cancel_stops_what_has_not_started(void **state) {
 static void test_cancelling_a_job_with_nothing_queued_marks_it_cancelled(void **state) {
   struct fixture *f = *state;
   char id[JOBSTORE_ID_LEN + 1];
-  make_job(f->js, 1, 1000, id);
-  struct jobstore_task t;
-  assert_int_equal(jobstore_take(f->js, 1100, 60000, &t), 0);
-  size_t n = 7;
-  assert_int_equal(jobstore_cancel(f->js, "keyA", id, 1200, &n), 0);
-  assert_int_equal(n, 0);
   struct jobstore_job j;
-  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
-  assert_string_equal(j.status, "cancelled");
-  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  cancel_with_the_first_running(f, 1, id, &j);
   assert_int_equal(j.counts[ITEM_QUEUED], 0);
-  assert_int_equal(j.counts[ITEM_CANCELLED], 0);
 }
 
 /* Cancelling an ended job changes nothing: it stays done, with its time, and nothing is counted cancelled. */
@@ -701,12 +692,9 @@ static void test_pages_of_a_list_grow_the_job_until_the_last(void **state) {
   assert_int_equal(jobstore_page_done(f->js, id, page2, 4, "token-3", 70001, &added), -ENOENT); /* not taken */
   assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
   assert_int_equal(j.total, 4);
-  struct seen s = {""};
-  int64_t next = 0;
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
-  assert_string_equal(s.text,
-                      "ourVideo001:failed:transcript_not_available:m ourVideo002:failed:transcript_not_available:m "
-                      "ourVideo003:queued ourVideo004:queued");
+  read_items(f->js, id, 0, 10, collect,
+             "ourVideo001:failed:transcript_not_available:m ourVideo002:failed:transcript_not_available:m "
+             "ourVideo003:queued ourVideo004:queued");
   /* The job holds max_items: the list ends though the page named another. */
   assert_false(j.more);
   assert_int_equal(jobstore_take_page(f->js, 80000, 60000, &pg), -EAGAIN);
@@ -886,10 +874,8 @@ static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void 
   assert_int_equal(redis_num(f->port, "GET vts:rl:{0123456789abcdef}:q:202611"), 2);
   long long ttl = redis_num(f->port, "TTL vts:rl:{0123456789abcdef}:q:202611");
   assert_true(ttl > 3500 && ttl <= 3600);
-  struct seen s = {{0}};
-  int64_t next = 0;
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo001:done:{} ourVideo002:done:{} ourVideo003:failed:quota_exceeded:Used up.");
+  read_items(f->js, id, 0, 10, collect,
+             "ourVideo001:done:{} ourVideo002:done:{} ourVideo003:failed:quota_exceeded:Used up.");
 }
 
 static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once(void **state) {
@@ -935,10 +921,7 @@ static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_on
   assert_int_equal(jobstore_done_charged(other, id, 2, "{\"z\":3}", 7, &c, 4200, &outcome), 0);
   assert_int_equal(outcome, JOBSTORE_CHARGED_KEPT);
   assert_int_equal(redis_num(f->port, "GET vts:rl:{fedcba9876543210}:q:202611"), 2);
-  struct seen s = {{0}};
-  int64_t next = 0;
-  assert_int_equal(jobstore_items(f->js, "keyA", id, 0, 10, collect, &s, &next), 0);
-  assert_string_equal(s.text, "ourVideo001:done:{\"x\":1} ourVideo002:done:{\"z\":3}");
+  read_items(f->js, id, 0, 10, collect, "ourVideo001:done:{\"x\":1} ourVideo002:done:{\"z\":3}");
   assert_int_equal(redis_num(f->port, "XLEN vts:jobs:work"), 0);
   jobstore_close(other);
 }

@@ -279,6 +279,7 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_cache_hits_total",
                          "vts_cache_misses_total",
                          "vts_coalesced_requests_total",
+                         "vts_cache_l1_waits_total",
                          "vts_jobs_queued",
                          "vts_jobs_in_flight",
                          "vts_speech_jobs_in_flight",

@@ -55,6 +55,61 @@ static void test_what_is_not_a_transcript_is_refused(void **state) {
   }
 }
 
+/* What a sink of the one reader saw: the body's members and its segments, in order. */
+struct seen_log {
+  char members[64];
+  int segments;
+  int stop_after; /* the segment whose call answers -ECANCELED, or 0 */
+  int64_t last_start_ms, last_duration_ms;
+  int last_has_text;
+  char last_start[SEGMENTS_TIME_BYTES];
+};
+
+static int log_member(void *ctx, enum segments_member m, const char *s, size_t len) {
+  struct seen_log *l = ctx;
+  size_t at = strlen(l->members);
+  assert_true(at + len + 2 < sizeof(l->members));
+  l->members[at] = m == SEGMENTS_LANGUAGE ? 'L' : m == SEGMENTS_SOURCE ? 'S' : 'T';
+  memcpy(l->members + at + 1, s, len);
+  l->members[at + 1 + len] = ';';
+  return 0;
+}
+
+static int log_segment(void *ctx, const struct segments_seen *seg) {
+  struct seen_log *l = ctx;
+  l->segments++;
+  l->last_start_ms = seg->start_ms;
+  l->last_duration_ms = seg->duration_ms;
+  l->last_has_text = seg->has_text;
+  memcpy(l->last_start, seg->start, sizeof(l->last_start));
+  return l->segments == l->stop_after ? -ECANCELED : 0;
+}
+
+static void test_the_reader_hands_each_segment_to_its_sink_as_met(void **state) {
+  (void)state;
+  const struct segments_sink with_digits = {log_member, log_segment, 1}, without = {NULL, log_segment, 0};
+  struct seen_log l = {0};
+  assert_int_equal(segments_scan(BODY, strlen(BODY), &with_digits, &l), 0);
+  assert_string_equal(l.members, "Len;Scaptions;THello and welcome to the caf\xc3\xa9 ok;");
+  assert_int_equal(l.segments, 4);
+  assert_int_equal(l.last_start_ms, 3725000);
+  assert_string_equal(l.last_start, "3725");
+  /* What a segment lacks is marked, for the sink to judge: a rendering needs times, a page needs all three. */
+  static const char lacking[] = "{\"segments\":[{\"duration\":1.5}]}";
+  memset(&l, 0, sizeof(l));
+  assert_int_equal(segments_scan(lacking, strlen(lacking), &without, &l), 0);
+  assert_int_equal(l.segments, 1);
+  assert_int_equal(l.last_has_text, 0);
+  assert_int_equal(l.last_start_ms, -1);
+  assert_int_equal(l.last_duration_ms, 1500);
+  /* A sink's error stops the reading there and is its answer. */
+  memset(&l, 0, sizeof(l));
+  l.stop_after = 2;
+  assert_int_equal(segments_scan(BODY, strlen(BODY), &without, &l), -ECANCELED);
+  assert_int_equal(l.segments, 2);
+  assert_string_equal(l.last_start, ""); /* digits only when asked */
+}
+
 static void test_stamps_name_minutes_or_hours(void **state) {
   (void)state;
   char s[24];
@@ -143,6 +198,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_a_body_is_read_with_its_times_as_written),
       cmocka_unit_test(test_what_is_not_a_transcript_is_refused),
+      cmocka_unit_test(test_the_reader_hands_each_segment_to_its_sink_as_met),
       cmocka_unit_test(test_stamps_name_minutes_or_hours),
       cmocka_unit_test(test_a_page_is_whole_segments_within_max_chars_and_never_empty),
       cmocka_unit_test(test_chunks_join_to_the_text_without_their_overlaps),
