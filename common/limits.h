@@ -120,10 +120,9 @@
 #define VTS_REDIS_LEASE_MAX 1024           /* units a lease asks for at most (and at most 1/16 of what is left) */
 #define VTS_RCACHE_RETRY_MS 1000           /* transcript cache in Redis: after a failure, skipped this long */
 #define VTS_RCACHE_COMMAND_TIMEOUT_MS 250  /* the dispatcher's Redis (shared cache, claims): a reply later fails */
-#define VTS_JOBS_REDIS_TIMEOUT_MS 250 /* the job store's Redis: a connect or a reply later is 503 jobs_unavailable */
-#define VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS 50 /* ...the runner's, on the dispatcher's loop: later, the store is down */
-#define VTS_JOBS_REDIS_RETRY_MS 1000        /* ...and the store is not tried again for this long (503 at once)... */
-#define VTS_JOBS_REDIS_RETRY_MAX_MS 8000    /* ...doubling while it stays down, up to this */
+#define VTS_JOBS_REDIS_TIMEOUT_MS 250    /* the job store's Redis: a connect or a reply later is 503 jobs_unavailable */
+#define VTS_JOBS_REDIS_RETRY_MS 1000     /* ...and the store is not tried again for this long (503 at once)... */
+#define VTS_JOBS_REDIS_RETRY_MAX_MS 8000 /* ...doubling while it stays down, up to this */
 
 /* Dispatcher and the workers' link to it (gateway/dispatcher/dispatcher.c, gateway/http/dispatch_client.c). */
 #define VTS_DISPATCH_MAX_JOBS 10000           /* distinct jobs queued or running; one more is 500 at once */

@@ -69,6 +69,8 @@
   X(claim_takeovers, counter, "vts_dispatch_claim_takeovers_total", "",                                             \
     "Jobs fetched here because the gateway holding the claim went away without a result.")                          \
   X(jobs_waiting, gauge, "vts_jobs_waiting", "", "Jobs asking Redis or waiting on another gateway's claim.")        \
+  X(store_calls, gauge, "vts_jobs_store_calls", "",                                                                 \
+    "Batch job store calls handed to the dispatcher's store thread and not yet answered on its loop.")              \
   X(webhooks_delivered, counter, "vts_webhook_deliveries_total", "outcome=\"delivered\"",                           \
     "Webhook tries of batch jobs, by outcome: delivered (a 2xx), failed (tried again later), given_up (the last).") \
   X(webhooks_failed, counter, "vts_webhook_deliveries_total", "outcome=\"failed\"",                                 \

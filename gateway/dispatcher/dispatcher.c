@@ -363,6 +363,7 @@ static void publish_stats(struct dispatcher *d) {
   struct dispatcher_stats st;
   core_stats(d->core, &st);
   hooks_stats(d->hooks, &st);
+  runner_stats(d->runner, &st);
   st.link_handshake_failures = d->handshakes.failed;
   metrics_publish_dispatcher(&st);
 }
@@ -411,6 +412,12 @@ static void settle(struct dispatcher *d) {
 }
 
 static void on_timer(uv_timer_t *t) { settle(t->data); }
+
+/* A job store call answered: the runner may start more, at the loop's next turn (kicks in one turn coalesce). */
+static void kick_runner(void *arg) {
+  struct dispatcher *d = arg;
+  uv_timer_start(&d->timer, on_timer, 0, 0);
+}
 
 /*
  * A gateway without fetchers answers /health but every transcript waits for its deadline and fails: say why, once,
@@ -627,10 +634,11 @@ static void teardown(struct dispatcher *d) {
   d->rcache = NULL;
   core_free(d->core);
   d->core = NULL;
-  hooks_free(d->hooks);
-  d->hooks = NULL;
+  /* The runner's store queue runs what is queued, the webhooks' calls too, before the hooks go. */
   runner_free(d->runner);
   d->runner = NULL;
+  hooks_free(d->hooks);
+  d->hooks = NULL;
   while (d->slots.next != &d->slots) slot_free(d->slots.next);
   if (d->faio != NULL) nng_aio_free(d->faio);
   d->faio = NULL;
@@ -700,7 +708,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   }
   d->core = core_new(cfg, &ops);
   if (d->core == NULL) goto fail;
-  d->runner = runner_new(cfg, d->core);
+  d->runner = runner_new(cfg, d->core, &d->loop, kick_runner, d);
   if (d->runner != NULL) d->hooks = hooks_new(cfg, d->core, d->runner);
 
   what = "fetcher socket";

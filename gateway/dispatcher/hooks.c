@@ -13,8 +13,9 @@
 #include "common/whsig.h"
 #include "gateway/dispatcher/fair.h"
 #include "gateway/jobs/jobjson.h"
+#include "gateway/jobs/storeq.h"
 
-/* Messages recorded in one scan at most, so that a backlog does not hold the loop. */
+/* Messages recorded in one scan at most, so that a backlog does not hold the store's thread long. */
 #define HOOKS_SCAN_BURST 32
 
 /* One try held by the core: its delivery as the store gave it, which the job sent borrows from. */
@@ -28,8 +29,9 @@ struct hooks {
   const struct vts_config *cfg;
   struct core *core;
   struct runner *runner;
-  struct jobstore *js;
+  struct storeq *q;
   struct hook_call *calls;
+  int scanning, taking; /* a scan, a take in the store's queue (one of each at a time) */
   uint64_t in_flight;
   uint64_t next_scan_ms;
   uint64_t next_take_ms; /* the store is asked for a due try no more often than HOOKS_POLL_MS when none was */
@@ -49,7 +51,7 @@ struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct 
   h->cfg = cfg;
   h->core = core;
   h->runner = runner;
-  h->js = runner_store(runner);
+  h->q = runner_storeq(runner);
   return h;
 }
 
@@ -63,23 +65,53 @@ void hooks_free(struct hooks *h) {
   free(h);
 }
 
-/* Makes and records the message of each ended job that owes one. */
-static void record_owed(struct hooks *h) {
-  for (int i = 0; i < HOOKS_SCAN_BURST; i++) {
-    char job_id[JOBSTORE_ID_LEN + 1], key_id[JOBSTORE_KEY_ID_MAX + 1];
-    if (jobstore_hook_owed(h->js, job_id, key_id) != 0) return;
+/* A scan of the store's thread: the messages it recorded, for the loop's log. */
+struct scan_call {
+  struct hooks *h;
+  int n;
+  int failed; /* the last one could not be recorded */
+  char job_id[HOOKS_SCAN_BURST][JOBSTORE_ID_LEN + 1];
+  const char *status[HOOKS_SCAN_BURST];
+};
+
+/* runs on the store's thread: makes and records the message of each ended job that owes one. */
+static void scan_work(struct jobstore *js, void *arg) {
+  struct scan_call *c = arg;
+  for (c->n = 0; c->n < HOOKS_SCAN_BURST; c->n++) {
+    char *job_id = c->job_id[c->n], key_id[JOBSTORE_KEY_ID_MAX + 1];
+    if (jobstore_hook_owed(js, job_id, key_id) != 0) return;
     struct jobstore_job j;
     struct buf body = BUF_INIT;
-    int rv = jobstore_get(h->js, key_id, job_id, &j);
+    int rv = jobstore_get(js, key_id, job_id, &j);
     if (rv == 0) rv = jobjson_status(&body, &j, strcmp(j.status, "cancelled") == 0 ? "job.cancelled" : "job.done");
-    if (rv == 0) rv = jobstore_hook_add(h->js, job_id, body.data, body.len, util_wall_ms());
+    if (rv == 0) rv = jobstore_hook_add(js, job_id, body.data, body.len, util_wall_ms());
     buf_free(&body);
     if (rv != 0) {
-      log_msg(LOG_ERROR, "webhook message not recorded", "job_id", job_id, NULL);
+      c->failed = 1;
       return;
     }
-    log_msg(LOG_INFO, "webhook owed", "job_id", job_id, "status", j.status, NULL);
+    c->status[c->n] = j.status;
   }
+}
+
+static void scan_done(void *arg) {
+  struct scan_call *c = arg;
+  c->h->scanning = 0;
+  for (int i = 0; i < c->n; i++)
+    log_msg(LOG_INFO, "webhook owed", "job_id", c->job_id[i], "status", c->status[i], NULL);
+  if (c->failed) log_msg(LOG_ERROR, "webhook message not recorded", "job_id", c->job_id[c->n], NULL);
+  free(c);
+}
+
+static void scan(struct hooks *h) {
+  struct scan_call *c = calloc(1, sizeof(*c));
+  if (c == NULL) return;
+  c->h = h;
+  if (storeq_call(h->q, scan_work, scan_done, c) != 0) {
+    free(c);
+    return;
+  }
+  h->scanning = 1;
 }
 
 /* Signs a taken try and hands it to the core; a try that cannot be signed ends as a failure now. */
@@ -109,38 +141,81 @@ static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
   core_request(h->core, now, &c->waiter, &job);
 }
 
+/* A take of the store's thread: the keys passed over copied (the loop's own change meanwhile), the try it took. */
+struct take_call {
+  struct hooks *h;
+  size_t n;
+  char skip[RUNNER_SKIP_MAX][JOBSTORE_KEY_ID_MAX + 1];
+  int64_t wall;
+  int rv;
+  struct hook_call *c;
+};
+
+/* runs on the store's thread */
+static void take_work(struct jobstore *js, void *arg) {
+  struct take_call *t = arg;
+  const char *skip[RUNNER_SKIP_MAX];
+  for (size_t i = 0; i < t->n; i++) skip[i] = t->skip[i];
+  struct jobstore_skip sk = {skip, t->n};
+  t->rv = jobstore_hook_take_skip(js, t->wall, HOOKS_LEASE_MS, &sk, &t->c->hook);
+}
+
+static void take_done(void *arg) {
+  struct take_call *t = arg;
+  struct hooks *h = t->h;
+  h->taking = 0;
+  uint64_t now = util_now_ms();
+  /* A try taken while the runner closes is made again when its lease ends (HOOKS_LEASE_MS). */
+  if (t->rv == 0 && !runner_closing(h->runner)) {
+    start_try(h, now, t->c);
+  } else {
+    free(t->c);
+    if (t->rv != -EAGAIN && t->rv != 0) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
+    if (t->rv != 0) h->next_take_ms = now + HOOKS_POLL_MS;
+  }
+  free(t);
+  runner_kick(h->runner);
+}
+
 uint64_t hooks_pump(struct hooks *h, uint64_t now) {
-  if (now >= h->next_scan_ms) {
-    h->next_scan_ms = now + jobstore_idle_poll_ms(h->js, HOOKS_SCAN_MS);
-    record_owed(h);
+  if (now >= h->next_scan_ms && !h->scanning) {
+    h->next_scan_ms = now + HOOKS_SCAN_MS;
+    scan(h);
   }
-  uint64_t wake = h->next_scan_ms;
+  /* A scan still in flight: looked at again after HOOKS_POLL_MS, never at a time already past. */
+  uint64_t wake = h->next_scan_ms > now ? h->next_scan_ms : now + HOOKS_POLL_MS;
   /* The pump runs after every batch of the loop's events: the store's write lock is not taken at that pace. */
+  if (h->taking) return wake; /* its answer asks for the next pump */
   if (now < h->next_take_ms) return h->next_take_ms < wake ? h->next_take_ms : wake;
-  while (h->in_flight < HOOKS_MAX_IN_FLIGHT) {
-    struct dispatcher_stats st;
-    core_stats(h->core, &st);
-    /* Within the batch share, beside the runner's items: the rest of the fetchers serve transcripts. */
-    if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(runner_fair(h->runner)),
-                    h->cfg->jobs_fetcher_share) == 0)
-      return now + HOOKS_POLL_MS;
-    /* Passed over: revoked keys, keys at their share, and keys with a try in flight (one try per key at once). */
-    const char *skip[RUNNER_SKIP_MAX];
-    size_t n = runner_skip(h->runner, now, 0, skip, RUNNER_SKIP_MAX);
-    for (const struct hook_call *o = h->calls; o != NULL && n < RUNNER_SKIP_MAX; o = o->next)
-      skip[n++] = o->hook.key_id;
-    struct jobstore_skip sk = {skip, n};
-    struct hook_call *c = calloc(1, sizeof(*c));
-    if (c == NULL) return wake;
-    int rv = jobstore_hook_take_skip(h->js, util_wall_ms(), HOOKS_LEASE_MS, &sk, &c->hook);
-    if (rv != 0) {
-      free(c);
-      if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
-      h->next_take_ms = now + jobstore_idle_poll_ms(h->js, HOOKS_POLL_MS);
-      return h->next_take_ms;
-    }
-    start_try(h, now, c);
+  if (h->in_flight >= HOOKS_MAX_IN_FLIGHT) return wake;
+  struct dispatcher_stats st;
+  core_stats(h->core, &st);
+  /* Within the batch share, beside the runner's items: the rest of the fetchers serve transcripts. */
+  if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(runner_fair(h->runner)),
+                  h->cfg->jobs_fetcher_share) == 0)
+    return now + HOOKS_POLL_MS;
+  /* Passed over: revoked keys, keys at their share, and keys with a try in flight (one try per key at once). */
+  const char *skip[RUNNER_SKIP_MAX];
+  size_t n = runner_skip(h->runner, now, 0, skip, RUNNER_SKIP_MAX);
+  for (const struct hook_call *o = h->calls; o != NULL && n < RUNNER_SKIP_MAX; o = o->next) skip[n++] = o->hook.key_id;
+  struct take_call *t = calloc(1, sizeof(*t));
+  struct hook_call *c = calloc(1, sizeof(*c));
+  if (t == NULL || c == NULL) {
+    free(t);
+    free(c);
+    return wake;
   }
+  t->h = h;
+  t->c = c;
+  t->n = n;
+  for (size_t i = 0; i < n; i++) util_copy_str(t->skip[i], sizeof(t->skip[i]), skip[i]);
+  t->wall = util_wall_ms();
+  if (storeq_call(h->q, take_work, take_done, t) != 0) {
+    free(t);
+    free(c);
+    return wake;
+  }
+  h->taking = 1;
   return wake;
 }
 
@@ -149,6 +224,32 @@ static int result_status(const struct proto_result *res) {
   int64_t v = 0;
   if (res == NULL || res->body_len == 0 || util_parse_i64_n(res->body, res->body_len, 100, 599, &v) != 0) return 0;
   return (int)v;
+}
+
+/* A try's end, recorded on the store's thread. */
+struct end_call {
+  char job_id[JOBSTORE_ID_LEN + 1];
+  int attempt;
+  enum jobstore_hook_state state;
+  int64_t next_ms;
+  int http_status;
+  int rv;
+};
+
+/* runs on the store's thread */
+static void end_work(struct jobstore *js, void *arg) {
+  struct end_call *e = arg;
+  e->rv = jobstore_hook_end(js, e->job_id, e->state, e->next_ms, e->http_status);
+}
+
+static void end_done(void *arg) {
+  struct end_call *e = arg;
+  if (e->rv != 0) {
+    char attempt[16];
+    snprintf(attempt, sizeof(attempt), "%d", e->attempt);
+    log_msg(LOG_ERROR, "webhook try not recorded", "job_id", e->job_id, "=attempt", attempt, NULL);
+  }
+  free(e);
 }
 
 void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_result *res) {
@@ -176,7 +277,6 @@ void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_res
     outcome = "given_up";
     h->given_up++;
   }
-  int rv = jobstore_hook_end(h->js, k->job_id, state, next, result_status(res));
   char attempt[16], status[16], next_ts[40] = "";
   snprintf(attempt, sizeof(attempt), "%d", k->attempt);
   snprintf(status, sizeof(status), "%d", result_status(res));
@@ -184,8 +284,20 @@ void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_res
   log_msg(state == HOOK_DELIVERED ? LOG_INFO : LOG_WARN, "webhook try", "job_id", k->job_id, "=attempt", attempt,
           "outcome", outcome, "=http_status", status, "reason", proto_reason_name(res->reason), "detail", res->detail,
           state == HOOK_PENDING ? "next_try" : NULL, next_ts, NULL);
-  if (rv != 0) log_msg(LOG_ERROR, "webhook try not recorded", "job_id", k->job_id, "=attempt", attempt, NULL);
+  struct end_call *e = calloc(1, sizeof(*e));
+  if (e != NULL) {
+    memcpy(e->job_id, k->job_id, sizeof(e->job_id));
+    e->attempt = k->attempt;
+    e->state = state;
+    e->next_ms = next;
+    e->http_status = result_status(res);
+  }
+  if (e == NULL || storeq_call(h->q, end_work, end_done, e) != 0) {
+    log_msg(LOG_ERROR, "webhook try not recorded", "job_id", k->job_id, "=attempt", attempt, NULL);
+    free(e);
+  }
   free(c);
+  runner_kick(h->runner);
 }
 
 void hooks_stats(const struct hooks *h, struct dispatcher_stats *st) {

@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/dispatcher/fair.h"
-#include "gateway/jobs/jobstore.h"
+#include "gateway/jobs/storeq.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
 
@@ -41,6 +41,9 @@ _Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back e
 #define RUNNER_PAGE_RETRY_MS 5000
 #define RUNNER_PAGE_TRIES 3
 
+/* Where an item's unit of the month is held, from before its platform request until it ends (hold_unit). */
+enum unit_kind { UNIT_NONE, UNIT_TABLE, UNIT_STORE };
+
 struct runner_item {
   struct core_waiter waiter;       /* first: the core's handle */
   struct runner_item *prev, *next; /* runner.items: freed with the runner when the core never answered */
@@ -51,8 +54,7 @@ struct runner_item {
   int64_t page_created_ms;
   int64_t page_read;                 /* the page's number in its list */
   char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
-  /* The item's unit of the month, held from before its platform request until it ends (hold_unit). */
-  enum { UNIT_NONE, UNIT_TABLE, UNIT_STORE } unit;
+  enum unit_kind unit;
   struct rl_decision table_unit; /* UNIT_TABLE: the unit of the limiter's shared table (its key's digest, its month) */
   struct jobstore_charge charge; /* UNIT_STORE: the store's month counter it was held in */
 };
@@ -60,7 +62,9 @@ struct runner_item {
 struct runner {
   const struct vts_config *cfg;
   struct core *core;
-  struct jobstore *js;
+  struct storeq *q;
+  void (*kick)(void *arg); /* asks the dispatcher for a runner_pump soon: a store call answered */
+  void *kick_arg;
   struct keystore *keys;
   char (*prev)[KEYS_MAX_NAME + 1]; /* the active keys of the file read before */
   size_t nprev;
@@ -71,12 +75,63 @@ struct runner {
   struct fair *fair;
   /* Keys revoked or removed from the key file since the start: their work is passed over, their jobs stopped. */
   char (*gone)[KEYS_MAX_NAME + 1];
-  int *gone_stopped; /* the store stopped that key's jobs (else it is asked again at the next look) */
+  enum { GONE_RUNNING, GONE_STOPPING, GONE_STOPPED } * gone_stopped; /* whether the store stopped the key's jobs yet */
   size_t ngone;
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
   uint64_t next_keepalive_ms;
-  struct jobstore_page page; /* the page being taken (its token is large: not on the stack) */
+  /* Store calls in flight, each kind one at a time (a store that does not answer holds only that many). */
+  int taking, expiring, keeping;
+  int depth_full; /* a take waited for the store's queue to shrink below RUNNER_STORE_DEPTH_MAX */
+  int closing;    /* runner_free: what the store answers now starts nothing */
+};
+
+/*
+ * A write to the store for a piece of work that ended (or could not start), made on the store's thread: what the item
+ * or page ends with, and the unit of the month it gives back. Owns its copies; freed when its done has run.
+ */
+enum write_op { W_DONE, W_FAIL, W_RETRY, W_UNRESERVE, W_PAGE_END, W_PAGE_RETRY };
+struct store_write {
+  struct runner *r;
+  enum write_op op;
+  char job_id[JOBSTORE_ID_LEN + 1];
+  int64_t seq;
+  int64_t now_ms;
+  int64_t not_before_ms; /* W_RETRY, W_PAGE_RETRY */
+  /*
+   * The unit the item held: UNIT_STORE is given back on the store's thread, before the op (W_FAIL, W_RETRY,
+   * W_UNRESERVE) or when W_DONE finds the item no longer running; UNIT_TABLE, in that last case, on the loop.
+   */
+  enum unit_kind unit;
+  struct rl_decision table_unit;
+  struct jobstore_charge charge;
+  const char *code, *message; /* W_FAIL: static strings */
+  char *body;                 /* W_DONE: the answer (a copy) */
+  size_t len;
+  char (*ids)[VTS_VIDEO_ID_LEN + 1]; /* W_PAGE_END: the page's ids, its next continuation, its number and why */
+  size_t n;
+  char *next;
+  int64_t read;
+  const char *why;
+  int rv, unreserve_rv;
+  size_t added;
+};
+
+/*
+ * A take of the next piece of work (take_next), and the reservation of its unit when the store holds the month's
+ * counters: the names passed over are copied, since the store's thread reads them while the loop changes its own.
+ */
+struct take_call {
+  struct runner *r;
+  int ahead; /* this pass also passes over the keys ahead of the least served one */
+  size_t hard;
+  size_t n;
+  char skip[RUNNER_SKIP_MAX][JOBSTORE_KEY_ID_MAX + 1];
+  int64_t wall, lease;
+  int rv, page_rv, page;
+  struct jobstore_task task;
+  struct jobstore_page pg;
+  struct runner_item *it; /* the reservation: the item whose unit is asked for */
 };
 
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct) {
@@ -209,19 +264,174 @@ static void keys_gone(struct runner *r, uint64_t now) {
   }
 }
 
-/* Stops the jobs of the gone keys the store has not stopped yet. */
+/* Asks the dispatcher for a pump soon, unless the runner is closing (the core is gone then). */
+static void kick(struct runner *r) {
+  if (!r->closing) r->kick(r->kick_arg);
+}
+
+static struct store_write *write_new(struct runner *r, enum write_op op, const char *job_id, int64_t seq) {
+  struct store_write *w = calloc(1, sizeof(*w));
+  if (w == NULL) return NULL;
+  w->r = r;
+  w->op = op;
+  util_copy_str(w->job_id, sizeof(w->job_id), job_id);
+  w->seq = seq;
+  w->now_ms = wall_ms();
+  return w;
+}
+
+static void write_free(struct store_write *w) {
+  free(w->body);
+  free(w->ids);
+  free(w->next);
+  free(w);
+}
+
+/* runs on the store's thread */
+static void write_work(struct jobstore *js, void *arg) {
+  struct store_write *w = arg;
+  if (w->unit == UNIT_STORE && w->op != W_DONE) w->unreserve_rv = jobstore_unreserve(js, w->job_id, w->seq, &w->charge);
+  switch (w->op) {
+    case W_DONE:
+      w->rv = jobstore_done(js, w->job_id, w->seq, w->body, w->len, w->now_ms);
+      /* Not running any more (cancelled meanwhile, or its lease lost and another taker holds its own unit). */
+      if (w->rv == -ENOENT && w->unit == UNIT_STORE)
+        w->unreserve_rv = jobstore_unreserve(js, w->job_id, w->seq, &w->charge);
+      break;
+    case W_FAIL:
+      w->rv = jobstore_fail(js, w->job_id, w->seq, w->code, w->message, w->now_ms);
+      break;
+    case W_RETRY:
+      w->rv = jobstore_retry(js, w->job_id, w->seq, w->not_before_ms, w->now_ms);
+      break;
+    case W_UNRESERVE:
+      break;
+    case W_PAGE_END:
+      w->rv = jobstore_page_end(js, w->job_id, (const char(*)[VTS_VIDEO_ID_LEN + 1]) w->ids, w->n,
+                                w->next != NULL ? w->next : "", w->read, w->r->cfg->job_max_pages, w->why, w->now_ms,
+                                &w->added);
+      break;
+    case W_PAGE_RETRY:
+      w->rv = jobstore_page_retry(js, w->job_id, w->not_before_ms, w->now_ms);
+      break;
+  }
+}
+
+static void write_done(void *arg) {
+  struct store_write *w = arg;
+  struct runner *r = w->r;
+  if (w->unreserve_rv != 0)
+    log_msg(LOG_WARN, "a batch item's unit of the month not given back", "job_id", w->job_id, NULL);
+  /* A transcript delivered to no one: its unit of the shared table goes back (the store's went back on its thread). */
+  if (w->op == W_DONE && w->rv == -ENOENT && w->unit == UNIT_TABLE) ratelimit_refund(NULL, &w->table_unit);
+  char num[24];
+  if (w->op == W_PAGE_END || w->op == W_PAGE_RETRY) {
+    if (w->op == W_PAGE_END && w->rv == 0 && w->why == NULL && w->next != NULL) {
+      snprintf(num, sizeof(num), "%zu", w->added);
+      log_msg(LOG_INFO, "batch page read", "job_id", w->job_id, "=items", num, "next_page", w->next[0] ? "yes" : "no",
+              NULL);
+    }
+    if (w->rv != 0 && w->rv != -ENOENT) log_msg(LOG_ERROR, "batch page not recorded", "job_id", w->job_id, NULL);
+  } else if (w->rv != 0 && w->rv != -ENOENT) {
+    snprintf(num, sizeof(num), "%lld", (long long)w->seq);
+    log_msg(LOG_ERROR, "batch item not recorded", "job_id", w->job_id, "=seq", num, NULL);
+  }
+  write_free(w);
+  if (r->depth_full) {
+    r->depth_full = 0;
+    kick(r);
+  }
+}
+
+/* Hands w to the store's thread (takes ownership of w); NULL is a write that could not be made (no memory). */
+static void write_submit(struct runner *r, struct store_write *w, const char *job_id) {
+  if (w != NULL && storeq_call(r->q, write_work, write_done, w) == 0) return;
+  log_msg(LOG_ERROR, "batch item not recorded: the store's queue refused it", "job_id", job_id, NULL);
+  if (w != NULL) write_free(w);
+}
+
+/*
+ * Gives back the unit an item held into w, the write that ends it without a transcript (a failure, a retry, a
+ * cancel meanwhile): the shared table's now, the store's on its thread before w's op.
+ */
+static void give_back_unit(struct runner_item *it, struct store_write *w) {
+  if (it->unit == UNIT_TABLE) {
+    ratelimit_refund(NULL, &it->table_unit);
+  } else if (it->unit == UNIT_STORE && w != NULL) {
+    w->unit = UNIT_STORE;
+    w->charge = it->charge;
+  }
+  it->unit = UNIT_NONE;
+}
+
+/* Ends a taken item without a platform request: failed with code, or back in the queue from not_before_ms. */
+static void item_write(struct runner *r, struct runner_item *it, const struct jobstore_task *t, enum write_op op,
+                       const char *code, const char *message, int64_t not_before_ms) {
+  struct store_write *w = write_new(r, op, t->job_id, t->seq);
+  if (it != NULL) give_back_unit(it, w);
+  if (w != NULL) {
+    w->code = code;
+    w->message = message;
+    w->not_before_ms = not_before_ms;
+  }
+  write_submit(r, w, t->job_id);
+}
+
+/* Ends a taken page: its ids (owned by the write when given), next continuation, or a stop with why. */
+static void page_write(struct runner *r, const char *job_id, enum write_op op, int64_t read, const char *why,
+                       int64_t not_before_ms) {
+  struct store_write *w = write_new(r, op, job_id, 0);
+  if (w != NULL) {
+    w->read = read;
+    w->why = why;
+    w->not_before_ms = not_before_ms;
+  }
+  write_submit(r, w, job_id);
+}
+
+/* One gone key's jobs stopped by the store's thread. */
+struct stop_call {
+  struct runner *r;
+  char key[KEYS_MAX_NAME + 1];
+  int64_t now_ms;
+  int n;
+};
+
+/* runs on the store's thread */
+static void stop_work(struct jobstore *js, void *arg) {
+  struct stop_call *c = arg;
+  c->n = jobstore_stop_key(js, c->key, JOBSTORE_STOP_KEY_REVOKED, c->now_ms);
+}
+
+static void stop_done(void *arg) {
+  struct stop_call *c = arg;
+  int i = gone_find(c->r, c->key);
+  if (c->n < 0) {
+    log_msg(LOG_WARN, "jobs of a revoked key not stopped yet: tried again", "key_id", c->key, NULL);
+    if (i >= 0) c->r->gone_stopped[i] = GONE_RUNNING;
+  } else {
+    if (i >= 0) c->r->gone_stopped[i] = GONE_STOPPED;
+    char num[16];
+    snprintf(num, sizeof(num), "%d", c->n);
+    log_msg(LOG_INFO, "batch jobs of a revoked key stopped", "key_id", c->key, "=jobs", num, NULL);
+  }
+  free(c);
+}
+
+/* Stops the jobs of the gone keys the store has not stopped yet (asked again at the next look when it failed). */
 static void stop_gone(struct runner *r) {
   for (size_t i = 0; i < r->ngone; i++) {
-    if (r->gone_stopped[i]) continue;
-    int n = jobstore_stop_key(r->js, r->gone[i], JOBSTORE_STOP_KEY_REVOKED, wall_ms());
-    if (n < 0) {
-      log_msg(LOG_WARN, "jobs of a revoked key not stopped yet: tried again", "key_id", r->gone[i], NULL);
-      continue;
+    if (r->gone_stopped[i] != GONE_RUNNING) continue;
+    struct stop_call *c = calloc(1, sizeof(*c));
+    if (c == NULL) return;
+    c->r = r;
+    util_copy_str(c->key, sizeof(c->key), r->gone[i]);
+    c->now_ms = wall_ms();
+    if (storeq_call(r->q, stop_work, stop_done, c) != 0) {
+      free(c);
+      return;
     }
-    r->gone_stopped[i] = 1;
-    char num[16];
-    snprintf(num, sizeof(num), "%d", n);
-    log_msg(LOG_INFO, "batch jobs of a revoked key stopped", "key_id", r->gone[i], "=jobs", num, NULL);
+    r->gone_stopped[i] = GONE_STOPPING;
   }
 }
 
@@ -253,11 +463,35 @@ static const struct key_entry *key_named(const struct runner *r, const char *nam
   return NULL;
 }
 
-struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
+struct recover_call {
+  struct runner *r;
+  int n;
+};
+
+/* runs on the store's thread */
+static void recover_work(struct jobstore *js, void *arg) {
+  struct recover_call *c = arg;
+  c->n = jobstore_recover(js, INT64_MAX);
+}
+
+static void recover_done(void *arg) {
+  struct recover_call *c = arg;
+  if (c->n > 0) {
+    char num[16];
+    snprintf(num, sizeof(num), "%d", c->n);
+    log_msg(LOG_INFO, "batch items resumed", "=items", num, NULL);
+  }
+  free(c);
+}
+
+struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_loop_t *loop, void (*kick_fn)(void *),
+                          void *kick_arg) {
   struct runner *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->cfg = cfg;
   r->core = core;
+  r->kick = kick_fn;
+  r->kick_arg = kick_arg;
   /* The batch share of the egress budget: the rest of it stays for synchronous requests, as the fetchers' slots do. */
   uint64_t share = cfg->jobs_fetcher_share > 0 ? (uint64_t)cfg->jobs_fetcher_share : 0;
   struct fair_limits lim = {.per_hour = (uint64_t)cfg->egress_rate * runner_egresses(cfg) * share / 100,
@@ -269,22 +503,23 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
     return NULL;
   }
   char err[256] = "";
-  if (jobstore_open_config(cfg, VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS, &r->js, err, sizeof(err)) != 0) {
+  if (storeq_open(loop, cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &r->q, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
     fair_free(r->fair);
     free(r);
     return NULL;
   }
+  const struct jobstore *js = storeq_store(r->q);
+  log_msg(LOG_INFO, "batch jobs runner ready", "store", jobstore_backend(js), "taker", jobstore_taker(js), NULL);
   /*
-   * SQLite: one gateway owns the directory, so what was running when it stopped (or was killed) runs again now.
-   * Redis: nothing to do here; the entries a dead runner held are claimed by the next takes, here or elsewhere.
+   * SQLite: one gateway owns the directory, so what was running when it stopped (or was killed) runs again now: the
+   * first call of the queue, before any take. Redis: nothing to do here; the entries a dead runner held are claimed by
+   * the next takes, here or elsewhere.
    */
-  log_msg(LOG_INFO, "batch jobs runner ready", "store", jobstore_backend(r->js), "taker", jobstore_taker(r->js), NULL);
-  int n = jobstore_recover(r->js, INT64_MAX);
-  if (n > 0) {
-    char num[16];
-    snprintf(num, sizeof(num), "%d", n);
-    log_msg(LOG_INFO, "batch items resumed", "=items", num, NULL);
+  struct recover_call *c = calloc(1, sizeof(*c));
+  if (c != NULL) {
+    c->r = r;
+    if (storeq_call(r->q, recover_work, recover_done, c) != 0) free(c);
   }
   return r;
 }
@@ -292,47 +527,45 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core) {
 /*
  * Holds one unit of the month of the item's key before the platform is asked, as the synchronous endpoint reserves
  * one before its request: in the store's month counter when the store holds them (Redis, the synchronous endpoint's
- * own counter), else in the limiter's shared table. Returns 1 (held), 0 (the month is used up, or the key left the
- * key file: nothing can be charged to it), or a negative errno (nothing known: the item is tried again later).
+ * own counter: HOLD_ASK_STORE, the charge set for jobstore_reserve), else in the limiter's shared table. Returns
+ * HOLD_HELD, HOLD_USED_UP (the month is used up, or the key left the key file: nothing can be charged to it),
+ * HOLD_ASK_STORE, or a negative errno (nothing known: the item is tried again later).
  */
+enum { HOLD_USED_UP = 0, HOLD_HELD = 1, HOLD_ASK_STORE = 2 };
 static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
   const struct key_entry *key = key_named(r, it->task.key_id);
-  if (key == NULL) return 0;
-  int rv;
-  if (jobstore_charges(r->js)) {
+  if (key == NULL) return HOLD_USED_UP;
+  int rv = 0;
+  if (jobstore_charges(storeq_store(r->q))) {
     struct jobstore_charge *c = &it->charge;
     rv = ratelimit_month_counter(r->cfg, key, now_ms / 1000, c->counter, sizeof(c->counter), &c->quota, &c->ttl_s);
-    if (rv == 0) rv = jobstore_reserve(r->js, it->task.job_id, it->task.seq, c);
-    if (rv == 1) it->unit = UNIT_STORE;
-    return rv == -ENOENT ? 0 : rv; /* a job gone meanwhile: the item's end finds nothing to record */
+    return rv == 0 ? HOLD_ASK_STORE : rv;
   }
   enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
   rv = ratelimit_charge_month(r->cfg, key, &it->table_unit, &charged);
   if (rv < 0) return rv;
-  if (charged == RL_CHARGE_QUOTA_USED_UP) return 0;
+  if (charged == RL_CHARGE_QUOTA_USED_UP) return HOLD_USED_UP;
   it->unit = UNIT_TABLE;
-  return 1;
-}
-
-/* Gives back the unit an item held: it ended without a transcript (a failure, a retry, a cancel meanwhile). */
-static void give_back_unit(struct runner *r, struct runner_item *it) {
-  if (it->unit == UNIT_STORE && jobstore_unreserve(r->js, it->task.job_id, it->task.seq, &it->charge) != 0)
-    log_msg(LOG_WARN, "a batch item's unit of the month not given back", "job_id", it->task.job_id, NULL);
-  else if (it->unit == UNIT_TABLE)
-    ratelimit_refund(NULL, &it->table_unit);
-  it->unit = UNIT_NONE;
+  return HOLD_HELD;
 }
 
 void runner_free(struct runner *r) {
   if (r == NULL) return;
-  /* Items the core never answered (the dispatcher stopping): still running in the store, put back at the next start. */
+  r->closing = 1;
+  /*
+   * Items the core never answered (the dispatcher stopping): still running in the store, put back at the next start;
+   * their units go back first (the next start holds them again). Closing the queue runs these writes and every call
+   * still queued, then their dones, which start nothing now.
+   */
   while (r->items != NULL) {
     struct runner_item *it = r->items;
     r->items = it->next;
-    give_back_unit(r, it); /* the next start holds it again */
+    struct store_write *w = it->unit == UNIT_STORE ? write_new(r, W_UNRESERVE, it->task.job_id, it->task.seq) : NULL;
+    give_back_unit(it, w);
+    if (w != NULL) write_submit(r, w, it->task.job_id);
     free(it);
   }
-  jobstore_close(r->js);
+  storeq_close(r->q);
   keystore_free(r->keys);
   fair_free(r->fair);
   free(r->gone);
@@ -341,8 +574,16 @@ void runner_free(struct runner *r) {
   free(r);
 }
 
-struct jobstore *runner_store(struct runner *r) {
-  return r->js;
+struct storeq *runner_storeq(struct runner *r) {
+  return r->q;
+}
+
+void runner_kick(struct runner *r) { kick(r); }
+
+int runner_closing(const struct runner *r) { return r->closing; }
+
+void runner_stats(const struct runner *r, struct dispatcher_stats *st) {
+  if (r != NULL) st->store_calls = storeq_depth(r->q);
 }
 
 struct fair *runner_fair(struct runner *r) {
@@ -388,7 +629,7 @@ static void link_item(struct runner *r, struct runner_item *it) {
 static void start_page(struct runner *r, uint64_t now, const struct jobstore_page *pg) {
   struct runner_item *it = calloc(1, sizeof(*it));
   if (it == NULL) {
-    jobstore_page_retry(r->js, pg->job_id, wall_ms() + RUNNER_POLL_MS, wall_ms());
+    page_write(r, pg->job_id, W_PAGE_RETRY, 0, NULL, wall_ms() + RUNNER_POLL_MS);
     return;
   }
   it->is_page = 1;
@@ -409,24 +650,16 @@ static void start_page(struct runner *r, uint64_t now, const struct jobstore_pag
   core_request(r->core, now, &it->waiter, &job);
 }
 
-/* Starts one taken item: a request of the core of its own, answered (maybe at once) through runner_answer. */
-static void start_item(struct runner *r, uint64_t now, const struct jobstore_task *t) {
-  struct runner_item *it = calloc(1, sizeof(*it));
-  if (it == NULL) {
-    jobstore_retry(r->js, t->job_id, t->seq, wall_ms() + RUNNER_POLL_MS, wall_ms());
-    return;
-  }
-  it->task = *t;
-  memcpy(it->key, t->key_id, sizeof(it->key));
-  int64_t wall = wall_ms();
-  int held = hold_unit(r, it, wall);
+/* An item whose unit is known (held > 0, or not): a request of the core of its own, or its end without one. */
+static void start_held(struct runner *r, uint64_t now, struct runner_item *it, int held) {
+  const struct jobstore_task *t = &it->task;
   if (held <= 0) {
     /* Paid before spent: with no unit the platform is never asked. */
-    if (held == 0) {
-      jobstore_fail(r->js, t->job_id, t->seq, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, wall);
+    if (held == HOLD_USED_UP) {
+      item_write(r, NULL, t, W_FAIL, "quota_exceeded", RUNNER_QUOTA_EXCEEDED, 0);
     } else {
       log_msg(LOG_WARN, "batch item not charged: tried again later", "job_id", t->job_id, NULL);
-      jobstore_retry(r->js, t->job_id, t->seq, wall + RUNNER_CHARGE_RETRY_MS, wall);
+      item_write(r, NULL, t, W_RETRY, NULL, NULL, wall_ms() + RUNNER_CHARGE_RETRY_MS);
     }
     free(it);
     return;
@@ -442,101 +675,254 @@ static void start_item(struct runner *r, uint64_t now, const struct jobstore_tas
   core_request(r->core, now, &it->waiter, &job);
 }
 
-uint64_t runner_hold(struct runner *r, uint64_t now) {
-  if (now >= r->next_keepalive_ms) {
-    r->next_keepalive_ms = now + JOBSTORE_KEEPALIVE_MS;
-    if (jobstore_keepalive(r->js, wall_ms()) != 0) log_msg(LOG_WARN, "renewing batch items in hand failed", NULL);
-  }
-  return r->next_keepalive_ms;
+/* The take is over (an item started or not): the next one may be asked for at once. */
+static void take_over(struct take_call *c) {
+  struct runner *r = c->r;
+  r->taking = 0;
+  free(c);
+  kick(r);
 }
 
-/*
- * Takes the next piece of work of a key that may start now (fair.h): a page of a job's list first (its items join the
- * queue before later jobs' items run), else an item, into r->page or *t; *page tells which. The first pass also passes
- * over the keys ahead of the least served one; when it finds nothing, the keys it did not pass over have nothing
- * waiting (they stop sharing) and the second pass lets the others take their turn. Returns 0, -EAGAIN or -EIO.
- */
-static int take_next(struct runner *r, uint64_t now, struct jobstore_task *t, int *page) {
-  const char *skip[RUNNER_SKIP_MAX];
-  int64_t wall = wall_ms(), lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
-  size_t hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX), first = 0;
-  for (int ahead = 1; ahead >= 0; ahead--) {
-    size_t n = runner_skip(r, now, ahead, skip, RUNNER_SKIP_MAX);
-    if (ahead == 1) first = n;
-    if (ahead == 0 && first == hard) break; /* the first pass passed over no key for being ahead: the same take */
-    struct jobstore_skip sk = {skip, n};
-    int rv = jobstore_take_page_skip(r->js, wall, lease, &sk, &r->page);
-    if (rv == 0) {
-      *page = 1;
-      fair_seen(r->fair, now, r->page.key_id, 1);
-      return 0;
-    }
-    if (rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
-    rv = jobstore_take_skip(r->js, wall, lease, &sk, t);
-    if (rv == 0) {
-      *page = 0;
-      fair_seen(r->fair, now, t->key_id, 1);
-      return 0;
-    }
-    if (rv != -EAGAIN) {
-      log_msg(LOG_WARN, "taking a batch item failed", NULL);
-      return rv;
-    }
-    fair_idle_but(r->fair, skip, n);
+/* runs on the store's thread */
+static void reserve_work(struct jobstore *js, void *arg) {
+  struct take_call *c = arg;
+  enum jobstore_reserved got = JOBSTORE_RESERVED_USED_UP;
+  c->rv = jobstore_reserve(js, c->it->task.job_id, c->it->task.seq, &c->it->charge, &got);
+  if (c->rv == 0) c->rv = got == JOBSTORE_RESERVED_HELD ? HOLD_HELD : HOLD_USED_UP;
+}
+
+static void reserve_done(void *arg) {
+  struct take_call *c = arg;
+  struct runner_item *it = c->it;
+  if (c->r->closing) {
+    free(it);
+    take_over(c);
+    return;
   }
-  return -EAGAIN;
+  if (c->rv == HOLD_HELD) it->unit = UNIT_STORE;
+  /* A job gone meanwhile: the item's end finds nothing to record. */
+  start_held(c->r, util_now_ms(), it, c->rv == -ENOENT ? HOLD_USED_UP : c->rv);
+  take_over(c);
+}
+
+/* Starts one taken item: its unit held first (maybe by the store's thread), then a request of the core. */
+static void start_item(struct runner *r, uint64_t now, struct take_call *c) {
+  const struct jobstore_task *t = &c->task;
+  struct runner_item *it = calloc(1, sizeof(*it));
+  if (it == NULL) {
+    item_write(r, NULL, t, W_RETRY, NULL, NULL, wall_ms() + RUNNER_POLL_MS);
+    take_over(c);
+    return;
+  }
+  it->task = *t;
+  memcpy(it->key, t->key_id, sizeof(it->key));
+  int held = hold_unit(r, it, wall_ms());
+  if (held == HOLD_ASK_STORE) {
+    c->it = it;
+    if (storeq_call(r->q, reserve_work, reserve_done, c) == 0) return;
+    held = -EIO;
+  }
+  start_held(r, now, it, held);
+  take_over(c);
+}
+
+struct keep_call {
+  struct runner *r;
+  int rv;
+};
+
+/* runs on the store's thread */
+static void keep_work(struct jobstore *js, void *arg) {
+  struct keep_call *c = arg;
+  c->rv = jobstore_keepalive(js, wall_ms());
+}
+
+static void keep_done(void *arg) {
+  struct keep_call *c = arg;
+  c->r->keeping = 0;
+  if (c->rv != 0) log_msg(LOG_WARN, "renewing batch items in hand failed", NULL);
+  free(c);
+}
+
+uint64_t runner_hold(struct runner *r, uint64_t now) {
+  if (now >= r->next_keepalive_ms && !r->keeping) {
+    r->next_keepalive_ms = now + JOBSTORE_KEEPALIVE_MS;
+    struct keep_call *c = calloc(1, sizeof(*c));
+    if (c != NULL) {
+      c->r = r;
+      if (storeq_call(r->q, keep_work, keep_done, c) == 0)
+        r->keeping = 1;
+      else
+        free(c);
+    }
+  }
+  /*
+   * A renewal still in flight is due again once answered, not sooner: never a time already past, which would make the
+   * loop's timer fire again at once, before the loop reads the answer.
+   */
+  return r->next_keepalive_ms > now ? r->next_keepalive_ms : now + RUNNER_POLL_MS;
+}
+
+/* Fills c's names passed over for a pass (ahead or not) from the runner's state now. */
+static void take_pass(struct runner *r, uint64_t now, struct take_call *c, int ahead) {
+  const char *skip[RUNNER_SKIP_MAX];
+  c->ahead = ahead;
+  c->n = runner_skip(r, now, ahead, skip, RUNNER_SKIP_MAX);
+  for (size_t i = 0; i < c->n; i++) util_copy_str(c->skip[i], sizeof(c->skip[i]), skip[i]);
+  c->wall = wall_ms();
+  c->lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
+}
+
+/* runs on the store's thread: a page of a job's list first (its items join the queue before later jobs' run). */
+static void take_work(struct jobstore *js, void *arg) {
+  struct take_call *c = arg;
+  const char *skip[RUNNER_SKIP_MAX];
+  for (size_t i = 0; i < c->n; i++) skip[i] = c->skip[i];
+  struct jobstore_skip sk = {skip, c->n};
+  c->page = 1;
+  c->page_rv = c->rv = jobstore_take_page_skip(js, c->wall, c->lease, &sk, &c->pg);
+  if (c->rv == 0) return;
+  c->page = 0;
+  c->rv = jobstore_take_skip(js, c->wall, c->lease, &sk, &c->task);
+}
+
+static void take_done(void *arg);
+
+static int take_submit(struct runner *r, struct take_call *c) { return storeq_call(r->q, take_work, take_done, c); }
+
+/*
+ * A take answered. The first pass also passed over the keys ahead of the least served one; when it found nothing, the
+ * keys it did not pass over have nothing waiting (they stop sharing) and a second pass lets the others take their
+ * turn. Work found starts now if the fetchers still have room for it, else goes back to the queue at once.
+ */
+static void take_done(void *arg) {
+  struct take_call *c = arg;
+  struct runner *r = c->r;
+  if (r->closing) {
+    take_over(c);
+    return;
+  }
+  uint64_t now = util_now_ms();
+  if (c->page_rv != 0 && c->page_rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
+  if (c->rv == -EAGAIN) {
+    const char *skip[RUNNER_SKIP_MAX];
+    for (size_t i = 0; i < c->n; i++) skip[i] = c->skip[i];
+    fair_idle_but(r->fair, skip, c->n);
+    /* The first pass passed over no key for being ahead: the second would be the same take. */
+    if (c->ahead && c->n != c->hard) {
+      take_pass(r, now, c, 0);
+      if (take_submit(r, c) == 0) return;
+    }
+  }
+  if (c->rv != 0) {
+    if (c->rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
+    r->next_take_ms = now + RUNNER_POLL_MS;
+    take_over(c);
+    return;
+  }
+  const char *key = c->page ? c->pg.key_id : c->task.key_id;
+  fair_seen(r->fair, now, key, 1);
+  /*
+   * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
+   * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
+   */
+  if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r, key) == 0) {
+    if (c->page)
+      page_write(r, c->pg.job_id, W_PAGE_END, c->pg.read + 1, JOBSTORE_STOP_KEY_REVOKED, 0);
+    else
+      item_write(r, NULL, &c->task, W_FAIL, "key_revoked", RUNNER_KEY_REVOKED, 0);
+    take_over(c);
+    return;
+  }
+  /* The fetchers' room may have gone while the store answered: the work waits in the queue, due now. */
+  struct dispatcher_stats st;
+  core_stats(r->core, &st);
+  if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(r->fair),
+                  r->cfg->jobs_fetcher_share) == 0) {
+    if (c->page)
+      page_write(r, c->pg.job_id, W_PAGE_RETRY, 0, NULL, wall_ms());
+    else
+      item_write(r, NULL, &c->task, W_RETRY, NULL, NULL, wall_ms());
+    take_over(c);
+    return;
+  }
+  if (c->page) {
+    start_page(r, now, &c->pg);
+    take_over(c);
+    return;
+  }
+  start_item(r, now, c);
+}
+
+struct expire_call {
+  struct runner *r;
+  int64_t now_ms, ttl_ms;
+  int n;
+};
+
+/* runs on the store's thread: one small batch (jobstore_expire), so that the calls queued behind it wait little. */
+static void expire_work(struct jobstore *js, void *arg) {
+  struct expire_call *c = arg;
+  c->n = jobstore_expire(js, c->now_ms, c->ttl_ms);
+}
+
+static void expire_done(void *arg) {
+  struct expire_call *c = arg;
+  struct runner *r = c->r;
+  if (c->n < 0) log_msg(LOG_WARN, "expiring batch jobs failed", NULL);
+  r->expiring = 0;
+  /* More left: the next batch goes behind what was queued meanwhile. */
+  r->next_expire_ms = c->n > 0 ? 0 : util_now_ms() + RUNNER_EXPIRE_MS;
+  if (c->n > 0) kick(r);
+  free(c);
+}
+
+static void expire_some(struct runner *r, uint64_t now) {
+  if (now < r->next_expire_ms || r->expiring) return;
+  struct expire_call *c = calloc(1, sizeof(*c));
+  if (c == NULL) return;
+  c->r = r;
+  c->now_ms = wall_ms();
+  c->ttl_ms = r->cfg->job_ttl_s * 1000;
+  if (storeq_call(r->q, expire_work, expire_done, c) != 0) {
+    free(c);
+    return;
+  }
+  r->expiring = 1;
 }
 
 uint64_t runner_pump(struct runner *r, uint64_t now) {
-  runner_hold(r, now);
-  int expiring = 0;
-  if (now >= r->next_expire_ms) {
-    /* One small batch a loop turn (jobstore_expire): the next one comes after the loop's other work. */
-    int n = jobstore_expire(r->js, wall_ms(), r->cfg->job_ttl_s * 1000);
-    if (n < 0) log_msg(LOG_WARN, "expiring batch jobs failed", NULL);
-    expiring = n > 0;
-    r->next_expire_ms = expiring ? now : now + RUNNER_EXPIRE_MS;
-  }
-  uint64_t wake = expiring ? now : now + RUNNER_POLL_MS;
-  if (r->next_keepalive_ms < wake) wake = r->next_keepalive_ms;
+  uint64_t wake = runner_hold(r, now);
+  expire_some(r, now);
+  if (!r->expiring && r->next_expire_ms > now && r->next_expire_ms < wake) wake = r->next_expire_ms;
+  if (now + RUNNER_POLL_MS < wake) wake = now + RUNNER_POLL_MS;
   keys_refresh(r, now);
   stop_gone(r);
+  if (r->taking) return wake; /* its answer asks for the next pump */
   if (now < r->next_take_ms) return r->next_take_ms < wake ? r->next_take_ms : wake;
-  for (int started = 0; started < RUNNER_BURST; started++) {
-    struct dispatcher_stats st;
-    core_stats(r->core, &st);
-    /* Every piece of batch work counts against the share, a webhook try too (hooks.h). */
-    if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(r->fair),
-                    r->cfg->jobs_fetcher_share) == 0)
-      return wake;
-    struct jobstore_task t;
-    int page = 0;
-    int rv = take_next(r, now, &t, &page);
-    if (rv != 0) {
-      r->next_take_ms = now + jobstore_idle_poll_ms(r->js, RUNNER_POLL_MS);
-      return wake;
-    }
-    /*
-     * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
-     * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
-     */
-    const char *key = page ? r->page.key_id : t.key_id;
-    if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r, key) == 0) {
-      size_t added = 0;
-      int64_t wall = wall_ms();
-      if (page)
-        jobstore_page_end(r->js, r->page.job_id, NULL, 0, "", r->page.read + 1, r->cfg->job_max_pages,
-                          JOBSTORE_STOP_KEY_REVOKED, wall, &added);
-      else
-        jobstore_fail(r->js, t.job_id, t.seq, "key_revoked", RUNNER_KEY_REVOKED, wall);
-      continue;
-    }
-    if (page)
-      start_page(r, now, &r->page);
-    else
-      start_item(r, now, &t);
+  /* A store that answers slowly holds the writes of the work that ended: no more is taken until they are made. */
+  if (storeq_depth(r->q) >= RUNNER_STORE_DEPTH_MAX) {
+    r->depth_full = 1;
+    return wake;
   }
-  return now; /* more may start: the next loop turn */
+  struct dispatcher_stats st;
+  core_stats(r->core, &st);
+  /* Every piece of batch work counts against the share, a webhook try too (hooks.h). */
+  if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(r->fair),
+                  r->cfg->jobs_fetcher_share) == 0)
+    return wake;
+  struct take_call *c = calloc(1, sizeof(*c));
+  if (c == NULL) return wake;
+  c->r = r;
+  const char *skip[RUNNER_SKIP_MAX];
+  c->hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX);
+  take_pass(r, now, c, 1);
+  if (take_submit(r, c) != 0) {
+    free(c);
+    return wake;
+  }
+  r->taking = 1;
+  return wake;
 }
 
 /* The platform requests a piece of work made, by its result: what its key's share of the egress budget pays. */
@@ -552,20 +938,6 @@ static uint32_t requests_of(const struct runner_item *it, const struct proto_res
 }
 
 /*
- * A transcript for an item: kept, with the unit of the month it held since before its platform request (hold_unit).
- * An item no longer running (cancelled meanwhile, or its lease lost and another taker holds its own unit) was
- * delivered nothing: its unit goes back. A store that did not answer may have kept it: the unit stays counted (a
- * customer may be billed one unit too many, never served one too many).
- */
-static int record_done(struct runner *r, struct runner_item *it, const struct proto_result *res, int64_t now) {
-  const struct jobstore_task *t = &it->task;
-  int rv = jobstore_done(r->js, t->job_id, t->seq, res->body, res->body_len, now);
-  if (rv == -ENOENT) give_back_unit(r, it);
-  it->unit = UNIT_NONE;
-  return rv;
-}
-
-/*
  * A page's answer: its ids appended to the job and its continuation kept (one transaction), or the page put back (a
  * ration; or a failure, RUNNER_PAGE_TRIES times), or, past that, the list ended with what the job holds.
  */
@@ -575,39 +947,34 @@ static void page_answer(struct runner *r, const struct runner_item *it, const st
   runner_judge(res, now, it->page_created_ms, r->cfg->job_max_age_s * 1000, &o);
   struct proto_browse_page page;
   if (o.verdict == RUNNER_DONE && proto_browse_read(res->body, res->body_len, &page) != 0) o.verdict = RUNNER_FAIL;
-  int rv = 0;
-  size_t added = 0;
-  char num[24];
   if (o.verdict == RUNNER_DONE) {
-    char(*ids)[VTS_VIDEO_ID_LEN + 1] = calloc(page.n + 1, sizeof(*ids));
-    char *next = malloc(page.token_len + 1);
-    if (ids == NULL || next == NULL) {
-      rv = jobstore_page_retry(r->js, it->page_job, now + RUNNER_POLL_MS, now);
-    } else {
-      for (size_t i = 0; i < page.n; i++) memcpy(ids[i], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
-      memcpy(next, page.token, page.token_len);
-      next[page.token_len] = '\0';
-      rv = jobstore_page_end(r->js, it->page_job, (const char(*)[VTS_VIDEO_ID_LEN + 1]) ids, page.n, next,
-                             it->page_read, r->cfg->job_max_pages, NULL, now, &added);
-      snprintf(num, sizeof(num), "%zu", added);
-      if (rv == 0)
-        log_msg(LOG_INFO, "batch page read", "job_id", it->page_job, "=items", num, "next_page", next[0] ? "yes" : "no",
-                NULL);
+    struct store_write *w = write_new(r, W_PAGE_END, it->page_job, 0);
+    if (w != NULL) {
+      w->ids = calloc(page.n + 1, sizeof(*w->ids));
+      w->next = malloc(page.token_len + 1);
     }
-    free(ids);
-    free(next);
+    if (w == NULL || w->ids == NULL || w->next == NULL) {
+      if (w != NULL) write_free(w);
+      page_write(r, it->page_job, W_PAGE_RETRY, 0, NULL, now + RUNNER_POLL_MS);
+      return;
+    }
+    for (size_t i = 0; i < page.n; i++) memcpy(w->ids[i], page.ids + i * (VTS_VIDEO_ID_LEN + 1), VTS_VIDEO_ID_LEN);
+    w->n = page.n;
+    memcpy(w->next, page.token, page.token_len);
+    w->next[page.token_len] = '\0';
+    w->read = it->page_read;
+    write_submit(r, w, it->page_job);
   } else if (o.verdict == RUNNER_RETRY) {
-    rv = jobstore_page_retry(r->js, it->page_job, o.not_before_ms, now);
+    page_write(r, it->page_job, W_PAGE_RETRY, 0, NULL, o.not_before_ms);
   } else if (it->page_tries + 1 < RUNNER_PAGE_TRIES) {
-    rv = jobstore_page_retry(r->js, it->page_job, now + (int64_t)RUNNER_PAGE_RETRY_MS * (it->page_tries + 1), now);
+    page_write(r, it->page_job, W_PAGE_RETRY, 0, NULL, now + (int64_t)RUNNER_PAGE_RETRY_MS * (it->page_tries + 1));
   } else {
+    char num[24];
     snprintf(num, sizeof(num), "%d", res != NULL ? proto_outcome_status(res->outcome) : 500);
     log_msg(LOG_WARN, "batch list ended early: a page could not be read", "job_id", it->page_job, "=status", num,
             "reason", res != NULL ? proto_reason_name(res->reason) : "none", NULL);
-    rv = jobstore_page_end(r->js, it->page_job, NULL, 0, "", it->page_read, r->cfg->job_max_pages,
-                           JOBSTORE_STOP_PAGE_FAILED, now, &added);
+    page_write(r, it->page_job, W_PAGE_END, it->page_read, JOBSTORE_STOP_PAGE_FAILED, 0);
   }
-  if (rv != 0 && rv != -ENOENT) log_msg(LOG_ERROR, "batch page not recorded", "job_id", it->page_job, NULL);
 }
 
 void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_result *res) {
@@ -622,37 +989,46 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   if (it->next != NULL) it->next->prev = it->prev;
   int gone = gone_find(r, it->key) >= 0;
   if (it->is_page) {
-    size_t added = 0;
     /* A revoked key's list was ended by jobstore_stop_key; a page read meanwhile adds nothing. */
     if (gone)
-      jobstore_page_end(r->js, it->page_job, NULL, 0, "", it->page_read, r->cfg->job_max_pages,
-                        JOBSTORE_STOP_KEY_REVOKED, wall_ms(), &added);
+      page_write(r, it->page_job, W_PAGE_END, it->page_read, JOBSTORE_STOP_KEY_REVOKED, 0);
     else
       page_answer(r, it, res);
     free(it);
+    kick(r);
     return;
   }
   int64_t now = wall_ms();
   struct runner_outcome o;
   runner_judge(res, now, t->created_ms, r->cfg->job_max_age_s * 1000, &o);
-  int rv = 0;
   if (gone) {
     /* Revoked while it ran: nothing is kept or charged (its unit given back), and it is not tried again. */
-    give_back_unit(r, it);
-    rv = jobstore_fail(r->js, t->job_id, t->seq, "key_revoked", RUNNER_KEY_REVOKED, now);
+    item_write(r, it, t, W_FAIL, "key_revoked", RUNNER_KEY_REVOKED, 0);
   } else if (o.verdict == RUNNER_DONE) {
-    rv = record_done(r, it, res, now);
+    /*
+     * A transcript: kept, with the unit of the month it held since before its platform request (hold_unit). An item
+     * no longer running (cancelled meanwhile, or its lease lost and another taker holds its own unit) was delivered
+     * nothing: its unit goes back. A store that did not answer may have kept it: the unit stays counted (a customer
+     * may be billed one unit too many, never served one too many).
+     */
+    struct store_write *sw = write_new(r, W_DONE, t->job_id, t->seq);
+    if (sw != NULL && res->body_len > 0 && (sw->body = malloc(res->body_len)) == NULL) {
+      write_free(sw);
+      sw = NULL;
+    }
+    if (sw != NULL) {
+      if (res->body_len > 0) memcpy(sw->body, res->body, res->body_len);
+      sw->len = res->body_len;
+      sw->unit = it->unit;
+      sw->table_unit = it->table_unit;
+      sw->charge = it->charge;
+    }
+    write_submit(r, sw, t->job_id);
   } else if (o.verdict == RUNNER_RETRY) {
-    give_back_unit(r, it); /* held again when it is taken again */
-    rv = jobstore_retry(r->js, t->job_id, t->seq, o.not_before_ms, now);
+    item_write(r, it, t, W_RETRY, NULL, NULL, o.not_before_ms); /* its unit held again when it is taken again */
   } else {
-    give_back_unit(r, it);
-    rv = jobstore_fail(r->js, t->job_id, t->seq, o.code, o.message, now);
-  }
-  if (rv != 0 && rv != -ENOENT) {
-    char seq[24];
-    snprintf(seq, sizeof(seq), "%lld", (long long)t->seq);
-    log_msg(LOG_ERROR, "batch item not recorded", "job_id", t->job_id, "=seq", seq, NULL);
+    item_write(r, it, t, W_FAIL, o.code, o.message, 0);
   }
   free(it);
+  kick(r);
 }

@@ -22,7 +22,13 @@
  * an item leases it for the job's deadline and more; one gateway owns a VTS_STATE_DIR, so at start its runner puts back
  * every item left running (a gateway killed mid-job resumes it). With Redis the items in hand are renewed every
  * JOBSTORE_KEEPALIVE_MS and a dead gateway's are claimed by any runner after JOBSTORE_CLAIM_IDLE_MS. Ended jobs are
- * deleted VTS_JOB_TTL_S after their last change.
+ * deleted VTS_JOB_TTL_S after their last change, a small batch at a time.
+ *
+ * No store call runs on the dispatcher's loop: each is made on the store's thread (gateway/jobs/storeq.h) and its
+ * answer comes back to the loop, where every decision is made (the fair shares, the room, the unit). One take is in
+ * flight at a time, with its reservation; a renewal, an expiry batch and a stop of a revoked key's jobs at most one
+ * each; the writes of ended work are as many as the work in flight, and no take is made while RUNNER_STORE_DEPTH_MAX
+ * calls wait. So a slow or frozen store holds only batch work, never the synchronous requests of the same loop.
  *
  * A playlist's or channel's job keeps the continuation of its list's next page in the store: the runner takes it
  * (leased like an item, before the items, within the same room) and hands the core a browse job of it; the page's ids
@@ -35,6 +41,8 @@
 
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
 #include "proto/proto.h"
@@ -43,10 +51,13 @@
 #define RUNNER_RATION_RETRY_MS 30000
 /* An item whose unit of the month could not be counted (the counter's store did not answer): tried again after this. */
 #define RUNNER_CHARGE_RETRY_MS 5000
-/* With nothing to take, the store is asked again this often. */
-#define RUNNER_POLL_MS 200
-/* Items started in one loop turn at most, so that a burst of cache hits does not hold the loop. */
-#define RUNNER_BURST 32
+/*
+ * With nothing to take, the store is asked again this often, on its own thread (storeq.h): a job made on another
+ * gateway starts here within about this long, and an idle runner costs a store round trip or two this often.
+ */
+#define RUNNER_POLL_MS 50
+/* Store calls queued at most before another take: a store that does not answer holds the ended work's writes only. */
+#define RUNNER_STORE_DEPTH_MAX 64
 /* Keys a take passes over at most (revoked ones, then those at their share): more are not passed over. */
 #define RUNNER_SKIP_MAX 256
 
@@ -67,11 +78,26 @@ void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t create
 
 struct runner;
 
-/* Opens the store the configuration names and puts back the items left running. NULL when it cannot (logged). */
-struct runner *runner_new(const struct vts_config *cfg, struct core *core);
+/*
+ * Opens the store the configuration names on a thread of its own (storeq.h, answering on loop) and puts back the
+ * items left running. kick(kick_arg) asks for a runner_pump soon (a store call answered: more may start). NULL when
+ * it cannot (logged).
+ */
+struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_loop_t *loop, void (*kick)(void *),
+                          void *kick_arg);
+/*
+ * Gives back the units of the items in hand, then closes the store's queue: every call still queued is made (the
+ * webhooks' too: free the hooks after this), their answers start nothing. Call it before the core is freed.
+ */
 void runner_free(struct runner *r);
-/* The runner's job store (borrowed, valid until runner_free), for the webhooks of its jobs (hooks.h). */
-struct jobstore *runner_store(struct runner *r);
+/* The runner's store queue (borrowed, valid until runner_free), for the webhooks of its jobs (hooks.h). */
+struct storeq *runner_storeq(struct runner *r);
+/* Asks for a pump soon, as a store call of the runner's does when it is answered (nothing while closing). */
+void runner_kick(struct runner *r);
+/* Whether runner_free has begun: a store call answered now starts nothing. */
+int runner_closing(const struct runner *r);
+/* Sets the runner's gauges of st (store_calls: its store queue's depth); NULL sets none. */
+void runner_stats(const struct runner *r, struct dispatcher_stats *st);
 /* The shares of batch work between keys (fair.h), which the webhook tries count in too (borrowed). */
 struct fair *runner_fair(struct runner *r);
 /* The batch slots now: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers, at least 1 (0 with none or 0 %). */

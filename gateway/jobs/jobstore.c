@@ -60,10 +60,6 @@ void jobstore_close(struct jobstore *js) {
 
 const char *jobstore_backend(const struct jobstore *js) { return js->ops->name; }
 
-uint64_t jobstore_idle_poll_ms(const struct jobstore *js, uint64_t local_ms) {
-  return js->ops->remote ? JOBSTORE_REMOTE_POLL_MS : local_ms;
-}
-
 const char *jobstore_taker(const struct jobstore *js) { return js->ops->taker != NULL ? js->ops->taker(js->self) : ""; }
 
 int jobstore_charges(const struct jobstore *js) { return js->ops->charges; }
@@ -140,8 +136,14 @@ int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, 
   return 0;
 }
 
-int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge) {
-  return js->ops->reserve != NULL ? js->ops->reserve(js->self, job_id, seq, charge) : -ENOTSUP;
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge,
+                     enum jobstore_reserved *out) {
+  if (js->ops->reserve == NULL) return -ENOTSUP;
+  /* The backend's reserve answers 1 (held) or 0 (the month used up), or a negative errno. */
+  int rv = js->ops->reserve(js->self, job_id, seq, charge);
+  if (rv < 0) return rv;
+  *out = rv > 0 ? JOBSTORE_RESERVED_HELD : JOBSTORE_RESERVED_USED_UP;
+  return 0;
 }
 
 int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge) {

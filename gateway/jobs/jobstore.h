@@ -38,21 +38,13 @@ void jobstore_close(struct jobstore *js);
 int jobstore_init(const struct vts_config *cfg, char *err, size_t errlen);
 /*
  * The store the configuration names: Redis with VTS_REDIS_URL (keeping ended jobs VTS_JOB_TTL_S), else SQLite at
- * VTS_STATE_DIR/jobs.db (the directory made when missing). timeout_ms bounds each connect and reply of Redis,
- * the longest the caller's loop may wait on it (VTS_JOBS_REDIS_TIMEOUT_MS for a worker, a shorter
- * VTS_JOBS_RUNNER_REDIS_TIMEOUT_MS for the dispatcher, whose loop also carries every synchronous request). Returns 0,
- * or a negative errno with err saying why.
+ * VTS_STATE_DIR/jobs.db (the directory made when missing). timeout_ms bounds each connect and reply of Redis
+ * (VTS_JOBS_REDIS_TIMEOUT_MS), the longest its caller waits on it; the dispatcher calls from a thread of its own
+ * (storeq.h). Returns 0, or a negative errno with err saying why.
  */
 int jobstore_open_config(const struct vts_config *cfg, int timeout_ms, struct jobstore **out, char *err, size_t errlen);
 /* "sqlite" or "redis". */
 const char *jobstore_backend(const struct jobstore *js);
-/*
- * How often a loop that found nothing to do asks the store again: local_ms for SQLite (a read of a local file), and
- * JOBSTORE_REMOTE_POLL_MS for Redis, whose every question is a round trip the asking loop waits for (the dispatcher's
- * loop carries every synchronous request too).
- */
-#define JOBSTORE_REMOTE_POLL_MS 1000
-uint64_t jobstore_idle_poll_ms(const struct jobstore *js, uint64_t local_ms);
 /* This handle's name as a taker of items (Redis: its consumer in the work stream's group), "" when it has none. */
 const char *jobstore_taker(const struct jobstore *js);
 
@@ -124,10 +116,15 @@ int jobstore_done_charged(struct jobstore *js, const char *job_id, int64_t seq, 
 /*
  * With a backend that holds the month's counters (jobstore_charges): holds one unit of charge's counter for the
  * running item seq of job_id before its platform request, unless the month is used up. The unit is marked on the item:
- * a runner that claims it from a dead one holds it already. Returns 1 (held: jobstore_done keeps it with the answer),
- * 0 (the month is used up), -ENOENT (no such job), -EIO (the store did not answer), -ENOTSUP (another backend).
+ * a runner that claims it from a dead one holds it already. Returns 0 with what happened in *out, -ENOENT (no such
+ * job), -EIO (the store did not answer), -ENOTSUP (another backend).
  */
-int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
+enum jobstore_reserved {
+  JOBSTORE_RESERVED_HELD,   /* held (or held already): jobstore_done keeps it with the answer */
+  JOBSTORE_RESERVED_USED_UP /* the month is used up: nothing held */
+};
+int jobstore_reserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge,
+                     enum jobstore_reserved *out);
 /* Gives back the unit jobstore_reserve held for the item, once: it ended without a transcript. 0, -EIO, -ENOTSUP. */
 int jobstore_unreserve(struct jobstore *js, const char *job_id, int64_t seq, const struct jobstore_charge *charge);
 int jobstore_fail(struct jobstore *js, const char *job_id, int64_t seq, const char *code, const char *message,

@@ -166,7 +166,6 @@ struct jobstore_ops {
   int version; /* JOBSTORE_OPS_VERSION */
   const char *name;
   int charges; /* done counts a charge with the answer (jobstore_charges) */
-  int remote; /* every call is a round trip the caller's loop waits for: idle loops ask every JOBSTORE_REMOTE_POLL_MS */
   /* Whether the configuration asks for this backend: the facade opens the first row that says so. */
   int (*selected)(const struct vts_config *cfg);
   /* Master, before fork: what the backend prepares once for every process (NULL: nothing). Returns 0 or -errno. */

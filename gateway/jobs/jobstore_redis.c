@@ -1266,7 +1266,6 @@ const struct jobstore_ops jobstore_redis_ops = {
     .version = JOBSTORE_OPS_VERSION,
     .name = "redis",
     .charges = 1,
-    .remote = 1,
     .selected = rs_selected,
     .init = rs_init,
     .open = rs_open,

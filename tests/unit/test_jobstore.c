@@ -878,6 +878,44 @@ static void test_a_unit_is_counted_with_the_answer_and_none_past_the_quota(void 
              "ourVideo001:done:{} ourVideo002:done:{} ourVideo003:failed:quota_exceeded:Used up.");
 }
 
+/* An item's unit held before its platform request: once per item, none past the quota, given back once. */
+static void test_a_unit_is_reserved_once_an_item_none_past_the_quota_and_given_back_once(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 3, 1000, id);
+  struct jobstore_charge c = {.counter = "vts:rl:{00112233445566aa}:q:202611", .quota = 2, .ttl_s = 3600};
+  enum jobstore_reserved got = JOBSTORE_RESERVED_USED_UP;
+  assert_int_equal(jobstore_reserve(f->js, id, 1, &c, &got), 0);
+  assert_int_equal(got, JOBSTORE_RESERVED_HELD);
+  /* Held already (a runner that claimed the item from a dead one): held, and not counted again. */
+  got = JOBSTORE_RESERVED_USED_UP;
+  assert_int_equal(jobstore_reserve(f->js, id, 1, &c, &got), 0);
+  assert_int_equal(got, JOBSTORE_RESERVED_HELD);
+  assert_int_equal(jobstore_reserve(f->js, id, 2, &c, &got), 0);
+  assert_int_equal(got, JOBSTORE_RESERVED_HELD);
+  assert_int_equal(redis_num(f->port, "GET vts:rl:{00112233445566aa}:q:202611"), 2);
+  assert_int_equal(jobstore_reserve(f->js, id, 3, &c, &got), 0);
+  assert_int_equal(got, JOBSTORE_RESERVED_USED_UP);
+  assert_int_equal(redis_num(f->port, "GET vts:rl:{00112233445566aa}:q:202611"), 2);
+  /* Given back once, however often it is asked. */
+  assert_int_equal(jobstore_unreserve(f->js, id, 1, &c), 0);
+  assert_int_equal(jobstore_unreserve(f->js, id, 1, &c), 0);
+  assert_int_equal(redis_num(f->port, "GET vts:rl:{00112233445566aa}:q:202611"), 1);
+  assert_int_equal(jobstore_reserve(f->js, "jnosuchjob0000000000", 1, &c, &got), -ENOENT);
+}
+
+/* SQLite holds no month counter (the limiter's shared table does): the runner charges there instead. */
+static void test_a_store_without_the_months_counters_reserves_nothing(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 1, 1000, id);
+  struct jobstore_charge c = {.counter = "unused", .quota = 2, .ttl_s = 3600};
+  enum jobstore_reserved got = JOBSTORE_RESERVED_HELD;
+  assert_false(jobstore_charges(f->js));
+  assert_int_equal(jobstore_reserve(f->js, id, 1, &c, &got), -ENOTSUP);
+  assert_int_equal(jobstore_unreserve(f->js, id, 1, &c), -ENOTSUP);
+}
+
 static void test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once(void **state) {
   struct fixture *f = *state;
   struct jobstore *other = other_handle(f);
@@ -1211,6 +1249,8 @@ int main(void) {
       ON_BOTH(test_a_list_job_owes_its_webhook_after_its_last_page),
       ON_REDIS(test_a_page_of_large_answers_reads_only_about_what_it_holds),
       ON_REDIS(test_a_unit_is_counted_with_the_answer_and_none_past_the_quota),
+      ON_REDIS(test_a_unit_is_reserved_once_an_item_none_past_the_quota_and_given_back_once),
+      ON_SQLITE(test_a_store_without_the_months_counters_reserves_nothing),
       ON_REDIS(test_a_silent_runners_item_is_claimed_once_and_its_answer_counted_once),
       ON_REDIS(test_an_ended_jobs_keys_expire_and_the_stream_keeps_nothing_of_it),
       ON_REDIS(test_a_redis_that_does_not_answer_fails_fast_and_is_used_again_once_back),

@@ -294,6 +294,7 @@ static void test_every_family_has_help_and_type(void **state) {
                          "vts_dispatch_claim_takeovers_total",
                          "vts_dispatch_redis_hits_total",
                          "vts_jobs_waiting",
+                         "vts_jobs_store_calls",
                          "vts_fetchers_connected",
                          "vts_fetchers_idle",
                          "vts_upstream_outcomes_total",
