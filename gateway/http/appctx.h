@@ -1,25 +1,27 @@
 /*
- * What every handler of a worker reads: the configuration, the key store, the limiter and the job store. Its own
- * header, so that the handlers' modules (handlers.c, jobs_api.c) share it without including each other.
+ * What every handler of a worker reads: the configuration, the key store, the limiter and the job store's queue. Its
+ * own header, so that the handlers' modules (handlers.c, jobs_api.c) share it without including each other.
  */
 #ifndef VTS_APPCTX_H
 #define VTS_APPCTX_H
 
 #include <stdint.h>
+#include <uv.h>
 
 #include "common/config.h"
 #include "gateway/http/http.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
 
-struct jobstore;
+struct storeq;
 
 struct handlers_ctx {
   const struct vts_config *cfg;
   struct keystore *keys; /* the current key store; the worker swaps it on reload */
   struct ratelimit *rl;
-  uint64_t started_ms;   /* util_now_ms() when the master started: /health uptime */
-  struct jobstore *jobs; /* the batch jobs' store, opened on the first jobs request (jobs_api.c) */
+  uint64_t started_ms;  /* util_now_ms() when the master started: /health uptime */
+  uv_loop_t *loop;      /* the worker's loop */
+  struct storeq *jobsq; /* the batch jobs' store on its own thread, opened on the first jobs request (jobs_api.c) */
 };
 
 /*

@@ -1,6 +1,7 @@
 /* The batch jobs' routes of a worker (see jobs_api.h). */
 #include "gateway/http/jobs_api.h"
-#include "gateway/http/jsonshape.h"
+#include "gateway/http/jobreq.h"
+#include "gateway/http/jobsink.h"
 
 #include <errno.h>
 #include <llhttp.h>
@@ -9,22 +10,19 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <yajl/yajl_tree.h>
 
 #include "common/buf.h"
-#include "common/ident.h"
 #include "common/log.h"
 #include "common/percent.h"
 #include "common/util.h"
 #include "common/whsig.h"
 #include "gateway/http/dispatch_client.h"
-#include "gateway/http/hookurl.h"
 #include "gateway/http/idfold.h"
 #include "gateway/http/render.h"
 #include "gateway/http/routes.h"
-#include "gateway/http/videourl.h"
 #include "gateway/jobs/jobjson.h"
 #include "gateway/jobs/jobstore.h"
+#include "gateway/jobs/storeq.h"
 
 /* Three X-RateLimit lines and a Retry-After line, each well under 48 bytes. */
 /* The rate-limit lines and a Location line. */
@@ -32,35 +30,45 @@
 /* The default and the largest page of GET /v1/jobs/{id}/items. */
 #define JOBS_PAGE_DEFAULT 100
 #define JOBS_PAGE_MAX 1000
-/* A 400's message names the member: its name, an index and a short reason. */
-#define JOBS_MSG_BYTES 160
-
-enum jobs_op { JOBS_CREATE, JOBS_GET, JOBS_CANCEL, JOBS_ITEMS, JOBS_USAGE };
-
-/* A body's request, checked. ids holds n distinct video ids in their first order. */
-struct job_request {
-  char (*ids)[VTS_VIDEO_ID_LEN + 1];
-  size_t n;
-  char language[16];
-  char translate[16];
-  enum render_format format;
-  char webhook_url[VTS_WEBHOOK_URL_MAX_BYTES + 1]; /* "" for none */
-  /* A playlist's or channel's job: its id ("" for a job of video_ids), and the most items it may hold. */
-  char playlist[VTS_PLAYLIST_ID_MAX + 1];
-  char channel[VTS_CHANNEL_ID_LEN + 1];
-  int64_t cap;
-};
-
-/* One jobs request across the limiter's answer (and, for a playlist or channel, across its first page's reading). */
+/*
+ * The most calls a worker keeps with its job store's thread: past them (a store that stopped answering) a jobs
+ * request is 503 jobs_unavailable at once instead of waiting behind the others.
+ */
+#define JOBS_STORE_CALLS_MAX 64
+/*
+ * One jobs request across the limiter's answer (and, for a playlist or channel, across its first page's reading),
+ * answered into sink: the REST request's own (http), or the sink of the front that asked (jobs_api_ask).
+ */
 struct jobs_call {
   struct handlers_ctx *ctx;
-  struct http_request *req;
+  struct jobsink *sink;
+  struct jobsink_http http;
+  struct http_request *req; /* a REST request: its head and body are read here; NULL for jobs_api_ask */
+  const char *request_id;
+  const char *body; /* JOBS_CREATE: the request's JSON, once read */
+  size_t body_len;
+  const char *query; /* JOBS_ITEMS: cursor and limit */
+  size_t query_len;
+  size_t page_bytes; /* JOBS_ITEMS: 0, or the most bytes a page of items takes (past its first item) */
   enum jobs_op op;
   struct key_entry key; /* a copy: a key file reload may free the store meanwhile */
   char job_id[ROUTE_ID_MAX + 1];
-  struct rl_decision rl; /* given back when done: with Redis, even an unspent check may hold a unit */
+  struct rl_decision rl; /* given back when done (its own check): with Redis, even an unspent check may hold a unit */
   char rl_headers[RLCALC_HEADERS_BYTES];
   struct job_request jr; /* JOBS_CREATE of a playlist or channel: the request while its first page is read */
+  /* The store's call: its inputs, set on the loop before it is queued; its results, written by the store's thread in
+   * the call's work and read on the loop in its done (storeq.h). */
+  int store_rv;
+  size_t open_jobs, stored;
+  struct jobstore_job job;
+  struct buf page; /* JOBS_ITEMS: the page of items, built on the store's thread */
+  int page_failed; /* no memory, or a stored answer that is not a transcript */
+  int64_t after, limit, next;
+  char source[sizeof("playlist:") + VTS_PLAYLIST_ID_MAX];
+  char *continuation; /* JOBS_CREATE of a list: the rest to read ("" for none); NULL for a job of ids */
+  char new_id[JOBSTORE_ID_LEN + 1];
+  char secret[WHSIG_SECRET_LEN + 1];
+  int64_t created_ms;
 };
 
 static int64_t wall_ms(void) {
@@ -69,313 +77,148 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-struct jobstore *jobs_api_store(struct handlers_ctx *ctx) {
-  if (ctx->jobs != NULL) return ctx->jobs;
+struct storeq *jobs_api_queue(struct handlers_ctx *ctx) {
+  if (ctx->jobsq != NULL) return ctx->jobsq;
   char err[256] = "";
-  if (jobstore_open_config(ctx->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &ctx->jobs, err, sizeof(err)) != 0) {
+  if (storeq_open(ctx->loop, ctx->cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &ctx->jobsq, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "job store unavailable", "error", err, NULL);
-    ctx->jobs = NULL;
+    ctx->jobsq = NULL;
   }
-  return ctx->jobs;
-}
-
-/* ---- POST /v1/jobs: the body ---- */
-
-/* The members POST /v1/jobs knows. */
-static const char *const job_members[] = {"video_ids", "playlist_id", "channel_id",  "limit", "language",
-                                          "translate", "format",      "webhook_url", NULL};
-
-static int known_member(const char *name) {
-  for (int i = 0; job_members[i] != NULL; i++)
-    if (strcmp(job_members[i], name) == 0) return 1;
-  return 0;
-}
-
-/*
- * A number that is an integer by JSON Schema's "integer" (its value has no fraction: 2, 2.0 and 1e2 alike, as JSON
- * writers emit them) into out. Returns 0, or -EINVAL for anything else, a fraction or a value out of int64's range.
- */
-static int json_integer(yajl_val v, int64_t *out) {
-  if (YAJL_IS_INTEGER(v)) {
-    *out = YAJL_GET_INTEGER(v);
-    return 0;
-  }
-  if (!YAJL_IS_DOUBLE(v)) return -EINVAL;
-  double d = YAJL_GET_DOUBLE(v);
-  if (!(d >= -9.2e18 && d <= 9.2e18) || d != (double)(int64_t)d) return -EINVAL;
-  *out = (int64_t)d;
-  return 0;
-}
-
-/* A string member's value, or NULL when it is not a string. */
-static const char *str_of(yajl_val v) { return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL; }
-
-/*
- * Reads a language member (language or translate) into out; on a bad one, msg and bad (the code the transcript
- * endpoint answers for the same value: invalid_language).
- */
-static enum api_error read_language(const char *name, enum api_error bad, yajl_val v, char *out, size_t cap,
-                                    char *msg) {
-  const char *s = str_of(v);
-  if (s == NULL || !ident_language_valid(s, strlen(s)) || strlen(s) >= cap) {
-    snprintf(msg, JOBS_MSG_BYTES, "%s must be a string matching ^[a-z]{2,3}(?:-[a-zA-Z]{2,8})?$.", name);
-    return bad;
-  }
-  util_copy_str(out, cap, s);
-  return API_OK;
-}
-
-/*
- * Reads webhook_url into out (VTS_WEBHOOK_URL_MAX_BYTES + 1): a string that hookurl_check accepts with the allow list
- * of VTS_WEBHOOK_ALLOW (checked at start, so it parses). An API_ERR with msg on a bad one.
- */
-static enum api_error read_webhook_url(const struct vts_config *cfg, yajl_val v, char *out, char *msg) {
-  struct netaddr_allow allow;
-  char why[128];
-  if (netaddr_allow_parse(cfg->webhook_allow, &allow, why, sizeof(why)) != 0) allow.n = 0;
-  const char *s = str_of(v);
-  size_t len = s != NULL ? strlen(s) : 0;
-  enum hookurl_verdict verdict = hookurl_check(s, len, &allow, msg, JOBS_MSG_BYTES);
-  if (verdict == HOOKURL_MALFORMED) return API_ERR_INVALID_MEMBER;
-  if (verdict == HOOKURL_REFUSED) return API_ERR_WEBHOOK_REFUSED;
-  memcpy(out, s, len + 1);
-  return API_OK;
-}
-
-/* The deepest nesting a job request has (jsonshape_ok refuses deeper bodies before yajl sees them). */
-enum { JOB_BODY_MAX_DEPTH = 8 };
-
-/*
- * Checks the body of POST /v1/jobs into jr. Returns API_OK, or the error with msg naming the member (msg "" when
- * the row's own message says it). Members are checked in a fixed order: the JSON, unknown members, the source
- * (exactly one of video_ids, playlist_id, channel_id), the options, then video_ids entry by entry.
- */
-/* Over 80 lines: the members' checks in the one order the contract answers their errors (test_jobs_api asserts it). */
-static enum api_error read_job_request(const struct vts_config *cfg, const char *body, size_t len,
-                                       struct job_request *jr, char *msg) {
-  msg[0] = '\0';
-  char errbuf[128];
-  if (body == NULL || len == 0 || !jsonshape_ok(body, len, JOB_BODY_MAX_DEPTH)) return API_ERR_INVALID_JSON;
-  yajl_val root = yajl_tree_parse(body, errbuf, sizeof(errbuf));
-  if (root == NULL || !YAJL_IS_OBJECT(root)) {
-    yajl_tree_free(root);
-    return API_ERR_INVALID_JSON;
-  }
-  enum api_error e = API_OK;
-  yajl_val video_ids = NULL, limit = NULL, webhook = NULL;
-  int sources = 0, playlist = 0;
-  size_t nkeys = root->u.object.len;
-  for (size_t i = 0; i < nkeys && e == API_OK; i++) {
-    const char *k = root->u.object.keys[i];
-    yajl_val v = root->u.object.values[i];
-    for (size_t j = 0; j < i; j++) {
-      if (strcmp(root->u.object.keys[j], k) == 0) {
-        snprintf(msg, JOBS_MSG_BYTES, "%.40s is given more than once.", k);
-        e = API_ERR_INVALID_MEMBER;
-      }
-    }
-    if (e != API_OK) break;
-    if (!known_member(k)) {
-      snprintf(msg, JOBS_MSG_BYTES, "%.40s is not a member of a job request.", k);
-      e = API_ERR_INVALID_MEMBER;
-    } else if (strcmp(k, "video_ids") == 0) {
-      video_ids = v;
-      sources++;
-    } else if (strcmp(k, "playlist_id") == 0) {
-      const char *id = str_of(v);
-      if (id == NULL || !ident_playlist_id_valid(id, strlen(id))) {
-        snprintf(msg, JOBS_MSG_BYTES, "playlist_id must be 2 to %d characters of A-Z, a-z, 0-9, _ or -.",
-                 VTS_PLAYLIST_ID_MAX);
-        e = API_ERR_INVALID_MEMBER;
-      } else {
-        util_copy_str(jr->playlist, sizeof(jr->playlist), id);
-      }
-      playlist = 1;
-      sources++;
-    } else if (strcmp(k, "channel_id") == 0) {
-      const char *id = str_of(v);
-      if (id == NULL || !ident_channel_id_valid(id, strlen(id))) {
-        snprintf(msg, JOBS_MSG_BYTES,
-                 "channel_id must be a channel id: UC and 22 characters of A-Z, a-z, 0-9, _ or -.");
-        e = API_ERR_INVALID_MEMBER;
-      } else {
-        util_copy_str(jr->channel, sizeof(jr->channel), id);
-      }
-      playlist = 1;
-      sources++;
-    } else if (strcmp(k, "limit") == 0) {
-      limit = v;
-    } else if (strcmp(k, "language") == 0) {
-      e = read_language("language", API_ERR_INVALID_LANGUAGE, v, jr->language, sizeof(jr->language), msg);
-    } else if (strcmp(k, "translate") == 0) {
-      e = read_language("translate", API_ERR_INVALID_TRANSLATE, v, jr->translate, sizeof(jr->translate), msg);
-    } else if (strcmp(k, "format") == 0) {
-      const char *s = str_of(v);
-      if (s == NULL || render_format_from_name(s, strlen(s), &jr->format) != 0) {
-        snprintf(msg, JOBS_MSG_BYTES, "format must be one of %s.", RENDER_FORMAT_NAMES);
-        e = API_ERR_INVALID_MEMBER;
-      }
-    } else if (strcmp(k, "webhook_url") == 0) {
-      webhook = v;
-    }
-  }
-  if (e == API_OK && sources != 1) e = API_ERR_JOB_SOURCE;
-  int64_t cap = cfg->job_max_items;
-  if (e == API_OK && limit != NULL) {
-    int64_t n = 0;
-    if (json_integer(limit, &n) != 0 || n < 1 || n > cap) {
-      snprintf(msg, JOBS_MSG_BYTES, "limit must be an integer from 1 to %lld (VTS_JOB_MAX_ITEMS).", (long long)cap);
-      e = API_ERR_INVALID_MEMBER;
-    } else {
-      cap = n;
-    }
-  }
-  jr->cap = cap;
-  if (e == API_OK && webhook != NULL) e = read_webhook_url(cfg, webhook, jr->webhook_url, msg);
-  /* A playlist's or channel's videos are read from the platform, not from the body. */
-  if (e == API_OK && playlist) {
-    yajl_tree_free(root);
-    return e;
-  }
-  if (e == API_OK && (!YAJL_IS_ARRAY(video_ids) || video_ids->u.array.len == 0)) {
-    snprintf(msg, JOBS_MSG_BYTES, "video_ids must be a non-empty array of video ids or video URLs.");
-    e = API_ERR_INVALID_MEMBER;
-  }
-  /* Every entry read first (a bad one left "" and remembered), then folded, then taken in order. */
-  size_t len_in = e == API_OK ? video_ids->u.array.len : 0;
-  unsigned char *flag = NULL;
-  if (e == API_OK) {
-    jr->ids = calloc(len_in, sizeof(*jr->ids));
-    flag = calloc(len_in, 2);
-    if (jr->ids == NULL || flag == NULL) e = API_ERR_SERVICE_UNAVAILABLE;
-  }
-  unsigned char *bad = flag, *dup = flag != NULL ? flag + len_in : NULL;
-  for (size_t i = 0; e == API_OK && i < len_in; i++) {
-    const char *s = str_of(video_ids->u.array.values[i]);
-    size_t sl = s != NULL ? strlen(s) : 0;
-    char *id = jr->ids[i];
-    if (s != NULL && ident_video_id_valid(s, sl)) {
-      memcpy(id, s, VTS_VIDEO_ID_LEN);
-      id[VTS_VIDEO_ID_LEN] = '\0';
-    } else if (s == NULL || videourl_parse(s, sl, id) != 0) {
-      id[0] = '\0';
-      bad[i] = 1;
-    }
-  }
-  if (e == API_OK && idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, len_in, dup) != 0)
-    e = API_ERR_SERVICE_UNAVAILABLE;
-  for (size_t i = 0; e == API_OK && i < len_in; i++) {
-    if (bad[i]) {
-      snprintf(msg, JOBS_MSG_BYTES, "video_ids[%zu] is neither a video id nor a recognised video URL.", i);
-      e = API_ERR_INVALID_VIDEO_ID;
-      break;
-    }
-    if (dup[i]) continue; /* a duplicate: folded into its first place */
-    if ((int64_t)jr->n == cap) {
-      if (limit != NULL && cap < cfg->job_max_items) break; /* limit reached: the rest is not asked for */
-      snprintf(msg, JOBS_MSG_BYTES, "video_ids holds more than %lld distinct videos (VTS_JOB_MAX_ITEMS).",
-               (long long)cfg->job_max_items);
-      e = API_ERR_TOO_MANY_ITEMS;
-      break;
-    }
-    if (jr->n != i) memcpy(jr->ids[jr->n], jr->ids[i], sizeof(jr->ids[0]));
-    jr->n++;
-  }
-  free(flag);
-  yajl_tree_free(root);
-  return e;
+  return ctx->jobsq;
 }
 
 /* ---- answers ---- */
 
+static void respond_error(struct jobs_call *c, enum api_error e) {
+  c->sink->ops->error(c->sink, e, NULL, c->rl_headers);
+}
+
+/* A 400 (or another refusal) with msg naming what was bad; msg "" is e's own message. */
+static void respond_error_msg(struct jobs_call *c, enum api_error e, const char *msg) {
+  c->sink->ops->error(c->sink, e, msg[0] != '\0' ? msg : NULL, c->rl_headers);
+}
+
 static void respond_buf(struct jobs_call *c, int status, const char *headers, struct buf *b) {
   if (b->data == NULL && buf_reserve(b, 1) != 0) {
-    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     return;
   }
   size_t len = 0;
   char *body = buf_steal(b, &len);
-  http_respond(c->req, status, headers, body, len, body);
+  c->sink->ops->answer(c->sink, status, headers, body, len);
 }
 
 static void store_error(struct jobs_call *c, int rv) {
   if (rv == -ENOENT) {
-    http_respond_error(c->req, API_ERR_JOB_NOT_FOUND, c->rl_headers);
+    respond_error(c, API_ERR_JOB_NOT_FOUND);
     return;
   }
   char code[16];
   snprintf(code, sizeof(code), "%d", rv);
-  log_msg(LOG_ERROR, "job store failed", "request_id", c->req->request_id, "error", code, NULL);
-  http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
+  log_msg(LOG_ERROR, "job store failed", "request_id", c->request_id, "error", code, NULL);
+  respond_error(c, API_ERR_JOBS_UNAVAILABLE);
 }
 
-/* Creates the job of jr in the store and answers 202 with it (spec's strings borrowed from jr and c). */
-static void create_and_answer(struct jobs_call *c, struct jobstore *js, const struct job_request *jr,
-                              const char *source, const char *continuation) {
-  struct http_request *req = c->req;
+static void jobs_call_end(struct jobs_call *c);
+
+/*
+ * Runs work(js, c) on the store's thread, then done(c) on the loop, which owns c from here (and ends it). A store
+ * that cannot be opened, or that holds JOBS_STORE_CALLS_MAX calls already, is 503 jobs_unavailable at once.
+ */
+static void store_call(struct jobs_call *c, storeq_work_fn work, storeq_done_fn done) {
+  struct storeq *q = jobs_api_queue(c->ctx);
+  int rv = q == NULL ? -EIO : storeq_depth(q) >= JOBS_STORE_CALLS_MAX ? -EBUSY : storeq_call(q, work, done, c);
+  if (rv == 0) return;
+  if (rv == -EBUSY) log_msg(LOG_WARN, "job store busy", "request_id", c->request_id, NULL);
+  respond_error(c, API_ERR_JOBS_UNAVAILABLE);
+  jobs_call_end(c);
+}
+
+/* Runs on the store's thread: the job of c->jr made (its webhook's secret drawn first). */
+static void create_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  const struct job_request *jr = &c->jr;
   /* The secret signs every delivery of the job's webhook: the client sees it in this answer only. */
-  char secret[WHSIG_SECRET_LEN + 1] = "";
-  int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(secret, sizeof(secret)) != 0 ? -EIO : 0;
+  int rv = jr->webhook_url[0] != '\0' && whsig_secret_new(c->secret, sizeof(c->secret)) != 0 ? -EIO : 0;
   static const char *const format_names[] = {"json", "text", "srt", "vtt"};
   struct jobstore_spec spec = {.key_id = c->key.name,
                                .language = jr->language,
                                .translate = jr->translate,
                                .format = format_names[jr->format],
                                .webhook_url = jr->webhook_url,
-                               .webhook_secret = secret,
-                               .source = source,
-                               .continuation = continuation,
+                               .webhook_secret = c->secret,
+                               .source = c->source,
+                               .continuation = c->continuation,
                                .max_items = (size_t)jr->cap,
                                .max_open = (size_t)c->ctx->cfg->jobs_max_open,
                                .max_stored = (size_t)c->ctx->cfg->jobs_max_stored_items};
-  char id[JOBSTORE_ID_LEN + 1];
-  int64_t now = wall_ms();
-  if (rv == 0) rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, now, id);
-  size_t n = jr->n;
+  c->created_ms = wall_ms();
+  if (rv == 0)
+    rv = jobstore_create(js, &spec, (const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, jr->n, c->created_ms, c->new_id);
+  c->store_rv = rv;
+}
+
+/* The job made: 202 with it, or why not. */
+static void create_done(void *arg) {
+  struct jobs_call *c = arg;
+  int rv = c->store_rv;
+  size_t n = c->jr.n;
+  if (c->sink->ops->gone(c->sink)) goto done;
   if (rv == -EDQUOT) {
-    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
-    return;
+    respond_error(c, API_ERR_TOO_MANY_JOBS);
+    goto done;
   }
   if (rv == -ENOSPC) {
-    char msg[JOBS_MSG_BYTES];
+    char msg[JOBREQ_MSG_BYTES];
     snprintf(msg, sizeof(msg),
              "This API key's jobs would keep more than %lld items (VTS_JOBS_MAX_STORED_ITEMS), ended jobs included "
              "until they expire.",
              (long long)c->ctx->cfg->jobs_max_stored_items);
-    http_respond_error_msg(req, API_ERR_TOO_MANY_STORED, msg, c->rl_headers);
-    return;
+    respond_error_msg(c, API_ERR_TOO_MANY_STORED, msg);
+    goto done;
   }
   if (rv != 0) {
     store_error(c, rv == -ENOENT ? -EIO : rv);
-    return;
+    goto done;
   }
+  const char *id = c->new_id;
   struct buf b = BUF_INIT;
   int brv = buf_printf(&b, "{\"id\":\"%s\",\"status\":\"queued\",\"total\":%zu", id, n);
-  brv |= jobjson_time(&b, "created", now);
+  brv |= jobjson_time(&b, "created", c->created_ms);
   /* At most this many of its items can get a transcript now: each holds a unit before the platform is asked. */
   brv |=
       buf_printf(&b, ",\"quota_remaining\":%lld", (long long)(c->rl.quota_remaining > 0 ? c->rl.quota_remaining : 0));
-  if (secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", secret);
+  if (c->secret[0] != '\0') brv |= buf_printf(&b, ",\"webhook_secret\":\"%s\"", c->secret);
   brv |= buf_puts(&b, "}");
   if (brv != 0) {
     buf_free(&b);
-    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
-    return;
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
+    goto done;
   }
   char headers[JOBS_HEADERS_BYTES];
   snprintf(headers, sizeof(headers), "%sLocation: /v1/jobs/%s\r\n", c->rl_headers, id);
   char total[24];
   snprintf(total, sizeof(total), "%zu", n);
-  log_msg(LOG_INFO, "job accepted", "request_id", req->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
-          "source", source, "more", continuation != NULL && continuation[0] != '\0' ? "yes" : "no", NULL);
+  log_msg(LOG_INFO, "job accepted", "request_id", c->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
+          "source", c->source, "more", c->continuation != NULL && c->continuation[0] != '\0' ? "yes" : "no", NULL);
   respond_buf(c, 202, headers, &b);
+done:
+  jobs_call_end(c);
 }
 
-/* The end of a jobs request: the limiter's hold given back, the request released. */
+/* Creates the job of c->jr from source (a list's rest in c->continuation) and answers 202 with it; owns c. */
+static void create_and_answer(struct jobs_call *c, const char *source) {
+  util_copy_str(c->source, sizeof(c->source), source);
+  store_call(c, create_work, create_done);
+}
+
+/* The end of a jobs request: the limiter's hold given back, the sink ended. */
 static void jobs_call_end(struct jobs_call *c) {
   ratelimit_refund(c->ctx->rl, &c->rl);
-  http_request_release(c->req);
+  c->sink->ops->end(c->sink);
   free(c->jr.ids);
+  free(c->continuation);
+  buf_free(&c->page);
   free(c);
 }
 
@@ -406,14 +249,13 @@ static enum api_error browse_not_available(uint8_t reason) {
 static void on_first_page(void *arg, const struct proto_result *res, struct entity *ent) {
   (void)ent;
   struct jobs_call *c = arg;
-  struct http_request *req = c->req;
   struct job_request *jr = &c->jr;
-  if (http_request_gone(req)) goto done;
+  if (c->sink->ops->gone(c->sink)) goto done;
   int status = res != NULL ? proto_outcome_status(res->outcome) : 500;
   struct proto_browse_page page;
   if (status == 200 && proto_browse_read(res->body, res->body_len, &page) != 0) status = 500;
   if (status == 404) {
-    http_respond_error(req, browse_not_available(res->reason), c->rl_headers);
+    respond_error(c, browse_not_available(res->reason));
     goto done;
   }
   if (status == 502 || status == 503) {
@@ -425,21 +267,20 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
       strb_puts(&h, "\r\n");
       if (!h.ok) c->rl_headers[len] = '\0';
     }
-    http_respond_error(req, status == 503 ? API_ERR_SERVICE_UNAVAILABLE : API_ERR_UPSTREAM_FAILED, c->rl_headers);
+    respond_error(c, status == 503 ? API_ERR_SERVICE_UNAVAILABLE : API_ERR_UPSTREAM_FAILED);
     goto done;
   }
   if (status != 200) {
-    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
+    respond_error(c, API_ERR_FETCH_FAILED);
     goto done;
   }
-  struct jobstore *js = jobs_api_store(c->ctx);
   jr->ids = calloc(page.n + 1, sizeof(*jr->ids));
   unsigned char *dup = malloc(page.n + 1);
   char *next = malloc(page.token_len + 1);
-  if (js == NULL || jr->ids == NULL || dup == NULL || next == NULL) {
+  if (jr->ids == NULL || dup == NULL || next == NULL) {
     free(dup);
     free(next);
-    http_respond_error(req, js == NULL ? API_ERR_JOBS_UNAVAILABLE : API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     goto done;
   }
   for (size_t i = 0; i < page.n; i++) {
@@ -449,7 +290,7 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   if (idfold_mark((const char(*)[VTS_VIDEO_ID_LEN + 1]) jr->ids, page.n, dup) != 0) {
     free(dup);
     free(next);
-    http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     goto done;
   }
   for (size_t i = 0; i < page.n && (int64_t)jr->n < jr->cap; i++) {
@@ -462,14 +303,16 @@ static void on_first_page(void *arg, const struct proto_result *res, struct enti
   memcpy(next, page.token, page.token_len);
   next[(int64_t)jr->n < jr->cap ? page.token_len : 0] = '\0';
   if (jr->n == 0 && next[0] == '\0') {
-    http_respond_error(req, API_ERR_NOT_AVAILABLE_NO_VIDEOS, c->rl_headers);
-  } else {
-    char source[sizeof("playlist:") + VTS_PLAYLIST_ID_MAX];
-    snprintf(source, sizeof(source), "%s:%s", jr->playlist[0] ? "playlist" : "channel",
-             jr->playlist[0] ? jr->playlist : jr->channel);
-    create_and_answer(c, js, jr, source, next);
+    free(next);
+    respond_error(c, API_ERR_NOT_AVAILABLE_NO_VIDEOS);
+    goto done;
   }
-  free(next);
+  char source[sizeof(c->source)];
+  snprintf(source, sizeof(source), "%s:%s", jr->playlist[0] ? "playlist" : "channel",
+           jr->playlist[0] ? jr->playlist : jr->channel);
+  c->continuation = next;
+  create_and_answer(c, source);
+  return;
 done:
   jobs_call_end(c);
 }
@@ -483,58 +326,44 @@ static int read_first_page(struct jobs_call *c) {
                           .browse_what = jr->playlist[0] ? PROTO_BROWSE_PLAYLIST : PROTO_BROWSE_CHANNEL,
                           .browse = target,
                           .browse_len = (uint32_t)strlen(target)};
-  util_copy_str(job.request_id, sizeof(job.request_id), c->req->request_id);
+  util_copy_str(job.request_id, sizeof(job.request_id), c->request_id);
   return dispatch_submit(&job, on_first_page, c) == 0 ? 0 : -1;
 }
 
-/*
- * The body of POST /v1/jobs, read: the request, then the job (or its playlist's or channel's first page). Returns 1
- * when the answer is left to a callback (which then owns c), 0 when answered.
- */
-static int jobs_create_body(struct jobs_call *c, struct jobstore *js) {
-  struct http_request *req = c->req;
+/* The body of POST /v1/jobs, read: the request, then the job (or its playlist's or channel's first page); owns c. */
+static void jobs_create_body(struct jobs_call *c) {
   struct job_request *jrp = &c->jr;
   jrp->format = RENDER_JSON;
-  char msg[JOBS_MSG_BYTES];
-  enum api_error e = read_job_request(c->ctx->cfg, req->body, req->body_len, jrp, msg);
+  char msg[JOBREQ_MSG_BYTES];
+  enum api_error e = jobreq_read(c->ctx->cfg, c->body, c->body_len, jrp, msg);
   if (e != API_OK) {
-    if (msg[0] != '\0')
-      http_respond_error_msg(req, e, msg, c->rl_headers);
-    else
-      http_respond_error(req, e, c->rl_headers);
-    return 0;
+    respond_error_msg(c, e, msg);
+    jobs_call_end(c);
+    return;
   }
   if (jrp->playlist[0] != '\0' || jrp->channel[0] != '\0') {
-    if (read_first_page(c) == 0) return 1;
-    http_respond_error(req, API_ERR_FETCH_FAILED, c->rl_headers);
-    return 0;
+    if (read_first_page(c) == 0) return; /* the first page's callback owns c */
+    respond_error(c, API_ERR_FETCH_FAILED);
+    jobs_call_end(c);
+    return;
   }
-  create_and_answer(c, js, jrp, "video_ids", NULL);
-  return 0;
+  create_and_answer(c, "video_ids");
 }
-
-static void jobs_call_end(struct jobs_call *c);
 
 static void on_job_body(void *arg, struct http_request *req, int status) {
-  (void)req;
   struct jobs_call *c = arg;
-  if (status == 0) {
-    struct jobstore *js = jobs_api_store(c->ctx);
-    if (js == NULL)
-      http_respond_error(c->req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
-    else if (jobs_create_body(c, js))
-      return; /* the first page's callback ends the call */
+  if (status != 0) {
+    jobs_call_end(c); /* the server answered a body that did not come */
+    return;
   }
-  jobs_call_end(c);
+  c->body = req->body;
+  c->body_len = req->body_len;
+  jobs_create_body(c);
 }
 
-/*
- * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
- * cap of open jobs) is answered before a byte of the body is read. Returns 1 when the answer is left to a callback
- * (which then owns c), 0 when answered.
- */
-static int jobs_create(struct jobs_call *c, struct jobstore *js) {
-  struct http_request *req = c->req;
+/* Whether the head of a REST POST /v1/jobs names a body it cannot have (then answered 415). */
+static int refuse_media_type(struct jobs_call *c) {
+  const struct http_request *req = c->req;
   /* RFC 9110 15.5.16: a body of another media type, or in a content coding we do not read, is 415. */
   static const char json[] = "application/json";
   size_t jl = sizeof(json) - 1;
@@ -556,42 +385,84 @@ static int jobs_create(struct jobs_call *c, struct jobstore *js) {
       snprintf(msg, sizeof(msg), "The request body must be application/json; got no Content-Type.");
     else
       snprintf(msg, sizeof(msg), "The request body must be application/json; got %s%s.", got, n < ctl ? "..." : "");
-    http_respond_error_msg(req, API_ERR_UNSUPPORTED_MEDIA_TYPE, msg, c->rl_headers);
-    return 0;
+    respond_error_msg(c, API_ERR_UNSUPPORTED_MEDIA_TYPE, msg);
+    return 1;
   }
-  size_t open_jobs = 0;
-  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
-  if (rv == 0 && (int64_t)open_jobs >= c->ctx->cfg->jobs_max_open) {
-    http_respond_error(req, API_ERR_TOO_MANY_JOBS, c->rl_headers);
-    return 0;
-  }
-  if (rv != 0) {
-    store_error(c, rv == -ENOENT ? -EIO : rv);
-    return 0;
-  }
-  if (!req->body_waiting) return jobs_create_body(c, js);
-  return http_request_read_body(req, on_job_body, c) == 0;
+  return 0;
 }
 
-static void jobs_get(struct jobs_call *c, struct jobstore *js) {
-  struct jobstore_job j;
+/* Runs on the store's thread: how many of the key's jobs are open. */
+static void open_jobs_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  c->store_rv = jobstore_open_jobs(js, c->key.name, &c->open_jobs);
+}
+
+/* The cap of open jobs checked: 429, or the body read (or taken) and the job made. */
+static void open_jobs_done(void *arg) {
+  struct jobs_call *c = arg;
+  struct http_request *req = c->req;
+  int rv = c->store_rv;
+  if (c->sink->ops->gone(c->sink)) {
+    jobs_call_end(c);
+    return;
+  }
+  if (rv == 0 && (int64_t)c->open_jobs >= c->ctx->cfg->jobs_max_open) rv = -EDQUOT;
+  if (rv != 0) {
+    if (rv == -EDQUOT)
+      respond_error(c, API_ERR_TOO_MANY_JOBS);
+    else
+      store_error(c, rv == -ENOENT ? -EIO : rv);
+    jobs_call_end(c);
+    return;
+  }
+  if (req != NULL && req->body_waiting) {
+    if (http_request_read_body(req, on_job_body, c) != 0) jobs_call_end(c); /* answered already, or gone */
+    return;
+  }
+  if (req != NULL) {
+    c->body = req->body;
+    c->body_len = req->body_len;
+  }
+  jobs_create_body(c);
+}
+
+/*
+ * POST /v1/jobs once its head is in and the key and its window passed: what the head decides (the media type, the
+ * cap of open jobs) is answered before a byte of the body is read. Owns c.
+ */
+static void jobs_create(struct jobs_call *c) {
+  if (c->req != NULL && refuse_media_type(c)) {
+    jobs_call_end(c);
+    return;
+  }
+  store_call(c, open_jobs_work, open_jobs_done);
+}
+
+/* Runs on the store's thread: the job (cancelled first for a DELETE). */
+static void get_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
   int rv = 0;
   if (c->op == JOBS_CANCEL) {
     size_t n = 0;
     rv = jobstore_cancel(js, c->key.name, c->job_id, wall_ms(), &n);
   }
-  if (rv == 0) rv = jobstore_get(js, c->key.name, c->job_id, &j);
-  if (rv != 0) {
-    store_error(c, rv);
-    return;
-  }
+  if (rv == 0) rv = jobstore_get(js, c->key.name, c->job_id, &c->job);
+  c->store_rv = rv;
+}
+
+static void get_done(void *arg) {
+  struct jobs_call *c = arg;
   struct buf b = BUF_INIT;
-  if (jobjson_status(&b, &j, NULL) != 0) {
-    buf_free(&b);
-    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
-    return;
-  }
-  respond_buf(c, 200, c->rl_headers, &b);
+  if (c->sink->ops->gone(c->sink))
+    ;
+  else if (c->store_rv != 0)
+    store_error(c, c->store_rv);
+  else if (jobjson_status(&b, &c->job, NULL) != 0)
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
+  else
+    respond_buf(c, 200, c->rl_headers, &b);
+  buf_free(&b);
+  jobs_call_end(c);
 }
 
 /* The walk of one page of items into the answer. */
@@ -599,7 +470,8 @@ struct items_walk {
   struct buf *b;
   enum render_format format;
   size_t n;
-  int failed; /* no memory, or a stored answer that is not a transcript */
+  size_t within; /* 0, or the most bytes the page takes: an item past them (not the first) ends it */
+  int failed;    /* no memory, or a stored answer that is not a transcript */
 };
 
 static int item_json(void *arg, const struct jobstore_item *it) {
@@ -607,6 +479,7 @@ static int item_json(void *arg, const struct jobstore_item *it) {
   struct buf *b = w->b;
   /* A page holds at least one item, and stops at VTS_MAX_JOBS_PAGE_BYTES: the client follows next_cursor. */
   if (w->n > 0 && b->len >= VTS_MAX_JOBS_PAGE_BYTES) return JOBSTORE_PAGE_FULL;
+  size_t before = b->len;
   int rv = buf_printf(b, "%s{\"video_id\":\"%s\",\"status\":\"%s\"", w->n++ > 0 ? "," : "", it->video_id,
                       jobstore_item_status_name(it->status));
   if (it->status == ITEM_DONE && it->body != NULL) {
@@ -633,6 +506,12 @@ static int item_json(void *arg, const struct jobstore_item *it) {
   }
   rv |= buf_puts(b, "}");
   if (rv != 0) w->failed = 1;
+  if (rv == 0 && w->within > 0 && w->n > 1 && b->len > w->within) {
+    /* Past the bound: the page ends before this item, which the next page starts with. */
+    b->len = before;
+    w->n--;
+    return JOBSTORE_PAGE_FULL;
+  }
   return rv != 0 ? -ENOMEM : 0;
 }
 
@@ -668,52 +547,67 @@ static enum api_error read_items_query(const char *qs, size_t len, int64_t *afte
   return API_OK;
 }
 
-static void jobs_items(struct jobs_call *c, struct jobstore *js) {
-  int64_t after, limit;
-  struct http_request *req = c->req;
-  enum api_error e = read_items_query(req->query != NULL ? req->query : "", req->query_len, &after, &limit);
-  if (e != API_OK) {
-    http_respond_error(req, e, c->rl_headers);
-    return;
-  }
-  struct jobstore_job j;
-  int rv = jobstore_get(js, c->key.name, c->job_id, &j);
+/* Runs on the store's thread: the job (for its format), then one page of its items into c->page. */
+static void items_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  int rv = jobstore_get(js, c->key.name, c->job_id, &c->job);
   if (rv != 0) {
-    store_error(c, rv);
+    c->store_rv = rv;
     return;
   }
-  struct buf b = BUF_INIT;
-  struct items_walk w = {.b = &b, .format = RENDER_JSON};
-  if (j.format[0] != '\0') render_format_from_name(j.format, strlen(j.format), &w.format);
-  int64_t next = 0;
-  rv = buf_puts(&b, "{\"items\":[");
-  if (rv == 0) rv = jobstore_items(js, c->key.name, c->job_id, after, (size_t)limit, item_json, &w, &next);
+  struct items_walk w = {.b = &c->page, .format = RENDER_JSON, .within = c->page_bytes};
+  if (c->job.format[0] != '\0') render_format_from_name(c->job.format, strlen(c->job.format), &w.format);
+  rv = buf_puts(&c->page, "{\"items\":[");
+  if (rv == 0) rv = jobstore_items(js, c->key.name, c->job_id, c->after, (size_t)c->limit, item_json, &w, &c->next);
   if (rv == 0)
-    rv = next > 0 ? buf_printf(&b, "],\"next_cursor\":\"%lld\"}", (long long)next)
-                  : buf_puts(&b, "],\"next_cursor\":null}");
-  if (rv != 0) {
-    buf_free(&b);
-    if (w.failed || rv == -ENOMEM)
-      http_respond_error(req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
-    else
-      store_error(c, rv);
+    rv = c->next > 0 ? buf_printf(&c->page, "],\"next_cursor\":\"%lld\"}", (long long)c->next)
+                     : buf_puts(&c->page, "],\"next_cursor\":null}");
+  c->page_failed = w.failed;
+  c->store_rv = rv;
+}
+
+static void items_done(void *arg) {
+  struct jobs_call *c = arg;
+  int rv = c->store_rv;
+  if (c->sink->ops->gone(c->sink))
+    ;
+  else if (rv != 0 && (c->page_failed || rv == -ENOMEM))
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
+  else if (rv != 0)
+    store_error(c, rv);
+  else
+    respond_buf(c, 200, c->rl_headers, &c->page);
+  jobs_call_end(c);
+}
+
+/* GET /v1/jobs/{id}/items: its query checked here, the page read on the store's thread. Owns c. */
+static void jobs_items(struct jobs_call *c) {
+  enum api_error e = read_items_query(c->query != NULL ? c->query : "", c->query_len, &c->after, &c->limit);
+  if (e != API_OK) {
+    respond_error(c, e);
+    jobs_call_end(c);
     return;
   }
-  respond_buf(c, 200, c->rl_headers, &b);
+  store_call(c, items_work, items_done);
 }
 
 /*
  * The key's own use, as this request's check saw it: the month (units used and left, when it starts again), the short
  * window (this request counted), and what its jobs hold (open jobs, stored items) against their caps.
  */
-static void usage(struct jobs_call *c, struct jobstore *js) {
+static void usage_work(struct jobstore *js, void *arg) {
+  struct jobs_call *c = arg;
+  int rv = jobstore_open_jobs(js, c->key.name, &c->open_jobs);
+  if (rv == 0) rv = jobstore_stored_items(js, c->key.name, &c->stored);
+  c->store_rv = rv;
+}
+
+static void usage_answer(struct jobs_call *c) {
   const struct rl_decision *d = &c->rl;
   const struct vts_config *cfg = c->ctx->cfg;
-  size_t open_jobs = 0, stored = 0;
-  int rv = jobstore_open_jobs(js, c->key.name, &open_jobs);
-  if (rv == 0) rv = jobstore_stored_items(js, c->key.name, &stored);
-  if (rv != 0) {
-    store_error(c, rv == -ENOENT ? -EIO : rv);
+  size_t open_jobs = c->open_jobs, stored = c->stored;
+  if (c->store_rv != 0) {
+    store_error(c, c->store_rv == -ENOENT ? -EIO : c->store_rv);
     return;
   }
   struct rl_limits lim;
@@ -730,51 +624,62 @@ static void usage(struct jobs_call *c, struct jobstore *js) {
                     open_jobs, (long long)cfg->jobs_max_open, stored, (long long)cfg->jobs_max_stored_items);
   if (brv != 0) {
     buf_free(&b);
-    http_respond_error(c->req, API_ERR_SERVICE_UNAVAILABLE, c->rl_headers);
+    respond_error(c, API_ERR_SERVICE_UNAVAILABLE);
     return;
   }
   respond_buf(c, 200, c->rl_headers, &b);
 }
 
+static void usage_done(void *arg) {
+  struct jobs_call *c = arg;
+  if (!c->sink->ops->gone(c->sink)) usage_answer(c);
+  jobs_call_end(c);
+}
+
 /* ---- the common path: key, window, store ---- */
 
-static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
-  struct jobs_call *c = arg;
-  struct http_request *req = c->req;
-  c->rl = *d;
-  if (http_request_gone(req)) goto done;
-  rlcalc_headers(d, c->rl_headers, sizeof(c->rl_headers));
+enum api_error jobs_api_refusal(const struct rl_decision *d, enum jobs_op op) {
   /* A month used up refuses a new job (its items could only fail), never reading or cancelling the jobs made. */
-  if (d->outcome != RL_ALLOW && !(d->outcome == RL_QUOTA && c->op != JOBS_CREATE)) {
-    http_respond_error(req,
-                       d->outcome == RL_LIMITED ? API_ERR_RATE_LIMITED
-                       : d->outcome == RL_QUOTA ? API_ERR_QUOTA_EXCEEDED
-                                                : API_ERR_RATE_LIMIT_UNAVAILABLE,
-                       c->rl_headers);
-    goto done;
-  }
-  struct jobstore *js = jobs_api_store(c->ctx);
-  if (js == NULL) {
-    http_respond_error(req, API_ERR_JOBS_UNAVAILABLE, c->rl_headers);
-    goto done;
-  }
+  if (d->outcome == RL_ALLOW || (d->outcome == RL_QUOTA && op != JOBS_CREATE)) return API_OK;
+  return d->outcome == RL_LIMITED ? API_ERR_RATE_LIMITED
+         : d->outcome == RL_QUOTA ? API_ERR_QUOTA_EXCEEDED
+                                  : API_ERR_RATE_LIMIT_UNAVAILABLE;
+}
+
+/* The store's part of a call whose key and window passed, on the store's thread; owns c. */
+static void jobs_run(struct jobs_call *c) {
   switch (c->op) {
     case JOBS_CREATE:
-      if (jobs_create(c, js)) return; /* the first page's callback ends the call */
+      jobs_create(c);
       break;
     case JOBS_GET:
     case JOBS_CANCEL:
-      jobs_get(c, js);
+      store_call(c, get_work, get_done);
       break;
     case JOBS_ITEMS:
-      jobs_items(c, js);
+      jobs_items(c);
       break;
     case JOBS_USAGE:
-      usage(c, js);
+      store_call(c, usage_work, usage_done);
       break;
   }
-done:
-  jobs_call_end(c);
+}
+
+static void on_jobs_rate_decided(void *arg, const struct rl_decision *d) {
+  struct jobs_call *c = arg;
+  c->rl = *d;
+  if (c->sink->ops->gone(c->sink)) {
+    jobs_call_end(c);
+    return;
+  }
+  rlcalc_headers(d, c->rl_headers, sizeof(c->rl_headers));
+  enum api_error e = jobs_api_refusal(d, c->op);
+  if (e != API_OK) {
+    respond_error(c, e);
+    jobs_call_end(c);
+    return;
+  }
+  jobs_run(c);
 }
 
 /*
@@ -791,6 +696,11 @@ static void jobs_begin(struct handlers_ctx *ctx, struct http_request *req, enum 
   }
   c->ctx = ctx;
   c->req = req;
+  jobsink_http_init(&c->http, req);
+  c->sink = &c->http.sink;
+  c->request_id = req->request_id;
+  c->query = req->query;
+  c->query_len = req->query_len;
   c->op = op;
   c->key = *key;
   const char *id;
@@ -799,8 +709,33 @@ static void jobs_begin(struct handlers_ctx *ctx, struct http_request *req, enum 
     memcpy(c->job_id, id, id_len);
     c->job_id[id_len] = '\0';
   }
-  http_request_hold(req);
   ratelimit_check_unspent(ctx->rl, &c->key, on_jobs_rate_decided, c);
+}
+
+void jobs_api_ask(struct handlers_ctx *ctx, const struct key_entry *key, const struct jobs_ask *a,
+                  struct jobsink *sink) {
+  struct jobs_call *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    sink->ops->error(sink, API_ERR_SERVICE_UNAVAILABLE, NULL, "");
+    sink->ops->end(sink);
+    return;
+  }
+  c->ctx = ctx;
+  c->sink = sink;
+  c->request_id = a->request_id;
+  c->body = a->body;
+  c->body_len = a->body_len;
+  c->query = a->query;
+  c->query_len = a->query_len;
+  c->page_bytes = a->page_bytes;
+  c->op = a->op;
+  c->key = *key;
+  if (a->job_id != NULL) util_copy_str(c->job_id, sizeof(c->job_id), a->job_id);
+  /* The caller's decision, its unit the caller's to give back. */
+  c->rl = *a->decided;
+  c->rl.reserved_in = RL_STORE_NONE;
+  rlcalc_headers(&c->rl, c->rl_headers, sizeof(c->rl_headers));
+  jobs_run(c);
 }
 
 void handle_jobs_create(struct handlers_ctx *ctx, struct http_request *req) {

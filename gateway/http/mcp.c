@@ -23,7 +23,8 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"}
 #define MCP_INSTRUCTIONS                                                                                             \
   "Transcripts of videos on the video platform. get_transcript returns a page of a transcript and a next_cursor to " \
   "read on; search_transcript finds where something is said; list_caption_tracks tells the languages; "              \
-  "get_video_metadata the title, channel and description. Each transcript costs one unit of the monthly quota."
+  "get_video_metadata the title, channel and description; start_transcript_job and get_transcript_job fetch many "   \
+  "videos, a playlist or a channel in the background. Each transcript costs one unit of the monthly quota."
 
 static const char *find_version(const char *s, size_t len) {
   for (size_t i = 0; i < MCP_NVERSIONS; i++)

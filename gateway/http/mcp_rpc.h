@@ -6,7 +6,9 @@
 #define VTS_MCP_RPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "gateway/http/errors.h"
 #include "gateway/http/http.h"
 
 /* The standard codes of JSON-RPC 2.0. */
@@ -26,5 +28,18 @@
 int mcp_rpc_result(struct http_request *req, const char *id, const char *extra_headers, const char *result, size_t len);
 /* Answers status with a JSON-RPC error object; id NULL is null (a message whose id could not be read). */
 int mcp_rpc_error(struct http_request *req, int status, const char *id, int code, const char *message);
+
+/*
+ * Answers a tools/call with its result: text (JSON-escaped here) as its one text content, structured (JSON text) as
+ * structuredContent (NULL: none), and isError.
+ */
+int mcp_rpc_tool_result(struct http_request *req, const char *id, const char *extra_headers, const char *text,
+                        size_t text_len, const char *structured, size_t structured_len, int is_error);
+/*
+ * The isError result of the REST error e, so that a model reads what to do: {"error":{code, message (NULL: e's own),
+ * status, retry_after_s (seconds, or null)}} as its text.
+ */
+int mcp_rpc_tool_error(struct http_request *req, const char *id, const char *extra_headers, enum api_error e,
+                       const char *message, int64_t retry_after_s);
 
 #endif

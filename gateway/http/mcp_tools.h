@@ -1,10 +1,10 @@
 /*
  * The tools of the MCP endpoint, one row of a table each (name, description, input and output schema, the job it
  * runs and how its answer is cut for a model): get_transcript, search_transcript, get_video_metadata and
- * list_caption_tracks. A tool call goes the way of the REST request it stands for: the same key, the short window,
- * the month's unit (given back unless the answer carries what was asked), the dispatcher and its caches. A refusal
- * of the limiter or of the platform is a tool result with isError, carrying the REST error's code, message and
- * retry seconds; malformed arguments are JSON-RPC's -32602.
+ * list_caption_tracks, and the job tools, rows whose steps are their own (mcp_jobs.h). A tool call goes the way of the
+ * REST request it stands for: the same key, the short window, the month's unit (given back unless the answer carries
+ * what was asked), the dispatcher and its caches. A refusal of the limiter or of the platform is a tool result with
+ * isError, carrying the REST error's code, message and retry seconds; malformed arguments are JSON-RPC's -32602.
  *
  * A transcript costs one unit of the month per cache life, however many pages of it are read: the first page is
  * charged as a REST request is, and its next_cursor carries, signed with a secret of the key file (keystore_secret)

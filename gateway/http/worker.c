@@ -15,7 +15,7 @@
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/handlers.h"
 #include "gateway/http/http.h"
-#include "gateway/jobs/jobstore.h"
+#include "gateway/jobs/storeq.h"
 #include "gateway/metrics/metrics.h"
 #include "gateway/limits/ratelimit.h"
 
@@ -128,6 +128,9 @@ static void on_exit_grace(uv_timer_t *t) {
 
 static void on_drained(void *arg) {
   struct worker *w = arg;
+  /* The store's calls still queued run and answer (to connections now gone) before the limiter they refund goes. */
+  storeq_close(w->ctx.jobsq);
+  w->ctx.jobsq = NULL;
   dispatch_client_close();
   ratelimit_free(w->ctx.rl);
   w->ctx.rl = NULL;
@@ -170,6 +173,7 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   w.ctx.cfg = cfg;
   w.ctx.keys = keys;
   w.ctx.started_ms = started_ms;
+  w.ctx.loop = &w.loop;
   if (uv_loop_init(&w.loop) != 0) {
     log_msg(LOG_ERROR, "uv_loop_init failed", NULL);
     keystore_free(keys);
@@ -240,12 +244,12 @@ fail:
   if (w.srv != NULL) http_server_free(w.srv);
   if (w.metrics_srv != NULL) http_server_free(w.metrics_srv);
   if (dispatch_up) dispatch_client_close();
+  storeq_close(w.ctx.jobsq);
   if (w.ctx.rl != NULL) ratelimit_free(w.ctx.rl);
   uv_walk(&w.loop, close_any, NULL);
   uv_run(&w.loop, UV_RUN_DEFAULT);
   log_batch(0); /* what the last turns held */
   uv_loop_close(&w.loop);
   keystore_free(w.ctx.keys);
-  jobstore_close(w.ctx.jobs);
   return status;
 }

@@ -4,7 +4,9 @@
 //        "headers": {...} (sent with every request: the key),
 //        "steps": [{"op": "listTools"} | {"op": "ping"} | {"op": "call", "name": N, "args": {...}} |
 //                  {"op": "pages", "args": {...}} (get_transcript from the first page to the one whose next_cursor
-//                  is null)]}
+//                  is null) |
+//                  {"op": "job", "args": {...}, "max_chars": N} (start_transcript_job, then get_transcript_job polled
+//                  until the job is done or cancelled, then its items paged from the first page to the last)]}
 // Prints one JSON object: {"protocolVersion" (what the transport sends after initialize), "server" (serverInfo),
 // "sentVersions" (the MCP-Protocol-Version header of each request after initialize), "statuses" (the HTTP status of
 // each request), "steps" (per step: its result, or {"error": {"code", "message"}} when the SDK threw)}.
@@ -65,6 +67,32 @@ async function step(s) {
         cursor = r.structuredContent.next_cursor ?? undefined;
       } while (cursor !== undefined);
       return { pages };
+    }
+    case "job": {
+      const start = await client.callTool({ name: "start_transcript_job", arguments: s.args });
+      if (start.isError) return { start };
+      const jobId = start.structuredContent.id;
+      const deadline = Date.now() + 60000;
+      let status;
+      do {
+        status = await client.callTool({ name: "get_transcript_job", arguments: { job_id: jobId, max_chars: 1000 } });
+        if (status.isError) return { start, status };
+        const st = status.structuredContent.job.status;
+        if (st === "done" || st === "cancelled") break;
+        // poll interval: the job's items are fetched in the background; a tenth of a second between looks.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      } while (Date.now() < deadline);
+      const pages = [];
+      let cursor;
+      do {
+        const args = { job_id: jobId, max_chars: s.max_chars };
+        if (cursor !== undefined) args.cursor = cursor;
+        const r = await client.callTool({ name: "get_transcript_job", arguments: args });
+        if (r.isError) return { start, status, pages, error: r };
+        pages.push(r);
+        cursor = r.structuredContent.next_cursor ?? undefined;
+      } while (cursor !== undefined);
+      return { start, status, pages };
     }
     default:
       throw new Error("unknown op " + s.op);

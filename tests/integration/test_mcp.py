@@ -3,7 +3,8 @@ revision initialises, the tools list validates in the SDK's own schemas, every t
 of the fake platform is paged to its end and compared with the REST answer, and the units of the month are counted
 exactly (one per transcript, across its pages and across get_transcript and REST). The transport's own rules are
 checked on the wire: Origin, the key as Bearer or x-api-key, 401 before JSON-RPC, a batch array, an unknown tool, a
-bad cursor, notifications, GET."""
+bad cursor, notifications, GET. A job of fixture ids is started, polled to its end and its items paged through
+start_transcript_job and get_transcript_job, as GET /v1/jobs/{id}/items has them."""
 import http.client
 import json
 import shutil
@@ -19,13 +20,15 @@ CONTRACT_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "cont
 LONGEST = "longHour248"
 QUOTA_KEY = "vts_test_key_quota2"
 RATE_KEY = "vts_test_key_rate3"
+JOB_RATE_KEY = "vts_test_key_jobrate2"
 ALLOWED_ORIGIN = "https://agent.example"
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    keys = [("quota2", QUOTA_KEY, "active", 1000, 60, 2), ("rate3", RATE_KEY, "active", 3, 3600, 1000)]
+    keys = [("quota2", QUOTA_KEY, "active", 1000, 60, 2), ("rate3", RATE_KEY, "active", 3, 3600, 1000),
+            ("jobrate2", JOB_RATE_KEY, "active", 2, 3600, 1000)]
     # One worker: the REST revalidation after the pages is answered 304 by the worker that holds the validator.
     s = Stack(tmp_path_factory.mktemp("mcp"), fetchers=1, workers=1, keys=keys,
               gateway_env={"VTS_MCP_ALLOWED_ORIGINS": ALLOWED_ORIGIN + ", https://other.example"})
@@ -105,10 +108,17 @@ def test_an_unknown_revision_is_offered_the_newest(stack):
 def test_the_tools_list_names_every_tool_with_schemas(stack):
     out = sdk(stack, [{"op": "listTools"}])
     tools = {t["name"]: t for t in out["steps"][0]["tools"]}
-    assert sorted(tools) == ["get_transcript", "get_video_metadata", "list_caption_tracks", "search_transcript"]
+    assert sorted(tools) == ["get_transcript", "get_transcript_job", "get_video_metadata", "list_caption_tracks",
+                             "search_transcript", "start_transcript_job"]
     for t in tools.values():
-        assert t["inputSchema"]["type"] == "object" and t["outputSchema"]["type"] == "object"
-        assert t["inputSchema"]["required"][0] == "video" and t["description"]
+        assert t["inputSchema"]["type"] == "object" and t["outputSchema"]["type"] == "object" and t["description"]
+    for name in ("get_transcript", "get_video_metadata", "list_caption_tracks", "search_transcript"):
+        assert tools[name]["inputSchema"]["required"][0] == "video" and tools[name]["annotations"]["readOnlyHint"]
+    assert tools["get_transcript_job"]["inputSchema"]["required"] == ["job_id"]
+    assert tools["get_transcript_job"]["annotations"]["readOnlyHint"] is True
+    assert tools["start_transcript_job"]["annotations"]["readOnlyHint"] is False
+    assert sorted(tools["start_transcript_job"]["inputSchema"]["properties"]) == [
+        "channel_id", "format", "language", "limit", "playlist_id", "translate", "video_ids", "webhook_url"]
     assert tools["get_transcript"]["inputSchema"]["properties"]["max_chars"]["maximum"] == 100000
 
 
@@ -296,3 +306,68 @@ def test_transport_rules(stack):
     assert status == 415
     status, hdrs, _ = post(stack, None, method="GET")
     assert status == 405 and hdrs["allow"] == "POST"
+
+
+def test_a_job_is_started_polled_to_its_end_and_its_items_paged(stack):
+    ids = ["capJson3xx1", LONGEST, "unavail0001"]
+    out = sdk(stack, [{"op": "job", "args": {"video_ids": [ids[0], "https://youtu.be/" + LONGEST, ids[2], ids[0]]},
+                       "max_chars": 5000}])
+    step = out["steps"][0]
+    start = step["start"]
+    assert start["isError"] is False, start
+    job = start["structuredContent"]
+    assert (job["status"], job["total"]) == ("queued", 3) and job["quota_remaining"] >= 0
+    assert start["content"][0]["text"].startswith("Job %s is queued with 3 videos." % job["id"])
+    assert json.loads(start["content"][0]["text"].split("\n", 1)[1]) == job
+    # The poll ended at the job's end: two transcripts and one video without one.
+    final = step["status"]["structuredContent"]["job"]
+    assert (final["id"], final["status"], final["total"]) == (job["id"], "done", 3)
+    assert (final["counts"]["done"], final["counts"]["failed"]) == (2, 1)
+    pages = [p["structuredContent"] for p in step["pages"]]
+    assert all(p["job"]["id"] == job["id"] for p in pages)
+    assert pages[-1]["next_cursor"] is None and all(p["next_cursor"] for p in pages[:-1])
+    items = [it for p in pages for it in p["items"]]
+    assert [(it["video_id"], it["status"]) for it in items] == [(ids[0], "done"), (LONGEST, "done"),
+                                                                (ids[2], "failed")]
+    # Within max_chars: a page past its first item never goes over it; the 248 KB transcript is a page of its own.
+    for p in pages:
+        size = len(json.dumps(p["items"], ensure_ascii=False, separators=(",", ":")))
+        assert len(p["items"]) == 1 or size <= 5000, (len(p["items"]), size)
+    assert [len(p["items"]) for p in pages] == [1, 1, 1]
+    assert items[0]["transcript"] == rest(stack, ids[0]).json()
+    assert items[1]["transcript"] == rest(stack, LONGEST).json()
+    assert items[2]["error"]["code"] == "transcript_not_available"
+    # The same items as the REST API pages them.
+    r = stack.gateway.request("GET", "/v1/jobs/%s/items" % job["id"], headers={"x-api-key": ACTIVE_KEY})
+    assert r.status == 200 and r.json() == {"items": items, "next_cursor": None}
+    text = step["pages"][0]["content"][0]["text"]
+    assert text.startswith("Job %s is done: 2 of 3 videos done, 1 failed.\n" % job["id"])
+    assert json.loads(text.split("\n", 1)[1]) == pages[0]
+
+
+def test_job_tools_refuse_as_the_jobs_api_does(stack):
+    out = sdk(stack, [{"op": "call", "name": "start_transcript_job", "args": {"video_ids": ["nope"]}},
+                      {"op": "call", "name": "start_transcript_job", "args": {"playlist_id": "PLx", "video_ids": []}},
+                      {"op": "call", "name": "get_transcript_job", "args": {"job_id": "nosuchjob"}},
+                      {"op": "call", "name": "get_transcript_job", "args": {"job_id": "x", "cursor": "1&limit=5"}},
+                      {"op": "call", "name": "get_transcript_job", "args": {"job_id": "x", "max_chars": 10}}])
+    s = out["steps"]
+    # A malformed member is invalid params with the REST API's message.
+    assert s[0]["error"] == {"code": -32602, "message": "MCP error -32602: video_ids[0] is neither a video id nor a "
+                                                        "recognised video URL."}
+    assert s[1]["error"] == {"code": -32602,
+                             "message": "MCP error -32602: Give exactly one of video_ids, playlist_id and channel_id."}
+    assert [x["error"]["code"] for x in s[3:5]] == [-32602, -32602]
+    assert "cursor" in s[3]["error"]["message"] and "max_chars" in s[4]["error"]["message"]
+    # A job of another key, or none, is the REST API's 404 as a tool error.
+    assert tool_error(s[2]) == {"code": "not_found", "message": "No such job.", "status": 404, "retry_after_s": None}
+    # Each call counts once in the key's short window (2 an hour here), as a REST jobs request does.
+    out = sdk(stack, [{"op": "call", "name": "start_transcript_job", "args": {"video_ids": ["capJson3xx1"]}},
+                      {"op": "call", "name": "get_transcript_job", "args": {"job_id": "nosuchjob"}},
+                      {"op": "call", "name": "start_transcript_job", "args": {"video_ids": ["capJson3xx1"]}}],
+              headers={"x-api-key": JOB_RATE_KEY})
+    s = out["steps"]
+    assert s[0]["isError"] is False and s[0]["structuredContent"]["total"] == 1
+    assert tool_error(s[1])["code"] == "not_found"
+    err = tool_error(s[2])
+    assert (err["code"], err["status"]) == ("rate_limited", 429) and 0 < err["retry_after_s"] <= 3600
