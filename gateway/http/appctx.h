@@ -13,6 +13,7 @@
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
 
+struct l1cache;
 struct storeq;
 
 struct handlers_ctx {
@@ -22,6 +23,7 @@ struct handlers_ctx {
   uint64_t started_ms;  /* util_now_ms() when the master started: /health uptime */
   uv_loop_t *loop;      /* the worker's loop */
   struct storeq *jobsq; /* the batch jobs' store on its own thread, opened on the first jobs request (jobs_api.c) */
+  struct l1cache *l1;   /* the worker's L1 and ETag store, lent to the dispatcher link (dispatch_client_init) */
 };
 
 /*

@@ -63,6 +63,7 @@ static struct {
   uv_loop_t *loop;
   uv_async_t async;
   nng_socket sock;
+  struct l1cache *l1;        /* the worker's, borrowed for the link's life */
   uint64_t reply_timeout_ms; /* the dispatcher's longest possible answer time, plus a margin */
   pthread_mutex_t lock;      /* guards what follows, and every pending's state, link_lost and reply */
   struct pending *in_flight;
@@ -173,7 +174,8 @@ static void deliver(struct pending *p, bool fail) {
        * A browse page is the asking request's alone: no L1, no entity (its caller reads the result's body); nor has a
        * 304 the dispatcher decided (it carries no body).
        */
-      if (proto_key_kind(p->key) != PROTO_KIND_BROWSE && !res.notmod) ent = l1cache_answer(p->video_id, p->key, &res);
+      if (proto_key_kind(p->key) != PROTO_KIND_BROWSE && !res.notmod)
+        ent = l1cache_answer(client.l1, p->video_id, p->key, &res);
     } else {
       log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
     }
@@ -221,9 +223,10 @@ static void async_cb(uv_async_t *handle) {
   drain(false);
 }
 
-int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const char *url) {
+int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const char *url, struct l1cache *l1) {
   if (client.open) return -EALREADY;
   client.loop = loop;
+  client.l1 = l1;
   client.in_flight = NULL;
   client.done_head = client.done_tail = NULL;
   client.closing = false;
@@ -234,10 +237,7 @@ int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const ch
 
   bool sock_open = false;
   nng_dialer dialer;
-  int rv = l1cache_init();
-  if (rv != 0) goto fail;
-
-  rv = nng_req0_open(&client.sock);
+  int rv = nng_req0_open(&client.sock);
 
   if (rv != 0) goto nng_fail;
   sock_open = true;
@@ -271,7 +271,7 @@ nng_fail:
   rv = -EIO;
 fail:
   if (sock_open) nng_close(client.sock);
-  l1cache_free();
+  client.l1 = NULL;
   return rv;
 }
 
@@ -324,7 +324,7 @@ void dispatch_client_close(void) {
   drain(true);
   close_bounded(client.sock);
   uv_close((uv_handle_t *)&client.async, NULL);
-  l1cache_free();
+  client.l1 = NULL;
   client.open = false;
 }
 
@@ -345,7 +345,7 @@ static struct pending *leader_of(const struct pending *p) {
 }
 
 struct entity *dispatch_cached(const char *video_id, const char *key) {
-  return client.open ? l1cache_known(video_id, key) : NULL;
+  return client.open ? l1cache_known(client.l1, video_id, key) : NULL;
 }
 
 int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
@@ -362,7 +362,7 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   memcpy(p->video_id, job->video_id, sizeof(p->video_id));
   proto_job_key(job, p->key);
 
-  if (!browse && l1cache_lookup(job->video_id, p->key, &p->hit, &p->ent) == 0) {
+  if (!browse && l1cache_lookup(client.l1, job->video_id, p->key, &p->hit, &p->ent) == 0) {
     /*
      * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
      * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.

@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "gateway/cache/entity.h"
+#include "gateway/http/l1cache.h"
 #include "proto/proto.h"
 
 /*
@@ -24,9 +25,10 @@ typedef void (*dispatch_cb)(void *arg, const struct proto_result *res, struct en
 /*
  * Connects this worker to the dispatcher at url (an ipc:// address), in the background: the dispatcher may start
  * later or restart; nng redials. Call once per process, after fork. The link's uv handle is unreferenced: it does
- * not keep the loop alive by itself. Returns 0, -EALREADY, -ENOMEM or -EIO.
+ * not keep the loop alive by itself. l1 is the worker's L1 (l1cache_new), used until dispatch_client_close; the worker
+ * frees it after. Returns 0, -EALREADY, -ENOMEM or -EIO.
  */
-int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const char *url);
+int dispatch_client_init(uv_loop_t *loop, const struct vts_config *cfg, const char *url, struct l1cache *l1);
 /*
  * Closes the link; the callbacks of jobs still pending are called with NULL before it returns. Run the loop once
  * more afterwards (its handle closes asynchronously) before uv_loop_close.

@@ -11,17 +11,19 @@
 #include "gateway/cache/entity.h"
 #include "proto/proto.h"
 
-/* Creates the store (VTS_L1_VALIDATOR_BYTES). Returns 0, or -ENOMEM. */
-int etagstore_init(void);
-/* Frees the store; references handed out stay valid. */
-void etagstore_free(void);
+struct etagstore;
+
+/* A new store (VTS_L1_VALIDATOR_BYTES), or NULL when memory ran out. */
+struct etagstore *etagstore_new(void);
+/* Frees s (NULL is fine); references handed out stay valid. */
+void etagstore_free(struct etagstore *s);
 /*
  * Keeps the validator of ent, res's entity (a PROTO_OK answer), for (video_id, key: proto_job_key) for ttl_ms. A
  * validator that cannot be kept only costs that knowledge.
  */
-void etagstore_keep(const char *video_id, const char *key, const struct proto_result *res, const struct entity *ent,
-                    uint64_t ttl_ms);
+void etagstore_keep(struct etagstore *s, const char *video_id, const char *key, const struct proto_result *res,
+                    const struct entity *ent, uint64_t ttl_ms);
 /* A new reference (release it) to the validator kept for (video_id, key), or NULL. */
-struct entity *etagstore_lookup(const char *video_id, const char *key);
+struct entity *etagstore_lookup(struct etagstore *s, const char *video_id, const char *key);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/limits.h"
@@ -9,27 +10,35 @@
 #include "gateway/cache/cache.h"
 #include "gateway/http/etagstore.h"
 
-static struct cache *l1;
+struct l1cache {
+  struct cache *answers;
+  struct etagstore *validators;
+};
 
-int l1cache_init(void) {
+struct l1cache *l1cache_new(void) {
+  struct l1cache *l1 = calloc(1, sizeof(*l1));
+  if (l1 == NULL) return NULL;
   /* Expired entries are kept for same_answer: a hot transcript's forms are made once, not at every expiry. */
   struct cache_limits lim = {VTS_L1_CACHE_BYTES, VTS_L1_CACHE_TTL_MS, VTS_L1_CACHE_TTL_MS, 1};
-  l1 = cache_new(&lim, NULL);
-  if (l1 == NULL || etagstore_init() != 0) {
-    l1cache_free();
-    return -ENOMEM;
+  l1->answers = cache_new(&lim, NULL);
+  l1->validators = etagstore_new();
+  if (l1->answers == NULL || l1->validators == NULL) {
+    l1cache_free(l1);
+    return NULL;
   }
-  return 0;
+  return l1;
 }
 
-void l1cache_free(void) {
-  cache_free(l1);
-  l1 = NULL;
-  etagstore_free();
+void l1cache_free(struct l1cache *l1) {
+  if (l1 == NULL) return;
+  cache_free(l1->answers);
+  etagstore_free(l1->validators);
+  free(l1);
 }
 
-int l1cache_lookup(const char *video_id, const char *key, struct proto_result *hit, struct entity **ent) {
-  return cache_lookup(l1, video_id, key, hit, NULL, ent) == 0 ? 0 : -ENOENT;
+int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, struct proto_result *hit,
+                   struct entity **ent) {
+  return cache_lookup(l1->answers, video_id, key, hit, NULL, ent) == 0 ? 0 : -ENOENT;
 }
 
 /*
@@ -38,10 +47,11 @@ int l1cache_lookup(const char *video_id, const char *key, struct proto_result *h
  * ETag are still right, and making them again costs milliseconds of the loop (gzip and brotli of a long transcript)
  * at every expiry of a hot entry.
  */
-static struct entity *same_answer(const char *video_id, const char *key, const struct proto_result *res, int *expired) {
+static struct entity *same_answer(struct l1cache *l1, const char *video_id, const char *key,
+                                  const struct proto_result *res, int *expired) {
   struct proto_result held;
   struct entity *ent = NULL;
-  int rv = cache_lookup_stale(l1, video_id, key, &held, NULL, &ent);
+  int rv = cache_lookup_stale(l1->answers, video_id, key, &held, NULL, &ent);
   if (rv != 0 && rv != -ESTALE) return NULL;
   *expired = rv == -ESTALE;
   const struct entity_form *f = &ent->form[ENTITY_IDENTITY];
@@ -53,35 +63,37 @@ static struct entity *same_answer(const char *video_id, const char *key, const s
 }
 
 /* Keeps ent, res's entity, in L1 for res->cache_ms, and its validator in the ETag store. */
-static void keep(const char *video_id, const char *key, const struct proto_result *res, struct entity *ent) {
+static void keep(struct l1cache *l1, const char *video_id, const char *key, const struct proto_result *res,
+                 struct entity *ent) {
   uint32_t ttl = res->cache_ms;
   ent->expires_ms = util_now_ms() + ttl;
   if (ttl > 0) {
-    cache_put_entity(l1, video_id, key, res, ent, ttl, NULL);
-    if (res->outcome == PROTO_OK) etagstore_keep(video_id, key, res, ent, ttl);
+    cache_put_entity(l1->answers, video_id, key, res, ent, ttl, NULL);
+    if (res->outcome == PROTO_OK) etagstore_keep(l1->validators, video_id, key, res, ent, ttl);
   }
 }
 
-struct entity *l1cache_answer(const char *video_id, const char *key, const struct proto_result *res) {
+struct entity *l1cache_answer(struct l1cache *l1, const char *video_id, const char *key,
+                              const struct proto_result *res) {
   int expired = 0;
-  struct entity *ent = same_answer(video_id, key, res, &expired);
+  struct entity *ent = same_answer(l1, video_id, key, res, &expired);
   if (ent != NULL) {
-    if (expired) keep(video_id, key, res, ent);
+    if (expired) keep(l1, video_id, key, res, ent);
     return ent;
   }
   ent = entity_new(res->body, res->body_len, res->outcome == PROTO_OK ? ENTITY_COMPRESS | ENTITY_FILE : 0);
   if (ent == NULL) return NULL;
-  keep(video_id, key, res, ent);
+  keep(l1, video_id, key, res, ent);
   return ent;
 }
 
-struct entity *l1cache_known(const char *video_id, const char *key) {
+struct entity *l1cache_known(struct l1cache *l1, const char *video_id, const char *key) {
   struct proto_result res;
   struct entity *ent = NULL;
-  if (cache_lookup(l1, video_id, key, &res, NULL, &ent) == 0) {
+  if (cache_lookup(l1->answers, video_id, key, &res, NULL, &ent) == 0) {
     if (res.outcome == PROTO_OK) return ent;
     entity_unref(ent);
     return NULL;
   }
-  return etagstore_lookup(video_id, key);
+  return etagstore_lookup(l1->validators, video_id, key);
 }

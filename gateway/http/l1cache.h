@@ -10,15 +10,18 @@
 #include "gateway/cache/entity.h"
 #include "proto/proto.h"
 
-/* Creates L1 and the ETag store. Returns 0, or -ENOMEM. */
-int l1cache_init(void);
-/* Frees both; references handed out stay valid. */
-void l1cache_free(void);
+struct l1cache;
+
+/* A new L1 with its ETag store (the worker makes one at its start), or NULL when memory ran out. */
+struct l1cache *l1cache_new(void);
+/* Frees both (NULL is fine); references handed out stay valid. */
+void l1cache_free(struct l1cache *l1);
 /*
  * The answer L1 holds for (video_id, key: proto_job_key): 0 with hit filled (its body borrowed from *ent) and *ent a
  * new reference that keeps the body alive even if L1 drops the entry; -ENOENT when it holds none.
  */
-int l1cache_lookup(const char *video_id, const char *key, struct proto_result *hit, struct entity **ent);
+int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, struct proto_result *hit,
+                   struct entity **ent);
 /*
  * The entity of res, the dispatcher's answer for (video_id, key), as a new reference (NULL when memory ran out): the
  * one L1 already holds when it has exactly this answer (when an entry expires under load, every request in flight
@@ -26,11 +29,12 @@ int l1cache_lookup(const char *video_id, const char *key, struct proto_result *h
  * its forms are not made anew at each expiry of a hot answer), else a new one, kept in L1 for res->cache_ms, its
  * validator in the ETag store when res is a PROTO_OK.
  */
-struct entity *l1cache_answer(const char *video_id, const char *key, const struct proto_result *res);
+struct entity *l1cache_answer(struct l1cache *l1, const char *video_id, const char *key,
+                              const struct proto_result *res);
 /*
  * What this worker knows of a PROTO_OK answer for (video_id, key), without a job: a new reference to its entity
  * when L1 holds it, else to its validator from the ETag store; NULL when neither is there.
  */
-struct entity *l1cache_known(const char *video_id, const char *key);
+struct entity *l1cache_known(struct l1cache *l1, const char *video_id, const char *key);
 
 #endif

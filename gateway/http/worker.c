@@ -15,6 +15,7 @@
 #include "gateway/http/dispatch_client.h"
 #include "gateway/http/handlers.h"
 #include "gateway/http/http.h"
+#include "gateway/http/l1cache.h"
 #include "gateway/jobs/storeq.h"
 #include "gateway/metrics/metrics.h"
 #include "gateway/limits/ratelimit.h"
@@ -132,6 +133,8 @@ static void on_drained(void *arg) {
   storeq_close(w->ctx.jobsq);
   w->ctx.jobsq = NULL;
   dispatch_client_close();
+  l1cache_free(w->ctx.l1);
+  w->ctx.l1 = NULL;
   ratelimit_free(w->ctx.rl);
   w->ctx.rl = NULL;
   http_server_free(w->srv);
@@ -188,7 +191,12 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
     log_msg(LOG_ERROR, "rate limiter failed to start", NULL);
     goto fail;
   }
-  int rv = dispatch_client_init(&w.loop, cfg, worker_url);
+  w.ctx.l1 = l1cache_new();
+  if (w.ctx.l1 == NULL) {
+    log_msg(LOG_ERROR, "worker's L1 cache failed to start", NULL);
+    goto fail;
+  }
+  int rv = dispatch_client_init(&w.loop, cfg, worker_url, w.ctx.l1);
   if (rv != 0) {
     log_msg(LOG_ERROR, "dispatcher link failed", "error", strerror(-rv), NULL);
     goto fail;
@@ -244,6 +252,7 @@ fail:
   if (w.srv != NULL) http_server_free(w.srv);
   if (w.metrics_srv != NULL) http_server_free(w.metrics_srv);
   if (dispatch_up) dispatch_client_close();
+  l1cache_free(w.ctx.l1);
   storeq_close(w.ctx.jobsq);
   if (w.ctx.rl != NULL) ratelimit_free(w.ctx.rl);
   uv_walk(&w.loop, close_any, NULL);

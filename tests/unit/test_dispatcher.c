@@ -40,6 +40,7 @@
 #include "common/util.h"
 #include "gateway/dispatcher/dispatcher.h"
 #include "gateway/http/dispatch_client.h"
+#include "gateway/http/l1cache.h"
 
 extern char **environ;
 
@@ -788,6 +789,7 @@ struct client_rig {
   uv_loop_t loop;
   uv_timer_t keepalive; /* the link does not hold the loop open by itself */
   struct vts_config cfg;
+  struct l1cache *l1;         /* the worker's L1, lent to the link */
   struct proto_job submitted; /* what was submitted */
   struct proto_job taken;     /* what the fetcher received */
 };
@@ -801,7 +803,9 @@ static void client_up(struct client_rig *u, const char *vid, struct calls *c) {
   assert_int_equal(uv_loop_init(&u->loop), 0);
   uv_timer_init(&u->loop, &u->keepalive);
   uv_timer_start(&u->keepalive, keepalive_cb, 10, 10);
-  assert_int_equal(dispatch_client_init(&u->loop, &u->cfg, u->g.d.worker_url), 0);
+  u->l1 = l1cache_new();
+  assert_non_null(u->l1);
+  assert_int_equal(dispatch_client_init(&u->loop, &u->cfg, u->g.d.worker_url, u->l1), 0);
 
   memset(&u->submitted, 0, sizeof(u->submitted));
   u->submitted.kind = PROTO_KIND_CAPTIONS;
@@ -826,6 +830,7 @@ static void client_run_until(struct client_rig *u, struct calls *c, int n, int t
  */
 static void client_down(struct client_rig *u) {
   dispatch_client_close();
+  l1cache_free(u->l1);
   uv_close((uv_handle_t *)&u->keepalive, NULL);
   uv_run(&u->loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&u->loop), 0);
@@ -902,7 +907,9 @@ static void test_client_without_dispatcher_fails_after_the_connect_wait(void **s
   assert_int_equal(uv_loop_init(&loop), 0);
   uv_timer_init(&loop, &keepalive);
   uv_timer_start(&keepalive, keepalive_cb, 10, 10);
-  assert_int_equal(dispatch_client_init(&loop, &cfg, url), 0);
+  struct l1cache *l1 = l1cache_new();
+  assert_non_null(l1);
+  assert_int_equal(dispatch_client_init(&loop, &cfg, url, l1), 0);
   struct proto_job j;
   memset(&j, 0, sizeof(j));
   j.kind = PROTO_KIND_CAPTIONS;
@@ -917,6 +924,7 @@ static void test_client_without_dispatcher_fails_after_the_connect_wait(void **s
   /* The wait for a connection is the client's own (about 1 s): what this test is about. */
   if (took < 900 || took > 1500) fail_msg("cb(NULL) after %llu ms, expected about 1000", (unsigned long long)took);
   dispatch_client_close();
+  l1cache_free(l1);
   uv_close((uv_handle_t *)&keepalive, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&loop), 0);

@@ -34,10 +34,10 @@ static void pass(uint64_t ms) {
   }
 }
 
-static int in_l1(const char *video_id) {
+static int in_l1(struct l1cache *l1, const char *video_id) {
   struct proto_result hit;
   struct entity *ent = NULL;
-  if (l1cache_lookup(video_id, "", &hit, &ent) != 0) return 0;
+  if (l1cache_lookup(l1, video_id, "", &hit, &ent) != 0) return 0;
   entity_unref(ent);
   return 1;
 }
@@ -48,27 +48,28 @@ static int in_l1(const char *video_id) {
  */
 static void test_same_answer_after_expiry_reuses_the_entity(void **state) {
   (void)state;
-  assert_int_equal(l1cache_init(), 0);
+  struct l1cache *l1 = l1cache_new();
+  assert_non_null(l1);
   struct proto_result res = answer("{\"text\":\"one\"}", 2);
-  struct entity *first = l1cache_answer("abcdefghijk", "", &res);
+  struct entity *first = l1cache_answer(l1, "abcdefghijk", "", &res);
   assert_non_null(first);
   assert_true(entity_has(first, ENTITY_GZIP));
-  assert_true(in_l1("abcdefghijk"));
+  assert_true(in_l1(l1, "abcdefghijk"));
   pass(2);
-  assert_false(in_l1("abcdefghijk"));
+  assert_false(in_l1(l1, "abcdefghijk"));
 
   res = answer("{\"text\":\"one\"}", 60000);
   uint64_t before = util_now_ms();
-  struct entity *again = l1cache_answer("abcdefghijk", "", &res);
+  struct entity *again = l1cache_answer(l1, "abcdefghijk", "", &res);
   assert_ptr_equal(again, first);
   assert_true(again->expires_ms >= before + 60000);
-  assert_true(in_l1("abcdefghijk"));
-  struct entity *known = l1cache_known("abcdefghijk", "");
+  assert_true(in_l1(l1, "abcdefghijk"));
+  struct entity *known = l1cache_known(l1, "abcdefghijk", "");
   assert_ptr_equal(known, first);
   entity_unref(known);
 
   res = answer("{\"text\":\"two\"}", 60000);
-  struct entity *other = l1cache_answer("abcdefghijk", "", &res);
+  struct entity *other = l1cache_answer(l1, "abcdefghijk", "", &res);
   assert_non_null(other);
   assert_ptr_not_equal(other, first);
   char a[ENTITY_ETAG_BYTES], b[ENTITY_ETAG_BYTES];
@@ -78,25 +79,26 @@ static void test_same_answer_after_expiry_reuses_the_entity(void **state) {
   entity_unref(other);
   entity_unref(again);
   entity_unref(first);
-  l1cache_free();
+  l1cache_free(l1);
 }
 
 /* A different outcome for the key is never served from the expired entry's entity. */
 static void test_expired_entry_of_another_outcome_is_not_reused(void **state) {
   (void)state;
-  assert_int_equal(l1cache_init(), 0);
+  struct l1cache *l1 = l1cache_new();
+  assert_non_null(l1);
   struct proto_result res = answer("{\"text\":\"one\"}", 2);
-  struct entity *first = l1cache_answer("abcdefghijk", "", &res);
+  struct entity *first = l1cache_answer(l1, "abcdefghijk", "", &res);
   assert_non_null(first);
   pass(2);
   res.outcome = PROTO_NOT_AVAILABLE;
-  struct entity *gone = l1cache_answer("abcdefghijk", "", &res);
+  struct entity *gone = l1cache_answer(l1, "abcdefghijk", "", &res);
   assert_non_null(gone);
   assert_ptr_not_equal(gone, first);
   assert_false(entity_has(gone, ENTITY_GZIP));
   entity_unref(gone);
   entity_unref(first);
-  l1cache_free();
+  l1cache_free(l1);
 }
 
 int main(void) {
