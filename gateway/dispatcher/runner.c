@@ -1,4 +1,7 @@
-/* The batch jobs' runner (see runner.h). */
+/*
+ * The batch jobs' runner (see runner.h). Over 800 lines: each store call it makes is a pair, its work on the store's
+ * thread and its end on the loop (storeq), beside the step that needs it; the pairs share the runner's one state.
+ */
 #include "gateway/dispatcher/runner.h"
 
 #include <errno.h>

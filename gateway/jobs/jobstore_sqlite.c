@@ -1,4 +1,7 @@
-/* Batch jobs in an embedded SQLite database: the backend without VTS_REDIS_URL (see jobstore.h). */
+/*
+ * Batch jobs in an embedded SQLite database: the backend without VTS_REDIS_URL (see jobstore.h). Over 800 lines:
+ * every operation of the store's table is here with its SQL, and all share one schema and one transaction step.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
