@@ -24,6 +24,8 @@ static const struct rl_backend_ops *const backends[] = {RATELIMIT_BACKENDS(RATEL
  * counts, Redis's fallback) and the backend chosen for it. A worker's limiter carries both in its handle from
  * ratelimit_new on, and its checks and refunds read them there; only what runs outside any limiter reads them here
  * (the master's snapshot, a batch item's unit of the dispatcher's runner: ratelimit_charge_month and its refund).
+ * File-scope because the master makes it before fork and each child inherits it in place; a handle would be handed
+ * from the master to worker_main and the dispatcher's runner, and ratelimit_refund(NULL, ...) would take it (issue 30).
  */
 static struct {
   struct rlmem_table *table;
