@@ -26,6 +26,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import harness  # noqa: E402
 
 SCRIPT = REPO / "deploy" / "run-local.sh"
+
+
+def hangup_as_a_terminal_sends_it():
+    # A run of the suite started under nohup (or by anything that ignores SIGHUP) hands that down to the script, and a
+    # shell cannot trap a signal ignored when it starts: the script gets SIGHUP's default, as from a login terminal.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 ME = "deploy/run-local.sh"
 # The package check, a no-op build and supervisord's start; then the start tries of a program that cannot start.
 START_TIMEOUT_S = 90
@@ -68,7 +74,8 @@ class RunLocal:
         self.err_path = self.run_dir / ("script-%d.err" % n)
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(["bash", str(SCRIPT)], env=self.env, stdout=out, stderr=err,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(REPO))
+                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(REPO),
+                                         preexec_fn=hangup_as_a_terminal_sends_it)
 
     def out(self):
         return self.out_path.read_text(errors="replace")
@@ -199,6 +206,7 @@ class RunLocalOnTerminal(RunLocal):
         self.seen = b""
 
         def take_terminal():
+            hangup_as_a_terminal_sends_it()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         self.proc = subprocess.Popen(["bash", str(SCRIPT)], env=self.env, stdin=slave, stdout=slave, stderr=slave,
