@@ -314,9 +314,12 @@ def test_watchdog_kills_a_job_that_overran_its_deadline(dispatcher, start_fetche
     proc.send_signal(signal.SIGCONT)
     assert harness.wait_exit(proc, 5) == 124
     assert conn.closed_within(2), "the dispatcher must see the connection drop"
-    last = json.loads(proc.stderr.read().splitlines()[-1])
-    assert last["msg"] == "job overran its deadline: killed by the watchdog"
-    assert (last["request_id"], last["job_id"], last["level"]) == ("req-watchdog", 51, "error")
+    # The job's own thread may log its failed platform request in the same instant, before or after the watchdog's.
+    lines = [json.loads(line) for line in proc.stderr.read().splitlines()]
+    killed = [line for line in lines if line["msg"] == "job overran its deadline: killed by the watchdog"]
+    assert len(killed) == 1, lines
+    assert (killed[0]["request_id"], killed[0]["job_id"], killed[0]["level"]) == ("req-watchdog", 51, "error")
+    assert lines.index(killed[0]) >= len(lines) - 2, lines
 
 
 def test_stopping_fetcher_leaves_the_queued_job_to_another_fetcher(tmp_path, upstream):
