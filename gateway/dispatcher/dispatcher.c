@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -85,6 +86,8 @@ struct dispatcher {
   uv_async_t wake;
   uv_timer_t timer;
   uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
+  uv_prepare_t turn; /* measures each loop turn, before the loop waits */
+  uint64_t turn_end_ns, turn_idle_ns, turn_cpu_ns; /* the previous turn's end: the clock, idle time and CPU time */
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -544,6 +547,31 @@ static void on_wake(uv_async_t *a) {
   settle(d);
 }
 
+/* The CPU time this thread has used, in ns (0 if the clock cannot be read: the turn then counts no CPU time). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The end of a loop turn, before the loop waits, measured as a worker's: from the last end, less the time the loop
+ * waited for events (UV_METRICS_IDLE_TIME), which is the stall a request arriving meanwhile sees; and the thread's CPU
+ * time over the same span, which a wait the turn blocked in or a preemption by a busy machine does not lengthen.
+ */
+static void on_turn_prepare(uv_prepare_t *h) {
+  struct dispatcher *d = h->data;
+  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&d->loop), cpu = thread_cpu_ns();
+  if (d->turn_end_ns != 0) {
+    uint64_t took = now - d->turn_end_ns, waited = idle - d->turn_idle_ns;
+    uint64_t used = cpu > d->turn_cpu_ns ? cpu - d->turn_cpu_ns : 0;
+    metrics_dispatcher_loop_turn((took > waited ? took - waited : 0) / 1000, used / 1000);
+  }
+  d->turn_end_ns = now;
+  d->turn_idle_ns = idle;
+  d->turn_cpu_ns = cpu;
+}
+
 static void on_redis_got(void *arg, uint64_t job_id, int status, const struct proto_result *res, uint64_t ttl_left) {
   struct dispatcher *d = arg;
   core_redis_got(d->core, util_now_ms(), job_id, status, res, ttl_left);
@@ -645,6 +673,7 @@ static void teardown(struct dispatcher *d) {
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->timer, NULL);
     uv_close((uv_handle_t *)&d->lonely, NULL);
+    uv_close((uv_handle_t *)&d->turn, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     uv_loop_close(&d->loop);
     d->loop_ready = false;
@@ -694,7 +723,10 @@ static void block_signals(void) {
   signal(SIGPIPE, SIG_IGN);
 }
 
-/* The loop and its handles: the wake-up of nng's threads, the core's timer, the "no fetcher yet" warning. */
+/*
+ * The loop and its handles: the wake-up of nng's threads, the core's timer, the "no fetcher yet" warning, and the
+ * measure of its turns (which keeps no loop alive).
+ */
 static int start_loop(struct dispatcher *d, struct start_err *e) {
   e->what = "loop";
   int rv = uv_loop_init(&d->loop); /* libuv's codes are -errno already */
@@ -702,10 +734,15 @@ static int start_loop(struct dispatcher *d, struct start_err *e) {
     snprintf(e->msg, sizeof(e->msg), "%s", uv_strerror(rv));
     return rv;
   }
+  /* The time the loop waits for events, so that a turn's length leaves it out (on_turn_prepare). */
+  uv_loop_configure(&d->loop, UV_METRICS_IDLE_TIME);
   uv_async_init(&d->loop, &d->wake, on_wake);
   uv_timer_init(&d->loop, &d->timer);
   uv_timer_init(&d->loop, &d->lonely);
-  d->wake.data = d->timer.data = d->lonely.data = d;
+  uv_prepare_init(&d->loop, &d->turn);
+  d->wake.data = d->timer.data = d->lonely.data = d->turn.data = d;
+  uv_prepare_start(&d->turn, on_turn_prepare);
+  uv_unref((uv_handle_t *)&d->turn);
   d->loop_ready = true;
   return 0;
 }
