@@ -3,7 +3,10 @@ thread, so that no turn of the dispatcher's loop grows with the store's work.
 
 Real parts: one gateway with its SQLite job store, a fetcher and the fake platform. EXPIRED items in ended jobs past
 VTS_JOB_TTL_S are written into the gateway's jobs.db while it is stopped; started again, its dispatcher expires them
-at once (its first expiry runs at its start) while a client makes uncached transcript requests through it.
+at once (its first expiry runs at its start) while a client makes uncached transcript requests through it. The turns
+are counted from the first answered request on, while at least MEASURED items are still to expire: the loop's first
+turns with a fetcher and a request are its own cold start (a sanitizer build's first use of its code and memory takes
+milliseconds of CPU), which no expiry is part of.
 
 The bound is asserted on vts_dispatcher_loop_turn_cpu_seconds, the CPU time the loop's thread used in each turn: the
 expiry's work, were it on the loop, would be in it (one batch of 500 is several ms of SQLite's work; the whole
@@ -21,12 +24,13 @@ from stack import Fetchers, harness
 from vtsproc import scrape, wait_for, write_keyfile
 
 KEY = "vts_test_expiry_key"
-EXPIRED = 20000
+EXPIRED = 100000
+MEASURED = 20000
 # The bound on what expiry adds to another request.
 BOUND_S = 0.01
 
 
-def test_expiry_of_20000_items_adds_no_dispatcher_loop_turn_over_10_ms(tmp_path):
+def test_expiry_adds_no_dispatcher_loop_turn_over_10_ms(tmp_path):
     upstream = harness.FakeUpstream()
     gw = Gateway(tmp_path, env={"VTS_UPSTREAM_URL": upstream.url})
     write_keyfile(gw.keys_file, [("expiry", KEY, "active", 1000000, 60, 1000000000)])
@@ -40,25 +44,31 @@ def test_expiry_of_20000_items_adds_no_dispatcher_loop_turn_over_10_ms(tmp_path)
         assert count(db) == EXPIRED
         gw.start()
         fetchers = Fetchers(tmp_path, gw.jobs_port, upstream.url, 1)
-        statuses, i = {}, 0
+
+        def get(i):
+            return gw.request("GET", "/v1/video/transcript?video_id=benchX%05d" % i, headers={"x-api-key": KEY})
+        assert get(0).status == 200
+        before = scrape(gw.metrics_port)
+        left = count(db)
+        assert left >= MEASURED, "the expiry was almost over before the first answer: %d items left" % left
+        statuses, i = {}, 1
         deadline = time.monotonic() + 120
         while count(db) > 0 and time.monotonic() < deadline:
-            r = gw.request("GET", "/v1/video/transcript?video_id=benchX%05d" % i, headers={"x-api-key": KEY})
+            r = get(i)
             statuses[r.status] = statuses.get(r.status, 0) + 1
             i += 1
         assert count(db) == 0, "the expiry did not end within 120 s"
         assert count(db, "jobs") == 0
         after = scrape(gw.metrics_port)
-        # The dispatcher's turns since its start, which the expiry began at.
         cpu, wall = "vts_dispatcher_loop_turn_cpu_seconds", "vts_dispatcher_loop_turn_seconds"
-        print("expired %d items beside %d requests; dispatcher turns: %d, longest by CPU in %s ms, by wall time in "
-              "%s ms" % (EXPIRED, i, loopturns.turns(None, after, cpu), loopturns.longest(None, after, cpu),
-                         loopturns.longest(None, after, wall)))
-        assert statuses == {200: i}, statuses
+        print("expired %d items (%d measured) beside %d requests; dispatcher turns: %d, longest by CPU in %s ms, by "
+              "wall time in %s ms" % (EXPIRED, left, i - 1, loopturns.turns(before, after, cpu),
+                                      loopturns.longest(before, after, cpu), loopturns.longest(before, after, wall)))
+        assert statuses == {200: i - 1}, statuses
         # Each batch's answer is a turn of the loop (the next batch is asked there), and so is each request's.
-        assert loopturns.turns(None, after, cpu) >= EXPIRED // 500 + i
-        assert loopturns.turns(None, after, cpu) == loopturns.turns(None, after, wall)
-        assert loopturns.turns_over(None, after, cpu, BOUND_S) == 0
+        assert loopturns.turns(before, after, cpu) >= left // 500 + i - 1
+        assert loopturns.turns(before, after, cpu) == loopturns.turns(before, after, wall)
+        assert loopturns.turns_over(before, after, cpu, BOUND_S) == 0
     finally:
         if fetchers is not None:
             fetchers.stop()
