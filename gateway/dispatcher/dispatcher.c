@@ -28,13 +28,13 @@
 #include "gateway/dispatcher/dispatcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -87,7 +87,8 @@ struct dispatcher {
   uv_timer_t timer;
   uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
   uv_prepare_t turn; /* measures each loop turn, before the loop waits */
-  uint64_t turn_end_ns, turn_idle_ns, turn_cpu_ns; /* the previous turn's end: the clock, idle time and CPU time */
+  int schedstat_fd;  /* the loop thread's scheduler statistics (/proc/thread-self/schedstat), -1 without them */
+  uint64_t turn_end_ns, turn_idle_ns, turn_queued_ns; /* the previous turn's end: clock, idle time, wait for a core */
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -547,29 +548,41 @@ static void on_wake(uv_async_t *a) {
   settle(d);
 }
 
-/* The CPU time this thread has used, in ns (0 if the clock cannot be read: the turn then counts no CPU time). */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+/*
+ * How long the loop's thread has waited for a core in all (runnable, not running: the second field of its schedstat),
+ * in ns; 0 without the file, so that a turn then counts whole.
+ */
+static uint64_t thread_queued_ns(const struct dispatcher *d) {
+  char text[96];
+  if (d->schedstat_fd < 0) return 0;
+  ssize_t n = pread(d->schedstat_fd, text, sizeof(text) - 1, 0);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  char *end;
+  errno = 0;
+  (void)strtoull(text, &end, 10);
+  unsigned long long queued = strtoull(end, NULL, 10);
+  return errno == 0 ? (uint64_t)queued : 0;
 }
 
 /*
  * The end of a loop turn, before the loop waits, measured as a worker's: from the last end, less the time the loop
- * waited for events (UV_METRICS_IDLE_TIME), which is the stall a request arriving meanwhile sees; and the thread's CPU
- * time over the same span, which a wait the turn blocked in or a preemption by a busy machine does not lengthen.
+ * waited for events (UV_METRICS_IDLE_TIME), which is the stall a request arriving meanwhile sees; and the same less
+ * the time the thread waited for a core meanwhile, which is the loop's own: its work and any call it blocked in (a
+ * store call on the loop, as before the store's thread), without what a busy machine's other processes took.
  */
 static void on_turn_prepare(uv_prepare_t *h) {
   struct dispatcher *d = h->data;
-  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&d->loop), cpu = thread_cpu_ns();
+  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&d->loop), queued = thread_queued_ns(d);
   if (d->turn_end_ns != 0) {
     uint64_t took = now - d->turn_end_ns, waited = idle - d->turn_idle_ns;
-    uint64_t used = cpu > d->turn_cpu_ns ? cpu - d->turn_cpu_ns : 0;
-    metrics_dispatcher_loop_turn((took > waited ? took - waited : 0) / 1000, used / 1000);
+    uint64_t busy = took > waited ? took - waited : 0;
+    uint64_t off = queued > d->turn_queued_ns ? queued - d->turn_queued_ns : 0;
+    metrics_dispatcher_loop_turn(busy / 1000, (busy > off ? busy - off : 0) / 1000);
   }
   d->turn_end_ns = now;
   d->turn_idle_ns = idle;
-  d->turn_cpu_ns = cpu;
+  d->turn_queued_ns = queued;
 }
 
 static void on_redis_got(void *arg, uint64_t job_id, int status, const struct proto_result *res, uint64_t ttl_left) {
@@ -675,6 +688,8 @@ static void teardown(struct dispatcher *d) {
     uv_close((uv_handle_t *)&d->lonely, NULL);
     uv_close((uv_handle_t *)&d->turn, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
+    if (d->schedstat_fd >= 0) close(d->schedstat_fd);
+    d->schedstat_fd = -1;
     uv_loop_close(&d->loop);
     d->loop_ready = false;
   }
@@ -741,6 +756,8 @@ static int start_loop(struct dispatcher *d, struct start_err *e) {
   uv_timer_init(&d->loop, &d->lonely);
   uv_prepare_init(&d->loop, &d->turn);
   d->wake.data = d->timer.data = d->lonely.data = d->turn.data = d;
+  /* Opened by the loop's thread: thread-self is the thread that opens it. */
+  d->schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
   uv_prepare_start(&d->turn, on_turn_prepare);
   uv_unref((uv_handle_t *)&d->turn);
   d->loop_ready = true;

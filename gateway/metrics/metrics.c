@@ -121,11 +121,11 @@ void metrics_loop_turn(uint64_t busy_us) {
   if (self != NULL) count_turn(self->loop_turn_bucket, &self->loop_turn_sum_us, busy_us);
 }
 
-void metrics_dispatcher_loop_turn(uint64_t busy_us, uint64_t cpu_us) {
+void metrics_dispatcher_loop_turn(uint64_t busy_us, uint64_t own_us) {
   if (shm == NULL) return;
   struct metrics_dispatcher *d = &shm->dispatcher;
   count_turn(d->loop_turn_bucket, &d->loop_turn_sum_us, busy_us);
-  count_turn(d->loop_turn_cpu_bucket, &d->loop_turn_cpu_sum_us, cpu_us);
+  count_turn(d->loop_turn_own_bucket, &d->loop_turn_own_sum_us, own_us);
 }
 
 /* The outcome's kind, from its row in proto.h; BY_REASON: the kind of the reason's row. */
@@ -282,16 +282,16 @@ static int render_turns(struct buf *out, const char *name, const char *help, con
 
 /*
  * The loop turns of the workers (summed) and of the dispatcher: the long ones are stalls every connection of the
- * process waited through. The dispatcher's are also counted by their CPU time, which a turn kept off a busy machine's
- * cores does not lengthen, so that its own long work can be told from the machine's load.
+ * process waited through. The dispatcher's are also counted less the time its thread waited for a core, which a busy
+ * machine lengthens, so that a long turn of its own (its work, or a call it blocked in) can be told from the load.
  */
 static int render_loop_turns(struct buf *out) {
   const struct metrics_dispatcher *d = &shm->dispatcher;
-  uint64_t workers[METRICS_TURN_NBUCKETS], wall[METRICS_TURN_NBUCKETS], cpu[METRICS_TURN_NBUCKETS];
+  uint64_t workers[METRICS_TURN_NBUCKETS], wall[METRICS_TURN_NBUCKETS], own[METRICS_TURN_NBUCKETS];
   for (int b = 0; b < METRICS_TURN_NBUCKETS; b++) {
     workers[b] = sum_workers(offsetof(struct metrics_worker, loop_turn_bucket) + (size_t)b * sizeof(_Atomic uint64_t));
     wall[b] = LOAD(d->loop_turn_bucket[b]);
-    cpu[b] = LOAD(d->loop_turn_cpu_bucket[b]);
+    own[b] = LOAD(d->loop_turn_own_bucket[b]);
   }
   int rv = render_turns(out, "vts_worker_loop_turn_seconds",
                         "Time a worker's event loop spent between two waits for events (its callbacks, timers, and any "
@@ -303,10 +303,10 @@ static int render_loop_turns(struct buf *out) {
                       "any call that blocked it, and any time it was kept off the CPU meanwhile).",
                       wall, LOAD(d->loop_turn_sum_us));
   if (rv == 0)
-    rv = render_turns(out, "vts_dispatcher_loop_turn_cpu_seconds",
-                      "CPU time the dispatcher's loop thread used in each turn of its event loop (its own work, "
-                      "without a wait it blocked in or time it was kept off the CPU).",
-                      cpu, LOAD(d->loop_turn_cpu_sum_us));
+    rv = render_turns(out, "vts_dispatcher_loop_turn_own_seconds",
+                      "The dispatcher's loop turns less the time its thread waited for a core (runnable, not running): "
+                      "its own work and any call it blocked in, without what a busy machine's other processes took.",
+                      own, LOAD(d->loop_turn_own_sum_us));
   return rv;
 }
 

@@ -1,5 +1,5 @@
 """The loop-turn histograms of /metrics (vts_worker_loop_turn_seconds, vts_dispatcher_loop_turn_seconds and
-vts_dispatcher_loop_turn_cpu_seconds), read as counts of turns between two scrapes (before None: since the process started)."""
+vts_dispatcher_loop_turn_own_seconds), read as counts of turns between two scrapes (before None: since the process started)."""
 import math
 import re
 
