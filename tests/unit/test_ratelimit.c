@@ -707,7 +707,9 @@ static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
   fclose(f);
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/sub", file);
-  assert_true(ratelimit_shm_init(&cfg, err, sizeof(err)) < 0);
+  struct ratelimit_shared *shared = NULL;
+  assert_true(ratelimit_shared_new(&cfg, &shared, err, sizeof(err)) < 0);
+  assert_null(shared);
   assert_non_null(strstr(err, "VTS_STATE_DIR"));
   remove_tree(dir);
 }
@@ -718,11 +720,13 @@ static void test_missing_state_dir_is_created(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/a/b", dir);
-  assert_int_equal(ratelimit_shm_init(&cfg, err, sizeof(err)), 0);
+  struct ratelimit_shared *shared = NULL;
+  assert_int_equal(ratelimit_shared_new(&cfg, &shared, err, sizeof(err)), 0);
+  assert_non_null(shared);
   struct stat st;
   assert_int_equal(stat(cfg.state_dir, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
-  ratelimit_shm_free();
+  ratelimit_shared_free(shared);
   remove_tree(dir);
 }
 
@@ -805,13 +809,14 @@ static void test_bad_redis_url_names_the_variable(void **state) {
   }
 }
 
-/* The memory provider as a worker sees it: table (state in dir) and a limiter on loop. */
-static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
+/* The memory provider as a worker sees it: what the master makes (*shared, state in dir) and a limiter on loop. */
+static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop,
+                                              struct ratelimit_shared **shared) {
   char err[512] = "";
   snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
-  if (ratelimit_shm_init(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shared_new(cfg, shared, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(loop), 0);
-  struct ratelimit *rl = ratelimit_new(loop, cfg);
+  struct ratelimit *rl = ratelimit_new(loop, cfg, *shared);
   assert_non_null(rl);
   return rl;
 }
@@ -829,7 +834,8 @@ static void test_more_distinct_keys_than_the_key_file_holds_never_get_503(void *
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
   uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct ratelimit_shared *shared = NULL;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop, &shared);
   struct key_entry key = {.name = "k", .active = 1};
   struct answers a = {0};
   for (uint64_t i = 0; i < VTS_MAX_KEYS + 1; i++) {
@@ -842,7 +848,7 @@ static void test_more_distinct_keys_than_the_key_file_holds_never_get_503(void *
   ratelimit_stats(rl, &st);
   assert_int_equal(st.table_full, 0);
   stop_limiter(rl, &loop);
-  ratelimit_shm_free();
+  ratelimit_shared_free(shared);
   remove_tree(dir);
 }
 
@@ -856,7 +862,8 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
   while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
   uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct ratelimit_shared *shared = NULL;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop, &shared);
   struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
   struct answers a = {0};
@@ -884,8 +891,9 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   stop_limiter(rl, &loop);
 
   /* A restart (new table, restored from the snapshot) keeps the month's usage. */
-  assert_int_equal(ratelimit_snapshot_now(&cfg), 0);
-  rl = start_memory_limiter(&cfg, dir, &loop);
+  assert_int_equal(ratelimit_snapshot_now(shared, &cfg), 0);
+  ratelimit_shared_free(shared);
+  rl = start_memory_limiter(&cfg, dir, &loop, &shared);
   key.quota = 4;
   key.rate = 100;
   struct answers b = {0};
@@ -894,7 +902,7 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   assert_int_equal(b.outcomes[RL_ALLOW], 1);
   assert_int_equal(b.outcomes[RL_QUOTA], 1);
   stop_limiter(rl, &loop);
-  ratelimit_shm_free();
+  ratelimit_shared_free(shared);
   remove_tree(dir);
 }
 
@@ -904,7 +912,8 @@ static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 10000};
   uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct ratelimit_shared *shared = NULL;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop, &shared);
   struct key_entry key = {.name = "k", .active = 1};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_b);
   struct answers a = {0};
@@ -914,13 +923,13 @@ static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
   assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
   assert_int_equal(quota_used(t, digest_b, util_wall_s()), 3);
   rlmem_destroy(t);
-  ratelimit_shm_free();
+  ratelimit_shared_free(shared);
   remove_tree(dir);
 }
 
 /*
- * A batch item's unit of the month, taken outside any check, goes back through the one refund, ratelimit_refund, as
- * a request's does: once, to the shared table, with no limiter's counters moved and none needed (NULL).
+ * A batch item's unit of the month, taken outside any check by the runner's limiter, goes back through the one refund,
+ * ratelimit_refund, as a request's does: once, to the shared table, with no worker's counters moved.
  */
 static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **state) {
   (void)state;
@@ -928,27 +937,32 @@ static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **st
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
   uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct ratelimit_shared *shared = NULL;
+  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop, &shared);
   struct key_entry key = {.name = "k", .active = 1, .rate = 100, .quota = 2};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
   struct rl_decision first, second, third;
   enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &first, &charged), 0);
+  /* No limiter, no table: nothing can be taken. */
+  assert_int_equal(ratelimit_charge_month(NULL, &key, &first, &charged), -ENODEV);
+  struct ratelimit *months = ratelimit_new_months(&cfg, shared);
+  assert_non_null(months);
+  assert_int_equal(ratelimit_charge_month(months, &key, &first, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
   assert_int_equal(first.reserved_in, RL_STORE_TABLE);
   assert_int_equal(first.reserved_month, rlcalc_month_index(util_wall_s()));
   assert_string_equal(first.digest, digest_a);
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &second, &charged), 0);
+  assert_int_equal(ratelimit_charge_month(months, &key, &second, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_QUOTA_USED_UP);
   assert_int_equal(third.reserved_in, RL_STORE_NONE);
-  ratelimit_refund(NULL, &first);
+  ratelimit_refund(months, &first);
   assert_int_equal(first.reserved_in, RL_STORE_NONE);
-  ratelimit_refund(NULL, &first); /* once: the unit is no longer recorded */
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  ratelimit_refund(months, &first); /* once: the unit is no longer recorded */
+  assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_QUOTA_USED_UP);
   /* The worker's checks see the same month, and its counters saw no refund of a unit it never reserved. */
   struct answers a = {0};
@@ -957,8 +971,9 @@ static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **st
   struct ratelimit_stats st;
   ratelimit_stats(rl, &st);
   assert_int_equal(st.refunds, 0);
+  ratelimit_free(months);
   stop_limiter(rl, &loop);
-  ratelimit_shm_free();
+  ratelimit_shared_free(shared);
   remove_tree(dir);
 }
 
