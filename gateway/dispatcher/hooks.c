@@ -126,7 +126,7 @@ static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
   job.hook_body = k->body;
   job.hook_body_len = (uint32_t)k->body_len;
   c->waiter.internal = HOOKS_WAITER;
-  fair_started(runner_fair(h->runner), now, k->key_id, 1);
+  fair_started(runner_fair(h->runner), now, k->key_id, runner_key_weight(h->runner, k->key_id));
   c->next = h->calls;
   if (h->calls != NULL) h->calls->prev = c;
   h->calls = c;

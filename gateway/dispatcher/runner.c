@@ -57,6 +57,7 @@ struct runner_item {
   int64_t page_created_ms;
   int64_t page_read;                 /* the page's number in its list */
   char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
+  uint32_t weight;                   /* that key's weight in the key file when the work was taken */
   enum unit_kind unit;
   struct rl_decision table_unit; /* UNIT_TABLE: the unit of the limiter's shared table (its key's digest, its month) */
   struct jobstore_charge charge; /* UNIT_STORE: the store's month counter it was held in */
@@ -135,6 +136,7 @@ struct take_call {
   struct jobstore_task task;
   struct jobstore_page pg;
   struct runner_item *it; /* the reservation: the item whose unit is asked for */
+  uint32_t weight;        /* the taken work's key's weight (runner_key_weight) */
 };
 
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct) {
@@ -618,6 +620,11 @@ int runner_key_gone(const struct runner *r, const char *key) {
   return k == NULL || !k->active;
 }
 
+uint32_t runner_key_weight(const struct runner *r, const char *key) {
+  const struct key_entry *k = key_named(r, key);
+  return k != NULL && k->weight > 1 ? (uint32_t)k->weight : 1;
+}
+
 static void link_item(struct runner *r, struct runner_item *it) {
   it->waiter.internal = 1;
   it->next = r->items;
@@ -629,7 +636,7 @@ static void link_item(struct runner *r, struct runner_item *it) {
  * Starts one taken page of a job's list: a browse job of the core (its continuation), answered through runner_answer
  * like an item, within the same share of the fetchers.
  */
-static void start_page(struct runner *r, uint64_t now, const struct jobstore_page *pg) {
+static void start_page(struct runner *r, uint64_t now, const struct jobstore_page *pg, uint32_t weight) {
   struct runner_item *it = calloc(1, sizeof(*it));
   if (it == NULL) {
     page_write(r, pg->job_id, W_PAGE_RETRY, 0, NULL, wall_ms() + RUNNER_POLL_MS);
@@ -641,7 +648,7 @@ static void start_page(struct runner *r, uint64_t now, const struct jobstore_pag
   it->page_created_ms = pg->created_ms;
   it->page_read = pg->read + 1; /* this page's number: the pages read so far and itself */
   memcpy(it->key, pg->key_id, sizeof(it->key));
-  fair_started(r->fair, now, it->key, 1);
+  fair_started(r->fair, now, it->key, weight);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_BROWSE,
                           .deadline_ms = (uint32_t)r->cfg->job_timeout_ms,
@@ -667,7 +674,7 @@ static void start_held(struct runner *r, uint64_t now, struct runner_item *it, i
     free(it);
     return;
   }
-  fair_started(r->fair, now, it->key, 1);
+  fair_started(r->fair, now, it->key, it->weight);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_CAPTIONS, .deadline_ms = (uint32_t)r->cfg->job_timeout_ms};
   memcpy(job.video_id, t->video_id, sizeof(job.video_id));
@@ -719,6 +726,7 @@ static void start_item(struct runner *r, uint64_t now, struct take_call *c) {
   }
   it->task = *t;
   memcpy(it->key, t->key_id, sizeof(it->key));
+  it->weight = c->weight;
   int held = hold_unit(r, it, wall_ms());
   if (held == HOLD_ASK_STORE) {
     c->it = it;
@@ -824,7 +832,8 @@ static void take_done(void *arg) {
     return;
   }
   const char *key = c->page ? c->pg.key_id : c->task.key_id;
-  fair_seen(r->fair, now, key, 1);
+  c->weight = runner_key_weight(r, key);
+  fair_seen(r->fair, now, key, c->weight);
   /*
    * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
    * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
@@ -850,7 +859,7 @@ static void take_done(void *arg) {
     return;
   }
   if (c->page) {
-    start_page(r, now, &c->pg);
+    start_page(r, now, &c->pg, c->weight);
     take_over(c);
     return;
   }

@@ -112,6 +112,8 @@ uint64_t runner_egresses(const struct vts_config *cfg);
 size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max);
 /* Whether key is absent from the key file or not active there. */
 int runner_key_gone(const struct runner *r, const char *key);
+/* key's weight in the key file, its share of batch work against the others' (fair.h): 1 for a key it does not hold. */
+uint32_t runner_key_weight(const struct runner *r, const char *key);
 /*
  * Starts what may start now (the core's gauges decide) and expires old jobs now and then. Returns the monotonic time
  * it wants to be called again by at the latest.
