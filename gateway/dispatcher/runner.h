@@ -31,10 +31,11 @@
  * calls wait. So a slow or frozen store holds only batch work, never the synchronous requests of the same loop.
  *
  * A playlist's or channel's job keeps the continuation of its list's next page in the store: the runner takes it
- * (leased like an item, before the items, within the same room) and hands the core a browse job of it; the page's ids
- * are appended to the job with the next continuation in one transaction (jobstore_page_done), so a gateway killed
- * mid-list reads the same page again on restart and holds each video once. A page that meets a ration goes back as
- * an item does; any other failure is tried RUNNER_PAGE_TRIES times, then ends the list with what the job holds.
+ * (leased like an item, looked for before an item every other take, within the same room) and hands the core a browse
+ * job of it; the page's ids are appended to the job with the next continuation in one transaction (jobstore_page_done),
+ * so a gateway killed mid-list reads the same page again on restart and holds each video once. A page that meets a
+ * ration goes back as an item does; any other failure is tried RUNNER_PAGE_TRIES times, then ends the list with what
+ * the job holds.
  */
 #ifndef VTS_DISPATCH_RUNNER_H
 #define VTS_DISPATCH_RUNNER_H
