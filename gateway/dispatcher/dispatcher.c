@@ -79,6 +79,8 @@ struct dispatcher {
   const struct vts_config *cfg;
   struct core *core;
   struct rcache *rcache; /* NULL without VTS_REDIS_URL */
+  /* The rate limiter's, lent by the master: the batch items' units of the month are taken from its table. */
+  const struct ratelimit_shared *limits;
   struct runner *runner; /* the batch jobs' runner; NULL when the job store cannot be opened */
   struct hooks *hooks;   /* the batch jobs' webhooks; NULL without the runner */
   uv_loop_t loop;
@@ -734,7 +736,7 @@ static int start_core(struct dispatcher *d, struct start_err *e) {
     snprintf(e->msg, sizeof(e->msg), "out of memory");
     return -ENOMEM;
   }
-  d->runner = runner_new(d->cfg, d->core, &d->loop, kick_runner, d);
+  d->runner = runner_new(d->cfg, d->limits, d->core, &d->loop, kick_runner, d);
   if (d->runner != NULL) d->hooks = hooks_new(d->cfg, d->core, d->runner);
   return 0;
 }
@@ -791,7 +793,7 @@ static int start_signal_thread(struct dispatcher *d, pthread_t *out, struct star
   return -rv;
 }
 
-int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
+int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits) {
   enum log_level level = LOG_INFO;
   log_level_parse(cfg->log_level, &level);
   log_init("dispatcher", level);
@@ -801,6 +803,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   pthread_t sig_thread;
   memset(d, 0, sizeof(*d));
   d->cfg = cfg;
+  d->limits = limits;
   d->slots.next = d->slots.prev = &d->slots;
   pthread_mutex_init(&d->lock, NULL);
 
