@@ -490,6 +490,7 @@ static void recover_done(void *arg) {
   free(c);
 }
 
+/* Allocated and filled in as the gateway's other objects are: alike in shape, each its own members. */
 struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_loop_t *loop, void (*kick_fn)(void *),
                           void *kick_arg) {
   struct runner *r = calloc(1, sizeof(*r));
