@@ -126,6 +126,8 @@ static const char add_read[] = "ALTER TABLE pages ADD COLUMN nread INTEGER NOT N
   X(HOOK_ADD, "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) VALUES(?,0,?,?,?)")                      \
   X(HOOK_END, "UPDATE hooks SET state=?,next_ms=?,http_status=? WHERE job_id=? AND state=0")                           \
   X(PAGE_DUE, "SELECT 1 FROM pages WHERE lease_ms=0 AND not_before_ms<=? LIMIT 1")                                     \
+  X(ITEM_DUE, "SELECT 1 FROM items WHERE status=0 AND not_before_ms<=? LIMIT 1")                                       \
+  X(HOOK_DUE, "SELECT 1 FROM hooks WHERE state=0 AND next_ms<=? LIMIT 1")                                              \
   X(JOB_IDS, "SELECT video_id,seq FROM items WHERE job_id=?")                                                          \
   X(PAGE_MAX_ITEMS, "SELECT max_items FROM pages WHERE job_id=? AND lease_ms>0")                                       \
   X(JOB_TOTAL, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?")                                                      \
@@ -334,12 +336,14 @@ static int first_row(sqlite3_stmt *st) {
 }
 
 /*
- * A fair take (an item, a page, a webhook try): its query ("is": now, the keys it passes over as JSON), the reader of
+ * A fair take (an item, a page, a webhook try): whether anything may be due ("i": now; a read that asks less than the
+ * query), its query ("is": now, the keys it passes over as JSON), the reader of
  * its first row into the take's out, and the hold on the row taken (the lease, its try counted): lease ("is": the
  * lease's end, the job id at job_id_at in out), or hold where it takes more (returns a count of changes or -errno).
  */
 struct take {
   size_t out_size;
+  enum sq_stmt due;
   enum sq_stmt query;
   void (*read)(sqlite3_stmt *st, void *out);
   enum sq_stmt lease;
@@ -348,14 +352,20 @@ struct take {
 };
 
 /*
- * The one shape of the takes: BEGIN IMMEDIATE, the first row of t's query read into out (zeroed first), held,
- * committed. Returns 0, -EAGAIN (nothing due), -ENOMEM or -EIO.
+ * The one shape of the takes: t's due asked (nothing due: -EAGAIN, no write lock taken), then BEGIN IMMEDIATE, the
+ * first row of t's query read into out (zeroed first), held, committed. Returns 0, -EAGAIN (nothing due), -ENOMEM or
+ * -EIO.
  */
 static int fair_take(struct sqstore *js, const struct take *t, int64_t now_ms, int64_t lease_ms,
                      const struct jobstore_skip *skip, void *out) {
   memset(out, 0, t->out_size);
+  /* Asked first without a write lock: the poll of an idle store ends here, with one read of an index. */
+  sqlite3_stmt *due = prepare(js, t->due, "i", now_ms);
+  int rv = first_row(due);
+  release(due);
+  if (rv != 0) return rv;
   char *passed;
-  int rv = begin_take(js, skip, &passed);
+  rv = begin_take(js, skip, &passed);
   if (rv != 0) return rv;
   sqlite3_stmt *st = prepare(js, t->query, "is", now_ms, passed);
   rv = first_row(st);
@@ -575,8 +585,11 @@ static int hold_item(struct sqstore *js, const void *row, int64_t now_ms, int64_
 }
 
 /* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
-static const struct take item_take = {
-    .out_size = sizeof(struct jobstore_task), .query = SQ_ITEM_TAKE, .read = read_item, .hold = hold_item};
+static const struct take item_take = {.out_size = sizeof(struct jobstore_task),
+                                      .due = SQ_ITEM_DUE,
+                                      .query = SQ_ITEM_TAKE,
+                                      .read = read_item,
+                                      .hold = hold_item};
 
 static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                    struct jobstore_task *out) {
@@ -683,6 +696,7 @@ static void read_hook(sqlite3_stmt *st, void *row) {
 
 /* hook_take and page_take are rows of the takes' table: alike in shape, each its own query and lease. */
 static const struct take hook_take = {.out_size = sizeof(struct jobstore_hook),
+                                      .due = SQ_HOOK_DUE,
                                       .query = SQ_HOOK_TAKE,
                                       .read = read_hook,
                                       .lease = SQ_HOOK_LEASE,
@@ -711,6 +725,7 @@ static void read_page(sqlite3_stmt *st, void *row) {
 }
 
 static const struct take page_take = {.out_size = sizeof(struct jobstore_page),
+                                      .due = SQ_PAGE_DUE,
                                       .query = SQ_PAGE_TAKE,
                                       .read = read_page,
                                       .lease = SQ_PAGE_LEASE,
@@ -718,16 +733,8 @@ static const struct take page_take = {.out_size = sizeof(struct jobstore_page),
 
 static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_page *out) {
-  struct sqstore *js = self;
-  memset(out, 0, sizeof(*out));
-  /* Asked before every item a runner starts: with no page due, no write lock is taken. */
-  sqlite3_stmt *due = prepare(js, SQ_PAGE_DUE, "i", now_ms);
-  if (!due) return -EIO;
-  int drc = sqlite3_step(due);
-  release(due);
-  if (drc == SQLITE_DONE) return -EAGAIN;
-  if (drc != SQLITE_ROW) return -EIO;
-  return fair_take(js, &page_take, now_ms, lease_ms, skip, out);
+  /* Asked before every item a runner starts: with no page due, no write lock is taken (page_take's due). */
+  return fair_take(self, &page_take, now_ms, lease_ms, skip, out);
 }
 
 static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }

@@ -5,7 +5,8 @@ store for work) and no job, measured over SECONDS (60 by default) once it serves
 Prints the CPU time of each of the dispatcher process's threads (utime + stime from /proc/<pid>/task/*/stat; the
 store's thread is vts-jobstore) and their sum, per minute. With the SQLite store, when perf can place uprobes (root,
 perf on PATH), the calls of sqlite3_prepare_v2, sqlite3_prepare_v3, sqlite3_exec and sqlite3_step the dispatcher made
-in the window (perf stat on probes at those functions of the libsqlite3 the gateway loads, removed after). With
+in a 20 s window after that one (perf stat on uprobes at those functions of the libsqlite3 the gateway loads, removed
+after; a window of its own since each hit traps). With
 --redis, a redis-server of its own holds the jobs (VTS_REDIS_URL): the commands the dispatcher's connections sent in
 the window, by name (seen by a MONITOR client, each connection told apart by its socket in /proc; the store pipelines
 nothing, so each command is one round trip), and all the commands Redis ran (INFO commandstats, the scripts' own
@@ -28,6 +29,7 @@ from redisserver import Redis  # noqa: E402
 from stack import Stack  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+PROBE_S = 20
 PROBES = ("sqlite3_prepare_v2", "sqlite3_prepare_v3", "sqlite3_exec", "sqlite3_step")
 
 
@@ -153,12 +155,6 @@ def main():
         assert len(pids) == 1, "one dispatcher expected, found %r" % pids
         pid = pids[0]
         binary = os.path.join(os.environ.get("VTS_BUILD_DIR", "build"), "bin", "vts-gateway")
-        events = [] if use_redis else add_probes(sqlite_library(binary))
-        perf = None
-        if events:
-            perf = subprocess.Popen(["perf", "stat", "-x", ",", "-e", ",".join(events), "-p", str(pid), "--",
-                                     "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True)
         before_cmds = commandstats(redis) if redis is not None else {}
         monitor = Monitor(redis.port) if redis is not None else None
         before = thread_cpu(pid)
@@ -166,10 +162,10 @@ def main():
         time.sleep(seconds)  # the wait is the test: the dispatcher idles through the window measured
         after = thread_cpu(pid)
         elapsed = time.monotonic() - t0
+        per_min = 60.0 / elapsed
         after_cmds = commandstats(redis) if redis is not None else {}
         if monitor is not None:
             monitor.close()
-        per_min = 60.0 / elapsed
         print("store: %s; dispatcher pid %d idle %.1f s (CPU per minute below)" % (
             "redis" if use_redis else "sqlite", pid, elapsed))
         total = 0
@@ -177,17 +173,23 @@ def main():
             name, ticks = after[tid]
             used = ticks - before.get(tid, (name, 0))[1]
             total += used
-            print("  thread %-8s %-16s %8.1f ms" % (tid, name, used * 1000.0 / TICK * per_min))
+            if used > 0:
+                print("  thread %-8s %-16s %8.1f ms" % (tid, name, used * 1000.0 / TICK * per_min))
         print("  all threads               %8.1f ms" % (total * 1000.0 / TICK * per_min))
-        if perf is not None:
-            _, err = perf.communicate(timeout=seconds + 30)
+        events = [] if use_redis else add_probes(sqlite_library(binary))
+        if events:
+            # A window of its own after the CPU's: each hit of a uprobe traps, which the CPU time would count.
+            perf = subprocess.run(["perf", "stat", "-x", ",", "-e", ",".join(events), "-p", str(pid), "--", "sleep",
+                                   str(PROBE_S)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  timeout=PROBE_S + 30)
+            err = perf.stderr
             for line in err.splitlines():
                 parts = line.split(",")
                 if len(parts) > 2 and parts[2].startswith("probe_libsqlite3:vtsidle_"):
                     n = int(parts[0]) if parts[0].isdigit() else 0
                     print("  %-20s %8d calls (%.1f per second)" % (
-                        parts[2].split("vtsidle_")[1], n, n / seconds))
-        elif not use_redis:
+                        parts[2].split("vtsidle_")[1], n, n / PROBE_S))
+        if not use_redis and not events:
             print("  (no call counts: perf's uprobes need root and perf on PATH)")
         if redis is not None:
             ports = client_ports(pid, redis.port)
@@ -200,7 +202,7 @@ def main():
                 print("    %-12s %8d (%.1f per second)" % (cmd, mine[cmd], mine[cmd] / elapsed))
             print("  all commands Redis ran in the window (scripts' own included):")
             for cmd in sorted(after_cmds):
-                n = after_cmds[cmd] - before_cmds.get(cmd, 0) - (1 if cmd == "info" else 0) - (1 if cmd == "monitor" else 0)
+                n = after_cmds[cmd] - before_cmds.get(cmd, 0) - (1 if cmd in ("info", "monitor") else 0)
                 if n > 0:
                     print("    %-12s %8d (%.1f per second)" % (cmd, n, n / elapsed))
         return 0
