@@ -28,6 +28,7 @@
 #include "gateway/dispatcher/dispatcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -79,12 +80,17 @@ struct dispatcher {
   const struct vts_config *cfg;
   struct core *core;
   struct rcache *rcache; /* NULL without VTS_REDIS_URL */
+  /* The rate limiter's, lent by the master: the batch items' units of the month are taken from its table. */
+  const struct ratelimit_shared *limits;
   struct runner *runner; /* the batch jobs' runner; NULL when the job store cannot be opened */
   struct hooks *hooks;   /* the batch jobs' webhooks; NULL without the runner */
   uv_loop_t loop;
   uv_async_t wake;
   uv_timer_t timer;
   uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
+  uv_prepare_t turn; /* measures each loop turn, before the loop waits */
+  int schedstat_fd;  /* the loop thread's scheduler statistics (/proc/thread-self/schedstat), -1 without them */
+  uint64_t turn_end_ns, turn_idle_ns, turn_queued_ns; /* the previous turn's end: clock, idle time, wait for a core */
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -544,6 +550,43 @@ static void on_wake(uv_async_t *a) {
   settle(d);
 }
 
+/*
+ * How long the loop's thread has waited for a core in all (runnable, not running: the second field of its schedstat),
+ * in ns; 0 without the file, so that a turn then counts whole.
+ */
+static uint64_t thread_queued_ns(const struct dispatcher *d) {
+  char text[96];
+  if (d->schedstat_fd < 0) return 0;
+  ssize_t n = pread(d->schedstat_fd, text, sizeof(text) - 1, 0);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  char *end;
+  errno = 0;
+  (void)strtoull(text, &end, 10);
+  unsigned long long queued = strtoull(end, NULL, 10);
+  return errno == 0 ? (uint64_t)queued : 0;
+}
+
+/*
+ * The end of a loop turn, before the loop waits, measured as a worker's: from the last end, less the time the loop
+ * waited for events (UV_METRICS_IDLE_TIME), which is the stall a request arriving meanwhile sees; and the same less
+ * the time the thread waited for a core meanwhile, which is the loop's own: its work and any call it blocked in (a
+ * store call on the loop, as before the store's thread), without what a busy machine's other processes took.
+ */
+static void on_turn_prepare(uv_prepare_t *h) {
+  struct dispatcher *d = h->data;
+  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&d->loop), queued = thread_queued_ns(d);
+  if (d->turn_end_ns != 0) {
+    uint64_t took = now - d->turn_end_ns, waited = idle - d->turn_idle_ns;
+    uint64_t busy = took > waited ? took - waited : 0;
+    uint64_t off = queued > d->turn_queued_ns ? queued - d->turn_queued_ns : 0;
+    metrics_dispatcher_loop_turn(busy / 1000, (busy > off ? busy - off : 0) / 1000);
+  }
+  d->turn_end_ns = now;
+  d->turn_idle_ns = idle;
+  d->turn_queued_ns = queued;
+}
+
 static void on_redis_got(void *arg, uint64_t job_id, int status, const struct proto_result *res, uint64_t ttl_left) {
   struct dispatcher *d = arg;
   core_redis_got(d->core, util_now_ms(), job_id, status, res, ttl_left);
@@ -645,7 +688,10 @@ static void teardown(struct dispatcher *d) {
     uv_close((uv_handle_t *)&d->wake, NULL);
     uv_close((uv_handle_t *)&d->timer, NULL);
     uv_close((uv_handle_t *)&d->lonely, NULL);
+    uv_close((uv_handle_t *)&d->turn, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
+    if (d->schedstat_fd >= 0) close(d->schedstat_fd);
+    d->schedstat_fd = -1;
     uv_loop_close(&d->loop);
     d->loop_ready = false;
   }
@@ -694,7 +740,10 @@ static void block_signals(void) {
   signal(SIGPIPE, SIG_IGN);
 }
 
-/* The loop and its handles: the wake-up of nng's threads, the core's timer, the "no fetcher yet" warning. */
+/*
+ * The loop and its handles: the wake-up of nng's threads, the core's timer, the "no fetcher yet" warning, and the
+ * measure of its turns (which keeps no loop alive).
+ */
 static int start_loop(struct dispatcher *d, struct start_err *e) {
   e->what = "loop";
   int rv = uv_loop_init(&d->loop); /* libuv's codes are -errno already */
@@ -702,10 +751,17 @@ static int start_loop(struct dispatcher *d, struct start_err *e) {
     snprintf(e->msg, sizeof(e->msg), "%s", uv_strerror(rv));
     return rv;
   }
+  /* The time the loop waits for events, so that a turn's length leaves it out (on_turn_prepare). */
+  uv_loop_configure(&d->loop, UV_METRICS_IDLE_TIME);
   uv_async_init(&d->loop, &d->wake, on_wake);
   uv_timer_init(&d->loop, &d->timer);
   uv_timer_init(&d->loop, &d->lonely);
-  d->wake.data = d->timer.data = d->lonely.data = d;
+  uv_prepare_init(&d->loop, &d->turn);
+  d->wake.data = d->timer.data = d->lonely.data = d->turn.data = d;
+  /* Opened by the loop's thread: thread-self is the thread that opens it. */
+  d->schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  uv_prepare_start(&d->turn, on_turn_prepare);
+  uv_unref((uv_handle_t *)&d->turn);
   d->loop_ready = true;
   return 0;
 }
@@ -734,7 +790,7 @@ static int start_core(struct dispatcher *d, struct start_err *e) {
     snprintf(e->msg, sizeof(e->msg), "out of memory");
     return -ENOMEM;
   }
-  d->runner = runner_new(d->cfg, d->core, &d->loop, kick_runner, d);
+  d->runner = runner_new(d->cfg, d->limits, d->core, &d->loop, kick_runner, d);
   if (d->runner != NULL) d->hooks = hooks_new(d->cfg, d->core, d->runner);
   return 0;
 }
@@ -791,7 +847,7 @@ static int start_signal_thread(struct dispatcher *d, pthread_t *out, struct star
   return -rv;
 }
 
-int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
+int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits) {
   enum log_level level = LOG_INFO;
   log_level_parse(cfg->log_level, &level);
   log_init("dispatcher", level);
@@ -801,6 +857,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url) {
   pthread_t sig_thread;
   memset(d, 0, sizeof(*d));
   d->cfg = cfg;
+  d->limits = limits;
   d->slots.next = d->slots.prev = &d->slots;
   pthread_mutex_init(&d->lock, NULL);
 

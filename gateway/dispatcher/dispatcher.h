@@ -17,8 +17,13 @@
 
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
+#include "gateway/limits/ratelimit.h"
 
-/* Runs the dispatcher in the current (freshly forked) process until SIGTERM. Returns the exit status. */
-int dispatcher_main(const struct vts_config *cfg, const char *worker_url);
+/*
+ * Runs the dispatcher in the current (freshly forked) process until SIGTERM. limits is what the master made for the
+ * rate limiter before fork (borrowed; NULL: no batch item can take a unit of the month from its table). Returns the
+ * exit status.
+ */
+int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits);
 
 #endif

@@ -64,6 +64,7 @@ struct runner_item {
 
 struct runner {
   const struct vts_config *cfg;
+  struct ratelimit *months; /* the items' units of the month in the limiter's table; NULL without one */
   struct core *core;
   struct storeq *q;
   void (*kick)(void *arg); /* asks the dispatcher for a runner_pump soon: a store call answered */
@@ -326,7 +327,7 @@ static void write_done(void *arg) {
   if (w->unreserve_rv != 0)
     log_msg(LOG_WARN, "a batch item's unit of the month not given back", "job_id", w->job_id, NULL);
   /* A transcript delivered to no one: its unit of the shared table goes back (the store's went back on its thread). */
-  if (w->op == W_DONE && w->rv == -ENOENT && w->unit == UNIT_TABLE) ratelimit_refund(NULL, &w->table_unit);
+  if (w->op == W_DONE && w->rv == -ENOENT && w->unit == UNIT_TABLE) ratelimit_refund(r->months, &w->table_unit);
   char num[24];
   if (w->op == W_PAGE_END || w->op == W_PAGE_RETRY) {
     if (w->op == W_PAGE_END && w->rv == 0 && w->why == NULL && w->next != NULL) {
@@ -357,9 +358,9 @@ static void write_submit(struct runner *r, struct store_write *w, const char *jo
  * Gives back the unit an item held into w, the write that ends it without a transcript (a failure, a retry, a
  * cancel meanwhile): the shared table's now, the store's on its thread before w's op.
  */
-static void give_back_unit(struct runner_item *it, struct store_write *w) {
+static void give_back_unit(struct runner *r, struct runner_item *it, struct store_write *w) {
   if (it->unit == UNIT_TABLE) {
-    ratelimit_refund(NULL, &it->table_unit);
+    ratelimit_refund(r->months, &it->table_unit);
   } else if (it->unit == UNIT_STORE && w != NULL) {
     w->unit = UNIT_STORE;
     w->charge = it->charge;
@@ -371,7 +372,7 @@ static void give_back_unit(struct runner_item *it, struct store_write *w) {
 static void item_write(struct runner *r, struct runner_item *it, const struct jobstore_task *t, enum write_op op,
                        const char *code, const char *message, int64_t not_before_ms) {
   struct store_write *w = write_new(r, op, t->job_id, t->seq);
-  if (it != NULL) give_back_unit(it, w);
+  if (it != NULL) give_back_unit(r, it, w);
   if (w != NULL) {
     w->code = code;
     w->message = message;
@@ -487,14 +488,18 @@ static void recover_done(void *arg) {
   free(c);
 }
 
-struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_loop_t *loop, void (*kick_fn)(void *),
-                          void *kick_arg) {
+struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_shared *limits, struct core *core,
+                          uv_loop_t *loop, void (*kick_fn)(void *), void *kick_arg) {
   struct runner *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->cfg = cfg;
   r->core = core;
   r->kick = kick_fn;
   r->kick_arg = kick_arg;
+  if (limits != NULL && (r->months = ratelimit_new_months(cfg, limits)) == NULL) {
+    free(r);
+    return NULL;
+  }
   /* The batch share of the egress budget: the rest of it stays for synchronous requests, as the fetchers' slots do. */
   uint64_t share = cfg->jobs_fetcher_share > 0 ? (uint64_t)cfg->jobs_fetcher_share : 0;
   struct fair_limits lim = {.per_hour = (uint64_t)cfg->egress_rate * runner_egresses(cfg) * share / 100,
@@ -502,6 +507,7 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_lo
   if (lim.per_hour > 0 && lim.burst == 0) lim.burst = 1;
   r->fair = fair_new(&lim);
   if (r->fair == NULL) {
+    ratelimit_free(r->months);
     free(r);
     return NULL;
   }
@@ -509,6 +515,7 @@ struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_lo
   if (storeq_open(loop, cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &r->q, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
     fair_free(r->fair);
+    ratelimit_free(r->months);
     free(r);
     return NULL;
   }
@@ -545,7 +552,7 @@ static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
     return rv == 0 ? HOLD_ASK_STORE : rv;
   }
   enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
-  rv = ratelimit_charge_month(r->cfg, key, &it->table_unit, &charged);
+  rv = ratelimit_charge_month(r->months, key, &it->table_unit, &charged);
   if (rv < 0) return rv;
   if (charged == RL_CHARGE_QUOTA_USED_UP) return HOLD_USED_UP;
   it->unit = UNIT_TABLE;
@@ -564,11 +571,12 @@ void runner_free(struct runner *r) {
     struct runner_item *it = r->items;
     r->items = it->next;
     struct store_write *w = it->unit == UNIT_STORE ? write_new(r, W_UNRESERVE, it->task.job_id, it->task.seq) : NULL;
-    give_back_unit(it, w);
+    give_back_unit(r, it, w);
     if (w != NULL) write_submit(r, w, it->task.job_id);
     free(it);
   }
   storeq_close(r->q);
+  ratelimit_free(r->months);
   keystore_free(r->keys);
   fair_free(r->fair);
   free(r->gone);

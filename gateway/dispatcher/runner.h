@@ -45,6 +45,7 @@
 
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
+#include "gateway/limits/ratelimit.h"
 #include "proto/proto.h"
 
 /* An item met a ration that named no time: tried again after this long (the budgets refill over minutes). */
@@ -80,11 +81,12 @@ struct runner;
 
 /*
  * Opens the store the configuration names on a thread of its own (storeq.h, answering on loop) and puts back the
- * items left running. kick(kick_arg) asks for a runner_pump soon (a store call answered: more may start). NULL when
- * it cannot (logged).
+ * items left running. Its items' units of the month are taken from the rate limiter's table of limits (borrowed;
+ * NULL: none can be, each such item is tried again later). kick(kick_arg) asks for a runner_pump soon (a store call
+ * answered: more may start). NULL when it cannot (logged).
  */
-struct runner *runner_new(const struct vts_config *cfg, struct core *core, uv_loop_t *loop, void (*kick)(void *),
-                          void *kick_arg);
+struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_shared *limits, struct core *core,
+                          uv_loop_t *loop, void (*kick)(void *), void *kick_arg);
 /*
  * Gives back the units of the items in hand, then closes the store's queue: every call still queued is made (the
  * webhooks' too: free the hooks after this), their answers start nothing. Call it before the core is freed.

@@ -167,7 +167,8 @@ static void close_any(uv_handle_t *h, void *arg) {
 }
 
 /* Over 80 lines: the worker's steps from start to stop in order, every failure leaving by the one teardown. */
-int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t started_ms, struct keystore *keys) {
+int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t started_ms, struct keystore *keys,
+                const struct ratelimit_shared *limits) {
   static struct worker w;
   int status = 1;
   int dispatch_up = 0;
@@ -186,7 +187,7 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   uv_loop_configure(&w.loop, UV_METRICS_IDLE_TIME);
   keys_reload(&w, "start");
 
-  w.ctx.rl = ratelimit_new(&w.loop, cfg);
+  w.ctx.rl = ratelimit_new(&w.loop, cfg, limits);
   if (w.ctx.rl == NULL) {
     log_msg(LOG_ERROR, "rate limiter failed to start", NULL);
     goto fail;

@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "gateway/keys/keys.h"
+#include "gateway/limits/ratelimit.h"
 
 /* Exit status of a worker that cannot listen: a configuration problem that restarting does not fix. */
 #define WORKER_EXIT_CONFIG 78
@@ -17,8 +18,10 @@
 /*
  * Runs a worker in the current, freshly forked process until it has drained. keys is the store loaded by the master
  * (used when the worker's own load fails); the worker takes ownership. worker_url is the dispatcher's ipc address;
- * started_ms is util_now_ms() at master start. Returns the exit status.
+ * started_ms is util_now_ms() at master start; limits is what the master made for the rate limiter before fork
+ * (borrowed: the master frees it). Returns the exit status.
  */
-int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t started_ms, struct keystore *keys);
+int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t started_ms, struct keystore *keys,
+                const struct ratelimit_shared *limits);
 
 #endif

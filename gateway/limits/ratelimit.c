@@ -1,12 +1,14 @@
 /*
- * The rate limiter's facade over the backends' table (see ratelimit_backend.h): it makes the shared table, opens the
- * first row of RATELIMIT_BACKENDS the configuration selects, and does what every backend shares (a key's limits, the
- * counters, a refund's bookkeeping, a batch item's unit of the month); it names no backend.
+ * The rate limiter's facade over the backends' table (see ratelimit_backend.h): it makes what the master shares (the
+ * table and what the backend prepares before fork), opens the first row of RATELIMIT_BACKENDS the configuration
+ * selects, and does what every backend shares (a key's limits, the counters, a refund's bookkeeping, a batch item's
+ * unit of the month); it names no backend.
  */
 #include "gateway/limits/ratelimit.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/limits.h"
@@ -19,19 +21,6 @@
 static const struct rl_backend_ops *const backends[] = {RATELIMIT_BACKENDS(RATELIMIT_BACKEND_ROW)};
 #undef RATELIMIT_BACKEND_ROW
 
-/*
- * What the master makes before fork and every process it forks inherits: the shared table (the memory backend's
- * counts, Redis's fallback) and the backend chosen for it. A worker's limiter carries both in its handle from
- * ratelimit_new on, and its checks and refunds read them there; only what runs outside any limiter reads them here
- * (the master's snapshot, a batch item's unit of the dispatcher's runner: ratelimit_charge_month and its refund).
- * File-scope because the master makes it before fork and each child inherits it in place; a handle would be handed
- * from the master to worker_main and the dispatcher's runner, and ratelimit_refund(NULL, ...) would take it (issue 30).
- */
-static struct {
-  struct rlmem_table *table;
-  const struct rl_backend_ops *ops;
-} shared;
-
 /* The first backend the configuration selects; the table's last row is always selected. */
 static const struct rl_backend_ops *selected(const struct vts_config *cfg) {
   size_t n = sizeof(backends) / sizeof(backends[0]);
@@ -42,43 +31,59 @@ static const struct rl_backend_ops *selected(const struct vts_config *cfg) {
 
 const char *ratelimit_provider(const struct vts_config *cfg) { return selected(cfg)->name; }
 
-void ratelimit_shm_free(void) {
-  rlmem_destroy(shared.table);
-  shared.table = NULL;
-  shared.ops = NULL;
+void ratelimit_shared_free(struct ratelimit_shared *s) {
+  if (s == NULL) return;
+  rlmem_destroy(s->table);
+  free(s);
 }
 
-int ratelimit_shm_init(const struct vts_config *cfg, char *err, size_t errlen) {
-  ratelimit_shm_free();
-  struct rlmem_table *t = rlmem_create(VTS_RATELIMIT_SLOTS);
-  if (t == NULL) {
+int ratelimit_shared_new(const struct vts_config *cfg, struct ratelimit_shared **out, char *err, size_t errlen) {
+  const struct rl_backend_ops *ops = selected(cfg);
+  struct ratelimit_shared *s = calloc(1, ops->shared_size);
+  if (s == NULL) {
+    snprintf(err, errlen, "rate limit: no memory for the shared state");
+    return -ENOMEM;
+  }
+  s->ops = ops;
+  s->table = rlmem_create(VTS_RATELIMIT_SLOTS);
+  if (s->table == NULL) {
     int rv = -errno;
     snprintf(err, errlen, "rate limit: cannot map the shared table: %s", strerror(errno));
+    free(s);
     return rv;
   }
-  const struct rl_backend_ops *ops = selected(cfg);
-  int rv = ops->init != NULL ? ops->init(cfg, t, err, errlen) : 0;
+  int rv = ops->init != NULL ? ops->init(cfg, s, err, errlen) : 0;
   if (rv != 0) {
-    rlmem_destroy(t);
+    ratelimit_shared_free(s);
     return rv;
   }
-  shared.table = t;
-  shared.ops = ops;
+  *out = s;
   return 0;
 }
 
-int ratelimit_snapshot_now(const struct vts_config *cfg) {
-  if (shared.table == NULL || shared.ops->save == NULL) return 0;
-  return shared.ops->save(cfg, shared.table);
+int ratelimit_snapshot_now(const struct ratelimit_shared *s, const struct vts_config *cfg) {
+  if (s->ops->save == NULL) return 0;
+  return s->ops->save(cfg, s);
 }
 
-struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg) {
-  if (shared.table == NULL) return NULL; /* ratelimit_shm_init did not run */
-  return shared.ops->open(loop, cfg, shared.table);
+struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg, const struct ratelimit_shared *s) {
+  return s->ops->open(loop, cfg, s);
+}
+
+struct ratelimit *ratelimit_new_months(const struct vts_config *cfg, const struct ratelimit_shared *s) {
+  struct ratelimit *rl = calloc(1, sizeof(*rl));
+  if (rl == NULL) return NULL;
+  rl->cfg = *cfg;
+  rl->table = s->table;
+  return rl;
 }
 
 void ratelimit_free(struct ratelimit *rl) {
-  if (rl != NULL) rl->ops->close(rl);
+  if (rl == NULL) return;
+  if (rl->ops != NULL)
+    rl->ops->close(rl);
+  else
+    free(rl); /* the runner's: no backend, nothing pending */
 }
 
 /* ratelimit_check, or with spend false ratelimit_check_unspent. */
@@ -97,13 +102,13 @@ void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, 
   check(rl, key, false, cb, arg);
 }
 
-int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, struct rl_decision *unit,
+int ratelimit_charge_month(struct ratelimit *rl, const struct key_entry *key, struct rl_decision *unit,
                            enum rl_charge *outcome) {
-  if (shared.table == NULL) return -ENODEV;
+  if (rl == NULL) return -ENODEV;
   struct rl_limits lim;
-  rlcalc_limits(key, cfg, &lim);
+  rlcalc_limits(key, &rl->cfg, &lim);
   int64_t month = 0;
-  int rv = rlmem_charge_month(shared.table, key->digest, lim.quota, util_wall_s(), &month, outcome);
+  int rv = rlmem_charge_month(rl->table, key->digest, lim.quota, util_wall_s(), &month, outcome);
   if (rv != 0) return rv;
   memset(unit, 0, sizeof(*unit));
   if (*outcome == RL_CHARGE_TAKEN) rlcalc_reserved(unit, RL_STORE_TABLE, key->digest, month);
@@ -124,12 +129,12 @@ int ratelimit_month_counter(const struct vts_config *cfg, const struct key_entry
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
   enum rl_store in = d->reserved_in;
   d->reserved_in = RL_STORE_NONE;
+  if (rl == NULL || in == RL_STORE_NONE) return;
   if (in == RL_STORE_TABLE) {
-    /* Taken outside any check: no limiter counted it, and none counts its return. */
-    if (shared.table != NULL) rlmem_refund(shared.table, d->digest, d->reserved_month);
+    /* Taken outside any check: no check counted it, and no counter counts its return. */
+    rlmem_refund(rl->table, d->digest, d->reserved_month);
     return;
   }
-  if (rl == NULL || in == RL_STORE_NONE) return;
   rl->stats.refunds++;
   metrics_quota_refund();
   rl->ops->refund(rl, in, d->digest, d->reserved_month);
@@ -137,5 +142,5 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
 
 void ratelimit_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {
   *out = rl->stats;
-  if (rl->ops->stats != NULL) rl->ops->stats(rl, out);
+  if (rl->ops != NULL && rl->ops->stats != NULL) rl->ops->stats(rl, out);
 }

@@ -1,8 +1,10 @@
 /*
  * Short-window rate limit and monthly quota per key: fixed windows aligned to multiples of the window length.
  * Providers (the backends of ratelimit_backend.h, chosen by name from its table): memory (a shared-memory table
- * created by the master before fork, atomics only) and redis. A worker's limiter is a handle, struct ratelimit, whose
- * calls go to its backend's table of operations; rl_cb, the callback of every check, is in ratelimit_calc.h.
+ * created by the master before fork, atomics only) and redis. What the master makes before fork is a handle, struct
+ * ratelimit_shared, which it lends to every child it forks and frees at its end. A worker's limiter is a handle, struct
+ * ratelimit, made from it, whose calls go to its backend's table of operations; rl_cb, the callback of every check, is
+ * in ratelimit_calc.h.
  *
  * Semantics, the same for both providers:
  * - Window: index = now / window_s, reset = (index + 1) * window_s (unix seconds, exact). Exactly `limit` requests
@@ -38,24 +40,34 @@
 
 struct ratelimit;
 
+struct ratelimit_shared;
+
 /*
- * Master, before fork: creates the shared-memory table (memory provider, also redis fallback). It also: creates
- * VTS_STATE_DIR when missing and checks it is writable, reloads this month's usage from its snapshot (memory
+ * Master, before fork: makes into *out what every child it forks shares, the handle each of them is lent: the
+ * shared-memory table (memory provider, also redis fallback) and the backend the configuration selects. It also:
+ * creates VTS_STATE_DIR when missing and checks it is writable, reloads this month's usage from its snapshot (memory
  * provider); resolves the Redis host once, so workers never block on a name lookup (redis provider: a new address of
- * the host needs a restart). Calling it again replaces the table. Returns 0, or -errno with the reason as one line
- * naming the variable (VTS_STATE_DIR or VTS_REDIS_URL) in err.
+ * the host needs a restart). Returns 0, or -errno with the reason as one line naming the variable (VTS_STATE_DIR or
+ * VTS_REDIS_URL) in err.
  */
-int ratelimit_shm_init(const struct vts_config *cfg, char *err, size_t errlen);
-/* Master, at exit, after ratelimit_snapshot_now: unmaps the table. */
-void ratelimit_shm_free(void);
+int ratelimit_shared_new(const struct vts_config *cfg, struct ratelimit_shared **out, char *err, size_t errlen);
+/* Master, at exit, after ratelimit_snapshot_now: unmaps the table and frees s (NULL: nothing). */
+void ratelimit_shared_free(struct ratelimit_shared *s);
 /*
- * Writes the monthly usage snapshot now (memory provider; a no-op returning 0 for redis). The master calls it after
- * its workers have exited, so a shutdown loses no quota; workers also write it at most once a second by themselves.
- * Returns 0 or -errno.
+ * Writes the monthly usage snapshot of s now (memory provider; a no-op returning 0 for redis). The master calls it
+ * after its workers have exited, so a shutdown loses no quota; workers also write it at most once a second by
+ * themselves. Returns 0 or -errno.
  */
-int ratelimit_snapshot_now(const struct vts_config *cfg);
-/* Worker, after fork: the limiter of this worker on its loop. Returns NULL on failure. */
-struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg);
+int ratelimit_snapshot_now(const struct ratelimit_shared *s, const struct vts_config *cfg);
+/* Worker, after fork: the limiter of this worker on its loop, over what the master made (s). NULL on failure. */
+struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg, const struct ratelimit_shared *s);
+/*
+ * The dispatcher's runner, after fork: a limiter on no loop, over the table of s, for a batch item's units of the month
+ * taken outside any request (ratelimit_charge_month) and given back (ratelimit_refund). It decides no check (neither
+ * ratelimit_check nor ratelimit_check_unspent may be called on it) and holds no connection or timer. Freed by
+ * ratelimit_free. NULL without memory.
+ */
+struct ratelimit *ratelimit_new_months(const struct vts_config *cfg, const struct ratelimit_shared *s);
 /*
  * Closes connections and timers; call before the loop ends, then run the loop so the handles close. Checks still
  * waiting for Redis are decided (as for a store fault) before it returns.
@@ -71,21 +83,21 @@ void ratelimit_check(struct ratelimit *rl, const struct key_entry *key, rl_cb cb
 void ratelimit_check_unspent(struct ratelimit *rl, const struct key_entry *key, rl_cb cb, void *arg);
 /*
  * Gives back the month's unit that decision d reserved, once (it clears d->reserved_in): the answer to the request
- * is not a 200 with a transcript; or the unit of a batch item that ratelimit_charge_month took (RL_STORE_TABLE: given
- * back to the shared table, rl may be NULL), whose answer could not be kept. The one way a unit goes back. Does
- * nothing when d reserved nothing, or rl is NULL for a check's unit (a worker already closing its limiter). A unit
+ * is not a 200 with a transcript; or the unit of a batch item that ratelimit_charge_month took from rl
+ * (RL_STORE_TABLE: given back to the shared table), whose answer could not be kept. The one way a unit goes back. Does
+ * nothing when d reserved nothing, or rl is NULL (a worker already closing its limiter, a runner that has none). A unit
  * reserved in Redis is given back in Redis; when Redis cannot take it the unit stays counted (a customer may be billed
  * one unit too many, never served one too many).
  */
 void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d);
 /*
  * Takes one unit of the month of key, outside any request: a batch job's item answered with a transcript (the
- * dispatcher's runner; the job's request was counted in the window). From the shared table the master made, so any
- * process forked after ratelimit_shm_init may call it. Returns 0 with what happened in *outcome (RL_CHARGE_TAKEN: unit
- * records the unit, reserved_in RL_STORE_TABLE, for ratelimit_refund), -ENOSPC or -ENODEV (no table). The table is the
- * month of the memory provider; with VTS_REDIS_URL the month is in Redis: see ratelimit_month_counter.
+ * dispatcher's runner, with its ratelimit_new_months; the job's request was counted in the window). From the shared
+ * table of rl, which the master made. Returns 0 with what happened in *outcome (RL_CHARGE_TAKEN: unit records the
+ * unit, reserved_in RL_STORE_TABLE, for ratelimit_refund on rl), -ENOSPC, or -ENODEV (rl NULL: no table). The table is
+ * the month of the memory provider; with VTS_REDIS_URL the month is in Redis: see ratelimit_month_counter.
  */
-int ratelimit_charge_month(const struct vts_config *cfg, const struct key_entry *key, struct rl_decision *unit,
+int ratelimit_charge_month(struct ratelimit *rl, const struct key_entry *key, struct rl_decision *unit,
                            enum rl_charge *outcome);
 /*
  * With VTS_REDIS_URL: where key's units of the month are counted in Redis at second now (the counter every check of

@@ -1,8 +1,9 @@
 /*
  * What a backend of the rate limiter is given and fills, as the job store's backends see jobstore_backend.h and never
- * its facade: the worker's limiter every backend's own struct begins with, the table of operations, and the table of
- * backends. The facade (ratelimit.c) opens the first row the configuration selects and names no backend; a backend
- * includes this header (and the shared table's, ratelimit_memory.h), never ratelimit.h, so there is no circle.
+ * its facade: what the master makes before fork and the worker's limiter, each the first member of a backend's own
+ * struct, the table of operations, and the table of backends. The facade (ratelimit.c) opens the first row the
+ * configuration selects and names no backend; a backend includes this header (and the shared table's,
+ * ratelimit_memory.h), never ratelimit.h, so there is no circle.
  */
 #ifndef VTS_RATELIMIT_BACKEND_H
 #define VTS_RATELIMIT_BACKEND_H
@@ -20,30 +21,43 @@
 struct rl_backend_ops;
 struct rlmem_table; /* the shared table (ratelimit_memory.h), which every backend is handed */
 
-/* A worker's limiter: the first member of each backend's own struct, filled by the backend's open. */
+/*
+ * What the master makes before fork and lends to every child it forks (ratelimit_shared_new): the first member of
+ * each backend's own struct of ops->shared_size bytes, filled by the facade before the backend's init fills the rest.
+ */
+struct ratelimit_shared {
+  const struct rl_backend_ops *ops;
+  struct rlmem_table *table; /* the shared table: the memory backend's counts, Redis's fallback */
+};
+
+/*
+ * A worker's limiter: the first member of each backend's own struct, filled by the backend's open. One with no ops is
+ * the runner's (ratelimit_new_months): it decides no check.
+ */
 struct ratelimit {
   const struct rl_backend_ops *ops;
   uv_loop_t *loop;
   struct vts_config cfg;     /* a copy: the caller's may go before the last pending check */
-  struct rlmem_table *table; /* the shared table the master made: the memory backend's counts, Redis's fallback */
+  struct rlmem_table *table; /* the shared table the master made (its ratelimit_shared's) */
   struct ratelimit_stats stats;
 };
 
 struct rl_backend_ops {
-  int version;      /* RL_BACKEND_OPS_VERSION */
-  const char *name; /* "memory", "redis": /health's provider */
+  int version;        /* RL_BACKEND_OPS_VERSION */
+  const char *name;   /* "memory", "redis": /health's provider */
+  size_t shared_size; /* the size of the backend's struct that begins with struct ratelimit_shared */
   /* Whether the configuration asks for this backend; the table's last row is always selected. */
   int (*selected)(const struct vts_config *cfg);
   /*
-   * Master, before fork, with the shared table t made: what the backend prepares once for every process (a state
-   * directory and the month's snapshot, a Redis address). Returns 0, or -errno with one line naming the variable in
-   * err.
+   * Master, before fork, with s zeroed and its base (ops, the shared table) filled: what the backend prepares once for
+   * every process into the table or the rest of s (a state directory and the month's snapshot, a Redis address).
+   * Returns 0, or -errno with one line naming the variable in err.
    */
-  int (*init)(const struct vts_config *cfg, struct rlmem_table *t, char *err, size_t errlen);
+  int (*init)(const struct vts_config *cfg, struct ratelimit_shared *s, char *err, size_t errlen);
   /* Master, at exit: writes what must outlive the process now (NULL: nothing). Returns 0 or -errno. */
-  int (*save)(const struct vts_config *cfg, struct rlmem_table *t);
-  /* Worker, after fork: its limiter on loop over the table t, base fields filled. NULL on failure. */
-  struct ratelimit *(*open)(uv_loop_t *loop, const struct vts_config *cfg, struct rlmem_table *t);
+  int (*save)(const struct vts_config *cfg, const struct ratelimit_shared *s);
+  /* Worker, after fork: its limiter on loop over what the master made, base fields filled. NULL on failure. */
+  struct ratelimit *(*open)(uv_loop_t *loop, const struct vts_config *cfg, const struct ratelimit_shared *s);
   /* Closes connections and timers; checks still waiting are decided before it returns (see ratelimit_free). */
   void (*close)(struct ratelimit *rl);
   /*

@@ -624,18 +624,18 @@ static int mem_selected(const struct vts_config *cfg) {
 }
 
 /* The state directory, made when missing and proved writable, and this month's usage reloaded from its snapshot. */
-static int mem_init(const struct vts_config *cfg, struct rlmem_table *t, char *err, size_t errlen) {
+static int mem_init(const struct vts_config *cfg, struct ratelimit_shared *s, char *err, size_t errlen) {
   int rv = make_dirs(cfg->state_dir);
   if (rv == 0) rv = probe_writable(cfg->state_dir);
   if (rv != 0) {
     snprintf(err, errlen, "VTS_STATE_DIR: %s is not a writable directory: %s", cfg->state_dir, strerror(-rv));
     return rv;
   }
-  return rlmem_snapshot_restore(t, cfg->state_dir, util_wall_s(), err, errlen);
+  return rlmem_snapshot_restore(s->table, cfg->state_dir, util_wall_s(), err, errlen);
 }
 
-static int mem_save(const struct vts_config *cfg, struct rlmem_table *t) {
-  return rlmem_snapshot_write(t, cfg->state_dir, util_wall_s());
+static int mem_save(const struct vts_config *cfg, const struct ratelimit_shared *s) {
+  return rlmem_snapshot_write(s->table, cfg->state_dir, util_wall_s());
 }
 
 static void mem_unref(struct rlmem_limiter *m) {
@@ -680,13 +680,13 @@ static void on_snap_timer(uv_timer_t *t) {
   }
 }
 
-static struct ratelimit *mem_open(uv_loop_t *loop, const struct vts_config *cfg, struct rlmem_table *t) {
+static struct ratelimit *mem_open(uv_loop_t *loop, const struct vts_config *cfg, const struct ratelimit_shared *s) {
   struct rlmem_limiter *m = calloc(1, sizeof(*m));
   if (m == NULL) return NULL;
   m->base.ops = &ratelimit_memory_ops;
   m->base.loop = loop;
   m->base.cfg = *cfg;
-  m->base.table = t;
+  m->base.table = s->table;
   m->refs = 1;
   m->snap_work.data = m;
   uv_timer_init(loop, &m->snap_timer);
@@ -736,6 +736,7 @@ static void mem_refund(struct ratelimit *rl, enum rl_store in, const char *diges
 const struct rl_backend_ops ratelimit_memory_ops = {
     .version = RL_BACKEND_OPS_VERSION,
     .name = "memory",
+    .shared_size = sizeof(struct ratelimit_shared),
     .selected = mem_selected,
     .init = mem_init,
     .save = mem_save,

@@ -973,20 +973,24 @@ struct rl_pending {
   bool spend;  /* the check reserves a unit of the month, or only reads it */
 };
 
-/* Resolved once by the master, so that no worker ever blocks on a name lookup (hiredis resolves synchronously). */
-static struct redis_addr redis_at;
-/* Made by the master with the table: one identity per gateway run for the fallback counts it owes Redis. */
-static char gateway_id[RLREDIS_GATEWAY_ID_BYTES];
+/* What the master prepares for the redis backend before fork, beside the shared table. */
+struct rlredis_shared {
+  struct ratelimit_shared base;
+  /* Resolved once by the master, so that no worker ever blocks on a name lookup (hiredis resolves synchronously). */
+  struct redis_addr at;
+  /* One identity per gateway run for the fallback counts it owes Redis. */
+  char gateway_id[RLREDIS_GATEWAY_ID_BYTES];
+};
 
 static int redis_selected(const struct vts_config *cfg) { return cfg->redis_url[0] != '\0'; }
 
 /* Redis holds the quota; the table is only the fallback, so the state directory is not used. */
-static int redis_init(const struct vts_config *cfg, struct rlmem_table *t, char *err, size_t errlen) {
-  (void)t;
-  int rv = redis_conn_resolve(cfg->redis_url, &redis_at, err, errlen);
+static int redis_init(const struct vts_config *cfg, struct ratelimit_shared *s, char *err, size_t errlen) {
+  struct rlredis_shared *rs = (struct rlredis_shared *)s;
+  int rv = redis_conn_resolve(cfg->redis_url, &rs->at, err, errlen);
   if (rv != 0) return rv;
   /* A new identity per run: the table, and so what a past run's fallback counted, does not survive a restart. */
-  rv = util_random_hex(gateway_id, (RLREDIS_GATEWAY_ID_BYTES - 1) / 2);
+  rv = util_random_hex(rs->gateway_id, (RLREDIS_GATEWAY_ID_BYTES - 1) / 2);
   if (rv != 0) snprintf(err, errlen, "rate limit: no random bytes for the gateway's id: %s", strerror(-rv));
   return rv;
 }
@@ -995,15 +999,16 @@ static void limiter_unref(struct rlredis_limiter *l) {
   if (--l->refs == 0) free(l);
 }
 
-static struct ratelimit *redis_open(uv_loop_t *loop, const struct vts_config *cfg, struct rlmem_table *t) {
+static struct ratelimit *redis_open(uv_loop_t *loop, const struct vts_config *cfg, const struct ratelimit_shared *s) {
+  const struct rlredis_shared *rs = (const struct rlredis_shared *)s;
   struct rlredis_limiter *l = calloc(1, sizeof(*l));
   if (l == NULL) return NULL;
   l->base.ops = &ratelimit_redis_ops;
   l->base.loop = loop;
   l->base.cfg = *cfg;
-  l->base.table = t;
+  l->base.table = s->table;
   l->refs = 1;
-  l->redis = rlredis_new(loop, &redis_at, gateway_id);
+  l->redis = rlredis_new(loop, &rs->at, rs->gateway_id);
   if (l->redis == NULL) {
     free(l);
     return NULL;
@@ -1114,6 +1119,7 @@ static void redis_stats(const struct ratelimit *rl, struct ratelimit_stats *out)
 const struct rl_backend_ops ratelimit_redis_ops = {
     .version = RL_BACKEND_OPS_VERSION,
     .name = "redis",
+    .shared_size = sizeof(struct rlredis_shared),
     .selected = redis_selected,
     .init = redis_init,
     .open = redis_open,

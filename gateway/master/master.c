@@ -51,6 +51,7 @@ enum phase { RUNNING, STOPPING_WORKERS, STOPPING_DISPATCHER };
 struct master {
   const struct vts_config *cfg;
   struct keystore *keys;
+  struct ratelimit_shared *limits; /* made before fork, lent to every child */
   pid_t pid;
   uint64_t started_ms;
   enum log_level log_level;
@@ -119,10 +120,10 @@ static void child_run(struct master *m, struct child *c) {
   int status;
   if (c->role == ROLE_WORKER) {
     metrics_set_worker((int)(c - m->children));
-    status = worker_main(m->cfg, m->ipc_url, m->started_ms, m->keys);
+    status = worker_main(m->cfg, m->ipc_url, m->started_ms, m->keys, m->limits);
   } else {
     keystore_free(m->keys);
-    status = dispatcher_main(m->cfg, m->ipc_url);
+    status = dispatcher_main(m->cfg, m->ipc_url, m->limits);
   }
   exit(status);
 }
@@ -313,7 +314,7 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     goto fail;
   }
   char rl_err[512];
-  rv = ratelimit_shm_init(cfg, rl_err, sizeof(rl_err));
+  rv = ratelimit_shared_new(cfg, &m.limits, rl_err, sizeof(rl_err));
   if (rv != 0) {
     log_msg(LOG_ERROR, rl_err, NULL);
     log_msg(LOG_ERROR, "rate-limit shared memory failed", "error", strerror(-rv), NULL);
@@ -381,11 +382,12 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
       break;
   }
   /* The workers are gone: the last monthly usage they counted is written once more, so a restart loses none. */
-  ratelimit_snapshot_now(cfg);
+  ratelimit_snapshot_now(m.limits, cfg);
   log_msg(LOG_INFO, "gateway stopped", NULL);
   rv = 0;
 
 fail:
+  ratelimit_shared_free(m.limits);
   remove_ipc_dir(&m);
   free(m.children);
   keystore_free(m.keys);

@@ -14,9 +14,13 @@ static const struct metrics_counter_family *counter_family;
 
 static const double buckets_s[METRICS_NBUCKETS - 1] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                        0.1,    0.25,  0.5,    1,     2.5,  10};
-/* From a turn that costs a request or two up to one that stalls every connection of the worker for 100 ms. */
-static const double turn_buckets_s[METRICS_TURN_NBUCKETS - 1] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                                                 0.005,  0.01,    0.025,  0.05,  0.1};
+/*
+ * From a turn that costs a request or two up to one that stalls every connection of the process for 100 ms, with a
+ * bound at 1, 2, 5, 10, 20 and 50 ms so that a stall can be told against a bound of 10 ms (expiry) or 50 ms (a store
+ * call's timeout).
+ */
+static const double turn_buckets_s[METRICS_TURN_NBUCKETS - 1] = {0.0001, 0.00025, 0.0005, 0.001, 0.002,
+                                                                 0.005,  0.01,    0.02,   0.05,  0.1};
 static const char *const upstream_names[MU__COUNT] = {
 #define UPSTREAM_NAME_(id, label) [MU_##id] = label,
     METRICS_UPSTREAM_KINDS(UPSTREAM_NAME_)
@@ -106,12 +110,22 @@ void metrics_l1_wait(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_waits, 1, memory_order_relaxed);
 }
 
-void metrics_loop_turn(uint64_t busy_us) {
-  if (self == NULL) return;
+static void count_turn(_Atomic uint64_t *bucket, _Atomic uint64_t *sum_us, uint64_t us) {
   int b = 0;
-  while (b < METRICS_TURN_NBUCKETS - 1 && (double)busy_us / 1e6 > turn_buckets_s[b]) b++;
-  atomic_fetch_add_explicit(&self->loop_turn_bucket[b], 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&self->loop_turn_sum_us, busy_us, memory_order_relaxed);
+  while (b < METRICS_TURN_NBUCKETS - 1 && (double)us / 1e6 > turn_buckets_s[b]) b++;
+  atomic_fetch_add_explicit(&bucket[b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(sum_us, us, memory_order_relaxed);
+}
+
+void metrics_loop_turn(uint64_t busy_us) {
+  if (self != NULL) count_turn(self->loop_turn_bucket, &self->loop_turn_sum_us, busy_us);
+}
+
+void metrics_dispatcher_loop_turn(uint64_t busy_us, uint64_t own_us) {
+  if (shm == NULL) return;
+  struct metrics_dispatcher *d = &shm->dispatcher;
+  count_turn(d->loop_turn_bucket, &d->loop_turn_sum_us, busy_us);
+  count_turn(d->loop_turn_own_bucket, &d->loop_turn_own_sum_us, own_us);
 }
 
 /* The outcome's kind, from its row in proto.h; BY_REASON: the kind of the reason's row. */
@@ -250,24 +264,49 @@ static int render_http(struct buf *out) {
   return rv;
 }
 
-/* The workers' loop turns: the long ones are stalls every connection of their worker waited through. */
-static int render_loop_turns(struct buf *out) {
-  int rv = family(out, "vts_worker_loop_turn_seconds", "histogram",
-                  "Time a worker's event loop spent between two waits for events (its callbacks, timers, and any "
-                  "time it was kept off the CPU meanwhile).");
+/* A loop-turn histogram: bucket[b] turns in bucket b (not cumulative), their sum in microseconds. */
+static int render_turns(struct buf *out, const char *name, const char *help, const uint64_t *bucket, uint64_t sum_us) {
+  int rv = family(out, name, "histogram", help);
   uint64_t cum = 0;
   for (int b = 0; rv == 0 && b < METRICS_TURN_NBUCKETS; b++) {
-    cum += sum_workers(offsetof(struct metrics_worker, loop_turn_bucket) + (size_t)b * sizeof(_Atomic uint64_t));
+    cum += bucket[b];
     if (b < METRICS_TURN_NBUCKETS - 1)
-      rv = buf_printf(out, "vts_worker_loop_turn_seconds_bucket{le=\"%g\"} %llu\n", turn_buckets_s[b],
-                      (unsigned long long)cum);
+      rv = buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name, turn_buckets_s[b], (unsigned long long)cum);
     else
-      rv = buf_printf(out, "vts_worker_loop_turn_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+      rv = buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
   }
-  uint64_t sum_us = sum_workers(offsetof(struct metrics_worker, loop_turn_sum_us));
   if (rv == 0)
-    rv = buf_printf(out, "vts_worker_loop_turn_seconds_sum %.6f\nvts_worker_loop_turn_seconds_count %llu\n",
-                    (double)sum_us / 1e6, (unsigned long long)cum);
+    rv = buf_printf(out, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name, (unsigned long long)cum);
+  return rv;
+}
+
+/*
+ * The loop turns of the workers (summed) and of the dispatcher: the long ones are stalls every connection of the
+ * process waited through. The dispatcher's are also counted less the time its thread waited for a core, which a busy
+ * machine lengthens, so that a long turn of its own (its work, or a call it blocked in) can be told from the load.
+ */
+static int render_loop_turns(struct buf *out) {
+  const struct metrics_dispatcher *d = &shm->dispatcher;
+  uint64_t workers[METRICS_TURN_NBUCKETS], wall[METRICS_TURN_NBUCKETS], own[METRICS_TURN_NBUCKETS];
+  for (int b = 0; b < METRICS_TURN_NBUCKETS; b++) {
+    workers[b] = sum_workers(offsetof(struct metrics_worker, loop_turn_bucket) + (size_t)b * sizeof(_Atomic uint64_t));
+    wall[b] = LOAD(d->loop_turn_bucket[b]);
+    own[b] = LOAD(d->loop_turn_own_bucket[b]);
+  }
+  int rv = render_turns(out, "vts_worker_loop_turn_seconds",
+                        "Time a worker's event loop spent between two waits for events (its callbacks, timers, and any "
+                        "time it was kept off the CPU meanwhile).",
+                        workers, sum_workers(offsetof(struct metrics_worker, loop_turn_sum_us)));
+  if (rv == 0)
+    rv = render_turns(out, "vts_dispatcher_loop_turn_seconds",
+                      "Time the dispatcher's event loop spent between two waits for events (its callbacks, timers, "
+                      "any call that blocked it, and any time it was kept off the CPU meanwhile).",
+                      wall, LOAD(d->loop_turn_sum_us));
+  if (rv == 0)
+    rv = render_turns(out, "vts_dispatcher_loop_turn_own_seconds",
+                      "The dispatcher's loop turns less the time its thread waited for a core (runnable, not running): "
+                      "its own work and any call it blocked in, without what a busy machine's other processes took.",
+                      own, LOAD(d->loop_turn_own_sum_us));
   return rv;
 }
 

@@ -132,6 +132,10 @@ struct metrics_dispatcher {
   struct metrics_egress egress;
   _Atomic uint64_t pot_failures; /* PO-token provider requests that gave no token, as fetchers report them */
   _Atomic uint32_t sandbox;      /* the latest result's sandbox layers, with METRICS_SANDBOX_REPORTED once one came */
+  _Atomic uint64_t loop_turn_bucket[METRICS_TURN_NBUCKETS]; /* its loop's turns by length, as the workers' */
+  _Atomic uint64_t loop_turn_sum_us;
+  _Atomic uint64_t loop_turn_own_bucket[METRICS_TURN_NBUCKETS]; /* the same less their waits for a core */
+  _Atomic uint64_t loop_turn_own_sum_us;
 };
 #define METRICS_SANDBOX_REPORTED (1u << 31)
 
@@ -177,6 +181,12 @@ void metrics_l1_hit(void);
 void metrics_l1_wait(void);
 /* This worker's loop turn took busy_us of work (or of being kept off the CPU) between two waits for events. */
 void metrics_loop_turn(uint64_t busy_us);
+/*
+ * Dispatcher: its loop's turn took busy_us between two waits for events (as a worker's, any time it was kept off the
+ * CPU included), own_us of it not counting the time its thread waited for a core (its work and the calls it blocked
+ * in).
+ */
+void metrics_dispatcher_loop_turn(uint64_t busy_us, uint64_t own_us);
 
 struct proto_result;
 /*

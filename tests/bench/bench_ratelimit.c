@@ -69,13 +69,14 @@ int main(int argc, char **argv) {
   if (mkdtemp(dir) == NULL) return 1;
   setenv("VTS_STATE_DIR", dir, 1);
   unsetenv("VTS_REDIS_URL");
-  if (config_load(&cfg, err, sizeof(err)) != 0 || ratelimit_shm_init(&cfg, err, sizeof(err)) != 0) {
+  struct ratelimit_shared *shared = NULL;
+  if (config_load(&cfg, err, sizeof(err)) != 0 || ratelimit_shared_new(&cfg, &shared, err, sizeof(err)) != 0) {
     fprintf(stderr, "setup failed: %s\n", err);
     return 1;
   }
   uv_loop_t loop;
   uv_loop_init(&loop);
-  struct ratelimit *rl = ratelimit_new(&loop, &cfg);
+  struct ratelimit *rl = ratelimit_new(&loop, &cfg, shared);
   if (rl == NULL) return 1;
   static struct key_entry keys[NKEYS];
   for (int i = 0; i < NKEYS; i++) {
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
   ratelimit_free(rl);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  ratelimit_shared_free(shared);
   remove_dir(dir);
   return 0;
 }

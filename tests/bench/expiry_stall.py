@@ -6,12 +6,13 @@ are written into the gateway's jobs.db directly (as a store full of old jobs is)
 transcript requests (fresh ids: each goes through the dispatcher to a fetcher) and GET /health in turn, without
 pause, while another connection counts the items left. The dispatcher's expiry runs every 60 s from its start, in
 batches of 500 items. Prints the worst and the median latency of each kind before the expiry began and while it ran,
-and how long it ran.
+and how long it ran; then, from /metrics scraped when the traffic began, when the expiry began and when it ended, the
+longest dispatcher and worker loop turn in each span (the bounds of the bucket it fell in: by wall time less the
+loop's waits, and the dispatcher's also less the time its thread waited for a core).
     VTS_BUILD_DIR=build tests/bench/expiry_stall.py [ITEMS]
 """
 import http.client
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -21,37 +22,28 @@ from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import loopturns  # noqa: E402
 from conftest import Gateway  # noqa: E402
+from oldjobs import count as count_items  # noqa: E402
+from oldjobs import fill  # noqa: E402
 from stack import Fetchers, harness  # noqa: E402
-from vtsproc import wait_for, write_keyfile  # noqa: E402
+from vtsproc import scrape, wait_for, write_keyfile  # noqa: E402
 
 KEY = "vts_bench_expiry_key"
-PER_JOB = 5000
-DAY_MS = 86400 * 1000
+TURNS = (("dispatcher", "vts_dispatcher_loop_turn_seconds"), ("dispatcher own", "vts_dispatcher_loop_turn_own_seconds"),
+         ("worker", "vts_worker_loop_turn_seconds"))
 
 
-def fill(db_path, items):
-    """Ended jobs of PER_JOB failed items each, last changed 8 days ago (past the default 7 days' TTL)."""
-    old = int(time.time() * 1000) - 8 * DAY_MS
-    con = sqlite3.connect(str(db_path), timeout=30)
-    with con:
-        for j in range(items // PER_JOB):
-            job = "j%012xold%06d" % (old, j)
-            con.execute("INSERT INTO jobs(id, key_id, created_ms, updated_ms, total, language, translate, format,"
-                        " webhook_url, webhook_secret, source) VALUES(?,?,?,?,?,'en','','json','','','video_ids')",
-                        (job, "expiry", old, old, PER_JOB))
-            con.executemany("INSERT INTO items(job_id, seq, video_id, status, error_code, error_message)"
-                            " VALUES(?,?,?,3,'transcript_not_available','No accessible transcript.')",
-                            ((job, s + 1, "zz%09d" % (j * PER_JOB + s)) for s in range(PER_JOB)))
-    con.close()
-
-
-def count_items(db_path):
-    con = sqlite3.connect(str(db_path), timeout=30)
-    try:
-        return con.execute("SELECT count(*) FROM items").fetchone()[0]
-    finally:
-        con.close()
+def report_turns(scrapes):
+    """The longest loop turn of each kind in the span before the expiry and in the expiry's."""
+    for label, name in TURNS:
+        spans = []
+        for first, last in (("traffic", "began"), ("began", "ended")):
+            n = loopturns.turns(scrapes[first], scrapes[last], name)
+            top = loopturns.longest(scrapes[first], scrapes[last], name)
+            over = loopturns.turns_over(scrapes[first], scrapes[last], name, 0.01)
+            spans.append("n=%d longest in (%g, %g] ms, %d over 10 ms" % (n, top[0], top[1], over) if top else "none")
+        print("%-14s loop turns before: %s | during: %s" % (label, spans[0], spans[1]))
 
 
 def main():
@@ -71,6 +63,7 @@ def main():
         print("items written: %d (%.1f s after the gateway started; its expiry runs every 60 s)" % (
             total, time.monotonic() - started))
         state = {"left": total, "began": None, "ended": None, "stop": False}
+        scrapes = {"traffic": scrape(gw.metrics_port)}
 
         def watch():
             while not state["stop"]:
@@ -78,8 +71,10 @@ def main():
                 now = time.monotonic()
                 if n < total and state["began"] is None:
                     state["began"] = now
+                    scrapes["began"] = scrape(gw.metrics_port)
                 if n == 0 and state["ended"] is None:
                     state["ended"] = now
+                    scrapes["ended"] = scrape(gw.metrics_port)
                 state["left"] = n
                 time.sleep(0.05)  # poll interval: between two counts of the items left
         watcher = threading.Thread(target=watch, daemon=True)
@@ -112,6 +107,7 @@ def main():
             print("%-6s before: n=%d p50 %.2f ms worst %.2f ms | during: n=%d p50 %.2f ms worst %.2f ms" % (
                 kind, len(before), statistics.median(before) * 1000, max(before) * 1000,
                 len(during), statistics.median(during) * 1000, max(during) * 1000))
+        report_turns(scrapes)
         return 0
     finally:
         fetchers.stop()

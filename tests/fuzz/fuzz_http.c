@@ -53,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct {
   uv_loop_t loop;
   struct vts_config cfg;
+  struct ratelimit_shared *limits;
   struct handlers_ctx ctx;
   struct http_server *srv;
   struct sockaddr_in addr;
@@ -123,11 +124,11 @@ static void setup(void) {
   log_init("worker", LOG_ERROR);
   if (uv_loop_init(&fz.loop) != 0) die("uv_loop_init failed");
   char rl_err[512];
-  if (ratelimit_shm_init(&fz.cfg, rl_err, sizeof(rl_err)) != 0) die(rl_err);
+  if (ratelimit_shared_new(&fz.cfg, &fz.limits, rl_err, sizeof(rl_err)) != 0) die(rl_err);
   fz.ctx.cfg = &fz.cfg;
   fz.ctx.keys = keystore_load(keys, err, sizeof(err));
   if (fz.ctx.keys == NULL) die(err);
-  fz.ctx.rl = ratelimit_new(&fz.loop, &fz.cfg);
+  fz.ctx.rl = ratelimit_new(&fz.loop, &fz.cfg, fz.limits);
   if (fz.ctx.rl == NULL) die("ratelimit_new failed");
   fz.ctx.started_ms = util_now_ms();
   fz.srv = http_server_new(&fz.loop, &fz.cfg, handlers_request, &fz.ctx);

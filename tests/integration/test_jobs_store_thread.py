@@ -8,6 +8,7 @@ job, not the synchronous requests of the same dispatcher, and the job ends once 
 import statistics
 import time
 
+import loopturns
 from conftest import Gateway
 from redisserver import Redis
 from stack import UNLIMITED, Fetchers, harness
@@ -24,6 +25,12 @@ ROUNDS = 5
 # with room for a loaded 2-core machine; a job store call on the dispatcher's loop, bounded by the store's 250 ms,
 # would add that.
 LIMITER_WAIT_S = 0.2
+# How long Redis stays frozen under the dispatcher's own use of it (its runner's takes, ends and renewals), and the
+# longest turn of its loop's own (vts_dispatcher_loop_turn_own_seconds: less the time its thread waited for a core)
+# meanwhile: a store call on the loop blocked it up to the Redis command's bound (50 ms and more), while a turn with no
+# store call in it is well under a millisecond of work.
+FREEZE_S = 2.0
+TURN_BOUND_S = 0.02
 
 
 class Pair:
@@ -140,6 +147,56 @@ def test_a_frozen_redis_delays_only_the_jobs_and_they_end_once_it_answers(tmp_pa
         # The store queue's depth is a gauge, back to nothing once the runner is idle (a take every 50 ms may be in flight).
         assert "# TYPE vts_jobs_store_calls gauge\n" in scrape(gw.metrics_port)
         assert wait_for(lambda: gw.metric("vts_jobs_store_calls") == 0, 5)
+    finally:
+        if fetchers is not None:
+            fetchers.stop()
+        if gw is not None:
+            gw.stop()
+        upstream.close()
+        cache.stop()
+
+
+def test_a_frozen_redis_makes_no_long_turn_of_the_dispatchers_loop(tmp_path, redis):
+    """Redis (the job store and the limiter) frozen for FREEZE_S while a job runs and uncached transcript requests cross
+    the same dispatcher: vts_dispatcher_loop_turn_own_seconds counts no turn over TURN_BOUND_S meanwhile. That measure
+    keeps the time a turn blocked in a call (a store call on the loop waits without using the CPU) and leaves out the
+    time a busy machine kept the loop's thread off its core, which the wall-time histogram counts."""
+    cache = Redis()
+    cache.start()
+    upstream = harness.FakeUpstream()
+    gw = fetchers = None
+    try:
+        gw = Gateway(tmp_path, env={"VTS_UPSTREAM_URL": upstream.url, "VTS_REDIS_URL": redis.url,
+                                    "VTS_REDIS_CACHE_URL": cache.url})
+        write_keyfile(gw.keys_file, UNLIMITED + KEYS)
+        gw.start()
+        fetchers = Fetchers(tmp_path, gw.jobs_port, upstream.url, 2)
+        assert wait_for(lambda: gw.request("GET", "/ready").status == 200, 20), "no fetcher"
+        loc = start_job(gw, {"video_ids": ["benchFt%04d" % i for i in range(200)]})
+        assert wait_for(lambda: gw_counts(gw, loc)["done"] >= 5, 30), gw_counts(gw, loc)
+        own = "vts_dispatcher_loop_turn_own_seconds"
+        before = scrape(gw.metrics_port)
+        redis.freeze()
+        try:
+            statuses, n = {}, 0
+            until = time.monotonic() + FREEZE_S
+            while time.monotonic() < until:
+                r = gw.request("GET", "/v1/video/transcript?video_id=benchFu%04d" % n, headers={"x-api-key": gw.key})
+                statuses[r.status] = statuses.get(r.status, 0) + 1
+                n += 1
+            during = scrape(gw.metrics_port)
+        finally:
+            redis.thaw()
+        print("frozen %.1f s: %d requests, %d dispatcher turns, the longest in %s ms" % (
+            FREEZE_S, n, loopturns.turns(before, during, own), loopturns.longest(before, during, own)))
+        assert statuses == {200: n}, statuses
+        assert loopturns.turns(before, during, own) >= n
+        over = loopturns.turns_over(before, during, own, TURN_BOUND_S)
+        assert over == 0, "%d turns over %g s, the longest in %s ms" % (over, TURN_BOUND_S,
+                                                                     loopturns.longest(before, during, own))
+        # The job was held by the freeze, not lost: it ends once Redis answers.
+        job = wait_done(gw, loc, 90, interval=0.2)
+        assert job["counts"] == {"queued": 0, "running": 0, "done": 200, "failed": 0, "cancelled": 0}
     finally:
         if fetchers is not None:
             fetchers.stop()

@@ -114,7 +114,8 @@ static void disp_start(struct disp *d, const char *const *extra) {
       fprintf(stderr, "%s\n", err);
       exit(2);
     }
-    exit(dispatcher_main(&cfg, d->worker_url)); /* exit, not _exit: the leak checker runs at exit */
+    /* No limiter's table: no batch item takes a unit of the month here. */
+    exit(dispatcher_main(&cfg, d->worker_url, NULL)); /* exit, not _exit: the leak checker runs at exit */
   }
   live_pid = d->pid;
   free(envp);

@@ -72,12 +72,39 @@ static void test_loop_turns_of_two_workers_are_summed(void **state) {
   assert_int_equal(metrics_render(&b), 0);
   assert_non_null(strstr(b.data, "# TYPE vts_worker_loop_turn_seconds histogram\n"));
   assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.0001\"} 2\n"));
-  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.0025\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.002\"} 2\n"));
   assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.005\"} 4\n"));
   assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"0.1\"} 4\n"));
   assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_bucket{le=\"+Inf\"} 6\n"));
   assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_sum 0.406080\n"));
   assert_non_null(strstr(b.data, "vts_worker_loop_turn_seconds_count 6\n"));
+  buf_free(&b);
+}
+
+/* The dispatcher's turns: by length and less their waits for a core, each at the bounds of 2, 10 and 20 ms. */
+static void test_dispatcher_loop_turns_by_length_and_own_time(void **state) {
+  (void)state;
+  metrics_dispatcher_loop_turn(2000, 150);
+  metrics_dispatcher_loop_turn(10001, 9000);
+  metrics_dispatcher_loop_turn(60000, 20000);
+  struct buf b = BUF_INIT;
+  assert_int_equal(metrics_render(&b), 0);
+  assert_non_null(strstr(b.data, "# TYPE vts_dispatcher_loop_turn_seconds histogram\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_bucket{le=\"0.001\"} 0\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_bucket{le=\"0.002\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_bucket{le=\"0.01\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_bucket{le=\"0.02\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_bucket{le=\"0.05\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_bucket{le=\"0.1\"} 3\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_sum 0.072001\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_seconds_count 3\n"));
+  assert_non_null(strstr(b.data, "# TYPE vts_dispatcher_loop_turn_own_seconds histogram\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_own_seconds_bucket{le=\"0.00025\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_own_seconds_bucket{le=\"0.005\"} 1\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_own_seconds_bucket{le=\"0.01\"} 2\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_own_seconds_bucket{le=\"0.02\"} 3\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_own_seconds_bucket{le=\"+Inf\"} 3\n"));
+  assert_non_null(strstr(b.data, "vts_dispatcher_loop_turn_own_seconds_sum 0.029150\n"));
   buf_free(&b);
 }
 
@@ -327,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_pot_provider_failures_are_summed),
       cmocka_unit_test(test_every_family_has_help_and_type),
       cmocka_unit_test(test_loop_turns_of_two_workers_are_summed),
+      cmocka_unit_test(test_dispatcher_loop_turns_by_length_and_own_time),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -707,7 +707,9 @@ static void test_unwritable_state_dir_fails_naming_the_variable(void **state) {
   fclose(f);
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/sub", file);
-  assert_true(ratelimit_shm_init(&cfg, err, sizeof(err)) < 0);
+  struct ratelimit_shared *shared = NULL;
+  assert_true(ratelimit_shared_new(&cfg, &shared, err, sizeof(err)) < 0);
+  assert_null(shared);
   assert_non_null(strstr(err, "VTS_STATE_DIR"));
   remove_tree(dir);
 }
@@ -718,11 +720,13 @@ static void test_missing_state_dir_is_created(void **state) {
   make_tmpdir(dir, sizeof(dir));
   struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 100};
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/a/b", dir);
-  assert_int_equal(ratelimit_shm_init(&cfg, err, sizeof(err)), 0);
+  struct ratelimit_shared *shared = NULL;
+  assert_int_equal(ratelimit_shared_new(&cfg, &shared, err, sizeof(err)), 0);
+  assert_non_null(shared);
   struct stat st;
   assert_int_equal(stat(cfg.state_dir, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
-  ratelimit_shm_free();
+  ratelimit_shared_free(shared);
   remove_tree(dir);
 }
 
@@ -805,62 +809,90 @@ static void test_bad_redis_url_names_the_variable(void **state) {
   }
 }
 
-/* The memory provider as a worker sees it: table (state in dir) and a limiter on loop. */
-static struct ratelimit *start_memory_limiter(struct vts_config *cfg, const char *dir, uv_loop_t *loop) {
+/*
+ * The memory provider as a worker sees it: what the master makes (state in dir, a directory of the test's own) and a
+ * worker's limiter over it on loop. One fixture for every test of the public API.
+ */
+struct memory_fx {
+  char dir[64];
+  struct vts_config cfg;
+  struct ratelimit_shared *shared;
+  uv_loop_t loop;
+  struct ratelimit *rl;
+};
+
+/* What the master makes from f->cfg, then a worker's limiter over it on f->loop. */
+static void memory_start(struct memory_fx *f) {
   char err[512] = "";
-  snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
-  if (ratelimit_shm_init(cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
-  assert_int_equal(uv_loop_init(loop), 0);
-  struct ratelimit *rl = ratelimit_new(loop, cfg);
-  assert_non_null(rl);
-  return rl;
+  if (ratelimit_shared_new(&f->cfg, &f->shared, err, sizeof(err)) != 0) fail_msg("%s", err);
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  f->rl = ratelimit_new(&f->loop, &f->cfg, f->shared);
+  assert_non_null(f->rl);
 }
 
-static void stop_limiter(struct ratelimit *rl, uv_loop_t *loop) {
-  ratelimit_free(rl);
-  assert_int_equal(uv_run(loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(loop), 0);
+/* Closes the worker's limiter (running its loop until its handles are closed), as a worker leaving does. */
+static void memory_close_limiter(struct memory_fx *f) {
+  if (f->rl == NULL) return;
+  ratelimit_free(f->rl);
+  f->rl = NULL;
+  assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+/* The limiter closed, then what the master made freed, as a master leaving does. */
+static void memory_stop(struct memory_fx *f) {
+  memory_close_limiter(f);
+  ratelimit_shared_free(f->shared);
+  f->shared = NULL;
+}
+
+static int memory_setup(void **state) {
+  struct memory_fx *f = calloc(1, sizeof(*f));
+  if (f == NULL) return -1;
+  make_tmpdir(f->dir, sizeof(f->dir));
+  f->cfg.rate_limit = 60;
+  f->cfg.rate_window_s = 3600;
+  f->cfg.monthly_quota = 10000;
+  snprintf(f->cfg.state_dir, sizeof(f->cfg.state_dir), "%s", f->dir);
+  memory_start(f);
+  *state = f;
+  return 0;
+}
+
+static int memory_teardown(void **state) {
+  struct memory_fx *f = *state;
+  memory_stop(f);
+  remove_tree(f->dir);
+  free(f);
+  return 0;
 }
 
 /* Through the limiter: more distinct keys than the key file may hold are all admitted, none refused for room. */
 static void test_more_distinct_keys_than_the_key_file_holds_never_get_503(void **state) {
-  (void)state;
-  char dir[64];
-  make_tmpdir(dir, sizeof(dir));
-  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
-  uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct memory_fx *f = *state;
   struct key_entry key = {.name = "k", .active = 1};
   struct answers a = {0};
   for (uint64_t i = 0; i < VTS_MAX_KEYS + 1; i++) {
     assert_int_equal(util_random_hex(key.digest, 32), 0);
-    ratelimit_check(rl, &key, on_decision, &a);
+    ratelimit_check(f->rl, &key, on_decision, &a);
   }
   assert_int_equal(a.n, VTS_MAX_KEYS + 1);
   assert_int_equal(a.outcomes[RL_ALLOW], VTS_MAX_KEYS + 1);
   struct ratelimit_stats st;
-  ratelimit_stats(rl, &st);
+  ratelimit_stats(f->rl, &st);
   assert_int_equal(st.table_full, 0);
-  stop_limiter(rl, &loop);
-  ratelimit_shm_free();
-  remove_tree(dir);
 }
 
 /* Public API, memory provider, on a real loop. */
 static void test_memory_provider_limits_and_snapshots_through_the_api(void **state) {
-  (void)state;
-  char dir[64];
-  make_tmpdir(dir, sizeof(dir));
-  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
-  assert_string_equal(ratelimit_provider(&cfg), "memory");
+  struct memory_fx *f = *state;
+  assert_string_equal(ratelimit_provider(&f->cfg), "memory");
   /* Keep clear of a window boundary, so the 3 admitted requests share one window. */
   while (util_wall_s() % 3600 > 3590) sleep(1); /* the wait is the test: the window is wall-clock time */
-  uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
   struct key_entry key = {.name = "k", .active = 1, .rate = 3, .quota = 0};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
   struct answers a = {0};
-  for (int i = 0; i < 4; i++) ratelimit_check(rl, &key, on_decision, &a);
+  for (int i = 0; i < 4; i++) ratelimit_check(f->rl, &key, on_decision, &a);
   assert_int_equal(a.n, 4); /* the memory provider answers at once */
   assert_int_equal(a.outcomes[RL_ALLOW], 3);
   assert_int_equal(a.outcomes[RL_LIMITED], 1);
@@ -869,97 +901,86 @@ static void test_memory_provider_limits_and_snapshots_through_the_api(void **sta
   assert_int_equal(a.last.reset, rlcalc_window_reset(util_wall_s(), 3600));
   assert_true(a.last.retry_after >= 1 && a.last.retry_after <= 3600);
   struct ratelimit_stats st;
-  ratelimit_stats(rl, &st);
+  ratelimit_stats(f->rl, &st);
   assert_int_equal(st.checks, 4);
   assert_int_equal(st.allowed, 3);
   assert_int_equal(st.limited, 1);
 
   /* A worker's timer writes the snapshot within a second or so. */
   char path[128];
-  snprintf(path, sizeof(path), "%s/%s", dir, RLMEM_SNAPSHOT_FILE);
+  snprintf(path, sizeof(path), "%s/%s", f->dir, RLMEM_SNAPSHOT_FILE);
   struct stat sb;
   uint64_t deadline = util_now_ms() + 3000;
-  while (stat(path, &sb) != 0 && util_now_ms() < deadline) run_for_ms(&loop, 50);
+  while (stat(path, &sb) != 0 && util_now_ms() < deadline) run_for_ms(&f->loop, 50);
   assert_int_equal(stat(path, &sb), 0);
-  stop_limiter(rl, &loop);
+  memory_close_limiter(f);
 
   /* A restart (new table, restored from the snapshot) keeps the month's usage. */
-  assert_int_equal(ratelimit_snapshot_now(&cfg), 0);
-  rl = start_memory_limiter(&cfg, dir, &loop);
+  assert_int_equal(ratelimit_snapshot_now(f->shared, &f->cfg), 0);
+  memory_stop(f);
+  memory_start(f);
   key.quota = 4;
   key.rate = 100;
   struct answers b = {0};
-  ratelimit_check(rl, &key, on_decision, &b);
-  ratelimit_check(rl, &key, on_decision, &b);
+  ratelimit_check(f->rl, &key, on_decision, &b);
+  ratelimit_check(f->rl, &key, on_decision, &b);
   assert_int_equal(b.outcomes[RL_ALLOW], 1);
   assert_int_equal(b.outcomes[RL_QUOTA], 1);
-  stop_limiter(rl, &loop);
-  ratelimit_shm_free();
-  remove_tree(dir);
 }
 
 static void test_worker_exit_writes_the_snapshot_at_once(void **state) {
-  (void)state;
-  char dir[64], err[512] = "";
-  make_tmpdir(dir, sizeof(dir));
-  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 60, .monthly_quota = 10000};
-  uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct memory_fx *f = *state;
+  char err[512] = "";
   struct key_entry key = {.name = "k", .active = 1};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_b);
   struct answers a = {0};
-  for (int i = 0; i < 3; i++) ratelimit_check(rl, &key, on_decision, &a);
-  stop_limiter(rl, &loop); /* well before the first timer tick */
+  for (int i = 0; i < 3; i++) ratelimit_check(f->rl, &key, on_decision, &a);
+  memory_close_limiter(f); /* well before the first timer tick */
   struct rlmem_table *t = rlmem_create(64);
-  assert_int_equal(rlmem_snapshot_restore(t, dir, util_wall_s(), err, sizeof(err)), 0);
+  assert_int_equal(rlmem_snapshot_restore(t, f->dir, util_wall_s(), err, sizeof(err)), 0);
   assert_int_equal(quota_used(t, digest_b, util_wall_s()), 3);
   rlmem_destroy(t);
-  ratelimit_shm_free();
-  remove_tree(dir);
 }
 
 /*
- * A batch item's unit of the month, taken outside any check, goes back through the one refund, ratelimit_refund, as
- * a request's does: once, to the shared table, with no limiter's counters moved and none needed (NULL).
+ * A batch item's unit of the month, taken outside any check by the runner's limiter, goes back through the one refund,
+ * ratelimit_refund, as a request's does: once, to the shared table, with no worker's counters moved.
  */
 static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **state) {
-  (void)state;
-  char dir[64];
-  make_tmpdir(dir, sizeof(dir));
-  struct vts_config cfg = {.rate_limit = 60, .rate_window_s = 3600, .monthly_quota = 10000};
-  uv_loop_t loop;
-  struct ratelimit *rl = start_memory_limiter(&cfg, dir, &loop);
+  struct memory_fx *f = *state;
   struct key_entry key = {.name = "k", .active = 1, .rate = 100, .quota = 2};
   snprintf(key.digest, sizeof(key.digest), "%s", digest_a);
   struct rl_decision first, second, third;
   enum rl_charge charged = RL_CHARGE_QUOTA_USED_UP;
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &first, &charged), 0);
+  /* No limiter, no table: nothing can be taken. */
+  assert_int_equal(ratelimit_charge_month(NULL, &key, &first, &charged), -ENODEV);
+  struct ratelimit *months = ratelimit_new_months(&f->cfg, f->shared);
+  assert_non_null(months);
+  assert_int_equal(ratelimit_charge_month(months, &key, &first, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
   assert_int_equal(first.reserved_in, RL_STORE_TABLE);
   assert_int_equal(first.reserved_month, rlcalc_month_index(util_wall_s()));
   assert_string_equal(first.digest, digest_a);
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &second, &charged), 0);
+  assert_int_equal(ratelimit_charge_month(months, &key, &second, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_QUOTA_USED_UP);
   assert_int_equal(third.reserved_in, RL_STORE_NONE);
-  ratelimit_refund(NULL, &first);
+  ratelimit_refund(months, &first);
   assert_int_equal(first.reserved_in, RL_STORE_NONE);
-  ratelimit_refund(NULL, &first); /* once: the unit is no longer recorded */
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  ratelimit_refund(months, &first); /* once: the unit is no longer recorded */
+  assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
-  assert_int_equal(ratelimit_charge_month(&cfg, &key, &third, &charged), 0);
+  assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_QUOTA_USED_UP);
   /* The worker's checks see the same month, and its counters saw no refund of a unit it never reserved. */
   struct answers a = {0};
-  ratelimit_check(rl, &key, on_decision, &a);
+  ratelimit_check(f->rl, &key, on_decision, &a);
   assert_int_equal(a.outcomes[RL_QUOTA], 1);
   struct ratelimit_stats st;
-  ratelimit_stats(rl, &st);
+  ratelimit_stats(f->rl, &st);
   assert_int_equal(st.refunds, 0);
-  stop_limiter(rl, &loop);
-  ratelimit_shm_free();
-  remove_tree(dir);
+  ratelimit_free(months);
 }
 
 int main(void) {
@@ -1002,10 +1023,13 @@ int main(void) {
       cmocka_unit_test(test_bad_redis_url_names_the_variable),
       cmocka_unit_test(test_redis_url_credentials_are_an_acl_user_or_a_password_alone),
       cmocka_unit_test(test_rediss_is_refused_naming_a_tls_sidecar),
-      cmocka_unit_test(test_more_distinct_keys_than_the_key_file_holds_never_get_503),
-      cmocka_unit_test(test_memory_provider_limits_and_snapshots_through_the_api),
-      cmocka_unit_test(test_worker_exit_writes_the_snapshot_at_once),
-      cmocka_unit_test(test_a_batch_units_charge_goes_back_through_the_one_refund),
+      cmocka_unit_test_setup_teardown(test_more_distinct_keys_than_the_key_file_holds_never_get_503, memory_setup,
+                                      memory_teardown),
+      cmocka_unit_test_setup_teardown(test_memory_provider_limits_and_snapshots_through_the_api, memory_setup,
+                                      memory_teardown),
+      cmocka_unit_test_setup_teardown(test_worker_exit_writes_the_snapshot_at_once, memory_setup, memory_teardown),
+      cmocka_unit_test_setup_teardown(test_a_batch_units_charge_goes_back_through_the_one_refund, memory_setup,
+                                      memory_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

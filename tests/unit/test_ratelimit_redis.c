@@ -44,6 +44,7 @@ struct fx {
   int port;
   struct vts_config cfg;
   uv_loop_t loop;
+  struct ratelimit_shared *shared;
   struct ratelimit *rl;
   struct key_entry key;
 };
@@ -59,9 +60,9 @@ static void redis_command(struct fx *f, const char *cmd) { test_redis_command(f-
 
 static void new_limiter(struct fx *f) {
   char err[512] = "";
-  if (ratelimit_shm_init(&f->cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+  if (ratelimit_shared_new(&f->cfg, &f->shared, err, sizeof(err)) != 0) fail_msg("%s", err);
   assert_int_equal(uv_loop_init(&f->loop), 0);
-  f->rl = ratelimit_new(&f->loop, &f->cfg);
+  f->rl = ratelimit_new(&f->loop, &f->cfg, f->shared);
   assert_non_null(f->rl);
 }
 
@@ -105,7 +106,7 @@ static int teardown(void **state) {
   struct fx *f = *state;
   if (f == NULL) return 0;
   free_limiter(f);
-  ratelimit_shm_free();
+  ratelimit_shared_free(f->shared);
   redis_stop(f);
   free(f);
   return 0;
@@ -181,7 +182,7 @@ static struct worker_counts *run_workers(struct fx *f, int rounds, int per_round
     if (pids[p] == 0) {
       uv_loop_t loop;
       uv_loop_init(&loop);
-      struct ratelimit *rl = ratelimit_new(&loop, &f->cfg);
+      struct ratelimit *rl = ratelimit_new(&loop, &f->cfg, f->shared);
       if (rl == NULL) _exit(1);
       /* Connected first (the script loaded), so that no check is decided by the connection's ready deadline. */
       struct ratelimit_stats st = {0};
