@@ -29,6 +29,7 @@
 #define VTS_MAX_KEY_RATE 1000000                   /* per-key rate field: larger is a malformed line */
 #define VTS_MAX_KEY_WINDOW_S 86400                 /* per-key window field (seconds) */
 #define VTS_MAX_KEY_QUOTA 1000000000000LL          /* per-key monthly quota field */
+#define VTS_MAX_KEY_WEIGHT 100                     /* per-key weight field: its share of batch work, 1 to this */
 #define VTS_LINGER_MS 2000                         /* after a closing answer: unread input is discarded this long */
 #define VTS_MAX_REFUSED_CONNS 64                   /* over VTS_MAX_CONNS: 503s in progress at once; beyond, closed */
 #define VTS_CONN_CAP_RETRY_AFTER_S 1               /* Retry-After of that 503 */

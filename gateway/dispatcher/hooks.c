@@ -126,7 +126,8 @@ static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
   job.hook_body = k->body;
   job.hook_body_len = (uint32_t)k->body_len;
   c->waiter.internal = HOOKS_WAITER;
-  fair_started(runner_fair(h->runner), now, k->key_id, 1);
+  fair_started(runner_fair(h->runner), now, k->key_id, runner_key_weight(h->runner, k->key_id));
+  log_msg(LOG_DEBUG, "batch work started", "key_id", k->key_id, "kind", "webhook", "job_id", k->job_id, NULL);
   c->next = h->calls;
   if (h->calls != NULL) h->calls->prev = c;
   h->calls = c;
@@ -258,6 +259,8 @@ void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_res
   h->in_flight--;
   /* A try is no platform request: it spends its key's share of the slots only. */
   fair_ended(runner_fair(h->runner), util_now_ms(), k->key_id, 0);
+  log_msg(LOG_DEBUG, "batch work ended", "key_id", k->key_id, "kind", "webhook", "job_id", k->job_id, "=requests", "0",
+          NULL);
   if (c->prev != NULL)
     c->prev->next = c->next;
   else

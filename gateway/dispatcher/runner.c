@@ -57,6 +57,7 @@ struct runner_item {
   int64_t page_created_ms;
   int64_t page_read;                 /* the page's number in its list */
   char key[JOBSTORE_KEY_ID_MAX + 1]; /* whose share it counts in */
+  uint32_t weight;                   /* that key's weight in the key file when the work was taken */
   enum unit_kind unit;
   struct rl_decision table_unit; /* UNIT_TABLE: the unit of the limiter's shared table (its key's digest, its month) */
   struct jobstore_charge charge; /* UNIT_STORE: the store's month counter it was held in */
@@ -87,6 +88,7 @@ struct runner {
   /* Store calls in flight, each kind one at a time (a store that does not answer holds only that many). */
   int taking, expiring, keeping;
   int depth_full; /* a take waited for the store's queue to shrink below RUNNER_STORE_DEPTH_MAX */
+  int page_first; /* the next take looks for a list's page before an item (every other take: take_work) */
   int closing;    /* runner_free: what the store answers now starts nothing */
 };
 
@@ -127,7 +129,8 @@ struct store_write {
  */
 struct take_call {
   struct runner *r;
-  int ahead; /* this pass also passes over the keys ahead of the least served one */
+  int ahead;      /* this pass also passes over the keys ahead of the least served one */
+  int page_first; /* a page is looked for before an item */
   size_t hard;
   size_t n;
   char skip[RUNNER_SKIP_MAX][JOBSTORE_KEY_ID_MAX + 1];
@@ -136,6 +139,7 @@ struct take_call {
   struct jobstore_task task;
   struct jobstore_page pg;
   struct runner_item *it; /* the reservation: the item whose unit is asked for */
+  uint32_t weight;        /* the taken work's key's weight (runner_key_weight) */
 };
 
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct) {
@@ -626,6 +630,11 @@ int runner_key_gone(const struct runner *r, const char *key) {
   return k == NULL || !k->active;
 }
 
+uint32_t runner_key_weight(const struct runner *r, const char *key) {
+  const struct key_entry *k = key_named(r, key);
+  return k != NULL && k->weight > 1 ? (uint32_t)k->weight : 1;
+}
+
 static void link_item(struct runner *r, struct runner_item *it) {
   it->waiter.internal = 1;
   it->next = r->items;
@@ -637,7 +646,7 @@ static void link_item(struct runner *r, struct runner_item *it) {
  * Starts one taken page of a job's list: a browse job of the core (its continuation), answered through runner_answer
  * like an item, within the same share of the fetchers.
  */
-static void start_page(struct runner *r, uint64_t now, const struct jobstore_page *pg) {
+static void start_page(struct runner *r, uint64_t now, const struct jobstore_page *pg, uint32_t weight) {
   struct runner_item *it = calloc(1, sizeof(*it));
   if (it == NULL) {
     page_write(r, pg->job_id, W_PAGE_RETRY, 0, NULL, wall_ms() + RUNNER_POLL_MS);
@@ -649,7 +658,8 @@ static void start_page(struct runner *r, uint64_t now, const struct jobstore_pag
   it->page_created_ms = pg->created_ms;
   it->page_read = pg->read + 1; /* this page's number: the pages read so far and itself */
   memcpy(it->key, pg->key_id, sizeof(it->key));
-  fair_started(r->fair, now, it->key, 1);
+  fair_started(r->fair, now, it->key, weight);
+  log_msg(LOG_DEBUG, "batch work started", "key_id", it->key, "kind", "page", "job_id", it->page_job, NULL);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_BROWSE,
                           .deadline_ms = (uint32_t)r->cfg->job_timeout_ms,
@@ -675,7 +685,9 @@ static void start_held(struct runner *r, uint64_t now, struct runner_item *it, i
     free(it);
     return;
   }
-  fair_started(r->fair, now, it->key, 1);
+  fair_started(r->fair, now, it->key, it->weight);
+  log_msg(LOG_DEBUG, "batch work started", "key_id", it->key, "kind", "item", "job_id", t->job_id, "video_id",
+          t->video_id, NULL);
   link_item(r, it);
   struct proto_job job = {.kind = PROTO_KIND_CAPTIONS, .deadline_ms = (uint32_t)r->cfg->job_timeout_ms};
   memcpy(job.video_id, t->video_id, sizeof(job.video_id));
@@ -727,6 +739,7 @@ static void start_item(struct runner *r, uint64_t now, struct take_call *c) {
   }
   it->task = *t;
   memcpy(it->key, t->key_id, sizeof(it->key));
+  it->weight = c->weight;
   int held = hold_unit(r, it, wall_ms());
   if (held == HOLD_ASK_STORE) {
     c->it = it;
@@ -784,17 +797,32 @@ static void take_pass(struct runner *r, uint64_t now, struct take_call *c, int a
   c->lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
 }
 
-/* runs on the store's thread: a page of a job's list first (its items join the queue before later jobs' run). */
+/*
+ * runs on the store's thread: a page of a job's list or an item, the page first every other take. A page read early
+ * joins its items to the queue before later jobs' run; but a take that always looked for pages first would hand out
+ * one key's endless lists before any other key's items, and the fair shares learn of a key only from a take that
+ * found its work: the other key would wait, unseen, for every page of the first key's lists.
+ */
 static void take_work(struct jobstore *js, void *arg) {
   struct take_call *c = arg;
   const char *skip[RUNNER_SKIP_MAX];
   for (size_t i = 0; i < c->n; i++) skip[i] = c->skip[i];
   struct jobstore_skip sk = {skip, c->n};
-  c->page = 1;
-  c->page_rv = c->rv = jobstore_take_page_skip(js, c->wall, c->lease, &sk, &c->pg);
-  if (c->rv == 0) return;
+  c->page_rv = -EAGAIN;
+  for (int i = 0; i < 2; i++) {
+    c->page = (i == 0) == (c->page_first != 0);
+    int rv = c->page ? jobstore_take_page_skip(js, c->wall, c->lease, &sk, &c->pg)
+                     : jobstore_take_skip(js, c->wall, c->lease, &sk, &c->task);
+    if (c->page)
+      c->page_rv = rv;
+    else
+      c->rv = rv;
+    if (rv == 0) {
+      c->rv = 0;
+      return;
+    }
+  }
   c->page = 0;
-  c->rv = jobstore_take_skip(js, c->wall, c->lease, &sk, &c->task);
 }
 
 static void take_done(void *arg);
@@ -832,7 +860,8 @@ static void take_done(void *arg) {
     return;
   }
   const char *key = c->page ? c->pg.key_id : c->task.key_id;
-  fair_seen(r->fair, now, key, 1);
+  c->weight = runner_key_weight(r, key);
+  fair_seen(r->fair, now, key, c->weight);
   /*
    * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
    * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
@@ -858,7 +887,7 @@ static void take_done(void *arg) {
     return;
   }
   if (c->page) {
-    start_page(r, now, &c->pg);
+    start_page(r, now, &c->pg, c->weight);
     take_over(c);
     return;
   }
@@ -927,6 +956,8 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
   c->r = r;
   const char *skip[RUNNER_SKIP_MAX];
   c->hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX);
+  c->page_first = r->page_first;
+  r->page_first = !r->page_first;
   take_pass(r, now, c, 1);
   if (take_submit(r, c) != 0) {
     free(c);
@@ -992,7 +1023,12 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   struct runner_item *it = (struct runner_item *)(void *)w;
   const struct jobstore_task *t = &it->task;
   r->in_flight--;
-  fair_ended(r->fair, util_now_ms(), it->key, requests_of(it, res));
+  uint32_t requests = requests_of(it, res);
+  fair_ended(r->fair, util_now_ms(), it->key, requests);
+  char spent[16];
+  snprintf(spent, sizeof(spent), "%u", requests);
+  log_msg(LOG_DEBUG, "batch work ended", "key_id", it->key, "kind", it->is_page ? "page" : "item", "job_id",
+          it->is_page ? it->page_job : t->job_id, "=requests", spent, NULL);
   if (it->prev != NULL)
     it->prev->next = it->next;
   else

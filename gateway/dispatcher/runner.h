@@ -31,10 +31,11 @@
  * calls wait. So a slow or frozen store holds only batch work, never the synchronous requests of the same loop.
  *
  * A playlist's or channel's job keeps the continuation of its list's next page in the store: the runner takes it
- * (leased like an item, before the items, within the same room) and hands the core a browse job of it; the page's ids
- * are appended to the job with the next continuation in one transaction (jobstore_page_done), so a gateway killed
- * mid-list reads the same page again on restart and holds each video once. A page that meets a ration goes back as
- * an item does; any other failure is tried RUNNER_PAGE_TRIES times, then ends the list with what the job holds.
+ * (leased like an item, looked for before an item every other take, within the same room) and hands the core a browse
+ * job of it; the page's ids are appended to the job with the next continuation in one transaction (jobstore_page_done),
+ * so a gateway killed mid-list reads the same page again on restart and holds each video once. A page that meets a
+ * ration goes back as an item does; any other failure is tried RUNNER_PAGE_TRIES times, then ends the list with what
+ * the job holds.
  */
 #ifndef VTS_DISPATCH_RUNNER_H
 #define VTS_DISPATCH_RUNNER_H
@@ -114,6 +115,8 @@ uint64_t runner_egresses(const struct vts_config *cfg);
 size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max);
 /* Whether key is absent from the key file or not active there. */
 int runner_key_gone(const struct runner *r, const char *key);
+/* key's weight in the key file, its share of batch work against the others' (fair.h): 1 for a key it does not hold. */
+uint32_t runner_key_weight(const struct runner *r, const char *key);
 /*
  * Starts what may start now (the core's gauges decide) and expires old jobs now and then. Returns the monotonic time
  * it wants to be called again by at the latest.

@@ -21,7 +21,8 @@
 #include "common/safefile.h"
 #include "common/util.h"
 
-#define KEYS_FIELDS 6
+#define KEYS_FIELDS 6     /* a record's fields without a weight */
+#define KEYS_FIELDS_MAX 7 /* with one */
 
 /*
  * Keys this store found lately, by a cheap hash of the key: a client sends the same key on every request, and its
@@ -119,7 +120,7 @@ static int entry_check(const struct key_entry *e, char *why, size_t whylen) {
     return -EINVAL;
   }
   if (e->rate < 0 || e->rate > VTS_MAX_KEY_RATE || e->window_s < 0 || e->window_s > VTS_MAX_KEY_WINDOW_S ||
-      e->quota < 0 || e->quota > VTS_MAX_KEY_QUOTA) {
+      e->quota < 0 || e->quota > VTS_MAX_KEY_QUOTA || e->weight < 0 || e->weight > VTS_MAX_KEY_WEIGHT) {
     set_err(why, whylen, "limits out of range");
     return -EINVAL;
   }
@@ -128,13 +129,13 @@ static int entry_check(const struct key_entry *e, char *why, size_t whylen) {
 
 /* Parses one record line (without its newline) into e. Returns 0, or -EINVAL with a reason in why. */
 static int parse_line(const char *line, size_t len, struct key_entry *e, char *why, size_t whylen) {
-  const char *field[KEYS_FIELDS];
-  size_t flen[KEYS_FIELDS];
+  const char *field[KEYS_FIELDS_MAX];
+  size_t flen[KEYS_FIELDS_MAX];
   size_t nf = 0, start = 0;
   for (size_t i = 0; i <= len; i++) {
     if (i < len && line[i] != '\t') continue;
-    if (nf == KEYS_FIELDS) {
-      set_err(why, whylen, "expected %d tab-separated fields, found more", KEYS_FIELDS);
+    if (nf == KEYS_FIELDS_MAX) {
+      set_err(why, whylen, "expected %d or %d tab-separated fields, found more", KEYS_FIELDS, KEYS_FIELDS_MAX);
       return -EINVAL;
     }
     field[nf] = line + start;
@@ -142,8 +143,8 @@ static int parse_line(const char *line, size_t len, struct key_entry *e, char *w
     nf++;
     start = i + 1;
   }
-  if (nf != KEYS_FIELDS) {
-    set_err(why, whylen, "expected %d tab-separated fields, found %zu", KEYS_FIELDS, nf);
+  if (nf < KEYS_FIELDS) {
+    set_err(why, whylen, "expected %d or %d tab-separated fields, found %zu", KEYS_FIELDS, KEYS_FIELDS_MAX, nf);
     return -EINVAL;
   }
 
@@ -169,6 +170,11 @@ static int parse_line(const char *line, size_t len, struct key_entry *e, char *w
   }
   if (parse_limit(field[5], flen[5], VTS_MAX_KEY_QUOTA, &e->quota) != 0) {
     set_err(why, whylen, "quota must be an integer from 0 to %lld", (long long)VTS_MAX_KEY_QUOTA);
+    return -EINVAL;
+  }
+  e->weight = 1;
+  if (nf == KEYS_FIELDS_MAX && util_parse_i64_n(field[6], flen[6], 1, VTS_MAX_KEY_WEIGHT, &e->weight) != 0) {
+    set_err(why, whylen, "weight must be an integer from 1 to %d", VTS_MAX_KEY_WEIGHT);
     return -EINVAL;
   }
   return 0;
@@ -402,12 +408,15 @@ int keystore_save(const char *path, const struct key_entry *entries, size_t n, c
   if (rc == 0) {
     rc = buf_puts(&out,
                   "# vts API keys, managed by vts-keys. SHA-256 digests only, never keys.\n"
-                  "# name\tsha256\tstatus\trate\twindow_s\tquota  (0 = service default)\n");
+                  "# name\tsha256\tstatus\trate\twindow_s\tquota\tweight  (0 = service default; no weight: 1)\n");
   }
   for (size_t i = 0; i < n && rc == 0; i++) {
     const struct key_entry *e = &entries[i];
-    rc = buf_printf(&out, "%s\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\n", e->name, e->digest,
+    rc = buf_printf(&out, "%s\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64, e->name, e->digest,
                     e->active ? "active" : "revoked", e->rate, e->window_s, e->quota);
+    /* Weight 1 is no field: the line stays one that the loaders of earlier releases read (a rolling upgrade). */
+    if (rc == 0 && e->weight > 1) rc = buf_printf(&out, "\t%" PRId64, e->weight);
+    if (rc == 0) rc = buf_puts(&out, "\n");
   }
   if (rc != 0) {
     set_err(err, errlen, "out of memory");

@@ -3,10 +3,12 @@
  * per-key limits. Lookup is by the digest of the presented key.
  *
  * File format (text, one record a line, tab-separated, '#' starts a comment line, empty lines are skipped):
- *   name <TAB> sha256-hex <TAB> active|revoked <TAB> rate <TAB> window_s <TAB> quota
+ *   name <TAB> sha256-hex <TAB> active|revoked <TAB> rate <TAB> window_s <TAB> quota [<TAB> weight]
  * name is [A-Za-z0-9_.-]{1,64} and unique; sha256-hex is 64 lowercase hex digits and unique; rate is
  * 0..VTS_MAX_KEY_RATE, window_s 0..VTS_MAX_KEY_WINDOW_S, quota 0..VTS_MAX_KEY_QUOTA, each 0 for "use the service
- * default". Any other line makes the whole load fail ("line N: reason"), so a typo never silently drops a key.
+ * default"; weight, the key's share of batch work against the other keys' (gateway/dispatcher/fair.h), is
+ * 1..VTS_MAX_KEY_WEIGHT, 1 when the line has no seventh field (the files of earlier releases have none). Any other
+ * line makes the whole load fail ("line N: reason"), so a typo never silently drops a key.
  */
 #ifndef VTS_KEYS_H
 #define VTS_KEYS_H
@@ -23,6 +25,7 @@ struct key_entry {
   int64_t rate;                 /* 0: default */
   int64_t window_s;             /* 0: default */
   int64_t quota;                /* 0: default */
+  int64_t weight;               /* 1..VTS_MAX_KEY_WEIGHT once loaded; 0 in an entry made for keystore_save: 1 */
 };
 
 struct keystore;
@@ -60,7 +63,8 @@ int keys_name_valid(const char *s, size_t len);
  * directory. A caller that may not give the file its owner back (EPERM) changes nothing; more than VTS_MAX_KEYS
  * entries (which keystore_load would refuse) are refused too (-EINVAL). A reader sees the old file or
  * the new one, never a mix. Returns 0, or -errno with a one-line reason in err. The entries are validated first as
- * keystore_load would (-EINVAL).
+ * keystore_load would (-EINVAL). A weight of 1 is written as no seventh field, so a file that weighs no key stays one
+ * an earlier release reads.
  */
 int keystore_save(const char *path, const struct key_entry *entries, size_t n, char *err, size_t errlen);
 

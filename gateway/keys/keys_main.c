@@ -1,10 +1,10 @@
 /*
  * vts-keys: manages the API key file.
  *
- *   vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N]   prints the new key, and only it, on stdout
- *   vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N]      changes limits (0 = service default)
+ *   vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N] [--weight W]   prints the new key, and only it
+ *   vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N] [--weight W]      changes limits (0 = default)
  *   vts-keys [-f FILE] revoke NAME
- *   vts-keys [-f FILE] list                                              never prints keys or digests
+ *   vts-keys [-f FILE] list                                                           never prints keys or digests
  *
  * FILE defaults to $VTS_KEYS_FILE; with neither, nothing is done (exit 2): a file in the current folder would be one
  * the service never reads. Every change runs under an exclusive flock on FILE.lock, so two
@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,16 +30,32 @@
 #define KEY_RANDOM_BYTES 32 /* 256 bits from getrandom */
 
 static const char usage_text[] =
-    "usage: vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N]\n"
-    "       vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N]\n"
+    "usage: vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N] [--weight W]\n"
+    "       vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N] [--weight W]\n"
     "       vts-keys [-f FILE] revoke NAME\n"
     "       vts-keys [-f FILE] list\n"
     "FILE is the service's key file (VTS_KEYS_FILE when -f is not given; deploy/run-local.sh's is .run/keys.db).\n"
-    "A limit of 0 means the service default.\n";
+    "A limit of 0 means the service default. The weight (1 to 100, 1 unless given) is the key's share of batch work\n"
+    "against the other keys' with jobs waiting.\n";
 
 struct limits_opt {
-  int64_t rate, window_s, quota;
-  int has_rate, has_window, has_quota;
+  int64_t rate, window_s, quota, weight;
+  int has_rate, has_window, has_quota, has_weight;
+};
+
+/* The options of create and set: each one's bounds and where it goes. */
+struct limit_flag {
+  const char *name;
+  int64_t min, max;
+  size_t value, has; /* offsets in struct limits_opt */
+};
+
+static const struct limit_flag limit_flags[] = {
+    {"--rate", 0, VTS_MAX_KEY_RATE, offsetof(struct limits_opt, rate), offsetof(struct limits_opt, has_rate)},
+    {"--window", 0, VTS_MAX_KEY_WINDOW_S, offsetof(struct limits_opt, window_s),
+     offsetof(struct limits_opt, has_window)},
+    {"--quota", 0, VTS_MAX_KEY_QUOTA, offsetof(struct limits_opt, quota), offsetof(struct limits_opt, has_quota)},
+    {"--weight", 1, VTS_MAX_KEY_WEIGHT, offsetof(struct limits_opt, weight), offsetof(struct limits_opt, has_weight)},
 };
 
 static int usage(const char *why) {
@@ -47,35 +64,26 @@ static int usage(const char *why) {
   return EXIT_USAGE;
 }
 
-/* Parses --rate/--window/--quota pairs from argv. Returns 0, or EXIT_USAGE after printing why. */
+/* Parses --rate/--window/--quota/--weight pairs from argv. Returns 0, or EXIT_USAGE after printing why. */
 static int parse_limits(int argc, char **argv, struct limits_opt *o) {
   memset(o, 0, sizeof(*o));
   for (int i = 0; i < argc; i += 2) {
     const char *opt = argv[i];
-    int64_t max = 0, *dst = NULL;
-    int *has = NULL;
-    if (strcmp(opt, "--rate") == 0) {
-      max = VTS_MAX_KEY_RATE;
-      dst = &o->rate;
-      has = &o->has_rate;
-    } else if (strcmp(opt, "--window") == 0) {
-      max = VTS_MAX_KEY_WINDOW_S;
-      dst = &o->window_s;
-      has = &o->has_window;
-    } else if (strcmp(opt, "--quota") == 0) {
-      max = VTS_MAX_KEY_QUOTA;
-      dst = &o->quota;
-      has = &o->has_quota;
-    } else {
+    const struct limit_flag *fl = NULL;
+    for (size_t k = 0; k < sizeof(limit_flags) / sizeof(limit_flags[0]) && fl == NULL; k++)
+      if (strcmp(opt, limit_flags[k].name) == 0) fl = &limit_flags[k];
+    if (fl == NULL) {
       fprintf(stderr, "vts-keys: unknown option %s\n", opt);
       return EXIT_USAGE;
     }
+    int64_t *dst = (int64_t *)(void *)((char *)o + fl->value);
+    int *has = (int *)(void *)((char *)o + fl->has);
     if (*has) {
       fprintf(stderr, "vts-keys: %s given twice\n", opt);
       return EXIT_USAGE;
     }
-    if (i + 1 >= argc || util_parse_i64(argv[i + 1], 0, max, dst) != 0) {
-      fprintf(stderr, "vts-keys: %s needs an integer from 0 to %lld\n", opt, (long long)max);
+    if (i + 1 >= argc || util_parse_i64(argv[i + 1], fl->min, fl->max, dst) != 0) {
+      fprintf(stderr, "vts-keys: %s needs an integer from %lld to %lld\n", opt, (long long)fl->min, (long long)fl->max);
       return EXIT_USAGE;
     }
     *has = 1;
@@ -87,6 +95,7 @@ static void apply_limits(struct key_entry *e, const struct limits_opt *o) {
   if (o->has_rate) e->rate = o->rate;
   if (o->has_window) e->window_s = o->window_s;
   if (o->has_quota) e->quota = o->quota;
+  if (o->has_weight) e->weight = o->weight;
 }
 
 /* Takes the exclusive lock on path.lock, waiting for another vts-keys run. Returns the lock fd, or -1. */
@@ -187,6 +196,7 @@ static int modify(const char *path, enum command cmd, const char *name, const st
     memcpy(e->name, name, strlen(name) + 1);
     util_sha256_hex(key, strlen(key), e->digest);
     e->active = 1;
+    e->weight = 1;
     apply_limits(e, o);
   } else if (e == NULL) {
     fprintf(stderr, "vts-keys: no key named %s\n", name);
@@ -231,13 +241,14 @@ static int list(const char *path) {
     fprintf(stderr, "vts-keys: %s: %s\n", path, err);
     return EXIT_FAILURE;
   }
-  printf("NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\n");
+  printf("NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\tWEIGHT\n");
   for (size_t i = 0; i < keystore_count(ks); i++) {
     const struct key_entry *e = keystore_entry(ks, i);
     printf("%s\t%s\t", e->name, e->active ? "active" : "revoked");
     print_limit(e->rate, "\t");
     print_limit(e->window_s, "\t");
-    print_limit(e->quota, "\n");
+    print_limit(e->quota, "\t");
+    printf("%lld\n", (long long)e->weight);
   }
   keystore_free(ks);
   return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
@@ -291,8 +302,8 @@ int main(int argc, char **argv) {
     memset(&o, 0, sizeof(o));
   } else {
     if (parse_limits(argc - i, argv + i, &o) != 0) return EXIT_USAGE;
-    if (c == CMD_SET && !o.has_rate && !o.has_window && !o.has_quota) {
-      return usage("set needs at least one of --rate, --window, --quota");
+    if (c == CMD_SET && !o.has_rate && !o.has_window && !o.has_quota && !o.has_weight) {
+      return usage("set needs at least one of --rate, --window, --quota, --weight");
     }
   }
   return modify(path, c, name, &o);

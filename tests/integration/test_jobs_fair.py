@@ -4,6 +4,8 @@ playlist whose pages never end, beside another key ("other"). The other key's sy
 and its job its pace; the abuser's platform requests stay within its share of the batch egress budget; a list is
 read within VTS_JOB_MAX_PAGES pages and stops at a page that adds no id, saying why; a revoked key's jobs stop within
 2 s, on SQLite and on Redis shared by two gateways."""
+import collections
+import datetime
 import json
 import socket
 import threading
@@ -171,13 +173,60 @@ def fair_stack(tmp_path, receivers=(), fetchers=4, env=None, fetcher_env=None, *
     return Stack(tmp_path, keys=KEYS, gateway_env=genv, fetcher_env=fenv, fetchers=fetchers, **kwargs)
 
 
+def batch_work(gw):
+    """The dispatcher's "batch work started" and "batch work ended" lines (VTS_LOG_LEVEL debug), in order: (seconds,
+    "started" or "ended", key name, kind, job id)."""
+    out = []
+    for r in gw.log_records():
+        if r.get("msg") in ("batch work started", "batch work ended"):
+            t = datetime.datetime.strptime(r["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+            out.append((t.timestamp(), r["msg"].split()[-1], r["key_id"], r["kind"], r["job_id"]))
+    return out
+
+
+def item_spans(work, job_id):
+    """Seconds from each start of the job's items to the next end of one: each item's time when one runs at once."""
+    started, out = [], []
+    for t, what, _, kind, j in work:
+        if j == job_id and kind == "item":
+            if what == "started":
+                started.append(t)
+            elif started:
+                out.append(t - started.pop(0))
+    return out
+
+
+def shared_part(work, job_id):
+    """From the first start of the job's items to the last end of one: (seconds, start, last start, end)."""
+    starts = [t for t, what, _, kind, j in work if j == job_id and kind == "item" and what == "started"]
+    ends = [t for t, what, _, kind, j in work if j == job_id and kind == "item" and what == "ended"]
+    return max(ends) - min(starts), min(starts), max(starts), max(ends)
+
+
 def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
+    """The other key's 100-item job, alone and beside the abuser's load (which never runs out of work), is timed the
+    same way twice: from its POST to a status poll that reads done (what a client sees), and on the shared part,
+    from its first item's start to its last item's end as the dispatcher logs them, which leaves out the POST, the
+    first take and the end's detection (a poll every 20 ms), fixed costs that are no share of anything.
+
+    Equal shares make 2x the exact expectation, not a bound with room: alone the job has both batch slots
+    (VTS_JOBS_FETCHER_SHARE 50 % of 4 fetchers), beside the abuser one of them, so on a machine where two items at once
+    take no longer than one, the shared part takes twice as long, and any jitter tips it either side of 2x. So the
+    share itself is asserted exactly: while both keys wait (from the other's first start to its last), the other
+    key's starts are at least half of all batch starts (the abuser's items, pages and webhook tries), less one for
+    the turn in hand when it joined. And the time on the shared part within 2x of its time alone, give or take one
+    of its items (its median item beside): alone its two slots start a take apart and end as luck has it, so the
+    last round may hold one item, not two. The whole time from the POST is printed for the note; it was where a
+    real unfairness showed (a take looked for a list's page before any item, so the abuser's endless playlist hid
+    the other key's new job from the shares until its pages ran out, up to a second here, 100 pages)."""
     hang, quick = HangingReceiver(), QuickReceiver()
-    stack = fair_stack(tmp_path, (hang, quick), upstream_args=("--delay-ms", "20"))
+    stack = fair_stack(tmp_path, (hang, quick), upstream_args=("--delay-ms", "20"), env={"VTS_LOG_LEVEL": "debug"})
     gw = stack.gateway
     try:
         alone = miss_latencies(stack, "benchFa", 40)
-        t_alone, _ = timed_job(gw, OTHER, {"video_ids": ["benchFj%04d" % i for i in range(100)]})
+        t_alone, loc_alone = timed_job(gw, OTHER, {"video_ids": ["benchFj%04d" % i for i in range(100)],
+                                                   "webhook_url": quick.url})
+        assert wait_for(lambda: len(quick.got) == 1, 10), quick.got
 
         start_abuse(gw, hang)
         # The load is in motion: a webhook try hangs and the abuser's items fail one after another.
@@ -187,21 +236,28 @@ def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
         t_beside, loc = timed_job(gw, OTHER, {"video_ids": ["benchFk%04d" % i for i in range(100)],
                                               "webhook_url": quick.url})
         done_at = time.monotonic()
-        assert wait_for(lambda: len(quick.got) == 1, 10), quick.got
+        assert wait_for(lambda: len(quick.got) == 2, 10), quick.got
+        work = batch_work(gw)
+        s_alone, _, _, _ = shared_part(work, loc_alone.rsplit("/", 1)[1])
+        s_beside, first, last, _ = shared_part(work, loc.rsplit("/", 1)[1])
+        both = [(key, kind) for t, what, key, kind, _ in work if what == "started" and first <= t <= last]
+        mine = sum(1 for key, _ in both if key == "other")
+        one_item = sorted(item_spans(work, loc.rsplit("/", 1)[1]))[50]
         print("figures: other key alone p50 %.1f ms p99 %.1f ms, beside the abuser p50 %.1f ms p99 %.1f ms; "
-              "100-item job alone %.2f s, beside %.2f s; webhook %.2f s after its job's end; abuser's tries open at "
-              "once at most %d" % (pct(alone, 50) * 1000, pct(alone, 99) * 1000, pct(beside, 50) * 1000,
-                                    pct(beside, 99) * 1000, t_alone, t_beside, quick.got[0][0] - done_at,
-                                    hang.most_open()))
+              "100-item job alone %.2f s, beside %.2f s (%.2fx) from POST to done; on the shared part %.2f s and "
+              "%.2f s (%.2fx); other's starts while both waited %d of %d (%s); webhook %.2f s after its job's end; "
+              "abuser's tries open at once at most %d" % (
+                  pct(alone, 50) * 1000, pct(alone, 99) * 1000, pct(beside, 50) * 1000, pct(beside, 99) * 1000,
+                  t_alone, t_beside, t_beside / t_alone, s_alone, s_beside, s_beside / s_alone, mine, len(both),
+                  dict(collections.Counter(both)), quick.got[1][0] - done_at, hang.most_open()))
         assert pct(beside, 50) <= 1.25 * pct(alone, 50), (alone, beside)
         assert pct(beside, 99) <= 2 * pct(alone, 99), (alone, beside)
-        # Equal shares give the other key half the batch capacity while the abuser has work: twice its time alone is
-        # the bound itself, so a second is allowed for the status polls and a busy machine.
-        assert t_beside <= 2 * t_alone + 1.0, (t_alone, t_beside)
+        assert 2 * mine >= len(both) - 2, collections.Counter(both)
+        assert s_beside <= 2 * s_alone + one_item, (s_alone, s_beside, one_item)
         # The other key's webhook came at once, whatever the abuser's receiver does; the abuser's tries came one at
         # a time.
-        assert quick.got[0][1]["type"] == "job.done" and quick.got[0][1]["id"] == loc.rsplit("/", 1)[1]
-        assert quick.got[0][0] - done_at < 2.0
+        assert quick.got[1][1]["type"] == "job.done" and quick.got[1][1]["id"] == loc.rsplit("/", 1)[1]
+        assert quick.got[1][0] - done_at < 2.0
         assert hang.most_open() == 1
     finally:
         stack.close()

@@ -77,6 +77,44 @@ def test_create_with_limits_and_set_changes_them(tmp_path):
     assert records(keys_file)[0][2:] == ["active", "7", "10", "0"]
 
 
+def test_a_weight_is_written_only_when_not_1_and_set_changes_it(tmp_path):
+    keys_file = tmp_path / "keys.db"
+    key = create(keys_file, "heavy", "--weight", "3", "--quota", "9").strip()
+    create(keys_file, "plain")
+    assert records(keys_file)[0] == ["heavy", sha256(key), "active", "0", "0", "9", "3"]
+    # Weight 1 is no seventh field: the file stays one an earlier release's gateway reads.
+    assert len(records(keys_file)[1]) == 6
+    r = run_keys(keys_file, "set", "plain", "--weight", "100")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = run_keys(keys_file, "set", "heavy", "--weight", "1")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert [rec[2:] for rec in records(keys_file)] == [["active", "0", "0", "9"], ["active", "0", "0", "0", "100"]]
+    r = run_keys(keys_file, "list")
+    assert r.stdout.splitlines()[1:] == ["heavy\tactive\tdefault\tdefault\t9\t1",
+                                         "plain\tactive\tdefault\tdefault\tdefault\t100"]
+    # Out of range: refused, the file as it was.
+    before = keys_file.read_text()
+    r = run_keys(keys_file, "set", "plain", "--weight", "101")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert "vts-keys: --weight needs an integer from 1 to 100" in r.stderr
+    assert keys_file.read_text() == before
+
+
+def test_a_file_of_an_earlier_release_keeps_its_keys_and_takes_a_weight(tmp_path):
+    """A key file without the weight column (six fields a line) loads, weighs every key 1, and set adds the column
+    to the one line it changes."""
+    keys_file = tmp_path / "keys.db"
+    old = ("# name\tsha256\tstatus\trate\twindow_s\tquota\n"
+           "alice\t%s\tactive\t5\t10\t100\nbob\t%s\trevoked\t0\t0\t0\n" % (sha256("ka"), sha256("kb")))
+    keys_file.write_text(old)
+    r = run_keys(keys_file, "list")
+    assert r.stdout.splitlines() == ["NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\tWEIGHT",
+                                     "alice\tactive\t5\t10\t100\t1", "bob\trevoked\tdefault\tdefault\tdefault\t1"]
+    assert run_keys(keys_file, "set", "alice", "--weight", "2").returncode == 0
+    assert records(keys_file) == [["alice", sha256("ka"), "active", "5", "10", "100", "2"],
+                                  ["bob", sha256("kb"), "revoked", "0", "0", "0"]]
+
+
 def test_list_shows_names_status_and_limits_never_keys_or_digests(tmp_path):
     keys_file = tmp_path / "keys.db"
     k1 = create(keys_file, "alice").strip()
@@ -87,15 +125,15 @@ def test_list_shows_names_status_and_limits_never_keys_or_digests(tmp_path):
     for secret in (k1, k2, sha256(k1), sha256(k2), sha256(k1)[:16], sha256(k2)[:16]):
         assert secret not in r.stdout
     assert r.stdout.splitlines() == [
-        "NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA",
-        "alice\trevoked\tdefault\tdefault\tdefault",
-        "bob\tactive\t5\t10\t100",
+        "NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\tWEIGHT",
+        "alice\trevoked\tdefault\tdefault\tdefault\t1",
+        "bob\tactive\t5\t10\t100\t1",
     ]
 
 
 def test_list_of_a_missing_file_is_empty(tmp_path):
     r = run_keys(tmp_path / "none.db", "list")
-    assert (r.returncode, r.stdout) == (0, "NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\n")
+    assert (r.returncode, r.stdout) == (0, "NAME\tSTATUS\tRATE\tWINDOW_S\tQUOTA\tWEIGHT\n")
 
 
 def test_revoke_marks_the_key_revoked_and_keeps_the_name_taken(tmp_path):
@@ -120,7 +158,12 @@ def test_revoke_marks_the_key_revoked_and_keeps_the_name_taken(tmp_path):
     (["create", "ok", "--window", "86401"], 2, "--window needs an integer"),
     (["create", "ok", "--bogus", "1"], 2, "unknown option --bogus"),
     (["create", "ok", "--rate", "1", "--rate", "2"], 2, "--rate given twice"),
-    (["set", "ok"], 2, "set needs at least one of"),
+    (["set", "ok"], 2, "set needs at least one of --rate, --window, --quota, --weight"),
+    (["create", "ok", "--weight", "0"], 2, "--weight needs an integer from 1 to 100"),
+    (["create", "ok", "--weight", "101"], 2, "--weight needs an integer from 1 to 100"),
+    (["create", "ok", "--weight", "two"], 2, "--weight needs an integer from 1 to 100"),
+    (["create", "ok", "--weight"], 2, "--weight needs an integer from 1 to 100"),
+    (["create", "ok", "--weight", "2", "--weight", "3"], 2, "--weight given twice"),
     (["revoke", "ok", "extra"], 2, "revoke takes only NAME"),
     (["list", "extra"], 2, "list takes no arguments"),
     (["revoke", "nobody"], 1, "no key named nobody"),
@@ -345,7 +388,7 @@ def test_failing_reload_is_an_error_each_time_and_in_metrics(gateway):
     errors = [r for r in gateway.log_records() if r.get("msg", "").startswith("key file reload failed")]
     assert len(errors) == 5, errors
     assert {r["level"] for r in errors} == {"error"}
-    assert {r["error"] for r in errors} == {"line 4: expected 6 tab-separated fields, found 1"}, errors
+    assert {r["error"] for r in errors} == {"line 4: expected 6 or 7 tab-separated fields, found 1"}, errors
     gateway.keys_file.write_text(good)
     assert wait_for(lambda: _keys_metrics(gateway)[1] > loaded or None, RELOAD_TIMEOUT_S + 1), _keys_metrics(gateway)
 

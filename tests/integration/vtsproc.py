@@ -44,13 +44,15 @@ def shared_dir(prefix, mode=0o755):
 def write_keyfile(path, entries):
     """Writes the key file atomically (temporary file + rename), as an operator's tool would.
 
-    entries: iterable of (name, plain_key, status, rate, window, quota); status is "active" or "revoked".
+    entries: iterable of (name, plain_key, status, rate, window, quota) or (..., quota, weight); status is "active"
+    or "revoked". An entry without a weight is a line without the field, as the files of earlier releases have.
     """
     path = Path(path)
-    lines = ["# name\tsha256\tstatus\trate\twindow_s\tquota"]
-    for name, plain, status, rate, window, quota in entries:
+    lines = ["# name\tsha256\tstatus\trate\twindow_s\tquota\tweight"]
+    for name, plain, status, rate, window, quota, *weight in entries:
         digest = hashlib.sha256(plain.encode()).hexdigest()
-        lines.append(f"{name}\t{digest}\t{status}\t{int(rate)}\t{int(window)}\t{int(quota)}")
+        lines.append(f"{name}\t{digest}\t{status}\t{int(rate)}\t{int(window)}\t{int(quota)}"
+                     + "".join(f"\t{int(w)}" for w in weight))
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n")
     os.replace(tmp, path)

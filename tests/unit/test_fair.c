@@ -164,6 +164,106 @@ static void test_a_key_spends_at_most_its_share_of_the_egress_budget(void **stat
   fair_free(f);
 }
 
+/*
+ * The runner's take against a store holding work of every key at all times: the first pass passes over what fair_skip
+ * names with ahead set, a second (when the first found nothing) only those at their share; the store hands out the
+ * first key of its own order not passed over. Returns the key started, or -1 when both passes pass over all.
+ */
+static int take(struct fair *f, uint64_t now, uint64_t cap, const char *const *order, const uint32_t *weight,
+                size_t n) {
+  for (size_t i = 0; i < n; i++) fair_seen(f, now, order[i], weight[i]);
+  for (int ahead = 1; ahead >= 0; ahead--) {
+    for (size_t i = 0; i < n; i++) {
+      if (!skipped(f, now, cap, ahead, order[i])) {
+        assert_int_equal(fair_started(f, now, order[i], weight[i]), 0);
+        return (int)i;
+      }
+    }
+  }
+  return -1;
+}
+
+/*
+ * Weights 2 and 1, both keys always with work waiting: turns go 2:1 exactly, whichever key the store would hand out
+ * first, and never more than one turn of the lighter key apart on the way.
+ */
+static void test_weights_2_to_1_give_starts_2_to_1(void **state) {
+  (void)state;
+  struct fair_limits lim = {0, 0};
+  for (int first = 0; first < 2; first++) {
+    const char *order[2] = {first ? "light" : "heavy", first ? "heavy" : "light"};
+    uint32_t weight[2] = {first ? 1 : 2, first ? 2 : 1};
+    struct fair *f = fair_new(&lim);
+    uint64_t starts[2] = {0, 0};
+    for (int i = 0; i < 300; i++) {
+      int k = take(f, 1000, 1000, order, weight, 2);
+      assert_true(k >= 0);
+      starts[k]++;
+      fair_ended(f, 1000, order[k], 1);
+      uint64_t heavy = starts[first ? 1 : 0], light = starts[first ? 0 : 1];
+      assert_true(heavy <= 2 * light + 2 && 2 * light <= heavy + 2);
+    }
+    assert_int_equal(starts[first ? 1 : 0], 200);
+    assert_int_equal(starts[first ? 0 : 1], 100);
+    fair_free(f);
+  }
+}
+
+/*
+ * The same with 3 batch slots and each piece of work held until 3 more started (the oldest ends first): the heavier
+ * key holds at most 2, the lighter 1, and the starts are still 2:1 exactly.
+ */
+static void test_weights_2_to_1_share_the_slots_2_to_1(void **state) {
+  (void)state;
+  struct fair_limits lim = {0, 0};
+  struct fair *f = fair_new(&lim);
+  const char *order[2] = {"light", "heavy"};
+  uint32_t weight[2] = {1, 2};
+  uint64_t starts[2] = {0, 0};
+  int held[3], nheld = 0;
+  for (int i = 0; i < 300; i++) {
+    int k = take(f, 1000, 3, order, weight, 2);
+    if (k < 0) {
+      assert_int_equal(nheld, 3);
+      fair_ended(f, 1000, order[held[0]], 1);
+      memmove(held, held + 1, sizeof(held[0]) * 2);
+      nheld--;
+      k = take(f, 1000, 3, order, weight, 2);
+    }
+    assert_true(k >= 0);
+    starts[k]++;
+    held[nheld++] = k;
+    assert_true(fair_held(f, "heavy") <= 2);
+    assert_true(fair_held(f, "light") <= 1);
+  }
+  assert_int_equal(starts[1], 200);
+  assert_int_equal(starts[0], 100);
+  fair_free(f);
+}
+
+/*
+ * Weights 2 and 1 with the batch egress budget the limit (36,000 requests an hour: 10 a second, 6 at once; a piece of
+ * work makes one request and ends at once): the heavier key's bucket refills one request every 150 ms and holds 4, the
+ * lighter's every 300 ms and holds 2, so over a minute (both ends included) they start 400 + 4 and 200 + 2: 2:1.
+ */
+static void test_weights_2_to_1_share_the_egress_budget_2_to_1(void **state) {
+  (void)state;
+  struct fair_limits lim = {36000, 6};
+  struct fair *f = fair_new(&lim);
+  const char *order[2] = {"light", "heavy"};
+  uint32_t weight[2] = {1, 2};
+  uint64_t starts[2] = {0, 0};
+  for (uint64_t t = 100000; t <= 100000 + 60000; t++) {
+    for (int k = take(f, t, 1000, order, weight, 2); k >= 0; k = take(f, t, 1000, order, weight, 2)) {
+      starts[k]++;
+      fair_ended(f, t, order[k], 1);
+    }
+  }
+  assert_int_equal(starts[1], 400 + 4);
+  assert_int_equal(starts[0], 200 + 2);
+  fair_free(f);
+}
+
 /* Keys holding nothing and long unseen are forgotten, so the ledger stays small. */
 static void test_idle_keys_are_forgotten(void **state) {
   (void)state;
@@ -190,6 +290,9 @@ int main(void) {
       cmocka_unit_test(test_keys_take_turns_and_a_pause_earns_no_credit),
       cmocka_unit_test(test_a_key_shares_while_it_has_work),
       cmocka_unit_test(test_a_key_spends_at_most_its_share_of_the_egress_budget),
+      cmocka_unit_test(test_weights_2_to_1_give_starts_2_to_1),
+      cmocka_unit_test(test_weights_2_to_1_share_the_slots_2_to_1),
+      cmocka_unit_test(test_weights_2_to_1_share_the_egress_budget_2_to_1),
       cmocka_unit_test(test_idle_keys_are_forgotten),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -209,9 +209,9 @@ struct bad_line {
 static void test_malformed_lines_fail_with_line_number(void **state) {
   struct fixture *f = *state;
   static const struct bad_line cases[] = {
-      {"name\t%s\tactive\t0\t0", "expected 6 tab-separated fields, found 5"},
-      {"name\t%s\tactive\t0\t0\t0\t0", "expected 6 tab-separated fields, found more"},
-      {"name %s active 0 0 0", "expected 6 tab-separated fields, found 1"},
+      {"name\t%s\tactive\t0\t0", "expected 6 or 7 tab-separated fields, found 5"},
+      {"name\t%s\tactive\t0\t0\t0\t1\t0", "expected 6 or 7 tab-separated fields, found more"},
+      {"name %s active 0 0 0", "expected 6 or 7 tab-separated fields, found 1"},
       {"\t%s\tactive\t0\t0\t0", "name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
       {"bad name\t%s\tactive\t0\t0\t0", "name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
       {"bad/name\t%s\tactive\t0\t0\t0", "name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
@@ -231,7 +231,12 @@ static void test_malformed_lines_fail_with_line_number(void **state) {
       {"name\t%s\tactive\t0\t0\t1000000000001", "quota must be an integer from 0 to 1000000000000"},
       {"name\t%s\tactive\t0\t0\t0\r", "quota must be an integer from 0 to 1000000000000"},
       {"name\t%s\tactive\t0\t0\t99999999999999999999999", "quota must be an integer from 0 to 1000000000000"},
-      {" # indented comment", "expected 6 tab-separated fields, found 1"},
+      {"name\t%s\tactive\t0\t0\t0\t0", "weight must be an integer from 1 to 100"},
+      {"name\t%s\tactive\t0\t0\t0\t101", "weight must be an integer from 1 to 100"},
+      {"name\t%s\tactive\t0\t0\t0\t", "weight must be an integer from 1 to 100"},
+      {"name\t%s\tactive\t0\t0\t0\t2x", "weight must be an integer from 1 to 100"},
+      {"name\t%s\tactive\t0\t0\t0\t-2", "weight must be an integer from 1 to 100"},
+      {" # indented comment", "expected 6 or 7 tab-separated fields, found 1"},
   };
   char valid_hex[65], l1[256], l2[256];
   util_sha256_hex("the-key", 7, valid_hex);
@@ -257,6 +262,77 @@ static void test_malformed_lines_fail_with_line_number(void **state) {
     keystore_free(ks);
   }
   assert_int_equal(failures, 0);
+}
+
+/*
+ * A seventh field weighs a key's share of batch work; a line without one (every file of an earlier release) weighs 1,
+ * and both kinds of line mix in one file.
+ */
+static void test_the_weight_field_is_optional_and_defaults_to_1(void **state) {
+  struct fixture *f = *state;
+  char text[1024], l1[256], l2[256], l3[256], err[128] = "";
+  record(l1, sizeof(l1), "old", "k1", "active", "5\t10\t1000");
+  record(l2, sizeof(l2), "heavy", "k2", "active", "0\t0\t0\t2");
+  record(l3, sizeof(l3), "most", "k3", "revoked", "0\t0\t7\t100");
+  snprintf(text, sizeof(text), "# name\tsha256\tstatus\trate\twindow_s\tquota\n%s%s%s", l1, l2, l3);
+  struct keystore *ks = load_text(f, text, err, sizeof(err));
+  assert_non_null(ks);
+  assert_int_equal(keystore_count(ks), 3);
+  const struct key_entry *e = keystore_lookup(ks, "k1", 2);
+  assert_non_null(e);
+  assert_int_equal(e->weight, 1);
+  assert_int_equal(e->quota, 1000);
+  e = keystore_lookup(ks, "k2", 2);
+  assert_non_null(e);
+  assert_int_equal(e->weight, 2);
+  assert_int_equal(keystore_entry(ks, 2)->weight, 100);
+  assert_int_equal(keystore_entry(ks, 2)->quota, 7);
+  keystore_free(ks);
+}
+
+/* Saved, a weight of 1 (or 0, an entry made in memory) is no field, so the file stays one earlier releases read. */
+static void test_save_writes_a_weight_only_when_it_is_not_1(void **state) {
+  struct fixture *f = *state;
+  struct key_entry e[3] = {entry_for("plain", "k1"), entry_for("one", "k2"), entry_for("heavy", "k3")};
+  e[1].weight = 1;
+  e[2].weight = 3;
+  e[2].quota = 9;
+  char err[256] = "";
+  assert_int_equal(keystore_save(f->path, e, 3, err, sizeof(err)), 0);
+  FILE *fp = fopen(f->path, "r");
+  assert_non_null(fp);
+  char text[2048];
+  size_t len = fread(text, 1, sizeof(text) - 1, fp);
+  fclose(fp);
+  text[len] = '\0';
+  char want[2048], l1[256], l2[256], l3[256];
+  record(l1, sizeof(l1), "plain", "k1", "active", "0\t0\t0");
+  record(l2, sizeof(l2), "one", "k2", "active", "0\t0\t0");
+  record(l3, sizeof(l3), "heavy", "k3", "active", "0\t0\t9\t3");
+  snprintf(want, sizeof(want),
+           "# vts API keys, managed by vts-keys. SHA-256 digests only, never keys.\n"
+           "# name\tsha256\tstatus\trate\twindow_s\tquota\tweight  (0 = service default; no weight: 1)\n%s%s%s",
+           l1, l2, l3);
+  assert_string_equal(text, want);
+  struct keystore *ks = keystore_load(f->path, err, sizeof(err));
+  assert_non_null(ks);
+  assert_int_equal(keystore_entry(ks, 0)->weight, 1);
+  assert_int_equal(keystore_entry(ks, 1)->weight, 1);
+  assert_int_equal(keystore_entry(ks, 2)->weight, 3);
+  keystore_free(ks);
+  /* Out of 1..100 (0 aside, the default): refused, the file as it was. */
+  e[2].weight = VTS_MAX_KEY_WEIGHT + 1;
+  assert_int_equal(keystore_save(f->path, e, 3, err, sizeof(err)), -EINVAL);
+  assert_string_equal(err, "entry 3: limits out of range");
+  e[2].weight = -1;
+  assert_int_equal(keystore_save(f->path, e, 3, err, sizeof(err)), -EINVAL);
+  fp = fopen(f->path, "r");
+  assert_non_null(fp);
+  char again[2048];
+  len = fread(again, 1, sizeof(again) - 1, fp);
+  fclose(fp);
+  again[len] = '\0';
+  assert_string_equal(again, want);
 }
 
 static void test_duplicate_names_and_digests_fail(void **state) {
@@ -448,6 +524,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_repeated_lookups_of_many_keys_find_each_its_own_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_key_longer_than_the_limit_is_not_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_lines_fail_with_line_number, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_the_weight_field_is_optional_and_defaults_to_1, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_save_writes_a_weight_only_when_it_is_not_1, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_names_and_digests_fail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_last_line_without_newline_is_read, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_byte_fails_the_load, setup, teardown),

@@ -956,6 +956,13 @@ static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **st
   assert_int_equal(ratelimit_charge_month(NULL, &key, &first, &charged), -ENODEV);
   struct ratelimit *months = ratelimit_new_months(&f->cfg, f->shared);
   assert_non_null(months);
+  /* It has no window: a check made on it by mistake is refused, never admitted. */
+  struct answers refused = {0};
+  ratelimit_check(months, &key, on_decision, &refused);
+  ratelimit_check_unspent(months, &key, on_decision, &refused);
+  assert_int_equal(refused.n, 2);
+  assert_int_equal(refused.outcomes[RL_UNAVAILABLE], 2);
+  assert_int_equal(refused.last.reserved_in, RL_STORE_NONE);
   assert_int_equal(ratelimit_charge_month(months, &key, &first, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
   assert_int_equal(first.reserved_in, RL_STORE_TABLE);
