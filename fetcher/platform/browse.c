@@ -63,11 +63,7 @@ enum {
  * The keys each kind of container reads; a key of N_ANY that is not here is F_ANY. Its rows are alike in shape with
  * the player's table: each reply has its own keys.
  */
-static const struct {
-  int node;
-  const char *key;
-  int field;
-} keys[] = {
+static const struct jsonstream_key keys[] = {
     {JSONSTREAM_ROOT, "alerts", F_ALERTS},
     /* Never a video list, and most of a reply's bytes: skipped unseen. */
     {JSONSTREAM_ROOT, "responseContext", F_NONE},
@@ -101,12 +97,7 @@ static const struct {
 };
 
 /* The container a field opens: {parent node, field, is_array, child node}. */
-static const struct {
-  int node;
-  int field;
-  int is_array;
-  int child;
-} opens[] = {
+static const struct jsonstream_child opens[] = {
     {N_ANY, F_ANY, 0, N_ANY},
     {N_ANY, F_ANY, 1, N_ANY},
     {N_ANY, JSONSTREAM_ITEM, 0, N_ANY},
@@ -141,10 +132,7 @@ struct reader {
 };
 
 static int find_key(int node, const char *key, size_t len) {
-  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-    if (keys[i].node == node && strlen(keys[i].key) == len && memcmp(keys[i].key, key, len) == 0) return keys[i].field;
-  }
-  return -1;
+  return jsonstream_key_field(keys, sizeof(keys) / sizeof(keys[0]), node, key, len);
 }
 
 /* The top-level object is a container on the way too, with a few keys of its own. */
@@ -159,22 +147,17 @@ static int on_key(void *ctx, int node, const char *key, size_t len) {
 static int on_open(void *ctx, int node, int field, int is_array) {
   struct reader *r = ctx;
   if (node == JSONSTREAM_ROOT && field != F_ALERTS) node = N_ANY;
-  for (size_t i = 0; i < sizeof(opens) / sizeof(opens[0]); i++) {
-    if (opens[i].node == node && opens[i].field == field && opens[i].is_array == is_array) {
-      int child = opens[i].child;
-      if (child == N_LIST) r->out->has_list = 1;
-      if (child == N_VIDEO || child == N_LOCKUP) {
-        r->id[0] = '\0';
-        r->lockup_is_video = 0;
-      }
-      if (child == N_ALERT) {
-        r->alert_type[0] = '\0';
-        r->alert_len = 0;
-      }
-      return child;
-    }
+  int child = jsonstream_child_node(opens, sizeof(opens) / sizeof(opens[0]), node, field, is_array);
+  if (child == N_LIST) r->out->has_list = 1;
+  if (child == N_VIDEO || child == N_LOCKUP) {
+    r->id[0] = '\0';
+    r->lockup_is_video = 0;
   }
-  return JSONSTREAM_SKIP;
+  if (child == N_ALERT) {
+    r->alert_type[0] = '\0';
+    r->alert_len = 0;
+  }
+  return child;
 }
 
 static int add_video(struct browse_page *p, const char *id) {

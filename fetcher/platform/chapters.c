@@ -48,11 +48,7 @@ enum {
   F_START
 };
 
-static const struct {
-  int node;
-  const char *key;
-  int field;
-} keys[] = {
+static const struct jsonstream_key keys[] = {
     {JSONSTREAM_ROOT, "engagementPanels", F_PANELS},
     {N_PANEL_ITEM, "engagementPanelSectionListRenderer", F_PANEL},
     {N_PANEL, "panelIdentifier", F_PANEL_ID},
@@ -70,12 +66,7 @@ static const struct {
 };
 
 /* The container a field opens: {parent node, field, is_array, child node}. */
-static const struct {
-  int node;
-  int field;
-  int is_array;
-  int child;
-} opens[] = {
+static const struct jsonstream_child opens[] = {
     {JSONSTREAM_ROOT, F_PANELS, 1, N_PANELS},
     {N_PANELS, JSONSTREAM_ITEM, 0, N_PANEL_ITEM},
     {N_PANEL_ITEM, F_PANEL, 0, N_PANEL},
@@ -104,30 +95,24 @@ struct reader {
 
 static int on_key(void *ctx, int node, const char *key, size_t len) {
   (void)ctx;
-  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-    if (keys[i].node == node && strlen(keys[i].key) == len && memcmp(keys[i].key, key, len) == 0) return keys[i].field;
-  }
-  return F_NONE;
+  int field = jsonstream_key_field(keys, sizeof(keys) / sizeof(keys[0]), node, key, len);
+  return field >= 0 ? field : F_NONE;
 }
 
 static int on_open(void *ctx, int node, int field, int is_array) {
   struct reader *r = ctx;
-  for (size_t i = 0; i < sizeof(opens) / sizeof(opens[0]); i++) {
-    if (opens[i].node != node || opens[i].field != field || opens[i].is_array != is_array) continue;
-    int child = opens[i].child;
-    if (child == N_PANEL) {
-      if (r->done) return JSONSTREAM_SKIP;
-      r->panel.n = 0;
-      r->is_chapters = 0;
-    }
-    if (child == N_MARKER) {
-      memset(&r->item, 0, sizeof(r->item));
-      r->title_len = 0;
-      r->has_title = r->has_start = 0;
-    }
-    return child;
+  int child = jsonstream_child_node(opens, sizeof(opens) / sizeof(opens[0]), node, field, is_array);
+  if (child == N_PANEL) {
+    if (r->done) return JSONSTREAM_SKIP;
+    r->panel.n = 0;
+    r->is_chapters = 0;
   }
-  return JSONSTREAM_SKIP;
+  if (child == N_MARKER) {
+    memset(&r->item, 0, sizeof(r->item));
+    r->title_len = 0;
+    r->has_title = r->has_start = 0;
+  }
+  return child;
 }
 
 /* A marker read whole: kept when it has a title and starts after the one before. */

@@ -116,11 +116,7 @@ enum {
 };
 
 /* The keys each kind of container reads: rows alike in shape with the browse table's, each reply its own keys. */
-static const struct {
-  int node;
-  const char *key;
-  int field;
-} keys[] = {
+static const struct jsonstream_key keys[] = {
     {JSONSTREAM_ROOT, "playabilityStatus", F_PLAYABILITY},
     {JSONSTREAM_ROOT, "captions", F_CAPTIONS},
     {JSONSTREAM_ROOT, "streamingData", F_STREAMING},
@@ -186,12 +182,7 @@ static const struct {
 };
 
 /* The container a wanted field opens: {parent node, field, is_array, child node}. */
-static const struct {
-  int node;
-  int field;
-  int is_array;
-  int child;
-} children[] = {
+static const struct jsonstream_child children[] = {
     {JSONSTREAM_ROOT, F_PLAYABILITY, 0, N_PLAY},
     {JSONSTREAM_ROOT, F_VIDEO_DETAILS, 0, N_DETAILS},
     {N_DETAILS, F_KEYWORDS, 1, N_KEYWORDS},
@@ -435,10 +426,8 @@ static int player_key(void *ctx, int node, const char *key, size_t len) {
   if (p->wrap != NULL && node == JSONSTREAM_ROOT)
     return strlen(p->wrap) == len && memcmp(p->wrap, key, len) == 0 ? F_WRAP : F_NONE;
   if (node == N_WRAPPED) node = JSONSTREAM_ROOT;
-  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-    if (keys[i].node == node && strlen(keys[i].key) == len && memcmp(keys[i].key, key, len) == 0) return keys[i].field;
-  }
-  return F_NONE;
+  int field = jsonstream_key_field(keys, sizeof(keys) / sizeof(keys[0]), node, key, len);
+  return field >= 0 ? field : F_NONE;
 }
 
 static void format_reset(struct audio_format *f) {
@@ -457,19 +446,13 @@ static void track_reset(struct caption_track *t) {
 
 static int player_open(void *ctx, int node, int field, int is_array) {
   struct parse *p = ctx;
-  int child = JSONSTREAM_SKIP;
   if (p->wrap != NULL && node == JSONSTREAM_ROOT) {
     if (field != F_WRAP || is_array || p->wrap_seen) return JSONSTREAM_SKIP;
     p->wrap_seen = 1;
     return N_WRAPPED;
   }
   if (node == N_WRAPPED) node = JSONSTREAM_ROOT;
-  for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++) {
-    if (children[i].node == node && children[i].field == field && children[i].is_array == is_array) {
-      child = children[i].child;
-      break;
-    }
-  }
+  int child = jsonstream_child_node(children, sizeof(children) / sizeof(children[0]), node, field, is_array);
   if (child == N_TRACK) {
     track_reset(&p->track);
   } else if (child == N_FORMAT) {

@@ -2,6 +2,7 @@
 #include "fetcher/readers/jsonstream.h"
 
 #include <errno.h>
+#include <string.h>
 #include <yajl/yajl_parse.h>
 
 #include "common/limits.h"
@@ -121,4 +122,18 @@ int jsonstream_parse(const char *body, size_t len, int validate_utf8, const stru
     rv = -EPROTO;
   yajl_free(h);
   return rv;
+}
+
+int jsonstream_key_field(const struct jsonstream_key *rows, size_t n, int node, const char *key, size_t len) {
+  for (size_t i = 0; i < n; i++) {
+    if (rows[i].node == node && strlen(rows[i].key) == len && memcmp(rows[i].key, key, len) == 0) return rows[i].field;
+  }
+  return -1;
+}
+
+int jsonstream_child_node(const struct jsonstream_child *rows, size_t n, int node, int field, int is_array) {
+  for (size_t i = 0; i < n; i++) {
+    if (rows[i].node == node && rows[i].field == field && rows[i].is_array == is_array) return rows[i].child;
+  }
+  return JSONSTREAM_SKIP;
 }

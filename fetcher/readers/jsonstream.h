@@ -38,6 +38,26 @@ struct jsonstream_ops {
  * it keeps). Returns 0, -EPROTO for a body that is not one complete, well-formed object within the caps, -ENOMEM, or
  * a callback's error.
  */
+/* A row of a reader's table of keys: key, in a container of node id node, is field id field. */
+struct jsonstream_key {
+  int node;
+  const char *key;
+  int field;
+};
+
+/* A row of a reader's table of containers: field (or JSONSTREAM_ITEM) of node, an array or not, opens node child. */
+struct jsonstream_child {
+  int node;
+  int field;
+  int is_array;
+  int child;
+};
+
+/* The field of key (len bytes) in node by the n rows, or -1 when no row names it. */
+int jsonstream_key_field(const struct jsonstream_key *rows, size_t n, int node, const char *key, size_t len);
+/* The node that field of node opens by the n rows, or JSONSTREAM_SKIP when no row names it. */
+int jsonstream_child_node(const struct jsonstream_child *rows, size_t n, int node, int field, int is_array);
+
 int jsonstream_parse(const char *body, size_t len, int validate_utf8, const struct jsonstream_ops *ops, void *ctx);
 
 #endif

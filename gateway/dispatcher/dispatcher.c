@@ -795,18 +795,30 @@ static int start_core(struct dispatcher *d, struct start_err *e) {
   return 0;
 }
 
+/*
+ * One of the two sockets, opened by open_fn into *sock (*opened then set, for the teardown), with pipe_cb told of
+ * every pipe that comes and goes; e->msg says why not.
+ */
+static int open_socket(struct dispatcher *d, int (*open_fn)(nng_socket *), nng_socket *sock, bool *opened,
+                       nng_pipe_cb pipe_cb, struct start_err *e) {
+  int rv = open_fn(sock);
+  if (rv != 0) return nng_fail(e, rv);
+  *opened = true;
+  if ((rv = nng_pipe_notify(*sock, NNG_PIPE_EV_ADD_POST, pipe_cb, d)) != 0 ||
+      (rv = nng_pipe_notify(*sock, NNG_PIPE_EV_REM_POST, pipe_cb, d)) != 0)
+    return nng_fail(e, rv);
+  return 0;
+}
+
 /* The fetchers' socket (raw rep0: replies in any order) and its listener on VTS_JOBS_URL. */
 static int start_fetcher_socket(struct dispatcher *d, struct start_err *e) {
   const char *url = d->cfg->jobs_url;
   e->what = "fetcher socket";
   e->url = url;
-  int rv = nng_rep0_open_raw(&d->fsock);
+  int rv = open_socket(d, nng_rep0_open_raw, &d->fsock, &d->fsock_open, fetcher_pipe_cb, e);
+  if (rv != 0) return rv;
+  rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS);
   if (rv != 0) return nng_fail(e, rv);
-  d->fsock_open = true;
-  if ((rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_ADD_POST, fetcher_pipe_cb, d)) != 0 ||
-      (rv = nng_pipe_notify(d->fsock, NNG_PIPE_EV_REM_POST, fetcher_pipe_cb, d)) != 0 ||
-      (rv = nng_socket_set_ms(d->fsock, NNG_OPT_SENDTIMEO, VTS_DISPATCH_SEND_TIMEOUT_MS)) != 0)
-    return nng_fail(e, rv);
   rv = open_listener(d->fsock, url, d->cfg, &d->flistener, e);
   if (rv != 0) return rv;
   if (!link_url_tls(url) && !link_url_loopback(url))
@@ -830,12 +842,8 @@ static int start_receiving(struct dispatcher *d, struct start_err *e) {
 static int start_worker_socket(struct dispatcher *d, const char *worker_url, struct start_err *e) {
   e->what = "worker socket";
   e->url = worker_url;
-  int rv = nng_rep0_open(&d->wsock);
-  if (rv != 0) return nng_fail(e, rv);
-  d->wsock_open = true;
-  if ((rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_ADD_POST, worker_pipe_cb, d)) != 0 ||
-      (rv = nng_pipe_notify(d->wsock, NNG_PIPE_EV_REM_POST, worker_pipe_cb, d)) != 0)
-    return nng_fail(e, rv);
+  int rv = open_socket(d, nng_rep0_open, &d->wsock, &d->wsock_open, worker_pipe_cb, e);
+  if (rv != 0) return rv;
   return open_listener(d->wsock, worker_url, NULL, NULL, e);
 }
 

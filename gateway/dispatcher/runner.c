@@ -152,6 +152,21 @@ uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_
   return room < free_now ? room : free_now;
 }
 
+/*
+ * A retry wait ms from now_ms when the wait is known (>= 0) and the item, made at created_ms, is still under
+ * max_age_ms when it ends; else the failure of code and message.
+ */
+static void retry_or_fail(struct runner_outcome *out, int64_t wait, int64_t now_ms, int64_t created_ms,
+                          int64_t max_age_ms, const char *code, const char *message) {
+  if (wait >= 0 && now_ms + wait - created_ms <= max_age_ms) {
+    out->verdict = RUNNER_RETRY;
+    out->not_before_ms = now_ms + wait;
+    return;
+  }
+  out->code = code;
+  out->message = message;
+}
+
 void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t created_ms, int64_t max_age_ms,
                   struct runner_outcome *out) {
   memset(out, 0, sizeof(*out));
@@ -170,25 +185,13 @@ void runner_judge(const struct proto_result *res, int64_t now_ms, int64_t create
                      : res->reason == PROTO_REASON_BUDGET || res->reason == PROTO_REASON_RATIONED
                          ? RUNNER_RATION_RETRY_MS
                          : -1;
-      if (wait >= 0 && now_ms + wait - created_ms <= max_age_ms) {
-        out->verdict = RUNNER_RETRY;
-        out->not_before_ms = now_ms + wait;
-        return;
-      }
-      out->code = "upstream_transcript_failed";
-      out->message = RUNNER_UPSTREAM_FAILED;
+      retry_or_fail(out, wait, now_ms, created_ms, max_age_ms, "upstream_transcript_failed", RUNNER_UPSTREAM_FAILED);
       return;
     }
     case 503: {
       /* Shed: the item yielded to synchronous requests, back in the queue for when the dispatcher expects room. */
       int64_t wait = (int64_t)(res->retry_after_s > 0 ? res->retry_after_s : 1) * 1000;
-      if (now_ms + wait - created_ms <= max_age_ms) {
-        out->verdict = RUNNER_RETRY;
-        out->not_before_ms = now_ms + wait;
-        return;
-      }
-      out->code = "service_unavailable";
-      out->message = RUNNER_SERVICE_UNAVAILABLE;
+      retry_or_fail(out, wait, now_ms, created_ms, max_age_ms, "service_unavailable", RUNNER_SERVICE_UNAVAILABLE);
       return;
     }
     default:
@@ -492,6 +495,7 @@ static void recover_done(void *arg) {
   free(c);
 }
 
+/* Allocated and filled in as the gateway's other objects are: alike in shape, each its own members. */
 struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_shared *limits, struct core *core,
                           uv_loop_t *loop, void (*kick_fn)(void *), void *kick_arg) {
   struct runner *r = calloc(1, sizeof(*r));

@@ -48,7 +48,10 @@ static int default_track(yajl_val renderer) {
 }
 
 int summary_served_language(const char *summary, size_t len, const char *lang, char out[PROTO_MAX_LANG + 1]) {
-  /* yajl's tree parser reads a NUL-terminated text. */
+  /*
+   * yajl's tree parser reads a NUL-terminated text. The http floor's readers copy alike: the one home below both,
+   * common/, does not link yajl, and each answers a failed copy its own way.
+   */
   char *text = malloc(len + 1);
   if (text == NULL) return -ENOENT;
   memcpy(text, summary, len);

@@ -418,6 +418,7 @@ static struct entity *revalidation(struct transcript *t) {
   return NULL;
 }
 
+/* Begun as jobs_begin begins a jobs call: alike in shape, each its own call and its own fields after these. */
 static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uint8_t kind) {
   const struct key_entry *key = appctx_authorize(ctx, req);
   if (key == NULL) return;

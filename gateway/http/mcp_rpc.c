@@ -1,6 +1,7 @@
 #include "gateway/http/mcp_rpc.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
@@ -37,6 +38,12 @@ int mcp_rpc_error(struct http_request *req, int status, const char *id, int code
   size_t n = 0;
   char *body = buf_steal(&b, &n);
   return http_respond(req, status, NULL, body, n, body);
+}
+
+int mcp_rpc_refuse_args(struct http_request *req, const char *id, const char *bad, void *call) {
+  mcp_rpc_error(req, 200, id, MCP_RPC_INVALID_PARAMS, bad);
+  free(call);
+  return 0;
 }
 
 int mcp_rpc_tool_result(struct http_request *req, const char *id, const char *extra_headers, const char *text,

@@ -45,6 +45,47 @@ static void param_add(struct param *p, const char *value, size_t len) {
   }
 }
 
+/* One name=value pair of a query string, its name decoded and its value as written. */
+struct query_pair {
+  char name[QUERY_MAX_NAME_BYTES];
+  size_t name_len;
+  const char *value; /* still percent-encoded */
+  size_t value_len;  /* 0 for a pair without '=' */
+};
+
+/*
+ * Reads the next pair at *pos of qs into p and moves *pos past it; 0 at the end. Empty pairs ("a=1&&b=2") and
+ * pairs whose name is undecodable or longer than any we recognise are passed over: they name nothing of ours.
+ */
+static int query_next_pair(const char *qs, size_t len, size_t *pos, struct query_pair *p) {
+  while (qs != NULL && *pos < len) {
+    const char *pair = qs + *pos;
+    const char *amp = memchr(pair, '&', len - *pos);
+    size_t pair_len = amp ? (size_t)(amp - pair) : len - *pos;
+    *pos += pair_len + 1;
+    if (pair_len == 0) continue;
+
+    const char *eq = memchr(pair, '=', pair_len);
+    size_t name_len = eq ? (size_t)(eq - pair) : pair_len;
+    /* Names are form-encoded too ("video%5Fid"). */
+    long n = percent_decode(pair, name_len, p->name, sizeof(p->name), PERCENT_PLUS_IS_SPACE);
+    if (n < 0) continue;
+    p->name_len = (size_t)n;
+    p->value = eq ? eq + 1 : pair + pair_len;
+    p->value_len = eq ? pair_len - name_len - 1 : 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* A bounded integer parameter into *v, left as it is when p is absent; -1 if p is repeated, undecodable or out of
+ * range. */
+static int param_i64(const struct param *p, int64_t min, int64_t max, int64_t *v) {
+  if (p->count == 0) return 0;
+  if (p->count > 1 || p->invalid) return -1;
+  return util_parse_i64_n(p->buf, p->len, min, max, v) != 0 ? -1 : 0;
+}
+
 /* Over 80 lines: one pass over the query string, each parameter checked where it is read, in the errors' order. */
 /* Parses qs recognising the first nknown parameters of the table below (the video's two come first). */
 static enum api_error parse_query(const char *qs, size_t len, size_t nknown, struct transcript_query *q) {
@@ -71,25 +112,11 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
 
   memset(q, 0, sizeof(*q));
   size_t pos = 0;
-  while (qs != NULL && pos < len) {
-    const char *pair = qs + pos;
-    const char *amp = memchr(pair, '&', len - pos);
-    size_t pair_len = amp ? (size_t)(amp - pair) : len - pos;
-    pos += pair_len + 1;
-    if (pair_len == 0) continue; /* "a=1&&b=2": an empty pair names nothing */
-
-    const char *eq = memchr(pair, '=', pair_len);
-    size_t name_len = eq ? (size_t)(eq - pair) : pair_len;
-    const char *value = eq ? eq + 1 : pair + pair_len;
-    size_t value_len = eq ? pair_len - name_len - 1 : 0;
-
-    /* Names are form-encoded too ("video%5Fid"); an undecodable or long name is simply not one of ours. */
-    char name[QUERY_MAX_NAME_BYTES];
-    long n = percent_decode(pair, name_len, name, sizeof(name), PERCENT_PLUS_IS_SPACE);
-    if (n < 0) continue;
+  struct query_pair pair;
+  while (query_next_pair(qs, len, &pos, &pair)) {
     for (size_t i = 0; i < nknown && i < sizeof(params) / sizeof(params[0]); i++) {
-      if (strlen(params[i]->name) == (size_t)n && memcmp(params[i]->name, name, (size_t)n) == 0) {
-        param_add(params[i], value, value_len);
+      if (strlen(params[i]->name) == pair.name_len && memcmp(params[i]->name, pair.name, pair.name_len) == 0) {
+        param_add(params[i], pair.value, pair.value_len);
         break;
       }
     }
@@ -139,17 +166,13 @@ static enum api_error parse_query(const char *qs, size_t len, size_t nknown, str
   if (q->chunks) {
     q->format = RENDER_JSON;
     int64_t v = CHUNKS_DEFAULT_CHARS;
-    if (chunk_chars.count > 0 &&
-        (chunk_chars.count > 1 || chunk_chars.invalid ||
-         util_parse_i64_n(chunk_chars.buf, chunk_chars.len, CHUNKS_MIN_CHARS, CHUNKS_MAX_CHARS, &v) != 0)) {
+    if (param_i64(&chunk_chars, CHUNKS_MIN_CHARS, CHUNKS_MAX_CHARS, &v) != 0) {
       memset(q, 0, sizeof(*q));
       return API_ERR_INVALID_CHUNK_CHARS;
     }
     q->chunk_chars = (size_t)v;
     v = CHUNKS_DEFAULT_OVERLAP < (int64_t)q->chunk_chars / 2 ? CHUNKS_DEFAULT_OVERLAP : (int64_t)q->chunk_chars / 2;
-    if (chunk_overlap.count > 0 &&
-        (chunk_overlap.count > 1 || chunk_overlap.invalid ||
-         util_parse_i64_n(chunk_overlap.buf, chunk_overlap.len, 0, (int64_t)q->chunk_chars / 2, &v) != 0)) {
+    if (param_i64(&chunk_overlap, 0, (int64_t)q->chunk_chars / 2, &v) != 0) {
       memset(q, 0, sizeof(*q));
       return API_ERR_INVALID_CHUNK_OVERLAP;
     }
@@ -189,19 +212,12 @@ enum api_error query_parse_metadata(const char *qs, size_t len, struct transcrip
   if (e != API_OK) return e;
   int count = 0, valid = 0;
   size_t pos = 0;
-  while (qs != NULL && pos < len) {
-    const char *pair = qs + pos;
-    const char *amp = memchr(pair, '&', len - pos);
-    size_t pair_len = amp ? (size_t)(amp - pair) : len - pos;
-    pos += pair_len + 1;
-    const char *eq = memchr(pair, '=', pair_len);
-    size_t name_len = eq ? (size_t)(eq - pair) : pair_len;
-    char name[QUERY_MAX_NAME_BYTES];
-    long n = percent_decode(pair, name_len, name, sizeof(name), PERCENT_PLUS_IS_SPACE);
-    if (n != 7 || memcmp(name, "include", 7) != 0) continue;
+  struct query_pair pair;
+  while (query_next_pair(qs, len, &pos, &pair)) {
+    if (pair.name_len != 7 || memcmp(pair.name, "include", 7) != 0) continue;
     if (++count > 1) break;
     char value[QUERY_MAX_INCLUDE_BYTES];
-    long v = eq ? percent_decode(eq + 1, pair_len - name_len - 1, value, sizeof(value), PERCENT_PLUS_IS_SPACE) : 0;
+    long v = percent_decode(pair.value, pair.value_len, value, sizeof(value), PERCENT_PLUS_IS_SPACE);
     valid = v > 0 && include_valid(value, (size_t)v);
   }
   if (count == 0) return API_OK;

@@ -944,6 +944,16 @@ static redisReply *eval_skip(struct jsredis *r, const char *script, const char *
   return rep;
 }
 
+/* A leased take (a page, a hook): script runs with the time and the lease as its fixed arguments, then skip's names. */
+static redisReply *eval_leased(struct jsredis *r, const char *script, int64_t now_ms, int64_t lease_ms,
+                               const struct jobstore_skip *skip, int *rv) {
+  char now[24], lease[24];
+  snprintf(now, sizeof(now), "%" PRId64, now_ms);
+  snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
+  const char *fixed[] = {now, lease};
+  return eval_skip(r, script, fixed, 2, skip, rv);
+}
+
 static int rs_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                    struct jobstore_task *out) {
   (void)lease_ms; /* a taker's hold is its entry, renewed by keepalive */
@@ -1109,16 +1119,13 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   return rv;
 }
 
+/* Read as rs_hook_take reads its reply: alike in shape, each its own script and members. */
 static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_page *out) {
   struct jsredis *r = self;
   memset(out, 0, sizeof(*out));
-  char now[24], lease[24];
-  snprintf(now, sizeof(now), "%" PRId64, now_ms);
-  snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
-  const char *fixed[] = {now, lease};
   int failed = 0;
-  redisReply *rep = eval_skip(r, take_page_script, fixed, 2, skip, &failed);
+  redisReply *rep = eval_leased(r, take_page_script, now_ms, lease_ms, skip, &failed);
   if (rep == NULL) return failed;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 6) {
@@ -1207,12 +1214,8 @@ static int rs_hook_add(void *self, const char *job_id, const char *body, size_t 
 static int rs_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_hook *out) {
   memset(out, 0, sizeof(*out));
-  char now[24], lease[24];
-  snprintf(now, sizeof(now), "%" PRId64, now_ms);
-  snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
-  const char *fixed[] = {now, lease};
   int failed = 0;
-  redisReply *rep = eval_skip(self, hook_take_script, fixed, 2, skip, &failed);
+  redisReply *rep = eval_leased(self, hook_take_script, now_ms, lease_ms, skip, &failed);
   if (rep == NULL) return failed;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 7) {

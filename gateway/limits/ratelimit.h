@@ -64,8 +64,8 @@ struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg, c
 /*
  * The dispatcher's runner, after fork: a limiter on no loop, over the table of s, for a batch item's units of the month
  * taken outside any request (ratelimit_charge_month) and given back (ratelimit_refund). It decides no check: a check on
- * it is answered RL_UNAVAILABLE at once, so a wrong call refuses rather than admits. It holds no connection or timer. Freed by
- * ratelimit_free. NULL without memory.
+ * it is answered RL_UNAVAILABLE at once, so a wrong call refuses rather than admits. It holds no connection or timer.
+ * Freed by ratelimit_free. NULL without memory.
  */
 struct ratelimit *ratelimit_new_months(const struct vts_config *cfg, const struct ratelimit_shared *s);
 /*

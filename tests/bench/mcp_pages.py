@@ -9,15 +9,8 @@
 import http.client
 import json
 import sys
-import time
 
-
-def timed(conn, method, path, body=None, headers=None):
-    t0 = time.perf_counter()
-    conn.request(method, path, body=body, headers=headers or {})
-    resp = conn.getresponse()
-    data = resp.read()
-    return time.perf_counter() - t0, resp.status, data
+from benchhttp import timed
 
 
 def tool_call(args, n=1):

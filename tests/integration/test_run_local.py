@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD_DIR, REPO, free_port, http_request
-from vtsproc import wait_for
+from vtsproc import session_pids, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
@@ -37,21 +37,6 @@ ME = "deploy/run-local.sh"
 START_TIMEOUT_S = 90
 pytestmark = pytest.mark.skipif(shutil.which("supervisord") is None,
                                 reason="supervisord not installed (Debian package 'supervisor'): run-local needs it")
-
-
-def _session_pids(sid):
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            data = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = data[data.rfind(")") + 2:].split()
-        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-            pids.append(int(entry.name))
-    return pids
 
 
 class RunLocal:
@@ -99,7 +84,7 @@ class RunLocal:
         """Teardown: whatever is left of the script's session and of supervisord's."""
         sv = self.supervisord_pid()
         for sid in (self.proc.pid, sv):
-            for pid in _session_pids(sid) if sid else []:
+            for pid in session_pids(sid) if sid else []:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -153,11 +138,11 @@ def test_serving_only_when_ready_a_second_one_refused_and_sighup_stops_everythin
 
         # Closing the terminal: SIGHUP to the script's process group, as the kernel sends it.
         sv = first.supervisord_pid()
-        started = _session_pids(sv)
+        started = session_pids(sv)
         assert len(started) >= 4, started  # supervisord, the gateway's master, worker and dispatcher, the fetcher
         os.killpg(first.proc.pid, signal.SIGHUP)
         assert first.wait(timeout=60) == 129
-        assert wait_for(lambda: not _session_pids(sv), 10), _session_pids(sv)
+        assert wait_for(lambda: not session_pids(sv), 10), session_pids(sv)
         assert _ready(first.port) is None, "the port still answers"
     finally:
         first.kill()
@@ -182,7 +167,7 @@ def test_a_program_that_cannot_start_stops_run_local_with_its_own_line(tmp_path,
         assert r.err().splitlines()[0] == "%s: %s cannot start: %s" % (ME, program, own.stderr.strip())
         assert took < START_TIMEOUT_S
         sv = r.supervisord_pid()
-        assert sv is None or wait_for(lambda: not _session_pids(sv), 10), "left running: %s" % _session_pids(sv)
+        assert sv is None or wait_for(lambda: not session_pids(sv), 10), "left running: %s" % session_pids(sv)
     finally:
         r.kill()
 
@@ -239,11 +224,11 @@ def test_a_closed_terminal_stops_everything_and_a_leftover_is_named_with_how_to_
             first.out()
         assert first.proc.poll() is None, first.out()
         sv = first.supervisord_pid()
-        assert len(_session_pids(sv)) >= 4, _session_pids(sv)
+        assert len(session_pids(sv)) >= 4, session_pids(sv)
         # The terminal goes away: the kernel hangs it up (SIGHUP to the script) and every later write to it fails.
         first.close_terminal()
         assert first.wait(timeout=60) == 129
-        assert wait_for(lambda: not _session_pids(sv), 10), "left running: %s" % _session_pids(sv)
+        assert wait_for(lambda: not session_pids(sv), 10), "left running: %s" % session_pids(sv)
         assert _ready(first.port) is None, "the port still answers"
     finally:
         first.kill()
@@ -268,7 +253,7 @@ def test_a_leftover_service_is_named_with_how_to_stop_it(tmp_path, upstream):
         assert re.fullmatch(r"vts-\w+ \(pid \d+\)", holder), holder
         # The command it names stops the leftover.
         os.kill(sv, signal.SIGTERM)
-        assert wait_for(lambda: not _session_pids(sv), 30), "left running: %s" % _session_pids(sv)
+        assert wait_for(lambda: not session_pids(sv), 30), "left running: %s" % session_pids(sv)
     finally:
         first.kill()
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ACTIVE_KEY, BUILD_DIR, REPO, free_port, http_request, wait_for, write_keyfile
+from vtsproc import session_pids
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake_upstream"))
 import harness  # noqa: E402
@@ -37,22 +38,6 @@ UNLIMITED = [("ops", ACTIVE_KEY, "active", 1000000, 60, 1000000000)]
 BODY = (b'{"language":"en","source":"captions","text":"Hello and welcome to the fake platform",'
         b'"segments":[{"text":"Hello and welcome","start":0.12,"duration":2.4},'
         b'{"text":"to the fake platform","start":2.52,"duration":3}]}')
-
-
-def _session_pids(sid):
-    """Every live process of session sid (field 6 of /proc/PID/stat)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            data = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = data[data.rfind(")") + 2:].split()
-        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-            pids.append(int(entry.name))
-    return pids
 
 
 class Supervised:
@@ -145,10 +130,10 @@ class Supervised:
 
     def service_pids(self):
         """Processes of the session other than supervisord itself."""
-        return [p for p in _session_pids(self.proc.pid) if p != self.proc.pid]
+        return [p for p in session_pids(self.proc.pid) if p != self.proc.pid]
 
     def close(self):
-        pids = _session_pids(self.proc.pid)
+        pids = session_pids(self.proc.pid)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -159,7 +144,7 @@ class Supervised:
         except subprocess.TimeoutExpired:
             pass
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _session_pids(self.proc.pid):
+        while time.monotonic() < deadline and session_pids(self.proc.pid):
             time.sleep(0.05)  # poll interval: until the session's processes are gone, within 10 s
         self.out.close()
         self.upstream.close()

@@ -85,6 +85,22 @@ def children_of(ppid):
     return sorted(pids)
 
 
+def session_pids(sid):
+    """Every live process of session sid (field 6 of /proc/PID/stat)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            data = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = data[data.rfind(")") + 2:].split()
+        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
 def process_name(pid):
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()

@@ -28,6 +28,17 @@ static void expect_refused(const char *body, const char *want_why) {
     fail_msg("expected -EINVAL (%s) for %s, got %d (%s)", want_why, body, rv, why ? why : "(null)");
 }
 
+/* Each of the n bodies is refused by chk: -EINVAL, with want_why as the reason. */
+static void expect_all_refused(int (*chk)(const char *, size_t, const char **), const char *const *bodies, size_t n,
+                               const char *want_why) {
+  for (size_t i = 0; i < n; i++) {
+    const char *why = NULL;
+    int rv = chk(bodies[i], strlen(bodies[i]), &why);
+    if (rv != -EINVAL || why == NULL || strcmp(why, want_why) != 0)
+      fail_msg("body %zu: expected -EINVAL (%s), got %d (%s)", i, want_why, rv, why ? why : "(null)");
+  }
+}
+
 static void test_what_the_fetcher_serialises_passes(void **state) {
   (void)state;
   struct segment_list sl;
@@ -206,11 +217,7 @@ static void test_a_player_summary_passes_and_other_shapes_are_refused(void **sta
       "\"playerCaptionsTracklistRenderer\":{\"captionTracks\":[],\"audioTracks\":[],\"defaultAudioTrackIndex\":0.5,"
       "\"translationLanguages\":[]}}}",
   };
-  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-    why = NULL;
-    if (bodycheck_player(refused[i], strlen(refused[i]), &why) != -EINVAL || strcmp(why, "not_a_player_summary") != 0)
-      fail_msg("summary %zu not refused as not_a_player_summary (%s)", i, why ? why : "(null)");
-  }
+  expect_all_refused(bodycheck_player, refused, sizeof(refused) / sizeof(refused[0]), "not_a_player_summary");
   /* The transcript check refuses a summary. */
   assert_int_equal(bodycheck_transcript(out.data, out.len, NULL), -EINVAL);
   buf_free(&out);
@@ -338,11 +345,7 @@ static void test_metadata_passes_and_other_shapes_are_refused(void **state) {
       "\"isLiveContent\":false,\"viewCount\":2,\"publishDate\":null,\"description\":null,\"keywords\":[],"
       "\"thumbnails\":[],\"captionLanguages\":[],\"rating\":5}",
   };
-  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-    why = NULL;
-    if (bodycheck_metadata(refused[i], strlen(refused[i]), &why) != -EINVAL || strcmp(why, "not_metadata") != 0)
-      fail_msg("metadata %zu not refused as not_metadata (%s)", i, why ? why : "(null)");
-  }
+  expect_all_refused(bodycheck_metadata, refused, sizeof(refused) / sizeof(refused[0]), "not_metadata");
 }
 
 int main(void) {

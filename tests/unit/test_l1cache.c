@@ -42,21 +42,30 @@ static int in_l1(struct l1cache *l1, const char *video_id) {
   return 1;
 }
 
+/* A new L1 that held the answer "one" for abcdefghijk until its 2 ms lifetime passed; *first is that answer's entity.
+ */
+static struct l1cache *l1_with_expired(struct proto_result *res, struct entity **first) {
+  struct l1cache *l1 = l1cache_new();
+  assert_non_null(l1);
+  *res = answer("{\"text\":\"one\"}", 2);
+  *first = l1cache_answer(l1, "abcdefghijk", "", res);
+  assert_non_null(*first);
+  assert_true(entity_has(*first, ENTITY_GZIP));
+  assert_true(in_l1(l1, "abcdefghijk"));
+  pass(2);
+  assert_false(in_l1(l1, "abcdefghijk"));
+  return l1;
+}
+
 /*
  * The same answer back from the dispatcher after the entry expired: the entity made for it before is used again
  * (same forms, same ETag, no gzip or brotli run on the loop), kept for the new lifetime; a different body is a new one.
  */
 static void test_same_answer_after_expiry_reuses_the_entity(void **state) {
   (void)state;
-  struct l1cache *l1 = l1cache_new();
-  assert_non_null(l1);
-  struct proto_result res = answer("{\"text\":\"one\"}", 2);
-  struct entity *first = l1cache_answer(l1, "abcdefghijk", "", &res);
-  assert_non_null(first);
-  assert_true(entity_has(first, ENTITY_GZIP));
-  assert_true(in_l1(l1, "abcdefghijk"));
-  pass(2);
-  assert_false(in_l1(l1, "abcdefghijk"));
+  struct proto_result res;
+  struct entity *first = NULL;
+  struct l1cache *l1 = l1_with_expired(&res, &first);
 
   res = answer("{\"text\":\"one\"}", 60000);
   uint64_t before = util_now_ms();
@@ -85,12 +94,9 @@ static void test_same_answer_after_expiry_reuses_the_entity(void **state) {
 /* A different outcome for the key is never served from the expired entry's entity. */
 static void test_expired_entry_of_another_outcome_is_not_reused(void **state) {
   (void)state;
-  struct l1cache *l1 = l1cache_new();
-  assert_non_null(l1);
-  struct proto_result res = answer("{\"text\":\"one\"}", 2);
-  struct entity *first = l1cache_answer(l1, "abcdefghijk", "", &res);
-  assert_non_null(first);
-  pass(2);
+  struct proto_result res;
+  struct entity *first = NULL;
+  struct l1cache *l1 = l1_with_expired(&res, &first);
   res.outcome = PROTO_NOT_AVAILABLE;
   struct entity *gone = l1cache_answer(l1, "abcdefghijk", "", &res);
   assert_non_null(gone);

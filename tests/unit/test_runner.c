@@ -11,6 +11,7 @@
 #include "gateway/dispatcher/runner.h"
 #include "gateway/http/errors.h"
 
+/* Cases one a line, as a table's rows: alike in shape, each its own counts and share. */
 static void test_items_use_only_the_share_of_idle_fetchers(void **state) {
   (void)state;
   /* 8 fetchers, half for jobs: 4 items at most, and only into idle fetchers no queued request waits for. */
