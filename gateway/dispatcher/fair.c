@@ -7,7 +7,8 @@
 
 #include "gateway/keys/keys.h"
 
-#define FAIR_TURN 1000000ull /* a turn of weight 1 in served (start-time fair queueing, integer arithmetic) */
+#define FAIR_MS 100000ull    /* a millisecond of one slot at weight 1, in served (integer arithmetic) */
+#define FAIR_START 1000ull   /* what a start adds to served at weight 1: a hundredth of a millisecond held */
 #define FAIR_FORGET_MS 60000 /* a key holding nothing and not seen this long is forgotten */
 #define FAIR_US_PER_HOUR 3600000000ull
 
@@ -17,7 +18,8 @@ struct fair_key {
   uint64_t held;       /* pieces of work it holds */
   uint64_t seen_ms;    /* when a take last found work of it */
   int idle;            /* a take found nothing of it since */
-  uint64_t served;     /* turns it started, over its weight, in FAIR_TURN */
+  uint64_t served;     /* slot time its pieces held until since_ms, FAIR_START more for each start, over its weight */
+  uint64_t since_ms;   /* until when served counts the time of the pieces it holds */
   uint64_t full_at_us; /* its egress bucket: when it is full again (fetcher/egress/pace.h's arithmetic) */
 };
 
@@ -50,6 +52,18 @@ static int sharing(const struct fair_key *k, uint64_t now) {
   return k->held > 0 || (!k->idle && now < k->seen_ms + FAIR_LINGER_MS);
 }
 
+/* What key was served by now: the pieces it holds count the time they have held their slots so far. */
+static uint64_t served_at(const struct fair_key *k, uint64_t now) {
+  uint64_t ms = now > k->since_ms ? now - k->since_ms : 0;
+  return k->served + ms * k->held * FAIR_MS / k->weight;
+}
+
+/* Counts the time held so far into served, before the pieces held or the weight change. */
+static void settle(struct fair_key *k, uint64_t now) {
+  k->served = served_at(k, now);
+  if (now > k->since_ms) k->since_ms = now;
+}
+
 /* The sharing keys' weights in all, and the least served of those with work waiting. */
 static void totals(const struct fair *f, uint64_t now, uint64_t *weights, uint64_t *least) {
   *weights = 0;
@@ -58,7 +72,7 @@ static void totals(const struct fair *f, uint64_t now, uint64_t *weights, uint64
     const struct fair_key *k = &f->keys[i];
     if (!sharing(k, now)) continue;
     *weights += k->weight;
-    if (!k->idle && k->served < *least) *least = k->served;
+    if (!k->idle && served_at(k, now) < *least) *least = served_at(k, now);
   }
 }
 
@@ -76,6 +90,7 @@ static void forget(struct fair *f, uint64_t now, int all) {
 static struct fair_key *get(struct fair *f, uint64_t now, const char *key, uint32_t weight) {
   struct fair_key *k = find(f, key);
   if (k != NULL) {
+    settle(k, now);
     k->weight = weight > 0 ? weight : 1;
     return k;
   }
@@ -94,6 +109,7 @@ static struct fair_key *get(struct fair *f, uint64_t now, const char *key, uint3
   memcpy(k->name, key, strlen(key) + 1);
   k->weight = weight > 0 ? weight : 1;
   k->idle = 1;
+  k->since_ms = now;
   return k;
 }
 
@@ -119,23 +135,47 @@ void fair_idle(struct fair *f, const char *key) {
   if (k != NULL) k->idle = 1;
 }
 
-/* The key's share of the slots, and its egress bucket's interval and burst (interval 0: no egress share). */
-static void share(const struct fair *f, uint64_t now, const struct fair_key *k, uint64_t cap, uint64_t *slots,
-                  uint64_t *interval_us, uint64_t *burst) {
-  uint64_t weights, least;
-  totals(f, now, &weights, &least);
-  uint64_t w = k->weight;
-  if (!sharing(k, now)) weights += w;
-  /* Rounded up, so that no slot stays idle for want of a key allowed to take it (the cap bounds the sum). */
-  *slots = (cap * w + weights - 1) / weights;
-  if (*slots == 0) *slots = 1;
-  *interval_us = 0;
-  *burst = 1;
-  if (f->lim.per_hour == 0) return;
-  *interval_us = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
-  if (*interval_us == 0) *interval_us = 1;
-  *burst = f->lim.burst * w / weights;
-  if (*burst == 0) *burst = 1;
+/* The interval of a key's egress bucket (its weight w of the sharing keys' weights): its share of per_hour. */
+static uint64_t interval_of(const struct fair *f, uint64_t weights, uint64_t w) {
+  uint64_t us = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
+  return us > 0 ? us : 1;
+}
+
+/* Whether key's egress bucket has room for one more request now: 1 or 0 (always 1 with no egress share). */
+static int bucket_room(const struct fair *f, uint64_t now, const struct fair_key *k, uint64_t weights) {
+  if (f->lim.per_hour == 0) return 1;
+  uint64_t interval = interval_of(f, weights, k->weight), burst = f->lim.burst * k->weight / weights;
+  if (burst == 0) burst = 1;
+  /* Its unit would put the bucket no more than a burst of intervals past now. */
+  return k->full_at_us + interval <= now * 1000 + burst * interval;
+}
+
+/*
+ * The slots as key sees them, cap in all: the sharing keys' weights (key's own counted, sharing or not), their whole
+ * shares (cap * weight / weights, rounded down) in all, the slots they hold past those, and the least served of the
+ * other keys with work waiting whose buckets let them start (UINT64_MAX: none).
+ */
+struct tally {
+  uint64_t weights, based, over, least;
+};
+
+static uint64_t base_of(uint64_t cap, uint64_t w, uint64_t weights) { return cap * w / weights; }
+
+static void tally(const struct fair *f, uint64_t now, const struct fair_key *key, uint64_t cap, struct tally *t) {
+  t->weights = sharing(key, now) ? 0 : key->weight;
+  for (size_t i = 0; i < f->n; i++)
+    if (sharing(&f->keys[i], now)) t->weights += f->keys[i].weight;
+  t->based = t->over = 0;
+  t->least = UINT64_MAX;
+  for (size_t i = 0; i < f->n; i++) {
+    const struct fair_key *k = &f->keys[i];
+    if (k != key && !sharing(k, now)) continue;
+    uint64_t base = base_of(cap, k->weight, t->weights);
+    t->based += base;
+    t->over += k->held > base ? k->held - base : 0;
+    if (k != key && !k->idle && bucket_room(f, now, k, t->weights) && served_at(k, now) < t->least)
+      t->least = served_at(k, now);
+  }
 }
 
 void fair_idle_but(struct fair *f, const char *const *skip, size_t n) {
@@ -149,13 +189,15 @@ void fair_idle_but(struct fair *f, const char *const *skip, size_t n) {
 int fair_may_start(struct fair *f, uint64_t now, const char *key, uint64_t cap) {
   struct fair_key *k = find(f, key);
   if (k == NULL) return cap > 0;
-  uint64_t slots, interval, burst;
-  share(f, now, k, cap, &slots, &interval, &burst);
-  if (k->held >= slots) return 0;
-  if (interval == 0) return 1;
-  uint64_t now_us = now * 1000;
-  /* Room for one more request: its unit would put the bucket no more than a burst of intervals past now. */
-  return k->full_at_us + interval <= now_us + burst * interval;
+  struct tally t;
+  tally(f, now, k, cap, &t);
+  if (!bucket_room(f, now, k, t.weights)) return 0;
+  if (k->held < base_of(cap, k->weight, t.weights)) return 1;
+  /*
+   * Past its whole share: one of the slots the rounding down left over, while one is free, and only for the least
+   * served of the keys waiting, so that a key holds more than its exact share only while none served less waits.
+   */
+  return t.based + t.over < cap && served_at(k, now) <= t.least;
 }
 
 int fair_started(struct fair *f, uint64_t now, const char *key, uint32_t weight) {
@@ -163,23 +205,23 @@ int fair_started(struct fair *f, uint64_t now, const char *key, uint32_t weight)
   if (k == NULL) return -ENOMEM;
   join(f, now, k);
   k->held++;
-  k->served += FAIR_TURN / k->weight;
+  /* A start counts a little too, so that work that ends at once still takes turns. */
+  k->served += FAIR_START / k->weight;
   return 0;
 }
 
 void fair_ended(struct fair *f, uint64_t now, const char *key, uint32_t requests) {
   struct fair_key *k = find(f, key);
   if (k == NULL) return;
+  settle(k, now);
   if (k->held > 0) k->held--;
   if (requests == 0 || f->lim.per_hour == 0) return;
   /* Spent at the interval of its share now. */
   uint64_t weights, least;
   totals(f, now, &weights, &least);
-  uint64_t w = k->weight;
-  if (!sharing(k, now)) weights += w;
-  uint64_t interval = (uint64_t)((double)FAIR_US_PER_HOUR * (double)weights / ((double)f->lim.per_hour * (double)w));
+  if (!sharing(k, now)) weights += k->weight;
   uint64_t now_us = now * 1000, base = k->full_at_us > now_us ? k->full_at_us : now_us;
-  k->full_at_us = base + (uint64_t)requests * (interval > 0 ? interval : 1);
+  k->full_at_us = base + (uint64_t)requests * interval_of(f, weights, k->weight);
 }
 
 size_t fair_skip(struct fair *f, uint64_t now, uint64_t cap, int ahead, const char **out, size_t max) {
@@ -188,13 +230,14 @@ size_t fair_skip(struct fair *f, uint64_t now, uint64_t cap, int ahead, const ch
   uint64_t least = UINT64_MAX;
   for (size_t i = 0; i < f->n; i++) {
     const struct fair_key *k = &f->keys[i];
-    if (sharing(k, now) && !k->idle && k->served < least && fair_may_start(f, now, k->name, cap)) least = k->served;
+    if (sharing(k, now) && !k->idle && served_at(k, now) < least && fair_may_start(f, now, k->name, cap))
+      least = served_at(k, now);
   }
   size_t n = 0;
   for (size_t i = 0; i < f->n && n < max; i++) {
     struct fair_key *k = &f->keys[i];
     int skip = !fair_may_start(f, now, k->name, cap);
-    if (!skip && ahead && least != UINT64_MAX && sharing(k, now) && !k->idle) skip = k->served > least;
+    if (!skip && ahead && least != UINT64_MAX && sharing(k, now) && !k->idle) skip = served_at(k, now) > least;
     if (skip) out[n++] = k->name;
   }
   return n;

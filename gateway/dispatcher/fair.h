@@ -7,8 +7,10 @@
  * FAIR_LINGER_MS after a take last found work of it. Between them, by their weights (1 unless the key file says
  * otherwise), go two things:
  *
- *   the batch slots (cap: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers): a key holds at most
- *   cap * weight / (sum of the sharing keys' weights) of them at once, rounded up;
+ *   the batch slots (cap: VTS_JOBS_FETCHER_SHARE percent of the connected fetchers): a key may always hold its whole
+ *   share, cap * weight / (sum of the sharing keys' weights) rounded down; the slots the rounding leaves over go, one
+ *   start at a time, to the least served key waiting, so a key holds more than its exact share only while no key
+ *   served less waits (and the keys hold at most cap in all);
  *
  *   the batch egress budget (per_hour platform requests an hour with burst at once: VTS_JOBS_FETCHER_SHARE percent
  *   of the fetchers' VTS_EGRESS_RATE and VTS_EGRESS_BURST over every egress, so the rest stays for synchronous
@@ -18,10 +20,12 @@
  *   nothing more while its bucket is more than its share of the burst in debt. With one key sharing, its share is
  *   the whole batch budget.
  *
- * Turns: between keys under their shares, the one served least (the work it started, over its weight: start-time
- * fair queueing) goes first; a key that comes back after a pause starts level with the others, not with a credit. The
- * caller asks fair_skip for the keys a take passes over now and the store hands out the rest in its own order (round
- * robin of the jobs), so a key's jobs take turns within the key's share.
+ * Turns: between keys under their shares, the one served least goes first (start-time fair queueing by slot time:
+ * what a key was served is the time its pieces of work held their slots, counted while they hold them, plus a
+ * hundredth of a millisecond for each start, over its weight), so a key whose pieces hold a slot 50 times longer (a
+ * webhook try waiting on its receiver) starts 50 times less often; a key that comes back after a pause starts level
+ * with the others, not with a credit. The caller asks fair_skip for the keys a take passes over now and the store
+ * hands out the rest in its own order (round robin of the jobs), so a key's jobs take turns within the key's share.
  */
 #ifndef VTS_DISPATCH_FAIR_H
 #define VTS_DISPATCH_FAIR_H

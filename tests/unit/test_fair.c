@@ -242,6 +242,44 @@ static void test_weights_2_to_1_share_the_slots_2_to_1(void **state) {
 }
 
 /*
+ * 3 batch slots, two keys of weight 1 always with work waiting, one's pieces holding a slot 50 times longer than the
+ * other's (500 ms, a webhook try, against 10 ms): every slot stays busy, and over 100 s each key's slot time is
+ * within one long piece of half, whichever key the store would hand out first. Counted in turns, the long key would
+ * hold two of the three slots.
+ */
+static void test_slots_are_shared_by_the_time_they_are_held(void **state) {
+  (void)state;
+  struct fair_limits lim = {0, 0};
+  for (int first = 0; first < 2; first++) {
+    const char *order[2] = {first ? "long" : "short", first ? "short" : "long"};
+    const uint32_t weight[2] = {1, 1};
+    const uint64_t lasts[2] = {first ? 500 : 10, first ? 10 : 500};
+    struct fair *f = fair_new(&lim);
+    uint64_t ends[3] = {0, 0, 0}, slot_ms[2] = {0, 0};
+    int key[3] = {-1, -1, -1};
+    for (uint64_t t = 1000; t < 1000 + 100000; t++) {
+      for (int s = 0; s < 3; s++) {
+        if (key[s] >= 0 && ends[s] == t) {
+          fair_ended(f, t, order[key[s]], 0);
+          key[s] = -1;
+        }
+      }
+      for (int s = 0; s < 3; s++) {
+        if (key[s] >= 0) continue;
+        key[s] = take(f, t, 3, order, weight, 2);
+        assert_true(key[s] >= 0);
+        ends[s] = t + lasts[key[s]];
+      }
+      assert_int_equal(take(f, t, 3, order, weight, 2), -1);
+      for (int s = 0; s < 3; s++) slot_ms[key[s]]++;
+    }
+    assert_int_equal(slot_ms[0] + slot_ms[1], 3 * 100000);
+    for (int k = 0; k < 2; k++) assert_true(slot_ms[k] + 500 >= 150000 && slot_ms[k] <= 150000 + 500);
+    fair_free(f);
+  }
+}
+
+/*
  * Weights 2 and 1 with the batch egress budget the limit (36,000 requests an hour: 10 a second, 6 at once; a piece of
  * work makes one request and ends at once): the heavier key's bucket refills one request every 150 ms and holds 4, the
  * lighter's every 300 ms and holds 2, so over a minute (both ends included) they start 400 + 4 and 200 + 2: 2:1.
@@ -293,6 +331,7 @@ int main(void) {
       cmocka_unit_test(test_weights_2_to_1_give_starts_2_to_1),
       cmocka_unit_test(test_weights_2_to_1_share_the_slots_2_to_1),
       cmocka_unit_test(test_weights_2_to_1_share_the_egress_budget_2_to_1),
+      cmocka_unit_test(test_slots_are_shared_by_the_time_they_are_held),
       cmocka_unit_test(test_idle_keys_are_forgotten),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
