@@ -16,7 +16,12 @@
 #include "common/config.h"
 #include "gateway/limits/ratelimit_calc.h"
 
-#define RL_BACKEND_OPS_VERSION 1
+/*
+ * Bumped when an operation's signature or meaning changes (2: the backend's own shared state, shared_size, came).
+ * Nothing reads it while every backend is built in, as with JOBSTORE_OPS_VERSION: a backend brought in from outside
+ * would be refused where the facade takes its row (selected, in ratelimit.c) if its .version were another.
+ */
+#define RL_BACKEND_OPS_VERSION 2
 
 struct rl_backend_ops;
 struct rlmem_table; /* the shared table (ratelimit_memory.h), which every backend is handed */
