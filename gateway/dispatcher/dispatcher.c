@@ -90,7 +90,8 @@ struct dispatcher {
   uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
   uv_prepare_t turn; /* measures each loop turn, before the loop waits */
   int schedstat_fd;  /* the loop thread's scheduler statistics (/proc/thread-self/schedstat), -1 without them */
-  uint64_t turn_end_ns, turn_idle_ns, turn_queued_ns; /* the previous turn's end: clock, idle time, wait for a core */
+  struct metrics_turn turn_end; /* the previous turn's end */
+  uint64_t turn_queued_ns;      /* the thread's wait for a core in all, when a turn's end last read it */
   bool loop_ready;
   nng_socket fsock, wsock;
   bool fsock_open, wsock_open;
@@ -568,23 +569,29 @@ static uint64_t thread_queued_ns(const struct dispatcher *d) {
 }
 
 /*
- * The end of a loop turn, before the loop waits, measured as a worker's: from the last end, less the time the loop
- * waited for events (UV_METRICS_IDLE_TIME), which is the stall a request arriving meanwhile sees; and the same less
- * the time the thread waited for a core meanwhile, which is the loop's own: its work and any call it blocked in (a
- * store call on the loop, as before the store's thread), without what a busy machine's other processes took.
+ * The end of a loop turn, before the loop waits, measured as a worker's (metrics_turn_end): the stall a request
+ * arriving meanwhile sees; and the same less the time the thread waited for a core, which is the loop's own: its work
+ * and any call it blocked in (a store call on the loop, as before the store's thread), without what a busy machine's
+ * other processes took. Every L1 miss crosses this loop, so the wait for a core is read only for a turn long enough to
+ * leave the histograms' first bucket; a shorter one counts its own time as its length, in the same bucket. The wait
+ * read is then the one since the last read, so a long turn after short ones also leaves out what they and the waits for
+ * events between them waited for a core: its own time errs short by that, never long.
  */
 static void on_turn_prepare(uv_prepare_t *h) {
   struct dispatcher *d = h->data;
-  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&d->loop), queued = thread_queued_ns(d);
-  if (d->turn_end_ns != 0) {
-    uint64_t took = now - d->turn_end_ns, waited = idle - d->turn_idle_ns;
-    uint64_t busy = took > waited ? took - waited : 0;
-    uint64_t off = queued > d->turn_queued_ns ? queued - d->turn_queued_ns : 0;
-    metrics_dispatcher_loop_turn(busy / 1000, (busy > off ? busy - off : 0) / 1000);
+  uint64_t busy_ns;
+  if (!metrics_turn_end(&d->turn_end, &d->loop, &busy_ns)) {
+    d->turn_queued_ns = thread_queued_ns(d);
+    return;
   }
-  d->turn_end_ns = now;
-  d->turn_idle_ns = idle;
-  d->turn_queued_ns = queued;
+  uint64_t own_ns = busy_ns;
+  if (!metrics_turn_unresolved(busy_ns / 1000)) {
+    uint64_t queued = thread_queued_ns(d);
+    uint64_t off = queued > d->turn_queued_ns ? queued - d->turn_queued_ns : 0;
+    d->turn_queued_ns = queued;
+    own_ns = busy_ns > off ? busy_ns - off : 0;
+  }
+  metrics_dispatcher_loop_turn(busy_ns / 1000, own_ns / 1000);
 }
 
 static void on_redis_got(void *arg, uint64_t job_id, int status, const struct proto_result *res, uint64_t ttl_left) {

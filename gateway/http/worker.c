@@ -37,8 +37,7 @@ struct worker {
   uv_timer_t keys_timer;
   uv_timer_t exit_timer;
   uv_prepare_t log_prepare; /* writes the turn's access lines, before the loop waits */
-  uint64_t turn_end_ns;     /* the previous turn's end (its prepare), and the loop's idle time then */
-  uint64_t turn_idle_ns;
+  struct metrics_turn turn; /* the previous turn's end (its prepare) */
   struct stat keys_st;
   int keys_st_ok;
   int stopping;
@@ -105,19 +104,13 @@ static void metrics_server_start(struct worker *w) {
 }
 
 /*
- * The end of a loop turn, before the loop waits: the turn's length (from the last end, less the time the loop waited
- * for events in between, which libuv counts: UV_METRICS_IDLE_TIME) goes to the loop-turn histogram, then the turn's
- * access lines are written (their write is part of the next turn's length).
+ * The end of a loop turn, before the loop waits: the turn's length (metrics_turn_end) goes to the loop-turn histogram,
+ * then the turn's access lines are written (their write is part of the next turn's length).
  */
 static void on_log_prepare(uv_prepare_t *h) {
   struct worker *w = h->data;
-  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&w->loop);
-  if (w->turn_end_ns != 0) {
-    uint64_t took = now - w->turn_end_ns, waited = idle - w->turn_idle_ns;
-    metrics_loop_turn((took > waited ? took - waited : 0) / 1000);
-  }
-  w->turn_end_ns = now;
-  w->turn_idle_ns = idle;
+  uint64_t busy_ns;
+  if (metrics_turn_end(&w->turn, &w->loop, &busy_ns)) metrics_loop_turn(busy_ns / 1000);
   log_flush();
 }
 

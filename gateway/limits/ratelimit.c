@@ -70,32 +70,46 @@ struct ratelimit *ratelimit_new(uv_loop_t *loop, const struct vts_config *cfg, c
   return s->ops->open(loop, cfg, s);
 }
 
+/* The runner's months: no window to check, so no answer but "unavailable". */
+static void months_check(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, bool spend, rl_cb cb,
+                         void *arg) {
+  (void)rl, (void)digest, (void)spend;
+  struct rl_decision d;
+  rlcalc_decision(&d, RL_UNAVAILABLE, lim, util_wall_s(), 0, 0);
+  cb(arg, &d);
+}
+
+/* Nothing pending and no connection: the limiter is its only memory. */
+static void months_close(struct ratelimit *rl) { free(rl); }
+
+/*
+ * The runner's limiter (ratelimit_new_months): a row of its own, in no table of backends, that only lends the shared
+ * table to ratelimit_charge_month. It reserves nothing outside that table, so it has no refund of its own.
+ */
+static const struct rl_backend_ops months_ops = {
+    .version = RL_BACKEND_OPS_VERSION,
+    .name = "months",
+    .close = months_close,
+    .check = months_check,
+};
+
 struct ratelimit *ratelimit_new_months(const struct vts_config *cfg, const struct ratelimit_shared *s) {
   struct ratelimit *rl = calloc(1, sizeof(*rl));
   if (rl == NULL) return NULL;
+  rl->ops = &months_ops;
   rl->cfg = *cfg;
   rl->table = s->table;
   return rl;
 }
 
 void ratelimit_free(struct ratelimit *rl) {
-  if (rl == NULL) return;
-  if (rl->ops != NULL)
-    rl->ops->close(rl);
-  else
-    free(rl); /* the runner's: no backend, nothing pending */
+  if (rl != NULL) rl->ops->close(rl);
 }
 
 /* ratelimit_check, or with spend false ratelimit_check_unspent. */
 static void check(struct ratelimit *rl, const struct key_entry *key, bool spend, rl_cb cb, void *arg) {
   struct rl_limits lim;
   rlcalc_limits(key, &rl->cfg, &lim);
-  if (rl->ops == NULL) { /* the runner's months: no window to check, so no answer but "unavailable" */
-    struct rl_decision d;
-    rlcalc_decision(&d, RL_UNAVAILABLE, &lim, util_wall_s(), 0, 0);
-    cb(arg, &d);
-    return;
-  }
   rl->stats.checks++;
   rl->ops->check(rl, key->digest, &lim, spend, cb, arg);
 }
@@ -141,6 +155,7 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
     rlmem_refund(rl->table, d->digest, d->reserved_month);
     return;
   }
+  if (rl->ops->refund == NULL) return; /* a limiter that reserves nothing outside the table: nothing to give back */
   rl->stats.refunds++;
   metrics_quota_refund();
   rl->ops->refund(rl, in, d->digest, d->reserved_month);
@@ -148,5 +163,5 @@ void ratelimit_refund(struct ratelimit *rl, struct rl_decision *d) {
 
 void ratelimit_stats(const struct ratelimit *rl, struct ratelimit_stats *out) {
   *out = rl->stats;
-  if (rl->ops != NULL && rl->ops->stats != NULL) rl->ops->stats(rl, out);
+  if (rl->ops->stats != NULL) rl->ops->stats(rl, out);
 }

@@ -16,7 +16,12 @@
 #include "common/config.h"
 #include "gateway/limits/ratelimit_calc.h"
 
-#define RL_BACKEND_OPS_VERSION 1
+/*
+ * Bumped when an operation's signature or meaning changes (2: the backend's own shared state, shared_size, came).
+ * Nothing reads it while every backend is built in, as with JOBSTORE_OPS_VERSION: a backend brought in from outside
+ * would be refused where the facade takes its row (selected, in ratelimit.c) if its .version were another.
+ */
+#define RL_BACKEND_OPS_VERSION 2
 
 struct rl_backend_ops;
 struct rlmem_table; /* the shared table (ratelimit_memory.h), which every backend is handed */
@@ -31,8 +36,8 @@ struct ratelimit_shared {
 };
 
 /*
- * A worker's limiter: the first member of each backend's own struct, filled by the backend's open. One with no ops is
- * the runner's (ratelimit_new_months): it decides no check.
+ * A worker's limiter: the first member of each backend's own struct, filled by the backend's open. The runner's
+ * (ratelimit_new_months) is a bare one on a row of the facade's own, which decides no check.
  */
 struct ratelimit {
   const struct rl_backend_ops *ops;
@@ -65,7 +70,10 @@ struct rl_backend_ops {
    * and calls cb exactly once, maybe before it returns, after counting the decision in rl->stats (rlcalc_count).
    */
   void (*check)(struct ratelimit *rl, const char *digest, const struct rl_limits *lim, bool spend, rl_cb cb, void *arg);
-  /* Gives back one unit of the key's month reserved in store `in` (never RL_STORE_NONE). */
+  /*
+   * Gives back one unit of the key's month reserved in store `in` (never RL_STORE_NONE nor RL_STORE_TABLE, which the
+   * facade gives back itself); NULL: the limiter reserves nothing outside the shared table.
+   */
   void (*refund)(struct ratelimit *rl, enum rl_store in, const char *digest, int64_t month);
   /*
    * Where the key's units of month are counted outside this process, as ratelimit_month_counter says (NULL: the

@@ -117,6 +117,20 @@ static void count_turn(_Atomic uint64_t *bucket, _Atomic uint64_t *sum_us, uint6
   atomic_fetch_add_explicit(sum_us, us, memory_order_relaxed);
 }
 
+bool metrics_turn_end(struct metrics_turn *t, uv_loop_t *loop, uint64_t *busy_ns) {
+  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(loop);
+  bool first = t->end_ns == 0;
+  if (!first) {
+    uint64_t took = now - t->end_ns, waited = idle - t->idle_ns;
+    *busy_ns = took > waited ? took - waited : 0;
+  }
+  t->end_ns = now;
+  t->idle_ns = idle;
+  return !first;
+}
+
+bool metrics_turn_unresolved(uint64_t busy_us) { return !((double)busy_us / 1e6 > turn_buckets_s[0]); }
+
 void metrics_loop_turn(uint64_t busy_us) {
   if (self != NULL) count_turn(self->loop_turn_bucket, &self->loop_turn_sum_us, busy_us);
 }

@@ -7,7 +7,9 @@
 #define VTS_METRICS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "common/buf.h"
 
@@ -179,6 +181,22 @@ int64_t metrics_fetchers_connected(void);
 void metrics_l1_hit(void);
 /* Worker: a transcript request that waited for the same answer it had already asked the dispatcher for. */
 void metrics_l1_wait(void);
+/* A loop's previous turn end, for metrics_turn_end; zeroed before the first. */
+struct metrics_turn {
+  uint64_t end_ns;  /* the clock then (uv_hrtime) */
+  uint64_t idle_ns; /* the loop's idle time then (UV_METRICS_IDLE_TIME, which the loop must be configured with) */
+};
+/*
+ * The end of a turn of loop, called before the loop waits (a prepare handle's callback): sets *busy_ns to the turn's
+ * length, from the previous end less the time the loop waited for events in between, which is the stall a request
+ * arriving meanwhile sees. Returns false at the first end, which has no turn before it.
+ */
+bool metrics_turn_end(struct metrics_turn *t, uv_loop_t *loop, uint64_t *busy_ns);
+/*
+ * Whether a turn of busy_us falls in the loop-turn histograms' first bucket, where no shorter own time could move it:
+ * such a turn needs no measure of its waits for a core.
+ */
+bool metrics_turn_unresolved(uint64_t busy_us);
 /* This worker's loop turn took busy_us of work (or of being kept off the CPU) between two waits for events. */
 void metrics_loop_turn(uint64_t busy_us);
 /*

@@ -976,6 +976,14 @@ static void test_a_batch_units_charge_goes_back_through_the_one_refund(void **st
   ratelimit_refund(months, &first);
   assert_int_equal(first.reserved_in, RL_STORE_NONE);
   ratelimit_refund(months, &first); /* once: the unit is no longer recorded */
+  /* A unit of a worker's store handed to it by mistake: it reserved none there, so it gives nothing back. */
+  struct rl_decision stray = second;
+  stray.reserved_in = RL_STORE_REDIS;
+  ratelimit_refund(months, &stray);
+  assert_int_equal(stray.reserved_in, RL_STORE_NONE);
+  struct ratelimit_stats mst;
+  ratelimit_stats(months, &mst);
+  assert_int_equal(mst.refunds, 0);
   assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
   assert_int_equal(charged, RL_CHARGE_TAKEN);
   assert_int_equal(ratelimit_charge_month(months, &key, &third, &charged), 0);
