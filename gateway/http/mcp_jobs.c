@@ -347,7 +347,11 @@ int mcp_jobs_get(struct handlers_ctx *ctx, struct http_request *req, const struc
   struct jobs_tool_call *c = call_new(ctx, req, key, id, JOBS_GET);
   if (c == NULL) return 0;
   const char *bad = read_get_args(c, args);
-  if (bad != NULL) return mcp_rpc_refuse_args(req, id, bad, c);
+  if (bad != NULL) {
+    mcp_rpc_refuse_args(req, id, bad);
+    free(c);
+    return 0;
+  }
   call_begin(c);
   return 0;
 }
