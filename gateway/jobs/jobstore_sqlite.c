@@ -14,11 +14,6 @@
 #include "common/util.h"
 #include "gateway/jobs/jobstore_backend.h"
 
-/* The backend's state: its connection to the database. */
-struct sqstore {
-  sqlite3 *db;
-};
-
 /*
  * The schema. A job's turn orders the round-robin of takes: the job with items due and the smallest turn gives the
  * next item and takes a turn past every other (a new job's turn is 0: it gives its first item next). An item's answer
@@ -62,6 +57,121 @@ static const char add_turn[] =
 /* Likewise the columns of bounded lists and revoked keys: why a job stopped short, and the pages its list read. */
 static const char add_stop[] = "ALTER TABLE jobs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';";
 static const char add_read[] = "ALTER TABLE pages ADD COLUMN nread INTEGER NOT NULL DEFAULT 1;";
+
+/*
+ * Whether a job is open: an item queued or running, or a page of its list to read (alias is the jobs table's name in
+ * the statement).
+ */
+#define JOB_OPEN(alias)                                 \
+  "(EXISTS(SELECT 1 FROM items i WHERE i.job_id=" alias \
+  ".id AND i.status IN (0,1)) OR "                      \
+  "EXISTS(SELECT 1 FROM pages p WHERE p.job_id=" alias ".id))"
+
+/*
+ * The jobs jobstore_expire may delete: nothing queued or running, no webhook delivery pending or owed, and no change
+ * since the parameter.
+ */
+#define EXPIRABLE                                                                                                   \
+  "jobs.updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT "   \
+  "EXISTS(SELECT 1 FROM hooks h WHERE h.job_id=jobs.id AND h.state=0) AND (jobs.webhook_url='' OR EXISTS(SELECT 1 " \
+  "FROM hooks h WHERE h.job_id=jobs.id)) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)"
+
+/*
+ * Every statement the store runs, X(name, sql): each is prepared once per handle, on its first use, and kept until the
+ * handle closes (reset and its bindings cleared after each use), so that a poll of an idle store parses no SQL.
+ */
+#define SQ_STATEMENTS(X)                                                                                               \
+  X(TX_BEGIN, "BEGIN")                                                                                                 \
+  X(TX_IMMEDIATE, "BEGIN IMMEDIATE")                                                                                   \
+  X(TX_COMMIT, "COMMIT")                                                                                               \
+  X(TX_ROLLBACK, "ROLLBACK")                                                                                           \
+  X(JOB_INSERT,                                                                                                        \
+    "INSERT INTO "                                                                                                     \
+    "jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,webhook_secret,source) "         \
+    "VALUES(?,?,?,?,?,?,?,?,?,?,?)")                                                                                   \
+  X(ITEM_INSERT, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)")                                      \
+  X(PAGE_INSERT, "INSERT INTO pages(job_id,token,max_items) VALUES(?,?,?)")                                            \
+  X(JOB_GET,                                                                                                           \
+    "SELECT cancelled,created_ms,updated_ms,total,language,translate,format,webhook_url,webhook_secret,stop_reason "   \
+    "FROM jobs WHERE id=? AND key_id=?")                                                                               \
+  X(JOB_COUNTS, "SELECT status,count(*) FROM items WHERE job_id=? GROUP BY status")                                    \
+  X(JOB_HAS_PAGE, "SELECT 1 FROM pages WHERE job_id=?")                                                                \
+  X(JOB_OWNED, "SELECT 1 FROM jobs WHERE id=? AND key_id=?")                                                           \
+  X(ITEMS_PAGE,                                                                                                        \
+    "SELECT seq,video_id,status,error_code,error_message,body,body_len FROM items WHERE job_id=? AND seq>? ORDER BY "  \
+    "seq LIMIT ?")                                                                                                     \
+  X(JOB_IS_OPEN, "SELECT 1 FROM jobs j WHERE j.id=? AND " JOB_OPEN("j"))                                               \
+  X(JOB_CANCEL_ITEMS, "UPDATE items SET status=4 WHERE job_id=? AND status=0")                                         \
+  X(PAGE_DELETE, "DELETE FROM pages WHERE job_id=?")                                                                   \
+  X(JOB_CANCEL, "UPDATE jobs SET cancelled=1,updated_ms=? WHERE id=?")                                                 \
+  X(KEY_OPEN_JOBS, "SELECT count(*) FROM jobs j WHERE j.key_id=? AND " JOB_OPEN("j"))                                  \
+  X(KEY_STORED_ITEMS, "SELECT COALESCE(SUM(total),0) FROM jobs WHERE key_id=?")                                        \
+  X(ITEM_LEASE, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?")                         \
+  X(JOB_TURN, "UPDATE jobs SET updated_ms=?,turn=(SELECT max(turn) FROM jobs)+1 WHERE id=?")                           \
+  X(JOB_TOUCH, "UPDATE jobs SET updated_ms=? WHERE id=?")                                                              \
+  X(ITEM_DONE, "UPDATE items SET status=2,body=?,body_len=? WHERE job_id=? AND seq=? AND status=1")                    \
+  X(ITEM_FAIL, "UPDATE items SET status=3,error_code=?,error_message=? WHERE job_id=? AND seq=? AND status=1")         \
+  X(ITEM_RETRY, "UPDATE items SET status=0,not_before_ms=?,lease_ms=0 WHERE job_id=? AND seq=? AND status=1")          \
+  X(PAGES_RECOVER, "UPDATE pages SET lease_ms=0 WHERE lease_ms>0 AND lease_ms<?")                                      \
+  X(ITEMS_RECOVER, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?")                               \
+  X(EXPIRE_FIND, "SELECT id FROM jobs WHERE " EXPIRABLE " LIMIT 1")                                                    \
+  X(EXPIRE_ITEMS,                                                                                                      \
+    "DELETE FROM items WHERE job_id=?1 AND seq IN (SELECT seq FROM items WHERE job_id=?1 ORDER BY seq LIMIT ?2)")      \
+  X(JOB_DELETE, "DELETE FROM jobs WHERE id=?")                                                                         \
+  X(HOOK_DELETE, "DELETE FROM hooks WHERE job_id=?")                                                                   \
+  X(HOOK_OWED,                                                                                                         \
+    "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h WHERE h.job_id=jobs.id) "   \
+    "AND NOT EXISTS(SELECT 1 FROM items i INDEXED BY items_queue WHERE i.status IN (0,1) AND i.job_id=jobs.id) AND "   \
+    "NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id) LIMIT 1")                                                \
+  X(HOOK_ADD, "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) VALUES(?,0,?,?,?)")                      \
+  X(HOOK_END, "UPDATE hooks SET state=?,next_ms=?,http_status=? WHERE job_id=? AND state=0")                           \
+  X(PAGE_DUE, "SELECT 1 FROM pages WHERE lease_ms=0 AND not_before_ms<=? LIMIT 1")                                     \
+  X(ITEM_DUE, "SELECT 1 FROM items WHERE status=0 AND not_before_ms<=? LIMIT 1")                                       \
+  X(HOOK_DUE, "SELECT 1 FROM hooks WHERE state=0 AND next_ms<=? LIMIT 1")                                              \
+  X(JOB_IDS, "SELECT video_id,seq FROM items WHERE job_id=?")                                                          \
+  X(PAGE_MAX_ITEMS, "SELECT max_items FROM pages WHERE job_id=? AND lease_ms>0")                                       \
+  X(JOB_TOTAL, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?")                                                      \
+  X(PAGE_NEXT, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0,nread=? WHERE job_id=?")                   \
+  X(JOB_STOP_REASON, "UPDATE jobs SET stop_reason=? WHERE id=?")                                                       \
+  X(PAGE_BACK, "UPDATE pages SET lease_ms=0,not_before_ms=? WHERE job_id=? AND lease_ms>0")                            \
+  X(KEY_STOP_ITEMS,                                                                                                    \
+    "UPDATE items SET status=4 WHERE status=0 AND job_id IN (SELECT id FROM jobs WHERE key_id=? AND stop_reason=?)")   \
+  X(KEY_STOP_PAGES, "DELETE FROM pages WHERE job_id IN (SELECT id FROM jobs WHERE key_id=?)")                          \
+  X(KEY_STOP_HOOKS, "UPDATE hooks SET state=2 WHERE state=0 AND job_id IN (SELECT id FROM jobs WHERE key_id=?)")       \
+  X(KEY_GIVE_UP_HOOKS,                                                                                                 \
+    "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) SELECT id,2,?,0,x'' FROM jobs WHERE key_id=? AND " \
+    "webhook_url!=''")                                                                                                 \
+  X(ITEM_TAKE,                                                                                                         \
+    "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM items i "     \
+    "INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "                \
+    "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 "        \
+    "AND q.job_id=jobs.id AND q.not_before_ms<=?1) AND key_id NOT IN (SELECT value FROM json_each(?2)) ORDER BY "      \
+    "turn,id LIMIT 1) ORDER BY i.seq LIMIT 1")                                                                         \
+  X(HOOK_TAKE,                                                                                                         \
+    "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret,j.key_id FROM hooks h JOIN jobs "      \
+    "j ON j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? AND j.key_id NOT IN (SELECT value FROM json_each(?)) "        \
+    "ORDER BY h.next_ms LIMIT 1")                                                                                      \
+  X(HOOK_LEASE, "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?")                                       \
+  X(PAGE_TAKE,                                                                                                         \
+    "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms,p.nread FROM pages p JOIN jobs j ON j.id=p.job_id "         \
+    "WHERE p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 AND j.key_id NOT IN (SELECT value FROM "              \
+    "json_each(?)) ORDER BY p.job_id LIMIT 1")                                                                         \
+  X(PAGE_LEASE, "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?")                                            \
+  X(KEY_STOP_JOBS, "UPDATE jobs SET cancelled=1,stop_reason=?,updated_ms=? WHERE key_id=? AND " JOB_OPEN("jobs"))
+
+#define SQ_ENUM(name, sql) SQ_##name,
+enum sq_stmt { SQ_STATEMENTS(SQ_ENUM) SQ__COUNT };
+#undef SQ_ENUM
+
+#define SQ_SQL(name, sql) sql,
+static const char *const sq_sql[SQ__COUNT] = {SQ_STATEMENTS(SQ_SQL)};
+#undef SQ_SQL
+
+/* The backend's state: its connection to the database, and the statements prepared on it. */
+struct sqstore {
+  sqlite3 *db;
+  sqlite3_stmt *st[SQ__COUNT]; /* NULL until first used */
+};
 
 static void open_error(char *err, size_t errlen, const char *path, const char *what) {
   if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
@@ -111,14 +221,34 @@ static int sq_selected(const struct vts_config *cfg) {
 
 static void sq_close(void *self) {
   struct sqstore *js = self;
+  for (size_t i = 0; i < SQ__COUNT; i++) sqlite3_finalize(js->st[i]);
   sqlite3_close(js->db);
   free(js);
 }
 
-/* A prepared statement with its parameters bound from a format: 's' text, 'i' int64, 'b' blob (pointer, length). */
-static sqlite3_stmt *prepare(struct sqstore *js, const char *sql, const char *types, ...) {
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(js->db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+/*
+ * A statement done with: reset, so that it holds no read or write of the database open, and its bindings cleared, so
+ * that it keeps no pointer to the caller's strings. NULL is nothing.
+ */
+static void release(sqlite3_stmt *st) {
+  if (st == NULL) return;
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+}
+
+/*
+ * Statement id, prepared on its first use and kept, with its parameters bound from a format: 's' text, 'i' int64, 'b'
+ * blob (pointer, length). Bound without copies: the values must live until the statement is released. NULL when it
+ * cannot be prepared or bound (a statement that could not be prepared is tried again at its next use).
+ */
+static sqlite3_stmt *prepare(struct sqstore *js, enum sq_stmt id, const char *types, ...) {
+  if (js->st[id] == NULL &&
+      sqlite3_prepare_v3(js->db, sq_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &js->st[id], NULL) != SQLITE_OK) {
+    sqlite3_finalize(js->st[id]);
+    js->st[id] = NULL;
+    return NULL;
+  }
+  sqlite3_stmt *st = js->st[id];
   va_list ap;
   va_start(ap, types);
   int rc = SQLITE_OK;
@@ -135,7 +265,7 @@ static sqlite3_stmt *prepare(struct sqstore *js, const char *sql, const char *ty
   }
   va_end(ap);
   if (rc != SQLITE_OK) {
-    sqlite3_finalize(st);
+    release(st);
     return NULL;
   }
   return st;
@@ -145,21 +275,23 @@ static sqlite3_stmt *prepare(struct sqstore *js, const char *sql, const char *ty
 static int run(struct sqstore *js, sqlite3_stmt *st) {
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  release(st);
   return rc == SQLITE_DONE ? sqlite3_changes(js->db) : -EIO;
 }
 
-static int exec(struct sqstore *js, const char *sql) {
-  return sqlite3_exec(js->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
+/* A statement without parameters or rows (a transaction's begin or end): 0 or -EIO. */
+static int exec(struct sqstore *js, enum sq_stmt id) {
+  int rv = run(js, prepare(js, id, ""));
+  return rv < 0 ? rv : 0;
 }
 
 /* Ends a transaction: commits when rv >= 0, rolls back otherwise; a failed commit is -EIO. */
 static int finish(struct sqstore *js, int rv) {
   if (rv >= 0) {
-    if (exec(js, "COMMIT") == 0) return rv;
+    if (exec(js, SQ_TX_COMMIT) == 0) return rv;
     rv = -EIO;
   }
-  exec(js, "ROLLBACK");
+  exec(js, SQ_TX_ROLLBACK);
   return rv;
 }
 
@@ -185,7 +317,7 @@ static char *skip_json(const struct jobstore_skip *skip) {
 static int begin_take(struct sqstore *js, const struct jobstore_skip *skip, char **passed) {
   *passed = skip_json(skip);
   if (*passed == NULL) return -ENOMEM;
-  if (exec(js, "BEGIN IMMEDIATE") == 0) return 0;
+  if (exec(js, SQ_TX_IMMEDIATE) == 0) return 0;
   free(*passed);
   *passed = NULL;
   return -EIO;
@@ -204,38 +336,45 @@ static int first_row(sqlite3_stmt *st) {
 }
 
 /*
- * A fair take (an item, a page, a webhook try): its query ("is": now, the keys it passes over as JSON), the reader of
- * its first row into the take's out, and the hold on the row taken (the lease, its try counted): lease_sql ("is": the
+ * A fair take (an item, a page, a webhook try): whether anything may be due ("i": now; a read that asks less than the
+ * query), its query ("is": now, the keys it passes over as JSON), the reader of
+ * its first row into the take's out, and the hold on the row taken (the lease, its try counted): lease ("is": the
  * lease's end, the job id at job_id_at in out), or hold where it takes more (returns a count of changes or -errno).
  */
 struct take {
   size_t out_size;
-  const char *sql;
+  enum sq_stmt due;
+  enum sq_stmt query;
   void (*read)(sqlite3_stmt *st, void *out);
-  const char *lease_sql;
+  enum sq_stmt lease;
   size_t job_id_at;
   int (*hold)(struct sqstore *js, const void *out, int64_t now_ms, int64_t lease_ms);
 };
 
 /*
- * The one shape of the takes: BEGIN IMMEDIATE, the first row of t's query read into out (zeroed first), held,
- * committed. Returns 0, -EAGAIN (nothing due), -ENOMEM or -EIO.
+ * The one shape of the takes: t's due asked (nothing due: -EAGAIN, no write lock taken), then BEGIN IMMEDIATE, the
+ * first row of t's query read into out (zeroed first), held, committed. Returns 0, -EAGAIN (nothing due), -ENOMEM or
+ * -EIO.
  */
 static int fair_take(struct sqstore *js, const struct take *t, int64_t now_ms, int64_t lease_ms,
                      const struct jobstore_skip *skip, void *out) {
   memset(out, 0, t->out_size);
-  char *passed;
-  int rv = begin_take(js, skip, &passed);
+  /* Asked first without a write lock: the poll of an idle store ends here, with one read of an index. */
+  sqlite3_stmt *due = prepare(js, t->due, "i", now_ms);
+  int rv = first_row(due);
+  release(due);
   if (rv != 0) return rv;
-  sqlite3_stmt *st = prepare(js, t->sql, "is", now_ms, passed);
+  char *passed;
+  rv = begin_take(js, skip, &passed);
+  if (rv != 0) return rv;
+  sqlite3_stmt *st = prepare(js, t->query, "is", now_ms, passed);
   rv = first_row(st);
   if (rv == 0) t->read(st, out);
-  sqlite3_finalize(st);
+  release(st);
   free(passed);
   if (rv == 0)
-    rv = t->hold != NULL
-             ? t->hold(js, out, now_ms, lease_ms)
-             : run(js, prepare(js, t->lease_sql, "is", now_ms + lease_ms, (const char *)out + t->job_id_at));
+    rv = t->hold != NULL ? t->hold(js, out, now_ms, lease_ms)
+                         : run(js, prepare(js, t->lease, "is", now_ms + lease_ms, (const char *)out + t->job_id_at));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
@@ -247,7 +386,7 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
                      size_t n, int64_t now_ms, const char *id_out) {
   struct sqstore *js = self;
   int more = spec->continuation != NULL && spec->continuation[0] != '\0';
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
   int rv = 0;
   if (spec->max_open > 0) {
     size_t open = 0;
@@ -260,13 +399,10 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
     if (rv == 0 && stored + n > spec->max_stored) rv = -ENOSPC;
   }
   if (rv >= 0)
-    rv = run(js, prepare(js,
-                         "INSERT INTO jobs(id,key_id,created_ms,updated_ms,total,language,translate,format,webhook_url,"
-                         "webhook_secret,source) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                         "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language,
-                         spec->translate, spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
-  sqlite3_stmt *st =
-      rv >= 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", id_out) : NULL;
+    rv = run(js,
+             prepare(js, SQ_JOB_INSERT, "ssiiissssss", id_out, spec->key_id, now_ms, now_ms, (int64_t)n, spec->language,
+                     spec->translate, spec->format, spec->webhook_url, spec->webhook_secret, spec->source));
+  sqlite3_stmt *st = rv >= 0 ? prepare(js, SQ_ITEM_INSERT, "s", id_out) : NULL;
   if (rv >= 0 && !st) rv = -EIO;
   for (size_t i = 0; rv >= 0 && i < n; i++) {
     if (sqlite3_bind_int64(st, 2, (int64_t)i + 1) != SQLITE_OK ||
@@ -274,10 +410,9 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
       rv = -EIO;
     sqlite3_reset(st);
   }
-  sqlite3_finalize(st);
+  release(st);
   if (rv >= 0 && more)
-    rv = run(js, prepare(js, "INSERT INTO pages(job_id,token,max_items) VALUES(?,?,?)", "ssi", id_out,
-                         spec->continuation, (int64_t)spec->max_items));
+    rv = run(js, prepare(js, SQ_PAGE_INSERT, "ssi", id_out, spec->continuation, (int64_t)spec->max_items));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
@@ -285,14 +420,11 @@ static int sq_create(void *self, const struct jobstore_spec *spec, const char (*
 static int sq_get(void *self, const char *key_id, const char *job_id, struct jobstore_job *out) {
   struct sqstore *js = self;
   memset(out, 0, sizeof(*out));
-  sqlite3_stmt *st = prepare(js,
-                             "SELECT cancelled,created_ms,updated_ms,total,language,translate,format,webhook_url,"
-                             "webhook_secret,stop_reason FROM jobs WHERE id=? AND key_id=?",
-                             "ss", job_id, key_id);
+  sqlite3_stmt *st = prepare(js, SQ_JOB_GET, "ss", job_id, key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
-    sqlite3_finalize(st);
+    release(st);
     return rc == SQLITE_DONE ? -ENOENT : -EIO;
   }
   int cancelled = sqlite3_column_int(st, 0);
@@ -306,19 +438,19 @@ static int sq_get(void *self, const char *key_id, const char *job_id, struct job
   copy_column(st, 7, out->webhook_url, sizeof(out->webhook_url));
   copy_column(st, 8, out->webhook_secret, sizeof(out->webhook_secret));
   copy_column(st, 9, out->stop_reason, sizeof(out->stop_reason));
-  sqlite3_finalize(st);
-  st = prepare(js, "SELECT status,count(*) FROM items WHERE job_id=? GROUP BY status", "s", job_id);
+  release(st);
+  st = prepare(js, SQ_JOB_COUNTS, "s", job_id);
   if (!st) return -EIO;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int s = sqlite3_column_int(st, 0);
     if (s >= 0 && s < ITEM__COUNT) out->counts[s] = (size_t)sqlite3_column_int64(st, 1);
   }
-  sqlite3_finalize(st);
+  release(st);
   if (rc != SQLITE_DONE) return -EIO;
-  st = prepare(js, "SELECT 1 FROM pages WHERE job_id=?", "s", job_id);
+  st = prepare(js, SQ_JOB_HAS_PAGE, "s", job_id);
   if (!st) return -EIO;
   rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  release(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return -EIO;
   out->more = rc == SQLITE_ROW;
   out->status = jobstore_job_status(out, cancelled);
@@ -327,10 +459,10 @@ static int sq_get(void *self, const char *key_id, const char *job_id, struct job
 
 /* Whether job_id is key_id's: 0, -ENOENT or -EIO. */
 static int owned(struct sqstore *js, const char *key_id, const char *job_id) {
-  sqlite3_stmt *st = prepare(js, "SELECT 1 FROM jobs WHERE id=? AND key_id=?", "ss", job_id, key_id);
+  sqlite3_stmt *st = prepare(js, SQ_JOB_OWNED, "ss", job_id, key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  release(st);
   return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
 }
 
@@ -359,14 +491,11 @@ static int sq_items(void *self, const char *key_id, const char *job_id, int64_t 
   struct sqstore *js = self;
   *next = 0;
   /* One read transaction: the page and the question whether more follow see the same state. */
-  if (exec(js, "BEGIN") != 0) return -EIO;
+  if (exec(js, SQ_TX_BEGIN) != 0) return -EIO;
   int rv = owned(js, key_id, job_id);
   sqlite3_stmt *st = NULL;
   if (rv == 0) {
-    st = prepare(js,
-                 "SELECT seq,video_id,status,error_code,error_message,body,body_len FROM items WHERE job_id=? AND "
-                 "seq>? ORDER BY seq LIMIT ?",
-                 "sii", job_id, after, (int64_t)limit + 1);
+    st = prepare(js, SQ_ITEMS_PAGE, "sii", job_id, after, (int64_t)limit + 1);
     if (!st) rv = -EIO;
   }
   size_t seen = 0;
@@ -388,58 +517,49 @@ static int sq_items(void *self, const char *key_id, const char *job_id, int64_t 
     seen++;
   }
   if (rv == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE) rv = -EIO;
-  sqlite3_finalize(st);
-  exec(js, "COMMIT");
+  release(st);
+  exec(js, SQ_TX_COMMIT);
   return rv;
 }
 
 static int sq_cancel(void *self, const char *key_id, const char *job_id, int64_t now_ms, size_t *n) {
   struct sqstore *js = self;
   *n = 0;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
   int rv = owned(js, key_id, job_id);
   /* An ended job (nothing queued or running, no page of its list to read) is left as it is. */
   if (rv == 0) {
-    sqlite3_stmt *st = prepare(js,
-                               "SELECT 1 FROM jobs j WHERE j.id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
-                               "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
-                               "p.job_id=j.id))",
-                               "s", job_id);
+    sqlite3_stmt *st = prepare(js, SQ_JOB_IS_OPEN, "s", job_id);
     int rc = st != NULL ? sqlite3_step(st) : SQLITE_ERROR;
-    sqlite3_finalize(st);
+    release(st);
     if (rc == SQLITE_DONE) return finish(js, 0);
     if (rc != SQLITE_ROW) rv = -EIO;
   }
-  if (rv == 0) rv = run(js, prepare(js, "UPDATE items SET status=4 WHERE job_id=? AND status=0", "s", job_id));
+  if (rv == 0) rv = run(js, prepare(js, SQ_JOB_CANCEL_ITEMS, "s", job_id));
   if (rv >= 0) *n = (size_t)rv;
-  if (rv >= 0 && run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id)) < 0) rv = -EIO;
-  if (rv >= 0 && run(js, prepare(js, "UPDATE jobs SET cancelled=1,updated_ms=? WHERE id=?", "is", now_ms, job_id)) < 0)
-    rv = -EIO;
+  if (rv >= 0 && run(js, prepare(js, SQ_PAGE_DELETE, "s", job_id)) < 0) rv = -EIO;
+  if (rv >= 0 && run(js, prepare(js, SQ_JOB_CANCEL, "is", now_ms, job_id)) < 0) rv = -EIO;
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
 
 static int sq_open_jobs(void *self, const char *key_id, size_t *n) {
   struct sqstore *js = self;
-  sqlite3_stmt *st = prepare(js,
-                             "SELECT count(*) FROM jobs j WHERE j.key_id=? AND (EXISTS(SELECT 1 FROM items i WHERE "
-                             "i.job_id=j.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 FROM pages p WHERE "
-                             "p.job_id=j.id))",
-                             "s", key_id);
+  sqlite3_stmt *st = prepare(js, SQ_KEY_OPEN_JOBS, "s", key_id);
   if (!st) return -EIO;
   int rc = sqlite3_step(st);
   *n = rc == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
-  sqlite3_finalize(st);
+  release(st);
   return rc == SQLITE_ROW ? 0 : -EIO;
 }
 
 /* A job's total is its items (a list's grows as pages add them), so the key's jobs sum them through jobs_by_key. */
 static int sq_stored_items(void *self, const char *key_id, size_t *n) {
   struct sqstore *js = self;
-  sqlite3_stmt *st = prepare(js, "SELECT COALESCE(SUM(total),0) FROM jobs WHERE key_id=?", "s", key_id);
+  sqlite3_stmt *st = prepare(js, SQ_KEY_STORED_ITEMS, "s", key_id);
   int rv = first_row(st);
   *n = rv == 0 ? (size_t)sqlite3_column_int64(st, 0) : 0;
-  sqlite3_finalize(st);
+  release(st);
   return rv == 0 ? 0 : -EIO;
 }
 
@@ -459,41 +579,32 @@ static void read_item(sqlite3_stmt *st, void *row) {
 /* The item leased and its try counted; its job goes to the back of the turns. */
 static int hold_item(struct sqstore *js, const void *row, int64_t now_ms, int64_t lease_ms) {
   const struct jobstore_task *out = row;
-  int rv = run(js, prepare(js, "UPDATE items SET status=1,lease_ms=?,tries=tries+1 WHERE job_id=? AND seq=?", "isi",
-                           now_ms + lease_ms, out->job_id, out->seq));
-  if (rv >= 0)
-    rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=?,turn=(SELECT max(turn) FROM jobs)+1 WHERE id=?", "is",
-                         now_ms, out->job_id));
+  int rv = run(js, prepare(js, SQ_ITEM_LEASE, "isi", now_ms + lease_ms, out->job_id, out->seq));
+  if (rv >= 0) rv = run(js, prepare(js, SQ_JOB_TURN, "is", now_ms, out->job_id));
   return rv;
 }
 
 /* Whose turn: the job with an item due and the smallest turn; its first item due in its order. */
-static const struct take item_take = {
-    .out_size = sizeof(struct jobstore_task),
-    .sql =
-        "SELECT i.job_id,i.seq,i.video_id,i.tries,j.key_id,j.language,j.translate,j.format,j.created_ms FROM "
-        "items i INDEXED BY items_queue JOIN jobs j ON j.id=i.job_id WHERE i.status=0 AND i.not_before_ms<=?1 AND "
-        "i.job_id=(SELECT id FROM jobs WHERE EXISTS(SELECT 1 FROM items q INDEXED BY items_queue WHERE q.status=0 AND "
-        "q.job_id=jobs.id AND q.not_before_ms<=?1) AND key_id NOT IN (SELECT value FROM json_each(?2)) ORDER BY "
-        "turn,id "
-        "LIMIT 1) ORDER BY i.seq LIMIT 1",
-    .read = read_item,
-    .hold = hold_item};
+static const struct take item_take = {.out_size = sizeof(struct jobstore_task),
+                                      .due = SQ_ITEM_DUE,
+                                      .query = SQ_ITEM_TAKE,
+                                      .read = read_item,
+                                      .hold = hold_item};
 
 static int sq_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                    struct jobstore_task *out) {
   return fair_take(self, &item_take, now_ms, lease_ms, skip, out);
 }
 
-/* Changes a running item with the statement sql (its last two parameters are job_id and seq), and the job's time. */
+/* Changes a running item with the statement st (its last two parameters are job_id and seq), and the job's time. */
 static int end_running(struct sqstore *js, sqlite3_stmt *st, const char *job_id, int64_t now_ms) {
   if (!st) {
-    exec(js, "ROLLBACK");
+    exec(js, SQ_TX_ROLLBACK);
     return -EIO;
   }
   int rv = run(js, st);
   if (rv == 0) rv = -ENOENT;
-  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  if (rv > 0) rv = run(js, prepare(js, SQ_JOB_TOUCH, "is", now_ms, job_id));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
@@ -502,69 +613,46 @@ static int sq_done(void *self, const char *job_id, int64_t seq, const void *z, s
                    const struct jobstore_charge *charge, int64_t now_ms) {
   struct sqstore *js = self;
   if (charge != NULL) return -ENOTSUP;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  return end_running(js,
-                     prepare(js, "UPDATE items SET status=2,body=?,body_len=? WHERE job_id=? AND seq=? AND status=1",
-                             "bisi", z, zlen, (int64_t)len, job_id, seq),
-                     job_id, now_ms);
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
+  return end_running(js, prepare(js, SQ_ITEM_DONE, "bisi", z, zlen, (int64_t)len, job_id, seq), job_id, now_ms);
 }
 
 static int sq_fail(void *self, const char *job_id, int64_t seq, const char *code, const char *message, int64_t now_ms) {
   struct sqstore *js = self;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  return end_running(
-      js,
-      prepare(js, "UPDATE items SET status=3,error_code=?,error_message=? WHERE job_id=? AND seq=? AND status=1",
-              "sssi", code, message, job_id, seq),
-      job_id, now_ms);
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
+  return end_running(js, prepare(js, SQ_ITEM_FAIL, "sssi", code, message, job_id, seq), job_id, now_ms);
 }
 
 static int sq_retry(void *self, const char *job_id, int64_t seq, int64_t not_before_ms, int64_t now_ms) {
   struct sqstore *js = self;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  return end_running(
-      js,
-      prepare(js, "UPDATE items SET status=0,not_before_ms=?,lease_ms=0 WHERE job_id=? AND seq=? AND status=1", "isi",
-              not_before_ms, job_id, seq),
-      job_id, now_ms);
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
+  return end_running(js, prepare(js, SQ_ITEM_RETRY, "isi", not_before_ms, job_id, seq), job_id, now_ms);
 }
 
 static int sq_recover(void *self, int64_t now_ms) {
   struct sqstore *js = self;
-  if (run(js, prepare(js, "UPDATE pages SET lease_ms=0 WHERE lease_ms>0 AND lease_ms<?", "i", now_ms)) < 0) return -EIO;
-  return run(js, prepare(js, "UPDATE items SET status=0,lease_ms=0 WHERE status=1 AND lease_ms<?", "i", now_ms));
+  if (run(js, prepare(js, SQ_PAGES_RECOVER, "i", now_ms)) < 0) return -EIO;
+  return run(js, prepare(js, SQ_ITEMS_RECOVER, "i", now_ms));
 }
-
-/*
- * The jobs jobstore_expire may delete: nothing queued or running, no webhook delivery pending or owed, and no change
- * since the parameter.
- */
-#define EXPIRABLE                                                                                                   \
-  "jobs.updated_ms<? AND NOT EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) AND NOT "   \
-  "EXISTS(SELECT 1 FROM hooks h WHERE h.job_id=jobs.id AND h.state=0) AND (jobs.webhook_url='' OR EXISTS(SELECT 1 " \
-  "FROM hooks h WHERE h.job_id=jobs.id)) AND NOT EXISTS(SELECT 1 FROM pages p WHERE p.job_id=jobs.id)"
 
 static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
   struct sqstore *js = self;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
   int64_t before = now_ms - ttl_ms;
   char job[JOBSTORE_ID_LEN + 1] = "";
-  sqlite3_stmt *st = prepare(js, "SELECT id FROM jobs WHERE " EXPIRABLE " LIMIT 1", "i", before);
+  sqlite3_stmt *st = prepare(js, SQ_EXPIRE_FIND, "i", before);
   int rv = first_row(st);
   if (rv == 0) copy_column(st, 0, job, sizeof(job));
-  sqlite3_finalize(st);
+  release(st);
   if (rv == -EAGAIN) rv = 0;
   int deleted = 0;
   if (rv == 0 && job[0] != '\0') {
-    rv = run(js, prepare(js,
-                         "DELETE FROM items WHERE job_id=?1 AND seq IN (SELECT seq FROM items WHERE job_id=?1 ORDER "
-                         "BY seq LIMIT ?2)",
-                         "si", job, (int64_t)JOBSTORE_EXPIRE_BATCH));
+    rv = run(js, prepare(js, SQ_EXPIRE_ITEMS, "si", job, (int64_t)JOBSTORE_EXPIRE_BATCH));
     deleted = rv >= 0 ? rv : 0;
     /* The job's last items went: the job and its delivery go too. */
     if (rv >= 0 && deleted < JOBSTORE_EXPIRE_BATCH) {
-      rv = run(js, prepare(js, "DELETE FROM jobs WHERE id=?", "s", job));
-      if (rv >= 0) rv = run(js, prepare(js, "DELETE FROM hooks WHERE job_id=?", "s", job));
+      rv = run(js, prepare(js, SQ_JOB_DELETE, "s", job));
+      if (rv >= 0) rv = run(js, prepare(js, SQ_HOOK_DELETE, "s", job));
       deleted++;
     }
   }
@@ -574,27 +662,21 @@ static int sq_expire(void *self, int64_t now_ms, int64_t ttl_ms) {
 
 static int sq_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
   struct sqstore *js = self;
-  sqlite3_stmt *st = prepare(js,
-                             "SELECT id,key_id FROM jobs WHERE webhook_url!='' AND NOT EXISTS(SELECT 1 FROM hooks h "
-                             "WHERE h.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM items i INDEXED BY items_queue "
-                             "WHERE i.status IN (0,1) AND i.job_id=jobs.id) AND NOT EXISTS(SELECT 1 FROM pages p "
-                             "WHERE p.job_id=jobs.id) LIMIT 1",
-                             "");
+  sqlite3_stmt *st = prepare(js, SQ_HOOK_OWED, "");
   if (st == NULL) return -EIO;
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     copy_column(st, 0, job_id, JOBSTORE_ID_LEN + 1);
     copy_column(st, 1, key_id, JOBSTORE_KEY_ID_MAX + 1);
   }
-  sqlite3_finalize(st);
+  release(st);
   return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EAGAIN : -EIO;
 }
 
 static int sq_hook_add(void *self, const char *job_id, const char *body, size_t len, int64_t now_ms) {
   struct sqstore *js = self;
   if (len > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) return -EINVAL;
-  int rv = run(js, prepare(js, "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) VALUES(?,0,?,?,?)",
-                           "siib", job_id, now_ms, now_ms, (const void *)body, len));
+  int rv = run(js, prepare(js, SQ_HOOK_ADD, "siib", job_id, now_ms, now_ms, (const void *)body, len));
   return rv < 0 ? rv : 0;
 }
 
@@ -613,16 +695,12 @@ static void read_hook(sqlite3_stmt *st, void *row) {
 }
 
 /* hook_take and page_take are rows of the takes' table: alike in shape, each its own query and lease. */
-static const struct take hook_take = {
-    .out_size = sizeof(struct jobstore_hook),
-    .sql =
-        "SELECT h.job_id,h.attempts,h.made_ms,h.body,j.webhook_url,j.webhook_secret,j.key_id FROM hooks h JOIN jobs j "
-        "ON "
-        "j.id=h.job_id WHERE h.state=0 AND h.next_ms<=? AND j.key_id NOT IN (SELECT value FROM json_each(?)) ORDER BY "
-        "h.next_ms LIMIT 1",
-    .read = read_hook,
-    .lease_sql = "UPDATE hooks SET attempts=attempts+1,next_ms=? WHERE job_id=?",
-    .job_id_at = offsetof(struct jobstore_hook, job_id)};
+static const struct take hook_take = {.out_size = sizeof(struct jobstore_hook),
+                                      .due = SQ_HOOK_DUE,
+                                      .query = SQ_HOOK_TAKE,
+                                      .read = read_hook,
+                                      .lease = SQ_HOOK_LEASE,
+                                      .job_id_at = offsetof(struct jobstore_hook, job_id)};
 
 static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_hook *out) {
@@ -632,8 +710,7 @@ static int sq_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const stru
 static int sq_hook_end(void *self, const char *job_id, enum jobstore_hook_state state, int64_t next_ms,
                        int http_status) {
   struct sqstore *js = self;
-  int rv = run(js, prepare(js, "UPDATE hooks SET state=?,next_ms=?,http_status=? WHERE job_id=? AND state=0", "iiis",
-                           (int64_t)state, next_ms, (int64_t)http_status, job_id));
+  int rv = run(js, prepare(js, SQ_HOOK_END, "iiis", (int64_t)state, next_ms, (int64_t)http_status, job_id));
   return rv < 0 ? rv : rv == 0 ? -ENOENT : 0;
 }
 
@@ -647,29 +724,17 @@ static void read_page(sqlite3_stmt *st, void *row) {
   out->read = sqlite3_column_int64(st, 5);
 }
 
-static const struct take page_take = {
-    .out_size = sizeof(struct jobstore_page),
-    .sql =
-        "SELECT p.job_id,p.token,p.tries,j.key_id,j.created_ms,p.nread FROM pages p JOIN jobs j ON j.id=p.job_id WHERE "
-        "p.lease_ms=0 AND p.not_before_ms<=? AND j.cancelled=0 AND j.key_id NOT IN (SELECT value FROM json_each(?)) "
-        "ORDER "
-        "BY p.job_id LIMIT 1",
-    .read = read_page,
-    .lease_sql = "UPDATE pages SET lease_ms=?,tries=tries+1 WHERE job_id=?",
-    .job_id_at = offsetof(struct jobstore_page, job_id)};
+static const struct take page_take = {.out_size = sizeof(struct jobstore_page),
+                                      .due = SQ_PAGE_DUE,
+                                      .query = SQ_PAGE_TAKE,
+                                      .read = read_page,
+                                      .lease = SQ_PAGE_LEASE,
+                                      .job_id_at = offsetof(struct jobstore_page, job_id)};
 
 static int sq_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_page *out) {
-  struct sqstore *js = self;
-  memset(out, 0, sizeof(*out));
-  /* Asked before every item a runner starts: with no page due, no write lock is taken. */
-  sqlite3_stmt *due = prepare(js, "SELECT 1 FROM pages WHERE lease_ms=0 AND not_before_ms<=? LIMIT 1", "i", now_ms);
-  if (!due) return -EIO;
-  int drc = sqlite3_step(due);
-  sqlite3_finalize(due);
-  if (drc == SQLITE_DONE) return -EAGAIN;
-  if (drc != SQLITE_ROW) return -EIO;
-  return fair_take(js, &page_take, now_ms, lease_ms, skip, out);
+  /* Asked before every item a runner starts: with no page due, no write lock is taken (page_take's due). */
+  return fair_take(self, &page_take, now_ms, lease_ms, skip, out);
 }
 
 static int id_cmp(const void *a, const void *b) { return memcmp(a, b, VTS_VIDEO_ID_LEN + 1); }
@@ -683,7 +748,7 @@ static int job_ids(struct sqstore *js, const char *job_id, char (**ids)[VTS_VIDE
   *ids = NULL;
   *n = 0;
   *last_seq = 0;
-  sqlite3_stmt *st = prepare(js, "SELECT video_id,seq FROM items WHERE job_id=?", "s", job_id);
+  sqlite3_stmt *st = prepare(js, SQ_JOB_IDS, "s", job_id);
   if (!st) return -EIO;
   size_t cap = 0;
   int rc, rv = 0;
@@ -705,7 +770,7 @@ static int job_ids(struct sqstore *js, const char *job_id, char (**ids)[VTS_VIDE
     (*n)++;
   }
   if (rv == 0 && rc != SQLITE_DONE) rv = -EIO;
-  sqlite3_finalize(st);
+  release(st);
   if (rv == 0 && *n > 1) qsort(*ids, *n, sizeof(**ids), id_cmp);
   return rv;
 }
@@ -715,8 +780,8 @@ static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
                         size_t *added) {
   struct sqstore *js = self;
   *added = 0;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  sqlite3_stmt *st = prepare(js, "SELECT max_items FROM pages WHERE job_id=? AND lease_ms>0", "s", job_id);
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
+  sqlite3_stmt *st = prepare(js, SQ_PAGE_MAX_ITEMS, "s", job_id);
   int rv = st ? 0 : -EIO;
   int64_t max_items = 0;
   if (rv == 0) {
@@ -726,7 +791,7 @@ static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
     else
       rv = rc == SQLITE_DONE ? -ENOENT : -EIO;
   }
-  sqlite3_finalize(st);
+  release(st);
   char(*held)[VTS_VIDEO_ID_LEN + 1] = NULL;
   size_t nheld = 0;
   int64_t seq = 0;
@@ -736,7 +801,7 @@ static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
   if (rv == 0 && !seen) rv = -ENOMEM;
   int64_t total = (int64_t)nheld;
   size_t nseen = 0;
-  st = rv == 0 ? prepare(js, "INSERT INTO items(job_id,seq,video_id,status) VALUES(?,?,?,0)", "s", job_id) : NULL;
+  st = rv == 0 ? prepare(js, SQ_ITEM_INSERT, "s", job_id) : NULL;
   if (rv == 0 && !st) rv = -EIO;
   for (size_t i = 0; rv == 0 && i < n && total < max_items; i++) {
     char id[VTS_VIDEO_ID_LEN + 1] = {0};
@@ -753,23 +818,19 @@ static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
     total++;
     (*added)++;
   }
-  sqlite3_finalize(st);
+  release(st);
   free(held);
   free(seen);
-  if (rv == 0)
-    rv = run(js, prepare(js, "UPDATE jobs SET total=?,updated_ms=? WHERE id=?", "iis", total, now_ms, job_id));
+  if (rv == 0) rv = run(js, prepare(js, SQ_JOB_TOTAL, "iis", total, now_ms, job_id));
   if (rv >= 0) {
     int named = next != NULL && next[0] != '\0' && total<max_items, bounded = max_pages> 0;
     const char *stop = named && bounded && *added == 0         ? JOBSTORE_STOP_NO_NEW_IDS
                        : named && bounded && read >= max_pages ? JOBSTORE_STOP_MAX_PAGES
                        : !named && why != NULL                 ? why
                                                                : NULL;
-    rv = !named || stop != NULL
-             ? run(js, prepare(js, "DELETE FROM pages WHERE job_id=?", "s", job_id))
-             : run(js, prepare(js, "UPDATE pages SET token=?,lease_ms=0,tries=0,not_before_ms=0,nread=? WHERE job_id=?",
-                               "sis", next, read, job_id));
-    if (rv >= 0 && stop != NULL)
-      rv = run(js, prepare(js, "UPDATE jobs SET stop_reason=? WHERE id=?", "ss", stop, job_id));
+    rv = !named || stop != NULL ? run(js, prepare(js, SQ_PAGE_DELETE, "s", job_id))
+                                : run(js, prepare(js, SQ_PAGE_NEXT, "sis", next, read, job_id));
+    if (rv >= 0 && stop != NULL) rv = run(js, prepare(js, SQ_JOB_STOP_REASON, "ss", stop, job_id));
   }
   if (rv < 0) *added = 0;
   rv = finish(js, rv);
@@ -778,43 +839,25 @@ static int sq_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
 
 static int sq_page_retry(void *self, const char *job_id, int64_t not_before_ms, int64_t now_ms) {
   struct sqstore *js = self;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  int rv = run(js, prepare(js, "UPDATE pages SET lease_ms=0,not_before_ms=? WHERE job_id=? AND lease_ms>0", "is",
-                           not_before_ms, job_id));
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
+  int rv = run(js, prepare(js, SQ_PAGE_BACK, "is", not_before_ms, job_id));
   if (rv == 0) rv = -ENOENT;
-  if (rv > 0) rv = run(js, prepare(js, "UPDATE jobs SET updated_ms=? WHERE id=?", "is", now_ms, job_id));
+  if (rv > 0) rv = run(js, prepare(js, SQ_JOB_TOUCH, "is", now_ms, job_id));
   rv = finish(js, rv);
   return rv < 0 ? rv : 0;
 }
 
 static int sq_stop_key(void *self, const char *key_id, const char *why, int64_t now_ms) {
   struct sqstore *js = self;
-  if (exec(js, "BEGIN IMMEDIATE") != 0) return -EIO;
-  const char open[] =
-      "(EXISTS(SELECT 1 FROM items i WHERE i.job_id=jobs.id AND i.status IN (0,1)) OR EXISTS(SELECT 1 "
-      "FROM pages p WHERE p.job_id=jobs.id))";
-  char sql[512];
-  snprintf(sql, sizeof(sql), "UPDATE jobs SET cancelled=1,stop_reason=?,updated_ms=? WHERE key_id=? AND %s", open);
+  if (exec(js, SQ_TX_IMMEDIATE) != 0) return -EIO;
   /* The jobs first marked, then their queued items and lists ended by that mark, in one transaction. */
-  int rv = run(js, prepare(js, sql, "sis", why, now_ms, key_id));
+  int rv = run(js, prepare(js, SQ_KEY_STOP_JOBS, "sis", why, now_ms, key_id));
   int stopped = rv;
-  if (rv >= 0)
-    rv = run(js, prepare(js,
-                         "UPDATE items SET status=4 WHERE status=0 AND job_id IN (SELECT id FROM jobs WHERE key_id=? "
-                         "AND stop_reason=?)",
-                         "ss", key_id, why));
-  if (rv >= 0)
-    rv = run(js, prepare(js, "DELETE FROM pages WHERE job_id IN (SELECT id FROM jobs WHERE key_id=?)", "s", key_id));
-  if (rv >= 0)
-    rv =
-        run(js, prepare(js, "UPDATE hooks SET state=2 WHERE state=0 AND job_id IN (SELECT id FROM jobs WHERE key_id=?)",
-                        "s", key_id));
+  if (rv >= 0) rv = run(js, prepare(js, SQ_KEY_STOP_ITEMS, "ss", key_id, why));
+  if (rv >= 0) rv = run(js, prepare(js, SQ_KEY_STOP_PAGES, "s", key_id));
+  if (rv >= 0) rv = run(js, prepare(js, SQ_KEY_STOP_HOOKS, "s", key_id));
   /* A delivery not recorded yet (owed, or to be owed when a running item ends) is recorded given up. */
-  if (rv >= 0)
-    rv = run(js, prepare(js,
-                         "INSERT OR IGNORE INTO hooks(job_id,state,made_ms,next_ms,body) SELECT id,2,?,0,x'' FROM "
-                         "jobs WHERE key_id=? AND webhook_url!=''",
-                         "is", now_ms, key_id));
+  if (rv >= 0) rv = run(js, prepare(js, SQ_KEY_GIVE_UP_HOOKS, "is", now_ms, key_id));
   rv = finish(js, rv);
   return rv < 0 ? rv : stopped;
 }

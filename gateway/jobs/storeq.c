@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 struct call {
   struct call *next;
@@ -60,6 +61,8 @@ static struct call *pop(struct call **head, struct call **tail) {
 /* The store's thread: opens the store, then runs calls until told to stop with none left. */
 static void *run(void *arg) {
   struct storeq *q = arg;
+  /* Named apart from its process's loop: the store's own CPU time shows in top -H and /proc/<pid>/task. */
+  prctl(PR_SET_NAME, "vts-jobstore");
   struct jobstore *js = NULL;
   char err[sizeof(q->open_err)] = "";
   int rv = jobstore_open_config(&q->cfg, q->timeout_ms, &js, err, sizeof(err));

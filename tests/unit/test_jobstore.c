@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include <sqlite3.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1217,6 +1219,42 @@ static void test_a_revoked_keys_jobs_stop_and_owe_no_webhook(void **state) {
   assert_int_equal(jobstore_stop_key(f->js, "keyA", JOBSTORE_STOP_KEY_REVOKED, 7000), 0);
 }
 
+/*
+ * Another writer holding the database (another gateway process in a long write): a take (its transaction's begin) and
+ * a recovery (a statement of its own) wait SQLite's busy timeout and fail with -EIO, reads go on, and the same handle,
+ * whose statements are prepared once and kept, serves every call again once the writer lets go, each with the
+ * parameters of its own call.
+ */
+static void test_a_store_held_by_another_writer_fails_then_serves_again(void **state) {
+  struct fixture *f = *state;
+  char id[JOBSTORE_ID_LEN + 1];
+  make_job(f->js, 2, 1000, id);
+  struct jobstore_task t;
+  assert_int_equal(jobstore_take(f->js, 2000, 60000, &t), 0);
+  assert_int_equal(t.seq, 1);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+  struct jobstore_task held;
+  assert_int_equal(jobstore_take(f->js, 3000, 60000, &held), -EIO);
+  assert_int_equal(jobstore_recover(f->js, 100000), -EIO);
+  struct jobstore_job j;
+  assert_int_equal(jobstore_get(f->js, "keyA", id, &j), 0);
+  assert_int_equal(j.counts[ITEM_RUNNING], 1);
+  assert_int_equal(j.counts[ITEM_QUEUED], 1);
+  assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  assert_int_equal(jobstore_done(f->js, id, t.seq, "{\"x\":1}", 7, 3100), 0);
+  assert_int_equal(jobstore_take(f->js, 3200, 500, &t), 0);
+  assert_int_equal(t.seq, 2);
+  assert_string_equal(t.video_id, "ourVideo002");
+  assert_int_equal(t.tries, 0);
+  /* Its lease (3700) has passed at 3701 and not at 3699: the recovery's parameter is this call's. */
+  assert_int_equal(jobstore_recover(f->js, 3699), 0);
+  assert_int_equal(jobstore_recover(f->js, 3701), 1);
+  read_items(f->js, id, 0, 10, collect, "ourVideo001:done:{\"x\":1} ourVideo002:queued");
+}
+
 /* A case on SQLite, and one on Redis (named so). */
 #define ON_SQLITE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 #define ON_REDIS(f) \
@@ -1237,6 +1275,7 @@ int main(void) {
       ON_BOTH(test_two_handles_never_take_the_same_item),
       ON_SQLITE(test_a_killed_writer_loses_nothing_it_committed),
       ON_SQLITE(test_a_taker_whose_lease_ran_out_cannot_end_the_item),
+      ON_SQLITE(test_a_store_held_by_another_writer_fails_then_serves_again),
       ON_SQLITE(test_old_jobs_expire_with_their_items),
       ON_SQLITE(test_a_large_job_expires_in_small_batches),
       ON_SQLITE(test_bad_input_is_refused),
