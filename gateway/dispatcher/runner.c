@@ -207,8 +207,6 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static const struct key_entry *key_named(const struct runner *r, const char *name);
-
 static int gone_find(const struct runner *r, const char *name) {
   for (size_t i = 0; i < r->ngone; i++)
     if (strcmp(r->gone[i], name) == 0) return (int)i;
@@ -241,7 +239,7 @@ static void keys_gone(struct runner *r, uint64_t now) {
   (void)now;
   /* Back: active in the file again. */
   for (size_t i = 0; i < r->ngone;) {
-    const struct key_entry *k = key_named(r, r->gone[i]);
+    const struct key_entry *k = keystore_named(r->keys, r->gone[i]);
     if (k != NULL && k->active) {
       log_msg(LOG_INFO, "batch jobs of a key run again: the key is active", "key_id", r->gone[i], NULL);
       r->ngone--;
@@ -258,7 +256,7 @@ static void keys_gone(struct runner *r, uint64_t now) {
     if (i < n) {
       const struct key_entry *k = keystore_entry(r->keys, i);
       if (!k->active) name = k->name;
-    } else if (key_named(r, r->prev[i - n]) == NULL) {
+    } else if (keystore_named(r->keys, r->prev[i - n]) == NULL) {
       name = r->prev[i - n];
     }
     if (name != NULL && gone_add(r, name) != 0) return;
@@ -466,14 +464,6 @@ static void keys_refresh(struct runner *r, uint64_t now) {
   keys_gone(r, now);
 }
 
-static const struct key_entry *key_named(const struct runner *r, const char *name) {
-  for (size_t i = 0; r->keys != NULL && i < keystore_count(r->keys); i++) {
-    const struct key_entry *k = keystore_entry(r->keys, i);
-    if (strcmp(k->name, name) == 0) return k;
-  }
-  return NULL;
-}
-
 struct recover_call {
   struct runner *r;
   int n;
@@ -551,7 +541,7 @@ struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_s
  */
 enum { HOLD_USED_UP = 0, HOLD_HELD = 1, HOLD_ASK_STORE = 2 };
 static int hold_unit(struct runner *r, struct runner_item *it, int64_t now_ms) {
-  const struct key_entry *key = key_named(r, it->task.key_id);
+  const struct key_entry *key = keystore_named(r->keys, it->task.key_id);
   if (key == NULL) return HOLD_USED_UP;
   int rv = 0;
   if (jobstore_charges(storeq_store(r->q))) {
@@ -630,12 +620,12 @@ size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, 
 }
 
 int runner_key_gone(const struct runner *r, const char *key) {
-  const struct key_entry *k = key_named(r, key);
+  const struct key_entry *k = keystore_named(r->keys, key);
   return k == NULL || !k->active;
 }
 
 uint32_t runner_key_weight(const struct runner *r, const char *key) {
-  const struct key_entry *k = key_named(r, key);
+  const struct key_entry *k = keystore_named(r->keys, key);
   return k != NULL && k->weight > 1 ? (uint32_t)k->weight : 1;
 }
 

@@ -4,6 +4,8 @@
  * Entries live in an array in file order. Lookup goes through an open-addressing table indexed by the leading bits
  * of the digest (SHA-256 output is uniform, so no further hashing is needed); each candidate is compared over all
  * 32 bytes without an early exit, so the time taken says nothing about how close a guess came to a stored digest.
+ * A second table of the same size finds an entry by its name (keystore_named), so that the dispatcher, which knows a
+ * job's key by name only, never walks the file's entries on its loop.
  */
 #include "gateway/keys/keys.h"
 
@@ -43,7 +45,8 @@ struct keystore {
   struct key_entry *entries; /* file order */
   unsigned char (*raw)[32];  /* entries[i].digest as bytes, for the comparisons */
   size_t n;
-  uint32_t *slots; /* 0: empty, else entry index + 1 */
+  uint32_t *slots; /* by digest: 0: empty, else entry index + 1 */
+  uint32_t *names; /* by name, the same way and with the same slot count */
   size_t mask;     /* slot count - 1; the slot count is a power of two at least twice n */
   struct key_memo memo[KEYS_MEMO_SLOTS];
   unsigned char secret[32]; /* SHA-256 of the file's bytes (keystore_secret) */
@@ -222,19 +225,34 @@ static int find_duplicate(const struct key_entry *entries, size_t n, size_t *dup
   return rc;
 }
 
-/* Builds the lookup table over ks->entries. Returns 0, or -ENOMEM. */
+/*
+ * The slot of a name: SipHash keyed with the store's secret, so that even a file written to make names meet cannot
+ * lengthen the probes (names are the operator's, but a table that cannot be lined up needs no such trust).
+ */
+static size_t name_slot(const struct keystore *ks, const char *name, size_t len) {
+  struct util_siphash h;
+  util_siphash_init(&h, ks->secret);
+  util_siphash_update(&h, name, len);
+  return (size_t)(util_siphash_final(&h) & ks->mask);
+}
+
+/* Builds the lookup tables over ks->entries (names and digests are unique by then). Returns 0, or -ENOMEM. */
 static int build_index(struct keystore *ks) {
   size_t slots = 16;
   while (slots < 2 * ks->n) slots *= 2;
   ks->slots = calloc(slots, sizeof(*ks->slots));
+  ks->names = calloc(slots, sizeof(*ks->names));
   ks->raw = ks->n ? malloc(ks->n * sizeof(*ks->raw)) : NULL;
-  if (ks->slots == NULL || (ks->n && ks->raw == NULL)) return -ENOMEM;
+  if (ks->slots == NULL || ks->names == NULL || (ks->n && ks->raw == NULL)) return -ENOMEM;
   ks->mask = slots - 1;
   for (size_t i = 0; i < ks->n; i++) {
     digest_decode(ks->entries[i].digest, 64, ks->raw[i]);
     size_t s = digest_slot(ks->raw[i], ks->mask);
     while (ks->slots[s] != 0) s = (s + 1) & ks->mask;
     ks->slots[s] = (uint32_t)(i + 1);
+    s = name_slot(ks, ks->entries[i].name, strlen(ks->entries[i].name));
+    while (ks->names[s] != 0) s = (s + 1) & ks->mask;
+    ks->names[s] = (uint32_t)(i + 1);
   }
   return 0;
 }
@@ -323,6 +341,7 @@ void keystore_free(struct keystore *ks) {
   free(ks->entries);
   free(ks->raw);
   free(ks->slots);
+  free(ks->names);
   free(ks);
 }
 
@@ -371,6 +390,17 @@ const struct key_entry *keystore_lookup(struct keystore *ks, const char *key, si
   }
   if (found == NULL || !found->active) return NULL;
   return found;
+}
+
+const struct key_entry *keystore_named(const struct keystore *ks, const char *name) {
+  if (ks == NULL || name == NULL || ks->n == 0) return NULL;
+  size_t len = strnlen(name, KEYS_MAX_NAME + 1);
+  if (len == 0 || len > KEYS_MAX_NAME) return NULL;
+  for (size_t s = name_slot(ks, name, len); ks->names[s] != 0; s = (s + 1) & ks->mask) {
+    const struct key_entry *e = &ks->entries[ks->names[s] - 1];
+    if (memcmp(e->name, name, len + 1) == 0) return e;
+  }
+  return NULL;
 }
 
 size_t keystore_count(const struct keystore *ks) { return ks ? ks->n : 0; }

@@ -39,6 +39,12 @@ void keystore_free(struct keystore *ks);
  * constant time. Not thread-safe: a store remembers the keys it found lately (one store per worker loop).
  */
 const struct key_entry *keystore_lookup(struct keystore *ks, const char *key, size_t len);
+/*
+ * Finds the entry named name, active or revoked, through an index built with the store (no walk over the entries).
+ * Returns a borrowed pointer valid until keystore_free, or NULL for a name not in the file (or longer than
+ * KEYS_MAX_NAME). Names are unique: keystore_load refuses a file that repeats one. Safe from any thread.
+ */
+const struct key_entry *keystore_named(const struct keystore *ks, const char *name);
 /* Number of entries (active and revoked). */
 size_t keystore_count(const struct keystore *ks);
 /* The i-th entry in file order (i < keystore_count). Returns a borrowed pointer valid until keystore_free. */

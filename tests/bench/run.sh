@@ -158,6 +158,7 @@ python3 "$root/tests/bench/idle_conns.py" "$gw_port" "$gw" "${IDLE_CONNS:-10000}
 python3 "$root/tests/bench/slow_readers.py" "$gw_port" "$gw" "$key" "$hour_id" "${SLOW_READERS:-1000}"
 "$build/bin/bench_ratelimit" 1000000
 "$build/bin/bench_dispatch_core" 20000
+"$build/bin/bench_keys" 200
 python3 "$root/tests/bench/cache_miss.py" "$gw_port" "$up_port" "$key" "${MISSES:-200}"
 echo
 python3 "$root/tests/bench/mcp_pages.py" "$gw_port" "$key" "$hour_id" "${MCP_REQUESTS:-500}"

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the API key file: loading, every malformed line refused with its line number, duplicates, lookup by
- * digest (active, revoked, unknown, oversize keys), and the atomic save round trip.
+ * digest (active, revoked, unknown, oversize keys) and by name, and the atomic save round trip.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,6 +120,88 @@ static void test_active_key_is_found_by_its_digest(void **state) {
   assert_string_equal(keystore_entry(ks, 1)->name, "bob.v2");
   assert_int_equal(keystore_entry(ks, 1)->active, 0);
   assert_string_equal(keystore_entry(ks, 2)->name, "carol_x-1");
+  keystore_free(ks);
+}
+
+static void test_a_name_finds_its_entry_active_or_revoked(void **state) {
+  struct fixture *f = *state;
+  char text[1024], l1[256], l2[256], l3[256], err[128] = "";
+  record(l1, sizeof(l1), "alice", "key-alice", "active", "5\t10\t1000");
+  record(l2, sizeof(l2), "bob.v2", "key-bob", "revoked", "0\t0\t0\t4");
+  record(l3, sizeof(l3), "carol_x-1", "key-carol", "active", "0\t0\t0");
+  snprintf(text, sizeof(text), "# comment\n%s%s%s", l1, l2, l3);
+  struct keystore *ks = load_text(f, text, err, sizeof(err));
+  assert_non_null(ks);
+  /* The very entries of the file: the same pointers keystore_entry and keystore_lookup give. */
+  assert_ptr_equal(keystore_named(ks, "alice"), keystore_entry(ks, 0));
+  assert_ptr_equal(keystore_named(ks, "alice"), keystore_lookup(ks, "key-alice", 9));
+  assert_int_equal(keystore_named(ks, "alice")->quota, 1000);
+  const struct key_entry *bob = keystore_named(ks, "bob.v2");
+  assert_ptr_equal(bob, keystore_entry(ks, 1));
+  assert_int_equal(bob->active, 0);
+  assert_int_equal(bob->weight, 4);
+  assert_ptr_equal(keystore_named(ks, "carol_x-1"), keystore_entry(ks, 2));
+  keystore_free(ks);
+}
+
+static void test_a_name_not_in_the_file_is_not_found(void **state) {
+  struct fixture *f = *state;
+  char text[1024], l1[256], l2[256], err[128] = "";
+  record(l1, sizeof(l1), "alice", "key-alice", "active", "0\t0\t0");
+  record(l2, sizeof(l2), "bob", "key-bob", "revoked", "0\t0\t0");
+  snprintf(text, sizeof(text), "%s%s", l1, l2);
+  struct keystore *ks = load_text(f, text, err, sizeof(err));
+  assert_non_null(ks);
+  assert_null(keystore_named(ks, "carol"));
+  assert_null(keystore_named(ks, "alic"));
+  assert_null(keystore_named(ks, "alicee"));
+  assert_null(keystore_named(ks, "Alice"));
+  assert_null(keystore_named(ks, ""));
+  assert_null(keystore_named(ks, NULL));
+  /* A digest is not a name. */
+  assert_null(keystore_named(ks, keystore_entry(ks, 0)->digest));
+  char longer[KEYS_MAX_NAME + 2];
+  memset(longer, 'a', sizeof(longer) - 1);
+  longer[sizeof(longer) - 1] = '\0';
+  assert_null(keystore_named(ks, longer));
+  keystore_free(ks);
+  assert_null(keystore_named(NULL, "alice"));
+  /* An empty store (no file) finds no name. */
+  assert_int_equal(unlink(f->path), 0);
+  ks = keystore_load(f->path, err, sizeof(err));
+  assert_non_null(ks);
+  assert_null(keystore_named(ks, "alice"));
+  keystore_free(ks);
+}
+
+/*
+ * A reload is a new store: its names are those of the new file (a dropped key is no longer found, a revoked one is
+ * found revoked, a new one found), while the old store, until freed, still answers for the old file.
+ */
+static void test_after_a_reload_names_are_those_of_the_new_file(void **state) {
+  struct fixture *f = *state;
+  struct key_entry e[2] = {entry_for("alice", "k1"), entry_for("bob", "k2")};
+  char err[256] = "";
+  assert_int_equal(keystore_save(f->path, e, 2, err, sizeof(err)), 0);
+  struct keystore *old = keystore_load(f->path, err, sizeof(err));
+  assert_non_null(old);
+
+  struct key_entry n[2] = {entry_for("bob", "k2b"), entry_for("carol", "k3")};
+  n[0].active = 0;
+  assert_int_equal(keystore_save(f->path, n, 2, err, sizeof(err)), 0);
+  struct keystore *ks = keystore_load(f->path, err, sizeof(err));
+  assert_non_null(ks);
+  assert_null(keystore_named(ks, "alice"));
+  const struct key_entry *bob = keystore_named(ks, "bob");
+  assert_ptr_equal(bob, keystore_entry(ks, 0));
+  assert_int_equal(bob->active, 0);
+  assert_string_equal(bob->digest, n[0].digest);
+  assert_ptr_equal(keystore_named(ks, "carol"), keystore_entry(ks, 1));
+
+  assert_ptr_equal(keystore_named(old, "alice"), keystore_entry(old, 0));
+  assert_int_equal(keystore_named(old, "bob")->active, 1);
+  assert_null(keystore_named(old, "carol"));
+  keystore_free(old);
   keystore_free(ks);
 }
 
@@ -342,6 +424,7 @@ static void test_duplicate_names_and_digests_fail(void **state) {
   record(l2, sizeof(l2), "bob", "k2", "active", "0\t0\t0");
   record(l3, sizeof(l3), "alice", "k3", "revoked", "0\t0\t0");
   snprintf(text, sizeof(text), "%s# c\n%s%s", l1, l2, l3);
+  /* The whole load fails: a name never has two entries to choose from. */
   assert_null(load_text(f, text, err, sizeof(err)));
   assert_string_equal(err, "line 4: duplicate name");
 
@@ -470,6 +553,11 @@ static void test_more_than_max_keys_are_refused_by_load_and_save(void **state) {
   struct keystore *ks = keystore_load(f->path, err, sizeof(err));
   assert_non_null(ks);
   assert_int_equal(keystore_count(ks), VTS_MAX_KEYS);
+  /* Every name of the fullest file finds its own entry, and the one name not in it none. */
+  int wrong = 0;
+  for (size_t i = 0; i < VTS_MAX_KEYS; i++) wrong += keystore_named(ks, entries[i].name) != keystore_entry(ks, i);
+  assert_int_equal(wrong, 0);
+  assert_null(keystore_named(ks, entries[VTS_MAX_KEYS].name));
   keystore_free(ks);
   /* One line more, written by hand: the load names it. */
   FILE *fp = fopen(f->path, "a");
@@ -521,6 +609,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_missing_file_is_an_empty_store, setup, teardown),
       cmocka_unit_test_setup_teardown(test_active_key_is_found_by_its_digest, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revoked_unknown_and_near_keys_are_not_found, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_name_finds_its_entry_active_or_revoked, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_name_not_in_the_file_is_not_found, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_after_a_reload_names_are_those_of_the_new_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_repeated_lookups_of_many_keys_find_each_its_own_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_key_longer_than_the_limit_is_not_found, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_lines_fail_with_line_number, setup, teardown),
