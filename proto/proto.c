@@ -205,7 +205,6 @@ int proto_peek_type(const void *data, size_t len) {
   return p[3];
 }
 
-/* Opened as proto_decode_result opens its message: alike in shape, each its own type, range and fields. */
 int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   struct reader r;
   uint64_t v;

@@ -380,7 +380,6 @@ int client_next_request(struct client_request *r, const struct client_profile *c
   return 0;
 }
 
-/* Built as client_track_request builds its GET: alike in shape, each its own URL, user agent, headers and bound. */
 int client_watch_request(struct client_request *r, const char *video_id, const char *cookie) {
   static const char *const headers[] = {"Accept-Language: en-US,en;q=0.9", NULL};
   int rv = buf_printf(&r->url, "/watch?v=%s", video_id);

@@ -67,7 +67,6 @@ done:
   return rv;
 }
 
-/* Made as the gateway's handles are (allocate, open, hand out): alike in shape, each its own parts. */
 int potoken_new(const char *url, uint64_t timeout_ms, struct potoken **out, char *err, size_t errlen) {
   struct potoken *p = calloc(1, sizeof(*p));
   if (p == NULL) return -ENOMEM;

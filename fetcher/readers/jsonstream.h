@@ -33,11 +33,6 @@ struct jsonstream_ops {
   int (*scalar)(void *ctx, int node, int field, enum jsonstream_kind kind, const char *s, size_t len);
 };
 
-/*
- * Parses body, which must be one JSON object. validate_utf8 = 0 leaves strings unchecked (the caller repairs the few
- * it keeps). Returns 0, -EPROTO for a body that is not one complete, well-formed object within the caps, -ENOMEM, or
- * a callback's error.
- */
 /* A row of a reader's table of keys: key, in a container of node id node, is field id field. */
 struct jsonstream_key {
   int node;
@@ -58,6 +53,11 @@ int jsonstream_key_field(const struct jsonstream_key *rows, size_t n, int node, 
 /* The node that field of node opens by the n rows, or JSONSTREAM_SKIP when no row names it. */
 int jsonstream_child_node(const struct jsonstream_child *rows, size_t n, int node, int field, int is_array);
 
+/*
+ * Parses body, which must be one JSON object. validate_utf8 = 0 leaves strings unchecked (the caller repairs the few
+ * it keeps). Returns 0, -EPROTO for a body that is not one complete, well-formed object within the caps, -ENOMEM, or
+ * a callback's error.
+ */
 int jsonstream_parse(const char *body, size_t len, int validate_utf8, const struct jsonstream_ops *ops, void *ctx);
 
 #endif

@@ -2,19 +2,15 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <yajl/yajl_tree.h>
+
+#include "gateway/http/jsonshape.h"
 
 int chapterlist_starts(const char *json, size_t len, int64_t **starts, size_t *n) {
   *starts = NULL;
   *n = 0;
-  /* yajl's tree parser reads a NUL-terminated text. */
-  char *text = malloc(len + 1);
-  if (text == NULL) return -ENOMEM;
-  memcpy(text, json, len);
-  text[len] = '\0';
-  yajl_val root = yajl_tree_parse(text, NULL, 0);
-  free(text);
+  yajl_val root;
+  if (jsonshape_tree(json, len, &root) == -ENOMEM) return -ENOMEM;
   const char *path[] = {"chapters", NULL};
   yajl_val list = root != NULL ? yajl_tree_get(root, path, yajl_t_array) : NULL;
   int rv = list == NULL ? -EPROTO : 0;

@@ -11,7 +11,6 @@ struct etagstore {
   struct cache *validators;
 };
 
-/* Made as l1cache_new makes its caches: alike in shape, each its own limits. */
 struct etagstore *etagstore_new(void) {
   struct etagstore *s = calloc(1, sizeof(*s));
   if (s == NULL) return NULL;

@@ -418,7 +418,10 @@ static struct entity *revalidation(struct transcript *t) {
   return NULL;
 }
 
-/* Begun as jobs_begin begins a jobs call: alike in shape, each its own call and its own fields after these. */
+/*
+ * Unlike a jobs call (jobs_begin), a video request reads its query and its If-None-Match before the key is checked: a
+ * revalidation the worker's cache already matches is answered 304 and spends no unit of the month.
+ */
 static void handle_video(struct handlers_ctx *ctx, struct http_request *req, uint8_t kind) {
   const struct key_entry *key = appctx_authorize(ctx, req);
   if (key == NULL) return;

@@ -1,5 +1,7 @@
 #include "gateway/http/jsonshape.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 int jsonshape_ok(const char *body, size_t len, int max_depth) {
@@ -23,4 +25,15 @@ int jsonshape_ok(const char *body, size_t len, int max_depth) {
     }
   }
   return 1;
+}
+
+int jsonshape_tree(const char *text, size_t len, yajl_val *root) {
+  *root = NULL;
+  char *copy = malloc(len + 1);
+  if (copy == NULL) return -ENOMEM;
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  *root = yajl_tree_parse(copy, NULL, 0);
+  free(copy);
+  return *root != NULL ? 0 : -EPROTO;
 }

@@ -14,6 +14,7 @@
 #include "gateway/http/errors.h"
 #include "gateway/http/jobs_api.h"
 #include "gateway/http/jobsink.h"
+#include "gateway/http/jsonshape.h"
 #include "gateway/http/mcp_rpc.h"
 #include "gateway/http/routes.h"
 
@@ -114,21 +115,11 @@ static yajl_val member(yajl_val v, const char *name) {
   return yajl_tree_get(v, path, yajl_t_any);
 }
 
-/* The JSON text of len bytes (an answer of the jobs API, not NUL-terminated) as a tree; NULL if it does not parse. */
-static yajl_val parse_answer(const char *text, size_t len) {
-  char err[64];
-  char *copy = malloc(len + 1);
-  if (copy == NULL) return NULL;
-  memcpy(copy, text, len);
-  copy[len] = '\0';
-  yajl_val v = yajl_tree_parse(copy, err, sizeof(err));
-  free(copy);
-  return v;
-}
-
 /* The result of start_transcript_job: the 202's body as structuredContent, and what to do next as text. */
 static void answer_start(struct jobs_tool_call *c) {
-  yajl_val v = parse_answer(c->got, c->got_len);
+  yajl_val v;
+  /* An answer that does not parse has no members to read: the text says "?" for them and still carries the answer. */
+  (void)jsonshape_tree(c->got, c->got_len, &v);
   yajl_val idv = member(v, "id"), total = member(v, "total");
   struct buf t = BUF_INIT;
   int rv = buf_printf(&t,
@@ -158,7 +149,8 @@ static void answer_get(struct jobs_tool_call *c) {
     rv = buf_puts(&s, "{\"job\":") | buf_append(&s, c->job, c->job_len) | buf_puts(&s, ",") |
          buf_append(&s, c->got + 1, c->got_len - 1);
   }
-  yajl_val v = rv == 0 ? parse_answer(c->job, c->job_len) : NULL;
+  yajl_val v = NULL;
+  if (rv == 0) (void)jsonshape_tree(c->job, c->job_len, &v);
   const char *counts_done[] = {"counts", "done", NULL}, *counts_failed[] = {"counts", "failed", NULL};
   yajl_val status = member(v, "status"), total = member(v, "total");
   yajl_val done = yajl_tree_get(v, counts_done, yajl_t_number), failed = yajl_tree_get(v, counts_failed, yajl_t_number);
@@ -355,7 +347,11 @@ int mcp_jobs_get(struct handlers_ctx *ctx, struct http_request *req, const struc
   struct jobs_tool_call *c = call_new(ctx, req, key, id, JOBS_GET);
   if (c == NULL) return 0;
   const char *bad = read_get_args(c, args);
-  if (bad != NULL) return mcp_rpc_refuse_args(req, id, bad, c);
+  if (bad != NULL) {
+    mcp_rpc_refuse_args(req, id, bad);
+    free(c);
+    return 0;
+  }
   call_begin(c);
   return 0;
 }

@@ -1,7 +1,6 @@
 #include "gateway/http/mcp_rpc.h"
 
 #include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
@@ -40,10 +39,8 @@ int mcp_rpc_error(struct http_request *req, int status, const char *id, int code
   return http_respond(req, status, NULL, body, n, body);
 }
 
-int mcp_rpc_refuse_args(struct http_request *req, const char *id, const char *bad, void *call) {
-  mcp_rpc_error(req, 200, id, MCP_RPC_INVALID_PARAMS, bad);
-  free(call);
-  return 0;
+int mcp_rpc_refuse_args(struct http_request *req, const char *id, const char *bad) {
+  return mcp_rpc_error(req, 200, id, MCP_RPC_INVALID_PARAMS, bad);
 }
 
 int mcp_rpc_tool_result(struct http_request *req, const char *id, const char *extra_headers, const char *text,

@@ -30,10 +30,10 @@ int mcp_rpc_result(struct http_request *req, const char *id, const char *extra_h
 int mcp_rpc_error(struct http_request *req, int status, const char *id, int code, const char *message);
 
 /*
- * Refuses a tools/call whose arguments bad names (200 with -32602: the caller's to fix) and frees call, which the tool
- * made for the arguments and which holds nothing else yet. Returns 0, what a tool returns once it has answered.
+ * Refuses a tools/call whose arguments bad names: 200 with -32602, as the caller's to fix. The tool frees what it made
+ * for the call itself. Returns what mcp_rpc_error returns.
  */
-int mcp_rpc_refuse_args(struct http_request *req, const char *id, const char *bad, void *call);
+int mcp_rpc_refuse_args(struct http_request *req, const char *id, const char *bad);
 
 /*
  * Answers a tools/call with its result: text (JSON-escaped here) as its one text content, structured (JSON text) as

@@ -703,7 +703,11 @@ int mcp_tools_call(struct handlers_ctx *ctx, struct http_request *req, const str
   c->job.deadline_ms = (uint32_t)ctx->cfg->job_timeout_ms;
   util_copy_str(c->job.request_id, sizeof(c->job.request_id), req->request_id);
   const char *bad = read_args(c, args);
-  if (bad != NULL) return mcp_rpc_refuse_args(req, id, bad, c);
+  if (bad != NULL) {
+    mcp_rpc_refuse_args(req, id, bad);
+    free(c);
+    return 0;
+  }
   http_request_hold(req);
   /* A page the cursor's unit still covers counts in the short window only, as a revalidation does. */
   c->free_page = c->has_cursor && wall_s() < c->paid_until;

@@ -27,7 +27,7 @@
 
 enum host_kind { HOST_NONE = 0, HOST_YOUTUBE, HOST_NOCOOKIE, HOST_SHORT };
 
-/* A table of names and kinds, as the fetcher's phrase tables are: alike in shape only. */
+/* The hosts a video URL may name; a host's kind says where in the URL the id stands. */
 static const struct {
   const char *name;
   enum host_kind kind;

@@ -179,7 +179,7 @@ int jobstore_hook_add(struct jobstore *js, const char *job_id, const char *body,
   return js->ops->hook_add(js->self, job_id, body, len, now_ms);
 }
 
-/* The takes below, with and without names to pass over, are one-line forwards of the same shape: the API's entries. */
+/* A take without names to pass over is the op with skip NULL, kept as its own entry for callers that hold no list. */
 int jobstore_hook_take(struct jobstore *js, int64_t now_ms, int64_t lease_ms, struct jobstore_hook *out) {
   return js->ops->hook_take(js->self, now_ms, lease_ms, NULL, out);
 }

@@ -1119,7 +1119,6 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   return rv;
 }
 
-/* Read as rs_hook_take reads its reply: alike in shape, each its own script and members. */
 static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
                         struct jobstore_page *out) {
   struct jsredis *r = self;

@@ -862,7 +862,6 @@ static int sq_stop_key(void *self, const char *key_id, const char *why, int64_t 
   return rv < 0 ? rv : stopped;
 }
 
-/* An ops table as the rate limiter's backends have theirs: alike in shape, each row this backend's own step. */
 const struct jobstore_ops jobstore_sqlite_ops = {
     .version = JOBSTORE_OPS_VERSION,
     .name = "sqlite",

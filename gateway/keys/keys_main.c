@@ -29,15 +29,6 @@
 #define KEY_PREFIX "vts_"
 #define KEY_RANDOM_BYTES 32 /* 256 bits from getrandom */
 
-static const char usage_text[] =
-    "usage: vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N] [--weight W]\n"
-    "       vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N] [--weight W]\n"
-    "       vts-keys [-f FILE] revoke NAME\n"
-    "       vts-keys [-f FILE] list\n"
-    "FILE is the service's key file (VTS_KEYS_FILE when -f is not given; deploy/run-local.sh's is .run/keys.db).\n"
-    "A limit of 0 means the service default. The weight (1 to 100, 1 unless given) is the key's share of batch work\n"
-    "against the other keys' with jobs waiting.\n";
-
 struct limits_opt {
   int64_t rate, window_s, quota, weight;
   int has_rate, has_window, has_quota, has_weight;
@@ -58,9 +49,23 @@ static const struct limit_flag limit_flags[] = {
     {"--weight", 1, VTS_MAX_KEY_WEIGHT, offsetof(struct limits_opt, weight), offsetof(struct limits_opt, has_weight)},
 };
 
+static void print_usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: vts-keys [-f FILE] create NAME [--rate N] [--window S] [--quota N] [--weight W]\n"
+      "       vts-keys [-f FILE] set NAME [--rate N] [--window S] [--quota N] [--weight W]\n"
+      "       vts-keys [-f FILE] revoke NAME\n"
+      "       vts-keys [-f FILE] list\n"
+      "FILE is the service's key file (VTS_KEYS_FILE when -f is not given; deploy/run-local.sh's is .run/keys.db).\n"
+      "A limit of 0 means the service default. "
+      "The weight (1 to %d, 1 unless given) is the key's share of batch work\n"
+      "against the other keys' with jobs waiting.\n",
+      VTS_MAX_KEY_WEIGHT);
+}
+
 static int usage(const char *why) {
   if (why != NULL) fprintf(stderr, "vts-keys: %s\n", why);
-  fputs(usage_text, stderr);
+  print_usage(stderr);
   return EXIT_USAGE;
 }
 
@@ -260,7 +265,7 @@ int main(int argc, char **argv) {
   int i = 1;
   while (i < argc && argv[i][0] == '-') {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      fputs(usage_text, stdout);
+      print_usage(stdout);
       return EXIT_SUCCESS;
     }
     if (strcmp(argv[i], "-f") != 0) return usage("unknown option");

@@ -147,6 +147,14 @@ def test_revoke_marks_the_key_revoked_and_keeps_the_name_taken(tmp_path):
     assert "already exists" in r.stderr
 
 
+def test_help_names_the_weight_bound(tmp_path):
+    r = run_keys(tmp_path / "keys.db", "--help")
+    assert (r.returncode, r.stderr) == (0, ""), f"--help: exit {r.returncode}, stderr {r.stderr!r}"
+    assert r.stdout.startswith("usage: vts-keys [-f FILE] create NAME "), r.stdout
+    assert ("A limit of 0 means the service default. The weight (1 to 100, 1 unless given) is the key's share of "
+            "batch work\nagainst the other keys' with jobs waiting.\n") in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("args,status,message", [
     ([], 2, "usage"),
     (["frob"], 2, "unknown command"),

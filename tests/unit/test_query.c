@@ -78,7 +78,6 @@ static void test_names_are_decoded_too(void **state) {
   expect_error("video%5Fid=" ID "&video_id=" ID, API_ERR_AMBIGUOUS_REQUEST);
 }
 
-/* The tests below are lists of cases, one a line: alike in shape, each list its own inputs and codes. */
 static void test_percent_decoded_value_is_validated(void **state) {
   (void)state;
   expect_ok("video_id=aB3%5F-9zZ0xY", ID, "");
