@@ -123,6 +123,17 @@ static void test_active_key_is_found_by_its_digest(void **state) {
   keystore_free(ks);
 }
 
+/* A file of two keys, alice active and bob revoked (no limits), loaded. */
+static struct keystore *load_alice_and_bob(struct fixture *f) {
+  char text[1024], l1[256], l2[256], err[128] = "";
+  record(l1, sizeof(l1), "alice", "key-alice", "active", "0\t0\t0");
+  record(l2, sizeof(l2), "bob", "key-bob", "revoked", "0\t0\t0");
+  snprintf(text, sizeof(text), "%s%s", l1, l2);
+  struct keystore *ks = load_text(f, text, err, sizeof(err));
+  assert_non_null(ks);
+  return ks;
+}
+
 static void test_a_name_finds_its_entry_active_or_revoked(void **state) {
   struct fixture *f = *state;
   char text[1024], l1[256], l2[256], l3[256], err[128] = "";
@@ -146,12 +157,8 @@ static void test_a_name_finds_its_entry_active_or_revoked(void **state) {
 
 static void test_a_name_not_in_the_file_is_not_found(void **state) {
   struct fixture *f = *state;
-  char text[1024], l1[256], l2[256], err[128] = "";
-  record(l1, sizeof(l1), "alice", "key-alice", "active", "0\t0\t0");
-  record(l2, sizeof(l2), "bob", "key-bob", "revoked", "0\t0\t0");
-  snprintf(text, sizeof(text), "%s%s", l1, l2);
-  struct keystore *ks = load_text(f, text, err, sizeof(err));
-  assert_non_null(ks);
+  char err[128] = "";
+  struct keystore *ks = load_alice_and_bob(f);
   assert_null(keystore_named(ks, "carol"));
   assert_null(keystore_named(ks, "alic"));
   assert_null(keystore_named(ks, "alicee"));
@@ -207,12 +214,7 @@ static void test_after_a_reload_names_are_those_of_the_new_file(void **state) {
 
 static void test_revoked_unknown_and_near_keys_are_not_found(void **state) {
   struct fixture *f = *state;
-  char text[1024], l1[256], l2[256], err[128] = "";
-  record(l1, sizeof(l1), "alice", "key-alice", "active", "0\t0\t0");
-  record(l2, sizeof(l2), "bob", "key-bob", "revoked", "0\t0\t0");
-  snprintf(text, sizeof(text), "%s%s", l1, l2);
-  struct keystore *ks = load_text(f, text, err, sizeof(err));
-  assert_non_null(ks);
+  struct keystore *ks = load_alice_and_bob(f);
   assert_null(keystore_lookup(ks, "key-bob", 7));
   assert_null(keystore_lookup(ks, "key-alicE", 9));
   assert_null(keystore_lookup(ks, "key-alic", 8));
