@@ -5,6 +5,7 @@ on the gateway with no fetchers starts on the other within 200 ms (its runner as
 the store's thread, where it used to ask once a second on its loop); a Redis frozen under a running job delays the
 job, not the synchronous requests of the same dispatcher, and the job ends once Redis answers again.
 """
+import contextlib
 import statistics
 import time
 
@@ -87,6 +88,31 @@ def test_a_job_made_on_one_gateway_starts_on_another_within_200_ms(tmp_path, red
         p.close()
 
 
+@contextlib.contextmanager
+def redis_stack(tmp_path, redis, fetchers, upstream_args=()):
+    """A gateway whose job store and limiter use redis and whose cache has a Redis of its own (so that freezing redis
+    leaves the cache answering), with fetchers against a fake platform; yields the gateway and the platform once a fetcher is ready."""
+    cache = Redis()
+    cache.start()
+    upstream = harness.FakeUpstream(list(upstream_args))
+    gw = group = None
+    try:
+        gw = Gateway(tmp_path, env={"VTS_UPSTREAM_URL": upstream.url, "VTS_REDIS_URL": redis.url,
+                                    "VTS_REDIS_CACHE_URL": cache.url})
+        write_keyfile(gw.keys_file, UNLIMITED + KEYS)
+        gw.start()
+        group = Fetchers(tmp_path, gw.jobs_port, upstream.url, fetchers)
+        assert wait_for(lambda: gw.request("GET", "/ready").status == 200, 20), "no fetcher"
+        yield gw, upstream
+    finally:
+        if group is not None:
+            group.stop()
+        if gw is not None:
+            gw.stop()
+        upstream.close()
+        cache.stop()
+
+
 def timed_get(gw, path, key):
     t0 = time.monotonic()
     r = gw.request("GET", path, headers={"x-api-key": key})
@@ -97,17 +123,7 @@ def test_a_frozen_redis_delays_only_the_jobs_and_they_end_once_it_answers(tmp_pa
     """Redis (the job store and the limiter; the cache in a Redis of its own) frozen while a 200-item job runs: the same
     dispatcher keeps answering cached and uncached synchronous requests within their usual time, plus the limiter's
     own bounded wait; thawed, the job ends with every item done once."""
-    cache = Redis()
-    cache.start()
-    upstream = harness.FakeUpstream(["--delay-ms", "20"])
-    gw = fetchers = None
-    try:
-        gw = Gateway(tmp_path, env={"VTS_UPSTREAM_URL": upstream.url, "VTS_REDIS_URL": redis.url,
-                                    "VTS_REDIS_CACHE_URL": cache.url})
-        write_keyfile(gw.keys_file, UNLIMITED + KEYS)
-        gw.start()
-        fetchers = Fetchers(tmp_path, gw.jobs_port, upstream.url, 4)
-        assert wait_for(lambda: gw.request("GET", "/ready").status == 200, 20), "no fetcher"
+    with redis_stack(tmp_path, redis, 4, ("--delay-ms", "20")) as (gw, upstream):
         cached = "benchFz0000"
         assert timed_get(gw, "/v1/video/transcript?video_id=" + cached, gw.key)[1].status == 200
 
@@ -147,13 +163,6 @@ def test_a_frozen_redis_delays_only_the_jobs_and_they_end_once_it_answers(tmp_pa
         # The store queue's depth is a gauge, back to nothing once the runner is idle (a take every 50 ms may be in flight).
         assert "# TYPE vts_jobs_store_calls gauge\n" in scrape(gw.metrics_port)
         assert wait_for(lambda: gw.metric("vts_jobs_store_calls") == 0, 5)
-    finally:
-        if fetchers is not None:
-            fetchers.stop()
-        if gw is not None:
-            gw.stop()
-        upstream.close()
-        cache.stop()
 
 
 def test_a_frozen_redis_makes_no_long_turn_of_the_dispatchers_loop(tmp_path, redis):
@@ -161,17 +170,7 @@ def test_a_frozen_redis_makes_no_long_turn_of_the_dispatchers_loop(tmp_path, red
     the same dispatcher: vts_dispatcher_loop_turn_own_seconds counts no turn over TURN_BOUND_S meanwhile. That measure
     keeps the time a turn blocked in a call (a store call on the loop waits without using the CPU) and leaves out the
     time a busy machine kept the loop's thread off its core, which the wall-time histogram counts."""
-    cache = Redis()
-    cache.start()
-    upstream = harness.FakeUpstream()
-    gw = fetchers = None
-    try:
-        gw = Gateway(tmp_path, env={"VTS_UPSTREAM_URL": upstream.url, "VTS_REDIS_URL": redis.url,
-                                    "VTS_REDIS_CACHE_URL": cache.url})
-        write_keyfile(gw.keys_file, UNLIMITED + KEYS)
-        gw.start()
-        fetchers = Fetchers(tmp_path, gw.jobs_port, upstream.url, 2)
-        assert wait_for(lambda: gw.request("GET", "/ready").status == 200, 20), "no fetcher"
+    with redis_stack(tmp_path, redis, 2) as (gw, upstream):
         loc = start_job(gw, {"video_ids": ["benchFt%04d" % i for i in range(200)]})
         assert wait_for(lambda: gw_counts(gw, loc)["done"] >= 5, 30), gw_counts(gw, loc)
         own = "vts_dispatcher_loop_turn_own_seconds"
@@ -197,13 +196,6 @@ def test_a_frozen_redis_makes_no_long_turn_of_the_dispatchers_loop(tmp_path, red
         # The job was held by the freeze, not lost: it ends once Redis answers.
         job = wait_done(gw, loc, 90, interval=0.2)
         assert job["counts"] == {"queued": 0, "running": 0, "done": 200, "failed": 0, "cancelled": 0}
-    finally:
-        if fetchers is not None:
-            fetchers.stop()
-        if gw is not None:
-            gw.stop()
-        upstream.close()
-        cache.stop()
 
 
 def gw_counts(gw, loc):
