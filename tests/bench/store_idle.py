@@ -10,8 +10,9 @@ after; a window of its own since each hit traps). With
 --redis, a redis-server of its own holds the jobs (VTS_REDIS_URL): the commands the dispatcher's connections sent in
 the window, by name (seen by a MONITOR client, each connection told apart by its socket in /proc; the store pipelines
 nothing, so each command is one round trip), all the commands Redis ran (INFO commandstats, the scripts' own
-included) and the bytes Redis read from its clients per second (INFO stats total_net_input_bytes; the window's own
-MONITOR and INFO add under 100 bytes).
+included), the bytes Redis read from its clients per second (INFO stats total_net_input_bytes; the window's own
+MONITOR and INFO add under 100 bytes) and Redis's own CPU time per minute (INFO cpu; the MONITOR client's share
+included).
     VTS_BUILD_DIR=build tests/bench/store_idle.py [SECONDS] [--redis]
 """
 import os
@@ -83,6 +84,13 @@ def input_bytes(redis):
     text = redis.call("INFO", "stats")
     text = text.decode() if isinstance(text, bytes) else str(text)
     return int(re.search(r"total_net_input_bytes:(\d+)", text).group(1))
+
+
+def redis_cpu_s(redis):
+    """Redis's own CPU time so far in seconds (its main thread and the others, user and system)."""
+    text = redis.call("INFO", "cpu")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return sum(float(m.group(1)) for m in re.finditer(r"used_cpu_(?:sys|user):([\d.]+)", text))
 
 
 def commandstats(redis):
@@ -164,6 +172,7 @@ def main():
         pid = pids[0]
         binary = os.path.join(os.environ.get("VTS_BUILD_DIR", "build"), "bin", "vts-gateway")
         before_in = input_bytes(redis) if redis is not None else 0
+        before_cpu = redis_cpu_s(redis) if redis is not None else 0
         before_cmds = commandstats(redis) if redis is not None else {}
         monitor = Monitor(redis.port) if redis is not None else None
         before = thread_cpu(pid)
@@ -174,6 +183,7 @@ def main():
         per_min = 60.0 / elapsed
         after_cmds = commandstats(redis) if redis is not None else {}
         after_in = input_bytes(redis) if redis is not None else 0
+        after_cpu = redis_cpu_s(redis) if redis is not None else 0
         if monitor is not None:
             monitor.close()
         print("store: %s; dispatcher pid %d idle %.1f s (CPU per minute below)" % (
@@ -217,6 +227,7 @@ def main():
                     print("    %-12s %8d (%.1f per second)" % (cmd, n, n / elapsed))
             print("  bytes Redis read from its clients: %d (%.0f per second)" % (
                 after_in - before_in, (after_in - before_in) / elapsed))
+            print("  Redis's own CPU time: %.1f ms per minute" % ((after_cpu - before_cpu) * 1000.0 * per_min))
         return 0
     finally:
         remove_probes(events)
