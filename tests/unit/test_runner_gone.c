@@ -1,15 +1,24 @@
-/* Unit tests of the runner's gone keys (gateway/dispatcher/gone.h): found by name among many, dropped when back. */
+/*
+ * Unit tests of the runner's gone keys (gateway/dispatcher/gone.h): found by name among many, dropped when back; and
+ * the runner's skip list with more gone keys than it holds, against a real SQLite job store and key file.
+ */
 #include <setjmp.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "common/config.h"
+#include "common/util.h"
+#include "gateway/dispatcher/core.h"
+#include "gateway/dispatcher/fair.h"
 #include "gateway/dispatcher/gone.h"
+#include "gateway/dispatcher/runner.h"
 
 #define MANY 5000
 
@@ -95,10 +104,83 @@ static void test_a_key_back_is_dropped_and_the_others_keep_their_state(void **st
   gone_free(g);
 }
 
+static void no_answer(void *ctx, struct core_waiter *waiters, const struct proto_result *res, uint64_t cache_ms) {
+  (void)ctx, (void)waiters, (void)res, (void)cache_ms;
+}
+static int no_send(void *ctx, uint64_t fetcher, void *token, const struct proto_job *job) {
+  (void)ctx, (void)fetcher, (void)token, (void)job;
+  return 0;
+}
+static void no_ready(void *ctx, uint64_t fetcher, void *token) { (void)ctx, (void)fetcher, (void)token; }
+static void no_drop(void *ctx, void *token) { (void)ctx, (void)token; }
+static void no_close(void *ctx, uint64_t fetcher) { (void)ctx, (void)fetcher; }
+static void no_kick(void *arg) { (void)arg; }
+
+/*
+ * 300 keys revoked in the key file, more than a take's list holds of them, and one active key at its share (no
+ * fetcher: no slot for anyone): the list names that key before the revoked ones, and RUNNER_SKIP_GONE_MAX of those.
+ */
+static void test_a_key_at_its_share_is_passed_over_beside_many_revoked_keys(void **state) {
+  (void)state;
+  enum { REVOKED = 300 };
+  char dir[] = "/tmp/vts-gone.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  struct vts_config cfg;
+  char err[256];
+  assert_int_equal(config_load(&cfg, err, sizeof(err)), 0);
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
+  snprintf(cfg.keys_file, sizeof(cfg.keys_file), "%s/keys.db", dir);
+  FILE *fp = fopen(cfg.keys_file, "w");
+  assert_non_null(fp);
+  char name[32], digest[65];
+  for (int i = 0; i <= REVOKED; i++) {
+    if (i < REVOKED)
+      name_of(i, name, sizeof(name));
+    else
+      snprintf(name, sizeof(name), "busy");
+    util_sha256_hex(name, strlen(name), digest);
+    fprintf(fp, "%s\t%s\t%s\t0\t0\t0\n", name, digest, i < REVOKED ? "revoked" : "active");
+  }
+  assert_int_equal(fclose(fp), 0);
+  struct core_ops ops = {.answer = no_answer,
+                         .send_job = no_send,
+                         .send_ready = no_ready,
+                         .drop_token = no_drop,
+                         .close_fetcher = no_close};
+  struct core *core = core_new(&cfg, &ops);
+  assert_non_null(core);
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct runner *r = runner_new(&cfg, NULL, core, &loop, no_kick, NULL);
+  assert_non_null(r);
+  uint64_t now = util_now_ms();
+  runner_pump(r, now); /* reads the key file: every revoked key is gone */
+  assert_int_equal(fair_seen(runner_fair(r), now, "busy", 1), 0);
+  static const char *out[RUNNER_SKIP_MAX];
+  size_t n = runner_skip(r, now, 0, out, RUNNER_SKIP_MAX);
+  assert_int_equal(n, 1 + RUNNER_SKIP_GONE_MAX);
+  assert_string_equal(out[0], "busy");
+  for (size_t i = 1; i < n; i++) {
+    name_of((int)i - 1, name, sizeof(name));
+    assert_string_equal(out[i], name);
+  }
+  /* A list with room for one name only: that key's. */
+  assert_int_equal(runner_skip(r, now, 0, out, 1), 1);
+  assert_string_equal(out[0], "busy");
+  runner_free(r);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  core_free(core);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gone_keys_are_found_by_name_among_many),
       cmocka_unit_test(test_a_key_back_is_dropped_and_the_others_keep_their_state),
+      cmocka_unit_test(test_a_key_at_its_share_is_passed_over_beside_many_revoked_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
