@@ -81,6 +81,7 @@ struct runner {
   struct fair *fair;
   /* Keys revoked or removed from the key file since the start: their work is passed over, their jobs stopped. */
   struct gone *gone;
+  int stop_due; /* a gone key may be GONE_RUNNING: stop_gone looks (else it does not walk them at every pump) */
   const char *scratch[RUNNER_SKIP_MAX]; /* runner_skip's names for a take, until take_pass copies them */
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
@@ -237,6 +238,7 @@ static void keys_gone(struct runner *r, uint64_t now) {
       name = r->prev[i - n];
     }
     if (name != NULL && gone_add(r->gone, name) == -ENOMEM) return;
+    if (name != NULL) r->stop_due = 1;
   }
   /* The active keys of this file, to know the ones a later file drops. */
   free(r->prev);
@@ -395,6 +397,7 @@ static void stop_done(void *arg) {
   if (c->n < 0) {
     log_msg(LOG_WARN, "jobs of a revoked key not stopped yet: tried again", "key_id", c->key, NULL);
     if (k != NULL) k->state = GONE_RUNNING;
+    c->r->stop_due = 1;
   } else {
     if (k != NULL) k->state = GONE_STOPPED;
     char num[16];
@@ -406,16 +409,20 @@ static void stop_done(void *arg) {
 
 /* Stops the jobs of the gone keys the store has not stopped yet (asked again at the next look when it failed). */
 static void stop_gone(struct runner *r) {
+  if (!r->stop_due) return;
+  r->stop_due = 0;
   for (size_t i = 0; i < gone_count(r->gone); i++) {
     struct gone_key *k = gone_at(r->gone, i);
     if (k->state != GONE_RUNNING) continue;
     struct stop_call *c = calloc(1, sizeof(*c));
-    if (c == NULL) return;
-    c->r = r;
-    util_copy_str(c->key, sizeof(c->key), k->name);
-    c->now_ms = wall_ms();
-    if (storeq_call(r->q, stop_work, stop_done, c) != 0) {
+    if (c != NULL) {
+      c->r = r;
+      util_copy_str(c->key, sizeof(c->key), k->name);
+      c->now_ms = wall_ms();
+    }
+    if (c == NULL || storeq_call(r->q, stop_work, stop_done, c) != 0) {
       free(c);
+      r->stop_due = 1;
       return;
     }
     k->state = GONE_STOPPING;
@@ -852,6 +859,7 @@ static void take_done(void *arg) {
    * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
    */
   if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r->gone, key) == 0) {
+    r->stop_due = 1;
     if (c->page)
       page_write(r, c->pg.job_id, W_PAGE_END, c->pg.read + 1, JOBSTORE_STOP_KEY_REVOKED, 0);
     else
