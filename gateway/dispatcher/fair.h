@@ -64,7 +64,7 @@ void fair_ended(struct fair *f, uint64_t now, const char *key, uint32_t requests
 /*
  * The keys a take passes over now, into out (borrowed names, valid until the next call that changes f), at most max:
  * those that may not start (fair_may_start) and, when ahead is set, those served more than the least served key that
- * may start (whose turn it is). Returns how many.
+ * may start (whose turn it is). Returns how many: FAIR_MAX_KEYS at most, the keys it remembers.
  */
 size_t fair_skip(struct fair *f, uint64_t now, uint64_t cap, int ahead, const char **out, size_t max);
 

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/dispatcher/fair.h"
+#include "gateway/dispatcher/gone.h"
 #include "gateway/jobs/storeq.h"
 #include "gateway/keys/keys.h"
 #include "gateway/limits/ratelimit.h"
@@ -79,9 +80,9 @@ struct runner {
   struct runner_item *items;
   struct fair *fair;
   /* Keys revoked or removed from the key file since the start: their work is passed over, their jobs stopped. */
-  char (*gone)[KEYS_MAX_NAME + 1];
-  enum { GONE_RUNNING, GONE_STOPPING, GONE_STOPPED } * gone_stopped; /* whether the store stopped the key's jobs yet */
-  size_t ngone;
+  struct gone *gone;
+  int stop_due; /* a gone key may be GONE_RUNNING: stop_gone looks (else it does not walk them at every pump) */
+  const char *scratch[RUNNER_SKIP_MAX]; /* runner_skip's names for a take, until take_pass copies them */
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
   uint64_t next_keepalive_ms;
@@ -133,7 +134,8 @@ struct take_call {
   int page_first; /* a page is looked for before an item */
   size_t hard;
   size_t n;
-  char skip[RUNNER_SKIP_MAX][JOBSTORE_KEY_ID_MAX + 1];
+  char (*skip)[JOBSTORE_KEY_ID_MAX + 1]; /* n names, and keys pointing at them (take_pass) */
+  const char **keys;
   int64_t wall, lease;
   int rv, page_rv, page;
   struct jobstore_task task;
@@ -207,26 +209,13 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int gone_find(const struct runner *r, const char *name) {
-  for (size_t i = 0; i < r->ngone; i++)
-    if (strcmp(r->gone[i], name) == 0) return (int)i;
-  return -1;
-}
-
-/* Counts name among the gone keys (once). Returns 0, or -ENOMEM. */
-static int gone_add(struct runner *r, const char *name) {
-  if (gone_find(r, name) >= 0) return 0;
-  if (r->ngone % 16 == 0) {
-    void *g = realloc(r->gone, (r->ngone + 16) * sizeof(*r->gone));
-    if (g == NULL) return -ENOMEM;
-    r->gone = g;
-    void *s = realloc(r->gone_stopped, (r->ngone + 16) * sizeof(*r->gone_stopped));
-    if (s == NULL) return -ENOMEM;
-    r->gone_stopped = s;
-  }
-  memcpy(r->gone[r->ngone], name, strlen(name) + 1);
-  r->gone_stopped[r->ngone++] = 0;
-  return 0;
+/* A gone key active in the file again (arg: the runner): its jobs run again. */
+static int key_back(const char *name, void *arg) {
+  const struct runner *r = arg;
+  const struct key_entry *k = keystore_named(r->keys, name);
+  if (k == NULL || !k->active) return 0;
+  log_msg(LOG_INFO, "batch jobs of a key run again: the key is active", "key_id", name, NULL);
+  return 1;
 }
 
 /*
@@ -237,18 +226,7 @@ static int gone_add(struct runner *r, const char *name) {
  */
 static void keys_gone(struct runner *r, uint64_t now) {
   (void)now;
-  /* Back: active in the file again. */
-  for (size_t i = 0; i < r->ngone;) {
-    const struct key_entry *k = keystore_named(r->keys, r->gone[i]);
-    if (k != NULL && k->active) {
-      log_msg(LOG_INFO, "batch jobs of a key run again: the key is active", "key_id", r->gone[i], NULL);
-      r->ngone--;
-      memmove(r->gone[i], r->gone[r->ngone], sizeof(r->gone[i]));
-      r->gone_stopped[i] = r->gone_stopped[r->ngone];
-      continue;
-    }
-    i++;
-  }
+  gone_drop_if(r->gone, key_back, r);
   /* Gone: inactive in the file, or in the file before and absent now (the previous file's active keys). */
   size_t n = r->keys != NULL ? keystore_count(r->keys) : 0;
   for (size_t i = 0; i < n + r->nprev; i++) {
@@ -259,7 +237,8 @@ static void keys_gone(struct runner *r, uint64_t now) {
     } else if (keystore_named(r->keys, r->prev[i - n]) == NULL) {
       name = r->prev[i - n];
     }
-    if (name != NULL && gone_add(r, name) != 0) return;
+    if (name != NULL && gone_add(r->gone, name) == -ENOMEM) return;
+    if (name != NULL) r->stop_due = 1;
   }
   /* The active keys of this file, to know the ones a later file drops. */
   free(r->prev);
@@ -414,12 +393,13 @@ static void stop_work(struct jobstore *js, void *arg) {
 
 static void stop_done(void *arg) {
   struct stop_call *c = arg;
-  int i = gone_find(c->r, c->key);
+  struct gone_key *k = gone_find(c->r->gone, c->key);
   if (c->n < 0) {
     log_msg(LOG_WARN, "jobs of a revoked key not stopped yet: tried again", "key_id", c->key, NULL);
-    if (i >= 0) c->r->gone_stopped[i] = GONE_RUNNING;
+    if (k != NULL) k->state = GONE_RUNNING;
+    c->r->stop_due = 1;
   } else {
-    if (i >= 0) c->r->gone_stopped[i] = GONE_STOPPED;
+    if (k != NULL) k->state = GONE_STOPPED;
     char num[16];
     snprintf(num, sizeof(num), "%d", c->n);
     log_msg(LOG_INFO, "batch jobs of a revoked key stopped", "key_id", c->key, "=jobs", num, NULL);
@@ -429,18 +409,23 @@ static void stop_done(void *arg) {
 
 /* Stops the jobs of the gone keys the store has not stopped yet (asked again at the next look when it failed). */
 static void stop_gone(struct runner *r) {
-  for (size_t i = 0; i < r->ngone; i++) {
-    if (r->gone_stopped[i] != GONE_RUNNING) continue;
+  if (!r->stop_due) return;
+  r->stop_due = 0;
+  for (size_t i = 0; i < gone_count(r->gone); i++) {
+    struct gone_key *k = gone_at(r->gone, i);
+    if (k->state != GONE_RUNNING) continue;
     struct stop_call *c = calloc(1, sizeof(*c));
-    if (c == NULL) return;
-    c->r = r;
-    util_copy_str(c->key, sizeof(c->key), r->gone[i]);
-    c->now_ms = wall_ms();
-    if (storeq_call(r->q, stop_work, stop_done, c) != 0) {
+    if (c != NULL) {
+      c->r = r;
+      util_copy_str(c->key, sizeof(c->key), k->name);
+      c->now_ms = wall_ms();
+    }
+    if (c == NULL || storeq_call(r->q, stop_work, stop_done, c) != 0) {
       free(c);
+      r->stop_due = 1;
       return;
     }
-    r->gone_stopped[i] = GONE_STOPPING;
+    k->state = GONE_STOPPING;
   }
 }
 
@@ -504,7 +489,10 @@ struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_s
                             .burst = (uint64_t)cfg->egress_burst * runner_egresses(cfg) * share / 100};
   if (lim.per_hour > 0 && lim.burst == 0) lim.burst = 1;
   r->fair = fair_new(&lim);
-  if (r->fair == NULL) {
+  r->gone = gone_new();
+  if (r->fair == NULL || r->gone == NULL) {
+    gone_free(r->gone);
+    fair_free(r->fair);
     ratelimit_free(r->months);
     free(r);
     return NULL;
@@ -512,6 +500,7 @@ struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_s
   char err[256] = "";
   if (storeq_open(loop, cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &r->q, err, sizeof(err)) != 0) {
     log_msg(LOG_ERROR, "batch jobs not run: job store unavailable", "error", err, NULL);
+    gone_free(r->gone);
     fair_free(r->fair);
     ratelimit_free(r->months);
     free(r);
@@ -577,8 +566,7 @@ void runner_free(struct runner *r) {
   ratelimit_free(r->months);
   keystore_free(r->keys);
   fair_free(r->fair);
-  free(r->gone);
-  free(r->gone_stopped);
+  gone_free(r->gone);
   free(r->prev);
   free(r);
 }
@@ -614,9 +602,11 @@ uint64_t runner_cap(struct runner *r) {
 }
 
 size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max) {
-  size_t n = 0;
-  for (size_t i = 0; i < r->ngone && n < max; i++) out[n++] = r->gone[i];
-  return n + fair_skip(r->fair, now, runner_cap(r), ahead, out + n, max - n);
+  /* The keys at their share (or ahead) first: one left out could take more than its share (RUNNER_SKIP_MAX). */
+  size_t n = fair_skip(r->fair, now, runner_cap(r), ahead, out, max);
+  size_t end = max - n > RUNNER_SKIP_GONE_MAX ? n + RUNNER_SKIP_GONE_MAX : max;
+  for (size_t i = 0; i < gone_count(r->gone) && n < end; i++) out[n++] = gone_at(r->gone, i)->name;
+  return n;
 }
 
 int runner_key_gone(const struct runner *r, const char *key) {
@@ -692,11 +682,17 @@ static void start_held(struct runner *r, uint64_t now, struct runner_item *it, i
   core_request(r->core, now, &it->waiter, &job);
 }
 
+static void take_free(struct take_call *c) {
+  free(c->skip);
+  free(c->keys);
+  free(c);
+}
+
 /* The take is over (an item started or not): the next one may be asked for at once. */
 static void take_over(struct take_call *c) {
   struct runner *r = c->r;
   r->taking = 0;
-  free(c);
+  take_free(c);
   kick(r);
 }
 
@@ -781,14 +777,23 @@ uint64_t runner_hold(struct runner *r, uint64_t now) {
   return r->next_keepalive_ms > now ? r->next_keepalive_ms : now + RUNNER_POLL_MS;
 }
 
-/* Fills c's names passed over for a pass (ahead or not) from the runner's state now. */
-static void take_pass(struct runner *r, uint64_t now, struct take_call *c, int ahead) {
-  const char *skip[RUNNER_SKIP_MAX];
+/* Fills c's names passed over for a pass (ahead or not) from the runner's state now. Returns 0, or -ENOMEM. */
+static int take_pass(struct runner *r, uint64_t now, struct take_call *c, int ahead) {
+  const char **skip = r->scratch;
   c->ahead = ahead;
   c->n = runner_skip(r, now, ahead, skip, RUNNER_SKIP_MAX);
-  for (size_t i = 0; i < c->n; i++) util_copy_str(c->skip[i], sizeof(c->skip[i]), skip[i]);
+  free(c->skip);
+  free(c->keys);
+  c->skip = malloc((c->n + 1) * sizeof(*c->skip));
+  c->keys = malloc((c->n + 1) * sizeof(*c->keys));
+  if (c->skip == NULL || c->keys == NULL) return -ENOMEM;
+  for (size_t i = 0; i < c->n; i++) {
+    util_copy_str(c->skip[i], sizeof(c->skip[i]), skip[i]);
+    c->keys[i] = c->skip[i];
+  }
   c->wall = wall_ms();
   c->lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
+  return 0;
 }
 
 /*
@@ -799,9 +804,7 @@ static void take_pass(struct runner *r, uint64_t now, struct take_call *c, int a
  */
 static void take_work(struct jobstore *js, void *arg) {
   struct take_call *c = arg;
-  const char *skip[RUNNER_SKIP_MAX];
-  for (size_t i = 0; i < c->n; i++) skip[i] = c->skip[i];
-  struct jobstore_skip sk = {skip, c->n};
+  struct jobstore_skip sk = {c->keys, c->n};
   c->page_rv = -EAGAIN;
   for (int i = 0; i < 2; i++) {
     c->page = (i == 0) == (c->page_first != 0);
@@ -838,14 +841,9 @@ static void take_done(void *arg) {
   uint64_t now = util_now_ms();
   if (c->page_rv != 0 && c->page_rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
   if (c->rv == -EAGAIN) {
-    const char *skip[RUNNER_SKIP_MAX];
-    for (size_t i = 0; i < c->n; i++) skip[i] = c->skip[i];
-    fair_idle_but(r->fair, skip, c->n);
+    fair_idle_but(r->fair, c->keys, c->n);
     /* The first pass passed over no key for being ahead: the second would be the same take. */
-    if (c->ahead && c->n != c->hard) {
-      take_pass(r, now, c, 0);
-      if (take_submit(r, c) == 0) return;
-    }
+    if (c->ahead && c->n != c->hard && take_pass(r, now, c, 0) == 0 && take_submit(r, c) == 0) return;
   }
   if (c->rv != 0) {
     if (c->rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
@@ -860,7 +858,8 @@ static void take_done(void *arg) {
    * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
    * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
    */
-  if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r, key) == 0) {
+  if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r->gone, key) == 0) {
+    r->stop_due = 1;
     if (c->page)
       page_write(r, c->pg.job_id, W_PAGE_END, c->pg.read + 1, JOBSTORE_STOP_KEY_REVOKED, 0);
     else
@@ -948,13 +947,11 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
   struct take_call *c = calloc(1, sizeof(*c));
   if (c == NULL) return wake;
   c->r = r;
-  const char *skip[RUNNER_SKIP_MAX];
-  c->hard = runner_skip(r, now, 0, skip, RUNNER_SKIP_MAX);
+  c->hard = runner_skip(r, now, 0, r->scratch, RUNNER_SKIP_MAX);
   c->page_first = r->page_first;
   r->page_first = !r->page_first;
-  take_pass(r, now, c, 1);
-  if (take_submit(r, c) != 0) {
-    free(c);
+  if (take_pass(r, now, c, 1) != 0 || take_submit(r, c) != 0) {
+    take_free(c);
     return wake;
   }
   r->taking = 1;
@@ -1028,7 +1025,7 @@ void runner_answer(struct runner *r, struct core_waiter *w, const struct proto_r
   else
     r->items = it->next;
   if (it->next != NULL) it->next->prev = it->prev;
-  int gone = gone_find(r, it->key) >= 0;
+  int gone = gone_find(r->gone, it->key) != NULL;
   if (it->is_page) {
     /* A revoked key's list was ended by jobstore_stop_key; a page read meanwhile adds nothing. */
     if (gone)

@@ -46,6 +46,7 @@
 
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
+#include "gateway/dispatcher/fair.h"
 #include "gateway/limits/ratelimit.h"
 #include "proto/proto.h"
 
@@ -60,8 +61,13 @@
 #define RUNNER_POLL_MS 50
 /* Store calls queued at most before another take: a store that does not answer holds the ended work's writes only. */
 #define RUNNER_STORE_DEPTH_MAX 64
-/* Keys a take passes over at most (revoked ones, then those at their share): more are not passed over. */
-#define RUNNER_SKIP_MAX 256
+/*
+ * Keys a take passes over at most: every key fair_skip names (it remembers FAIR_MAX_KEYS), so that none past the
+ * bound takes more than its share while another key waits; then up to RUNNER_SKIP_GONE_MAX revoked or removed keys.
+ * An item or a page of a gone key past those is not started either: the take that finds it ends it key_revoked.
+ */
+#define RUNNER_SKIP_GONE_MAX 256
+#define RUNNER_SKIP_MAX (FAIR_MAX_KEYS + RUNNER_SKIP_GONE_MAX)
 
 /* How many items may start now (pure): the rule above. */
 uint64_t runner_room(uint64_t connected, uint64_t idle, uint64_t queued, uint64_t in_flight, int64_t share_pct);
@@ -109,8 +115,8 @@ uint64_t runner_cap(struct runner *r);
 uint64_t runner_egresses(const struct vts_config *cfg);
 /*
  * The keys whose batch work is passed over now, into out (borrowed names, valid until the runner's next call), at
- * most max: the revoked and removed keys, then those fair_skip names (ahead: also those ahead in turns). Returns how
- * many.
+ * most max (RUNNER_SKIP_MAX holds them all): those fair_skip names (ahead: also those ahead in turns), then up to
+ * RUNNER_SKIP_GONE_MAX of the revoked and removed keys. Returns how many.
  */
 size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max);
 /* Whether key is absent from the key file or not active there. */

@@ -14,11 +14,14 @@
 # request went out on a free connection; near the latencies, the generator is the tail, not the server).
 #   tests/bench/tail.sh
 #   RATE_OF="vts nginx" tests/bench/tail.sh
-# Environment: RATES ("20 50 80"), RATE_OF (own), DURATION (5), MAX_S (3), CONNS (32), GEN_CPU (0), SRV_CPU (1),
-# VTS_BUILD_DIR.
+# With REPEAT=N each row is run N times, vts and nginx in turn, and the medians of the N runs are printed, with how
+# many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side.
+# Environment: RATES ("20 50 80"), RATE_OF (own), DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
+# SRV_CPU (1), VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
+REPEAT=${REPEAT:-1}
 GEN_CPU=${GEN_CPU:-0}; SRV_CPU=${SRV_CPU:-1}
 build=${VTS_BUILD_DIR:-$root/build}
 . "$root/deploy/deps.sh"
@@ -69,12 +72,26 @@ ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^E
 # gen's line -> "p50 p99 p999" in ms
 ms() { awk '{ printf "%.3f %.3f %.3f", $6 / 1000, $8 / 1000, $10 / 1000 }'; }
 field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
+# gen's lines of several runs -> one line of the same shape, each number the median of its column (the middle run's,
+# or the lower middle's for an even count)
+median() {
+  awk '{ for (i = 2; i <= NF; i += 2) v[i, NR] = $i; nf = NF; n = NR; line = $0 }
+    END {
+      split(line, w)
+      for (i = 2; i <= nf; i += 2) {
+        for (r = 1; r <= n; r++) c[r] = v[i, r]
+        for (r = 2; r <= n; r++) for (q = r; q > 1 && c[q - 1] + 0 > c[q] + 0; q--) { t = c[q]; c[q] = c[q - 1]; c[q - 1] = t }
+        w[i] = c[int((n + 1) / 2)]
+      }
+      for (i = 1; i <= nf; i++) printf "%s%s", w[i], (i < nf ? " " : "\n")
+    }'
+}
 
 echo "tail benchmark: generator on cpu $GEN_CPU, server on cpu $SRV_CPU (one worker each), $CONNS connections,"
-echo "$DURATION s a rate; $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$DURATION s a rate, $REPEAT run(s) a row (medians); $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | gen lag99 ms |"
-echo "|---|---|---|---|---|---|"
+echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | runs over 1.5x | gen lag99 ms |"
+echo "|---|---|---|---|---|---|---|"
 case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each "A: x|B: y", may be empty)
   local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax of pct vr nr vout nout va=() na=()
   [ -n "$5" ] && IFS='|' read -ra va <<<"$5"
@@ -89,13 +106,22 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
         nginx) nr=$((nmax * pct / 100)) vr=$nr ;;
         *) echo "RATE_OF: own, vts or nginx, not $of" >&2; exit 2 ;;
       esac
-      vout=$(gen "$gw_port" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
-      nout=$(gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
-      [ "$(echo "$vout" | field errors)" = 0 ] || echo "vts: errors at $pct% of $of: $vout" >&2
-      [ "$(echo "$nout" | field errors)" = 0 ] || echo "nginx: errors at $pct% of $of: $nout" >&2
-      printf '| %s | %d%% of %s (%d / %d) | %s | %s | %.2fx | %.3f / %.3f |\n' "$name" "$pct" "$of" "$vr" "$nr" \
-        "$(echo "$vout" | ms | sed 's| | / |g')" "$(echo "$nout" | ms | sed 's| | / |g')" \
+      # REPEAT runs of the row, the two servers in turn, so that a slow minute of the machine falls on both alike.
+      local vruns="" nruns="" crossed=0 i vout nout
+      for ((i = 0; i < REPEAT; i++)); do
+        vout=$(gen "$gw_port" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
+        nout=$(gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
+        [ "$(echo "$vout" | field errors)" = 0 ] || echo "vts: errors at $pct% of $of: $vout" >&2
+        [ "$(echo "$nout" | field errors)" = 0 ] || echo "nginx: errors at $pct% of $of: $nout" >&2
+        crossed=$((crossed + $(awk -v a="$(echo "$vout" | field p99)" -v b="$(echo "$nout" | field p99)" \
+          'BEGIN { print (a > 1.5 * b) }')))
+        vruns+="$vout"$'\n' nruns+="$nout"$'\n'
+      done
+      vout=$(echo -n "$vruns" | median) nout=$(echo -n "$nruns" | median)
+      printf '| %s | %d%% of %s (%d / %d) | %s | %s | %.2fx | %d of %d | %.3f / %.3f |\n' "$name" "$pct" "$of" "$vr" \
+        "$nr" "$(echo "$vout" | ms | sed 's| | / |g')" "$(echo "$nout" | ms | sed 's| | / |g')" \
         "$(awk -v a="$(echo "$vout" | field p99)" -v b="$(echo "$nout" | field p99)" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
+        "$crossed" "$REPEAT" \
         "$(echo "$vout" | field lag99 | awk '{ print $1 / 1000 }')" "$(echo "$nout" | field lag99 | awk '{ print $1 / 1000 }')"
     done
   done

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "gateway/dispatcher/fair.h"
+#include "gateway/dispatcher/runner.h"
 
 static int skipped(struct fair *f, uint64_t now, uint64_t cap, int ahead, const char *key) {
   const char *out[16];
@@ -322,6 +323,39 @@ static void test_idle_keys_are_forgotten(void **state) {
   fair_free(f);
 }
 
+/*
+ * 300 keys with work waiting, each piece ending at once: the runner's take passes over the keys it may (the skip list
+ * of RUNNER_SKIP_MAX names) and the store hands out the first key of its order not passed over. Every key takes one
+ * turn before any key takes a second, even once more keys have been served than a list of 256 names holds.
+ */
+static void test_every_key_ahead_is_passed_over_however_many(void **state) {
+  (void)state;
+  enum { KEYS = 300 };
+  struct fair_limits lim = {0, 0};
+  struct fair *f = fair_new(&lim);
+  static char names[KEYS][16];
+  static const char *out[RUNNER_SKIP_MAX];
+  for (int i = 0; i < KEYS; i++) snprintf(names[i], sizeof(names[i]), "k%03d", i);
+  int starts[KEYS] = {0};
+  for (int turn = 0; turn < KEYS; turn++) {
+    for (int i = 0; i < KEYS; i++) fair_seen(f, 1000, names[i], 1);
+    size_t n = fair_skip(f, 1000, 4, 1, out, RUNNER_SKIP_MAX);
+    assert_int_equal(n, turn); /* every key served once already, and only those */
+    int k = -1;
+    for (int i = 0; i < KEYS && k < 0; i++) {
+      int passed = 0;
+      for (size_t j = 0; j < n && !passed; j++) passed = strcmp(out[j], names[i]) == 0;
+      if (!passed) k = i;
+    }
+    assert_int_equal(k, turn);
+    assert_int_equal(fair_started(f, 1000, names[k], 1), 0);
+    fair_ended(f, 1000, names[k], 1);
+    starts[k]++;
+  }
+  for (int i = 0; i < KEYS; i++) assert_int_equal(starts[i], 1);
+  fair_free(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slots_are_shared_by_the_keys_with_work),
@@ -333,6 +367,7 @@ int main(void) {
       cmocka_unit_test(test_weights_2_to_1_share_the_egress_budget_2_to_1),
       cmocka_unit_test(test_slots_are_shared_by_the_time_they_are_held),
       cmocka_unit_test(test_idle_keys_are_forgotten),
+      cmocka_unit_test(test_every_key_ahead_is_passed_over_however_many),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
