@@ -45,6 +45,8 @@
 #define WORK_GROUP "runners"
 /* An item's entry id and the job's size fit here: "<ms>-<n>". */
 #define ENTRY_BYTES 48
+/* A script's SHA1 in hex, as SCRIPT LOAD answers it. */
+#define SHA_HEX 40
 /* Items per HMGET or HSET inside a script: Lua's unpack stays far below its stack limit. */
 #define SCRIPT_CHUNK 1000
 
@@ -55,6 +57,31 @@ struct taken {
   char entry[ENTRY_BYTES];
 };
 
+/*
+ * Every script, by name: each is loaded on every new connection and then run by its SHA1 (EVALSHA), so a call sends
+ * its arguments and not its text. S_<name> runs <name>_script.
+ */
+#define SCRIPTS(X) \
+  X(create)        \
+  X(items)         \
+  X(cancel)        \
+  X(stored)        \
+  X(take)          \
+  X(end)           \
+  X(take_page)     \
+  X(page_done)     \
+  X(page_retry)    \
+  X(hook_owed)     \
+  X(hook_add)      \
+  X(hook_take)     \
+  X(hook_end)      \
+  X(stop_key)      \
+  X(keepalive)     \
+  X(reserve)       \
+  X(unreserve)
+#define SCRIPT_ENUM(name) S_##name,
+enum script { SCRIPTS(SCRIPT_ENUM) SCRIPT__COUNT };
+
 struct jsredis {
   struct redis_session session; /* where Redis is, the wait after a failure, the down and back lines */
   redisContext *c;              /* NULL while down */
@@ -63,6 +90,7 @@ struct jsredis {
   char consumer[24];            /* this handle's name in the group */
   struct taken *taken;
   size_t ntaken, cap;
+  char sha[SCRIPT__COUNT][SHA_HEX + 1]; /* each script's SHA1 as the connection's SCRIPT LOAD answered it */
 };
 
 /* What every script shares: the names, the end of a job, the acknowledgement of an entry. */
@@ -515,6 +543,65 @@ static const char keepalive_script[] = LUA_PRELUDE
     "end\n"
     "return 0\n";
 
+/* ARGV: key. The items its jobs keep (expired ones pruned first, up to 100 a call). */
+static const char stored_script[] = LUA_PRELUDE "return stored(ARGV[1])\n";
+
+/*
+ * An item's unit of the month, held before its platform request and marked on the item (field u<seq> of its job's
+ * items), so that a runner that claims the item from a dead one finds it held and takes none more. ARGV: job id, seq,
+ * the counter, the quota, the counter's lifetime. 1 (held), 0 (the month is used up), -1 (no such job).
+ */
+static const char reserve_script[] = LUA_PRELUDE
+    "local k = jk(ARGV[1])\n"
+    "if redis.call('EXISTS', k) == 0 then return -1 end\n"
+    "local it, u = k .. ':it', 'u' .. ARGV[2]\n"
+    "if redis.call('HEXISTS', it, u) == 1 then return 1 end\n"
+    "if tonumber(redis.call('GET', ARGV[3]) or '0') >= tonumber(ARGV[4]) then return 0 end\n"
+    "if redis.call('INCR', ARGV[3]) == 1 then redis.call('EXPIRE', ARGV[3], ARGV[5]) end\n"
+    "redis.call('HSET', it, u, 1)\n"
+    "return 1\n";
+
+/* The item's held unit given back, once (a counter that expired or holds nothing is left alone). ARGV as above. */
+static const char unreserve_script[] = LUA_PRELUDE
+    "if redis.call('HDEL', jk(ARGV[1]) .. ':it', 'u' .. ARGV[2]) == 1 and\n"
+    "   tonumber(redis.call('GET', ARGV[3]) or '0') > 0 then\n"
+    "  redis.call('DECR', ARGV[3])\n"
+    "end\n"
+    "return 1\n";
+
+#define SCRIPT_TEXT(name) [S_##name] = name##_script,
+static const char *const script_text[] = {SCRIPTS(SCRIPT_TEXT)};
+
+/*
+ * Loads scripts from to to (excluded) on c, pipelined (one round trip), into sha. 0, or -EIO with err filled (c->err
+ * set when the connection broke rather than Redis refusing).
+ */
+static int scripts_load(redisContext *c, char (*sha)[SHA_HEX + 1], enum script from, enum script to, char *err,
+                        size_t errlen) {
+  for (enum script s = from; s < to; s++) {
+    const char *argv[] = {"SCRIPT", "LOAD", script_text[s]};
+    if (redisAppendCommandArgv(c, 3, argv, NULL) != REDIS_OK) {
+      snprintf(err, errlen, "%s", c->errstr);
+      return -EIO;
+    }
+  }
+  int rv = 0;
+  for (enum script s = from; s < to; s++) {
+    redisReply *rep = NULL;
+    if (redisGetReply(c, (void **)&rep) != REDIS_OK) {
+      snprintf(err, errlen, "%s", c->errstr);
+      return -EIO;
+    }
+    if (rv == 0 && (rep->type != REDIS_REPLY_STRING || rep->len != SHA_HEX)) {
+      snprintf(err, errlen, "%s", rep->type == REDIS_REPLY_ERROR ? rep->str : "SCRIPT LOAD answered no SHA1");
+      rv = -EIO;
+    }
+    if (rv == 0) memcpy(sha[s], rep->str, SHA_HEX + 1);
+    freeReplyObject(rep);
+  }
+  return rv;
+}
+
 /* The connection, (re)opened when it is down and the session's wait after the last failure is over; NULL otherwise. */
 static redisContext *conn(struct jsredis *r) {
   if (r->c != NULL) return r->c;
@@ -527,6 +614,7 @@ static redisContext *conn(struct jsredis *r) {
     int ok = rep != NULL && (rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "BUSYGROUP", 9) == 0);
     if (!ok) snprintf(err, sizeof(err), "%s", rep != NULL ? rep->str : c->errstr);
     freeReplyObject(rep);
+    if (ok) ok = scripts_load(c, r->sha, 0, SCRIPT__COUNT, err, sizeof(err)) == 0;
     if (!ok) {
       redisFree(c);
       c = NULL;
@@ -548,8 +636,8 @@ static void conn_lost(struct jsredis *r) {
   r->c = NULL;
 }
 
-/* One command; NULL when Redis did not answer or answered an error (logged). The caller frees the reply. */
-static redisReply *command(struct jsredis *r, int argc, const char **argv, const size_t *lens) {
+/* One command sent: its reply (an error too), or NULL when Redis did not answer (the connection dropped). */
+static redisReply *send_argv(struct jsredis *r, int argc, const char **argv, const size_t *lens) {
   redisContext *c = conn(r);
   if (c == NULL) return NULL;
   redisReply *rep = redisCommandArgv(c, argc, argv, lens);
@@ -562,11 +650,13 @@ static redisReply *command(struct jsredis *r, int argc, const char **argv, const
     if (c == NULL) return NULL;
     rep = redisCommandArgv(c, argc, argv, lens);
   }
-  if (rep == NULL) {
-    conn_lost(r);
-    return NULL;
-  }
-  if (rep->type == REDIS_REPLY_ERROR) {
+  if (rep == NULL) conn_lost(r);
+  return rep;
+}
+
+/* An error Redis answered, logged and taken as no answer (the reply freed); any other reply as it is. */
+static redisReply *refused(struct jsredis *r, redisReply *rep) {
+  if (rep != NULL && rep->type == REDIS_REPLY_ERROR) {
     log_msg(LOG_ERROR, "job store: Redis refused a command", "error", rep->str, NULL);
     /* The stream or its group is gone (deleted, or a Redis restarted empty under us): the next call reconnects,
      * which makes them again. */
@@ -578,6 +668,67 @@ static redisReply *command(struct jsredis *r, int argc, const char **argv, const
     return NULL;
   }
   return rep;
+}
+
+/* One command; NULL when Redis did not answer or answered an error (logged). The caller frees the reply. */
+static redisReply *command(struct jsredis *r, int argc, const char **argv, const size_t *lens) {
+  return refused(r, send_argv(r, argc, argv, lens));
+}
+
+/* EVALSHA's head before a script's arguments: the command, the SHA1, no keys (the scripts name the keys they use). */
+#define SCRIPT_HEAD 3
+/* Calls with up to this many words build them on the stack; longer ones (a job's ids, a skip list) allocate. */
+#define SCRIPT_ARGC_STACK 16
+
+/*
+ * Script s run with its n arguments (lens NULL: each NUL-terminated), as command() answers: every script call goes
+ * through here. A NOSCRIPT (Redis restarted empty, SCRIPT FLUSH, a failover to a replica that never loaded it) loads
+ * the script again on the same connection and repeats the call once, so the caller sees the answer it would have had.
+ */
+static redisReply *script_call(struct jsredis *r, enum script s, int n, const char *const *args, const size_t *lens) {
+  const char *stack_v[SCRIPT_ARGC_STACK];
+  size_t stack_len[SCRIPT_ARGC_STACK];
+  const char **v = stack_v;
+  size_t *len = stack_len;
+  int argc = SCRIPT_HEAD + n;
+  if (argc > SCRIPT_ARGC_STACK) {
+    v = calloc((size_t)argc, sizeof(*v));
+    len = calloc((size_t)argc, sizeof(*len));
+    if (v == NULL || len == NULL) {
+      free(v);
+      free(len);
+      return NULL;
+    }
+  }
+  /* The SHA1 is read when the command is sent, after conn() (re)loaded it on a new connection. */
+  v[0] = "EVALSHA";
+  len[0] = 7;
+  v[1] = r->sha[s];
+  len[1] = SHA_HEX;
+  v[2] = "0";
+  len[2] = 1;
+  for (int i = 0; i < n; i++) {
+    v[SCRIPT_HEAD + i] = args[i];
+    len[SCRIPT_HEAD + i] = lens != NULL ? lens[i] : strlen(args[i]);
+  }
+  redisReply *rep = send_argv(r, argc, v, len);
+  if (rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+    freeReplyObject(rep);
+    rep = NULL;
+    char err[256] = "";
+    if (scripts_load(r->c, r->sha, s, s + 1, err, sizeof(err)) == 0) {
+      rep = send_argv(r, argc, v, len);
+    } else if (r->c->err != 0) {
+      conn_lost(r);
+    } else {
+      log_msg(LOG_ERROR, "job store: Redis refused a command", "error", err, NULL);
+    }
+  }
+  if (v != stack_v) {
+    free(v);
+    free(len);
+  }
+  return refused(r, rep);
 }
 
 /* Arguments of one call, with their lengths. */
@@ -607,19 +758,6 @@ static void arg_n(struct args *a, const void *p, size_t n) {
 }
 
 static void arg(struct args *a, const char *s) { arg_n(a, s, strlen(s)); }
-
-/* EVAL script 0, then a's arguments past the first three (reserved for these). */
-static redisReply *eval(struct jsredis *r, struct args *a, const char *script) {
-  a->v[0] = "EVAL";
-  a->len[0] = 4;
-  a->v[1] = script;
-  a->len[1] = strlen(script);
-  a->v[2] = "0";
-  a->len[2] = 1;
-  return command(r, a->n, a->v, a->len);
-}
-
-#define ARGS_HEAD 3
 
 static void rs_close(void *self) {
   struct jsredis *r = self;
@@ -671,13 +809,12 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
                      size_t n, int64_t now_ms, const char *job_id) {
   struct jsredis *r = self;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 13 + (int)n) != 0) {
+  if (args_init(&a, 13 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
   char now[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
-  a.n = ARGS_HEAD;
   arg(&a, job_id);
   arg(&a, spec->key_id);
   arg(&a, now);
@@ -698,7 +835,7 @@ static int rs_create(void *self, const struct jobstore_spec *spec, const char (*
   snprintf(stored_cap, sizeof(stored_cap), "%zu", spec->max_stored);
   arg(&a, stored_cap);
   for (size_t i = 0; i < n; i++) arg_n(&a, video_ids[i], VTS_VIDEO_ID_LEN);
-  redisReply *rep = eval(r, &a, create_script);
+  redisReply *rep = script_call(r, S_create, a.n, a.v, a.len);
   args_free(&a);
   int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO
            : rep->integer == -2                            ? -ENOSPC
@@ -800,8 +937,8 @@ static int items_chunk(struct jsredis *r, const char *key_id, const char *job_id
   char after_s[24], count_s[24];
   snprintf(after_s, sizeof(after_s), "%" PRId64, from);
   snprintf(count_s, sizeof(count_s), "%zu", count);
-  const char *argv[] = {"EVAL", items_script, "0", job_id, key_id, after_s, count_s};
-  redisReply *rep = command(r, 7, argv, NULL);
+  const char *argv[] = {job_id, key_id, after_s, count_s};
+  redisReply *rep = script_call(r, S_items, 4, argv, NULL);
   if (rep == NULL) return -EIO;
   if (rep->type == REDIS_REPLY_NIL) {
     freeReplyObject(rep);
@@ -865,20 +1002,16 @@ static int rs_cancel(void *self, const char *key_id, const char *job_id, int64_t
   char now[24], ttl[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
-  const char *argv[] = {"EVAL", cancel_script, "0", job_id, key_id, now, ttl};
-  redisReply *rep = command(r, 7, argv, NULL);
+  const char *argv[] = {job_id, key_id, now, ttl};
+  redisReply *rep = script_call(r, S_cancel, 4, argv, NULL);
   int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
   if (rv == 0) *n = (size_t)rep->integer;
   freeReplyObject(rep);
   return rv;
 }
 
-/* ARGV: key. The items its jobs keep (expired ones pruned first, up to 100 a call). */
-static const char stored_script[] = LUA_PRELUDE "return stored(ARGV[1])\n";
-
 static int rs_stored_items(void *self, const char *key_id, size_t *n) {
-  const char *argv[] = {"EVAL", stored_script, "0", key_id};
-  redisReply *rep = command(self, 4, argv, NULL);
+  redisReply *rep = script_call(self, S_stored, 1, &key_id, NULL);
   int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0 ? 0 : -EIO;
   *n = rv == 0 ? (size_t)rep->integer : 0;
   freeReplyObject(rep);
@@ -926,32 +1059,31 @@ static void taken_drop(struct jsredis *r, const char *job_id, int64_t seq, char 
 }
 
 /* The script's fixed arguments (a), then the names of skip. Returns its reply, or NULL (-ENOMEM in *rv). */
-static redisReply *eval_skip(struct jsredis *r, const char *script, const char *const *fixed, int nfixed,
-                             const struct jobstore_skip *skip, int *rv) {
+static redisReply *script_skip(struct jsredis *r, enum script script, const char *const *fixed, int nfixed,
+                               const struct jobstore_skip *skip, int *rv) {
   size_t n = skip != NULL ? skip->n : 0;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + nfixed + (int)n) != 0) {
+  if (args_init(&a, nfixed + (int)n) != 0) {
     args_free(&a);
     *rv = -ENOMEM;
     return NULL;
   }
-  a.n = ARGS_HEAD;
   for (int i = 0; i < nfixed; i++) arg(&a, fixed[i]);
   for (size_t i = 0; i < n; i++) arg(&a, skip->keys[i]);
-  redisReply *rep = eval(r, &a, script);
+  redisReply *rep = script_call(r, script, a.n, a.v, a.len);
   args_free(&a);
   *rv = -EIO;
   return rep;
 }
 
 /* A leased take (a page, a hook): script runs with the time and the lease as its fixed arguments, then skip's names. */
-static redisReply *eval_leased(struct jsredis *r, const char *script, int64_t now_ms, int64_t lease_ms,
-                               const struct jobstore_skip *skip, int *rv) {
+static redisReply *script_leased(struct jsredis *r, enum script script, int64_t now_ms, int64_t lease_ms,
+                                 const struct jobstore_skip *skip, int *rv) {
   char now[24], lease[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
   const char *fixed[] = {now, lease};
-  return eval_skip(r, script, fixed, 2, skip, rv);
+  return script_skip(r, script, fixed, 2, skip, rv);
 }
 
 static int rs_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jobstore_skip *skip,
@@ -964,7 +1096,7 @@ static int rs_take(void *self, int64_t now_ms, int64_t lease_ms, const struct jo
   snprintf(idle, sizeof(idle), "%d", JOBSTORE_CLAIM_IDLE_MS);
   const char *fixed[] = {now, r->consumer, idle};
   int failed = 0;
-  redisReply *rep = eval_skip(r, take_script, fixed, 3, skip, &failed);
+  redisReply *rep = script_skip(r, S_take, fixed, 3, skip, &failed);
   if (rep == NULL) return failed;
   if (rep->type == REDIS_REPLY_NIL) {
     freeReplyObject(rep);
@@ -1000,15 +1132,15 @@ static int end_item(struct jsredis *r, const char *job_id, int64_t seq, int64_t 
   snprintf(s, sizeof(s), "%" PRId64, seq);
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
-  const char *argv[ARGS_HEAD + 6 + 6] = {"EVAL", end_script, "0", job_id, s, entry, now, ttl, mode};
-  size_t lens[ARGS_HEAD + 6 + 6];
-  int argc = ARGS_HEAD + 6;
+  const char *argv[6 + 6] = {job_id, s, entry, now, ttl, mode};
+  size_t lens[6 + 6];
+  int argc = 6;
   for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
   for (int i = 0; i < nmore; i++) {
     argv[argc] = more[i];
     lens[argc++] = more_len != NULL ? more_len[i] : strlen(more[i]);
   }
-  redisReply *rep = command(r, argc, argv, lens);
+  redisReply *rep = script_call(r, S_end, argc, argv, lens);
   int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
   freeReplyObject(rep);
   return rv;
@@ -1054,49 +1186,26 @@ static int rs_retry(void *self, const char *job_id, int64_t seq, int64_t not_bef
   return rv == 1 ? 0 : rv == -1 ? -ENOENT : rv;
 }
 
-/*
- * An item's unit of the month, held before its platform request and marked on the item (field u<seq> of its job's
- * items), so that a runner that claims the item from a dead one finds it held and takes none more. ARGV: job id, seq,
- * the counter, the quota, the counter's lifetime. 1 (held), 0 (the month is used up), -1 (no such job).
- */
-static const char reserve_script[] = LUA_PRELUDE
-    "local k = jk(ARGV[1])\n"
-    "if redis.call('EXISTS', k) == 0 then return -1 end\n"
-    "local it, u = k .. ':it', 'u' .. ARGV[2]\n"
-    "if redis.call('HEXISTS', it, u) == 1 then return 1 end\n"
-    "if tonumber(redis.call('GET', ARGV[3]) or '0') >= tonumber(ARGV[4]) then return 0 end\n"
-    "if redis.call('INCR', ARGV[3]) == 1 then redis.call('EXPIRE', ARGV[3], ARGV[5]) end\n"
-    "redis.call('HSET', it, u, 1)\n"
-    "return 1\n";
-
-/* The item's held unit given back, once (a counter that expired or holds nothing is left alone). ARGV as above. */
-static const char unreserve_script[] = LUA_PRELUDE
-    "if redis.call('HDEL', jk(ARGV[1]) .. ':it', 'u' .. ARGV[2]) == 1 and\n"
-    "   tonumber(redis.call('GET', ARGV[3]) or '0') > 0 then\n"
-    "  redis.call('DECR', ARGV[3])\n"
-    "end\n"
-    "return 1\n";
-
-static int month_unit(struct jsredis *r, const char *script, const char *job_id, int64_t seq,
+static int month_unit(struct jsredis *r, enum script script, const char *job_id, int64_t seq,
                       const struct jobstore_charge *c) {
   char s[24], quota[24], ttl[24];
   snprintf(s, sizeof(s), "%" PRId64, seq);
   snprintf(quota, sizeof(quota), "%" PRId64, c->quota);
   snprintf(ttl, sizeof(ttl), "%" PRId64, c->ttl_s);
-  const char *argv[] = {"EVAL", script, "0", job_id, s, c->counter, quota, ttl};
-  redisReply *rep = command(r, 8, argv, NULL);
+  const char *argv[] = {job_id, s, c->counter, quota, ttl};
+  redisReply *rep = script_call(r, script, 5, argv, NULL);
   int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
   freeReplyObject(rep);
   return rv;
 }
 
 static int rs_reserve(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *c) {
-  int rv = month_unit(self, reserve_script, job_id, seq, c);
+  int rv = month_unit(self, S_reserve, job_id, seq, c);
   return rv == -1 ? -ENOENT : rv;
 }
 
 static int rs_unreserve(void *self, const char *job_id, int64_t seq, const struct jobstore_charge *c) {
-  int rv = month_unit(self, unreserve_script, job_id, seq, c);
+  int rv = month_unit(self, S_unreserve, job_id, seq, c);
   return rv < 0 ? rv : 0;
 }
 
@@ -1105,14 +1214,13 @@ static int rs_keepalive(void *self, int64_t now_ms) {
   struct jsredis *r = self;
   if (r->ntaken == 0) return 0;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 1 + (int)r->ntaken) != 0) {
+  if (args_init(&a, 1 + (int)r->ntaken) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
-  a.n = ARGS_HEAD;
   arg(&a, r->consumer);
   for (size_t i = 0; i < r->ntaken; i++) arg(&a, r->taken[i].entry);
-  redisReply *rep = eval(r, &a, keepalive_script);
+  redisReply *rep = script_call(r, S_keepalive, a.n, a.v, a.len);
   args_free(&a);
   int rv = rep != NULL ? 0 : -EIO;
   freeReplyObject(rep);
@@ -1124,7 +1232,7 @@ static int rs_take_page(void *self, int64_t now_ms, int64_t lease_ms, const stru
   struct jsredis *r = self;
   memset(out, 0, sizeof(*out));
   int failed = 0;
-  redisReply *rep = eval_leased(r, take_page_script, now_ms, lease_ms, skip, &failed);
+  redisReply *rep = script_leased(r, S_take_page, now_ms, lease_ms, skip, &failed);
   if (rep == NULL) return failed;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 6) {
@@ -1147,7 +1255,7 @@ static int rs_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
   struct jsredis *r = self;
   *added = 0;
   struct args a;
-  if (args_init(&a, ARGS_HEAD + 7 + (int)n) != 0) {
+  if (args_init(&a, 7 + (int)n) != 0) {
     args_free(&a);
     return -ENOMEM;
   }
@@ -1156,7 +1264,6 @@ static int rs_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
   snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
   snprintf(read_s, sizeof(read_s), "%" PRId64, read);
   snprintf(max_s, sizeof(max_s), "%" PRId64, max_pages);
-  a.n = ARGS_HEAD;
   arg(&a, job_id);
   arg(&a, now);
   arg(&a, ttl);
@@ -1165,7 +1272,7 @@ static int rs_page_done(void *self, const char *job_id, const char (*ids)[VTS_VI
   arg(&a, max_s);
   arg(&a, why != NULL ? why : "");
   for (size_t i = 0; i < n; i++) arg_n(&a, ids[i], VTS_VIDEO_ID_LEN);
-  redisReply *rep = eval(r, &a, page_done_script);
+  redisReply *rep = script_call(r, S_page_done, a.n, a.v, a.len);
   args_free(&a);
   int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
   if (rv == 0) *added = (size_t)rep->integer;
@@ -1177,16 +1284,15 @@ static int rs_page_retry(void *self, const char *job_id, int64_t not_before_ms, 
   char due[24], now[24];
   snprintf(due, sizeof(due), "%" PRId64, not_before_ms);
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
-  const char *argv[] = {"EVAL", page_retry_script, "0", job_id, due, now};
-  redisReply *rep = command(self, 6, argv, NULL);
+  const char *argv[] = {job_id, due, now};
+  redisReply *rep = script_call(self, S_page_retry, 3, argv, NULL);
   int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
   freeReplyObject(rep);
   return rv;
 }
 
 static int rs_hook_owed(void *self, char job_id[JOBSTORE_ID_LEN + 1], char key_id[JOBSTORE_KEY_ID_MAX + 1]) {
-  const char *argv[] = {"EVAL", hook_owed_script, "0"};
-  redisReply *rep = command(self, 3, argv, NULL);
+  redisReply *rep = script_call(self, S_hook_owed, 0, NULL, NULL);
   if (rep == NULL) return -EIO;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
@@ -1202,9 +1308,9 @@ static int rs_hook_add(void *self, const char *job_id, const char *body, size_t 
   if (len > VTS_WEBHOOK_MAX_PAYLOAD_BYTES) return -EINVAL;
   char now[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
-  const char *argv[] = {"EVAL", hook_add_script, "0", job_id, body, now};
-  size_t lens[] = {4, strlen(hook_add_script), 1, strlen(job_id), len, strlen(now)};
-  redisReply *rep = command(self, 6, argv, lens);
+  const char *argv[] = {job_id, body, now};
+  size_t lens[] = {strlen(job_id), len, strlen(now)};
+  redisReply *rep = script_call(self, S_hook_add, 3, argv, lens);
   int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? 0 : -EIO;
   freeReplyObject(rep);
   return rv;
@@ -1214,7 +1320,7 @@ static int rs_hook_take(void *self, int64_t now_ms, int64_t lease_ms, const stru
                         struct jobstore_hook *out) {
   memset(out, 0, sizeof(*out));
   int failed = 0;
-  redisReply *rep = eval_leased(self, hook_take_script, now_ms, lease_ms, skip, &failed);
+  redisReply *rep = script_leased(self, S_hook_take, now_ms, lease_ms, skip, &failed);
   if (rep == NULL) return failed;
   int rv = rep->type == REDIS_REPLY_NIL ? -EAGAIN : -EIO;
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 7) {
@@ -1243,8 +1349,8 @@ static int rs_hook_end(void *self, const char *job_id, enum jobstore_hook_state 
   snprintf(next, sizeof(next), "%" PRId64, next_ms);
   snprintf(status, sizeof(status), "%d", http_status);
   snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
-  const char *argv[] = {"EVAL", hook_end_script, "0", job_id, st, next, status, ttl};
-  redisReply *rep = command(r, 8, argv, NULL);
+  const char *argv[] = {job_id, st, next, status, ttl};
+  redisReply *rep = script_call(r, S_hook_end, 5, argv, NULL);
   int rv = rep == NULL || rep->type != REDIS_REPLY_INTEGER ? -EIO : rep->integer < 0 ? -ENOENT : 0;
   freeReplyObject(rep);
   return rv;
@@ -1255,8 +1361,8 @@ static int rs_stop_key(void *self, const char *key_id, const char *why, int64_t 
   char now[24], ttl[24];
   snprintf(now, sizeof(now), "%" PRId64, now_ms);
   snprintf(ttl, sizeof(ttl), "%" PRId64, r->ttl_ms);
-  const char *argv[] = {"EVAL", stop_key_script, "0", key_id, why, now, ttl};
-  redisReply *rep = command(r, 7, argv, NULL);
+  const char *argv[] = {key_id, why, now, ttl};
+  redisReply *rep = script_call(r, S_stop_key, 4, argv, NULL);
   int rv = rep != NULL && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -EIO;
   freeReplyObject(rep);
   return rv;

@@ -9,7 +9,9 @@ in a 20 s window after that one (perf stat on uprobes at those functions of the 
 after; a window of its own since each hit traps). With
 --redis, a redis-server of its own holds the jobs (VTS_REDIS_URL): the commands the dispatcher's connections sent in
 the window, by name (seen by a MONITOR client, each connection told apart by its socket in /proc; the store pipelines
-nothing, so each command is one round trip), and all the commands Redis ran (INFO commandstats, the scripts' own
+nothing, so each command is one round trip), all the commands Redis ran (INFO commandstats, the scripts' own
+included), the bytes Redis read from its clients per second (INFO stats total_net_input_bytes; the window's own
+MONITOR and INFO add under 100 bytes) and Redis's own CPU time per minute (INFO cpu; the MONITOR client's share
 included).
     VTS_BUILD_DIR=build tests/bench/store_idle.py [SECONDS] [--redis]
 """
@@ -75,6 +77,20 @@ def add_probes(lib):
 def remove_probes(events):
     for e in events:
         subprocess.run(["perf", "probe", "-q", "-d", e], capture_output=True)
+
+
+def input_bytes(redis):
+    """Redis's total_net_input_bytes: every byte its clients sent it."""
+    text = redis.call("INFO", "stats")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return int(re.search(r"total_net_input_bytes:(\d+)", text).group(1))
+
+
+def redis_cpu_s(redis):
+    """Redis's own CPU time so far in seconds (its main thread and the others, user and system)."""
+    text = redis.call("INFO", "cpu")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return sum(float(m.group(1)) for m in re.finditer(r"used_cpu_(?:sys|user):([\d.]+)", text))
 
 
 def commandstats(redis):
@@ -155,6 +171,8 @@ def main():
         assert len(pids) == 1, "one dispatcher expected, found %r" % pids
         pid = pids[0]
         binary = os.path.join(os.environ.get("VTS_BUILD_DIR", "build"), "bin", "vts-gateway")
+        before_in = input_bytes(redis) if redis is not None else 0
+        before_cpu = redis_cpu_s(redis) if redis is not None else 0
         before_cmds = commandstats(redis) if redis is not None else {}
         monitor = Monitor(redis.port) if redis is not None else None
         before = thread_cpu(pid)
@@ -164,6 +182,8 @@ def main():
         elapsed = time.monotonic() - t0
         per_min = 60.0 / elapsed
         after_cmds = commandstats(redis) if redis is not None else {}
+        after_in = input_bytes(redis) if redis is not None else 0
+        after_cpu = redis_cpu_s(redis) if redis is not None else 0
         if monitor is not None:
             monitor.close()
         print("store: %s; dispatcher pid %d idle %.1f s (CPU per minute below)" % (
@@ -205,6 +225,9 @@ def main():
                 n = after_cmds[cmd] - before_cmds.get(cmd, 0) - (1 if cmd in ("info", "monitor") else 0)
                 if n > 0:
                     print("    %-12s %8d (%.1f per second)" % (cmd, n, n / elapsed))
+            print("  bytes Redis read from its clients: %d (%.0f per second)" % (
+                after_in - before_in, (after_in - before_in) / elapsed))
+            print("  Redis's own CPU time: %.1f ms per minute" % ((after_cpu - before_cpu) * 1000.0 * per_min))
         return 0
     finally:
         remove_probes(events)
