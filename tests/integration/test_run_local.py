@@ -141,7 +141,8 @@ def test_serving_only_when_ready_a_second_one_refused_and_sighup_stops_everythin
         started = session_pids(sv)
         assert len(started) >= 4, started  # supervisord, the gateway's master, worker and dispatcher, the fetcher
         os.killpg(first.proc.pid, signal.SIGHUP)
-        assert first.wait(timeout=60) == 129
+        status = first.wait(timeout=60)
+        assert status == 129, first.trace_tail()
         assert wait_for(lambda: not session_pids(sv), 10), session_pids(sv)
         assert _ready(first.port) is None, "the port still answers"
     finally:
@@ -194,9 +195,19 @@ class RunLocalOnTerminal(RunLocal):
             hangup_as_a_terminal_sends_it()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen(["bash", str(SCRIPT)], env=self.env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True, preexec_fn=take_terminal, cwd=str(REPO))
+        # The script's trace goes to a file of its own (the terminal is gone when it matters): what it ran last says
+        # why it ended, should it end otherwise than the hang-up's way.
+        self.trace_path = self.run_dir / "xtrace"
+        trace = open(self.trace_path, "w")
+        self.env["BASH_XTRACEFD"] = str(trace.fileno())
+        self.proc = subprocess.Popen(["bash", "-x", str(SCRIPT)], env=self.env, stdin=slave, stdout=slave,
+                                     stderr=slave, start_new_session=True, preexec_fn=take_terminal, cwd=str(REPO),
+                                     pass_fds=(trace.fileno(),))
+        trace.close()
         os.close(slave)
+
+    def trace_tail(self, lines=40):
+        return "\n".join(self.trace_path.read_text(errors="replace").splitlines()[-lines:])
 
     def out(self):
         while self.master is not None and select.select([self.master], [], [], 0)[0]:
@@ -227,7 +238,8 @@ def test_a_closed_terminal_stops_everything_and_a_leftover_is_named_with_how_to_
         assert len(session_pids(sv)) >= 4, session_pids(sv)
         # The terminal goes away: the kernel hangs it up (SIGHUP to the script) and every later write to it fails.
         first.close_terminal()
-        assert first.wait(timeout=60) == 129
+        status = first.wait(timeout=60)
+        assert status == 129, first.trace_tail()
         assert wait_for(lambda: not session_pids(sv), 10), "left running: %s" % session_pids(sv)
         assert _ready(first.port) is None, "the port still answers"
     finally:
