@@ -17,7 +17,8 @@
 # With REPEAT=N each row is run N times, vts and nginx in turn, and the medians of the N runs are printed, with how
 # many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side.
 # Environment: RATES ("20 50 80"), RATE_OF (own), DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
-# SRV_CPU (1), VTS_BUILD_DIR.
+# SRV_CPU (1), KTHREADS_OFF (0; 1 moves the kernel's movable bursty threads off the server's core, as root),
+# VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
@@ -33,8 +34,18 @@ gen() { taskset -c "$GEN_CPU" "$build/bin/bench_openloop" "$@"; }
 work=$(mktemp -d /tmp/vts-tail.XXXXXX)
 chmod 755 "$work" # nginx workers run as an unprivileged user and must read the bodies
 pids=()
-trap cleanup EXIT
-
+moved=() # "pid cpus" of the kernel threads KTHREADS_OFF moved, put back at the end
+put_back() { local m; for m in "${moved[@]}"; do taskset -pc "${m#* }" "${m%% *}" >/dev/null 2>&1 || true; done; cleanup; }
+trap put_back EXIT
+# KTHREADS_OFF=1: the kernel's unbound threads that run in bursts of milliseconds (memory monitoring's kdamond, RCU's
+# grace-period thread) are moved off the server's core for the run, onto the generator's, as an operator isolating
+# a core would; both servers are measured so. The per-core ones (ksoftirqd, kworker/N) cannot move and stay.
+if [ "${KTHREADS_OFF:-0}" = 1 ]; then
+  for p in $(pgrep -x 'kdamond\.[0-9]+|rcu_preempt|rcu_sched'); do
+    cpus=$(taskset -pc "$p" | sed 's/.*: //')
+    taskset -pc "$GEN_CPU" "$p" >/dev/null && moved+=("$p $cpus") && echo "moved $(cat "/proc/$p/comm") off cpu $SRV_CPU"
+  done
+fi
 
 up_port=$(free_port); gw_port=$(free_port); jobs_port=$(free_port); ng_port=$(free_port)
 taskset -c "$GEN_CPU" python3 "$root/tests/fake_upstream/fake_upstream.py" --port "$up_port" >"$work/upstream.log" 2>&1 &
