@@ -158,6 +158,13 @@ uint64_t util_siphash_final(struct util_siphash *h) {
   return h->v[0] ^ h->v[1] ^ h->v[2] ^ h->v[3];
 }
 
+uint64_t util_siphash(const unsigned char key[16], const void *data, size_t len) {
+  struct util_siphash h;
+  util_siphash_init(&h, key);
+  util_siphash_update(&h, data, len);
+  return util_siphash_final(&h);
+}
+
 int util_random_bytes(void *out, size_t n) {
   unsigned char *raw = out;
   size_t got = 0;

@@ -40,6 +40,8 @@ struct util_siphash {
 void util_siphash_init(struct util_siphash *h, const unsigned char key[16]);
 void util_siphash_update(struct util_siphash *h, const void *data, size_t len);
 uint64_t util_siphash_final(struct util_siphash *h);
+/* SipHash-2-4 of one piece of data under key: init, update and final at once. */
+uint64_t util_siphash(const unsigned char key[16], const void *data, size_t len);
 /* SHA-256 of data, its 32 bytes into md. */
 void util_sha256(const void *data, size_t len, unsigned char md[32]);
 /* SHA-256 of data as 64 lowercase hex characters and a NUL into out (65 bytes). */

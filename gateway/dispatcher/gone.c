@@ -21,10 +21,7 @@ struct gone {
 };
 
 static size_t slot_of(const struct gone *g, const char *name, size_t len) {
-  struct util_siphash h;
-  util_siphash_init(&h, g->secret);
-  util_siphash_update(&h, name, len);
-  return (size_t)(util_siphash_final(&h) & g->mask);
+  return (size_t)(util_siphash(g->secret, name, len) & g->mask);
 }
 
 /* Puts every record in the table, emptied first. */

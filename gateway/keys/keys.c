@@ -230,10 +230,7 @@ static int find_duplicate(const struct key_entry *entries, size_t n, size_t *dup
  * lengthen the probes (names are the operator's, but a table that cannot be lined up needs no such trust).
  */
 static size_t name_slot(const struct keystore *ks, const char *name, size_t len) {
-  struct util_siphash h;
-  util_siphash_init(&h, ks->secret);
-  util_siphash_update(&h, name, len);
-  return (size_t)(util_siphash_final(&h) & ks->mask);
+  return (size_t)(util_siphash(ks->secret, name, len) & ks->mask);
 }
 
 /* Builds the lookup tables over ks->entries (names and digests are unique by then). Returns 0, or -ENOMEM. */

@@ -31,15 +31,23 @@ static int ends_in_7(const char *name, void *arg) {
   return name[strlen(name) - 1] == '7';
 }
 
-static void test_gone_keys_are_found_by_name_among_many(void **state) {
-  (void)state;
+/* A set of MANY gone keys, key-00000 onwards, each made (arg: its index) as set wants. */
+static struct gone *many_gone(void (*set)(struct gone_key *k, int i)) {
   struct gone *g = gone_new();
   assert_non_null(g);
   char name[32];
   for (int i = 0; i < MANY; i++) {
     name_of(i, name, sizeof(name));
     assert_int_equal(gone_add(g, name), 0);
+    if (set != NULL) set(gone_find(g, name), i);
   }
+  return g;
+}
+
+static void test_gone_keys_are_found_by_name_among_many(void **state) {
+  (void)state;
+  struct gone *g = many_gone(NULL);
+  char name[32];
   /* A key counted twice has one record. */
   assert_int_equal(gone_add(g, "key-00042"), 0);
   assert_int_equal(gone_count(g), MANY);
@@ -66,16 +74,14 @@ static void test_gone_keys_are_found_by_name_among_many(void **state) {
   gone_free(g);
 }
 
+static void state_by_index(struct gone_key *k, int i) {
+  k->state = i % 3 == 0 ? GONE_STOPPED : i % 3 == 1 ? GONE_STOPPING : GONE_RUNNING;
+}
+
 static void test_a_key_back_is_dropped_and_the_others_keep_their_state(void **state) {
   (void)state;
-  struct gone *g = gone_new();
-  assert_non_null(g);
+  struct gone *g = many_gone(state_by_index);
   char name[32];
-  for (int i = 0; i < MANY; i++) {
-    name_of(i, name, sizeof(name));
-    assert_int_equal(gone_add(g, name), 0);
-    gone_find(g, name)->state = i % 3 == 0 ? GONE_STOPPED : i % 3 == 1 ? GONE_STOPPING : GONE_RUNNING;
-  }
   int calls = 0;
   assert_int_equal(gone_drop_if(g, ends_in_7, &calls), MANY / 10);
   assert_int_equal(calls, MANY);
