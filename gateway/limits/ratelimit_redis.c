@@ -135,19 +135,31 @@ struct rlredis {
 #define HEARTBEAT_KEY "vts:gateways"
 
 /*
+ * Units one script call reserved: the last of them made Redis's window and month counts end_w and end_q, so the unit
+ * given out with `left` of them held saw end_w - left + 1 and end_q - left + 1 (each unit its own count).
+ */
+struct lease_run {
+  int64_t left, end_w, end_q;
+};
+
+/* Runs a lease holds at most: a call's units reserved while older ones are still held, with other counts (its own
+ * checks', other workers') between them, are a run of their own; beyond this the oldest run goes back. */
+#define LEASE_RUNS 4
+
+/*
  * Units of a key that Redis reserved for this worker in one window and month (see ratelimit_redis.h), given out to
- * the key's checks without a round trip.
+ * the key's checks without a round trip, oldest run first.
  */
 struct lease {
   struct lease *next; /* in r->leases[bucket] */
   char digest[65];
   int64_t window_s, window_index, month, rate, quota;
-  int64_t left;           /* units held */
-  int64_t seen_w, seen_q; /* Redis's window and month counts once the units were reserved: a unit given out saw
-                           * these less the units still held */
-  int64_t want;           /* units the next call for the key asks for */
-  bool used;              /* a unit given out since the last sweep */
-  bool starved;           /* used up while the next lease was on its way: want doubled once for that */
+  int64_t left; /* units held, in all runs */
+  struct lease_run run[LEASE_RUNS];
+  unsigned runs;
+  int64_t want; /* units the next call for the key asks for */
+  bool used;    /* a unit given out since the last sweep */
+  bool starved; /* used up while the next lease was on its way: want doubled once for that */
 };
 
 /* One check's caller. */
@@ -723,19 +735,31 @@ static bool lease_fits(const struct lease *l, const struct rl_limits *lim, int64
          l->quota == lim->quota;
 }
 
-/* Gives the lease's unused units back to Redis, without awaiting a reply (units Redis does not take back stay
- * counted, the safe side). */
+/* Gives n of the lease's units back to Redis, without awaiting a reply (units Redis does not take back stay counted,
+ * the safe side). */
+static void units_give_back(struct rlredis *r, const struct lease *l, int64_t n) {
+  if (n <= 0 || r->ac == NULL || !r->ready) return;
+  char wkey[RLREDIS_KEY_BYTES], mkey[RLREDIS_KEY_BYTES], units[24];
+  size_t lens[6] = {4, sizeof(give_back_script) - 1, 1, 0, 0, 0};
+  lens[3] = window_key(wkey, l->digest, l->window_s, l->window_index, "");
+  lens[4] = month_key(mkey, l->digest, l->month, "");
+  lens[5] = util_u64_dec((uint64_t)n, units);
+  const char *argv[] = {"EVAL", give_back_script, "2", wkey, mkey, units};
+  if (redisAsyncCommandArgv(r->ac, NULL, NULL, 6, argv, lens) != REDIS_OK) r->errors++;
+}
+
+/* Gives every unit the lease holds back. */
 static void lease_give_back(struct rlredis *r, struct lease *l) {
-  if (l->left > 0 && r->ac != NULL && r->ready) {
-    char wkey[RLREDIS_KEY_BYTES], mkey[RLREDIS_KEY_BYTES], units[24];
-    size_t lens[6] = {4, sizeof(give_back_script) - 1, 1, 0, 0, 0};
-    lens[3] = window_key(wkey, l->digest, l->window_s, l->window_index, "");
-    lens[4] = month_key(mkey, l->digest, l->month, "");
-    lens[5] = util_u64_dec((uint64_t)l->left, units);
-    const char *argv[] = {"EVAL", give_back_script, "2", wkey, mkey, units};
-    if (redisAsyncCommandArgv(r->ac, NULL, NULL, 6, argv, lens) != REDIS_OK) r->errors++;
-  }
+  units_give_back(r, l, l->left);
   l->left = 0;
+  l->runs = 0;
+}
+
+/* The lease's oldest run is done with: its units (given out, or given back) are no longer held. */
+static void lease_shift(struct lease *l) {
+  l->left -= l->run[0].left;
+  memmove(&l->run[0], &l->run[1], (l->runs - 1) * sizeof(l->run[0]));
+  l->runs--;
 }
 
 /* Frees the leases a lost connection left, their units given back first when give_back. */
@@ -787,9 +811,13 @@ static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t re
   } else if (!lease_fits(l, &lim, q->window_index, q->month)) {
     lease_move(r, l, &lim, q->window_index, q->month);
   }
+  if (l->runs == LEASE_RUNS) {
+    units_give_back(r, l, l->run[0].left);
+    lease_shift(l);
+  }
+  /* After the call's own checks: the window counted all n of them, the month the admitted ones. */
+  l->run[l->runs++] = (struct lease_run){reply[3], reply[0] + (int64_t)q->n + reply[3], reply[1] + reply[2] + reply[3]};
   l->left += reply[3];
-  l->seen_w = reply[0] + (int64_t)q->n + reply[3];
-  l->seen_q = reply[1] + reply[2] + reply[3];
   if (lease_asked(q) > l->want) l->want = lease_asked(q);
   l->used = true;
   l->starved = false;
@@ -833,10 +861,13 @@ static bool lease_take(struct rlredis *r, unsigned bucket, const char *digest, c
     *want = l->want;
     return false;
   }
+  struct lease_run *run = &l->run[0];
+  struct rlredis_result res = {RL_ALLOW, run->end_w - run->left + 1, run->end_q - run->left + 1, 0};
+  run->left--;
   l->left--;
+  if (run->left == 0) lease_shift(l);
   l->used = true;
   r->leased++;
-  struct rlredis_result res = {RL_ALLOW, l->seen_w - l->left, l->seen_q - l->left, 0};
   if (l->left * 2 <= l->want && !key_in_flight(r, bucket, digest)) {
     struct rlreq *q = open_batch(r, digest, lim, window_index, month, true);
     if (q == NULL) q = batch_new(r, digest, lim, now, window_index, month, true);

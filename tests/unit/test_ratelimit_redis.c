@@ -486,6 +486,55 @@ static void test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle(v
   assert_int_equal(stats(f).redis_leased, 8);
 }
 
+/* One check that the key's lease decides at once (no round trip): its window and month counts as remaining. */
+static struct rl_decision check_from_lease(struct fx *f) {
+  struct answers a = {0};
+  ratelimit_check(f->rl, &f->key, on_decision, &a);
+  assert_int_equal(a.n, 1); /* decided before ratelimit_check returned */
+  assert_int_equal(a.last.outcome, RL_ALLOW);
+  return a.last;
+}
+
+/*
+ * The next lease comes while the key's lease still holds units, and other counts lie between the two (another
+ * gateway's three): each unit given out reports the count it made in Redis, the older lease's first, and never a
+ * count another request saw.
+ */
+static void test_a_lease_topped_up_while_held_gives_each_unit_its_own_count(void **state) {
+  FX();
+  start(f, 1000, true);
+  f->key.quota = 100000;
+  assert_int_equal(check(f, NULL).outcome, RL_ALLOW); /* connected; 1 used */
+  struct seq s;
+  checks_at_once(f, 8, &s); /* 2..9, and a lease of 10..17 */
+  /* Four from the lease: 10..13; the fourth leaves it half used, which asks for the next lease. */
+  for (int i = 0; i < 4; i++) assert_int_equal(check_from_lease(f).remaining, 1000 - (10 + i));
+  /* Another gateway counts three (18..20) before that call runs. */
+  char wname[128], mname[128], cmd[300];
+  key_names(f, &f->key, wname, mname);
+  snprintf(cmd, sizeof(cmd), "INCRBY %s 3", wname);
+  redis_command(f, cmd);
+  snprintf(cmd, sizeof(cmd), "INCRBY %s 3", mname);
+  redis_command(f, cmd);
+  /* The call runs (the next lease: 21..28), and its answer is read. */
+  long long window = 0, month = 0;
+  for (int i = 0; i < 400 && window != 28; i++) {
+    run_for_ms(&f->loop, 5);
+    key_counts(f, &f->key, &window, &month);
+  }
+  assert_int_equal(window, 28);
+  assert_int_equal(month, 28);
+  run_for_ms(&f->loop, 30);
+  /* The first lease's last four, then the next lease's eight: each its own count, in the window and the month. */
+  static const int counts[] = {14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28};
+  for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+    struct rl_decision d = check_from_lease(f);
+    assert_int_equal(d.remaining, 1000 - counts[i]);
+    assert_int_equal(d.quota_remaining, 100000 - counts[i]);
+  }
+  assert_int_equal(stats(f).redis_leased, 16);
+}
+
 #define LEASE_ROUNDS 5
 #define LEASE_ROUND_CHECKS 100
 
@@ -880,6 +929,7 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_lease_topped_up_while_held_gives_each_unit_its_own_count, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_key_near_its_limit_gets_no_lease, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_goes_back_when_its_window_ends, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_of_a_lost_connection_goes_back_to_the_same_server, setup, teardown),
