@@ -115,7 +115,11 @@ static void handle_openapi(struct handlers_ctx *ctx, struct http_request *req) {
   http_respond(req, 200, NULL, (const char *)openapi_json, openapi_json_len, NULL);
 }
 
-/* Every answer but a 200 with a transcript, a client gone included, gives the reserved month's unit back. */
+/*
+ * Every answer but a 200 with a transcript, a client gone included, gives the reserved month's unit back: before the
+ * answer is written (transcript_error, respond_not_modified), so the client's next request, on any worker, finds it
+ * back; here for a client gone.
+ */
 static void transcript_free(struct transcript *t) {
   ratelimit_refund(t->ctx->rl, &t->rl);
   http_request_release(t->req);
@@ -124,7 +128,10 @@ static void transcript_free(struct transcript *t) {
   free(t);
 }
 
-static void transcript_error(struct transcript *t, enum api_error e) { http_respond_error(t->req, e, t->rl_headers); }
+static void transcript_error(struct transcript *t, enum api_error e) {
+  ratelimit_refund(t->ctx->rl, &t->rl);
+  http_respond_error(t->req, e, t->rl_headers);
+}
 
 /* Picks the form of ent for req's Accept-Encoding and writes its ETag; returns whether If-None-Match names it. */
 static int choose_form(const struct http_request *req, const struct entity *ent, enum entity_coding *coding,
@@ -204,6 +211,7 @@ static void respond_not_modified(struct transcript *t, const struct proto_result
   strb_u64(&h, res->cache_ms / 1000);
   strb_puts(&h, "\r\n");
   strb_puts(&h, answer_vary(t));
+  ratelimit_refund(t->ctx->rl, &t->rl);
   http_respond(t->req, 304, headers, NULL, 0, NULL);
 }
 

@@ -385,7 +385,10 @@ static const char *read_args(struct mcp_call *c, yajl_val args) {
   return NULL;
 }
 
-/* Every answer but a delivered result gives the reserved month's unit back (as for a REST request). */
+/*
+ * Every answer but a delivered result gives the reserved month's unit back (as for a REST request): before the answer
+ * is written (respond_tool_error), so the client's next call finds it back; here for a client gone or a free page.
+ */
 static void call_free(struct mcp_call *c) {
   ratelimit_refund(c->ctx->rl, &c->rl);
   http_request_release(c->req);
@@ -400,6 +403,7 @@ static void respond_tool(struct mcp_call *c, const char *text, size_t text_len, 
 
 /* The isError result of a REST error e, with retry_after_s (seconds, or 0 for none). */
 static void respond_tool_error(struct mcp_call *c, enum api_error e, int64_t retry_after_s) {
+  ratelimit_refund(c->ctx->rl, &c->rl);
   mcp_rpc_tool_error(c->req, c->id, c->rl_headers, e, NULL, retry_after_s);
 }
 
@@ -598,6 +602,7 @@ static void respond_rendered(struct mcp_call *c, const char *body, size_t len, c
   int rv = c->tool->render(c, body, len, ent, &out);
   if (rv == -ESTALE) {
     buf_free(&out);
+    ratelimit_refund(c->ctx->rl, &c->rl);
     mcp_rpc_error(c->req, 200, c->id, MCP_RPC_INVALID_PARAMS,
                   "cursor belongs to a transcript that is no longer the one served: call again without cursor.");
     return;
@@ -614,9 +619,12 @@ static void respond_rendered(struct mcp_call *c, const char *body, size_t len, c
   if (nl != NULL) slen = (size_t)(nl - out.data);
   const char *text = nl != NULL ? nl + 1 : out.data;
   size_t text_len = nl != NULL ? out.len - slen - 1 : out.len;
+  if (c->free_page)
+    ratelimit_refund(c->ctx->rl, &c->rl);
+  else
+    c->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
   respond_tool(c, text, text_len, out.data, slen, 0);
   buf_free(&out);
-  if (!c->free_page) c->rl.reserved_in = RL_STORE_NONE; /* delivered: the unit stays spent */
 }
 
 static void on_dispatched(void *arg, const struct proto_result *res, struct entity *ent) {
