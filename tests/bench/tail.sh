@@ -16,13 +16,14 @@
 #   RATE_OF="vts nginx" tests/bench/tail.sh
 # With REPEAT=N each row is run N times, vts and nginx in turn, and the medians of the N runs are printed, with how
 # many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side.
-# Environment: RATES ("20 50 80"), RATE_OF (own), DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
+# PATHS picks the rows' paths: any of "health hour gzip 304" (all four by default).
+# Environment: RATES ("20 50 80"), RATE_OF (own), PATHS, DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
 # SRV_CPU (1), KTHREADS_OFF (0; 1 moves the kernel's movable bursty threads off the server's core, as root),
 # VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
-REPEAT=${REPEAT:-1}
+REPEAT=${REPEAT:-1}; PATHS=${PATHS:-health hour gzip 304}
 GEN_CPU=${GEN_CPU:-0}; SRV_CPU=${SRV_CPU:-1}
 build=${VTS_BUILD_DIR:-$root/build}
 . "$root/deploy/deps.sh"
@@ -137,9 +138,14 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
     done
   done
 }
-case_ "/health" 200 /health /health "" ""
-case_ "248 KB" 200 "$T" /hour "x-api-key: $key" ""
-case_ "248 KB gzip" 200 "$T" /hour "x-api-key: $key|Accept-Encoding: gzip" "Accept-Encoding: gzip"
-case_ "304" 304 "$T" /hour "x-api-key: $key|If-None-Match: $vts_etag" "If-None-Match: $ng_etag"
+for p in $PATHS; do
+  case $p in
+    health) case_ "/health" 200 /health /health "" "" ;;
+    hour) case_ "248 KB" 200 "$T" /hour "x-api-key: $key" "" ;;
+    gzip) case_ "248 KB gzip" 200 "$T" /hour "x-api-key: $key|Accept-Encoding: gzip" "Accept-Encoding: gzip" ;;
+    304) case_ "304" 304 "$T" /hour "x-api-key: $key|If-None-Match: $vts_etag" "If-None-Match: $ng_etag" ;;
+    *) echo "PATHS: health, hour, gzip or 304, not $p" >&2; exit 2 ;;
+  esac
+done
 echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
