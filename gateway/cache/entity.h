@@ -16,8 +16,9 @@ enum entity_coding { ENTITY_IDENTITY = 0, ENTITY_BR, ENTITY_GZIP, ENTITY_CODINGS
 
 /* entity_new flags */
 #define ENTITY_COMPRESS 1u /* also make the gzip and brotli forms (a body under VTS_COMPRESS_MIN_BYTES gets none) */
-/* Keep a body of at least VTS_SENDFILE_MIN_BYTES in a sealed memory file (memfd), mapped for reading, so that a
- * connection can hand its pages to the socket with sendfile(2) instead of copying them (falls back to memory). */
+/* Keep a body of at least VTS_SENDFILE_MIN_BYTES in a file mapped for reading (an unnamed file of the body
+ * directory, else a sealed memory file), so that a connection can hand its pages to the socket with sendfile(2)
+ * instead of copying them (falls back to memory). */
 #define ENTITY_FILE 2u
 
 /* The opaque part of the ETag: 32 hex characters of the body's SHA-256. */
@@ -28,7 +29,7 @@ enum entity_coding { ENTITY_IDENTITY = 0, ENTITY_BR, ENTITY_GZIP, ENTITY_CODINGS
 struct entity_form {
   const char *data; /* NULL when the form was not made */
   size_t len;
-  int fd; /* a sealed memory file holding exactly data (which maps it), or -1 */
+  int fd; /* a file holding exactly data (which maps it), or -1; nothing writes it once made */
 };
 
 struct entity {
@@ -44,9 +45,16 @@ struct entity {
 /*
  * Creates an entity holding a copy of body (len bytes, body may be NULL when len is 0), with one reference owned
  * by the caller. With ENTITY_COMPRESS, the compressed forms that are smaller than the body are made too; with
- * ENTITY_FILE, a large body's copy is a memory file (form fd). Returns NULL when out of memory.
+ * ENTITY_FILE, a large body's copy is a file (form fd). Returns NULL when out of memory.
  */
 struct entity *entity_new(const char *body, size_t len, unsigned flags);
+/*
+ * Keeps this process's large bodies (ENTITY_FILE) in unnamed files (O_TMPFILE) of the directory path from now on,
+ * where the page cache serves them to sendfile(2) as it serves any file on that file system. Returns 0, or -errno
+ * when path is no directory or cannot hold unnamed files, and nothing changes (without a body directory, large bodies
+ * are sealed memory files). A body the directory cannot take (a full disk) is a memory file too.
+ */
+int entity_body_dir(const char *path);
 /*
  * A validator of e: its tag, the forms it holds and expires_ms, without any body (every form's data is NULL), so that
  * a revalidation can be answered long after the body itself left a cache. One reference owned by the caller; NULL

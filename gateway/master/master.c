@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "common/confine.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/cache/entity.h"
 #include "gateway/dispatcher/counters.h"
 #include "gateway/dispatcher/dispatcher.h"
 #include "gateway/limits/ratelimit.h"
@@ -298,6 +300,17 @@ static void raise_fd_limit(void) {
   }
 }
 
+/*
+ * The workers (forked from here) keep their large cached bodies in unnamed files of the state directory, made if it is
+ * not there yet; where it cannot hold them, in memory files, which is said once.
+ */
+static void body_dir(const char *state_dir) {
+  int rv = mkdir(state_dir, 0700) != 0 && errno != EEXIST ? -errno : 0;
+  if (rv == 0) rv = entity_body_dir(state_dir);
+  if (rv != 0)
+    log_msg(LOG_INFO, "large cached answers kept in memory files", "path", state_dir, "error", strerror(-rv), NULL);
+}
+
 /* Over 80 lines: the master's steps before fork and its supervision loop in order, failures leaving by one exit. */
 int master_run(const struct vts_config *cfg, struct keystore *keys) {
   struct master m;
@@ -325,6 +338,7 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     log_msg(LOG_ERROR, rl_err, NULL);
     goto fail;
   }
+  body_dir(cfg->state_dir);
   rv = metrics_init();
   if (rv != 0) {
     log_msg(LOG_ERROR, "metrics shared memory failed", "error", strerror(-rv), NULL);

@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -207,6 +210,74 @@ static void test_a_validator_keeps_the_tags_and_forms_without_the_body(void **st
   free(body);
 }
 
+/* How many entries the directory path lists besides . and .. */
+static int entries(const char *path) {
+  DIR *d = opendir(path);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n;
+}
+
+/*
+ * With a body directory (the gateway gives its state directory), a large body is an unnamed file of that directory's
+ * file system: no name in it, nothing but the body, gone with the last reference. A path that is no directory
+ * changes nothing. Runs last: the body directory stays set for the rest of the process.
+ */
+static void test_a_large_body_is_an_unnamed_file_of_the_body_directory(void **state) {
+  (void)state;
+  const char *tmp = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+  char dir[512], file[600];
+  snprintf(dir, sizeof(dir), "%s/vts-test-bodies.XXXXXX", tmp);
+  assert_non_null(mkdtemp(dir));
+  snprintf(file, sizeof(file), "%s/not-a-directory", dir);
+  int f = open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  assert_true(f >= 0);
+  close(f);
+  assert_int_equal(entity_body_dir(file), -ENOTDIR);
+  assert_int_equal(entity_body_dir("/nonexistent-vts-dir"), -ENOENT);
+  size_t n = 248 * 1024;
+  char *body = transcript_body(n);
+  struct entity *before = entity_new(body, n, ENTITY_FILE);
+  assert_true(fcntl(before->form[ENTITY_IDENTITY].fd, F_GET_SEALS) > 0); /* still a sealed memory file */
+  entity_unref(before);
+
+  assert_int_equal(entity_body_dir(dir), 0);
+  struct entity *e = entity_new(body, n, ENTITY_COMPRESS | ENTITY_FILE);
+  assert_non_null(e);
+  const struct entity_form *id = &e->form[ENTITY_IDENTITY];
+  assert_true(id->fd >= 0);
+  assert_memory_equal(id->data, body, n);
+  struct stat st, dst;
+  assert_int_equal(fstat(id->fd, &st), 0);
+  assert_int_equal(stat(dir, &dst), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal(st.st_nlink, 0); /* unnamed */
+  assert_int_equal(st.st_dev, dst.st_dev);
+  assert_int_equal(st.st_size, (off_t)n);
+  assert_int_equal(st.st_mode & 07777, 0600);
+  assert_int_equal(fcntl(id->fd, F_GET_SEALS), -1); /* a file of the directory's file system, not a memory file */
+  assert_int_equal(entries(dir), 1);                /* only the test's own file: the body has no name */
+  char *read_back = malloc(n + 1);
+  assert_non_null(read_back);
+  assert_int_equal(pread(id->fd, read_back, n + 1, 0), (ssize_t)n);
+  assert_memory_equal(read_back, body, n);
+  free(read_back);
+  gunzip_equals(&e->form[ENTITY_GZIP], body, n);
+  int fd = id->fd;
+  entity_unref(e);
+  assert_false(fd_open(fd));
+  /* A small body stays in memory, as without a body directory. */
+  struct entity *small = entity_new(body, VTS_SENDFILE_MIN_BYTES - 1, ENTITY_FILE);
+  assert_int_equal(small->form[ENTITY_IDENTITY].fd, -1);
+  entity_unref(small);
+  free(body);
+  assert_int_equal(unlink(file), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compressed_forms_are_made_once_and_decode_to_the_body),
@@ -215,6 +286,7 @@ int main(void) {
       cmocka_unit_test(test_etag_is_strong_per_body_and_distinct_per_form),
       cmocka_unit_test(test_references_keep_the_entity_until_the_last_goes),
       cmocka_unit_test(test_a_validator_keeps_the_tags_and_forms_without_the_body),
+      cmocka_unit_test(test_a_large_body_is_an_unnamed_file_of_the_body_directory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
