@@ -143,7 +143,7 @@ struct lease_run {
 };
 
 /* Runs a lease holds at most: a call's units reserved while older ones are still held, with other counts (its own
- * checks', other workers') between them, are a run of their own; beyond this the oldest run goes back. */
+ * checks', other workers') between them, are a run of their own; a call's units beyond this go back at once. */
 #define LEASE_RUNS 4
 
 /*
@@ -755,9 +755,8 @@ static void lease_give_back(struct rlredis *r, struct lease *l) {
   l->runs = 0;
 }
 
-/* The lease's oldest run is done with: its units (given out, or given back) are no longer held. */
+/* The lease's oldest run is given out: the next one is first. */
 static void lease_shift(struct lease *l) {
-  l->left -= l->run[0].left;
   memmove(&l->run[0], &l->run[1], (l->runs - 1) * sizeof(l->run[0]));
   l->runs--;
 }
@@ -811,13 +810,15 @@ static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t re
   } else if (!lease_fits(l, &lim, q->window_index, q->month)) {
     lease_move(r, l, &lim, q->window_index, q->month);
   }
-  if (l->runs == LEASE_RUNS) {
-    units_give_back(r, l, l->run[0].left);
-    lease_shift(l);
+  if (l->runs < LEASE_RUNS) {
+    /* After the call's own checks: the window counted all n of them, the month the admitted ones. */
+    l->run[l->runs++] =
+        (struct lease_run){reply[3], reply[0] + (int64_t)q->n + reply[3], reply[1] + reply[2] + reply[3]};
+    l->left += reply[3];
+  } else {
+    /* The top of Redis's counts goes back rather than a fifth run: each unit held keeps a count of its own. */
+    units_give_back(r, l, reply[3]);
   }
-  /* After the call's own checks: the window counted all n of them, the month the admitted ones. */
-  l->run[l->runs++] = (struct lease_run){reply[3], reply[0] + (int64_t)q->n + reply[3], reply[1] + reply[2] + reply[3]};
-  l->left += reply[3];
   if (lease_asked(q) > l->want) l->want = lease_asked(q);
   l->used = true;
   l->starved = false;
