@@ -154,8 +154,7 @@ struct lease {
   struct lease *next; /* in r->leases[bucket] */
   char digest[65];
   int64_t window_s, window_index, month, rate, quota;
-  int64_t left; /* units held, in all runs */
-  struct lease_run run[LEASE_RUNS];
+  struct lease_run run[LEASE_RUNS]; /* each with a unit held at least */
   unsigned runs;
   int64_t want; /* units the next call for the key asks for */
   bool used;    /* a unit given out since the last sweep */
@@ -294,7 +293,7 @@ static void leases_orphan(struct rlredis *r) {
       struct lease *l = r->leases[b];
       r->leases[b] = l->next;
       bool keep =
-          l->left > 0 && r->server_id[0] != '\0' && (r->orphans == NULL || strcmp(r->orphans_of, r->server_id) == 0);
+          l->runs > 0 && r->server_id[0] != '\0' && (r->orphans == NULL || strcmp(r->orphans_of, r->server_id) == 0);
       if (!keep) {
         free(l);
         continue;
@@ -748,10 +747,16 @@ static void units_give_back(struct rlredis *r, const struct lease *l, int64_t n)
   if (redisAsyncCommandArgv(r->ac, NULL, NULL, 6, argv, lens) != REDIS_OK) r->errors++;
 }
 
+/* The units the lease holds, in all its runs. */
+static int64_t lease_held(const struct lease *l) {
+  int64_t n = 0;
+  for (unsigned i = 0; i < l->runs; i++) n += l->run[i].left;
+  return n;
+}
+
 /* Gives every unit the lease holds back. */
 static void lease_give_back(struct rlredis *r, struct lease *l) {
-  units_give_back(r, l, l->left);
-  l->left = 0;
+  units_give_back(r, l, lease_held(l));
   l->runs = 0;
 }
 
@@ -814,7 +819,6 @@ static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t re
     /* After the call's own checks: the window counted all n of them, the month the admitted ones. */
     l->run[l->runs++] =
         (struct lease_run){reply[3], reply[0] + (int64_t)q->n + reply[3], reply[1] + reply[2] + reply[3]};
-    l->left += reply[3];
   } else {
     /* The top of Redis's counts goes back rather than a fifth run: each unit held keeps a count of its own. */
     units_give_back(r, l, reply[3]);
@@ -854,7 +858,7 @@ static bool lease_take(struct rlredis *r, unsigned bucket, const char *digest, c
   struct lease *l = lease_find(r, bucket, digest);
   if (l == NULL) return false;
   if (!lease_fits(l, lim, window_index, month)) lease_move(r, l, lim, window_index, month);
-  if (l->left == 0) {
+  if (l->runs == 0) {
     if (!l->starved && key_in_flight(r, bucket, digest)) {
       l->starved = true;
       l->want = 2 * l->want < VTS_REDIS_LEASE_MAX ? 2 * l->want : VTS_REDIS_LEASE_MAX;
@@ -864,12 +868,10 @@ static bool lease_take(struct rlredis *r, unsigned bucket, const char *digest, c
   }
   struct lease_run *run = &l->run[0];
   struct rlredis_result res = {RL_ALLOW, run->end_w - run->left + 1, run->end_q - run->left + 1, 0};
-  run->left--;
-  l->left--;
-  if (run->left == 0) lease_shift(l);
+  if (--run->left == 0) lease_shift(l);
   l->used = true;
   r->leased++;
-  if (l->left * 2 <= l->want && !key_in_flight(r, bucket, digest)) {
+  if (lease_held(l) * 2 <= l->want && !key_in_flight(r, bucket, digest)) {
     struct rlreq *q = open_batch(r, digest, lim, window_index, month, true);
     if (q == NULL) q = batch_new(r, digest, lim, now, window_index, month, true);
     if (q != NULL) {
