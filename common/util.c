@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include <openssl/evp.h>
 
@@ -186,6 +187,23 @@ void util_hex(const unsigned char *raw, size_t n, char *out) {
     out[2 * i + 1] = hex[raw[i] & 15];
   }
   out[2 * n] = '\0';
+}
+
+int util_make_dirs(const char *path) {
+  char buf[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof(buf)) return -ENAMETOOLONG;
+  memcpy(buf, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    char saved = buf[i];
+    buf[i] = '\0';
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST) return -errno;
+    buf[i] = saved;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) return -errno;
+  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
 int util_random_hex(char *out, size_t nbytes) {

@@ -24,6 +24,9 @@ int util_parse_rfc3339(const char *s, size_t len, int64_t *wall_ms);
 void util_http_date(char *out, size_t outlen, time_t t);
 /* Fills out with 2*nbytes lowercase hex characters of random bytes and a NUL. Returns 0, or -errno. */
 int util_random_hex(char *out, size_t nbytes);
+/* mkdir -p with mode 0700 for each directory made (the state directory may be several levels below an existing
+ * one). Returns 0 when path is a directory at the end, or -errno (-ENOTDIR when it is something else). */
+int util_make_dirs(const char *path);
 /* Fills out with n random bytes from the kernel (getrandom). Returns 0, or -errno. */
 int util_random_bytes(void *out, size_t n);
 /* Writes the 2*n lowercase hex characters of raw and a NUL into out. */

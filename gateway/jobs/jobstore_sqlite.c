@@ -205,9 +205,9 @@ static int sq_open(const struct vts_config *cfg, int timeout_ms, void **self, ch
   (void)timeout_ms; /* a local file: SQLite's busy timeout bounds each call */
   char path[CONFIG_STR_MAX + 16];
   snprintf(path, sizeof(path), "%s/jobs.db", cfg->state_dir);
-  if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
-    int rv = -errno;
-    snprintf(err, errlen, "%s: %s", cfg->state_dir, strerror(errno));
+  int rv = util_make_dirs(cfg->state_dir);
+  if (rv != 0) {
+    snprintf(err, errlen, "%s: %s", cfg->state_dir, strerror(-rv));
     return rv;
   }
   return open_path(path, self, err, errlen);

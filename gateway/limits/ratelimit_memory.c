@@ -588,24 +588,6 @@ struct rlmem_limiter {
   bool closing;
 };
 
-/* mkdir -p: the state directory may be several levels below an existing one. */
-static int make_dirs(const char *path) {
-  char buf[PATH_MAX];
-  size_t len = strlen(path);
-  if (len == 0 || len >= sizeof(buf)) return -ENAMETOOLONG;
-  memcpy(buf, path, len + 1);
-  for (size_t i = 1; i <= len; i++) {
-    if (buf[i] != '/' && buf[i] != '\0') continue;
-    char saved = buf[i];
-    buf[i] = '\0';
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST) return -errno;
-    buf[i] = saved;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0) return -errno;
-  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
-
 /* Creating a file is the only honest test of writability (access() ignores read-only mounts and is moot as root). */
 static int probe_writable(const char *dir) {
   char path[PATH_MAX];
@@ -625,7 +607,7 @@ static int mem_selected(const struct vts_config *cfg) {
 
 /* The state directory, made when missing and proved writable, and this month's usage reloaded from its snapshot. */
 static int mem_init(const struct vts_config *cfg, struct ratelimit_shared *s, char *err, size_t errlen) {
-  int rv = make_dirs(cfg->state_dir);
+  int rv = util_make_dirs(cfg->state_dir);
   if (rv == 0) rv = probe_writable(cfg->state_dir);
   if (rv != 0) {
     snprintf(err, errlen, "VTS_STATE_DIR: %s is not a writable directory: %s", cfg->state_dir, strerror(-rv));

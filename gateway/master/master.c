@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,7 +304,7 @@ static void raise_fd_limit(void) {
  * not there yet; where it cannot hold them, in memory files, which is said once.
  */
 static void body_dir(const char *state_dir) {
-  int rv = mkdir(state_dir, 0700) != 0 && errno != EEXIST ? -errno : 0;
+  int rv = util_make_dirs(state_dir);
   if (rv == 0) rv = entity_body_dir(state_dir);
   if (rv != 0)
     log_msg(LOG_INFO, "large cached answers kept in memory files", "path", state_dir, "error", strerror(-rv), NULL);

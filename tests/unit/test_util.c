@@ -2,12 +2,16 @@
  * The string helpers of the hot paths: decimal digits, the bounded builder that stops at the first piece too big, the
  * bounded copy, hex, SHA-256 and random bytes.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -175,6 +179,36 @@ static void test_siphash_matches_the_reference_vectors_however_fed(void **state)
   for (size_t piece = 1; piece <= 15; piece++) assert_true(siphash_of(msg, 15, piece) == UINT64_C(0xa129ca6149be45e5));
 }
 
+/* mkdir -p: several levels at once, 0700 each, a directory already there is fine, a file in the way is refused. */
+static void test_make_dirs_makes_every_level_and_refuses_a_file(void **state) {
+  (void)state;
+  const char *tmp = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+  char top[512], deep[600], file[600], under[700];
+  snprintf(top, sizeof(top), "%s/vts-test-dirs.XXXXXX", tmp);
+  assert_non_null(mkdtemp(top));
+  snprintf(deep, sizeof(deep), "%s/a/b/c", top);
+  assert_int_equal(util_make_dirs(deep), 0);
+  struct stat st;
+  assert_int_equal(stat(deep, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_mode & 0077, 0); /* 0700 or less */
+  assert_int_equal(util_make_dirs(deep), 0);
+  snprintf(file, sizeof(file), "%s/a/file", top);
+  FILE *fp = fopen(file, "w");
+  assert_non_null(fp);
+  fclose(fp);
+  assert_int_equal(util_make_dirs(file), -ENOTDIR);
+  snprintf(under, sizeof(under), "%s/x", file);
+  assert_int_equal(util_make_dirs(under), -ENOTDIR);
+  assert_int_equal(util_make_dirs(""), -ENAMETOOLONG);
+  assert_int_equal(unlink(file), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rmdir(deep), 0);
+    *strrchr(deep, '/') = '\0';
+  }
+  assert_int_equal(rmdir(top), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_escape_keeps_utf8_and_replaces_every_invalid_byte),
@@ -185,6 +219,7 @@ int main(void) {
       cmocka_unit_test(test_copy_cuts_to_fit_and_terminates),
       cmocka_unit_test(test_hex_and_sha256),
       cmocka_unit_test(test_random_bytes_differ_between_draws),
+      cmocka_unit_test(test_make_dirs_makes_every_level_and_refuses_a_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
