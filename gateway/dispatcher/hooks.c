@@ -168,13 +168,28 @@ static void take_work(struct jobstore *js, void *arg) {
   t->rv = jobstore_hook_take_skip(js, t->wall, HOOKS_LEASE_MS, &sk, &t->c->hook);
 }
 
+static void record_end(struct hooks *h, const struct jobstore_hook *k, enum jobstore_hook_state state, int64_t next_ms,
+                       int http_status);
+
 static void take_done(void *arg) {
   struct take_call *t = arg;
   struct hooks *h = t->h;
   h->taking = 0;
   uint64_t now = util_now_ms();
   /* A try taken while the runner closes is made again when its lease ends (HOOKS_LEASE_MS). */
-  if (t->rv == 0 && !runner_closing(h->runner)) {
+  if (t->rv == 0 && !runner_closing(h->runner) && runner_gone_found(h->runner, t->c->hook.key_id)) {
+    /*
+     * Its key went while the take was asked for (or is past the revoked keys a take passes over): never sent, its
+     * delivery given up as the key's stop gives up the others.
+     */
+    h->given_up++;
+    char attempt[16];
+    snprintf(attempt, sizeof(attempt), "%d", t->c->hook.attempt);
+    log_msg(LOG_WARN, "webhook try", "job_id", t->c->hook.job_id, "=attempt", attempt, "outcome", "given_up", "reason",
+            "key_revoked", NULL);
+    record_end(h, &t->c->hook, HOOK_GIVEN_UP, 0, 0);
+    free(t->c);
+  } else if (t->rv == 0 && !runner_closing(h->runner)) {
     start_try(h, now, t->c);
   } else {
     free(t->c);
@@ -261,12 +276,32 @@ static void end_work(struct jobstore *js, void *arg) {
 
 static void end_done(void *arg) {
   struct end_call *e = arg;
-  if (e->rv != 0) {
+  /* A give-up that finds the delivery ended already: the key's stop gave it up first. */
+  if (e->rv != 0 && !(e->rv == -ENOENT && e->state == HOOK_GIVEN_UP)) {
     char attempt[16];
     snprintf(attempt, sizeof(attempt), "%d", e->attempt);
     log_msg(LOG_ERROR, "webhook try not recorded", "job_id", e->job_id, "=attempt", attempt, NULL);
   }
   free(e);
+}
+
+/* Records the end of try k on the store's thread: delivered, given up, or pending again from next_ms. */
+static void record_end(struct hooks *h, const struct jobstore_hook *k, enum jobstore_hook_state state, int64_t next_ms,
+                       int http_status) {
+  struct end_call *e = calloc(1, sizeof(*e));
+  if (e != NULL) {
+    memcpy(e->job_id, k->job_id, sizeof(e->job_id));
+    e->attempt = k->attempt;
+    e->state = state;
+    e->next_ms = next_ms;
+    e->http_status = http_status;
+  }
+  if (e == NULL || storeq_call(h->q, end_work, end_done, e) != 0) {
+    char attempt[16];
+    snprintf(attempt, sizeof(attempt), "%d", k->attempt);
+    log_msg(LOG_ERROR, "webhook try not recorded", "job_id", k->job_id, "=attempt", attempt, NULL);
+    free(e);
+  }
 }
 
 void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_result *res) {
@@ -303,18 +338,7 @@ void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_res
   log_msg(state == HOOK_DELIVERED ? LOG_INFO : LOG_WARN, "webhook try", "job_id", k->job_id, "=attempt", attempt,
           "outcome", outcome, "=http_status", status, "reason", proto_reason_name(res->reason), "detail", res->detail,
           state == HOOK_PENDING ? "next_try" : NULL, next_ts, NULL);
-  struct end_call *e = calloc(1, sizeof(*e));
-  if (e != NULL) {
-    memcpy(e->job_id, k->job_id, sizeof(e->job_id));
-    e->attempt = k->attempt;
-    e->state = state;
-    e->next_ms = next;
-    e->http_status = result_status(res);
-  }
-  if (e == NULL || storeq_call(h->q, end_work, end_done, e) != 0) {
-    log_msg(LOG_ERROR, "webhook try not recorded", "job_id", k->job_id, "=attempt", attempt, NULL);
-    free(e);
-  }
+  record_end(h, k, state, next, result_status(res));
   free(c);
   runner_kick(h->runner);
 }

@@ -15,7 +15,9 @@
  * vts_webhook_deliveries_total by outcome. A try starts only into a fetcher idle now with no request waiting, within
  * the batch share (runner.h: a try holds one of its slots, counted in its key's share, fair.h), and at most one try
  * of a key is in flight at once, so a receiver that never answers holds one slot of its own key's share for one try's
- * VTS_WEBHOOK_TIMEOUT_MS at most and delays only that key's deliveries. A revoked key's deliveries are given up.
+ * VTS_WEBHOOK_TIMEOUT_MS at most and delays only that key's deliveries. A revoked key's deliveries are given up: by
+ * the store when the runner stops the key, and here for a try the store hands out of a key gone meanwhile (or past
+ * the revoked keys a take passes over), which is never sent.
  */
 #ifndef VTS_DISPATCH_HOOKS_H
 #define VTS_DISPATCH_HOOKS_H

@@ -21,9 +21,8 @@
 
 _Static_assert(JOBSTORE_KEY_ID_MAX == KEYS_MAX_NAME, "the store must give back every key name whole");
 
-/* How often ended jobs past VTS_JOB_TTL_S are deleted, and the key file looked at for changes. */
+/* How often ended jobs past VTS_JOB_TTL_S are deleted. */
 #define RUNNER_EXPIRE_MS 60000
-#define RUNNER_KEYS_POLL_MS 500
 /* A taken item's lease past its deadline: a taker alive that long has answered it. */
 #define RUNNER_LEASE_SLACK_MS 30000
 
@@ -614,6 +613,12 @@ int runner_key_gone(const struct runner *r, const char *key) {
   return k == NULL || !k->active;
 }
 
+int runner_gone_found(struct runner *r, const char *key) {
+  if (r->keys == NULL || !runner_key_gone(r, key) || gone_add(r->gone, key) != 0) return 0;
+  r->stop_due = 1;
+  return 1;
+}
+
 uint32_t runner_key_weight(const struct runner *r, const char *key) {
   const struct key_entry *k = keystore_named(r->keys, key);
   return k != NULL && k->weight > 1 ? (uint32_t)k->weight : 1;
@@ -858,8 +863,7 @@ static void take_done(void *arg) {
    * Work of a key the key file does not hold as active (revoked or removed before this gateway read the file, or
    * while it was down) is not started: the key is gone from now on, and its jobs are stopped at the next look.
    */
-  if (r->keys != NULL && runner_key_gone(r, key) && gone_add(r->gone, key) == 0) {
-    r->stop_due = 1;
+  if (runner_gone_found(r, key)) {
     if (c->page)
       page_write(r, c->pg.job_id, W_PAGE_END, c->pg.read + 1, JOBSTORE_STOP_KEY_REVOKED, 0);
     else

@@ -59,6 +59,8 @@
  * gateway starts here within about this long, and an idle runner costs a store round trip or two this often.
  */
 #define RUNNER_POLL_MS 50
+/* How often the key file is looked at for changes (its revoked keys, weights and months). */
+#define RUNNER_KEYS_POLL_MS 500
 /* Store calls queued at most before another take: a store that does not answer holds the ended work's writes only. */
 #define RUNNER_STORE_DEPTH_MAX 64
 /*
@@ -121,6 +123,12 @@ uint64_t runner_egresses(const struct vts_config *cfg);
 size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max);
 /* Whether key is absent from the key file or not active there. */
 int runner_key_gone(const struct runner *r, const char *key);
+/*
+ * Whether the work of key just taken from the store must not start, its key gone (runner_key_gone) since the take was
+ * asked for: then the key is counted among the gone ones, and its jobs are stopped at the next pump. 0 without a key
+ * file read yet, or when the key cannot be counted (no memory): the work starts, as before the key went.
+ */
+int runner_gone_found(struct runner *r, const char *key);
 /* key's weight in the key file, its share of batch work against the others' (fair.h): 1 for a key it does not hold. */
 uint32_t runner_key_weight(const struct runner *r, const char *key);
 /*

@@ -1,6 +1,7 @@
 /*
- * Unit tests of the runner's gone keys (gateway/dispatcher/gone.h): found by name among many, dropped when back; and
- * the runner's skip list with more gone keys than it holds, against a real SQLite job store and key file.
+ * Unit tests of the runner's gone keys (gateway/dispatcher/gone.h): found by name among many, dropped when back; the
+ * runner's skip list with more gone keys than it holds, and a webhook try of a key revoked while it was taken, against
+ * a real SQLite job store and key file.
  */
 #include <setjmp.h>
 #include <errno.h>
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -18,7 +21,9 @@
 #include "gateway/dispatcher/core.h"
 #include "gateway/dispatcher/fair.h"
 #include "gateway/dispatcher/gone.h"
+#include "gateway/dispatcher/hooks.h"
 #include "gateway/dispatcher/runner.h"
+#include "gateway/jobs/jobstore.h"
 
 #define MANY 5000
 
@@ -122,6 +127,21 @@ static void no_drop(void *ctx, void *token) { (void)ctx, (void)token; }
 static void no_close(void *ctx, uint64_t fetcher) { (void)ctx, (void)fetcher; }
 static void no_kick(void *arg) { (void)arg; }
 
+/* A temporary directory made from the template dir, and the defaults with their state and key file in it. */
+static void dir_config(char *dir, struct vts_config *cfg) {
+  assert_non_null(mkdtemp(dir));
+  char err[256];
+  assert_int_equal(config_load(cfg, err, sizeof(err)), 0);
+  snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", dir);
+  snprintf(cfg->keys_file, sizeof(cfg->keys_file), "%s/keys.db", dir);
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /*
  * 300 keys revoked in the key file, more than a take's list holds of them, and one active key at its share (no
  * fetcher: no slot for anyone): the list names that key before the revoked ones, and RUNNER_SKIP_GONE_MAX of those.
@@ -130,12 +150,8 @@ static void test_a_key_at_its_share_is_passed_over_beside_many_revoked_keys(void
   (void)state;
   enum { REVOKED = 300 };
   char dir[] = "/tmp/vts-gone.XXXXXX";
-  assert_non_null(mkdtemp(dir));
   struct vts_config cfg;
-  char err[256];
-  assert_int_equal(config_load(&cfg, err, sizeof(err)), 0);
-  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
-  snprintf(cfg.keys_file, sizeof(cfg.keys_file), "%s/keys.db", dir);
+  dir_config(dir, &cfg);
   FILE *fp = fopen(cfg.keys_file, "w");
   assert_non_null(fp);
   char name[32], digest[65];
@@ -177,9 +193,109 @@ static void test_a_key_at_its_share_is_passed_over_beside_many_revoked_keys(void
   assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
   assert_int_equal(uv_loop_close(&loop), 0);
   core_free(core);
-  char cmd[64];
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  remove_dir(dir);
+}
+
+/* Writes the key file of cfg: the named keys, each in the state given ("active" or "revoked"), stamped at mtime_s. */
+static void write_keys(const struct vts_config *cfg, const char *const *names, const char *const *states, int n,
+                       time_t mtime_s) {
+  FILE *fp = fopen(cfg->keys_file, "w");
+  assert_non_null(fp);
+  char digest[65];
+  for (int i = 0; i < n; i++) {
+    util_sha256_hex(names[i], strlen(names[i]), digest);
+    fprintf(fp, "%s\t%s\t%s\t0\t0\t0\n", names[i], digest, states[i]);
+  }
+  assert_int_equal(fclose(fp), 0);
+  /* A stamp of its own, so that the runner's look at the file sees it changed whatever the clock's grain. */
+  const struct timespec times[2] = {{mtime_s, 0}, {mtime_s, 0}};
+  assert_int_equal(utimensat(AT_FDCWD, cfg->keys_file, times, 0), 0);
+}
+
+static int sends;
+static int count_send(void *ctx, uint64_t fetcher, void *token, const struct proto_job *job) {
+  (void)ctx, (void)fetcher, (void)token, (void)job;
+  sends++;
+  return 0;
+}
+
+/*
+ * A webhook try the store hands over for a key revoked while the take was asked for (the key file read meanwhile; or
+ * a key past the revoked ones a take passes over) is never sent: its delivery is given up in the store, counted given
+ * up, and the key's jobs are stopped, as the stop of a revoked key gives up its other deliveries.
+ */
+static void test_a_try_of_a_key_revoked_while_taken_is_given_up_unsent(void **state) {
+  (void)state;
+  char dir[] = "/tmp/vts-gone.XXXXXX";
+  struct vts_config cfg;
+  dir_config(dir, &cfg);
+  char err[256];
+  const char *names[] = {"hooked"}, *active[] = {"active"}, *revoked[] = {"revoked"};
+  write_keys(&cfg, names, active, 1, 1000000000);
+  /* A job of the key that ended (cancelled with nothing running), its message recorded and due. */
+  struct jobstore *js;
+  assert_int_equal(jobstore_open_config(&cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &js, err, sizeof(err)), 0);
+  const struct jobstore_spec spec = {.key_id = "hooked",
+                                     .language = "",
+                                     .translate = "",
+                                     .format = "json",
+                                     .webhook_url = "https://hooks.example/in",
+                                     .webhook_secret = "whsec_c2VjcmV0",
+                                     .source = "video_ids"};
+  const char ids[1][VTS_VIDEO_ID_LEN + 1] = {"dQw4w9WgXcQ"};
+  char job[JOBSTORE_ID_LEN + 1];
+  int64_t made = util_wall_ms() - 1000;
+  size_t n;
+  assert_int_equal(jobstore_create(js, &spec, ids, 1, made, job), 0);
+  assert_int_equal(jobstore_cancel(js, "hooked", job, made, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(jobstore_hook_add(js, job, "{}", 2, made), 0);
+  jobstore_close(js);
+  /* One fetcher connected and idle: room for one piece of batch work. */
+  struct core_ops ops = {.answer = no_answer,
+                         .send_job = count_send,
+                         .send_ready = no_ready,
+                         .drop_token = no_drop,
+                         .close_fetcher = no_close};
+  struct core *core = core_new(&cfg, &ops);
+  assert_non_null(core);
+  uint64_t now = util_now_ms();
+  core_fetcher_added(core, now, 7);
+  core_fetcher_msg(core, now, 7, (void *)(uintptr_t)0x1001, CORE_READY, 0, NULL);
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct runner *r = runner_new(&cfg, NULL, core, &loop, no_kick, NULL);
+  assert_non_null(r);
+  struct hooks *h = hooks_new(&cfg, core, r);
+  assert_non_null(h);
+  runner_pump(r, now); /* reads the key file: the key is active */
+  sends = 0;
+  hooks_pump(h, now); /* the take is in the store's queue */
+  /* Revoked now, read before the take is answered: the key's stop is queued behind the take. */
+  write_keys(&cfg, names, revoked, 1, 1000000001);
+  runner_pump(r, now + RUNNER_KEYS_POLL_MS);
+  assert_int_equal(runner_key_gone(r, "hooked"), 1);
+  struct dispatcher_stats st = {0};
+  for (int i = 0; i < 500 && st.webhooks_given_up == 0 && sends == 0; i++) {
+    usleep(10000); /* poll interval: until the store's thread has answered the take */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    core_tick(core, util_now_ms(), 1000); /* as the dispatcher's turn: a try started goes to the idle fetcher */
+    hooks_stats(h, &st);
+  }
+  assert_int_equal(sends, 0);
+  assert_int_equal(st.webhooks_given_up, 1);
+  assert_int_equal(st.webhooks_delivered + st.webhooks_failed, 0);
+  runner_free(r); /* makes every call still queued: the try's end and the key's stop */
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  hooks_free(h);
+  core_free(core);
+  /* Given up in the store: no try of it is ever due again. */
+  assert_int_equal(jobstore_open_config(&cfg, VTS_JOBS_REDIS_TIMEOUT_MS, &js, err, sizeof(err)), 0);
+  struct jobstore_hook hk;
+  assert_int_equal(jobstore_hook_take(js, made + VTS_WEBHOOK_RETRY_WINDOW_MS * 2, 1000, &hk), -EAGAIN);
+  jobstore_close(js);
+  remove_dir(dir);
 }
 
 int main(void) {
@@ -187,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_gone_keys_are_found_by_name_among_many),
       cmocka_unit_test(test_a_key_back_is_dropped_and_the_others_keep_their_state),
       cmocka_unit_test(test_a_key_at_its_share_is_passed_over_beside_many_revoked_keys),
+      cmocka_unit_test(test_a_try_of_a_key_revoked_while_taken_is_given_up_unsent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
