@@ -53,9 +53,10 @@ stage "build (Release programs, -Werror)" build_tree build-release -DCMAKE_BUILD
 stage "npm test tools" npm_tools
 stage "unit tests (release)" ctest --test-dir build --output-on-failure
 stage "unit tests (ASan+UBSan)" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure
+# The slowest tests are listed after the run (--durations): the whole run must stay under 30 minutes on 2 cores.
 if compgen -G "tests/integration/test_*.py" >/dev/null; then
   stage "integration tests (ASan+UBSan binaries)" env VTS_BUILD_DIR="$root/build-asan" \
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --durations=20 \
     --ignore=tests/integration/test_containers.py tests/integration
 fi
 # The images built and run with podman, in a stage of their own so that its time shows; -s prints the build times
