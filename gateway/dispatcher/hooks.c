@@ -36,7 +36,6 @@ struct hooks {
   uint64_t next_scan_ms;
   uint64_t next_take_ms; /* the store is asked for a due try no more often than HOOKS_POLL_MS when none was */
   uint64_t delivered, failed, given_up;
-  const char *skip[HOOKS_MAX_IN_FLIGHT + RUNNER_SKIP_MAX]; /* a take's names, until it copies them */
 };
 
 int hooks_next_try(int attempt, int64_t retry_ms, int64_t made_ms, int64_t now_ms, int64_t *next_ms) {
@@ -146,9 +145,7 @@ static void start_try(struct hooks *h, uint64_t now, struct hook_call *c) {
 /* A take of the store's thread: the keys passed over copied (the loop's own change meanwhile), the try it took. */
 struct take_call {
   struct hooks *h;
-  size_t n;
-  char (*skip)[JOBSTORE_KEY_ID_MAX + 1]; /* n names, and keys pointing at them */
-  const char **keys;
+  struct runner_skipped skipped;
   int64_t wall;
   int rv;
   struct hook_call *c;
@@ -156,15 +153,14 @@ struct take_call {
 
 static void take_free(struct take_call *t) {
   if (t == NULL) return;
-  free(t->skip);
-  free(t->keys);
+  runner_skipped_free(&t->skipped);
   free(t);
 }
 
 /* runs on the store's thread */
 static void take_work(struct jobstore *js, void *arg) {
   struct take_call *t = arg;
-  struct jobstore_skip sk = {t->keys, t->n};
+  struct jobstore_skip sk = {t->skipped.keys, t->skipped.n};
   t->rv = jobstore_hook_take_skip(js, t->wall, HOOKS_LEASE_MS, &sk, &t->c->hook);
 }
 
@@ -218,29 +214,19 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
                   h->cfg->jobs_fetcher_share) == 0)
     return now + HOOKS_POLL_MS;
   /* Passed over: keys with a try in flight (one try per key at once), keys at their share, revoked keys. */
-  const char **skip = h->skip;
+  const char *busy[HOOKS_MAX_IN_FLIGHT];
   size_t n = 0;
   for (const struct hook_call *o = h->calls; o != NULL && n < HOOKS_MAX_IN_FLIGHT; o = o->next)
-    skip[n++] = o->hook.key_id;
-  n += runner_skip(h->runner, now, 0, skip + n, RUNNER_SKIP_MAX);
+    busy[n++] = o->hook.key_id;
   struct take_call *t = calloc(1, sizeof(*t));
   struct hook_call *c = calloc(1, sizeof(*c));
-  if (t != NULL) {
-    t->skip = malloc((n + 1) * sizeof(*t->skip));
-    t->keys = malloc((n + 1) * sizeof(*t->keys));
-  }
-  if (t == NULL || c == NULL || t->skip == NULL || t->keys == NULL) {
+  if (t == NULL || c == NULL || runner_skipped_fill(h->runner, now, 0, busy, n, &t->skipped) != 0) {
     take_free(t);
     free(c);
     return wake;
   }
   t->h = h;
   t->c = c;
-  t->n = n;
-  for (size_t i = 0; i < n; i++) {
-    util_copy_str(t->skip[i], sizeof(t->skip[i]), skip[i]);
-    t->keys[i] = t->skip[i];
-  }
   t->wall = util_wall_ms();
   if (storeq_call(h->q, take_work, take_done, t) != 0) {
     take_free(t);

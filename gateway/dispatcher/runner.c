@@ -81,7 +81,7 @@ struct runner {
   /* Keys revoked or removed from the key file since the start: their work is passed over, their jobs stopped. */
   struct gone *gone;
   int stop_due; /* a gone key may be GONE_RUNNING: stop_gone looks (else it does not walk them at every pump) */
-  const char *scratch[RUNNER_SKIP_MAX]; /* runner_skip's names for a take, until take_pass copies them */
+  const char *scratch[RUNNER_SKIP_MAX]; /* runner_skip's names, until runner_skipped_fill copies them */
   uint64_t next_take_ms;
   uint64_t next_expire_ms;
   uint64_t next_keepalive_ms;
@@ -132,9 +132,7 @@ struct take_call {
   int ahead;      /* this pass also passes over the keys ahead of the least served one */
   int page_first; /* a page is looked for before an item */
   size_t hard;
-  size_t n;
-  char (*skip)[JOBSTORE_KEY_ID_MAX + 1]; /* n names, and keys pointing at them (take_pass) */
-  const char **keys;
+  struct runner_skipped skipped; /* the keys this pass passes over (take_pass) */
   int64_t wall, lease;
   int rv, page_rv, page;
   struct jobstore_task task;
@@ -608,6 +606,30 @@ size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, 
   return n;
 }
 
+int runner_skipped_fill(struct runner *r, uint64_t now, int ahead, const char *const *first, size_t nfirst,
+                        struct runner_skipped *s) {
+  size_t n = runner_skip(r, now, ahead, r->scratch, RUNNER_SKIP_MAX);
+  runner_skipped_free(s);
+  s->names = malloc((nfirst + n + 1) * sizeof(*s->names));
+  s->keys = malloc((nfirst + n + 1) * sizeof(*s->keys));
+  if (s->names == NULL || s->keys == NULL) {
+    runner_skipped_free(s);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < nfirst + n; i++) {
+    util_copy_str(s->names[i], sizeof(s->names[i]), i < nfirst ? first[i] : r->scratch[i - nfirst]);
+    s->keys[i] = s->names[i];
+  }
+  s->n = nfirst + n;
+  return 0;
+}
+
+void runner_skipped_free(struct runner_skipped *s) {
+  free(s->names);
+  free(s->keys);
+  *s = (struct runner_skipped){0};
+}
+
 int runner_key_gone(const struct runner *r, const char *key) {
   const struct key_entry *k = keystore_named(r->keys, key);
   return k == NULL || !k->active;
@@ -688,8 +710,7 @@ static void start_held(struct runner *r, uint64_t now, struct runner_item *it, i
 }
 
 static void take_free(struct take_call *c) {
-  free(c->skip);
-  free(c->keys);
+  runner_skipped_free(&c->skipped);
   free(c);
 }
 
@@ -784,18 +805,8 @@ uint64_t runner_hold(struct runner *r, uint64_t now) {
 
 /* Fills c's names passed over for a pass (ahead or not) from the runner's state now. Returns 0, or -ENOMEM. */
 static int take_pass(struct runner *r, uint64_t now, struct take_call *c, int ahead) {
-  const char **skip = r->scratch;
   c->ahead = ahead;
-  c->n = runner_skip(r, now, ahead, skip, RUNNER_SKIP_MAX);
-  free(c->skip);
-  free(c->keys);
-  c->skip = malloc((c->n + 1) * sizeof(*c->skip));
-  c->keys = malloc((c->n + 1) * sizeof(*c->keys));
-  if (c->skip == NULL || c->keys == NULL) return -ENOMEM;
-  for (size_t i = 0; i < c->n; i++) {
-    util_copy_str(c->skip[i], sizeof(c->skip[i]), skip[i]);
-    c->keys[i] = c->skip[i];
-  }
+  if (runner_skipped_fill(r, now, ahead, NULL, 0, &c->skipped) != 0) return -ENOMEM;
   c->wall = wall_ms();
   c->lease = r->cfg->job_timeout_ms + RUNNER_LEASE_SLACK_MS;
   return 0;
@@ -809,7 +820,7 @@ static int take_pass(struct runner *r, uint64_t now, struct take_call *c, int ah
  */
 static void take_work(struct jobstore *js, void *arg) {
   struct take_call *c = arg;
-  struct jobstore_skip sk = {c->keys, c->n};
+  struct jobstore_skip sk = {c->skipped.keys, c->skipped.n};
   c->page_rv = -EAGAIN;
   for (int i = 0; i < 2; i++) {
     c->page = (i == 0) == (c->page_first != 0);
@@ -846,9 +857,9 @@ static void take_done(void *arg) {
   uint64_t now = util_now_ms();
   if (c->page_rv != 0 && c->page_rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch page failed", NULL);
   if (c->rv == -EAGAIN) {
-    fair_idle_but(r->fair, c->keys, c->n);
+    fair_idle_but(r->fair, c->skipped.keys, c->skipped.n);
     /* The first pass passed over no key for being ahead: the second would be the same take. */
-    if (c->ahead && c->n != c->hard && take_pass(r, now, c, 0) == 0 && take_submit(r, c) == 0) return;
+    if (c->ahead && c->skipped.n != c->hard && take_pass(r, now, c, 0) == 0 && take_submit(r, c) == 0) return;
   }
   if (c->rv != 0) {
     if (c->rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);

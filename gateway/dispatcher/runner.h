@@ -47,6 +47,7 @@
 #include "common/config.h"
 #include "gateway/dispatcher/core.h"
 #include "gateway/dispatcher/fair.h"
+#include "gateway/jobs/jobstore.h"
 #include "gateway/limits/ratelimit.h"
 #include "proto/proto.h"
 
@@ -121,6 +122,22 @@ uint64_t runner_egresses(const struct vts_config *cfg);
  * RUNNER_SKIP_GONE_MAX of the revoked and removed keys. Returns how many.
  */
 size_t runner_skip(struct runner *r, uint64_t now, int ahead, const char **out, size_t max);
+/*
+ * The keys a take passes over, copied for the store's thread (which reads them while the loop's own change): n names,
+ * and the list (jobstore_skip) pointing at them.
+ */
+struct runner_skipped {
+  char (*names)[JOBSTORE_KEY_ID_MAX + 1];
+  const char **keys;
+  size_t n;
+};
+/*
+ * Fills s (what it held freed) with the nfirst names of first, then runner_skip's (ahead as there). Returns 0, or
+ * -ENOMEM (s then holds none).
+ */
+int runner_skipped_fill(struct runner *r, uint64_t now, int ahead, const char *const *first, size_t nfirst,
+                        struct runner_skipped *s);
+void runner_skipped_free(struct runner_skipped *s);
 /* Whether key is absent from the key file or not active there. */
 int runner_key_gone(const struct runner *r, const char *key);
 /*
