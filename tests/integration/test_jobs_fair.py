@@ -145,11 +145,12 @@ def abuser_requests(stack):
     return n + reqs.get("POST /youtubei/v1/browse endless", 0)
 
 
-def start_abuse(gw, hang, big=5000, jobs=10):
-    """The abuser's load: big jobs of unavailable ids, six jobs whose webhook never answers, an endless playlist."""
+def start_abuse(gw, hang, big=5000, jobs=10, hooked=6):
+    """The abuser's load: big jobs of unavailable ids, hooked jobs whose webhook never answers (hang's), an endless
+    playlist."""
     for j in range(jobs):
         post_job(gw, ABUSER, {"video_ids": unavailable_ids("%03d" % j, big)})
-    for j in range(6):
+    for j in range(hooked):
         post_job(gw, ABUSER, {"video_ids": unavailable_ids("h%02d" % j, 1), "webhook_url": hang.url})
     loc, _ = post_job(gw, ABUSER, {"playlist_id": "PLendlessAbuser"})
     return loc
@@ -281,12 +282,14 @@ def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
 def test_a_keys_platform_requests_stay_within_its_share_of_the_batch_budget(tmp_path):
     # 72000 requests an hour (20 a second), 10 at once; batch work gets half (VTS_JOBS_FETCHER_SHARE 50): 10 a
     # second, 5 at once, and each of two keys with work half of that: 5 a second, 2 at once.
+    # No webhook of the abuser's here: a try its receiver never answers holds a batch slot (4 fetchers at 50%: 2 slots,
+    # one a key while both share) for 10 s with no platform request, so the abuser's items would have no slot of their
+    # own while the other key's run, and the budget's share would not be what is measured.
     pace = {"VTS_EGRESS_RATE": "72000", "VTS_EGRESS_BURST": "10"}
-    hang = HangingReceiver()
-    stack = fair_stack(tmp_path, (hang,), env=pace, fetcher_env=pace)
+    stack = fair_stack(tmp_path, (), env=pace, fetcher_env=pace)
     gw = stack.gateway
     try:
-        start_abuse(gw, hang, big=500, jobs=2)
+        start_abuse(gw, None, big=500, jobs=2, hooked=0)
         # Alone, the abuser spends the batch budget: 10 a second with 5 at once.
         assert wait_for(lambda: abuser_requests(stack) >= 5, 10)
         t0, n0 = time.monotonic(), abuser_requests(stack)
@@ -305,11 +308,11 @@ def test_a_keys_platform_requests_stay_within_its_share_of_the_batch_budget(tmp_
         # calls each) spent past the check that let them start.
         assert alone <= 10 * alone_s + 5 + 6, (alone, alone_s)
         assert beside <= 5 * beside_s + 2 + 6, (beside, beside_s)
-        # The abuser was not stopped either: it had its share.
-        assert beside >= 1
+        # The abuser was not stopped either: it kept its slot and at least a fifth of its share of the budget (about 4
+        # a second measured, on the sanitizer build).
+        assert beside >= 1 * beside_s, (beside, beside_s)
     finally:
         stack.close()
-        hang.close()
 
 
 def test_a_list_is_read_within_its_bounds_and_says_why_it_stopped(tmp_path):
