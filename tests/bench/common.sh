@@ -14,7 +14,8 @@ wait_http() { for _ in $(seq 100); do curl -fs -o /dev/null "$1" 2>/dev/null && 
 
 # nginx serving the bytes in $work/www on 127.0.0.1:$ng_port as operators run it (access_log, sendfile, gzip_static
 # serving the very gzip bytes vts sends), its pid file in $work for cleanup.
-#   nginx_start WORKERS [COMMAND...]   (COMMAND runs nginx, e.g. taskset -c 1; nothing for nginx itself)
+#   nginx_start WORKERS [COMMAND...]   (COMMAND runs nginx, e.g. taskset -c 1; nothing for nginx itself;
+#                                       NGINX_ACCESS_LOG=off writes no access log)
 nginx_start() {
   local workers=$1
   shift
@@ -24,7 +25,7 @@ pid $work/nginx.pid;
 error_log $work/nginx-error.log;
 events { worker_connections 4096; }
 http {
-  access_log $work/nginx-access.log;
+  access_log ${NGINX_ACCESS_LOG:-$work/nginx-access.log};
   sendfile on;
   gzip_static on;
   default_type application/json;

@@ -16,10 +16,14 @@
 #   RATE_OF="vts nginx" tests/bench/tail.sh
 # With REPEAT=N each row is run N times, vts and nginx in turn, and the medians of the N runs are printed, with how
 # many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side.
-# PATHS picks the rows' paths: any of "health hour gzip 304" (all four by default).
+# PATHS picks the rows' paths: any of "health hour gzip 304" (all four by default). Two switches take a part of vts
+# out, to see whether it makes the tail: ACCESS_LOG=0 runs both servers without their access logs (vts at
+# VTS_LOG_LEVEL=warn, nginx with access_log off), LOOP_ONLY=1 leaves only the worker's loop thread of vts on the
+# server's core (the master, the dispatcher with its store thread, the worker's threadpool and nng threads go to the
+# generator's).
 # Environment: RATES ("20 50 80"), RATE_OF (own), PATHS, DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
 # SRV_CPU (1), KTHREADS_OFF (0; 1 moves the kernel's movable bursty threads off the server's core, as root),
-# VTS_BUILD_DIR.
+# ACCESS_LOG (1), LOOP_ONLY (0), VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
@@ -53,10 +57,12 @@ taskset -c "$GEN_CPU" python3 "$root/tests/fake_upstream/fake_upstream.py" --por
 pids+=($!)
 key=$("$build/bin/vts-keys" -f "$work/keys.db" create bench --rate 1000000 --window 1 --quota 1000000000000)
 export VTS_LISTEN=127.0.0.1:$gw_port VTS_JOBS_URL=tcp://127.0.0.1:$jobs_port VTS_KEYS_FILE=$work/keys.db \
-  VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_LOG_LEVEL=info VTS_METRICS_LISTEN= \
+  VTS_STATE_DIR=$work/state VTS_UPSTREAM_URL=http://127.0.0.1:$up_port VTS_METRICS_LISTEN= \
   VTS_WORKERS=1 VTS_EGRESS_RATE=0 XDG_RUNTIME_DIR=$work
+if [ "${ACCESS_LOG:-1}" = 1 ]; then export VTS_LOG_LEVEL=info; else export VTS_LOG_LEVEL=warn NGINX_ACCESS_LOG=off; fi
 taskset -c "$SRV_CPU" "$build/bin/vts-gateway" 2>"$work/gateway.log" &
 pids+=($!)
+gw_pid=$!
 taskset -c "$GEN_CPU" "$build/bin/vts-fetcher" --workers 1 2>"$work/fetcher.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$gw_port/health"
@@ -78,6 +84,17 @@ fetch_ok "$work/www/hour.gz" -H "Accept-Encoding: gzip"
 python3 -c 'import gzip, sys; sys.exit(gzip.decompress(open(sys.argv[1], "rb").read()) != open(sys.argv[2], "rb").read())' \
   "$work/www/hour.gz" "$work/www/hour" || { echo "the gzip form does not decode to the body" >&2; exit 1; }
 nginx_start 1 taskset -c "$SRV_CPU"
+# LOOP_ONLY=1: every thread of the gateway's processes but the worker's loop (its main thread) to the generator's core.
+if [ "${LOOP_ONLY:-0}" = 1 ]; then
+  for p in $gw_pid $(pgrep -P "$gw_pid"); do
+    for t in /proc/"$p"/task/*; do
+      t=${t##*/}
+      [ "$t" = "$p" ] && [ "$(cat "/proc/$p/comm")" = vts-worker ] && continue
+      taskset -pc "$GEN_CPU" "$t" >/dev/null
+    done
+  done
+  echo "vts: only the worker's loop thread on cpu $SRV_CPU"
+fi
 vts_etag=$(curl -fsI -H "x-api-key: $key" "http://127.0.0.1:$gw_port$T" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 
