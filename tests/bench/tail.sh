@@ -90,7 +90,7 @@ if [ "${LOOP_ONLY:-0}" = 1 ]; then
     for t in /proc/"$p"/task/*; do
       t=${t##*/}
       [ "$t" = "$p" ] && [ "$(cat "/proc/$p/comm")" = vts-worker ] && continue
-      taskset -pc "$GEN_CPU" "$t" >/dev/null
+      taskset -pc "$GEN_CPU" "$t" >/dev/null 2>&1 || true # a thread that ended meanwhile
     done
   done
   echo "vts: only the worker's loop thread on cpu $SRV_CPU"

@@ -127,6 +127,16 @@ static void no_drop(void *ctx, void *token) { (void)ctx, (void)token; }
 static void no_close(void *ctx, uint64_t fetcher) { (void)ctx, (void)fetcher; }
 static void no_kick(void *arg) { (void)arg; }
 
+/* A core whose acts do nothing but send, which sends a job to a fetcher. */
+static struct core *quiet_core(const struct vts_config *cfg,
+                               int (*send)(void *ctx, uint64_t fetcher, void *token, const struct proto_job *job)) {
+  struct core_ops ops = {
+      .answer = no_answer, .send_job = send, .send_ready = no_ready, .drop_token = no_drop, .close_fetcher = no_close};
+  struct core *core = core_new(cfg, &ops);
+  assert_non_null(core);
+  return core;
+}
+
 /* A temporary directory made from the template dir, and the defaults with their state and key file in it. */
 static void dir_config(char *dir, struct vts_config *cfg) {
   assert_non_null(mkdtemp(dir));
@@ -164,13 +174,7 @@ static void test_a_key_at_its_share_is_passed_over_beside_many_revoked_keys(void
     fprintf(fp, "%s\t%s\t%s\t0\t0\t0\n", name, digest, i < REVOKED ? "revoked" : "active");
   }
   assert_int_equal(fclose(fp), 0);
-  struct core_ops ops = {.answer = no_answer,
-                         .send_job = no_send,
-                         .send_ready = no_ready,
-                         .drop_token = no_drop,
-                         .close_fetcher = no_close};
-  struct core *core = core_new(&cfg, &ops);
-  assert_non_null(core);
+  struct core *core = quiet_core(&cfg, no_send);
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
   struct runner *r = runner_new(&cfg, NULL, core, &loop, no_kick, NULL);
@@ -252,13 +256,7 @@ static void test_a_try_of_a_key_revoked_while_taken_is_given_up_unsent(void **st
   assert_int_equal(jobstore_hook_add(js, job, "{}", 2, made), 0);
   jobstore_close(js);
   /* One fetcher connected and idle: room for one piece of batch work. */
-  struct core_ops ops = {.answer = no_answer,
-                         .send_job = count_send,
-                         .send_ready = no_ready,
-                         .drop_token = no_drop,
-                         .close_fetcher = no_close};
-  struct core *core = core_new(&cfg, &ops);
-  assert_non_null(core);
+  struct core *core = quiet_core(&cfg, count_send);
   uint64_t now = util_now_ms();
   core_fetcher_added(core, now, 7);
   core_fetcher_msg(core, now, 7, (void *)(uintptr_t)0x1001, CORE_READY, 0, NULL);
