@@ -204,6 +204,12 @@ def shared_part(work, job_id):
     return max(ends) - min(starts), min(starts), max(starts), max(ends)
 
 
+# Room for the time the abuser's load adds to each of the other key's items (its pages, failing items and webhook tries
+# take CPU time of the same two cores): measured beside it, the shared part took 1.79x to 2.07x its time alone in nine
+# runs. A share of a third (the unfairness this is meant to catch) would take 3x.
+JITTER = 1.1
+
+
 def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
     """The other key's 100-item job, alone and beside the abuser's load (which never runs out of work), is timed the
     same way twice: from its POST to a status poll that reads done (what a client sees), and on the shared part,
@@ -215,8 +221,8 @@ def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
     take no longer than one, the shared part takes twice as long, and any jitter tips it either side of 2x. So the
     share itself is asserted exactly: while both keys wait (from the other's first start to its last), the other
     key's starts are at least half of all batch starts (the abuser's items, pages and webhook tries), less one for
-    the turn in hand when it joined. And the time on the shared part within 2x of its time alone, give or take one
-    of its items (its median item beside): alone its two slots start a take apart and end as luck has it, so the
+    the turn in hand when it joined. And the time on the shared part within 2x of its time alone (and JITTER), give
+    or take one of its items (its median item beside): alone its two slots start a take apart and end as luck has it, so the
     last round may hold one item, not two. The whole time from the POST is held to the same bound, and the wait for
     the first item is bounded in the abuser's list pages started meanwhile (at most 3): that wait was where a real
     unfairness showed (a take looked for a list's page before any item, so the abuser's endless playlist hid the
@@ -265,9 +271,9 @@ def test_one_keys_load_leaves_anothers_latency_and_job_time(tmp_path):
         assert 2 * mine >= len(both) - 2, collections.Counter(both)
         assert any(t >= posted for t in pages), "the abuser's list had ended before the other job's POST: no race"
         assert pages_before <= 3, (pages_before, first - posted)
-        assert s_beside <= 2 * s_alone + one_item, (s_alone, s_beside, one_item)
+        assert s_beside <= 2 * JITTER * s_alone + one_item, (s_alone, s_beside, one_item)
         # And as a client sees it, from the POST to a poll that reads done: the fixed costs are the same both times.
-        assert t_beside <= 2 * t_alone + one_item, (t_alone, t_beside, one_item)
+        assert t_beside <= 2 * JITTER * t_alone + one_item, (t_alone, t_beside, one_item)
         # The other key's webhook came at once, whatever the abuser's receiver does; the abuser's tries came one at
         # a time.
         assert quick.got[1][1]["type"] == "job.done" and quick.got[1][1]["id"] == loc.rsplit("/", 1)[1]
