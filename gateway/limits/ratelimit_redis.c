@@ -22,7 +22,8 @@
 #include "gateway/limits/ratelimit_memory.h"
 #include "gateway/metrics/metrics.h"
 
-#define SCRIPT_KEYS 4
+#define SCRIPT_KEYS 5
+#define SCRIPT_NUMKEYS "5" /* SCRIPT_KEYS, as EVAL reads it */
 #define SCRIPT_ARGS 11
 #define SCRIPT_ARGC (3 + SCRIPT_KEYS + SCRIPT_ARGS) /* EVALSHA sha numkeys KEYS... ARGV... */
 
@@ -30,12 +31,14 @@
  * Window and month in one atomic step, for n checks of one key at once (the checks a worker gathered while the key's
  * previous call was out), decided as n checks in a row would be, and a lease of up to k more units. KEYS[1] counts
  * the window and KEYS[2] the month, every gateway's fail-open fallback counts included; KEYS[3] and KEYS[4] hold, per
- * gateway, what its fallback counted in them while Redis could not answer. All carry the key's hash tag, so they live
- * in one Cluster slot. ARGV: limit, window TTL, quota, month TTL (seconds), this gateway's id, what its fallback
- * counted in the window and the month (-1: nothing to say, 0: nothing left), n, the number of those counts (struct
- * rl_owed), k, and spend: 1 for checks that reserve a unit of the month, 0 for checks that only read it (a jobs
- * request: counted in the window, refused when the month is used up, and never a unit reserved and given back, so a
- * reader of the month never sees a request's passing unit).
+ * gateway, what its fallback counted in them while Redis could not answer; KEYS[5] holds the window's counts a lease
+ * gave back from below the window's top (give_back_script), which the next checks take first, lowest first, so that
+ * every count of the window is one request's. All carry the key's hash tag, so they live in one Cluster slot. ARGV:
+ * limit, window TTL, quota, month TTL (seconds), this gateway's id, what its fallback counted in the window and the
+ * month (-1: nothing to say, 0: nothing left), n, the number of those counts (struct rl_owed), k, and spend: 1 for
+ * checks that reserve a unit of the month, 0 for checks that only read it (a jobs request: counted in the window,
+ * refused when the month is used up, and never a unit reserved and given back, so a reader of the month never sees a
+ * request's passing unit).
  *
  * A gateway sends its fallback's whole count for the period, which the script stores under the gateway's id with its
  * number (HSET, not INCRBY) and adds to the counter as the difference from what was stored: a count sent twice, or by
@@ -45,9 +48,11 @@
  * reserved only when both admit (see ratelimit.h): the month takes the n units and gives back those refused, in the
  * same atomic step. When all n are admitted, up to k more units are reserved in both (a lease: at most a sixteenth
  * of what is left of either). Each key expires on its own once its period is over. Returns {window count before,
- * month count before, admitted, leased}: the first `admitted` checks pass; check i (from 1) saw window count before
- * + i; the others are refused for the month when month count before + admitted reached the quota, else for the
- * window (batch_result); the lease's units follow the n checks in both counts.
+ * month count before, admitted, leased, the counts given back that the first checks took}: the first `admitted`
+ * checks pass; check i (from 1) saw the i-th count taken back, or, past the m taken back, window count before + i - m;
+ * the others are refused for the month when month count before + admitted reached the quota, else for the window
+ * (batch_result); the lease's units follow the n checks in both counts. A count given back at or above the window's
+ * count (left by a gateway of an older layout, which lowered the count instead) is dropped, not taken.
  */
 static const char script[] =
     "local function owed(key, n, ttl)\n"
@@ -60,7 +65,19 @@ static const char script[] =
     "end\n"
     "local n, k, spend = tonumber(ARGV[8]), tonumber(ARGV[10]), tonumber(ARGV[11])\n"
     "local limit, quota = tonumber(ARGV[1]), tonumber(ARGV[3])\n"
-    "local dw = n + owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
+    "local back = {}\n"
+    "if n > 0 then\n"
+    "  local got = redis.call('ZPOPMIN', KEYS[5], n)\n"
+    "  if #got > 0 then\n"
+    "    local top = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "    for i = 2, #got, 2 do\n"
+    "      local c = tonumber(got[i])\n"
+    "      if c < top then back[#back + 1] = c end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "local m = #back\n"
+    "local dw = n - m + owed(KEYS[3], tonumber(ARGV[6]), ARGV[2])\n"
     "local dq = spend * n + owed(KEYS[4], tonumber(ARGV[7]), ARGV[4])\n"
     "local w = redis.call('INCRBY', KEYS[1], dw)\n"
     "if w == dw then redis.call('EXPIRE', KEYS[1], ARGV[2]) end\n"
@@ -71,27 +88,53 @@ static const char script[] =
     "else\n"
     "  q = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
     "end\n"
-    "w = w - n\n"
+    "w = w - (n - m)\n"
     "q = q - spend * n\n"
-    "local a = math.min(n, limit - w)\n"
+    "local a = 0\n"
+    "while a < m and back[a + 1] <= limit do a = a + 1 end\n"
+    "if a == m then a = m + math.max(0, math.min(n - m, limit - w)) end\n"
     "if spend == 1 then a = math.min(a, quota - q) elseif q >= quota then a = 0 end\n"
     "if a < 0 then a = 0 end\n"
     "local e = 0\n"
     "if spend == 1 and a == n and k > 0 then\n"
-    "  e = math.min(k, math.floor((limit - w - n) / 16), math.floor((quota - q - n) / 16))\n"
+    "  e = math.min(k, math.floor((limit - w - (n - m)) / 16), math.floor((quota - q - n) / 16))\n"
     "  if e < 0 then e = 0 end\n"
     "end\n"
     "if e > 0 then redis.call('INCRBY', KEYS[1], e) end\n"
     "if spend == 1 and a + e ~= n then redis.call('INCRBY', KEYS[2], a + e - n) end\n"
-    "return {w, q, a, e}\n";
+    "return {w, q, a, e, unpack(back)}\n";
 
-/* Gives back a lease's unused units: ARGV[1] of the window KEYS[1] and of the month KEYS[2], as far as they hold. */
+/*
+ * Gives back a lease's unused units: ARGV[1] of them to the month KEYS[2] (its count is the key's total, lowered as
+ * far as it holds), and to the window KEYS[1] its runs, newest first, each as its units left and the window count of
+ * its last unit (ARGV[2], ARGV[3], then the next older run). The window's counts are each one request's: a run that
+ * is the top of the window's count lowers it (and so do counts given back before that are then the top), while a run
+ * below the top, with other requests counted after it, goes to the set KEYS[3] (expiring with the window), whose
+ * counts the next checks take first (see script). A run above the count (a window gone and made again) is left.
+ */
 static const char give_back_script[] =
     "local n = tonumber(ARGV[1])\n"
-    "for i = 1, 2 do\n"
-    "  local v = tonumber(redis.call('GET', KEYS[i]) or '0')\n"
-    "  if v > 0 then redis.call('DECRBY', KEYS[i], math.min(v, n)) end\n"
+    "local v = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "if v > 0 then redis.call('DECRBY', KEYS[2], math.min(v, n)) end\n"
+    "local w = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "local was = w\n"
+    "for i = 2, #ARGV - 1, 2 do\n"
+    "  local left, last = tonumber(ARGV[i]), tonumber(ARGV[i + 1])\n"
+    "  if w == last then\n"
+    "    w = w - left\n"
+    "    while true do\n"
+    "      local t = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')\n"
+    "      if #t == 0 or tonumber(t[2]) ~= w then break end\n"
+    "      redis.call('ZREM', KEYS[3], t[1])\n"
+    "      w = w - 1\n"
+    "    end\n"
+    "  elseif w > last then\n"
+    "    for c = last - left + 1, last do redis.call('ZADD', KEYS[3], c, c) end\n"
+    "    local ttl = redis.call('PTTL', KEYS[1])\n"
+    "    if ttl > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end\n"
+    "  end\n"
     "end\n"
+    "if w < was then redis.call('DECRBY', KEYS[1], was - w) end\n"
     "return 0\n";
 
 /* Gives one reserved unit of the month KEYS[1] back; a month that expired or holds nothing is left alone. */
@@ -197,6 +240,14 @@ struct rlreq {
 
 #define RLREDIS_BATCH_MAX 256
 
+/* What the check script answered (see script): its four counts, and the window's counts given back that its first
+ * checks took. */
+struct script_reply {
+  int64_t window, month, admitted, leased;
+  size_t taken;
+  int64_t back[RLREDIS_BATCH_MAX];
+};
+
 static void conn_start(struct rlredis *r);
 static void leases_resolve(struct rlredis *r);
 static void on_reply(redisAsyncContext *c, void *reply, void *privdata);
@@ -221,14 +272,15 @@ static void req_timer_closed(uv_handle_t *h) {
 }
 
 /*
- * What check i (from 0) of a batch gets, from the script's {window count before, month count before, admitted}: as
- * if the checks had been made one after another.
+ * What check i (from 0) of a batch gets, from the script's answer: as if the checks had been made one after another,
+ * the first ones with the counts given back that they took.
  */
-static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[4], struct rlredis_result *out) {
-  int64_t k = (int64_t)i + 1, w0 = reply[0], q0 = reply[1], admitted = reply[2];
+static void batch_result(const struct rlreq *q, size_t i, const struct script_reply *reply,
+                         struct rlredis_result *out) {
+  int64_t k = (int64_t)i + 1, q0 = reply->month, admitted = reply->admitted;
   int64_t spent = q->spend ? admitted : 0; /* checks that only read the month leave it as it was */
   out->owed_seq = q->owed.seq;
-  out->window_used = w0 + k;
+  out->window_used = i < reply->taken ? reply->back[i] : reply->window + k - (int64_t)reply->taken;
   if (k <= admitted) {
     out->outcome = RL_ALLOW;
     out->quota_used = q->spend ? q0 + k : q0;
@@ -238,13 +290,13 @@ static void batch_result(const struct rlreq *q, size_t i, const int64_t reply[4]
   out->quota_used = q0 + spent;
 }
 
-static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t reply[4]);
+static void lease_add(struct rlredis *r, const struct rlreq *q, const struct script_reply *reply);
 
 /*
  * Answers every check of q, once and in order: closes its timer, keeps the lease Redis reserved, then calls back (q
- * stays valid until the close callback). reply: the script's four counts, or NULL with a fault status.
+ * stays valid until the close callback). reply: the script's answer, or NULL with a fault status.
  */
-static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
+static void req_decide(struct rlreq *q, int status, const struct script_reply *reply) {
   if (q->decided) return;
   q->decided = true;
   if (q->sent) {
@@ -258,7 +310,7 @@ static void req_decide(struct rlreq *q, int status, const int64_t *reply) {
     if (r->open != NULL && r->flush_open) uv_prepare_start(&r->flush, on_flush);
   }
   if (q->timer_open) uv_close((uv_handle_t *)&q->timer, req_timer_closed);
-  if (reply != NULL && reply[3] > 0) lease_add(q->r, q, reply);
+  if (reply != NULL && reply->leased > 0) lease_add(q->r, q, reply);
   for (size_t i = 0; i < q->n; i++) {
     if (reply == NULL) {
       q->w[i].cb(q->w[i].arg, status, NULL);
@@ -463,7 +515,7 @@ static void conn_start(struct rlredis *r) {
 }
 
 static int req_send(struct rlreq *q, redisAsyncContext *ac, bool eval) {
-  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA", eval ? script : q->r->sha, "4"};
+  const char *argv[SCRIPT_ARGC] = {eval ? "EVAL" : "EVALSHA", eval ? script : q->r->sha, SCRIPT_NUMKEYS};
   size_t lens[SCRIPT_ARGC] = {eval ? 4 : 7, eval ? sizeof(script) - 1 : sizeof(q->r->sha) - 1, 1};
   for (int i = 0; i < SCRIPT_KEYS; i++) argv[3 + i] = q->keys[i];
   for (int i = 0; i < SCRIPT_ARGS; i++) argv[3 + SCRIPT_KEYS + i] = q->nums[i];
@@ -479,13 +531,18 @@ static int64_t lease_asked(const struct rlreq *q) {
   return k < VTS_REDIS_LEASE_MAX ? k : VTS_REDIS_LEASE_MAX;
 }
 
-static int parse_result(const struct rlreq *q, const redisReply *rep, int64_t out[4]) {
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) return -EPROTO;
-  for (size_t i = 0; i < 4; i++) {
+static int parse_result(const struct rlreq *q, const redisReply *rep, struct script_reply *out) {
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 4 || rep->elements > 4 + q->n) return -EPROTO;
+  for (size_t i = 0; i < rep->elements; i++)
     if (rep->element[i]->type != REDIS_REPLY_INTEGER) return -EPROTO;
-    out[i] = rep->element[i]->integer;
-  }
-  if (out[2] < 0 || out[2] > (int64_t)q->n || out[3] < 0 || out[3] > lease_asked(q)) return -EPROTO;
+  out->window = rep->element[0]->integer;
+  out->month = rep->element[1]->integer;
+  out->admitted = rep->element[2]->integer;
+  out->leased = rep->element[3]->integer;
+  out->taken = rep->elements - 4;
+  for (size_t i = 0; i < out->taken; i++) out->back[i] = rep->element[4 + i]->integer;
+  if (out->admitted < 0 || out->admitted > (int64_t)q->n || out->leased < 0 || out->leased > lease_asked(q))
+    return -EPROTO;
   return 0;
 }
 
@@ -496,7 +553,7 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
   q->in_redis = false;
   if (rep != NULL) conn_alive(r);
   if (!q->decided) {
-    int64_t res[4];
+    struct script_reply res;
     if (rep == NULL) {
       r->errors += q->n;
       req_decide(q, -ENOTCONN, NULL);
@@ -511,8 +568,8 @@ static void on_reply(redisAsyncContext *c, void *reply, void *privdata) {
       }
       r->errors += q->n;
       req_decide(q, -EIO, NULL);
-    } else if (parse_result(q, rep, res) == 0) {
-      req_decide(q, 0, res);
+    } else if (parse_result(q, rep, &res) == 0) {
+      req_decide(q, 0, &res);
     } else {
       r->errors += q->n;
       req_decide(q, -EPROTO, NULL);
@@ -534,9 +591,10 @@ static void put_i64(struct strb *b, int64_t v) {
 }
 
 /*
- * The names of a key's counters (suffix "") and of its fallback counts (":owed"), for a window (its length and
- * index) and for a month; each returns the name's length (they fit RLREDIS_KEY_BYTES: a 16-byte tag, two numbers, a
- * short suffix). The hash tag is the first 64 bits of the key's digest: never the key, never its name.
+ * The names of a key's counters (suffix ""), of its fallback counts (":owed") and of a window's counts given back
+ * below its top (":back"), for a window (its length and index) and for a month; each returns the name's length (they
+ * fit RLREDIS_KEY_BYTES: a 16-byte tag, two numbers, a short suffix). The hash tag is the first 64 bits of the key's
+ * digest: never the key, never its name.
  */
 static size_t window_key(char out[RLREDIS_KEY_BYTES], const char *digest, int64_t window_s, int64_t window_index,
                          const char *suffix) {
@@ -708,6 +766,7 @@ static struct rlreq *batch_new(struct rlredis *r, const char *digest, const stru
   q->lens[1] = month_key(q->keys[1], digest, month, "");
   q->lens[2] = window_key(q->keys[2], digest, lim->window_s, window_index, ":owed");
   q->lens[3] = month_key(q->keys[3], digest, month, ":owed");
+  q->lens[4] = window_key(q->keys[4], digest, lim->window_s, window_index, ":back");
   set_num(q, 0, lim->rate);
   /* The window counter is created during its window, so its length plus a second outlives the window. */
   set_num(q, 1, lim->window_s + 1);
@@ -734,29 +793,45 @@ static bool lease_fits(const struct lease *l, const struct rl_limits *lim, int64
          l->quota == lim->quota;
 }
 
-/* Gives n of the lease's units back to Redis, without awaiting a reply (units Redis does not take back stay counted,
- * the safe side). */
-static void units_give_back(struct rlredis *r, const struct lease *l, int64_t n) {
-  if (n <= 0 || r->ac == NULL || !r->ready) return;
-  char wkey[RLREDIS_KEY_BYTES], mkey[RLREDIS_KEY_BYTES], units[24];
-  size_t lens[6] = {4, sizeof(give_back_script) - 1, 1, 0, 0, 0};
-  lens[3] = window_key(wkey, l->digest, l->window_s, l->window_index, "");
-  lens[4] = month_key(mkey, l->digest, l->month, "");
-  lens[5] = util_u64_dec((uint64_t)n, units);
-  const char *argv[] = {"EVAL", give_back_script, "2", wkey, mkey, units};
-  if (redisAsyncCommandArgv(r->ac, NULL, NULL, 6, argv, lens) != REDIS_OK) r->errors++;
-}
-
-/* The units the lease holds, in all its runs. */
-static int64_t lease_held(const struct lease *l) {
+/* The units held in runs. */
+static int64_t runs_held(const struct lease_run *run, unsigned runs) {
   int64_t n = 0;
-  for (unsigned i = 0; i < l->runs; i++) n += l->run[i].left;
+  for (unsigned i = 0; i < runs; i++) n += run[i].left;
   return n;
 }
 
+#define GIVE_BACK_ARGC (7 + 2 * LEASE_RUNS) /* EVAL script 3 KEYS... units, then each run's left and end_w */
+
+/* Gives the units of the lease's runs (oldest first) back to Redis (give_back_script), without awaiting a reply
+ * (units Redis does not take back stay counted, the safe side). */
+static void units_give_back(struct rlredis *r, const struct lease *l, const struct lease_run *run, unsigned runs) {
+  int64_t n = runs_held(run, runs);
+  if (n <= 0 || r->ac == NULL || !r->ready) return;
+  char keys[3][RLREDIS_KEY_BYTES], nums[1 + 2 * LEASE_RUNS][24];
+  const char *argv[GIVE_BACK_ARGC] = {"EVAL", give_back_script, "3", keys[0], keys[1], keys[2], nums[0]};
+  size_t lens[GIVE_BACK_ARGC] = {4, sizeof(give_back_script) - 1, 1};
+  lens[3] = window_key(keys[0], l->digest, l->window_s, l->window_index, "");
+  lens[4] = month_key(keys[1], l->digest, l->month, "");
+  lens[5] = window_key(keys[2], l->digest, l->window_s, l->window_index, ":back");
+  lens[6] = util_u64_dec((uint64_t)n, nums[0]);
+  int argc = 7;
+  for (unsigned i = runs; i-- > 0;) { /* newest first: the top of the window's count goes back first */
+    if (run[i].left <= 0) continue;
+    char *left = nums[argc - 6], *end = nums[argc - 5];
+    lens[argc] = util_u64_dec((uint64_t)run[i].left, left);
+    argv[argc++] = left;
+    lens[argc] = util_u64_dec((uint64_t)run[i].end_w, end);
+    argv[argc++] = end;
+  }
+  if (redisAsyncCommandArgv(r->ac, NULL, NULL, argc, argv, lens) != REDIS_OK) r->errors++;
+}
+
+/* The units the lease holds, in all its runs. */
+static int64_t lease_held(const struct lease *l) { return runs_held(l->run, l->runs); }
+
 /* Gives every unit the lease holds back. */
 static void lease_give_back(struct rlredis *r, struct lease *l) {
-  units_give_back(r, l, lease_held(l));
+  units_give_back(r, l, l->run, l->runs);
   l->runs = 0;
 }
 
@@ -801,8 +876,8 @@ static void lease_move(struct rlredis *r, struct lease *l, const struct rl_limit
   l->quota = lim->quota;
 }
 
-/* Keeps the units q's call reserved beyond its checks (reply: the script's four counts, reply[3] > 0). */
-static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t reply[4]) {
+/* Keeps the units q's call reserved beyond its checks (reply->leased > 0). */
+static void lease_add(struct rlredis *r, const struct rlreq *q, const struct script_reply *reply) {
   struct lease *l = lease_find(r, q->bucket, q->digest);
   struct rl_limits lim = {q->rate, q->window_s, q->quota};
   if (l == NULL) {
@@ -815,14 +890,13 @@ static void lease_add(struct rlredis *r, const struct rlreq *q, const int64_t re
   } else if (!lease_fits(l, &lim, q->window_index, q->month)) {
     lease_move(r, l, &lim, q->window_index, q->month);
   }
-  if (l->runs < LEASE_RUNS) {
-    /* After the call's own checks: the window counted all n of them, the month the admitted ones. */
-    l->run[l->runs++] =
-        (struct lease_run){reply[3], reply[0] + (int64_t)q->n + reply[3], reply[1] + reply[2] + reply[3]};
-  } else {
-    /* The top of Redis's counts goes back rather than a fifth run: each unit held keeps a count of its own. */
-    units_give_back(r, l, reply[3]);
-  }
+  /* After the call's own checks: the window counted those that took no count given back, the month the admitted. */
+  struct lease_run run = {reply->leased, reply->window + (int64_t)(q->n - reply->taken) + reply->leased,
+                          reply->month + reply->admitted + reply->leased};
+  if (l->runs < LEASE_RUNS)
+    l->run[l->runs++] = run;
+  else
+    units_give_back(r, l, &run, 1); /* rather than a fifth run: each unit held keeps a count of its own */
   if (lease_asked(q) > l->want) l->want = lease_asked(q);
   l->used = true;
   l->starved = false;

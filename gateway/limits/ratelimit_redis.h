@@ -14,9 +14,10 @@
  * once, without a round trip, and asks for the next lease when half is used. A lease is for one window and month:
  * what is left of it is given back to Redis when the window changes, when it was not used for VTS_REDIS_LEASE_IDLE_MS,
  * and when the worker closes. A lost connection's leases go back once the next connection is ready, if it reached
- * the same server process (INFO server's run_id); elsewhere they stay counted. So a key never gets more than its
- * limits; while a worker holds unused units, another may be refused the last few of them for up to
- * VTS_REDIS_LEASE_IDLE_MS.
+ * the same server process (INFO server's run_id); elsewhere they stay counted. A unit given back below the top of
+ * the window's count keeps its count for the key's next check (each request of a window sees a count of its own).
+ * So a key never gets more than its limits; while a worker holds unused units, another may be refused the last few of
+ * them for up to VTS_REDIS_LEASE_IDLE_MS.
  *
  * hiredis 0.14 has no async timeouts, so every command has its own libuv timer (VTS_REDIS_COMMAND_TIMEOUT_MS): on
  * expiry its checks are answered as faults and the reply, if it ever comes, is dropped (the command stays

@@ -486,6 +486,41 @@ static void test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle(v
   assert_int_equal(stats(f).redis_leased, 8);
 }
 
+/*
+ * A check with f's connection ready, then eight at once, which lease eight more units: Redis counts 17 in the window
+ * and the month while the worker holds 8 of them.
+ */
+static void lease_eight(struct fx *f) {
+  f->key.quota = 100000;
+  checks_then_counts(f, 8, 17);
+}
+
+/* How many of the window's counts a lease gave back below its top wait in Redis for the key's next checks. */
+static long long counts_given_back(struct fx *f) {
+  char wname[128], mname[128], back[160];
+  key_names(f, &f->key, wname, mname);
+  snprintf(back, sizeof(back), "%s:back", wname);
+  redisContext *c = test_redis_sync(f->port);
+  assert_non_null(c);
+  redisReply *r = redisCommand(c, "ZCARD %s", back);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+  long long n = r->integer;
+  freeReplyObject(r);
+  redisFree(c);
+  return n;
+}
+
+/* Another gateway's requests: n more in the key's window and month. */
+static void counted_elsewhere(struct fx *f, int n) {
+  char wname[128], mname[128], cmd[300];
+  key_names(f, &f->key, wname, mname);
+  snprintf(cmd, sizeof(cmd), "INCRBY %s %d", wname, n);
+  redis_command(f, cmd);
+  snprintf(cmd, sizeof(cmd), "INCRBY %s %d", mname, n);
+  redis_command(f, cmd);
+}
+
 /* One check that the key's lease decides at once (no round trip): its window and month counts as remaining. */
 static struct rl_decision check_from_lease(struct fx *f) {
   struct answers a = {0};
@@ -503,19 +538,10 @@ static struct rl_decision check_from_lease(struct fx *f) {
 static void test_a_lease_topped_up_while_held_gives_each_unit_its_own_count(void **state) {
   FX();
   start(f, 1000, true);
-  f->key.quota = 100000;
-  assert_int_equal(check(f, NULL).outcome, RL_ALLOW); /* connected; 1 used */
-  struct seq s;
-  checks_at_once(f, 8, &s); /* 2..9, and a lease of 10..17 */
+  lease_eight(f); /* 1..9, and a lease of 10..17 */
   /* Four from the lease: 10..13; the fourth leaves it half used, which asks for the next lease. */
   for (int i = 0; i < 4; i++) assert_int_equal(check_from_lease(f).remaining, 1000 - (10 + i));
-  /* Another gateway counts three (18..20) before that call runs. */
-  char wname[128], mname[128], cmd[300];
-  key_names(f, &f->key, wname, mname);
-  snprintf(cmd, sizeof(cmd), "INCRBY %s 3", wname);
-  redis_command(f, cmd);
-  snprintf(cmd, sizeof(cmd), "INCRBY %s 3", mname);
-  redis_command(f, cmd);
+  counted_elsewhere(f, 3); /* another gateway's three (18..20), before that call runs */
   /* The call runs (the next lease: 21..28), and its answer is read: a check of another key, sent after it on the
    * same connection, is answered after it. */
   long long window = 0, month = 0;
@@ -539,6 +565,69 @@ static void test_a_lease_topped_up_while_held_gives_each_unit_its_own_count(void
     assert_int_equal(d.quota_remaining, 100000 - counts[i]);
   }
   assert_int_equal(stats(f).redis_leased, 16);
+}
+
+/*
+ * A lease goes back unused while other requests were counted after it (another gateway's three): the window's count
+ * stays, for those requests saw it, and the units' own counts are the next checks' first, lowest first, so that no
+ * two requests of the window see the same count (lowering the count would give the next request one already seen).
+ * The month is the key's total, and is lowered.
+ */
+static void test_a_lease_given_back_below_the_top_gives_its_counts_to_the_next_checks(void **state) {
+  FX();
+  start(f, 1000, true);
+  lease_eight(f);          /* 1..9, and a lease of 10..17 */
+  counted_elsewhere(f, 3); /* 18..20 */
+  run_for_ms(&f->loop, 3 * VTS_REDIS_LEASE_IDLE_MS);
+  long long window, month;
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 20);
+  assert_int_equal(month, 12);
+  assert_int_equal(counts_given_back(f), 8);
+  assert_int_equal(check(f, NULL).remaining, 1000 - 10);
+  /* Eight at once: the seven counts left, then the window's next; and a lease from the top (22..29). */
+  struct seq s;
+  checks_at_once(f, 8, &s);
+  for (int i = 0; i < 7; i++) assert_int_equal(s.d[i].remaining, 1000 - (11 + i));
+  assert_int_equal(s.d[7].remaining, 1000 - 21);
+  assert_int_equal(counts_given_back(f), 0);
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 29);
+  /* That lease is the top: it lowers the count as it goes back. */
+  run_for_ms(&f->loop, 3 * VTS_REDIS_LEASE_IDLE_MS);
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 21);
+  assert_int_equal(month, 21);
+  assert_int_equal(check(f, NULL).remaining, 1000 - 22);
+}
+
+/*
+ * A lease of two runs goes back, the newer the top of the window, and between them counts another gateway's lease
+ * gave back meanwhile (18..20, put in Redis by hand): the newer run lowers the count, then those counts, then the
+ * older run, now the top too. The window then counts exactly the requests that had a count.
+ */
+static void test_a_lease_given_back_at_the_top_takes_the_counts_given_back_below_it(void **state) {
+  FX();
+  start(f, 1000, true);
+  lease_eight(f); /* 1..9, and a lease of 10..17 */
+  for (int i = 0; i < 4; i++) assert_int_equal(check_from_lease(f).remaining, 1000 - (10 + i)); /* asks for 21..28 */
+  counted_elsewhere(f, 3);
+  char wname[128], mname[128], cmd[300];
+  key_names(f, &f->key, wname, mname);
+  snprintf(cmd, sizeof(cmd), "ZADD %s:back 18 18 19 19 20 20", wname);
+  redis_command(f, cmd);
+  long long window = 0, month = 0;
+  for (int i = 0; i < 400 && window != 28; i++) {
+    run_for_ms(&f->loop, 5);
+    key_counts(f, &f->key, &window, &month);
+  }
+  assert_int_equal(window, 28);
+  run_for_ms(&f->loop, 3 * VTS_REDIS_LEASE_IDLE_MS);
+  key_counts(f, &f->key, &window, &month);
+  assert_int_equal(window, 13);
+  assert_int_equal(month, 28 - 12);
+  assert_int_equal(counts_given_back(f), 0);
+  assert_int_equal(check(f, NULL).remaining, 1000 - 14);
 }
 
 #define LEASE_ROUNDS 5
@@ -577,15 +666,6 @@ static void test_a_key_near_its_limit_gets_no_lease(void **state) {
   assert_int_equal(check(f, NULL).remaining, 20 - 7);
   assert_int_equal(script_calls(f), calls + 1);
   assert_int_equal(stats(f).redis_leased, 0);
-}
-
-/*
- * A check with f's connection ready, then eight at once, which lease eight more units: Redis counts 17 in the window
- * and the month while the worker holds 8 of them.
- */
-static void lease_eight(struct fx *f) {
-  f->key.quota = 100000;
-  checks_then_counts(f, 8, 17);
 }
 
 /* Waits until the next window of window_s seconds begins: running loop, or with loop NULL standing still (no timer
@@ -936,6 +1016,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_busy_key_is_admitted_from_a_lease_which_goes_back_when_idle, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_topped_up_while_held_gives_each_unit_its_own_count, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_lease_given_back_below_the_top_gives_its_counts_to_the_next_checks, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_lease_given_back_at_the_top_takes_the_counts_given_back_below_it, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_a_key_near_its_limit_gets_no_lease, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_goes_back_when_its_window_ends, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_lease_of_a_lost_connection_goes_back_to_the_same_server, setup, teardown),
