@@ -16,6 +16,9 @@
  * percentile of how late a request went out after its due time while its connection was free: the generator's own
  * delay (its core busy, or taken by something else), not the server's. When it nears the latencies, the generator, not
  * the server, is the tail.
+ *
+ * With BENCH_LATENCIES set to a file's name, every answer's latency (microseconds, one a line) is also appended to it,
+ * so that several runs can be pooled into one distribution (tail.sh does, for runs of two servers made in turn).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -197,6 +200,22 @@ static int arg_num(const char *s, double *out) {
   return errno == 0 && end != s && *end == '\0' && *out >= 0 ? 0 : -1;
 }
 
+/* Appends every answer's latency to the file named path (nothing when path is NULL or empty); 0, or 1 on error. */
+static int latencies_append(const char *path) {
+  if (path == NULL || path[0] == '\0') return 0;
+  FILE *f = fopen(path, "a");
+  if (f == NULL) {
+    fprintf(stderr, "%s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  for (size_t i = 0; i < g.nlat; i++) fprintf(f, "%u\n", g.lat[i]);
+  if (fclose(f) != 0) {
+    fprintf(stderr, "%s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   double port, rate, seconds, conns, expect = 200;
   if (argc < 6 || arg_num(argv[1], &port) || arg_num(argv[3], &rate) || arg_num(argv[4], &seconds) ||
@@ -262,8 +281,9 @@ int main(int argc, char **argv) {
   printf("sent %llu rps %.0f p50 %u p99 %u p999 %u max %u errors %llu lag99 %u\n", (unsigned long long)g.sent,
          (double)g.nlat / took, pct(50), pct(99), pct(99.9), g.nlat ? g.lat[g.nlat - 1] : 0,
          (unsigned long long)g.errors, pct_of(g.lag, g.nlag, 99));
+  int rv = latencies_append(getenv("BENCH_LATENCIES"));
   free(g.lat);
   free(g.lag);
   free(g.request);
-  return 0;
+  return rv;
 }

@@ -15,7 +15,10 @@
 #   tests/bench/tail.sh
 #   RATE_OF="vts nginx" tests/bench/tail.sh
 # With REPEAT=N each row is run N times, vts and nginx in turn, and the medians of the N runs are printed, with how
-# many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side.
+# many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side. The row also
+# pools the N runs of each server (every answer's latency, BENCH_LATENCIES) into one distribution and prints its
+# p99s side by side: N runs of D seconds made in turn are one run of N * D seconds each, in which both servers met
+# the same minutes of the machine; that pooled ratio is the row's measure against the target (1.5x).
 # PATHS picks the rows' paths: any of "health hour gzip 304" (all four by default). Two switches take a part of vts
 # out, to see whether it makes the tail: ACCESS_LOG=0 runs both servers without their access logs (vts at
 # VTS_LOG_LEVEL=warn, nginx with access_log off), LOOP_ONLY=1 leaves only the worker's loop thread of vts on the
@@ -35,6 +38,8 @@ build=${VTS_BUILD_DIR:-$root/build}
 vts_install_packages "${VTS_BUILD_PACKAGES[@]}" nginx-light python3 curl util-linux >/dev/null
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null
 gen() { taskset -c "$GEN_CPU" "$build/bin/bench_openloop" "$@"; }
+# a file of latencies (us, one a line) -> its p99 in ms, taken as bench_openloop takes it
+pooled_p99() { sort -n "$1" | awk '{ v[NR - 1] = $1 } END { printf "%.3f", NR ? v[int(0.99 * (NR - 1))] / 1000 : 0 }'; }
 
 work=$(mktemp -d /tmp/vts-tail.XXXXXX)
 chmod 755 "$work" # nginx workers run as an unprivileged user and must read the bodies
@@ -119,8 +124,8 @@ median() {
 echo "tail benchmark: generator on cpu $GEN_CPU, server on cpu $SRV_CPU (one worker each), $CONNS connections,"
 echo "$DURATION s a rate, $REPEAT run(s) a row (medians); $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | runs over 1.5x | gen lag99 ms |"
-echo "|---|---|---|---|---|---|---|"
+echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | runs over 1.5x | pooled p99 vts / nginx ms | pooled ratio | gen lag99 ms |"
+echo "|---|---|---|---|---|---|---|---|---|"
 case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each "A: x|B: y", may be empty)
   local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax of pct vr nr vout nout va=() na=()
   [ -n "$5" ] && IFS='|' read -ra va <<<"$5"
@@ -136,10 +141,12 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
         *) echo "RATE_OF: own, vts or nginx, not $of" >&2; exit 2 ;;
       esac
       # REPEAT runs of the row, the two servers in turn, so that a slow minute of the machine falls on both alike.
-      local vruns="" nruns="" crossed=0 i vout nout
+      local vruns="" nruns="" crossed=0 i vout nout vpool npool
+      : >"$work/lat.vts"
+      : >"$work/lat.nginx"
       for ((i = 0; i < REPEAT; i++)); do
-        vout=$(gen "$gw_port" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
-        nout=$(gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
+        vout=$(BENCH_LATENCIES=$work/lat.vts gen "$gw_port" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
+        nout=$(BENCH_LATENCIES=$work/lat.nginx gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
         [ "$(echo "$vout" | field errors)" = 0 ] || echo "vts: errors at $pct% of $of: $vout" >&2
         [ "$(echo "$nout" | field errors)" = 0 ] || echo "nginx: errors at $pct% of $of: $nout" >&2
         crossed=$((crossed + $(awk -v a="$(echo "$vout" | field p99)" -v b="$(echo "$nout" | field p99)" \
@@ -147,10 +154,11 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
         vruns+="$vout"$'\n' nruns+="$nout"$'\n'
       done
       vout=$(echo -n "$vruns" | median) nout=$(echo -n "$nruns" | median)
-      printf '| %s | %d%% of %s (%d / %d) | %s | %s | %.2fx | %d of %d | %.3f / %.3f |\n' "$name" "$pct" "$of" "$vr" \
-        "$nr" "$(echo "$vout" | ms | sed 's| | / |g')" "$(echo "$nout" | ms | sed 's| | / |g')" \
+      vpool=$(pooled_p99 "$work/lat.vts") npool=$(pooled_p99 "$work/lat.nginx")
+      printf '| %s | %d%% of %s (%d / %d) | %s | %s | %.2fx | %d of %d | %s / %s | %.2fx | %.3f / %.3f |\n' "$name" \
+        "$pct" "$of" "$vr" "$nr" "$(echo "$vout" | ms | sed 's| | / |g')" "$(echo "$nout" | ms | sed 's| | / |g')" \
         "$(awk -v a="$(echo "$vout" | field p99)" -v b="$(echo "$nout" | field p99)" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
-        "$crossed" "$REPEAT" \
+        "$crossed" "$REPEAT" "$vpool" "$npool" "$(awk -v a="$vpool" -v b="$npool" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
         "$(echo "$vout" | field lag99 | awk '{ print $1 / 1000 }')" "$(echo "$nout" | field lag99 | awk '{ print $1 / 1000 }')"
     done
   done
