@@ -138,6 +138,9 @@
 #define VTS_DISPATCH_RECONNECT_MAX_MS 500     /* ... up to */
 #define VTS_L1_CACHE_BYTES (16 * 1024 * 1024) /* per-worker cache of hot results, bodies and overhead */
 #define VTS_L1_CACHE_TTL_MS 5000              /* an L1 entry lives this long at most, never past its shared entry */
+/* A transcript hit within this long of its L1 entry's end asks the dispatcher, beside its answer, whether the entry
+ * still holds (a 304 renews it): a hot entry never expires under its requests while the shared one lives on. */
+#define VTS_L1_REFRESH_AHEAD_MS 1000
 #define VTS_L1_VALIDATOR_BYTES                                                        \
   (4 * 1024 * 1024) /* per worker: ETags of transcripts (~150 B each), as long as the \
                        shared entry lives, to answer revalidations with 304 */

@@ -101,6 +101,7 @@ static int job_target_valid(const struct proto_job *job) {
            memchr(job->browse, '\0', job->browse_len) == NULL;
   if (job->browse_what != PROTO_BROWSE_NONE || job->browse_len != 0) return 0;
   if ((job->include & ~PROTO_INCLUDE_ALL) != 0 || (job->include != 0 && job->kind != PROTO_KIND_METADATA)) return 0;
+  if (job->refresh > 1 || (job->refresh && (job->kind != PROTO_KIND_CAPTIONS || job->inm_len == 0))) return 0;
   if (job->kind == PROTO_KIND_WEBHOOK) return job->video_id[0] == '\0' && job->hook_url_len > 0;
   return ident_video_id_valid(job->video_id, strlen(job->video_id));
 }
@@ -126,6 +127,7 @@ int proto_encode_job(struct buf *out, const struct proto_job *job) {
   if (rv == 0) rv = put_u8(out, job->browse_what);
   if (rv == 0) rv = put_blob(out, job->browse, job->browse_len, VTS_MAX_BROWSE_TOKEN_BYTES);
   if (rv == 0) rv = put_blob(out, job->inm, job->inm_len, PROTO_MAX_INM);
+  if (rv == 0) rv = put_u8(out, job->refresh);
   return rv;
 }
 
@@ -235,6 +237,8 @@ int proto_decode_job(const void *data, size_t len, struct proto_job *job) {
   job->browse_what = (uint8_t)v;
   if (get_blob(&r, VTS_MAX_BROWSE_TOKEN_BYTES, &job->browse, &job->browse_len) != 0) return -EPROTO;
   if (get_blob(&r, PROTO_MAX_INM, &job->inm, &job->inm_len) != 0) return -EPROTO;
+  if (get_be(&r, 1, &v) != 0) return -EPROTO;
+  job->refresh = (uint8_t)v;
   return r.left == 0 && job_target_valid(job) ? 0 : -EPROTO;
 }
 

@@ -25,9 +25,9 @@
  * result carries its job's PO-token provider failures; 7: the WEBHOOK kind exists, and a job carries a webhook
  * delivery; 8: the BROWSE kind, a job's browse target, and the reasons of a playlist or channel that cannot be read;
  * 9: a result carries its fetcher's sandbox layers; 10: a job carries what it includes beyond its kind's answer (a
- * metadata job's chapters).
+ * metadata job's chapters); 11: a job says whether it is a worker's refresh of an answer it holds.
  */
-#define PROTO_VERSION 10
+#define PROTO_VERSION 11
 #define PROTO_MAX_LANG 15                             /* bytes of a language code, without NUL */
 #define PROTO_MAX_REQUEST_ID VTS_MAX_REQUEST_ID_BYTES /* bytes of a request id, without NUL */
 
@@ -291,6 +291,12 @@ struct proto_job {
    */
   const char *inm;
   uint32_t inm_len;
+  /*
+   * Worker -> dispatcher: 1 for a refresh of an answer the worker holds in its own cache (its ETag in inm): answered
+   * from the dispatcher's memory cache only (a 304 when it still holds that answer, or the answer it holds), never by a
+   * job (PROTO_INTERNAL "not_cached" when it holds none); 0 for a request. Only for a CAPTIONS job with an inm.
+   */
+  uint8_t refresh;
 };
 
 struct proto_result {

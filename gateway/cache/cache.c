@@ -253,14 +253,20 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
 }
 
 int cache_lookup_stale(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
-                       uint64_t *ttl_left_ms, struct entity **ent) {
+                       uint64_t *ttl_left_ms, uint64_t *ended_ms, struct entity **ent) {
   int rv = cache_lookup(c, video_id, lang, res, ttl_left_ms, ent);
   if (rv != -ENOENT || !c->limits.keep_expired) return rv;
   struct entry *e = find(c, video_id, lang, cache_key_hash(video_id, lang));
   if (e == NULL) return -ENOENT;
   fill(e, res, ent);
   if (ttl_left_ms != NULL) *ttl_left_ms = 0;
+  if (ended_ms != NULL) *ended_ms = c->now_ms() - e->expires_ms;
   return -ESTALE;
+}
+
+void cache_remove(struct cache *c, const char *video_id, const char *lang) {
+  struct entry *e = find(c, video_id, lang, cache_key_hash(video_id, lang));
+  if (e != NULL) remove_entry(c, e);
 }
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out) { *out = c->stats; }

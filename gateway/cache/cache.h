@@ -72,10 +72,14 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
 
 /*
  * As cache_lookup, and an expired entry that is kept (keep_expired) is found too, without being marked as used: returns
- * 0 for a live entry, -ESTALE for an expired one (res and *ent filled alike; *ttl_left_ms 0), or -ENOENT.
+ * 0 for a live entry, -ESTALE for an expired one (res and *ent filled alike; *ttl_left_ms 0, and *ended_ms, when not
+ * NULL, how long ago it ended), or -ENOENT.
  */
 int cache_lookup_stale(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
-                       uint64_t *ttl_left_ms, struct entity **ent);
+                       uint64_t *ttl_left_ms, uint64_t *ended_ms, struct entity **ent);
+
+/* Drops the entry of (video_id, lang), live or expired, if there is one. */
+void cache_remove(struct cache *c, const char *video_id, const char *lang);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

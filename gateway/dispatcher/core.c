@@ -768,6 +768,11 @@ void core_request(struct core *c, uint64_t now, struct core_waiter *w, const str
     proto_job_key(req, key);
     if (answer_cached(c, w, req, key)) return;
   }
+  if (req->refresh) {
+    /* A worker's refresh of what it holds: the memory cache's to answer, never a job's (nothing asked to fetch). */
+    answer_internal(c, w, "not_cached");
+    return;
+  }
   c->st.cache_misses++;
   struct job *j = job_find(c, req->video_id, key);
   if (j != NULL) {

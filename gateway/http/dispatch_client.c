@@ -11,6 +11,14 @@
  * this worker does not go to the dispatcher; it waits on the first one (a follower) and is answered from the same
  * reply, or fails with it. Without this, every request arriving between an L1 entry's expiry and the first reply
  * after it fetched the whole body through the dispatcher again.
+ *
+ * Refresh ahead: a transcript hit in the last VTS_L1_REFRESH_AHEAD_MS of its L1 entry is answered from L1 as any hit,
+ * and also sends the dispatcher one refresh (at most one in flight a key): the entity's ETag, answered from the
+ * dispatcher's memory cache only, by a 304 that keeps the entry for the shared entry's time left (no body crosses the
+ * link), or by the answer it holds now. So a hot transcript's entry does not expire under its requests, and none of
+ * them waits for the dispatcher (at each expiry, they all did: the first one's round trip with the whole body). An
+ * entry that ended less than VTS_L1_CACHE_TTL_MS ago (no request came in its last part) answers the same way while
+ * its refresh is out; a refresh that does not renew the entry or replace it drops it.
  */
 #include "gateway/http/dispatch_client.h"
 #include "gateway/metrics/metrics.h"
@@ -52,6 +60,7 @@ struct pending {
   dispatch_cb cb;
   void *arg;
   bool shared;                   /* may lead or follow: not a browse page, no If-None-Match */
+  bool refresh;                  /* L1's refresh of an answer it holds: no callback, never a leader */
   struct pending *fhead, *ftail; /* a job in flight: the followers answered with its reply, in arrival order */
   struct pending *fnext;         /* a follower: the next of its leader's */
   char video_id[VTS_VIDEO_ID_LEN + 1];
@@ -149,10 +158,33 @@ static void pending_free(struct pending *p) {
 }
 
 /*
+ * A refresh's reply: a 304 renews the L1 entry, another answer the dispatcher holds takes its place; anything else (a
+ * failure, "not_cached") drops the entry, so that no request after it is answered from what may be gone there.
+ */
+static void refreshed(struct pending *p, bool fail) {
+  struct proto_result res;
+  const unsigned char *body = p->reply != NULL ? nng_msg_body(p->reply) : NULL;
+  size_t len = p->reply != NULL ? nng_msg_len(p->reply) : 0;
+  bool decoded =
+      !fail && body != NULL && proto_peek_type(body, len) == PROTO_RESULT && proto_decode_result(body, len, &res) == 0;
+  if (!fail && body != NULL && !decoded) log_msg(LOG_WARN, "malformed reply from dispatcher", NULL);
+  if (decoded && res.notmod && l1cache_renew(client.l1, p->video_id, p->key, &res) == 0) return;
+  if (decoded && !res.notmod && res.outcome == PROTO_OK && res.cache_ms > 0) {
+    entity_unref(l1cache_answer(client.l1, p->video_id, p->key, &res));
+    return;
+  }
+  l1cache_forget(client.l1, p->video_id, p->key);
+}
+
+/*
  * Calls the job's callback with its reply (or NULL), and keeps a cacheable answer in L1 first. A transcript's entity
  * (its compressed forms and ETag) is made there, once per answer from the dispatcher: every L1 hit after it shares it.
  */
 static void deliver(struct pending *p, bool fail) {
+  if (p->refresh) {
+    refreshed(p, fail);
+    return;
+  }
   if (fail) {
     p->cb(p->arg, NULL, NULL);
     for (struct pending *f = p->fhead; f != NULL; f = f->fnext) f->cb(f->arg, NULL, NULL);
@@ -329,65 +361,32 @@ void dispatch_client_close(void) {
 }
 
 /*
- * The job in flight that a new one with the same video and key can wait on, or NULL: never one already answered (a
- * failure, a lost link, waits in the done queue), so that a follower only ever shares a reply still to come. The list
- * holds the jobs this worker waits on at once: short next to decoding one reply.
+ * The job in flight with p's video and key that is a leader (refresh false: see leader_of) or a refresh, or NULL:
+ * never one already answered (a failure, a lost link, waits in the done queue). The list holds the jobs this worker
+ * waits on at once: short next to decoding one reply.
  */
-static struct pending *leader_of(const struct pending *p) {
+static struct pending *in_flight_of(const struct pending *p, bool refresh) {
   struct pending *l;
   pthread_mutex_lock(&client.lock);
   for (l = client.in_flight; l != NULL; l = l->next)
-    if (l->shared && l->state != P_DONE && !l->link_lost &&
+    if ((refresh ? l->refresh : l->shared) && l->state != P_DONE && !l->link_lost &&
         memcmp(l->video_id, p->video_id, sizeof(l->video_id)) == 0 && strcmp(l->key, p->key) == 0)
       break;
   pthread_mutex_unlock(&client.lock);
   return l;
 }
 
+/* The job in flight that a new one with the same video and key can wait on, or NULL: a follower only ever shares a
+ * reply still to come. */
+static struct pending *leader_of(const struct pending *p) { return in_flight_of(p, false); }
+
 struct entity *dispatch_cached(const char *video_id, const char *key) {
   return client.open ? l1cache_known(client.l1, video_id, key) : NULL;
 }
 
-int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
-  if (!client.open || client.closing) return -ENOTCONN;
-  struct pending *p = calloc(1, sizeof(*p));
-  if (p == NULL) return -ENOMEM;
-  p->cb = cb;
-  p->arg = arg;
-  int browse = job->kind == PROTO_KIND_BROWSE;
-  if (strlen(job->video_id) != (browse ? 0 : VTS_VIDEO_ID_LEN) || strlen(job->lang) > PROTO_MAX_LANG) {
-    free(p);
-    return -EINVAL;
-  }
-  memcpy(p->video_id, job->video_id, sizeof(p->video_id));
-  proto_job_key(job, p->key);
-
-  if (!browse && l1cache_lookup(client.l1, job->video_id, p->key, &p->hit, &p->ent) == 0) {
-    /*
-     * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
-     * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.
-     */
-    p->l1_hit = true;
-    metrics_l1_hit();
-    pthread_mutex_lock(&client.lock);
-    mark_done(p, NULL);
-    pthread_mutex_unlock(&client.lock);
-    uv_async_send(&client.async);
-    return 0;
-  }
-
-  p->shared = !browse && job->inm == NULL;
-  struct pending *l = p->shared ? leader_of(p) : NULL;
-  if (l != NULL) {
-    if (l->ftail != NULL)
-      l->ftail->fnext = p;
-    else
-      l->fhead = p;
-    l->ftail = p;
-    metrics_l1_wait();
-    return 0;
-  }
-
+/* Sends p's job (a copy of job, with an id of 0) to the dispatcher and puts p in flight; on failure p is the caller's.
+ */
+static int job_send(struct pending *p, const struct proto_job *job) {
   struct proto_job req = *job;
   req.job_id = 0;
   struct buf b = BUF_INIT;
@@ -419,6 +418,92 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
 fail:
   buf_free(&b);
   if (msg != NULL) nng_msg_free(msg);
-  pending_free(p);
+  if (p->aio != NULL) nng_aio_free(p->aio);
+  p->aio = NULL;
+  if (p->has_ctx) nng_ctx_close(p->ctx);
+  p->has_ctx = false;
+  return rv;
+}
+
+/*
+ * Sends the dispatcher a refresh of the L1 entry that hit answers (job's video and key; ent its entity), unless one
+ * is in flight already. Nothing waits on it. Returns 0 when one is out, or -ENOMEM or -EIO (none is).
+ */
+static int refresh_send(const struct pending *hit, const struct proto_job *job) {
+  struct pending *p = calloc(1, sizeof(*p));
+  if (p == NULL) return -ENOMEM;
+  memcpy(p->video_id, hit->video_id, sizeof(p->video_id));
+  memcpy(p->key, hit->key, sizeof(p->key));
+  p->refresh = true;
+  if (in_flight_of(p, true) != NULL) {
+    free(p);
+    return 0;
+  }
+  char etag[ENTITY_ETAG_BYTES];
+  entity_etag(hit->ent, ENTITY_IDENTITY, etag);
+  struct proto_job req = *job;
+  req.inm = etag;
+  req.inm_len = (uint32_t)strlen(etag);
+  req.refresh = 1;
+  int rv = job_send(p, &req);
+  if (rv != 0) {
+    pending_free(p);
+    return rv;
+  }
+  metrics_l1_refresh();
+  return 0;
+}
+
+int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
+  if (!client.open || client.closing) return -ENOTCONN;
+  struct pending *p = calloc(1, sizeof(*p));
+  if (p == NULL) return -ENOMEM;
+  p->cb = cb;
+  p->arg = arg;
+  int browse = job->kind == PROTO_KIND_BROWSE;
+  if (strlen(job->video_id) != (browse ? 0 : VTS_VIDEO_ID_LEN) || strlen(job->lang) > PROTO_MAX_LANG) {
+    free(p);
+    return -EINVAL;
+  }
+  memcpy(p->video_id, job->video_id, sizeof(p->video_id));
+  proto_job_key(job, p->key);
+
+  bool refresh = false;
+  int found = browse ? -ENOENT : l1cache_lookup(client.l1, job->video_id, p->key, &p->hit, &p->ent, &refresh);
+  /* An entry that just ended answers only while its refresh is out; with none out or sent, it is a miss. */
+  if (found == -ESTALE && (job->kind != PROTO_KIND_CAPTIONS || refresh_send(p, job) != 0)) {
+    entity_unref(p->ent);
+    p->ent = NULL;
+    found = -ENOENT;
+  }
+  if (found == 0 || found == -ESTALE) {
+    /*
+     * Answered from L1, still through the loop so that the callback never runs inside dispatch_submit. The body is
+     * not copied: the reference keeps it alive even if L1 drops the entry meanwhile.
+     */
+    p->l1_hit = true;
+    metrics_l1_hit();
+    if (found == 0 && refresh && job->kind == PROTO_KIND_CAPTIONS) (void)refresh_send(p, job);
+    pthread_mutex_lock(&client.lock);
+    mark_done(p, NULL);
+    pthread_mutex_unlock(&client.lock);
+    uv_async_send(&client.async);
+    return 0;
+  }
+
+  p->shared = !browse && job->inm == NULL;
+  struct pending *l = p->shared ? leader_of(p) : NULL;
+  if (l != NULL) {
+    if (l->ftail != NULL)
+      l->ftail->fnext = p;
+    else
+      l->fhead = p;
+    l->ftail = p;
+    metrics_l1_wait();
+    return 0;
+  }
+
+  int rv = job_send(p, job);
+  if (rv != 0) pending_free(p);
   return rv;
 }

@@ -37,8 +37,28 @@ void l1cache_free(struct l1cache *l1) {
 }
 
 int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, struct proto_result *hit,
-                   struct entity **ent) {
-  return cache_lookup(l1->answers, video_id, key, hit, NULL, ent) == 0 ? 0 : -ENOENT;
+                   struct entity **ent, bool *refresh) {
+  uint64_t left = 0, ended = 0, now = util_now_ms();
+  *refresh = false;
+  int rv = cache_lookup_stale(l1->answers, video_id, key, hit, &left, &ended, ent);
+  if (rv == 0) {
+    /* entity->expires_ms is the shared entry's end (keep): past it, the dispatcher holds nothing to confirm. */
+    *refresh = hit->outcome == PROTO_OK && left <= VTS_L1_REFRESH_AHEAD_MS &&
+               (*ent)->expires_ms > now + left + VTS_L1_REFRESH_AHEAD_MS;
+    return 0;
+  }
+  if (rv == -ESTALE && hit->outcome == PROTO_OK && ended < VTS_L1_CACHE_TTL_MS &&
+      (*ent)->expires_ms > now + VTS_L1_REFRESH_AHEAD_MS) {
+    *refresh = true;
+    return -ESTALE;
+  }
+  if (rv == -ESTALE) entity_unref(*ent);
+  *ent = NULL;
+  return -ENOENT;
+}
+
+void l1cache_forget(struct l1cache *l1, const char *video_id, const char *key) {
+  cache_remove(l1->answers, video_id, key);
 }
 
 /*
@@ -51,7 +71,7 @@ static struct entity *same_answer(struct l1cache *l1, const char *video_id, cons
                                   const struct proto_result *res, int *expired) {
   struct proto_result held;
   struct entity *ent = NULL;
-  int rv = cache_lookup_stale(l1->answers, video_id, key, &held, NULL, &ent);
+  int rv = cache_lookup_stale(l1->answers, video_id, key, &held, NULL, NULL, &ent);
   if (rv != 0 && rv != -ESTALE) return NULL;
   *expired = rv == -ESTALE;
   const struct entity_form *f = &ent->form[ENTITY_IDENTITY];
@@ -85,6 +105,23 @@ struct entity *l1cache_answer(struct l1cache *l1, const char *video_id, const ch
   if (ent == NULL) return NULL;
   keep(l1, video_id, key, res, ent);
   return ent;
+}
+
+int l1cache_renew(struct l1cache *l1, const char *video_id, const char *key, const struct proto_result *res) {
+  struct proto_result held;
+  struct entity *ent = NULL;
+  int rv = cache_lookup_stale(l1->answers, video_id, key, &held, NULL, NULL, &ent);
+  if (rv != 0 && rv != -ESTALE) return -ENOENT;
+  char etag[ENTITY_ETAG_BYTES];
+  entity_etag(ent, ENTITY_IDENTITY, etag);
+  if (held.outcome != PROTO_OK || !res->notmod || strcmp(etag, res->etag) != 0) {
+    entity_unref(ent);
+    return -ENOENT;
+  }
+  held.cache_ms = res->cache_ms;
+  keep(l1, video_id, key, &held, ent);
+  entity_unref(ent);
+  return 0;
 }
 
 struct entity *l1cache_known(struct l1cache *l1, const char *video_id, const char *key) {

@@ -7,6 +7,8 @@
 #ifndef VTS_L1CACHE_H
 #define VTS_L1CACHE_H
 
+#include <stdbool.h>
+
 #include "gateway/cache/entity.h"
 #include "proto/proto.h"
 
@@ -18,10 +20,22 @@ struct l1cache *l1cache_new(void);
 void l1cache_free(struct l1cache *l1);
 /*
  * The answer L1 holds for (video_id, key: proto_job_key): 0 with hit filled (its body borrowed from *ent) and *ent a
- * new reference that keeps the body alive even if L1 drops the entry; -ENOENT when it holds none.
+ * new reference that keeps the body alive even if L1 drops the entry; -ENOENT when it holds none. *refresh says
+ * whether it is time to ask the dispatcher whether its answer still holds (l1cache_renew): a transcript whose entry
+ * ends within VTS_L1_REFRESH_AHEAD_MS while the shared entry lives on. A transcript whose entry ended less than
+ * VTS_L1_CACHE_TTL_MS ago while the shared entry lives on is -ESTALE, filled as a hit with *refresh true: it may
+ * answer while a refresh is out (l1cache_forget when that refresh does not renew it), or be taken as a miss.
  */
 int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, struct proto_result *hit,
-                   struct entity **ent);
+                   struct entity **ent, bool *refresh);
+/* Drops L1's entry for (video_id, key), live or ended: a refresh found the dispatcher no longer holds that answer. */
+void l1cache_forget(struct l1cache *l1, const char *video_id, const char *key);
+/*
+ * The dispatcher answered a refresh of (video_id, key) with a 304 (res->notmod) naming res->etag: when L1 still
+ * holds that answer (live or expired), it is kept again for res->cache_ms. Returns 0, or -ENOENT when L1 holds no
+ * such answer.
+ */
+int l1cache_renew(struct l1cache *l1, const char *video_id, const char *key, const struct proto_result *res);
 /*
  * The entity of res, the dispatcher's answer for (video_id, key), as a new reference (NULL when memory ran out): the
  * one L1 already holds when it has exactly this answer (when an entry expires under load, every request in flight

@@ -110,6 +110,10 @@ void metrics_l1_wait(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_waits, 1, memory_order_relaxed);
 }
 
+void metrics_l1_refresh(void) {
+  if (self) atomic_fetch_add_explicit(&self->l1_cache_refreshes, 1, memory_order_relaxed);
+}
+
 static void count_turn(_Atomic uint64_t *bucket, _Atomic uint64_t *sum_us, uint64_t us) {
   int b = 0;
   while (b < METRICS_TURN_NBUCKETS - 1 && (double)us / 1e6 > turn_buckets_s[b]) b++;
@@ -438,6 +442,9 @@ int metrics_render(struct buf *out) {
       {"vts_cache_l1_waits_total", "counter",
        "Transcript requests a worker answered from the same answer it was already waiting for from the dispatcher.",
        (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_waits))},
+      {"vts_cache_l1_refreshes_total", "counter",
+       "Refreshes a worker sent the dispatcher of a hot transcript in its own cache before that copy ended.",
+       (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_refreshes))},
       {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},
       {"vts_ratelimit_fallbacks_total", "counter",

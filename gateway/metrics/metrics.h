@@ -119,6 +119,7 @@ struct metrics_worker {
   _Atomic uint64_t loop_turn_sum_us;
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t l1_cache_waits;
+  _Atomic uint64_t l1_cache_refreshes;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
   _Atomic uint64_t quota_refunds;
@@ -181,6 +182,8 @@ int64_t metrics_fetchers_connected(void);
 void metrics_l1_hit(void);
 /* Worker: a transcript request that waited for the same answer it had already asked the dispatcher for. */
 void metrics_l1_wait(void);
+/* A worker sent the dispatcher a refresh of a hot transcript in its L1 (vts_cache_l1_refreshes_total). */
+void metrics_l1_refresh(void);
 /* A loop's previous turn end, for metrics_turn_end; zeroed before the first. */
 struct metrics_turn {
   uint64_t end_ns;  /* the clock then (uv_hrtime) */

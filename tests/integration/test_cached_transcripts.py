@@ -438,3 +438,56 @@ def test_concurrent_misses_that_fail_share_the_failure_and_each_gets_its_unit_ba
     assert [get(stack, SMALL, key=FAIL_KEY).status for _ in range(4)] == [200] * 4
     over = get(stack, SMALL, key=FAIL_KEY)
     assert over.status == 429 and over.json()["error"]["code"] == "quota_exceeded"
+
+
+REFRESH_AHEAD_S = int(re.search(r"#define VTS_L1_REFRESH_AHEAD_MS (\d+)", LIMITS_H.read_text()).group(1)) / 1000
+
+
+def test_a_hot_transcript_stays_in_the_workers_cache_renewed_by_a_304_from_the_dispatcher(stack):
+    """A transcript asked for every 100 ms for two and a half of L1's lifetimes: after the first request, every one is
+    answered from the worker's own cache, and none waits for the dispatcher. The worker refreshes the entry in its last
+    part (one refresh a lifetime, at most one in flight), each a hit of the dispatcher's cache answered with a 304
+    there; without it, the entry would end under the requests and the next one would wait for the whole body back."""
+    video = "benchL1Refr"  # a transcript no other test of this module asks for
+    first = get(stack, video)
+    assert first.status == 200
+    etag = first.headers["etag"]
+    names = ["vts_cache_l1_hits_total", "vts_cache_l1_refreshes_total", "vts_cache_hits_total",
+             "vts_dispatch_not_modified_total", "vts_cache_misses_total", "vts_cache_l1_waits_total"]
+    before = {n: stack.gateway.metric(n) for n in names}
+    asked = 0
+    until = time.monotonic() + 2.5 * L1_TTL_S
+    while time.monotonic() < until:
+        r = get(stack, video)
+        assert (r.status, r.headers["etag"], r.body) == (200, etag, first.body)
+        asked += 1
+        time.sleep(0.1)  # the wait is the test: the pace of a hot transcript's requests
+    moved = {n: stack.gateway.metric(n) - before[n] for n in names}
+    refreshes = moved["vts_cache_l1_refreshes_total"]
+    # One a lifetime: the first in the first lifetime's last part, then one in each renewed lifetime's.
+    assert 2 <= refreshes <= 2.5 * L1_TTL_S / (L1_TTL_S - REFRESH_AHEAD_S), moved
+    assert moved == {"vts_cache_l1_hits_total": asked, "vts_cache_l1_refreshes_total": refreshes,
+                     "vts_cache_hits_total": refreshes, "vts_dispatch_not_modified_total": refreshes,
+                     "vts_cache_misses_total": 0, "vts_cache_l1_waits_total": 0}, moved
+
+
+def test_a_transcript_whose_copy_just_ended_is_answered_from_it_while_a_304_renews_it(stack):
+    """No request came in the copy's last part, so it ended; asked again within L1's lifetime after that (the shared
+    entry alive), the worker answers from the copy at once and sends one refresh, which the dispatcher's 304 answers:
+    the next request is an ordinary hit of the renewed copy, with no refresh."""
+    video = "benchL1Stal"  # a transcript no other test of this module asks for
+    first = get(stack, video)
+    assert first.status == 200
+    names = ["vts_cache_l1_hits_total", "vts_cache_l1_refreshes_total", "vts_cache_hits_total",
+             "vts_dispatch_not_modified_total", "vts_cache_misses_total"]
+    time.sleep(L1_TTL_S + 1)  # the wait is the test: the copy has ended, a second ago
+    before = {n: stack.gateway.metric(n) for n in names}
+    r = get(stack, video)
+    assert (r.status, r.headers["etag"], r.body) == (200, first.headers["etag"], first.body)
+    assert wait_for(lambda: stack.gateway.metric("vts_dispatch_not_modified_total") ==
+                    before["vts_dispatch_not_modified_total"] + 1, 5)
+    r = get(stack, video)
+    assert (r.status, r.headers["etag"], r.body) == (200, first.headers["etag"], first.body)
+    moved = {n: stack.gateway.metric(n) - before[n] for n in names}
+    assert moved == {"vts_cache_l1_hits_total": 2, "vts_cache_l1_refreshes_total": 1, "vts_cache_hits_total": 1,
+                     "vts_dispatch_not_modified_total": 1, "vts_cache_misses_total": 0}, moved

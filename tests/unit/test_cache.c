@@ -101,13 +101,16 @@ static void test_kept_expired_entry_misses_and_is_found_stale(void **state) {
   struct proto_result out;
   struct entity *live = NULL, *stale = NULL;
   uint64_t left = 1;
-  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, &left, &live), 0);
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, &left, NULL, &live), 0);
   assert_int_equal(left, 10000);
   fake_now += 10000;
   assert_false(has(c, "abcdefghijk", ""));
-  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, &left, &stale), -ESTALE);
+  fake_now += 7;
+  uint64_t ended = 0;
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, &left, &ended, &stale), -ESTALE);
   assert_ptr_equal(stale, live);
   assert_int_equal(left, 0);
+  assert_int_equal(ended, 7);
   assert_int_equal(out.outcome, PROTO_OK);
   assert_int_equal(out.body_len, strlen("{\"text\":\"hi\"}"));
   assert_memory_equal(out.body, "{\"text\":\"hi\"}", out.body_len);
@@ -118,9 +121,13 @@ static void test_kept_expired_entry_misses_and_is_found_stale(void **state) {
   assert_int_equal(cache_put_entity(c, "abcdefghijk", "", &out, stale, UINT64_MAX, NULL), 0);
   assert_true(has(c, "abcdefghijk", ""));
   struct entity *again = NULL;
-  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, &again), 0);
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, NULL, &again), 0);
   assert_ptr_equal(again, live);
-  assert_int_equal(cache_lookup_stale(c, "bcdefghijkl", "", &out, NULL, NULL), -ENOENT);
+  assert_int_equal(cache_lookup_stale(c, "bcdefghijkl", "", &out, NULL, NULL, NULL), -ENOENT);
+  /* Removed, it is found neither live nor stale; the references handed out stay valid. */
+  cache_remove(c, "abcdefghijk", "");
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, NULL, NULL), -ENOENT);
+  assert_int_equal(again->form[ENTITY_IDENTITY].len, strlen("{\"text\":\"hi\"}"));
   entity_unref(again);
   entity_unref(stale);
   entity_unref(live);
@@ -135,7 +142,7 @@ static void test_expired_entry_is_not_found_stale_unless_kept(void **state) {
   assert_int_equal(cache_put(c, "abcdefghijk", "", &in, UINT64_MAX, NULL), 0);
   fake_now += 10000;
   struct proto_result out;
-  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, NULL), -ENOENT);
+  assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, NULL, NULL), -ENOENT);
   struct cache_stats st;
   cache_get_stats(c, &st);
   assert_int_equal(st.entries, 0);

@@ -1452,6 +1452,49 @@ static void test_a_revalidation_the_cache_holds_is_a_304_without_its_body(void *
   assert_int_equal(stats(f).not_modified, 1);
 }
 
+/*
+ * A worker's refresh of a transcript it holds is answered from the cache (a 304 of the ETag it names), and never
+ * becomes a job: with nothing cached, it is answered "not_cached" at once and nothing goes to a fetcher.
+ */
+static void test_a_refresh_is_answered_from_the_cache_or_not_at_all(void **state) {
+  struct fx *f = *state;
+  start(f, false);
+  struct entity *ent = entity_new(BODY_OK, strlen(BODY_OK), 0);
+  assert_non_null(ent);
+  char plain[ENTITY_ETAG_BYTES];
+  entity_etag(ent, ENTITY_IDENTITY, plain);
+  entity_unref(ent);
+  struct proto_job a = request("vidAAAAAAA1");
+  a.inm = plain;
+  a.inm_len = (uint32_t)strlen(plain);
+  a.refresh = 1;
+  ready(f, T0, 1, 1);
+  core_request(f->core, T0, &f->w[0], &a);
+  struct rec *r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_INTERNAL);
+  assert_string_equal(r->detail, "not_cached");
+  assert_int_equal(r->cache_ms, 0);
+  core_tick(f->core, T0, 60000);
+  none(f); /* no job, no fetch */
+  assert_int_equal(stats(f).cache_misses, 0);
+
+  struct proto_job plainreq = request("vidAAAAAAA1");
+  core_request(f->core, T0 + 10, &f->w[1], &plainreq);
+  core_tick(f->core, T0 + 10, 60000);
+  struct proto_result res = result(next(f, A_JOB)->job_id, PROTO_OK, BODY_OK);
+  deliver(f, T0 + 100, 1, 2, &res);
+  assert_int_equal(next(f, A_ANSWER)->notmod, 0);
+  core_request(f->core, T0 + 200, &f->w[2], &a);
+  r = next(f, A_ANSWER);
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->notmod, 1);
+  assert_string_equal(r->etag, plain);
+  assert_int_equal(r->body_len, 0);
+  assert_int_equal(r->cache_ms, 600000 - 100);
+  none(f);
+  assert_int_equal(stats(f).not_modified, 1);
+}
+
 /* Without an estimate (no job ended yet), a batch item queued behind a newer request still ends at its own deadline. */
 static void test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline(void **state) {
   struct fx *f = *state;
@@ -1485,6 +1528,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_fetchers_overloaded_outcome_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_batch_item_behind_a_request_is_shed_at_its_own_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_revalidation_the_cache_holds_is_a_304_without_its_body, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_refresh_is_answered_from_the_cache_or_not_at_all, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_language_the_video_lacks_is_asked_as_its_served_track, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_player_summary_is_handed_with_the_videos_next_jobs_for_its_lifetime, setup,
                                       teardown),

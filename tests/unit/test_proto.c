@@ -133,7 +133,8 @@ static void test_a_browse_job_carries_its_target_and_no_video(void **state) {
   assert_string_equal(key, PROTO_BROWSE_KEY);
   assert_int_equal(proto_key_kind(key), PROTO_KIND_BROWSE);
   /* what says nothing, or too much: refused on both sides. */
-  b.data[b.len - in.browse_len - 5] = PROTO_BROWSE_CONTINUATION + 1;
+  /* After it: the target's length and bytes, the If-None-Match's length (none) and the refresh byte. */
+  b.data[b.len - in.browse_len - 6] = PROTO_BROWSE_CONTINUATION + 1;
   assert_int_equal(proto_decode_job(b.data, b.len, &out), -EPROTO);
   in.browse_what = PROTO_BROWSE_NONE;
   buf_reset(&b);
@@ -639,6 +640,36 @@ static void test_a_not_modified_result_carries_its_etag_and_no_body(void **state
   assert_int_equal(proto_decode_job(b.data, b.len, &dj), 0);
   assert_int_equal(dj.inm_len, 8);
   assert_memory_equal(dj.inm, "\"x\", \"y\"", 8);
+  assert_int_equal(dj.refresh, 0);
+  buf_free(&b);
+}
+
+/* A worker's refresh of a transcript it holds: a CAPTIONS job with the ETag it holds; no other, on either side. */
+static void test_a_refresh_is_a_captions_job_with_its_etag(void **state) {
+  (void)state;
+  struct buf b = BUF_INIT;
+  struct proto_job j = {
+      .kind = PROTO_KIND_CAPTIONS, .video_id = "capJson3xx1", .inm = "\"x\"", .inm_len = 3, .refresh = 1};
+  assert_int_equal(proto_encode_job(&b, &j), 0);
+  struct proto_job dj;
+  assert_int_equal(proto_decode_job(b.data, b.len, &dj), 0);
+  assert_int_equal(dj.refresh, 1);
+  assert_int_equal(dj.inm_len, 3);
+  b.data[b.len - 1] = 2; /* the last byte: the refresh flag */
+  assert_int_equal(proto_decode_job(b.data, b.len, &dj), -EPROTO);
+  buf_free(&b);
+  j.refresh = 2;
+  assert_int_equal(proto_encode_job(&b, &j), -EINVAL);
+  buf_free(&b);
+  j.refresh = 1;
+  j.inm_len = 0;
+  j.inm = NULL;
+  assert_int_equal(proto_encode_job(&b, &j), -EINVAL);
+  buf_free(&b);
+  j.inm = "\"x\"";
+  j.inm_len = 3;
+  j.kind = PROTO_KIND_TRACKS;
+  assert_int_equal(proto_encode_job(&b, &j), -EINVAL);
   buf_free(&b);
 }
 
@@ -654,6 +685,7 @@ int main(void) {
       cmocka_unit_test(test_decline_carries_its_job_id_and_why_and_nothing_else),
       cmocka_unit_test(test_result_carries_its_reason_and_attempts),
       cmocka_unit_test(test_a_not_modified_result_carries_its_etag_and_no_body),
+      cmocka_unit_test(test_a_refresh_is_a_captions_job_with_its_etag),
       cmocka_unit_test(test_every_truncation_of_a_job_is_rejected),
       cmocka_unit_test(test_player_summary_round_trips_in_a_job_and_a_result),
       cmocka_unit_test(test_wrong_magic_version_and_trailing_bytes_are_rejected),
