@@ -172,8 +172,7 @@ static void test_no_refresh_when_the_shared_entry_ends_with_it_or_for_an_error(v
   bool refresh = true;
   assert_true(in_l1_refresh(l1, "abcdefghijk", &refresh));
   assert_false(refresh);
-  usleep((VTS_L1_CACHE_TTL_MS - VTS_L1_REFRESH_AHEAD_MS) *
-         1000); /* the wait is the test: into the error entry's last part */
+  usleep((VTS_L1_CACHE_TTL_MS - VTS_L1_REFRESH_AHEAD_MS) * 1000); /* the wait is the test: into the last part */
   assert_true(in_l1_refresh(l1, "bbbbbbbbbbb", &refresh));
   assert_false(refresh);
   l1cache_free(l1);
