@@ -362,22 +362,23 @@ void dispatch_client_close(void) {
 
 /*
  * The job in flight with p's video and key that is a leader (refresh false: see leader_of) or a refresh, or NULL:
- * never one already answered (a failure, a lost link, waits in the done queue). The list holds the jobs this worker
- * waits on at once: short next to decoding one reply.
+ * one still waiting, or one whose reply came and waits in the done queue for the loop to deliver it (a request that
+ * misses L1 between the two shares that reply instead of fetching the whole body again), never one that failed (a
+ * failure, a lost link). The list holds the jobs this worker waits on at once: short next to decoding one reply.
  */
 static struct pending *in_flight_of(const struct pending *p, bool refresh) {
   struct pending *l;
   pthread_mutex_lock(&client.lock);
   for (l = client.in_flight; l != NULL; l = l->next)
-    if ((refresh ? l->refresh : l->shared) && l->state != P_DONE && !l->link_lost &&
+    if ((refresh ? l->refresh : l->shared) && (l->state != P_DONE || l->reply != NULL) && !l->link_lost &&
         memcmp(l->video_id, p->video_id, sizeof(l->video_id)) == 0 && strcmp(l->key, p->key) == 0)
       break;
   pthread_mutex_unlock(&client.lock);
   return l;
 }
 
-/* The job in flight that a new one with the same video and key can wait on, or NULL: a follower only ever shares a
- * reply still to come. */
+/* The job in flight that a new one with the same video and key can wait on, or NULL: a follower shares a reply still
+ * to come, or one come and not yet delivered, never a failure. */
 static struct pending *leader_of(const struct pending *p) { return in_flight_of(p, false); }
 
 struct entity *dispatch_cached(const char *video_id, const char *key) {
