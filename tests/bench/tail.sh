@@ -18,7 +18,7 @@
 # many runs had vts's p99 over 1.5x nginx's: one run's p99 is set by a few preemptions on either side. The row also
 # pools the N runs of each server (every answer's latency, BENCH_LATENCIES) into one distribution and prints its
 # p99s side by side: N runs of D seconds made in turn are one run of N * D seconds each, in which both servers met
-# the same minutes of the machine; that pooled ratio is the row's measure against the target (1.5x).
+# the same minutes of the machine; that pooled ratio is the one a single burst moves least.
 # PATHS picks the rows' paths: any of "health hour gzip 304" (all four by default). Two switches take a part of vts
 # out, to see whether it makes the tail: ACCESS_LOG=0 runs both servers without their access logs (vts at
 # VTS_LOG_LEVEL=warn, nginx with access_log off), LOOP_ONLY=1 leaves only the worker's loop thread of vts on the
