@@ -385,8 +385,7 @@ struct entity *dispatch_cached(const char *video_id, const char *key) {
   return client.open ? l1cache_known(client.l1, video_id, key) : NULL;
 }
 
-/* Sends p's job (a copy of job, with an id of 0) to the dispatcher and puts p in flight; on failure p is the caller's.
- */
+/* Sends p's job (a copy of job, its id 0) to the dispatcher and puts p in flight; on failure p is the caller's. */
 static int job_send(struct pending *p, const struct proto_job *job) {
   struct proto_job req = *job;
   req.job_id = 0;
