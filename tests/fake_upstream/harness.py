@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-PROTO_VERSION = b"\x0a"
+PROTO_VERSION = b"\x0b"
 PROTO_JOB, PROTO_RESULT, PROTO_READY, PROTO_RESULT_LAST, PROTO_DECLINE = 1, 2, 3, 4, 5
 PROTO_OK, PROTO_NOT_AVAILABLE, PROTO_UPSTREAM_FAILED, PROTO_INTERNAL, PROTO_NO_CAPTIONS = 1, 2, 3, 4, 5
 KIND_CAPTIONS, KIND_SPEECH, KIND_TRACKS, KIND_METADATA = 1, 2, 3, 4
@@ -179,7 +179,7 @@ def encode_job(job_id, video_id, lang="", deadline_ms=30000, request_id="req-tes
             _str(video_id) + _str(lang) + _str(translate) + _str(request_id) + bytes([declines, include]) +
             struct.pack(">I", len(player)) + player + struct.pack(">I", len(hook_url)) + hook_url + _str(hook_id) +
             struct.pack(">Q", hook_timestamp) + _str(hook_signature) + struct.pack(">I", len(hook_body)) + hook_body +
-            bytes([browse_what]) + struct.pack(">I", len(browse)) + browse + struct.pack(">I", 0))
+            bytes([browse_what]) + struct.pack(">I", len(browse)) + browse + struct.pack(">I", 0) + bytes([0]))
 
 
 def _strings(msg, off, count):
@@ -260,7 +260,9 @@ def decode_job(msg):
     browse = msg[off + 5:off + 5 + browse_len]
     off += 5 + browse_len
     (inm_len,) = struct.unpack(">I", msg[off:off + 4])
-    assert off + 4 + inm_len == len(msg), "trailing bytes after the job"
+    off += 4 + inm_len
+    refresh = msg[off]  # a worker's refresh of its cached answer: never sent to a fetcher
+    assert refresh == 0 and off + 1 == len(msg), "a refresh, or trailing bytes after the job"
     return {"job_id": job_id, "kind": kind, "deadline_ms": deadline_ms, "video_id": fields[0], "lang": fields[1],
             "translate": fields[2], "request_id": fields[3], "declines": declines, "include": include, "player": player,
             "hook_url": hook_url, "hook_id": hook_id, "hook_timestamp": hook_timestamp,
