@@ -471,7 +471,7 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
   bool refresh = false;
   int found = browse ? -ENOENT : l1cache_lookup(client.l1, job->video_id, p->key, &p->hit, &p->ent, &refresh);
   /* An entry that just ended answers only while its refresh is out; with none out or sent, it is a miss. */
-  if (found == -ESTALE && (job->kind != PROTO_KIND_CAPTIONS || refresh_send(p, job) != 0)) {
+  if (found == -ESTALE && refresh_send(p, job) != 0) {
     entity_unref(p->ent);
     p->ent = NULL;
     found = -ENOENT;
@@ -483,7 +483,7 @@ int dispatch_submit(const struct proto_job *job, dispatch_cb cb, void *arg) {
      */
     p->l1_hit = true;
     metrics_l1_hit();
-    if (found == 0 && refresh && job->kind == PROTO_KIND_CAPTIONS) (void)refresh_send(p, job);
+    if (found == 0 && refresh) (void)refresh_send(p, job);
     pthread_mutex_lock(&client.lock);
     mark_done(p, NULL);
     pthread_mutex_unlock(&client.lock);

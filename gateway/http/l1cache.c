@@ -41,13 +41,15 @@ int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, st
   uint64_t left = 0, ended = 0, now = util_now_ms();
   *refresh = false;
   int rv = cache_lookup_stale(l1->answers, video_id, key, hit, &left, &ended, ent);
+  /* Only a transcript is refreshed (proto_job.refresh): a captions job that the dispatcher answered with one. */
+  bool transcript = rv != -ENOENT && hit->outcome == PROTO_OK && proto_key_kind(key) == PROTO_KIND_CAPTIONS;
   if (rv == 0) {
     /* entity->expires_ms is the shared entry's end (keep): past it, the dispatcher holds nothing to confirm. */
-    *refresh = hit->outcome == PROTO_OK && left <= VTS_L1_REFRESH_AHEAD_MS &&
-               (*ent)->expires_ms > now + left + VTS_L1_REFRESH_AHEAD_MS;
+    *refresh =
+        transcript && left <= VTS_L1_REFRESH_AHEAD_MS && (*ent)->expires_ms > now + left + VTS_L1_REFRESH_AHEAD_MS;
     return 0;
   }
-  if (rv == -ESTALE && hit->outcome == PROTO_OK && ended < VTS_L1_CACHE_TTL_MS &&
+  if (rv == -ESTALE && transcript && ended < VTS_L1_CACHE_TTL_MS &&
       (*ent)->expires_ms > now + VTS_L1_REFRESH_AHEAD_MS) {
     *refresh = true;
     return -ESTALE;

@@ -1401,6 +1401,15 @@ static void test_a_fetchers_overloaded_outcome_is_refused(void **state) {
   assert_int_equal(stats(f).results_refused, 1);
 }
 
+/* r is a 304 of etag from the cache, without a body, with the time left of an answer cached at T0 + 100 (600 s). */
+static void assert_cached_304(const struct rec *r, const char *etag) {
+  assert_int_equal(r->outcome, PROTO_OK);
+  assert_int_equal(r->notmod, 1);
+  assert_string_equal(r->etag, etag);
+  assert_int_equal(r->body_len, 0);
+  assert_int_equal(r->cache_ms, 600000 - 100);
+}
+
 /*
  * A revalidation of an answer the cache holds is a 304 decided here, whichever worker asks: If-None-Match naming the
  * ETag of any form of it (as a worker spells them) gets that ETag and no body; any other gets the body. A job that
@@ -1432,12 +1441,7 @@ static void test_a_revalidation_the_cache_holds_is_a_304_without_its_body(void *
   a.inm = inm;
   a.inm_len = (uint32_t)strlen(inm);
   core_request(f->core, T0 + 200, &f->w[1], &a);
-  r = next(f, A_ANSWER);
-  assert_int_equal(r->outcome, PROTO_OK);
-  assert_int_equal(r->notmod, 1);
-  assert_string_equal(r->etag, gz);
-  assert_int_equal(r->body_len, 0);
-  assert_int_equal(r->cache_ms, 600000 - 100);
+  assert_cached_304(next(f, A_ANSWER), gz);
   /* Another validator, or "*", or none: the body. */
   const char *others[] = {"\"0123456789abcdef0123456789abcdef\"", "*", ""};
   for (int i = 0; i < 3; i++) {
@@ -1485,12 +1489,7 @@ static void test_a_refresh_is_answered_from_the_cache_or_not_at_all(void **state
   deliver(f, T0 + 100, 1, 2, &res);
   assert_int_equal(next(f, A_ANSWER)->notmod, 0);
   core_request(f->core, T0 + 200, &f->w[2], &a);
-  r = next(f, A_ANSWER);
-  assert_int_equal(r->outcome, PROTO_OK);
-  assert_int_equal(r->notmod, 1);
-  assert_string_equal(r->etag, plain);
-  assert_int_equal(r->body_len, 0);
-  assert_int_equal(r->cache_ms, 600000 - 100);
+  assert_cached_304(next(f, A_ANSWER), plain);
   none(f);
   assert_int_equal(stats(f).not_modified, 1);
 }

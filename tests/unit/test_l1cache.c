@@ -156,8 +156,8 @@ static void test_a_hit_near_the_entrys_end_asks_for_a_refresh_that_a_304_renews(
 }
 
 /*
- * A shared entry that ends with the L1 entry (in its last VTS_L1_REFRESH_AHEAD_MS, nothing to renew it for), or an
- * answer that is not a transcript, never asks for a refresh.
+ * A shared entry that ends with the L1 entry (in its last VTS_L1_REFRESH_AHEAD_MS, nothing to renew it for), an
+ * error, or an answer of another kind than a transcript (a track list), never asks for a refresh.
  */
 static void test_no_refresh_when_the_shared_entry_ends_with_it_or_for_an_error(void **state) {
   (void)state;
@@ -168,6 +168,8 @@ static void test_no_refresh_when_the_shared_entry_ends_with_it_or_for_an_error(v
   res = answer("{\"error\":1}", 60000);
   res.outcome = PROTO_NOT_AVAILABLE;
   entity_unref(l1cache_answer(l1, "bbbbbbbbbbb", "", &res));
+  res = answer("{\"tracks\":[]}", 60000);
+  entity_unref(l1cache_answer(l1, "ddddddddddd", PROTO_TRACKS_KEY, &res)); /* a track list, not a transcript */
   usleep(400 * 1000); /* the wait is the test: into the short entry's last part */
   bool refresh = true;
   assert_true(in_l1_refresh(l1, "abcdefghijk", &refresh));
@@ -175,6 +177,11 @@ static void test_no_refresh_when_the_shared_entry_ends_with_it_or_for_an_error(v
   usleep((VTS_L1_CACHE_TTL_MS - VTS_L1_REFRESH_AHEAD_MS) * 1000); /* the wait is the test: into the last part */
   assert_true(in_l1_refresh(l1, "bbbbbbbbbbb", &refresh));
   assert_false(refresh);
+  struct proto_result hit;
+  struct entity *ent = NULL;
+  assert_int_equal(l1cache_lookup(l1, "ddddddddddd", PROTO_TRACKS_KEY, &hit, &ent, &refresh), 0);
+  assert_false(refresh);
+  entity_unref(ent);
   l1cache_free(l1);
 }
 
