@@ -264,9 +264,11 @@ int cache_lookup_stale(struct cache *c, const char *video_id, const char *lang, 
   return -ESTALE;
 }
 
-void cache_remove(struct cache *c, const char *video_id, const char *lang) {
+bool cache_remove(struct cache *c, const char *video_id, const char *lang) {
   struct entry *e = find(c, video_id, lang, cache_key_hash(video_id, lang));
-  if (e != NULL) remove_entry(c, e);
+  if (e == NULL) return false;
+  remove_entry(c, e);
+  return true;
 }
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out) { *out = c->stats; }

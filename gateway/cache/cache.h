@@ -12,6 +12,7 @@
 #ifndef VTS_CACHE_H
 #define VTS_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,8 +79,8 @@ int cache_lookup(struct cache *c, const char *video_id, const char *lang, struct
 int cache_lookup_stale(struct cache *c, const char *video_id, const char *lang, struct proto_result *res,
                        uint64_t *ttl_left_ms, uint64_t *ended_ms, struct entity **ent);
 
-/* Drops the entry of (video_id, lang), live or expired, if there is one. */
-void cache_remove(struct cache *c, const char *video_id, const char *lang);
+/* Drops the entry of (video_id, lang), live or expired, if there is one: whether there was. */
+bool cache_remove(struct cache *c, const char *video_id, const char *lang);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

@@ -173,7 +173,7 @@ static void refreshed(struct pending *p, bool fail) {
     entity_unref(l1cache_answer(client.l1, p->video_id, p->key, &res));
     return;
   }
-  l1cache_forget(client.l1, p->video_id, p->key);
+  if (l1cache_forget(client.l1, p->video_id, p->key)) metrics_l1_drop();
 }
 
 /*

@@ -59,8 +59,8 @@ int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, st
   return -ENOENT;
 }
 
-void l1cache_forget(struct l1cache *l1, const char *video_id, const char *key) {
-  cache_remove(l1->answers, video_id, key);
+bool l1cache_forget(struct l1cache *l1, const char *video_id, const char *key) {
+  return cache_remove(l1->answers, video_id, key);
 }
 
 /*

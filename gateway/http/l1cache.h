@@ -28,8 +28,11 @@ void l1cache_free(struct l1cache *l1);
  */
 int l1cache_lookup(struct l1cache *l1, const char *video_id, const char *key, struct proto_result *hit,
                    struct entity **ent, bool *refresh);
-/* Drops L1's entry for (video_id, key), live or ended: a refresh found the dispatcher no longer holds that answer. */
-void l1cache_forget(struct l1cache *l1, const char *video_id, const char *key);
+/*
+ * Drops L1's entry for (video_id, key), live or ended: a refresh found the dispatcher no longer holds that answer.
+ * Whether there was one.
+ */
+bool l1cache_forget(struct l1cache *l1, const char *video_id, const char *key);
 /*
  * The dispatcher answered a refresh of (video_id, key) with a 304 (res->notmod) naming res->etag: when L1 still
  * holds that answer (live or expired), it is kept again for res->cache_ms. Returns 0, or -ENOENT when L1 holds no

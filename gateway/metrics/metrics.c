@@ -114,6 +114,10 @@ void metrics_l1_refresh(void) {
   if (self) atomic_fetch_add_explicit(&self->l1_cache_refreshes, 1, memory_order_relaxed);
 }
 
+void metrics_l1_drop(void) {
+  if (self) atomic_fetch_add_explicit(&self->l1_cache_drops, 1, memory_order_relaxed);
+}
+
 static void count_turn(_Atomic uint64_t *bucket, _Atomic uint64_t *sum_us, uint64_t us) {
   int b = 0;
   while (b < METRICS_TURN_NBUCKETS - 1 && (double)us / 1e6 > turn_buckets_s[b]) b++;
@@ -445,6 +449,9 @@ int metrics_render(struct buf *out) {
       {"vts_cache_l1_refreshes_total", "counter",
        "Refreshes a worker sent the dispatcher of a hot transcript in its own cache before that copy ended.",
        (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_refreshes))},
+      {"vts_cache_l1_drops_total", "counter",
+       "Copies a worker dropped from its own cache because their refresh found the dispatcher no longer held them.",
+       (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_drops))},
       {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},
       {"vts_ratelimit_fallbacks_total", "counter",

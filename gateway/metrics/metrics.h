@@ -120,6 +120,7 @@ struct metrics_worker {
   _Atomic uint64_t l1_cache_hits;
   _Atomic uint64_t l1_cache_waits;
   _Atomic uint64_t l1_cache_refreshes;
+  _Atomic uint64_t l1_cache_drops;
   _Atomic uint64_t ratelimit_store_errors;
   _Atomic uint64_t ratelimit_fallbacks;
   _Atomic uint64_t quota_refunds;
@@ -184,6 +185,8 @@ void metrics_l1_hit(void);
 void metrics_l1_wait(void);
 /* A worker sent the dispatcher a refresh of a hot transcript in its L1 (vts_cache_l1_refreshes_total). */
 void metrics_l1_refresh(void);
+/* A refresh came back without renewing or replacing the copy, which the worker dropped (vts_cache_l1_drops_total). */
+void metrics_l1_drop(void);
 /* A loop's previous turn end, for metrics_turn_end; zeroed before the first. */
 struct metrics_turn {
   uint64_t end_ns;  /* the clock then (uv_hrtime) */

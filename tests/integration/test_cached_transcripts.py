@@ -7,6 +7,7 @@ The gateway runs one worker, so that a revalidation reaches the worker whose cac
 import gzip
 import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -491,3 +492,43 @@ def test_a_transcript_whose_copy_just_ended_is_answered_from_it_while_a_304_rene
     moved = {n: stack.gateway.metric(n) - before[n] for n in names}
     assert moved == {"vts_cache_l1_hits_total": 2, "vts_cache_l1_refreshes_total": 1, "vts_cache_hits_total": 1,
                      "vts_dispatch_not_modified_total": 1, "vts_cache_misses_total": 0}, moved
+
+
+def test_a_copy_the_dispatcher_no_longer_holds_is_dropped_when_its_refresh_says_so(tmp_path):
+    """The dispatcher restarted while a worker held a transcript's copy, so its memory cache no longer holds the
+    answer. The copy still answers in its last second and sends its refresh, which the new dispatcher answers from its
+    memory cache alone: not held there, and nothing fetched for it. The worker drops the copy then, so the next request,
+    within what was the copy's lifetime, is a miss that asks the dispatcher again (the platform's second fetch) instead
+    of an answer from what the dispatcher no longer holds."""
+    s = Stack(tmp_path, workers=1, fetchers=1)
+    try:
+        video = "benchL1Gone"
+        player = "POST /youtubei/v1/player " + video
+        first = s.get(video)
+        copied = time.monotonic()
+        assert first.status == 200
+        assert s.requests()[player] == 1
+        [dispatcher] = s.gateway.dispatcher_pids()
+        os.kill(dispatcher, signal.SIGKILL)
+        assert wait_for(lambda: [p for p in s.gateway.dispatcher_pids() if p != dispatcher], 3), "not replaced"
+        assert wait_for(lambda: s.gateway.metric("vts_fetchers_connected") == 1, 3), "the fetcher did not come back"
+        last_part = copied + L1_TTL_S - REFRESH_AHEAD_S / 2 - time.monotonic()
+        assert last_part > 0, "the dispatcher took the copy's lifetime to come back"
+        time.sleep(last_part)  # the wait is the test: into the copy's last part, where a hit sends its refresh
+        names = ["vts_cache_l1_hits_total", "vts_cache_l1_refreshes_total", "vts_cache_l1_drops_total"]
+        before = {n: s.gateway.metric(n) for n in names}
+        r = s.get(video)
+        assert (r.status, r.headers["etag"], r.body) == (200, first.headers["etag"], first.body)
+        assert wait_for(lambda: s.gateway.metric("vts_cache_l1_drops_total") == before["vts_cache_l1_drops_total"] + 1,
+                        3), "the copy was not dropped"
+        assert s.requests()[player] == 1
+        asked = time.monotonic()
+        r = s.get(video)
+        assert (r.status, r.headers["etag"], r.body) == (200, first.headers["etag"], first.body)
+        assert asked < copied + L1_TTL_S - 0.1, "asked too late: the copy would have ended by itself"
+        assert s.requests()[player] == 2
+        moved = {n: s.gateway.metric(n) - before[n] for n in names}
+        assert moved == {"vts_cache_l1_hits_total": 1, "vts_cache_l1_refreshes_total": 1,
+                         "vts_cache_l1_drops_total": 1}, moved
+    finally:
+        s.close()

@@ -125,7 +125,8 @@ static void test_kept_expired_entry_misses_and_is_found_stale(void **state) {
   assert_ptr_equal(again, live);
   assert_int_equal(cache_lookup_stale(c, "bcdefghijkl", "", &out, NULL, NULL, NULL), -ENOENT);
   /* Removed, it is found neither live nor stale; the references handed out stay valid. */
-  cache_remove(c, "abcdefghijk", "");
+  assert_true(cache_remove(c, "abcdefghijk", ""));
+  assert_false(cache_remove(c, "abcdefghijk", ""));
   assert_int_equal(cache_lookup_stale(c, "abcdefghijk", "", &out, NULL, NULL, NULL), -ENOENT);
   assert_int_equal(again->form[ENTITY_IDENTITY].len, strlen("{\"text\":\"hi\"}"));
   entity_unref(again);

@@ -212,7 +212,8 @@ static void test_an_entry_just_ended_answers_stale_with_a_refresh_and_not_later(
   assert_int_equal(lookup(l1, "abcdefghijk", &refresh, &with_entity), -ESTALE);
   assert_true(refresh);
   assert_true(with_entity);
-  l1cache_forget(l1, "abcdefghijk", "");
+  assert_true(l1cache_forget(l1, "abcdefghijk", ""));
+  assert_false(l1cache_forget(l1, "abcdefghijk", ""));
   assert_int_equal(lookup(l1, "abcdefghijk", &refresh, &with_entity), -ENOENT);
   assert_false(with_entity);
   usleep(VTS_L1_CACHE_TTL_MS * 1000); /* the wait is the test: ended too long ago */
