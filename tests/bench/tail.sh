@@ -24,9 +24,12 @@
 # VTS_LOG_LEVEL=warn, nginx with access_log off), LOOP_ONLY=1 leaves only the worker's loop thread of vts on the
 # server's core (the master, the dispatcher with its store thread, the worker's threadpool and nng threads go to the
 # generator's).
+# CONTROL=1 measures nginx in vts's turn too (the same server, paths and headers), so that each row's ratio is the
+# benchmark's own spread on this machine: how far apart two runs of one server fall, the resolution of the target.
 # Environment: RATES ("20 50 80"), RATE_OF (own), PATHS, DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
 # SRV_CPU (1), KTHREADS_OFF (0; 1 moves the kernel's movable bursty threads off the server's core, as root),
-# ACCESS_LOG (1), LOOP_ONLY (0), VTS_BUILD_DIR.
+# ACCESS_LOG (1), LOOP_ONLY (0), DISPATCHER_OFF (0; 1 moves the dispatcher's threads to the generator's core),
+# CONTROL (0), VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
@@ -100,6 +103,13 @@ if [ "${LOOP_ONLY:-0}" = 1 ]; then
   done
   echo "vts: only the worker's loop thread on cpu $SRV_CPU"
 fi
+if [ "${DISPATCHER_OFF:-0}" = 1 ]; then
+  for p in $(pgrep -P "$gw_pid"); do
+    [ "$(cat "/proc/$p/comm")" = vts-dispatcher ] || continue
+    for t in /proc/"$p"/task/*; do taskset -pc "$GEN_CPU" "${t##*/}" >/dev/null 2>&1 || true; done
+  done
+  echo "vts: the dispatcher's threads on cpu $GEN_CPU"
+fi
 vts_etag=$(curl -fsI -H "x-api-key: $key" "http://127.0.0.1:$gw_port$T" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 
@@ -121,16 +131,18 @@ median() {
     }'
 }
 
+[ "${CONTROL:-0}" = 1 ] && echo "CONTROL=1: the vts columns are nginx too, measured in its turn: the benchmark's own spread"
 echo "tail benchmark: generator on cpu $GEN_CPU, server on cpu $SRV_CPU (one worker each), $CONNS connections,"
 echo "$DURATION s a rate, $REPEAT run(s) a row (medians); $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | runs over 1.5x | pooled p99 vts / nginx ms | pooled ratio | gen lag99 ms |"
 echo "|---|---|---|---|---|---|---|---|---|"
 case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each "A: x|B: y", may be empty)
-  local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax of pct vr nr vout nout va=() na=()
+  local name=$1 expect=$2 vpath=$3 npath=$4 vmax nmax of pct vr nr vout nout va=() na=() vport=$gw_port
   [ -n "$5" ] && IFS='|' read -ra va <<<"$5"
   [ -n "$6" ] && IFS='|' read -ra na <<<"$6"
-  vmax=$(gen "$gw_port" "$vpath" 0 "$MAX_S" "$CONNS" "$expect" "${va[@]}" | field rps)
+  if [ "${CONTROL:-0}" = 1 ]; then vport=$ng_port vpath=$npath va=("${na[@]}"); fi
+  vmax=$(gen "$vport" "$vpath" 0 "$MAX_S" "$CONNS" "$expect" "${va[@]}" | field rps)
   nmax=$(gen "$ng_port" "$npath" 0 "$MAX_S" "$CONNS" "$expect" "${na[@]}" | field rps)
   for of in $RATE_OF; do
     for pct in $RATES; do
@@ -145,7 +157,7 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
       : >"$work/lat.vts"
       : >"$work/lat.nginx"
       for ((i = 0; i < REPEAT; i++)); do
-        vout=$(BENCH_LATENCIES=$work/lat.vts gen "$gw_port" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
+        vout=$(BENCH_LATENCIES=$work/lat.vts gen "$vport" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
         nout=$(BENCH_LATENCIES=$work/lat.nginx gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
         [ "$(echo "$vout" | field errors)" = 0 ] || echo "vts: errors at $pct% of $of: $vout" >&2
         [ "$(echo "$nout" | field errors)" = 0 ] || echo "nginx: errors at $pct% of $of: $nout" >&2
