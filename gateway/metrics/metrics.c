@@ -450,7 +450,8 @@ int metrics_render(struct buf *out) {
        "Refreshes a worker sent the dispatcher of a hot transcript in its own cache before that copy ended.",
        (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_refreshes))},
       {"vts_cache_l1_drops_total", "counter",
-       "Copies a worker dropped from its own cache because their refresh found the dispatcher no longer held them.",
+       "Copies a worker dropped from its own cache because their refresh found the dispatcher no longer held them "
+       "or failed.",
        (long long)sum_workers(offsetof(struct metrics_worker, l1_cache_drops))},
       {"vts_ratelimit_store_errors_total", "counter", "Rate-limit store (Redis) errors and timeouts.",
        (long long)sum_workers(offsetof(struct metrics_worker, ratelimit_store_errors))},

@@ -185,7 +185,7 @@ void metrics_l1_hit(void);
 void metrics_l1_wait(void);
 /* A worker sent the dispatcher a refresh of a hot transcript in its L1 (vts_cache_l1_refreshes_total). */
 void metrics_l1_refresh(void);
-/* A refresh came back without renewing or replacing the copy, which the worker dropped (vts_cache_l1_drops_total). */
+/* A refresh neither renewed nor replaced its copy, which the worker dropped (vts_cache_l1_drops_total). */
 void metrics_l1_drop(void);
 /* A loop's previous turn end, for metrics_turn_end; zeroed before the first. */
 struct metrics_turn {
