@@ -147,9 +147,17 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
   # One run of each server at the first rate, not counted: the first measured run would otherwise come right after the
   # maxima's seconds of both cores at full load, and it is always vts's. Measured with CONTROL=1 on the 248 KB at 20%:
   # without it, 5 of 6 runs of nginx in vts's turn were over 1.5x of the same nginx; with it, none of 6.
-  local first=${RATES%% *}
-  gen "$vport" "$vpath" $((nmax * first / 100)) "$DURATION" "$CONNS" "$expect" "${va[@]}" >/dev/null
-  gen "$ng_port" "$npath" $((nmax * first / 100)) "$DURATION" "$CONNS" "$expect" "${na[@]}" >/dev/null
+  local first=${RATES%% *} vout nout
+  # one measured run of each server at the rates vr and nr, its latencies added to the row's pool
+  run_vts() {
+    vout=$(BENCH_LATENCIES=$work/lat.vts gen "$vport" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
+  }
+  run_nginx() {
+    nout=$(BENCH_LATENCIES=$work/lat.nginx gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
+  }
+  vr=$((nmax * first / 100)) nr=$vr
+  run_vts
+  run_nginx
   for of in $RATE_OF; do
     for pct in $RATES; do
       case $of in
@@ -164,13 +172,7 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
       : >"$work/lat.vts"
       : >"$work/lat.nginx"
       for ((i = 0; i < REPEAT; i++)); do
-        if ((i % 2 == 0)); then
-          vout=$(BENCH_LATENCIES=$work/lat.vts gen "$vport" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
-          nout=$(BENCH_LATENCIES=$work/lat.nginx gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
-        else
-          nout=$(BENCH_LATENCIES=$work/lat.nginx gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
-          vout=$(BENCH_LATENCIES=$work/lat.vts gen "$vport" "$vpath" "$vr" "$DURATION" "$CONNS" "$expect" "${va[@]}")
-        fi
+        if ((i % 2 == 0)); then run_vts; run_nginx; else run_nginx; run_vts; fi
         [ "$(echo "$vout" | field errors)" = 0 ] || echo "vts: errors at $pct% of $of: $vout" >&2
         [ "$(echo "$nout" | field errors)" = 0 ] || echo "nginx: errors at $pct% of $of: $nout" >&2
         crossed=$((crossed + $(awk -v a="$(echo "$vout" | field p99)" -v b="$(echo "$nout" | field p99)" \
