@@ -185,7 +185,9 @@ def test_a_body_in_pieces_with_line_breaks_then_a_pipelined_request(make_gateway
             "Content-Length: %d\r\n\r\n" % (ACTIVE_KEY, len(body))).encode()
     nxt = ("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").encode()
     data = exchange_in_parts(gw.port, [head + body[:5], body[5:20], body[20:] + nxt])
-    [(s1, h1, b1), (s2, _, _)] = parse_responses(data)
+    answers = parse_responses(data)
+    assert len(answers) == 2, (data, gw.log_text()[-3000:])
+    [(s1, h1, b1), (s2, _, _)] = answers
     assert s1 == 202, b1
     assert json.loads(b1)["total"] == 3 and s2 == 200
 
