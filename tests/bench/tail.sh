@@ -92,24 +92,31 @@ fetch_ok "$work/www/hour.gz" -H "Accept-Encoding: gzip"
 python3 -c 'import gzip, sys; sys.exit(gzip.decompress(open(sys.argv[1], "rb").read()) != open(sys.argv[2], "rb").read())' \
   "$work/www/hour.gz" "$work/www/hour" || { echo "the gzip form does not decode to the body" >&2; exit 1; }
 nginx_start 1 taskset -c "$SRV_CPU"
-# LOOP_ONLY=1: every thread of the gateway's processes but the worker's loop (its main thread) to the generator's core.
-if [ "${LOOP_ONLY:-0}" = 1 ]; then
-  for p in $gw_pid $(pgrep -P "$gw_pid"); do
-    for t in /proc/"$p"/task/*; do
-      t=${t##*/}
-      [ "$t" = "$p" ] && [ "$(cat "/proc/$p/comm")" = vts-worker ] && continue
-      taskset -pc "$GEN_CPU" "$t" >/dev/null 2>&1 || true # a thread that ended meanwhile
+# Moves every thread of the process $1 to the generator's core, but the thread $2 when it is given.
+threads_to_gen() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    [ "${t##*/}" = "${2:-}" ] && continue
+    taskset -pc "$GEN_CPU" "${t##*/}" >/dev/null 2>&1 || true # a thread that ended meanwhile
+  done
+}
+# LOOP_ONLY=1: every thread of the gateway's processes but the worker's loop (its main thread) to the generator's core;
+# DISPATCHER_OFF=1: the dispatcher's threads. Done again after each path's maxima: a thread made since (the worker's
+# threadpool starts at its first task) is made on the core of the thread that made it.
+move_vts_threads() {
+  local p
+  if [ "${LOOP_ONLY:-0}" = 1 ]; then
+    for p in $gw_pid $(pgrep -P "$gw_pid"); do
+      if [ "$(cat "/proc/$p/comm")" = vts-worker ]; then threads_to_gen "$p" "$p"; else threads_to_gen "$p"; fi
     done
-  done
-  echo "vts: only the worker's loop thread on cpu $SRV_CPU"
-fi
-if [ "${DISPATCHER_OFF:-0}" = 1 ]; then
-  for p in $(pgrep -P "$gw_pid"); do
-    [ "$(cat "/proc/$p/comm")" = vts-dispatcher ] || continue
-    for t in /proc/"$p"/task/*; do taskset -pc "$GEN_CPU" "${t##*/}" >/dev/null 2>&1 || true; done
-  done
-  echo "vts: the dispatcher's threads on cpu $GEN_CPU"
-fi
+  fi
+  if [ "${DISPATCHER_OFF:-0}" = 1 ]; then
+    for p in $(pgrep -P "$gw_pid" -x vts-dispatcher); do threads_to_gen "$p"; done
+  fi
+}
+move_vts_threads
+[ "${LOOP_ONLY:-0}" = 1 ] && echo "vts: only the worker's loop thread on cpu $SRV_CPU"
+[ "${DISPATCHER_OFF:-0}" = 1 ] && echo "vts: the dispatcher's threads on cpu $GEN_CPU"
 vts_etag=$(curl -fsI -H "x-api-key: $key" "http://127.0.0.1:$gw_port$T" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 ng_etag=$(curl -fsI "http://127.0.0.1:$ng_port/hour" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 
@@ -156,6 +163,7 @@ case_() { # name, expect, vts path, nginx path, vts headers, nginx headers (each
     nout=$(BENCH_LATENCIES=$work/lat.nginx gen "$ng_port" "$npath" "$nr" "$DURATION" "$CONNS" "$expect" "${na[@]}")
   }
   vr=$((nmax * first / 100)) nr=$vr
+  move_vts_threads
   run_vts
   run_nginx
   for of in $RATE_OF; do
