@@ -19,8 +19,12 @@
  *
  * With BENCH_LATENCIES set to a file's name, every answer's latency (microseconds, one a line) is also appended to it,
  * so that several runs can be pooled into one distribution (tail.sh does, for runs of two servers made in turn).
+ * With BENCH_TIMELINE set to a file's name, the file gets each answer's due time (microseconds from the run's start)
+ * and latency, "DUE LATENCY" a line in the order the answers came: where in the run the slow answers fell, and whether
+ * they come in bursts or at a period.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +66,8 @@ static struct {
   int expect;
   uint32_t *lat; /* microseconds, one per answer */
   size_t nlat, cap;
+  uint32_t *due; /* each answer's due time, microseconds from start_ns, in the order of lat before it is sorted */
+  size_t ndue, duecap;
   uint32_t *lag; /* microseconds, one per request sent on a free connection: how late it went out */
   size_t nlag, lagcap;
   uint64_t sent, errors;
@@ -89,8 +95,6 @@ static void push(uint32_t **v, size_t *n, size_t *cap, uint64_t ns) {
   uint64_t us = ns / 1000;
   (*v)[(*n)++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
-
-static void record(uint64_t ns) { push(&g.lat, &g.nlat, &g.cap, ns); }
 
 static void on_written(uv_write_t *w, int status) {
   if (status != 0) g.errors++;
@@ -122,7 +126,8 @@ static void answered(struct conn *c) {
   c->busy = 0;
   c->free_ns = now;
   if (c->status != g.expect) g.errors++;
-  record(now - c->due_ns);
+  push(&g.lat, &g.nlat, &g.cap, now - c->due_ns);
+  push(&g.due, &g.ndue, &g.duecap, c->due_ns - g.start_ns);
   c->i++;
   c->due_ns = due_of(c);
 }
@@ -200,15 +205,25 @@ static int arg_num(const char *s, double *out) {
   return errno == 0 && end != s && *end == '\0' && *out >= 0 ? 0 : -1;
 }
 
-/* Appends every answer's latency to the file named path (nothing when path is NULL or empty); 0, or 1 on error. */
-static int latencies_append(const char *path) {
+/*
+ * Writes the answers to the file named path (nothing when it is NULL or empty): with timeline false, appends each
+ * latency, one a line (BENCH_LATENCIES); with timeline true, writes "DUE LATENCY" a line (BENCH_TIMELINE), before the
+ * latencies are sorted. A failed growth of one array (counted as an error) leaves the two of different lengths: the
+ * pairs stop there. Returns 0, or 1 on error.
+ */
+static int answers_write(const char *path, bool timeline) {
   if (path == NULL || path[0] == '\0') return 0;
-  FILE *f = fopen(path, "a");
+  FILE *f = fopen(path, timeline ? "w" : "a");
   if (f == NULL) {
     fprintf(stderr, "%s: %s\n", path, strerror(errno));
     return 1;
   }
-  for (size_t i = 0; i < g.nlat; i++) fprintf(f, "%u\n", g.lat[i]);
+  for (size_t i = 0; i < g.nlat && (!timeline || i < g.ndue); i++) {
+    if (timeline)
+      fprintf(f, "%u %u\n", g.due[i], g.lat[i]);
+    else
+      fprintf(f, "%u\n", g.lat[i]);
+  }
   if (fclose(f) != 0) {
     fprintf(stderr, "%s: %s\n", path, strerror(errno));
     return 1;
@@ -276,13 +291,15 @@ int main(int argc, char **argv) {
   }
   g.stopping = 1;
   double took = (double)(uv_hrtime() - g.start_ns) / 1e9;
+  int rv = answers_write(getenv("BENCH_TIMELINE"), true);
   qsort(g.lat, g.nlat, sizeof(*g.lat), cmp_u32);
   qsort(g.lag, g.nlag, sizeof(*g.lag), cmp_u32);
   printf("sent %llu rps %.0f p50 %u p99 %u p999 %u max %u errors %llu lag99 %u\n", (unsigned long long)g.sent,
          (double)g.nlat / took, pct(50), pct(99), pct(99.9), g.nlat ? g.lat[g.nlat - 1] : 0,
          (unsigned long long)g.errors, pct_of(g.lag, g.nlag, 99));
-  int rv = latencies_append(getenv("BENCH_LATENCIES"));
+  rv |= answers_write(getenv("BENCH_LATENCIES"), false);
   free(g.lat);
+  free(g.due);
   free(g.lag);
   free(g.request);
   return rv;
