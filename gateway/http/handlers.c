@@ -501,13 +501,13 @@ static route_handler *const handlers[ROUTE_OTHER] = {
 static int decides_on_head(route_handler *h) { return h == handle_jobs_create; }
 
 static void on_body_read(void *arg, struct http_request *req, int status) {
-  if (status == 0) handlers[route_find(req->path, req->path_len)](arg, req);
+  if (status == 0) handlers[req->route](arg, req);
   http_request_release(req);
 }
 
 /* The route table's decision for a request that came to the listener server. */
 static void serve(struct handlers_ctx *ctx, struct http_request *req, enum route_server server) {
-  enum http_route r = route_find(req->path, req->path_len);
+  enum http_route r = req->route;
   if (!route_served_by(r, server)) {
     http_respond_error(req, API_ERR_NOT_FOUND, NULL);
     return;

@@ -26,6 +26,7 @@
 
 #include "common/config.h"
 #include "gateway/http/errors.h"
+#include "gateway/http/routes.h"
 
 /*
  * The challenge of every 401: the API key travels in the x-api-key request header (SPEC section 5), which no
@@ -41,7 +42,8 @@ struct http_request {
   int method;       /* llhttp_method_t */
   const char *path; /* the URL without its query; not NUL-terminated */
   size_t path_len;
-  const char *query; /* the bytes after '?', NULL when the URL has none */
+  enum http_route route; /* path's route, found once when the head ends; ROUTE_OTHER before */
+  const char *query;     /* the bytes after '?', NULL when the URL has none */
   size_t query_len;
   const char *api_key; /* x-api-key value; NULL unless key_state is HTTP_KEY_PRESENT */
   size_t api_key_len;

@@ -40,7 +40,7 @@ void conn_access_log(const struct http_conn *conn, int status) {
   const char *method = req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : "-";
   log_access(req->request_id, method, plen > 0 ? req->path : "", plen, (uint64_t)status, util_now_ms() - req->start_ms,
              req->key_id);
-  metrics_request(route_find(req->path, req->path_len), status, (uv_hrtime() - req->start_ns) / 1000);
+  metrics_request(req->route, status, (uv_hrtime() - req->start_ns) / 1000);
 }
 
 /*

@@ -78,6 +78,7 @@ void conn_reset_request(struct http_conn *conn) {
   conn->err = API_OK;
   memset(&conn->req, 0, sizeof(conn->req));
   conn->req.method = -1;
+  conn->req.route = ROUTE_OTHER;
   conn->req.request_id = "";
   conn->req.start_ms = util_now_ms();
   conn->req.start_ns = uv_hrtime();
@@ -435,6 +436,7 @@ static int head_target(struct http_conn *conn) {
     req->path = "/";
     req->path_len = 1;
   }
+  req->route = route_find(req->path, req->path_len);
   return 0;
 }
 
@@ -557,7 +559,7 @@ static int on_headers_complete(llhttp_t *p) {
     return -1;
   }
   head_give_headers(conn);
-  if (route_reads_body(route_find(req->path, req->path_len), req->method)) {
+  if (route_reads_body(req->route, req->method)) {
     conn->err = head_await_body(p, conn);
     if (conn->err != API_OK) return -1;
     return req->body_waiting ? HPE_PAUSED : 0;
