@@ -87,9 +87,12 @@ struct dispatcher {
   uv_loop_t loop;
   uv_async_t wake;
   uv_timer_t timer;
-  uv_timer_t lonely; /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
-  uv_prepare_t turn; /* measures each loop turn, before the loop waits */
-  int schedstat_fd;  /* the loop thread's scheduler statistics (/proc/thread-self/schedstat), -1 without them */
+  uv_timer_t lonely;   /* VTS_NO_FETCHER_WARN_MS after the start: says so when no fetcher has connected */
+  uv_prepare_t turn;   /* measures each loop turn, before the loop waits */
+  uv_poll_t jobs_made; /* the master's eventfd, readable when a worker made a batch job */
+  int jobs_made_fd;    /* that eventfd, -1 without one */
+  bool jobs_made_on;
+  int schedstat_fd; /* the loop thread's scheduler statistics (/proc/thread-self/schedstat), -1 without them */
   struct metrics_turn turn_end; /* the previous turn's end */
   uint64_t turn_queued_ns;      /* the thread's wait for a core in all, when a turn's end last read it */
   bool loop_ready;
@@ -424,6 +427,16 @@ static void settle(struct dispatcher *d) {
 
 static void on_timer(uv_timer_t *t) { settle(t->data); }
 
+/* A worker made a batch job: the runner takes at once and polls often again, the webhooks too (hooks.h). */
+static void on_jobs_made(uv_poll_t *p, int status, int events) {
+  (void)events;
+  struct dispatcher *d = p->data;
+  uint64_t n;
+  if (status < 0 || read(d->jobs_made_fd, &n, sizeof(n)) < 0) return; /* EAGAIN: another read took it */
+  if (d->hooks != NULL) hooks_wake(d->hooks);
+  if (d->runner != NULL) runner_wake(d->runner); /* kicks: settle at the next turn */
+}
+
 /* A job store call answered: the runner may start more, at the loop's next turn (kicks in one turn coalesce). */
 static void kick_runner(void *arg) {
   struct dispatcher *d = arg;
@@ -696,6 +709,7 @@ static void teardown(struct dispatcher *d) {
     uv_close((uv_handle_t *)&d->timer, NULL);
     uv_close((uv_handle_t *)&d->lonely, NULL);
     uv_close((uv_handle_t *)&d->turn, NULL);
+    if (d->jobs_made_on) uv_close((uv_handle_t *)&d->jobs_made, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (d->schedstat_fd >= 0) close(d->schedstat_fd);
     d->schedstat_fd = -1;
@@ -799,6 +813,12 @@ static int start_core(struct dispatcher *d, struct start_err *e) {
   }
   d->runner = runner_new(d->cfg, d->limits, d->core, &d->loop, kick_runner, d);
   if (d->runner != NULL) d->hooks = hooks_new(d->cfg, d->core, d->runner);
+  if (d->runner != NULL && d->jobs_made_fd >= 0 && uv_poll_init(&d->loop, &d->jobs_made, d->jobs_made_fd) == 0) {
+    d->jobs_made.data = d;
+    d->jobs_made_on = true;
+    uv_poll_start(&d->jobs_made, UV_READABLE, on_jobs_made);
+    uv_unref((uv_handle_t *)&d->jobs_made);
+  }
   return 0;
 }
 
@@ -862,7 +882,8 @@ static int start_signal_thread(struct dispatcher *d, pthread_t *out, struct star
   return -rv;
 }
 
-int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits) {
+int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits,
+                    int jobs_made_fd) {
   enum log_level level = LOG_INFO;
   log_level_parse(cfg->log_level, &level);
   log_init("dispatcher", level);
@@ -873,6 +894,7 @@ int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const 
   memset(d, 0, sizeof(*d));
   d->cfg = cfg;
   d->limits = limits;
+  d->jobs_made_fd = jobs_made_fd;
   d->slots.next = d->slots.prev = &d->slots;
   pthread_mutex_init(&d->lock, NULL);
 

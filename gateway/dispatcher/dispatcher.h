@@ -21,9 +21,11 @@
 
 /*
  * Runs the dispatcher in the current (freshly forked) process until SIGTERM. limits is what the master made for the
- * rate limiter before fork (borrowed; NULL: no batch item can take a unit of the month from its table). Returns the
- * exit status.
+ * rate limiter before fork (borrowed; NULL: no batch item can take a unit of the month from its table).
+ * jobs_made_fd is the master's eventfd that workers write when they make a batch job: the runner looks at once
+ * (-1: none, the store's polls find it). Returns the exit status.
  */
-int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits);
+int dispatcher_main(const struct vts_config *cfg, const char *worker_url, const struct ratelimit_shared *limits,
+                    int jobs_made_fd);
 
 #endif

@@ -34,7 +34,8 @@ struct hooks {
   int scanning, taking; /* a scan, a take in the store's queue (one of each at a time) */
   uint64_t in_flight;
   uint64_t next_scan_ms;
-  uint64_t next_take_ms; /* the store is asked for a due try no more often than HOOKS_POLL_MS when none was */
+  uint64_t next_take_ms;     /* the store is asked for a due try no more often than poll_ms when none was */
+  uint64_t scan_ms, poll_ms; /* the waits before the next scan and take: doubled by each that finds nothing */
   uint64_t delivered, failed, given_up;
 };
 
@@ -52,7 +53,16 @@ struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct 
   h->core = core;
   h->runner = runner;
   h->q = runner_storeq(runner);
+  h->scan_ms = HOOKS_SCAN_MS;
+  h->poll_ms = HOOKS_POLL_MS;
   return h;
+}
+
+void hooks_wake(struct hooks *h) {
+  h->scan_ms = HOOKS_SCAN_MS;
+  h->poll_ms = HOOKS_POLL_MS;
+  h->next_scan_ms = 0;
+  h->next_take_ms = 0;
 }
 
 void hooks_free(struct hooks *h) {
@@ -97,6 +107,7 @@ static void scan_work(struct jobstore *js, void *arg) {
 static void scan_done(void *arg) {
   struct scan_call *c = arg;
   c->h->scanning = 0;
+  c->h->scan_ms = c->n > 0 || c->failed ? HOOKS_SCAN_MS : runner_idle_wait(c->h->scan_ms);
   for (int i = 0; i < c->n; i++)
     log_msg(LOG_INFO, "webhook owed", "job_id", c->job_id[i], "status", c->status[i], NULL);
   if (c->failed) log_msg(LOG_ERROR, "webhook message not recorded", "job_id", c->job_id[c->n], NULL);
@@ -190,19 +201,23 @@ static void take_done(void *arg) {
   } else {
     free(t->c);
     if (t->rv != -EAGAIN && t->rv != 0) log_msg(LOG_WARN, "taking a webhook try failed", NULL);
-    if (t->rv != 0) h->next_take_ms = now + HOOKS_POLL_MS;
+    if (t->rv != 0) {
+      h->next_take_ms = now + h->poll_ms;
+      h->poll_ms = runner_idle_wait(h->poll_ms);
+    }
   }
+  if (t->rv == 0) h->poll_ms = HOOKS_POLL_MS;
   take_free(t);
   runner_kick(h->runner);
 }
 
 uint64_t hooks_pump(struct hooks *h, uint64_t now) {
   if (now >= h->next_scan_ms && !h->scanning) {
-    h->next_scan_ms = now + HOOKS_SCAN_MS;
+    h->next_scan_ms = now + h->scan_ms;
     scan(h);
   }
   /* A scan still in flight: looked at again after HOOKS_POLL_MS, never at a time already past. */
-  uint64_t wake = h->next_scan_ms > now ? h->next_scan_ms : now + HOOKS_POLL_MS;
+  uint64_t wake = h->next_scan_ms > now ? h->next_scan_ms : now + h->poll_ms;
   /* The pump runs after every batch of the loop's events: the store's write lock is not taken at that pace. */
   if (h->taking) return wake; /* its answer asks for the next pump */
   if (now < h->next_take_ms) return h->next_take_ms < wake ? h->next_take_ms : wake;
@@ -212,7 +227,7 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
   /* Within the batch share, beside the runner's items: the rest of the fetchers serve transcripts. */
   if (runner_room(st.fetchers_connected, st.fetchers_idle, st.jobs_queued, fair_held_all(runner_fair(h->runner)),
                   h->cfg->jobs_fetcher_share) == 0)
-    return now + HOOKS_POLL_MS;
+    return now + h->poll_ms;
   /* Passed over: keys with a try in flight (one try per key at once), keys at their share, revoked keys. */
   const char *busy[HOOKS_MAX_IN_FLIGHT];
   size_t n = 0;

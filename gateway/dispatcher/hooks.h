@@ -30,10 +30,15 @@
 #include "gateway/jobs/jobstore.h"
 #include "proto/proto.h"
 
-#define HOOKS_WAITER 2        /* core_waiter.internal of a webhook try (a batch item's is 1) */
-#define HOOKS_SCAN_MS 250     /* ended jobs that owe a message are looked for this often */
-#define HOOKS_POLL_MS 100     /* and tries due (or a fetcher free for one) this often */
-#define HOOKS_MAX_IN_FLIGHT 4 /* tries held by fetchers at once */
+#define HOOKS_WAITER 2 /* core_waiter.internal of a webhook try (a batch item's is 1) */
+/*
+ * Ended jobs that owe a message are looked for after HOOKS_SCAN_MS, and tries due (or a fetcher free for one) after
+ * HOOKS_POLL_MS. Each look that finds nothing doubles its wait, up to RUNNER_IDLE_POLL_MS; one that finds something,
+ * and a job made on this gateway (hooks_wake), bring it back. An idle gateway's store is not asked ten times a second.
+ */
+#define HOOKS_SCAN_MS 250
+#define HOOKS_POLL_MS 100
+#define HOOKS_MAX_IN_FLIGHT 4                           /* tries held by fetchers at once */
 #define HOOKS_LEASE_MS (VTS_WEBHOOK_TIMEOUT_MS + 30000) /* a try not ended by then (its gateway died) is made again */
 
 /*
@@ -53,6 +58,8 @@ struct hooks *hooks_new(const struct vts_config *cfg, struct core *core, struct 
 void hooks_free(struct hooks *h);
 /* Records the messages owed and starts the tries due that may start now. Returns when it wants to be called again. */
 uint64_t hooks_pump(struct hooks *h, uint64_t now);
+/* A job was made on this gateway: its message may soon be owed, so the next looks are due now and often again. */
+void hooks_wake(struct hooks *h);
 /* The answer of a try (a waiter with internal HOOKS_WAITER); res borrowed for the call. */
 void hooks_answer(struct hooks *h, struct core_waiter *w, const struct proto_result *res);
 /* Sets the webhook counters of st (webhooks_*): the core counts none of them. */

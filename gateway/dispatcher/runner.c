@@ -83,6 +83,7 @@ struct runner {
   int stop_due; /* a gone key may be GONE_RUNNING: stop_gone looks (else it does not walk them at every pump) */
   const char *scratch[RUNNER_SKIP_MAX]; /* runner_skip's names, until runner_skipped_fill copies them */
   uint64_t next_take_ms;
+  uint64_t poll_ms; /* how long after a take that finds nothing the next is made: RUNNER_POLL_MS, doubling when idle */
   uint64_t next_expire_ms;
   uint64_t next_keepalive_ms;
   /* Store calls in flight, each kind one at a time (a store that does not answer holds only that many). */
@@ -476,6 +477,7 @@ struct runner *runner_new(const struct vts_config *cfg, const struct ratelimit_s
   r->core = core;
   r->kick = kick_fn;
   r->kick_arg = kick_arg;
+  r->poll_ms = RUNNER_POLL_MS;
   if (limits != NULL && (r->months = ratelimit_new_months(cfg, limits)) == NULL) {
     free(r);
     return NULL;
@@ -573,6 +575,14 @@ struct storeq *runner_storeq(struct runner *r) {
 }
 
 void runner_kick(struct runner *r) { kick(r); }
+
+uint64_t runner_idle_wait(uint64_t ms) { return ms * 2 < RUNNER_IDLE_POLL_MS ? ms * 2 : RUNNER_IDLE_POLL_MS; }
+
+void runner_wake(struct runner *r) {
+  r->poll_ms = RUNNER_POLL_MS;
+  r->next_take_ms = 0;
+  kick(r);
+}
 
 int runner_closing(const struct runner *r) { return r->closing; }
 
@@ -863,10 +873,12 @@ static void take_done(void *arg) {
   }
   if (c->rv != 0) {
     if (c->rv != -EAGAIN) log_msg(LOG_WARN, "taking a batch item failed", NULL);
-    r->next_take_ms = now + RUNNER_POLL_MS;
+    r->next_take_ms = now + r->poll_ms;
+    r->poll_ms = runner_idle_wait(r->poll_ms);
     take_over(c);
     return;
   }
+  r->poll_ms = RUNNER_POLL_MS;
   const char *key = c->page ? c->pg.key_id : c->task.key_id;
   c->weight = runner_key_weight(r, key);
   fair_seen(r->fair, now, key, c->weight);
@@ -943,7 +955,7 @@ uint64_t runner_pump(struct runner *r, uint64_t now) {
   uint64_t wake = runner_hold(r, now);
   expire_some(r, now);
   if (!r->expiring && r->next_expire_ms > now && r->next_expire_ms < wake) wake = r->next_expire_ms;
-  if (now + RUNNER_POLL_MS < wake) wake = now + RUNNER_POLL_MS;
+  if (now + r->poll_ms < wake) wake = now + r->poll_ms;
   keys_refresh(r, now);
   stop_gone(r);
   if (r->taking) return wake; /* its answer asks for the next pump */

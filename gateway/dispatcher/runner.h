@@ -56,10 +56,16 @@
 /* An item whose unit of the month could not be counted (the counter's store did not answer): tried again after this. */
 #define RUNNER_CHARGE_RETRY_MS 5000
 /*
- * With nothing to take, the store is asked again this often, on its own thread (storeq.h): a job made on another
- * gateway starts here within about this long, and an idle runner costs a store round trip or two this often.
+ * With nothing to take, the store is asked again after RUNNER_POLL_MS, on its own thread (storeq.h), and after twice
+ * as long at each take that finds nothing, up to RUNNER_IDLE_POLL_MS. A take that finds work, and a job made on this
+ * gateway (runner_wake), bring it back to RUNNER_POLL_MS. So a job made on another gateway sharing the store starts
+ * here within about RUNNER_IDLE_POLL_MS, and an idle runner costs a store round trip or two that often: the loop and
+ * the store's thread share their cores with the workers, and every wake-up of theirs delays the answers there.
  */
 #define RUNNER_POLL_MS 50
+#define RUNNER_IDLE_POLL_MS 1000
+/* The wait after a look at the store that found nothing, the last wait ms: twice that, at most RUNNER_IDLE_POLL_MS. */
+uint64_t runner_idle_wait(uint64_t ms);
 /* How often the key file is looked at for changes (its revoked keys, weights and months). */
 #define RUNNER_KEYS_POLL_MS 500
 /* Store calls queued at most before another take: a store that does not answer holds the ended work's writes only. */
@@ -106,6 +112,8 @@ void runner_free(struct runner *r);
 struct storeq *runner_storeq(struct runner *r);
 /* Asks for a pump soon, as a store call of the runner's does when it is answered (nothing while closing). */
 void runner_kick(struct runner *r);
+/* A job was made on this gateway: the next take is due now, and the store is asked often again (RUNNER_POLL_MS). */
+void runner_wake(struct runner *r);
 /* Whether runner_free has begun: a store call answered now starts nothing. */
 int runner_closing(const struct runner *r);
 /* Sets the runner's gauges of st (store_calls: its store queue's depth); NULL sets none. */

@@ -24,6 +24,7 @@ struct handlers_ctx {
   uv_loop_t *loop;      /* the worker's loop */
   struct storeq *jobsq; /* the batch jobs' store on its own thread, opened on the first jobs request (jobs_api.c) */
   struct l1cache *l1;   /* the worker's L1 and ETag store, lent to the dispatcher link (dispatch_client_init) */
+  int jobs_made_fd;     /* the master's eventfd: a job made here is said to the dispatcher at once (-1: none) */
 };
 
 /*

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/log.h"
@@ -202,6 +203,12 @@ static void create_done(void *arg) {
   log_msg(LOG_INFO, "job accepted", "request_id", c->request_id, "job_id", id, "key_id", c->key.name, "=items", total,
           "source", c->source, "more", c->continuation != NULL && c->continuation[0] != '\0' ? "yes" : "no", NULL);
   respond_buf(c, 202, headers, &b);
+  /* The dispatcher's runner starts it now, not at the store's next poll. A full counter is a wake-up already due. */
+  if (c->ctx->jobs_made_fd >= 0) {
+    uint64_t one = 1;
+    if (write(c->ctx->jobs_made_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+      log_msg(LOG_WARN, "the dispatcher was not told of a new job", "error", strerror(errno), NULL);
+  }
 done:
   jobs_call_end(c);
 }

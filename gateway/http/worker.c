@@ -161,7 +161,7 @@ static void close_any(uv_handle_t *h, void *arg) {
 
 /* Over 80 lines: the worker's steps from start to stop in order, every failure leaving by the one teardown. */
 int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t started_ms, struct keystore *keys,
-                const struct ratelimit_shared *limits) {
+                const struct ratelimit_shared *limits, int jobs_made_fd) {
   static struct worker w;
   int status = 1;
   int dispatch_up = 0;
@@ -171,6 +171,7 @@ int worker_main(const struct vts_config *cfg, const char *worker_url, uint64_t s
   w.ctx.keys = keys;
   w.ctx.started_ms = started_ms;
   w.ctx.loop = &w.loop;
+  w.ctx.jobs_made_fd = jobs_made_fd;
   if (uv_loop_init(&w.loop) != 0) {
     log_msg(LOG_ERROR, "uv_loop_init failed", NULL);
     keystore_free(keys);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -53,6 +54,7 @@ struct master {
   const struct vts_config *cfg;
   struct keystore *keys;
   struct ratelimit_shared *limits; /* made before fork, lent to every child */
+  int jobs_made_fd;                /* an eventfd: a worker that made a batch job says so to the dispatcher; or -1 */
   pid_t pid;
   uint64_t started_ms;
   enum log_level log_level;
@@ -121,10 +123,10 @@ static void child_run(struct master *m, struct child *c) {
   int status;
   if (c->role == ROLE_WORKER) {
     metrics_set_worker((int)(c - m->children));
-    status = worker_main(m->cfg, m->ipc_url, m->started_ms, m->keys, m->limits);
+    status = worker_main(m->cfg, m->ipc_url, m->started_ms, m->keys, m->limits, m->jobs_made_fd);
   } else {
     keystore_free(m->keys);
-    status = dispatcher_main(m->cfg, m->ipc_url, m->limits);
+    status = dispatcher_main(m->cfg, m->ipc_url, m->limits, m->jobs_made_fd);
   }
   exit(status);
 }
@@ -314,6 +316,7 @@ static void body_dir(const char *state_dir) {
 int master_run(const struct vts_config *cfg, struct keystore *keys) {
   struct master m;
   memset(&m, 0, sizeof(m));
+  m.jobs_made_fd = -1;
   m.cfg = cfg;
   m.keys = keys;
   m.pid = getpid();
@@ -337,6 +340,10 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
     log_msg(LOG_ERROR, rl_err, NULL);
     goto fail;
   }
+  /* Without it the dispatcher still finds a new job, by its store's polls (RUNNER_IDLE_POLL_MS at most). */
+  m.jobs_made_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (m.jobs_made_fd < 0)
+    log_msg(LOG_WARN, "no eventfd: new batch jobs start at the job store's next poll", "error", strerror(errno), NULL);
   body_dir(cfg->state_dir);
   rv = metrics_init();
   if (rv != 0) {
@@ -400,6 +407,7 @@ int master_run(const struct vts_config *cfg, struct keystore *keys) {
   rv = 0;
 
 fail:
+  if (m.jobs_made_fd >= 0) close(m.jobs_made_fd);
   ratelimit_shared_free(m.limits);
   remove_ipc_dir(&m);
   free(m.children);

@@ -115,7 +115,7 @@ static void disp_start(struct disp *d, const char *const *extra) {
       exit(2);
     }
     /* No limiter's table: no batch item takes a unit of the month here. */
-    exit(dispatcher_main(&cfg, d->worker_url, NULL)); /* exit, not _exit: the leak checker runs at exit */
+    exit(dispatcher_main(&cfg, d->worker_url, NULL, -1)); /* exit, not _exit: the leak checker runs at exit */
   }
   live_pid = d->pid;
   free(envp);
