@@ -216,7 +216,7 @@ uint64_t hooks_pump(struct hooks *h, uint64_t now) {
     h->next_scan_ms = now + h->scan_ms;
     scan(h);
   }
-  /* A scan still in flight: looked at again after HOOKS_POLL_MS, never at a time already past. */
+  /* A scan still in flight: looked at again after poll_ms, never at a time already past. */
   uint64_t wake = h->next_scan_ms > now ? h->next_scan_ms : now + h->poll_ms;
   /* The pump runs after every batch of the loop's events: the store's write lock is not taken at that pace. */
   if (h->taking) return wake; /* its answer asks for the next pump */
