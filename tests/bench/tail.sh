@@ -24,12 +24,17 @@
 # VTS_LOG_LEVEL=warn, nginx with access_log off), LOOP_ONLY=1 leaves only the worker's loop thread of vts on the
 # server's core (the master, the dispatcher with its store thread, the worker's threadpool and nng threads go to the
 # generator's).
+# HALT_POLL=NS sets the guest's halt polling (the haltpoll cpuidle driver's guest_halt_poll_ns, as root) for the run
+# and puts it back after: a virtual CPU with nothing to run polls that long before it halts. A halted virtual CPU is
+# woken by its host, which takes tens of microseconds; a core that idles between two answers (both servers' at low
+# rates) pays that wake-up in every answer's latency. The kernel's default is 200000 (200 us); a host may set 0. The
+# header says the value in force, and what the machine had.
 # CONTROL=1 measures nginx in vts's turn too (the same server, paths and headers), so that each row's ratio is the
 # benchmark's own spread on this machine: how far apart two runs of one server fall, the resolution of the target.
 # Environment: RATES ("20 50 80"), RATE_OF (own), PATHS, DURATION (5), MAX_S (3), CONNS (32), REPEAT (1), GEN_CPU (0),
 # SRV_CPU (1), KTHREADS_OFF (0; 1 moves the kernel's movable bursty threads off the server's core, as root),
 # ACCESS_LOG (1), LOOP_ONLY (0), DISPATCHER_OFF (0; 1 moves the dispatcher's threads to the generator's core),
-# CONTROL (0), VTS_BUILD_DIR.
+# CONTROL (0), HALT_POLL (the machine's), VTS_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 RATES=${RATES:-20 50 80}; RATE_OF=${RATE_OF:-own}; DURATION=${DURATION:-5}; MAX_S=${MAX_S:-3}; CONNS=${CONNS:-32}
@@ -48,8 +53,19 @@ work=$(mktemp -d /tmp/vts-tail.XXXXXX)
 chmod 755 "$work" # nginx workers run as an unprivileged user and must read the bodies
 pids=()
 moved=() # "pid cpus" of the kernel threads KTHREADS_OFF moved, put back at the end
-put_back() { local m; for m in "${moved[@]}"; do taskset -pc "${m#* }" "${m%% *}" >/dev/null 2>&1 || true; done; cleanup; }
+halt_knob=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+halt_was=$(cat "$halt_knob" 2>/dev/null || echo none) # the machine's halt polling, put back at the end
+put_back() {
+  local m
+  for m in "${moved[@]}"; do taskset -pc "${m#* }" "${m%% *}" >/dev/null 2>&1 || true; done
+  [ "$halt_was" = none ] || echo "$halt_was" >"$halt_knob" 2>/dev/null || true
+  cleanup
+}
 trap put_back EXIT
+if [ -n "${HALT_POLL:-}" ]; then
+  [ "$halt_was" != none ] || { echo "HALT_POLL: this kernel has no haltpoll driver ($halt_knob)" >&2; exit 1; }
+  echo "$HALT_POLL" >"$halt_knob" || { echo "HALT_POLL: cannot write $halt_knob (root?)" >&2; exit 1; }
+fi
 # KTHREADS_OFF=1: the kernel's unbound threads that run in bursts of milliseconds (memory monitoring's kdamond, RCU's
 # grace-period thread) are moved off the server's core for the run, onto the generator's, as an operator isolating
 # a core would; both servers are measured so. The per-core ones (ksoftirqd, kworker/N) cannot move and stay.
@@ -141,6 +157,7 @@ median() {
 [ "${CONTROL:-0}" = 1 ] && echo "CONTROL=1: the vts columns are nginx too, measured in its turn: the benchmark's own spread"
 echo "tail benchmark: generator on cpu $GEN_CPU, server on cpu $SRV_CPU (one worker each), $CONNS connections,"
 echo "$DURATION s a rate, $REPEAT run(s) a row (medians); $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$halt_was" = none ] || echo "guest halt polling: $(cat "$halt_knob") ns (the machine's: $halt_was ns)"
 echo
 echo "| path | rate (vts / nginx rps) | vts p50 / p99 / p99.9 ms | nginx p50 / p99 / p99.9 ms | p99 vts / nginx | runs over 1.5x | pooled p99 vts / nginx ms | pooled ratio | gen lag99 ms |"
 echo "|---|---|---|---|---|---|---|---|---|"
