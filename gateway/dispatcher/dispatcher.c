@@ -432,7 +432,12 @@ static void on_jobs_made(uv_poll_t *p, int status, int events) {
   (void)events;
   struct dispatcher *d = p->data;
   uint64_t n;
-  if (status < 0 || read(d->jobs_made_fd, &n, sizeof(n)) < 0) return; /* EAGAIN: another read took it */
+  if (status < 0) { /* the fd failed: the store's polls still find every job, within RUNNER_IDLE_POLL_MS */
+    log_msg(LOG_WARN, "new batch jobs wait for the job store's polls", "error", uv_strerror(status), NULL);
+    uv_poll_stop(p);
+    return;
+  }
+  if (read(d->jobs_made_fd, &n, sizeof(n)) < 0) return; /* EAGAIN: nothing to read after all */
   if (d->hooks != NULL) hooks_wake(d->hooks);
   if (d->runner != NULL) runner_wake(d->runner); /* kicks: settle at the next turn */
 }
