@@ -66,7 +66,10 @@
 #define RUNNER_IDLE_POLL_MS 1000
 /* The wait after a look at the store that found nothing, the last wait ms: twice that, at most RUNNER_IDLE_POLL_MS. */
 uint64_t runner_idle_wait(uint64_t ms);
-/* How often the key file is looked at for changes (its revoked keys, weights and months). */
+/*
+ * How often at most the key file is looked at for changes (its revoked keys, weights and months): at a pump, so an
+ * idle runner looks once a RUNNER_IDLE_POLL_MS, and its next take still goes by what the file says then.
+ */
 #define RUNNER_KEYS_POLL_MS 500
 /* Store calls queued at most before another take: a store that does not answer holds the ended work's writes only. */
 #define RUNNER_STORE_DEPTH_MAX 64
